@@ -1,1 +1,178 @@
+//! The hub: one HTTP gateway serving the tenant API catalogue and the
+//! operator routes, over SQLite (embedded default) or PostgreSQL.
+//!
+//! `app` builds the router for a state; `serve` runs it until SIGTERM or
+//! SIGINT, draining in-flight requests.
 
+pub mod config;
+pub mod crypto;
+pub mod db;
+pub mod error;
+pub mod gate;
+pub mod groups;
+pub mod state;
+pub mod validate;
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::Context;
+use axum::{Json, Router, middleware, routing::get};
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use crate::{
+    config::{Config, GateMode},
+    crypto::MasterKey,
+    db::{Backend, Db},
+    error::ApiError,
+    groups::identity::auth::LogMailSender,
+    state::{AppState, INVALIDATION_CHANNEL},
+};
+
+/// The whole HTTP surface for a state.
+pub fn app(state: AppState) -> Router {
+    let api = Router::new()
+        .merge(groups::identity::routes())
+        // Per-route authority checks need the matched route template.
+        .route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
+    Router::new()
+        .route("/health", get(health))
+        .merge(api)
+        .fallback(|| async { ApiError::NotFound })
+        .layer(middleware::from_fn_with_state(state.clone(), gate::authenticate))
+        .with_state(state)
+}
+
+async fn health() -> Json<serde_json::Value> {
+    Json(json!({ "success": true, "data": { "status": "ok" } }))
+}
+
+/// Opens the database, applies migrations and builds the state.
+pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
+    if config.gate_mode == GateMode::Off && !config.dev {
+        anyhow::bail!("AUTH_GATE_MODE=off is refused outside development mode (HUB_DEV)");
+    }
+    std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
+    if config.dev {
+        tracing::warn!("development mode: not for production");
+    }
+    let master = MasterKey::load(config.master_key.as_deref(), &config.data_dir, config.dev)?;
+    let db = Db::connect(&config.database_url()).await?;
+    db.migrate().await?;
+    let state = AppState::new(config, db, master, Arc::new(LogMailSender)).await?;
+    spawn_background(&state);
+    Ok(state)
+}
+
+/// Housekeeping and, on PostgreSQL, the cache invalidation listener.
+fn spawn_background(state: &AppState) {
+    let s = state.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            tick.tick().await;
+            if let Err(e) = groups::identity::api_keys::sweep_rate_windows(&s).await {
+                tracing::warn!(error = %e, "sweeping rate windows");
+            }
+        }
+    });
+    if state.db.backend == Backend::Postgres {
+        let s = state.clone();
+        tokio::spawn(async move { listen_invalidations(s).await });
+    }
+}
+
+/// Follows the other replicas' cache invalidations. After losing the
+/// connection every cache is dropped, since notifications may have been
+/// missed meanwhile.
+async fn listen_invalidations(state: AppState) {
+    loop {
+        match sqlx::postgres::PgListener::connect(&state.db.url).await {
+            Ok(mut listener) => {
+                if let Err(e) = listener.listen(INVALIDATION_CHANNEL).await {
+                    tracing::error!(error = %e, "LISTEN failed");
+                } else {
+                    state.clear_all();
+                    loop {
+                        match listener.recv().await {
+                            Ok(n) => state.apply_remote(n.payload()).await,
+                            Err(e) => {
+                                tracing::warn!(error = %e, "invalidation channel lost");
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "connecting the invalidation listener"),
+        }
+        state.clear_all();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// A running server: its address and a handle to stop it.
+pub struct Server {
+    pub addr: std::net::SocketAddr,
+    pub state: AppState,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    /// Stops accepting, drains in-flight requests and waits for the end.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.shutdown.send(true);
+        self.task.await??;
+        Ok(())
+    }
+}
+
+/// Binds and serves in the background (tests and embedding).
+pub async fn start(state: AppState) -> anyhow::Result<Server> {
+    let listener = TcpListener::bind(state.config.listen).await.with_context(|| format!("binding {}", state.config.listen))?;
+    let addr = listener.local_addr()?;
+    let (tx, mut rx) = tokio::sync::watch::channel(false);
+    let router = app(state.clone());
+    let task = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = rx.wait_for(|stop| *stop).await;
+            })
+            .await
+    });
+    Ok(Server { addr, state, shutdown: tx, task })
+}
+
+/// Serves until SIGTERM or SIGINT, then drains in-flight requests.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let state = prepare(config).await?;
+    let server = start(state).await?;
+    tracing::info!(addr = %server.addr, "hub listening");
+    shutdown_signal().await;
+    tracing::info!("shutting down: draining in-flight requests");
+    server.stop().await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -1,1 +1,39 @@
-fn main() {}
+//! The `hub` command: `hub serve` runs the gateway, `hub migrate` applies
+//! the database migrations and exits.
+
+use clap::{Parser, Subcommand};
+use hub::config::Config;
+
+#[derive(Parser)]
+#[command(name = "hub", version, about = "The platform's HTTP gateway")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP gateway.
+    Serve(Config),
+    /// Apply pending database migrations and exit.
+    Migrate(Config),
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HUB_LOG").unwrap_or_else(|_| "info,sqlx=warn".into()),
+        )
+        .init();
+    match Cli::parse().command {
+        Command::Serve(config) => hub::serve(config).await,
+        Command::Migrate(config) => {
+            std::fs::create_dir_all(&config.data_dir)?;
+            let db = hub::db::Db::connect(&config.database_url()).await?;
+            db.migrate().await?;
+            tracing::info!("migrations applied");
+            Ok(())
+        }
+    }
+}

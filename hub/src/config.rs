@@ -1,0 +1,72 @@
+//! Every setting of the hub, from command-line flags or their environment
+//! variables.
+
+use std::{net::SocketAddr, path::PathBuf};
+
+/// How the gateway treats requests without a valid credential.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum GateMode {
+    /// Refuse (401/403) what the gate does not admit.
+    Enforce,
+    /// Let it through and log what would have been refused.
+    Report,
+    /// Skip the gate's checks (development mode only).
+    Off,
+}
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct Config {
+    /// Address the HTTP server listens on.
+    #[arg(long, env = "HUB_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Directory for the SQLite database and development-mode key files.
+    #[arg(long, env = "HUB_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// `sqlite://...` or `postgres://...`; default: `hub.db` in the data dir.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// The operator secret for `/admin/*` (header `x-admin-ops-token`).
+    #[arg(long, env = "ADMIN_OPS_TOKEN", hide_env_values = true)]
+    pub admin_ops_token: Option<String>,
+    /// `enforce`, `report` or `off` (off needs development mode).
+    #[arg(long, env = "AUTH_GATE_MODE", value_enum, default_value = "enforce")]
+    pub gate_mode: GateMode,
+    /// Development mode: creates and keeps a master key in the data dir and
+    /// returns verification tokens in responses.
+    #[arg(long, env = "HUB_DEV", value_parser = clap::builder::BoolishValueParser::new())]
+    pub dev: bool,
+    /// 32-byte master key, hex or base64; required outside development mode.
+    #[arg(long, env = "HUB_MASTER_KEY", hide_env_values = true)]
+    pub master_key: Option<String>,
+    /// The hub's public URL, used as the `iss` claim of every JWT.
+    #[arg(long, env = "HUB_PUBLIC_URL", default_value = "http://localhost:8080")]
+    pub public_url: String,
+    /// Lifetime of human JWTs in seconds.
+    #[arg(long, env = "HUB_TOKEN_TTL_SECONDS", default_value_t = 3600)]
+    pub token_ttl_seconds: i64,
+}
+
+impl Config {
+    /// The database URL in force.
+    pub fn database_url(&self) -> String {
+        match &self.database_url {
+            Some(url) if !url.trim().is_empty() => url.clone(),
+            _ => format!("sqlite://{}?mode=rwc", self.data_dir.join("hub.db").display()),
+        }
+    }
+
+    /// A configuration for tests and embedding: development mode, port 0.
+    pub fn for_tests(data_dir: PathBuf, database_url: Option<String>) -> Self {
+        Config {
+            listen: "127.0.0.1:0".parse().expect("static address"),
+            data_dir,
+            database_url,
+            admin_ops_token: Some("test-ops-token".into()),
+            gate_mode: GateMode::Enforce,
+            dev: true,
+            master_key: Some("00".repeat(32)),
+            public_url: "http://localhost".into(),
+            token_ttl_seconds: 3600,
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! The database: one `AnyPool` over SQLite or PostgreSQL, the embedded
+//! migrations of each backend, and the time and id helpers every table uses.
+//!
+//! Queries are written once in SQL both backends accept (`$N` placeholders,
+//! `RETURNING`, `ON CONFLICT`). Ids are UUIDv7 text, times RFC 3339 UTC text
+//! with microseconds (they sort as text), JSON is text, booleans INTEGER 0/1.
+
+use std::{str::FromStr, time::Duration};
+
+use anyhow::Context;
+use sqlx::{
+    Any, AnyPool, Transaction,
+    any::{AnyConnectOptions, AnyPoolOptions},
+    migrate::Migrator,
+};
+
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The hub's database handle.
+///
+/// On SQLite, writes go through a separate single-connection pool: SQLite
+/// allows one writer at a time, and queueing writers in the application
+/// avoids `SQLITE_BUSY` failures on lock upgrades. Reads use the wide pool
+/// (WAL lets them run beside the writer). On PostgreSQL both are one pool.
+#[derive(Clone)]
+pub struct Db {
+    pub read: AnyPool,
+    write: AnyPool,
+    pub backend: Backend,
+    pub url: String,
+}
+
+pub type Tx = Transaction<'static, Any>;
+
+impl Db {
+    pub async fn connect(url: &str) -> anyhow::Result<Db> {
+        sqlx::any::install_default_drivers();
+        let backend = if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Backend::Postgres
+        } else if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else {
+            anyhow::bail!("DATABASE_URL must start with sqlite: or postgres:");
+        };
+        let options = AnyConnectOptions::from_str(url).context("parsing DATABASE_URL")?;
+        let db = match backend {
+            Backend::Sqlite => {
+                let read = sqlite_pool(8).connect_with(options.clone()).await.context("opening SQLite")?;
+                let write = sqlite_pool(1).connect_with(options).await.context("opening SQLite")?;
+                Db { read, write, backend, url: url.to_string() }
+            }
+            Backend::Postgres => {
+                let pool = AnyPoolOptions::new()
+                    .max_connections(16)
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect_with(options)
+                    .await
+                    .context("connecting to PostgreSQL")?;
+                Db { read: pool.clone(), write: pool, backend, url: url.to_string() }
+            }
+        };
+        Ok(db)
+    }
+
+    /// Applies every pending migration of this backend.
+    pub async fn migrate(&self) -> anyhow::Result<()> {
+        let migrator = match self.backend {
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        migrator.run(&self.write).await.context("running migrations")?;
+        Ok(())
+    }
+
+    /// Starts a write transaction.
+    pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
+        self.write.begin().await
+    }
+
+    /// The pool for single write statements outside a transaction.
+    pub fn writer(&self) -> &AnyPool {
+        &self.write
+    }
+}
+
+fn sqlite_pool(max: u32) -> AnyPoolOptions {
+    AnyPoolOptions::new()
+        .max_connections(max)
+        .min_connections(1)
+        .acquire_timeout(Duration::from_secs(30))
+        .after_connect(|conn, _meta| {
+            Box::pin(async move {
+                use sqlx::Executor;
+                conn.execute(
+                    "PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; \
+                     PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL;",
+                )
+                .await?;
+                Ok(())
+            })
+        })
+}
+
+/// Now, as stored: RFC 3339 UTC with microseconds.
+pub fn now() -> String {
+    format_time(chrono::Utc::now())
+}
+
+pub fn format_time(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+/// Parses a client-supplied RFC 3339 time into the stored form.
+pub fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::parse_from_rfc3339(s.trim()).ok().map(|t| t.with_timezone(&chrono::Utc))
+}
+
+/// A new time-ordered identifier.
+pub fn new_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}

@@ -1,0 +1,184 @@
+//! `ApiError`: every failure a handler can answer, and the only place that
+//! writes the platform's error envelope `{ success: false, error, ... }`.
+
+use axum::{
+    Json,
+    extract::{FromRequest, Request, rejection::JsonRejection},
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+/// An HTTP answer other than success. Variants name what happened; the
+/// status code and body follow from the variant alone.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("validation failed: {0:?}")]
+    Validation(Vec<String>),
+    #[error("unauthorized")]
+    Unauthorized(&'static str),
+    #[error("forbidden: {details:?}")]
+    Forbidden {
+        details: Vec<String>,
+        /// Present when the refusal is about an API key's scopes.
+        scopes: Option<(Vec<String>, Vec<String>)>,
+    },
+    #[error("not found")]
+    NotFound,
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error("tenant mismatch")]
+    TenantMismatch,
+    #[error("no membership")]
+    NoMembership,
+    #[error("person exists")]
+    PersonExists,
+    #[error("invalid_client")]
+    InvalidClient,
+    #[error("invalid_scope: {0:?}")]
+    InvalidScope(Vec<String>),
+    #[error("unsupported_grant_type")]
+    UnsupportedGrantType,
+    #[error("rate limited, retry after {0}s")]
+    RateLimited(u64),
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("internal error: {0:#}")]
+    Internal(#[from] anyhow::Error),
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    /// A single-message validation error.
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        ApiError::Validation(vec![msg.into()])
+    }
+
+    pub fn forbidden(msg: impl Into<String>) -> Self {
+        ApiError::Forbidden { details: vec![msg.into()], scopes: None }
+    }
+
+    fn status(&self) -> StatusCode {
+        use ApiError::*;
+        match self {
+            Validation(_) | InvalidScope(_) | UnsupportedGrantType => StatusCode::BAD_REQUEST,
+            Unauthorized(_) | InvalidClient => StatusCode::UNAUTHORIZED,
+            Forbidden { .. } | TenantMismatch | NoMembership => StatusCode::FORBIDDEN,
+            NotFound => StatusCode::NOT_FOUND,
+            Conflict(_) | PersonExists => StatusCode::CONFLICT,
+            RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            Db(e) => match db_error_kind(e) {
+                Some(DbKind::Unique) => StatusCode::CONFLICT,
+                Some(DbKind::ForeignKey) => StatusCode::BAD_REQUEST,
+                None => StatusCode::INTERNAL_SERVER_ERROR,
+            },
+            Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn body(&self) -> Value {
+        use ApiError::*;
+        match self {
+            Validation(details) => json!({ "success": false, "error": "ValidationError", "details": details }),
+            Unauthorized(why) => json!({ "success": false, "error": "Unauthorized", "details": [why] }),
+            Forbidden { details, scopes: Some((required, granted)) } => json!({
+                "success": false, "error": "Forbidden", "details": details,
+                "required_scopes": required, "granted_scopes": granted,
+            }),
+            Forbidden { details, scopes: None } => json!({ "success": false, "error": "Forbidden", "details": details }),
+            NotFound => json!({ "success": false, "error": "NotFound" }),
+            Conflict(what) => json!({ "success": false, "error": "Conflict", "details": [what] }),
+            TenantMismatch => json!({
+                "success": false, "error": "TenantMismatch",
+                "details": ["tenant_id does not match the credential's tenant"],
+            }),
+            NoMembership => json!({
+                "success": false, "error": "NoMembership",
+                "details": ["the person has no membership in this tenant"],
+            }),
+            PersonExists => json!({
+                "success": false, "error": "PersonExistsError",
+                "details": ["a person with this email already exists; sign in and send that person's token to reuse it"],
+            }),
+            InvalidClient => json!({ "success": false, "error": "invalid_client" }),
+            InvalidScope(bad) => json!({ "success": false, "error": "invalid_scope", "details": bad }),
+            UnsupportedGrantType => json!({
+                "success": false, "error": "unsupported_grant_type",
+                "details": ["grant_type must be client_credentials"],
+            }),
+            RateLimited(_) => json!({ "success": false, "error": "RateLimited", "details": ["rate limit exceeded"] }),
+            Db(e) => match db_error_kind(e) {
+                Some(DbKind::Unique) => json!({ "success": false, "error": "Conflict", "details": ["a record with this key already exists"] }),
+                Some(DbKind::ForeignKey) => json!({ "success": false, "error": "ValidationError", "details": ["a referenced record does not exist"] }),
+                None => json!({ "success": false, "error": "InternalError" }),
+            },
+            Internal(_) => json!({ "success": false, "error": "InternalError" }),
+        }
+    }
+}
+
+enum DbKind {
+    Unique,
+    ForeignKey,
+}
+
+fn db_error_kind(e: &sqlx::Error) -> Option<DbKind> {
+    let sqlx::Error::Database(db) = e else { return None };
+    match db.kind() {
+        sqlx::error::ErrorKind::UniqueViolation => Some(DbKind::Unique),
+        sqlx::error::ErrorKind::ForeignKeyViolation => Some(DbKind::ForeignKey),
+        _ => None,
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            // The cause goes to the log only; the client sees an opaque body.
+            tracing::error!(error = %self, "request failed");
+        }
+        let mut res = (status, Json(self.body())).into_response();
+        if let ApiError::RateLimited(secs) = self {
+            res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        }
+        res
+    }
+}
+
+/// `Json<T>` whose rejections are the platform's 400 `ValidationError`
+/// (malformed JSON, wrong types, missing content type) instead of axum's
+/// plain-text defaults.
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let Json(value) = Json::<Value>::from_request(req, state).await.map_err(|e: JsonRejection| {
+            ApiError::invalid(format!("request body must be a JSON object: {}", e.body_text()))
+        })?;
+        parse_body(value).map(Body)
+    }
+}
+
+/// Turns a JSON value into `T`, reporting a type error as a 400 naming the
+/// offending field.
+pub fn parse_body<T: DeserializeOwned>(value: Value) -> ApiResult<T> {
+    if !value.is_object() {
+        return Err(ApiError::invalid("request body must be a JSON object"));
+    }
+    serde_json::from_value(value).map_err(|e| ApiError::invalid(e.to_string()))
+}
+
+/// A 200 answer in the success envelope.
+pub fn ok(data: impl serde::Serialize) -> Response {
+    (StatusCode::OK, Json(json!({ "success": true, "data": data }))).into_response()
+}
+
+/// A 201 answer in the success envelope.
+pub fn created(data: impl serde::Serialize) -> Response {
+    (StatusCode::CREATED, Json(json!({ "success": true, "data": data }))).into_response()
+}

@@ -1,0 +1,570 @@
+//! sdk-api-keys: applications (API-key client registrations) and their keys:
+//! issue, list, rotate, revoke, disable; the key lookup the gate uses; and
+//! per-key rate limits.
+//!
+//! Only a SHA-256 hash of a key is stored. Credential management takes a
+//! human tenant JWT and refuses API keys (Authentication 4).
+
+use std::sync::Arc;
+
+use axum::{Router, extract::{Path, State}, response::Response, routing::{get, post}};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sqlx::{FromRow, Row};
+
+use super::personas;
+use crate::{
+    crypto,
+    db::{self, Tx},
+    error::{ApiError, ApiResult, Body, created, ok},
+    gate::{HumanTenant, TenantCtx, scope},
+    state::{AppState, Invalidation},
+    validate::{Check, path_id},
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/applications", post(create_application).get(list_applications))
+        .route("/api/applications/{application_id}", get(get_application))
+        .route("/api/applications/{application_id}/keys", post(issue).get(list_keys))
+        .route("/api/applications/{application_id}/disable", post(disable_application))
+        .route("/api/api-keys", post(issue_for_tenant))
+        .route("/api/api-keys/{key_id}/rotate", post(rotate))
+        .route("/api/api-keys/{key_id}/revoke", post(revoke))
+}
+
+/// What the gate knows of an API key.
+#[derive(Debug, Clone)]
+pub struct KeyRecord {
+    pub key_id: String,
+    pub key_hash: String,
+    pub application_id: String,
+    pub tenant_id: String,
+    pub app_id: String,
+    pub org_id: String,
+    pub prefix: String,
+    pub last4: String,
+    pub scopes: Vec<String>,
+    pub rate_limit_rpm: Option<i64>,
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub status: String,
+    pub application_status: String,
+    pub environment: String,
+    pub synthetic_persona_id: String,
+    pub parent_tenant_id: Option<String>,
+    pub root_tenant_id: Option<String>,
+    pub reseller_id: Option<String>,
+    pub admin_pool_index: i64,
+    pub app_pool_index: Value,
+}
+
+impl KeyRecord {
+    /// The key as shown in messages: prefix and last four characters.
+    pub fn masked(&self) -> String {
+        format!("{}…{}", self.prefix, self.last4)
+    }
+
+    /// Active key of an active application, not expired.
+    pub fn usable(&self) -> Result<(), ()> {
+        let live = self.status == "active"
+            && self.application_status == "active"
+            && self.expires_at.is_none_or(|t| t > chrono::Utc::now());
+        if live { Ok(()) } else { Err(()) }
+    }
+}
+
+macro_rules! key_select {
+    () => {
+        "SELECT k.key_id, k.key_hash, k.application_id, k.tenant_id, k.prefix, k.last4, k.scopes, \
+    k.rate_limit_rpm, k.expires_at, k.status, k.synthetic_persona_id, a.status AS application_status, a.environment, \
+    t.app_id, t.org_id, t.parent_tenant_id, t.root_tenant_id, t.reseller_id, t.admin_pool_index, t.app_pool_index \
+    FROM credential_api_key k JOIN credential_application a ON a.application_id = k.application_id \
+    JOIN tenant_tenant t ON t.tenant_id = k.tenant_id"
+    };
+}
+
+fn key_from_row(row: &sqlx::any::AnyRow) -> Result<KeyRecord, sqlx::Error> {
+    let scopes: String = row.try_get("scopes")?;
+    let pools: String = row.try_get("app_pool_index")?;
+    let expires: Option<String> = row.try_get("expires_at")?;
+    Ok(KeyRecord {
+        key_id: row.try_get("key_id")?,
+        key_hash: row.try_get("key_hash")?,
+        application_id: row.try_get("application_id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        app_id: row.try_get("app_id")?,
+        org_id: row.try_get("org_id")?,
+        prefix: row.try_get("prefix")?,
+        last4: row.try_get("last4")?,
+        scopes: serde_json::from_str(&scopes).unwrap_or_default(),
+        rate_limit_rpm: row.try_get("rate_limit_rpm")?,
+        expires_at: expires.as_deref().and_then(db::parse_time),
+        status: row.try_get("status")?,
+        application_status: row.try_get("application_status")?,
+        environment: row.try_get("environment")?,
+        synthetic_persona_id: row.try_get("synthetic_persona_id")?,
+        parent_tenant_id: row.try_get("parent_tenant_id")?,
+        root_tenant_id: row.try_get("root_tenant_id")?,
+        reseller_id: row.try_get("reseller_id")?,
+        admin_pool_index: row.try_get("admin_pool_index")?,
+        app_pool_index: serde_json::from_str(&pools).unwrap_or(Value::Null),
+    })
+}
+
+/// Finds the usable key whose secret is `secret`.
+pub async fn authenticate(state: &AppState, secret: &str) -> ApiResult<Arc<KeyRecord>> {
+    let hash = crypto::sha256_hex(secret.as_bytes());
+    let key = match state.api_keys.get(&hash) {
+        Some(k) => k,
+        None => {
+            let generation = state.api_keys.generation();
+            let row = sqlx::query(concat!(key_select!(), " WHERE k.key_hash = $1"))
+                .bind(&hash)
+                .fetch_optional(&state.db.read)
+                .await?
+                .ok_or(ApiError::Unauthorized("invalid API key"))?;
+            let key = Arc::new(key_from_row(&row)?);
+            state.api_keys.put(generation, hash.clone(), key.clone());
+            key
+        }
+    };
+    // The index lookup found it by hash; compare again in constant time.
+    if !crypto::constant_time_eq(key.key_hash.as_bytes(), hash.as_bytes()) {
+        return Err(ApiError::Unauthorized("invalid API key"));
+    }
+    key.usable().map_err(|_| ApiError::Unauthorized("API key revoked, disabled or expired"))?;
+    Ok(key)
+}
+
+/// The key record behind an exchanged machine token.
+pub async fn by_id(state: &AppState, key_id: &str) -> ApiResult<Arc<KeyRecord>> {
+    if let Some(k) = state.api_keys_by_id.get(&key_id.to_string()) {
+        return Ok(k);
+    }
+    let generation = state.api_keys_by_id.generation();
+    let row = sqlx::query(concat!(key_select!(), " WHERE k.key_id = $1"))
+        .bind(key_id)
+        .fetch_optional(&state.db.read)
+        .await?
+        .ok_or(ApiError::Unauthorized("invalid token"))?;
+    let key = Arc::new(key_from_row(&row)?);
+    state.api_keys_by_id.put(generation, key_id.to_string(), key.clone());
+    Ok(key)
+}
+
+/// Enforces `rate_limit_rpm` with a per-minute window counted in the
+/// database, so every hub replica shares one count.
+pub async fn check_rate(state: &AppState, key: &KeyRecord) -> ApiResult<()> {
+    let Some(limit) = key.rate_limit_rpm else { return Ok(()) };
+    let now = chrono::Utc::now().timestamp();
+    let window = now / 60;
+    let hits: i64 = sqlx::query_scalar(
+        "INSERT INTO credential_rate_window (key_id, window_start, hits) VALUES ($1, $2, 1) \
+         ON CONFLICT (key_id, window_start) DO UPDATE SET hits = credential_rate_window.hits + 1 RETURNING hits",
+    )
+    .bind(&key.key_id)
+    .bind(window)
+    .fetch_one(state.db.writer())
+    .await?;
+    if hits > limit {
+        return Err(ApiError::RateLimited((60 - now % 60) as u64));
+    }
+    Ok(())
+}
+
+/// Deletes rate windows that can no longer matter.
+pub async fn sweep_rate_windows(state: &AppState) -> Result<u64, sqlx::Error> {
+    let before = chrono::Utc::now().timestamp() / 60 - 2;
+    let done = sqlx::query("DELETE FROM credential_rate_window WHERE window_start < $1")
+        .bind(before)
+        .execute(state.db.writer())
+        .await?;
+    Ok(done.rows_affected())
+}
+
+#[derive(Debug, FromRow)]
+struct Application {
+    application_id: String,
+    tenant_id: String,
+    name: String,
+    slug: String,
+    description: Option<String>,
+    environment: String,
+    status: String,
+    created_at: String,
+}
+
+impl Application {
+    fn json(&self) -> Value {
+        json!({
+            "application_id": self.application_id, "tenant_id": self.tenant_id, "name": self.name,
+            "slug": self.slug, "description": self.description, "environment": self.environment,
+            "status": self.status, "created_at": self.created_at,
+        })
+    }
+}
+
+macro_rules! app_select {
+    () => {
+        "SELECT application_id, tenant_id, name, slug, description, environment, status, created_at FROM credential_application"
+    };
+}
+
+/// The caller's tenant's application with this id (404 otherwise).
+async fn find_application<'e, E>(exec: E, tenant_id: &str, application_id: &str) -> ApiResult<Application>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let id = path_id(application_id)?;
+    sqlx::query_as::<_, Application>(concat!(app_select!(), " WHERE application_id = $1 AND tenant_id = $2"))
+        .bind(id.to_string())
+        .bind(tenant_id)
+        .fetch_optional(exec)
+        .await?
+        .ok_or(ApiError::NotFound)
+}
+
+#[derive(Deserialize)]
+struct NewApplication {
+    name: Option<String>,
+    slug: Option<String>,
+    description: Option<String>,
+    environment: Option<String>,
+}
+
+fn valid_slug(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        && !s.starts_with('-')
+}
+
+async fn insert_application(tx: &mut Tx, tenant_id: &str, name: &str, slug: &str, description: Option<&str>, environment: &str) -> ApiResult<Application> {
+    let exists: Option<String> = sqlx::query_scalar("SELECT application_id FROM credential_application WHERE tenant_id = $1 AND slug = $2")
+        .bind(tenant_id)
+        .bind(slug)
+        .fetch_optional(&mut **tx)
+        .await?;
+    if exists.is_some() {
+        return Err(ApiError::Conflict(format!("an application with slug '{slug}' already exists")));
+    }
+    let app = Application {
+        application_id: db::new_id(),
+        tenant_id: tenant_id.to_string(),
+        name: name.to_string(),
+        slug: slug.to_string(),
+        description: description.map(str::to_string),
+        environment: environment.to_string(),
+        status: "active".into(),
+        created_at: db::now(),
+    };
+    sqlx::query(
+        "INSERT INTO credential_application (application_id, tenant_id, name, slug, description, environment, status, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(&app.application_id)
+    .bind(&app.tenant_id)
+    .bind(&app.name)
+    .bind(&app.slug)
+    .bind(&app.description)
+    .bind(&app.environment)
+    .bind(&app.status)
+    .bind(&app.created_at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(app)
+}
+
+async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Body(body): Body<NewApplication>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let name = check.required("name", &body.name);
+    let slug = check.required("slug", &body.slug);
+    let environment = check.required("environment", &body.environment);
+    check.one_of("environment", &environment, &["live", "test"]);
+    if !slug.is_empty() && !valid_slug(&slug) {
+        check.fail("slug must be 1-64 characters of a-z, 0-9, '-' or '_'");
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let app = insert_application(&mut tx, &ctx.tenant_id, &name, &slug, Check::optional(&body.description).as_deref(), &environment).await?;
+    tx.commit().await?;
+    Ok(created(app.json()))
+}
+
+async fn list_applications(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant) -> ApiResult<Response> {
+    let apps = sqlx::query_as::<_, Application>(concat!(app_select!(), " WHERE tenant_id = $1 ORDER BY created_at"))
+        .bind(&ctx.tenant_id)
+        .fetch_all(&state.db.read)
+        .await?;
+    Ok(ok(apps.iter().map(Application::json).collect::<Vec<_>>()))
+}
+
+async fn get_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
+    Ok(ok(find_application(&state.db.read, &ctx.tenant_id, &id).await?.json()))
+}
+
+/// A validated key request.
+struct KeySpec {
+    name: String,
+    scopes: Vec<String>,
+    rate_limit_rpm: Option<i64>,
+    expires_at: Option<String>,
+}
+
+fn parse_key_spec(body: &Value, check: &mut Check) -> KeySpec {
+    let name = check.required("name", &body.get("name").and_then(|v| v.as_str()).map(str::to_string));
+    if body.get("name").is_some_and(|v| !v.is_string() && !v.is_null()) {
+        check.fail("name must be a string");
+    }
+    let mut scopes = Vec::new();
+    match body.get("scopes") {
+        Some(Value::Array(items)) if !items.is_empty() => {
+            let mut bad = Vec::new();
+            for item in items {
+                match item.as_str() {
+                    Some(s) if scope::is_valid(s) => scopes.push(s.to_string()),
+                    Some(s) => bad.push(s.to_string()),
+                    None => bad.push(item.to_string()),
+                }
+            }
+            if !bad.is_empty() {
+                check.fail(format!(
+                    "invalid scopes (each must be <domain>.<resource>.<action> or a tail wildcard such as crm.* or *): {}",
+                    bad.join(", ")
+                ));
+            }
+        }
+        None | Some(Value::Null) => check.fail("scopes is required"),
+        _ => check.fail("scopes must be a non-empty array of strings"),
+    }
+    let rate_limit_rpm = match body.get("rate_limit_rpm") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_i64() {
+            Some(n) if n > 0 => Some(n),
+            _ => {
+                check.fail("rate_limit_rpm must be a positive integer");
+                None
+            }
+        },
+    };
+    let expires_at = match body.get("expires_at") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_str().and_then(db::parse_time) {
+            Some(t) if t > chrono::Utc::now() => Some(db::format_time(t)),
+            Some(_) => {
+                check.fail("expires_at must be in the future");
+                None
+            }
+            None => {
+                check.fail("expires_at must be an RFC 3339 timestamp");
+                None
+            }
+        },
+    };
+    scopes.dedup();
+    KeySpec { name, scopes, rate_limit_rpm, expires_at }
+}
+
+fn new_secret(environment: &str) -> (String, String, String) {
+    let prefix = if environment == "live" { "pk_live_" } else { "pk_test_" };
+    let secret = format!("{prefix}{}", crypto::random_base62(32));
+    let last4 = secret[secret.len() - 4..].to_string();
+    (prefix.to_string(), secret, last4)
+}
+
+/// Issues a key and its synthetic persona in one transaction.
+async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeySpec) -> ApiResult<Value> {
+    if app.status != "active" {
+        return Err(ApiError::Conflict("the application is disabled".into()));
+    }
+    let persona_id = personas::insert(tx, &state.master, &app.tenant_id, None, "service", None, None).await?;
+    let (prefix, secret, last4) = new_secret(&app.environment);
+    let key_id = db::new_id();
+    let created_at = db::now();
+    sqlx::query(
+        "INSERT INTO credential_api_key (key_id, application_id, tenant_id, name, prefix, key_hash, last4, scopes, \
+         rate_limit_rpm, expires_at, status, synthetic_persona_id, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'active', $11, $12)",
+    )
+    .bind(&key_id)
+    .bind(&app.application_id)
+    .bind(&app.tenant_id)
+    .bind(&spec.name)
+    .bind(&prefix)
+    .bind(crypto::sha256_hex(secret.as_bytes()))
+    .bind(&last4)
+    .bind(serde_json::to_string(&spec.scopes).expect("strings serialise"))
+    .bind(spec.rate_limit_rpm)
+    .bind(&spec.expires_at)
+    .bind(&persona_id)
+    .bind(&created_at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(json!({
+        "key_id": key_id, "api_key": secret, "prefix": prefix, "name": spec.name, "scopes": spec.scopes,
+        "application_id": app.application_id, "created_at": created_at, "synthetic_persona_id": persona_id,
+        "rate_limit_rpm": spec.rate_limit_rpm, "expires_at": spec.expires_at, "status": "active",
+    }))
+}
+
+async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let app = find_application(&mut *tx, &ctx.tenant_id, &id).await?;
+    let mut check = Check::new();
+    let spec = parse_key_spec(&body, &mut check);
+    check.finish()?;
+    let data = insert_key(&state, &mut tx, &app, spec).await?;
+    tx.commit().await?;
+    Ok(created(data))
+}
+
+/// sdk-api-keys: tenant-level issue. `tenant_id` is required and must be the
+/// caller's; `application_id` defaults to the tenant's default live
+/// application, created on first use.
+async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Body(body): Body<Value>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let tenant_id = check.required("tenant_id", &body.get("tenant_id").and_then(|v| v.as_str()).map(str::to_string));
+    let application_id = check.optional_uuid("application_id", &body.get("application_id").and_then(|v| v.as_str()).map(str::to_string));
+    let spec = parse_key_spec(&body, &mut check);
+    check.finish()?;
+    ctx.check_tenant(Some(&tenant_id))?;
+    let mut tx = state.db.begin().await?;
+    let app = match application_id {
+        Some(id) => find_application(&mut *tx, &ctx.tenant_id, &id.to_string()).await.map_err(|_| ApiError::invalid("application_id does not name an application of this tenant"))?,
+        None => default_application(&mut tx, &ctx).await?,
+    };
+    let data = insert_key(&state, &mut tx, &app, spec).await?;
+    tx.commit().await?;
+    Ok(created(data))
+}
+
+async fn default_application(tx: &mut Tx, ctx: &TenantCtx) -> ApiResult<Application> {
+    let found = sqlx::query_as::<_, Application>(concat!(app_select!(), " WHERE tenant_id = $1 AND slug = 'default'"))
+        .bind(&ctx.tenant_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    match found {
+        Some(app) => Ok(app),
+        None => insert_application(tx, &ctx.tenant_id, "Default", "default", Some("created for tenant-level key issue"), "live").await,
+    }
+}
+
+async fn list_keys(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let app = find_application(&state.db.read, &ctx.tenant_id, &id).await?;
+    let rows = sqlx::query(
+        "SELECT key_id, name, prefix, last4, scopes, rate_limit_rpm, expires_at, status, synthetic_persona_id, \
+         created_at, rotated_at, revoked_at FROM credential_api_key WHERE application_id = $1 ORDER BY created_at",
+    )
+    .bind(&app.application_id)
+    .fetch_all(&state.db.read)
+    .await?;
+    let mut keys = Vec::with_capacity(rows.len());
+    for row in rows {
+        let prefix: String = row.try_get("prefix")?;
+        let last4: String = row.try_get("last4")?;
+        let scopes: String = row.try_get("scopes")?;
+        keys.push(json!({
+            "key_id": row.try_get::<String, _>("key_id")?,
+            "name": row.try_get::<String, _>("name")?,
+            "prefix": prefix,
+            "masked_key": format!("{prefix}…{last4}"),
+            "scopes": serde_json::from_str::<Value>(&scopes).unwrap_or(Value::Null),
+            "rate_limit_rpm": row.try_get::<Option<i64>, _>("rate_limit_rpm")?,
+            "expires_at": row.try_get::<Option<String>, _>("expires_at")?,
+            "status": row.try_get::<String, _>("status")?,
+            "synthetic_persona_id": row.try_get::<String, _>("synthetic_persona_id")?,
+            "created_at": row.try_get::<String, _>("created_at")?,
+            "rotated_at": row.try_get::<Option<String>, _>("rotated_at")?,
+            "revoked_at": row.try_get::<Option<String>, _>("revoked_at")?,
+        }));
+    }
+    Ok(ok(keys))
+}
+
+async fn disable_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let app = find_application(&mut *tx, &ctx.tenant_id, &id).await?;
+    sqlx::query("UPDATE credential_application SET status = 'disabled' WHERE application_id = $1")
+        .bind(&app.application_id)
+        .execute(&mut *tx)
+        .await?;
+    let disabled = sqlx::query("UPDATE credential_api_key SET status = 'disabled' WHERE application_id = $1 AND status = 'active'")
+        .bind(&app.application_id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    tx.commit().await?;
+    state.invalidate(Invalidation::ApiKeys).await;
+    Ok(ok(json!({ "application_id": app.application_id, "status": "disabled", "keys_disabled": disabled })))
+}
+
+/// The caller's tenant's key with this id, with its application's
+/// environment (404 otherwise).
+async fn find_key(tx: &mut Tx, tenant_id: &str, key_id: &str) -> ApiResult<(String, String, String)> {
+    let id = path_id(key_id)?;
+    let row = sqlx::query(
+        "SELECT k.key_id, k.status, a.environment FROM credential_api_key k \
+         JOIN credential_application a ON a.application_id = k.application_id WHERE k.key_id = $1 AND k.tenant_id = $2",
+    )
+    .bind(id.to_string())
+    .bind(tenant_id)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or(ApiError::NotFound)?;
+    Ok((row.try_get("key_id")?, row.try_get("status")?, row.try_get("environment")?))
+}
+
+async fn rotate(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let (key_id, status, environment) = find_key(&mut tx, &ctx.tenant_id, &id).await?;
+    if status != "active" {
+        return Err(ApiError::Conflict(format!("a {status} key cannot be rotated")));
+    }
+    let (prefix, secret, last4) = new_secret(&environment);
+    let now = db::now();
+    sqlx::query("UPDATE credential_api_key SET key_hash = $1, last4 = $2, rotated_at = $3 WHERE key_id = $4")
+        .bind(crypto::sha256_hex(secret.as_bytes()))
+        .bind(&last4)
+        .bind(&now)
+        .bind(&key_id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    state.invalidate(Invalidation::ApiKeys).await;
+    Ok(ok(json!({ "key_id": key_id, "api_key": secret, "prefix": prefix, "rotated_at": now })))
+}
+
+async fn revoke(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let (key_id, status, _) = find_key(&mut tx, &ctx.tenant_id, &id).await?;
+    let now = db::now();
+    if status != "revoked" {
+        sqlx::query("UPDATE credential_api_key SET status = 'revoked', revoked_at = $1 WHERE key_id = $2")
+            .bind(&now)
+            .bind(&key_id)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let revoked_at: Option<String> = sqlx::query_scalar("SELECT revoked_at FROM credential_api_key WHERE key_id = $1")
+        .bind(&key_id)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    state.invalidate(Invalidation::ApiKeys).await;
+    Ok(ok(json!({ "key_id": key_id, "status": "revoked", "revoked_at": revoked_at })))
+}
+
+/// The key (and its application) a token exchange presents.
+pub async fn for_exchange(state: &AppState, secret: &str) -> ApiResult<Arc<KeyRecord>> {
+    authenticate(state, secret).await.map_err(|e| match e {
+        ApiError::Unauthorized(_) => ApiError::InvalidClient,
+        other => other,
+    })
+}
+
+/// Slug of an application (client_id check of the token exchange).
+pub async fn application_slug(state: &AppState, application_id: &str) -> ApiResult<String> {
+    Ok(sqlx::query_scalar("SELECT slug FROM credential_application WHERE application_id = $1")
+        .bind(application_id)
+        .fetch_one(&state.db.read)
+        .await?)
+}

@@ -1,0 +1,371 @@
+//! Role templates and role grants, and the resolution of a persona's
+//! effective permissions at request time.
+//!
+//! A template is keyed on (tenant, app, name): tenant NULL is the platform
+//! default for the app, a tenant's template of the same name overrides it.
+//! `parent_role_template_id` gives inheritance. Permissions are a JSON map
+//! of scope pattern to `true`. Nothing here is carried in a token, so a
+//! revoked grant takes effect on the next request.
+
+use std::{collections::HashSet, sync::Arc};
+
+use axum::{Router, extract::{Path, State}, response::Response, routing::post};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use sqlx::Row;
+
+use crate::{
+    db::{self, Tx},
+    error::{ApiError, ApiResult, Body, created, ok},
+    gate::{Tenant, TenantCtx, scope},
+    state::{AppState, Invalidation},
+    validate::{Check, path_id},
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/role-templates", post(create_template))
+        .route("/api/role-assignments", post(assign))
+        .route("/api/role-assignments/{assignment_id}/revoke", post(revoke))
+}
+
+pub const OWNER: &str = "owner";
+pub const MEMBER: &str = "member";
+
+/// Creates the platform default templates of a new app: `owner` (every
+/// scope) and `member` (nothing until granted). Returns the owner's id.
+pub async fn seed_platform_defaults(tx: &mut Tx, app_id: &str) -> ApiResult<String> {
+    let now = db::now();
+    let mut owner = String::new();
+    for (name, perms) in [(OWNER, json!({ "*": true })), (MEMBER, json!({}))] {
+        let id = db::new_id();
+        sqlx::query(
+            "INSERT INTO tenant_role_template (role_template_id, tenant_id, tenant_key, app_id, name, permissions, created_at) \
+             VALUES ($1, NULL, '', $2, $3, $4, $5)",
+        )
+        .bind(&id)
+        .bind(app_id)
+        .bind(name)
+        .bind(perms.to_string())
+        .bind(&now)
+        .execute(&mut **tx)
+        .await?;
+        if name == OWNER {
+            owner = id;
+        }
+    }
+    Ok(owner)
+}
+
+/// The platform default template `name` of an app.
+pub async fn platform_template(tx: &mut Tx, app_id: &str, name: &str) -> ApiResult<String> {
+    sqlx::query_scalar("SELECT role_template_id FROM tenant_role_template WHERE tenant_key = '' AND app_id = $1 AND name = $2")
+        .bind(app_id)
+        .bind(name)
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("app {app_id} has no platform template {name}")))
+}
+
+/// Whether a template may be used by a tenant of `app_id`: a platform
+/// default of that app or the tenant's own.
+pub async fn visible_template<'e, E>(exec: E, tenant_id: &str, app_id: &str, role_template_id: &str) -> ApiResult<bool>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let found: Option<String> = sqlx::query_scalar(
+        "SELECT role_template_id FROM tenant_role_template WHERE role_template_id = $1 AND app_id = $2 AND tenant_key IN ('', $3)",
+    )
+    .bind(role_template_id)
+    .bind(app_id)
+    .bind(tenant_id)
+    .fetch_optional(exec)
+    .await?;
+    Ok(found.is_some())
+}
+
+/// The effective permissions of a persona, cached until a role changes.
+pub async fn permissions(state: &AppState, persona_id: &str) -> ApiResult<Arc<Vec<String>>> {
+    if let Some(p) = state.permissions.get(&persona_id.to_string()) {
+        return Ok(p);
+    }
+    let generation = state.permissions.generation();
+    let perms = Arc::new(resolve(&state.db.read, persona_id).await?);
+    state.permissions.put(generation, persona_id.to_string(), perms.clone());
+    Ok(perms)
+}
+
+async fn resolve(pool: &sqlx::AnyPool, persona_id: &str) -> ApiResult<Vec<String>> {
+    let Some(row) = sqlx::query("SELECT tenant_id, status, primary_role_template_id FROM persona_persona WHERE persona_id = $1")
+        .bind(persona_id)
+        .fetch_optional(pool)
+        .await?
+    else {
+        return Ok(Vec::new());
+    };
+    let status: String = row.try_get("status")?;
+    if status != "active" {
+        return Ok(Vec::new());
+    }
+    let tenant_id: String = row.try_get("tenant_id")?;
+    let mut templates: Vec<String> = row.try_get::<Option<String>, _>("primary_role_template_id")?.into_iter().collect();
+    let granted: Vec<String> = sqlx::query_scalar(
+        "SELECT role_template_id FROM persona_role_assignment WHERE persona_id = $1 AND revoked_at IS NULL",
+    )
+    .bind(persona_id)
+    .fetch_all(pool)
+    .await?;
+    templates.extend(granted);
+
+    let mut perms: Vec<String> = Vec::new();
+    let mut seen = HashSet::new();
+    for start in templates {
+        let mut next = Some(start);
+        let mut depth = 0;
+        while let Some(id) = next.take() {
+            depth += 1;
+            if depth > 16 || !seen.insert(id.clone()) {
+                break;
+            }
+            let Some(t) = effective_template(pool, &tenant_id, &id).await? else { break };
+            if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(&t.permissions) {
+                perms.extend(map.into_iter().filter(|(_, v)| v.as_bool() == Some(true)).map(|(k, _)| k));
+            }
+            next = t.parent;
+        }
+    }
+    perms.sort();
+    perms.dedup();
+    Ok(perms)
+}
+
+struct Template {
+    permissions: String,
+    parent: Option<String>,
+}
+
+/// A template as the tenant sees it: a platform default is replaced by the
+/// tenant's template of the same name, if the tenant has one.
+async fn effective_template(pool: &sqlx::AnyPool, tenant_id: &str, id: &str) -> ApiResult<Option<Template>> {
+    let row = sqlx::query(
+        "SELECT COALESCE(o.permissions, t.permissions) AS permissions, \
+                CASE WHEN o.role_template_id IS NULL THEN t.parent_role_template_id ELSE o.parent_role_template_id END AS parent \
+         FROM tenant_role_template t \
+         LEFT JOIN tenant_role_template o ON t.tenant_key = '' AND o.tenant_key = $2 AND o.app_id = t.app_id AND o.name = t.name \
+         WHERE t.role_template_id = $1",
+    )
+    .bind(id)
+    .bind(tenant_id)
+    .fetch_optional(pool)
+    .await?;
+    Ok(match row {
+        Some(r) => Some(Template { permissions: r.try_get("permissions")?, parent: r.try_get("parent")? }),
+        None => None,
+    })
+}
+
+/// Routes that administer identity consult the acting persona's role
+/// grants, for people and machines alike (Authentication 8): an API key's
+/// synthetic persona holds nothing until a role is assigned to it.
+pub async fn require_grant(state: &AppState, ctx: &TenantCtx, required: &str) -> ApiResult<()> {
+    let perms = permissions(state, &ctx.persona_id).await?;
+    if scope::any_covers(&perms, required) {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(format!(
+            "the acting persona {} holds no role that allows this; grant one with POST /api/role-assignments",
+            ctx.persona_id
+        )))
+    }
+}
+
+#[derive(Deserialize)]
+struct NewTemplate {
+    name: Option<String>,
+    app_id: Option<String>,
+    parent_role_template_id: Option<String>,
+    permissions: Option<Value>,
+}
+
+fn parse_permissions(value: &Option<Value>, check: &mut Check) -> Map<String, Value> {
+    match value {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(map)) => {
+            let bad: Vec<&str> = map
+                .iter()
+                .filter(|(k, v)| !scope::is_valid(k) || !v.is_boolean())
+                .map(|(k, _)| k.as_str())
+                .collect();
+            if !bad.is_empty() {
+                check.fail(format!(
+                    "permissions must map scopes (<domain>.<resource>.<action> or a tail wildcard) to booleans; bad entries: {}",
+                    bad.join(", ")
+                ));
+            }
+            map.clone()
+        }
+        Some(_) => {
+            check.fail("permissions must be an object");
+            Map::new()
+        }
+    }
+}
+
+async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewTemplate>) -> ApiResult<Response> {
+    require_grant(&state, &ctx, "role-template.role-template.write").await?;
+    let mut check = Check::new();
+    let name = check.required("name", &body.name);
+    let parent = check.optional_uuid("parent_role_template_id", &body.parent_role_template_id);
+    let permissions = parse_permissions(&body.permissions, &mut check);
+    let app_id = Check::optional(&body.app_id).unwrap_or_else(|| ctx.app_id.clone());
+    if app_id != ctx.app_id {
+        check.fail("app_id must be the app_id of the caller's tenant");
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    if let Some(parent) = parent
+        && !visible_template(&mut *tx, &ctx.tenant_id, &app_id, &parent.to_string()).await?
+    {
+        return Err(ApiError::invalid("parent_role_template_id does not name a role template of this app"));
+    }
+    let taken: Option<String> = sqlx::query_scalar("SELECT role_template_id FROM tenant_role_template WHERE tenant_key = $1 AND app_id = $2 AND name = $3")
+        .bind(&ctx.tenant_id)
+        .bind(&app_id)
+        .bind(&name)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if taken.is_some() {
+        return Err(ApiError::Conflict(format!("the tenant already has a role template named '{name}'")));
+    }
+    let id = db::new_id();
+    let now = db::now();
+    let parent = parent.map(|p| p.to_string());
+    sqlx::query(
+        "INSERT INTO tenant_role_template (role_template_id, tenant_id, tenant_key, app_id, name, parent_role_template_id, permissions, created_at) \
+         VALUES ($1, $2, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(&id)
+    .bind(&ctx.tenant_id)
+    .bind(&app_id)
+    .bind(&name)
+    .bind(&parent)
+    .bind(Value::Object(permissions.clone()).to_string())
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    // A new template may override a platform default in force.
+    state.invalidate(Invalidation::Roles).await;
+    Ok(created(json!({
+        "role_template_id": id, "tenant_id": ctx.tenant_id, "app_id": app_id, "name": name,
+        "parent_role_template_id": parent, "permissions": permissions, "created_at": now,
+    })))
+}
+
+#[derive(Deserialize)]
+struct NewAssignment {
+    persona_id: Option<String>,
+    role_template_id: Option<String>,
+}
+
+async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAssignment>) -> ApiResult<Response> {
+    require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;
+    let mut check = Check::new();
+    let persona = check.required_uuid("persona_id", &body.persona_id);
+    let template = check.required_uuid("role_template_id", &body.role_template_id);
+    check.finish()?;
+    let (persona, template) = (persona.expect("checked").to_string(), template.expect("checked").to_string());
+    let mut tx = state.db.begin().await?;
+    let status: Option<String> = sqlx::query_scalar("SELECT status FROM persona_persona WHERE persona_id = $1 AND tenant_id = $2")
+        .bind(&persona)
+        .bind(&ctx.tenant_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    match status.as_deref() {
+        None => return Err(ApiError::invalid("persona_id does not name a persona of this tenant")),
+        Some("active") => {}
+        Some(other) => return Err(ApiError::Conflict(format!("the persona is {other}"))),
+    }
+    if !visible_template(&mut *tx, &ctx.tenant_id, &ctx.app_id, &template).await? {
+        return Err(ApiError::invalid("role_template_id does not name a role template of this tenant's app"));
+    }
+    let id = db::new_id();
+    let now = db::now();
+    sqlx::query(
+        "INSERT INTO persona_role_assignment (assignment_id, tenant_id, persona_id, role_template_id, granted_by, granted_at) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(&id)
+    .bind(&ctx.tenant_id)
+    .bind(&persona)
+    .bind(&template)
+    .bind(&ctx.persona_id)
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    state.invalidate(Invalidation::Roles).await;
+    Ok(created(json!({
+        "assignment_id": id, "persona_id": persona, "role_template_id": template,
+        "granted_by": ctx.persona_id, "granted_at": now, "revoked_at": null,
+    })))
+}
+
+async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let row = sqlx::query("SELECT persona_id, role_template_id, granted_at, revoked_at FROM persona_role_assignment WHERE assignment_id = $1 AND tenant_id = $2")
+        .bind(&id)
+        .bind(&ctx.tenant_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    let mut revoked_at: Option<String> = row.try_get("revoked_at")?;
+    if revoked_at.is_none() {
+        let now = db::now();
+        sqlx::query("UPDATE persona_role_assignment SET revoked_at = $1 WHERE assignment_id = $2")
+            .bind(&now)
+            .bind(&id)
+            .execute(&mut *tx)
+            .await?;
+        revoked_at = Some(now);
+    }
+    tx.commit().await?;
+    state.invalidate(Invalidation::Roles).await;
+    Ok(ok(json!({
+        "assignment_id": id, "persona_id": row.try_get::<String, _>("persona_id")?,
+        "role_template_id": row.try_get::<String, _>("role_template_id")?,
+        "granted_at": row.try_get::<String, _>("granted_at")?, "revoked_at": revoked_at,
+    })))
+}
+
+/// The roles a persona holds: its primary template and its live grants.
+pub async fn held_by(pool: &sqlx::AnyPool, persona_id: &str) -> ApiResult<Vec<Value>> {
+    let rows = sqlx::query(
+        "SELECT 'primary' AS source, NULL AS assignment_id, t.role_template_id, t.name, t.app_id, t.tenant_id, t.permissions, p.created_at AS granted_at \
+         FROM persona_persona p JOIN tenant_role_template t ON t.role_template_id = p.primary_role_template_id WHERE p.persona_id = $1 \
+         UNION ALL \
+         SELECT 'assignment' AS source, a.assignment_id, t.role_template_id, t.name, t.app_id, t.tenant_id, t.permissions, a.granted_at \
+         FROM persona_role_assignment a JOIN tenant_role_template t ON t.role_template_id = a.role_template_id \
+         WHERE a.persona_id = $1 AND a.revoked_at IS NULL ORDER BY granted_at",
+    )
+    .bind(persona_id)
+    .fetch_all(pool)
+    .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        let perms: String = r.try_get("permissions")?;
+        out.push(json!({
+            "source": r.try_get::<String, _>("source")?,
+            "assignment_id": r.try_get::<Option<String>, _>("assignment_id")?,
+            "role_template_id": r.try_get::<String, _>("role_template_id")?,
+            "name": r.try_get::<String, _>("name")?,
+            "app_id": r.try_get::<String, _>("app_id")?,
+            "platform_default": r.try_get::<Option<String>, _>("tenant_id")?.is_none(),
+            "permissions": serde_json::from_str::<Value>(&perms).unwrap_or(Value::Null),
+            "granted_at": r.try_get::<String, _>("granted_at")?,
+        }));
+    }
+    Ok(out)
+}

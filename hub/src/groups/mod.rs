@@ -1,0 +1,4 @@
+//! The tenant API catalogue, one module per service group, in folders named
+//! after the areas of the catalogue.
+
+pub mod identity;

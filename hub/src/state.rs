@@ -1,0 +1,206 @@
+//! `AppState`: the database, the master key, the signing keys in force, the
+//! caches of the gate, and the invalidation channel that keeps the caches of
+//! several hub replicas on one PostgreSQL database in step.
+
+use std::{
+    collections::HashMap,
+    hash::Hash,
+    sync::{Arc, Mutex, RwLock, atomic::{AtomicU64, Ordering}},
+    time::{Duration, Instant},
+};
+
+use crate::{
+    config::Config,
+    crypto::{MasterKey, signing::{self, KeySet}},
+    db::{Backend, Db},
+    gate::tokens::TokenCache,
+    groups::identity::{api_keys::KeyRecord, auth::MailSender},
+};
+
+#[derive(Clone)]
+pub struct AppState(pub Arc<Inner>);
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+pub struct Inner {
+    pub config: Config,
+    pub db: Db,
+    pub master: MasterKey,
+    keys: RwLock<Arc<KeySet>>,
+    last_key_reload: Mutex<Option<Instant>>,
+    pub tokens: TokenCache,
+    /// API keys by SHA-256 of the secret.
+    pub api_keys: Cache<String, Arc<KeyRecord>>,
+    /// API keys by key_id (for exchanged machine tokens).
+    pub api_keys_by_id: Cache<String, Arc<KeyRecord>>,
+    /// Effective permissions by persona_id.
+    pub permissions: Cache<String, Arc<Vec<String>>>,
+    pub mail: Arc<dyn MailSender>,
+}
+
+/// What changed, so other replicas can drop what they cached of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Invalidation {
+    ApiKeys,
+    Roles,
+    SigningKeys,
+}
+
+impl Invalidation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Invalidation::ApiKeys => "api_keys",
+            Invalidation::Roles => "roles",
+            Invalidation::SigningKeys => "signing_keys",
+        }
+    }
+}
+
+pub const INVALIDATION_CHANNEL: &str = "hub_invalidate";
+
+impl AppState {
+    pub async fn new(config: Config, db: Db, master: MasterKey, mail: Arc<dyn MailSender>) -> anyhow::Result<AppState> {
+        let keys = signing::load_or_create(&db, &master).await?;
+        Ok(AppState(Arc::new(Inner {
+            config,
+            db,
+            master,
+            keys: RwLock::new(Arc::new(keys)),
+            last_key_reload: Mutex::new(None),
+            tokens: TokenCache::default(),
+            api_keys: Cache::default(),
+            api_keys_by_id: Cache::default(),
+            permissions: Cache::default(),
+            mail,
+        })))
+    }
+
+    /// The signing keys in force.
+    pub fn keys(&self) -> Arc<KeySet> {
+        self.keys.read().expect("keys lock").clone()
+    }
+
+    pub fn set_keys(&self, keys: Arc<KeySet>) {
+        *self.keys.write().expect("keys lock") = keys;
+        self.tokens.clear();
+    }
+
+    /// Reloads the signing keys from the database (another replica may have
+    /// rotated), at most once a second so unknown `kid`s cannot hammer it.
+    pub async fn reload_keys(&self) -> bool {
+        {
+            let mut last = self.last_key_reload.lock().expect("reload lock");
+            if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+                return false;
+            }
+            *last = Some(Instant::now());
+        }
+        match signing::load(&self.db, &self.master).await {
+            Ok(Some(set)) => {
+                self.set_keys(Arc::new(set));
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::error!(error = %e, "reloading signing keys");
+                false
+            }
+        }
+    }
+
+    /// Drops local caches of `what` and tells the other replicas to do the
+    /// same. Call after the change has committed.
+    pub async fn invalidate(&self, what: Invalidation) {
+        self.invalidate_local(what);
+        if self.db.backend == Backend::Postgres {
+            let sent = sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(INVALIDATION_CHANNEL)
+                .bind(what.as_str())
+                .execute(self.db.writer())
+                .await;
+            if let Err(e) = sent {
+                tracing::error!(error = %e, "broadcasting a cache invalidation");
+            }
+        }
+    }
+
+    pub fn invalidate_local(&self, what: Invalidation) {
+        match what {
+            Invalidation::ApiKeys => {
+                self.api_keys.clear();
+                self.api_keys_by_id.clear();
+            }
+            Invalidation::Roles => self.permissions.clear(),
+            Invalidation::SigningKeys => self.tokens.clear(),
+        }
+    }
+
+    /// Applies an invalidation received from another replica.
+    pub async fn apply_remote(&self, payload: &str) {
+        match payload {
+            "api_keys" => self.invalidate_local(Invalidation::ApiKeys),
+            "roles" => self.invalidate_local(Invalidation::Roles),
+            "signing_keys" => {
+                *self.last_key_reload.lock().expect("reload lock") = None;
+                self.reload_keys().await;
+            }
+            _ => self.clear_all(),
+        }
+    }
+
+    /// Drops every cache (after losing the invalidation channel, say).
+    pub fn clear_all(&self) {
+        self.api_keys.clear();
+        self.api_keys_by_id.clear();
+        self.permissions.clear();
+    }
+}
+
+/// A small map with generation-checked inserts: a value loaded before an
+/// invalidation is never stored after it, so a revoked key cannot be put
+/// back by a request that read it just before the revocation.
+pub struct Cache<K, V> {
+    map: Mutex<HashMap<K, V>>,
+    generation: AtomicU64,
+}
+
+impl<K, V> Default for Cache<K, V> {
+    fn default() -> Self {
+        Cache { map: Mutex::new(HashMap::new()), generation: AtomicU64::new(0) }
+    }
+}
+
+const CACHE_CAP: usize = 100_000;
+
+impl<K: Hash + Eq, V: Clone> Cache<K, V> {
+    pub fn get(&self, key: &K) -> Option<V> {
+        self.map.lock().expect("cache lock").get(key).cloned()
+    }
+
+    /// The generation to pass to `put` (read it before loading the value).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    pub fn put(&self, generation: u64, key: K, value: V) {
+        let mut map = self.map.lock().expect("cache lock");
+        if self.generation.load(Ordering::Acquire) != generation {
+            return;
+        }
+        if map.len() >= CACHE_CAP {
+            map.clear();
+        }
+        map.insert(key, value);
+    }
+
+    pub fn clear(&self) {
+        let mut map = self.map.lock().expect("cache lock");
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        map.clear();
+    }
+}

@@ -1,0 +1,91 @@
+//! Validation at the edge: collect every problem of a request in one
+//! `details` array before any SQL runs.
+//!
+//! A field is missing when it is absent, null, or a blank string; the number
+//! 0 and `false` are values (RULINGS 1).
+
+use crate::error::{ApiError, ApiResult};
+use uuid::Uuid;
+
+#[derive(Default)]
+pub struct Check {
+    errors: Vec<String>,
+}
+
+impl Check {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A required string: trimmed, non-blank.
+    pub fn required(&mut self, name: &str, value: &Option<String>) -> String {
+        match value.as_deref().map(str::trim) {
+            Some(v) if !v.is_empty() => v.to_string(),
+            _ => {
+                self.errors.push(format!("{name} is required"));
+                String::new()
+            }
+        }
+    }
+
+    /// An optional string: trimmed; blank counts as absent.
+    pub fn optional(value: &Option<String>) -> Option<String> {
+        value.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_string)
+    }
+
+    /// A required UUID field of a body or query.
+    pub fn required_uuid(&mut self, name: &str, value: &Option<String>) -> Option<Uuid> {
+        let v = self.required(name, value);
+        if v.is_empty() {
+            return None;
+        }
+        self.uuid(name, &v)
+    }
+
+    /// An optional UUID field: blank is absent; anything else must parse.
+    pub fn optional_uuid(&mut self, name: &str, value: &Option<String>) -> Option<Uuid> {
+        Self::optional(value).and_then(|v| self.uuid(name, &v))
+    }
+
+    fn uuid(&mut self, name: &str, v: &str) -> Option<Uuid> {
+        match Uuid::parse_str(v) {
+            Ok(id) => Some(id),
+            Err(_) => {
+                self.errors.push(format!("{name} must be a UUID"));
+                None
+            }
+        }
+    }
+
+    /// An enumerated value; the error lists the allowed values.
+    pub fn one_of(&mut self, name: &str, value: &str, allowed: &[&str]) {
+        if !value.is_empty() && !allowed.contains(&value) {
+            self.errors.push(format!("{name} must be one of: {}", allowed.join(", ")));
+        }
+    }
+
+    /// Records an arbitrary problem.
+    pub fn fail(&mut self, msg: impl Into<String>) {
+        self.errors.push(msg.into());
+    }
+
+    pub fn finish(self) -> ApiResult<()> {
+        if self.errors.is_empty() { Ok(()) } else { Err(ApiError::Validation(self.errors)) }
+    }
+}
+
+/// A path identifier: anything that is not a UUID cannot exist, so it is
+/// 404 rather than 400 (RULINGS 1).
+pub fn path_id(raw: &str) -> ApiResult<Uuid> {
+    Uuid::parse_str(raw).map_err(|_| ApiError::NotFound)
+}
+
+/// Parses a `limit`/`offset`-style query parameter, naming it on failure.
+pub fn query_int(name: &str, raw: Option<&str>, default: i64) -> ApiResult<i64> {
+    match raw.map(str::trim).filter(|s| !s.is_empty()) {
+        None => Ok(default),
+        Some(s) => s.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+            ApiError::invalid(format!("{name} must be a non-negative integer"))
+        }),
+    }
+}

@@ -1,0 +1,176 @@
+//! Applications and API keys: issue, list, rotate, revoke, disable, scope
+//! validation, expiry and rate limits.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::{db_test, helpers::*};
+
+async fn applications_and_keys_are_issued_and_listed_without_secrets(app: TestApp) {
+    let t = app.signup("keys@example.com", "keys").await;
+    let token = t["token"].as_str().unwrap();
+    let (s, a) = app.post("/api/applications", Some(token), json!({ "name": "Billing", "slug": "billing", "description": "d", "environment": "test" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{a}");
+    assert_eq!(a["data"]["status"], "active");
+    assert_eq!(a["data"]["environment"], "test");
+    assert_eq!(a["data"]["slug"], "billing");
+    let id = a["data"]["application_id"].as_str().unwrap();
+    assert_error(app.post("/api/applications", Some(token), json!({ "name": "B", "slug": "billing", "environment": "live" })).await, 409, "Conflict");
+    let body = assert_error(app.post("/api/applications", Some(token), json!({ "name": "B", "slug": "x", "environment": "prod" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["environment must be one of: live, test"]));
+
+    let (s, k) = app.post(&format!("/api/applications/{id}/keys"), Some(token), json!({
+        "name": "server", "scopes": ["crm.contact.read", "sla.*"], "rate_limit_rpm": 100, "expires_at": "2999-01-01T00:00:00Z",
+    })).await;
+    assert_eq!(s, StatusCode::CREATED, "{k}");
+    let key = &k["data"];
+    let secret = key["api_key"].as_str().unwrap();
+    assert!(secret.starts_with("pk_test_") && secret.len() >= 8 + 43, "{secret}");
+    assert_eq!(key["prefix"], "pk_test_");
+    assert_eq!(key["rate_limit_rpm"], 100);
+    assert_eq!(key["expires_at"], "2999-01-01T00:00:00.000000Z");
+    assert!(key["synthetic_persona_id"].is_string() && key["created_at"].is_string() && key["key_id"].is_string());
+    // Only a hash is stored.
+    let stored: String = sqlx::query_scalar("SELECT key_hash FROM credential_api_key").fetch_one(&app.state().db.read).await.unwrap();
+    assert_ne!(stored, secret);
+    assert_eq!(stored.len(), 64);
+    // The synthetic persona exists, as a service persona without grants.
+    let (s, roles) = app.get(&format!("/api/personas/{}/roles", key["synthetic_persona_id"].as_str().unwrap()), Some(token)).await;
+    assert_eq!(s, StatusCode::OK, "{roles}");
+    assert_eq!(roles["data"]["roles"], json!([]));
+    assert_eq!(roles["data"]["effective_permissions"], json!([]));
+
+    let (s, list) = app.get(&format!("/api/applications/{id}/keys"), Some(token)).await;
+    assert_eq!(s, StatusCode::OK);
+    let listed = &list["data"][0];
+    assert!(listed.get("api_key").is_none() && listed.get("key_hash").is_none(), "{listed}");
+    assert!(!list.to_string().contains(secret));
+    assert_eq!(listed["masked_key"], format!("pk_test_…{}", &secret[secret.len() - 4..]));
+    assert_eq!(listed["scopes"], json!(["crm.contact.read", "sla.*"]));
+    let (s, apps) = app.get("/api/applications", Some(token)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(apps["data"][0]["application_id"], id);
+}
+db_test!(applications_and_keys_are_issued_and_listed_without_secrets);
+
+async fn key_requests_are_validated(app: TestApp) {
+    let t = app.signup("kv@example.com", "kv").await;
+    let token = t["token"].as_str().unwrap();
+    let (id, _) = app.key(token, "kv", json!(["*"])).await;
+    let path = format!("/api/applications/{id}/keys");
+    let body = assert_error(app.post(&path, Some(token), json!({ "name": "k", "scopes": ["crm", "crm:read", "crm.contact.read", 5] })).await, 400, "ValidationError");
+    let detail = body["details"][0].as_str().unwrap();
+    assert!(detail.contains("crm, crm:read, 5"), "{detail}");
+    let body = assert_error(app.post(&path, Some(token), json!({ "name": "k", "scopes": [] })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["scopes must be a non-empty array of strings"]));
+    let body = assert_error(app.post(&path, Some(token), json!({})).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["name is required", "scopes is required"]));
+    let body = assert_error(app.post(&path, Some(token), json!({ "name": "k", "scopes": ["*"], "rate_limit_rpm": 0, "expires_at": "2001-01-01T00:00:00Z" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["rate_limit_rpm must be a positive integer", "expires_at must be in the future"]));
+}
+db_test!(key_requests_are_validated);
+
+async fn credential_management_refuses_api_keys(app: TestApp) {
+    let t = app.signup("h@example.com", "h").await;
+    let (id, key) = app.key(t["token"].as_str().unwrap(), "h", json!(["*"])).await;
+    let k = key["api_key"].as_str();
+    let body = assert_error(app.post("/api/applications", k, json!({ "name": "x", "slug": "x", "environment": "live" })).await, 403, "Forbidden");
+    assert_eq!(body["details"], json!(["this route requires a human JWT; API keys are rejected"]));
+    assert_error(app.get(&format!("/api/applications/{id}/keys"), k).await, 403, "Forbidden");
+    assert_error(app.post(&format!("/api/api-keys/{}/revoke", key["key_id"].as_str().unwrap()), k, json!({})).await, 403, "Forbidden");
+}
+db_test!(credential_management_refuses_api_keys);
+
+async fn rotate_revoke_and_disable_take_effect_at_once(app: TestApp) {
+    let t = app.signup("rr@example.com", "rr").await;
+    let token = t["token"].as_str().unwrap();
+    let (id, k1) = app.key(token, "rr", json!(["*"])).await;
+    let (s, k2) = app.post(&format!("/api/applications/{id}/keys"), Some(token), json!({ "name": "second", "scopes": ["*"] })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (first, second) = (k1["api_key"].as_str().unwrap(), k2["data"]["api_key"].as_str().unwrap());
+    assert_eq!(app.get("/api/me", Some(first)).await.0, StatusCode::OK);
+
+    // Rotation: a new secret for the same record; the old one stops working.
+    let (s, rotated) = app.post(&format!("/api/api-keys/{}/rotate", k1["key_id"].as_str().unwrap()), Some(token), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{rotated}");
+    assert_eq!(rotated["data"]["key_id"], k1["key_id"]);
+    let new_secret = rotated["data"]["api_key"].as_str().unwrap();
+    assert_ne!(new_secret, first);
+    assert_error(app.get("/api/me", Some(first)).await, 401, "Unauthorized");
+    let (s, me) = app.get("/api/me", Some(new_secret)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(me["data"]["key_id"], k1["key_id"]);
+
+    // Revocation: that key stops; the other key is unaffected.
+    let (s, revoked) = app.post(&format!("/api/api-keys/{}/revoke", k1["key_id"].as_str().unwrap()), Some(token), json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(revoked["data"]["status"], "revoked");
+    assert_error(app.get("/api/me", Some(new_secret)).await, 401, "Unauthorized");
+    assert_eq!(app.get("/api/me", Some(second)).await.0, StatusCode::OK);
+    // A revoked key cannot be rotated back to life.
+    assert_error(app.post(&format!("/api/api-keys/{}/rotate", k1["key_id"].as_str().unwrap()), Some(token), json!({})).await, 409, "Conflict");
+
+    // Disabling the application disables every key at once.
+    let (s, d) = app.post(&format!("/api/applications/{id}/disable"), Some(token), json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(d["data"]["status"], "disabled");
+    assert_eq!(d["data"]["keys_disabled"], 1);
+    assert_error(app.get("/api/me", Some(second)).await, 401, "Unauthorized");
+    assert_error(app.post(&format!("/api/applications/{id}/keys"), Some(token), json!({ "name": "k", "scopes": ["*"] })).await, 409, "Conflict");
+}
+db_test!(rotate_revoke_and_disable_take_effect_at_once);
+
+async fn an_expired_key_stops_working(app: TestApp) {
+    let t = app.signup("ex@example.com", "ex").await;
+    let token = t["token"].as_str().unwrap();
+    let (id, _) = app.key(token, "ex", json!(["*"])).await;
+    let expires = hub::db::format_time(chrono::Utc::now() + chrono::Duration::milliseconds(1500));
+    let (s, k) = app.post(&format!("/api/applications/{id}/keys"), Some(token), json!({ "name": "short", "scopes": ["*"], "expires_at": expires })).await;
+    assert_eq!(s, StatusCode::CREATED, "{k}");
+    let secret = k["data"]["api_key"].as_str().unwrap();
+    assert_eq!(app.get("/api/me", Some(secret)).await.0, StatusCode::OK);
+    tokio::time::sleep(std::time::Duration::from_millis(1600)).await;
+    assert_error(app.get("/api/me", Some(secret)).await, 401, "Unauthorized");
+}
+db_test!(an_expired_key_stops_working);
+
+async fn rate_limits_answer_429_with_retry_after(app: TestApp) {
+    let t = app.signup("rl@example.com", "rl").await;
+    let token = t["token"].as_str().unwrap();
+    let (id, _) = app.key(token, "rl", json!(["*"])).await;
+    let (_, k) = app.post(&format!("/api/applications/{id}/keys"), Some(token), json!({ "name": "slow", "scopes": ["*"], "rate_limit_rpm": 3 })).await;
+    let secret = k["data"]["api_key"].as_str().unwrap();
+    // Align to the start of a minute window so the test is not split by one.
+    let secs = chrono::Utc::now().timestamp() % 60;
+    if secs > 55 {
+        tokio::time::sleep(std::time::Duration::from_secs((61 - secs) as u64)).await;
+    }
+    for _ in 0..3 {
+        assert_eq!(app.get("/api/me", Some(secret)).await.0, StatusCode::OK);
+    }
+    let res = app.client.get(format!("{}/api/me", app.base)).bearer_auth(secret).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = res.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(body["error"], "RateLimited");
+    // Another key of the same application is not limited by it.
+    let (_, other) = app.post(&format!("/api/applications/{id}/keys"), Some(token), json!({ "name": "free", "scopes": ["*"] })).await;
+    assert_eq!(app.get("/api/me", other["data"]["api_key"].as_str()).await.0, StatusCode::OK);
+}
+db_test!(rate_limits_answer_429_with_retry_after);
+
+async fn tenant_level_issue_uses_the_default_live_application(app: TestApp) {
+    let t = app.signup("tl@example.com", "tl").await;
+    let token = t["token"].as_str().unwrap();
+    let body = assert_error(app.post("/api/api-keys", Some(token), json!({ "name": "k", "scopes": ["*"] })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["tenant_id is required"]));
+    let (s, k) = app.post("/api/api-keys", Some(token), json!({ "tenant_id": t["tenant_id"], "name": "k", "scopes": ["crm.*"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{k}");
+    assert!(k["data"]["api_key"].as_str().unwrap().starts_with("pk_live_"));
+    let (_, again) = app.post("/api/api-keys", Some(token), json!({ "tenant_id": t["tenant_id"], "name": "k2", "scopes": ["crm.*"] })).await;
+    assert_eq!(k["data"]["application_id"], again["data"]["application_id"], "one default application");
+    let (_, apps) = app.get("/api/applications", Some(token)).await;
+    assert_eq!(apps["data"][0]["slug"], "default");
+}
+db_test!(tenant_level_issue_uses_the_default_live_application);

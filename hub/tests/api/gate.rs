@@ -1,0 +1,136 @@
+//! The gateway: default deny, health, header forms, operator guard, modes.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::{db_test, helpers::*};
+
+async fn health_is_public_whatever_the_authorization_header(app: TestApp) {
+    for token in [None, Some("garbage"), Some("pk_live_nonexistent"), Some("eyJhbGciOiJFUzI1NiJ9.e30.x")] {
+        let (s, body) = app.get("/health", token).await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(body["data"]["status"], "ok");
+    }
+}
+db_test!(health_is_public_whatever_the_authorization_header);
+
+async fn every_other_path_is_denied_without_a_credential(app: TestApp) {
+    for path in ["/api/me", "/api/crm/contacts", "/no/such/path", "/api/applications"] {
+        let body = assert_error(app.get(path, None).await, 401, "Unauthorized");
+        assert_eq!(body["details"], json!(["missing bearer token"]));
+        assert_error(app.get(path, Some("not-a-jwt")).await, 401, "Unauthorized");
+    }
+}
+db_test!(every_other_path_is_denied_without_a_credential);
+
+async fn only_one_bearer_header_carries_credentials(app: TestApp) {
+    let t = app.signup("one@example.com", "one").await;
+    let token = t["token"].as_str().unwrap();
+    let (_, key) = app.key(token, "app", json!(["*"])).await;
+    let api_key = key["api_key"].as_str().unwrap();
+    // X-API-Key is not a credential.
+    let res = app.client.get(format!("{}/api/me", app.base)).header("x-api-key", api_key).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    // Two Authorization headers are refused.
+    let res = app
+        .client
+        .get(format!("{}/api/me", app.base))
+        .header("authorization", format!("Bearer {api_key}"))
+        .header("authorization", format!("Bearer {token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    // A non-bearer scheme is refused.
+    let res = app.client.get(format!("{}/api/me", app.base)).header("authorization", format!("Token {api_key}")).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    // The same key as a bearer works, and so does the JWT.
+    let (s, me) = app.get("/api/me", Some(api_key)).await;
+    assert_eq!(s, StatusCode::OK, "{me}");
+    assert_eq!(me["data"]["actor"]["kind"], "service");
+    let (s, me) = app.get("/api/me", Some(token)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(me["data"]["actor"]["kind"], "human");
+}
+db_test!(only_one_bearer_header_carries_credentials);
+
+async fn admin_routes_take_only_the_operator_header(app: TestApp) {
+    let t = app.signup("op@example.com", "op").await;
+    let body = assert_error(app.get("/admin/anything", None).await, 401, "Unauthorized");
+    assert_eq!(body["details"], json!(["admin token required"]));
+    // A tenant JWT is refused on /admin/*.
+    assert_error(app.get("/admin/anything", t["token"].as_str()).await, 401, "Unauthorized");
+    let wrong = app.client.get(format!("{}/admin/anything", app.base)).header("x-admin-ops-token", "nope").send().await.unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    // With the right token the gate lets it through; the path itself does not exist.
+    let right = app.client.get(format!("{}/admin/anything", app.base)).header("x-admin-ops-token", "test-ops-token").send().await.unwrap();
+    assert_eq!(right.status(), StatusCode::NOT_FOUND);
+    // The operator credential is no tenant credential.
+    let res = app.client.get(format!("{}/api/me", app.base)).header("x-admin-ops-token", "test-ops-token").send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+}
+db_test!(admin_routes_take_only_the_operator_header);
+
+async fn report_mode_lets_requests_through_but_handlers_still_need_a_caller(_app: TestApp) {
+    let app = _app.variant(|c| c.gate_mode = hub::config::GateMode::Report).await;
+    // An unknown path is no longer refused by the gate: it is simply not found.
+    assert_error(app.get("/api/nothing-here", None).await, 404, "NotFound");
+    // A handler that needs a caller still answers 401.
+    assert_error(app.get("/api/me", None).await, 401, "Unauthorized");
+    // A key lacking the scope is let through in report mode.
+    let t = app.signup("rep@example.com", "rep").await;
+    let (_, key) = app.key(t["token"].as_str().unwrap(), "a", json!(["crm.*"])).await;
+    let (s, _) = app.get("/api/me", key["api_key"].as_str()).await;
+    assert_eq!(s, StatusCode::OK);
+}
+db_test!(report_mode_lets_requests_through_but_handlers_still_need_a_caller);
+
+#[tokio::test]
+async fn gate_off_is_refused_outside_development_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = hub::config::Config::for_tests(dir.path().into(), None);
+    config.dev = false;
+    config.gate_mode = hub::config::GateMode::Off;
+    let err = hub::prepare(config).await.err().expect("refused");
+    assert!(err.to_string().contains("AUTH_GATE_MODE=off"), "{err}");
+}
+
+#[tokio::test]
+async fn production_mode_requires_a_master_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = hub::config::Config::for_tests(dir.path().into(), None);
+    config.dev = false;
+    config.master_key = None;
+    let err = hub::prepare(config).await.err().expect("refused");
+    assert!(err.to_string().contains("HUB_MASTER_KEY"), "{err}");
+}
+
+async fn malformed_bodies_and_ids_answer_in_the_envelope(app: TestApp) {
+    let t = app.signup("err@example.com", "err").await;
+    let token = t["token"].as_str().unwrap();
+    // Malformed JSON.
+    let res = app
+        .client
+        .post(format!("{}/api/applications", app.base))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(body["error"], "ValidationError");
+    assert!(body["details"].is_array());
+    // Wrong types.
+    assert_error(app.post("/api/applications", Some(token), json!({ "name": 5, "slug": "x", "environment": "live" })).await, 400, "ValidationError");
+    // Every missing field in one details array.
+    let body = assert_error(app.post("/api/applications", Some(token), json!({})).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["name is required", "slug is required", "environment is required"]));
+    // Non-UUID path ids are not found.
+    assert_error(app.get("/api/applications/not-a-uuid/keys", Some(token)).await, 404, "NotFound");
+    assert_error(app.post("/api/personas/12/shred", Some(token), json!({})).await, 404, "NotFound");
+    // A body tenant_id that is not the caller's is 403.
+    assert_error(app.post("/api/api-keys", Some(token), json!({ "tenant_id": uuid::Uuid::now_v7().to_string(), "name": "k", "scopes": ["*"] })).await, 403, "TenantMismatch");
+}
+db_test!(malformed_bodies_and_ids_answer_in_the_envelope);

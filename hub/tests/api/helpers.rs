@@ -1,0 +1,183 @@
+//! Test harness: spawns the hub on port 0 with a fresh database (an SQLite
+//! file, or a new PostgreSQL database when `HUB_TEST_POSTGRES_URL` is set)
+//! and offers a client with typed helpers.
+
+use std::path::PathBuf;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Declares a test that runs once on SQLite and once on PostgreSQL.
+#[macro_export]
+macro_rules! db_test {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name($crate::helpers::TestApp::spawn($crate::helpers::Backend::Sqlite).await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                if let Some(app) = $crate::helpers::TestApp::spawn_postgres().await {
+                    super::$name(app).await
+                }
+            }
+        }
+    };
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub server: Option<hub::Server>,
+    pub backend: Backend,
+    pub database_url: String,
+    /// Kept so the data directory lives as long as the hub.
+    pub _dir: tempfile::TempDir,
+}
+
+/// A fresh PostgreSQL database on the test server, or `None` without one.
+pub async fn fresh_postgres_url() -> Option<String> {
+    let admin = std::env::var("HUB_TEST_POSTGRES_URL").ok().filter(|s| !s.is_empty())?;
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(&admin).await.expect("connect HUB_TEST_POSTGRES_URL");
+    let name = format!("hubtest_{}", uuid::Uuid::now_v7().simple());
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.expect("create test database");
+    let (base, query) = match admin.split_once('?') {
+        Some((b, q)) => (b.to_string(), format!("?{q}")),
+        None => (admin.clone(), String::new()),
+    };
+    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let root = match base[scheme_end..].find('/') {
+        Some(i) => base[..scheme_end + i].to_string(),
+        None => base.clone(),
+    };
+    Some(format!("{root}/{name}{query}"))
+}
+
+impl TestApp {
+    pub async fn spawn(backend: Backend) -> TestApp {
+        match backend {
+            Backend::Sqlite => Self::spawn_with(Backend::Sqlite, None, |_| {}).await,
+            Backend::Postgres => Self::spawn_postgres().await.expect("HUB_TEST_POSTGRES_URL"),
+        }
+    }
+
+    pub async fn spawn_postgres() -> Option<TestApp> {
+        let url = fresh_postgres_url().await?;
+        Some(Self::spawn_with(Backend::Postgres, Some(url), |_| {}).await)
+    }
+
+    /// Spawns a hub with a configuration adjusted by `tweak`; `url` None
+    /// means a new SQLite file.
+    pub async fn spawn_with(backend: Backend, url: Option<String>, tweak: impl FnOnce(&mut hub::config::Config)) -> TestApp {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let database_url = url.unwrap_or_else(|| format!("sqlite://{}?mode=rwc", dir.path().join("hub.db").display()));
+        Self::spawn_on(backend, database_url, dir, tweak).await
+    }
+
+    /// Another hub with its own fresh database of the same backend and a
+    /// configuration adjusted by `tweak`.
+    pub async fn variant(&self, tweak: impl FnOnce(&mut hub::config::Config)) -> TestApp {
+        let url = match self.backend {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(fresh_postgres_url().await.expect("postgres")),
+        };
+        Self::spawn_with(self.backend, url, tweak).await
+    }
+
+    /// A second hub on the same database (several replicas).
+    pub async fn replica(&self) -> TestApp {
+        let dir = tempfile::tempdir().expect("tempdir");
+        Self::spawn_on(self.backend, self.database_url.clone(), dir, |_| {}).await
+    }
+
+    async fn spawn_on(backend: Backend, database_url: String, dir: tempfile::TempDir, tweak: impl FnOnce(&mut hub::config::Config)) -> TestApp {
+        let mut config = hub::config::Config::for_tests(PathBuf::from(dir.path()), Some(database_url.clone()));
+        tweak(&mut config);
+        let state = hub::prepare(config).await.expect("prepare hub");
+        let server = hub::start(state).await.expect("start hub");
+        TestApp {
+            base: format!("http://{}", server.addr),
+            client: reqwest::Client::new(),
+            server: Some(server),
+            backend,
+            database_url,
+            _dir: dir,
+        }
+    }
+
+    pub fn state(&self) -> &hub::state::AppState {
+        &self.server.as_ref().expect("running").state
+    }
+
+    pub async fn call(&self, method: Method, path: &str, token: Option<&str>, body: Option<Value>) -> (StatusCode, Value) {
+        let mut req = self.client.request(method, format!("{}{}", self.base, path));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let res = req.send().await.expect("request");
+        let status = res.status();
+        let text = res.text().await.expect("body");
+        let value = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        (status, value)
+    }
+
+    pub async fn get(&self, path: &str, token: Option<&str>) -> (StatusCode, Value) {
+        self.call(Method::GET, path, token, None).await
+    }
+
+    pub async fn post(&self, path: &str, token: Option<&str>, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, path, token, Some(body)).await
+    }
+
+    /// Signs up a tenant; returns the signup's `data` (with `token`).
+    pub async fn signup(&self, email: &str, app_id: &str) -> Value {
+        let (status, body) = self
+            .post("/api/auth/signup-tenant", None, json!({
+                "email": email, "password": "correct horse battery", "org_name": format!("Org {app_id}"),
+                "app_id": app_id, "display_name": "Ada Admin", "region": "eu-west-1",
+            }))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body["data"].clone()
+    }
+
+    /// Creates an application and a key with `scopes`; returns (application_id, key data).
+    pub async fn key(&self, token: &str, slug: &str, scopes: Value) -> (String, Value) {
+        let (s, app) = self
+            .post("/api/applications", Some(token), json!({ "name": slug, "slug": slug, "environment": "live" }))
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{app}");
+        let id = app["data"]["application_id"].as_str().unwrap().to_string();
+        let (s, key) = self.post(&format!("/api/applications/{id}/keys"), Some(token), json!({ "name": "k", "scopes": scopes })).await;
+        assert_eq!(s, StatusCode::CREATED, "{key}");
+        (id, key["data"].clone())
+    }
+}
+
+/// Decodes a JWT's claims without checking it (the hub checks it).
+pub fn claims(token: &str) -> Value {
+    use base64::Engine;
+    let payload = token.split('.').nth(1).expect("jwt payload");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).expect("base64url");
+    serde_json::from_slice(&bytes).expect("claims json")
+}
+
+/// Asserts the platform error envelope with `error`.
+#[track_caller]
+pub fn assert_error(actual: (StatusCode, Value), status: u16, error: &str) -> Value {
+    assert_eq!(actual.0.as_u16(), status, "body: {}", actual.1);
+    assert_eq!(actual.1["success"], json!(false), "{}", actual.1);
+    assert_eq!(actual.1["error"], json!(error), "{}", actual.1);
+    actual.1
+}
