@@ -1,1 +1,1 @@
-//! Shared helpers of the end-to-end tests and the benchmark.
+//! Shared code of the end-to-end tests and the benchmarks (see `src/bin`).

@@ -134,3 +134,15 @@ async fn malformed_bodies_and_ids_answer_in_the_envelope(app: TestApp) {
     assert_error(app.post("/api/api-keys", Some(token), json!({ "tenant_id": uuid::Uuid::now_v7().to_string(), "name": "k", "scopes": ["*"] })).await, 403, "TenantMismatch");
 }
 db_test!(malformed_bodies_and_ids_answer_in_the_envelope);
+
+async fn a_database_failure_is_an_opaque_500(app: TestApp) {
+    let t = app.signup("db@example.com", "dbfail").await;
+    let token = t["token"].as_str().unwrap();
+    // Take the database away from under the hub.
+    app.state().db.read.close().await;
+    app.state().db.writer().close().await;
+    let (s, body) = app.post("/api/applications", Some(token), json!({ "name": "x", "slug": "x", "environment": "live" })).await;
+    assert_eq!(s, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(body, json!({ "success": false, "error": "InternalError" }));
+}
+db_test!(a_database_failure_is_an_opaque_500);
