@@ -4,6 +4,7 @@ mod attestation;
 mod identity;
 mod outbox;
 mod policy;
+mod python;
 mod registry;
 mod store;
 mod sync;
