@@ -15,7 +15,8 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE TABLE outbox (
         seq             INTEGER PRIMARY KEY AUTOINCREMENT,
-        event_id        TEXT NOT NULL UNIQUE,
+        -- UUIDv7 made here: unique by construction, so no index to keep.
+        event_id        TEXT NOT NULL,
         idempotency_key TEXT NOT NULL UNIQUE,
         event_type      TEXT NOT NULL,
         payload         TEXT NOT NULL,

@@ -21,7 +21,7 @@ fn a_repeated_idempotency_key_is_stored_once() {
     assert_eq!(again.event_id, first.event_id);
     assert_eq!(store.outbox_stats().unwrap().total, 1);
     // The first payload stands.
-    assert_eq!(store.outbox_event("k1").unwrap().unwrap().payload_json, r#"{"n":1}"#);
+    assert_eq!(store.outbox_event("k1").unwrap().unwrap().payload_json, r#"{"n": 1}"#);
 }
 
 #[test]
@@ -105,7 +105,7 @@ fn enqueued_events_survive_reopening_the_store() {
         // Dropped without any explicit flush or close.
     }
     let store = Store::open(path).unwrap();
-    assert_eq!(store.outbox_event("durable").unwrap().unwrap().payload_json, r#"{"n":1}"#);
+    assert_eq!(store.outbox_event("durable").unwrap().unwrap().payload_json, r#"{"n": 1}"#);
 }
 
 #[test]
