@@ -33,6 +33,8 @@ use crate::{
 pub fn app(state: AppState) -> Router {
     let api = Router::new()
         .merge(groups::identity::routes())
+        .merge(groups::platform::routes())
+        .merge(groups::device::routes())
         // Per-route authority checks need the matched route template.
         .route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
     Router::new()

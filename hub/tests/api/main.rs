@@ -3,6 +3,7 @@
 mod helpers;
 
 mod authority;
+mod devices;
 mod credentials;
 mod exchange;
 mod gate;

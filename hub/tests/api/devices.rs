@@ -1,0 +1,347 @@
+//! Devices, attestation, device-person links, diagnostics and the hdk
+//! records, manifests and outbox.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::{db_test, helpers::*};
+
+fn device_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+async fn register(app: &TestApp, token: &str, device: &str) -> Value {
+    let (s, body) = app.post("/api/devices", Some(token), json!({ "device_uuid": device, "platform": "ios", "os_version": "18.1", "app_version": "1.0", "device_key_ref": "se-key-1" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    body["data"].clone()
+}
+
+async fn devices_upsert_on_device_uuid(app: TestApp) {
+    let t = app.signup("dev@example.com", "dev").await;
+    let token = t["token"].as_str().unwrap();
+    let id = device_id();
+    let first = register(&app, token, &id).await;
+    assert_eq!(first["created"], true);
+    assert_eq!(first["status"], "active");
+    assert_eq!(first["platform"], "ios");
+    // Re-registering updates versions and last_seen_at; an omitted key ref is kept.
+    let (s, again) = app.post("/api/devices", Some(token), json!({ "device_uuid": id, "platform": "ios", "os_version": "18.2", "app_version": "1.1" })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let again = &again["data"];
+    assert_eq!(again["created"], false);
+    assert_eq!(again["os_version"], "18.2");
+    assert_eq!(again["app_version"], "1.1");
+    assert_eq!(again["device_key_ref"], "se-key-1");
+    assert!(again["last_seen_at"].as_str().unwrap() > first["last_seen_at"].as_str().unwrap());
+    let body = assert_error(app.post("/api/devices", Some(token), json!({ "device_uuid": "nope", "platform": "palm" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["device_uuid must be a UUID", "platform must be one of: ios, android, web, desktop"]));
+    let (s, got) = app.get(&format!("/api/devices/{id}"), Some(token)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(got["data"]["device_uuid"], id);
+    assert_error(app.get("/api/devices/not-a-uuid", Some(token)).await, 404, "NotFound");
+
+    // Revocation: the reason becomes the status; re-registering does not undo it.
+    assert_error(app.post(&format!("/api/devices/{id}/revoke"), Some(token), json!({ "reason": "lost" })).await, 400, "ValidationError");
+    let (s, r) = app.post(&format!("/api/devices/{id}/revoke"), Some(token), json!({ "reason": "stolen" })).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(r["data"]["status"], "stolen");
+    let (_, again) = app.post("/api/devices", Some(token), json!({ "device_uuid": id, "platform": "ios" })).await;
+    assert_eq!(again["data"]["status"], "stolen");
+    let other = device_id();
+    register(&app, token, &other).await;
+    let (_, r) = app.post(&format!("/api/devices/{other}/revoke"), Some(token), json!({ "reason": "revoked" })).await;
+    assert_eq!(r["data"]["status"], "revoked");
+}
+db_test!(devices_upsert_on_device_uuid);
+
+fn envelope(key: &device_core::attestation::SoftwareKey, method: &str, device: &str, challenge: &str) -> Value {
+    let env = device_core::attestation::build_envelope(method, device, "se-key-1", &key.public_key(), challenge, |m| Ok(key.sign(m))).unwrap();
+    serde_json::to_value(env).unwrap()
+}
+
+async fn challenge(app: &TestApp, token: &str, device: &str) -> String {
+    let (s, c) = app.post(&format!("/api/devices/{device}/challenge"), Some(token), json!({})).await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    c["data"]["challenge"].as_str().unwrap().to_string()
+}
+
+async fn attestations_are_verified_by_the_hub(app: TestApp) {
+    let t = app.signup("att@example.com", "att").await;
+    let token = t["token"].as_str().unwrap();
+    let id = device_id();
+    register(&app, token, &id).await;
+    let key = device_core::attestation::SoftwareKey::generate();
+    let path = format!("/api/devices/{id}/attest");
+
+    // A good envelope over a hub-issued challenge verifies, whatever the body claims.
+    let c = challenge(&app, token, &id).await;
+    let (s, a) = app.post(&path, Some(token), json!({ "method": "secure-enclave", "signature_envelope": envelope(&key, "secure-enclave", &id, &c), "verified": false, "expires_at": "2030-01-01T00:00:00Z" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{a}");
+    assert_eq!(a["data"]["verified"], true);
+    assert_eq!(a["data"]["expires_at"], "2030-01-01T00:00:00.000000Z");
+    // The same challenge cannot be used twice.
+    let (_, a) = app.post(&path, Some(token), json!({ "method": "secure-enclave", "signature_envelope": envelope(&key, "secure-enclave", &id, &c) })).await;
+    assert_eq!(a["data"]["verified"], false);
+    assert_eq!(a["data"]["failure_reason"], "the challenge has already been used");
+    // A challenge the hub never issued.
+    let (_, a) = app.post(&path, Some(token), json!({ "method": "secure-enclave", "signature_envelope": envelope(&key, "secure-enclave", &id, "made-up") })).await;
+    assert_eq!(a["data"]["verified"], false);
+    // A tampered envelope does not verify.
+    let c = challenge(&app, token, &id).await;
+    let mut forged = envelope(&key, "secure-enclave", &id, &c);
+    forged["key_ref"] = json!("another-key");
+    let (_, a) = app.post(&path, Some(token), json!({ "method": "secure-enclave", "signature_envelope": forged })).await;
+    assert_eq!(a["data"]["verified"], false, "{a}");
+    // Another key than the one pinned at the first verified attestation.
+    let c = challenge(&app, token, &id).await;
+    let intruder = device_core::attestation::SoftwareKey::generate();
+    let (_, a) = app.post(&path, Some(token), json!({ "method": "secure-enclave", "signature_envelope": envelope(&intruder, "secure-enclave", &id, &c) })).await;
+    assert_eq!(a["data"]["verified"], false);
+    assert_eq!(a["data"]["failure_reason"], "the envelope is signed by a key other than the device's attested key");
+    // As JSON text, the envelope works too.
+    let c = challenge(&app, token, &id).await;
+    let (_, a) = app.post(&path, Some(token), json!({ "method": "secure-enclave", "signature_envelope": envelope(&key, "secure-enclave", &id, &c).to_string() })).await;
+    assert_eq!(a["data"]["verified"], true);
+    let body = assert_error(app.post(&path, Some(token), json!({ "method": "fingerprint" })).await, 400, "ValidationError");
+    assert_eq!(body["details"].as_array().unwrap().len(), 2);
+    let (_, got) = app.get(&format!("/api/devices/{id}"), Some(token)).await;
+    assert_eq!(got["data"]["attested"], true);
+}
+db_test!(attestations_are_verified_by_the_hub);
+
+async fn persons_are_linked_to_devices(app: TestApp) {
+    let t = app.signup("lk@example.com", "lk").await;
+    let token = t["token"].as_str().unwrap();
+    let id = device_id();
+    register(&app, token, &id).await;
+    let path = format!("/api/devices/{id}/link-person");
+    let (s, l) = app.post(&path, Some(token), json!({ "person_id": t["person_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{l}");
+    assert_eq!(l["data"]["status"], "active");
+    let (s, _) = app.post(&path, Some(token), json!({ "person_id": t["person_id"] })).await;
+    assert_eq!(s, StatusCode::OK, "linking again is idempotent");
+    // A person who is not a member of the tenant.
+    let (_, reg) = app.post("/api/auth/register", None, json!({ "email": "out@example.com", "password": "out password", "display_name": "O" })).await;
+    assert_error(app.post(&path, Some(token), json!({ "person_id": reg["data"]["person_id"] })).await, 400, "ValidationError");
+    let (s, list) = app.get(&format!("/api/devices/{id}/persons"), Some(token)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(list["data"].as_array().unwrap().len(), 1);
+    assert_eq!(list["data"][0]["person_id"], t["person_id"]);
+    assert_error(app.post(&format!("/api/devices/{}/link-person", device_id()), Some(token), json!({ "person_id": t["person_id"] })).await, 404, "NotFound");
+}
+db_test!(persons_are_linked_to_devices);
+
+async fn crashes_and_health_are_recorded_per_device(app: TestApp) {
+    let t = app.signup("cr@example.com", "cr").await;
+    let token = t["token"].as_str().unwrap();
+    let id = device_id();
+    register(&app, token, &id).await;
+    let body = assert_error(app.get("/api/diagnostic/crash", Some(token)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["device_uuid is required"]));
+    let (s, empty) = app.get(&format!("/api/diagnostic/crash?device_uuid={id}"), Some(token)).await;
+    assert_eq!((s, empty["data"].clone()), (StatusCode::OK, json!([])));
+    for at in ["2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"] {
+        let (s, c) = app.post("/api/diagnostic/crash", Some(token), json!({ "device_uuid": id, "occurred_at": at, "stack_envelope": "c3RhY2s=", "app_version": "1.0", "os_version": "18", "person_id": t["person_id"], "tenant_id": t["tenant_id"] })).await;
+        assert_eq!(s, StatusCode::CREATED, "{c}");
+    }
+    let (_, list) = app.get(&format!("/api/diagnostic/crash?device_uuid={id}"), Some(token)).await;
+    let list = list["data"].as_array().unwrap().clone();
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[0]["occurred_at"], "2026-02-01T00:00:00.000000Z", "newest first");
+    let (s, one) = app.get(&format!("/api/diagnostic/crash/{}", list[1]["id"].as_str().unwrap()), Some(token)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(one["data"]["stack_envelope"], "c3RhY2s=");
+    assert_error(app.post("/api/diagnostic/crash", Some(token), json!({ "device_uuid": device_id(), "stack_envelope": "x" })).await, 400, "ValidationError");
+    assert_error(app.post("/api/diagnostic/crash", Some(token), json!({ "device_uuid": id, "stack_envelope": "x", "tenant_id": device_id() })).await, 403, "TenantMismatch");
+
+    // Health: the public read says only the latest status.
+    let (_, h) = app.get(&format!("/api/diagnostic/health?device_uuid={id}"), None).await;
+    assert_eq!(h["data"]["status"], "unknown");
+    for (status, at) in [("ok", "2026-01-01T00:00:00Z"), ("degraded", "2026-01-02T00:00:00Z")] {
+        let (s, _) = app.post("/api/diagnostic/snapshots", Some(token), json!({ "device_uuid": id, "status": status, "metrics": { "battery_pct": 12 }, "taken_at": at })).await;
+        assert_eq!(s, StatusCode::CREATED);
+    }
+    let (s, h) = app.get(&format!("/api/diagnostic/health?device_uuid={id}"), Some("garbage")).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(h["data"], json!({ "device_uuid": id, "status": "degraded", "taken_at": "2026-01-02T00:00:00.000000Z" }));
+}
+db_test!(crashes_and_health_are_recorded_per_device);
+
+async fn the_hdk_outbox_drains_oldest_first_exactly_once(app: TestApp) {
+    let t = app.signup("ob@example.com", "ob").await;
+    let token = t["token"].as_str().unwrap();
+    let rows: Vec<Value> = (0..5).map(|i| json!({ "event_type": "diagnostic.log.written.v1", "payload": { "i": i }, "idempotency_key": format!("k{i}") })).collect();
+    let (s, pushed) = app.post("/api/hdk/diagnostic/outbox", Some(token), json!({ "rows": rows })).await;
+    assert_eq!(s, StatusCode::CREATED, "{pushed}");
+    assert_eq!(pushed["data"]["accepted"].as_array().unwrap().len(), 5);
+    let (_, again) = app.post("/api/hdk/diagnostic/outbox", Some(token), json!({ "rows": [rows[0]] })).await;
+    assert_eq!(again["data"]["duplicates"], json!(["k0"]));
+    let body = assert_error(app.post("/api/hdk/diagnostic/outbox", Some(token), json!({ "rows": [{ "event_type": "bad", "payload": {} }] })).await, 400, "ValidationError");
+    assert_eq!(body["details"].as_array().unwrap().len(), 2);
+
+    let (s, d) = app.post("/api/hdk/diagnostic/drain", Some(token), json!({ "limit": 2 })).await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    assert_eq!(d["data"]["count"], 2);
+    assert_eq!(d["data"]["rows"][0]["payload"], json!({ "i": 0 }));
+    assert_eq!(d["data"]["rows"][1]["payload"], json!({ "i": 1 }));
+    assert!(d["data"]["rows"][0]["drained_at"].is_string());
+    // No body: the default limit takes the rest.
+    let res = app.client.post(format!("{}/api/hdk/diagnostic/drain", app.base)).bearer_auth(token).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let d: Value = res.json().await.unwrap();
+    assert_eq!(d["data"]["count"], 3);
+    let (_, d) = app.post("/api/hdk/diagnostic/drain", Some(token), json!({})).await;
+    assert_eq!(d["data"], json!({ "count": 0, "rows": [] }));
+    assert_error(app.post("/api/hdk/diagnostic/drain", Some(token), json!({ "limit": "ten" })).await, 400, "ValidationError");
+}
+db_test!(the_hdk_outbox_drains_oldest_first_exactly_once);
+
+async fn identity_claims_permissions_measurements_and_watermarks(app: TestApp) {
+    let t = app.signup("hdk@example.com", "hdk").await;
+    let token = t["token"].as_str().unwrap();
+    let id = device_id();
+    // Identity claims: neither credential is fine; envelopes never come back.
+    let (s, c) = app.post("/api/hdk/idp/claims", Some(token), json!({ "device_uuid": id, "person_id": t["person_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    assert_eq!((c["data"]["has_pin"].clone(), c["data"]["has_biometric_template"].clone()), (json!(false), json!(false)));
+    let (s, c) = app.post("/api/hdk/idp/claims", Some(token), json!({ "device_uuid": id, "person_id": t["person_id"], "pin_envelope": "cGlu", "biometric_template_envelope": "YmlvbWV0cmlj" })).await;
+    assert_eq!(s, StatusCode::OK, "an upsert of an existing claim");
+    assert_eq!(c["data"]["has_pin"], true);
+    let sealed: Vec<u8> = sqlx::query_scalar("SELECT pin_envelope FROM hdk_idp_claim").fetch_one(&app.state().db.read).await.unwrap();
+    assert!(!sealed.windows(3).any(|w| w == b"pin"), "sealed at rest");
+    assert_error(app.post("/api/hdk/idp/claims", Some(token), json!({ "device_uuid": id, "person_id": t["person_id"], "pin_envelope": "not base64!" })).await, 400, "ValidationError");
+    let (s, got) = app.get(&format!("/api/hdk/idp/claims?device_uuid={id}"), Some(token)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(!got.to_string().contains("cGlu"));
+    let body = assert_error(app.post("/api/hdk/idp/claims", Some(token), json!({})).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["device_uuid is required", "person_id is required"]));
+
+    // Permission snapshots: newest by taken_at, whatever the arrival order.
+    for (set, at) in [(json!({ "camera": "granted" }), "2026-03-01T00:00:00Z"), (json!({ "camera": "denied" }), "2026-01-01T00:00:00Z")] {
+        let (s, _) = app.post("/api/hdk/permissions/snapshots", Some(token), json!({ "device_uuid": id, "persona_id": t["persona_id"], "permission_set": set, "taken_at": at })).await;
+        assert_eq!(s, StatusCode::CREATED);
+    }
+    let (s, latest) = app.get(&format!("/api/hdk/permissions/snapshots/latest?device_uuid={id}"), Some(token)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(latest["data"]["permission_set"], json!({ "camera": "granted" }));
+    assert_eq!(latest["data"]["tenant_id"], t["tenant_id"]);
+    assert_eq!(latest["data"]["persona_id"], t["persona_id"]);
+    assert_error(app.get(&format!("/api/hdk/permissions/snapshots/latest?device_uuid={}", device_id()), Some(token)).await, 404, "NotFound");
+
+    // Measurements and watermarks: required query, empty list when unknown.
+    assert_error(app.get("/api/hdk/measure/measurements", Some(token)).await, 400, "ValidationError");
+    let (s, empty) = app.get("/api/hdk/measure/measurements?capture_id=nothing", Some(token)).await;
+    assert_eq!((s, empty.clone()), (StatusCode::OK, json!({ "success": true, "data": [] })));
+    let (s, m) = app.post("/api/hdk/measure/measurements", Some(token), json!({ "capture_id": "cap-1", "kind": "distance", "value": 0, "unit": "m" })).await;
+    assert_eq!(s, StatusCode::CREATED, "0 is a value: {m}");
+    let (_, list) = app.get("/api/hdk/measure/measurements?capture_id=cap-1", Some(token)).await;
+    assert_eq!(list["data"][0]["value"], json!(0.0));
+    assert_error(app.get("/api/hdk/watermark/applications", Some(token)).await, 400, "ValidationError");
+    let (_, empty) = app.get("/api/hdk/watermark/applications?variant_id=v", Some(token)).await;
+    assert_eq!(empty["data"], json!([]));
+    let (s, _) = app.post("/api/hdk/watermark/applications", Some(token), json!({ "variant_id": "v", "watermark_kind": "visible", "payload": { "text": "(c)" } })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (_, list) = app.get("/api/hdk/watermark/applications?variant_id=v", Some(token)).await;
+    assert_eq!(list["data"][0]["payload"], json!({ "text": "(c)" }));
+}
+db_test!(identity_claims_permissions_measurements_and_watermarks);
+
+async fn manifests_state_the_documented_capabilities(app: TestApp) {
+    let t = app.signup("mf@example.com", "mf").await;
+    let token = t["token"].as_str();
+    let (s, cam) = app.get("/api/hdk/camera/manifest", token).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(cam["data"]["photo_formats"], json!(["jpeg", "heic", "raw_dng"]));
+    assert_eq!(cam["data"]["video_codecs"], json!(["h264", "hevc", "av1"]));
+    assert_eq!(cam["data"]["max_photo_megapixels"], 48);
+    assert_eq!(cam["data"]["max_video"], json!({ "resolution": "4K", "fps": 60 }));
+    let (_, ed) = app.get("/api/hdk/image-editor/manifest", token).await;
+    assert_eq!(ed["data"]["tools"], json!(["crop", "rotate", "flip", "markup", "text", "blur", "sharpen", "filter"]));
+    assert_eq!(ed["data"]["filters"].as_array().unwrap().len(), 5);
+    assert_eq!(ed["data"]["output_formats"], json!(["jpeg", "png", "heic"]));
+    let (_, map) = app.get("/api/hdk/map/manifest", token).await;
+    assert_eq!(map["data"]["overlays"], json!(["pin", "polyline", "polygon", "heatmap", "cluster"]));
+    assert_eq!(map["data"]["routing_modes"], json!(["driving", "walking", "cycling", "transit"]));
+    let (_, sc) = app.get("/api/hdk/scanner/manifest", token).await;
+    assert_eq!(sc["data"]["symbologies"], json!(["qr_code", "pdf_417", "code_128", "ean_13", "data_matrix"]));
+    let (_, v) = app.get("/api/hdk/video-editor/manifest", token).await;
+    assert_eq!(v["data"]["tools"], json!(["trim", "merge", "caption", "mute", "speed", "overlay"]));
+    assert_eq!(v["data"]["output_formats"], json!(["mp4", "hevc", "webm"]));
+    assert_eq!(v["data"]["max_resolution"], "4K");
+}
+db_test!(manifests_state_the_documented_capabilities);
+
+/// Every device and hdk route: another tenant's resources are 404, and a
+/// key lacking the scope is 403 naming the scope.
+async fn device_routes_are_isolated_and_scoped(app: TestApp) {
+    let a = app.signup("da@example.com", "dev-a").await;
+    let b = app.signup("db@example.com", "dev-b").await;
+    let a_token = a["token"].as_str().unwrap();
+    let id = device_id();
+    register(&app, a_token, &id).await;
+    let (_, crash) = app.post("/api/diagnostic/crash", Some(a_token), json!({ "device_uuid": id, "stack_envelope": "x" })).await;
+    app.post("/api/hdk/idp/claims", Some(a_token), json!({ "device_uuid": id, "person_id": a["person_id"] })).await;
+    app.post("/api/hdk/permissions/snapshots", Some(a_token), json!({ "device_uuid": id, "permission_set": {} })).await;
+    app.post("/api/hdk/measure/measurements", Some(a_token), json!({ "capture_id": "a-cap", "kind": "k", "value": 1, "unit": "u" })).await;
+    app.post("/api/hdk/watermark/applications", Some(a_token), json!({ "variant_id": "a-var", "watermark_kind": "visible" })).await;
+    app.post("/api/hdk/diagnostic/outbox", Some(a_token), json!({ "rows": [{ "event_type": "a.b.c.v1", "payload": {}, "idempotency_key": "a" }] })).await;
+    let b_token = b["token"].as_str();
+    for path in [format!("/api/devices/{id}"), format!("/api/devices/{id}/persons"), format!("/api/diagnostic/crash/{}", crash["data"]["id"].as_str().unwrap()),
+                 format!("/api/hdk/idp/claims?device_uuid={id}"), format!("/api/hdk/permissions/snapshots/latest?device_uuid={id}")] {
+        assert_error(app.get(&path, b_token).await, 404, "NotFound");
+    }
+    for (path, body) in [(format!("/api/devices/{id}/revoke"), json!({ "reason": "stolen" })), (format!("/api/devices/{id}/link-person"), json!({ "person_id": b["person_id"] })),
+                         (format!("/api/devices/{id}/challenge"), json!({})), (format!("/api/devices/{id}/attest"), json!({ "method": "secure-enclave", "signature_envelope": { "challenge": "x" } }))] {
+        assert_error(app.post(&path, b_token, body).await, 404, "NotFound");
+    }
+    // Lists keyed by A's values show B nothing, and B's drain takes none of A's rows.
+    let (_, l) = app.get(&format!("/api/diagnostic/crash?device_uuid={id}"), b_token).await;
+    assert_eq!(l["data"], json!([]));
+    let (_, l) = app.get("/api/hdk/measure/measurements?capture_id=a-cap", b_token).await;
+    assert_eq!(l["data"], json!([]));
+    let (_, l) = app.get("/api/hdk/watermark/applications?variant_id=a-var", b_token).await;
+    assert_eq!(l["data"], json!([]));
+    let (_, d) = app.post("/api/hdk/diagnostic/drain", b_token, json!({})).await;
+    assert_eq!(d["data"]["count"], 0);
+    let (_, d) = app.post("/api/hdk/diagnostic/drain", Some(a_token), json!({})).await;
+    assert_eq!(d["data"]["count"], 1);
+
+    // Scopes.
+    let (_, key) = app.key(a_token, "dev-key", json!(["crm.*"])).await;
+    let secret = key["api_key"].as_str().unwrap();
+    let routes: Vec<(Method, String, &str)> = vec![
+        (Method::POST, "/api/devices".into(), "device.device.write"),
+        (Method::GET, format!("/api/devices/{id}"), "device.device.read"),
+        (Method::POST, format!("/api/devices/{id}/challenge"), "device.device.write"),
+        (Method::POST, format!("/api/devices/{id}/attest"), "device.device.write"),
+        (Method::POST, format!("/api/devices/{id}/link-person"), "device.device.write"),
+        (Method::GET, format!("/api/devices/{id}/persons"), "device.device.read"),
+        (Method::POST, format!("/api/devices/{id}/revoke"), "device.device.write"),
+        (Method::GET, "/api/diagnostic/crash".into(), "diagnostic.crash.read"),
+        (Method::POST, "/api/diagnostic/crash".into(), "diagnostic.crash.write"),
+        (Method::GET, format!("/api/diagnostic/crash/{id}"), "diagnostic.crash.read"),
+        (Method::POST, "/api/diagnostic/snapshots".into(), "diagnostic.snapshot.write"),
+        (Method::GET, "/api/hdk/camera/manifest".into(), "hdk.camera.read"),
+        (Method::GET, "/api/hdk/image-editor/manifest".into(), "hdk.image-editor.read"),
+        (Method::GET, "/api/hdk/map/manifest".into(), "hdk.map.read"),
+        (Method::GET, "/api/hdk/scanner/manifest".into(), "hdk.scanner.read"),
+        (Method::GET, "/api/hdk/video-editor/manifest".into(), "hdk.video-editor.read"),
+        (Method::POST, "/api/hdk/diagnostic/outbox".into(), "hdk.diagnostic.write"),
+        (Method::POST, "/api/hdk/diagnostic/drain".into(), "hdk.diagnostic.write"),
+        (Method::POST, "/api/hdk/idp/claims".into(), "hdk.idp.write"),
+        (Method::GET, "/api/hdk/idp/claims".into(), "hdk.idp.read"),
+        (Method::POST, "/api/hdk/permissions/snapshots".into(), "hdk.permission.write"),
+        (Method::GET, "/api/hdk/permissions/snapshots/latest".into(), "hdk.permission.read"),
+        (Method::POST, "/api/hdk/measure/measurements".into(), "hdk.measure.write"),
+        (Method::GET, "/api/hdk/measure/measurements".into(), "hdk.measure.read"),
+        (Method::POST, "/api/hdk/watermark/applications".into(), "hdk.watermark.write"),
+        (Method::GET, "/api/hdk/watermark/applications".into(), "hdk.watermark.read"),
+    ];
+    for (method, path, scope) in routes {
+        let body = (method == Method::POST).then(|| json!({}));
+        let b = assert_error(app.call(method.clone(), &path, Some(secret), body).await, 403, "Forbidden");
+        assert_eq!(b["required_scopes"], json!([scope]), "{method} {path}");
+        assert_eq!(b["granted_scopes"], json!(["crm.*"]));
+    }
+}
+db_test!(device_routes_are_isolated_and_scoped);
