@@ -1,4 +1,6 @@
 //! The tenant API catalogue, one module per service group, in folders named
 //! after the areas of the catalogue.
 
+pub mod ai;
+pub mod governance;
 pub mod identity;
