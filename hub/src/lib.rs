@@ -4,6 +4,8 @@
 //! `app` builds the router for a state; `serve` runs it until SIGTERM or
 //! SIGINT, draining in-flight requests.
 
+pub mod admin;
+pub mod audit;
 pub mod config;
 pub mod crypto;
 pub mod db;
@@ -35,11 +37,14 @@ pub fn app(state: AppState) -> Router {
         .merge(groups::identity::routes())
         .merge(groups::platform::routes())
         .merge(groups::device::routes())
+        .merge(groups::governance::routes())
+        .merge(groups::ai::routes())
         // Per-route authority checks need the matched route template.
         .route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
     Router::new()
         .route("/health", get(health))
         .merge(api)
+        .merge(admin::routes())
         .fallback(|| async { ApiError::NotFound })
         .layer(middleware::from_fn_with_state(state.clone(), gate::authenticate))
         .with_state(state)
@@ -75,6 +80,19 @@ fn spawn_background(state: &AppState) {
             tick.tick().await;
             if let Err(e) = groups::identity::api_keys::sweep_rate_windows(&s).await {
                 tracing::warn!(error = %e, "sweeping rate windows");
+            }
+        }
+    });
+    // Audit retention: shred expired payloads at start and then hourly.
+    let s = state.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(3600));
+        loop {
+            tick.tick().await;
+            match audit::retention::sweep(&s.db, chrono::Utc::now()).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(shredded = n, "audit retention sweep"),
+                Err(e) => tracing::warn!(error = %e, "audit retention sweep"),
             }
         }
     });

@@ -41,6 +41,8 @@ pub struct Inner {
     /// Effective permissions by persona_id.
     pub permissions: Cache<String, Arc<Vec<String>>>,
     pub mail: Arc<dyn MailSender>,
+    /// The group-commit writer of audit appends.
+    pub audit: crate::audit::Appender,
 }
 
 /// What changed, so other replicas can drop what they cached of it.
@@ -68,7 +70,6 @@ impl AppState {
         let keys = signing::load_or_create(&db, &master).await?;
         Ok(AppState(Arc::new(Inner {
             config,
-            db,
             master,
             keys: RwLock::new(Arc::new(keys)),
             last_key_reload: Mutex::new(None),
@@ -76,6 +77,8 @@ impl AppState {
             api_keys: Cache::default(),
             api_keys_by_id: Cache::default(),
             permissions: Cache::default(),
+            audit: crate::audit::Appender::start(db.clone()),
+            db,
             mail,
         })))
     }

@@ -317,3 +317,17 @@ impl<S: Send + Sync> FromRequestParts<S> for MaybeCaller {
     }
 }
 
+
+/// The platform operator (`/admin/*`, admitted by the gate's operator
+/// header check). Anything else is 401, as the operator routes answer.
+pub struct Operator;
+
+impl<S: Send + Sync> FromRequestParts<S> for Operator {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
+        match parts.extensions.get::<Caller>() {
+            Some(Caller::Operator) => Ok(Operator),
+            _ => Err(ApiError::Unauthorized("admin token required")),
+        }
+    }
+}

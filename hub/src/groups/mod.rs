@@ -2,5 +2,7 @@
 //! after the areas of the catalogue.
 
 pub mod device;
+pub mod ai;
+pub mod governance;
 pub mod identity;
 pub mod platform;

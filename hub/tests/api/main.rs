@@ -2,6 +2,9 @@
 
 mod helpers;
 
+mod agents;
+mod audit;
+mod audit_fault;
 mod authority;
 mod devices;
 mod credentials;

@@ -14,6 +14,7 @@ use sqlx::{FromRow, Row};
 
 use super::personas;
 use crate::{
+    audit,
     crypto,
     db::{self, Tx},
     error::{ApiError, ApiResult, Body, created, ok},
@@ -413,8 +414,17 @@ async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, 
     let spec = parse_key_spec(&body, &mut check);
     check.finish()?;
     let data = insert_key(&state, &mut tx, &app, spec).await?;
+    audit::record(&mut tx, &ctx, "identity.api_key.issued.v1", issued_payload(&data)).await?;
     tx.commit().await?;
     Ok(created(data))
+}
+
+/// What the audit entry of an issued key records: never the secret.
+fn issued_payload(data: &Value) -> Value {
+    json!({
+        "key_id": data["key_id"], "application_id": data["application_id"], "prefix": data["prefix"],
+        "scopes": data["scopes"], "synthetic_persona_id": data["synthetic_persona_id"],
+    })
 }
 
 /// sdk-api-keys: tenant-level issue. `tenant_id` is required and must be the
@@ -433,6 +443,7 @@ async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): Hu
         None => default_application(&mut tx, &ctx).await?,
     };
     let data = insert_key(&state, &mut tx, &app, spec).await?;
+    audit::record(&mut tx, &ctx, "identity.api_key.issued.v1", issued_payload(&data)).await?;
     tx.commit().await?;
     Ok(created(data))
 }
@@ -492,6 +503,7 @@ async fn disable_application(State(state): State<AppState>, HumanTenant(ctx, _):
         .execute(&mut *tx)
         .await?
         .rows_affected();
+    audit::record(&mut tx, &ctx, "identity.application.disabled.v1", json!({ "application_id": app.application_id, "keys_disabled": disabled })).await?;
     tx.commit().await?;
     state.invalidate(Invalidation::ApiKeys).await;
     Ok(ok(json!({ "application_id": app.application_id, "status": "disabled", "keys_disabled": disabled })))
@@ -528,6 +540,7 @@ async fn rotate(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant,
         .bind(&key_id)
         .execute(&mut *tx)
         .await?;
+    audit::record(&mut tx, &ctx, "identity.api_key.rotated.v1", json!({ "key_id": key_id, "rotated_at": now })).await?;
     tx.commit().await?;
     state.invalidate(Invalidation::ApiKeys).await;
     Ok(ok(json!({ "key_id": key_id, "api_key": secret, "prefix": prefix, "rotated_at": now })))
@@ -548,6 +561,9 @@ async fn revoke(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant,
         .bind(&key_id)
         .fetch_one(&mut *tx)
         .await?;
+    if status != "revoked" {
+        audit::record(&mut tx, &ctx, "identity.api_key.revoked.v1", json!({ "key_id": key_id, "revoked_at": revoked_at })).await?;
+    }
     tx.commit().await?;
     state.invalidate(Invalidation::ApiKeys).await;
     Ok(ok(json!({ "key_id": key_id, "status": "revoked", "revoked_at": revoked_at })))

@@ -246,6 +246,18 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
     .bind(&now)
     .execute(&mut *tx)
     .await?;
+    crate::audit::emit(&mut tx, crate::audit::Event {
+        tenant_id: &tenant_id,
+        pool_index: None,
+        event_type: "tenant.tenant.created.v1",
+        actor_kind: "human",
+        actor_id: &person_id,
+        actor_chain: None,
+        payload: &json!({ "tenant_id": tenant_id, "org_id": org_id, "app_id": app_id, "person_id": person_id, "status": "trial", "isolation_tier": "S" }),
+        retention_class: None,
+        occurred_at: None,
+    })
+    .await?;
     tx.commit().await?;
 
     let token = tenant_token(&state, &person_id, &tenant_id, vec!["pwd".into()]).await?;

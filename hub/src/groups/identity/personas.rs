@@ -10,6 +10,7 @@ use sqlx::Row;
 
 use super::roles;
 use crate::{
+    audit,
     crypto::{DataKey, MasterKey},
     db::{self, Tx},
     error::{ApiError, ApiResult, Body, created, ok},
@@ -181,6 +182,7 @@ async fn shred(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pat
             .bind(&id)
             .execute(&mut *tx)
             .await?;
+        audit::record(&mut tx, &ctx, "identity.persona.shredded.v1", json!({ "persona_id": id })).await?;
     }
     tx.commit().await?;
     state.invalidate(Invalidation::Roles).await;

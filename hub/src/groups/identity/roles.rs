@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use sqlx::Row;
 
 use crate::{
+    audit,
     db::{self, Tx},
     error::{ApiError, ApiResult, Body, created, ok},
     gate::{Tenant, TenantCtx, scope},
@@ -303,6 +304,7 @@ async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     .bind(&now)
     .execute(&mut *tx)
     .await?;
+    audit::record(&mut tx, &ctx, "identity.role_assignment.granted.v1", json!({ "assignment_id": id, "persona_id": persona, "role_template_id": template })).await?;
     tx.commit().await?;
     state.invalidate(Invalidation::Roles).await;
     Ok(created(json!({
@@ -329,6 +331,7 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
             .bind(&id)
             .execute(&mut *tx)
             .await?;
+        audit::record(&mut tx, &ctx, "identity.role_assignment.revoked.v1", json!({ "assignment_id": id, "revoked_at": now })).await?;
         revoked_at = Some(now);
     }
     tx.commit().await?;

@@ -1,0 +1,411 @@
+//! Hash chains: one per `(tenant_id, pool_index)`, `seq` from 1, the first
+//! entry linked to 32 zero bytes, `entry_hash = SHA-256(prev_hash ||
+//! canonical encoding of the entry)` (RULINGS 2). The encoding carries a
+//! digest of the payload rather than the payload, so a shredded payload
+//! leaves the chain verifiable.
+//!
+//! `emit` appends inside the caller's transaction; `verify` streams a chain
+//! in `seq` order with memory bounded whatever its length.
+
+use aws_lc_rs::digest;
+use futures_util::TryStreamExt;
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::Row;
+
+use super::registry;
+use crate::{
+    db::{self, Tx},
+    error::{ApiError, ApiResult},
+};
+
+pub const ZERO_HASH: [u8; 32] = [0; 32];
+
+/// An event to record. `pool_index` None means the tenant's admin pool;
+/// `occurred_at` None means now (a past time serves imports of historical
+/// records, and tests of retention).
+pub struct Event<'a> {
+    pub tenant_id: &'a str,
+    pub pool_index: Option<i64>,
+    pub event_type: &'a str,
+    pub actor_kind: &'a str,
+    pub actor_id: &'a str,
+    pub actor_chain: Option<&'a Value>,
+    pub payload: &'a Value,
+    pub retention_class: Option<&'a str>,
+    pub occurred_at: Option<String>,
+}
+
+/// What an append answers: the entry's identity, position and hashes (hex).
+#[derive(Clone, Debug, Serialize)]
+pub struct Appended {
+    pub entry_id: String,
+    pub tenant_id: String,
+    pub pool_index: i64,
+    pub seq: i64,
+    pub event_type: String,
+    pub actor_kind: String,
+    pub actor_id: String,
+    pub occurred_at: String,
+    pub retention_class: String,
+    pub payload_digest: String,
+    pub prev_hash: String,
+    pub entry_hash: String,
+}
+
+/// The fields an entry's hash covers.
+pub struct Fields<'a> {
+    pub entry_id: &'a str,
+    pub tenant_id: &'a str,
+    pub pool_index: i64,
+    pub seq: i64,
+    pub event_type: &'a str,
+    pub actor_kind: &'a str,
+    pub actor_id: &'a str,
+    pub actor_chain: Option<&'a str>,
+    pub occurred_at: &'a str,
+    pub retention_class: &'a str,
+    pub payload_digest: &'a [u8],
+}
+
+/// Tag of the canonical encoding, so a future encoding cannot collide.
+const ENCODING_TAG: &[u8] = b"hub.audit.entry.v1";
+
+fn put_bytes(ctx: &mut digest::Context, bytes: &[u8]) {
+    ctx.update(&(bytes.len() as u32).to_be_bytes());
+    ctx.update(bytes);
+}
+
+/// `SHA-256(prev_hash || encoding)`. The encoding is the tag, then each
+/// field in a fixed order: strings and bytes as a 4-byte big-endian length
+/// and the bytes, integers as 8 bytes big-endian, an absent actor chain as
+/// a zero flag byte (present: a one byte, then the text). Length prefixes
+/// make it unambiguous: no two entries encode to the same bytes.
+pub fn entry_hash(prev_hash: &[u8], f: &Fields<'_>) -> [u8; 32] {
+    let mut ctx = digest::Context::new(&digest::SHA256);
+    ctx.update(prev_hash);
+    put_bytes(&mut ctx, ENCODING_TAG);
+    put_bytes(&mut ctx, f.entry_id.as_bytes());
+    put_bytes(&mut ctx, f.tenant_id.as_bytes());
+    ctx.update(&f.pool_index.to_be_bytes());
+    ctx.update(&f.seq.to_be_bytes());
+    put_bytes(&mut ctx, f.event_type.as_bytes());
+    put_bytes(&mut ctx, f.actor_kind.as_bytes());
+    put_bytes(&mut ctx, f.actor_id.as_bytes());
+    match f.actor_chain {
+        None => ctx.update(&[0]),
+        Some(c) => {
+            ctx.update(&[1]);
+            put_bytes(&mut ctx, c.as_bytes());
+        }
+    }
+    put_bytes(&mut ctx, f.occurred_at.as_bytes());
+    put_bytes(&mut ctx, f.retention_class.as_bytes());
+    put_bytes(&mut ctx, f.payload_digest);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ctx.finish().as_ref());
+    out
+}
+
+pub fn payload_digest(text: &str) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest::digest(&digest::SHA256, text.as_bytes()).as_ref());
+    out
+}
+
+/// A validated event, ready to be chained: everything checked, nothing
+/// written yet.
+pub struct Prepared {
+    pub entry_id: String,
+    pub tenant_id: String,
+    pub pool_index: i64,
+    pub event_type: String,
+    pub actor_kind: String,
+    pub actor_id: String,
+    pub actor_chain: Option<String>,
+    pub occurred_at: String,
+    pub retention_class: String,
+    pub payload: String,
+    pub payload_digest: [u8; 32],
+}
+
+/// Checks an event against the closed vocabulary (baseline or the tenant's
+/// registered types) and fills in its defaults. Reads only.
+pub async fn prepare(tx: &mut Tx, ev: &Event<'_>) -> ApiResult<Prepared> {
+    let kind = registry::lookup(&mut **tx, ev.tenant_id, ev.event_type).await?;
+    let pool_index = match ev.pool_index {
+        Some(p) => p,
+        None => sqlx::query_scalar("SELECT admin_pool_index FROM tenant_tenant WHERE tenant_id = $1")
+            .bind(ev.tenant_id)
+            .fetch_optional(&mut **tx)
+            .await?
+            .unwrap_or(0),
+    };
+    prepare_with(kind.as_ref(), pool_index, ev)
+}
+
+/// `prepare` once the event's type has been looked up (`None`: unknown).
+pub fn prepare_with(kind: Option<&registry::EventType>, pool_index: i64, ev: &Event<'_>) -> ApiResult<Prepared> {
+    let Some(kind) = kind else {
+        return Err(ApiError::invalid(format!(
+            "event_type '{}' is neither a platform event type nor registered by this tenant (POST /api/events/types)",
+            ev.event_type
+        )));
+    };
+    let retention_class = match ev.retention_class {
+        Some(r) if registry::RETENTION_CLASSES.contains(&r) => r.to_string(),
+        Some(_) => {
+            return Err(ApiError::invalid(format!("retention_class must be one of: {}", registry::RETENTION_CLASSES.join(", "))));
+        }
+        None => kind.retention_class.clone(),
+    };
+    let payload = ev.payload.to_string();
+    Ok(Prepared {
+        entry_id: db::new_id(),
+        tenant_id: ev.tenant_id.to_string(),
+        pool_index,
+        event_type: ev.event_type.to_string(),
+        actor_kind: ev.actor_kind.to_string(),
+        actor_id: ev.actor_id.to_string(),
+        actor_chain: ev.actor_chain.map(Value::to_string),
+        occurred_at: ev.occurred_at.clone().unwrap_or_else(db::now),
+        retention_class,
+        payload_digest: payload_digest(&payload),
+        payload,
+    })
+}
+
+/// Takes the next `seq` of a chain and its current head hash, creating the
+/// head on first use. The upsert takes the head row's lock on PostgreSQL,
+/// so concurrent appends to one chain queue here until the holder commits;
+/// SQLite writes are serialised by the single write connection anyway.
+pub async fn advance_head(tx: &mut Tx, tenant_id: &str, pool_index: i64, by: i64) -> ApiResult<(i64, Vec<u8>)> {
+    let row = sqlx::query(
+        "INSERT INTO audit_chain_head (tenant_id, pool_index, seq, head_hash, updated_at) VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (tenant_id, pool_index) DO UPDATE SET seq = audit_chain_head.seq + $3, updated_at = $5 \
+         RETURNING seq, head_hash",
+    )
+    .bind(tenant_id)
+    .bind(pool_index)
+    .bind(by)
+    .bind(ZERO_HASH.to_vec())
+    .bind(db::now())
+    .fetch_one(&mut **tx)
+    .await?;
+    // `seq` is now the last seq this caller owns; the first is seq - by + 1.
+    Ok((row.try_get::<i64, _>("seq")?, row.try_get::<Vec<u8>, _>("head_hash")?))
+}
+
+pub async fn set_head_hash(tx: &mut Tx, tenant_id: &str, pool_index: i64, hash: &[u8]) -> ApiResult<()> {
+    sqlx::query("UPDATE audit_chain_head SET head_hash = $1 WHERE tenant_id = $2 AND pool_index = $3")
+        .bind(hash.to_vec())
+        .bind(tenant_id)
+        .bind(pool_index)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Chains a prepared entry after `prev_hash` at `seq` and answers it.
+pub fn seal(p: &Prepared, seq: i64, prev_hash: &[u8]) -> ([u8; 32], Appended) {
+    let hash = entry_hash(prev_hash, &Fields {
+        entry_id: &p.entry_id,
+        tenant_id: &p.tenant_id,
+        pool_index: p.pool_index,
+        seq,
+        event_type: &p.event_type,
+        actor_kind: &p.actor_kind,
+        actor_id: &p.actor_id,
+        actor_chain: p.actor_chain.as_deref(),
+        occurred_at: &p.occurred_at,
+        retention_class: &p.retention_class,
+        payload_digest: &p.payload_digest,
+    });
+    let appended = Appended {
+        entry_id: p.entry_id.clone(),
+        tenant_id: p.tenant_id.clone(),
+        pool_index: p.pool_index,
+        seq,
+        event_type: p.event_type.clone(),
+        actor_kind: p.actor_kind.clone(),
+        actor_id: p.actor_id.clone(),
+        occurred_at: p.occurred_at.clone(),
+        retention_class: p.retention_class.clone(),
+        payload_digest: hex::encode(p.payload_digest),
+        prev_hash: hex::encode(prev_hash),
+        entry_hash: hex::encode(hash),
+    };
+    (hash, appended)
+}
+
+pub const INSERT_COLUMNS: &str = "INSERT INTO audit_entry (entry_id, tenant_id, pool_index, seq, event_type, actor_kind, actor_id, \
+     actor_chain, occurred_at, retention_class, payload, payload_digest, prev_hash, entry_hash) VALUES ";
+
+pub async fn insert(tx: &mut Tx, p: &Prepared, seq: i64, prev_hash: &[u8], hash: &[u8]) -> ApiResult<()> {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "{INSERT_COLUMNS}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+    )))
+    .bind(&p.entry_id)
+    .bind(&p.tenant_id)
+    .bind(p.pool_index)
+    .bind(seq)
+    .bind(&p.event_type)
+    .bind(&p.actor_kind)
+    .bind(&p.actor_id)
+    .bind(&p.actor_chain)
+    .bind(&p.occurred_at)
+    .bind(&p.retention_class)
+    .bind(&p.payload)
+    .bind(p.payload_digest.to_vec())
+    .bind(prev_hash.to_vec())
+    .bind(hash.to_vec())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Records an event inside the caller's transaction: the entry and the
+/// chain head commit or roll back with the change the event records, so a
+/// 2xx proves the event landed (RULINGS 1). The vocabulary is checked
+/// before anything is written.
+pub async fn emit(tx: &mut Tx, ev: Event<'_>) -> ApiResult<Appended> {
+    let p = prepare(tx, &ev).await?;
+    let (seq, prev) = advance_head(tx, &p.tenant_id, p.pool_index, 1).await?;
+    let (hash, appended) = seal(&p, seq, &prev);
+    insert(tx, &p, seq, &prev, &hash).await?;
+    set_head_hash(tx, &p.tenant_id, p.pool_index, &hash).await?;
+    Ok(appended)
+}
+
+/// Why a chain failed verification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Reason {
+    /// A `seq` is missing (an entry deleted, or the head ahead of the entries).
+    #[serde(rename = "gap")]
+    Gap,
+    /// An entry's `prev_hash` is not the previous entry's `entry_hash`.
+    #[serde(rename = "wrong-prev")]
+    WrongPrev,
+    /// An entry's own hash (or its payload digest, or the head) does not
+    /// match its content.
+    #[serde(rename = "wrong-hash")]
+    WrongHash,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Gap => "gap",
+            Reason::WrongPrev => "wrong-prev",
+            Reason::WrongHash => "wrong-hash",
+        }
+    }
+}
+
+/// The outcome of verifying one chain.
+#[derive(Clone, Debug, Serialize)]
+pub struct Verdict {
+    pub pool_index: i64,
+    pub ok: bool,
+    pub entries_checked: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_seq: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
+}
+
+/// Verifies the chain `(tenant_id, pool_index)` against its head, reading
+/// the entries as a stream in `seq` order: memory stays flat whatever the
+/// chain's length. Entries appended after the head was read are left for
+/// the next verification.
+pub async fn verify(pool: &sqlx::AnyPool, tenant_id: &str, pool_index: i64) -> ApiResult<Verdict> {
+    let head = sqlx::query("SELECT seq, head_hash FROM audit_chain_head WHERE tenant_id = $1 AND pool_index = $2")
+        .bind(tenant_id)
+        .bind(pool_index)
+        .fetch_optional(pool)
+        .await?;
+    let (head_seq, head_hash) = match &head {
+        Some(r) => (r.try_get::<i64, _>("seq")?, r.try_get::<Vec<u8>, _>("head_hash")?),
+        None => (i64::MAX, Vec::new()),
+    };
+    let mut verdict = Verdict { pool_index, ok: true, entries_checked: 0, failed_seq: None, reason: None };
+    let fail = |mut v: Verdict, seq: i64, reason: Reason| {
+        v.ok = false;
+        v.failed_seq = Some(seq);
+        v.reason = Some(reason);
+        Ok(v)
+    };
+    let mut rows = sqlx::query(
+        "SELECT entry_id, seq, event_type, actor_kind, actor_id, actor_chain, occurred_at, retention_class, payload, \
+         payload_digest, prev_hash, entry_hash FROM audit_entry WHERE tenant_id = $1 AND pool_index = $2 AND seq <= $3 ORDER BY seq",
+    )
+    .bind(tenant_id)
+    .bind(pool_index)
+    .bind(head_seq)
+    .fetch(pool);
+    let mut expected = 1i64;
+    let mut prev: Vec<u8> = ZERO_HASH.to_vec();
+    while let Some(row) = rows.try_next().await? {
+        let seq: i64 = row.try_get(1)?;
+        if seq != expected {
+            return fail(verdict, expected, Reason::Gap);
+        }
+        let prev_hash: Vec<u8> = row.try_get(10)?;
+        if prev_hash != prev {
+            return fail(verdict, seq, Reason::WrongPrev);
+        }
+        let digest: Vec<u8> = row.try_get(9)?;
+        let payload: Option<String> = row.try_get(8)?;
+        if payload.is_some_and(|p: String| payload_digest(&p)[..] != digest[..]) {
+            return fail(verdict, seq, Reason::WrongHash);
+        }
+        let entry_id: String = row.try_get(0)?;
+        let event_type: String = row.try_get(2)?;
+        let actor_kind: String = row.try_get(3)?;
+        let actor_id: String = row.try_get(4)?;
+        let actor_chain: Option<String> = row.try_get(5)?;
+        let occurred_at: String = row.try_get(6)?;
+        let retention_class: String = row.try_get(7)?;
+        let stored: Vec<u8> = row.try_get(11)?;
+        let computed = entry_hash(&prev, &Fields {
+            entry_id: &entry_id,
+            tenant_id,
+            pool_index,
+            seq,
+            event_type: &event_type,
+            actor_kind: &actor_kind,
+            actor_id: &actor_id,
+            actor_chain: actor_chain.as_deref(),
+            occurred_at: &occurred_at,
+            retention_class: &retention_class,
+            payload_digest: &digest,
+        });
+        if stored[..] != computed[..] {
+            return fail(verdict, seq, Reason::WrongHash);
+        }
+        verdict.entries_checked += 1;
+        prev = stored;
+        expected += 1;
+    }
+    if head.is_some() {
+        let last = expected - 1;
+        if last < head_seq {
+            return fail(verdict, expected, Reason::Gap);
+        }
+        if last > 0 && prev != head_hash {
+            return fail(verdict, last, Reason::WrongHash);
+        }
+    }
+    Ok(verdict)
+}
+
+/// Every pool in which a tenant has a chain, in order.
+pub async fn pools_of(pool: &sqlx::AnyPool, tenant_id: &str) -> ApiResult<Vec<i64>> {
+    Ok(sqlx::query_scalar(
+        "SELECT pool_index FROM audit_chain_head WHERE tenant_id = $1 \
+         UNION SELECT DISTINCT pool_index FROM audit_entry WHERE tenant_id = $1 ORDER BY 1",
+    )
+    .bind(tenant_id)
+    .fetch_all(pool)
+    .await?)
+}

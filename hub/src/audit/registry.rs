@@ -1,0 +1,205 @@
+//! The closed event vocabulary: the platform baseline (a data file compiled
+//! into the hub), each tenant's registered types, the name format of
+//! "Events" 2, and the enumerations every type carries.
+
+use std::{collections::HashMap, sync::LazyLock};
+
+use serde::Serialize;
+use sqlx::Row;
+
+use crate::error::ApiResult;
+
+pub const RETENTION_CLASSES: &[&str] = &["transient", "operational", "regulated"];
+pub const CONFLICT_POLICIES: &[&str] = &["crdt", "lww", "merge", "event-sourcing", "human-review"];
+/// The documents name only the default `active`; the other two let a type
+/// be phased out without being removed (the vocabulary is additive-only).
+pub const SCHEMA_STATES: &[&str] = &["active", "deprecated", "retired"];
+/// The documents name only the default `none`.
+pub const COMPACTION_POLICIES: &[&str] = &["none", "snapshot", "keep-latest"];
+
+/// Metadata of one event type, platform or tenant.
+#[derive(Clone, Debug, Serialize)]
+pub struct EventType {
+    pub event_type: String,
+    pub retention_class: String,
+    pub conflict_policy: String,
+    pub schema_state: String,
+    pub compaction_policy: String,
+    pub schema_version: i64,
+    /// `platform` or `tenant`.
+    pub source: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+}
+
+/// The baseline in file order, and an index by name.
+pub struct Baseline {
+    pub types: Vec<EventType>,
+    index: HashMap<String, usize>,
+}
+
+impl Baseline {
+    pub fn get(&self, name: &str) -> Option<&EventType> {
+        self.index.get(name).map(|&i| &self.types[i])
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.index.contains_key(name)
+    }
+
+    /// The distinct domains (first name segment).
+    pub fn domains(&self) -> std::collections::BTreeSet<&str> {
+        self.types.iter().map(|t| t.event_type.split('.').next().unwrap_or_default()).collect()
+    }
+}
+
+/// The data file; a malformed line is a build defect, caught by the unit
+/// test below and by the first use at start-up.
+static BASELINE: LazyLock<Baseline> = LazyLock::new(|| parse_baseline(include_str!("baseline.txt")).expect("baseline.txt is well-formed"));
+
+pub fn baseline() -> &'static Baseline {
+    &BASELINE
+}
+
+fn parse_baseline(text: &str) -> Result<Baseline, String> {
+    let mut types = Vec::new();
+    let mut index = HashMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [name, retention, conflict] = fields.as_slice() else {
+            return Err(format!("line {}: expected `<event_type> <retention_class> <conflict_policy>`", n + 1));
+        };
+        if !valid_name(name) || !RETENTION_CLASSES.contains(retention) || !CONFLICT_POLICIES.contains(conflict) {
+            return Err(format!("line {}: invalid entry `{line}`", n + 1));
+        }
+        if index.insert(name.to_string(), types.len()).is_some() {
+            return Err(format!("line {}: duplicate `{name}`", n + 1));
+        }
+        types.push(EventType {
+            event_type: name.to_string(),
+            retention_class: retention.to_string(),
+            conflict_policy: conflict.to_string(),
+            schema_state: "active".into(),
+            compaction_policy: "none".into(),
+            schema_version: 1,
+            source: "platform",
+            created_at: None,
+        });
+    }
+    Ok(Baseline { types, index })
+}
+
+/// "Events" 2: `<domain>.<entity>.<verb>.v<N>`, lowercase, `-` or `_`
+/// allowed inside a segment, at least two segments before the version.
+pub fn valid_name(name: &str) -> bool {
+    if name.len() > 200 {
+        return false;
+    }
+    let parts: Vec<&str> = name.split('.').collect();
+    let Some((version, segments)) = parts.split_last() else { return false };
+    let version_ok = version
+        .strip_prefix('v')
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && !n.starts_with('0'));
+    version_ok && segments.len() >= 2 && segments.iter().all(|s| valid_segment(s))
+}
+
+fn valid_segment(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else { return false };
+    first.is_ascii_lowercase()
+        && (last.is_ascii_lowercase() || last.is_ascii_digit())
+        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-' || *b == b'_')
+        && !bytes.windows(2).any(|w| matches!(w, [b'-' | b'_', b'-' | b'_']))
+}
+
+const TENANT_SELECT: &str = "SELECT event_type, retention_class, conflict_policy, schema_state, compaction_policy, schema_version, created_at \
+     FROM audit_event_type";
+
+pub(crate) fn tenant_type_from_row(row: &sqlx::any::AnyRow) -> Result<EventType, sqlx::Error> {
+    Ok(EventType {
+        event_type: row.try_get("event_type")?,
+        retention_class: row.try_get("retention_class")?,
+        conflict_policy: row.try_get("conflict_policy")?,
+        schema_state: row.try_get("schema_state")?,
+        compaction_policy: row.try_get("compaction_policy")?,
+        schema_version: row.try_get("schema_version")?,
+        source: "tenant",
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+/// The type `name` as tenant `tenant_id` sees it: the baseline first (a
+/// tenant cannot shadow a platform type), then the tenant's own.
+pub async fn lookup<'e, E>(exec: E, tenant_id: &str, name: &str) -> ApiResult<Option<EventType>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    if let Some(t) = baseline().get(name) {
+        return Ok(Some(t.clone()));
+    }
+    if !valid_name(name) {
+        return Ok(None);
+    }
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!("{TENANT_SELECT} WHERE tenant_id = $1 AND event_type = $2")))
+        .bind(tenant_id)
+        .bind(name)
+        .fetch_optional(exec)
+        .await?;
+    Ok(match row {
+        Some(r) => Some(tenant_type_from_row(&r)?),
+        None => None,
+    })
+}
+
+/// Every type registered by one tenant, by name.
+pub async fn tenant_types(pool: &sqlx::AnyPool, tenant_id: &str) -> ApiResult<Vec<EventType>> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!("{TENANT_SELECT} WHERE tenant_id = $1 ORDER BY event_type")))
+        .bind(tenant_id)
+        .fetch_all(pool)
+        .await?;
+    Ok(rows.iter().map(tenant_type_from_row).collect::<Result<_, _>>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_baseline_has_227_types_in_59_domains_all_well_formed() {
+        let b = baseline();
+        assert_eq!(b.types.len(), 227);
+        assert_eq!(b.domains().len(), 59);
+        assert!(b.types.iter().all(|t| valid_name(&t.event_type)));
+    }
+
+    #[test]
+    fn the_baseline_holds_every_event_type_the_documents_name() {
+        for name in [
+            "agent.run.started.v1", "crm.call.logged.v1", "crm.call.missed.v1", "trace.export.requested.v1",
+            "trace.export.ready.v1", "ai-gateway.complete.v1", "parsing.field.extracted.v1",
+            "recommendation.suggestion.generated.v1", "semantic.intent.planned.v1",
+            "security.admin_ops_token.issued.v1", "security.admin_ops_token.revoked.v1",
+        ] {
+            assert!(baseline().contains(name), "{name}");
+        }
+        assert_eq!(baseline().get("agent.run.started.v1").unwrap().retention_class, "regulated");
+        assert_eq!(baseline().get("trace.export.ready.v1").unwrap().retention_class, "operational");
+    }
+
+    #[test]
+    fn names_follow_the_documented_format() {
+        for good in ["crm.call.logged.v1", "ai-gateway.complete.v1", "a.b.v12", "my_app.order-line.shipped.v2"] {
+            assert!(valid_name(good), "{good}");
+        }
+        for bad in [
+            "crm.call.logged", "crm.v1", "Crm.call.logged.v1", "crm..logged.v1", "crm.call.logged.v0", "crm.call.logged.V1",
+            "crm.-call.logged.v1", "crm.call_.logged.v1", "crm.call.logged.v1x", "crm.call logged.v1", ".crm.call.v1", "crm.call.v01",
+        ] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+    }
+}
