@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the device-core cdylib and uniffi-bindgen, generates the Python
 # bindings into a temp dir and runs test_device_core.py against them.
-# Usage: device-core/tests/python/run.sh   (honours CARGO_TARGET_DIR)
+# Usage: device-core/tests/python/run.sh [test file]   (honours CARGO_TARGET_DIR;
+# the default test file is test_device_core.py, which needs no hub)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
@@ -16,4 +17,4 @@ trap 'rm -rf "$out"' EXIT
     --language python --out-dir "$out" --no-format >/dev/null
 cp "$target/debug/libdevice_core.so" "$out/"
 cd "$out"
-PYTHONPATH="$out" python3 "$here/test_device_core.py"
+PYTHONPATH="$out" python3 "$here/${1:-test_device_core.py}"

@@ -5,6 +5,7 @@ pub mod diagnostic;
 pub mod idp;
 pub mod manifests;
 pub mod records;
+pub mod sync;
 
 use axum::Router;
 
@@ -16,4 +17,5 @@ pub fn routes() -> Router<AppState> {
         .merge(diagnostic::routes())
         .merge(idp::routes())
         .merge(records::routes())
+        .merge(sync::routes())
 }

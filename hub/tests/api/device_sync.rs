@@ -1,0 +1,119 @@
+//! hdk-sync: the hub's resolve, batch and policy routes, and device-core
+//! syncing with a running hub through its Python bindings.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::{db_test, helpers::*};
+
+async fn register_type(app: &TestApp, token: &str, name: &str, policy: &str) {
+    let (s, body) = app.post("/api/events/types", Some(token), json!({ "event_type": name, "retention_class": "operational", "conflict_policy": policy })).await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+}
+
+async fn resolve_applies_the_registered_policy(app: TestApp) {
+    let t = app.signup("rs@example.com", "rs").await;
+    let token = t["token"].as_str().unwrap();
+    let body = assert_error(app.post("/api/hdk/sync/resolve", Some(token), json!({ "event_type": "field.note.saved.v1", "input_a": 1, "input_b": 2 })).await, 400, "ValidationError");
+    assert!(body["details"][0].as_str().unwrap().contains("not registered"));
+    register_type(&app, token, "field.note.saved.v1", "lww").await;
+    register_type(&app, token, "field.form.saved.v1", "merge").await;
+    register_type(&app, token, "field.consent.given.v1", "human-review").await;
+    let (s, r) = app.post("/api/hdk/sync/resolve", Some(token), json!({
+        "event_type": "field.note.saved.v1",
+        "input_a": { "timestamp": "2026-01-01T00:00:00Z", "text": "old" },
+        "input_b": { "timestamp": "2026-01-02T00:00:00Z", "text": "new" },
+        "batch_id": "b-1",
+    })).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["data"]["policy"], "lww");
+    assert_eq!(r["data"]["status"], "resolved");
+    assert_eq!(r["data"]["result"]["text"], "new");
+    assert_eq!(r["data"]["batch_id"], "b-1");
+    let (_, r) = app.post("/api/hdk/sync/resolve", Some(token), json!({ "event_type": "field.form.saved.v1", "input_a": { "a": 1, "x": 1 }, "input_b": { "b": 2, "x": 2 } })).await;
+    assert_eq!(r["data"]["result"]["a"], 1);
+    assert_eq!(r["data"]["result"]["b"], 2);
+    assert_eq!(r["data"]["conflicts"][0]["field"], "/x");
+    let (_, r) = app.post("/api/hdk/sync/resolve", Some(token), json!({ "event_type": "field.consent.given.v1", "input_a": "yes", "input_b": "no" })).await;
+    assert_eq!(r["data"]["status"], "pending_review");
+    let body = assert_error(app.post("/api/hdk/sync/resolve", Some(token), json!({ "event_type": "field.note.saved.v1", "input_a": null, "audit_entry_id": "x" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["input_a is required", "input_b is required", "audit_entry_id must be a UUID"]));
+    // Another tenant has not registered the type.
+    let other = app.signup("rs2@example.com", "rs2").await;
+    assert_error(app.post("/api/hdk/sync/resolve", other["token"].as_str(), json!({ "event_type": "field.note.saved.v1", "input_a": 1, "input_b": 2 })).await, 400, "ValidationError");
+}
+db_test!(resolve_applies_the_registered_policy);
+
+async fn batches_store_each_event_once_per_tenant(app: TestApp) {
+    let t = app.signup("sb@example.com", "sb").await;
+    let token = t["token"].as_str().unwrap();
+    register_type(&app, token, "field.visit.logged.v1", "merge").await;
+    let device = uuid::Uuid::now_v7().to_string();
+    let event = |key: &str, ty: &str| json!({ "idempotency_key": key, "event_id": uuid::Uuid::now_v7().to_string(), "event_type": ty, "payload": { "k": key }, "occurred_at": "2026-05-01T10:00:00Z" });
+    let batch = json!({ "batch_id": "b1", "device_uuid": device, "events": [event("a", "field.visit.logged.v1"), event("b", "field.visit.logged.v1"), event("c", "not.a.known.type.v1")] });
+    let (s, ack) = app.post("/api/hdk/sync/batches", Some(token), batch.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{ack}");
+    assert_eq!(ack["data"]["accepted"], json!(["a", "b"]));
+    assert_eq!(ack["data"]["rejected"][0]["idempotency_key"], "c");
+    let (_, ack) = app.post("/api/hdk/sync/batches", Some(token), batch).await;
+    assert_eq!(ack["data"]["duplicates"], json!(["a", "b"]));
+    assert_eq!(ack["data"]["accepted"], json!([]));
+    // The same keys from another tenant are that tenant's own events.
+    let other = app.signup("sb2@example.com", "sb2").await;
+    let (_, ack) = app.post("/api/hdk/sync/batches", other["token"].as_str(), json!({ "batch_id": "x", "device_uuid": device, "events": [event("a", "field.visit.logged.v1")] })).await;
+    assert_eq!(ack["data"]["rejected"].as_array().unwrap().len(), 1, "the other tenant has not registered the type");
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hdk_sync_event").fetch_one(&app.state().db.read).await.unwrap();
+    assert_eq!(n, 2);
+    let body = assert_error(app.post("/api/hdk/sync/batches", Some(token), json!({ "events": [{}] })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["batch_id is required", "device_uuid is required", "events[0].idempotency_key is required"]));
+
+    let (s, p) = app.get("/api/hdk/sync/policies", Some(token)).await;
+    assert_eq!(s, StatusCode::OK);
+    let types = p["data"]["event_types"].as_array().unwrap();
+    assert_eq!(types.len(), 228, "the baseline and the tenant's own type");
+    let own: &Value = types.iter().find(|t| t["event_type"] == "field.visit.logged.v1").unwrap();
+    assert_eq!(own["conflict_policy"], "merge");
+    let (_, p) = app.get("/api/hdk/sync/policies", other["token"].as_str()).await;
+    assert_eq!(p["data"]["event_types"].as_array().unwrap().len(), 227);
+
+    let (_, key) = app.key(token, "sync-key", json!(["crm.*"])).await;
+    for (path, scope) in [("/api/hdk/sync/resolve", "hdk.sync.write"), ("/api/hdk/sync/batches", "hdk.sync.write")] {
+        let b = assert_error(app.post(path, key["api_key"].as_str(), json!({})).await, 403, "Forbidden");
+        assert_eq!(b["required_scopes"], json!([scope]));
+    }
+    let b = assert_error(app.get("/api/hdk/sync/policies", key["api_key"].as_str()).await, 403, "Forbidden");
+    assert_eq!(b["required_scopes"], json!(["hdk.sync.read"]));
+}
+db_test!(batches_store_each_event_once_per_tenant);
+
+/// device-core, through its Python bindings, pulls policies from and pushes
+/// its outbox to this hub, losing one answer on the way.
+async fn device_core_syncs_with_a_running_hub_through_python(app: TestApp) {
+    let t = app.signup("py@example.com", "py").await;
+    let token = t["token"].as_str().unwrap();
+    register_type(&app, token, "field.visit.logged.v1", "merge").await;
+    let (_, key) = app.key(token, "device-app", json!(["hdk.*"])).await;
+    let device = uuid::Uuid::now_v7().to_string();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../device-core/tests/python/run.sh");
+    let out = tokio::process::Command::new("bash")
+        .arg(script)
+        .arg("test_hub_sync.py")
+        .env("HUB_URL", &app.base)
+        .env("HUB_API_KEY", key["api_key"].as_str().unwrap())
+        .env("DEVICE_UUID", &device)
+        .output()
+        .await
+        .expect("run the Python sync test");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("Ran 1 test") && stderr.trim_end().ends_with("OK"), "{stderr}");
+    // On the hub: each of the 25 events exactly once, the stray one refused.
+    let rows: Vec<(String, i64)> = sqlx::query_as("SELECT idempotency_key, COUNT(*) FROM hdk_sync_event WHERE device_uuid = $1 GROUP BY idempotency_key")
+        .bind(&device)
+        .fetch_all(&app.state().db.read)
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 25);
+    assert!(rows.iter().all(|(k, n)| *n == 1 && k.starts_with("visit-")));
+}
+db_test!(device_core_syncs_with_a_running_hub_through_python);
