@@ -12,6 +12,11 @@ use crate::error::DeviceError;
 /// Reads a side: base64 text of a saved automerge document, or an object
 /// with that text under `automerge`.
 pub fn decode_document(side: &Value) -> Result<Automerge, DeviceError> {
+    Automerge::load(&document_bytes(side)?).map_err(|e| DeviceError::validation(format!("crdt: input is not an automerge document: {e}")))
+}
+
+/// The saved document bytes of one side (base64 text, or `{ automerge }`).
+fn document_bytes(side: &Value) -> Result<Vec<u8>, DeviceError> {
     let text = match side {
         Value::String(s) => s.as_str(),
         Value::Object(map) => map.get("automerge").and_then(Value::as_str).ok_or_else(|| {
@@ -19,21 +24,21 @@ pub fn decode_document(side: &Value) -> Result<Automerge, DeviceError> {
         })?,
         _ => return Err(DeviceError::validation("crdt: input must be a base64 automerge document")),
     };
-    let bytes = decode_bytes(text)?;
-    Automerge::load(&bytes).map_err(|e| DeviceError::validation(format!("crdt: input is not an automerge document: {e}")))
+    decode_bytes(text)
 }
 
-/// Saves a document as the base64 text the policy reads and writes.
 pub fn encode_document(doc: &Automerge) -> String {
     STANDARD.encode(doc.save())
 }
 
 pub(super) fn resolve(a: &Value, b: &Value) -> Result<Resolution, DeviceError> {
     let mut merged = decode_document(a)?;
-    let mut other = decode_document(b)?;
+    // Loading the other side's saved bytes incrementally applies only the
+    // changes `merged` lacks, without first building the other document
+    // and re-extracting its changes (the bulk of a plain `merge`).
     merged
-        .merge(&mut other)
-        .map_err(|e| DeviceError::validation(format!("crdt: documents cannot be merged: {e}")))?;
+        .load_incremental(&document_bytes(b)?)
+        .map_err(|e| DeviceError::validation(format!("crdt: input is not an automerge document: {e}")))?;
     // Heads identify the merged history independently of merge order; the
     // sorted list lets callers compare results without loading documents.
     let mut heads: Vec<String> = merged.get_heads().iter().map(|h| h.to_string()).collect();
