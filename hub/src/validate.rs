@@ -57,6 +57,24 @@ impl Check {
         }
     }
 
+    /// An optional RFC 3339 time, normalised to the stored form (UTC,
+    /// microseconds); blank is absent.
+    pub fn optional_time(&mut self, name: &str, value: &Option<String>) -> Option<String> {
+        let v = Self::optional(value)?;
+        match crate::db::parse_time(&v) {
+            Some(t) => Some(crate::db::format_time(t)),
+            None => {
+                self.errors.push(format!("{name} must be an RFC 3339 timestamp"));
+                None
+            }
+        }
+    }
+
+    /// An optional time that defaults to now.
+    pub fn time_or_now(&mut self, name: &str, value: &Option<String>) -> String {
+        self.optional_time(name, value).unwrap_or_else(crate::db::now)
+    }
+
     /// An enumerated value; the error lists the allowed values.
     pub fn one_of(&mut self, name: &str, value: &str, allowed: &[&str]) {
         if !value.is_empty() && !allowed.contains(&value) {

@@ -82,7 +82,11 @@ fn generate(master: &MasterKey) -> anyhow::Result<(String, Vec<u8>, String, Stri
     Ok((kid, sealed, URL_SAFE_NO_PAD.encode(&public[1..33]), URL_SAFE_NO_PAD.encode(&public[33..65])))
 }
 
-async fn insert_key(db: &Db, master: &MasterKey) -> anyhow::Result<String> {
+/// Stores a freshly generated key as the current one.
+async fn insert_current<'e, E>(exec: E, master: &MasterKey, created_at: &str) -> anyhow::Result<String>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
     let (kid, sealed, x, y) = generate(master)?;
     sqlx::query(
         "INSERT INTO crypto_signing_key (kid, private_enc, public_x, public_y, status, created_at) \
@@ -92,8 +96,8 @@ async fn insert_key(db: &Db, master: &MasterKey) -> anyhow::Result<String> {
     .bind(sealed)
     .bind(&x)
     .bind(&y)
-    .bind(db::now())
-    .execute(db.writer())
+    .bind(created_at)
+    .execute(exec)
     .await?;
     Ok(kid)
 }
@@ -104,7 +108,7 @@ pub async fn load_or_create(db: &Db, master: &MasterKey) -> anyhow::Result<KeySe
     if let Some(set) = load(db, master).await? {
         return Ok(set);
     }
-    let kid = insert_key(db, master).await;
+    let kid = insert_current(db.writer(), master, &db::now()).await;
     if let Err(e) = kid {
         // Another hub replica may have created it at the same moment.
         tracing::debug!(error = %e, "creating the first signing key");
@@ -146,7 +150,6 @@ pub async fn load(db: &Db, master: &MasterKey) -> anyhow::Result<Option<KeySet>>
 /// verifying for `grace` so every token minted before the rotation stays
 /// valid until it expires.
 pub async fn rotate(db: &Db, master: &MasterKey, grace: chrono::Duration) -> anyhow::Result<(Rotation, Arc<KeySet>)> {
-    let (kid, sealed, x, y) = generate(master)?;
     let now = chrono::Utc::now();
     let mut tx = db.begin().await?;
     let previous: Option<String> =
@@ -162,17 +165,7 @@ pub async fn rotate(db: &Db, master: &MasterKey, grace: chrono::Duration) -> any
         .bind(db::format_time(now + grace))
         .execute(&mut *tx)
         .await?;
-    sqlx::query(
-        "INSERT INTO crypto_signing_key (kid, private_enc, public_x, public_y, status, created_at) \
-         VALUES ($1, $2, $3, $4, 'current', $5)",
-    )
-    .bind(&kid)
-    .bind(sealed)
-    .bind(&x)
-    .bind(&y)
-    .bind(db::format_time(now))
-    .execute(&mut *tx)
-    .await?;
+    let kid = insert_current(&mut *tx, master, &db::format_time(now)).await?;
     tx.commit().await?;
     let set = load(db, master).await?.context("no current key after rotation")?;
     Ok((

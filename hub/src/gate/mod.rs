@@ -137,7 +137,9 @@ async fn resolve(state: &AppState, value: &str) -> Result<Caller, &'static str> 
         // An exchanged token lives no longer than the key it came from.
         let key_id = claims.key_id.as_deref().ok_or("invalid token")?;
         let key = api_keys::by_id(state, key_id).await.map_err(|_| "invalid token")?;
-        key.usable().map_err(|_| "the API key behind this token is no longer active")?;
+        if !key.is_usable() {
+            return Err("the API key behind this token is no longer active");
+        }
         let scopes = Arc::new(claims.scopes.clone().unwrap_or_default());
         return Ok(Caller::Machine { key, scopes });
     }

@@ -23,16 +23,6 @@ pub fn routes() -> Router<AppState> {
         .route("/api/hdk/watermark/applications", post(record_watermark).get(list_watermarks))
 }
 
-fn time_or_now(check: &mut Check, name: &str, value: &Option<String>) -> String {
-    match Check::optional(value) {
-        None => db::now(),
-        Some(t) => db::parse_time(&t).map(db::format_time).unwrap_or_else(|| {
-            check.fail(format!("{name} must be an RFC 3339 timestamp"));
-            String::new()
-        }),
-    }
-}
-
 fn json_text(r: &sqlx::any::AnyRow, col: &str) -> ApiResult<Value> {
     let text: String = r.try_get(col)?;
     Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
@@ -57,7 +47,7 @@ async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Bod
             Value::Null
         }
     };
-    let taken_at = time_or_now(&mut check, "taken_at", &body.taken_at);
+    let taken_at = check.time_or_now("taken_at", &body.taken_at);
     check.finish()?;
     let id = db::new_id();
     let (device, persona) = (device.expect("checked").to_string(), persona.map(|p| p.to_string()));
@@ -204,7 +194,7 @@ async fn record_watermark(State(state): State<AppState>, Tenant(ctx): Tenant, Bo
             Value::Null
         }
     };
-    let applied_at = time_or_now(&mut check, "applied_at", &body.applied_at);
+    let applied_at = check.time_or_now("applied_at", &body.applied_at);
     check.finish()?;
     let id = db::new_id();
     let asset_ref = Check::optional(&body.asset_ref);

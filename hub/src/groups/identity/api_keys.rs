@@ -66,11 +66,8 @@ impl KeyRecord {
     }
 
     /// Active key of an active application, not expired.
-    pub fn usable(&self) -> Result<(), ()> {
-        let live = self.status == "active"
-            && self.application_status == "active"
-            && self.expires_at.is_none_or(|t| t > chrono::Utc::now());
-        if live { Ok(()) } else { Err(()) }
+    pub fn is_usable(&self) -> bool {
+        self.status == "active" && self.application_status == "active" && self.expires_at.is_none_or(|t| t > chrono::Utc::now())
     }
 }
 
@@ -133,7 +130,9 @@ pub async fn authenticate(state: &AppState, secret: &str) -> ApiResult<Arc<KeyRe
     if !crypto::constant_time_eq(key.key_hash.as_bytes(), hash.as_bytes()) {
         return Err(ApiError::Unauthorized("invalid API key"));
     }
-    key.usable().map_err(|_| ApiError::Unauthorized("API key revoked, disabled or expired"))?;
+    if !key.is_usable() {
+        return Err(ApiError::Unauthorized("API key revoked, disabled or expired"));
+    }
     Ok(key)
 }
 

@@ -165,16 +165,7 @@ async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
             String::new()
         }
     };
-    let expires_at = match Check::optional(&body.expires_at) {
-        None => None,
-        Some(t) => match db::parse_time(&t) {
-            Some(t) => Some(db::format_time(t)),
-            None => {
-                check.fail("expires_at must be an RFC 3339 timestamp");
-                None
-            }
-        },
-    };
+    let expires_at = check.optional_time("expires_at", &body.expires_at);
     check.finish()?;
     let claimed_challenge = serde_json::from_str::<Value>(&envelope)
         .ok()

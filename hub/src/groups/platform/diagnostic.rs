@@ -56,13 +56,7 @@ async fn report_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Body(b
     let device = check.required_uuid("device_uuid", &body.device_uuid);
     let stack = check.required("stack_envelope", &body.stack_envelope);
     let person = check.optional_uuid("person_id", &body.person_id);
-    let occurred_at = match Check::optional(&body.occurred_at) {
-        None => db::now(),
-        Some(t) => db::parse_time(&t).map(db::format_time).unwrap_or_else(|| {
-            check.fail("occurred_at must be an RFC 3339 timestamp");
-            String::new()
-        }),
-    };
+    let occurred_at = check.time_or_now("occurred_at", &body.occurred_at);
     check.finish()?;
     ctx.check_tenant(body.tenant_id.as_deref())?;
     let device = device.expect("checked").to_string();
@@ -151,13 +145,7 @@ async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Bod
             Value::Null
         }
     };
-    let taken_at = match Check::optional(&body.taken_at) {
-        None => db::now(),
-        Some(t) => db::parse_time(&t).map(db::format_time).unwrap_or_else(|| {
-            check.fail("taken_at must be an RFC 3339 timestamp");
-            String::new()
-        }),
-    };
+    let taken_at = check.time_or_now("taken_at", &body.taken_at);
     check.finish()?;
     let device = device.expect("checked").to_string();
     let mut tx = state.db.begin().await?;
