@@ -11,6 +11,7 @@ pub mod error;
 pub mod gate;
 pub mod groups;
 pub mod state;
+pub mod streams;
 pub mod validate;
 
 use std::{sync::Arc, time::Duration};
@@ -33,6 +34,7 @@ use crate::{
 pub fn app(state: AppState) -> Router {
     let api = Router::new()
         .merge(groups::identity::routes())
+        .merge(groups::platform::routes())
         // Per-route authority checks need the matched route template.
         .route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
     Router::new()
@@ -66,6 +68,7 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
 
 /// Housekeeping and, on PostgreSQL, the cache invalidation listener.
 fn spawn_background(state: &AppState) {
+    streams::spawn_background(state);
     let s = state.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(60));
@@ -114,6 +117,9 @@ async fn listen_invalidations(state: AppState) {
 /// A running server: its address and a handle to stop it.
 pub struct Server {
     pub addr: std::net::SocketAddr,
+    /// The QUIC command endpoint, when one is configured.
+    pub quic_addr: Option<std::net::SocketAddr>,
+    quic: Option<streams::quic::QuicServer>,
     pub state: AppState,
     shutdown: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -123,6 +129,9 @@ impl Server {
     /// Stops accepting, drains in-flight requests and waits for the end.
     pub async fn stop(self) -> anyhow::Result<()> {
         let _ = self.shutdown.send(true);
+        if let Some(q) = self.quic {
+            q.stop().await;
+        }
         self.task.await??;
         Ok(())
     }
@@ -132,6 +141,8 @@ impl Server {
 pub async fn start(state: AppState) -> anyhow::Result<Server> {
     let listener = TcpListener::bind(state.config.listen).await.with_context(|| format!("binding {}", state.config.listen))?;
     let addr = listener.local_addr()?;
+    let quic = streams::quic::start(&state).await?;
+    let quic_addr = quic.as_ref().map(|q| q.addr);
     let (tx, mut rx) = tokio::sync::watch::channel(false);
     let router = app(state.clone());
     let task = tokio::spawn(async move {
@@ -141,14 +152,14 @@ pub async fn start(state: AppState) -> anyhow::Result<Server> {
             })
             .await
     });
-    Ok(Server { addr, state, shutdown: tx, task })
+    Ok(Server { addr, quic_addr, quic, state, shutdown: tx, task })
 }
 
 /// Serves until SIGTERM or SIGINT, then drains in-flight requests.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     let state = prepare(config).await?;
     let server = start(state).await?;
-    tracing::info!(addr = %server.addr, "hub listening");
+    tracing::info!(addr = %server.addr, quic = ?server.quic_addr, "hub listening");
     shutdown_signal().await;
     tracing::info!("shutting down: draining in-flight requests");
     server.stop().await?;

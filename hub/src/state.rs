@@ -41,6 +41,8 @@ pub struct Inner {
     /// Effective permissions by persona_id.
     pub permissions: Cache<String, Arc<Vec<String>>>,
     pub mail: Arc<dyn MailSender>,
+    /// Wake-ups of the robots' command streams.
+    pub streams: crate::streams::Bus,
 }
 
 /// What changed, so other replicas can drop what they cached of it.
@@ -77,6 +79,7 @@ impl AppState {
             api_keys_by_id: Cache::default(),
             permissions: Cache::default(),
             mail,
+            streams: Default::default(),
         })))
     }
 

@@ -2,3 +2,4 @@
 //! after the areas of the catalogue.
 
 pub mod identity;
+pub mod platform;
