@@ -129,6 +129,7 @@ impl Server {
     /// Stops accepting, drains in-flight requests and waits for the end.
     pub async fn stop(self) -> anyhow::Result<()> {
         let _ = self.shutdown.send(true);
+        self.state.streams.close();
         if let Some(q) = self.quic {
             q.stop().await;
         }

@@ -23,12 +23,29 @@ pub const COMMAND_CHANNEL: &str = "hub_commands";
 
 /// Wake-ups by asset: every stream of an asset holds a receiver of the
 /// asset's counter and wakes when it changes.
-#[derive(Default)]
 pub struct Bus {
     assets: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// Set when the hub stops: long-lived SSE responses end so that the
+    /// graceful shutdown, which waits for open responses, can finish.
+    closing: watch::Sender<bool>,
+}
+
+impl Default for Bus {
+    fn default() -> Self {
+        Bus { assets: Mutex::default(), closing: watch::channel(false).0 }
+    }
 }
 
 impl Bus {
+    pub fn closing(&self) -> watch::Receiver<bool> {
+        self.closing.subscribe()
+    }
+
+    /// Ends every stream of this hub (at shutdown).
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
     pub fn subscribe(&self, asset_id: &str) -> watch::Receiver<u64> {
         let mut map = self.assets.lock().expect("bus lock");
         map.entry(asset_id.to_string()).or_insert_with(|| watch::channel(0).0).subscribe()

@@ -40,6 +40,7 @@ pub async fn stream(
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
     let mut wake = state.streams.subscribe(&asset_id);
+    let mut closing = state.streams.closing();
     tokio::spawn(async move {
         loop {
             if cred.expired() {
@@ -74,6 +75,7 @@ pub async fn stream(
             tokio::select! {
                 _ = wake.changed() => {}
                 _ = tx.closed() => return,
+                _ = closing.wait_for(|c| *c) => return,
                 _ = tokio::time::sleep(super::SAFETY_RECHECK) => {}
             }
         }

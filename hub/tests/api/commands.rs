@@ -204,7 +204,7 @@ async fn sse_events(res: &mut reqwest::Response, n: usize) -> Vec<(i64, Value)> 
     out
 }
 
-async fn the_sse_stream_requires_the_assets_credential_and_resumes_after_last_event_id(app: TestApp) {
+async fn the_sse_stream_requires_the_assets_credential_and_resumes_after_last_event_id(mut app: TestApp) {
     let t = app.signup("sse@example.com", "sse").await;
     let token = t["token"].as_str().unwrap();
     let (asset, cred) = robot(&app, token, json!({ "display_name": "R" })).await;
@@ -251,5 +251,11 @@ async fn the_sse_stream_requires_the_assets_credential_and_resumes_after_last_ev
     drop(res);
     let bad = app.client.get(&url).bearer_auth(&cred).header("Last-Event-ID", "x").send().await.unwrap();
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+
+    // An open stream does not hold up a graceful stop.
+    let mut res = app.client.get(&url).bearer_auth(&cred).send().await.unwrap();
+    assert_eq!(sse_events(&mut res, 1).await.len(), 1);
+    let server = app.server.take().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server.stop()).await.expect("stop must not wait for SSE clients").unwrap();
 }
 db_test!(the_sse_stream_requires_the_assets_credential_and_resumes_after_last_event_id);
