@@ -126,6 +126,9 @@ async fn restarting_the_hub_mid_stream_loses_nothing(db: Option<String>) {
         assert_eq!(counted.get(id), Some(&1), "{id}: {counted:?}\nagent log:\n{}", agent.log());
     }
     assert!(agent.log().contains("reconnecting"), "{}", agent.log());
+    // The slow command's ack could not leave on the old connection: the
+    // journal sent it again after the reconnect.
+    assert!(agent.log().contains("sending an unconfirmed ack again"), "{}", agent.log());
 }
 e2e!(restarting_the_hub_mid_stream_loses_nothing);
 
