@@ -146,12 +146,19 @@ async fn main() -> anyhow::Result<()> {
     let addr: std::net::SocketAddr = format!("127.0.0.1:{quic_port}").parse()?;
     let waiters: Waiters = Arc::default();
 
+    // A bounded number of handshakes in flight: a burst of thousands
+    // overflows the loopback socket buffers and measures retransmission
+    // timers instead of the hub.
+    let gate = Arc::new(tokio::sync::Semaphore::new(64));
     let connect = |from: usize, to: usize| {
         let mut set = tokio::task::JoinSet::new();
         for (i, (asset, cred)) in robots[from..to].iter().enumerate() {
             let ep = endpoints[(from + i) % endpoints.len()].clone();
-            let (asset, cred) = (asset.clone(), cred.clone());
-            set.spawn(async move { client::open(&ep, addr, "localhost", &asset, &cred).await.map(|s| (asset, s)) });
+            let (asset, cred, gate) = (asset.clone(), cred.clone(), gate.clone());
+            set.spawn(async move {
+                let _permit = gate.acquire_owned().await.expect("semaphore open");
+                client::open(&ep, addr, "localhost", &asset, &cred).await.map(|s| (asset, s))
+            });
         }
         set
     };
