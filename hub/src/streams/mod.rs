@@ -88,7 +88,7 @@ pub fn spawn_background(state: &AppState) {
             if let Err(e) = command::sweep_expired(&s).await {
                 tracing::warn!(error = %e, "sweeping expired commands");
             }
-            if n % 30 == 0 {
+            if n.is_multiple_of(30) {
                 s.streams.prune();
             }
         }

@@ -34,7 +34,7 @@ pub async fn stream(
     }
     let mut last = match headers.get("last-event-id").map(|v| v.to_str().map(str::trim)) {
         None => 0,
-        Some(Ok(s)) if s.is_empty() => 0,
+        Some(Ok("")) => 0,
         Some(Ok(s)) => s.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| ApiError::invalid("Last-Event-ID must be a non-negative integer"))?,
         Some(Err(_)) => return Err(ApiError::invalid("Last-Event-ID must be a non-negative integer")),
     };
