@@ -91,17 +91,24 @@ pub struct Hub {
     pub http_port: u16,
     pub quic_port: u16,
     pub database_url: Option<String>,
+    /// Replicas on one database must share the master key.
+    pub master_key: Option<String>,
     child: Option<Child>,
     pub client: reqwest::Client,
 }
 
 impl Hub {
     pub async fn start(database_url: Option<String>) -> Hub {
+        Self::start_with(database_url, None).await
+    }
+
+    pub async fn start_with(database_url: Option<String>, master_key: Option<String>) -> Hub {
         let mut hub = Hub {
             dir: tempfile::tempdir().unwrap(),
             http_port: free_tcp_port(),
             quic_port: free_udp_port(),
             database_url,
+            master_key,
             child: None,
             client: reqwest::Client::new(),
         };
@@ -130,13 +137,16 @@ impl Hub {
             .env("HUB_DATA_DIR", self.dir.path())
             .env("HUB_DEV", "1")
             .env("HUB_LOG", "info,sqlx=warn")
-            .env_remove("HUB_MASTER_KEY")
             .env_remove("AUTH_GATE_MODE")
             .stdout(out)
             .stderr(err);
         match &self.database_url {
             Some(url) => cmd.env("DATABASE_URL", url),
             None => cmd.env_remove("DATABASE_URL"),
+        };
+        match &self.master_key {
+            Some(k) => cmd.env("HUB_MASTER_KEY", k),
+            None => cmd.env_remove("HUB_MASTER_KEY"),
         };
         self.child = Some(cmd.spawn().expect("spawning the hub"));
         let start = Instant::now();

@@ -189,3 +189,29 @@ async fn readings_and_state_sent_by_the_agent_come_back_aggregated(db: Option<St
 }
 e2e!(readings_and_state_sent_by_the_agent_come_back_aggregated);
 
+
+/// Two hub processes on one PostgreSQL database: a command created through
+/// hub A reaches the agent connected to hub B at once (LISTEN/NOTIFY; the
+/// streams' safety recheck runs only every 30 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_created_through_hub_a_reaches_an_agent_on_hub_b_at_once() {
+    let Some(url) = crate::harness::fresh_postgres_url().await else { return };
+    let key = "11".repeat(32);
+    let a = Hub::start_with(Some(url.clone()), Some(key.clone())).await;
+    let b = Hub::start_with(Some(url), Some(key)).await;
+    let token = a.owner("ab@example.com").await;
+    let (asset, cred) = a.robot(&token, json!({})).await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start(&b, dir.path(), &asset, &cred);
+    let start = Instant::now();
+    while !agent.log().contains("connected to the hub") {
+        assert!(start.elapsed() < WAIT, "{}", agent.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let id = a.command(&token, &asset, "fan-out", "low").await;
+    b.wait_status(&token, &id, "acknowledged_ok", Duration::from_secs(5)).await;
+    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+    assert!(agent.log().contains(&id));
+}
