@@ -131,3 +131,36 @@ async fn a_command_created_through_one_hub_reaches_an_agent_on_another_at_once()
     // proves the database notification carried it.
     assert!(took < Duration::from_secs(1), "took {took:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outside_development_mode_the_quic_certificate_comes_from_settings() {
+    let certs = tempfile::tempdir().unwrap();
+    let rcgen::CertifiedKey { cert, signing_key } = rcgen::generate_simple_self_signed(vec!["robots.example".to_string()]).unwrap();
+    let (cert_path, key_path) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, signing_key.serialize_pem()).unwrap();
+
+    // Without a certificate a production hub refuses to start its QUIC endpoint.
+    let data = tempfile::tempdir().unwrap();
+    let mut config = hub::config::Config::for_tests(data.path().to_path_buf(), None);
+    config.dev = false;
+    let refused = hub::start(hub::prepare(config).await.unwrap()).await;
+    let Err(e) = refused else { panic!("a production hub started QUIC without a certificate") };
+    assert!(e.to_string().contains("HUB_QUIC_CERT"), "{e}");
+
+    let (c, k) = (cert_path.clone(), key_path.clone());
+    let app = TestApp::spawn_with(Backend::Sqlite, None, move |config| {
+        config.dev = false;
+        config.quic_cert = Some(c);
+        config.quic_key = Some(k);
+    })
+    .await;
+    assert!(!app._dir.path().join("quic-cert.pem").exists(), "no development certificate outside development mode");
+    let t = app.signup("prod@example.com", "prod").await;
+    let (asset, cred) = robot(&app, t["token"].as_str().unwrap(), json!({ "display_name": "R" })).await;
+    let ep = client::endpoint(&cert_path).unwrap();
+    let addr = app.server.as_ref().unwrap().quic_addr.unwrap();
+    assert!(client::open(&ep, addr, "robots.example", &asset, &cred).await.is_ok());
+    // The certificate names robots.example, not localhost: TLS refuses the mismatch.
+    assert!(matches!(client::open(&ep, addr, "localhost", &asset, &cred).await, Err(OpenError::Transport(_))));
+}
