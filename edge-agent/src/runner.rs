@@ -198,3 +198,81 @@ async fn report_loop(sender: Arc<Mutex<Sender>>, outbox: Arc<Outbox>, in_flight:
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(dir: &std::path::Path, handler: PathBuf) -> RunArgs {
+        RunArgs {
+            hub_quic: "127.0.0.1:1".into(),
+            server_name: "localhost".into(),
+            ca_file: dir.join("ca.pem"),
+            asset_id: "a".into(),
+            credential_file: dir.join("cred"),
+            state_dir: dir.to_path_buf(),
+            handler,
+        }
+    }
+
+    fn script(dir: &std::path::Path, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("h.sh");
+        std::fs::write(&path, format!("#!/bin/sh\necho run >> {}/runs\n{body}\n", dir.display())).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    fn cmd(id: &str) -> Command {
+        Command {
+            command_id: id.into(),
+            seq: 1,
+            kind: "move".into(),
+            params: json!({ "x": 1 }),
+            risk_class: "low".into(),
+            target_component_id: None,
+            expires_at: "2999-01-01T00:00:00.000000Z".into(),
+        }
+    }
+
+    fn runs(dir: &std::path::Path) -> usize {
+        std::fs::read_to_string(dir.join("runs")).unwrap_or_default().lines().count()
+    }
+
+    #[tokio::test]
+    async fn a_command_runs_once_and_is_acknowledged_again_from_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = args(dir.path(), script(dir.path(), r#"cat > /dev/null; printf '{"moved":true}'"#));
+        let journal = Journal::open(dir.path()).unwrap();
+        let first = handle(&a, &journal, &cmd("c-1")).await.unwrap();
+        assert_eq!((first.ok, first.data.clone()), (true, Some(json!({ "moved": true }))));
+        let again = handle(&a, &journal, &cmd("c-1")).await.unwrap();
+        assert_eq!(again, first);
+        assert_eq!(runs(dir.path()), 1);
+    }
+
+    #[tokio::test]
+    async fn a_failing_handler_gives_its_exit_code_and_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = args(dir.path(), script(dir.path(), "echo 'jammed' >&2; exit 3"));
+        let ack = handle(&a, &Journal::open(dir.path()).unwrap(), &cmd("c-2")).await.unwrap();
+        assert_eq!((ack.ok, ack.code.as_deref(), ack.message.as_deref()), (false, Some("exit_3"), Some("jammed")));
+        let missing = args(dir.path(), dir.path().join("no-such-handler"));
+        let ack = handle(&missing, &Journal::open(dir.path()).unwrap(), &cmd("c-3")).await.unwrap();
+        assert_eq!(ack.code.as_deref(), Some("handler_unavailable"));
+    }
+
+    #[tokio::test]
+    async fn a_command_interrupted_by_a_crash_is_reported_not_run_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = args(dir.path(), script(dir.path(), "exit 0"));
+        let journal = Journal::open(dir.path()).unwrap();
+        // What a crash while the handler ran leaves behind.
+        journal.start("c-4").unwrap();
+        let ack = handle(&a, &journal, &cmd("c-4")).await.unwrap();
+        assert_eq!((ack.ok, ack.code.as_deref()), (false, Some("interrupted")));
+        assert_eq!(runs(dir.path()), 0);
+        assert_eq!(journal.unconfirmed().unwrap(), vec![ack]);
+    }
+}
