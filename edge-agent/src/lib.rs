@@ -1,9 +1,14 @@
 //! The robot edge agent. It holds a QUIC connection to the hub, receives its
-//! asset's commands, runs each through a handler and acknowledges it.
+//! asset's commands, runs each through a handler program, acknowledges it,
+//! and reports twin state and sensor readings on the same connection.
 //!
-//! The command stream arrives with the robot command path (issue 5); until
-//! then the crate only re-exports the wire types it will speak, so the
-//! workspace layout and dependency direction (edge-agent -> protocol, never
-//! edge-agent -> hub) are fixed from the start.
+//! The agent never touches SQL and never depends on the hub crate: the only
+//! contract between them is `protocol::command`.
+
+pub mod client;
+pub mod handler;
+pub mod journal;
+pub mod outbox;
+pub mod runner;
 
 pub use protocol;

@@ -44,6 +44,16 @@ pub struct Config {
     /// Lifetime of human JWTs in seconds.
     #[arg(long, env = "HUB_TOKEN_TTL_SECONDS", default_value_t = 3600)]
     pub token_ttl_seconds: i64,
+    /// UDP address of the robots' QUIC command stream, or `off`.
+    #[arg(long, env = "HUB_QUIC_LISTEN", default_value = "127.0.0.1:4433")]
+    pub quic_listen: String,
+    /// PEM certificate chain of the QUIC endpoint (required outside
+    /// development mode, where a self-signed one is kept in the data dir).
+    #[arg(long, env = "HUB_QUIC_CERT")]
+    pub quic_cert: Option<PathBuf>,
+    /// PEM private key of the QUIC endpoint.
+    #[arg(long, env = "HUB_QUIC_KEY", hide_env_values = true)]
+    pub quic_key: Option<PathBuf>,
 }
 
 impl Config {
@@ -52,6 +62,14 @@ impl Config {
         match &self.database_url {
             Some(url) if !url.trim().is_empty() => url.clone(),
             _ => format!("sqlite://{}?mode=rwc", self.data_dir.join("hub.db").display()),
+        }
+    }
+
+    /// The QUIC listen address, or `None` when switched off.
+    pub fn quic_addr(&self) -> anyhow::Result<Option<SocketAddr>> {
+        match self.quic_listen.trim() {
+            "" | "off" => Ok(None),
+            addr => addr.parse().map(Some).map_err(|_| anyhow::anyhow!("HUB_QUIC_LISTEN must be host:port or off")),
         }
     }
 
@@ -67,6 +85,9 @@ impl Config {
             master_key: Some("00".repeat(32)),
             public_url: "http://localhost".into(),
             token_ttl_seconds: 3600,
+            quic_listen: "127.0.0.1:0".into(),
+            quic_cert: None,
+            quic_key: None,
         }
     }
 }

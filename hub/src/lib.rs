@@ -13,6 +13,7 @@ pub mod error;
 pub mod gate;
 pub mod groups;
 pub mod state;
+pub mod streams;
 pub mod validate;
 
 use std::{sync::Arc, time::Duration};
@@ -73,6 +74,7 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
 
 /// Housekeeping and, on PostgreSQL, the cache invalidation listener.
 fn spawn_background(state: &AppState) {
+    streams::spawn_background(state);
     let s = state.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(60));
@@ -134,6 +136,9 @@ async fn listen_invalidations(state: AppState) {
 /// A running server: its address and a handle to stop it.
 pub struct Server {
     pub addr: std::net::SocketAddr,
+    /// The QUIC command endpoint, when one is configured.
+    pub quic_addr: Option<std::net::SocketAddr>,
+    quic: Option<streams::quic::QuicServer>,
     pub state: AppState,
     shutdown: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -143,6 +148,10 @@ impl Server {
     /// Stops accepting, drains in-flight requests and waits for the end.
     pub async fn stop(self) -> anyhow::Result<()> {
         let _ = self.shutdown.send(true);
+        self.state.streams.close();
+        if let Some(q) = self.quic {
+            q.stop().await;
+        }
         self.task.await??;
         Ok(())
     }
@@ -152,6 +161,8 @@ impl Server {
 pub async fn start(state: AppState) -> anyhow::Result<Server> {
     let listener = TcpListener::bind(state.config.listen).await.with_context(|| format!("binding {}", state.config.listen))?;
     let addr = listener.local_addr()?;
+    let quic = streams::quic::start(&state).await?;
+    let quic_addr = quic.as_ref().map(|q| q.addr);
     let (tx, mut rx) = tokio::sync::watch::channel(false);
     let router = app(state.clone());
     let task = tokio::spawn(async move {
@@ -161,14 +172,14 @@ pub async fn start(state: AppState) -> anyhow::Result<Server> {
             })
             .await
     });
-    Ok(Server { addr, state, shutdown: tx, task })
+    Ok(Server { addr, quic_addr, quic, state, shutdown: tx, task })
 }
 
 /// Serves until SIGTERM or SIGINT, then drains in-flight requests.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     let state = prepare(config).await?;
     let server = start(state).await?;
-    tracing::info!(addr = %server.addr, "hub listening");
+    tracing::info!(addr = %server.addr, quic = ?server.quic_addr, "hub listening");
     shutdown_signal().await;
     tracing::info!("shutting down: draining in-flight requests");
     server.stop().await?;

@@ -43,6 +43,8 @@ pub struct Inner {
     pub mail: Arc<dyn MailSender>,
     /// The group-commit writer of audit appends.
     pub audit: crate::audit::Appender,
+    /// Wake-ups of the robots' command streams.
+    pub streams: crate::streams::Bus,
 }
 
 /// What changed, so other replicas can drop what they cached of it.
@@ -80,6 +82,7 @@ impl AppState {
             audit: crate::audit::Appender::start(db.clone()),
             db,
             mail,
+            streams: Default::default(),
         })))
     }
 

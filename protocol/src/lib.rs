@@ -1,6 +1,8 @@
 //! Wire types shared across processes: QUIC command-stream frames and device
 //! sync batches, serialised as CBOR. No I/O lives here.
 
+pub mod command;
+
 use serde::{Serialize, de::DeserializeOwned};
 
 /// Encodes a frame as CBOR.

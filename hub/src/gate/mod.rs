@@ -52,7 +52,15 @@ pub fn is_public(path: &str) -> bool {
         "/metrics",
     ];
     const PREFIX: &[&str] = &["/.well-known/", "/api/saml/", "/api/oauth/callback", "/api/webhooks/inbound/"];
-    path.ends_with("/health") || path == "/health" || EXACT.contains(&path) || PREFIX.iter().any(|p| path.starts_with(p))
+    path.ends_with("/health") || path == "/health" || EXACT.contains(&path) || PREFIX.iter().any(|p| path.starts_with(p)) || is_robot_route(path)
+}
+
+/// Routes that carry a per-robot credential instead of a JWT or API key
+/// (the command stream and command acks): the gate lets them through and
+/// their handlers verify the robot credential (RULINGS 1 and 3).
+pub fn is_robot_route(path: &str) -> bool {
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    matches!(segments.as_slice(), ["", "api", "commands", "stream", _] | ["", "api", "commands", _, "ack"])
 }
 
 /// The value of the single `Authorization: Bearer` header, if any.
@@ -319,7 +327,6 @@ impl<S: Send + Sync> FromRequestParts<S> for MaybeCaller {
     }
 }
 
-
 /// The platform operator (`/admin/*`, admitted by the gate's operator
 /// header check). Anything else is 401, as the operator routes answer.
 pub struct Operator;
@@ -330,6 +337,21 @@ impl<S: Send + Sync> FromRequestParts<S> for Operator {
         match parts.extensions.get::<Caller>() {
             Some(Caller::Operator) => Ok(Operator),
             _ => Err(ApiError::Unauthorized("admin token required")),
+        }
+    }
+}
+
+/// The bearer value of a route that verifies its own credential (the robot
+/// routes); a missing or malformed header is 401.
+pub struct RobotBearer(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for RobotBearer {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
+        match bearer(&parts.headers) {
+            Some(Ok(v)) => Ok(RobotBearer(v.to_string())),
+            Some(Err(())) => Err(ApiError::Unauthorized("malformed Authorization header")),
+            None => Err(ApiError::Unauthorized("missing robot credential")),
         }
     }
 }

@@ -3,9 +3,11 @@
 mod helpers;
 
 mod agents;
+mod assets;
 mod audit;
 mod audit_fault;
 mod authority;
+mod commands;
 mod credentials;
 mod device_sync;
 mod devices;
@@ -14,6 +16,7 @@ mod gate;
 mod identity;
 mod isolation;
 mod process;
+mod quic;
 mod replicas;
 mod schema;
 mod spine;

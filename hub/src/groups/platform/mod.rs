@@ -1,5 +1,10 @@
-//! Platform and multi-tenancy groups.
+//! Platform and multi-tenancy: assets with their twins, readings and
+//! per-robot credentials (sdk-asset), robot commands with approval
+//! (sdk-command), devices (sdk-device) and diagnostics
+//! (sdk-diagnostic-telemetry).
 
+pub mod asset;
+pub mod command;
 pub mod device;
 pub mod diagnostic;
 
@@ -8,5 +13,9 @@ use axum::Router;
 use crate::state::AppState;
 
 pub fn routes() -> Router<AppState> {
-    Router::new().merge(device::routes()).merge(diagnostic::routes())
+    Router::new()
+        .merge(asset::routes())
+        .merge(command::routes())
+        .merge(device::routes())
+        .merge(diagnostic::routes())
 }

@@ -1,0 +1,475 @@
+//! sdk-asset: assets (robots) with their digital twin (desired state set by
+//! the tenant, reported state sent by the edge agent), sensor readings
+//! aggregated per time bucket, and per-robot credentials.
+//!
+//! A per-robot credential is an opaque bearer secret bound to one asset,
+//! shown once and stored only as a SHA-256 hash. It authenticates that
+//! asset's command stream (SSE and QUIC) and its command acks, nothing else.
+
+use std::sync::Arc;
+
+use axum::{
+    Router,
+    extract::{Path, Query, State},
+    response::Response,
+    routing::{get, post},
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sqlx::Row;
+
+use super::command;
+use crate::{
+    crypto,
+    db,
+    error::{ApiError, ApiResult, Body, created, ok},
+    gate::Tenant,
+    state::AppState,
+    validate::{Check, path_id, query_int},
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/assets", post(create))
+        .route("/api/assets/{asset_id}", get(get_asset))
+        .route("/api/assets/{asset_id}/twin", get(twin).put(set_desired))
+        .route("/api/assets/{asset_id}/readings", get(readings))
+        .route("/api/assets/{asset_id}/credentials", post(issue_credential))
+        .route("/api/assets/{asset_id}/commands", get(list_commands))
+}
+
+/// Prefix of per-robot credentials, so logs and scanners can recognise one.
+pub const CREDENTIAL_PREFIX: &str = "rc_";
+
+#[derive(Deserialize)]
+struct NewAsset {
+    tenant_id: Option<String>,
+    bu_id: Option<String>,
+    display_name: Option<String>,
+    model: Option<String>,
+    device_uuid: Option<String>,
+    components: Option<Value>,
+    desired_state: Option<Value>,
+}
+
+fn asset_json(row: &sqlx::any::AnyRow) -> ApiResult<Value> {
+    let components: String = row.try_get("components")?;
+    Ok(json!({
+        "asset_id": row.try_get::<String, _>("asset_id")?,
+        "tenant_id": row.try_get::<String, _>("tenant_id")?,
+        "bu_id": row.try_get::<Option<String>, _>("bu_id")?,
+        "display_name": row.try_get::<String, _>("display_name")?,
+        "model": row.try_get::<Option<String>, _>("model")?,
+        "device_uuid": row.try_get::<Option<String>, _>("device_uuid")?,
+        "components": serde_json::from_str::<Value>(&components).unwrap_or(Value::Null),
+        "created_at": row.try_get::<String, _>("created_at")?,
+    }))
+}
+
+const ASSET_SELECT: &str = "SELECT asset_id, tenant_id, bu_id, display_name, model, device_uuid, components, \
+    desired_state, desired_at, reported_state, reported_at, created_at FROM asset_asset";
+
+/// The caller's tenant's asset with this path id (404 otherwise).
+pub async fn find<'e, E>(exec: E, tenant_id: &str, asset_id: &str) -> ApiResult<sqlx::any::AnyRow>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let id = path_id(asset_id)?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("{ASSET_SELECT} WHERE asset_id = $1 AND tenant_id = $2")))
+        .bind(id.to_string())
+        .bind(tenant_id)
+        .fetch_optional(exec)
+        .await?
+        .ok_or(ApiError::NotFound)
+}
+
+/// The component ids an asset declares: plain strings, or objects carrying
+/// `component_id`.
+pub fn component_ids(components: &Value) -> Vec<String> {
+    components
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|c| c.as_str().or_else(|| c.get("component_id").and_then(Value::as_str)).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAsset>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let display_name = check.required("display_name", &body.display_name);
+    let components = match &body.components {
+        None | Some(Value::Null) => json!([]),
+        Some(Value::Array(items)) => {
+            if items.iter().any(|c| !(c.is_string() || c.get("component_id").is_some_and(Value::is_string))) {
+                check.fail("components must be an array of component ids or of objects with a string component_id");
+            }
+            Value::Array(items.clone())
+        }
+        Some(_) => {
+            check.fail("components must be an array");
+            json!([])
+        }
+    };
+    let desired = match &body.desired_state {
+        None | Some(Value::Null) => json!({}),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => {
+            check.fail("desired_state must be an object");
+            json!({})
+        }
+    };
+    check.finish()?;
+    ctx.check_tenant(body.tenant_id.as_deref())?;
+    let asset_id = db::new_id();
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    sqlx::query(
+        "INSERT INTO asset_asset (asset_id, tenant_id, bu_id, display_name, model, device_uuid, components, \
+         desired_state, desired_at, reported_state, reported_at, queue_seq, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '{}', NULL, 0, $9)",
+    )
+    .bind(&asset_id)
+    .bind(&ctx.tenant_id)
+    .bind(Check::optional(&body.bu_id))
+    .bind(&display_name)
+    .bind(Check::optional(&body.model))
+    .bind(Check::optional(&body.device_uuid))
+    .bind(components.to_string())
+    .bind(desired.to_string())
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    let row = find(&mut *tx, &ctx.tenant_id, &asset_id).await?;
+    tx.commit().await?;
+    Ok(created(asset_json(&row)?))
+}
+
+async fn get_asset(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    Ok(ok(asset_json(&find(&state.db.read, &ctx.tenant_id, &id).await?)?))
+}
+
+fn twin_json(row: &sqlx::any::AnyRow) -> ApiResult<Value> {
+    let desired: String = row.try_get("desired_state")?;
+    let reported: String = row.try_get("reported_state")?;
+    Ok(json!({
+        "asset_id": row.try_get::<String, _>("asset_id")?,
+        "desired": serde_json::from_str::<Value>(&desired).unwrap_or(Value::Null),
+        "desired_at": row.try_get::<String, _>("desired_at")?,
+        "reported": serde_json::from_str::<Value>(&reported).unwrap_or(Value::Null),
+        "reported_at": row.try_get::<Option<String>, _>("reported_at")?,
+    }))
+}
+
+async fn twin(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    Ok(ok(twin_json(&find(&state.db.read, &ctx.tenant_id, &id).await?)?))
+}
+
+#[derive(Deserialize)]
+struct NewDesired {
+    desired: Option<Value>,
+}
+
+/// Replaces the desired half of the twin (supporting route: the document
+/// names the twin's read only, but a twin nobody can set is of no use).
+async fn set_desired(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewDesired>) -> ApiResult<Response> {
+    let desired = match body.desired {
+        Some(v @ Value::Object(_)) => v,
+        None | Some(Value::Null) => return Err(ApiError::invalid("desired is required")),
+        Some(_) => return Err(ApiError::invalid("desired must be an object")),
+    };
+    let mut tx = state.db.begin().await?;
+    let row = find(&mut *tx, &ctx.tenant_id, &id).await?;
+    let asset_id: String = row.try_get("asset_id")?;
+    sqlx::query("UPDATE asset_asset SET desired_state = $1, desired_at = $2 WHERE asset_id = $3")
+        .bind(desired.to_string())
+        .bind(db::now())
+        .bind(&asset_id)
+        .execute(&mut *tx)
+        .await?;
+    let row = find(&mut *tx, &ctx.tenant_id, &asset_id).await?;
+    tx.commit().await?;
+    Ok(ok(twin_json(&row)?))
+}
+
+/// Stores the agent's latest reported state (the hub keeps only the latest).
+pub async fn record_state(state: &AppState, asset_id: &str, reported: &Value) -> ApiResult<()> {
+    if !reported.is_object() {
+        return Err(ApiError::invalid("reported state must be an object"));
+    }
+    sqlx::query("UPDATE asset_asset SET reported_state = $1, reported_at = $2 WHERE asset_id = $3")
+        .bind(reported.to_string())
+        .bind(db::now())
+        .bind(asset_id)
+        .execute(state.db.writer())
+        .await?;
+    Ok(())
+}
+
+/// Stores a batch of readings in one transaction.
+pub async fn record_readings(state: &AppState, asset_id: &str, readings: &[protocol::command::Reading]) -> ApiResult<usize> {
+    let mut check = Check::new();
+    let now = chrono::Utc::now();
+    let mut rows = Vec::with_capacity(readings.len());
+    for (i, r) in readings.iter().enumerate() {
+        if r.sensor_id.trim().is_empty() {
+            check.fail(format!("readings[{i}].sensor_id is required"));
+        }
+        if !r.value.is_finite() {
+            check.fail(format!("readings[{i}].value must be a finite number"));
+        }
+        let at = match r.recorded_at.as_deref() {
+            None => now,
+            Some(s) => match db::parse_time(s) {
+                Some(t) => t,
+                None => {
+                    check.fail(format!("readings[{i}].recorded_at must be an RFC 3339 timestamp"));
+                    now
+                }
+            },
+        };
+        rows.push((r.sensor_id.trim().to_string(), r.value, db::format_time(at)));
+    }
+    check.finish()?;
+    let received = db::format_time(now);
+    let mut tx = state.db.begin().await?;
+    for (sensor, value, at) in &rows {
+        sqlx::query("INSERT INTO asset_reading (reading_id, asset_id, sensor_id, value, recorded_at, received_at) VALUES ($1, $2, $3, $4, $5, $6)")
+            .bind(db::new_id())
+            .bind(asset_id)
+            .bind(sensor)
+            .bind(*value)
+            .bind(at)
+            .bind(&received)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(rows.len())
+}
+
+#[derive(Deserialize)]
+struct ReadingsQuery {
+    bucket: Option<String>,
+    sensor_id: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    limit: Option<String>,
+}
+
+/// Buckets by truncating the stored RFC 3339 text (`2026-11-21T19:59:07.123456Z`):
+/// the prefix length of each bucket, and the suffix that completes it to a time.
+fn bucket_shape(bucket: &str) -> Option<(usize, &'static str)> {
+    match bucket {
+        "second" => Some((19, "Z")),
+        "minute" => Some((16, ":00Z")),
+        "hour" => Some((13, ":00:00Z")),
+        "day" => Some((10, "T00:00:00Z")),
+        _ => None,
+    }
+}
+
+async fn readings(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Query(q): Query<ReadingsQuery>) -> ApiResult<Response> {
+    let row = find(&state.db.read, &ctx.tenant_id, &id).await?;
+    let asset_id: String = row.try_get("asset_id")?;
+    let mut check = Check::new();
+    let bucket = check.required("bucket", &q.bucket);
+    check.one_of("bucket", &bucket, &["second", "minute", "hour", "day"]);
+    let from = Check::optional(&q.from).map(|s| db::parse_time(&s).map(db::format_time));
+    let to = Check::optional(&q.to).map(|s| db::parse_time(&s).map(db::format_time));
+    if matches!(from, Some(None)) {
+        check.fail("from must be an RFC 3339 timestamp");
+    }
+    if matches!(to, Some(None)) {
+        check.fail("to must be an RFC 3339 timestamp");
+    }
+    let limit = query_int("limit", q.limit.as_deref(), 500);
+    if let Err(ApiError::Validation(d)) = &limit {
+        check.fail(d.join("; "));
+    }
+    check.finish()?;
+    let limit = limit?.clamp(1, 5000);
+    let (len, suffix) = bucket_shape(&bucket).expect("validated");
+    // `len` is one of four constants, never caller text, so formatting it
+    // into the SQL is safe; binding it would give it a different integer
+    // type on each backend.
+    let sql = format!(
+        "SELECT sensor_id, substr(recorded_at, 1, {len}) AS bucket, COUNT(*) AS n, MIN(value) AS min_v, MAX(value) AS max_v, AVG(value) AS avg_v \
+         FROM asset_reading WHERE asset_id = $1 AND ($2 = '' OR sensor_id = $2) AND ($3 = '' OR recorded_at >= $3) AND ($4 = '' OR recorded_at < $4) \
+         GROUP BY sensor_id, substr(recorded_at, 1, {len}) ORDER BY sensor_id, bucket LIMIT $5"
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(&asset_id)
+        .bind(Check::optional(&q.sensor_id).unwrap_or_default())
+        .bind(from.flatten().unwrap_or_default())
+        .bind(to.flatten().unwrap_or_default())
+        .bind(limit)
+        .fetch_all(&state.db.read)
+        .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        let prefix: String = r.try_get("bucket")?;
+        out.push(json!({
+            "sensor_id": r.try_get::<String, _>("sensor_id")?,
+            "bucket": bucket,
+            "bucket_start": format!("{prefix}{suffix}"),
+            "count": r.try_get::<i64, _>("n")?,
+            "min": r.try_get::<f64, _>("min_v")?,
+            "max": r.try_get::<f64, _>("max_v")?,
+            "avg": r.try_get::<f64, _>("avg_v")?,
+        }));
+    }
+    Ok(ok(out))
+}
+
+/// What the stream and ack routes know of a per-robot credential.
+#[derive(Clone, Debug)]
+pub struct RobotCredential {
+    pub credential_id: String,
+    pub asset_id: String,
+    pub tenant_id: String,
+    pub rate_limit_rpm: Option<i64>,
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl RobotCredential {
+    pub fn expired(&self) -> bool {
+        self.expires_at.is_some_and(|t| t <= chrono::Utc::now())
+    }
+}
+
+/// Finds the live credential whose secret is `secret` and counts the use
+/// against its rate limit. Unknown, expired or revoked: 401.
+pub async fn authenticate_robot(state: &AppState, secret: &str) -> ApiResult<Arc<RobotCredential>> {
+    if !secret.starts_with(CREDENTIAL_PREFIX) {
+        return Err(ApiError::Unauthorized("invalid robot credential"));
+    }
+    let hash = crypto::sha256_hex(secret.as_bytes());
+    let row = sqlx::query(
+        "SELECT credential_id, asset_id, tenant_id, secret_hash, rate_limit_rpm, expires_at, status FROM asset_credential WHERE secret_hash = $1",
+    )
+    .bind(&hash)
+    .fetch_optional(&state.db.read)
+    .await?
+    .ok_or(ApiError::Unauthorized("invalid robot credential"))?;
+    let stored: String = row.try_get("secret_hash")?;
+    if !crypto::constant_time_eq(stored.as_bytes(), hash.as_bytes()) {
+        return Err(ApiError::Unauthorized("invalid robot credential"));
+    }
+    let status: String = row.try_get("status")?;
+    let expires: Option<String> = row.try_get("expires_at")?;
+    let cred = RobotCredential {
+        credential_id: row.try_get("credential_id")?,
+        asset_id: row.try_get("asset_id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        rate_limit_rpm: row.try_get("rate_limit_rpm")?,
+        expires_at: expires.as_deref().and_then(db::parse_time),
+    };
+    if status != "active" || cred.expired() {
+        return Err(ApiError::Unauthorized("robot credential expired or revoked"));
+    }
+    check_rate(state, &cred).await?;
+    Ok(Arc::new(cred))
+}
+
+/// Enforces `rate_limit_rpm` in the shared per-minute window table, so
+/// every hub replica counts the same uses.
+pub async fn check_rate(state: &AppState, cred: &RobotCredential) -> ApiResult<()> {
+    let Some(limit) = cred.rate_limit_rpm else { return Ok(()) };
+    let now = chrono::Utc::now().timestamp();
+    let hits: i64 = sqlx::query_scalar(
+        "INSERT INTO credential_rate_window (key_id, window_start, hits) VALUES ($1, $2, 1) \
+         ON CONFLICT (key_id, window_start) DO UPDATE SET hits = credential_rate_window.hits + 1 RETURNING hits",
+    )
+    .bind(&cred.credential_id)
+    .bind(now / 60)
+    .fetch_one(state.db.writer())
+    .await?;
+    if hits > limit {
+        return Err(ApiError::RateLimited((60 - now % 60) as u64));
+    }
+    Ok(())
+}
+
+async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let rate_limit_rpm = match body.get("rate_limit_rpm") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_i64() {
+            Some(n) if n > 0 => Some(n),
+            _ => {
+                check.fail("rate_limit_rpm must be a positive integer");
+                None
+            }
+        },
+    };
+    let expires_at = match body.get("expires_at") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_str().and_then(db::parse_time) {
+            Some(t) if t > chrono::Utc::now() => Some(db::format_time(t)),
+            Some(_) => {
+                check.fail("expires_at must be in the future");
+                None
+            }
+            None => {
+                check.fail("expires_at must be an RFC 3339 timestamp");
+                None
+            }
+        },
+    };
+    let mut tx = state.db.begin().await?;
+    let row = find(&mut *tx, &ctx.tenant_id, &id).await?;
+    check.finish()?;
+    let asset_id: String = row.try_get("asset_id")?;
+    let secret = format!("{CREDENTIAL_PREFIX}{}", crypto::random_base62(32));
+    let credential_id = db::new_id();
+    let now = db::now();
+    sqlx::query(
+        "INSERT INTO asset_credential (credential_id, asset_id, tenant_id, secret_hash, last4, rate_limit_rpm, expires_at, status, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'active', $8)",
+    )
+    .bind(&credential_id)
+    .bind(&asset_id)
+    .bind(&ctx.tenant_id)
+    .bind(crypto::sha256_hex(secret.as_bytes()))
+    .bind(&secret[secret.len() - 4..])
+    .bind(rate_limit_rpm)
+    .bind(&expires_at)
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(created(json!({
+        "credential_id": credential_id, "asset_id": asset_id, "credential": secret,
+        "rate_limit_rpm": rate_limit_rpm, "expires_at": expires_at, "status": "active", "created_at": now,
+    })))
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    status: Option<String>,
+    limit: Option<String>,
+    offset: Option<String>,
+}
+
+async fn list_commands(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Query(q): Query<ListQuery>) -> ApiResult<Response> {
+    let row = find(&state.db.read, &ctx.tenant_id, &id).await?;
+    let asset_id: String = row.try_get("asset_id")?;
+    let mut check = Check::new();
+    let status = Check::optional(&q.status);
+    if let Some(s) = &status {
+        check.one_of("status", s, command::STATES);
+    }
+    let limit = query_int("limit", q.limit.as_deref(), 50);
+    let offset = query_int("offset", q.offset.as_deref(), 0);
+    for r in [&limit, &offset] {
+        if let Err(ApiError::Validation(d)) = r {
+            check.fail(d.join("; "));
+        }
+    }
+    check.finish()?;
+    let list = command::list_for_asset(&state, &ctx, &asset_id, status.as_deref(), limit?.clamp(1, 500), offset?).await?;
+    Ok(ok(list))
+}

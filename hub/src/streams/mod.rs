@@ -1,0 +1,136 @@
+//! Command fan-out to robots: the in-process bus that wakes an asset's
+//! streams when a command of it becomes deliverable, the PostgreSQL
+//! LISTEN/NOTIFY bridge that carries those wake-ups between hub replicas,
+//! the expiry sweeper, and the two stream transports (SSE and QUIC).
+//!
+//! A wake-up carries no command: a stream that wakes reads the asset's
+//! deliverable commands after the last position it sent, so a lost or
+//! duplicated wake-up can delay nothing beyond the next one and never
+//! reorders or loses a command.
+
+pub mod quic;
+pub mod sse;
+
+use std::{collections::HashMap, sync::Mutex, time::Duration};
+
+use tokio::sync::watch;
+
+use crate::{db::Backend, groups::platform::command, state::AppState};
+
+/// The PostgreSQL notification channel of deliverable commands; the
+/// payload is the asset id.
+pub const COMMAND_CHANNEL: &str = "hub_commands";
+
+/// Wake-ups by asset: every stream of an asset holds a receiver of the
+/// asset's counter and wakes when it changes.
+pub struct Bus {
+    assets: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// Set when the hub stops: long-lived SSE responses end so that the
+    /// graceful shutdown, which waits for open responses, can finish.
+    closing: watch::Sender<bool>,
+}
+
+impl Default for Bus {
+    fn default() -> Self {
+        Bus { assets: Mutex::default(), closing: watch::channel(false).0 }
+    }
+}
+
+impl Bus {
+    pub fn closing(&self) -> watch::Receiver<bool> {
+        self.closing.subscribe()
+    }
+
+    /// Ends every stream of this hub (at shutdown).
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    pub fn subscribe(&self, asset_id: &str) -> watch::Receiver<u64> {
+        let mut map = self.assets.lock().expect("bus lock");
+        map.entry(asset_id.to_string()).or_insert_with(|| watch::channel(0).0).subscribe()
+    }
+
+    /// Wakes the asset's streams on this hub.
+    pub fn wake(&self, asset_id: &str) {
+        if let Some(tx) = self.assets.lock().expect("bus lock").get(asset_id) {
+            tx.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// Wakes every stream (after wake-ups may have been missed).
+    pub fn wake_all(&self) {
+        for tx in self.assets.lock().expect("bus lock").values() {
+            tx.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// Forgets assets nobody listens to any more.
+    pub fn prune(&self) {
+        self.assets.lock().expect("bus lock").retain(|_, tx| tx.receiver_count() > 0);
+    }
+
+    /// How many assets have a stream open on this hub.
+    pub fn listening(&self) -> usize {
+        self.assets.lock().expect("bus lock").values().filter(|tx| tx.receiver_count() > 0).count()
+    }
+}
+
+/// The sweeper and, on PostgreSQL, the listener of other replicas' commands.
+pub fn spawn_background(state: &AppState) {
+    let s = state.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut n: u64 = 0;
+        loop {
+            tick.tick().await;
+            n += 1;
+            if let Err(e) = command::sweep_expired(&s).await {
+                tracing::warn!(error = %e, "sweeping expired commands");
+            }
+            if n.is_multiple_of(30) {
+                s.streams.prune();
+            }
+        }
+    });
+    if state.db.backend == Backend::Postgres {
+        let s = state.clone();
+        tokio::spawn(async move { listen_commands(s).await });
+    }
+}
+
+/// Follows the commands queued through other replicas. After losing the
+/// connection every stream is woken, since notifications may have been
+/// missed meanwhile.
+async fn listen_commands(state: AppState) {
+    loop {
+        match sqlx::postgres::PgListener::connect(&state.db.url).await {
+            Ok(mut listener) => {
+                if let Err(e) = listener.listen(COMMAND_CHANNEL).await {
+                    tracing::error!(error = %e, "LISTEN on the command channel failed");
+                } else {
+                    state.streams.wake_all();
+                    loop {
+                        match listener.recv().await {
+                            Ok(n) => state.streams.wake(n.payload()),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "command channel lost");
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "connecting the command listener"),
+        }
+        state.streams.wake_all();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// How long a stream waits without a wake-up before it looks again anyway:
+/// a safety net only; deliveries ride on wake-ups.
+pub const SAFETY_RECHECK: Duration = Duration::from_secs(30);
+
+/// Most commands read per look.
+pub const BATCH: i64 = 256;

@@ -1,0 +1,84 @@
+//! `GET /api/commands/stream/{asset_id}`: the asset's command stream as
+//! Server-Sent Events. Each event is `event: command`, `id: <seq>`, the
+//! command as JSON; a client resumes with `Last-Event-ID`. Without it the
+//! stream starts with every command not yet acknowledged. Acks go to
+//! `POST /api/commands/{command_id}/ack`.
+
+use std::{convert::Infallible, time::Duration};
+
+use axum::{
+    extract::{Path, State},
+    http::HeaderMap,
+    response::{IntoResponse, Response, sse::{Event, KeepAlive, Sse}},
+};
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::{
+    error::{ApiError, ApiResult},
+    gate::RobotBearer,
+    groups::platform::{asset, command},
+    state::AppState,
+    validate::path_id,
+};
+
+pub async fn stream(
+    State(state): State<AppState>,
+    RobotBearer(secret): RobotBearer,
+    Path(asset_id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let cred = asset::authenticate_robot(&state, &secret).await?;
+    let asset_id = path_id(&asset_id)?.to_string();
+    if cred.asset_id != asset_id {
+        return Err(ApiError::NotFound);
+    }
+    let mut last = match headers.get("last-event-id").map(|v| v.to_str().map(str::trim)) {
+        None => 0,
+        Some(Ok("")) => 0,
+        Some(Ok(s)) => s.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| ApiError::invalid("Last-Event-ID must be a non-negative integer"))?,
+        Some(Err(_)) => return Err(ApiError::invalid("Last-Event-ID must be a non-negative integer")),
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
+    let mut wake = state.streams.subscribe(&asset_id);
+    let mut closing = state.streams.closing();
+    tokio::spawn(async move {
+        loop {
+            if cred.expired() {
+                tracing::info!(asset_id = %asset_id, "SSE stream ends: the robot credential expired");
+                return;
+            }
+            wake.borrow_and_update();
+            let batch = match command::pending(&state, &asset_id, last, super::BATCH).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading pending commands for SSE");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            let full = batch.len() as i64 == super::BATCH;
+            for c in &batch {
+                let event = Event::default().event("command").id(c.seq.to_string()).json_data(c).expect("commands serialise");
+                if tx.send(Ok(event)).await.is_err() {
+                    return;
+                }
+                last = c.seq;
+            }
+            if !batch.is_empty()
+                && let Err(e) = command::mark_delivered(&state, &asset_id, last).await
+            {
+                tracing::warn!(error = %e, "marking commands delivered");
+            }
+            if full {
+                continue;
+            }
+            tokio::select! {
+                _ = wake.changed() => {}
+                _ = tx.closed() => return,
+                _ = closing.wait_for(|c| *c) => return,
+                _ = tokio::time::sleep(super::SAFETY_RECHECK) => {}
+            }
+        }
+    });
+    Ok(Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response())
+}

@@ -1,0 +1,261 @@
+//! sdk-command over HTTP: risk classes and approval, states, time to live,
+//! idempotent acks with the per-robot credential, and the SSE stream.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::{assets::robot, db_test, helpers::*};
+
+async fn command(app: &TestApp, token: &str, body: Value) -> Value {
+    let (s, c) = app.post("/api/commands", Some(token), body).await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    c["data"].clone()
+}
+
+async fn low_risk_commands_are_queued_at_once_and_acks_are_idempotent(app: TestApp) {
+    let t = app.signup("low@example.com", "low").await;
+    let token = t["token"].as_str().unwrap();
+    let (asset, cred) = robot(&app, token, json!({ "display_name": "R", "components": ["arm"] })).await;
+    let (other_asset, other_cred) = robot(&app, token, json!({ "display_name": "R2" })).await;
+    let c = command(&app, token, json!({
+        "type": "move", "params": { "x": 1 }, "risk_class": "low", "target_asset_id": asset,
+        "target_component_id": "arm", "tenant_id": t["tenant_id"], "ttl_seconds": 600,
+    })).await;
+    assert_eq!(c["status"], "queued");
+    assert_eq!(c["seq"], 1);
+    assert_eq!(c["type"], "move");
+    assert_eq!(c["params"], json!({ "x": 1 }));
+    assert_eq!(c["target_component_id"], "arm");
+    assert_eq!(c["ttl_seconds"], 600);
+    assert_eq!(c["decision"], Value::Null);
+    assert_eq!(c["ack"], Value::Null);
+    let id = c["command_id"].as_str().unwrap();
+    let medium = command(&app, token, json!({ "type": "beep", "risk_class": "medium", "target_asset_id": asset })).await;
+    assert_eq!((medium["status"].as_str(), medium["seq"].as_i64()), (Some("queued"), Some(2)));
+
+    let ack_path = format!("/api/commands/{id}/ack");
+    // The ack route takes the robot credential of the command's asset only.
+    assert_error(app.post(&ack_path, None, json!({ "ok": true })).await, 401, "Unauthorized");
+    assert_error(app.post(&ack_path, Some("rc_wrong"), json!({ "ok": true })).await, 401, "Unauthorized");
+    assert_error(app.post(&ack_path, Some(token), json!({ "ok": true })).await, 401, "Unauthorized");
+    assert_error(app.post(&ack_path, Some(&other_cred), json!({ "ok": true })).await, 404, "NotFound");
+    let body = assert_error(app.post(&ack_path, Some(&cred), json!({ "ok": "yes", "code": 5 })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["ok must be a boolean", "code must be a string"]));
+
+    let (s, first) = app.post(&ack_path, Some(&cred), json!({ "ok": true, "data": { "moved": 1 } })).await;
+    assert_eq!(s, StatusCode::OK, "{first}");
+    assert_eq!(first["data"]["status"], "acknowledged_ok");
+    assert_eq!(first["data"]["ack"]["ok"], true);
+    assert_eq!(first["data"]["ack"]["data"], json!({ "moved": 1 }));
+    let (s, again) = app.post(&ack_path, Some(&cred), json!({ "ok": true, "data": { "moved": 1 } })).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(again, first, "the same ack twice answers the same");
+    assert_error(app.post(&ack_path, Some(&cred), json!({ "ok": false, "code": "E" })).await, 409, "Conflict");
+    let (_, seen) = app.get(&format!("/api/commands/{id}"), Some(token)).await;
+    assert_eq!(seen["data"], first["data"]);
+
+    let (s, fail) = app.post(&format!("/api/commands/{}/ack", medium["command_id"].as_str().unwrap()), Some(&cred), json!({ "ok": false, "code": "exit_3", "message": "jammed" })).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(fail["data"]["status"], "acknowledged_failed");
+    assert_eq!(fail["data"]["ack"], json!({ "ok": false, "code": "exit_3", "message": "jammed", "data": null, "acked_at": fail["data"]["ack"]["acked_at"] }));
+
+    let (s, list) = app.get(&format!("/api/assets/{asset}/commands"), Some(token)).await;
+    assert_eq!(s, StatusCode::OK);
+    let ids: Vec<&str> = list["data"].as_array().unwrap().iter().map(|c| c["command_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec![medium["command_id"].as_str().unwrap(), id], "newest first");
+    let (_, filtered) = app.get(&format!("/api/assets/{asset}/commands?status=acknowledged_ok"), Some(token)).await;
+    assert_eq!(filtered["data"].as_array().unwrap().len(), 1);
+    assert_error(app.get(&format!("/api/assets/{asset}/commands?status=done"), Some(token)).await, 400, "ValidationError");
+    assert_error(app.get(&format!("/api/assets/{asset}/commands?limit=x"), Some(token)).await, 400, "ValidationError");
+    let (_, empty) = app.get(&format!("/api/assets/{other_asset}/commands"), Some(token)).await;
+    assert_eq!(empty["data"], json!([]));
+}
+db_test!(low_risk_commands_are_queued_at_once_and_acks_are_idempotent);
+
+async fn command_requests_are_validated(app: TestApp) {
+    let t = app.signup("cv@example.com", "cv").await;
+    let token = t["token"].as_str().unwrap();
+    let (asset, _) = robot(&app, token, json!({ "display_name": "R", "components": ["arm"] })).await;
+    let body = assert_error(app.post("/api/commands", Some(token), json!({ "params": [1] })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["type is required", "risk_class is required", "target_asset_id is required", "params must be an object"]));
+    let body = assert_error(app.post("/api/commands", Some(token), json!({ "type": "x", "risk_class": "extreme", "target_asset_id": "nope", "ttl_seconds": 0 })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!([
+        "risk_class must be one of: low, medium, high, critical", "target_asset_id must be a UUID",
+        "ttl_seconds must be an integer from 1 to 604800",
+    ]));
+    let body = assert_error(app.post("/api/commands", Some(token), json!({ "type": "x", "risk_class": "low", "target_asset_id": asset, "target_component_id": "leg" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["target_component_id must be one of the asset's components: arm"]));
+    assert_error(app.post("/api/commands", Some(token), json!({ "type": "x", "risk_class": "low", "target_asset_id": asset, "tenant_id": "0190a000-0000-7000-8000-000000000000" })).await, 403, "TenantMismatch");
+}
+db_test!(command_requests_are_validated);
+
+/// A second person in the owner's tenant, logged in; returns (token, persona_id).
+async fn member(app: &TestApp, owner: &str, tenant_id: &Value, email: &str) -> (String, String) {
+    let (s, reg) = app.post("/api/auth/register", None, json!({ "email": email, "password": "member password", "display_name": "M" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{reg}");
+    let (s, m) = app.post("/api/memberships", Some(owner), json!({ "person_id": reg["data"]["person_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{m}");
+    let (_, login) = app.post("/api/auth/login", None, json!({ "email": email, "password": "member password", "tenant_id": tenant_id })).await;
+    (login["data"]["token"].as_str().unwrap().to_string(), m["data"]["persona_id"].as_str().unwrap().to_string())
+}
+
+async fn high_and_critical_commands_wait_for_a_human_with_the_approve_grant(app: TestApp) {
+    let t = app.signup("hi@example.com", "hi").await;
+    let owner = t["token"].as_str().unwrap();
+    let (asset, cred) = robot(&app, owner, json!({ "display_name": "R" })).await;
+    let high = command(&app, owner, json!({ "type": "cut", "risk_class": "high", "target_asset_id": asset })).await;
+    assert_eq!(high["status"], "awaiting_approval");
+    assert_eq!(high["seq"], Value::Null);
+    let id = high["command_id"].as_str().unwrap();
+    let decide = format!("/api/commands/{id}/decision");
+    // Not deliverable, not ackable, until approved.
+    assert!(hub::groups::platform::command::pending(app.state(), &asset, 0, 10).await.unwrap().is_empty());
+    assert_error(app.post(&format!("/api/commands/{id}/ack"), Some(&cred), json!({ "ok": true })).await, 409, "Conflict");
+
+    // A key with every scope is not a person.
+    let (_, key) = app.key(owner, "hi", json!(["*"])).await;
+    let body = assert_error(app.post(&decide, key["api_key"].as_str(), json!({ "approved": true })).await, 403, "Forbidden");
+    assert!(body["details"][0].as_str().unwrap().contains("human"), "{body}");
+    // A person whose roles lack command.command.approve is refused...
+    let (member_token, member_persona) = member(&app, owner, &t["tenant_id"], "m@example.com").await;
+    let (_, tpl) = app.post("/api/role-templates", Some(owner), json!({ "name": "operator", "permissions": { "command.command.write": true, "command.command.read": true } })).await;
+    let (s, _) = app.post("/api/role-assignments", Some(owner), json!({ "persona_id": member_persona, "role_template_id": tpl["data"]["role_template_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_error(app.post(&decide, Some(&member_token), json!({ "approved": true })).await, 403, "Forbidden");
+    // ...until a role grants it.
+    let (_, approver) = app.post("/api/role-templates", Some(owner), json!({ "name": "approver", "permissions": { "command.command.*": true } })).await;
+    app.post("/api/role-assignments", Some(owner), json!({ "persona_id": member_persona, "role_template_id": approver["data"]["role_template_id"] })).await;
+    let body = assert_error(app.post(&decide, Some(&member_token), json!({ "approved": "yes" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["approved must be a boolean"]));
+    let (s, d) = app.post(&decide, Some(&member_token), json!({ "approved": true, "reason": "checked the site" })).await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    assert_eq!(d["data"]["status"], "queued");
+    assert_eq!(d["data"]["seq"], 1);
+    assert_eq!(d["data"]["decision"]["approved"], true);
+    assert_eq!(d["data"]["decision"]["reason"], "checked the site");
+    assert_eq!(d["data"]["decision"]["decided_by"], member_persona);
+    assert_eq!(hub::groups::platform::command::pending(app.state(), &asset, 0, 10).await.unwrap()[0].command_id, id);
+    assert_error(app.post(&decide, Some(owner), json!({ "approved": false })).await, 409, "Conflict");
+
+    // A rejected critical command never reaches the robot.
+    let critical = command(&app, owner, json!({ "type": "self-destruct", "risk_class": "critical", "target_asset_id": asset })).await;
+    let cid = critical["command_id"].as_str().unwrap();
+    let (s, r) = app.post(&format!("/api/commands/{cid}/decision"), Some(owner), json!({ "approved": false, "reason": "no" })).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["data"]["status"], "rejected");
+    let pending: Vec<String> = hub::groups::platform::command::pending(app.state(), &asset, 0, 10).await.unwrap().into_iter().map(|c| c.command_id).collect();
+    assert_eq!(pending, vec![id.to_string()]);
+    assert_error(app.post(&format!("/api/commands/{cid}/ack"), Some(&cred), json!({ "ok": true })).await, 409, "Conflict");
+    // Low risk needs no decision.
+    let low = command(&app, owner, json!({ "type": "beep", "risk_class": "low", "target_asset_id": asset })).await;
+    let body = assert_error(app.post(&format!("/api/commands/{}/decision", low["command_id"].as_str().unwrap()), Some(owner), json!({ "approved": true })).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["a low-risk command needs no decision"]));
+}
+db_test!(high_and_critical_commands_wait_for_a_human_with_the_approve_grant);
+
+async fn an_expired_command_is_never_delivered(app: TestApp) {
+    let t = app.signup("ttl@example.com", "ttl").await;
+    let token = t["token"].as_str().unwrap();
+    let (asset, cred) = robot(&app, token, json!({ "display_name": "R" })).await;
+    let queued = command(&app, token, json!({ "type": "x", "risk_class": "low", "target_asset_id": asset, "ttl_seconds": 1 })).await;
+    let waiting = command(&app, token, json!({ "type": "y", "risk_class": "high", "target_asset_id": asset, "ttl_seconds": 1 })).await;
+    assert_eq!(hub::groups::platform::command::pending(app.state(), &asset, 0, 10).await.unwrap().len(), 1);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(hub::groups::platform::command::pending(app.state(), &asset, 0, 10).await.unwrap().is_empty());
+    for c in [&queued, &waiting] {
+        let (_, seen) = app.get(&format!("/api/commands/{}", c["command_id"].as_str().unwrap()), Some(token)).await;
+        assert_eq!(seen["data"]["status"], "expired");
+    }
+    let body = assert_error(app.post(&format!("/api/commands/{}/decision", waiting["command_id"].as_str().unwrap()), Some(token), json!({ "approved": true })).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the command expired before a decision"]));
+    // The sweeper writes the state down within a couple of seconds.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_error(app.post(&format!("/api/commands/{}/ack", queued["command_id"].as_str().unwrap()), Some(&cred), json!({ "ok": true })).await, 409, "Conflict");
+    let (_, listed) = app.get(&format!("/api/assets/{asset}/commands?status=expired"), Some(token)).await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 2);
+}
+db_test!(an_expired_command_is_never_delivered);
+
+/// Reads SSE events (`id`, `data` JSON) until `n` arrived.
+async fn sse_events(res: &mut reqwest::Response, n: usize) -> Vec<(i64, Value)> {
+    let mut buf = String::new();
+    let mut out = Vec::new();
+    while out.len() < n {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), res.chunk()).await.expect("an SSE event in time").unwrap().expect("stream open");
+        buf.push_str(std::str::from_utf8(&chunk).unwrap());
+        while let Some(end) = buf.find("\n\n") {
+            let event: String = buf.drain(..end + 2).collect();
+            let mut id = None;
+            let mut data = None;
+            for line in event.lines() {
+                if let Some(v) = line.strip_prefix("id:") {
+                    id = v.trim().parse().ok();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data = serde_json::from_str(v.trim()).ok();
+                }
+            }
+            if let (Some(id), Some(data)) = (id, data) {
+                out.push((id, data));
+            }
+        }
+    }
+    out
+}
+
+async fn the_sse_stream_requires_the_assets_credential_and_resumes_after_last_event_id(mut app: TestApp) {
+    let t = app.signup("sse@example.com", "sse").await;
+    let token = t["token"].as_str().unwrap();
+    let (asset, cred) = robot(&app, token, json!({ "display_name": "R" })).await;
+    let (_, other_cred) = robot(&app, token, json!({ "display_name": "R2" })).await;
+    let url = format!("{}/api/commands/stream/{asset}", app.base);
+    assert_error(app.get(&format!("/api/commands/stream/{asset}"), None).await, 401, "Unauthorized");
+    assert_error(app.get(&format!("/api/commands/stream/{asset}"), Some("rc_nope")).await, 401, "Unauthorized");
+    assert_error(app.get(&format!("/api/commands/stream/{asset}"), Some(token)).await, 401, "Unauthorized");
+    assert_error(app.get(&format!("/api/commands/stream/{asset}"), Some(&other_cred)).await, 404, "NotFound");
+
+    let first = command(&app, token, json!({ "type": "a", "risk_class": "low", "target_asset_id": asset })).await;
+    let mut res = app.client.get(&url).bearer_auth(&cred).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.headers()["content-type"], "text/event-stream");
+    let got = sse_events(&mut res, 1).await;
+    assert_eq!(got[0].0, 1);
+    assert_eq!(got[0].1["command_id"], first["command_id"]);
+    assert_eq!(got[0].1["type"], "a");
+    // A command created while connected arrives at once.
+    let second = command(&app, token, json!({ "type": "b", "risk_class": "low", "target_asset_id": asset, "params": { "k": "v" } })).await;
+    let got = sse_events(&mut res, 1).await;
+    assert_eq!((got[0].0, &got[0].1["command_id"], &got[0].1["params"]), (2, &second["command_id"], &json!({ "k": "v" })));
+    drop(res);
+    // The stream marks what it sent as delivered just after sending it.
+    let start = std::time::Instant::now();
+    loop {
+        let (_, seen) = app.get(&format!("/api/commands/{}", second["command_id"].as_str().unwrap()), Some(token)).await;
+        if seen["data"]["status"] == "delivered" {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(2), "{seen}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Resuming after event 1 starts at 2; without Last-Event-ID every
+    // unacknowledged command comes again.
+    let mut res = app.client.get(&url).bearer_auth(&cred).header("Last-Event-ID", "1").send().await.unwrap();
+    assert_eq!(sse_events(&mut res, 1).await[0].0, 2);
+    drop(res);
+    app.post(&format!("/api/commands/{}/ack", first["command_id"].as_str().unwrap()), Some(&cred), json!({ "ok": true })).await;
+    let mut res = app.client.get(&url).bearer_auth(&cred).send().await.unwrap();
+    let got = sse_events(&mut res, 1).await;
+    assert_eq!(got[0].1["command_id"], second["command_id"], "the acknowledged command is not sent again");
+    drop(res);
+    let bad = app.client.get(&url).bearer_auth(&cred).header("Last-Event-ID", "x").send().await.unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+
+    // An open stream does not hold up a graceful stop.
+    let mut res = app.client.get(&url).bearer_auth(&cred).send().await.unwrap();
+    assert_eq!(sse_events(&mut res, 1).await.len(), 1);
+    let server = app.server.take().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server.stop()).await.expect("stop must not wait for SSE clients").unwrap();
+}
+db_test!(the_sse_stream_requires_the_assets_credential_and_resumes_after_last_event_id);

@@ -1,0 +1,232 @@
+//! The robot command benchmark: latency from `POST /api/commands` to the
+//! handler starting (p50, p99) with many agents connected over QUIC, and
+//! the hub's resident memory with many idle agents connected.
+//!
+//! The hub runs as its own process (the `hub` binary beside this one, so a
+//! release build measures a release hub); the agents are simulated in this
+//! process with the edge agent's own QUIC client, and their "handler start"
+//! is the moment the command frame arrives, before any handler process
+//! would be spawned. Everything stays on loopback.
+
+use std::{
+    collections::HashMap,
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+use clap::Parser;
+use edge_agent::client;
+use protocol::command::{Ack, AgentFrame, HubFrame};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use edge_agent::protocol;
+
+#[derive(Parser)]
+#[command(about = "Robot command path benchmark")]
+struct Args {
+    /// Agents connected while latency is measured.
+    #[arg(long, default_value_t = 1000)]
+    agents: usize,
+    /// Agents connected (all idle) when the hub's memory is read.
+    #[arg(long, default_value_t = 10_000)]
+    idle_agents: usize,
+    /// Commands timed.
+    #[arg(long, default_value_t = 2000)]
+    samples: usize,
+    /// Database of the hub (default: a fresh SQLite file).
+    #[arg(long)]
+    database_url: Option<String>,
+    /// The hub binary (default: `hub` beside this program).
+    #[arg(long)]
+    hub: Option<PathBuf>,
+}
+
+type Waiters = Arc<Mutex<HashMap<String, oneshot::Sender<Instant>>>>;
+
+fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS")?;
+    Ok(line.split_whitespace().nth(1).context("VmRSS value")?.parse()?)
+}
+
+struct HubProcess(Child);
+
+impl Drop for HubProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn post(client: &reqwest::Client, base: &str, path: &str, token: &str, body: Value) -> anyhow::Result<Value> {
+    let res = client.post(format!("{base}{path}")).bearer_auth(token).json(&body).send().await?;
+    let status = res.status();
+    let v: Value = res.json().await?;
+    anyhow::ensure!(status.is_success(), "{path}: {status} {v}");
+    Ok(v)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    anyhow::ensure!(args.idle_agents >= args.agents, "--idle-agents must be at least --agents");
+    let dir = tempfile::tempdir()?;
+    let hub_bin = match args.hub {
+        Some(p) => p,
+        None => std::env::current_exe()?.parent().context("exe dir")?.join("hub"),
+    };
+    let http_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let quic_port = std::net::UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port();
+    let log = std::fs::File::create(dir.path().join("hub.log"))?;
+    let mut cmd = Command::new(&hub_bin);
+    cmd.arg("serve")
+        .env("HUB_LISTEN", format!("127.0.0.1:{http_port}"))
+        .env("HUB_QUIC_LISTEN", format!("127.0.0.1:{quic_port}"))
+        .env("HUB_DATA_DIR", dir.path())
+        .env("HUB_DEV", "1")
+        .env("HUB_LOG", "warn")
+        .stdout(Stdio::from(log.try_clone()?))
+        .stderr(Stdio::from(log));
+    match &args.database_url {
+        Some(u) => cmd.env("DATABASE_URL", u),
+        None => cmd.env_remove("DATABASE_URL"),
+    };
+    let hub = HubProcess(cmd.spawn().with_context(|| format!("starting {}", hub_bin.display()))?);
+    let pid = hub.0.id();
+    let base = format!("http://127.0.0.1:{http_port}");
+    let http = reqwest::Client::new();
+    let start = Instant::now();
+    while !http.get(format!("{base}/health")).send().await.is_ok_and(|r| r.status() == 200) {
+        anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "the hub did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rss_start = rss_kib(pid)?;
+
+    let signup = http
+        .post(format!("{base}/api/auth/signup-tenant"))
+        .json(&json!({ "email": "bench@example.com", "password": "correct horse battery", "org_name": "Bench", "app_id": "bench", "display_name": "B", "region": "local" }))
+        .send()
+        .await?
+        .json::<Value>()
+        .await?;
+    let token = signup["data"]["token"].as_str().context("signup token")?.to_string();
+
+    // Assets and credentials, created over HTTP a few at a time.
+    eprintln!("creating {} assets and credentials...", args.idle_agents);
+    let mut robots: Vec<(String, String)> = Vec::with_capacity(args.idle_agents);
+    let mut pending = tokio::task::JoinSet::new();
+    for i in 0..args.idle_agents {
+        let (http, base, token) = (http.clone(), base.clone(), token.clone());
+        pending.spawn(async move {
+            let a = post(&http, &base, "/api/assets", &token, json!({ "display_name": format!("bot-{i}") })).await?;
+            let id = a["data"]["asset_id"].as_str().context("asset id")?.to_string();
+            let c = post(&http, &base, &format!("/api/assets/{id}/credentials"), &token, json!({})).await?;
+            anyhow::Ok((id, c["data"]["credential"].as_str().context("credential")?.to_string()))
+        });
+        if pending.len() >= 16 {
+            robots.push(pending.join_next().await.context("task")???);
+        }
+    }
+    while let Some(r) = pending.join_next().await {
+        robots.push(r??);
+    }
+
+    // Several client endpoints (UDP sockets) share the simulated fleet.
+    let cert = dir.path().join("quic-cert.pem");
+    let endpoints: Vec<quinn::Endpoint> = (0..8).map(|_| client::endpoint(&cert)).collect::<anyhow::Result<_>>()?;
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{quic_port}").parse()?;
+    let waiters: Waiters = Arc::default();
+
+    // A bounded number of handshakes in flight: a burst of thousands
+    // overflows the loopback socket buffers and measures retransmission
+    // timers instead of the hub.
+    let gate = Arc::new(tokio::sync::Semaphore::new(64));
+    let connect = |from: usize, to: usize| {
+        let mut set = tokio::task::JoinSet::new();
+        for (i, (asset, cred)) in robots[from..to].iter().enumerate() {
+            let ep = endpoints[(from + i) % endpoints.len()].clone();
+            let (asset, cred, gate) = (asset.clone(), cred.clone(), gate.clone());
+            set.spawn(async move {
+                let _permit = gate.acquire_owned().await.expect("semaphore open");
+                client::open(&ep, addr, "localhost", &asset, &cred).await.map(|s| (asset, s))
+            });
+        }
+        set
+    };
+
+    eprintln!("connecting {} agents...", args.agents);
+    let mut live = Vec::new();
+    let mut set = connect(0, args.agents);
+    while let Some(r) = set.join_next().await {
+        let (asset, s) = r?.map_err(|e| anyhow::anyhow!("{e}"))?;
+        live.push(s.connection.clone());
+        let waiters = waiters.clone();
+        let (mut sender, mut receiver) = (s.sender, s.receiver);
+        tokio::spawn(async move {
+            while let Ok(Some(frame)) = receiver.recv().await {
+                if let HubFrame::Command(c) = frame {
+                    let at = Instant::now();
+                    if let Some(tx) = waiters.lock().unwrap().remove(&asset) {
+                        let _ = tx.send(at);
+                    }
+                    let ack = Ack { command_id: c.command_id, ok: true, code: None, message: None, data: None };
+                    if sender.send(&AgentFrame::Ack(ack)).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+    }
+    let rss_agents = rss_kib(pid)?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    eprintln!("timing {} commands...", args.samples);
+    let mut lat = Vec::with_capacity(args.samples);
+    for i in 0..args.samples {
+        let asset = &robots[i % args.agents].0;
+        let (tx, rx) = oneshot::channel();
+        waiters.lock().unwrap().insert(asset.clone(), tx);
+        let t0 = Instant::now();
+        post(&http, &base, "/api/commands", &token, json!({ "type": "bench", "risk_class": "low", "target_asset_id": asset })).await?;
+        let at = tokio::time::timeout(Duration::from_secs(10), rx).await.context("a command never reached its agent")??;
+        lat.push(at.saturating_duration_since(t0));
+    }
+    lat.sort();
+
+    eprintln!("connecting {} more idle agents...", args.idle_agents - args.agents);
+    let mut set = connect(args.agents, args.idle_agents);
+    let mut idle = Vec::new();
+    while let Some(r) = set.join_next().await {
+        let (_, s) = r?.map_err(|e| anyhow::anyhow!("{e}"))?;
+        idle.push(s);
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let rss_idle = rss_kib(pid)?;
+    let total = live.len() + idle.len();
+
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!("robot command benchmark (loopback, hub pid {pid}, {})", if args.database_url.is_some() { "PostgreSQL" } else { "SQLite" });
+    println!("  latency POST /api/commands -> handler start, {} samples, {} agents connected:", lat.len(), args.agents);
+    println!("    p50 {:.3} ms   p99 {:.3} ms   max {:.3} ms", ms(percentile(&lat, 0.50)), ms(percentile(&lat, 0.99)), ms(*lat.last().unwrap()));
+    println!("  hub resident memory: {:.1} MiB at start, {:.1} MiB with {} agents, {:.1} MiB with {} idle agents connected",
+        rss_start as f64 / 1024.0, rss_agents as f64 / 1024.0, args.agents, rss_idle as f64 / 1024.0, total);
+    println!("{}", json!({
+        "p50_ms": ms(percentile(&lat, 0.50)), "p99_ms": ms(percentile(&lat, 0.99)), "agents": args.agents,
+        "idle_agents": total, "rss_mib_idle": rss_idle as f64 / 1024.0,
+    }));
+    for c in live {
+        c.close(0u32.into(), b"done");
+    }
+    drop(idle);
+    drop(hub);
+    Ok(())
+}
