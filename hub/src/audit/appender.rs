@@ -14,7 +14,7 @@ use super::{
     registry::{self, EventType},
 };
 use crate::{
-    db::{Db, Tx},
+    db::{Backend, Db, Tx},
     error::{ApiError, ApiResult},
 };
 
@@ -23,6 +23,31 @@ const MAX_BATCH: usize = 4096;
 /// Rows per INSERT statement (14 parameters each keeps well under the
 /// parameter limits of both backends).
 const ROWS_PER_INSERT: usize = 256;
+
+/// `(p1, ..., pn)` for a row whose parameters follow the first `before`.
+///
+/// The one dialect difference of this module: PostgreSQL needs numbered
+/// `$N`, while SQLite resolves each numbered parameter by a linear search
+/// of the statement's names (quadratic in a multi-row insert with thousands
+/// of parameters), so SQLite gets anonymous `?`, bound in order.
+fn row_placeholders(backend: Backend, before: usize, n: usize) -> String {
+    let mut out = String::with_capacity(n * 5 + 2);
+    out.push('(');
+    for c in 1..=n {
+        if c > 1 {
+            out.push(',');
+        }
+        match backend {
+            Backend::Sqlite => out.push('?'),
+            Backend::Postgres => {
+                out.push('$');
+                out.push_str(&(before + c).to_string());
+            }
+        }
+    }
+    out.push(')');
+    out
+}
 
 /// An event owned by its job.
 #[derive(Clone, Debug)]
@@ -124,7 +149,7 @@ async fn commit_batch(db: &Db, jobs: Vec<Job>) {
     if accepted.is_empty() {
         return;
     }
-    match write(&mut tx, &accepted).await {
+    match write(&mut tx, db.backend, &accepted).await {
         Ok(answers) => match tx.commit().await {
             Ok(()) => {
                 for ((_, reply), answer) in accepted.into_iter().zip(answers) {
@@ -143,7 +168,7 @@ async fn commit_batch(db: &Db, jobs: Vec<Job>) {
 /// Writes the accepted entries: per chain (in a fixed order, so writers on
 /// several replicas lock heads without deadlocking), one head advance, the
 /// entries chained in arrival order, one head-hash update.
-async fn write(tx: &mut Tx, accepted: &[(Prepared, oneshot::Sender<ApiResult<Appended>>)]) -> ApiResult<Vec<Appended>> {
+async fn write(tx: &mut Tx, backend: Backend, accepted: &[(Prepared, oneshot::Sender<ApiResult<Appended>>)]) -> ApiResult<Vec<Appended>> {
     let mut chains: BTreeMap<(&str, i64), Vec<usize>> = BTreeMap::new();
     for (i, (p, _)) in accepted.iter().enumerate() {
         chains.entry((p.tenant_id.as_str(), p.pool_index)).or_default().push(i);
@@ -165,19 +190,10 @@ async fn write(tx: &mut Tx, accepted: &[(Prepared, oneshot::Sender<ApiResult<App
     for chunk in rows.chunks(ROWS_PER_INSERT) {
         let mut sql = String::from(chain::INSERT_COLUMNS);
         for n in 0..chunk.len() {
-            let b = n * 14;
             if n > 0 {
                 sql.push(',');
             }
-            sql.push('(');
-            for c in 1..=14 {
-                if c > 1 {
-                    sql.push(',');
-                }
-                sql.push('$');
-                sql.push_str(&(b + c).to_string());
-            }
-            sql.push(')');
+            sql.push_str(&row_placeholders(backend, n * 14, 14));
         }
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for (i, seq, prev, hash) in chunk {
