@@ -183,7 +183,7 @@ async fn verify_run(state: &AppState, tenant: &str, n: u64) {
     let rss_before = proc_status_kb("VmRSS:");
     reset_peak_rss();
     let started = Instant::now();
-    let verdict = hub::audit::verify(&state.db.read, tenant, POOL).await.expect("verify");
+    let verdict = hub::audit::verify(&state.db, tenant, POOL).await.expect("verify");
     let secs = started.elapsed().as_secs_f64();
     assert!(verdict.ok && verdict.entries_checked == n as i64, "{verdict:?}");
     println!(
