@@ -45,7 +45,8 @@ CREATE TABLE audit_entry (
 );
 CREATE INDEX audit_entry_occurred ON audit_entry (occurred_at);
 CREATE INDEX audit_entry_tenant_occurred ON audit_entry (tenant_id, occurred_at);
-CREATE INDEX audit_entry_retention ON audit_entry (retention_class, occurred_at);
+-- Only unshredded rows: the sweeper never rescans what it has shredded.
+CREATE INDEX audit_entry_retention ON audit_entry (retention_class, occurred_at) WHERE payload IS NOT NULL;
 
 CREATE TABLE agent_definition (
     agent_id            TEXT PRIMARY KEY,

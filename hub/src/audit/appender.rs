@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
+use sqlx::Row;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
@@ -14,7 +15,7 @@ use super::{
     registry::{self, EventType},
 };
 use crate::{
-    db::{Db, Tx},
+    db::{Backend, Db, Tx},
     error::{ApiError, ApiResult},
 };
 
@@ -23,6 +24,87 @@ const MAX_BATCH: usize = 4096;
 /// Rows per INSERT statement (14 parameters each keeps well under the
 /// parameter limits of both backends).
 const ROWS_PER_INSERT: usize = 256;
+
+/// Chain heads per upsert statement (5 parameters each).
+const CHAINS_PER_STATEMENT: usize = 1000;
+
+fn to_hash(bytes: &[u8]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(bytes);
+    out
+}
+
+/// Advances the heads of several chains by their entry counts in one
+/// statement (creating missing heads), locking them in the given (sorted)
+/// order on PostgreSQL; returns each chain's new last seq and the hash it
+/// had before.
+async fn advance_heads(tx: &mut Tx, backend: Backend, group: &[((&str, i64), Vec<usize>)]) -> ApiResult<HashMap<(String, i64), (i64, Vec<u8>)>> {
+    let now = crate::db::now();
+    let mut sql = String::from("INSERT INTO audit_chain_head (tenant_id, pool_index, seq, head_hash, updated_at) VALUES ");
+    for n in 0..group.len() {
+        if n > 0 {
+            sql.push(',');
+        }
+        sql.push_str(&row_placeholders(backend, n * 5, 5));
+    }
+    sql.push_str(
+        " ON CONFLICT (tenant_id, pool_index) DO UPDATE SET seq = audit_chain_head.seq + excluded.seq, updated_at = excluded.updated_at \
+         RETURNING tenant_id, pool_index, seq, head_hash",
+    );
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for ((tenant_id, pool_index), members) in group {
+        q = q.bind(*tenant_id).bind(*pool_index).bind(members.len() as i64).bind(chain::ZERO_HASH.to_vec()).bind(now.clone());
+    }
+    let mut out = HashMap::with_capacity(group.len());
+    for r in q.fetch_all(&mut **tx).await? {
+        out.insert((r.try_get::<String, _>(0)?, r.try_get::<i64, _>(1)?), (r.try_get::<i64, _>(2)?, r.try_get::<Vec<u8>, _>(3)?));
+    }
+    Ok(out)
+}
+
+/// Stores the new head hashes of several chains in one statement.
+async fn set_heads(tx: &mut Tx, backend: Backend, group: &[(&str, i64, i64, [u8; 32])]) -> ApiResult<()> {
+    let now = crate::db::now();
+    let mut sql = String::from("INSERT INTO audit_chain_head (tenant_id, pool_index, seq, head_hash, updated_at) VALUES ");
+    for n in 0..group.len() {
+        if n > 0 {
+            sql.push(',');
+        }
+        sql.push_str(&row_placeholders(backend, n * 5, 5));
+    }
+    sql.push_str(" ON CONFLICT (tenant_id, pool_index) DO UPDATE SET head_hash = excluded.head_hash");
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for (tenant_id, pool_index, seq, hash) in group {
+        q = q.bind(*tenant_id).bind(*pool_index).bind(*seq).bind(hash.to_vec()).bind(now.clone());
+    }
+    q.execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// `(p1, ..., pn)` for a row whose parameters follow the first `before`.
+///
+/// The one dialect difference of this module: PostgreSQL needs numbered
+/// `$N`, while SQLite resolves each numbered parameter by a linear search
+/// of the statement's names (quadratic in a multi-row insert with thousands
+/// of parameters), so SQLite gets anonymous `?`, bound in order.
+fn row_placeholders(backend: Backend, before: usize, n: usize) -> String {
+    let mut out = String::with_capacity(n * 5 + 2);
+    out.push('(');
+    for c in 1..=n {
+        if c > 1 {
+            out.push(',');
+        }
+        match backend {
+            Backend::Sqlite => out.push('?'),
+            Backend::Postgres => {
+                out.push('$');
+                out.push_str(&(before + c).to_string());
+            }
+        }
+    }
+    out.push(')');
+    out
+}
 
 /// An event owned by its job.
 #[derive(Clone, Debug)]
@@ -124,7 +206,7 @@ async fn commit_batch(db: &Db, jobs: Vec<Job>) {
     if accepted.is_empty() {
         return;
     }
-    match write(&mut tx, &accepted).await {
+    match write(&mut tx, db.backend, &accepted).await {
         Ok(answers) => match tx.commit().await {
             Ok(()) => {
                 for ((_, reply), answer) in accepted.into_iter().zip(answers) {
@@ -143,41 +225,43 @@ async fn commit_batch(db: &Db, jobs: Vec<Job>) {
 /// Writes the accepted entries: per chain (in a fixed order, so writers on
 /// several replicas lock heads without deadlocking), one head advance, the
 /// entries chained in arrival order, one head-hash update.
-async fn write(tx: &mut Tx, accepted: &[(Prepared, oneshot::Sender<ApiResult<Appended>>)]) -> ApiResult<Vec<Appended>> {
+async fn write(tx: &mut Tx, backend: Backend, accepted: &[(Prepared, oneshot::Sender<ApiResult<Appended>>)]) -> ApiResult<Vec<Appended>> {
     let mut chains: BTreeMap<(&str, i64), Vec<usize>> = BTreeMap::new();
     for (i, (p, _)) in accepted.iter().enumerate() {
         chains.entry((p.tenant_id.as_str(), p.pool_index)).or_default().push(i);
     }
     let mut answers: Vec<Option<Appended>> = vec![None; accepted.len()];
     let mut rows: Vec<(usize, i64, Vec<u8>, [u8; 32])> = Vec::with_capacity(accepted.len());
-    for ((tenant_id, pool_index), members) in &chains {
-        let (last, mut prev) = chain::advance_head(tx, tenant_id, *pool_index, members.len() as i64).await?;
-        let mut seq = last - members.len() as i64 + 1;
-        for &i in members {
-            let (hash, appended) = chain::seal(&accepted[i].0, seq, &prev);
-            answers[i] = Some(appended);
-            rows.push((i, seq, prev, hash));
-            prev = hash.to_vec();
-            seq += 1;
+    let chains: Vec<((&str, i64), Vec<usize>)> = chains.into_iter().collect();
+    let mut heads: Vec<(&str, i64, i64, [u8; 32])> = Vec::with_capacity(chains.len());
+    for group in chains.chunks(CHAINS_PER_STATEMENT) {
+        let advanced = advance_heads(tx, backend, group).await?;
+        for ((tenant_id, pool_index), members) in group {
+            let (last, head) = advanced
+                .get(&(tenant_id.to_string(), *pool_index))
+                .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a chain head was not returned")))?;
+            let mut seq = last - members.len() as i64 + 1;
+            let mut prev = head.clone();
+            for &i in members {
+                let (hash, appended) = chain::seal(&accepted[i].0, seq, &prev);
+                answers[i] = Some(appended);
+                rows.push((i, seq, prev, hash));
+                prev = hash.to_vec();
+                seq += 1;
+            }
+            heads.push((tenant_id, *pool_index, *last, to_hash(&prev)));
         }
-        chain::set_head_hash(tx, tenant_id, *pool_index, &prev).await?;
+    }
+    for group in heads.chunks(CHAINS_PER_STATEMENT) {
+        set_heads(tx, backend, group).await?;
     }
     for chunk in rows.chunks(ROWS_PER_INSERT) {
         let mut sql = String::from(chain::INSERT_COLUMNS);
         for n in 0..chunk.len() {
-            let b = n * 14;
             if n > 0 {
                 sql.push(',');
             }
-            sql.push('(');
-            for c in 1..=14 {
-                if c > 1 {
-                    sql.push(',');
-                }
-                sql.push('$');
-                sql.push_str(&(b + c).to_string());
-            }
-            sql.push(')');
+            sql.push_str(&row_placeholders(backend, n * 14, 14));
         }
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for (i, seq, prev, hash) in chunk {

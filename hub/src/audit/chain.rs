@@ -15,7 +15,7 @@ use sqlx::Row;
 
 use super::registry;
 use crate::{
-    db::{self, Tx},
+    db::{self, Db, Tx},
     error::{ApiError, ApiResult},
 };
 
@@ -314,89 +314,223 @@ pub struct Verdict {
     pub reason: Option<Reason>,
 }
 
+/// One stored entry, borrowed from whichever reader produced it.
+pub struct Stored<'a> {
+    pub entry_id: &'a str,
+    pub seq: i64,
+    pub event_type: &'a str,
+    pub actor_kind: &'a str,
+    pub actor_id: &'a str,
+    pub actor_chain: Option<&'a str>,
+    pub occurred_at: &'a str,
+    pub retention_class: &'a str,
+    pub payload: Option<&'a str>,
+    pub payload_digest: &'a [u8],
+    pub prev_hash: &'a [u8],
+    pub entry_hash: &'a [u8],
+}
+
+/// The verification of one chain, fed its entries in `seq` order. It holds
+/// only the previous hash, so memory stays flat whatever the length.
+pub struct Checker<'t> {
+    tenant_id: &'t str,
+    verdict: Verdict,
+    expected: i64,
+    prev: [u8; 32],
+}
+
+impl<'t> Checker<'t> {
+    pub fn new(tenant_id: &'t str, pool_index: i64) -> Self {
+        Checker {
+            tenant_id,
+            verdict: Verdict { pool_index, ok: true, entries_checked: 0, failed_seq: None, reason: None },
+            expected: 1,
+            prev: ZERO_HASH,
+        }
+    }
+
+    /// Checks the next entry; `false` once the chain has failed.
+    pub fn next(&mut self, e: &Stored<'_>) -> bool {
+        let failure = if e.seq != self.expected {
+            Some((self.expected, Reason::Gap))
+        } else if *e.prev_hash != self.prev[..] {
+            Some((e.seq, Reason::WrongPrev))
+        } else if e.payload.is_some_and(|p| payload_digest(p)[..] != *e.payload_digest) {
+            Some((e.seq, Reason::WrongHash))
+        } else {
+            let computed = entry_hash(&self.prev, &Fields {
+                entry_id: e.entry_id,
+                tenant_id: self.tenant_id,
+                pool_index: self.verdict.pool_index,
+                seq: e.seq,
+                event_type: e.event_type,
+                actor_kind: e.actor_kind,
+                actor_id: e.actor_id,
+                actor_chain: e.actor_chain,
+                occurred_at: e.occurred_at,
+                retention_class: e.retention_class,
+                payload_digest: e.payload_digest,
+            });
+            (computed[..] != *e.entry_hash).then_some((e.seq, Reason::WrongHash))
+        };
+        match failure {
+            Some((seq, reason)) => {
+                self.fail(seq, reason);
+                false
+            }
+            None => {
+                self.verdict.entries_checked += 1;
+                self.prev = to_array(e.entry_hash);
+                self.expected += 1;
+                true
+            }
+        }
+    }
+
+    fn fail(&mut self, seq: i64, reason: Reason) {
+        self.verdict.ok = false;
+        self.verdict.failed_seq = Some(seq);
+        self.verdict.reason = Some(reason);
+    }
+
+    /// The verdict, after checking the end of the chain against its head
+    /// (a deleted last entry is a gap; a rewritten one a wrong hash).
+    pub fn finish(mut self, head: Option<(i64, &[u8])>) -> Verdict {
+        if self.verdict.ok
+            && let Some((head_seq, head_hash)) = head
+        {
+            let last = self.expected - 1;
+            if last < head_seq {
+                self.fail(self.expected, Reason::Gap);
+            } else if last > 0 && self.prev[..] != *head_hash {
+                self.fail(last, Reason::WrongHash);
+            }
+        }
+        self.verdict
+    }
+}
+
+/// A stored entry hash (already checked equal to a computed one, so 32 bytes).
+fn to_array(stored: &[u8]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(stored);
+    out
+}
+
+const VERIFY_SELECT: &str = "SELECT entry_id, seq, event_type, actor_kind, actor_id, actor_chain, occurred_at, retention_class, payload, \
+     payload_digest, prev_hash, entry_hash FROM audit_entry WHERE tenant_id = $1 AND pool_index = $2 AND seq <= $3 ORDER BY seq";
+
 /// Verifies the chain `(tenant_id, pool_index)` against its head, reading
 /// the entries as a stream in `seq` order: memory stays flat whatever the
 /// chain's length. Entries appended after the head was read are left for
 /// the next verification.
-pub async fn verify(pool: &sqlx::AnyPool, tenant_id: &str, pool_index: i64) -> ApiResult<Verdict> {
+pub async fn verify(db: &Db, tenant_id: &str, pool_index: i64) -> ApiResult<Verdict> {
     let head = sqlx::query("SELECT seq, head_hash FROM audit_chain_head WHERE tenant_id = $1 AND pool_index = $2")
         .bind(tenant_id)
         .bind(pool_index)
-        .fetch_optional(pool)
+        .fetch_optional(&db.read)
         .await?;
-    let (head_seq, head_hash) = match &head {
-        Some(r) => (r.try_get::<i64, _>("seq")?, r.try_get::<Vec<u8>, _>("head_hash")?),
-        None => (i64::MAX, Vec::new()),
+    let head = match &head {
+        Some(r) => Some((r.try_get::<i64, _>("seq")?, r.try_get::<Vec<u8>, _>("head_hash")?)),
+        None => None,
     };
-    let mut verdict = Verdict { pool_index, ok: true, entries_checked: 0, failed_seq: None, reason: None };
-    let fail = |mut v: Verdict, seq: i64, reason: Reason| {
-        v.ok = false;
-        v.failed_seq = Some(seq);
-        v.reason = Some(reason);
-        Ok(v)
-    };
-    let mut rows = sqlx::query(
-        "SELECT entry_id, seq, event_type, actor_kind, actor_id, actor_chain, occurred_at, retention_class, payload, \
-         payload_digest, prev_hash, entry_hash FROM audit_entry WHERE tenant_id = $1 AND pool_index = $2 AND seq <= $3 ORDER BY seq",
-    )
-    .bind(tenant_id)
-    .bind(pool_index)
-    .bind(head_seq)
-    .fetch(pool);
-    let mut expected = 1i64;
-    let mut prev: Vec<u8> = ZERO_HASH.to_vec();
-    while let Some(row) = rows.try_next().await? {
-        let seq: i64 = row.try_get(1)?;
-        if seq != expected {
-            return fail(verdict, expected, Reason::Gap);
+    match sqlite_file(db) {
+        Some(path) => {
+            let tenant = tenant_id.to_string();
+            tokio::task::spawn_blocking(move || verify_sqlite_file(&path, &tenant, pool_index, head))
+                .await
+                .map_err(|e| ApiError::Internal(anyhow::anyhow!("verification task: {e}")))?
         }
-        let prev_hash: Vec<u8> = row.try_get(10)?;
-        if prev_hash != prev {
-            return fail(verdict, seq, Reason::WrongPrev);
-        }
-        let digest: Vec<u8> = row.try_get(9)?;
-        let payload: Option<String> = row.try_get(8)?;
-        if payload.is_some_and(|p: String| payload_digest(&p)[..] != digest[..]) {
-            return fail(verdict, seq, Reason::WrongHash);
-        }
-        let entry_id: String = row.try_get(0)?;
-        let event_type: String = row.try_get(2)?;
-        let actor_kind: String = row.try_get(3)?;
-        let actor_id: String = row.try_get(4)?;
-        let actor_chain: Option<String> = row.try_get(5)?;
-        let occurred_at: String = row.try_get(6)?;
-        let retention_class: String = row.try_get(7)?;
-        let stored: Vec<u8> = row.try_get(11)?;
-        let computed = entry_hash(&prev, &Fields {
-            entry_id: &entry_id,
-            tenant_id,
-            pool_index,
-            seq,
-            event_type: &event_type,
-            actor_kind: &actor_kind,
-            actor_id: &actor_id,
+        None => verify_stream(&db.read, tenant_id, pool_index, head).await,
+    }
+}
+
+/// The SQLite database file behind `db`, for readers that bypass the pool
+/// (None on PostgreSQL and for in-memory databases).
+fn sqlite_file(db: &Db) -> Option<std::path::PathBuf> {
+    use std::str::FromStr;
+    if db.backend != crate::db::Backend::Sqlite {
+        return None;
+    }
+    let options = sqlx::sqlite::SqliteConnectOptions::from_str(&db.url).ok()?;
+    let file = options.get_filename();
+    (!file.as_os_str().is_empty() && file != std::path::Path::new(":memory:")).then(|| file.to_path_buf())
+}
+
+/// Any backend: the entries as an sqlx stream (`fetch`, never `fetch_all`).
+async fn verify_stream(pool: &sqlx::AnyPool, tenant_id: &str, pool_index: i64, head: Option<(i64, Vec<u8>)>) -> ApiResult<Verdict> {
+    let mut checker = Checker::new(tenant_id, pool_index);
+    let mut rows = sqlx::query(VERIFY_SELECT)
+        .bind(tenant_id)
+        .bind(pool_index)
+        .bind(head.as_ref().map_or(i64::MAX, |h| h.0))
+        .fetch(pool);
+    while let Some(r) = rows.try_next().await? {
+        let (payload, actor_chain): (Option<String>, Option<String>) = (r.try_get(8)?, r.try_get(5)?);
+        let (digest, prev, hash): (Vec<u8>, Vec<u8>, Vec<u8>) = (r.try_get(9)?, r.try_get(10)?, r.try_get(11)?);
+        let stored = Stored {
+            entry_id: &r.try_get::<String, _>(0)?,
+            seq: r.try_get(1)?,
+            event_type: &r.try_get::<String, _>(2)?,
+            actor_kind: &r.try_get::<String, _>(3)?,
+            actor_id: &r.try_get::<String, _>(4)?,
             actor_chain: actor_chain.as_deref(),
-            occurred_at: &occurred_at,
-            retention_class: &retention_class,
+            occurred_at: &r.try_get::<String, _>(6)?,
+            retention_class: &r.try_get::<String, _>(7)?,
+            payload: payload.as_deref(),
             payload_digest: &digest,
-        });
-        if stored[..] != computed[..] {
-            return fail(verdict, seq, Reason::WrongHash);
-        }
-        verdict.entries_checked += 1;
-        prev = stored;
-        expected += 1;
-    }
-    if head.is_some() {
-        let last = expected - 1;
-        if last < head_seq {
-            return fail(verdict, expected, Reason::Gap);
-        }
-        if last > 0 && prev != head_hash {
-            return fail(verdict, last, Reason::WrongHash);
+            prev_hash: &prev,
+            entry_hash: &hash,
+        };
+        if !checker.next(&stored) {
+            break;
         }
     }
-    Ok(verdict)
+    Ok(checker.finish(head.as_ref().map(|(s, h)| (*s, h.as_slice()))))
+}
+
+/// A nullable TEXT column, borrowed.
+fn text(v: rusqlite::types::ValueRef<'_>) -> rusqlite::Result<Option<&str>> {
+    match v {
+        rusqlite::types::ValueRef::Null => Ok(None),
+        other => other.as_str().map(Some).map_err(Into::into),
+    }
+}
+
+/// SQLite: the same stream read with rusqlite on a blocking thread, over a
+/// read-only connection of its own. Rows are borrowed in place, with no
+/// per-row allocation or hand-off between threads, which is what lets a
+/// verification keep pace with SHA-256 rather than with the driver.
+fn verify_sqlite_file(path: &std::path::Path, tenant_id: &str, pool_index: i64, head: Option<(i64, Vec<u8>)>) -> ApiResult<Verdict> {
+    use rusqlite::OpenFlags;
+    let fault = |e: rusqlite::Error| ApiError::Internal(anyhow::anyhow!("verifying from SQLite: {e}"));
+    let conn = rusqlite::Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX).map_err(fault)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(fault)?;
+    let mut stmt = conn.prepare(VERIFY_SELECT).map_err(fault)?;
+    let mut rows = stmt.query((tenant_id, pool_index, head.as_ref().map_or(i64::MAX, |h| h.0))).map_err(fault)?;
+    let mut checker = Checker::new(tenant_id, pool_index);
+    while let Some(r) = rows.next().map_err(fault)? {
+        let t = |i: usize| -> rusqlite::Result<&str> { Ok(text(r.get_ref(i)?)?.unwrap_or_default()) };
+        let b = |i: usize| -> rusqlite::Result<&[u8]> { r.get_ref(i)?.as_blob().map_err(Into::into) };
+        let stored = Stored {
+            entry_id: t(0).map_err(fault)?,
+            seq: r.get(1).map_err(fault)?,
+            event_type: t(2).map_err(fault)?,
+            actor_kind: t(3).map_err(fault)?,
+            actor_id: t(4).map_err(fault)?,
+            actor_chain: text(r.get_ref(5).map_err(fault)?).map_err(fault)?,
+            occurred_at: t(6).map_err(fault)?,
+            retention_class: t(7).map_err(fault)?,
+            payload: text(r.get_ref(8).map_err(fault)?).map_err(fault)?,
+            payload_digest: b(9).map_err(fault)?,
+            prev_hash: b(10).map_err(fault)?,
+            entry_hash: b(11).map_err(fault)?,
+        };
+        if !checker.next(&stored) {
+            break;
+        }
+    }
+    Ok(checker.finish(head.as_ref().map(|(s, h)| (*s, h.as_slice()))))
 }
 
 /// Every pool in which a tenant has a chain, in order.

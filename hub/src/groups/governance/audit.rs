@@ -217,7 +217,7 @@ async fn verify(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let mut check = Check::new();
     let pool = pool_index(&mut check, &body);
     check.finish()?;
-    let verdict = crate::audit::verify(&state.db.read, &ctx.tenant_id, pool).await?;
+    let verdict = crate::audit::verify(&state.db, &ctx.tenant_id, pool).await?;
     let mut data = serde_json::to_value(&verdict).expect("verdicts serialise");
     data["tenant_id"] = json!(ctx.tenant_id);
     Ok(ok(data))
