@@ -21,6 +21,8 @@ async fn spawn_hub(dir: &Path, port: u16, database_url: Option<&str>, log: &str)
     let log_file = std::fs::File::options().append(true).create(true).open(dir.join(log)).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hub"));
     cmd.arg("serve")
+        // Not the default UDP port: other tests run hubs at the same time.
+        .env("HUB_QUIC_LISTEN", "127.0.0.1:0")
         .env("HUB_LISTEN", format!("127.0.0.1:{port}"))
         .env("HUB_DATA_DIR", dir)
         .env("HUB_DEV", "1")

@@ -37,6 +37,8 @@ fn sigterm_drains_in_flight_requests_and_exits_zero_without_logging_secrets() {
         .env("HUB_DATA_DIR", dir.path())
         .env("HUB_DEV", "1")
         .env("HUB_LOG", "debug")
+        // Not the default UDP port: other tests run hubs at the same time.
+        .env("HUB_QUIC_LISTEN", "127.0.0.1:0")
         .env_remove("DATABASE_URL")
         .env_remove("HUB_MASTER_KEY")
         .env_remove("AUTH_GATE_MODE")
