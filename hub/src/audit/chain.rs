@@ -71,40 +71,53 @@ pub struct Fields<'a> {
 /// Tag of the canonical encoding, so a future encoding cannot collide.
 const ENCODING_TAG: &[u8] = b"hub.audit.entry.v1";
 
-fn put_bytes(ctx: &mut digest::Context, bytes: &[u8]) {
-    ctx.update(&(bytes.len() as u32).to_be_bytes());
-    ctx.update(bytes);
+fn put_bytes(buf: &mut Vec<u8>, bytes: &[u8]) {
+    buf.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+    buf.extend_from_slice(bytes);
 }
 
-/// `SHA-256(prev_hash || encoding)`. The encoding is the tag, then each
-/// field in a fixed order: strings and bytes as a 4-byte big-endian length
-/// and the bytes, integers as 8 bytes big-endian, an absent actor chain as
-/// a zero flag byte (present: a one byte, then the text). Length prefixes
-/// make it unambiguous: no two entries encode to the same bytes.
-pub fn entry_hash(prev_hash: &[u8], f: &Fields<'_>) -> [u8; 32] {
-    let mut ctx = digest::Context::new(&digest::SHA256);
-    ctx.update(prev_hash);
-    put_bytes(&mut ctx, ENCODING_TAG);
-    put_bytes(&mut ctx, f.entry_id.as_bytes());
-    put_bytes(&mut ctx, f.tenant_id.as_bytes());
-    ctx.update(&f.pool_index.to_be_bytes());
-    ctx.update(&f.seq.to_be_bytes());
-    put_bytes(&mut ctx, f.event_type.as_bytes());
-    put_bytes(&mut ctx, f.actor_kind.as_bytes());
-    put_bytes(&mut ctx, f.actor_id.as_bytes());
+/// `prev_hash || encoding` into `buf` (cleared first). The encoding is the
+/// tag, then each field in a fixed order: strings and bytes as a 4-byte
+/// big-endian length and the bytes, integers as 8 bytes big-endian, an
+/// absent actor chain as a zero flag byte (present: a one byte, then the
+/// text). Length prefixes make it unambiguous: no two entries encode to the
+/// same bytes.
+fn encode(buf: &mut Vec<u8>, prev_hash: &[u8], f: &Fields<'_>) {
+    buf.clear();
+    buf.extend_from_slice(prev_hash);
+    put_bytes(buf, ENCODING_TAG);
+    put_bytes(buf, f.entry_id.as_bytes());
+    put_bytes(buf, f.tenant_id.as_bytes());
+    buf.extend_from_slice(&f.pool_index.to_be_bytes());
+    buf.extend_from_slice(&f.seq.to_be_bytes());
+    put_bytes(buf, f.event_type.as_bytes());
+    put_bytes(buf, f.actor_kind.as_bytes());
+    put_bytes(buf, f.actor_id.as_bytes());
     match f.actor_chain {
-        None => ctx.update(&[0]),
+        None => buf.push(0),
         Some(c) => {
-            ctx.update(&[1]);
-            put_bytes(&mut ctx, c.as_bytes());
+            buf.push(1);
+            put_bytes(buf, c.as_bytes());
         }
     }
-    put_bytes(&mut ctx, f.occurred_at.as_bytes());
-    put_bytes(&mut ctx, f.retention_class.as_bytes());
-    put_bytes(&mut ctx, f.payload_digest);
+    put_bytes(buf, f.occurred_at.as_bytes());
+    put_bytes(buf, f.retention_class.as_bytes());
+    put_bytes(buf, f.payload_digest);
+}
+
+/// `SHA-256(prev_hash || encoding)`, encoding into `buf` so a caller
+/// hashing many entries reuses one allocation and makes one digest call
+/// per entry (each call into the crypto library has a fixed cost).
+fn entry_hash_with(buf: &mut Vec<u8>, prev_hash: &[u8], f: &Fields<'_>) -> [u8; 32] {
+    encode(buf, prev_hash, f);
     let mut out = [0u8; 32];
-    out.copy_from_slice(ctx.finish().as_ref());
+    out.copy_from_slice(digest::digest(&digest::SHA256, buf).as_ref());
     out
+}
+
+/// `SHA-256(prev_hash || encoding)` of one entry (see [`encode`]).
+pub fn entry_hash(prev_hash: &[u8], f: &Fields<'_>) -> [u8; 32] {
+    entry_hash_with(&mut Vec::with_capacity(256), prev_hash, f)
 }
 
 pub fn payload_digest(text: &str) -> [u8; 32] {
@@ -337,6 +350,8 @@ pub struct Checker<'t> {
     verdict: Verdict,
     expected: i64,
     prev: [u8; 32],
+    /// The encoding buffer, reused for every entry.
+    buf: Vec<u8>,
 }
 
 impl<'t> Checker<'t> {
@@ -346,6 +361,7 @@ impl<'t> Checker<'t> {
             verdict: Verdict { pool_index, ok: true, entries_checked: 0, failed_seq: None, reason: None },
             expected: 1,
             prev: ZERO_HASH,
+            buf: Vec::with_capacity(512),
         }
     }
 
@@ -358,7 +374,7 @@ impl<'t> Checker<'t> {
         } else if e.payload.is_some_and(|p| payload_digest(p)[..] != *e.payload_digest) {
             Some((e.seq, Reason::WrongHash))
         } else {
-            let computed = entry_hash(&self.prev, &Fields {
+            let computed = entry_hash_with(&mut self.buf, &self.prev, &Fields {
                 entry_id: e.entry_id,
                 tenant_id: self.tenant_id,
                 pool_index: self.verdict.pool_index,
