@@ -46,7 +46,9 @@ pub(super) fn resolve(a: &Value, b: &Value) -> Result<Resolution, DeviceError> {
     let document = serde_json::to_value(AutoSerde::from(&merged))
         .map_err(|e| DeviceError::validation(format!("crdt: document has no JSON view: {e}")))?;
     Ok(Resolution::Resolved {
-        value: json!({ "automerge": encode_document(&merged), "heads": heads, "document": document }),
+        // Saved without DEFLATE on the columns: still a complete document
+        // any automerge loads, and the merge's largest single cost otherwise.
+        value: json!({ "automerge": STANDARD.encode(merged.save_nocompress()), "heads": heads, "document": document }),
         conflicts: Vec::new(),
     })
 }
