@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use sqlx::Row;
 
 use crate::{
+    audit::registry,
     db,
     error::{ApiError, ApiResult, Body, created, ok},
     gate::Tenant,
@@ -24,19 +25,6 @@ pub fn routes() -> Router<AppState> {
 const MAX_ROWS: usize = 500;
 const DEFAULT_DRAIN: i64 = 100;
 const MAX_DRAIN: i64 = 1000;
-
-/// Whether `name` has the event-type form `<domain>.<entity>.<verb>.v<N>`.
-pub fn valid_event_type(name: &str) -> bool {
-    let parts: Vec<&str> = name.split('.').collect();
-    let segment = |s: &str| {
-        !s.is_empty()
-            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-            && !s.starts_with(['-', '_'])
-    };
-    parts.len() >= 3
-        && parts[..parts.len() - 1].iter().all(|s| segment(s))
-        && parts.last().and_then(|v| v.strip_prefix('v')).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && !n.starts_with('0'))
-}
 
 /// Pushes rows: `{ device_uuid?, rows: [{ event_type, payload, idempotency_key }] }`.
 async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
@@ -55,7 +43,7 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Bo
     };
     for (i, row) in rows.iter().enumerate() {
         let event_type = row.get("event_type").and_then(Value::as_str).unwrap_or("");
-        if !valid_event_type(event_type) {
+        if !registry::valid_name(event_type) {
             check.fail(format!("rows[{i}].event_type must look like <domain>.<entity>.<verb>.v<N>"));
         }
         if row.get("idempotency_key").and_then(Value::as_str).is_none_or(|k| k.trim().is_empty()) {
