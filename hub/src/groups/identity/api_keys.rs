@@ -155,14 +155,21 @@ pub async fn by_id(state: &AppState, key_id: &str) -> ApiResult<Arc<KeyRecord>> 
 /// Enforces `rate_limit_rpm` with a per-minute window counted in the
 /// database, so every hub replica shares one count.
 pub async fn check_rate(state: &AppState, key: &KeyRecord) -> ApiResult<()> {
-    let Some(limit) = key.rate_limit_rpm else { return Ok(()) };
+    count_use(state, &key.key_id, key.rate_limit_rpm).await
+}
+
+/// Counts one use of the credential `id` in its current one-minute window
+/// (a table every hub replica shares) and refuses it over `limit` with
+/// 429 and the seconds to the next window. No limit: nothing is counted.
+pub async fn count_use(state: &AppState, id: &str, limit: Option<i64>) -> ApiResult<()> {
+    let Some(limit) = limit else { return Ok(()) };
     let now = chrono::Utc::now().timestamp();
     let window = now / 60;
     let hits: i64 = sqlx::query_scalar(
         "INSERT INTO credential_rate_window (key_id, window_start, hits) VALUES ($1, $2, 1) \
          ON CONFLICT (key_id, window_start) DO UPDATE SET hits = credential_rate_window.hits + 1 RETURNING hits",
     )
-    .bind(&key.key_id)
+    .bind(id)
     .bind(window)
     .fetch_one(state.db.writer())
     .await?;

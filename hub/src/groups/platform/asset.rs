@@ -377,20 +377,7 @@ pub async fn authenticate_robot(state: &AppState, secret: &str) -> ApiResult<Arc
 /// Enforces `rate_limit_rpm` in the shared per-minute window table, so
 /// every hub replica counts the same uses.
 pub async fn check_rate(state: &AppState, cred: &RobotCredential) -> ApiResult<()> {
-    let Some(limit) = cred.rate_limit_rpm else { return Ok(()) };
-    let now = chrono::Utc::now().timestamp();
-    let hits: i64 = sqlx::query_scalar(
-        "INSERT INTO credential_rate_window (key_id, window_start, hits) VALUES ($1, $2, 1) \
-         ON CONFLICT (key_id, window_start) DO UPDATE SET hits = credential_rate_window.hits + 1 RETURNING hits",
-    )
-    .bind(&cred.credential_id)
-    .bind(now / 60)
-    .fetch_one(state.db.writer())
-    .await?;
-    if hits > limit {
-        return Err(ApiError::RateLimited((60 - now % 60) as u64));
-    }
-    Ok(())
+    crate::groups::identity::api_keys::count_use(state, &cred.credential_id, cred.rate_limit_rpm).await
 }
 
 async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
