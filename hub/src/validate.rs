@@ -75,6 +75,39 @@ impl Check {
         self.optional_time(name, value).unwrap_or_else(crate::db::now)
     }
 
+    /// An optional positive integer JSON field (absent or null: `None`).
+    pub fn optional_positive_int(&mut self, name: &str, value: Option<&serde_json::Value>) -> Option<i64> {
+        match value {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => match v.as_i64() {
+                Some(n) if n > 0 => Some(n),
+                _ => {
+                    self.errors.push(format!("{name} must be a positive integer"));
+                    None
+                }
+            },
+        }
+    }
+
+    /// An optional RFC 3339 JSON field that must lie in the future (an
+    /// expiry), normalised to the stored form.
+    pub fn optional_future_time(&mut self, name: &str, value: Option<&serde_json::Value>) -> Option<String> {
+        match value {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => match v.as_str().and_then(crate::db::parse_time) {
+                Some(t) if t > chrono::Utc::now() => Some(crate::db::format_time(t)),
+                Some(_) => {
+                    self.errors.push(format!("{name} must be in the future"));
+                    None
+                }
+                None => {
+                    self.errors.push(format!("{name} must be an RFC 3339 timestamp"));
+                    None
+                }
+            },
+        }
+    }
+
     /// An enumerated value; the error lists the allowed values.
     pub fn one_of(&mut self, name: &str, value: &str, allowed: &[&str]) {
         if !value.is_empty() && !allowed.contains(&value) {

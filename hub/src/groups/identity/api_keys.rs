@@ -343,30 +343,8 @@ fn parse_key_spec(body: &Value, check: &mut Check) -> KeySpec {
         None | Some(Value::Null) => check.fail("scopes is required"),
         _ => check.fail("scopes must be a non-empty array of strings"),
     }
-    let rate_limit_rpm = match body.get("rate_limit_rpm") {
-        None | Some(Value::Null) => None,
-        Some(v) => match v.as_i64() {
-            Some(n) if n > 0 => Some(n),
-            _ => {
-                check.fail("rate_limit_rpm must be a positive integer");
-                None
-            }
-        },
-    };
-    let expires_at = match body.get("expires_at") {
-        None | Some(Value::Null) => None,
-        Some(v) => match v.as_str().and_then(db::parse_time) {
-            Some(t) if t > chrono::Utc::now() => Some(db::format_time(t)),
-            Some(_) => {
-                check.fail("expires_at must be in the future");
-                None
-            }
-            None => {
-                check.fail("expires_at must be an RFC 3339 timestamp");
-                None
-            }
-        },
-    };
+    let rate_limit_rpm = check.optional_positive_int("rate_limit_rpm", body.get("rate_limit_rpm"));
+    let expires_at = check.optional_future_time("expires_at", body.get("expires_at"));
     scopes.dedup();
     KeySpec { name, scopes, rate_limit_rpm, expires_at }
 }

@@ -382,30 +382,8 @@ pub async fn check_rate(state: &AppState, cred: &RobotCredential) -> ApiResult<(
 
 async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
-    let rate_limit_rpm = match body.get("rate_limit_rpm") {
-        None | Some(Value::Null) => None,
-        Some(v) => match v.as_i64() {
-            Some(n) if n > 0 => Some(n),
-            _ => {
-                check.fail("rate_limit_rpm must be a positive integer");
-                None
-            }
-        },
-    };
-    let expires_at = match body.get("expires_at") {
-        None | Some(Value::Null) => None,
-        Some(v) => match v.as_str().and_then(db::parse_time) {
-            Some(t) if t > chrono::Utc::now() => Some(db::format_time(t)),
-            Some(_) => {
-                check.fail("expires_at must be in the future");
-                None
-            }
-            None => {
-                check.fail("expires_at must be an RFC 3339 timestamp");
-                None
-            }
-        },
-    };
+    let rate_limit_rpm = check.optional_positive_int("rate_limit_rpm", body.get("rate_limit_rpm"));
+    let expires_at = check.optional_future_time("expires_at", body.get("expires_at"));
     let mut tx = state.db.begin().await?;
     let row = find(&mut *tx, &ctx.tenant_id, &id).await?;
     check.finish()?;
