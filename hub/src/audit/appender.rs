@@ -40,13 +40,7 @@ fn to_hash(bytes: &[u8]) -> [u8; 32] {
 /// had before.
 async fn advance_heads(tx: &mut Tx, backend: Backend, group: &[((&str, i64), Vec<usize>)]) -> ApiResult<HashMap<(String, i64), (i64, Vec<u8>)>> {
     let now = crate::db::now();
-    let mut sql = String::from("INSERT INTO audit_chain_head (tenant_id, pool_index, seq, head_hash, updated_at) VALUES ");
-    for n in 0..group.len() {
-        if n > 0 {
-            sql.push(',');
-        }
-        sql.push_str(&row_placeholders(backend, n * 5, 5));
-    }
+    let mut sql = multi_row_insert(HEAD_INSERT, backend, group.len(), 5);
     sql.push_str(
         " ON CONFLICT (tenant_id, pool_index) DO UPDATE SET seq = audit_chain_head.seq + excluded.seq, updated_at = excluded.updated_at \
          RETURNING tenant_id, pool_index, seq, head_hash",
@@ -65,13 +59,7 @@ async fn advance_heads(tx: &mut Tx, backend: Backend, group: &[((&str, i64), Vec
 /// Stores the new head hashes of several chains in one statement.
 async fn set_heads(tx: &mut Tx, backend: Backend, group: &[(&str, i64, i64, [u8; 32])]) -> ApiResult<()> {
     let now = crate::db::now();
-    let mut sql = String::from("INSERT INTO audit_chain_head (tenant_id, pool_index, seq, head_hash, updated_at) VALUES ");
-    for n in 0..group.len() {
-        if n > 0 {
-            sql.push(',');
-        }
-        sql.push_str(&row_placeholders(backend, n * 5, 5));
-    }
+    let mut sql = multi_row_insert(HEAD_INSERT, backend, group.len(), 5);
     sql.push_str(" ON CONFLICT (tenant_id, pool_index) DO UPDATE SET head_hash = excluded.head_hash");
     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
     for (tenant_id, pool_index, seq, hash) in group {
@@ -79,6 +67,22 @@ async fn set_heads(tx: &mut Tx, backend: Backend, group: &[(&str, i64, i64, [u8;
     }
     q.execute(&mut **tx).await?;
     Ok(())
+}
+
+const HEAD_INSERT: &str = "INSERT INTO audit_chain_head (tenant_id, pool_index, seq, head_hash, updated_at) VALUES ";
+
+/// `head` (an `INSERT ... VALUES ` prefix) followed by `rows` placeholder
+/// rows of `cols` parameters each.
+fn multi_row_insert(head: &str, backend: Backend, rows: usize, cols: usize) -> String {
+    let mut sql = String::with_capacity(head.len() + rows * (cols * 5 + 3));
+    sql.push_str(head);
+    for n in 0..rows {
+        if n > 0 {
+            sql.push(',');
+        }
+        sql.push_str(&row_placeholders(backend, n * cols, cols));
+    }
+    sql
 }
 
 /// `(p1, ..., pn)` for a row whose parameters follow the first `before`.
@@ -256,13 +260,7 @@ async fn write(tx: &mut Tx, backend: Backend, accepted: &[(Prepared, oneshot::Se
         set_heads(tx, backend, group).await?;
     }
     for chunk in rows.chunks(ROWS_PER_INSERT) {
-        let mut sql = String::from(chain::INSERT_COLUMNS);
-        for n in 0..chunk.len() {
-            if n > 0 {
-                sql.push(',');
-            }
-            sql.push_str(&row_placeholders(backend, n * 14, 14));
-        }
+        let sql = multi_row_insert(chain::INSERT_COLUMNS, backend, chunk.len(), 14);
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for (i, seq, prev, hash) in chunk {
             let p = &accepted[*i].0;
