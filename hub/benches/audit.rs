@@ -5,7 +5,8 @@
 //! memory. Run in release: `cargo bench -p hub --bench audit`.
 //!
 //! Settings (environment): `BENCH_SECONDS` per measurement (default 5),
-//! `BENCH_CLIENTS` concurrent HTTP clients (64), `BENCH_VERIFY_ENTRIES`
+//! `BENCH_CLIENTS` concurrent HTTP clients (64), `BENCH_CALLERS`
+//! concurrent in-process callers (512), `BENCH_VERIFY_ENTRIES`
 //! chain length for verification (1000000), `BENCH_ONLY` = `http`,
 //! `inprocess` or `verify` to run one part.
 
@@ -209,8 +210,8 @@ async fn backend(name: &str, url: Option<String>) {
     }
     if only("inprocess") {
         for pools in [1, 64] {
-            let rate = inprocess_rate(&hub.state, &tenant_id, 512, pools, secs).await;
-            println!("  in-process append, 512 callers, {pools} pool(s): {rate:.0} appends/s");
+            let rate = inprocess_rate(&hub.state, &tenant_id, setting("BENCH_CALLERS", 512) as usize, pools, secs).await;
+            println!("  in-process append, {} callers, {pools} pool(s): {rate:.0} appends/s", setting("BENCH_CALLERS", 512));
         }
     }
     if only("verify") {

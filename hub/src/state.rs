@@ -79,7 +79,7 @@ impl AppState {
             api_keys: Cache::default(),
             api_keys_by_id: Cache::default(),
             permissions: Cache::default(),
-            audit: crate::audit::Appender::start(db.clone()),
+            audit: crate::audit::Appender::start(db.clone())?,
             db,
             mail,
             streams: Default::default(),

@@ -1,8 +1,17 @@
-//! Group commit: one writer task takes appends from many callers, chains a
-//! whole batch in one transaction (one head update per chain, multi-row
-//! inserts) and answers each caller only after the commit. Under load this
-//! turns one transaction per append into one per batch; alone, a request is
-//! a batch of one.
+//! Group commit, in two stages that overlap. The first takes appends from
+//! many callers, checks each against the vocabulary and fills in its
+//! defaults (id, time, payload digest); the second chains a whole batch in
+//! one transaction (one head read and one head write per chain) and
+//! answers each caller only after the commit. While one batch commits, the
+//! next is prepared. Alone, a request is a batch of one.
+//!
+//! On PostgreSQL a batch is written with multi-row statements through sqlx
+//! ([`write_sql`], which `emit` also uses inside a caller's transaction).
+//! On SQLite the commit stage writes through a rusqlite connection of its
+//! own ([`SqliteChains`]): prepared statements bound to borrowed values,
+//! on a blocking thread. Meanwhile it holds the hub's one sqlx write
+//! connection idle ([`Db::hold_writer`]), so the two writers take turns and
+//! never contend for SQLite's write lock.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -11,7 +20,7 @@ use sqlx::Row;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{
-    chain::{self, Appended, Event, Prepared},
+    chain::{self, Appended, Event, Hash, Prepared, ZERO_HASH},
     registry::{self, EventType},
 };
 use crate::{
@@ -19,19 +28,277 @@ use crate::{
     error::{ApiError, ApiResult},
 };
 
-/// Appends taken per transaction at most.
+/// Appends taken into one prepared batch at most.
 const MAX_BATCH: usize = 4096;
+/// Prepared batches merged into one transaction at most.
+const MAX_MERGED: usize = 64;
 /// Rows per INSERT statement (14 parameters each keeps well under the
 /// parameter limits of both backends).
 const ROWS_PER_INSERT: usize = 256;
-
 /// Chain heads per upsert statement (5 parameters each).
 const CHAINS_PER_STATEMENT: usize = 1000;
 
-fn to_hash(bytes: &[u8]) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    out.copy_from_slice(bytes);
-    out
+/// An event owned by its job.
+#[derive(Clone, Debug)]
+pub struct OwnedEvent {
+    pub tenant_id: String,
+    pub pool_index: i64,
+    pub event_type: String,
+    pub actor_kind: String,
+    pub actor_id: String,
+    pub actor_chain: Option<Value>,
+    pub payload: Value,
+    pub retention_class: Option<String>,
+}
+
+impl OwnedEvent {
+    fn borrow(&self) -> Event<'_> {
+        Event {
+            tenant_id: &self.tenant_id,
+            pool_index: Some(self.pool_index),
+            event_type: &self.event_type,
+            actor_kind: &self.actor_kind,
+            actor_id: &self.actor_id,
+            actor_chain: self.actor_chain.as_ref(),
+            payload: &self.payload,
+            retention_class: self.retention_class.as_deref(),
+            occurred_at: None,
+        }
+    }
+}
+
+type Reply = oneshot::Sender<ApiResult<Appended>>;
+
+struct Job {
+    event: OwnedEvent,
+    reply: Reply,
+}
+
+/// The handle callers append through; cheap to clone.
+#[derive(Clone)]
+pub struct Appender {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl Appender {
+    /// Starts both stages on `db`; they end when every handle is dropped.
+    /// On SQLite the commit stage is a thread of its own ([`sqlite_commits`]).
+    pub fn start(db: Db) -> anyhow::Result<Appender> {
+        let (jobs, job_rx) = mpsc::channel(MAX_BATCH * 4);
+        let (batches, batch_rx) = mpsc::channel(MAX_MERGED);
+        tokio::spawn(prepare_stage(db.read.clone(), job_rx, batches));
+        match db.sqlite_file() {
+            Some(path) => {
+                let chains = SqliteChains::open(&path)?;
+                let runtime = tokio::runtime::Handle::current();
+                std::thread::Builder::new().name("audit-sqlite".into()).spawn(move || sqlite_commits(&runtime, &db, chains, batch_rx))?;
+            }
+            None => {
+                tokio::spawn(sql_commits(db, batch_rx));
+            }
+        }
+        Ok(Appender { jobs })
+    }
+
+    /// Appends one event; answers once its batch has committed (or failed).
+    pub async fn append(&self, event: OwnedEvent) -> ApiResult<Appended> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job { event, reply })
+            .await
+            .map_err(|_| ApiError::Internal(anyhow::anyhow!("the audit writer has stopped")))?;
+        answer.await.map_err(|_| ApiError::Internal(anyhow::anyhow!("the audit writer dropped an append")))?
+    }
+}
+
+type Batch = Vec<(Prepared, Reply)>;
+
+/// Stage one: validates and prepares whatever appends are waiting, then
+/// hands them on as one batch. A refused append is answered at once and
+/// goes no further.
+async fn prepare_stage(read: sqlx::AnyPool, mut jobs: mpsc::Receiver<Job>, out: mpsc::Sender<Batch>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while jobs.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let accepted = accept(&read, std::mem::take(&mut batch)).await;
+        if !accepted.is_empty() && out.send(accepted).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn accept(read: &sqlx::AnyPool, jobs: Vec<Job>) -> Batch {
+    // Baseline types are in memory; a tenant's own are read once a batch.
+    let mut tenant_kinds: HashMap<(&str, &str), ApiResult<Option<EventType>>> = HashMap::new();
+    for job in &jobs {
+        let key = (job.event.tenant_id.as_str(), job.event.event_type.as_str());
+        if registry::baseline().get(key.1).is_none() && !tenant_kinds.contains_key(&key) {
+            tenant_kinds.insert(key, registry::lookup(read, key.0, key.1).await);
+        }
+    }
+    let mut prepared = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        let kind = match registry::baseline().get(&job.event.event_type) {
+            Some(kind) => Ok(Some(kind)),
+            None => match &tenant_kinds[&(job.event.tenant_id.as_str(), job.event.event_type.as_str())] {
+                Ok(kind) => Ok(kind.as_ref()),
+                Err(e) => Err(ApiError::Internal(anyhow::anyhow!("looking up an event type: {e}"))),
+            },
+        };
+        prepared.push(kind.and_then(|kind| chain::prepare_with(kind, job.event.pool_index, &job.event.borrow())));
+    }
+    drop(tenant_kinds);
+    let mut accepted = Vec::with_capacity(jobs.len());
+    for (job, p) in jobs.into_iter().zip(prepared) {
+        match p {
+            Ok(p) => accepted.push((p, job.reply)),
+            Err(e) => {
+                let _ = job.reply.send(Err(e));
+            }
+        }
+    }
+    accepted
+}
+
+/// Stage two on PostgreSQL: commits what stage one has prepared, merging
+/// the batches that wait, in sqlx transactions.
+async fn sql_commits(db: Db, mut batches: mpsc::Receiver<Batch>) {
+    let mut waiting = Vec::with_capacity(MAX_MERGED);
+    while batches.recv_many(&mut waiting, MAX_MERGED).await > 0 {
+        let (entries, replies): (Vec<Prepared>, Vec<Reply>) = waiting.drain(..).flatten().unzip();
+        let result = async {
+            let mut tx = db.begin().await?;
+            let answers = write_sql(&mut tx, db.backend, entries).await?;
+            tx.commit().await?;
+            Ok(answers)
+        };
+        answer(replies, result.await);
+    }
+}
+
+/// Stage two on SQLite, on a thread of its own so that a batch starts the
+/// moment the one before it has committed, however busy the runtime is.
+/// Each batch is written while the sqlx write connection is held.
+fn sqlite_commits(runtime: &tokio::runtime::Handle, db: &Db, mut chains: SqliteChains, mut batches: mpsc::Receiver<Batch>) {
+    // The held connection goes back to its pool through the runtime.
+    let _context = runtime.enter();
+    let mut waiting = Vec::with_capacity(MAX_MERGED);
+    while let Some(batch) = batches.blocking_recv() {
+        let mut count = batch.len();
+        waiting.push(batch);
+        while count < MAX_BATCH
+            && let Ok(more) = batches.try_recv()
+        {
+            count += more.len();
+            waiting.push(more);
+        }
+        let (entries, replies): (Vec<Prepared>, Vec<Reply>) = waiting.drain(..).flatten().unzip();
+        let sealed = match runtime.block_on(db.hold_writer()) {
+            Ok(_held) => chains.write(&entries),
+            Err(e) => Err(e.into()),
+        };
+        answer(replies, sealed.map(|sealed| answers(entries, sealed)));
+    }
+}
+
+/// Answers every caller of a committed (or failed) batch.
+fn answer(replies: Vec<Reply>, result: ApiResult<Vec<Appended>>) {
+    match result {
+        Ok(answers) => {
+            for (reply, answer) in replies.into_iter().zip(answers) {
+                let _ = reply.send(Ok(answer));
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "audit batch failed");
+            for reply in replies {
+                let _ = reply.send(Err(ApiError::Internal(anyhow::anyhow!("audit append failed"))));
+            }
+        }
+    }
+}
+
+/// Where an entry lands in its chain.
+#[derive(Clone, Copy, Default)]
+struct Sealed {
+    seq: i64,
+    prev: Hash,
+    hash: Hash,
+}
+
+/// The chains a batch touches, in a fixed order (so writers on several
+/// replicas lock heads in one order and cannot deadlock), each with the
+/// positions of its entries in arrival order.
+fn by_chain(entries: &[Prepared]) -> Vec<((&str, i64), Vec<usize>)> {
+    let mut chains: BTreeMap<(&str, i64), Vec<usize>> = BTreeMap::new();
+    for (i, p) in entries.iter().enumerate() {
+        chains.entry((p.tenant_id.as_str(), p.pool_index)).or_default().push(i);
+    }
+    chains.into_iter().collect()
+}
+
+/// Chains `members` of `entries` after a head at (`last` seq, `head` hash);
+/// returns the chain's new head hash.
+fn seal_chain(entries: &[Prepared], members: &[usize], last: i64, head: Hash, sealed: &mut [Sealed]) -> Hash {
+    let mut prev = head;
+    for (n, &i) in members.iter().enumerate() {
+        let seq = last + 1 + n as i64;
+        let hash = entries[i].seal(seq, &prev);
+        sealed[i] = Sealed { seq, prev, hash };
+        prev = hash;
+    }
+    prev
+}
+
+fn answers(entries: Vec<Prepared>, sealed: Vec<Sealed>) -> Vec<Appended> {
+    entries.into_iter().zip(sealed).map(|(p, s)| p.into_appended(s.seq, s.prev, s.hash)).collect()
+}
+
+/// Writes a batch inside `tx` through sqlx: per group of chains, one head
+/// advance (which takes the heads' row locks on PostgreSQL), the entries
+/// chained in arrival order, one head-hash update; then the entries in
+/// multi-row inserts.
+pub(crate) async fn write_sql(tx: &mut Tx, backend: Backend, entries: Vec<Prepared>) -> ApiResult<Vec<Appended>> {
+    let mut sealed = vec![Sealed::default(); entries.len()];
+    {
+        let chains = by_chain(&entries);
+        let mut heads: Vec<(&str, i64, i64, Hash)> = Vec::with_capacity(chains.len());
+        for group in chains.chunks(CHAINS_PER_STATEMENT) {
+            let advanced = advance_heads(tx, backend, group).await?;
+            for ((tenant_id, pool_index), members) in group {
+                let (last, head) = advanced
+                    .get(&(tenant_id.to_string(), *pool_index))
+                    .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a chain head was not returned")))?;
+                let new_head = seal_chain(&entries, members, last - members.len() as i64, chain::hash_from(head)?, &mut sealed);
+                heads.push((tenant_id, *pool_index, *last, new_head));
+            }
+        }
+        for group in heads.chunks(CHAINS_PER_STATEMENT) {
+            set_heads(tx, backend, group).await?;
+        }
+    }
+    for (chunk, positions) in entries.chunks(ROWS_PER_INSERT).zip(sealed.chunks(ROWS_PER_INSERT)) {
+        let sql = multi_row_insert(chain::INSERT_COLUMNS, backend, chunk.len(), 14);
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (p, s) in chunk.iter().zip(positions) {
+            q = q
+                .bind(&p.entry_id)
+                .bind(&p.tenant_id)
+                .bind(p.pool_index)
+                .bind(s.seq)
+                .bind(&p.event_type)
+                .bind(&p.actor_kind)
+                .bind(&p.actor_id)
+                .bind(&p.actor_chain)
+                .bind(&p.occurred_at)
+                .bind(&p.retention_class)
+                .bind(&p.payload)
+                .bind(p.payload_digest.to_vec())
+                .bind(s.prev.to_vec())
+                .bind(s.hash.to_vec());
+        }
+        q.execute(&mut **tx).await?;
+    }
+    Ok(answers(entries, sealed))
 }
 
 /// Advances the heads of several chains by their entry counts in one
@@ -47,7 +314,7 @@ async fn advance_heads(tx: &mut Tx, backend: Backend, group: &[((&str, i64), Vec
     );
     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
     for ((tenant_id, pool_index), members) in group {
-        q = q.bind(*tenant_id).bind(*pool_index).bind(members.len() as i64).bind(chain::ZERO_HASH.to_vec()).bind(now.clone());
+        q = q.bind(*tenant_id).bind(*pool_index).bind(members.len() as i64).bind(ZERO_HASH.to_vec()).bind(now.clone());
     }
     let mut out = HashMap::with_capacity(group.len());
     for r in q.fetch_all(&mut **tx).await? {
@@ -57,7 +324,7 @@ async fn advance_heads(tx: &mut Tx, backend: Backend, group: &[((&str, i64), Vec
 }
 
 /// Stores the new head hashes of several chains in one statement.
-async fn set_heads(tx: &mut Tx, backend: Backend, group: &[(&str, i64, i64, [u8; 32])]) -> ApiResult<()> {
+async fn set_heads(tx: &mut Tx, backend: Backend, group: &[(&str, i64, i64, Hash)]) -> ApiResult<()> {
     let now = crate::db::now();
     let mut sql = multi_row_insert(HEAD_INSERT, backend, group.len(), 5);
     sql.push_str(" ON CONFLICT (tenant_id, pool_index) DO UPDATE SET head_hash = excluded.head_hash");
@@ -110,191 +377,77 @@ fn row_placeholders(backend: Backend, before: usize, n: usize) -> String {
     out
 }
 
-/// An event owned by its job.
-#[derive(Clone, Debug)]
-pub struct OwnedEvent {
-    pub tenant_id: String,
-    pub pool_index: i64,
-    pub event_type: String,
-    pub actor_kind: String,
-    pub actor_id: String,
-    pub actor_chain: Option<Value>,
-    pub payload: Value,
-    pub retention_class: Option<String>,
+/// The SQLite commit path: a write connection of the appender's own, with
+/// `synchronous = FULL` (a 201 means the entry survives a power cut, not
+/// only a crash of the hub) and a page cache large enough to keep the
+/// chain's index pages in memory.
+pub(crate) struct SqliteChains {
+    conn: rusqlite::Connection,
 }
 
-impl OwnedEvent {
-    fn borrow(&self) -> Event<'_> {
-        Event {
-            tenant_id: &self.tenant_id,
-            pool_index: Some(self.pool_index),
-            event_type: &self.event_type,
-            actor_kind: &self.actor_kind,
-            actor_id: &self.actor_id,
-            actor_chain: self.actor_chain.as_ref(),
-            payload: &self.payload,
-            retention_class: self.retention_class.as_deref(),
-            occurred_at: None,
-        }
-    }
-}
+const SQLITE_HEAD_SELECT: &str = "SELECT seq, head_hash FROM audit_chain_head WHERE tenant_id = ?1 AND pool_index = ?2";
+const SQLITE_HEAD_UPSERT: &str = "INSERT INTO audit_chain_head (tenant_id, pool_index, seq, head_hash, updated_at) VALUES (?1, ?2, ?3, ?4, ?5) \
+     ON CONFLICT (tenant_id, pool_index) DO UPDATE SET seq = excluded.seq, head_hash = excluded.head_hash, updated_at = excluded.updated_at";
 
-struct Job {
-    event: OwnedEvent,
-    reply: oneshot::Sender<ApiResult<Appended>>,
-}
-
-/// The handle callers append through; cheap to clone.
-#[derive(Clone)]
-pub struct Appender {
-    jobs: mpsc::Sender<Job>,
-}
-
-impl Appender {
-    /// Starts the writer task on `db`. It ends when every handle is dropped.
-    pub fn start(db: Db) -> Appender {
-        let (jobs, rx) = mpsc::channel(MAX_BATCH * 4);
-        tokio::spawn(writer(db, rx));
-        Appender { jobs }
+impl SqliteChains {
+    fn open(path: &std::path::Path) -> anyhow::Result<SqliteChains> {
+        use rusqlite::OpenFlags;
+        let conn = rusqlite::Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        conn.execute_batch("PRAGMA synchronous = FULL")?;
+        Ok(SqliteChains { conn })
     }
 
-    /// Appends one event; answers once its batch has committed (or failed).
-    pub async fn append(&self, event: OwnedEvent) -> ApiResult<Appended> {
-        let (reply, answer) = oneshot::channel();
-        self.jobs
-            .send(Job { event, reply })
-            .await
-            .map_err(|_| ApiError::Internal(anyhow::anyhow!("the audit writer has stopped")))?;
-        answer.await.map_err(|_| ApiError::Internal(anyhow::anyhow!("the audit writer dropped an append")))?
-    }
-}
-
-async fn writer(db: Db, mut rx: mpsc::Receiver<Job>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let jobs = std::mem::take(&mut batch);
-        commit_batch(&db, jobs).await;
-    }
-}
-
-/// Chains and commits one batch, then answers every job in it.
-async fn commit_batch(db: &Db, jobs: Vec<Job>) {
-    let mut tx = match db.begin().await {
-        Ok(tx) => tx,
-        Err(e) => return fail_all(jobs, &e),
-    };
-    // Validate each job first; a refused job is answered at once and
-    // writes nothing.
-    let mut kinds: HashMap<(String, String), Option<EventType>> = HashMap::new();
-    let mut accepted: Vec<(Prepared, oneshot::Sender<ApiResult<Appended>>)> = Vec::with_capacity(jobs.len());
-    for job in jobs {
-        let key = (job.event.tenant_id.clone(), job.event.event_type.clone());
-        if !kinds.contains_key(&key) {
-            match registry::lookup(&mut *tx, &key.0, &key.1).await {
-                Ok(kind) => {
-                    kinds.insert(key.clone(), kind);
+    /// Chains and commits `entries` in one IMMEDIATE transaction (the write
+    /// lock is taken before the heads are read); each head is read once and
+    /// written once.
+    fn write(&mut self, entries: &[Prepared]) -> ApiResult<Vec<Sealed>> {
+        use rusqlite::OptionalExtension;
+        let fault = |e: rusqlite::Error| ApiError::Internal(anyhow::anyhow!("writing audit entries to SQLite: {e}"));
+        let now = crate::db::now();
+        let mut sealed = vec![Sealed::default(); entries.len()];
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(fault)?;
+        {
+            let mut head_select = tx.prepare_cached(SQLITE_HEAD_SELECT).map_err(fault)?;
+            let mut head_upsert = tx.prepare_cached(SQLITE_HEAD_UPSERT).map_err(fault)?;
+            let mut insert = tx
+                .prepare_cached(&format!("{}(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)", chain::INSERT_COLUMNS))
+                .map_err(fault)?;
+            for ((tenant_id, pool_index), members) in by_chain(entries) {
+                let head: Option<(i64, Vec<u8>)> =
+                    head_select.query_row((tenant_id, pool_index), |r| Ok((r.get(0)?, r.get(1)?))).optional().map_err(fault)?;
+                let (last, head) = match head {
+                    Some((seq, hash)) => (seq, chain::hash_from(&hash)?),
+                    None => (0, ZERO_HASH),
+                };
+                let new_head = seal_chain(entries, &members, last, head, &mut sealed);
+                for &i in &members {
+                    let (p, s) = (&entries[i], &sealed[i]);
+                    insert
+                        .execute(rusqlite::params![
+                            p.entry_id,
+                            p.tenant_id,
+                            p.pool_index,
+                            s.seq,
+                            p.event_type,
+                            p.actor_kind,
+                            p.actor_id,
+                            p.actor_chain,
+                            p.occurred_at,
+                            p.retention_class,
+                            p.payload,
+                            &p.payload_digest[..],
+                            &s.prev[..],
+                            &s.hash[..],
+                        ])
+                        .map_err(fault)?;
                 }
-                Err(e) => {
-                    let _ = job.reply.send(Err(e));
-                    continue;
-                }
+                head_upsert
+                    .execute(rusqlite::params![tenant_id, pool_index, last + members.len() as i64, &new_head[..], now])
+                    .map_err(fault)?;
             }
         }
-        match chain::prepare_with(kinds[&key].as_ref(), job.event.pool_index, &job.event.borrow()) {
-            Ok(p) => accepted.push((p, job.reply)),
-            Err(e) => {
-                let _ = job.reply.send(Err(e));
-            }
-        }
-    }
-    if accepted.is_empty() {
-        return;
-    }
-    match write(&mut tx, db.backend, &accepted).await {
-        Ok(answers) => match tx.commit().await {
-            Ok(()) => {
-                for ((_, reply), answer) in accepted.into_iter().zip(answers) {
-                    let _ = reply.send(Ok(answer));
-                }
-            }
-            Err(e) => fail_prepared(accepted, &e),
-        },
-        Err(e) => {
-            drop(tx);
-            fail_prepared(accepted, &e)
-        }
-    }
-}
-
-/// Writes the accepted entries: per chain (in a fixed order, so writers on
-/// several replicas lock heads without deadlocking), one head advance, the
-/// entries chained in arrival order, one head-hash update.
-async fn write(tx: &mut Tx, backend: Backend, accepted: &[(Prepared, oneshot::Sender<ApiResult<Appended>>)]) -> ApiResult<Vec<Appended>> {
-    let mut chains: BTreeMap<(&str, i64), Vec<usize>> = BTreeMap::new();
-    for (i, (p, _)) in accepted.iter().enumerate() {
-        chains.entry((p.tenant_id.as_str(), p.pool_index)).or_default().push(i);
-    }
-    let mut answers: Vec<Option<Appended>> = vec![None; accepted.len()];
-    let mut rows: Vec<(usize, i64, Vec<u8>, [u8; 32])> = Vec::with_capacity(accepted.len());
-    let chains: Vec<((&str, i64), Vec<usize>)> = chains.into_iter().collect();
-    let mut heads: Vec<(&str, i64, i64, [u8; 32])> = Vec::with_capacity(chains.len());
-    for group in chains.chunks(CHAINS_PER_STATEMENT) {
-        let advanced = advance_heads(tx, backend, group).await?;
-        for ((tenant_id, pool_index), members) in group {
-            let (last, head) = advanced
-                .get(&(tenant_id.to_string(), *pool_index))
-                .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a chain head was not returned")))?;
-            let mut seq = last - members.len() as i64 + 1;
-            let mut prev = head.clone();
-            for &i in members {
-                let (hash, appended) = chain::seal(&accepted[i].0, seq, &prev);
-                answers[i] = Some(appended);
-                rows.push((i, seq, prev, hash));
-                prev = hash.to_vec();
-                seq += 1;
-            }
-            heads.push((tenant_id, *pool_index, *last, to_hash(&prev)));
-        }
-    }
-    for group in heads.chunks(CHAINS_PER_STATEMENT) {
-        set_heads(tx, backend, group).await?;
-    }
-    for chunk in rows.chunks(ROWS_PER_INSERT) {
-        let sql = multi_row_insert(chain::INSERT_COLUMNS, backend, chunk.len(), 14);
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (i, seq, prev, hash) in chunk {
-            let p = &accepted[*i].0;
-            q = q
-                .bind(&p.entry_id)
-                .bind(&p.tenant_id)
-                .bind(p.pool_index)
-                .bind(*seq)
-                .bind(&p.event_type)
-                .bind(&p.actor_kind)
-                .bind(&p.actor_id)
-                .bind(&p.actor_chain)
-                .bind(&p.occurred_at)
-                .bind(&p.retention_class)
-                .bind(&p.payload)
-                .bind(p.payload_digest.to_vec())
-                .bind(prev.clone())
-                .bind(hash.to_vec());
-        }
-        q.execute(&mut **tx).await?;
-    }
-    Ok(answers.into_iter().map(|a| a.expect("every accepted entry is chained")).collect())
-}
-
-fn fail_all(jobs: Vec<Job>, e: &dyn std::fmt::Display) {
-    tracing::error!(error = %e, "audit batch failed");
-    for job in jobs {
-        let _ = job.reply.send(Err(ApiError::Internal(anyhow::anyhow!("audit append failed"))));
-    }
-}
-
-fn fail_prepared(accepted: Vec<(Prepared, oneshot::Sender<ApiResult<Appended>>)>, e: &dyn std::fmt::Display) {
-    tracing::error!(error = %e, "audit batch failed");
-    for (_, reply) in accepted {
-        let _ = reply.send(Err(ApiError::Internal(anyhow::anyhow!("audit append failed"))));
+        tx.commit().map_err(fault)?;
+        Ok(sealed)
     }
 }

@@ -19,7 +19,22 @@ use crate::{
     error::{ApiError, ApiResult},
 };
 
-pub const ZERO_HASH: [u8; 32] = [0; 32];
+/// A SHA-256 digest.
+pub type Hash = [u8; 32];
+
+pub const ZERO_HASH: Hash = [0; 32];
+
+/// A hash read back from the database: 32 bytes, or the row is damaged.
+pub fn hash_from(stored: &[u8]) -> ApiResult<Hash> {
+    Hash::try_from(stored).map_err(|_| ApiError::Internal(anyhow::anyhow!("a stored chain hash is {} bytes, not 32", stored.len())))
+}
+
+/// Serialises a hash as lowercase hex, without an intermediate `String`.
+fn hex_hash<S: serde::Serializer>(hash: &Hash, s: S) -> Result<S::Ok, S::Error> {
+    let mut out = [0u8; 64];
+    hex::encode_to_slice(hash, &mut out).expect("64 bytes hold 32 in hex");
+    s.serialize_str(std::str::from_utf8(&out).expect("hex is ASCII"))
+}
 
 /// An event to record. `pool_index` None means the tenant's admin pool;
 /// `occurred_at` None means now (a past time serves imports of historical
@@ -48,9 +63,12 @@ pub struct Appended {
     pub actor_id: String,
     pub occurred_at: String,
     pub retention_class: String,
-    pub payload_digest: String,
-    pub prev_hash: String,
-    pub entry_hash: String,
+    #[serde(serialize_with = "hex_hash")]
+    pub payload_digest: Hash,
+    #[serde(serialize_with = "hex_hash")]
+    pub prev_hash: Hash,
+    #[serde(serialize_with = "hex_hash")]
+    pub entry_hash: Hash,
 }
 
 /// The fields an entry's hash covers.
@@ -188,94 +206,46 @@ pub fn prepare_with(kind: Option<&registry::EventType>, pool_index: i64, ev: &Ev
     })
 }
 
-/// Takes the next `seq` of a chain and its current head hash, creating the
-/// head on first use. The upsert takes the head row's lock on PostgreSQL,
-/// so concurrent appends to one chain queue here until the holder commits;
-/// SQLite writes are serialised by the single write connection anyway.
-pub async fn advance_head(tx: &mut Tx, tenant_id: &str, pool_index: i64, by: i64) -> ApiResult<(i64, Vec<u8>)> {
-    let row = sqlx::query(
-        "INSERT INTO audit_chain_head (tenant_id, pool_index, seq, head_hash, updated_at) VALUES ($1, $2, $3, $4, $5) \
-         ON CONFLICT (tenant_id, pool_index) DO UPDATE SET seq = audit_chain_head.seq + $3, updated_at = $5 \
-         RETURNING seq, head_hash",
-    )
-    .bind(tenant_id)
-    .bind(pool_index)
-    .bind(by)
-    .bind(ZERO_HASH.to_vec())
-    .bind(db::now())
-    .fetch_one(&mut **tx)
-    .await?;
-    // `seq` is now the last seq this caller owns; the first is seq - by + 1.
-    Ok((row.try_get::<i64, _>("seq")?, row.try_get::<Vec<u8>, _>("head_hash")?))
+impl Prepared {
+    /// The entry's hash once chained at `seq` after `prev`.
+    pub fn seal(&self, seq: i64, prev: &Hash) -> Hash {
+        entry_hash(prev, &Fields {
+            entry_id: &self.entry_id,
+            tenant_id: &self.tenant_id,
+            pool_index: self.pool_index,
+            seq,
+            event_type: &self.event_type,
+            actor_kind: &self.actor_kind,
+            actor_id: &self.actor_id,
+            actor_chain: self.actor_chain.as_deref(),
+            occurred_at: &self.occurred_at,
+            retention_class: &self.retention_class,
+            payload_digest: &self.payload_digest,
+        })
+    }
+
+    /// What the append answers, once the entry is stored at `seq`.
+    pub fn into_appended(self, seq: i64, prev_hash: Hash, entry_hash: Hash) -> Appended {
+        Appended {
+            entry_id: self.entry_id,
+            tenant_id: self.tenant_id,
+            pool_index: self.pool_index,
+            seq,
+            event_type: self.event_type,
+            actor_kind: self.actor_kind,
+            actor_id: self.actor_id,
+            occurred_at: self.occurred_at,
+            retention_class: self.retention_class,
+            payload_digest: self.payload_digest,
+            prev_hash,
+            entry_hash,
+        }
+    }
 }
 
-pub async fn set_head_hash(tx: &mut Tx, tenant_id: &str, pool_index: i64, hash: &[u8]) -> ApiResult<()> {
-    sqlx::query("UPDATE audit_chain_head SET head_hash = $1 WHERE tenant_id = $2 AND pool_index = $3")
-        .bind(hash.to_vec())
-        .bind(tenant_id)
-        .bind(pool_index)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
-
-/// Chains a prepared entry after `prev_hash` at `seq` and answers it.
-pub fn seal(p: &Prepared, seq: i64, prev_hash: &[u8]) -> ([u8; 32], Appended) {
-    let hash = entry_hash(prev_hash, &Fields {
-        entry_id: &p.entry_id,
-        tenant_id: &p.tenant_id,
-        pool_index: p.pool_index,
-        seq,
-        event_type: &p.event_type,
-        actor_kind: &p.actor_kind,
-        actor_id: &p.actor_id,
-        actor_chain: p.actor_chain.as_deref(),
-        occurred_at: &p.occurred_at,
-        retention_class: &p.retention_class,
-        payload_digest: &p.payload_digest,
-    });
-    let appended = Appended {
-        entry_id: p.entry_id.clone(),
-        tenant_id: p.tenant_id.clone(),
-        pool_index: p.pool_index,
-        seq,
-        event_type: p.event_type.clone(),
-        actor_kind: p.actor_kind.clone(),
-        actor_id: p.actor_id.clone(),
-        occurred_at: p.occurred_at.clone(),
-        retention_class: p.retention_class.clone(),
-        payload_digest: hex::encode(p.payload_digest),
-        prev_hash: hex::encode(prev_hash),
-        entry_hash: hex::encode(hash),
-    };
-    (hash, appended)
-}
-
+/// The columns of an entry, in the order `Prepared` values are bound.
 pub const INSERT_COLUMNS: &str = "INSERT INTO audit_entry (entry_id, tenant_id, pool_index, seq, event_type, actor_kind, actor_id, \
      actor_chain, occurred_at, retention_class, payload, payload_digest, prev_hash, entry_hash) VALUES ";
-
-pub async fn insert(tx: &mut Tx, p: &Prepared, seq: i64, prev_hash: &[u8], hash: &[u8]) -> ApiResult<()> {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "{INSERT_COLUMNS}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
-    )))
-    .bind(&p.entry_id)
-    .bind(&p.tenant_id)
-    .bind(p.pool_index)
-    .bind(seq)
-    .bind(&p.event_type)
-    .bind(&p.actor_kind)
-    .bind(&p.actor_id)
-    .bind(&p.actor_chain)
-    .bind(&p.occurred_at)
-    .bind(&p.retention_class)
-    .bind(&p.payload)
-    .bind(p.payload_digest.to_vec())
-    .bind(prev_hash.to_vec())
-    .bind(hash.to_vec())
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
 
 /// Records an event inside the caller's transaction: the entry and the
 /// chain head commit or roll back with the change the event records, so a
@@ -283,11 +253,8 @@ pub async fn insert(tx: &mut Tx, p: &Prepared, seq: i64, prev_hash: &[u8], hash:
 /// before anything is written.
 pub async fn emit(tx: &mut Tx, ev: Event<'_>) -> ApiResult<Appended> {
     let p = prepare(tx, &ev).await?;
-    let (seq, prev) = advance_head(tx, &p.tenant_id, p.pool_index, 1).await?;
-    let (hash, appended) = seal(&p, seq, &prev);
-    insert(tx, &p, seq, &prev, &hash).await?;
-    set_head_hash(tx, &p.tenant_id, p.pool_index, &hash).await?;
-    Ok(appended)
+    let mut appended = super::appender::write_sql(tx, db::Backend::of(tx), vec![p]).await?;
+    Ok(appended.pop().expect("one entry in, one out"))
 }
 
 /// Why a chain failed verification.
@@ -316,7 +283,7 @@ impl Reason {
 }
 
 /// The outcome of verifying one chain.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Verdict {
     pub pool_index: i64,
     pub ok: bool,
@@ -343,40 +310,61 @@ pub struct Stored<'a> {
     pub entry_hash: &'a [u8],
 }
 
-/// The verification of one chain, fed its entries in `seq` order. It holds
-/// only the previous hash, so memory stays flat whatever the length.
-pub struct Checker<'t> {
-    tenant_id: &'t str,
+/// The verification of one chain, or of one part of it, fed its entries in
+/// `seq` order. It holds only the previous hash, so memory stays flat
+/// whatever the length.
+pub struct Checker {
+    tenant_id: String,
     verdict: Verdict,
+    /// The first seq this checker covers, and the next it expects.
+    start: i64,
     expected: i64,
-    prev: [u8; 32],
+    /// The previous entry's hash; None at the start of a part after the
+    /// first, whose link to the part before is checked by [`Checker::join`].
+    prev: Option<Hash>,
+    /// The `prev_hash` stored in that part's first entry.
+    first_prev: Option<Vec<u8>>,
     /// The encoding buffer, reused for every entry.
     buf: Vec<u8>,
 }
 
-impl<'t> Checker<'t> {
-    pub fn new(tenant_id: &'t str, pool_index: i64) -> Self {
+impl Checker {
+    /// A checker for a whole chain, from seq 1.
+    pub fn new(tenant_id: &str, pool_index: i64) -> Self {
+        let mut checker = Checker::part(tenant_id, pool_index, 1);
+        checker.prev = Some(ZERO_HASH);
+        checker
+    }
+
+    /// A checker for the part of a chain that starts at seq `start` (> 1).
+    pub fn part(tenant_id: &str, pool_index: i64, start: i64) -> Self {
         Checker {
-            tenant_id,
+            tenant_id: tenant_id.to_string(),
             verdict: Verdict { pool_index, ok: true, entries_checked: 0, failed_seq: None, reason: None },
-            expected: 1,
-            prev: ZERO_HASH,
+            start,
+            expected: start,
+            prev: None,
+            first_prev: None,
             buf: Vec::with_capacity(512),
         }
     }
 
     /// Checks the next entry; `false` once the chain has failed.
     pub fn next(&mut self, e: &Stored<'_>) -> bool {
+        if e.seq == self.start && self.prev.is_none() {
+            self.first_prev = Some(e.prev_hash.to_vec());
+        }
         let failure = if e.seq != self.expected {
             Some((self.expected, Reason::Gap))
-        } else if *e.prev_hash != self.prev[..] {
+        } else if self.prev.is_some_and(|prev| *e.prev_hash != prev[..]) {
             Some((e.seq, Reason::WrongPrev))
         } else if e.payload.is_some_and(|p| payload_digest(p)[..] != *e.payload_digest) {
             Some((e.seq, Reason::WrongHash))
         } else {
-            let computed = entry_hash_with(&mut self.buf, &self.prev, &Fields {
+            let prev = self.prev.as_ref().map_or(e.prev_hash, |p| &p[..]);
+            let computed = entry_hash_with(&mut self.buf, prev, &Fields {
                 entry_id: e.entry_id,
-                tenant_id: self.tenant_id,
+                tenant_id: &self.tenant_id,
                 pool_index: self.verdict.pool_index,
                 seq: e.seq,
                 event_type: e.event_type,
@@ -396,7 +384,7 @@ impl<'t> Checker<'t> {
             }
             None => {
                 self.verdict.entries_checked += 1;
-                self.prev = to_array(e.entry_hash);
+                self.prev = Some(Hash::try_from(e.entry_hash).expect("equal to a computed hash"));
                 self.expected += 1;
                 true
             }
@@ -409,6 +397,35 @@ impl<'t> Checker<'t> {
         self.verdict.reason = Some(reason);
     }
 
+    /// Appends the next part's outcome to this one's, as if one checker had
+    /// read both: the seq after this part must open the next, and the next
+    /// part's first entry must link to this part's last.
+    pub fn join(mut self, next: Checker) -> Checker {
+        if !self.verdict.ok {
+            return self;
+        }
+        if self.expected != next.start {
+            self.fail(self.expected, Reason::Gap);
+            return self;
+        }
+        if let Some(first_prev) = &next.first_prev
+            && self.prev.is_none_or(|prev| prev[..] != first_prev[..])
+        {
+            self.fail(next.start, Reason::WrongPrev);
+            return self;
+        }
+        self.verdict.entries_checked += next.verdict.entries_checked;
+        if !next.verdict.ok {
+            self.verdict.ok = false;
+            self.verdict.failed_seq = next.verdict.failed_seq;
+            self.verdict.reason = next.verdict.reason;
+            return self;
+        }
+        self.expected = next.expected;
+        self.prev = next.prev;
+        self
+    }
+
     /// The verdict, after checking the end of the chain against its head
     /// (a deleted last entry is a gap; a rewritten one a wrong hash).
     pub fn finish(mut self, head: Option<(i64, &[u8])>) -> Verdict {
@@ -418,7 +435,7 @@ impl<'t> Checker<'t> {
             let last = self.expected - 1;
             if last < head_seq {
                 self.fail(self.expected, Reason::Gap);
-            } else if last > 0 && self.prev[..] != *head_hash {
+            } else if last > 0 && self.prev.is_none_or(|prev| prev[..] != *head_hash) {
                 self.fail(last, Reason::WrongHash);
             }
         }
@@ -426,20 +443,29 @@ impl<'t> Checker<'t> {
     }
 }
 
-/// A stored entry hash (already checked equal to a computed one, so 32 bytes).
-fn to_array(stored: &[u8]) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    out.copy_from_slice(stored);
-    out
-}
-
 const VERIFY_SELECT: &str = "SELECT entry_id, seq, event_type, actor_kind, actor_id, actor_chain, occurred_at, retention_class, payload, \
-     payload_digest, prev_hash, entry_hash FROM audit_entry WHERE tenant_id = $1 AND pool_index = $2 AND seq <= $3 ORDER BY seq";
+     payload_digest, prev_hash, entry_hash FROM audit_entry WHERE tenant_id = $1 AND pool_index = $2 AND seq >= $3 AND seq <= $4 ORDER BY seq";
+
+/// Chains shorter than this are verified in one pass.
+const MIN_PART: i64 = 100_000;
+/// Parts a long chain is verified in at most (each on a core of its own).
+const MAX_PARTS: i64 = 4;
+
+/// The seq ranges a chain ending at `head_seq` is verified in: one, or for
+/// a long chain one per core, checked in parallel and then joined.
+fn parts(head_seq: Option<i64>) -> Vec<(i64, i64)> {
+    let Some(last) = head_seq else { return vec![(1, i64::MAX)] };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as i64);
+    let n = cores.min(MAX_PARTS).min(last / MIN_PART).max(1);
+    (0..n).map(|i| (1 + i * last / n, (i + 1) * last / n)).collect()
+}
 
 /// Verifies the chain `(tenant_id, pool_index)` against its head, reading
 /// the entries as a stream in `seq` order: memory stays flat whatever the
-/// chain's length. Entries appended after the head was read are left for
-/// the next verification.
+/// chain's length. A long chain is read in parts, in parallel; each part
+/// is checked on its own and the parts are joined at their boundaries, so
+/// the verdict is the one a single pass would give. Entries appended after
+/// the head was read are left for the next verification.
 pub async fn verify(db: &Db, tenant_id: &str, pool_index: i64) -> ApiResult<Verdict> {
     let head = sqlx::query("SELECT seq, head_hash FROM audit_chain_head WHERE tenant_id = $1 AND pool_index = $2")
         .bind(tenant_id)
@@ -450,37 +476,39 @@ pub async fn verify(db: &Db, tenant_id: &str, pool_index: i64) -> ApiResult<Verd
         Some(r) => Some((r.try_get::<i64, _>("seq")?, r.try_get::<Vec<u8>, _>("head_hash")?)),
         None => None,
     };
-    match sqlite_file(db) {
-        Some(path) => {
-            let tenant = tenant_id.to_string();
-            tokio::task::spawn_blocking(move || verify_sqlite_file(&path, &tenant, pool_index, head))
-                .await
-                .map_err(|e| ApiError::Internal(anyhow::anyhow!("verification task: {e}")))?
-        }
-        None => verify_stream(&db.read, tenant_id, pool_index, head).await,
+    let file = db.sqlite_file();
+    let mut tasks = Vec::new();
+    for (n, (first, last)) in parts(head.as_ref().map(|h| h.0)).into_iter().enumerate() {
+        let checker = if n == 0 { Checker::new(tenant_id, pool_index) } else { Checker::part(tenant_id, pool_index, first) };
+        tasks.push(match &file {
+            Some(path) => {
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || check_sqlite_file(&path, checker, last))
+            }
+            None => tokio::spawn(check_stream(db.read.clone(), checker, last)),
+        });
     }
+    let mut joined: Option<Checker> = None;
+    for task in tasks {
+        let part = task.await.map_err(|e| ApiError::Internal(anyhow::anyhow!("verification task: {e}")))??;
+        joined = Some(match joined {
+            None => part,
+            Some(before) => before.join(part),
+        });
+    }
+    let checker = joined.expect("at least one part");
+    Ok(checker.finish(head.as_ref().map(|(s, h)| (*s, h.as_slice()))))
 }
 
-/// The SQLite database file behind `db`, for readers that bypass the pool
-/// (None on PostgreSQL and for in-memory databases).
-fn sqlite_file(db: &Db) -> Option<std::path::PathBuf> {
-    use std::str::FromStr;
-    if db.backend != crate::db::Backend::Sqlite {
-        return None;
-    }
-    let options = sqlx::sqlite::SqliteConnectOptions::from_str(&db.url).ok()?;
-    let file = options.get_filename();
-    (!file.as_os_str().is_empty() && file != std::path::Path::new(":memory:")).then(|| file.to_path_buf())
-}
-
-/// Any backend: the entries as an sqlx stream (`fetch`, never `fetch_all`).
-async fn verify_stream(pool: &sqlx::AnyPool, tenant_id: &str, pool_index: i64, head: Option<(i64, Vec<u8>)>) -> ApiResult<Verdict> {
-    let mut checker = Checker::new(tenant_id, pool_index);
+/// Any backend: the part's entries as an sqlx stream (`fetch`, never
+/// `fetch_all`).
+async fn check_stream(pool: sqlx::AnyPool, mut checker: Checker, last: i64) -> ApiResult<Checker> {
     let mut rows = sqlx::query(VERIFY_SELECT)
-        .bind(tenant_id)
-        .bind(pool_index)
-        .bind(head.as_ref().map_or(i64::MAX, |h| h.0))
-        .fetch(pool);
+        .bind(checker.tenant_id.clone())
+        .bind(checker.verdict.pool_index)
+        .bind(checker.start)
+        .bind(last)
+        .fetch(&pool);
     while let Some(r) = rows.try_next().await? {
         let (payload, actor_chain): (Option<String>, Option<String>) = (r.try_get(8)?, r.try_get(5)?);
         let (digest, prev, hash): (Vec<u8>, Vec<u8>, Vec<u8>) = (r.try_get(9)?, r.try_get(10)?, r.try_get(11)?);
@@ -502,7 +530,8 @@ async fn verify_stream(pool: &sqlx::AnyPool, tenant_id: &str, pool_index: i64, h
             break;
         }
     }
-    Ok(checker.finish(head.as_ref().map(|(s, h)| (*s, h.as_slice()))))
+    drop(rows);
+    Ok(checker)
 }
 
 /// A nullable TEXT column, borrowed.
@@ -517,14 +546,14 @@ fn text(v: rusqlite::types::ValueRef<'_>) -> rusqlite::Result<Option<&str>> {
 /// read-only connection of its own. Rows are borrowed in place, with no
 /// per-row allocation or hand-off between threads, which is what lets a
 /// verification keep pace with SHA-256 rather than with the driver.
-fn verify_sqlite_file(path: &std::path::Path, tenant_id: &str, pool_index: i64, head: Option<(i64, Vec<u8>)>) -> ApiResult<Verdict> {
+fn check_sqlite_file(path: &std::path::Path, mut checker: Checker, last: i64) -> ApiResult<Checker> {
     use rusqlite::OpenFlags;
     let fault = |e: rusqlite::Error| ApiError::Internal(anyhow::anyhow!("verifying from SQLite: {e}"));
     let conn = rusqlite::Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX).map_err(fault)?;
     conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(fault)?;
     let mut stmt = conn.prepare(VERIFY_SELECT).map_err(fault)?;
-    let mut rows = stmt.query((tenant_id, pool_index, head.as_ref().map_or(i64::MAX, |h| h.0))).map_err(fault)?;
-    let mut checker = Checker::new(tenant_id, pool_index);
+    let tenant_id = checker.tenant_id.clone();
+    let mut rows = stmt.query((&tenant_id, checker.verdict.pool_index, checker.start, last)).map_err(fault)?;
     while let Some(r) = rows.next().map_err(fault)? {
         let t = |i: usize| -> rusqlite::Result<&str> { Ok(text(r.get_ref(i)?)?.unwrap_or_default()) };
         let b = |i: usize| -> rusqlite::Result<&[u8]> { r.get_ref(i)?.as_blob().map_err(Into::into) };
@@ -546,7 +575,8 @@ fn verify_sqlite_file(path: &std::path::Path, tenant_id: &str, pool_index: i64, 
             break;
         }
     }
-    Ok(checker.finish(head.as_ref().map(|(s, h)| (*s, h.as_slice()))))
+    drop(rows);
+    Ok(checker)
 }
 
 /// Every pool in which a tenant has a chain, in order.
@@ -558,4 +588,152 @@ pub async fn pools_of(pool: &sqlx::AnyPool, tenant_id: &str) -> ApiResult<Vec<i6
     .bind(tenant_id)
     .fetch_all(pool)
     .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry as stored, owned.
+    #[derive(Clone)]
+    struct Row {
+        entry_id: String,
+        seq: i64,
+        payload: String,
+        digest: Vec<u8>,
+        prev: Vec<u8>,
+        hash: Vec<u8>,
+    }
+
+    const TENANT: &str = "0190a000-0000-7000-8000-000000000001";
+
+    fn fields<'a>(r: &'a Row, digest: &'a [u8]) -> Fields<'a> {
+        Fields {
+            entry_id: &r.entry_id,
+            tenant_id: TENANT,
+            pool_index: 3,
+            seq: r.seq,
+            event_type: "crm.call.logged.v1",
+            actor_kind: "service",
+            actor_id: "tester",
+            actor_chain: None,
+            occurred_at: "2026-11-21T00:00:00.000000Z",
+            retention_class: "operational",
+            payload_digest: digest,
+        }
+    }
+
+    fn chain(n: i64) -> Vec<Row> {
+        let mut prev = ZERO_HASH.to_vec();
+        (1..=n)
+            .map(|seq| {
+                let payload = format!("{{\"n\":{seq}}}");
+                let digest = payload_digest(&payload).to_vec();
+                let mut row = Row { entry_id: format!("entry-{seq}"), seq, payload, digest: digest.clone(), prev: prev.clone(), hash: Vec::new() };
+                row.hash = entry_hash(&prev, &fields(&row, &digest)).to_vec();
+                prev = row.hash.clone();
+                row
+            })
+            .collect()
+    }
+
+    fn stored(r: &Row) -> Stored<'_> {
+        Stored {
+            entry_id: &r.entry_id,
+            seq: r.seq,
+            event_type: "crm.call.logged.v1",
+            actor_kind: "service",
+            actor_id: "tester",
+            actor_chain: None,
+            occurred_at: "2026-11-21T00:00:00.000000Z",
+            retention_class: "operational",
+            payload: Some(&r.payload),
+            payload_digest: &r.digest,
+            prev_hash: &r.prev,
+            entry_hash: &r.hash,
+        }
+    }
+
+    /// Feeds a checker the rows of its range, in seq order.
+    fn run(mut checker: Checker, rows: &[Row], first: i64, last: i64) -> Checker {
+        let mut rows: Vec<&Row> = rows.iter().filter(|r| r.seq >= first && r.seq <= last).collect();
+        rows.sort_by_key(|r| r.seq);
+        for r in rows {
+            if !checker.next(&stored(r)) {
+                break;
+            }
+        }
+        checker
+    }
+
+    /// The verdict of one pass, and of parts cut before each seq in `cuts`.
+    fn verdicts(rows: &[Row], head: (i64, &[u8]), cuts: &[i64]) -> (Verdict, Verdict) {
+        let single = run(Checker::new(TENANT, 3), rows, 1, head.0).finish(Some(head));
+        let mut bounds = vec![1];
+        bounds.extend_from_slice(cuts);
+        let mut joined: Option<Checker> = None;
+        for (i, &first) in bounds.iter().enumerate() {
+            let last = bounds.get(i + 1).map_or(head.0, |next| next - 1);
+            let checker = if i == 0 { Checker::new(TENANT, 3) } else { Checker::part(TENANT, 3, first) };
+            let part = run(checker, rows, first, last);
+            joined = Some(match joined {
+                None => part,
+                Some(before) => before.join(part),
+            });
+        }
+        (single, joined.unwrap().finish(Some(head)))
+    }
+
+    #[test]
+    fn parts_agree_with_one_pass_on_every_tampering() {
+        let n = 12;
+        let clean = chain(n);
+        let head_hash = clean.last().unwrap().hash.clone();
+        let mut cases: Vec<(String, Vec<Row>)> = vec![("intact".into(), clean.clone())];
+        for k in 0..n as usize {
+            let mut deleted = clean.clone();
+            deleted.remove(k);
+            cases.push((format!("delete {}", k + 1), deleted));
+            let mut payload = clean.clone();
+            payload[k].payload = "{\"n\":-1}".into();
+            cases.push((format!("payload {}", k + 1), payload));
+            let mut prev = clean.clone();
+            prev[k].prev[0] ^= 1;
+            cases.push((format!("prev {}", k + 1), prev));
+            let mut hash = clean.clone();
+            hash[k].hash[5] ^= 1;
+            cases.push((format!("hash {}", k + 1), hash));
+            if k + 1 < n as usize {
+                let mut swapped = clean.clone();
+                let (a, b) = (swapped[k].seq, swapped[k + 1].seq);
+                swapped[k].seq = b;
+                swapped[k + 1].seq = a;
+                cases.push((format!("reorder {}/{}", k + 1, k + 2), swapped));
+            }
+        }
+        let mut failures = 0;
+        for (name, rows) in &cases {
+            for cuts in [vec![2], vec![6], vec![12], vec![4, 8], vec![2, 3, 11], vec![5, 6, 7, 12]] {
+                let (single, parts) = verdicts(rows, (n, &head_hash), &cuts);
+                assert_eq!(single, parts, "{name}, cut before {cuts:?}");
+                failures += usize::from(!single.ok);
+            }
+        }
+        // Every tampered case fails (the intact one passes under each cut).
+        assert_eq!(failures, (cases.len() - 1) * 6);
+        let (intact, _) = verdicts(&clean, (n, &head_hash), &[7]);
+        assert!(intact.ok && intact.entries_checked == n, "{intact:?}");
+    }
+
+    #[test]
+    fn long_chains_split_into_ranges_that_cover_them() {
+        assert_eq!(parts(None), vec![(1, i64::MAX)]);
+        assert_eq!(parts(Some(10)), vec![(1, 10)]);
+        let cut = parts(Some(1_000_003));
+        assert_eq!(cut.first().unwrap().0, 1);
+        assert_eq!(cut.last().unwrap().1, 1_000_003);
+        for pair in cut.windows(2) {
+            assert_eq!(pair[0].1 + 1, pair[1].0);
+        }
+    }
 }

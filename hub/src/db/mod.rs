@@ -23,6 +23,13 @@ pub enum Backend {
     Postgres,
 }
 
+impl Backend {
+    /// The backend a connection (or a transaction, through deref) speaks.
+    pub fn of(conn: &sqlx::AnyConnection) -> Backend {
+        if conn.backend_name().eq_ignore_ascii_case("sqlite") { Backend::Sqlite } else { Backend::Postgres }
+    }
+}
+
 /// The hub's database handle.
 ///
 /// On SQLite, writes go through a separate single-connection pool: SQLite
@@ -84,6 +91,24 @@ impl Db {
         self.write.begin().await
     }
 
+    /// Holds the SQLite write connection, idle, while the caller writes
+    /// through a connection of its own (the audit appender's): no sqlx
+    /// write runs meanwhile, so the two never contend for SQLite's lock.
+    pub async fn hold_writer(&self) -> Result<sqlx::pool::PoolConnection<Any>, sqlx::Error> {
+        self.write.acquire().await
+    }
+
+    /// The SQLite database file (None on PostgreSQL), for work that opens
+    /// connections of its own beside the pools.
+    pub fn sqlite_file(&self) -> Option<std::path::PathBuf> {
+        if self.backend != Backend::Sqlite {
+            return None;
+        }
+        let options = sqlx::sqlite::SqliteConnectOptions::from_str(&self.url).ok()?;
+        let file = options.get_filename();
+        (!file.as_os_str().is_empty() && file != std::path::Path::new(":memory:")).then(|| file.to_path_buf())
+    }
+
     /// The pool for single write statements outside a transaction.
     pub fn writer(&self) -> &AnyPool {
         &self.write
@@ -95,6 +120,8 @@ fn sqlite_pool(max: u32) -> AnyPoolOptions {
         .max_connections(max)
         .min_connections(1)
         .acquire_timeout(Duration::from_secs(30))
+        // A local file does not go stale: no ping before each use.
+        .test_before_acquire(false)
         .after_connect(|conn, _meta| {
             Box::pin(async move {
                 use sqlx::Executor;
