@@ -43,14 +43,22 @@ fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
-async fn fresh_postgres(admin: &str) -> String {
+/// Creates a database of the benchmark's own; returns its URL and name.
+async fn fresh_postgres(admin: &str) -> (String, String) {
     use sqlx::Connection;
     let mut conn = sqlx::PgConnection::connect(admin).await.expect("connect to PostgreSQL");
     let name = format!("hubbench_{}", uuid::Uuid::now_v7().simple());
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.expect("create database");
     let (base, query) = admin.split_once('?').map_or((admin.to_string(), String::new()), |(b, q)| (b.to_string(), format!("?{q}")));
     let root = &base[..base.rfind('/').filter(|&i| i > base.find("://").map_or(0, |j| j + 2)).unwrap_or(base.len())];
-    format!("{root}/{name}{query}")
+    (format!("{root}/{name}{query}"), name)
+}
+
+/// Drops the benchmark's database (its pools may still hold connections).
+async fn drop_postgres(admin: &str, name: &str) {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(admin).await.expect("connect to PostgreSQL");
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut conn).await.expect("drop database");
 }
 
 struct Hub {
@@ -227,8 +235,9 @@ async fn main() {
     println!("audit benchmark ({} CPUs)", std::thread::available_parallelism().map_or(0, |n| n.get()));
     backend("SQLite", None).await;
     if let Some(admin) = std::env::var("HUB_TEST_POSTGRES_URL").ok().filter(|s| !s.is_empty()) {
-        let url = fresh_postgres(&admin).await;
+        let (url, name) = fresh_postgres(&admin).await;
         backend("PostgreSQL", Some(url)).await;
+        drop_postgres(&admin, &name).await;
     } else {
         println!("(HUB_TEST_POSTGRES_URL not set: PostgreSQL skipped)");
     }
