@@ -128,16 +128,17 @@ async fn prepare_stage(read: sqlx::AnyPool, mut jobs: mpsc::Receiver<Job>, out: 
 
 async fn accept(read: &sqlx::AnyPool, jobs: Vec<Job>) -> Batch {
     // Baseline types are in memory; a tenant's own are read once a batch.
+    let baseline: Vec<Option<&EventType>> = jobs.iter().map(|job| registry::baseline().get(&job.event.event_type)).collect();
     let mut tenant_kinds: HashMap<(&str, &str), ApiResult<Option<EventType>>> = HashMap::new();
-    for job in &jobs {
+    for (job, _) in jobs.iter().zip(&baseline).filter(|(_, kind)| kind.is_none()) {
         let key = (job.event.tenant_id.as_str(), job.event.event_type.as_str());
-        if registry::baseline().get(key.1).is_none() && !tenant_kinds.contains_key(&key) {
+        if !tenant_kinds.contains_key(&key) {
             tenant_kinds.insert(key, registry::lookup(read, key.0, key.1).await);
         }
     }
     let mut prepared = Vec::with_capacity(jobs.len());
-    for job in &jobs {
-        let kind = match registry::baseline().get(&job.event.event_type) {
+    for (job, in_baseline) in jobs.iter().zip(baseline) {
+        let kind = match in_baseline {
             Some(kind) => Ok(Some(kind)),
             None => match &tenant_kinds[&(job.event.tenant_id.as_str(), job.event.event_type.as_str())] {
                 Ok(kind) => Ok(kind.as_ref()),
