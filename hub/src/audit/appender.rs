@@ -11,7 +11,11 @@
 //! own ([`SqliteChains`]): prepared statements bound to borrowed values,
 //! on a blocking thread. Meanwhile it holds the hub's one sqlx write
 //! connection idle ([`Db::hold_writer`]), so the two writers take turns and
-//! never contend for SQLite's write lock.
+//! never contend for SQLite's write lock. Its commits skip the fsync: a
+//! third stage syncs the WAL once for all the batches committed meanwhile
+//! and only then answers their callers, and a fourth thread checkpoints the
+//! WAL, so neither the disk flush nor the copy into the database file
+//! holds up the next batch.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -89,9 +93,17 @@ impl Appender {
         tokio::spawn(prepare_stage(db.read.clone(), job_rx, batches));
         match db.sqlite_file() {
             Some(path) => {
-                let chains = SqliteChains::open(&path)?;
+                let (checkpoint_tx, checkpoint_rx) = std::sync::mpsc::sync_channel(1);
+                let chains = SqliteChains::open(&path, checkpoint_tx)?;
+                let checkpointer = SqliteChains::connect(&path)?;
+                let (written_tx, written_rx) = std::sync::mpsc::channel();
+                let wal = WalFile::new(&path);
                 let runtime = tokio::runtime::Handle::current();
-                std::thread::Builder::new().name("audit-sqlite".into()).spawn(move || sqlite_commits(&runtime, &db, chains, batch_rx))?;
+                std::thread::Builder::new()
+                    .name("audit-sqlite".into())
+                    .spawn(move || sqlite_commits(&runtime, &db, chains, batch_rx, written_tx))?;
+                std::thread::Builder::new().name("audit-fsync".into()).spawn(move || sqlite_syncs(wal, written_rx))?;
+                std::thread::Builder::new().name("audit-checkpoint".into()).spawn(move || sqlite_checkpoints(checkpointer, checkpoint_rx))?;
             }
             None => {
                 tokio::spawn(sql_commits(db, batch_rx));
@@ -177,13 +189,32 @@ async fn sql_commits(db: Db, mut batches: mpsc::Receiver<Batch>) {
 }
 
 /// Stage two on SQLite, on a thread of its own so that a batch starts the
-/// moment the one before it has committed, however busy the runtime is.
-/// Each batch is written while the sqlx write connection is held.
-fn sqlite_commits(runtime: &tokio::runtime::Handle, db: &Db, mut chains: SqliteChains, mut batches: mpsc::Receiver<Batch>) {
+/// moment the one before it is written, however busy the runtime is.
+///
+/// Each batch is written and committed without an fsync; the callers are
+/// answered by the sync stage ([`sqlite_syncs`]) once the WAL holding the
+/// commit is on disk, while this thread already writes the next batch.
+/// Batches are written while the sqlx write connection is held; it is kept
+/// across consecutive batches for at most [`HOLD_WRITER_FOR`] and given
+/// back whenever no batch waits, so the hub's other writes queue behind
+/// at most that long.
+fn sqlite_commits(runtime: &tokio::runtime::Handle, db: &Db, mut chains: SqliteChains, mut batches: mpsc::Receiver<Batch>, synced: std::sync::mpsc::Sender<Written>) {
     // The held connection goes back to its pool through the runtime.
     let _context = runtime.enter();
     let mut waiting = Vec::with_capacity(MAX_MERGED);
-    while let Some(batch) = batches.blocking_recv() {
+    let mut held: Option<(sqlx::pool::PoolConnection<sqlx::Any>, std::time::Instant)> = None;
+    loop {
+        let batch = match batches.try_recv() {
+            Ok(batch) => batch,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                held = None;
+                match batches.blocking_recv() {
+                    Some(batch) => batch,
+                    None => return,
+                }
+            }
+            Err(mpsc::error::TryRecvError::Disconnected) => return,
+        };
         let mut count = batch.len();
         waiting.push(batch);
         while count < MAX_BATCH
@@ -193,13 +224,98 @@ fn sqlite_commits(runtime: &tokio::runtime::Handle, db: &Db, mut chains: SqliteC
             waiting.push(more);
         }
         let (entries, replies): (Vec<Prepared>, Vec<Reply>) = waiting.drain(..).flatten().unzip();
-        let sealed = match runtime.block_on(db.hold_writer()) {
-            Ok(_held) => chains.write(&entries),
-            Err(e) => Err(e.into()),
-        };
-        answer(replies, sealed.map(|sealed| answers(entries, sealed)));
+        if held.as_ref().is_none_or(|(_, since)| since.elapsed() > HOLD_WRITER_FOR) {
+            held = None;
+            match runtime.block_on(db.hold_writer()) {
+                Ok(conn) => held = Some((conn, std::time::Instant::now())),
+                Err(e) => {
+                    answer(replies, Err(e.into()));
+                    continue;
+                }
+            }
+        }
+        match chains.write(&entries) {
+            Ok(sealed) => {
+                if synced.send(Written { replies, answers: answers(entries, sealed) }).is_err() {
+                    return;
+                }
+            }
+            Err(e) => answer(replies, Err(e)),
+        }
     }
 }
+
+/// How long the SQLite commit stage keeps the sqlx write connection across
+/// consecutive batches before letting the hub's other writes in.
+const HOLD_WRITER_FOR: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// A committed batch whose callers wait for the WAL to reach the disk.
+struct Written {
+    replies: Vec<Reply>,
+    answers: Vec<Appended>,
+}
+
+/// Stage three on SQLite: makes the WAL durable once for every batch
+/// committed since the last sync (group fsync), then answers their callers:
+/// a 201 means the entry survives a power cut. A failed sync answers 500.
+fn sqlite_syncs(mut wal: WalFile, written: std::sync::mpsc::Receiver<Written>) {
+    while let Ok(first) = written.recv() {
+        let mut done = vec![first];
+        done.extend(written.try_iter());
+        let synced = wal.sync();
+        for Written { replies, answers } in done {
+            match &synced {
+                Ok(()) => answer(replies, Ok(answers)),
+                Err(e) => answer(replies, Err(ApiError::Internal(anyhow::anyhow!("syncing the audit WAL: {e}")))),
+            }
+        }
+    }
+}
+
+/// The SQLite write-ahead log, opened for fsync: fsync covers every write
+/// to the file, whichever descriptor made it. SQLite keeps the file while
+/// any connection is open (the appender's always is); should it ever be
+/// replaced, the new file is opened and synced.
+struct WalFile {
+    path: std::path::PathBuf,
+    file: Option<std::fs::File>,
+}
+
+impl WalFile {
+    fn new(db_file: &std::path::Path) -> WalFile {
+        let mut path = db_file.as_os_str().to_owned();
+        path.push("-wal");
+        WalFile { path: path.into(), file: None }
+    }
+
+    fn sync(&mut self) -> std::io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let current = std::fs::metadata(&self.path)?.ino();
+        if self.file.as_ref().is_none_or(|f| f.metadata().is_ok_and(|m| m.ino() != current)) {
+            self.file = Some(std::fs::File::open(&self.path)?);
+        }
+        self.file.as_ref().expect("opened above").sync_data()
+    }
+}
+
+/// Checkpoints the SQLite WAL into the database file on a connection and
+/// thread of its own, so the commit stage never stops to copy pages: a
+/// PASSIVE checkpoint whenever the commit stage reports progress, at most
+/// every [`CHECKPOINT_EVERY`]. The checkpoint syncs the WAL before copying
+/// and the database after (`synchronous = NORMAL`).
+fn sqlite_checkpoints(conn: rusqlite::Connection, progress: std::sync::mpsc::Receiver<()>) {
+    while progress.recv().is_ok() {
+        let started = std::time::Instant::now();
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            tracing::warn!(error = %e, "audit WAL checkpoint failed");
+        }
+        std::thread::sleep(CHECKPOINT_EVERY.saturating_sub(started.elapsed()));
+        // Progress reported meanwhile is covered by the next checkpoint.
+        progress.try_iter().for_each(drop);
+    }
+}
+
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Answers every caller of a committed (or failed) batch.
 fn answer(replies: Vec<Reply>, result: ApiResult<Vec<Appended>>) {
@@ -378,25 +494,39 @@ fn row_placeholders(backend: Backend, before: usize, n: usize) -> String {
     out
 }
 
-/// The SQLite commit path: a write connection of the appender's own, with
-/// `synchronous = FULL` (a 201 means the entry survives a power cut, not
-/// only a crash of the hub) and a page cache large enough to keep the
-/// chain's index pages in memory.
+/// The SQLite commit path: a write connection of the appender's own. Its
+/// commits do not fsync (`synchronous = NORMAL`): the sync stage makes the
+/// WAL durable before any caller is answered, so a 201 still survives a
+/// power cut. It leaves checkpoints to [`sqlite_checkpoints`] and runs one
+/// itself only once the WAL reaches [`WAL_FRAMES_MAX`] frames, which
+/// bounds the WAL when the background checkpoints never catch up with a
+/// busy writer (the WAL restarts only after a checkpoint copied all of it).
 pub(crate) struct SqliteChains {
     conn: rusqlite::Connection,
+    checkpoint: std::sync::mpsc::SyncSender<()>,
 }
+
+/// WAL frames (pages) after which the commit stage checkpoints itself.
+const WAL_FRAMES_MAX: u32 = 10_000;
 
 const SQLITE_HEAD_SELECT: &str = "SELECT seq, head_hash FROM audit_chain_head WHERE tenant_id = ?1 AND pool_index = ?2";
 const SQLITE_HEAD_UPSERT: &str = "INSERT INTO audit_chain_head (tenant_id, pool_index, seq, head_hash, updated_at) VALUES (?1, ?2, ?3, ?4, ?5) \
      ON CONFLICT (tenant_id, pool_index) DO UPDATE SET seq = excluded.seq, head_hash = excluded.head_hash, updated_at = excluded.updated_at";
 
 impl SqliteChains {
-    fn open(path: &std::path::Path) -> anyhow::Result<SqliteChains> {
+    fn open(path: &std::path::Path, checkpoint: std::sync::mpsc::SyncSender<()>) -> anyhow::Result<SqliteChains> {
+        let conn = SqliteChains::connect(path)?;
+        conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {WAL_FRAMES_MAX}"))?;
+        Ok(SqliteChains { conn, checkpoint })
+    }
+
+    /// A connection of the appender's own to the hub's database file.
+    fn connect(path: &std::path::Path) -> anyhow::Result<rusqlite::Connection> {
         use rusqlite::OpenFlags;
         let conn = rusqlite::Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        conn.execute_batch("PRAGMA synchronous = FULL")?;
-        Ok(SqliteChains { conn })
+        conn.execute_batch("PRAGMA synchronous = NORMAL")?;
+        Ok(conn)
     }
 
     /// Chains and commits `entries` in one IMMEDIATE transaction (the write
@@ -449,6 +579,8 @@ impl SqliteChains {
             }
         }
         tx.commit().map_err(fault)?;
+        // The checkpointer is busy or already told: either way it runs again.
+        let _ = self.checkpoint.try_send(());
         Ok(sealed)
     }
 }
