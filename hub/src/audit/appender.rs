@@ -36,7 +36,7 @@ use crate::{
 const MAX_BATCH: usize = 4096;
 /// Prepared batches merged into one transaction at most.
 const MAX_MERGED: usize = 64;
-/// Rows per INSERT statement (14 parameters each keeps well under the
+/// Rows per INSERT statement (15 parameters each keeps well under the
 /// parameter limits of both backends).
 const ROWS_PER_INSERT: usize = 256;
 /// Chain heads per upsert statement (5 parameters each).
@@ -337,6 +337,7 @@ fn answer(replies: Vec<Reply>, result: ApiResult<Vec<Appended>>) {
 /// Where an entry lands in its chain.
 #[derive(Clone, Copy, Default)]
 struct Sealed {
+    chain_id: i64,
     seq: i64,
     prev: Hash,
     hash: Hash,
@@ -353,14 +354,14 @@ fn by_chain(entries: &[Prepared]) -> Vec<((&str, i64), Vec<usize>)> {
     chains.into_iter().collect()
 }
 
-/// Chains `members` of `entries` after a head at (`last` seq, `head` hash);
-/// returns the chain's new head hash.
-fn seal_chain(entries: &[Prepared], members: &[usize], last: i64, head: Hash, sealed: &mut [Sealed]) -> Hash {
+/// Chains `members` of `entries` into chain `chain_id` after a head at
+/// (`last` seq, `head` hash); returns the chain's new head hash.
+fn seal_chain(entries: &[Prepared], members: &[usize], chain_id: i64, last: i64, head: Hash, sealed: &mut [Sealed]) -> Hash {
     let mut prev = head;
     for (n, &i) in members.iter().enumerate() {
         let seq = last + 1 + n as i64;
         let hash = entries[i].seal(seq, &prev);
-        sealed[i] = Sealed { seq, prev, hash };
+        sealed[i] = Sealed { chain_id, seq, prev, hash };
         prev = hash;
     }
     prev
@@ -382,10 +383,10 @@ pub(crate) async fn write_sql(tx: &mut Tx, backend: Backend, entries: Vec<Prepar
         for group in chains.chunks(CHAINS_PER_STATEMENT) {
             let advanced = advance_heads(tx, backend, group).await?;
             for ((tenant_id, pool_index), members) in group {
-                let (last, head) = advanced
+                let (chain_id, last, head) = advanced
                     .get(&(tenant_id.to_string(), *pool_index))
                     .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a chain head was not returned")))?;
-                let new_head = seal_chain(&entries, members, last - members.len() as i64, chain::hash_from(head)?, &mut sealed);
+                let new_head = seal_chain(&entries, members, *chain_id, last - members.len() as i64, chain::hash_from(head)?, &mut sealed);
                 heads.push((tenant_id, *pool_index, *last, new_head));
             }
         }
@@ -394,13 +395,14 @@ pub(crate) async fn write_sql(tx: &mut Tx, backend: Backend, entries: Vec<Prepar
         }
     }
     for (chunk, positions) in entries.chunks(ROWS_PER_INSERT).zip(sealed.chunks(ROWS_PER_INSERT)) {
-        let sql = multi_row_insert(chain::INSERT_COLUMNS, backend, chunk.len(), 14);
+        let sql = multi_row_insert(chain::INSERT_COLUMNS, backend, chunk.len(), 15);
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for (p, s) in chunk.iter().zip(positions) {
             q = q
                 .bind(&p.entry_id)
                 .bind(&p.tenant_id)
                 .bind(p.pool_index)
+                .bind(s.chain_id)
                 .bind(s.seq)
                 .bind(&p.event_type)
                 .bind(&p.actor_kind)
@@ -420,14 +422,14 @@ pub(crate) async fn write_sql(tx: &mut Tx, backend: Backend, entries: Vec<Prepar
 
 /// Advances the heads of several chains by their entry counts in one
 /// statement (creating missing heads), locking them in the given (sorted)
-/// order on PostgreSQL; returns each chain's new last seq and the hash it
-/// had before.
-async fn advance_heads(tx: &mut Tx, backend: Backend, group: &[((&str, i64), Vec<usize>)]) -> ApiResult<HashMap<(String, i64), (i64, Vec<u8>)>> {
+/// order on PostgreSQL; returns each chain's id, new last seq and the hash
+/// it had before.
+async fn advance_heads(tx: &mut Tx, backend: Backend, group: &[((&str, i64), Vec<usize>)]) -> ApiResult<HashMap<(String, i64), (i64, i64, Vec<u8>)>> {
     let now = crate::db::now();
     let mut sql = multi_row_insert(HEAD_INSERT, backend, group.len(), 5);
     sql.push_str(
         " ON CONFLICT (tenant_id, pool_index) DO UPDATE SET seq = audit_chain_head.seq + excluded.seq, updated_at = excluded.updated_at \
-         RETURNING tenant_id, pool_index, seq, head_hash",
+         RETURNING tenant_id, pool_index, chain_id, seq, head_hash",
     );
     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
     for ((tenant_id, pool_index), members) in group {
@@ -435,7 +437,7 @@ async fn advance_heads(tx: &mut Tx, backend: Backend, group: &[((&str, i64), Vec
     }
     let mut out = HashMap::with_capacity(group.len());
     for r in q.fetch_all(&mut **tx).await? {
-        out.insert((r.try_get::<String, _>(0)?, r.try_get::<i64, _>(1)?), (r.try_get::<i64, _>(2)?, r.try_get::<Vec<u8>, _>(3)?));
+        out.insert((r.try_get::<String, _>(0)?, r.try_get::<i64, _>(1)?), (r.try_get::<i64, _>(2)?, r.try_get::<i64, _>(3)?, r.try_get::<Vec<u8>, _>(4)?));
     }
     Ok(out)
 }
@@ -509,9 +511,10 @@ pub(crate) struct SqliteChains {
 /// WAL frames (pages) after which the commit stage checkpoints itself.
 const WAL_FRAMES_MAX: u32 = 10_000;
 
-const SQLITE_HEAD_SELECT: &str = "SELECT seq, head_hash FROM audit_chain_head WHERE tenant_id = ?1 AND pool_index = ?2";
-const SQLITE_HEAD_UPSERT: &str = "INSERT INTO audit_chain_head (tenant_id, pool_index, seq, head_hash, updated_at) VALUES (?1, ?2, ?3, ?4, ?5) \
-     ON CONFLICT (tenant_id, pool_index) DO UPDATE SET seq = excluded.seq, head_hash = excluded.head_hash, updated_at = excluded.updated_at";
+const SQLITE_HEAD_SELECT: &str = "SELECT chain_id, seq, head_hash FROM audit_chain_head WHERE tenant_id = ?1 AND pool_index = ?2";
+const SQLITE_HEAD_CREATE: &str = "INSERT INTO audit_chain_head (tenant_id, pool_index, seq, head_hash, updated_at) VALUES (?1, ?2, 0, ?3, ?4) \
+     RETURNING chain_id";
+const SQLITE_HEAD_UPDATE: &str = "UPDATE audit_chain_head SET seq = ?2, head_hash = ?3, updated_at = ?4 WHERE chain_id = ?1";
 
 impl SqliteChains {
     fn open(path: &std::path::Path, checkpoint: std::sync::mpsc::SyncSender<()>) -> anyhow::Result<SqliteChains> {
@@ -530,7 +533,7 @@ impl SqliteChains {
     }
 
     /// Chains and commits `entries` in one IMMEDIATE transaction (the write
-    /// lock is taken before the heads are read); each head is read once and
+    /// lock is taken before the heads are read); each head is read (or created) once and
     /// written once.
     fn write(&mut self, entries: &[Prepared]) -> ApiResult<Vec<Sealed>> {
         use rusqlite::OptionalExtension;
@@ -540,18 +543,19 @@ impl SqliteChains {
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(fault)?;
         {
             let mut head_select = tx.prepare_cached(SQLITE_HEAD_SELECT).map_err(fault)?;
-            let mut head_upsert = tx.prepare_cached(SQLITE_HEAD_UPSERT).map_err(fault)?;
+            let mut head_create = tx.prepare_cached(SQLITE_HEAD_CREATE).map_err(fault)?;
+            let mut head_update = tx.prepare_cached(SQLITE_HEAD_UPDATE).map_err(fault)?;
             let mut insert = tx
-                .prepare_cached(&format!("{}(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)", chain::INSERT_COLUMNS))
+                .prepare_cached(&format!("{}(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)", chain::INSERT_COLUMNS))
                 .map_err(fault)?;
             for ((tenant_id, pool_index), members) in by_chain(entries) {
-                let head: Option<(i64, Vec<u8>)> =
-                    head_select.query_row((tenant_id, pool_index), |r| Ok((r.get(0)?, r.get(1)?))).optional().map_err(fault)?;
-                let (last, head) = match head {
-                    Some((seq, hash)) => (seq, chain::hash_from(&hash)?),
-                    None => (0, ZERO_HASH),
+                let head: Option<(i64, i64, Vec<u8>)> =
+                    head_select.query_row((tenant_id, pool_index), |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional().map_err(fault)?;
+                let (chain_id, last, head) = match head {
+                    Some((chain_id, seq, hash)) => (chain_id, seq, chain::hash_from(&hash)?),
+                    None => (head_create.query_row((tenant_id, pool_index, &ZERO_HASH[..], &now), |r| r.get(0)).map_err(fault)?, 0, ZERO_HASH),
                 };
-                let new_head = seal_chain(entries, &members, last, head, &mut sealed);
+                let new_head = seal_chain(entries, &members, chain_id, last, head, &mut sealed);
                 for &i in &members {
                     let (p, s) = (&entries[i], &sealed[i]);
                     insert
@@ -559,6 +563,7 @@ impl SqliteChains {
                             p.entry_id,
                             p.tenant_id,
                             p.pool_index,
+                            s.chain_id,
                             s.seq,
                             p.event_type,
                             p.actor_kind,
@@ -573,9 +578,7 @@ impl SqliteChains {
                         ])
                         .map_err(fault)?;
                 }
-                head_upsert
-                    .execute(rusqlite::params![tenant_id, pool_index, last + members.len() as i64, &new_head[..], now])
-                    .map_err(fault)?;
+                head_update.execute(rusqlite::params![chain_id, last + members.len() as i64, &new_head[..], now]).map_err(fault)?;
             }
         }
         tx.commit().map_err(fault)?;

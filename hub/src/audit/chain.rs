@@ -243,8 +243,8 @@ impl Prepared {
     }
 }
 
-/// The columns of an entry, in the order `Prepared` values are bound.
-pub const INSERT_COLUMNS: &str = "INSERT INTO audit_entry (entry_id, tenant_id, pool_index, seq, event_type, actor_kind, actor_id, \
+/// The columns of an entry, in the order they are bound.
+pub const INSERT_COLUMNS: &str = "INSERT INTO audit_entry (entry_id, tenant_id, pool_index, chain_id, seq, event_type, actor_kind, actor_id, \
      actor_chain, occurred_at, retention_class, payload, payload_digest, prev_hash, entry_hash) VALUES ";
 
 /// Records an event inside the caller's transaction: the entry and the
@@ -444,17 +444,16 @@ impl Checker {
 }
 
 const VERIFY_SELECT: &str = "SELECT entry_id, seq, event_type, actor_kind, actor_id, actor_chain, occurred_at, retention_class, payload, \
-     payload_digest, prev_hash, entry_hash FROM audit_entry WHERE tenant_id = $1 AND pool_index = $2 AND seq >= $3 AND seq <= $4 ORDER BY seq";
+     payload_digest, prev_hash, entry_hash FROM audit_entry WHERE chain_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq";
 
 /// Chains shorter than this are verified in one pass.
 const MIN_PART: i64 = 100_000;
 /// Parts a long chain is verified in at most (each on a core of its own).
 const MAX_PARTS: i64 = 4;
 
-/// The seq ranges a chain ending at `head_seq` is verified in: one, or for
-/// a long chain one per core, checked in parallel and then joined.
-fn parts(head_seq: Option<i64>) -> Vec<(i64, i64)> {
-    let Some(last) = head_seq else { return vec![(1, i64::MAX)] };
+/// The seq ranges a chain ending at `last` is verified in: one, or for a
+/// long chain one per core, checked in parallel and then joined.
+fn parts(last: i64) -> Vec<(i64, i64)> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as i64);
     let n = cores.min(MAX_PARTS).min(last / MIN_PART).max(1);
     (0..n).map(|i| (1 + i * last / n, (i + 1) * last / n)).collect()
@@ -465,27 +464,29 @@ fn parts(head_seq: Option<i64>) -> Vec<(i64, i64)> {
 /// chain's length. A long chain is read in parts, in parallel; each part
 /// is checked on its own and the parts are joined at their boundaries, so
 /// the verdict is the one a single pass would give. Entries appended after
-/// the head was read are left for the next verification.
+/// the head was read are left for the next verification. A pool without a
+/// chain verifies, with no entry checked (its entries, if any, would
+/// reference a head: they cannot outlive it).
 pub async fn verify(db: &Db, tenant_id: &str, pool_index: i64) -> ApiResult<Verdict> {
-    let head = sqlx::query("SELECT seq, head_hash FROM audit_chain_head WHERE tenant_id = $1 AND pool_index = $2")
+    let head = sqlx::query("SELECT chain_id, seq, head_hash FROM audit_chain_head WHERE tenant_id = $1 AND pool_index = $2")
         .bind(tenant_id)
         .bind(pool_index)
         .fetch_optional(&db.read)
         .await?;
-    let head = match &head {
-        Some(r) => Some((r.try_get::<i64, _>("seq")?, r.try_get::<Vec<u8>, _>("head_hash")?)),
-        None => None,
+    let Some(head) = head else {
+        return Ok(Checker::new(tenant_id, pool_index).finish(None));
     };
+    let (chain_id, head_seq, head_hash): (i64, i64, Vec<u8>) = (head.try_get(0)?, head.try_get(1)?, head.try_get(2)?);
     let file = db.sqlite_file();
     let mut tasks = Vec::new();
-    for (n, (first, last)) in parts(head.as_ref().map(|h| h.0)).into_iter().enumerate() {
+    for (n, (first, last)) in parts(head_seq).into_iter().enumerate() {
         let checker = if n == 0 { Checker::new(tenant_id, pool_index) } else { Checker::part(tenant_id, pool_index, first) };
         tasks.push(match &file {
             Some(path) => {
                 let path = path.clone();
-                tokio::task::spawn_blocking(move || check_sqlite_file(&path, checker, last))
+                tokio::task::spawn_blocking(move || check_sqlite_file(&path, chain_id, checker, last))
             }
-            None => tokio::spawn(check_stream(db.read.clone(), checker, last)),
+            None => tokio::spawn(check_stream(db.read.clone(), chain_id, checker, last)),
         });
     }
     let mut joined: Option<Checker> = None;
@@ -497,15 +498,14 @@ pub async fn verify(db: &Db, tenant_id: &str, pool_index: i64) -> ApiResult<Verd
         });
     }
     let checker = joined.expect("at least one part");
-    Ok(checker.finish(head.as_ref().map(|(s, h)| (*s, h.as_slice()))))
+    Ok(checker.finish(Some((head_seq, &head_hash))))
 }
 
 /// Any backend: the part's entries as an sqlx stream (`fetch`, never
 /// `fetch_all`).
-async fn check_stream(pool: sqlx::AnyPool, mut checker: Checker, last: i64) -> ApiResult<Checker> {
+async fn check_stream(pool: sqlx::AnyPool, chain_id: i64, mut checker: Checker, last: i64) -> ApiResult<Checker> {
     let mut rows = sqlx::query(VERIFY_SELECT)
-        .bind(checker.tenant_id.clone())
-        .bind(checker.verdict.pool_index)
+        .bind(chain_id)
         .bind(checker.start)
         .bind(last)
         .fetch(&pool);
@@ -546,14 +546,13 @@ fn text(v: rusqlite::types::ValueRef<'_>) -> rusqlite::Result<Option<&str>> {
 /// read-only connection of its own. Rows are borrowed in place, with no
 /// per-row allocation or hand-off between threads, which is what lets a
 /// verification keep pace with SHA-256 rather than with the driver.
-fn check_sqlite_file(path: &std::path::Path, mut checker: Checker, last: i64) -> ApiResult<Checker> {
+fn check_sqlite_file(path: &std::path::Path, chain_id: i64, mut checker: Checker, last: i64) -> ApiResult<Checker> {
     use rusqlite::OpenFlags;
     let fault = |e: rusqlite::Error| ApiError::Internal(anyhow::anyhow!("verifying from SQLite: {e}"));
     let conn = rusqlite::Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX).map_err(fault)?;
     conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(fault)?;
     let mut stmt = conn.prepare(VERIFY_SELECT).map_err(fault)?;
-    let tenant_id = checker.tenant_id.clone();
-    let mut rows = stmt.query((&tenant_id, checker.verdict.pool_index, checker.start, last)).map_err(fault)?;
+    let mut rows = stmt.query((chain_id, checker.start, last)).map_err(fault)?;
     while let Some(r) = rows.next().map_err(fault)? {
         let t = |i: usize| -> rusqlite::Result<&str> { Ok(text(r.get_ref(i)?)?.unwrap_or_default()) };
         let b = |i: usize| -> rusqlite::Result<&[u8]> { r.get_ref(i)?.as_blob().map_err(Into::into) };
@@ -582,8 +581,7 @@ fn check_sqlite_file(path: &std::path::Path, mut checker: Checker, last: i64) ->
 /// Every pool in which a tenant has a chain, in order.
 pub async fn pools_of(pool: &sqlx::AnyPool, tenant_id: &str) -> ApiResult<Vec<i64>> {
     Ok(sqlx::query_scalar(
-        "SELECT pool_index FROM audit_chain_head WHERE tenant_id = $1 \
-         UNION SELECT DISTINCT pool_index FROM audit_entry WHERE tenant_id = $1 ORDER BY 1",
+        "SELECT pool_index FROM audit_chain_head WHERE tenant_id = $1 ORDER BY pool_index",
     )
     .bind(tenant_id)
     .fetch_all(pool)
@@ -727,9 +725,9 @@ mod tests {
 
     #[test]
     fn long_chains_split_into_ranges_that_cover_them() {
-        assert_eq!(parts(None), vec![(1, i64::MAX)]);
-        assert_eq!(parts(Some(10)), vec![(1, 10)]);
-        let cut = parts(Some(1_000_003));
+        assert_eq!(parts(0), vec![(1, 0)]);
+        assert_eq!(parts(10), vec![(1, 10)]);
+        let cut = parts(1_000_003);
         assert_eq!(cut.first().unwrap().0, 1);
         assert_eq!(cut.last().unwrap().1, 1_000_003);
         for pair in cut.windows(2) {

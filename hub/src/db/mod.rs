@@ -86,6 +86,18 @@ impl Db {
         Ok(())
     }
 
+    /// Applies the migrations up to `version` only: an upgrade from an
+    /// older schema is tested by building that schema first.
+    #[doc(hidden)]
+    pub async fn migrate_to(&self, version: i64) -> anyhow::Result<()> {
+        let migrator = match self.backend {
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        migrator.run_to(version, &self.write).await.context("running migrations")?;
+        Ok(())
+    }
+
     /// Starts a write transaction.
     pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
         self.write.begin().await
