@@ -486,7 +486,7 @@ pub async fn verify(db: &Db, tenant_id: &str, pool_index: i64) -> ApiResult<Verd
                 let path = path.clone();
                 tokio::task::spawn_blocking(move || check_sqlite_file(&path, chain_id, checker, last))
             }
-            None => tokio::spawn(check_stream(db.read.clone(), chain_id, checker, last)),
+            None => tokio::spawn(check_postgres(db.postgres_streams()?, chain_id, checker, last)),
         });
     }
     let mut joined: Option<Checker> = None;
@@ -501,30 +501,25 @@ pub async fn verify(db: &Db, tenant_id: &str, pool_index: i64) -> ApiResult<Verd
     Ok(checker.finish(Some((head_seq, &head_hash))))
 }
 
-/// Any backend: the part's entries as an sqlx stream (`fetch`, never
-/// `fetch_all`).
-async fn check_stream(pool: sqlx::AnyPool, chain_id: i64, mut checker: Checker, last: i64) -> ApiResult<Checker> {
-    let mut rows = sqlx::query(VERIFY_SELECT)
-        .bind(chain_id)
-        .bind(checker.start)
-        .bind(last)
-        .fetch(&pool);
+/// PostgreSQL: the part's entries as a stream (`fetch`, never
+/// `fetch_all`) on the native driver's pool, every column borrowed from
+/// its row: the Any driver would copy each value into an owned one first.
+async fn check_postgres(pool: sqlx::PgPool, chain_id: i64, mut checker: Checker, last: i64) -> ApiResult<Checker> {
+    let mut rows = sqlx::query(VERIFY_SELECT).bind(chain_id).bind(checker.start).bind(last).fetch(&pool);
     while let Some(r) = rows.try_next().await? {
-        let (payload, actor_chain): (Option<String>, Option<String>) = (r.try_get(8)?, r.try_get(5)?);
-        let (digest, prev, hash): (Vec<u8>, Vec<u8>, Vec<u8>) = (r.try_get(9)?, r.try_get(10)?, r.try_get(11)?);
         let stored = Stored {
-            entry_id: &r.try_get::<String, _>(0)?,
+            entry_id: r.try_get(0)?,
             seq: r.try_get(1)?,
-            event_type: &r.try_get::<String, _>(2)?,
-            actor_kind: &r.try_get::<String, _>(3)?,
-            actor_id: &r.try_get::<String, _>(4)?,
-            actor_chain: actor_chain.as_deref(),
-            occurred_at: &r.try_get::<String, _>(6)?,
-            retention_class: &r.try_get::<String, _>(7)?,
-            payload: payload.as_deref(),
-            payload_digest: &digest,
-            prev_hash: &prev,
-            entry_hash: &hash,
+            event_type: r.try_get(2)?,
+            actor_kind: r.try_get(3)?,
+            actor_id: r.try_get(4)?,
+            actor_chain: r.try_get(5)?,
+            occurred_at: r.try_get(6)?,
+            retention_class: r.try_get(7)?,
+            payload: r.try_get(8)?,
+            payload_digest: r.try_get(9)?,
+            prev_hash: r.try_get(10)?,
+            entry_hash: r.try_get(11)?,
         };
         if !checker.next(&stored) {
             break;

@@ -42,9 +42,17 @@ pub struct Db {
     write: AnyPool,
     pub backend: Backend,
     pub url: String,
+    /// PostgreSQL: a small pool on the native driver for long streamed
+    /// reads (chain verification), where the Any driver's copy of every
+    /// value would cost more than the work done on it. Connects lazily.
+    streams: Option<sqlx::PgPool>,
 }
 
 pub type Tx = Transaction<'static, Any>;
+
+/// Connections of the native PostgreSQL pool for streamed reads: enough
+/// for a few verifications' parts at once, few beside the main pool.
+const STREAM_CONNECTIONS: u32 = 4;
 
 impl Db {
     pub async fn connect(url: &str) -> anyhow::Result<Db> {
@@ -61,7 +69,7 @@ impl Db {
             Backend::Sqlite => {
                 let read = sqlite_pool(8).connect_with(options.clone()).await.context("opening SQLite")?;
                 let write = sqlite_pool(1).connect_with(options).await.context("opening SQLite")?;
-                Db { read, write, backend, url: url.to_string() }
+                Db { read, write, backend, url: url.to_string(), streams: None }
             }
             Backend::Postgres => {
                 let pool = AnyPoolOptions::new()
@@ -70,10 +78,20 @@ impl Db {
                     .connect_with(options)
                     .await
                     .context("connecting to PostgreSQL")?;
-                Db { read: pool.clone(), write: pool, backend, url: url.to_string() }
+                let streams = sqlx::postgres::PgPoolOptions::new()
+                    .max_connections(STREAM_CONNECTIONS)
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect_lazy(url)
+                    .context("parsing DATABASE_URL")?;
+                Db { read: pool.clone(), write: pool, backend, url: url.to_string(), streams: Some(streams) }
             }
         };
         Ok(db)
+    }
+
+    /// The native PostgreSQL pool for streamed reads.
+    pub fn postgres_streams(&self) -> anyhow::Result<sqlx::PgPool> {
+        self.streams.clone().context("streamed reads on the native pool are for PostgreSQL")
     }
 
     /// Applies every pending migration of this backend.
