@@ -395,7 +395,7 @@ pub(crate) async fn write_sql(tx: &mut Tx, backend: Backend, entries: Vec<Prepar
         }
     }
     for (chunk, positions) in entries.chunks(ROWS_PER_INSERT).zip(sealed.chunks(ROWS_PER_INSERT)) {
-        let sql = multi_row_insert(chain::INSERT_COLUMNS, backend, chunk.len(), 15);
+        let sql = multi_row_insert(chain::INSERT_COLUMNS, backend, chunk.len(), chain::INSERT_COLUMN_COUNT);
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for (p, s) in chunk.iter().zip(positions) {
             q = q
@@ -533,8 +533,8 @@ impl SqliteChains {
     }
 
     /// Chains and commits `entries` in one IMMEDIATE transaction (the write
-    /// lock is taken before the heads are read); each head is read (or created) once and
-    /// written once.
+    /// lock is taken before the heads are read); each head is read (or
+    /// created) once and written once.
     fn write(&mut self, entries: &[Prepared]) -> ApiResult<Vec<Sealed>> {
         use rusqlite::OptionalExtension;
         let fault = |e: rusqlite::Error| ApiError::Internal(anyhow::anyhow!("writing audit entries to SQLite: {e}"));
@@ -546,7 +546,7 @@ impl SqliteChains {
             let mut head_create = tx.prepare_cached(SQLITE_HEAD_CREATE).map_err(fault)?;
             let mut head_update = tx.prepare_cached(SQLITE_HEAD_UPDATE).map_err(fault)?;
             let mut insert = tx
-                .prepare_cached(&format!("{}(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)", chain::INSERT_COLUMNS))
+                .prepare_cached(&multi_row_insert(chain::INSERT_COLUMNS, Backend::Sqlite, 1, chain::INSERT_COLUMN_COUNT))
                 .map_err(fault)?;
             for ((tenant_id, pool_index), members) in by_chain(entries) {
                 let head: Option<(i64, i64, Vec<u8>)> =

@@ -243,6 +243,9 @@ impl Prepared {
     }
 }
 
+/// How many columns [`INSERT_COLUMNS`] names.
+pub const INSERT_COLUMN_COUNT: usize = 15;
+
 /// The columns of an entry, in the order they are bound.
 pub const INSERT_COLUMNS: &str = "INSERT INTO audit_entry (entry_id, tenant_id, pool_index, chain_id, seq, event_type, actor_kind, actor_id, \
      actor_chain, occurred_at, retention_class, payload, payload_digest, prev_hash, entry_hash) VALUES ";

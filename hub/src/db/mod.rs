@@ -94,13 +94,17 @@ impl Db {
         self.streams.clone().context("streamed reads on the native pool are for PostgreSQL")
     }
 
-    /// Applies every pending migration of this backend.
-    pub async fn migrate(&self) -> anyhow::Result<()> {
-        let migrator = match self.backend {
+    /// This backend's migrations.
+    fn migrator(&self) -> &'static Migrator {
+        match self.backend {
             Backend::Sqlite => &SQLITE_MIGRATIONS,
             Backend::Postgres => &POSTGRES_MIGRATIONS,
-        };
-        migrator.run(&self.write).await.context("running migrations")?;
+        }
+    }
+
+    /// Applies every pending migration of this backend.
+    pub async fn migrate(&self) -> anyhow::Result<()> {
+        self.migrator().run(&self.write).await.context("running migrations")?;
         Ok(())
     }
 
@@ -108,11 +112,7 @@ impl Db {
     /// older schema is tested by building that schema first.
     #[doc(hidden)]
     pub async fn migrate_to(&self, version: i64) -> anyhow::Result<()> {
-        let migrator = match self.backend {
-            Backend::Sqlite => &SQLITE_MIGRATIONS,
-            Backend::Postgres => &POSTGRES_MIGRATIONS,
-        };
-        migrator.run_to(version, &self.write).await.context("running migrations")?;
+        self.migrator().run_to(version, &self.write).await.context("running migrations")?;
         Ok(())
     }
 
