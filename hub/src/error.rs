@@ -42,6 +42,10 @@ pub enum ApiError {
     UnsupportedGrantType,
     #[error("rate limited, retry after {0}s")]
     RateLimited(u64),
+    /// The hub is at a bound it keeps to stay up (password hashes in
+    /// flight): the client should retry after the given seconds.
+    #[error("busy, retry after {0}s")]
+    Busy(u64),
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
     #[error("internal error: {0:#}")]
@@ -49,6 +53,15 @@ pub enum ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+impl From<crate::crypto::password::Error> for ApiError {
+    fn from(e: crate::crypto::password::Error) -> Self {
+        match e {
+            crate::crypto::password::Error::Busy => ApiError::Busy(1),
+            crate::crypto::password::Error::Failed(e) => ApiError::Internal(e),
+        }
+    }
+}
 
 impl ApiError {
     /// A single-message validation error.
@@ -69,6 +82,7 @@ impl ApiError {
             NotFound => StatusCode::NOT_FOUND,
             Conflict(_) | PersonExists => StatusCode::CONFLICT,
             RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             Db(e) => match db_error_kind(e) {
                 Some(DbKind::Unique) => StatusCode::CONFLICT,
                 Some(DbKind::ForeignKey) => StatusCode::BAD_REQUEST,
@@ -109,6 +123,7 @@ impl ApiError {
                 "details": ["grant_type must be client_credentials"],
             }),
             RateLimited(_) => json!({ "success": false, "error": "RateLimited", "details": ["rate limit exceeded"] }),
+            Busy(_) => json!({ "success": false, "error": "ServiceUnavailable", "details": ["the hub is busy; retry shortly"] }),
             Db(e) => match db_error_kind(e) {
                 Some(DbKind::Unique) => json!({ "success": false, "error": "Conflict", "details": ["a record with this key already exists"] }),
                 Some(DbKind::ForeignKey) => json!({ "success": false, "error": "ValidationError", "details": ["a referenced record does not exist"] }),
@@ -136,12 +151,12 @@ fn db_error_kind(e: &sqlx::Error) -> Option<DbKind> {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status.is_server_error() {
+        if status.is_server_error() && !matches!(self, ApiError::Busy(_)) {
             // The cause goes to the log only; the client sees an opaque body.
             tracing::error!(error = %self, "request failed");
         }
         let mut res = (status, Json(self.body())).into_response();
-        if let ApiError::RateLimited(secs) = self {
+        if let ApiError::RateLimited(secs) | ApiError::Busy(secs) = self {
             res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
         }
         res

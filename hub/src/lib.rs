@@ -83,6 +83,9 @@ fn spawn_background(state: &AppState) {
             if let Err(e) = groups::identity::api_keys::sweep_rate_windows(&s).await {
                 tracing::warn!(error = %e, "sweeping rate windows");
             }
+            if let Err(e) = gate::throttle::sweep(&s).await {
+                tracing::warn!(error = %e, "sweeping login throttles");
+            }
         }
     });
     // Audit retention: shred expired payloads at start and then hourly.
@@ -166,7 +169,7 @@ pub async fn start(state: AppState) -> anyhow::Result<Server> {
     let (tx, mut rx) = tokio::sync::watch::channel(false);
     let router = app(state.clone());
     let task = tokio::spawn(async move {
-        axum::serve(listener, router)
+        axum::serve(listener, router.into_make_service_with_connect_info::<std::net::SocketAddr>())
             .with_graceful_shutdown(async move {
                 let _ = rx.wait_for(|stop| *stop).await;
             })

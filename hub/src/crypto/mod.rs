@@ -211,33 +211,128 @@ impl DataKey {
 }
 
 /// Password hashing with argon2id (the crate's defaults: 19 MiB, t=2, p=1).
+///
+/// Each hash holds 19 MiB while it runs, so the number in flight is bounded
+/// by a semaphore sized to the cores: memory stays flat however many
+/// clients send passwords at once. A few callers wait for a turn; beyond
+/// that queue, or after waiting too long, the caller is told to come back
+/// (`Busy`, answered 503 with `Retry-After`).
 pub mod password {
+    use std::{
+        sync::{
+            LazyLock,
+            atomic::{AtomicUsize, Ordering},
+        },
+        time::Duration,
+    };
+
     use argon2::{
         Argon2, PasswordHash, PasswordHasher, PasswordVerifier,
         password_hash::{SaltString, rand_core::OsRng},
     };
+    use tokio::sync::{Semaphore, SemaphorePermit};
+
+    /// Why a password operation did not run or failed.
+    #[derive(Debug, thiserror::Error)]
+    pub enum Error {
+        /// Too many password operations are in flight or waiting.
+        #[error("too many password checks in progress")]
+        Busy,
+        #[error(transparent)]
+        Failed(#[from] anyhow::Error),
+    }
+
+    /// Which queue a password operation waits in.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Lane {
+        /// Everyone.
+        Shared,
+        /// A login from an address, for an account, with no failures on
+        /// record: besides the shared slots it may take one slot kept for
+        /// such logins, so a flood of guesses cannot keep a clean login
+        /// waiting behind it.
+        Clean,
+    }
+
+    /// Hashes that may run at once: one per core.
+    static SLOTS: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(slots()));
+    /// The extra slot of the clean lane.
+    static CLEAN_SLOT: Semaphore = Semaphore::const_new(1);
+    /// Callers waiting for a slot, per lane.
+    static WAITING: AtomicUsize = AtomicUsize::new(0);
+    static WAITING_CLEAN: AtomicUsize = AtomicUsize::new(0);
+    /// Callers allowed to wait for a slot, per slot.
+    const QUEUE_PER_SLOT: usize = 64;
+    /// The longest wait for a slot.
+    const MAX_WAIT: Duration = Duration::from_secs(2);
+
+    fn slots() -> usize {
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    }
+
+    /// Waits for a hashing slot, or refuses when the lane's queue is full
+    /// or the wait too long.
+    async fn slot(lane: Lane) -> Result<SemaphorePermit<'static>, Error> {
+        if let Ok(permit) = SLOTS.try_acquire() {
+            return Ok(permit);
+        }
+        if lane == Lane::Clean
+            && let Ok(permit) = CLEAN_SLOT.try_acquire()
+        {
+            return Ok(permit);
+        }
+        let (waiting, bound) = match lane {
+            Lane::Shared => (&WAITING, slots() * QUEUE_PER_SLOT),
+            Lane::Clean => (&WAITING_CLEAN, QUEUE_PER_SLOT),
+        };
+        if waiting.fetch_add(1, Ordering::AcqRel) >= bound {
+            waiting.fetch_sub(1, Ordering::AcqRel);
+            return Err(Error::Busy);
+        }
+        let waited = tokio::time::timeout(MAX_WAIT, async {
+            match lane {
+                Lane::Shared => SLOTS.acquire().await,
+                Lane::Clean => tokio::select! {
+                    p = SLOTS.acquire() => p,
+                    p = CLEAN_SLOT.acquire() => p,
+                },
+            }
+        })
+        .await;
+        waiting.fetch_sub(1, Ordering::AcqRel);
+        match waited {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(Error::Busy),
+        }
+    }
+
+    /// Runs `f` on a blocking thread while holding a slot.
+    async fn run<T: Send + 'static>(lane: Lane, f: impl FnOnce() -> anyhow::Result<T> + Send + 'static) -> Result<T, Error> {
+        let _slot = slot(lane).await?;
+        Ok(tokio::task::spawn_blocking(f).await.map_err(anyhow::Error::from)??)
+    }
 
     /// Hashes on a blocking thread: argon2 is deliberately slow.
-    pub async fn hash(password: String) -> anyhow::Result<String> {
-        tokio::task::spawn_blocking(move || {
+    pub async fn hash(password: String) -> Result<String, Error> {
+        run(Lane::Shared, move || {
             let salt = SaltString::generate(&mut OsRng);
             Argon2::default()
                 .hash_password(password.as_bytes(), &salt)
                 .map(|h| h.to_string())
                 .map_err(|e| anyhow::anyhow!("hashing password: {e}"))
         })
-        .await?
+        .await
     }
 
     /// Verifies on a blocking thread. With no stored hash, a dummy hash is
     /// checked so an unknown email costs the same time as a wrong password.
-    pub async fn verify(password: String, stored: Option<String>) -> anyhow::Result<bool> {
-        tokio::task::spawn_blocking(move || {
+    pub async fn verify(lane: Lane, password: String, stored: Option<String>) -> Result<bool, Error> {
+        run(lane, move || {
             let stored = stored.unwrap_or_else(|| DUMMY.to_string());
             let parsed = PasswordHash::new(&stored).map_err(|e| anyhow::anyhow!("stored hash: {e}"))?;
             Ok(Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok())
         })
-        .await?
+        .await
     }
 
     /// argon2id of a random password, with the default parameters.
@@ -278,8 +373,8 @@ mod tests {
     async fn password_hashes_verify_only_the_right_password() {
         let h = password::hash("correct horse".into()).await.unwrap();
         assert!(h.starts_with("$argon2id$"));
-        assert!(password::verify("correct horse".into(), Some(h.clone())).await.unwrap());
-        assert!(!password::verify("wrong".into(), Some(h)).await.unwrap());
-        assert!(!password::verify("anything".into(), None).await.unwrap());
+        assert!(password::verify(password::Lane::Shared, "correct horse".into(), Some(h.clone())).await.unwrap());
+        assert!(!password::verify(password::Lane::Clean, "wrong".into(), Some(h)).await.unwrap());
+        assert!(!password::verify(password::Lane::Shared, "anything".into(), None).await.unwrap());
     }
 }

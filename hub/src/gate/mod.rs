@@ -8,12 +8,16 @@
 //! the scope the request needs.
 
 pub mod scope;
+pub mod throttle;
 pub mod tokens;
 
-use std::sync::Arc;
+use std::{
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+};
 
 use axum::{
-    extract::{FromRequestParts, MatchedPath, Request, State},
+    extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State},
     http::{HeaderMap, Method, header, request::Parts},
     middleware::Next,
     response::{IntoResponse, Response},
@@ -148,6 +152,10 @@ async fn resolve(state: &AppState, value: &str) -> Result<Caller, &'static str> 
         if !key.is_usable() {
             return Err("the API key behind this token is no longer active");
         }
+        // Rotating a key also ends the tokens exchanged for its old secret.
+        if claims.key_rotated_at != key.rotated_at {
+            return Err("the API key behind this token was rotated");
+        }
         let scopes = Arc::new(claims.scopes.clone().unwrap_or_default());
         return Ok(Caller::Machine { key, scopes });
     }
@@ -231,6 +239,9 @@ pub struct TenantCtx {
     pub person_id: Option<String>,
     /// `human` or `service`.
     pub actor_kind: &'static str,
+    /// A machine caller's scopes (its key's, or its exchanged token's):
+    /// what it may do is what both these and its persona's roles allow.
+    pub key_scopes: Option<Arc<Vec<String>>>,
 }
 
 impl TenantCtx {
@@ -260,15 +271,17 @@ fn tenant_of(caller: &Caller) -> ApiResult<TenantCtx> {
                 persona_id: t.primary_persona_id.clone(),
                 person_id: Some(claims.sub.clone()),
                 actor_kind: "human",
+                key_scopes: None,
             })
         }
-        Caller::Machine { key, .. } => Ok(TenantCtx {
+        Caller::Machine { key, scopes } => Ok(TenantCtx {
             tenant_id: key.tenant_id.clone(),
             app_id: key.app_id.clone(),
             org_id: key.org_id.clone(),
             persona_id: key.synthetic_persona_id.clone(),
             person_id: None,
             actor_kind: "service",
+            key_scopes: Some(scopes.clone()),
         }),
         Caller::Operator => Err(ApiError::Unauthorized("tenant routes do not take the operator credential")),
     }
@@ -324,6 +337,20 @@ impl<S: Send + Sync> FromRequestParts<S> for MaybeCaller {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
         Ok(MaybeCaller(parts.extensions.get::<Caller>().cloned()))
+    }
+}
+
+/// The client's address as the connection shows it. No forwarding header
+/// is trusted: behind a proxy every client shares the proxy's address.
+pub struct ClientAddr(pub IpAddr);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
+        match parts.extensions.get::<ConnectInfo<SocketAddr>>() {
+            Some(ConnectInfo(addr)) => Ok(ClientAddr(addr.ip())),
+            None => Err(ApiError::Internal(anyhow::anyhow!("the server was started without connection info"))),
+        }
     }
 }
 

@@ -80,6 +80,24 @@ pub fn any_covers<S: AsRef<str>>(granted: &[S], required: &str) -> bool {
     granted.iter().any(|g| covers(g.as_ref(), required))
 }
 
+/// The scopes covered by both `a` and `b` (each a set of patterns), as
+/// patterns: of two overlapping patterns the narrower one.
+pub fn intersect<A: AsRef<str>, B: AsRef<str>>(a: &[A], b: &[B]) -> Vec<String> {
+    let mut out = Vec::new();
+    for x in a.iter().map(AsRef::as_ref) {
+        for y in b.iter().map(AsRef::as_ref) {
+            if covers(x, y) {
+                out.push(y.to_string());
+            } else if covers(y, x) {
+                out.push(x.to_string());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +147,12 @@ mod tests {
         for good in ["crm.contact.read", "crm.*", "crm.contact.*", "*", "role-assignment.role-assignment.write"] {
             assert!(is_valid(good), "{good}");
         }
+    }
+
+    #[test]
+    fn intersections_keep_the_narrower_of_overlapping_patterns() {
+        assert_eq!(intersect(&["*"], &["role-assignment.*", "persona.persona.read"]), vec!["persona.persona.read", "role-assignment.*"]);
+        assert_eq!(intersect(&["crm.contact.read", "sla.*"], &["crm.*"]), vec!["crm.contact.read"]);
+        assert!(intersect(&["crm.*"], &["sla.clock.read"]).is_empty());
     }
 }

@@ -56,6 +56,10 @@ pub struct Claims {
     pub key_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub application_id: Option<String>,
+    /// On machine tokens: when the key had last been rotated at the
+    /// exchange, so that a later rotation ends the token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_rotated_at: Option<String>,
 }
 
 impl Claims {

@@ -2,12 +2,14 @@
 
 mod helpers;
 
+mod abuse;
 mod agents;
 mod assets;
 mod audit;
 mod audit_fault;
 mod authority;
 mod commands;
+mod containment;
 mod credentials;
 mod device_sync;
 mod devices;

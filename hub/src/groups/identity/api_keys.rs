@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sqlx::{FromRow, Row};
 
-use super::personas;
+use super::{personas, roles};
 use crate::{
     audit,
     crypto,
@@ -57,6 +57,8 @@ pub struct KeyRecord {
     pub reseller_id: Option<String>,
     pub admin_pool_index: i64,
     pub app_pool_index: Value,
+    /// When the secret was last replaced; exchanged tokens carry it.
+    pub rotated_at: Option<String>,
 }
 
 impl KeyRecord {
@@ -74,7 +76,7 @@ impl KeyRecord {
 macro_rules! key_select {
     () => {
         "SELECT k.key_id, k.key_hash, k.application_id, k.tenant_id, k.prefix, k.last4, k.scopes, \
-    k.rate_limit_rpm, k.expires_at, k.status, k.synthetic_persona_id, a.status AS application_status, a.environment, \
+    k.rate_limit_rpm, k.expires_at, k.status, k.synthetic_persona_id, k.rotated_at, a.status AS application_status, a.environment, \
     t.app_id, t.org_id, t.parent_tenant_id, t.root_tenant_id, t.reseller_id, t.admin_pool_index, t.app_pool_index \
     FROM credential_api_key k JOIN credential_application a ON a.application_id = k.application_id \
     JOIN tenant_tenant t ON t.tenant_id = k.tenant_id"
@@ -106,6 +108,7 @@ fn key_from_row(row: &sqlx::any::AnyRow) -> Result<KeyRecord, sqlx::Error> {
         reseller_id: row.try_get("reseller_id")?,
         admin_pool_index: row.try_get("admin_pool_index")?,
         app_pool_index: serde_json::from_str(&pools).unwrap_or(Value::Null),
+        rotated_at: row.try_get("rotated_at")?,
     })
 }
 
@@ -397,6 +400,7 @@ async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, 
     let mut check = Check::new();
     let spec = parse_key_spec(&body, &mut check);
     check.finish()?;
+    roles::contain(&state, &ctx, &spec.scopes, "the key's scopes").await?;
     let data = insert_key(&state, &mut tx, &app, spec).await?;
     audit::record(&mut tx, &ctx, "identity.api_key.issued.v1", issued_payload(&data)).await?;
     tx.commit().await?;
@@ -421,6 +425,7 @@ async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): Hu
     let spec = parse_key_spec(&body, &mut check);
     check.finish()?;
     ctx.check_tenant(Some(&tenant_id))?;
+    roles::contain(&state, &ctx, &spec.scopes, "the key's scopes").await?;
     let mut tx = state.db.begin().await?;
     let app = match application_id {
         Some(id) => find_application(&mut *tx, &ctx.tenant_id, &id.to_string()).await.map_err(|_| ApiError::invalid("application_id does not name an application of this tenant"))?,
@@ -493,12 +498,12 @@ async fn disable_application(State(state): State<AppState>, HumanTenant(ctx, _):
     Ok(ok(json!({ "application_id": app.application_id, "status": "disabled", "keys_disabled": disabled })))
 }
 
-/// The caller's tenant's key with this id, with its application's
-/// environment (404 otherwise).
-async fn find_key(tx: &mut Tx, tenant_id: &str, key_id: &str) -> ApiResult<(String, String, String)> {
+/// The caller's tenant's key with this id: its status, its application's
+/// environment and its scopes (404 otherwise).
+async fn find_key(tx: &mut Tx, tenant_id: &str, key_id: &str) -> ApiResult<FoundKey> {
     let id = path_id(key_id)?;
     let row = sqlx::query(
-        "SELECT k.key_id, k.status, a.environment FROM credential_api_key k \
+        "SELECT k.key_id, k.status, k.scopes, a.environment FROM credential_api_key k \
          JOIN credential_application a ON a.application_id = k.application_id WHERE k.key_id = $1 AND k.tenant_id = $2",
     )
     .bind(id.to_string())
@@ -506,15 +511,30 @@ async fn find_key(tx: &mut Tx, tenant_id: &str, key_id: &str) -> ApiResult<(Stri
     .fetch_optional(&mut **tx)
     .await?
     .ok_or(ApiError::NotFound)?;
-    Ok((row.try_get("key_id")?, row.try_get("status")?, row.try_get("environment")?))
+    let scopes: String = row.try_get("scopes")?;
+    Ok(FoundKey {
+        key_id: row.try_get("key_id")?,
+        status: row.try_get("status")?,
+        environment: row.try_get("environment")?,
+        scopes: serde_json::from_str(&scopes).unwrap_or_default(),
+    })
+}
+
+struct FoundKey {
+    key_id: String,
+    status: String,
+    environment: String,
+    scopes: Vec<String>,
 }
 
 async fn rotate(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
-    let (key_id, status, environment) = find_key(&mut tx, &ctx.tenant_id, &id).await?;
+    let FoundKey { key_id, status, environment, scopes } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
     if status != "active" {
         return Err(ApiError::Conflict(format!("a {status} key cannot be rotated")));
     }
+    // A new secret is a new grant of the key's scopes.
+    roles::contain(&state, &ctx, &scopes, "the key's scopes").await?;
     let (prefix, secret, last4) = new_secret(&environment);
     let now = db::now();
     sqlx::query("UPDATE credential_api_key SET key_hash = $1, last4 = $2, rotated_at = $3 WHERE key_id = $4")
@@ -532,7 +552,7 @@ async fn rotate(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant,
 
 async fn revoke(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
-    let (key_id, status, _) = find_key(&mut tx, &ctx.tenant_id, &id).await?;
+    let FoundKey { key_id, status, .. } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
     let now = db::now();
     if status != "revoked" {
         sqlx::query("UPDATE credential_api_key SET status = 'revoked', revoked_at = $1 WHERE key_id = $2")

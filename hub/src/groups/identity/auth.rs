@@ -21,7 +21,7 @@ use crate::{
     crypto::{self, DataKey, password},
     db::{self, Tx},
     error::{ApiError, ApiResult, Body, created, ok, parse_body},
-    gate::{Caller, MaybeCaller, scope, tokens::{self, Actor, Claims, TenantClaims}},
+    gate::{Caller, ClientAddr, MaybeCaller, scope, throttle, tokens::{self, Actor, Claims, TenantClaims}},
     state::AppState,
     validate::Check,
 };
@@ -44,6 +44,12 @@ pub const EXCHANGE_TTL_SECONDS: i64 = 900;
 /// Verification tokens live 15 minutes (RULINGS 3).
 const VERIFICATION_TTL_MINUTES: i64 = 15;
 const MIN_PASSWORD_LEN: usize = 8;
+/// Wrong passwords an account may take before its logins slow down.
+const LOGIN_FREE_PER_ACCOUNT: i64 = 5;
+/// Failed logins and exchanges one client address may make before it slows down.
+const FREE_PER_ADDRESS: i64 = 20;
+/// Verification emails one address may ask for an account before they slow down.
+const VERIFY_FREE_PER_ACCOUNT: i64 = 3;
 
 /// Delivers verification tokens. The default writes them to the server log
 /// (RULINGS 3); a deployment plugs in real mail.
@@ -303,7 +309,7 @@ struct Login {
     app_id: Option<String>,
 }
 
-async fn login(State(state): State<AppState>, Body(body): Body<Login>) -> ApiResult<Response> {
+async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body(body): Body<Login>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check.required("email", &body.email);
     let pw = match &body.password {
@@ -316,6 +322,12 @@ async fn login(State(state): State<AppState>, Body(body): Body<Login>) -> ApiRes
     let tenant = check.optional_uuid("tenant_id", &body.tenant_id);
     check.finish()?;
     let email = normalise_email(&email).unwrap_or(email);
+    // Blocked guesses are refused before any hashing work.
+    let keys = [
+        throttle::Key::address("login", addr, FREE_PER_ADDRESS),
+        throttle::Key::account(&state, "login", &email, LOGIN_FREE_PER_ACCOUNT),
+    ];
+    let failed_before = throttle::check(&state, &keys).await?;
     let person = person_by_email(&state.db.read, &state, &email).await?.map(|(p, _, _)| p);
     let stored: Option<String> = match &person {
         Some(p) => sqlx::query_scalar("SELECT secret_hash FROM identity_credential WHERE person_id = $1")
@@ -324,10 +336,15 @@ async fn login(State(state): State<AppState>, Body(body): Body<Login>) -> ApiRes
             .await?,
         None => None,
     };
-    let valid = password::verify(pw, stored.clone()).await?;
+    let lane = if failed_before { password::Lane::Shared } else { password::Lane::Clean };
+    let valid = password::verify(lane, pw, stored.clone()).await?;
     let (Some(person_id), true, Some(_)) = (person, valid, stored) else {
+        throttle::fail(&state, &keys).await?;
         return Err(ApiError::Unauthorized("invalid email or password"));
     };
+    if failed_before {
+        throttle::clear(&state, &keys[1]).await?;
+    }
     let Some(tenant_id) = tenant.map(|t| t.to_string()) else {
         let token = person_token(&state, &person_id).await?;
         return Ok(ok(json!({ "token": token, "token_type": "Bearer", "expires_in": state.config.token_ttl_seconds })));
@@ -398,6 +415,7 @@ fn base_claims(sub: &str, email: Option<String>, display_name: Option<String>, k
         scopes: None,
         key_id: None,
         application_id: None,
+        key_rotated_at: None,
     }
 }
 
@@ -496,8 +514,8 @@ fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
 }
 
 /// `POST /api/auth/token`: client credentials for a 900-second machine JWT.
-async fn token(State(state): State<AppState>, req: Request) -> Response {
-    let result = exchange(&state, req).await;
+async fn token(State(state): State<AppState>, ClientAddr(addr): ClientAddr, req: Request) -> Response {
+    let result = exchange(&state, addr, req).await;
     let mut res = match result {
         Ok(body) => (StatusCode::OK, Json(body)).into_response(),
         Err(e) => e.into_response(),
@@ -506,7 +524,9 @@ async fn token(State(state): State<AppState>, req: Request) -> Response {
     res
 }
 
-async fn exchange(state: &AppState, req: Request) -> ApiResult<Value> {
+async fn exchange(state: &AppState, addr: std::net::IpAddr, req: Request) -> ApiResult<Value> {
+    let address = || throttle::Key::address("token", addr, FREE_PER_ADDRESS);
+    throttle::check(state, &[address()]).await?;
     let body = token_request(req).await?;
     let mut check = Check::new();
     let grant_type = check.required("grant_type", &body.grant_type);
@@ -515,7 +535,13 @@ async fn exchange(state: &AppState, req: Request) -> ApiResult<Value> {
     if grant_type != "client_credentials" {
         return Err(ApiError::UnsupportedGrantType);
     }
-    let key = api_keys::for_exchange(state, &secret).await?;
+    let key = match api_keys::for_exchange(state, &secret).await {
+        Err(ApiError::InvalidClient) => {
+            throttle::fail(state, &[address()]).await?;
+            return Err(ApiError::InvalidClient);
+        }
+        other => other?,
+    };
     if let Some(client_id) = Check::optional(&body.client_id)
         && client_id != key.application_id
         && client_id != api_keys::application_slug(state, &key.application_id).await?
@@ -543,6 +569,7 @@ async fn exchange(state: &AppState, req: Request) -> ApiResult<Value> {
     claims.scopes = Some(scopes.clone());
     claims.key_id = Some(key.key_id.clone());
     claims.application_id = Some(key.application_id.clone());
+    claims.key_rotated_at = key.rotated_at.clone();
     let (access_token, _) = tokens::mint(&state.keys(), &state.config.public_url, EXCHANGE_TTL_SECONDS, claims)?;
     Ok(json!({
         "success": true,
@@ -580,10 +607,18 @@ struct SendVerification {
 /// the same whether or not the email is known, so it cannot be used to
 /// probe for accounts; in development mode a known email's token is also
 /// returned as `dev_token`.
-async fn send_verification_email(State(state): State<AppState>, Body(body): Body<SendVerification>) -> ApiResult<Response> {
+async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body(body): Body<SendVerification>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check_email(&mut check, &body.email);
     check.finish()?;
+    // Every request counts, known email or not, so the throttle's answers
+    // tell nothing about which accounts exist.
+    let keys = [
+        throttle::Key::address("verify", addr, FREE_PER_ADDRESS),
+        throttle::Key::account(&state, "verify", &email, VERIFY_FREE_PER_ACCOUNT),
+    ];
+    throttle::check(&state, &keys).await?;
+    throttle::fail(&state, &keys).await?;
     let expires_at = db::format_time(chrono::Utc::now() + chrono::Duration::minutes(VERIFICATION_TTL_MINUTES));
     let mut data = json!({ "sent": true, "expires_at": expires_at });
     if let Some((_, alias_id, _)) = person_by_email(&state.db.read, &state, &email).await? {

@@ -67,8 +67,9 @@ struct NewPersona {
     attributes: Option<Value>,
 }
 
-/// Validates a persona request against the tenant's role templates.
-async fn validated(tx: &mut Tx, ctx: &TenantCtx, body: &NewPersona) -> ApiResult<(String, Option<String>)> {
+/// Validates a persona request against the tenant's role templates; the
+/// primary role may carry only permissions the caller holds.
+async fn validated(state: &AppState, tx: &mut Tx, ctx: &TenantCtx, body: &NewPersona) -> ApiResult<(String, Option<String>)> {
     let mut check = Check::new();
     let kind = check.required("kind", &body.kind);
     check.one_of("kind", &kind, KINDS);
@@ -78,10 +79,12 @@ async fn validated(tx: &mut Tx, ctx: &TenantCtx, body: &NewPersona) -> ApiResult
     }
     check.finish()?;
     let template = template.map(|t| t.to_string());
-    if let Some(t) = &template
-        && !roles::visible_template(&mut **tx, &ctx.tenant_id, &ctx.app_id, t).await?
-    {
-        return Err(ApiError::invalid("primary_role_template_id does not name a role template of this tenant's app"));
+    if let Some(t) = &template {
+        if !roles::visible_template(&mut **tx, &ctx.tenant_id, &ctx.app_id, t).await? {
+            return Err(ApiError::invalid("primary_role_template_id does not name a role template of this tenant's app"));
+        }
+        let confers = roles::template_permissions(state, &ctx.tenant_id, t).await?;
+        roles::contain(state, ctx, &confers, "the persona's primary role").await?;
     }
     Ok((kind, template))
 }
@@ -99,7 +102,7 @@ async fn caller_membership(tx: &mut Tx, ctx: &TenantCtx) -> ApiResult<Option<Str
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewPersona>) -> ApiResult<Response> {
     roles::require_grant(&state, &ctx, "persona.persona.write").await?;
     let mut tx = state.db.begin().await?;
-    let (kind, template) = validated(&mut tx, &ctx, &body).await?;
+    let (kind, template) = validated(&state, &mut tx, &ctx, &body).await?;
     let membership = caller_membership(&mut tx, &ctx).await?;
     let attributes = body.attributes.as_ref().filter(|a| a.is_object());
     let id = insert(&mut tx, &state.master, &ctx.tenant_id, membership.as_deref(), &kind, template.as_deref(), attributes).await?;
@@ -117,7 +120,7 @@ async fn create_under_membership(State(state): State<AppState>, Tenant(ctx): Ten
         .fetch_optional(&mut *tx)
         .await?;
     found.ok_or(ApiError::NotFound)?;
-    let (kind, template) = validated(&mut tx, &ctx, &body).await?;
+    let (kind, template) = validated(&state, &mut tx, &ctx, &body).await?;
     let attributes = body.attributes.as_ref().filter(|a| a.is_object());
     let id = insert(&mut tx, &state.master, &ctx.tenant_id, Some(&membership_id), &kind, template.as_deref(), attributes).await?;
     tx.commit().await?;

@@ -117,7 +117,12 @@ async fn resolve(pool: &sqlx::AnyPool, persona_id: &str) -> ApiResult<Vec<String
     .fetch_all(pool)
     .await?;
     templates.extend(granted);
+    expand(pool, &tenant_id, templates).await
+}
 
+/// The permissions that `templates` confer in `tenant_id`: each template's
+/// own and its parents', with the tenant's overrides applied.
+async fn expand(pool: &sqlx::AnyPool, tenant_id: &str, templates: Vec<String>) -> ApiResult<Vec<String>> {
     let mut perms: Vec<String> = Vec::new();
     let mut seen = HashSet::new();
     for start in templates {
@@ -128,16 +133,55 @@ async fn resolve(pool: &sqlx::AnyPool, persona_id: &str) -> ApiResult<Vec<String
             if depth > 16 || !seen.insert(id.clone()) {
                 break;
             }
-            let Some(t) = effective_template(pool, &tenant_id, &id).await? else { break };
-            if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(&t.permissions) {
-                perms.extend(map.into_iter().filter(|(_, v)| v.as_bool() == Some(true)).map(|(k, _)| k));
-            }
+            let Some(t) = effective_template(pool, tenant_id, &id).await? else { break };
+            perms.extend(granted_scopes(&t.permissions));
             next = t.parent;
         }
     }
     perms.sort();
     perms.dedup();
     Ok(perms)
+}
+
+/// The scopes a template's permission map grants (those mapped to `true`).
+fn granted_scopes(permissions: &str) -> Vec<String> {
+    match serde_json::from_str::<Value>(permissions) {
+        Ok(Value::Object(map)) => map.into_iter().filter(|(_, v)| v.as_bool() == Some(true)).map(|(k, _)| k).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The permissions that holding `role_template_id` confers in `tenant_id`.
+pub async fn template_permissions(state: &AppState, tenant_id: &str, role_template_id: &str) -> ApiResult<Vec<String>> {
+    expand(&state.db.read, tenant_id, vec![role_template_id.to_string()]).await
+}
+
+/// Containment: nobody hands on a permission they do not hold. `wanted`
+/// (the scopes of a key, or the permissions a role, template or membership
+/// carries) must each be covered by the acting persona's effective
+/// permissions and, for a machine caller, by its own scopes too; otherwise
+/// 403 naming the scopes not held.
+pub async fn contain(state: &AppState, ctx: &TenantCtx, wanted: &[String], what: &str) -> ApiResult<()> {
+    let held = permissions(state, &ctx.persona_id).await?;
+    let missing: Vec<String> = wanted
+        .iter()
+        .filter(|w| !scope::any_covers(&held, w) || ctx.key_scopes.as_ref().is_some_and(|k| !scope::any_covers(k, w)))
+        .cloned()
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let granted = match &ctx.key_scopes {
+        Some(k) => scope::intersect(&held, k),
+        None => held.to_vec(),
+    };
+    Err(ApiError::Forbidden {
+        details: vec![format!(
+            "{what} would grant permissions the caller does not hold: {}",
+            missing.join(", ")
+        )],
+        scopes: Some((missing, granted)),
+    })
 }
 
 struct Template {
@@ -238,6 +282,23 @@ async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Bod
     if taken.is_some() {
         return Err(ApiError::Conflict(format!("the tenant already has a role template named '{name}'")));
     }
+    // What the template will confer: its own grants and its parent's. A
+    // template named after a platform default replaces that default for
+    // the tenant, which edits every holder's roles: the caller must also
+    // hold what the default grants today.
+    let mut confers = granted_scopes(&Value::Object(permissions.clone()).to_string());
+    if let Some(parent) = parent {
+        confers.extend(template_permissions(&state, &ctx.tenant_id, &parent.to_string()).await?);
+    }
+    let replaced: Option<String> = sqlx::query_scalar("SELECT role_template_id FROM tenant_role_template WHERE tenant_key = '' AND app_id = $1 AND name = $2")
+        .bind(&app_id)
+        .bind(&name)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if let Some(replaced) = replaced {
+        confers.extend(template_permissions(&state, &ctx.tenant_id, &replaced).await?);
+    }
+    contain(&state, &ctx, &confers, "the role template").await?;
     let id = db::new_id();
     let now = db::now();
     let parent = parent.map(|p| p.to_string());
@@ -290,6 +351,7 @@ async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     if !visible_template(&mut *tx, &ctx.tenant_id, &ctx.app_id, &template).await? {
         return Err(ApiError::invalid("role_template_id does not name a role template of this tenant's app"));
     }
+    contain(&state, &ctx, &template_permissions(&state, &ctx.tenant_id, &template).await?, "the role").await?;
     let id = db::new_id();
     let now = db::now();
     sqlx::query(

@@ -197,6 +197,7 @@ async fn target_tenant(tx: &mut Tx, ctx: &TenantCtx, claimed: Option<String>) ->
 /// Inserts a membership and the person's first persona in it.
 async fn insert_membership(
     state: &AppState,
+    ctx: &TenantCtx,
     tx: &mut Tx,
     person_id: &str,
     tenant_id: &str,
@@ -213,6 +214,9 @@ async fn insert_membership(
         }
         None => roles::platform_template(tx, app_id, roles::MEMBER).await?,
     };
+    // Containment: the membership's role may carry only what the caller holds.
+    let confers = roles::template_permissions(state, tenant_id, &template).await?;
+    roles::contain(state, ctx, &confers, "the membership's role").await?;
     let exists: Option<String> = sqlx::query_scalar("SELECT membership_id FROM tenant_membership WHERE person_id = $1 AND tenant_id = $2")
         .bind(person_id)
         .bind(tenant_id)
@@ -270,7 +274,7 @@ async fn create_membership(State(state): State<AppState>, Tenant(ctx): Tenant, B
     if !person_exists(&mut tx, &person).await? {
         return Err(ApiError::invalid("person_id does not name a person"));
     }
-    let m = insert_membership(&state, &mut tx, &person, &tenant_id, &app_id, Check::optional(&body.bu_id).as_deref(), template.map(|t| t.to_string())).await?;
+    let m = insert_membership(&state, &ctx, &mut tx, &person, &tenant_id, &app_id, Check::optional(&body.bu_id).as_deref(), template.map(|t| t.to_string())).await?;
     tx.commit().await?;
     Ok(created(m))
 }
@@ -414,7 +418,7 @@ async fn membership_for_app_identity(State(state): State<AppState>, Tenant(ctx):
         return Err(ApiError::NotFound);
     }
     let person: String = row.try_get("person_id")?;
-    let m = insert_membership(&state, &mut tx, &person, &tenant_id, &app_id, Check::optional(&body.bu_id).as_deref(), template.map(|t| t.to_string())).await?;
+    let m = insert_membership(&state, &ctx, &mut tx, &person, &tenant_id, &app_id, Check::optional(&body.bu_id).as_deref(), template.map(|t| t.to_string())).await?;
     tx.commit().await?;
     Ok(created(m))
 }
