@@ -168,15 +168,45 @@ impl IntoResponse for ApiError {
 /// plain-text defaults.
 pub struct Body<T>(pub T);
 
+/// Gateway rule 6: a `tenant_id` a body carries must be the caller's
+/// (400 when it is not a UUID, 403 `TenantMismatch` when another tenant's),
+/// whatever the route's request type, so a foreign one is never dropped
+/// silently. Public routes and the operator's carry no tenant credential.
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let Json(value) = Json::<Value>::from_request(req, state).await.map_err(|e: JsonRejection| {
-            ApiError::invalid(format!("request body must be a JSON object: {}", e.body_text()))
-        })?;
+        let tenant = crate::gate::body_tenant_check(&req);
+        let value = json_value(req, state).await?;
+        if let Some(ctx) = tenant {
+            match value.get("tenant_id") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(t)) => ctx.check_tenant(Some(t))?,
+                Some(_) => return Err(ApiError::invalid("tenant_id must be a UUID")),
+            }
+        }
         parse_body(value).map(Body)
     }
+}
+
+/// `Body<T>` for the routes whose `tenant_id` may name another tenant than
+/// the caller's and that check it themselves (a parent tenant admitting
+/// members into a child tenant).
+pub struct TargetTenantBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for TargetTenantBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        parse_body(json_value(req, state).await?).map(TargetTenantBody)
+    }
+}
+
+async fn json_value<S: Send + Sync>(req: Request, state: &S) -> ApiResult<Value> {
+    let Json(value) = Json::<Value>::from_request(req, state)
+        .await
+        .map_err(|e: JsonRejection| ApiError::invalid(format!("request body must be a JSON object: {}", e.body_text())))?;
+    Ok(value)
 }
 
 /// Turns a JSON value into `T`, reporting a type error as a 400 naming the

@@ -96,6 +96,17 @@ impl AppState {
         self.tokens.clear();
     }
 
+    /// Rotates the signing key on every replica. The previous key verifies
+    /// for `grace`, by default the human token lifetime (RULINGS 3), so
+    /// every token minted before the rotation verifies until it expires.
+    pub async fn rotate_signing_key(&self, grace: Option<chrono::Duration>, emergency: bool) -> anyhow::Result<crate::crypto::signing::Rotation> {
+        let grace = grace.unwrap_or_else(|| chrono::Duration::seconds(self.config.token_ttl_seconds));
+        let (rotation, keys) = crate::crypto::signing::rotate(&self.db, &self.master, grace, emergency).await?;
+        self.set_keys(keys);
+        self.invalidate(Invalidation::SigningKeys).await;
+        Ok(rotation)
+    }
+
     /// Reloads the signing keys from the database (another replica may have
     /// rotated), at most once a second so unknown `kid`s cannot hammer it.
     pub async fn reload_keys(&self) -> bool {

@@ -3,6 +3,7 @@
 //! streaming verification, the group-commit appender, and retention.
 
 pub mod appender;
+pub mod events;
 pub mod chain;
 pub mod registry;
 pub mod retention;

@@ -168,12 +168,27 @@ pub async fn tenant_types(pool: &sqlx::AnyPool, tenant_id: &str) -> ApiResult<Ve
 mod tests {
     use super::*;
 
+    /// The counts the file's header states: "N types in M owned domains".
+    fn stated_counts() -> (usize, usize) {
+        let header = include_str!("baseline.txt").lines().next().unwrap();
+        let numbers: Vec<usize> = header.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+        assert_eq!(numbers.len(), 2, "the header states two counts: {header}");
+        (numbers[0], numbers[1])
+    }
+
     #[test]
-    fn the_baseline_has_227_types_in_59_domains_all_well_formed() {
+    fn the_baseline_has_the_types_and_domains_its_header_states_all_well_formed() {
         let b = baseline();
-        assert_eq!(b.types.len(), 227);
-        assert_eq!(b.domains().len(), 59);
+        let (types, domains) = stated_counts();
+        assert_eq!(b.types.len(), types);
+        assert_eq!(b.domains().len(), domains);
         assert!(b.types.iter().all(|t| valid_name(&t.event_type)));
+    }
+
+    #[test]
+    fn the_header_states_the_documents_counts() {
+        // The tenant document: 227 types in 59 domains (RULINGS 3).
+        assert_eq!(stated_counts(), (227, 59));
     }
 
     #[test]

@@ -67,6 +67,8 @@ pub struct Rotation {
     pub fingerprint_current: String,
     pub fingerprint_previous: Option<String>,
     pub grace_window_ms: i64,
+    /// Whether the operator called it an emergency (a suspected leak).
+    pub emergency: bool,
 }
 
 fn generate(master: &MasterKey) -> anyhow::Result<(String, Vec<u8>, String, String)> {
@@ -149,7 +151,7 @@ pub async fn load(db: &Db, master: &MasterKey) -> anyhow::Result<Option<KeySet>>
 /// Rotates the signing key: a new key becomes current; the old one keeps
 /// verifying for `grace` so every token minted before the rotation stays
 /// valid until it expires.
-pub async fn rotate(db: &Db, master: &MasterKey, grace: chrono::Duration) -> anyhow::Result<(Rotation, Arc<KeySet>)> {
+pub async fn rotate(db: &Db, master: &MasterKey, grace: chrono::Duration, emergency: bool) -> anyhow::Result<(Rotation, Arc<KeySet>)> {
     let now = chrono::Utc::now();
     let mut tx = db.begin().await?;
     let previous: Option<String> =
@@ -174,6 +176,7 @@ pub async fn rotate(db: &Db, master: &MasterKey, grace: chrono::Duration) -> any
             fingerprint_current: kid,
             fingerprint_previous: previous,
             grace_window_ms: grace.num_milliseconds(),
+            emergency,
         },
         Arc::new(set),
     ))

@@ -245,13 +245,24 @@ pub struct TenantCtx {
 }
 
 impl TenantCtx {
-    /// RULINGS 1: a body or query `tenant_id` must equal the credential's.
+    /// RULINGS 1: a body or query `tenant_id` must be a UUID (400) and the
+    /// credential's (403 `TenantMismatch`).
     pub fn check_tenant(&self, claimed: Option<&str>) -> ApiResult<()> {
         match claimed.map(str::trim).filter(|s| !s.is_empty()) {
+            Some(t) if uuid::Uuid::parse_str(t).is_err() => Err(ApiError::invalid("tenant_id must be a UUID")),
             Some(t) if t != self.tenant_id => Err(ApiError::TenantMismatch),
             _ => Ok(()),
         }
     }
+}
+
+/// The tenant a request body's `tenant_id` is checked against: the
+/// caller's, on a route that is not public.
+pub fn body_tenant_check(req: &Request) -> Option<TenantCtx> {
+    if is_public(req.uri().path()) {
+        return None;
+    }
+    tenant_of(req.extensions().get::<Caller>()?).ok()
 }
 
 fn caller(parts: &Parts) -> ApiResult<Caller> {

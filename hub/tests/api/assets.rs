@@ -21,7 +21,7 @@ async fn assets_are_created_with_a_twin_the_agent_reports_into(app: TestApp) {
     let token = t["token"].as_str().unwrap();
     let (s, a) = app
         .post("/api/assets", Some(token), json!({
-            "display_name": "Rover 1", "model": "R-2", "device_uuid": "dev-1", "bu_id": "bu-9",
+            "display_name": "Rover 1", "model": "R-2", "device_uuid": "0190a000-0000-7000-8000-0000000000d1", "bu_id": "bu-9",
             "components": ["arm", { "component_id": "wheel" }], "tenant_id": t["tenant_id"],
             "desired_state": { "speed": 2 },
         }))
@@ -30,7 +30,7 @@ async fn assets_are_created_with_a_twin_the_agent_reports_into(app: TestApp) {
     let asset = &a["data"];
     assert_eq!(asset["display_name"], "Rover 1");
     assert_eq!(asset["model"], "R-2");
-    assert_eq!(asset["device_uuid"], "dev-1");
+    assert_eq!(asset["device_uuid"], "0190a000-0000-7000-8000-0000000000d1");
     assert_eq!(asset["bu_id"], "bu-9");
     assert_eq!(asset["tenant_id"], t["tenant_id"]);
     assert_eq!(asset["components"], json!(["arm", { "component_id": "wheel" }]));

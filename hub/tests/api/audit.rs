@@ -402,3 +402,53 @@ async fn retention_shreds_expired_payloads_and_the_chain_still_verifies(app: Tes
     assert_eq!(hub::audit::retention::sweep(&app.state().db, now).await.unwrap(), 0, "a second sweep finds nothing");
 }
 db_test!(retention_shreds_expired_payloads_and_the_chain_still_verifies);
+
+async fn the_robot_path_and_child_tenants_emit_their_events(app: TestApp) {
+    let t = app.signup("robot-events@example.com", "robot-events").await;
+    let token = t["token"].as_str().unwrap();
+    let tenant = t["tenant_id"].as_str().unwrap();
+    let (asset, cred) = crate::assets::robot(&app, token, json!({ "display_name": "R" })).await;
+    let (s, _) = app.call(Method::PUT, &format!("/api/assets/{asset}/twin"), Some(token), Some(json!({ "desired": { "speed": 2 } }))).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, low) = app.post("/api/commands", Some(token), json!({ "type": "beep", "risk_class": "low", "target_asset_id": asset })).await;
+    assert_eq!(s, StatusCode::CREATED, "{low}");
+    let (s, high) = app.post("/api/commands", Some(token), json!({ "type": "cut", "risk_class": "high", "target_asset_id": asset })).await;
+    assert_eq!(s, StatusCode::CREATED, "{high}");
+    let high_id = high["data"]["command_id"].as_str().unwrap();
+    let (s, _) = app.post(&format!("/api/commands/{high_id}/decision"), Some(token), json!({ "approved": false, "reason": "no" })).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = app.post(&format!("/api/commands/{}/ack", low["data"]["command_id"].as_str().unwrap()), Some(&cred), json!({ "ok": true })).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, child) = app.post("/api/tenants", Some(token), json!({ "app_id": "robot-events-child", "display_name": "Child" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{child}");
+
+    let (s, list) = app.admin(Method::GET, &format!("/admin/audit/entries?tenant_id={tenant}&limit=500")).await;
+    assert_eq!(s, StatusCode::OK);
+    let mut types: Vec<(String, String)> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["event_type"].as_str().unwrap().to_string(), e["actor_kind"].as_str().unwrap().to_string()))
+        .collect();
+    types.reverse();
+    let expected: Vec<(String, String)> = [
+        ("tenant.tenant.created.v1", "human"),
+        ("asset.asset.registered.v1", "human"),
+        ("asset.credential.issued.v1", "human"),
+        ("asset.asset.updated.v1", "human"),
+        ("command.command.issued.v1", "human"),
+        ("command.command.issued.v1", "human"),
+        ("command.command.rejected.v1", "human"),
+        ("command.command.acknowledged.v1", "robot"),
+        ("tenant.tenant.created.v1", "human"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(types, expected);
+    let (_, entries) = app.admin(Method::GET, &format!("/admin/audit/entries?tenant_id={tenant}&limit=1")).await;
+    let (_, full) = app.admin(Method::GET, &format!("/admin/audit/entries/{}", entries["data"][0]["entry_id"].as_str().unwrap())).await;
+    assert_eq!(full["data"]["payload"]["tenant_id"], child["data"]["tenant_id"]);
+    assert_eq!(full["data"]["payload"]["parent_tenant_id"], json!(tenant));
+}
+db_test!(the_robot_path_and_child_tenants_emit_their_events);

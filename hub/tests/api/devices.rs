@@ -104,6 +104,13 @@ async fn attestations_are_verified_by_the_hub(app: TestApp) {
     assert_eq!(a["data"]["verified"], true);
     let body = assert_error(app.post(&path, Some(token), json!({ "method": "fingerprint" })).await, 400, "ValidationError");
     assert_eq!(body["details"].as_array().unwrap().len(), 2);
+    // The vocabulary is closed: an unregistered type refuses the whole push, nothing is stored.
+    let unknown = json!({ "rows": [
+        { "event_type": "diagnostic.health.reported.v1", "payload": {}, "idempotency_key": "new" },
+        { "event_type": "shop.order.placed.v1", "payload": {}, "idempotency_key": "new2" },
+    ] });
+    let body = assert_error(app.post("/api/hdk/diagnostic/outbox", Some(token), unknown).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["rows[1].event_type shop.order.placed.v1 is neither a platform event type nor one of the tenant's (register it with POST /api/events/types)"]));
     let (_, got) = app.get(&format!("/api/devices/{id}"), Some(token)).await;
     assert_eq!(got["data"]["attested"], true);
 }
@@ -170,7 +177,7 @@ db_test!(crashes_and_health_are_recorded_per_device);
 async fn the_hdk_outbox_drains_oldest_first_exactly_once(app: TestApp) {
     let t = app.signup("ob@example.com", "ob").await;
     let token = t["token"].as_str().unwrap();
-    let rows: Vec<Value> = (0..5).map(|i| json!({ "event_type": "diagnostic.log.written.v1", "payload": { "i": i }, "idempotency_key": format!("k{i}") })).collect();
+    let rows: Vec<Value> = (0..5).map(|i| json!({ "event_type": "diagnostic.health.reported.v1", "payload": { "i": i }, "idempotency_key": format!("k{i}") })).collect();
     let (s, pushed) = app.post("/api/hdk/diagnostic/outbox", Some(token), json!({ "rows": rows })).await;
     assert_eq!(s, StatusCode::CREATED, "{pushed}");
     assert_eq!(pushed["data"]["accepted"].as_array().unwrap().len(), 5);
@@ -284,7 +291,7 @@ async fn device_routes_are_isolated_and_scoped(app: TestApp) {
     app.post("/api/hdk/permissions/snapshots", Some(a_token), json!({ "device_uuid": id, "permission_set": {} })).await;
     app.post("/api/hdk/measure/measurements", Some(a_token), json!({ "capture_id": "a-cap", "kind": "k", "value": 1, "unit": "u" })).await;
     app.post("/api/hdk/watermark/applications", Some(a_token), json!({ "variant_id": "a-var", "watermark_kind": "visible" })).await;
-    app.post("/api/hdk/diagnostic/outbox", Some(a_token), json!({ "rows": [{ "event_type": "a.b.c.v1", "payload": {}, "idempotency_key": "a" }] })).await;
+    app.post("/api/hdk/diagnostic/outbox", Some(a_token), json!({ "rows": [{ "event_type": "diagnostic.health.reported.v1", "payload": {}, "idempotency_key": "a" }] })).await;
     let b_token = b["token"].as_str();
     for path in [format!("/api/devices/{id}"), format!("/api/devices/{id}/persons"), format!("/api/diagnostic/crash/{}", crash["data"]["id"].as_str().unwrap()),
                  format!("/api/hdk/idp/claims?device_uuid={id}"), format!("/api/hdk/permissions/snapshots/latest?device_uuid={id}")] {

@@ -226,7 +226,7 @@ async fn rotation_keeps_old_tokens_valid_through_the_grace_window(app: TestApp) 
     let t = app.signup("rot@example.com", "rot").await;
     let old = t["token"].as_str().unwrap().to_string();
     let state = app.state();
-    let (rotation, keys) = hub::crypto::signing::rotate(&state.db, &state.master, chrono::Duration::hours(1)).await.unwrap();
+    let (rotation, keys) = hub::crypto::signing::rotate(&state.db, &state.master, chrono::Duration::hours(1), false).await.unwrap();
     state.set_keys(keys);
     assert_ne!(rotation.fingerprint_current, rotation.fingerprint_previous.clone().unwrap());
     assert_eq!(rotation.grace_window_ms, 3_600_000);
@@ -241,7 +241,7 @@ async fn rotation_keeps_old_tokens_valid_through_the_grace_window(app: TestApp) 
     assert_eq!(header.kid.unwrap(), rotation.fingerprint_current);
     // With no grace window the rotated-out key's tokens stop verifying at
     // once, while the first key is still inside its own one-hour window.
-    let (_, keys) = hub::crypto::signing::rotate(&state.db, &state.master, chrono::Duration::zero()).await.unwrap();
+    let (_, keys) = hub::crypto::signing::rotate(&state.db, &state.master, chrono::Duration::zero(), false).await.unwrap();
     state.set_keys(keys);
     let fresh = body["data"]["token"].as_str().unwrap();
     assert_error(app.get("/api/me", Some(fresh)).await, 401, "Unauthorized");
@@ -250,6 +250,18 @@ async fn rotation_keeps_old_tokens_valid_through_the_grace_window(app: TestApp) 
     assert_eq!(jwks["keys"].as_array().unwrap().len(), 2, "the closed key is no longer published");
 }
 db_test!(rotation_keeps_old_tokens_valid_through_the_grace_window);
+
+async fn the_rotation_grace_defaults_to_the_token_lifetime(app: TestApp) {
+    let t = app.signup("rot-default@example.com", "rot-default").await;
+    let old = t["token"].as_str().unwrap().to_string();
+    let rotation = app.state().rotate_signing_key(None, true).await.unwrap();
+    assert_eq!(rotation.grace_window_ms, 3_600_000, "HUB_TOKEN_TTL_SECONDS in tests is 3600");
+    assert!(rotation.emergency);
+    assert_eq!(app.get("/api/me", Some(&old)).await.0, StatusCode::OK, "a token minted before verifies until it expires");
+    let rotation = app.state().rotate_signing_key(Some(chrono::Duration::seconds(5)), false).await.unwrap();
+    assert_eq!((rotation.grace_window_ms, rotation.emergency), (5_000, false));
+}
+db_test!(the_rotation_grace_defaults_to_the_token_lifetime);
 
 async fn an_expired_token_is_refused(_app: TestApp) {
     let app = _app.variant(|c| c.token_ttl_seconds = 1).await;

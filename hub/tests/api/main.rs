@@ -10,6 +10,7 @@ mod audit_fault;
 mod authority;
 mod commands;
 mod containment;
+mod contract;
 mod credentials;
 mod device_sync;
 mod devices;

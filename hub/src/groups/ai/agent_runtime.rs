@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use sqlx::Row;
 
 use crate::{
-    audit,
+    audit::{self, events},
     db,
     error::{ApiError, ApiResult, Body, created},
     gate::{Tenant, TenantCtx},
@@ -184,7 +184,7 @@ async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Body(b
         .fetch_one(&mut *tx)
         .await?;
     let agent = agent_json(&row)?;
-    audit::record(&mut tx, &ctx, "agent.definition.created.v1", json!({ "agent_id": id, "name": name, "tier": tier, "acting_persona_id": persona }))
+    audit::record(&mut tx, &ctx, events::AGENT_DEFINED, json!({ "agent_id": id, "name": name, "tier": tier, "acting_persona_id": persona }))
         .await?;
     tx.commit().await?;
     Ok(created(agent))
@@ -322,7 +322,7 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body
     let entry = audit::emit(&mut tx, audit::Event {
         tenant_id: &ctx.tenant_id,
         pool_index: None,
-        event_type: "agent.run.started.v1",
+        event_type: events::AGENT_RUN_STARTED,
         actor_kind: cred_kind,
         actor_id: cred_id,
         actor_chain: Some(&chain),

@@ -54,6 +54,23 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Bo
         }
     }
     check.finish()?;
+    // Events 1: the vocabulary is closed. A type neither in the baseline
+    // nor registered by the tenant refuses the whole push before any write.
+    let mut check = Check::new();
+    let mut known = std::collections::HashMap::new();
+    for (i, row) in rows.iter().enumerate() {
+        let event_type = row["event_type"].as_str().expect("checked");
+        if !known.contains_key(event_type) {
+            let found = registry::lookup(&state.db.read, &ctx.tenant_id, event_type).await?.is_some();
+            known.insert(event_type, found);
+        }
+        if !known[event_type] {
+            check.fail(format!(
+                "rows[{i}].event_type {event_type} is neither a platform event type nor one of the tenant's (register it with POST /api/events/types)"
+            ));
+        }
+    }
+    check.finish()?;
     let mut tx = state.db.begin().await?;
     let (mut accepted, mut duplicates) = (Vec::new(), Vec::new());
     for row in &rows {

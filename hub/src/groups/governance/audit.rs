@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::{
     audit::{
-        self, actor_of,
+        self, actor_of, events,
         appender::OwnedEvent,
         registry::{self, COMPACTION_POLICIES, CONFLICT_POLICIES, EventType, RETENTION_CLASSES, SCHEMA_STATES},
     },
@@ -127,7 +127,7 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
         == 1;
     let stored = registry::lookup(&mut *tx, &ctx.tenant_id, &name).await?.ok_or(ApiError::NotFound)?;
     if inserted {
-        audit::record(&mut tx, &ctx, "audit.event_type.registered.v1", type_json(&stored)).await?;
+        audit::record(&mut tx, &ctx, events::EVENT_TYPE_REGISTERED, type_json(&stored)).await?;
     }
     tx.commit().await?;
     let mut data = type_json(&stored);

@@ -12,9 +12,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sqlx::{FromRow, Row};
 
-use super::{personas, roles};
+use super::{personas, roles, tenancy};
 use crate::{
-    audit,
+    audit::{self, events},
     crypto,
     db::{self, Tx},
     error::{ApiError, ApiResult, Body, created, ok},
@@ -364,7 +364,12 @@ async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeyS
     if app.status != "active" {
         return Err(ApiError::Conflict("the application is disabled".into()));
     }
-    let persona_id = personas::insert(tx, &state.master, &app.tenant_id, None, "service", None, None).await?;
+    // A test application's keys act in the tenant's sandbox (Authentication 10).
+    let key_tenant = match app.environment.as_str() {
+        "test" => tenancy::sandbox(tx, &app.tenant_id).await?,
+        _ => app.tenant_id.clone(),
+    };
+    let persona_id = personas::insert(tx, &state.master, &key_tenant, None, "service", None, None).await?;
     let (prefix, secret, last4) = new_secret(&app.environment);
     let key_id = db::new_id();
     let created_at = db::now();
@@ -375,7 +380,7 @@ async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeyS
     )
     .bind(&key_id)
     .bind(&app.application_id)
-    .bind(&app.tenant_id)
+    .bind(&key_tenant)
     .bind(&spec.name)
     .bind(&prefix)
     .bind(crypto::sha256_hex(secret.as_bytes()))
@@ -390,7 +395,7 @@ async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeyS
     Ok(json!({
         "key_id": key_id, "api_key": secret, "prefix": prefix, "name": spec.name, "scopes": spec.scopes,
         "application_id": app.application_id, "created_at": created_at, "synthetic_persona_id": persona_id,
-        "rate_limit_rpm": spec.rate_limit_rpm, "expires_at": spec.expires_at, "status": "active",
+        "rate_limit_rpm": spec.rate_limit_rpm, "expires_at": spec.expires_at, "status": "active", "tenant_id": key_tenant,
     }))
 }
 
@@ -402,7 +407,7 @@ async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, 
     check.finish()?;
     roles::contain(&state, &ctx, &spec.scopes, "the key's scopes").await?;
     let data = insert_key(&state, &mut tx, &app, spec).await?;
-    audit::record(&mut tx, &ctx, "identity.api_key.issued.v1", issued_payload(&data)).await?;
+    audit::record(&mut tx, &ctx, events::API_KEY_ISSUED, issued_payload(&data)).await?;
     tx.commit().await?;
     Ok(created(data))
 }
@@ -432,7 +437,7 @@ async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): Hu
         None => default_application(&mut tx, &ctx).await?,
     };
     let data = insert_key(&state, &mut tx, &app, spec).await?;
-    audit::record(&mut tx, &ctx, "identity.api_key.issued.v1", issued_payload(&data)).await?;
+    audit::record(&mut tx, &ctx, events::API_KEY_ISSUED, issued_payload(&data)).await?;
     tx.commit().await?;
     Ok(created(data))
 }
@@ -492,7 +497,7 @@ async fn disable_application(State(state): State<AppState>, HumanTenant(ctx, _):
         .execute(&mut *tx)
         .await?
         .rows_affected();
-    audit::record(&mut tx, &ctx, "identity.application.disabled.v1", json!({ "application_id": app.application_id, "keys_disabled": disabled })).await?;
+    audit::record(&mut tx, &ctx, events::APPLICATION_DISABLED, json!({ "application_id": app.application_id, "keys_disabled": disabled })).await?;
     tx.commit().await?;
     state.invalidate(Invalidation::ApiKeys).await;
     Ok(ok(json!({ "application_id": app.application_id, "status": "disabled", "keys_disabled": disabled })))
@@ -504,7 +509,7 @@ async fn find_key(tx: &mut Tx, tenant_id: &str, key_id: &str) -> ApiResult<Found
     let id = path_id(key_id)?;
     let row = sqlx::query(
         "SELECT k.key_id, k.status, k.scopes, a.environment FROM credential_api_key k \
-         JOIN credential_application a ON a.application_id = k.application_id WHERE k.key_id = $1 AND k.tenant_id = $2",
+         JOIN credential_application a ON a.application_id = k.application_id WHERE k.key_id = $1 AND a.tenant_id = $2",
     )
     .bind(id.to_string())
     .bind(tenant_id)
@@ -544,7 +549,7 @@ async fn rotate(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant,
         .bind(&key_id)
         .execute(&mut *tx)
         .await?;
-    audit::record(&mut tx, &ctx, "identity.api_key.rotated.v1", json!({ "key_id": key_id, "rotated_at": now })).await?;
+    audit::record(&mut tx, &ctx, events::API_KEY_ROTATED, json!({ "key_id": key_id, "rotated_at": now })).await?;
     tx.commit().await?;
     state.invalidate(Invalidation::ApiKeys).await;
     Ok(ok(json!({ "key_id": key_id, "api_key": secret, "prefix": prefix, "rotated_at": now })))
@@ -566,7 +571,7 @@ async fn revoke(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant,
         .fetch_one(&mut *tx)
         .await?;
     if status != "revoked" {
-        audit::record(&mut tx, &ctx, "identity.api_key.revoked.v1", json!({ "key_id": key_id, "revoked_at": revoked_at })).await?;
+        audit::record(&mut tx, &ctx, events::API_KEY_REVOKED, json!({ "key_id": key_id, "revoked_at": revoked_at })).await?;
     }
     tx.commit().await?;
     state.invalidate(Invalidation::ApiKeys).await;

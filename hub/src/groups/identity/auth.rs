@@ -18,6 +18,7 @@ use sqlx::Row;
 
 use super::{api_keys, tenancy};
 use crate::{
+    audit::events,
     crypto::{self, DataKey, password},
     db::{self, Tx},
     error::{ApiError, ApiResult, Body, created, ok, parse_body},
@@ -255,7 +256,7 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
     crate::audit::emit(&mut tx, crate::audit::Event {
         tenant_id: &tenant_id,
         pool_index: None,
-        event_type: "tenant.tenant.created.v1",
+        event_type: events::TENANT_CREATED,
         actor_kind: "human",
         actor_id: &person_id,
         actor_chain: None,

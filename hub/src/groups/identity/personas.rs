@@ -6,11 +6,11 @@
 use axum::{Router, extract::{Path, State}, response::Response, routing::{get, post}};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sqlx::Row;
+use sqlx::{AssertSqlSafe, Row};
 
-use super::roles;
+use super::{roles, tenancy};
 use crate::{
-    audit,
+    audit::{self, events},
     crypto::{DataKey, MasterKey},
     db::{self, Tx},
     error::{ApiError, ApiResult, Body, created, ok},
@@ -185,7 +185,7 @@ async fn shred(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pat
             .bind(&id)
             .execute(&mut *tx)
             .await?;
-        audit::record(&mut tx, &ctx, "identity.persona.shredded.v1", json!({ "persona_id": id })).await?;
+        audit::record(&mut tx, &ctx, events::PERSONA_SHREDDED, json!({ "persona_id": id })).await?;
     }
     tx.commit().await?;
     state.invalidate(Invalidation::Roles).await;
@@ -194,11 +194,15 @@ async fn shred(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pat
 
 async fn roles_of(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
-    let exists: Option<String> = sqlx::query_scalar("SELECT persona_id FROM persona_persona WHERE persona_id = $1 AND tenant_id = $2")
-        .bind(&id)
-        .bind(&ctx.tenant_id)
-        .fetch_optional(&state.db.read)
-        .await?;
+    // The tenant's own personas, and its test keys' in its sandbox.
+    let exists: Option<String> = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT persona_id FROM persona_persona WHERE persona_id = $1 AND {}",
+        tenancy::own_or_sandbox("tenant_id", 2)
+    )))
+    .bind(&id)
+    .bind(&ctx.tenant_id)
+    .fetch_optional(&state.db.read)
+    .await?;
     exists.ok_or(ApiError::NotFound)?;
     let held = roles::held_by(&state.db.read, &id).await?;
     let effective = roles::permissions(&state, &id).await?;

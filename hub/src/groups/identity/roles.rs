@@ -12,10 +12,12 @@ use std::{collections::HashSet, sync::Arc};
 use axum::{Router, extract::{Path, State}, response::Response, routing::post};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use sqlx::Row;
+use sqlx::{AssertSqlSafe, Row};
+
+use super::tenancy;
 
 use crate::{
-    audit,
+    audit::{self, events},
     db::{self, Tx},
     error::{ApiError, ApiResult, Body, created, ok},
     gate::{Tenant, TenantCtx, scope},
@@ -338,20 +340,24 @@ async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     check.finish()?;
     let (persona, template) = (persona.expect("checked").to_string(), template.expect("checked").to_string());
     let mut tx = state.db.begin().await?;
-    let status: Option<String> = sqlx::query_scalar("SELECT status FROM persona_persona WHERE persona_id = $1 AND tenant_id = $2")
-        .bind(&persona)
-        .bind(&ctx.tenant_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    match status.as_deref() {
-        None => return Err(ApiError::invalid("persona_id does not name a persona of this tenant")),
-        Some("active") => {}
-        Some(other) => return Err(ApiError::Conflict(format!("the persona is {other}"))),
+    // The persona is the tenant's own, or a test key's in its sandbox.
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "SELECT status, tenant_id FROM persona_persona WHERE persona_id = $1 AND {}",
+        tenancy::own_or_sandbox("tenant_id", 2)
+    )))
+    .bind(&persona)
+    .bind(&ctx.tenant_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(row) = row else { return Err(ApiError::invalid("persona_id does not name a persona of this tenant")) };
+    let (status, persona_tenant): (String, String) = (row.try_get("status")?, row.try_get("tenant_id")?);
+    if status != "active" {
+        return Err(ApiError::Conflict(format!("the persona is {status}")));
     }
     if !visible_template(&mut *tx, &ctx.tenant_id, &ctx.app_id, &template).await? {
         return Err(ApiError::invalid("role_template_id does not name a role template of this tenant's app"));
     }
-    contain(&state, &ctx, &template_permissions(&state, &ctx.tenant_id, &template).await?, "the role").await?;
+    contain(&state, &ctx, &template_permissions(&state, &persona_tenant, &template).await?, "the role").await?;
     let id = db::new_id();
     let now = db::now();
     sqlx::query(
@@ -359,14 +365,14 @@ async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
          VALUES ($1, $2, $3, $4, $5, $6)",
     )
     .bind(&id)
-    .bind(&ctx.tenant_id)
+    .bind(&persona_tenant)
     .bind(&persona)
     .bind(&template)
     .bind(&ctx.persona_id)
     .bind(&now)
     .execute(&mut *tx)
     .await?;
-    audit::record(&mut tx, &ctx, "identity.role_assignment.granted.v1", json!({ "assignment_id": id, "persona_id": persona, "role_template_id": template })).await?;
+    audit::record(&mut tx, &ctx, events::ROLE_GRANTED, json!({ "assignment_id": id, "persona_id": persona, "role_template_id": template })).await?;
     tx.commit().await?;
     state.invalidate(Invalidation::Roles).await;
     Ok(created(json!({
@@ -379,7 +385,10 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
-    let row = sqlx::query("SELECT persona_id, role_template_id, granted_at, revoked_at FROM persona_role_assignment WHERE assignment_id = $1 AND tenant_id = $2")
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "SELECT persona_id, role_template_id, granted_at, revoked_at FROM persona_role_assignment WHERE assignment_id = $1 AND {}",
+        tenancy::own_or_sandbox("tenant_id", 2)
+    )))
         .bind(&id)
         .bind(&ctx.tenant_id)
         .fetch_optional(&mut *tx)
@@ -393,7 +402,7 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
             .bind(&id)
             .execute(&mut *tx)
             .await?;
-        audit::record(&mut tx, &ctx, "identity.role_assignment.revoked.v1", json!({ "assignment_id": id, "revoked_at": now })).await?;
+        audit::record(&mut tx, &ctx, events::ROLE_REVOKED, json!({ "assignment_id": id, "revoked_at": now })).await?;
         revoked_at = Some(now);
     }
     tx.commit().await?;

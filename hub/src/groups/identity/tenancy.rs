@@ -8,8 +8,9 @@ use sqlx::Row;
 
 use super::{personas, roles};
 use crate::{
+    audit::{self, events},
     db::{self, Tx},
-    error::{ApiError, ApiResult, Body, created, ok},
+    error::{ApiError, ApiResult, Body, TargetTenantBody, created, ok},
     gate::{Person, Tenant, TenantCtx},
     state::AppState,
     validate::{Check, path_id},
@@ -77,6 +78,40 @@ pub async fn insert_app_and_tenant(tx: &mut Tx, t: NewTenantRow<'_>) -> ApiResul
     .execute(&mut **tx)
     .await?;
     Ok(owner)
+}
+
+/// The sandbox tenant of `tenant_id`, created on first use: a child
+/// tenant on the same app in which the keys of the tenant's test
+/// applications act (Authentication 10), so a `pk_test_` credential never
+/// reads or writes the tenant's live data.
+pub async fn sandbox(tx: &mut Tx, tenant_id: &str) -> ApiResult<String> {
+    if let Some(id) = sqlx::query_scalar::<_, String>("SELECT tenant_id FROM tenant_tenant WHERE sandbox_of = $1")
+        .bind(tenant_id)
+        .fetch_optional(&mut **tx)
+        .await?
+    {
+        return Ok(id);
+    }
+    let id = db::new_id();
+    sqlx::query(
+        "INSERT INTO tenant_tenant (tenant_id, app_id, org_id, display_name, isolation_tier, status, parent_tenant_id, \
+         root_tenant_id, reseller_id, admin_pool_index, app_pool_index, region, brand_domain, module_subscriptions, created_at, sandbox_of) \
+         SELECT $1, app_id, org_id, display_name || ' (sandbox)', isolation_tier, status, tenant_id, root_tenant_id, reseller_id, \
+                admin_pool_index, app_pool_index, region, NULL, module_subscriptions, $2, tenant_id \
+         FROM tenant_tenant WHERE tenant_id = $3",
+    )
+    .bind(&id)
+    .bind(db::now())
+    .bind(tenant_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(id)
+}
+
+/// The SQL condition "`column` is tenant `$n` or its sandbox", for the
+/// credential-management rows a tenant administers in both.
+pub fn own_or_sandbox(column: &str, n: usize) -> String {
+    format!("{column} IN (${n}, (SELECT s.tenant_id FROM tenant_tenant s WHERE s.sandbox_of = ${n}))")
 }
 
 /// A tenant row as JSON.
@@ -171,6 +206,12 @@ async fn create_tenant(State(state): State<AppState>, Tenant(ctx): Tenant, Body(
     })
     .await?;
     let tenant = tenant_json(&mut *tx, &tenant_id).await?;
+    // Recorded in the parent's chain, where the creator acts.
+    audit::record(&mut tx, &ctx, events::TENANT_CREATED, json!({
+        "tenant_id": tenant_id, "parent_tenant_id": ctx.tenant_id, "org_id": ctx.org_id, "app_id": app_id,
+        "status": tenant["status"], "isolation_tier": tenant["isolation_tier"],
+    }))
+    .await?;
     tx.commit().await?;
     Ok(created(tenant))
 }
@@ -262,7 +303,7 @@ struct NewMembership {
     role_template_id: Option<String>,
 }
 
-async fn create_membership(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewMembership>) -> ApiResult<Response> {
+async fn create_membership(State(state): State<AppState>, Tenant(ctx): Tenant, TargetTenantBody(body): TargetTenantBody<NewMembership>) -> ApiResult<Response> {
     roles::require_grant(&state, &ctx, "membership.membership.write").await?;
     let mut check = Check::new();
     let person = check.required_uuid("person_id", &body.person_id);
@@ -399,7 +440,7 @@ struct NewIdentityMembership {
 }
 
 /// Admits the person of an app identity into a tenant of that app.
-async fn membership_for_app_identity(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewIdentityMembership>) -> ApiResult<Response> {
+async fn membership_for_app_identity(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, TargetTenantBody(body): TargetTenantBody<NewIdentityMembership>) -> ApiResult<Response> {
     roles::require_grant(&state, &ctx, "app-identity.app-identity.write").await?;
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();

@@ -20,6 +20,7 @@ use sqlx::Row;
 
 use super::command;
 use crate::{
+    audit::{self, events},
     crypto,
     db,
     error::{ApiError, ApiResult, Body, created, ok},
@@ -121,6 +122,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
             json!({})
         }
     };
+    let device_uuid = check.optional_uuid("device_uuid", &body.device_uuid).map(|u| u.to_string());
     check.finish()?;
     ctx.check_tenant(body.tenant_id.as_deref())?;
     let asset_id = db::new_id();
@@ -136,15 +138,20 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     .bind(Check::optional(&body.bu_id))
     .bind(&display_name)
     .bind(Check::optional(&body.model))
-    .bind(Check::optional(&body.device_uuid))
+    .bind(&device_uuid)
     .bind(components.to_string())
     .bind(desired.to_string())
     .bind(&now)
     .execute(&mut *tx)
     .await?;
     let row = find(&mut *tx, &ctx.tenant_id, &asset_id).await?;
+    let asset = asset_json(&row)?;
+    audit::record(&mut tx, &ctx, events::ASSET_REGISTERED, json!({
+        "asset_id": asset_id, "display_name": display_name, "device_uuid": asset["device_uuid"], "components": components,
+    }))
+    .await?;
     tx.commit().await?;
-    Ok(created(asset_json(&row)?))
+    Ok(created(asset))
 }
 
 async fn get_asset(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
@@ -190,6 +197,7 @@ async fn set_desired(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
         .execute(&mut *tx)
         .await?;
     let row = find(&mut *tx, &ctx.tenant_id, &asset_id).await?;
+    audit::record(&mut tx, &ctx, events::ASSET_UPDATED, json!({ "asset_id": asset_id, "desired": desired })).await?;
     tx.commit().await?;
     Ok(ok(twin_json(&row)?))
 }
@@ -404,6 +412,10 @@ async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Pa
     .bind(&expires_at)
     .bind(&now)
     .execute(&mut *tx)
+    .await?;
+    audit::record(&mut tx, &ctx, events::ASSET_CREDENTIAL_ISSUED, json!({
+        "credential_id": credential_id, "asset_id": asset_id, "rate_limit_rpm": rate_limit_rpm, "expires_at": expires_at,
+    }))
     .await?;
     tx.commit().await?;
     Ok(created(json!({

@@ -25,6 +25,7 @@ use sqlx::Row;
 
 use super::asset::{self, RobotCredential};
 use crate::{
+    audit::{self, events},
     db::{self, Backend, Tx},
     error::{ApiError, ApiResult, Body, created, ok},
     gate::{RobotBearer, Tenant, TenantCtx},
@@ -248,6 +249,11 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
         enqueue(&state, &mut tx, &command_id, &asset_id, &now).await?;
     }
     let row = fetch(&mut *tx, &command_id).await?.ok_or(ApiError::NotFound)?;
+    audit::record(&mut tx, &ctx, events::COMMAND_ISSUED, json!({
+        "command_id": command_id, "target_asset_id": asset_id, "target_component_id": component, "type": kind,
+        "risk_class": risk, "status": row.try_get::<String, _>("status")?, "expires_at": expires_at,
+    }))
+    .await?;
     tx.commit().await?;
     if !needs_approval {
         state.streams.wake(&asset_id);
@@ -320,6 +326,8 @@ async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
         enqueue(&state, &mut tx, &command_id, &asset_id, &now).await?;
     }
     let row = fetch(&mut *tx, &command_id).await?.ok_or(ApiError::NotFound)?;
+    let event = if approved { events::COMMAND_APPROVED } else { events::COMMAND_REJECTED };
+    audit::record(&mut tx, &ctx, event, json!({ "command_id": command_id, "target_asset_id": asset_id, "reason": reason })).await?;
     tx.commit().await?;
     if approved {
         state.streams.wake(&asset_id);
@@ -392,6 +400,19 @@ pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &st
             .execute(&mut *tx)
             .await?;
             let row = fetch(&mut *tx, &id).await?.ok_or(ApiError::NotFound)?;
+            // The robot acts through its credential.
+            audit::emit(&mut tx, audit::Event {
+                tenant_id: &cred.tenant_id,
+                pool_index: None,
+                event_type: events::COMMAND_ACKNOWLEDGED,
+                actor_kind: "robot",
+                actor_id: &cred.credential_id,
+                actor_chain: None,
+                payload: &json!({ "command_id": id, "asset_id": cred.asset_id, "ok": ack.ok, "code": ack.code }),
+                retention_class: None,
+                occurred_at: None,
+            })
+            .await?;
             tx.commit().await?;
             command_json(&row)
         }

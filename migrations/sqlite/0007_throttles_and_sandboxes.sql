@@ -11,3 +11,9 @@ CREATE TABLE auth_throttle (
     blocked_until   INTEGER NOT NULL    -- unix milliseconds; 0 when not blocked
 );
 CREATE INDEX auth_throttle_last_failure ON auth_throttle (last_failure_at);
+
+-- Authentication 10: the keys of a test application act in a sandbox
+-- tenant of their own (a child of the application's tenant, on the same
+-- app), so a pk_test_ credential never reaches live data.
+ALTER TABLE tenant_tenant ADD COLUMN sandbox_of TEXT REFERENCES tenant_tenant (tenant_id);
+CREATE UNIQUE INDEX tenant_tenant_sandbox_of ON tenant_tenant (sandbox_of);

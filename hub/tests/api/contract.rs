@@ -1,0 +1,126 @@
+//! Contract fixes of the gateway: a body's `tenant_id` is checked against
+//! the credential on every route (gateway rule 6), a non-UUID one is 400
+//! (RULINGS 1), and ids the compatibility notes promise to check are.
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::{db_test, helpers::*};
+
+const ID: &str = "0190a000-0000-7000-8000-000000000000";
+
+/// Routes whose request types carry no `tenant_id` field: a foreign one
+/// used to be dropped silently.
+fn body_routes() -> Vec<(Method, String)> {
+    let r = |m: Method, p: &str| (m, p.replace("{id}", ID));
+    vec![
+        r(Method::POST, "/api/devices"),
+        r(Method::POST, "/api/hdk/idp/claims"),
+        r(Method::POST, "/api/hdk/permissions/snapshots"),
+        r(Method::POST, "/api/hdk/measure/measurements"),
+        r(Method::POST, "/api/hdk/watermark/applications"),
+        r(Method::POST, "/api/hdk/sync/resolve"),
+        r(Method::POST, "/api/hdk/diagnostic/outbox"),
+        r(Method::POST, "/api/personas"),
+        r(Method::POST, "/api/role-templates"),
+        r(Method::POST, "/api/role-assignments"),
+        r(Method::POST, "/api/assets/{id}/credentials"),
+        r(Method::PUT, "/api/assets/{id}/twin"),
+        r(Method::POST, "/api/commands/{id}/decision"),
+        r(Method::POST, "/api/assets"),
+        r(Method::POST, "/api/commands"),
+    ]
+}
+
+async fn a_foreign_tenant_id_in_any_body_is_refused(app: TestApp) {
+    let a = app.signup("ct-a@example.com", "ct-a").await;
+    let b = app.signup("ct-b@example.com", "ct-b").await;
+    let token = a["token"].as_str().unwrap();
+    for (method, path) in body_routes() {
+        let res = app.call(method.clone(), &path, Some(token), Some(json!({ "tenant_id": b["tenant_id"] }))).await;
+        let body = assert_error(res, 403, "TenantMismatch");
+        assert_eq!(body["details"], json!(["tenant_id does not match the credential's tenant"]), "{method} {path}");
+        let res = app.call(method.clone(), &path, Some(token), Some(json!({ "tenant_id": "acme" }))).await;
+        let body = assert_error(res, 400, "ValidationError");
+        assert_eq!(body["details"], json!(["tenant_id must be a UUID"]), "{method} {path}");
+        let res = app.call(method.clone(), &path, Some(token), Some(json!({ "tenant_id": 7 }))).await;
+        assert_error(res, 400, "ValidationError");
+    }
+    // The caller's own tenant_id passes on to the route's own validation.
+    let (s, p) = app.post("/api/personas", Some(token), json!({ "tenant_id": a["tenant_id"], "kind": "agent" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    // A parent tenant still admits members into its child tenant.
+    let (s, child) = app.post("/api/tenants", Some(token), json!({ "app_id": "ct-child", "display_name": "Child" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{child}");
+    let (_, reg) = app.post("/api/auth/register", None, json!({ "email": "ct-m@example.com", "password": "member password", "display_name": "M" })).await;
+    let (s, m) = app.post("/api/memberships", Some(token), json!({ "person_id": reg["data"]["person_id"], "tenant_id": child["data"]["tenant_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{m}");
+    let res = app.post("/api/memberships", Some(token), json!({ "person_id": reg["data"]["person_id"], "tenant_id": b["tenant_id"] })).await;
+    assert_error(res, 403, "TenantMismatch");
+    let res = app.post("/api/memberships", Some(token), json!({ "person_id": reg["data"]["person_id"], "tenant_id": "acme" })).await;
+    assert_error(res, 400, "ValidationError");
+}
+db_test!(a_foreign_tenant_id_in_any_body_is_refused);
+
+async fn an_asset_device_uuid_must_be_a_uuid(app: TestApp) {
+    let a = app.signup("ct-dev@example.com", "ct-dev").await;
+    let token = a["token"].as_str().unwrap();
+    let body = assert_error(app.post("/api/assets", Some(token), json!({ "display_name": "R", "device_uuid": "phone-1" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["device_uuid must be a UUID"]));
+    let (s, asset) = app.post("/api/assets", Some(token), json!({ "display_name": "R", "device_uuid": "0190A000-0000-7000-8000-0000000000AB" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{asset}");
+    assert_eq!(asset["data"]["device_uuid"], "0190a000-0000-7000-8000-0000000000ab", "stored in canonical form");
+}
+db_test!(an_asset_device_uuid_must_be_a_uuid);
+
+async fn a_test_applications_keys_never_reach_live_data(app: TestApp) {
+    let t = app.signup("sandbox@example.com", "sandbox").await;
+    let owner = t["token"].as_str().unwrap();
+    let (s, test_app) = app.post("/api/applications", Some(owner), json!({ "name": "ci", "slug": "ci", "environment": "test" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{test_app}");
+    let app_id = test_app["data"]["application_id"].as_str().unwrap();
+    let (s, key) = app.post(&format!("/api/applications/{app_id}/keys"), Some(owner), json!({ "name": "ci", "scopes": ["*"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{key}");
+    let key = key["data"].clone();
+    let secret = key["api_key"].as_str().unwrap();
+    assert!(secret.starts_with("pk_test_"));
+    let sandbox = key["tenant_id"].as_str().unwrap().to_string();
+    assert_ne!(sandbox, t["tenant_id"].as_str().unwrap(), "test keys act in the tenant's sandbox");
+    let (_, me) = app.get("/api/me", Some(secret)).await;
+    assert_eq!(me["data"]["tenant_id"], json!(sandbox), "{me}");
+
+    // Live data is out of the test key's reach, and the other way round.
+    let (s, live) = app.post("/api/assets", Some(owner), json!({ "display_name": "Live robot" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{live}");
+    let live_id = live["data"]["asset_id"].as_str().unwrap();
+    assert_error(app.get(&format!("/api/assets/{live_id}"), Some(secret)).await, 404, "NotFound");
+    let body = assert_error(app.post("/api/assets", Some(secret), json!({ "display_name": "R", "tenant_id": t["tenant_id"] })).await, 403, "TenantMismatch");
+    assert!(body["details"].is_array());
+    let (s, test_asset) = app.post("/api/assets", Some(secret), json!({ "display_name": "Test robot" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{test_asset}");
+    assert_error(app.get(&format!("/api/assets/{}", test_asset["data"]["asset_id"].as_str().unwrap()), Some(owner)).await, 404, "NotFound");
+    // An exchanged token of the test key is in the sandbox too.
+    let (s, tok) = app.post("/api/auth/token", None, json!({ "grant_type": "client_credentials", "client_secret": secret })).await;
+    assert_eq!(s, StatusCode::OK, "{tok}");
+    assert_eq!(tok["tenant_id"], json!(sandbox));
+    assert_error(app.get(&format!("/api/assets/{live_id}"), tok["access_token"].as_str()).await, 404, "NotFound");
+
+    // The owner still manages the key: a role for its persona, rotation, revocation.
+    let (_, roles) = app.get(&format!("/api/personas/{}/roles", t["persona_id"].as_str().unwrap()), Some(owner)).await;
+    let owner_template = roles["data"]["roles"][0]["role_template_id"].clone();
+    let (s, grant) = app.post("/api/role-assignments", Some(owner), json!({ "persona_id": key["synthetic_persona_id"], "role_template_id": owner_template })).await;
+    assert_eq!(s, StatusCode::CREATED, "{grant}");
+    let (s, persona) = app.post("/api/personas", Some(secret), json!({ "kind": "agent" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{persona}");
+    assert_eq!(persona["data"]["tenant_id"], json!(sandbox));
+    let (s, _) = app.post(&format!("/api/role-assignments/{}/revoke", grant["data"]["assignment_id"].as_str().unwrap()), Some(owner), json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, rotated) = app.post(&format!("/api/api-keys/{}/rotate", key["key_id"].as_str().unwrap()), Some(owner), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{rotated}");
+    let (s, _) = app.post(&format!("/api/api-keys/{}/revoke", key["key_id"].as_str().unwrap()), Some(owner), json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    // A live application's key stays in the live tenant.
+    let (_, second) = app.key(owner, "ci2", json!(["*"])).await;
+    assert_eq!(second["tenant_id"], t["tenant_id"], "a live key stays in the live tenant");
+}
+db_test!(a_test_applications_keys_never_reach_live_data);
