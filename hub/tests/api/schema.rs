@@ -1,5 +1,5 @@
-//! Backend parity: both migration folders produce the same tables and
-//! columns.
+//! Backend parity: both migration folders produce the same tables,
+//! columns, column types (after the dialect mapping) and indexes.
 
 use std::collections::BTreeMap;
 
@@ -8,7 +8,7 @@ use sqlx::Row;
 use crate::helpers::fresh_postgres_url;
 
 #[tokio::test]
-async fn sqlite_and_postgres_schemas_have_the_same_tables_and_columns() {
+async fn sqlite_and_postgres_schemas_have_the_same_tables_columns_types_and_indexes() {
     let Some(pg_url) = fresh_postgres_url().await else {
         eprintln!("HUB_TEST_POSTGRES_URL not set: parity needs both backends");
         return;
@@ -19,34 +19,79 @@ async fn sqlite_and_postgres_schemas_have_the_same_tables_and_columns() {
     let pg = hub::db::Db::connect(&pg_url).await.unwrap();
     pg.migrate().await.unwrap();
 
-    let mut lite: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // Table -> (column, type class), with each backend's types mapped to
+    // the class the project's SQL relies on.
+    let class = |t: &str| -> String {
+        match t.to_ascii_lowercase().as_str() {
+            "text" => "text",
+            "integer" | "bigint" | "int" | "int8" | "int4" | "smallint" => "integer",
+            "blob" | "bytea" => "bytes",
+            "real" | "double precision" | "float8" => "real",
+            other => return format!("unmapped:{other}"),
+        }
+        .to_string()
+    };
+    let mut lite: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     let tables: Vec<String> = sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_sqlx%'")
         .fetch_all(&sqlite.read)
         .await
         .unwrap();
-    for t in tables {
-        let cols = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT name FROM pragma_table_info('{t}') ORDER BY name")))
+    for t in &tables {
+        let cols = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT name, type FROM pragma_table_info('{t}') ORDER BY name")))
             .fetch_all(&sqlite.read)
             .await
             .unwrap()
             .iter()
-            .map(|r| r.get::<String, _>(0))
+            .map(|r| (r.get::<String, _>(0), class(&r.get::<String, _>(1))))
             .collect();
-        lite.insert(t, cols);
+        lite.insert(t.clone(), cols);
     }
-    let mut post: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut post: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     let rows = sqlx::query(
-        "SELECT CAST(table_name AS TEXT), CAST(column_name AS TEXT) FROM information_schema.columns \
+        "SELECT CAST(table_name AS TEXT), CAST(column_name AS TEXT), CAST(data_type AS TEXT) FROM information_schema.columns \
          WHERE table_schema = 'public' AND table_name NOT LIKE '_sqlx%' ORDER BY table_name, column_name",
     )
     .fetch_all(&pg.read)
     .await
     .unwrap();
     for r in rows {
-        post.entry(r.get::<String, _>(0)).or_default().push(r.get::<String, _>(1));
+        post.entry(r.get::<String, _>(0)).or_default().push((r.get::<String, _>(1), class(&r.get::<String, _>(2))));
     }
     assert!(lite.len() >= 15, "{lite:?}");
     assert_eq!(lite, post);
+
+    // The indexes the migrations create (not those behind PRIMARY KEY or
+    // UNIQUE constraints, which each backend names its own way), with their
+    // table and uniqueness.
+    let mut lite_idx: Vec<(String, String, bool)> = Vec::new();
+    for t in &tables {
+        for r in sqlx::query(sqlx::AssertSqlSafe(format!("SELECT name, \"unique\", origin FROM pragma_index_list('{t}')")))
+            .fetch_all(&sqlite.read)
+            .await
+            .unwrap()
+        {
+            if r.get::<String, _>(2) == "c" {
+                lite_idx.push((t.clone(), r.get::<String, _>(0), r.get::<i64, _>(1) == 1));
+            }
+        }
+    }
+    lite_idx.sort();
+    let mut post_idx: Vec<(String, String, bool)> = sqlx::query(
+        "SELECT CAST(t.relname AS TEXT), CAST(i.relname AS TEXT), CAST(CASE WHEN x.indisunique THEN 1 ELSE 0 END AS BIGINT) \
+         FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid \
+         JOIN pg_namespace n ON n.oid = t.relnamespace \
+         WHERE n.nspname = 'public' AND t.relname NOT LIKE '_sqlx%' \
+           AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid)",
+    )
+    .fetch_all(&pg.read)
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| (r.get::<String, _>(0), r.get::<String, _>(1), r.get::<i64, _>(2) == 1))
+    .collect();
+    post_idx.sort();
+    assert!(lite_idx.len() >= 10, "{lite_idx:?}");
+    assert_eq!(lite_idx, post_idx);
 }
 
 /// Migration 6 gives chains an integer key: on a schema built up to
