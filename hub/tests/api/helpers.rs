@@ -186,3 +186,81 @@ pub fn assert_error(actual: (StatusCode, Value), status: u16, error: &str) -> Va
     assert_eq!(actual.1["error"], json!(error), "{}", actual.1);
     actual.1
 }
+
+/// Two tenants, for isolation tests: A owns the resources a test creates,
+/// B probes them with its person's token and with a key holding every
+/// scope whose persona holds B's owner role (so only the tenant boundary
+/// can refuse it).
+pub struct TwoTenants {
+    pub a: Value,
+    pub b: Value,
+    pub a_token: String,
+    pub b_token: String,
+    pub b_key: String,
+}
+
+impl TestApp {
+    pub async fn two_tenants(&self, slug: &str) -> TwoTenants {
+        let a = self.signup(&format!("a@{slug}.example.com"), &format!("{slug}-a")).await;
+        let b = self.signup(&format!("b@{slug}.example.com"), &format!("{slug}-b")).await;
+        let b_token = b["token"].as_str().unwrap().to_string();
+        let (_, key) = self.key(&b_token, &format!("{slug}-b-all"), json!(["*"])).await;
+        let owner = self.owner_template(&b_token, b["persona_id"].as_str().unwrap()).await;
+        let (s, grant) = self.post("/api/role-assignments", Some(&b_token), json!({ "persona_id": key["synthetic_persona_id"], "role_template_id": owner })).await;
+        assert_eq!(s, StatusCode::CREATED, "{grant}");
+        TwoTenants {
+            a_token: a["token"].as_str().unwrap().to_string(),
+            b_key: key["api_key"].as_str().unwrap().to_string(),
+            a,
+            b,
+            b_token,
+        }
+    }
+
+    /// The role template a persona holds as its primary role (for a
+    /// signup's persona: the owner template).
+    pub async fn owner_template(&self, token: &str, persona: &str) -> Value {
+        let (s, roles) = self.get(&format!("/api/personas/{persona}/roles"), Some(token)).await;
+        assert_eq!(s, StatusCode::OK, "{roles}");
+        roles["data"]["roles"][0]["role_template_id"].clone()
+    }
+}
+
+/// A route of a test matrix: method and concrete path.
+pub type Route = (Method, String);
+
+/// A body that reaches past validation-free extraction on any POST route.
+fn probe_body(method: &Method) -> Option<Value> {
+    (*method != Method::GET).then(|| json!({ "kind": "human", "name": "k", "scopes": ["*"] }))
+}
+
+/// Isolation: each of A's resources answers 404 to B's person and to B's
+/// all-powerful key (never 403, which would confirm it exists). Routes for
+/// which `human_only` holds refuse any key with 403 before looking up.
+pub async fn assert_isolated(app: &TestApp, t: &TwoTenants, routes: &[Route], human_only: impl Fn(&str) -> bool) {
+    for (method, path) in routes {
+        let res = app.call(method.clone(), path, Some(&t.b_token), probe_body(method)).await;
+        assert_eq!(res.0.as_u16(), 404, "{method} {path} with B's token: {}", res.1);
+        assert_error(res, 404, "NotFound");
+        let res = app.call(method.clone(), path, Some(&t.b_key), probe_body(method)).await;
+        let expected = if human_only(path) { 403 } else { 404 };
+        assert_eq!(res.0.as_u16(), expected, "{method} {path} with B's key: {}", res.1);
+    }
+}
+
+/// Scopes: a key holding `granted` (none of which covers the routes') is
+/// refused each route with 403 naming the route's scope and the key's.
+pub async fn assert_scoped(app: &TestApp, owner_token: &str, granted: Value, routes: &[(Method, String, &str)]) {
+    let (_, key) = app.key(owner_token, &format!("scoped-{}", uuid::Uuid::now_v7().simple()), granted.clone()).await;
+    let secret = key["api_key"].as_str().unwrap();
+    for (method, path, scope) in routes {
+        let res = app.call(method.clone(), path, Some(secret), probe_body(method)).await;
+        let body = assert_error(res, 403, "Forbidden");
+        assert_eq!(body["required_scopes"], json!([scope]), "{method} {path}");
+        assert_eq!(body["granted_scopes"], granted, "{method} {path}");
+        let masked = format!("{}…{}", &secret[..8], &secret[secret.len() - 4..]);
+        let detail = body["details"][0].as_str().unwrap();
+        assert!(detail.contains(&masked) && detail.contains(scope), "{detail}");
+        assert!(!body.to_string().contains(secret), "the secret never appears in a message");
+    }
+}

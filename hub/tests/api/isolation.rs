@@ -7,22 +7,21 @@ use serde_json::json;
 use crate::{db_test, helpers::*};
 
 async fn another_tenants_resources_are_not_found(app: TestApp) {
-    let a = app.signup("a@example.com", "tenant-a").await;
-    let b = app.signup("b@example.com", "tenant-b").await;
-    let a_token = a["token"].as_str().unwrap();
+    let t = app.two_tenants("iso").await;
+    let (a, a_token) = (&t.a, t.a_token.as_str());
     let (a_app, a_key) = app.key(a_token, "a-app", json!(["*"])).await;
     let (_, reg) = app.post("/api/auth/register", None, json!({ "email": "x@example.com", "password": "x password", "display_name": "X" })).await;
     let (_, m) = app.post("/api/memberships", Some(a_token), json!({ "person_id": reg["data"]["person_id"] })).await;
-    let (_, ai) = app.post("/api/app-identities", Some(a_token), json!({ "person_id": a["person_id"], "app_id": "tenant-a" })).await;
-    let (_, roles) = app.get(&format!("/api/personas/{}/roles", a["persona_id"].as_str().unwrap()), Some(a_token)).await;
-    let (_, grant) = app.post("/api/role-assignments", Some(a_token), json!({ "persona_id": m["data"]["persona_id"], "role_template_id": roles["data"]["roles"][0]["role_template_id"] })).await;
+    let (_, ai) = app.post("/api/app-identities", Some(a_token), json!({ "person_id": a["person_id"], "app_id": "iso-a" })).await;
+    let owner = app.owner_template(a_token, a["persona_id"].as_str().unwrap()).await;
+    let (_, grant) = app.post("/api/role-assignments", Some(a_token), json!({ "persona_id": m["data"]["persona_id"], "role_template_id": owner })).await;
     let ai_id = ai["data"]["app_identity_id"].as_str().map(str::to_string).unwrap_or_else(|| a["app_identity_id"].as_str().unwrap().to_string());
     let key_id = a_key["key_id"].as_str().unwrap();
     let persona = a["persona_id"].as_str().unwrap();
     let membership = m["data"]["membership_id"].as_str().unwrap();
     let assignment = grant["data"]["assignment_id"].as_str().unwrap();
 
-    let resources = vec![
+    let routes = vec![
         (Method::GET, format!("/api/applications/{a_app}")),
         (Method::GET, format!("/api/applications/{a_app}/keys")),
         (Method::POST, format!("/api/applications/{a_app}/keys")),
@@ -37,23 +36,8 @@ async fn another_tenants_resources_are_not_found(app: TestApp) {
         (Method::GET, format!("/api/app-identities/{ai_id}")),
         (Method::POST, format!("/api/app-identities/{ai_id}/memberships")),
     ];
-    // Tenant B's human token, and a key of tenant B with every scope and the owner role.
-    let b_token = b["token"].as_str().unwrap();
-    let (_, b_key) = app.key(b_token, "b-app", json!(["*"])).await;
-    let (_, b_roles) = app.get(&format!("/api/personas/{}/roles", b["persona_id"].as_str().unwrap()), Some(b_token)).await;
-    app.post("/api/role-assignments", Some(b_token), json!({ "persona_id": b_key["synthetic_persona_id"], "role_template_id": b_roles["data"]["roles"][0]["role_template_id"] })).await;
-    let b_secret = b_key["api_key"].as_str().unwrap();
-    for (method, path) in &resources {
-        let body = if *method == Method::POST { Some(json!({ "kind": "human", "name": "k", "scopes": ["*"] })) } else { None };
-        assert_error(app.call(method.clone(), path, Some(b_token), body.clone()).await, 404, "NotFound");
-        let res = app.call(method.clone(), path, Some(b_secret), body).await;
-        // Credential management refuses keys before looking anything up.
-        if path.starts_with("/api/applications") || path.starts_with("/api/api-keys") {
-            assert_error(res, 403, "Forbidden");
-        } else {
-            assert_error(res, 404, "NotFound");
-        }
-    }
+    // Credential management refuses keys before looking anything up.
+    assert_isolated(&app, &t, &routes, |p| p.starts_with("/api/applications") || p.starts_with("/api/api-keys")).await;
     // Tenant A's resources are intact.
     let (s, me) = app.get("/api/me", a_key["api_key"].as_str()).await;
     assert_eq!(s.as_u16(), 200, "{me}");
