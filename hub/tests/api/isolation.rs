@@ -38,6 +38,10 @@ async fn another_tenants_resources_are_not_found(app: TestApp) {
     ];
     // Credential management refuses keys before looking anything up.
     assert_isolated(&app, &t, &routes, |p| p.starts_with("/api/applications") || p.starts_with("/api/api-keys")).await;
+    // B's credentials work on B's own resources, so the 404s above are the boundary's.
+    let b_persona = format!("/api/personas/{}", t.b["persona_id"].as_str().unwrap());
+    assert_eq!(app.get(&b_persona, Some(&t.b_token)).await.0.as_u16(), 200);
+    assert_eq!(app.get(&b_persona, Some(&t.b_key)).await.0.as_u16(), 200);
     // Tenant A's resources are intact.
     let (s, me) = app.get("/api/me", a_key["api_key"].as_str()).await;
     assert_eq!(s.as_u16(), 200, "{me}");
