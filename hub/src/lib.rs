@@ -10,6 +10,7 @@ pub mod config;
 pub mod crypto;
 pub mod db;
 pub mod error;
+pub mod extract;
 pub mod gate;
 pub mod groups;
 pub mod state;

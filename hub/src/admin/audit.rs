@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use axum::{
     Router,
-    extract::{Path, Query, State},
+    extract::{Path, State},
     response::Response,
     routing::{get, post},
 };
@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use sqlx::Row;
 
 use crate::{
+    extract::Params,
     audit::{self, chain},
     db,
     error::{ApiError, ApiResult, ok},
@@ -60,7 +61,7 @@ fn time_param(q: &HashMap<String, String>, name: &str, errors: &mut Vec<String>)
 
 /// Entries newest first, filtered by tenant, actor and time range; limit
 /// default 100, larger than 500 silently reduced, no offset or cursor.
-async fn list(State(state): State<AppState>, _: Operator, Query(q): Query<HashMap<String, String>>) -> ApiResult<Response> {
+async fn list(State(state): State<AppState>, _: Operator, Params(q): Params<HashMap<String, String>>) -> ApiResult<Response> {
     let mut errors = Vec::new();
     let tenant = uuid_param(&q, "tenant_id", &mut errors);
     let from = time_param(&q, "from", &mut errors);
@@ -140,7 +141,7 @@ async fn get_one(State(state): State<AppState>, _: Operator, Path(id): Path<Stri
 
 /// Verifies every chain of a tenant (one per pool it wrote to), each
 /// streamed; the first failure is reported with its pool.
-async fn verify(State(state): State<AppState>, _: Operator, Query(q): Query<HashMap<String, String>>) -> ApiResult<Response> {
+async fn verify(State(state): State<AppState>, _: Operator, Params(q): Params<HashMap<String, String>>) -> ApiResult<Response> {
     let Some(raw) = param(&q, "tenant_id") else {
         return Err(ApiError::invalid("tenant_id is required (query parameter)"));
     };

@@ -124,3 +124,26 @@ async fn a_test_applications_keys_never_reach_live_data(app: TestApp) {
     assert_eq!(second["tenant_id"], t["tenant_id"], "a live key stays in the live tenant");
 }
 db_test!(a_test_applications_keys_never_reach_live_data);
+
+async fn query_strings_are_refused_with_the_envelope_and_lists_count_their_rows(app: TestApp) {
+    let t = app.signup("ct-q@example.com", "ct-q").await;
+    let token = t["token"].as_str().unwrap();
+    let body = assert_error(app.get("/api/agent-runtime/agents?limit=1&limit=2", Some(token)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["query parameter limit is given more than once"]));
+    let body = assert_error(app.get("/api/agent-runtime/runs?limit=ten&offset=-2", Some(token)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["limit must be an integer", "offset must be 0 or more"]));
+    let body = assert_error(app.get("/api/auth/verification-status?email=a@example.com&email=b@example.com", None).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["query parameter email is given more than once"]));
+    // A command list is a page with the total count.
+    let (s, a) = app.post("/api/assets", Some(token), json!({ "display_name": "R" })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let asset = a["data"]["asset_id"].as_str().unwrap();
+    for _ in 0..3 {
+        let (s, _) = app.post("/api/commands", Some(token), json!({ "type": "beep", "risk_class": "low", "target_asset_id": asset })).await;
+        assert_eq!(s, StatusCode::CREATED);
+    }
+    let (s, page) = app.get(&format!("/api/assets/{asset}/commands?limit=2&offset=0"), Some(token)).await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert_eq!((page["data"].as_array().unwrap().len(), page["total"].clone()), (2, json!(3)));
+}
+db_test!(query_strings_are_refused_with_the_envelope_and_lists_count_their_rows);

@@ -9,13 +9,7 @@
 
 use std::collections::HashMap;
 
-use axum::{
-    Json, Router,
-    extract::{Query, State},
-    http::StatusCode,
-    response::{IntoResponse, Response},
-    routing::get,
-};
+use axum::{Json, Router, extract::State, response::Response, routing::get};
 use serde_json::{Value, json};
 use sqlx::Row;
 
@@ -23,9 +17,10 @@ use crate::{
     audit::{self, events},
     db,
     error::{ApiError, ApiResult, Body, created},
+    extract::{Page, Params, list},
     gate::{Tenant, TenantCtx},
     state::AppState,
-    validate::{Check, query_int},
+    validate::Check,
 };
 
 pub fn routes() -> Router<AppState> {
@@ -190,26 +185,17 @@ async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Body(b
     Ok(created(agent))
 }
 
-/// Query parameters of a list: the caller's tenant (a `tenant_id` must be
-/// a UUID equal to it), then limit and offset.
-fn list_params(ctx: &TenantCtx, q: &HashMap<String, String>) -> ApiResult<(i64, i64)> {
-    if let Some(t) = q.get("tenant_id").map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        if uuid::Uuid::parse_str(t).is_err() {
-            return Err(ApiError::invalid("tenant_id must be a UUID"));
-        }
-        ctx.check_tenant(Some(t))?;
-    }
-    let limit = query_int("limit", q.get("limit").map(String::as_str), LIST_DEFAULT)?.min(LIST_MAX);
-    let offset = query_int("offset", q.get("offset").map(String::as_str), 0)?;
-    Ok((limit, offset))
+/// RULINGS 1: a list's `tenant_id` query parameter, when given, must be a
+/// UUID equal to the caller's tenant.
+fn check_tenant_param(ctx: &TenantCtx, q: &HashMap<String, String>) -> ApiResult<()> {
+    ctx.check_tenant(q.get("tenant_id").map(String::as_str))
 }
 
-fn listed(data: Vec<Value>, total: i64) -> Response {
-    (StatusCode::OK, Json(json!({ "success": true, "data": data, "total": total }))).into_response()
-}
+/// A page of agents or runs: 50 by default, at most 500.
+type ListPage = Page<LIST_DEFAULT, LIST_MAX>;
 
-async fn list_agents(State(state): State<AppState>, Tenant(ctx): Tenant, Query(q): Query<HashMap<String, String>>) -> ApiResult<Response> {
-    let (limit, offset) = list_params(&ctx, &q)?;
+async fn list_agents(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<HashMap<String, String>>, page: ListPage) -> ApiResult<Response> {
+    check_tenant_param(&ctx, &q)?;
     // One SQL text whatever the filters: an absent tier is bound as NULL.
     let tier = q.get("tier").map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
     let filter = "FROM agent_definition WHERE tenant_id = $1 AND ($2 IS NULL OR tier = $2)";
@@ -223,11 +209,11 @@ async fn list_agents(State(state): State<AppState>, Tenant(ctx): Tenant, Query(q
     )))
     .bind(&ctx.tenant_id)
     .bind(&tier)
-    .bind(limit)
-    .bind(offset)
+    .bind(page.limit)
+    .bind(page.offset)
     .fetch_all(&state.db.read)
     .await?;
-    Ok(listed(rows.iter().map(agent_json).collect::<Result<_, _>>()?, total))
+    Ok(list(rows.iter().map(agent_json).collect::<Result<Vec<_>, _>>()?, total))
 }
 
 const RUN_COLUMNS: &str = "run_id, tenant_id, agent_id, persona_id, trace_id, parent_run_id, ttl_seconds, ttl_deadline, agent_chain, \
@@ -363,8 +349,8 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body
     Ok(created(run))
 }
 
-async fn list_runs(State(state): State<AppState>, Tenant(ctx): Tenant, Query(q): Query<HashMap<String, String>>) -> ApiResult<Response> {
-    let (limit, offset) = list_params(&ctx, &q)?;
+async fn list_runs(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<HashMap<String, String>>, page: ListPage) -> ApiResult<Response> {
+    check_tenant_param(&ctx, &q)?;
     let agent = q.get("agent_id").map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
     if agent.as_deref().is_some_and(|a| uuid::Uuid::parse_str(a).is_err()) {
         return Err(ApiError::invalid("agent_id must be a UUID"));
@@ -383,9 +369,9 @@ async fn list_runs(State(state): State<AppState>, Tenant(ctx): Tenant, Query(q):
     .bind(&ctx.tenant_id)
     .bind(&agent)
     .bind(&status)
-    .bind(limit)
-    .bind(offset)
+    .bind(page.limit)
+    .bind(page.offset)
     .fetch_all(&state.db.read)
     .await?;
-    Ok(listed(rows.iter().map(run_json).collect::<Result<_, _>>()?, total))
+    Ok(list(rows.iter().map(run_json).collect::<Result<Vec<_>, _>>()?, total))
 }

@@ -2,13 +2,14 @@
 //! optional biometric-template and PIN envelopes sealed at rest. A claim
 //! with neither credential is accepted. The envelopes are never returned.
 
-use axum::{Router, extract::{Query, State}, response::Response, routing::post};
+use axum::{Router, extract::State, response::Response, routing::post};
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::json;
 use sqlx::Row;
 
 use crate::{
+    extract::Params,
     db,
     error::{ApiError, ApiResult, Body, created, ok},
     gate::Tenant,
@@ -101,7 +102,7 @@ struct ByDevice {
     device_uuid: Option<String>,
 }
 
-async fn get_claim(State(state): State<AppState>, Tenant(ctx): Tenant, Query(q): Query<ByDevice>) -> ApiResult<Response> {
+async fn get_claim(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByDevice>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &q.device_uuid);
     check.finish()?;

@@ -2,12 +2,13 @@
 //! read back by their key (newest permission snapshot of a device;
 //! measurements of a capture; watermark applications of a variant).
 
-use axum::{Router, extract::{Query, State}, response::Response, routing::{get, post}};
+use axum::{Router, extract::State, response::Response, routing::{get, post}};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sqlx::Row;
 
 use crate::{
+    extract::Params,
     db,
     error::{ApiError, ApiResult, Body, created, ok},
     gate::Tenant,
@@ -76,7 +77,7 @@ struct ByDevice {
 }
 
 /// The newest snapshot of a device by taken_at (404 when it has none).
-async fn latest_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Query(q): Query<ByDevice>) -> ApiResult<Response> {
+async fn latest_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByDevice>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &q.device_uuid);
     check.finish()?;
@@ -147,7 +148,7 @@ struct ByCapture {
 }
 
 /// Measurements of a capture; an unknown capture is an empty list.
-async fn list_measurements(State(state): State<AppState>, Tenant(ctx): Tenant, Query(q): Query<ByCapture>) -> ApiResult<Response> {
+async fn list_measurements(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByCapture>) -> ApiResult<Response> {
     let mut check = Check::new();
     let capture = check.required("capture_id", &q.capture_id);
     check.finish()?;
@@ -223,7 +224,7 @@ struct ByVariant {
 }
 
 /// Watermark applications of a variant; an unknown variant is an empty list.
-async fn list_watermarks(State(state): State<AppState>, Tenant(ctx): Tenant, Query(q): Query<ByVariant>) -> ApiResult<Response> {
+async fn list_watermarks(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByVariant>) -> ApiResult<Response> {
     let mut check = Check::new();
     let variant = check.required("variant_id", &q.variant_id);
     check.finish()?;

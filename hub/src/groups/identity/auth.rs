@@ -6,7 +6,7 @@
 
 use axum::{
     Json, Router,
-    extract::{Query, Request, State},
+    extract::{Request, State},
     http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
     routing::{get, post},
@@ -18,6 +18,7 @@ use sqlx::Row;
 
 use super::{api_keys, tenancy};
 use crate::{
+    extract::Params,
     audit::events,
     crypto::{self, DataKey, password},
     db::{self, Tx},
@@ -686,7 +687,7 @@ struct StatusQuery {
     email: Option<String>,
 }
 
-async fn verification_status(State(state): State<AppState>, Query(q): Query<StatusQuery>) -> ApiResult<Response> {
+async fn verification_status(State(state): State<AppState>, Params(q): Params<StatusQuery>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check_email(&mut check, &q.email);
     check.finish()?;

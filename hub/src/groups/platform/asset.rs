@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use axum::{
     Router,
-    extract::{Path, Query, State},
+    extract::{Path, State},
     response::Response,
     routing::{get, post},
 };
@@ -24,6 +24,7 @@ use crate::{
     crypto,
     db,
     error::{ApiError, ApiResult, Body, created, ok},
+    extract::{Page, Params, list},
     gate::Tenant,
     state::AppState,
     validate::{Check, path_id, query_int},
@@ -279,7 +280,7 @@ fn bucket_shape(bucket: &str) -> Option<(usize, &'static str)> {
     }
 }
 
-async fn readings(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Query(q): Query<ReadingsQuery>) -> ApiResult<Response> {
+async fn readings(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Params(q): Params<ReadingsQuery>) -> ApiResult<Response> {
     let row = find(&state.db.read, &ctx.tenant_id, &id).await?;
     let asset_id: String = row.try_get("asset_id")?;
     let mut check = Check::new();
@@ -427,26 +428,17 @@ async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Pa
 #[derive(Deserialize)]
 struct ListQuery {
     status: Option<String>,
-    limit: Option<String>,
-    offset: Option<String>,
 }
 
-async fn list_commands(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Query(q): Query<ListQuery>) -> ApiResult<Response> {
+async fn list_commands(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Params(q): Params<ListQuery>, page: Page) -> ApiResult<Response> {
     let row = find(&state.db.read, &ctx.tenant_id, &id).await?;
     let asset_id: String = row.try_get("asset_id")?;
-    let mut check = Check::new();
     let status = Check::optional(&q.status);
     if let Some(s) = &status {
+        let mut check = Check::new();
         check.one_of("status", s, command::STATES);
+        check.finish()?;
     }
-    let limit = query_int("limit", q.limit.as_deref(), 50);
-    let offset = query_int("offset", q.offset.as_deref(), 0);
-    for r in [&limit, &offset] {
-        if let Err(ApiError::Validation(d)) = r {
-            check.fail(d.join("; "));
-        }
-    }
-    check.finish()?;
-    let list = command::list_for_asset(&state, &ctx, &asset_id, status.as_deref(), limit?.clamp(1, 500), offset?).await?;
-    Ok(ok(list))
+    let (commands, total) = command::list_for_asset(&state, &ctx, &asset_id, status.as_deref(), page.limit, page.offset).await?;
+    Ok(list(commands, total))
 }

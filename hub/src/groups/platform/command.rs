@@ -437,10 +437,17 @@ async fn ack(State(state): State<AppState>, RobotBearer(secret): RobotBearer, Pa
     Ok(ok(apply_ack(&state, &cred, &id, parsed).await?))
 }
 
-/// The asset's commands, newest first.
-pub async fn list_for_asset(state: &AppState, ctx: &TenantCtx, asset_id: &str, status: Option<&str>, limit: i64, offset: i64) -> ApiResult<Vec<Value>> {
+/// The asset's commands, newest first, and how many match in all.
+pub async fn list_for_asset(state: &AppState, ctx: &TenantCtx, asset_id: &str, status: Option<&str>, limit: i64, offset: i64) -> ApiResult<(Vec<Value>, i64)> {
+    let filter = "WHERE target_asset_id = $1 AND tenant_id = $2 AND ($3 = '' OR status = $3)";
+    let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM command_command {filter}")))
+        .bind(asset_id)
+        .bind(&ctx.tenant_id)
+        .bind(status.unwrap_or(""))
+        .fetch_one(&state.db.read)
+        .await?;
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "{SELECT} WHERE target_asset_id = $1 AND tenant_id = $2 AND ($3 = '' OR status = $3) ORDER BY created_at DESC, command_id DESC LIMIT $4 OFFSET $5"
+        "{SELECT} {filter} ORDER BY created_at DESC, command_id DESC LIMIT $4 OFFSET $5"
     )))
     .bind(asset_id)
     .bind(&ctx.tenant_id)
@@ -449,7 +456,7 @@ pub async fn list_for_asset(state: &AppState, ctx: &TenantCtx, asset_id: &str, s
     .bind(offset)
     .fetch_all(&state.db.read)
     .await?;
-    rows.iter().map(command_json).collect()
+    Ok((rows.iter().map(command_json).collect::<ApiResult<_>>()?, total))
 }
 
 /// The asset's deliverable commands after stream position `after`, in

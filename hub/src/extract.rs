@@ -1,0 +1,116 @@
+//! Extractors every group shares for the query string: `Params<T>` (typed
+//! parameters whose rejections are the platform's 400 envelope naming the
+//! parameter) and `Page` (the `limit`/`offset` of a list route, with the
+//! route's default and maximum); and `list`, the list envelope.
+
+use std::collections::HashSet;
+
+use axum::{
+    Json,
+    extract::FromRequestParts,
+    http::{StatusCode, request::Parts},
+    response::{IntoResponse, Response},
+};
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::json;
+
+use crate::error::{ApiError, ApiResult};
+
+/// The query string as name-value pairs; a name given twice is 400 (which
+/// value was meant cannot be told), as is a string that does not parse.
+fn pairs(parts: &Parts) -> ApiResult<Vec<(String, String)>> {
+    let query = parts.uri.query().unwrap_or("");
+    let pairs: Vec<(String, String)> =
+        serde_urlencoded::from_str(query).map_err(|e| ApiError::invalid(format!("malformed query string: {e}")))?;
+    let mut seen = HashSet::new();
+    let repeated: Vec<&str> = pairs.iter().filter(|(k, _)| !seen.insert(k.as_str())).map(|(k, _)| k.as_str()).collect();
+    if !repeated.is_empty() {
+        return Err(ApiError::Validation(repeated.iter().map(|k| format!("query parameter {k} is given more than once")).collect()));
+    }
+    Ok(pairs)
+}
+
+/// Typed query parameters: `Query<T>` with the platform's envelope.
+pub struct Params<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
+        let pairs = pairs(parts)?;
+        let encoded = serde_urlencoded::to_string(&pairs).map_err(|e| ApiError::invalid(format!("malformed query string: {e}")))?;
+        serde_urlencoded::from_str(&encoded)
+            .map(Params)
+            .map_err(|e| ApiError::invalid(format!("query parameters: {e}")))
+    }
+}
+
+/// The page of a list route: `limit` (default `DEFAULT`, clamped to
+/// `1..=MAX`) and `offset` (default 0). A value that is not an integer, or
+/// a negative one, is 400 naming the parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Page<const DEFAULT: i64 = 50, const MAX: i64 = 500> {
+    pub limit: i64,
+    pub offset: i64,
+}
+
+impl<S: Send + Sync, const DEFAULT: i64, const MAX: i64> FromRequestParts<S> for Page<DEFAULT, MAX> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
+        let pairs = pairs(parts)?;
+        let get = |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.trim()).filter(|v| !v.is_empty());
+        let mut problems = Vec::new();
+        let mut int = |name: &str, default: i64| match get(name).map(str::parse::<i64>) {
+            None => default,
+            Some(Ok(n)) => n,
+            Some(Err(_)) => {
+                problems.push(format!("{name} must be an integer"));
+                default
+            }
+        };
+        let limit = int("limit", DEFAULT);
+        let offset = int("offset", 0);
+        if limit < 0 {
+            problems.push("limit must be 0 or more".to_string());
+        }
+        if offset < 0 {
+            problems.push("offset must be 0 or more".to_string());
+        }
+        if !problems.is_empty() {
+            return Err(ApiError::Validation(problems));
+        }
+        Ok(Page { limit: limit.clamp(1, MAX), offset })
+    }
+}
+
+/// The list envelope: `{ success: true, data: [...], total }`, `total`
+/// counting every matching row, not only this page's.
+pub fn list<T: Serialize>(data: Vec<T>, total: i64) -> Response {
+    (StatusCode::OK, Json(json!({ "success": true, "data": data, "total": total }))).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::Request;
+
+    use super::*;
+
+    async fn page(query: &str) -> ApiResult<Page<50, 500>> {
+        let (mut parts, _) = Request::builder().uri(format!("/x?{query}")).body(()).unwrap().into_parts();
+        Page::from_request_parts(&mut parts, &()).await
+    }
+
+    #[tokio::test]
+    async fn pages_default_clamp_and_refuse_what_cannot_be_a_page() {
+        assert_eq!(page("").await.unwrap(), Page { limit: 50, offset: 0 });
+        assert_eq!(page("limit=9999&offset=3").await.unwrap(), Page { limit: 500, offset: 3 });
+        assert_eq!(page("limit=0").await.unwrap().limit, 1);
+        let Err(ApiError::Validation(d)) = page("limit=ten&offset=-1").await else { panic!() };
+        assert_eq!(d, vec!["limit must be an integer", "offset must be 0 or more"]);
+        let Err(ApiError::Validation(d)) = page("limit=-5").await else { panic!() };
+        assert_eq!(d, vec!["limit must be 0 or more"]);
+        let Err(ApiError::Validation(d)) = page("limit=1&limit=2").await else { panic!() };
+        assert_eq!(d, vec!["query parameter limit is given more than once"]);
+    }
+}
