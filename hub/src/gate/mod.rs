@@ -365,6 +365,29 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
     }
 }
 
+/// HTTP Basic client credentials (RFC 6749 2.3.1: client_id as user, the
+/// secret as password), when the request carries them.
+pub struct BasicCredentials(pub Option<(String, String)>);
+
+impl<S: Send + Sync> FromRequestParts<S> for BasicCredentials {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
+        use base64::Engine;
+        let parse = || {
+            let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+            let (scheme, encoded) = value.split_once(' ')?;
+            if !scheme.eq_ignore_ascii_case("basic") {
+                return None;
+            }
+            let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
+            let text = String::from_utf8(decoded).ok()?;
+            let (id, secret) = text.split_once(':')?;
+            Some((id.to_string(), secret.to_string()))
+        };
+        Ok(BasicCredentials(parse()))
+    }
+}
+
 /// The platform operator (`/admin/*`, admitted by the gate's operator
 /// header check). Anything else is 401, as the operator routes answer.
 pub struct Operator;

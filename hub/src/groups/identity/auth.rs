@@ -7,11 +7,10 @@
 use axum::{
     Json, Router,
     extract::{Request, State},
-    http::{HeaderMap, HeaderValue, StatusCode, header},
+    http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
     routing::{get, post},
 };
-use base64::Engine;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sqlx::Row;
@@ -23,7 +22,7 @@ use crate::{
     crypto::{self, DataKey, password},
     db::{self, Tx},
     error::{ApiError, ApiResult, Body, created, ok, parse_body},
-    gate::{Caller, ClientAddr, MaybeCaller, scope, throttle, tokens::{self, Actor, Claims, TenantClaims}},
+    gate::{BasicCredentials, Caller, ClientAddr, MaybeCaller, scope, throttle, tokens::{self, Actor, Claims, TenantClaims}},
     state::AppState,
     validate::Check,
 };
@@ -477,11 +476,11 @@ struct TokenRequest {
     scope: Option<String>,
 }
 
-/// Reads the exchange's fields from JSON or a form body (RFC 6749 4.4),
-/// and the client credentials from HTTP Basic when present.
-async fn token_request(req: Request) -> ApiResult<TokenRequest> {
-    let headers = req.headers().clone();
-    let is_form = headers
+/// Reads the exchange's fields from JSON or a form body (RFC 6749 4.4);
+/// client credentials sent with HTTP Basic take precedence.
+async fn token_request(req: Request, basic: Option<(String, String)>) -> ApiResult<TokenRequest> {
+    let is_form = req
+        .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("application/x-www-form-urlencoded"));
@@ -496,28 +495,16 @@ async fn token_request(req: Request) -> ApiResult<TokenRequest> {
         let value: Value = serde_json::from_slice(&bytes).map_err(|e| ApiError::invalid(format!("request body must be JSON or a form: {e}")))?;
         parse_body(value)?
     };
-    if let Some((id, secret)) = basic_credentials(&headers) {
+    if let Some((id, secret)) = basic {
         parsed.client_id = Some(id);
         parsed.client_secret = Some(secret);
     }
     Ok(parsed)
 }
 
-fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, encoded) = value.split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("basic") {
-        return None;
-    }
-    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
-    let text = String::from_utf8(decoded).ok()?;
-    let (id, secret) = text.split_once(':')?;
-    Some((id.to_string(), secret.to_string()))
-}
-
 /// `POST /api/auth/token`: client credentials for a 900-second machine JWT.
-async fn token(State(state): State<AppState>, ClientAddr(addr): ClientAddr, req: Request) -> Response {
-    let result = exchange(&state, addr, req).await;
+async fn token(State(state): State<AppState>, ClientAddr(addr): ClientAddr, BasicCredentials(basic): BasicCredentials, req: Request) -> Response {
+    let result = exchange(&state, addr, basic, req).await;
     let mut res = match result {
         Ok(body) => (StatusCode::OK, Json(body)).into_response(),
         Err(e) => e.into_response(),
@@ -526,10 +513,10 @@ async fn token(State(state): State<AppState>, ClientAddr(addr): ClientAddr, req:
     res
 }
 
-async fn exchange(state: &AppState, addr: std::net::IpAddr, req: Request) -> ApiResult<Value> {
+async fn exchange(state: &AppState, addr: std::net::IpAddr, basic: Option<(String, String)>, req: Request) -> ApiResult<Value> {
     let address = || throttle::Key::address("token", addr, FREE_PER_ADDRESS);
     throttle::check(state, &[address()]).await?;
-    let body = token_request(req).await?;
+    let body = token_request(req, basic).await?;
     let mut check = Check::new();
     let grant_type = check.required("grant_type", &body.grant_type);
     let secret = check.required("client_secret", &body.client_secret);
