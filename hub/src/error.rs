@@ -42,6 +42,9 @@ pub enum ApiError {
     UnsupportedGrantType,
     #[error("rate limited, retry after {0}s")]
     RateLimited(u64),
+    /// A robot credential already holds this many command streams open.
+    #[error("too many open streams (at most {0})")]
+    TooManyStreams(u64),
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
     #[error("internal error: {0:#}")]
@@ -68,7 +71,7 @@ impl ApiError {
             Forbidden { .. } | TenantMismatch | NoMembership => StatusCode::FORBIDDEN,
             NotFound => StatusCode::NOT_FOUND,
             Conflict(_) | PersonExists => StatusCode::CONFLICT,
-            RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            RateLimited(_) | TooManyStreams(_) => StatusCode::TOO_MANY_REQUESTS,
             Db(e) => match db_error_kind(e) {
                 Some(DbKind::Unique) => StatusCode::CONFLICT,
                 Some(DbKind::ForeignKey) => StatusCode::BAD_REQUEST,
@@ -109,6 +112,10 @@ impl ApiError {
                 "details": ["grant_type must be client_credentials"],
             }),
             RateLimited(_) => json!({ "success": false, "error": "RateLimited", "details": ["rate limit exceeded"] }),
+            TooManyStreams(max) => json!({
+                "success": false, "error": "TooManyStreams",
+                "details": [format!("at most {max} command streams may be open at once per robot credential")],
+            }),
             Db(e) => match db_error_kind(e) {
                 Some(DbKind::Unique) => json!({ "success": false, "error": "Conflict", "details": ["a record with this key already exists"] }),
                 Some(DbKind::ForeignKey) => json!({ "success": false, "error": "ValidationError", "details": ["a referenced record does not exist"] }),

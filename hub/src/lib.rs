@@ -12,6 +12,7 @@ pub mod db;
 pub mod error;
 pub mod gate;
 pub mod groups;
+pub mod server;
 pub mod state;
 pub mod streams;
 pub mod validate;
@@ -163,15 +164,10 @@ pub async fn start(state: AppState) -> anyhow::Result<Server> {
     let addr = listener.local_addr()?;
     let quic = streams::quic::start(&state).await?;
     let quic_addr = quic.as_ref().map(|q| q.addr);
-    let (tx, mut rx) = tokio::sync::watch::channel(false);
+    let (tx, rx) = tokio::sync::watch::channel(false);
     let router = app(state.clone());
-    let task = tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                let _ = rx.wait_for(|stop| *stop).await;
-            })
-            .await
-    });
+    let limits = server::Limits::from_config(&state.config);
+    let task = tokio::spawn(server::run(listener, router, limits, rx));
     Ok(Server { addr, quic_addr, quic, state, shutdown: tx, task })
 }
 

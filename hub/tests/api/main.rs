@@ -8,6 +8,7 @@ mod audit;
 mod audit_fault;
 mod authority;
 mod commands;
+mod connections;
 mod credentials;
 mod device_sync;
 mod devices;
