@@ -121,6 +121,22 @@ impl Check {
         }
     }
 
+    /// An optional duration in whole seconds from 1 to `max` (absent or
+    /// null: `None`). Every client-supplied duration is bounded here, so
+    /// the time arithmetic done with it can neither overflow nor panic.
+    pub fn optional_seconds(&mut self, name: &str, value: Option<&serde_json::Value>, max: i64) -> Option<i64> {
+        match value {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => match v.as_i64() {
+                Some(n) if (1..=max).contains(&n) => Some(n),
+                _ => {
+                    self.errors.push(format!("{name} must be an integer from 1 to {max}"));
+                    None
+                }
+            },
+        }
+    }
+
     /// An optional RFC 3339 JSON field that must lie in the future (an
     /// expiry), normalised to the stored form.
     pub fn optional_future_time(&mut self, name: &str, value: Option<&serde_json::Value>) -> Option<String> {
