@@ -54,6 +54,21 @@ pub struct Config {
     /// PEM private key of the QUIC endpoint.
     #[arg(long, env = "HUB_QUIC_KEY", hide_env_values = true)]
     pub quic_key: Option<PathBuf>,
+    /// Milliseconds a client has to send a complete request head (HTTP/1.1;
+    /// also the wait for a keep-alive connection's next request, and for a
+    /// new connection's first request on either protocol).
+    #[arg(long, env = "HUB_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_read_timeout_ms: u64,
+    /// Seconds a connection may stay open with no request in flight.
+    #[arg(long, env = "HUB_IDLE_TIMEOUT_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_seconds: u64,
+    /// Most HTTP connections open at once; further ones wait to be accepted.
+    #[arg(long, env = "HUB_MAX_CONNECTIONS", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
+    /// Most SSE command streams one robot credential may hold open at once
+    /// on this hub; one more is refused with 429.
+    #[arg(long, env = "HUB_MAX_SSE_PER_CREDENTIAL", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_sse_per_credential: u64,
 }
 
 impl Config {
@@ -88,6 +103,10 @@ impl Config {
             quic_listen: "127.0.0.1:0".into(),
             quic_cert: None,
             quic_key: None,
+            header_read_timeout_ms: 10_000,
+            idle_timeout_seconds: 60,
+            max_connections: 4096,
+            max_sse_per_credential: 4,
         }
     }
 }

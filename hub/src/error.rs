@@ -46,6 +46,9 @@ pub enum ApiError {
     /// flight): the client should retry after the given seconds.
     #[error("busy, retry after {0}s")]
     Busy(u64),
+    /// A robot credential already holds this many command streams open.
+    #[error("too many open streams (at most {0})")]
+    TooManyStreams(u64),
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
     #[error("internal error: {0:#}")]
@@ -81,7 +84,7 @@ impl ApiError {
             Forbidden { .. } | TenantMismatch | NoMembership => StatusCode::FORBIDDEN,
             NotFound => StatusCode::NOT_FOUND,
             Conflict(_) | PersonExists => StatusCode::CONFLICT,
-            RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            RateLimited(_) | TooManyStreams(_) => StatusCode::TOO_MANY_REQUESTS,
             Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             Db(e) => match db_error_kind(e) {
                 Some(DbKind::Unique) => StatusCode::CONFLICT,
@@ -124,6 +127,10 @@ impl ApiError {
             }),
             RateLimited(_) => json!({ "success": false, "error": "RateLimited", "details": ["rate limit exceeded"] }),
             Busy(_) => json!({ "success": false, "error": "ServiceUnavailable", "details": ["the hub is busy; retry shortly"] }),
+            TooManyStreams(max) => json!({
+                "success": false, "error": "TooManyStreams",
+                "details": [format!("at most {max} command streams may be open at once per robot credential")],
+            }),
             Db(e) => match db_error_kind(e) {
                 Some(DbKind::Unique) => json!({ "success": false, "error": "Conflict", "details": ["a record with this key already exists"] }),
                 Some(DbKind::ForeignKey) => json!({ "success": false, "error": "ValidationError", "details": ["a referenced record does not exist"] }),

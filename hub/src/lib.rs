@@ -13,6 +13,7 @@ pub mod error;
 pub mod extract;
 pub mod gate;
 pub mod groups;
+pub mod server;
 pub mod state;
 pub mod streams;
 pub mod validate;
@@ -20,9 +21,10 @@ pub mod validate;
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
-use axum::{Json, Router, middleware, routing::get};
+use axum::{Json, Router, middleware, response::IntoResponse, routing::get};
 use serde_json::json;
 use tokio::net::TcpListener;
+use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::{
     config::{Config, GateMode},
@@ -43,13 +45,30 @@ pub fn app(state: AppState) -> Router {
         .merge(groups::ai::routes())
         // Per-route authority checks need the matched route template.
         .route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
-    Router::new()
+    let router = Router::new()
         .route("/health", get(health))
         .merge(api)
         .merge(admin::routes())
         .fallback(|| async { ApiError::NotFound })
         .layer(middleware::from_fn_with_state(state.clone(), gate::authenticate))
-        .with_state(state)
+        .with_state(state);
+    catch_panics(router)
+}
+
+/// Answers a panic in a handler (or in the gate) with the opaque 500
+/// envelope, its message in the server log only. Without this the panic
+/// unwinds through the connection's task and the client sees the
+/// connection drop with no answer at all.
+pub fn catch_panics(router: Router) -> Router {
+    router.layer(CatchPanicLayer::custom(panic_answer))
+}
+
+fn panic_answer(panic: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
+    let what = match panic.downcast_ref::<&str>() {
+        Some(s) => s.to_string(),
+        None => panic.downcast_ref::<String>().cloned().unwrap_or_else(|| "no message".into()),
+    };
+    ApiError::Internal(anyhow::anyhow!("a handler panicked: {what}")).into_response()
 }
 
 async fn health() -> Json<serde_json::Value> {
@@ -167,15 +186,10 @@ pub async fn start(state: AppState) -> anyhow::Result<Server> {
     let addr = listener.local_addr()?;
     let quic = streams::quic::start(&state).await?;
     let quic_addr = quic.as_ref().map(|q| q.addr);
-    let (tx, mut rx) = tokio::sync::watch::channel(false);
+    let (tx, rx) = tokio::sync::watch::channel(false);
     let router = app(state.clone());
-    let task = tokio::spawn(async move {
-        axum::serve(listener, router.into_make_service_with_connect_info::<std::net::SocketAddr>())
-            .with_graceful_shutdown(async move {
-                let _ = rx.wait_for(|stop| *stop).await;
-            })
-            .await
-    });
+    let limits = server::Limits::from_config(&state.config);
+    let task = tokio::spawn(server::run(listener, router, limits, rx));
     Ok(Server { addr, quic_addr, quic, state, shutdown: tx, task })
 }
 
@@ -209,5 +223,63 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {},
         _ = term => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use axum::{Router, routing::get};
+    use tokio::{
+        io::{AsyncReadExt, AsyncWriteExt},
+        net::{TcpListener, TcpStream},
+    };
+
+    use super::*;
+
+    async fn boom() -> &'static str {
+        panic!("a bug in a handler")
+    }
+
+    /// Reads one HTTP/1.1 response with a Content-Length: (status, body).
+    async fn response(tcp: &mut TcpStream) -> (u16, String) {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await.expect("an answer").unwrap();
+            assert!(n > 0, "the connection was dropped: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&got).into_owned();
+            let Some((head, body)) = text.split_once("\r\n\r\n") else { continue };
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                .expect("content-length");
+            if body.len() >= length {
+                return (head[9..12].parse().unwrap(), body.to_string());
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_in_the_envelope_and_the_connection_serves_on() {
+        let router = catch_panics(Router::new().route("/boom", get(boom)).route("/fine", get(|| async { "fine" })));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopping) = tokio::sync::watch::channel(false);
+        let limits = server::Limits { header_read_timeout: Duration::from_secs(5), idle_timeout: Duration::from_secs(5), max_connections: 4 };
+        let task = tokio::spawn(server::run(listener, router, limits, stopping));
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(b"GET /boom HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let (status, body) = response(&mut tcp).await;
+        assert_eq!(status, 500);
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&body).unwrap(), json!({ "success": false, "error": "InternalError" }));
+        // The same connection answers the next request.
+        tcp.write_all(b"GET /fine HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        assert_eq!(response(&mut tcp).await, (200, "fine".to_string()));
+        stop.send_replace(true);
+        drop(tcp);
+        task.await.unwrap().unwrap();
     }
 }

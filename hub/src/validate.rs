@@ -4,8 +4,27 @@
 //! A field is missing when it is absent, null, or a blank string; the number
 //! 0 and `false` are values (RULINGS 1).
 
-use crate::error::{ApiError, ApiResult};
+use chrono::{DateTime, TimeDelta, Utc};
 use uuid::Uuid;
+
+use crate::error::{ApiError, ApiResult};
+
+/// How far a client's clock may run ahead of the hub's. A time at which a
+/// client says something happened (`taken_at`, `occurred_at`,
+/// `recorded_at`, ...) further in the future than this is refused: a
+/// record dated years ahead would otherwise stay the "latest" for good.
+pub const MAX_CLOCK_SKEW_SECONDS: i64 = 300;
+
+/// Parses a client-supplied time at which something happened: RFC 3339,
+/// and no more than `MAX_CLOCK_SKEW_SECONDS` ahead of now. Every such time
+/// of every route goes through here; the error names the field.
+pub fn observed_time(name: &str, raw: &str) -> Result<DateTime<Utc>, String> {
+    let t = crate::db::parse_time(raw).ok_or_else(|| format!("{name} must be an RFC 3339 timestamp"))?;
+    if t > Utc::now() + TimeDelta::seconds(MAX_CLOCK_SKEW_SECONDS) {
+        return Err(format!("{name} must not be more than {} minutes in the future", MAX_CLOCK_SKEW_SECONDS / 60));
+    }
+    Ok(t)
+}
 
 #[derive(Default)]
 pub struct Check {
@@ -57,9 +76,27 @@ impl Check {
         }
     }
 
-    /// An optional RFC 3339 time, normalised to the stored form (UTC,
-    /// microseconds); blank is absent.
+    /// An optional time at which something happened ([`observed_time`]),
+    /// normalised to the stored form (UTC, microseconds); blank is absent.
     pub fn optional_time(&mut self, name: &str, value: &Option<String>) -> Option<String> {
+        let v = Self::optional(value)?;
+        match observed_time(name, &v) {
+            Ok(t) => Some(crate::db::format_time(t)),
+            Err(e) => {
+                self.errors.push(e);
+                None
+            }
+        }
+    }
+
+    /// An optional time at which something happened that defaults to now.
+    pub fn time_or_now(&mut self, name: &str, value: &Option<String>) -> String {
+        self.optional_time(name, value).unwrap_or_else(crate::db::now)
+    }
+
+    /// An optional expiry a client reports (past or future), normalised to
+    /// the stored form; blank is absent.
+    pub fn optional_expiry(&mut self, name: &str, value: &Option<String>) -> Option<String> {
         let v = Self::optional(value)?;
         match crate::db::parse_time(&v) {
             Some(t) => Some(crate::db::format_time(t)),
@@ -70,11 +107,6 @@ impl Check {
         }
     }
 
-    /// An optional time that defaults to now.
-    pub fn time_or_now(&mut self, name: &str, value: &Option<String>) -> String {
-        self.optional_time(name, value).unwrap_or_else(crate::db::now)
-    }
-
     /// An optional positive integer JSON field (absent or null: `None`).
     pub fn optional_positive_int(&mut self, name: &str, value: Option<&serde_json::Value>) -> Option<i64> {
         match value {
@@ -83,6 +115,22 @@ impl Check {
                 Some(n) if n > 0 => Some(n),
                 _ => {
                     self.errors.push(format!("{name} must be a positive integer"));
+                    None
+                }
+            },
+        }
+    }
+
+    /// An optional duration in whole seconds from 1 to `max` (absent or
+    /// null: `None`). Every client-supplied duration is bounded here, so
+    /// the time arithmetic done with it can neither overflow nor panic.
+    pub fn optional_seconds(&mut self, name: &str, value: Option<&serde_json::Value>, max: i64) -> Option<i64> {
+        match value {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => match v.as_i64() {
+                Some(n) if (1..=max).contains(&n) => Some(n),
+                _ => {
+                    self.errors.push(format!("{name} must be an integer from 1 to {max}"));
                     None
                 }
             },
@@ -138,5 +186,20 @@ pub fn query_int(name: &str, raw: Option<&str>, default: i64) -> ApiResult<i64> 
         Some(s) => s.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
             ApiError::invalid(format!("{name} must be a non-negative integer"))
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_time_may_run_ahead_by_the_skew_and_no_more() {
+        let at = |minutes: i64| (Utc::now() + TimeDelta::minutes(minutes)).to_rfc3339();
+        assert!(observed_time("taken_at", &at(-60 * 24 * 365)).is_ok());
+        assert!(observed_time("taken_at", &at(4)).is_ok());
+        assert_eq!(observed_time("taken_at", &at(6)), Err("taken_at must not be more than 5 minutes in the future".to_string()));
+        assert_eq!(observed_time("taken_at", "2099-01-01T00:00:00Z").map(|_| ()), Err("taken_at must not be more than 5 minutes in the future".to_string()));
+        assert_eq!(observed_time("taken_at", "soon").map(|_| ()), Err("taken_at must be an RFC 3339 timestamp".to_string()));
     }
 }

@@ -174,6 +174,12 @@ pub fn format_time(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
+/// `t` plus `seconds`, or `None` outside chrono's range: time arithmetic on
+/// a number a client chose is checked, never a panic.
+pub fn add_seconds(t: chrono::DateTime<chrono::Utc>, seconds: i64) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::TimeDelta::try_seconds(seconds).and_then(|d| t.checked_add_signed(d))
+}
+
 /// Parses a client-supplied RFC 3339 time into the stored form.
 pub fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     chrono::DateTime::parse_from_rfc3339(s.trim()).ok().map(|t| t.with_timezone(&chrono::Utc))

@@ -11,7 +11,7 @@
 pub mod quic;
 pub mod sse;
 
-use std::{collections::HashMap, sync::Mutex, time::Duration};
+use std::{collections::HashMap, sync::{Arc, Mutex}, time::Duration};
 
 use tokio::sync::watch;
 
@@ -28,11 +28,32 @@ pub struct Bus {
     /// Set when the hub stops: long-lived SSE responses end so that the
     /// graceful shutdown, which waits for open responses, can finish.
     closing: watch::Sender<bool>,
+    /// Open SSE streams by robot credential on this hub.
+    sse_open: Arc<Mutex<HashMap<String, u64>>>,
 }
 
 impl Default for Bus {
     fn default() -> Self {
-        Bus { assets: Mutex::default(), closing: watch::channel(false).0 }
+        Bus { assets: Mutex::default(), closing: watch::channel(false).0, sse_open: Arc::default() }
+    }
+}
+
+/// One of a credential's SSE stream slots, given back when dropped (when
+/// the stream ends, however it ends).
+pub struct StreamSlot {
+    open: Arc<Mutex<HashMap<String, u64>>>,
+    credential_id: String,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().expect("stream slots lock");
+        if let Some(n) = open.get_mut(&self.credential_id) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.credential_id);
+            }
+        }
     }
 }
 
@@ -63,6 +84,20 @@ impl Bus {
         for tx in self.assets.lock().expect("bus lock").values() {
             tx.send_modify(|n| *n = n.wrapping_add(1));
         }
+    }
+
+    /// Takes one of the credential's SSE stream slots, or `None` when it
+    /// already holds `max` streams open here. The count is per hub process:
+    /// a stream lives in one process, and a count in the database would
+    /// outlive a process that dies holding streams.
+    pub fn open_sse(&self, credential_id: &str, max: u64) -> Option<StreamSlot> {
+        let mut open = self.sse_open.lock().expect("stream slots lock");
+        let n = open.entry(credential_id.to_string()).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(StreamSlot { open: self.sse_open.clone(), credential_id: credential_id.to_string() })
     }
 
     /// Forgets assets nobody listens to any more.

@@ -2,7 +2,9 @@
 //! Server-Sent Events. Each event is `event: command`, `id: <seq>`, the
 //! command as JSON; a client resumes with `Last-Event-ID`. Without it the
 //! stream starts with every command not yet acknowledged. Acks go to
-//! `POST /api/commands/{command_id}/ack`.
+//! `POST /api/commands/{command_id}/ack`. A credential holds at most
+//! `HUB_MAX_SSE_PER_CREDENTIAL` streams open at once on a hub; one more is
+//! 429, so a leaked credential cannot pin an unbounded number of tasks.
 
 use std::{convert::Infallible, time::Duration};
 
@@ -38,10 +40,14 @@ pub async fn stream(
         Some(Ok(s)) => s.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| ApiError::invalid("Last-Event-ID must be a non-negative integer"))?,
         Some(Err(_)) => return Err(ApiError::invalid("Last-Event-ID must be a non-negative integer")),
     };
+    let max = state.config.max_sse_per_credential;
+    let slot = state.streams.open_sse(&cred.credential_id, max).ok_or(ApiError::TooManyStreams(max))?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
     let mut wake = state.streams.subscribe(&asset_id);
     let mut closing = state.streams.closing();
     tokio::spawn(async move {
+        // Held until the stream ends: the task ends with it.
+        let _slot = slot;
         loop {
             if cred.expired() {
                 tracing::info!(asset_id = %asset_id, "SSE stream ends: the robot credential expired");

@@ -33,7 +33,7 @@ async fn agents_are_created_validated_and_listed_for_their_tenant_only(app: Test
     let body = assert_error(app.post("/api/agent-runtime/agents", Some(ta), json!({
         "name": "x", "acting_persona_id": "nope", "tier": "t", "vector_namespace": "v", "created_by": "c", "default_ttl_seconds": 0, "tool_manifest": [1],
     })).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!(["acting_persona_id must be a UUID", "tool_manifest must be an array of strings", "default_ttl_seconds must be a positive integer"]));
+    assert_eq!(body["details"], json!(["acting_persona_id must be a UUID", "tool_manifest must be an array of strings", "default_ttl_seconds must be an integer from 1 to 604800"]));
     // Another tenant's persona cannot act for this tenant's agent.
     let body = assert_error(app.post("/api/agent-runtime/agents", Some(tb), json!({
         "name": "x", "acting_persona_id": persona, "tier": "t", "vector_namespace": "v", "created_by": "c",
@@ -185,3 +185,44 @@ async fn every_new_tenant_route_needs_its_scope_and_hides_other_tenants(app: Tes
     assert_eq!(v["data"]["entries_checked"], 2, "only B's own signup and key issue: {v}");
 }
 db_test!(every_new_tenant_route_needs_its_scope_and_hides_other_tenants);
+
+/// A client-supplied duration is bounded before any time arithmetic: a TTL
+/// of 1e13 seconds once overflowed the deadline computation and panicked
+/// the handler; now it is a 400, and a definition stored with one before
+/// the bound existed still starts runs, capped at the maximum.
+async fn agent_ttls_are_bounded_before_any_deadline_arithmetic(app: TestApp) {
+    let a = app.signup("ttl@example.com", "ttl").await;
+    let ta = a["token"].as_str().unwrap();
+    let persona = a["persona_id"].as_str().unwrap();
+    let agent = |ttl: Value| json!({
+        "name": "n", "acting_persona_id": persona, "tier": "t", "vector_namespace": "v", "created_by": "c", "default_ttl_seconds": ttl,
+    });
+    for ttl in [json!(10_000_000_000_000i64), json!(1e13), json!(604_801), json!(i64::MAX), json!(-5), json!("3600")] {
+        let body = assert_error(app.post("/api/agent-runtime/agents", Some(ta), agent(ttl.clone())).await, 400, "ValidationError");
+        assert_eq!(body["details"], json!(["default_ttl_seconds must be an integer from 1 to 604800"]), "{ttl}");
+    }
+    let longest = new_agent(&app, ta, persona, "gold", 604_800).await;
+    let start = json!({ "agent_id": longest["agent_id"], "persona_id": persona, "trace_id": "t", "actor_id": "ada", "actor_kind": "human" });
+    let (s, run) = app.post("/api/agent-runtime/runs", Some(ta), start.clone()).await;
+    assert_eq!(s, StatusCode::CREATED, "{run}");
+    let created = hub::db::parse_time(run["data"]["created_at"].as_str().unwrap()).unwrap();
+    let deadline = hub::db::parse_time(run["data"]["ttl_deadline"].as_str().unwrap()).unwrap();
+    assert_eq!((deadline - created).num_seconds(), 604_800);
+
+    // A definition written before the bound, with the attack's TTL.
+    sqlx::query("UPDATE agent_definition SET default_ttl_seconds = $1 WHERE agent_id = $2")
+        .bind(10_000_000_000_000i64)
+        .bind(longest["agent_id"].as_str().unwrap())
+        .execute(app.state().db.writer())
+        .await
+        .unwrap();
+    let (s, run) = app.post("/api/agent-runtime/runs", Some(ta), start).await;
+    assert_eq!(s, StatusCode::CREATED, "{run}");
+    assert_eq!(run["data"]["ttl_seconds"], 604_800);
+
+    // Commands bound theirs the same way.
+    let (asset, _) = crate::assets::robot(&app, ta, json!({ "display_name": "R" })).await;
+    let body = assert_error(app.post("/api/commands", Some(ta), json!({ "type": "a", "risk_class": "low", "target_asset_id": asset, "ttl_seconds": 1e13 })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["ttl_seconds must be an integer from 1 to 604800"]));
+}
+db_test!(agent_ttls_are_bounded_before_any_deadline_arithmetic);

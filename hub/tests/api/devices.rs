@@ -352,3 +352,64 @@ async fn device_routes_are_isolated_and_scoped(app: TestApp) {
     }
 }
 db_test!(device_routes_are_isolated_and_scoped);
+
+fn in_minutes(minutes: i64) -> String {
+    (chrono::Utc::now() + chrono::Duration::minutes(minutes)).to_rfc3339()
+}
+
+/// Another tenant that registers the same device_uuid cannot change what
+/// the public health read shows for it, and no client-supplied time may
+/// lie more than five minutes ahead.
+async fn the_public_health_read_speaks_for_the_registering_tenant_only(app: TestApp) {
+    let a = app.signup("owner@example.com", "health-a").await;
+    let b = app.signup("squatter@example.com", "health-b").await;
+    let (ta, tb) = (a["token"].as_str().unwrap(), b["token"].as_str().unwrap());
+    let id = device_id();
+    register(&app, ta, &id).await;
+    let (s, _) = app.post("/api/diagnostic/snapshots", Some(ta), json!({ "device_uuid": id, "status": "ok", "taken_at": in_minutes(-10) })).await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    // The attack: B registers the same device and posts a critical snapshot dated 2099.
+    register(&app, tb, &id).await;
+    let body = assert_error(app.post("/api/diagnostic/snapshots", Some(tb), json!({ "device_uuid": id, "status": "critical", "taken_at": "2099-01-01T00:00:00Z" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["taken_at must not be more than 5 minutes in the future"]));
+    // A current critical snapshot of B's is B's own.
+    let (s, _) = app.post("/api/diagnostic/snapshots", Some(tb), json!({ "device_uuid": id, "status": "critical" })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let app = &app;
+    let health = |query: String| async move { app.get(&format!("/api/diagnostic/health?{query}"), None).await };
+    let (s, h) = health(format!("device_uuid={id}")).await;
+    assert_eq!((s, h["data"]["status"].clone()), (StatusCode::OK, json!("ok")), "the first registrant speaks for the device: {h}");
+    let (_, h) = health(format!("device_uuid={id}&tenant_id={}", b["tenant_id"].as_str().unwrap())).await;
+    assert_eq!(h["data"]["status"], "critical", "a tenant's own snapshots, when named");
+    let (_, h) = health(format!("device_uuid={id}&tenant_id={}", a["tenant_id"].as_str().unwrap())).await;
+    assert_eq!(h["data"]["status"], "ok");
+    let (_, h) = health(format!("device_uuid={id}&tenant_id={}", device_id())).await;
+    assert_eq!(h["data"], json!({ "device_uuid": id, "status": "unknown", "taken_at": null }), "a tenant that did not register it");
+    let body = assert_error(health(format!("device_uuid={id}&tenant_id=nope")).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["tenant_id must be a UUID"]));
+    // A's newer snapshot shows; a few minutes of clock skew are tolerated.
+    let (s, _) = app.post("/api/diagnostic/snapshots", Some(ta), json!({ "device_uuid": id, "status": "degraded", "taken_at": in_minutes(4) })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (_, h) = health(format!("device_uuid={id}")).await;
+    assert_eq!(h["data"]["status"], "degraded");
+    assert_error(app.post("/api/diagnostic/snapshots", Some(ta), json!({ "device_uuid": id, "status": "ok", "taken_at": in_minutes(6) })).await, 400, "ValidationError");
+
+    // Every other time at which a client says something happened has the same bound.
+    let future = "2099-01-01T00:00:00Z";
+    let refused = [
+        ("/api/diagnostic/crash", json!({ "device_uuid": id, "stack_envelope": "x", "occurred_at": future }), "occurred_at"),
+        ("/api/hdk/permissions/snapshots", json!({ "device_uuid": id, "permission_set": {}, "taken_at": future }), "taken_at"),
+        ("/api/hdk/watermark/applications", json!({ "variant_id": "v", "watermark_kind": "visible", "applied_at": future }), "applied_at"),
+    ];
+    for (path, body, field) in refused {
+        let body = assert_error(app.post(path, Some(ta), body).await, 400, "ValidationError");
+        assert_eq!(body["details"], json!([format!("{field} must not be more than 5 minutes in the future")]), "{path}");
+    }
+    let (s, ack) = app.post("/api/hdk/sync/batches", Some(ta), json!({ "batch_id": "f", "device_uuid": id, "events": [
+        { "idempotency_key": "future", "event_type": "agent.run.completed.v1", "payload": {}, "occurred_at": future },
+    ] })).await;
+    assert_eq!(s, StatusCode::OK, "{ack}");
+    assert_eq!(ack["data"]["rejected"], json!([{ "idempotency_key": "future", "reason": "occurred_at must not be more than 5 minutes in the future" }]));
+}
+db_test!(the_public_health_read_speaks_for_the_registering_tenant_only);

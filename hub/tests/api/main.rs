@@ -11,6 +11,7 @@ mod authority;
 mod commands;
 mod containment;
 mod contract;
+mod connections;
 mod credentials;
 mod device_sync;
 mod devices;

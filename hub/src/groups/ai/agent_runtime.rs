@@ -32,6 +32,9 @@ pub fn routes() -> Router<AppState> {
 
 /// Default lifetime of an agent's runs when the definition names none.
 pub const DEFAULT_TTL_SECONDS: i64 = 3600;
+/// The longest lifetime an agent may give its runs (7 days, as for
+/// commands). A larger number once overflowed the deadline arithmetic.
+pub const MAX_TTL_SECONDS: i64 = 604_800;
 /// List page size: default and maximum.
 const LIST_DEFAULT: i64 = 50;
 const LIST_MAX: i64 = 500;
@@ -137,16 +140,7 @@ async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Body(b
     let kill_switch = text(&mut check, &body, "kill_switch_flag_id");
     let scope = string_array(&mut check, &body, "agent_scope");
     let tools = string_array(&mut check, &body, "tool_manifest");
-    let ttl = match body.get("default_ttl_seconds") {
-        None | Some(Value::Null) => DEFAULT_TTL_SECONDS,
-        Some(v) => match v.as_i64() {
-            Some(n) if n > 0 => n,
-            _ => {
-                check.fail("default_ttl_seconds must be a positive integer");
-                DEFAULT_TTL_SECONDS
-            }
-        },
-    };
+    let ttl = check.optional_seconds("default_ttl_seconds", body.get("default_ttl_seconds"), MAX_TTL_SECONDS).unwrap_or(DEFAULT_TTL_SECONDS);
     let tenant_claim = text(&mut check, &body, "tenant_id");
     check.finish()?;
     ctx.check_tenant(tenant_claim.as_deref())?;
@@ -268,7 +262,8 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body
         .fetch_optional(&mut *tx)
         .await?
         .ok_or_else(|| ApiError::invalid("agent_id does not name an agent of this tenant"))?;
-    let ttl: i64 = agent.try_get("default_ttl_seconds")?;
+    // A definition stored before the bound existed may carry more.
+    let ttl = agent.try_get::<i64, _>("default_ttl_seconds")?.clamp(1, MAX_TTL_SECONDS);
     let agent_status: String = agent.try_get("status")?;
     if agent_status != "active" {
         return Err(ApiError::Conflict(format!("the agent is {agent_status}")));
@@ -282,7 +277,7 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body
         return Err(ApiError::invalid("persona_id does not name a persona of this tenant"));
     }
     let now = chrono::Utc::now();
-    let mut deadline = now + chrono::Duration::seconds(ttl);
+    let mut deadline = db::add_seconds(now, ttl).ok_or_else(|| anyhow::anyhow!("run deadline out of range"))?;
     let mut chain: Vec<Value> = Vec::new();
     if let Some(parent) = &parent {
         let row = sqlx::query("SELECT agent_chain, ttl_deadline FROM agent_run WHERE run_id = $1 AND tenant_id = $2")

@@ -16,7 +16,7 @@ use crate::{
     error::{ApiError, ApiResult, Body, ok},
     gate::Tenant,
     state::AppState,
-    validate::Check,
+    validate::{self, Check},
 };
 
 pub fn routes() -> Router<AppState> {
@@ -119,15 +119,16 @@ async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, Body(
                 k
             }
         };
-        let occurred_at = e.get("occurred_at").and_then(Value::as_str).and_then(db::parse_time);
+        let occurred_at = match e.get("occurred_at").and_then(Value::as_str) {
+            Some(raw) => validate::observed_time("occurred_at", raw),
+            None => Err("occurred_at must be an RFC 3339 timestamp".to_string()),
+        };
         let reason = if !registered {
             Some(format!("event type '{event_type}' is neither a platform type nor registered by the tenant"))
         } else if e.get("payload").is_none_or(Value::is_null) {
             Some("payload is required".to_string())
-        } else if occurred_at.is_none() {
-            Some("occurred_at must be an RFC 3339 timestamp".to_string())
         } else {
-            None
+            occurred_at.as_ref().err().cloned()
         };
         if let Some(reason) = reason {
             ack.rejected.push(RejectedEvent { idempotency_key: key, reason });

@@ -27,7 +27,7 @@ use crate::{
     extract::{Page, Params, list},
     gate::Tenant,
     state::AppState,
-    validate::{Check, path_id, query_int},
+    validate::{self, Check, path_id, query_int},
 };
 
 pub fn routes() -> Router<AppState> {
@@ -231,13 +231,10 @@ pub async fn record_readings(state: &AppState, asset_id: &str, readings: &[proto
         }
         let at = match r.recorded_at.as_deref() {
             None => now,
-            Some(s) => match db::parse_time(s) {
-                Some(t) => t,
-                None => {
-                    check.fail(format!("readings[{i}].recorded_at must be an RFC 3339 timestamp"));
-                    now
-                }
-            },
+            Some(s) => validate::observed_time(&format!("readings[{i}].recorded_at"), s).unwrap_or_else(|e| {
+                check.fail(e);
+                now
+            }),
         };
         rows.push((r.sensor_id.trim().to_string(), r.value, db::format_time(at)));
     }

@@ -193,16 +193,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
             json!({})
         }
     };
-    let ttl = match &body.ttl_seconds {
-        None | Some(Value::Null) => DEFAULT_TTL,
-        Some(v) => match v.as_i64() {
-            Some(n) if (1..=MAX_TTL).contains(&n) => n,
-            _ => {
-                check.fail(format!("ttl_seconds must be an integer from 1 to {MAX_TTL}"));
-                DEFAULT_TTL
-            }
-        },
-    };
+    let ttl = check.optional_seconds("ttl_seconds", body.ttl_seconds.as_ref(), MAX_TTL).unwrap_or(DEFAULT_TTL);
     check.finish()?;
     ctx.check_tenant(body.tenant_id.as_deref())?;
     let asset_id = asset_id.expect("checked").to_string();
@@ -224,7 +215,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let command_id = db::new_id();
     let now_t = chrono::Utc::now();
     let now = db::format_time(now_t);
-    let expires_at = db::format_time(now_t + chrono::Duration::seconds(ttl));
+    let expires_at = db::format_time(db::add_seconds(now_t, ttl).ok_or_else(|| anyhow::anyhow!("command expiry out of range"))?);
     let needs_approval = matches!(risk.as_str(), "high" | "critical");
     sqlx::query(
         "INSERT INTO command_command (command_id, tenant_id, target_asset_id, target_component_id, type, params, risk_class, status, \

@@ -165,7 +165,7 @@ async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
             String::new()
         }
     };
-    let expires_at = check.optional_time("expires_at", &body.expires_at);
+    let expires_at = check.optional_expiry("expires_at", &body.expires_at);
     check.finish()?;
     let claimed_challenge = serde_json::from_str::<Value>(&envelope)
         .ok()

@@ -1,5 +1,11 @@
 //! sdk-diagnostic-telemetry: crash reports per device, and device health
 //! snapshots with the public latest-health read.
+//!
+//! Several tenants may register the same `device_uuid`; each tenant's
+//! snapshots are its own. The public read speaks for one tenant: the one
+//! named by `tenant_id`, or else the one that registered the device first,
+//! so a tenant that registers the device later cannot change what the
+//! public read shows.
 
 use axum::{Router, extract::{Path, Query, State}, response::Response, routing::{get, post}};
 use serde::Deserialize;
@@ -167,18 +173,32 @@ async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Bod
     Ok(created(json!({ "snapshot_id": id, "device_uuid": device, "status": status, "metrics": metrics, "taken_at": taken_at })))
 }
 
+#[derive(Deserialize)]
+struct HealthQuery {
+    device_uuid: Option<String>,
+    tenant_id: Option<String>,
+}
+
 /// Public (its path ends in /health): the latest health status of a
-/// device. It answers without a credential, so it says only the status and
-/// when it was taken, never metrics or the tenant.
-async fn latest_health(State(state): State<AppState>, Query(q): Query<DeviceQuery>) -> ApiResult<Response> {
+/// device, from the snapshots of one tenant that registered it: the
+/// `tenant_id` given, or else the first to register it. It answers without
+/// a credential, so it says only the status and when it was taken, never
+/// metrics or the tenant.
+async fn latest_health(State(state): State<AppState>, Query(q): Query<HealthQuery>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &q.device_uuid);
+    let tenant = check.optional_uuid("tenant_id", &q.tenant_id);
     check.finish()?;
     let device = device.expect("checked").to_string();
-    let row = sqlx::query("SELECT status, taken_at FROM diagnostic_health WHERE device_uuid = $1 ORDER BY taken_at DESC, snapshot_id DESC LIMIT 1")
-        .bind(&device)
-        .fetch_optional(&state.db.read)
-        .await?;
+    let row = sqlx::query(
+        "SELECT status, taken_at FROM diagnostic_health WHERE device_uuid = $1 AND tenant_id = \
+         (SELECT tenant_id FROM platform_device WHERE device_uuid = $1 AND ($2 = '' OR tenant_id = $2) ORDER BY created_at, tenant_id LIMIT 1) \
+         ORDER BY taken_at DESC, snapshot_id DESC LIMIT 1",
+    )
+    .bind(&device)
+    .bind(tenant.map(|t| t.to_string()).unwrap_or_default())
+    .fetch_optional(&state.db.read)
+    .await?;
     let data = match row {
         Some(r) => json!({ "device_uuid": device, "status": r.try_get::<String, _>("status")?, "taken_at": r.try_get::<String, _>("taken_at")? }),
         None => json!({ "device_uuid": device, "status": "unknown", "taken_at": null }),
