@@ -212,25 +212,30 @@ impl DataKey {
 
 /// Password hashing with argon2id (the crate's defaults: 19 MiB, t=2, p=1).
 ///
-/// Each hash holds 19 MiB while it runs, so the number in flight is bounded
-/// by a semaphore sized to the cores: memory stays flat however many
-/// clients send passwords at once. A few callers wait for a turn; beyond
-/// that queue, or after waiting too long, the caller is told to come back
-/// (`Busy`, answered 503 with `Retry-After`).
+/// Hashes run on a fixed set of hashing threads, one per core but one, plus
+/// one kept for clean logins, and each thread reuses its 19 MiB of argon2 memory
+/// from one hash to the next: however many clients send passwords at once,
+/// the hub holds at most that many blocks of hashing memory, and allocates
+/// none per request. A few callers wait for a thread; beyond that queue, or
+/// after waiting too long, the caller is told to come back (`Busy`,
+/// answered 503 with `Retry-After`).
 pub mod password {
     use std::{
         sync::{
-            LazyLock,
+            LazyLock, Mutex,
             atomic::{AtomicUsize, Ordering},
+            mpsc,
         },
         time::Duration,
     };
 
+    use anyhow::Context;
     use argon2::{
-        Argon2, PasswordHash, PasswordHasher, PasswordVerifier,
-        password_hash::{SaltString, rand_core::OsRng},
+        Algorithm, Argon2, Block, Params, Version,
+        password_hash::{Output, ParamsString, PasswordHash, SaltString, rand_core::OsRng},
     };
-    use tokio::sync::{Semaphore, SemaphorePermit};
+    use tokio::sync::{Semaphore, SemaphorePermit, oneshot};
+    use zeroize::Zeroizing;
 
     /// Why a password operation did not run or failed.
     #[derive(Debug, thiserror::Error)]
@@ -247,27 +252,29 @@ pub mod password {
     pub enum Lane {
         /// Everyone.
         Shared,
-        /// A login from an address, for an account, with no failures on
-        /// record: besides the shared slots it may take one slot kept for
-        /// such logins, so a flood of guesses cannot keep a clean login
-        /// waiting behind it.
+        /// A login to an existing account from an address, for an account,
+        /// with no failures on record: besides the shared threads it may
+        /// take the one kept for such logins, so a flood of guesses cannot
+        /// keep a clean login waiting behind it.
         Clean,
     }
 
-    /// Hashes that may run at once: one per core.
-    static SLOTS: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(slots()));
-    /// The extra slot of the clean lane.
+    /// Shared hashing threads.
+    static SLOTS: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(shared_slots()));
+    /// The extra thread of the clean lane.
     static CLEAN_SLOT: Semaphore = Semaphore::const_new(1);
     /// Callers waiting for a slot, per lane.
     static WAITING: AtomicUsize = AtomicUsize::new(0);
     static WAITING_CLEAN: AtomicUsize = AtomicUsize::new(0);
-    /// Callers allowed to wait for a slot, per slot.
-    const QUEUE_PER_SLOT: usize = 64;
+    /// Callers allowed to wait, per slot: a wait stays well under a second.
+    const QUEUE_PER_SLOT: usize = 16;
     /// The longest wait for a slot.
-    const MAX_WAIT: Duration = Duration::from_secs(2);
+    const MAX_WAIT: Duration = Duration::from_secs(1);
 
-    fn slots() -> usize {
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    /// One per core but one, so that HTTP work and a clean login always
+    /// find a core however many guesses are hashing; at least one.
+    fn shared_slots() -> usize {
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).saturating_sub(1).max(1)
     }
 
     /// Waits for a hashing slot, or refuses when the lane's queue is full
@@ -282,7 +289,7 @@ pub mod password {
             return Ok(permit);
         }
         let (waiting, bound) = match lane {
-            Lane::Shared => (&WAITING, slots() * QUEUE_PER_SLOT),
+            Lane::Shared => (&WAITING, shared_slots() * QUEUE_PER_SLOT),
             Lane::Clean => (&WAITING_CLEAN, QUEUE_PER_SLOT),
         };
         if waiting.fetch_add(1, Ordering::AcqRel) >= bound {
@@ -306,33 +313,122 @@ pub mod password {
         }
     }
 
-    /// Runs `f` on a blocking thread while holding a slot.
-    async fn run<T: Send + 'static>(lane: Lane, f: impl FnOnce() -> anyhow::Result<T> + Send + 'static) -> Result<T, Error> {
+    /// Whether a shared-lane caller would be refused now (no free thread
+    /// and a full queue): lets a route refuse a flood before any other
+    /// work. Only a hint: `hash` and `verify` decide.
+    pub fn saturated() -> bool {
+        SLOTS.available_permits() == 0 && WAITING.load(Ordering::Acquire) >= shared_slots() * QUEUE_PER_SLOT
+    }
+
+    enum Work {
+        Hash(Zeroizing<String>),
+        Verify(Zeroizing<String>, String),
+    }
+
+    enum Done {
+        Hashed(String),
+        Verified(bool),
+    }
+
+    struct Job {
+        work: Work,
+        reply: oneshot::Sender<anyhow::Result<Done>>,
+    }
+
+    /// The hashing threads, started on first use. Admission through the
+    /// semaphores keeps at most one job per thread in the channel.
+    static WORKERS: LazyLock<mpsc::Sender<Job>> = LazyLock::new(|| {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let rx = std::sync::Arc::new(Mutex::new(rx));
+        for i in 0..shared_slots() + 1 {
+            let rx = rx.clone();
+            std::thread::Builder::new()
+                .name(format!("argon2-{i}"))
+                .spawn(move || {
+                    let mut memory = Vec::new();
+                    loop {
+                        let job = match rx.lock().expect("password job queue").recv() {
+                            Ok(job) => job,
+                            Err(_) => return,
+                        };
+                        let done = match job.work {
+                            Work::Hash(password) => hash_with(&mut memory, &password).map(Done::Hashed),
+                            Work::Verify(password, stored) => verify_with(&mut memory, &password, &stored).map(Done::Verified),
+                        };
+                        let _ = job.reply.send(done);
+                    }
+                })
+                .expect("starting a hashing thread");
+        }
+        tx
+    });
+
+    /// Runs `work` on a hashing thread once a slot is free.
+    async fn run(lane: Lane, work: Work) -> Result<Done, Error> {
         let _slot = slot(lane).await?;
-        Ok(tokio::task::spawn_blocking(f).await.map_err(anyhow::Error::from)??)
+        let (reply, answer) = oneshot::channel();
+        WORKERS.send(Job { work, reply }).map_err(|_| anyhow::anyhow!("the hashing threads are gone"))?;
+        Ok(answer.await.map_err(|_| anyhow::anyhow!("a hashing thread dropped its job"))??)
     }
 
-    /// Hashes on a blocking thread: argon2 is deliberately slow.
+    /// argon2 into `out` with `memory` as the work area, grown to the
+    /// parameters' size once and then reused.
+    fn compute(memory: &mut Vec<Block>, argon: &Argon2, password: &[u8], salt: &[u8], out: &mut [u8]) -> anyhow::Result<()> {
+        memory.resize(argon.params().block_count(), Block::default());
+        argon.hash_password_into_with_memory(password, salt, out, memory.as_mut_slice()).map_err(|e| anyhow::anyhow!("argon2: {e}"))
+    }
+
+    fn hash_with(memory: &mut Vec<Block>, password: &str) -> anyhow::Result<String> {
+        let argon = Argon2::default();
+        let salt = SaltString::generate(&mut OsRng);
+        let mut salt_bytes = [0u8; 64];
+        let salt_bytes = salt.as_salt().decode_b64(&mut salt_bytes).map_err(|e| anyhow::anyhow!("salt: {e}"))?;
+        let mut out = [0u8; Params::DEFAULT_OUTPUT_LEN];
+        compute(memory, &argon, password.as_bytes(), salt_bytes, &mut out)?;
+        let phc = PasswordHash {
+            algorithm: Algorithm::Argon2id.ident(),
+            version: Some(Version::V0x13.into()),
+            params: ParamsString::try_from(argon.params()).map_err(|e| anyhow::anyhow!("params: {e}"))?,
+            salt: Some(salt.as_salt()),
+            hash: Some(Output::new(&out).map_err(|e| anyhow::anyhow!("output: {e}"))?),
+        };
+        Ok(phc.to_string())
+    }
+
+    fn verify_with(memory: &mut Vec<Block>, password: &str, stored: &str) -> anyhow::Result<bool> {
+        let parsed = PasswordHash::new(stored).map_err(|e| anyhow::anyhow!("stored hash: {e}"))?;
+        let algorithm = Algorithm::try_from(parsed.algorithm).map_err(|e| anyhow::anyhow!("stored hash: {e}"))?;
+        let version = match parsed.version {
+            Some(v) => Version::try_from(v).map_err(|e| anyhow::anyhow!("stored hash: {e}"))?,
+            None => Version::default(),
+        };
+        let params = Params::try_from(&parsed).map_err(|e| anyhow::anyhow!("stored hash: {e}"))?;
+        let expected = parsed.hash.context("stored hash has no output")?;
+        let salt = parsed.salt.context("stored hash has no salt")?;
+        let mut salt_bytes = [0u8; 64];
+        let salt_bytes = salt.decode_b64(&mut salt_bytes).map_err(|e| anyhow::anyhow!("stored salt: {e}"))?;
+        let mut out = vec![0u8; expected.len()];
+        compute(memory, &Argon2::new(algorithm, version, params), password.as_bytes(), salt_bytes, &mut out)?;
+        // `Output` compares in constant time.
+        Ok(Output::new(&out).map_err(|e| anyhow::anyhow!("output: {e}"))? == expected)
+    }
+
+    /// Hashes a new password.
     pub async fn hash(password: String) -> Result<String, Error> {
-        run(Lane::Shared, move || {
-            let salt = SaltString::generate(&mut OsRng);
-            Argon2::default()
-                .hash_password(password.as_bytes(), &salt)
-                .map(|h| h.to_string())
-                .map_err(|e| anyhow::anyhow!("hashing password: {e}"))
-        })
-        .await
+        match run(Lane::Shared, Work::Hash(Zeroizing::new(password))).await? {
+            Done::Hashed(h) => Ok(h),
+            Done::Verified(_) => unreachable!("a hash job answers a hash"),
+        }
     }
 
-    /// Verifies on a blocking thread. With no stored hash, a dummy hash is
-    /// checked so an unknown email costs the same time as a wrong password.
+    /// Verifies a password. With no stored hash, a dummy hash is checked
+    /// so an unknown email costs the same work as a wrong password.
     pub async fn verify(lane: Lane, password: String, stored: Option<String>) -> Result<bool, Error> {
-        run(lane, move || {
-            let stored = stored.unwrap_or_else(|| DUMMY.to_string());
-            let parsed = PasswordHash::new(&stored).map_err(|e| anyhow::anyhow!("stored hash: {e}"))?;
-            Ok(Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok())
-        })
-        .await
+        let stored = stored.unwrap_or_else(|| DUMMY.to_string());
+        match run(lane, Work::Verify(Zeroizing::new(password), stored)).await? {
+            Done::Verified(v) => Ok(v),
+            Done::Hashed(_) => unreachable!("a verify job answers a verdict"),
+        }
     }
 
     /// argon2id of a random password, with the default parameters.
@@ -376,5 +472,13 @@ mod tests {
         assert!(password::verify(password::Lane::Shared, "correct horse".into(), Some(h.clone())).await.unwrap());
         assert!(!password::verify(password::Lane::Clean, "wrong".into(), Some(h)).await.unwrap());
         assert!(!password::verify(password::Lane::Shared, "anything".into(), None).await.unwrap());
+        // The hashing threads' PHC strings are the argon2 crate's, both ways.
+        use argon2::{Argon2, PasswordHash, PasswordHasher, PasswordVerifier, password_hash::SaltString};
+        let ours = password::hash("correct horse".into()).await.unwrap();
+        assert!(Argon2::default().verify_password(b"correct horse", &PasswordHash::new(&ours).unwrap()).is_ok());
+        let salt = SaltString::encode_b64(b"a fixed test salt").unwrap();
+        let theirs = Argon2::default().hash_password(b"battery staple", &salt).unwrap().to_string();
+        assert!(password::verify(password::Lane::Shared, "battery staple".into(), Some(theirs.clone())).await.unwrap());
+        assert!(!password::verify(password::Lane::Shared, "battery stapler".into(), Some(theirs)).await.unwrap());
     }
 }

@@ -55,22 +55,25 @@ fn now() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-/// Refuses with 429 and `Retry-After` while any of `keys` is blocked;
-/// otherwise tells whether any of them has failures on record.
+/// Refuses with 429 and `Retry-After` while any of `keys` (one or two) is
+/// blocked; otherwise tells whether any of them has failures on record.
+/// One statement, so a refused flood costs the database one read.
 pub async fn check(state: &AppState, keys: &[Key]) -> ApiResult<bool> {
+    let (first, second) = match keys {
+        [one] => (one, one),
+        [one, two] => (one, two),
+        _ => return Err(ApiError::Internal(anyhow::anyhow!("throttle::check takes one or two keys"))),
+    };
     let now = now();
-    let mut seen = false;
-    for k in keys {
-        let until: Option<i64> = sqlx::query_scalar("SELECT blocked_until FROM auth_throttle WHERE throttle_key = $1")
-            .bind(&k.key)
-            .fetch_optional(&state.db.read)
-            .await?;
-        if let Some(until) = until.filter(|u| *u > now) {
-            return Err(ApiError::RateLimited(((until - now) as u64).div_ceil(1000)));
-        }
-        seen |= until.is_some();
+    let rows: Vec<i64> = sqlx::query_scalar("SELECT blocked_until FROM auth_throttle WHERE throttle_key = $1 OR throttle_key = $2")
+        .bind(&first.key)
+        .bind(&second.key)
+        .fetch_all(&state.db.read)
+        .await?;
+    if let Some(until) = rows.iter().copied().filter(|u| *u > now).max() {
+        return Err(ApiError::RateLimited(((until - now) as u64).div_ceil(1000)));
     }
-    Ok(seen)
+    Ok(!rows.is_empty())
 }
 
 /// How long a key is blocked after its `failures`-th failure.

@@ -323,21 +323,34 @@ async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body
     let tenant = check.optional_uuid("tenant_id", &body.tenant_id);
     check.finish()?;
     let email = normalise_email(&email).unwrap_or(email);
+    // The account and its password hash, in one read.
+    let hash = state.master.alias_hash("email", &email);
+    let found = sqlx::query(
+        "SELECT a.person_id, c.secret_hash FROM identity_alias a LEFT JOIN identity_credential c ON c.person_id = a.person_id \
+         WHERE a.kind = 'email' AND a.value_hash = $1",
+    )
+    .bind(hash)
+    .fetch_optional(&state.db.read)
+    .await?;
+    let (person, stored): (Option<String>, Option<String>) = match &found {
+        Some(r) => (Some(r.try_get("person_id")?), r.try_get("secret_hash")?),
+        None => (None, None),
+    };
+    // A guess at an unknown account can never succeed: while the hashing
+    // queue is full it is refused before any further work.
+    if person.is_none() && password::saturated() {
+        return Err(ApiError::Busy(1));
+    }
     // Blocked guesses are refused before any hashing work.
     let keys = [
         throttle::Key::address("login", addr, FREE_PER_ADDRESS),
         throttle::Key::account(&state, "login", &email, LOGIN_FREE_PER_ACCOUNT),
     ];
     let failed_before = throttle::check(&state, &keys).await?;
-    let person = person_by_email(&state.db.read, &state, &email).await?.map(|(p, _, _)| p);
-    let stored: Option<String> = match &person {
-        Some(p) => sqlx::query_scalar("SELECT secret_hash FROM identity_credential WHERE person_id = $1")
-            .bind(p)
-            .fetch_optional(&state.db.read)
-            .await?,
-        None => None,
-    };
-    let lane = if failed_before { password::Lane::Shared } else { password::Lane::Clean };
+    // A login to an existing account with no failures on record may use the
+    // hashing thread kept for clean logins; guesses at unknown accounts
+    // (never a success) and repeat offenders queue with everyone.
+    let lane = if failed_before || person.is_none() { password::Lane::Shared } else { password::Lane::Clean };
     let valid = password::verify(lane, pw, stored.clone()).await?;
     let (Some(person_id), true, Some(_)) = (person, valid, stored) else {
         throttle::fail(&state, &keys).await?;
