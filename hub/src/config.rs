@@ -8,7 +8,8 @@ use std::{net::SocketAddr, path::PathBuf};
 pub enum GateMode {
     /// Refuse (401/403) what the gate does not admit.
     Enforce,
-    /// Let it through and log what would have been refused.
+    /// Let it through and log what would have been refused (development
+    /// mode only).
     Report,
     /// Skip the gate's checks (development mode only).
     Off,
@@ -28,7 +29,7 @@ pub struct Config {
     /// The operator secret for `/admin/*` (header `x-admin-ops-token`).
     #[arg(long, env = "ADMIN_OPS_TOKEN", hide_env_values = true)]
     pub admin_ops_token: Option<String>,
-    /// `enforce`, `report` or `off` (off needs development mode).
+    /// `enforce`, `report` or `off` (report and off need development mode).
     #[arg(long, env = "AUTH_GATE_MODE", value_enum, default_value = "enforce")]
     pub gate_mode: GateMode,
     /// Development mode: creates and keeps a master key in the data dir and

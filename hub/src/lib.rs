@@ -76,8 +76,12 @@ async fn health() -> Json<serde_json::Value> {
 
 /// Opens the database, applies migrations and builds the state.
 pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
-    if config.gate_mode == GateMode::Off && !config.dev {
-        anyhow::bail!("AUTH_GATE_MODE=off is refused outside development mode (HUB_DEV)");
+    // Both modes let requests without a valid credential through: a
+    // setting left over from a trial must not open production.
+    match config.gate_mode {
+        GateMode::Off if !config.dev => anyhow::bail!("AUTH_GATE_MODE=off is refused outside development mode (HUB_DEV)"),
+        GateMode::Report if !config.dev => anyhow::bail!("AUTH_GATE_MODE=report is refused outside development mode (HUB_DEV)"),
+        _ => {}
     }
     std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
     if config.dev {

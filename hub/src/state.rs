@@ -33,6 +33,9 @@ pub struct Inner {
     pub master: MasterKey,
     keys: RwLock<Arc<KeySet>>,
     last_key_reload: Mutex<Option<Instant>>,
+    /// Signing-key loads from the database since start (for tests and
+    /// diagnostics: unknown `kid`s must not drive this up).
+    key_reloads: AtomicU64,
     pub tokens: TokenCache,
     /// API keys by SHA-256 of the secret.
     pub api_keys: Cache<String, Arc<KeyRecord>>,
@@ -75,6 +78,7 @@ impl AppState {
             master,
             keys: RwLock::new(Arc::new(keys)),
             last_key_reload: Mutex::new(None),
+            key_reloads: AtomicU64::new(0),
             tokens: TokenCache::default(),
             api_keys: Cache::default(),
             api_keys_by_id: Cache::default(),
@@ -91,6 +95,11 @@ impl AppState {
         self.keys.read().expect("keys lock").clone()
     }
 
+    /// How many times the signing keys were loaded from the database.
+    pub fn key_reloads(&self) -> u64 {
+        self.key_reloads.load(Ordering::Relaxed)
+    }
+
     pub fn set_keys(&self, keys: Arc<KeySet>) {
         *self.keys.write().expect("keys lock") = keys;
         self.tokens.clear();
@@ -98,6 +107,10 @@ impl AppState {
 
     /// Reloads the signing keys from the database (another replica may have
     /// rotated), at most once a second so unknown `kid`s cannot hammer it.
+    /// Anyone can send a token with a made-up `kid`, so a reload that finds
+    /// the same keys changes nothing, and the verified tokens are forgotten
+    /// only when a key this hub knew is gone or its window changed (a key
+    /// that merely appeared invalidates no token). True when the keys changed.
     pub async fn reload_keys(&self) -> bool {
         {
             let mut last = self.last_key_reload.lock().expect("reload lock");
@@ -106,9 +119,18 @@ impl AppState {
             }
             *last = Some(Instant::now());
         }
+        self.key_reloads.fetch_add(1, Ordering::Relaxed);
         match signing::load(&self.db, &self.master).await {
             Ok(Some(set)) => {
-                self.set_keys(Arc::new(set));
+                let current = self.keys();
+                if set.same_keys(&current) {
+                    return false;
+                }
+                let narrowed = set.narrows(&current);
+                *self.keys.write().expect("keys lock") = Arc::new(set);
+                if narrowed {
+                    self.tokens.clear();
+                }
                 true
             }
             Ok(None) => false,
