@@ -42,6 +42,9 @@ pub enum ApiError {
     UnsupportedGrantType,
     #[error("rate limited, retry after {0}s")]
     RateLimited(u64),
+    /// A service this hub is not configured for (verification email).
+    #[error("service unavailable: {0}")]
+    Unavailable(&'static str),
     /// A robot credential already holds this many command streams open.
     #[error("too many open streams (at most {0})")]
     TooManyStreams(u64),
@@ -78,6 +81,7 @@ impl ApiError {
                 None => StatusCode::INTERNAL_SERVER_ERROR,
             },
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -122,6 +126,7 @@ impl ApiError {
                 None => json!({ "success": false, "error": "InternalError" }),
             },
             Internal(_) => json!({ "success": false, "error": "InternalError" }),
+            Unavailable(why) => json!({ "success": false, "error": "ServiceUnavailable", "details": [why] }),
         }
     }
 }

@@ -12,12 +12,13 @@ pub mod db;
 pub mod error;
 pub mod gate;
 pub mod groups;
+pub mod mail;
 pub mod server;
 pub mod state;
 pub mod streams;
 pub mod validate;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use anyhow::Context;
 use axum::{Json, Router, middleware, response::IntoResponse, routing::get};
@@ -30,7 +31,6 @@ use crate::{
     crypto::MasterKey,
     db::{Backend, Db},
     error::ApiError,
-    groups::identity::auth::LogMailSender,
     state::{AppState, INVALIDATION_CHANNEL},
 };
 
@@ -90,7 +90,8 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
     let master = MasterKey::load(config.master_key.as_deref(), &config.data_dir, config.dev)?;
     let db = Db::connect(&config.database_url()).await?;
     db.migrate().await?;
-    let state = AppState::new(config, db, master, Arc::new(LogMailSender)).await?;
+    let mail = mail::from_config(&config)?;
+    let state = AppState::new(config, db, master, mail).await?;
     spawn_background(&state);
     Ok(state)
 }

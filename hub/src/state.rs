@@ -14,7 +14,9 @@ use crate::{
     crypto::{MasterKey, signing::{self, KeySet}},
     db::{Backend, Db},
     gate::tokens::TokenCache,
-    groups::identity::{api_keys::KeyRecord, auth::MailSender},
+    error::{ApiError, ApiResult},
+    groups::identity::api_keys::KeyRecord,
+    mail::MailSender,
 };
 
 #[derive(Clone)]
@@ -43,7 +45,8 @@ pub struct Inner {
     pub api_keys_by_id: Cache<String, Arc<KeyRecord>>,
     /// Effective permissions by persona_id.
     pub permissions: Cache<String, Arc<Vec<String>>>,
-    pub mail: Arc<dyn MailSender>,
+    /// None outside development mode without an SMTP relay.
+    pub mail: Option<Arc<dyn MailSender>>,
     /// The group-commit writer of audit appends.
     pub audit: crate::audit::Appender,
     /// Wake-ups of the robots' command streams.
@@ -71,7 +74,7 @@ impl Invalidation {
 pub const INVALIDATION_CHANNEL: &str = "hub_invalidate";
 
 impl AppState {
-    pub async fn new(config: Config, db: Db, master: MasterKey, mail: Arc<dyn MailSender>) -> anyhow::Result<AppState> {
+    pub async fn new(config: Config, db: Db, master: MasterKey, mail: Option<Arc<dyn MailSender>>) -> anyhow::Result<AppState> {
         let keys = signing::load_or_create(&db, &master).await?;
         Ok(AppState(Arc::new(Inner {
             config,
@@ -88,6 +91,12 @@ impl AppState {
             mail,
             streams: Default::default(),
         })))
+    }
+
+    /// The mail sender, or 503 when this hub has none (outside development
+    /// mode without `HUB_SMTP_URL`): nothing is issued that cannot be sent.
+    pub fn mailer(&self) -> ApiResult<&Arc<dyn MailSender>> {
+        self.mail.as_ref().ok_or(ApiError::Unavailable("verification email is not configured on this hub"))
     }
 
     /// The signing keys in force.

@@ -45,20 +45,6 @@ pub const EXCHANGE_TTL_SECONDS: i64 = 900;
 const VERIFICATION_TTL_MINUTES: i64 = 15;
 const MIN_PASSWORD_LEN: usize = 8;
 
-/// Delivers verification tokens. The default writes them to the server log
-/// (RULINGS 3); a deployment plugs in real mail.
-pub trait MailSender: Send + Sync {
-    fn send_verification(&self, email: &str, token: &str, expires_at: &str);
-}
-
-pub struct LogMailSender;
-
-impl MailSender for LogMailSender {
-    fn send_verification(&self, email: &str, token: &str, expires_at: &str) {
-        tracing::info!(email, token, expires_at, "verification email (log sender)");
-    }
-}
-
 fn normalise_email(raw: &str) -> Option<String> {
     let e = raw.trim().to_lowercase();
     let (local, domain) = e.split_once('@')?;
@@ -584,6 +570,7 @@ async fn send_verification_email(State(state): State<AppState>, Body(body): Body
     let mut check = Check::new();
     let email = check_email(&mut check, &body.email);
     check.finish()?;
+    let mail = state.mailer()?;
     let expires_at = db::format_time(chrono::Utc::now() + chrono::Duration::minutes(VERIFICATION_TTL_MINUTES));
     let mut data = json!({ "sent": true, "expires_at": expires_at });
     if let Some((_, alias_id, _)) = person_by_email(&state.db.read, &state, &email).await? {
@@ -597,7 +584,7 @@ async fn send_verification_email(State(state): State<AppState>, Body(body): Body
         .bind(db::now())
         .execute(state.db.writer())
         .await?;
-        state.mail.send_verification(&email, &token, &expires_at);
+        mail.send_verification(&email, &token, &expires_at);
         if state.config.dev {
             data["dev_token"] = json!(token);
         }
