@@ -36,7 +36,7 @@ pub struct Inner {
     keys: RwLock<Arc<KeySet>>,
     last_key_reload: Mutex<Option<Instant>>,
     /// Signing-key loads from the database since start (for tests and
-    /// diagnostics: unknown `kid`s must not drive this up).
+    /// diagnostics: however many unknown `kid`s arrive, at most one a second).
     key_reloads: AtomicU64,
     pub tokens: TokenCache,
     /// API keys by SHA-256 of the secret.

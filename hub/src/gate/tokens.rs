@@ -143,7 +143,8 @@ pub fn verify(keys: &KeySet, issuer: &str, token: &str) -> Result<Claims, Refusa
         return Err(Refusal::Invalid);
     }
     let kid = header.kid.ok_or(Refusal::Invalid)?;
-    // Big-endian arrays of one length compare as the numbers they spell.
+    // Only the low-S spelling is a token (see the module doc); big-endian
+    // arrays of one length compare as the numbers they spell.
     if signature_s(token).is_none_or(|s| s > P256_HALF_N) {
         return Err(Refusal::Invalid);
     }
