@@ -8,7 +8,8 @@ use std::{net::SocketAddr, path::PathBuf};
 pub enum GateMode {
     /// Refuse (401/403) what the gate does not admit.
     Enforce,
-    /// Let it through and log what would have been refused.
+    /// Let it through and log what would have been refused (development
+    /// mode only).
     Report,
     /// Skip the gate's checks (development mode only).
     Off,
@@ -28,7 +29,7 @@ pub struct Config {
     /// The operator secret for `/admin/*` (header `x-admin-ops-token`).
     #[arg(long, env = "ADMIN_OPS_TOKEN", hide_env_values = true)]
     pub admin_ops_token: Option<String>,
-    /// `enforce`, `report` or `off` (off needs development mode).
+    /// `enforce`, `report` or `off` (report and off need development mode).
     #[arg(long, env = "AUTH_GATE_MODE", value_enum, default_value = "enforce")]
     pub gate_mode: GateMode,
     /// Development mode: creates and keeps a master key in the data dir and
@@ -65,6 +66,16 @@ pub struct Config {
     /// Most HTTP connections open at once; further ones wait to be accepted.
     #[arg(long, env = "HUB_MAX_CONNECTIONS", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_connections: u64,
+    /// SMTP relay for verification mail: `smtp://[user:pass@]host[:port]`
+    /// (add `?tls=required` for STARTTLS) or `smtps://...`. Without it,
+    /// development mode writes tokens to the log and production switches
+    /// verification email off (503).
+    #[arg(long, env = "HUB_SMTP_URL", hide_env_values = true)]
+    pub smtp_url: Option<String>,
+    /// Sender of verification mail, `hub@example.com` or `Name <hub@...>`
+    /// (required with HUB_SMTP_URL).
+    #[arg(long, env = "HUB_MAIL_FROM")]
+    pub mail_from: Option<String>,
     /// Most SSE command streams one robot credential may hold open at once
     /// on this hub; one more is refused with 429.
     #[arg(long, env = "HUB_MAX_SSE_PER_CREDENTIAL", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
@@ -107,6 +118,8 @@ impl Config {
             idle_timeout_seconds: 60,
             max_connections: 4096,
             max_sse_per_credential: 4,
+            smtp_url: None,
+            mail_from: None,
         }
     }
 }

@@ -46,6 +46,9 @@ pub enum ApiError {
     /// flight): the client should retry after the given seconds.
     #[error("busy, retry after {0}s")]
     Busy(u64),
+    /// A service this hub is not configured for (verification email).
+    #[error("service unavailable: {0}")]
+    Unavailable(&'static str),
     /// A robot credential already holds this many command streams open.
     #[error("too many open streams (at most {0})")]
     TooManyStreams(u64),
@@ -92,6 +95,7 @@ impl ApiError {
                 None => StatusCode::INTERNAL_SERVER_ERROR,
             },
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -137,6 +141,7 @@ impl ApiError {
                 None => json!({ "success": false, "error": "InternalError" }),
             },
             Internal(_) => json!({ "success": false, "error": "InternalError" }),
+            Unavailable(why) => json!({ "success": false, "error": "ServiceUnavailable", "details": [why] }),
         }
     }
 }

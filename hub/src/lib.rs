@@ -13,12 +13,13 @@ pub mod error;
 pub mod extract;
 pub mod gate;
 pub mod groups;
+pub mod mail;
 pub mod server;
 pub mod state;
 pub mod streams;
 pub mod validate;
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use anyhow::Context;
 use axum::{Json, Router, middleware, response::IntoResponse, routing::get};
@@ -31,7 +32,6 @@ use crate::{
     crypto::MasterKey,
     db::{Backend, Db},
     error::ApiError,
-    groups::identity::auth::LogMailSender,
     state::{AppState, INVALIDATION_CHANNEL},
 };
 
@@ -77,8 +77,12 @@ async fn health() -> Json<serde_json::Value> {
 
 /// Opens the database, applies migrations and builds the state.
 pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
-    if config.gate_mode == GateMode::Off && !config.dev {
-        anyhow::bail!("AUTH_GATE_MODE=off is refused outside development mode (HUB_DEV)");
+    // Both modes let requests without a valid credential through: a
+    // setting left over from a trial must not open production.
+    match config.gate_mode {
+        GateMode::Off if !config.dev => anyhow::bail!("AUTH_GATE_MODE=off is refused outside development mode (HUB_DEV)"),
+        GateMode::Report if !config.dev => anyhow::bail!("AUTH_GATE_MODE=report is refused outside development mode (HUB_DEV)"),
+        _ => {}
     }
     std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
     if config.dev {
@@ -87,7 +91,8 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
     let master = MasterKey::load(config.master_key.as_deref(), &config.data_dir, config.dev)?;
     let db = Db::connect(&config.database_url()).await?;
     db.migrate().await?;
-    let state = AppState::new(config, db, master, Arc::new(LogMailSender)).await?;
+    let mail = mail::from_config(&config)?;
+    let state = AppState::new(config, db, master, mail).await?;
     spawn_background(&state);
     Ok(state)
 }

@@ -14,7 +14,9 @@ use crate::{
     crypto::{MasterKey, signing::{self, KeySet}},
     db::{Backend, Db},
     gate::tokens::TokenCache,
-    groups::identity::{api_keys::KeyRecord, auth::MailSender},
+    error::{ApiError, ApiResult},
+    groups::identity::api_keys::KeyRecord,
+    mail::MailSender,
 };
 
 #[derive(Clone)]
@@ -33,6 +35,9 @@ pub struct Inner {
     pub master: MasterKey,
     keys: RwLock<Arc<KeySet>>,
     last_key_reload: Mutex<Option<Instant>>,
+    /// Signing-key loads from the database since start (for tests and
+    /// diagnostics: however many unknown `kid`s arrive, at most one a second).
+    key_reloads: AtomicU64,
     pub tokens: TokenCache,
     /// API keys by SHA-256 of the secret.
     pub api_keys: Cache<String, Arc<KeyRecord>>,
@@ -40,7 +45,8 @@ pub struct Inner {
     pub api_keys_by_id: Cache<String, Arc<KeyRecord>>,
     /// Effective permissions by persona_id.
     pub permissions: Cache<String, Arc<Vec<String>>>,
-    pub mail: Arc<dyn MailSender>,
+    /// None outside development mode without an SMTP relay.
+    pub mail: Option<Arc<dyn MailSender>>,
     /// The group-commit writer of audit appends.
     pub audit: crate::audit::Appender,
     /// Wake-ups of the robots' command streams.
@@ -68,13 +74,14 @@ impl Invalidation {
 pub const INVALIDATION_CHANNEL: &str = "hub_invalidate";
 
 impl AppState {
-    pub async fn new(config: Config, db: Db, master: MasterKey, mail: Arc<dyn MailSender>) -> anyhow::Result<AppState> {
+    pub async fn new(config: Config, db: Db, master: MasterKey, mail: Option<Arc<dyn MailSender>>) -> anyhow::Result<AppState> {
         let keys = signing::load_or_create(&db, &master).await?;
         Ok(AppState(Arc::new(Inner {
             config,
             master,
             keys: RwLock::new(Arc::new(keys)),
             last_key_reload: Mutex::new(None),
+            key_reloads: AtomicU64::new(0),
             tokens: TokenCache::default(),
             api_keys: Cache::default(),
             api_keys_by_id: Cache::default(),
@@ -86,9 +93,20 @@ impl AppState {
         })))
     }
 
+    /// The mail sender, or 503 when this hub has none (outside development
+    /// mode without `HUB_SMTP_URL`): nothing is issued that cannot be sent.
+    pub fn mailer(&self) -> ApiResult<&Arc<dyn MailSender>> {
+        self.mail.as_ref().ok_or(ApiError::Unavailable("verification email is not configured on this hub"))
+    }
+
     /// The signing keys in force.
     pub fn keys(&self) -> Arc<KeySet> {
         self.keys.read().expect("keys lock").clone()
+    }
+
+    /// How many times the signing keys were loaded from the database.
+    pub fn key_reloads(&self) -> u64 {
+        self.key_reloads.load(Ordering::Relaxed)
     }
 
     pub fn set_keys(&self, keys: Arc<KeySet>) {
@@ -109,6 +127,10 @@ impl AppState {
 
     /// Reloads the signing keys from the database (another replica may have
     /// rotated), at most once a second so unknown `kid`s cannot hammer it.
+    /// Anyone can send a token with a made-up `kid`, so a reload that finds
+    /// the same keys changes nothing, and the verified tokens are forgotten
+    /// only when a key this hub knew is gone or its window changed (a key
+    /// that merely appeared invalidates no token). True when the keys changed.
     pub async fn reload_keys(&self) -> bool {
         {
             let mut last = self.last_key_reload.lock().expect("reload lock");
@@ -117,9 +139,18 @@ impl AppState {
             }
             *last = Some(Instant::now());
         }
+        self.key_reloads.fetch_add(1, Ordering::Relaxed);
         match signing::load(&self.db, &self.master).await {
             Ok(Some(set)) => {
-                self.set_keys(Arc::new(set));
+                let current = self.keys();
+                if set.same_keys(&current) {
+                    return false;
+                }
+                let narrowed = set.narrows(&current);
+                *self.keys.write().expect("keys lock") = Arc::new(set);
+                if narrowed {
+                    self.tokens.clear();
+                }
                 true
             }
             Ok(None) => false,

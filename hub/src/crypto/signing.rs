@@ -50,6 +50,21 @@ impl KeySet {
         })
     }
 
+    /// Whether `other` holds the same keys: the same current key, and the
+    /// same verifying keys with the same windows.
+    pub fn same_keys(&self, other: &KeySet) -> bool {
+        self.current_kid == other.current_kid
+            && self.verify.len() == other.verify.len()
+            && self.verify.iter().all(|(kid, k)| other.verify.get(kid).is_some_and(|o| o.verify_until == k.verify_until))
+    }
+
+    /// Whether moving from `before` to this set takes anything away: a key
+    /// `before` verified with is gone or has a different window (so a token
+    /// verified under it may no longer be good).
+    pub fn narrows(&self, before: &KeySet) -> bool {
+        before.verify.iter().any(|(kid, k)| self.verify.get(kid).is_none_or(|n| n.verify_until != k.verify_until))
+    }
+
     /// The key that verifies `kid`, if it is still inside its window.
     pub fn verifier(&self, kid: &str) -> Option<&VerifyKey> {
         let k = self.verify.get(kid)?;

@@ -146,3 +146,81 @@ async fn a_database_failure_is_an_opaque_500(app: TestApp) {
     assert_eq!(body, json!({ "success": false, "error": "InternalError" }));
 }
 db_test!(a_database_failure_is_an_opaque_500);
+
+#[tokio::test]
+async fn gate_report_is_refused_outside_development_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = hub::config::Config::for_tests(dir.path().into(), None);
+    config.dev = false;
+    config.gate_mode = hub::config::GateMode::Report;
+    let err = hub::prepare(config).await.err().expect("refused");
+    assert!(err.to_string().contains("AUTH_GATE_MODE=report"), "{err}");
+}
+
+/// A JWT naming a key this hub does not know, with a well-formed (64-byte,
+/// low-S) signature that is never checked: the kid alone refuses it.
+fn token_with_kid(kid: &str) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let part = |v: serde_json::Value| b64.encode(v.to_string());
+    format!("{}.{}.{}", part(json!({ "alg": "ES256", "typ": "JWT", "kid": kid })), part(json!({ "sub": "x" })), b64.encode([0u8; 64]))
+}
+
+/// Tokens naming unknown keys: each is 401, the keys are reloaded at most
+/// once a second however many arrive, and the verified tokens of everyone
+/// else stay cached (an unchanged key set drops nothing).
+async fn unknown_key_ids_neither_hammer_the_database_nor_clear_the_token_cache(app: TestApp) {
+    let t = app.signup("kid@example.com", "kid").await;
+    let token = t["token"].as_str().unwrap();
+    assert_eq!(app.get("/api/me", Some(token)).await.0, StatusCode::OK);
+    let state = app.state();
+    assert!(state.tokens.get(token).is_some(), "a verified token is cached");
+    let reloads = state.key_reloads();
+    let start = std::time::Instant::now();
+    for _ in 0..30 {
+        let forged = token_with_kid(&uuid::Uuid::new_v4().simple().to_string());
+        assert_error(app.get("/api/me", Some(&forged)).await, 401, "Unauthorized");
+    }
+    let seconds = start.elapsed().as_secs();
+    assert!(state.key_reloads() - reloads <= seconds + 1, "{} reloads in {seconds} s", state.key_reloads() - reloads);
+    assert!(state.key_reloads() > reloads, "an unknown kid does make the hub look for a new key");
+    assert!(state.tokens.get(token).is_some(), "the verified-token cache survived");
+    assert_eq!(app.get("/api/me", Some(token)).await.0, StatusCode::OK);
+}
+db_test!(unknown_key_ids_neither_hammer_the_database_nor_clear_the_token_cache);
+
+/// ES256 signatures are taken in low-S form only: (r, n - s) verifies just
+/// as well as (r, s) in a stock library, so accepting both would give every
+/// token a second spelling.
+async fn a_high_s_signature_is_refused(app: TestApp) {
+    use base64::Engine;
+    const N: [u8; 32] = [
+        0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84, 0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51,
+    ];
+    let t = app.signup("lows@example.com", "lows").await;
+    let token = t["token"].as_str().unwrap();
+    let (head, sig) = token.rsplit_once('.').unwrap();
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let mut sig = b64.decode(sig).unwrap();
+    assert_eq!(sig.len(), 64);
+    // s := n - s
+    let mut borrow = 0i16;
+    for i in (0..32).rev() {
+        let d = i16::from(N[i]) - i16::from(sig[32 + i]) - borrow;
+        borrow = i16::from(d < 0);
+        sig[32 + i] = (d + if d < 0 { 256 } else { 0 }) as u8;
+    }
+    let flipped = format!("{head}.{}", b64.encode(&sig));
+    // A stock library accepts the twin with the published key...
+    let (_, jwks) = app.get("/.well-known/jwks.json", None).await;
+    let key = &jwks["keys"][0];
+    let decoding = jsonwebtoken::DecodingKey::from_ec_components(key["x"].as_str().unwrap(), key["y"].as_str().unwrap()).unwrap();
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::ES256);
+    validation.set_issuer(&["http://localhost"]);
+    jsonwebtoken::decode::<serde_json::Value>(&flipped, &decoding, &validation).expect("(r, n - s) is a valid ECDSA signature");
+    // ...the hub does not, while the token it minted (low S) works.
+    assert_error(app.get("/api/me", Some(&flipped)).await, 401, "Unauthorized");
+    assert_eq!(app.get("/api/me", Some(token)).await.0, StatusCode::OK);
+}
+db_test!(a_high_s_signature_is_refused);

@@ -19,6 +19,7 @@ mod exchange;
 mod gate;
 mod identity;
 mod isolation;
+mod mail;
 mod process;
 mod quic;
 mod replicas;

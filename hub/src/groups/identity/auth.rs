@@ -52,20 +52,6 @@ const FREE_PER_ADDRESS: i64 = 20;
 /// Verification emails one address may ask for an account before they slow down.
 const VERIFY_FREE_PER_ACCOUNT: i64 = 3;
 
-/// Delivers verification tokens. The default writes them to the server log
-/// (RULINGS 3); a deployment plugs in real mail.
-pub trait MailSender: Send + Sync {
-    fn send_verification(&self, email: &str, token: &str, expires_at: &str);
-}
-
-pub struct LogMailSender;
-
-impl MailSender for LogMailSender {
-    fn send_verification(&self, email: &str, token: &str, expires_at: &str) {
-        tracing::info!(email, token, expires_at, "verification email (log sender)");
-    }
-}
-
 fn normalise_email(raw: &str) -> Option<String> {
     let e = raw.trim().to_lowercase();
     let (local, domain) = e.split_once('@')?;
@@ -613,6 +599,7 @@ async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr)
     let mut check = Check::new();
     let email = check_email(&mut check, &body.email);
     check.finish()?;
+    let mail = state.mailer()?;
     // Every request counts, known email or not, so the throttle's answers
     // tell nothing about which accounts exist.
     let keys = [
@@ -634,7 +621,7 @@ async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr)
         .bind(db::now())
         .execute(state.db.writer())
         .await?;
-        state.mail.send_verification(&email, &token, &expires_at);
+        mail.send_verification(&email, &token, &expires_at);
         if state.config.dev {
             data["dev_token"] = json!(token);
         }
