@@ -58,8 +58,7 @@ pub struct VerifiedAttestation {
 /// it, separated by newlines, which `check_fields` forbids inside fields so
 /// no two envelopes share a message.
 pub fn signed_message(method: &str, device_uuid: &str, key_ref: &str, public_key_b64: &str, challenge: &str, signed_at: &str) -> Vec<u8> {
-    format!("hdk-attestation-v{ENVELOPE_VERSION}\n{ALGORITHM}\n{method}\n{device_uuid}\n{key_ref}\n{public_key_b64}\n{challenge}\n{signed_at}")
-        .into_bytes()
+    format!("hdk-attestation-v{ENVELOPE_VERSION}\n{ALGORITHM}\n{method}\n{device_uuid}\n{key_ref}\n{public_key_b64}\n{challenge}\n{signed_at}").into_bytes()
 }
 
 fn check_fields(fields: &[(&str, &str)]) -> Result<(), DeviceError> {
@@ -75,11 +74,7 @@ fn check_fields(fields: &[(&str, &str)]) -> Result<(), DeviceError> {
 }
 
 fn check_method(method: &str) -> Result<(), DeviceError> {
-    if METHODS.contains(&method) {
-        Ok(())
-    } else {
-        Err(DeviceError::validation(format!("attestation method `{method}` is not one of {}", METHODS.join(", "))))
-    }
+    if METHODS.contains(&method) { Ok(()) } else { Err(DeviceError::validation(format!("attestation method `{method}` is not one of {}", METHODS.join(", ")))) }
 }
 
 /// Builds a signed envelope. `sign` receives the message and returns an
@@ -94,8 +89,7 @@ pub fn build_envelope(
 ) -> Result<AttestationEnvelope, DeviceError> {
     check_method(method)?;
     check_fields(&[("device_uuid", device_uuid), ("key_ref", key_ref), ("challenge", challenge)])?;
-    VerifyingKey::from_sec1_bytes(public_key_sec1)
-        .map_err(|_| DeviceError::Crypto { reason: "device key is not a P-256 public key".into() })?;
+    VerifyingKey::from_sec1_bytes(public_key_sec1).map_err(|_| DeviceError::Crypto { reason: "device key is not a P-256 public key".into() })?;
     let public_key = STANDARD.encode(public_key_sec1);
     let signed_at = crate::time::now();
     let message = signed_message(method, device_uuid, key_ref, &public_key, challenge, &signed_at);
@@ -116,8 +110,8 @@ pub fn build_envelope(
 /// Verifies an envelope (its JSON text) against the challenge the hub
 /// issued. Any failure is `DeviceError::Attestation` with the reason.
 pub fn verify_attestation(envelope_json: &str, expected_challenge: &str) -> Result<VerifiedAttestation, DeviceError> {
-    let envelope: AttestationEnvelope = serde_json::from_str(envelope_json)
-        .map_err(|e| reject(format!("envelope is not valid JSON of the expected shape: {e}")))?;
+    let envelope: AttestationEnvelope =
+        serde_json::from_str(envelope_json).map_err(|e| reject(format!("envelope is not valid JSON of the expected shape: {e}")))?;
     verify_envelope(&envelope, expected_challenge)
 }
 
@@ -150,14 +144,7 @@ pub fn verify_envelope(envelope: &AttestationEnvelope, expected_challenge: &str)
     // Platform keystores may emit high-S signatures; both forms are valid
     // ECDSA, so normalise before checking.
     let signature = signature.normalize_s().unwrap_or(signature);
-    let message = signed_message(
-        &envelope.method,
-        &envelope.device_uuid,
-        &envelope.key_ref,
-        &envelope.public_key,
-        &envelope.challenge,
-        &envelope.signed_at,
-    );
+    let message = signed_message(&envelope.method, &envelope.device_uuid, &envelope.key_ref, &envelope.public_key, &envelope.challenge, &envelope.signed_at);
     key.verify(&message, &signature).map_err(|_| reject("signature does not verify".into()))?;
     Ok(VerifiedAttestation {
         method: envelope.method.clone(),
@@ -186,9 +173,7 @@ impl SoftwareKey {
 
     /// A key from its 32-byte secret scalar.
     pub fn from_secret(secret: &[u8]) -> Result<Self, DeviceError> {
-        SigningKey::from_slice(secret)
-            .map(|key| SoftwareKey { key })
-            .map_err(|_| DeviceError::Crypto { reason: "secret is not a valid P-256 scalar".into() })
+        SigningKey::from_slice(secret).map(|key| SoftwareKey { key }).map_err(|_| DeviceError::Crypto { reason: "secret is not a valid P-256 scalar".into() })
     }
 
     /// The secret scalar, so a test can persist and reload the key.

@@ -32,8 +32,8 @@ mod exported {
     use crate::error::DeviceError;
     use crate::policy::{self, ConflictPolicy};
     use crate::store::{
-        DrainResult, EnqueueOutcome, EventTypeRecord, HttpTransport, IdentityClaim, NewEvent, OutboxStats, PermissionSnapshot, PullReport,
-        ResolutionRecord, ReviewChoice, ReviewItem, Store, SyncReport,
+        DrainResult, EnqueueOutcome, EventTypeRecord, HttpTransport, IdentityClaim, NewEvent, OutboxStats, PermissionSnapshot, PullReport, ResolutionRecord,
+        ReviewChoice, ReviewItem, Store, SyncReport,
     };
 
     /// The device's attestation key, which the app implements over the
@@ -56,9 +56,7 @@ mod exported {
     #[uniffi::export]
     pub fn build_attestation(key: Arc<dyn DeviceKey>, device_uuid: String, challenge: String) -> Result<String, DeviceError> {
         let public_key = key.public_key()?;
-        let envelope = attestation::build_envelope(&key.method(), &device_uuid, &key.key_ref(), &public_key, &challenge, |message| {
-            key.sign(message.to_vec())
-        })?;
+        let envelope = attestation::build_envelope(&key.method(), &device_uuid, &key.key_ref(), &public_key, &challenge, |message| key.sign(message.to_vec()))?;
         serde_json::to_string(&envelope).map_err(|e| DeviceError::validation(e.to_string()))
     }
 

@@ -16,9 +16,7 @@ pub fn now() -> String {
 
 /// Parses any RFC 3339 time (any offset) into UTC.
 pub fn parse(text: &str) -> Result<DateTime<Utc>, DeviceError> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| DeviceError::validation(format!("`{text}` is not an RFC 3339 time: {e}")))
+    DateTime::parse_from_rfc3339(text).map(|t| t.with_timezone(&Utc)).map_err(|e| DeviceError::validation(format!("`{text}` is not an RFC 3339 time: {e}")))
 }
 
 /// Normalises RFC 3339 text to the stored form, so times with different

@@ -28,9 +28,7 @@ pub fn endpoint(ca_file: &Path) -> anyhow::Result<quinn::Endpoint> {
     // Keep-alives well inside the hub's 30 s idle timeout; a lost hub is
     // noticed within 15 s even when it could not say goodbye.
     let mut transport = quinn::TransportConfig::default();
-    transport
-        .keep_alive_interval(Some(Duration::from_secs(5)))
-        .max_idle_timeout(Some(Duration::from_secs(15).try_into()?));
+    transport.keep_alive_interval(Some(Duration::from_secs(5))).max_idle_timeout(Some(Duration::from_secs(15).try_into()?));
     config.transport_config(Arc::new(transport));
     let bind: SocketAddr = "0.0.0.0:0".parse().expect("static address");
     let mut ep = quinn::Endpoint::client(bind)?;
@@ -132,9 +130,5 @@ pub async fn open(endpoint: &quinn::Endpoint, addr: SocketAddr, server_name: &st
 
 /// Resolves `host:port` (a name or an address).
 pub async fn resolve(hub: &str) -> anyhow::Result<SocketAddr> {
-    tokio::net::lookup_host(hub)
-        .await
-        .with_context(|| format!("resolving {hub}"))?
-        .next()
-        .with_context(|| format!("{hub} resolves to no address"))
+    tokio::net::lookup_host(hub).await.with_context(|| format!("resolving {hub}"))?.next().with_context(|| format!("{hub} resolves to no address"))
 }

@@ -24,19 +24,9 @@ pub fn input(cmd: &Command) -> Value {
 const MAX_MESSAGE: usize = 2000;
 
 pub async fn run(handler: &Path, cmd: &Command) -> Ack {
-    let fail = |code: &str, message: String| Ack {
-        command_id: cmd.command_id.clone(),
-        ok: false,
-        code: Some(code.to_string()),
-        message: Some(message),
-        data: None,
-    };
-    let child = tokio::process::Command::new(handler)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn();
+    let fail =
+        |code: &str, message: String| Ack { command_id: cmd.command_id.clone(), ok: false, code: Some(code.to_string()), message: Some(message), data: None };
+    let child = tokio::process::Command::new(handler).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true).spawn();
     let mut child = match child {
         Ok(c) => c,
         Err(e) => return fail("handler_unavailable", format!("could not start the handler {}: {e}", handler.display())),

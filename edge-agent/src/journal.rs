@@ -47,10 +47,7 @@ impl Journal {
 
     fn path(&self, command_id: &str) -> anyhow::Result<PathBuf> {
         // Command ids are UUIDs; refuse anything that could leave the directory.
-        anyhow::ensure!(
-            !command_id.is_empty() && command_id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'),
-            "unexpected command id {command_id:?}"
-        );
+        anyhow::ensure!(!command_id.is_empty() && command_id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'), "unexpected command id {command_id:?}");
         Ok(self.dir.join(format!("{command_id}.json")))
     }
 

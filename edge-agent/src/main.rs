@@ -34,9 +34,7 @@ enum Cmd {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("EDGE_LOG").unwrap_or_else(|_| "info".into()))
-        .init();
+    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_env("EDGE_LOG").unwrap_or_else(|_| "info".into())).init();
     match Cli::parse().command {
         Cmd::Run(args) => edge_agent::runner::run(args).await,
         Cmd::Report { state_dir, state, reading } => {

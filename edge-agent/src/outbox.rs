@@ -48,9 +48,7 @@ impl Outbox {
             let path = self.dir.join(&name);
             let parsed = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<File>(&b).ok());
             match parsed {
-                Some(File { state: Some(state), readings: None }) if state.is_object() => {
-                    out.push(AgentFrame::ReportState { report_id: name, state })
-                }
+                Some(File { state: Some(state), readings: None }) if state.is_object() => out.push(AgentFrame::ReportState { report_id: name, state }),
                 Some(File { state: None, readings: Some(readings) }) => out.push(AgentFrame::Readings { report_id: name, readings }),
                 _ => {
                     tracing::warn!(file = %path.display(), "not a valid report: moved to outbox/rejected");

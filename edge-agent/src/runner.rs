@@ -88,10 +88,7 @@ fn jitter(d: Duration) -> Duration {
 }
 
 async fn session(args: &RunArgs, endpoint: &quinn::Endpoint, journal: &Arc<Journal>, outbox: &Arc<Outbox>) -> anyhow::Result<()> {
-    let credential = std::fs::read_to_string(&args.credential_file)
-        .with_context(|| format!("reading {}", args.credential_file.display()))?
-        .trim()
-        .to_string();
+    let credential = std::fs::read_to_string(&args.credential_file).with_context(|| format!("reading {}", args.credential_file.display()))?.trim().to_string();
     let addr = client::resolve(&args.hub_quic).await?;
     let s = client::open(endpoint, addr, &args.server_name, &args.asset_id, &credential).await?;
     tracing::info!(hub = %addr, asset_id = %args.asset_id, "connected to the hub");

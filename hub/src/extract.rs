@@ -20,8 +20,7 @@ use crate::error::{ApiError, ApiResult};
 /// value was meant cannot be told), as is a string that does not parse.
 fn pairs(parts: &Parts) -> ApiResult<Vec<(String, String)>> {
     let query = parts.uri.query().unwrap_or("");
-    let pairs: Vec<(String, String)> =
-        serde_urlencoded::from_str(query).map_err(|e| ApiError::invalid(format!("malformed query string: {e}")))?;
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).map_err(|e| ApiError::invalid(format!("malformed query string: {e}")))?;
     let mut seen = HashSet::new();
     let repeated: Vec<&str> = pairs.iter().filter(|(k, _)| !seen.insert(k.as_str())).map(|(k, _)| k.as_str()).collect();
     if !repeated.is_empty() {
@@ -39,9 +38,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
     async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
         let pairs = pairs(parts)?;
         let encoded = serde_urlencoded::to_string(&pairs).map_err(|e| ApiError::invalid(format!("malformed query string: {e}")))?;
-        serde_urlencoded::from_str(&encoded)
-            .map(Params)
-            .map_err(|e| ApiError::invalid(format!("query parameters: {e}")))
+        serde_urlencoded::from_str(&encoded).map(Params).map_err(|e| ApiError::invalid(format!("query parameters: {e}")))
     }
 }
 

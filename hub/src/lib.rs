@@ -257,10 +257,8 @@ mod tests {
             got.extend_from_slice(&buf[..n]);
             let text = String::from_utf8_lossy(&got).into_owned();
             let Some((head, body)) = text.split_once("\r\n\r\n") else { continue };
-            let length: usize = head
-                .lines()
-                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
-                .expect("content-length");
+            let length: usize =
+                head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap())).expect("content-length");
             if body.len() >= length {
                 return (head[9..12].parse().unwrap(), body.to_string());
             }

@@ -55,9 +55,9 @@ impl SmtpMailSender {
         let plain = parsed.scheme() == "smtp" && tls.as_deref().is_none_or(|t| t == "opportunistic");
         // smtp is not a scheme the URL standard knows, so its host comes
         // back as text even when it is an address.
-        let loopback = parsed.host_str().is_some_and(|h| {
-            h.eq_ignore_ascii_case("localhost") || h.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-        });
+        let loopback = parsed
+            .host_str()
+            .is_some_and(|h| h.eq_ignore_ascii_case("localhost") || h.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()));
         if plain && parsed.password().is_some() && !loopback {
             anyhow::bail!("HUB_SMTP_URL carries credentials over a plain connection: use smtps:// or smtp://...?tls=required");
         }

@@ -30,12 +30,7 @@ use std::{
     time::Duration,
 };
 
-use axum::{
-    Router,
-    body::Body,
-    extract::Request,
-    response::Response,
-};
+use axum::{Router, body::Body, extract::Request, response::Response};
 use hyper::body::Incoming;
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
@@ -275,10 +270,13 @@ mod tests {
 
     #[tokio::test]
     async fn stopping_waits_for_the_request_in_flight() {
-        let router = Router::new().route("/slow", get(|| async {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            "done"
-        }));
+        let router = Router::new().route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                "done"
+            }),
+        );
         let (addr, stop, task) = spawn(router, LIMITS).await;
         let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
         tcp.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();

@@ -5,16 +5,22 @@
 use std::{
     collections::HashMap,
     hash::Hash,
-    sync::{Arc, Mutex, RwLock, atomic::{AtomicU64, Ordering}},
+    sync::{
+        Arc, Mutex, RwLock,
+        atomic::{AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
 use crate::{
     config::Config,
-    crypto::{MasterKey, signing::{self, KeySet}},
+    crypto::{
+        MasterKey,
+        signing::{self, KeySet},
+    },
     db::{Backend, Db},
-    gate::tokens::TokenCache,
     error::{ApiError, ApiResult},
+    gate::tokens::TokenCache,
     groups::identity::api_keys::KeyRecord,
     mail::MailSender,
 };
@@ -166,11 +172,7 @@ impl AppState {
     pub async fn invalidate(&self, what: Invalidation) {
         self.invalidate_local(what);
         if self.db.backend == Backend::Postgres {
-            let sent = sqlx::query("SELECT pg_notify($1, $2)")
-                .bind(INVALIDATION_CHANNEL)
-                .bind(what.as_str())
-                .execute(self.db.writer())
-                .await;
+            let sent = sqlx::query("SELECT pg_notify($1, $2)").bind(INVALIDATION_CHANNEL).bind(what.as_str()).execute(self.db.writer()).await;
             if let Err(e) = sent {
                 tracing::error!(error = %e, "broadcasting a cache invalidation");
             }

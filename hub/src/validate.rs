@@ -183,9 +183,7 @@ pub fn path_id(raw: &str) -> ApiResult<Uuid> {
 pub fn query_int(name: &str, raw: Option<&str>, default: i64) -> ApiResult<i64> {
     match raw.map(str::trim).filter(|s| !s.is_empty()) {
         None => Ok(default),
-        Some(s) => s.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
-            ApiError::invalid(format!("{name} must be a non-negative integer"))
-        }),
+        Some(s) => s.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| ApiError::invalid(format!("{name} must be a non-negative integer"))),
     }
 }
 

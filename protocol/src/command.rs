@@ -34,14 +34,26 @@ pub enum AgentFrame {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HubFrame {
-    Welcome { asset_id: String },
+    Welcome {
+        asset_id: String,
+    },
     /// The connection is refused; the hub closes it after this frame.
-    Refused { code: String, message: String },
+    Refused {
+        code: String,
+        message: String,
+    },
     Command(Command),
     /// The ack was recorded (or was already recorded identically).
-    AckResult { command_id: String, status: String, accepted: bool, message: Option<String> },
+    AckResult {
+        command_id: String,
+        status: String,
+        accepted: bool,
+        message: Option<String>,
+    },
     /// A state report or readings batch was stored.
-    Reported { report_id: String },
+    Reported {
+        report_id: String,
+    },
 }
 
 /// One command as the robot sees it.

@@ -19,9 +19,10 @@ pub fn decode_document(side: &Value) -> Result<Automerge, DeviceError> {
 fn document_bytes(side: &Value) -> Result<Vec<u8>, DeviceError> {
     let text = match side {
         Value::String(s) => s.as_str(),
-        Value::Object(map) => map.get("automerge").and_then(Value::as_str).ok_or_else(|| {
-            DeviceError::validation("crdt: an object input needs the saved document as base64 under `automerge`")
-        })?,
+        Value::Object(map) => map
+            .get("automerge")
+            .and_then(Value::as_str)
+            .ok_or_else(|| DeviceError::validation("crdt: an object input needs the saved document as base64 under `automerge`"))?,
         _ => return Err(DeviceError::validation("crdt: input must be a base64 automerge document")),
     };
     decode_bytes(text)
@@ -36,15 +37,12 @@ pub(super) fn resolve(a: &Value, b: &Value) -> Result<Resolution, DeviceError> {
     // Loading the other side's saved bytes incrementally applies only the
     // changes `merged` lacks, without first building the other document
     // and re-extracting its changes (the bulk of a plain `merge`).
-    merged
-        .load_incremental(&document_bytes(b)?)
-        .map_err(|e| DeviceError::validation(format!("crdt: input is not an automerge document: {e}")))?;
+    merged.load_incremental(&document_bytes(b)?).map_err(|e| DeviceError::validation(format!("crdt: input is not an automerge document: {e}")))?;
     // Heads identify the merged history independently of merge order; the
     // sorted list lets callers compare results without loading documents.
     let mut heads: Vec<String> = merged.get_heads().iter().map(|h| h.to_string()).collect();
     heads.sort();
-    let document = serde_json::to_value(AutoSerde::from(&merged))
-        .map_err(|e| DeviceError::validation(format!("crdt: document has no JSON view: {e}")))?;
+    let document = serde_json::to_value(AutoSerde::from(&merged)).map_err(|e| DeviceError::validation(format!("crdt: document has no JSON view: {e}")))?;
     Ok(Resolution::Resolved {
         // Saved without DEFLATE on the columns: still a complete document
         // any automerge loads, and the merge's largest single cost otherwise.
@@ -63,8 +61,7 @@ pub fn update_document(document: Option<&str>, fields: &Value) -> Result<String,
         return Err(DeviceError::validation("crdt: fields must be a JSON object"));
     };
     let mut doc = match document {
-        Some(text) => AutoCommit::load(&decode_bytes(text)?)
-            .map_err(|e| DeviceError::validation(format!("crdt: input is not an automerge document: {e}")))?,
+        Some(text) => AutoCommit::load(&decode_bytes(text)?).map_err(|e| DeviceError::validation(format!("crdt: input is not an automerge document: {e}")))?,
         None => AutoCommit::new(),
     };
     for (key, value) in map {

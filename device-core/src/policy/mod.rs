@@ -24,13 +24,8 @@ pub enum ConflictPolicy {
 }
 
 impl ConflictPolicy {
-    pub const ALL: [ConflictPolicy; 5] = [
-        ConflictPolicy::Crdt,
-        ConflictPolicy::Lww,
-        ConflictPolicy::Merge,
-        ConflictPolicy::EventSourcing,
-        ConflictPolicy::HumanReview,
-    ];
+    pub const ALL: [ConflictPolicy; 5] =
+        [ConflictPolicy::Crdt, ConflictPolicy::Lww, ConflictPolicy::Merge, ConflictPolicy::EventSourcing, ConflictPolicy::HumanReview];
 
     /// The wire name, as in the interface document.
     pub fn as_str(self) -> &'static str {
@@ -46,11 +41,10 @@ impl ConflictPolicy {
     /// Parses a wire name; anything else is a validation error listing the
     /// allowed values.
     pub fn parse(name: &str) -> Result<Self, DeviceError> {
-        Self::ALL.into_iter().find(|p| p.as_str() == name).ok_or_else(|| {
-            DeviceError::validation(format!(
-                "conflict_policy `{name}` is not one of crdt, lww, merge, event-sourcing, human-review"
-            ))
-        })
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == name)
+            .ok_or_else(|| DeviceError::validation(format!("conflict_policy `{name}` is not one of crdt, lww, merge, event-sourcing, human-review")))
     }
 }
 
@@ -116,10 +110,7 @@ pub fn resolve(policy: ConflictPolicy, input_a: &Value, input_b: &Value) -> Resu
         ConflictPolicy::Lww => lww::resolve(input_a, input_b),
         ConflictPolicy::Merge => merge::resolve(input_a, input_b),
         ConflictPolicy::EventSourcing => events::resolve(input_a, input_b),
-        ConflictPolicy::HumanReview => Ok(Resolution::NeedsReview {
-            input_a: input_a.clone(),
-            input_b: input_b.clone(),
-        }),
+        ConflictPolicy::HumanReview => Ok(Resolution::NeedsReview { input_a: input_a.clone(), input_b: input_b.clone() }),
     }
 }
 

@@ -25,9 +25,7 @@ pub(super) struct Sealer {
 
 impl Sealer {
     pub(super) fn new(key: &[u8]) -> Result<Self, DeviceError> {
-        Aes256Gcm::new_from_slice(key)
-            .map(|cipher| Sealer { cipher })
-            .map_err(|_| DeviceError::Crypto { reason: "the store key must be 32 bytes".into() })
+        Aes256Gcm::new_from_slice(key).map(|cipher| Sealer { cipher }).map_err(|_| DeviceError::Crypto { reason: "the store key must be 32 bytes".into() })
     }
 
     pub(super) fn seal(&self, plaintext: &[u8], aad: &[u8]) -> Result<Vec<u8>, DeviceError> {

@@ -40,9 +40,7 @@ impl Store {
         let person_id = parse_uuid("person_id", person_id)?;
         let seal = |name: &str, value: Option<&str>| -> Result<Option<Vec<u8>>, DeviceError> {
             let Some(text) = value else { return Ok(None) };
-            let bytes = STANDARD
-                .decode(text.trim())
-                .map_err(|_| DeviceError::validation(format!("{name} must be base64")))?;
+            let bytes = STANDARD.decode(text.trim()).map_err(|_| DeviceError::validation(format!("{name} must be base64")))?;
             self.sealer.seal(&bytes, &aad(&device_uuid, &person_id, name)).map(Some)
         };
         let biometric = seal("biometric_template_envelope", biometric_template_envelope)?;
@@ -71,22 +69,14 @@ impl Store {
                  FROM identity_claim WHERE device_uuid = ?1 ORDER BY person_id",
             )?;
             let mapped = stmt.query_map([&device_uuid], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, Option<Vec<u8>>>(1)?,
-                    r.get::<_, Option<Vec<u8>>>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                ))
+                Ok((r.get::<_, String>(0)?, r.get::<_, Option<Vec<u8>>>(1)?, r.get::<_, Option<Vec<u8>>>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?))
             })?;
             mapped.collect::<Result<Vec<_>, _>>()?
         };
         rows.into_iter()
             .map(|(person_id, bio, pin, created_at, updated_at)| {
                 let open = |name: &str, sealed: Option<Vec<u8>>| -> Result<Option<String>, DeviceError> {
-                    sealed
-                        .map(|s| self.sealer.open(&s, &aad(&device_uuid, &person_id, name)).map(|p| STANDARD.encode(p)))
-                        .transpose()
+                    sealed.map(|s| self.sealer.open(&s, &aad(&device_uuid, &person_id, name)).map(|p| STANDARD.encode(p))).transpose()
                 };
                 Ok(IdentityClaim {
                     biometric_template_envelope: open("biometric_template_envelope", bio)?,

@@ -91,9 +91,7 @@ impl Store {
         };
         match check {
             Some(sealed) => {
-                let plain = sealer
-                    .open(&sealed, b"key_check")
-                    .map_err(|_| DeviceError::Crypto { reason: "wrong store key".into() })?;
+                let plain = sealer.open(&sealed, b"key_check").map_err(|_| DeviceError::Crypto { reason: "wrong store key".into() })?;
                 if plain != KEY_CHECK_PLAINTEXT {
                     return Err(DeviceError::Crypto { reason: "wrong store key".into() });
                 }
@@ -127,11 +125,7 @@ pub(crate) fn parse_uuid(name: &str, value: &str) -> Result<String, DeviceError>
 
 /// Rejects an absent-in-spirit field: empty or blank text.
 pub(crate) fn require(name: &str, value: &str) -> Result<(), DeviceError> {
-    if value.trim().is_empty() {
-        Err(DeviceError::validation(format!("{name} is required")))
-    } else {
-        Ok(())
-    }
+    if value.trim().is_empty() { Err(DeviceError::validation(format!("{name} is required"))) } else { Ok(()) }
 }
 
 /// Parses JSON text handed over by the app.

@@ -69,8 +69,7 @@ fn check(event: &NewEvent) -> Result<Checked, DeviceError> {
     require("idempotency_key", &event.idempotency_key)?;
     // Validate without building a tree (the hot path of batched enqueue);
     // the payload is stored as the app wrote it.
-    serde_json::from_str::<serde::de::IgnoredAny>(&event.payload_json)
-        .map_err(|e| DeviceError::validation(format!("payload is not valid JSON: {e}")))?;
+    serde_json::from_str::<serde::de::IgnoredAny>(&event.payload_json).map_err(|e| DeviceError::validation(format!("payload is not valid JSON: {e}")))?;
     let payload = event.payload_json.trim().to_string();
     Ok(Checked { event_type: event.event_type.clone(), payload, key: event.idempotency_key.clone() })
 }
@@ -87,8 +86,7 @@ fn insert(conn: &Connection, event: &Checked, now: &str) -> Result<EnqueueOutcom
     let event_id = if inserted {
         event_id
     } else {
-        conn.prepare_cached("SELECT event_id FROM outbox WHERE idempotency_key = ?1")?
-            .query_row([&event.key], |r| r.get(0))?
+        conn.prepare_cached("SELECT event_id FROM outbox WHERE idempotency_key = ?1")?.query_row([&event.key], |r| r.get(0))?
     };
     Ok(EnqueueOutcome { event_id, idempotency_key: event.key.clone(), inserted })
 }

@@ -47,14 +47,7 @@ impl Store {
         self.conn().execute(
             "INSERT INTO permission_snapshot (snapshot_id, device_uuid, tenant_id, persona_id, permission_set, taken_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                snapshot.snapshot_id,
-                snapshot.device_uuid,
-                snapshot.tenant_id,
-                snapshot.persona_id,
-                snapshot.permission_set_json,
-                snapshot.taken_at
-            ],
+            params![snapshot.snapshot_id, snapshot.device_uuid, snapshot.tenant_id, snapshot.persona_id, snapshot.permission_set_json, snapshot.taken_at],
         )?;
         Ok(snapshot)
     }

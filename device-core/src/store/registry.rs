@@ -124,9 +124,7 @@ impl Store {
     /// `UnregisteredEventType`.
     pub fn policy_for(&self, event_type: &str) -> Result<ConflictPolicy, DeviceError> {
         let conn = self.conn();
-        let text: Option<String> = conn
-            .query_row("SELECT conflict_policy FROM event_type WHERE event_type = ?1", [event_type], |r| r.get(0))
-            .optional()?;
+        let text: Option<String> = conn.query_row("SELECT conflict_policy FROM event_type WHERE event_type = ?1", [event_type], |r| r.get(0)).optional()?;
         match text {
             Some(text) => ConflictPolicy::parse(&text),
             None => Err(DeviceError::UnregisteredEventType { event_type: event_type.to_string() }),
@@ -176,8 +174,7 @@ impl Store {
 
     /// One review item, decided or not.
     pub fn review(&self, review_id: &str) -> Result<ReviewItem, DeviceError> {
-        self.reviews_where_id(review_id)?
-            .ok_or_else(|| DeviceError::NotFound { reason: format!("review item {review_id}") })
+        self.reviews_where_id(review_id)?.ok_or_else(|| DeviceError::NotFound { reason: format!("review item {review_id}") })
     }
 
     /// Decides a review item by choosing a side; answers the chosen side's

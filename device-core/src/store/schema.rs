@@ -78,9 +78,7 @@ pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 pub(super) fn migrate(conn: &mut Connection) -> Result<(), DeviceError> {
     let current: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if current > SCHEMA_VERSION {
-        return Err(DeviceError::Storage {
-            reason: format!("store schema version {current} is newer than this library's {SCHEMA_VERSION}"),
-        });
+        return Err(DeviceError::Storage { reason: format!("store schema version {current} is newer than this library's {SCHEMA_VERSION}") });
     }
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
         let tx = conn.transaction()?;

@@ -86,12 +86,8 @@ impl Store {
             let body = serde_json::to_vec(&batch).map_err(|e| DeviceError::validation(e.to_string()))?;
             // The lock on the connection is not held here: the app may keep
             // enqueueing while its transport waits on the network.
-            let response = transport.send(HttpRequest {
-                method: "POST".into(),
-                path: BATCHES_PATH.into(),
-                content_type: Some("application/json".into()),
-                body,
-            })?;
+            let response =
+                transport.send(HttpRequest { method: "POST".into(), path: BATCHES_PATH.into(), content_type: Some("application/json".into()), body })?;
             let ack: SyncBatchAck = read_answer(&response)?;
             report.batches += 1;
             let progress = self.apply_ack(&batch, &ack, &mut report)?;
@@ -112,7 +108,14 @@ impl Store {
         )?;
         let mut rows = stmt
             .query_map([limit], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?, r.get::<_, String>(5)?))
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, String>(5)?,
+                ))
             })?
             .collect::<Result<Vec<_>, _>>()?;
         rows.sort_by_key(|r| r.0);
@@ -186,8 +189,7 @@ fn read_answer<T: DeserializeOwned>(response: &HttpResponse) -> Result<T, Device
         let reason: String = text.chars().take(500).collect();
         return Err(DeviceError::Hub { status: response.status, reason });
     }
-    let mut value: Value = serde_json::from_str(&text)
-        .map_err(|e| DeviceError::Hub { status: response.status, reason: format!("answer is not JSON: {e}") })?;
+    let mut value: Value = serde_json::from_str(&text).map_err(|e| DeviceError::Hub { status: response.status, reason: format!("answer is not JSON: {e}") })?;
     if value.get("success").is_some() {
         if let Some(data) = value.get_mut("data") {
             value = data.take();

@@ -75,10 +75,7 @@ fn raw_r_s_signatures_verify_like_der() {
 #[test]
 fn unknown_methods_and_versions_are_refused() {
     let key = SoftwareKey::generate();
-    assert!(matches!(
-        build_envelope("software", DEVICE, "k", &key.public_key(), "c", |m| Ok(key.sign(m))),
-        Err(DeviceError::Validation { .. })
-    ));
+    assert!(matches!(build_envelope("software", DEVICE, "k", &key.public_key(), "c", |m| Ok(key.sign(m))), Err(DeviceError::Validation { .. })));
     let mut env = envelope(&key, "c");
     env.version = 2;
     assert!(matches!(verify_envelope(&env, "c"), Err(DeviceError::Attestation { .. })));

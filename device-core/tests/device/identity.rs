@@ -83,13 +83,9 @@ fn a_sealed_envelope_moved_to_another_row_does_not_open() {
 fn the_newest_permission_snapshot_wins_by_taken_at() {
     let (_dir, store) = temp_store();
     assert_eq!(store.latest_permission_snapshot(DEVICE).unwrap(), None);
-    let old = store
-        .record_permission_snapshot(DEVICE, TENANT, PERSONA, r#"{"camera": "granted"}"#, Some("2026-01-02T00:00:00Z"))
-        .unwrap();
+    let old = store.record_permission_snapshot(DEVICE, TENANT, PERSONA, r#"{"camera": "granted"}"#, Some("2026-01-02T00:00:00Z")).unwrap();
     // Recorded later but taken earlier (a different offset, same day):
-    store
-        .record_permission_snapshot(DEVICE, TENANT, PERSONA, r#"{"camera": "denied"}"#, Some("2026-01-02T00:30:00+01:00"))
-        .unwrap();
+    store.record_permission_snapshot(DEVICE, TENANT, PERSONA, r#"{"camera": "denied"}"#, Some("2026-01-02T00:30:00+01:00")).unwrap();
     let latest = store.latest_permission_snapshot(DEVICE).unwrap().unwrap();
     assert_eq!(latest.snapshot_id, old.snapshot_id);
     assert_eq!(latest.permission_set_json, r#"{"camera":"granted"}"#);
@@ -97,8 +93,5 @@ fn the_newest_permission_snapshot_wins_by_taken_at() {
     let newer = store.record_permission_snapshot(DEVICE, TENANT, PERSONA, r#"["location"]"#, None).unwrap();
     assert_eq!(store.latest_permission_snapshot(DEVICE).unwrap().unwrap(), newer);
     assert_eq!(store.latest_permission_snapshot("0190a1b2-0000-7000-8000-0000000000d9").unwrap(), None);
-    assert!(matches!(
-        store.record_permission_snapshot(DEVICE, TENANT, PERSONA, "42", None),
-        Err(DeviceError::Validation { .. })
-    ));
+    assert!(matches!(store.record_permission_snapshot(DEVICE, TENANT, PERSONA, "42", None), Err(DeviceError::Validation { .. })));
 }

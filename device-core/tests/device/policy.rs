@@ -139,10 +139,7 @@ fn crdt_merges_concurrent_edits_of_both_sides() {
     let (_, a, b) = forked_documents();
     let (value, conflicts) = resolved(ConflictPolicy::Crdt, &json!(a), &json!({"automerge": b}));
     assert!(conflicts.is_empty());
-    assert_eq!(
-        value["document"],
-        json!({"title": "from a", "count": 2, "a_only": [1, 2], "b_only": {"k": "v"}})
-    );
+    assert_eq!(value["document"], json!({"title": "from a", "count": 2, "a_only": [1, 2], "b_only": {"k": "v"}}));
     // The merged document carries both histories: loading it gives the same view.
     let reloaded = decode_document(&value["automerge"]).unwrap();
     assert_eq!(reloaded.get_heads().len(), 2);

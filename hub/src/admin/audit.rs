@@ -14,20 +14,17 @@ use serde_json::{Value, json};
 use sqlx::Row;
 
 use crate::{
-    extract::Params,
     audit::{self, chain},
     db,
     error::{ApiError, ApiResult, ok},
+    extract::Params,
     gate::Operator,
     state::AppState,
     validate::{path_id, query_int},
 };
 
 pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/admin/audit/entries", get(list))
-        .route("/admin/audit/entries/{entry_id}", get(get_one))
-        .route("/admin/audit/verify", post(verify))
+    Router::new().route("/admin/audit/entries", get(list)).route("/admin/audit/entries/{entry_id}", get(get_one)).route("/admin/audit/verify", post(verify))
 }
 
 const LIMIT_DEFAULT: i64 = 100;

@@ -99,9 +99,7 @@ impl Appender {
                 let (written_tx, written_rx) = std::sync::mpsc::channel();
                 let wal = WalFile::new(&path);
                 let runtime = tokio::runtime::Handle::current();
-                std::thread::Builder::new()
-                    .name("audit-sqlite".into())
-                    .spawn(move || sqlite_commits(&runtime, &db, chains, batch_rx, written_tx))?;
+                std::thread::Builder::new().name("audit-sqlite".into()).spawn(move || sqlite_commits(&runtime, &db, chains, batch_rx, written_tx))?;
                 std::thread::Builder::new().name("audit-fsync".into()).spawn(move || sqlite_syncs(wal, written_rx))?;
                 std::thread::Builder::new().name("audit-checkpoint".into()).spawn(move || sqlite_checkpoints(checkpointer, checkpoint_rx))?;
             }
@@ -115,10 +113,7 @@ impl Appender {
     /// Appends one event; answers once its batch has committed (or failed).
     pub async fn append(&self, event: OwnedEvent) -> ApiResult<Appended> {
         let (reply, answer) = oneshot::channel();
-        self.jobs
-            .send(Job { event, reply })
-            .await
-            .map_err(|_| ApiError::Internal(anyhow::anyhow!("the audit writer has stopped")))?;
+        self.jobs.send(Job { event, reply }).await.map_err(|_| ApiError::Internal(anyhow::anyhow!("the audit writer has stopped")))?;
         answer.await.map_err(|_| ApiError::Internal(anyhow::anyhow!("the audit writer dropped an append")))?
     }
 }
@@ -198,7 +193,13 @@ async fn sql_commits(db: Db, mut batches: mpsc::Receiver<Batch>) {
 /// across consecutive batches for at most [`HOLD_WRITER_FOR`] and given
 /// back whenever no batch waits, so the hub's other writes queue behind
 /// at most that long.
-fn sqlite_commits(runtime: &tokio::runtime::Handle, db: &Db, mut chains: SqliteChains, mut batches: mpsc::Receiver<Batch>, synced: std::sync::mpsc::Sender<Written>) {
+fn sqlite_commits(
+    runtime: &tokio::runtime::Handle,
+    db: &Db,
+    mut chains: SqliteChains,
+    mut batches: mpsc::Receiver<Batch>,
+    synced: std::sync::mpsc::Sender<Written>,
+) {
     // The held connection goes back to its pool through the runtime.
     let _context = runtime.enter();
     let mut waiting = Vec::with_capacity(MAX_MERGED);
@@ -383,9 +384,8 @@ pub(crate) async fn write_sql(tx: &mut Tx, backend: Backend, entries: Vec<Prepar
         for group in chains.chunks(CHAINS_PER_STATEMENT) {
             let advanced = advance_heads(tx, backend, group).await?;
             for ((tenant_id, pool_index), members) in group {
-                let (chain_id, last, head) = advanced
-                    .get(&(tenant_id.to_string(), *pool_index))
-                    .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a chain head was not returned")))?;
+                let (chain_id, last, head) =
+                    advanced.get(&(tenant_id.to_string(), *pool_index)).ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a chain head was not returned")))?;
                 let new_head = seal_chain(&entries, members, *chain_id, last - members.len() as i64, chain::hash_from(head)?, &mut sealed);
                 heads.push((tenant_id, *pool_index, *last, new_head));
             }
@@ -545,9 +545,7 @@ impl SqliteChains {
             let mut head_select = tx.prepare_cached(SQLITE_HEAD_SELECT).map_err(fault)?;
             let mut head_create = tx.prepare_cached(SQLITE_HEAD_CREATE).map_err(fault)?;
             let mut head_update = tx.prepare_cached(SQLITE_HEAD_UPDATE).map_err(fault)?;
-            let mut insert = tx
-                .prepare_cached(&multi_row_insert(chain::INSERT_COLUMNS, Backend::Sqlite, 1, chain::INSERT_COLUMN_COUNT))
-                .map_err(fault)?;
+            let mut insert = tx.prepare_cached(&multi_row_insert(chain::INSERT_COLUMNS, Backend::Sqlite, 1, chain::INSERT_COLUMN_COUNT)).map_err(fault)?;
             for ((tenant_id, pool_index), members) in by_chain(entries) {
                 let head: Option<(i64, i64, Vec<u8>)> =
                     head_select.query_row((tenant_id, pool_index), |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional().map_err(fault)?;

@@ -209,19 +209,22 @@ pub fn prepare_with(kind: Option<&registry::EventType>, pool_index: i64, ev: &Ev
 impl Prepared {
     /// The entry's hash once chained at `seq` after `prev`.
     pub fn seal(&self, seq: i64, prev: &Hash) -> Hash {
-        entry_hash(prev, &Fields {
-            entry_id: &self.entry_id,
-            tenant_id: &self.tenant_id,
-            pool_index: self.pool_index,
-            seq,
-            event_type: &self.event_type,
-            actor_kind: &self.actor_kind,
-            actor_id: &self.actor_id,
-            actor_chain: self.actor_chain.as_deref(),
-            occurred_at: &self.occurred_at,
-            retention_class: &self.retention_class,
-            payload_digest: &self.payload_digest,
-        })
+        entry_hash(
+            prev,
+            &Fields {
+                entry_id: &self.entry_id,
+                tenant_id: &self.tenant_id,
+                pool_index: self.pool_index,
+                seq,
+                event_type: &self.event_type,
+                actor_kind: &self.actor_kind,
+                actor_id: &self.actor_id,
+                actor_chain: self.actor_chain.as_deref(),
+                occurred_at: &self.occurred_at,
+                retention_class: &self.retention_class,
+                payload_digest: &self.payload_digest,
+            },
+        )
     }
 
     /// What the append answers, once the entry is stored at `seq`.
@@ -365,19 +368,23 @@ impl Checker {
             Some((e.seq, Reason::WrongHash))
         } else {
             let prev = self.prev.as_ref().map_or(e.prev_hash, |p| &p[..]);
-            let computed = entry_hash_with(&mut self.buf, prev, &Fields {
-                entry_id: e.entry_id,
-                tenant_id: &self.tenant_id,
-                pool_index: self.verdict.pool_index,
-                seq: e.seq,
-                event_type: e.event_type,
-                actor_kind: e.actor_kind,
-                actor_id: e.actor_id,
-                actor_chain: e.actor_chain,
-                occurred_at: e.occurred_at,
-                retention_class: e.retention_class,
-                payload_digest: e.payload_digest,
-            });
+            let computed = entry_hash_with(
+                &mut self.buf,
+                prev,
+                &Fields {
+                    entry_id: e.entry_id,
+                    tenant_id: &self.tenant_id,
+                    pool_index: self.verdict.pool_index,
+                    seq: e.seq,
+                    event_type: e.event_type,
+                    actor_kind: e.actor_kind,
+                    actor_id: e.actor_id,
+                    actor_chain: e.actor_chain,
+                    occurred_at: e.occurred_at,
+                    retention_class: e.retention_class,
+                    payload_digest: e.payload_digest,
+                },
+            );
             (computed[..] != *e.entry_hash).then_some((e.seq, Reason::WrongHash))
         };
         match failure {
@@ -578,12 +585,7 @@ fn check_sqlite_file(path: &std::path::Path, chain_id: i64, mut checker: Checker
 
 /// Every pool in which a tenant has a chain, in order.
 pub async fn pools_of(pool: &sqlx::AnyPool, tenant_id: &str) -> ApiResult<Vec<i64>> {
-    Ok(sqlx::query_scalar(
-        "SELECT pool_index FROM audit_chain_head WHERE tenant_id = $1 ORDER BY pool_index",
-    )
-    .bind(tenant_id)
-    .fetch_all(pool)
-    .await?)
+    Ok(sqlx::query_scalar("SELECT pool_index FROM audit_chain_head WHERE tenant_id = $1 ORDER BY pool_index").bind(tenant_id).fetch_all(pool).await?)
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! streaming verification, the group-commit appender, and retention.
 
 pub mod appender;
-pub mod events;
 pub mod chain;
+pub mod events;
 pub mod registry;
 pub mod retention;
 
@@ -25,16 +25,19 @@ pub fn actor_of(ctx: &TenantCtx) -> (&'static str, &str) {
 /// the credential as actor, the type's own retention class.
 pub async fn record(tx: &mut Tx, ctx: &TenantCtx, event_type: &str, payload: Value) -> ApiResult<Appended> {
     let (actor_kind, actor_id) = actor_of(ctx);
-    emit(tx, Event {
-        tenant_id: &ctx.tenant_id,
-        pool_index: None,
-        event_type,
-        actor_kind,
-        actor_id,
-        actor_chain: None,
-        payload: &payload,
-        retention_class: None,
-        occurred_at: None,
-    })
+    emit(
+        tx,
+        Event {
+            tenant_id: &ctx.tenant_id,
+            pool_index: None,
+            event_type,
+            actor_kind,
+            actor_id,
+            actor_chain: None,
+            payload: &payload,
+            retention_class: None,
+            occurred_at: None,
+        },
+    )
     .await
 }

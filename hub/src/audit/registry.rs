@@ -101,9 +101,7 @@ pub fn valid_name(name: &str) -> bool {
     }
     let parts: Vec<&str> = name.split('.').collect();
     let Some((version, segments)) = parts.split_last() else { return false };
-    let version_ok = version
-        .strip_prefix('v')
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && !n.starts_with('0'));
+    let version_ok = version.strip_prefix('v').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && !n.starts_with('0'));
     version_ok && segments.len() >= 2 && segments.iter().all(|s| valid_segment(s))
 }
 
@@ -157,10 +155,7 @@ where
 
 /// Every type registered by one tenant, by name.
 pub async fn tenant_types(pool: &sqlx::AnyPool, tenant_id: &str) -> ApiResult<Vec<EventType>> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!("{TENANT_SELECT} WHERE tenant_id = $1 ORDER BY event_type")))
-        .bind(tenant_id)
-        .fetch_all(pool)
-        .await?;
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!("{TENANT_SELECT} WHERE tenant_id = $1 ORDER BY event_type"))).bind(tenant_id).fetch_all(pool).await?;
     Ok(rows.iter().map(tenant_type_from_row).collect::<Result<_, _>>()?)
 }
 
@@ -194,10 +189,17 @@ mod tests {
     #[test]
     fn the_baseline_holds_every_event_type_the_documents_name() {
         for name in [
-            "agent.run.started.v1", "crm.call.logged.v1", "crm.call.missed.v1", "trace.export.requested.v1",
-            "trace.export.ready.v1", "ai-gateway.complete.v1", "parsing.field.extracted.v1",
-            "recommendation.suggestion.generated.v1", "semantic.intent.planned.v1",
-            "security.admin_ops_token.issued.v1", "security.admin_ops_token.revoked.v1",
+            "agent.run.started.v1",
+            "crm.call.logged.v1",
+            "crm.call.missed.v1",
+            "trace.export.requested.v1",
+            "trace.export.ready.v1",
+            "ai-gateway.complete.v1",
+            "parsing.field.extracted.v1",
+            "recommendation.suggestion.generated.v1",
+            "semantic.intent.planned.v1",
+            "security.admin_ops_token.issued.v1",
+            "security.admin_ops_token.revoked.v1",
         ] {
             assert!(baseline().contains(name), "{name}");
         }
@@ -211,8 +213,18 @@ mod tests {
             assert!(valid_name(good), "{good}");
         }
         for bad in [
-            "crm.call.logged", "crm.v1", "Crm.call.logged.v1", "crm..logged.v1", "crm.call.logged.v0", "crm.call.logged.V1",
-            "crm.-call.logged.v1", "crm.call_.logged.v1", "crm.call.logged.v1x", "crm.call logged.v1", ".crm.call.v1", "crm.call.v01",
+            "crm.call.logged",
+            "crm.v1",
+            "Crm.call.logged.v1",
+            "crm..logged.v1",
+            "crm.call.logged.v0",
+            "crm.call.logged.V1",
+            "crm.-call.logged.v1",
+            "crm.call_.logged.v1",
+            "crm.call.logged.v1x",
+            "crm.call logged.v1",
+            ".crm.call.v1",
+            "crm.call.v01",
         ] {
             assert!(!valid_name(bad), "{bad}");
         }

@@ -66,8 +66,7 @@ impl MasterKey {
             .ok()
             .or_else(|| base64::engine::general_purpose::STANDARD.decode(text).ok())
             .ok_or_else(|| anyhow!("HUB_MASTER_KEY must be 32 bytes as hex or base64"))?;
-        let key: [u8; 32] =
-            bytes.try_into().map_err(|_| anyhow!("HUB_MASTER_KEY must be exactly 32 bytes"))?;
+        let key: [u8; 32] = bytes.try_into().map_err(|_| anyhow!("HUB_MASTER_KEY must be exactly 32 bytes"))?;
         Ok(Self::from_bytes(key))
     }
 
@@ -75,10 +74,7 @@ impl MasterKey {
         // A distinct key for the alias hash, so the hash can never be used to
         // test a guess against anything sealed under the master key itself.
         let alias_key = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, &key), b"identity.alias.value_hash");
-        MasterKey {
-            key: Zeroizing::new(key),
-            alias_hmac: hmac::Key::new(hmac::HMAC_SHA256, alias_key.as_ref()),
-        }
+        MasterKey { key: Zeroizing::new(key), alias_hmac: hmac::Key::new(hmac::HMAC_SHA256, alias_key.as_ref()) }
     }
 
     /// Loads the master key from settings, or in development mode from (or
@@ -129,8 +125,7 @@ pub fn seal(key: &[u8; 32], plaintext: &[u8], aad: &[u8]) -> Vec<u8> {
     let key = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_256_GCM, key).expect("32-byte key"));
     let nonce_bytes: [u8; 12] = random_bytes(12).try_into().expect("12 bytes");
     let mut buf = plaintext.to_vec();
-    key.seal_in_place_append_tag(aead::Nonce::assume_unique_for_key(nonce_bytes), aead::Aad::from(aad), &mut buf)
-        .expect("AES-GCM seal");
+    key.seal_in_place_append_tag(aead::Nonce::assume_unique_for_key(nonce_bytes), aead::Aad::from(aad), &mut buf).expect("AES-GCM seal");
     let mut out = nonce_bytes.to_vec();
     out.extend_from_slice(&buf);
     out
@@ -144,9 +139,7 @@ pub fn open(key: &[u8; 32], sealed: &[u8], aad: &[u8]) -> anyhow::Result<Vec<u8>
     let (nonce, body) = sealed.split_at(12);
     let nonce = aead::Nonce::try_assume_unique_for_key(nonce).map_err(|_| anyhow!("bad nonce"))?;
     let mut buf = body.to_vec();
-    let plain = key
-        .open_in_place(nonce, aead::Aad::from(aad), &mut buf)
-        .map_err(|_| anyhow!("sealed value failed authentication"))?;
+    let plain = key.open_in_place(nonce, aead::Aad::from(aad), &mut buf).map_err(|_| anyhow!("sealed value failed authentication"))?;
     Ok(plain.to_vec())
 }
 
@@ -178,15 +171,9 @@ impl DataKey {
         E: sqlx::Executor<'e, Database = sqlx::Any>,
     {
         let wrapped: Option<Option<Vec<u8>>> =
-            sqlx::query_scalar("SELECT wrapped_key FROM crypto_data_key WHERE key_id = $1")
-                .bind(key_id)
-                .fetch_optional(exec)
-                .await?;
+            sqlx::query_scalar("SELECT wrapped_key FROM crypto_data_key WHERE key_id = $1").bind(key_id).fetch_optional(exec).await?;
         let Some(Some(wrapped)) = wrapped else { return Ok(None) };
-        let key: [u8; 32] = master
-            .open(&wrapped, key_id.as_bytes())?
-            .try_into()
-            .map_err(|_| anyhow!("data key has the wrong length"))?;
+        let key: [u8; 32] = master.open(&wrapped, key_id.as_bytes())?.try_into().map_err(|_| anyhow!("data key has the wrong length"))?;
         Ok(Some(DataKey { key_id: key_id.to_string(), key: Zeroizing::new(key) }))
     }
 

@@ -39,8 +39,7 @@ impl KeySet {
     /// The RFC 7517 document of every key that still verifies.
     pub fn jwks(&self) -> Value {
         let now = chrono::Utc::now();
-        let mut keys: Vec<&VerifyKey> =
-            self.verify.values().filter(|k| k.verify_until.is_none_or(|t| t > now)).collect();
+        let mut keys: Vec<&VerifyKey> = self.verify.values().filter(|k| k.verify_until.is_none_or(|t| t > now)).collect();
         keys.sort_by(|a, b| (a.kid != self.current_kid).cmp(&(b.kid != self.current_kid)).then(a.kid.cmp(&b.kid)));
         json!({
             "keys": keys.iter().map(|k| json!({
@@ -88,10 +87,8 @@ pub struct Rotation {
 
 fn generate(master: &MasterKey) -> anyhow::Result<(String, Vec<u8>, String, String)> {
     let rng = aws_lc_rs::rand::SystemRandom::new();
-    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
-        .map_err(|_| anyhow::anyhow!("generating a P-256 key"))?;
-    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref())
-        .map_err(|_| anyhow::anyhow!("parsing the generated key"))?;
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).map_err(|_| anyhow::anyhow!("generating a P-256 key"))?;
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).map_err(|_| anyhow::anyhow!("parsing the generated key"))?;
     let public = pair.public_key().as_ref(); // 0x04 || x || y
     anyhow::ensure!(public.len() == 65 && public[0] == 4, "unexpected public key encoding");
     let kid = super::sha256_hex(public);
@@ -170,9 +167,7 @@ pub async fn rotate(db: &Db, master: &MasterKey, grace: chrono::Duration, emerge
     let now = chrono::Utc::now();
     let mut tx = db.begin().await?;
     let previous: Option<String> =
-        sqlx::query_scalar("SELECT kid FROM crypto_signing_key WHERE status = 'current' ORDER BY created_at DESC LIMIT 1")
-            .fetch_optional(&mut *tx)
-            .await?;
+        sqlx::query_scalar("SELECT kid FROM crypto_signing_key WHERE status = 'current' ORDER BY created_at DESC LIMIT 1").fetch_optional(&mut *tx).await?;
     // Keys whose window has closed are retired for good.
     sqlx::query("UPDATE crypto_signing_key SET status = 'retired' WHERE status = 'previous' AND verify_until <= $1")
         .bind(db::format_time(now))

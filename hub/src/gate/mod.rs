@@ -27,7 +27,10 @@ use crate::{
     config::GateMode,
     crypto,
     error::{ApiError, ApiResult},
-    groups::identity::{api_keys::{self, KeyRecord}, roles},
+    groups::identity::{
+        api_keys::{self, KeyRecord},
+        roles,
+    },
     state::AppState,
 };
 use tokens::Claims;
@@ -135,9 +138,7 @@ async fn resolve(state: &AppState, value: &str) -> Result<Caller, &'static str> 
         Some(c) => c,
         None => {
             let verified = match tokens::verify(&state.keys(), &state.config.public_url, value) {
-                Err(tokens::Refusal::UnknownKey) if state.reload_keys().await => {
-                    tokens::verify(&state.keys(), &state.config.public_url, value)
-                }
+                Err(tokens::Refusal::UnknownKey) if state.reload_keys().await => tokens::verify(&state.keys(), &state.config.public_url, value),
                 other => other,
             };
             let claims = Arc::new(verified.map_err(|_| "invalid or expired token")?);
@@ -272,9 +273,7 @@ fn caller(parts: &Parts) -> ApiResult<Caller> {
 fn tenant_of(caller: &Caller) -> ApiResult<TenantCtx> {
     match caller {
         Caller::Human(claims) => {
-            let t = claims.tenant.as_ref().ok_or_else(|| {
-                ApiError::forbidden("this route needs a tenant token: log in with a tenant_id")
-            })?;
+            let t = claims.tenant.as_ref().ok_or_else(|| ApiError::forbidden("this route needs a tenant token: log in with a tenant_id"))?;
             Ok(TenantCtx {
                 tenant_id: t.tenant_id.clone(),
                 app_id: t.app_id.clone(),

@@ -52,9 +52,7 @@ pub fn singular(word: &str) -> String {
 /// segments, or a tail wildcard (`*`, `crm.*`, `crm.contact.*`).
 pub fn is_valid(scope: &str) -> bool {
     let parts: Vec<&str> = scope.split('.').collect();
-    let segment_ok = |s: &str| {
-        !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-    };
+    let segment_ok = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
     match parts.as_slice() {
         ["*"] => true,
         [d, "*"] => segment_ok(d),
@@ -121,9 +119,16 @@ mod tests {
     #[test]
     fn singularisation_handles_common_english_plurals() {
         for (plural, one) in [
-            ("policies", "policy"), ("addresses", "address"), ("app-identities", "app-identity"),
-            ("boxes", "box"), ("status", "status"), ("diagnostic", "diagnostic"), ("api-keys", "api-key"),
-            ("memberships", "membership"), ("hdk", "hdk"), ("analysis", "analysis"),
+            ("policies", "policy"),
+            ("addresses", "address"),
+            ("app-identities", "app-identity"),
+            ("boxes", "box"),
+            ("status", "status"),
+            ("diagnostic", "diagnostic"),
+            ("api-keys", "api-key"),
+            ("memberships", "membership"),
+            ("hdk", "hdk"),
+            ("analysis", "analysis"),
         ] {
             assert_eq!(singular(plural), one, "{plural}");
         }

@@ -119,10 +119,7 @@ pub async fn fail(state: &AppState, keys: &[Key]) -> ApiResult<()> {
 /// Address keys are never cleared this way, or one account an attacker
 /// owns would reset the count of every guess made from their address.
 pub async fn clear(state: &AppState, key: &Key) -> ApiResult<()> {
-    sqlx::query("DELETE FROM auth_throttle WHERE throttle_key = $1")
-        .bind(&key.key)
-        .execute(state.db.writer())
-        .await?;
+    sqlx::query("DELETE FROM auth_throttle WHERE throttle_key = $1").bind(&key.key).execute(state.db.writer()).await?;
     Ok(())
 }
 

@@ -8,7 +8,10 @@
 //! token has exactly one form (one cache entry, one identity in logs and
 //! any deny list).
 
-use std::{collections::HashMap, sync::{Arc, Mutex}};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use jsonwebtoken::{Algorithm, Header, Validation};
@@ -90,13 +93,13 @@ pub fn mint(keys: &KeySet, issuer: &str, ttl_seconds: i64, mut claims: Claims) -
 
 /// The order n of P-256, big-endian.
 const P256_N: [u8; 32] = [
-    0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-    0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84, 0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51,
+    0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84, 0xf3, 0xb9,
+    0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51,
 ];
 /// n / 2, rounded down: the largest s of a low-S signature.
 const P256_HALF_N: [u8; 32] = [
-    0x7f, 0xff, 0xff, 0xff, 0x80, 0x00, 0x00, 0x00, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-    0xde, 0x73, 0x7d, 0x56, 0xd3, 0x8b, 0xcf, 0x42, 0x79, 0xdc, 0xe5, 0x61, 0x7e, 0x31, 0x92, 0xa8,
+    0x7f, 0xff, 0xff, 0xff, 0x80, 0x00, 0x00, 0x00, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xde, 0x73, 0x7d, 0x56, 0xd3, 0x8b, 0xcf, 0x42, 0x79, 0xdc,
+    0xe5, 0x61, 0x7e, 0x31, 0x92, 0xa8,
 ];
 
 /// The s half of a JWS ES256 signature (`r || s`, 32 bytes each), or
@@ -157,9 +160,7 @@ pub fn verify(keys: &KeySet, issuer: &str, token: &str) -> Result<Claims, Refusa
     validation.set_issuer(&[issuer]);
     validation.leeway = 0;
     validation.validate_aud = false;
-    jsonwebtoken::decode::<Claims>(token, &key.decoding, &validation)
-        .map(|d| d.claims)
-        .map_err(|_| Refusal::Invalid)
+    jsonwebtoken::decode::<Claims>(token, &key.decoding, &validation).map(|d| d.claims).map_err(|_| Refusal::Invalid)
 }
 
 /// Tokens whose signature has been checked, until they expire.
@@ -215,8 +216,20 @@ mod tests {
 
     fn claims() -> Claims {
         Claims {
-            iss: String::new(), sub: "person".into(), iat: 0, exp: 0, jti: String::new(), email: None, display_name: None,
-            tenant: None, actor: Actor { kind: "human".into() }, amr: vec![], scopes: None, key_id: None, application_id: None, key_rotated_at: None,
+            iss: String::new(),
+            sub: "person".into(),
+            iat: 0,
+            exp: 0,
+            jti: String::new(),
+            email: None,
+            display_name: None,
+            tenant: None,
+            actor: Actor { kind: "human".into() },
+            amr: vec![],
+            scopes: None,
+            key_id: None,
+            application_id: None,
+            key_rotated_at: None,
         }
     }
 

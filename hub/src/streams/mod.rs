@@ -11,7 +11,11 @@
 pub mod quic;
 pub mod sse;
 
-use std::{collections::HashMap, sync::{Arc, Mutex}, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use tokio::sync::watch;
 

@@ -244,9 +244,7 @@ async fn pump(state: AppState, conn: quinn::Connection, cred: command::Robot, ou
                 return;
             }
         }
-        if sent_any
-            && let Err(e) = command::mark_delivered(&state, &cred.asset_id, last).await
-        {
+        if sent_any && let Err(e) = command::mark_delivered(&state, &cred.asset_id, last).await {
             tracing::warn!(error = %e, "marking commands delivered");
         }
         if full {

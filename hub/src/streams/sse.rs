@@ -11,7 +11,10 @@ use std::{convert::Infallible, time::Duration};
 use axum::{
     extract::{Path, State},
     http::HeaderMap,
-    response::{IntoResponse, Response, sse::{Event, KeepAlive, Sse}},
+    response::{
+        IntoResponse, Response,
+        sse::{Event, KeepAlive, Sse},
+    },
 };
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -23,12 +26,7 @@ use crate::{
     validate::path_id,
 };
 
-pub async fn stream(
-    State(state): State<AppState>,
-    RobotBearer(secret): RobotBearer,
-    Path(asset_id): Path<String>,
-    headers: HeaderMap,
-) -> ApiResult<Response> {
+pub async fn stream(State(state): State<AppState>, RobotBearer(secret): RobotBearer, Path(asset_id): Path<String>, headers: HeaderMap) -> ApiResult<Response> {
     let cred = asset::authenticate_robot(&state, &secret).await?;
     let asset_id = path_id(&asset_id)?.to_string();
     if cred.asset_id != asset_id {

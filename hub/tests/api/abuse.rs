@@ -74,13 +74,15 @@ async fn guessing_client_secrets_is_slowed_per_address(app: TestApp) {
     let (_, key) = app.key(t["token"].as_str().unwrap(), "sec", json!(["*"])).await;
     let attacker = client_from("127.0.0.2");
     for i in 1..=21 {
-        let (s, b, _) = post_from(&app, &attacker, "/api/auth/token", json!({ "grant_type": "client_credentials", "client_secret": format!("pk_live_guess{i}") })).await;
+        let (s, b, _) =
+            post_from(&app, &attacker, "/api/auth/token", json!({ "grant_type": "client_credentials", "client_secret": format!("pk_live_guess{i}") })).await;
         assert_error((s, b), 401, "invalid_client");
     }
     let (s, b, _) = post_from(&app, &attacker, "/api/auth/token", json!({ "grant_type": "client_credentials", "client_secret": key["api_key"] })).await;
     assert_error((s, b), 429, "RateLimited");
     // The key's own client, elsewhere, exchanges as before.
-    let (s, b, _) = post_from(&app, &reqwest::Client::new(), "/api/auth/token", json!({ "grant_type": "client_credentials", "client_secret": key["api_key"] })).await;
+    let (s, b, _) =
+        post_from(&app, &reqwest::Client::new(), "/api/auth/token", json!({ "grant_type": "client_credentials", "client_secret": key["api_key"] })).await;
     assert_eq!(s, StatusCode::OK, "{b}");
 }
 db_test!(guessing_client_secrets_is_slowed_per_address);

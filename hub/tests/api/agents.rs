@@ -7,11 +7,17 @@ use serde_json::{Value, json};
 use crate::{db_test, helpers::*};
 
 pub async fn new_agent(app: &TestApp, token: &str, persona: &str, tier: &str, ttl: i64) -> Value {
-    let (s, body) = app.post("/api/agent-runtime/agents", Some(token), json!({
-        "name": "Summariser", "description": "summarises calls", "acting_persona_id": persona, "agent_scope": ["crm.call.read"],
-        "default_ttl_seconds": ttl, "tier": tier, "vector_namespace": "calls", "tool_manifest": ["search", "summarise"],
-        "created_by": "ada",
-    })).await;
+    let (s, body) = app
+        .post(
+            "/api/agent-runtime/agents",
+            Some(token),
+            json!({
+                "name": "Summariser", "description": "summarises calls", "acting_persona_id": persona, "agent_scope": ["crm.call.read"],
+                "default_ttl_seconds": ttl, "tier": tier, "vector_namespace": "calls", "tool_manifest": ["search", "summarise"],
+                "created_by": "ada",
+            }),
+        )
+        .await;
     assert_eq!(s, StatusCode::CREATED, "{body}");
     body["data"].clone()
 }
@@ -23,21 +29,42 @@ async fn agents_are_created_validated_and_listed_for_their_tenant_only(app: Test
     let persona = a["persona_id"].as_str().unwrap();
     let agent = new_agent(&app, ta, persona, "gold", 600).await;
     assert_eq!(agent["tenant_id"], a["tenant_id"]);
-    assert_eq!((agent["status"].clone(), agent["default_ttl_seconds"].clone(), agent["tool_manifest"].clone()), (json!("active"), json!(600), json!(["search", "summarise"])));
-    assert_eq!((agent["agent_scope"].clone(), agent["kill_switch_flag_id"].clone(), agent["created_by"].clone()), (json!(["crm.call.read"]), Value::Null, json!("ada")));
+    assert_eq!(
+        (agent["status"].clone(), agent["default_ttl_seconds"].clone(), agent["tool_manifest"].clone()),
+        (json!("active"), json!(600), json!(["search", "summarise"]))
+    );
+    assert_eq!(
+        (agent["agent_scope"].clone(), agent["kill_switch_flag_id"].clone(), agent["created_by"].clone()),
+        (json!(["crm.call.read"]), Value::Null, json!("ada"))
+    );
     assert!(uuid::Uuid::parse_str(agent["agent_id"].as_str().unwrap()).is_ok());
     new_agent(&app, ta, persona, "silver", 60).await;
 
     let body = assert_error(app.post("/api/agent-runtime/agents", Some(ta), json!({ "name": " " })).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!(["name is required", "acting_persona_id is required", "tier is required", "vector_namespace is required", "created_by is required"]));
+    assert_eq!(
+        body["details"],
+        json!(["name is required", "acting_persona_id is required", "tier is required", "vector_namespace is required", "created_by is required"])
+    );
     let body = assert_error(app.post("/api/agent-runtime/agents", Some(ta), json!({
         "name": "x", "acting_persona_id": "nope", "tier": "t", "vector_namespace": "v", "created_by": "c", "default_ttl_seconds": 0, "tool_manifest": [1],
     })).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!(["acting_persona_id must be a UUID", "tool_manifest must be an array of strings", "default_ttl_seconds must be an integer from 1 to 604800"]));
+    assert_eq!(
+        body["details"],
+        json!(["acting_persona_id must be a UUID", "tool_manifest must be an array of strings", "default_ttl_seconds must be an integer from 1 to 604800"])
+    );
     // Another tenant's persona cannot act for this tenant's agent.
-    let body = assert_error(app.post("/api/agent-runtime/agents", Some(tb), json!({
-        "name": "x", "acting_persona_id": persona, "tier": "t", "vector_namespace": "v", "created_by": "c",
-    })).await, 400, "ValidationError");
+    let body = assert_error(
+        app.post(
+            "/api/agent-runtime/agents",
+            Some(tb),
+            json!({
+                "name": "x", "acting_persona_id": persona, "tier": "t", "vector_namespace": "v", "created_by": "c",
+            }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(body["details"], json!(["acting_persona_id does not name a persona of this tenant"]));
 
     let (s, list) = app.get("/api/agent-runtime/agents", Some(ta)).await;
@@ -92,10 +119,13 @@ async fn runs_carry_deadlines_and_chains_and_their_start_is_audited(app: TestApp
     assert_eq!(s, StatusCode::CREATED, "{child}");
     let child = child["data"].clone();
     assert_eq!(child["parent_run_id"], root["run_id"]);
-    assert_eq!(child["agent_chain"], json!([
-        { "run_id": root["run_id"], "agent_id": root_agent["agent_id"], "persona_id": persona },
-        { "run_id": child["run_id"], "agent_id": child_agent["agent_id"], "persona_id": persona },
-    ]));
+    assert_eq!(
+        child["agent_chain"],
+        json!([
+            { "run_id": root["run_id"], "agent_id": root_agent["agent_id"], "persona_id": persona },
+            { "run_id": child["run_id"], "agent_id": child_agent["agent_id"], "persona_id": persona },
+        ])
+    );
     // The child's own TTL is an hour, but it cannot outlive its parent.
     assert_eq!(child["ttl_deadline"], root["ttl_deadline"]);
 
@@ -103,17 +133,26 @@ async fn runs_carry_deadlines_and_chains_and_their_start_is_audited(app: TestApp
     let (s, e) = app.admin(Method::GET, &format!("/admin/audit/entries/{}", child["audit_entry_id"].as_str().unwrap())).await;
     assert_eq!(s, StatusCode::OK);
     let e = &e["data"];
-    assert_eq!((e["event_type"].clone(), e["retention_class"].clone(), e["tenant_id"].clone()), (json!("agent.run.started.v1"), json!("regulated"), a["tenant_id"].clone()));
+    assert_eq!(
+        (e["event_type"].clone(), e["retention_class"].clone(), e["tenant_id"].clone()),
+        (json!("agent.run.started.v1"), json!("regulated"), a["tenant_id"].clone())
+    );
     assert_eq!(e["actor_chain"], child["agent_chain"]);
     assert_eq!((e["payload"]["run_id"].clone(), e["payload"]["trace_id"].clone()), (child["run_id"].clone(), json!("trace-1")));
     let v = app.verify(ta, 0).await;
     assert_eq!((v["ok"].clone(), v["entries_checked"].clone()), (json!(true), json!(5)), "signup, two agents, two runs: {v}");
 
     let body = assert_error(app.post("/api/agent-runtime/runs", Some(ta), json!({ "agent_id": "x", "actor_kind": "robot" })).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!([
-        "agent_id must be a UUID", "persona_id is required", "trace_id is required", "actor_id is required",
-        "actor_kind must be one of: human, service, agent",
-    ]));
+    assert_eq!(
+        body["details"],
+        json!([
+            "agent_id must be a UUID",
+            "persona_id is required",
+            "trace_id is required",
+            "actor_id is required",
+            "actor_kind must be one of: human, service, agent",
+        ])
+    );
     // Tenant B can neither start A's agent nor hang a run under A's run.
     let b_agent = new_agent(&app, tb, b["persona_id"].as_str().unwrap(), "gold", 60).await;
     let mut foreign = start(&root_agent, None);
@@ -194,9 +233,11 @@ async fn agent_ttls_are_bounded_before_any_deadline_arithmetic(app: TestApp) {
     let a = app.signup("ttl@example.com", "ttl").await;
     let ta = a["token"].as_str().unwrap();
     let persona = a["persona_id"].as_str().unwrap();
-    let agent = |ttl: Value| json!({
-        "name": "n", "acting_persona_id": persona, "tier": "t", "vector_namespace": "v", "created_by": "c", "default_ttl_seconds": ttl,
-    });
+    let agent = |ttl: Value| {
+        json!({
+            "name": "n", "acting_persona_id": persona, "tier": "t", "vector_namespace": "v", "created_by": "c", "default_ttl_seconds": ttl,
+        })
+    };
     for ttl in [json!(10_000_000_000_000i64), json!(1e13), json!(604_801), json!(i64::MAX), json!(-5), json!("3600")] {
         let body = assert_error(app.post("/api/agent-runtime/agents", Some(ta), agent(ttl.clone())).await, 400, "ValidationError");
         assert_eq!(body["details"], json!(["default_ttl_seconds must be an integer from 1 to 604800"]), "{ttl}");
@@ -222,7 +263,11 @@ async fn agent_ttls_are_bounded_before_any_deadline_arithmetic(app: TestApp) {
 
     // Commands bound theirs the same way.
     let (asset, _) = crate::assets::robot(&app, ta, json!({ "display_name": "R" })).await;
-    let body = assert_error(app.post("/api/commands", Some(ta), json!({ "type": "a", "risk_class": "low", "target_asset_id": asset, "ttl_seconds": 1e13 })).await, 400, "ValidationError");
+    let body = assert_error(
+        app.post("/api/commands", Some(ta), json!({ "type": "a", "risk_class": "low", "target_asset_id": asset, "ttl_seconds": 1e13 })).await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(body["details"], json!(["ttl_seconds must be an integer from 1 to 604800"]));
 }
 db_test!(agent_ttls_are_bounded_before_any_deadline_arithmetic);

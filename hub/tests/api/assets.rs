@@ -20,11 +20,15 @@ async fn assets_are_created_with_a_twin_the_agent_reports_into(app: TestApp) {
     let t = app.signup("asset@example.com", "asset").await;
     let token = t["token"].as_str().unwrap();
     let (s, a) = app
-        .post("/api/assets", Some(token), json!({
-            "display_name": "Rover 1", "model": "R-2", "device_uuid": "0190a000-0000-7000-8000-0000000000d1", "bu_id": "bu-9",
-            "components": ["arm", { "component_id": "wheel" }], "tenant_id": t["tenant_id"],
-            "desired_state": { "speed": 2 },
-        }))
+        .post(
+            "/api/assets",
+            Some(token),
+            json!({
+                "display_name": "Rover 1", "model": "R-2", "device_uuid": "0190a000-0000-7000-8000-0000000000d1", "bu_id": "bu-9",
+                "components": ["arm", { "component_id": "wheel" }], "tenant_id": t["tenant_id"],
+                "desired_state": { "speed": 2 },
+            }),
+        )
         .await;
     assert_eq!(s, StatusCode::CREATED, "{a}");
     let asset = &a["data"];
@@ -56,7 +60,11 @@ async fn assets_are_created_with_a_twin_the_agent_reports_into(app: TestApp) {
 
     let body = assert_error(app.post("/api/assets", Some(token), json!({ "components": "arm" })).await, 400, "ValidationError");
     assert_eq!(body["details"], json!(["display_name is required", "components must be an array"]));
-    assert_error(app.post("/api/assets", Some(token), json!({ "display_name": "x", "tenant_id": "0190a000-0000-7000-8000-000000000000" })).await, 403, "TenantMismatch");
+    assert_error(
+        app.post("/api/assets", Some(token), json!({ "display_name": "x", "tenant_id": "0190a000-0000-7000-8000-000000000000" })).await,
+        403,
+        "TenantMismatch",
+    );
 }
 db_test!(assets_are_created_with_a_twin_the_agent_reports_into);
 
@@ -67,42 +75,62 @@ async fn readings_come_back_aggregated_per_bucket(app: TestApp) {
     let token = t["token"].as_str().unwrap();
     let (id, _) = robot(&app, token, json!({ "display_name": "R" })).await;
     let r = |s: &str, v: f64, at: &str| Reading { sensor_id: s.into(), value: v, recorded_at: Some(at.into()) };
-    record_readings(app.state(), &id, &[
-        r("temp", 10.0, "2026-01-01T10:00:01.500Z"),
-        r("temp", 20.0, "2026-01-01T10:00:01.900Z"),
-        r("temp", 30.0, "2026-01-01T10:00:59Z"),
-        r("temp", 40.0, "2026-01-01T10:01:00Z"),
-        r("temp", 50.0, "2026-01-01T11:30:00Z"),
-        r("volt", -1.5, "2026-01-01T10:00:01Z"),
-    ]).await.unwrap();
+    record_readings(
+        app.state(),
+        &id,
+        &[
+            r("temp", 10.0, "2026-01-01T10:00:01.500Z"),
+            r("temp", 20.0, "2026-01-01T10:00:01.900Z"),
+            r("temp", 30.0, "2026-01-01T10:00:59Z"),
+            r("temp", 40.0, "2026-01-01T10:01:00Z"),
+            r("temp", 50.0, "2026-01-01T11:30:00Z"),
+            r("volt", -1.5, "2026-01-01T10:00:01Z"),
+        ],
+    )
+    .await
+    .unwrap();
     let agg = |v: &Value| -> Vec<(String, String, i64, f64, f64, f64)> {
-        v["data"].as_array().unwrap().iter().map(|b| (
-            b["sensor_id"].as_str().unwrap().to_string(), b["bucket_start"].as_str().unwrap().to_string(),
-            b["count"].as_i64().unwrap(), b["min"].as_f64().unwrap(), b["max"].as_f64().unwrap(), b["avg"].as_f64().unwrap(),
-        )).collect()
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| {
+                (
+                    b["sensor_id"].as_str().unwrap().to_string(),
+                    b["bucket_start"].as_str().unwrap().to_string(),
+                    b["count"].as_i64().unwrap(),
+                    b["min"].as_f64().unwrap(),
+                    b["max"].as_f64().unwrap(),
+                    b["avg"].as_f64().unwrap(),
+                )
+            })
+            .collect()
     };
     let path = |b: &str| format!("/api/assets/{id}/readings?bucket={b}");
     let (s, minute) = app.get(&path("minute"), Some(token)).await;
     assert_eq!(s, StatusCode::OK, "{minute}");
-    assert_eq!(agg(&minute), vec![
-        ("temp".into(), "2026-01-01T10:00:00Z".into(), 3, 10.0, 30.0, 20.0),
-        ("temp".into(), "2026-01-01T10:01:00Z".into(), 1, 40.0, 40.0, 40.0),
-        ("temp".into(), "2026-01-01T11:30:00Z".into(), 1, 50.0, 50.0, 50.0),
-        ("volt".into(), "2026-01-01T10:00:00Z".into(), 1, -1.5, -1.5, -1.5),
-    ]);
+    assert_eq!(
+        agg(&minute),
+        vec![
+            ("temp".into(), "2026-01-01T10:00:00Z".into(), 3, 10.0, 30.0, 20.0),
+            ("temp".into(), "2026-01-01T10:01:00Z".into(), 1, 40.0, 40.0, 40.0),
+            ("temp".into(), "2026-01-01T11:30:00Z".into(), 1, 50.0, 50.0, 50.0),
+            ("volt".into(), "2026-01-01T10:00:00Z".into(), 1, -1.5, -1.5, -1.5),
+        ]
+    );
     assert_eq!(minute["data"][0]["bucket"], "minute");
     let (_, second) = app.get(&path("second"), Some(token)).await;
     assert_eq!(agg(&second)[0], ("temp".into(), "2026-01-01T10:00:01Z".into(), 2, 10.0, 20.0, 15.0));
     let (_, hour) = app.get(&path("hour"), Some(token)).await;
-    assert_eq!(agg(&hour)[..2], [
-        ("temp".into(), "2026-01-01T10:00:00Z".into(), 4, 10.0, 40.0, 25.0),
-        ("temp".into(), "2026-01-01T11:00:00Z".into(), 1, 50.0, 50.0, 50.0),
-    ]);
+    assert_eq!(
+        agg(&hour)[..2],
+        [("temp".into(), "2026-01-01T10:00:00Z".into(), 4, 10.0, 40.0, 25.0), ("temp".into(), "2026-01-01T11:00:00Z".into(), 1, 50.0, 50.0, 50.0),]
+    );
     let (_, day) = app.get(&path("day"), Some(token)).await;
-    assert_eq!(agg(&day), vec![
-        ("temp".into(), "2026-01-01T00:00:00Z".into(), 5, 10.0, 50.0, 30.0),
-        ("volt".into(), "2026-01-01T00:00:00Z".into(), 1, -1.5, -1.5, -1.5),
-    ]);
+    assert_eq!(
+        agg(&day),
+        vec![("temp".into(), "2026-01-01T00:00:00Z".into(), 5, 10.0, 50.0, 30.0), ("volt".into(), "2026-01-01T00:00:00Z".into(), 1, -1.5, -1.5, -1.5),]
+    );
     let (_, only) = app.get(&format!("/api/assets/{id}/readings?bucket=day&sensor_id=volt"), Some(token)).await;
     assert_eq!(only["data"].as_array().unwrap().len(), 1);
     let body = assert_error(app.get(&path("week"), Some(token)).await, 400, "ValidationError");
@@ -129,7 +157,11 @@ async fn robot_credentials_are_shown_once_and_stored_hashed(app: TestApp) {
     let stored: Vec<String> = sqlx::query_scalar("SELECT secret_hash FROM asset_credential").fetch_all(&app.state().db.read).await.unwrap();
     assert_eq!(stored.len(), 2);
     assert!(stored.iter().all(|h| h.len() == 64 && h != secret));
-    let body = assert_error(app.post(&format!("/api/assets/{id}/credentials"), Some(token), json!({ "rate_limit_rpm": 0, "expires_at": "2001-01-01T00:00:00Z" })).await, 400, "ValidationError");
+    let body = assert_error(
+        app.post(&format!("/api/assets/{id}/credentials"), Some(token), json!({ "rate_limit_rpm": 0, "expires_at": "2001-01-01T00:00:00Z" })).await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(body["details"], json!(["rate_limit_rpm must be a positive integer", "expires_at must be in the future"]));
 }
 db_test!(robot_credentials_are_shown_once_and_stored_hashed);
@@ -186,7 +218,11 @@ async fn another_tenants_assets_and_commands_are_not_found(app: TestApp) {
             assert_error(app.call(method.clone(), &path, Some(token), body).await, 404, "NotFound");
         }
         // A body reference to another tenant's asset is a bad field, not a leak.
-        let body = assert_error(app.post("/api/commands", Some(token), json!({ "type": "x", "risk_class": "low", "target_asset_id": asset })).await, 400, "ValidationError");
+        let body = assert_error(
+            app.post("/api/commands", Some(token), json!({ "type": "x", "risk_class": "low", "target_asset_id": asset })).await,
+            400,
+            "ValidationError",
+        );
         assert_eq!(body["details"], json!(["target_asset_id does not name an asset of this tenant"]));
     }
     // Identifiers that cannot exist are not found either.

@@ -11,13 +11,7 @@ const ZERO: &str = "000000000000000000000000000000000000000000000000000000000000
 
 impl TestApp {
     pub async fn admin(&self, method: Method, path: &str) -> (StatusCode, Value) {
-        let res = self
-            .client
-            .request(method, format!("{}{}", self.base, path))
-            .header("x-admin-ops-token", "test-ops-token")
-            .send()
-            .await
-            .expect("request");
+        let res = self.client.request(method, format!("{}{}", self.base, path)).header("x-admin-ops-token", "test-ops-token").send().await.expect("request");
         let status = res.status();
         (status, res.json().await.unwrap_or(Value::Null))
     }
@@ -40,38 +34,83 @@ async fn event_types_are_registered_once_listed_with_the_baseline_and_private_to
     let b = app.signup("ev-b@example.com", "ev-b").await;
     let (ta, tb) = (a["token"].as_str().unwrap(), b["token"].as_str().unwrap());
 
-    let (s, r) = app.post("/api/events/types", Some(ta), json!({ "event_type": "shop.order.placed.v1", "retention_class": "operational", "conflict_policy": "lww" })).await;
+    let (s, r) = app
+        .post("/api/events/types", Some(ta), json!({ "event_type": "shop.order.placed.v1", "retention_class": "operational", "conflict_policy": "lww" }))
+        .await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
-    assert_eq!(r["data"], json!({
-        "event_type": "shop.order.placed.v1", "retention_class": "operational", "conflict_policy": "lww",
-        "schema_state": "active", "compaction_policy": "none", "schema_version": 1, "source": "tenant",
-        "created": true, "created_at": r["data"]["created_at"],
-    }));
+    assert_eq!(
+        r["data"],
+        json!({
+            "event_type": "shop.order.placed.v1", "retention_class": "operational", "conflict_policy": "lww",
+            "schema_state": "active", "compaction_policy": "none", "schema_version": 1, "source": "tenant",
+            "created": true, "created_at": r["data"]["created_at"],
+        })
+    );
     // A repeat answers the stored metadata, whatever the new body says.
-    let (s, r) = app.post("/api/events/types", Some(ta), json!({ "event_type": "shop.order.placed.v1", "retention_class": "regulated", "conflict_policy": "crdt", "schema_version": 3 })).await;
+    let (s, r) = app
+        .post(
+            "/api/events/types",
+            Some(ta),
+            json!({ "event_type": "shop.order.placed.v1", "retention_class": "regulated", "conflict_policy": "crdt", "schema_version": 3 }),
+        )
+        .await;
     assert_eq!(s, StatusCode::OK, "{r}");
-    assert_eq!((r["data"]["created"].clone(), r["data"]["retention_class"].clone(), r["data"]["schema_version"].clone()), (json!(false), json!("operational"), json!(1)));
-    let (s, r) = app.post("/api/events/types", Some(ta), json!({
-        "event_type": "shop.order.refunded.v2", "retention_class": "regulated", "conflict_policy": "human-review",
-        "schema_state": "deprecated", "compaction_policy": "snapshot", "schema_version": 2,
-    })).await;
+    assert_eq!(
+        (r["data"]["created"].clone(), r["data"]["retention_class"].clone(), r["data"]["schema_version"].clone()),
+        (json!(false), json!("operational"), json!(1))
+    );
+    let (s, r) = app
+        .post(
+            "/api/events/types",
+            Some(ta),
+            json!({
+                "event_type": "shop.order.refunded.v2", "retention_class": "regulated", "conflict_policy": "human-review",
+                "schema_state": "deprecated", "compaction_policy": "snapshot", "schema_version": 2,
+            }),
+        )
+        .await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
-    assert_eq!((r["data"]["schema_state"].clone(), r["data"]["compaction_policy"].clone(), r["data"]["schema_version"].clone()), (json!("deprecated"), json!("snapshot"), json!(2)));
+    assert_eq!(
+        (r["data"]["schema_state"].clone(), r["data"]["compaction_policy"].clone(), r["data"]["schema_version"].clone()),
+        (json!("deprecated"), json!("snapshot"), json!(2))
+    );
 
-    let body = assert_error(app.post("/api/events/types", Some(ta), json!({ "event_type": "crm.call.logged.v1", "retention_class": "operational", "conflict_policy": "lww" })).await, 400, "ValidationError");
+    let body = assert_error(
+        app.post("/api/events/types", Some(ta), json!({ "event_type": "crm.call.logged.v1", "retention_class": "operational", "conflict_policy": "lww" }))
+            .await,
+        400,
+        "ValidationError",
+    );
     assert!(body["details"][0].as_str().unwrap().contains("platform event type"), "{body}");
     let body = assert_error(app.post("/api/events/types", Some(ta), json!({ "event_type": "shop.order.placed", "retention_class": "forever", "conflict_policy": "lww", "schema_state": "x", "compaction_policy": "y", "schema_version": 0 })).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!([
-        "event_type must be <domain>.<entity>.<verb>.v<N>: lowercase, '-' or '_' inside a segment, at least two segments before the version",
-        "retention_class must be one of: transient, operational, regulated",
-        "schema_state must be one of: active, deprecated, retired",
-        "compaction_policy must be one of: none, snapshot, keep-latest",
-        "schema_version must be an integer of at least 1",
-    ]));
+    assert_eq!(
+        body["details"],
+        json!([
+            "event_type must be <domain>.<entity>.<verb>.v<N>: lowercase, '-' or '_' inside a segment, at least two segments before the version",
+            "retention_class must be one of: transient, operational, regulated",
+            "schema_state must be one of: active, deprecated, retired",
+            "compaction_policy must be one of: none, snapshot, keep-latest",
+            "schema_version must be an integer of at least 1",
+        ])
+    );
     let body = assert_error(app.post("/api/events/types", Some(ta), json!({})).await, 400, "ValidationError");
     assert_eq!(body["details"], json!(["event_type is required", "retention_class is required", "conflict_policy is required"]));
-    assert_error(app.post("/api/events/types", Some(ta), json!({ "event_type": "Shop.Order.placed.v1", "retention_class": "operational", "conflict_policy": "lww" })).await, 400, "ValidationError");
-    assert_error(app.post("/api/events/types", Some(ta), json!({ "tenant_id": b["tenant_id"], "event_type": "shop.x.y.v1", "retention_class": "operational", "conflict_policy": "lww" })).await, 403, "TenantMismatch");
+    assert_error(
+        app.post("/api/events/types", Some(ta), json!({ "event_type": "Shop.Order.placed.v1", "retention_class": "operational", "conflict_policy": "lww" }))
+            .await,
+        400,
+        "ValidationError",
+    );
+    assert_error(
+        app.post(
+            "/api/events/types",
+            Some(ta),
+            json!({ "tenant_id": b["tenant_id"], "event_type": "shop.x.y.v1", "retention_class": "operational", "conflict_policy": "lww" }),
+        )
+        .await,
+        403,
+        "TenantMismatch",
+    );
 
     let (s, list) = app.get("/api/events/types", Some(ta)).await;
     assert_eq!(s, StatusCode::OK);
@@ -93,7 +132,9 @@ async fn event_types_are_registered_once_listed_with_the_baseline_and_private_to
     assert_error(app.get("/api/events/types/shop.order.placed.v1", Some(tb)).await, 404, "NotFound");
     assert_error(app.get("/api/events/types/not-a-type", Some(ta)).await, 404, "NotFound");
     // Tenant B may register the same name for itself.
-    let (s, _) = app.post("/api/events/types", Some(tb), json!({ "event_type": "shop.order.placed.v1", "retention_class": "transient", "conflict_policy": "merge" })).await;
+    let (s, _) = app
+        .post("/api/events/types", Some(tb), json!({ "event_type": "shop.order.placed.v1", "retention_class": "transient", "conflict_policy": "merge" }))
+        .await;
     assert_eq!(s, StatusCode::CREATED);
     let (_, one) = app.get("/api/events/types/shop.order.placed.v1", Some(ta)).await;
     assert_eq!(one["data"]["retention_class"], "operational");
@@ -112,31 +153,65 @@ async fn appends_form_a_chain_per_tenant_and_pool_that_verifies(app: TestApp) {
     assert_eq!(e1["tenant_id"], a["tenant_id"]);
     let hash = e1["entry_hash"].as_str().unwrap();
     assert!(hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)), "{hash}");
-    let (s, e2) = app.post("/api/audit/append", Some(t), json!({
-        "pool_index": 7, "event_type": "crm.call.logged.v1", "payload": { "call": 2 }, "actor_kind": "human",
-        "tenant_id": a["tenant_id"], "retention_class": "regulated",
-    })).await;
+    let (s, e2) = app
+        .post(
+            "/api/audit/append",
+            Some(t),
+            json!({
+                "pool_index": 7, "event_type": "crm.call.logged.v1", "payload": { "call": 2 }, "actor_kind": "human",
+                "tenant_id": a["tenant_id"], "retention_class": "regulated",
+            }),
+        )
+        .await;
     assert_eq!(s, StatusCode::CREATED, "{e2}");
-    assert_eq!((e2["data"]["seq"].clone(), e2["data"]["prev_hash"].clone(), e2["data"]["retention_class"].clone()), (json!(2), e1["entry_hash"].clone(), json!("regulated")));
+    assert_eq!(
+        (e2["data"]["seq"].clone(), e2["data"]["prev_hash"].clone(), e2["data"]["retention_class"].clone()),
+        (json!(2), e1["entry_hash"].clone(), json!("regulated"))
+    );
     // Another pool is another chain, starting at 1.
     let other = app.append(t, 8, "crm.call.logged.v1", json!("a scalar payload")).await;
     assert_eq!((other["seq"].clone(), other["prev_hash"].clone()), (json!(1), json!(ZERO)));
 
     // Refusals write nothing.
-    let body = assert_error(app.post("/api/audit/append", Some(t), json!({ "pool_index": 7, "event_type": "shop.order.unknown.v1", "payload": {} })).await, 400, "ValidationError");
+    let body = assert_error(
+        app.post("/api/audit/append", Some(t), json!({ "pool_index": 7, "event_type": "shop.order.unknown.v1", "payload": {} })).await,
+        400,
+        "ValidationError",
+    );
     assert!(body["details"][0].as_str().unwrap().contains("shop.order.unknown.v1"), "{body}");
     let body = assert_error(app.post("/api/audit/append", Some(t), json!({ "payload": "" })).await, 400, "ValidationError");
     assert_eq!(body["details"], json!(["pool_index is required", "event_type is required", "payload is required"]));
-    let body = assert_error(app.post("/api/audit/append", Some(t), json!({ "pool_index": -1, "event_type": "crm.call.logged.v1", "payload": {}, "retention_class": "forever", "actor_kind": "service" })).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!([
-        "pool_index must be an integer of at least 0",
-        "actor_kind is taken from the credential, which is 'human'",
-        "retention_class must be one of: transient, operational, regulated",
-    ]));
+    let body = assert_error(
+        app.post(
+            "/api/audit/append",
+            Some(t),
+            json!({ "pool_index": -1, "event_type": "crm.call.logged.v1", "payload": {}, "retention_class": "forever", "actor_kind": "service" }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        body["details"],
+        json!([
+            "pool_index must be an integer of at least 0",
+            "actor_kind is taken from the credential, which is 'human'",
+            "retention_class must be one of: transient, operational, regulated",
+        ])
+    );
     let b = app.signup("ch-b@example.com", "ch-b").await;
-    assert_error(app.post("/api/audit/append", Some(t), json!({ "pool_index": 7, "event_type": "crm.call.logged.v1", "payload": {}, "tenant_id": b["tenant_id"] })).await, 403, "TenantMismatch");
+    assert_error(
+        app.post("/api/audit/append", Some(t), json!({ "pool_index": 7, "event_type": "crm.call.logged.v1", "payload": {}, "tenant_id": b["tenant_id"] }))
+            .await,
+        403,
+        "TenantMismatch",
+    );
     // Tenant B cannot append with A's registered type.
-    assert_error(app.post("/api/audit/append", b["token"].as_str(), json!({ "pool_index": 7, "event_type": "shop.order.placed.v1", "payload": {} })).await, 400, "ValidationError");
+    assert_error(
+        app.post("/api/audit/append", b["token"].as_str(), json!({ "pool_index": 7, "event_type": "shop.order.placed.v1", "payload": {} })).await,
+        400,
+        "ValidationError",
+    );
 
     assert_eq!(app.verify(t, 7).await, json!({ "pool_index": 7, "ok": true, "entries_checked": 2, "tenant_id": a["tenant_id"] }));
     assert_eq!(app.verify(t, 8).await["entries_checked"], 1);
@@ -174,7 +249,11 @@ async fn assert_fails(app: &TestApp, tenant: &str, token: &str, seq: i64, reason
     let (s, v) = app.admin(Method::POST, &format!("/admin/audit/verify?tenant_id={tenant}")).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     let d = &v["data"];
-    assert_eq!((d["verified"].clone(), d["pool_index"].clone(), d["failed_seq"].clone(), d["reason"].clone()), (json!(false), json!(1), json!(seq), json!(reason)), "{v}");
+    assert_eq!(
+        (d["verified"].clone(), d["pool_index"].clone(), d["failed_seq"].clone(), d["reason"].clone()),
+        (json!(false), json!(1), json!(seq), json!(reason)),
+        "{v}"
+    );
 }
 
 async fn a_changed_payload_is_named_by_seq_as_wrong_hash(app: TestApp) {
@@ -283,15 +362,24 @@ async fn the_foundations_writes_emit_their_events_in_their_transactions(app: Tes
     let (s, p) = app.post("/api/personas", Some(t), json!({ "kind": "human" })).await;
     assert_eq!(s, StatusCode::CREATED, "{p}");
     let persona = p["data"]["persona_id"].as_str().unwrap();
-    let (s, g) = app.post("/api/role-assignments", Some(t), json!({ "persona_id": persona, "role_template_id": roles["data"]["roles"][0]["role_template_id"] })).await;
+    let (s, g) =
+        app.post("/api/role-assignments", Some(t), json!({ "persona_id": persona, "role_template_id": roles["data"]["roles"][0]["role_template_id"] })).await;
     assert_eq!(s, StatusCode::CREATED, "{g}");
     assert_eq!(app.post(&format!("/api/role-assignments/{}/revoke", g["data"]["assignment_id"].as_str().unwrap()), Some(t), json!({})).await.0, StatusCode::OK);
     assert_eq!(app.post(&format!("/api/personas/{persona}/shred"), Some(t), json!({})).await.0, StatusCode::OK);
-    assert_eq!(admin_pool_events(&app, tenant).await, [
-        "tenant.tenant.created.v1", "identity.api_key.issued.v1", "identity.api_key.rotated.v1", "identity.api_key.revoked.v1",
-        "identity.application.disabled.v1", "identity.role_assignment.granted.v1", "identity.role_assignment.revoked.v1",
-        "identity.persona.shredded.v1",
-    ]);
+    assert_eq!(
+        admin_pool_events(&app, tenant).await,
+        [
+            "tenant.tenant.created.v1",
+            "identity.api_key.issued.v1",
+            "identity.api_key.rotated.v1",
+            "identity.api_key.revoked.v1",
+            "identity.application.disabled.v1",
+            "identity.role_assignment.granted.v1",
+            "identity.role_assignment.revoked.v1",
+            "identity.persona.shredded.v1",
+        ]
+    );
     let v = app.verify(t, 0).await;
     assert_eq!((v["ok"].clone(), v["entries_checked"].clone()), (json!(true), json!(8)), "{v}");
     // The issued key's entry never carries its secret.
@@ -301,7 +389,10 @@ async fn the_foundations_writes_emit_their_events_in_their_transactions(app: Tes
     let (_, full) = app.admin(Method::GET, &format!("/admin/audit/entries/{}", issued["entry_id"].as_str().unwrap())).await;
     assert_eq!(full["data"]["payload"]["key_id"], key_id);
     assert!(!full.to_string().contains(key["api_key"].as_str().unwrap()));
-    assert_eq!((full["data"]["actor_kind"].clone(), full["data"]["actor_id"].clone(), full["data"]["retention_class"].clone()), (json!("human"), a["person_id"].clone(), json!("regulated")));
+    assert_eq!(
+        (full["data"]["actor_kind"].clone(), full["data"]["actor_id"].clone(), full["data"]["retention_class"].clone()),
+        (json!("human"), a["person_id"].clone(), json!("regulated"))
+    );
 }
 db_test!(the_foundations_writes_emit_their_events_in_their_transactions);
 
@@ -323,10 +414,13 @@ async fn operator_routes_list_read_and_verify_entries(app: TestApp) {
     assert_eq!(s, StatusCode::OK, "{list}");
     let data = list["data"].as_array().unwrap();
     assert_eq!(data.len(), 4, "signup's entry and three appends: {list}");
-    assert_eq!(data[0], json!({
-        "entry_id": last["entry_id"], "tenant_id": tenant_a, "pool_index": 2, "actor_kind": "human",
-        "actor_id": a["person_id"], "event_type": "crm.call.missed.v1", "occurred_at": last["occurred_at"], "seq": 3,
-    }));
+    assert_eq!(
+        data[0],
+        json!({
+            "entry_id": last["entry_id"], "tenant_id": tenant_a, "pool_index": 2, "actor_kind": "human",
+            "actor_id": a["person_id"], "event_type": "crm.call.missed.v1", "occurred_at": last["occurred_at"], "seq": 3,
+        })
+    );
     assert!(data.windows(2).all(|w| w[0]["occurred_at"].as_str() >= w[1]["occurred_at"].as_str()), "newest first");
     let (_, all) = app.admin(Method::GET, "/admin/audit/entries").await;
     assert!(all["data"].as_array().unwrap().iter().any(|e| e["tenant_id"] == b["tenant_id"]));
@@ -348,7 +442,10 @@ async fn operator_routes_list_read_and_verify_entries(app: TestApp) {
     let (s, full) = app.admin(Method::GET, &format!("/admin/audit/entries/{}", first["entry_id"].as_str().unwrap())).await;
     assert_eq!(s, StatusCode::OK);
     let d = &full["data"];
-    assert_eq!((d["payload"].clone(), d["prev_hash"].clone(), d["entry_hash"].clone(), d["seq"].clone()), (json!({ "n": 1 }), json!(ZERO), first["entry_hash"].clone(), json!(1)));
+    assert_eq!(
+        (d["payload"].clone(), d["prev_hash"].clone(), d["entry_hash"].clone(), d["seq"].clone()),
+        (json!({ "n": 1 }), json!(ZERO), first["entry_hash"].clone(), json!(1))
+    );
     assert_eq!(d["payload_digest"].as_str().unwrap().len(), 64);
     assert_eq!(app.admin(Method::GET, "/admin/audit/entries/00000000-0000-0000-0000-000000000000").await.0, StatusCode::NOT_FOUND);
     assert_eq!(app.admin(Method::GET, "/admin/audit/entries/not-a-uuid").await.0, StatusCode::NOT_FOUND);
@@ -372,14 +469,31 @@ async fn retention_shreds_expired_payloads_and_the_chain_still_verifies(app: Tes
     let now = chrono::Utc::now();
     let ago = |days: i64| hub::db::format_time(now - chrono::Duration::days(days));
     // Backdated rows: (retention class, age in days, shredded?).
-    let cases = [("operational", 91, true), ("operational", 89, false), ("transient", 8, true), ("transient", 6, false), ("regulated", 400, false), ("regulated", 7 * 366, true)];
+    let cases = [
+        ("operational", 91, true),
+        ("operational", 89, false),
+        ("transient", 8, true),
+        ("transient", 6, false),
+        ("regulated", 400, false),
+        ("regulated", 7 * 366, true),
+    ];
     let mut ids = Vec::new();
     let mut tx = app.state().db.begin().await.unwrap();
     for (class, days, _) in cases {
-        let e = hub::audit::emit(&mut tx, hub::audit::Event {
-            tenant_id: tenant, pool_index: Some(4), event_type: "crm.call.logged.v1", actor_kind: "human", actor_id: "p",
-            actor_chain: None, payload: &json!({ "class": class, "days": days }), retention_class: Some(class), occurred_at: Some(ago(days)),
-        })
+        let e = hub::audit::emit(
+            &mut tx,
+            hub::audit::Event {
+                tenant_id: tenant,
+                pool_index: Some(4),
+                event_type: "crm.call.logged.v1",
+                actor_kind: "human",
+                actor_id: "p",
+                actor_chain: None,
+                payload: &json!({ "class": class, "days": days }),
+                retention_class: Some(class),
+                occurred_at: Some(ago(days)),
+            },
+        )
         .await
         .unwrap();
         ids.push(e.entry_id);

@@ -114,7 +114,10 @@ async fn appends_answered_201_survive_a_sigkill(database_url: Option<String>) {
         let res = client.get(format!("{base}/admin/audit/entries/{entry_id}")).header("x-admin-ops-token", "test-ops-token").send().await.unwrap();
         assert_eq!(res.status(), 200, "answered entry {entry_id} is missing after the crash");
         let e: Value = res.json().await.unwrap();
-        assert_eq!((e["data"]["tenant_id"].as_str().unwrap(), e["data"]["pool_index"].as_i64().unwrap(), e["data"]["seq"].as_i64().unwrap()), (tenant.as_str(), *pool, *seq));
+        assert_eq!(
+            (e["data"]["tenant_id"].as_str().unwrap(), e["data"]["pool_index"].as_i64().unwrap(), e["data"]["seq"].as_i64().unwrap()),
+            (tenant.as_str(), *pool, *seq)
+        );
     }
     for (tenant, token) in &tenants {
         let v: Value = client
@@ -138,7 +141,8 @@ async fn appends_answered_201_survive_a_sigkill(database_url: Option<String>) {
             .await
             .unwrap();
         assert_eq!(res.status(), 201);
-        let v: Value = client.post(format!("{base}/api/audit/verify")).bearer_auth(token).json(&json!({ "pool_index": 0 })).send().await.unwrap().json().await.unwrap();
+        let v: Value =
+            client.post(format!("{base}/api/audit/verify")).bearer_auth(token).json(&json!({ "pool_index": 0 })).send().await.unwrap().json().await.unwrap();
         assert_eq!(v["data"]["ok"], true, "{v}");
     }
     hub.kill().unwrap();

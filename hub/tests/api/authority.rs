@@ -57,7 +57,8 @@ async fn a_keys_synthetic_persona_needs_a_role_grant_for_identity_administration
     assert!(body.get("required_scopes").is_none(), "{body}");
     // The owner grants the owner role to the key's persona.
     let owner_template = owner_role(&app, owner, t["persona_id"].as_str().unwrap()).await;
-    let (s, grant) = app.post("/api/role-assignments", Some(owner), json!({ "persona_id": key["synthetic_persona_id"], "role_template_id": owner_template })).await;
+    let (s, grant) =
+        app.post("/api/role-assignments", Some(owner), json!({ "persona_id": key["synthetic_persona_id"], "role_template_id": owner_template })).await;
     assert_eq!(s, StatusCode::CREATED, "{grant}");
     let (s, p) = app.post("/api/personas", Some(secret), json!({ "kind": "agent" })).await;
     assert_eq!(s, StatusCode::CREATED, "{p}");
@@ -93,7 +94,8 @@ async fn human_authority_follows_grants_at_request_time(app: TestApp) {
     // A tenant template granting application reads, assigned to the member.
     let (s, tpl) = app.post("/api/role-templates", Some(owner), json!({ "name": "reader", "permissions": { "application.*": true } })).await;
     assert_eq!(s, StatusCode::CREATED, "{tpl}");
-    let (s, grant) = app.post("/api/role-assignments", Some(owner), json!({ "persona_id": persona, "role_template_id": tpl["data"]["role_template_id"] })).await;
+    let (s, grant) =
+        app.post("/api/role-assignments", Some(owner), json!({ "persona_id": persona, "role_template_id": tpl["data"]["role_template_id"] })).await;
     assert_eq!(s, StatusCode::CREATED);
     // The same token now passes: authority is not in the token.
     assert_eq!(app.get("/api/applications", Some(&token)).await.0, StatusCode::OK);
@@ -121,14 +123,26 @@ async fn templates_inherit_from_their_parent(app: TestApp) {
     let t = app.signup("inh@example.com", "inh").await;
     let owner = t["token"].as_str().unwrap();
     let (token, persona) = member(&app, owner, &t["tenant_id"], "kid@example.com").await;
-    let (_, parent) = app.post("/api/role-templates", Some(owner), json!({ "name": "base", "permissions": { "me.me.read": true, "application.application.read": true } })).await;
-    let (s, child) = app.post("/api/role-templates", Some(owner), json!({ "name": "child", "parent_role_template_id": parent["data"]["role_template_id"], "permissions": { "persona.persona.read": true } })).await;
+    let (_, parent) = app
+        .post("/api/role-templates", Some(owner), json!({ "name": "base", "permissions": { "me.me.read": true, "application.application.read": true } }))
+        .await;
+    let (s, child) = app
+        .post(
+            "/api/role-templates",
+            Some(owner),
+            json!({ "name": "child", "parent_role_template_id": parent["data"]["role_template_id"], "permissions": { "persona.persona.read": true } }),
+        )
+        .await;
     assert_eq!(s, StatusCode::CREATED, "{child}");
     app.post("/api/role-assignments", Some(owner), json!({ "persona_id": persona, "role_template_id": child["data"]["role_template_id"] })).await;
     let (_, roles) = app.get(&format!("/api/personas/{persona}/roles"), Some(owner)).await;
     assert_eq!(roles["data"]["effective_permissions"], json!(["application.application.read", "me.me.read", "persona.persona.read"]));
     assert_eq!(app.get("/api/applications", Some(&token)).await.0, StatusCode::OK);
-    let body = assert_error(app.post("/api/role-templates", Some(owner), json!({ "name": "bad", "permissions": { "crm": true, "x.y.z": "yes" } })).await, 400, "ValidationError");
+    let body = assert_error(
+        app.post("/api/role-templates", Some(owner), json!({ "name": "bad", "permissions": { "crm": true, "x.y.z": "yes" } })).await,
+        400,
+        "ValidationError",
+    );
     assert!(body["details"][0].as_str().unwrap().contains("crm, x.y.z"), "{body}");
 }
 db_test!(templates_inherit_from_their_parent);

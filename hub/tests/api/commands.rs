@@ -19,10 +19,15 @@ async fn low_risk_commands_are_queued_at_once_and_acks_are_idempotent(app: TestA
     let token = t["token"].as_str().unwrap();
     let (asset, cred) = robot(&app, token, json!({ "display_name": "R", "components": ["arm"] })).await;
     let (other_asset, other_cred) = robot(&app, token, json!({ "display_name": "R2" })).await;
-    let c = command(&app, token, json!({
-        "type": "move", "params": { "x": 1 }, "risk_class": "low", "target_asset_id": asset,
-        "target_component_id": "arm", "tenant_id": t["tenant_id"], "ttl_seconds": 600,
-    })).await;
+    let c = command(
+        &app,
+        token,
+        json!({
+            "type": "move", "params": { "x": 1 }, "risk_class": "low", "target_asset_id": asset,
+            "target_component_id": "arm", "tenant_id": t["tenant_id"], "ttl_seconds": 600,
+        }),
+    )
+    .await;
     assert_eq!(c["status"], "queued");
     assert_eq!(c["seq"], 1);
     assert_eq!(c["type"], "move");
@@ -56,7 +61,13 @@ async fn low_risk_commands_are_queued_at_once_and_acks_are_idempotent(app: TestA
     let (_, seen) = app.get(&format!("/api/commands/{id}"), Some(token)).await;
     assert_eq!(seen["data"], first["data"]);
 
-    let (s, fail) = app.post(&format!("/api/commands/{}/ack", medium["command_id"].as_str().unwrap()), Some(&cred), json!({ "ok": false, "code": "exit_3", "message": "jammed" })).await;
+    let (s, fail) = app
+        .post(
+            &format!("/api/commands/{}/ack", medium["command_id"].as_str().unwrap()),
+            Some(&cred),
+            json!({ "ok": false, "code": "exit_3", "message": "jammed" }),
+        )
+        .await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(fail["data"]["status"], "acknowledged_failed");
     assert_eq!(fail["data"]["ack"], json!({ "ok": false, "code": "exit_3", "message": "jammed", "data": null, "acked_at": fail["data"]["ack"]["acked_at"] }));
@@ -80,14 +91,31 @@ async fn command_requests_are_validated(app: TestApp) {
     let (asset, _) = robot(&app, token, json!({ "display_name": "R", "components": ["arm"] })).await;
     let body = assert_error(app.post("/api/commands", Some(token), json!({ "params": [1] })).await, 400, "ValidationError");
     assert_eq!(body["details"], json!(["type is required", "risk_class is required", "target_asset_id is required", "params must be an object"]));
-    let body = assert_error(app.post("/api/commands", Some(token), json!({ "type": "x", "risk_class": "extreme", "target_asset_id": "nope", "ttl_seconds": 0 })).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!([
-        "risk_class must be one of: low, medium, high, critical", "target_asset_id must be a UUID",
-        "ttl_seconds must be an integer from 1 to 604800",
-    ]));
-    let body = assert_error(app.post("/api/commands", Some(token), json!({ "type": "x", "risk_class": "low", "target_asset_id": asset, "target_component_id": "leg" })).await, 400, "ValidationError");
+    let body = assert_error(
+        app.post("/api/commands", Some(token), json!({ "type": "x", "risk_class": "extreme", "target_asset_id": "nope", "ttl_seconds": 0 })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        body["details"],
+        json!(["risk_class must be one of: low, medium, high, critical", "target_asset_id must be a UUID", "ttl_seconds must be an integer from 1 to 604800",])
+    );
+    let body = assert_error(
+        app.post("/api/commands", Some(token), json!({ "type": "x", "risk_class": "low", "target_asset_id": asset, "target_component_id": "leg" })).await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(body["details"], json!(["target_component_id must be one of the asset's components: arm"]));
-    assert_error(app.post("/api/commands", Some(token), json!({ "type": "x", "risk_class": "low", "target_asset_id": asset, "tenant_id": "0190a000-0000-7000-8000-000000000000" })).await, 403, "TenantMismatch");
+    assert_error(
+        app.post(
+            "/api/commands",
+            Some(token),
+            json!({ "type": "x", "risk_class": "low", "target_asset_id": asset, "tenant_id": "0190a000-0000-7000-8000-000000000000" }),
+        )
+        .await,
+        403,
+        "TenantMismatch",
+    );
 }
 db_test!(command_requests_are_validated);
 
@@ -120,8 +148,11 @@ async fn high_and_critical_commands_wait_for_a_human_with_the_approve_grant(app:
     assert!(body["details"][0].as_str().unwrap().contains("human"), "{body}");
     // A person whose roles lack command.command.approve is refused...
     let (member_token, member_persona) = member(&app, owner, &t["tenant_id"], "m@example.com").await;
-    let (_, tpl) = app.post("/api/role-templates", Some(owner), json!({ "name": "operator", "permissions": { "command.command.write": true, "command.command.read": true } })).await;
-    let (s, _) = app.post("/api/role-assignments", Some(owner), json!({ "persona_id": member_persona, "role_template_id": tpl["data"]["role_template_id"] })).await;
+    let (_, tpl) = app
+        .post("/api/role-templates", Some(owner), json!({ "name": "operator", "permissions": { "command.command.write": true, "command.command.read": true } }))
+        .await;
+    let (s, _) =
+        app.post("/api/role-assignments", Some(owner), json!({ "persona_id": member_persona, "role_template_id": tpl["data"]["role_template_id"] })).await;
     assert_eq!(s, StatusCode::CREATED);
     assert_error(app.post(&decide, Some(&member_token), json!({ "approved": true })).await, 403, "Forbidden");
     // ...until a role grants it.
@@ -150,7 +181,11 @@ async fn high_and_critical_commands_wait_for_a_human_with_the_approve_grant(app:
     assert_error(app.post(&format!("/api/commands/{cid}/ack"), Some(&cred), json!({ "ok": true })).await, 409, "Conflict");
     // Low risk needs no decision.
     let low = command(&app, owner, json!({ "type": "beep", "risk_class": "low", "target_asset_id": asset })).await;
-    let body = assert_error(app.post(&format!("/api/commands/{}/decision", low["command_id"].as_str().unwrap()), Some(owner), json!({ "approved": true })).await, 409, "Conflict");
+    let body = assert_error(
+        app.post(&format!("/api/commands/{}/decision", low["command_id"].as_str().unwrap()), Some(owner), json!({ "approved": true })).await,
+        409,
+        "Conflict",
+    );
     assert_eq!(body["details"], json!(["a low-risk command needs no decision"]));
 }
 db_test!(high_and_critical_commands_wait_for_a_human_with_the_approve_grant);
@@ -168,7 +203,11 @@ async fn an_expired_command_is_never_delivered(app: TestApp) {
         let (_, seen) = app.get(&format!("/api/commands/{}", c["command_id"].as_str().unwrap()), Some(token)).await;
         assert_eq!(seen["data"]["status"], "expired");
     }
-    let body = assert_error(app.post(&format!("/api/commands/{}/decision", waiting["command_id"].as_str().unwrap()), Some(token), json!({ "approved": true })).await, 409, "Conflict");
+    let body = assert_error(
+        app.post(&format!("/api/commands/{}/decision", waiting["command_id"].as_str().unwrap()), Some(token), json!({ "approved": true })).await,
+        409,
+        "Conflict",
+    );
     assert_eq!(body["details"], json!(["the command expired before a decision"]));
     // The sweeper writes the state down within a couple of seconds.
     tokio::time::sleep(Duration::from_millis(1500)).await;

@@ -151,10 +151,13 @@ async fn a_robot_credential_holds_a_bounded_number_of_sse_streams(app: TestApp) 
     let refused = open(cred.clone(), url.clone()).await;
     assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
     let body: serde_json::Value = refused.json().await.unwrap();
-    assert_eq!(body, json!({
-        "success": false, "error": "TooManyStreams",
-        "details": ["at most 2 command streams may be open at once per robot credential"],
-    }));
+    assert_eq!(
+        body,
+        json!({
+            "success": false, "error": "TooManyStreams",
+            "details": ["at most 2 command streams may be open at once per robot credential"],
+        })
+    );
     // Another robot's credential has slots of its own.
     let other = open(other_cred, format!("{}/api/commands/stream/{other_asset}", app.base)).await;
     assert_eq!(other.status(), StatusCode::OK);

@@ -73,11 +73,17 @@ async fn a_key_carries_only_scopes_its_issuer_holds(app: TestApp) {
     let app_id = created["data"]["application_id"].as_str().unwrap();
 
     // The attack: a key with every scope, issued by a person holding three.
-    let body = assert_contained(app.post(&format!("/api/applications/{app_id}/keys"), Some(&t.narrow), json!({ "name": "k", "scopes": ["*"] })).await, json!(["*"]));
+    let body =
+        assert_contained(app.post(&format!("/api/applications/{app_id}/keys"), Some(&t.narrow), json!({ "name": "k", "scopes": ["*"] })).await, json!(["*"]));
     assert_eq!(body["granted_scopes"], json!(["api-key.api-key.write", "application.application.read", "application.application.write"]));
     // A wildcard wider than what is held, mixed with a held scope: only the wider one is named.
     assert_contained(
-        app.post(&format!("/api/applications/{app_id}/keys"), Some(&t.narrow), json!({ "name": "k", "scopes": ["application.application.read", "application.*"] })).await,
+        app.post(
+            &format!("/api/applications/{app_id}/keys"),
+            Some(&t.narrow),
+            json!({ "name": "k", "scopes": ["application.application.read", "application.*"] }),
+        )
+        .await,
         json!(["application.*"]),
     );
     assert_contained(
@@ -85,9 +91,11 @@ async fn a_key_carries_only_scopes_its_issuer_holds(app: TestApp) {
         json!(["command.command.write"]),
     );
     // Within what is held: issued.
-    let (s, key) = app.post(&format!("/api/applications/{app_id}/keys"), Some(&t.narrow), json!({ "name": "k", "scopes": ["application.application.read"] })).await;
+    let (s, key) =
+        app.post(&format!("/api/applications/{app_id}/keys"), Some(&t.narrow), json!({ "name": "k", "scopes": ["application.application.read"] })).await;
     assert_eq!(s, StatusCode::CREATED, "{key}");
-    let (s, other) = app.post("/api/api-keys", Some(&t.narrow), json!({ "tenant_id": t.tenant_id, "name": "k", "scopes": ["application.application.write"] })).await;
+    let (s, other) =
+        app.post("/api/api-keys", Some(&t.narrow), json!({ "tenant_id": t.tenant_id, "name": "k", "scopes": ["application.application.write"] })).await;
     assert_eq!(s, StatusCode::CREATED, "{other}");
 
     // Rotating is issuing again: the owner's all-scope key cannot be
@@ -105,10 +113,7 @@ async fn a_persona_cannot_be_created_with_a_role_beyond_the_creators(app: TestAp
     let t = tenant_with_narrow_person(&app, "pers", json!({ "persona.persona.write": true, "persona.persona.read": true })).await;
     // The attack: a second persona under one's own membership with the
     // owner template as its primary role.
-    assert_contained(
-        app.post("/api/personas", Some(&t.narrow), json!({ "kind": "human", "primary_role_template_id": t.owner_template })).await,
-        json!(["*"]),
-    );
+    assert_contained(app.post("/api/personas", Some(&t.narrow), json!({ "kind": "human", "primary_role_template_id": t.owner_template })).await, json!(["*"]));
     // A persona with the role the creator holds, or with none, is fine.
     let (s, p) = app.post("/api/personas", Some(&t.narrow), json!({ "kind": "agent", "primary_role_template_id": t.narrow_template })).await;
     assert_eq!(s, StatusCode::CREATED, "{p}");
@@ -118,7 +123,8 @@ async fn a_persona_cannot_be_created_with_a_role_beyond_the_creators(app: TestAp
     // no persona of the membership carries the owner's role.
     let (s, _) = app.post(&format!("/api/personas/{}/shred", t.narrow_persona), Some(&t.narrow), json!({})).await;
     assert_eq!(s, StatusCode::OK);
-    let (s, login) = app.post("/api/auth/login", None, json!({ "email": "narrow@pers.example.com", "password": "narrow password", "tenant_id": t.tenant_id })).await;
+    let (s, login) =
+        app.post("/api/auth/login", None, json!({ "email": "narrow@pers.example.com", "password": "narrow password", "tenant_id": t.tenant_id })).await;
     assert_eq!(s, StatusCode::OK, "{login}");
     let token = login["data"]["token"].as_str().unwrap();
     let persona = claims(token)["primary_persona_id"].as_str().unwrap().to_string();
@@ -144,7 +150,8 @@ async fn a_role_beyond_the_granters_cannot_be_assigned(app: TestApp) {
     // A key's synthetic persona with the owner role is still bounded by
     // the key's scopes.
     let (_, key) = app.key(&t.owner, "asg", json!(["role-assignment.*", "persona.persona.read"])).await;
-    let (s, _) = app.post("/api/role-assignments", Some(&t.owner), json!({ "persona_id": key["synthetic_persona_id"], "role_template_id": t.owner_template })).await;
+    let (s, _) =
+        app.post("/api/role-assignments", Some(&t.owner), json!({ "persona_id": key["synthetic_persona_id"], "role_template_id": t.owner_template })).await;
     assert_eq!(s, StatusCode::CREATED);
     let body = assert_contained(
         app.post("/api/role-assignments", key["api_key"].as_str(), json!({ "persona_id": t.narrow_persona, "role_template_id": t.owner_template })).await,
@@ -159,10 +166,7 @@ async fn a_membership_cannot_carry_a_role_beyond_the_admitters(app: TestApp) {
     let (_, reg) = app.post("/api/auth/register", None, json!({ "email": "eve@mem.example.com", "password": "eve password", "display_name": "E" })).await;
     let eve = reg["data"]["person_id"].clone();
     // The attack: admitting an accomplice account as owner.
-    assert_contained(
-        app.post("/api/memberships", Some(&t.narrow), json!({ "person_id": eve, "role_template_id": t.owner_template })).await,
-        json!(["*"]),
-    );
+    assert_contained(app.post("/api/memberships", Some(&t.narrow), json!({ "person_id": eve, "role_template_id": t.owner_template })).await, json!(["*"]));
     let (s, login) = app.post("/api/auth/login", None, json!({ "email": "eve@mem.example.com", "password": "eve password", "tenant_id": t.tenant_id })).await;
     assert_error((s, login), 403, "NoMembership");
     // As a plain member (the default template grants nothing) it works.
@@ -186,7 +190,11 @@ async fn a_template_cannot_define_more_than_its_author_holds(app: TestApp) {
     assert_eq!(effective(&app, &t.owner, &t.narrow_persona).await, json!(["persona.persona.read", "role-template.role-template.write"]));
     // Within what the author holds: created, also as a child of a held template.
     let (s, tpl) = app
-        .post("/api/role-templates", Some(&t.narrow), json!({ "name": "reader", "permissions": { "persona.persona.read": true, "persona.persona.write": false } }))
+        .post(
+            "/api/role-templates",
+            Some(&t.narrow),
+            json!({ "name": "reader", "permissions": { "persona.persona.read": true, "persona.persona.write": false } }),
+        )
         .await;
     assert_eq!(s, StatusCode::CREATED, "{tpl}");
     let (s, tpl) = app.post("/api/role-templates", Some(&t.narrow), json!({ "name": "child", "parent_role_template_id": t.narrow_template })).await;

@@ -108,7 +108,8 @@ async fn a_test_applications_keys_never_reach_live_data(app: TestApp) {
     // The owner still manages the key: a role for its persona, rotation, revocation.
     let (_, roles) = app.get(&format!("/api/personas/{}/roles", t["persona_id"].as_str().unwrap()), Some(owner)).await;
     let owner_template = roles["data"]["roles"][0]["role_template_id"].clone();
-    let (s, grant) = app.post("/api/role-assignments", Some(owner), json!({ "persona_id": key["synthetic_persona_id"], "role_template_id": owner_template })).await;
+    let (s, grant) =
+        app.post("/api/role-assignments", Some(owner), json!({ "persona_id": key["synthetic_persona_id"], "role_template_id": owner_template })).await;
     assert_eq!(s, StatusCode::CREATED, "{grant}");
     let (s, persona) = app.post("/api/personas", Some(secret), json!({ "kind": "agent" })).await;
     assert_eq!(s, StatusCode::CREATED, "{persona}");

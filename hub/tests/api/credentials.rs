@@ -16,12 +16,19 @@ async fn applications_and_keys_are_issued_and_listed_without_secrets(app: TestAp
     assert_eq!(a["data"]["slug"], "billing");
     let id = a["data"]["application_id"].as_str().unwrap();
     assert_error(app.post("/api/applications", Some(token), json!({ "name": "B", "slug": "billing", "environment": "live" })).await, 409, "Conflict");
-    let body = assert_error(app.post("/api/applications", Some(token), json!({ "name": "B", "slug": "x", "environment": "prod" })).await, 400, "ValidationError");
+    let body =
+        assert_error(app.post("/api/applications", Some(token), json!({ "name": "B", "slug": "x", "environment": "prod" })).await, 400, "ValidationError");
     assert_eq!(body["details"], json!(["environment must be one of: live, test"]));
 
-    let (s, k) = app.post(&format!("/api/applications/{id}/keys"), Some(token), json!({
-        "name": "server", "scopes": ["crm.contact.read", "sla.*"], "rate_limit_rpm": 100, "expires_at": "2999-01-01T00:00:00Z",
-    })).await;
+    let (s, k) = app
+        .post(
+            &format!("/api/applications/{id}/keys"),
+            Some(token),
+            json!({
+                "name": "server", "scopes": ["crm.contact.read", "sla.*"], "rate_limit_rpm": 100, "expires_at": "2999-01-01T00:00:00Z",
+            }),
+        )
+        .await;
     assert_eq!(s, StatusCode::CREATED, "{k}");
     let key = &k["data"];
     let secret = key["api_key"].as_str().unwrap();
@@ -58,14 +65,19 @@ async fn key_requests_are_validated(app: TestApp) {
     let token = t["token"].as_str().unwrap();
     let (id, _) = app.key(token, "kv", json!(["*"])).await;
     let path = format!("/api/applications/{id}/keys");
-    let body = assert_error(app.post(&path, Some(token), json!({ "name": "k", "scopes": ["crm", "crm:read", "crm.contact.read", 5] })).await, 400, "ValidationError");
+    let body =
+        assert_error(app.post(&path, Some(token), json!({ "name": "k", "scopes": ["crm", "crm:read", "crm.contact.read", 5] })).await, 400, "ValidationError");
     let detail = body["details"][0].as_str().unwrap();
     assert!(detail.contains("crm, crm:read, 5"), "{detail}");
     let body = assert_error(app.post(&path, Some(token), json!({ "name": "k", "scopes": [] })).await, 400, "ValidationError");
     assert_eq!(body["details"], json!(["scopes must be a non-empty array of strings"]));
     let body = assert_error(app.post(&path, Some(token), json!({})).await, 400, "ValidationError");
     assert_eq!(body["details"], json!(["name is required", "scopes is required"]));
-    let body = assert_error(app.post(&path, Some(token), json!({ "name": "k", "scopes": ["*"], "rate_limit_rpm": 0, "expires_at": "2001-01-01T00:00:00Z" })).await, 400, "ValidationError");
+    let body = assert_error(
+        app.post(&path, Some(token), json!({ "name": "k", "scopes": ["*"], "rate_limit_rpm": 0, "expires_at": "2001-01-01T00:00:00Z" })).await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(body["details"], json!(["rate_limit_rpm must be a positive integer", "expires_at must be in the future"]));
 }
 db_test!(key_requests_are_validated);

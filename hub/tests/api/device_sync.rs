@@ -7,40 +7,65 @@ use serde_json::{Value, json};
 use crate::{db_test, helpers::*};
 
 async fn register_type(app: &TestApp, token: &str, name: &str, policy: &str) {
-    let (s, body) = app.post("/api/events/types", Some(token), json!({ "event_type": name, "retention_class": "operational", "conflict_policy": policy })).await;
+    let (s, body) =
+        app.post("/api/events/types", Some(token), json!({ "event_type": name, "retention_class": "operational", "conflict_policy": policy })).await;
     assert_eq!(s, StatusCode::CREATED, "{body}");
 }
 
 async fn resolve_applies_the_registered_policy(app: TestApp) {
     let t = app.signup("rs@example.com", "rs").await;
     let token = t["token"].as_str().unwrap();
-    let body = assert_error(app.post("/api/hdk/sync/resolve", Some(token), json!({ "event_type": "field.note.saved.v1", "input_a": 1, "input_b": 2 })).await, 400, "ValidationError");
+    let body = assert_error(
+        app.post("/api/hdk/sync/resolve", Some(token), json!({ "event_type": "field.note.saved.v1", "input_a": 1, "input_b": 2 })).await,
+        400,
+        "ValidationError",
+    );
     assert!(body["details"][0].as_str().unwrap().contains("not registered"));
     register_type(&app, token, "field.note.saved.v1", "lww").await;
     register_type(&app, token, "field.form.saved.v1", "merge").await;
     register_type(&app, token, "field.consent.given.v1", "human-review").await;
-    let (s, r) = app.post("/api/hdk/sync/resolve", Some(token), json!({
-        "event_type": "field.note.saved.v1",
-        "input_a": { "timestamp": "2026-01-01T00:00:00Z", "text": "old" },
-        "input_b": { "timestamp": "2026-01-02T00:00:00Z", "text": "new" },
-        "batch_id": "b-1",
-    })).await;
+    let (s, r) = app
+        .post(
+            "/api/hdk/sync/resolve",
+            Some(token),
+            json!({
+                "event_type": "field.note.saved.v1",
+                "input_a": { "timestamp": "2026-01-01T00:00:00Z", "text": "old" },
+                "input_b": { "timestamp": "2026-01-02T00:00:00Z", "text": "new" },
+                "batch_id": "b-1",
+            }),
+        )
+        .await;
     assert_eq!(s, StatusCode::OK, "{r}");
     assert_eq!(r["data"]["policy"], "lww");
     assert_eq!(r["data"]["status"], "resolved");
     assert_eq!(r["data"]["result"]["text"], "new");
     assert_eq!(r["data"]["batch_id"], "b-1");
-    let (_, r) = app.post("/api/hdk/sync/resolve", Some(token), json!({ "event_type": "field.form.saved.v1", "input_a": { "a": 1, "x": 1 }, "input_b": { "b": 2, "x": 2 } })).await;
+    let (_, r) = app
+        .post(
+            "/api/hdk/sync/resolve",
+            Some(token),
+            json!({ "event_type": "field.form.saved.v1", "input_a": { "a": 1, "x": 1 }, "input_b": { "b": 2, "x": 2 } }),
+        )
+        .await;
     assert_eq!(r["data"]["result"]["a"], 1);
     assert_eq!(r["data"]["result"]["b"], 2);
     assert_eq!(r["data"]["conflicts"][0]["field"], "/x");
     let (_, r) = app.post("/api/hdk/sync/resolve", Some(token), json!({ "event_type": "field.consent.given.v1", "input_a": "yes", "input_b": "no" })).await;
     assert_eq!(r["data"]["status"], "pending_review");
-    let body = assert_error(app.post("/api/hdk/sync/resolve", Some(token), json!({ "event_type": "field.note.saved.v1", "input_a": null, "audit_entry_id": "x" })).await, 400, "ValidationError");
+    let body = assert_error(
+        app.post("/api/hdk/sync/resolve", Some(token), json!({ "event_type": "field.note.saved.v1", "input_a": null, "audit_entry_id": "x" })).await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(body["details"], json!(["input_a is required", "input_b is required", "audit_entry_id must be a UUID"]));
     // Another tenant has not registered the type.
     let other = app.signup("rs2@example.com", "rs2").await;
-    assert_error(app.post("/api/hdk/sync/resolve", other["token"].as_str(), json!({ "event_type": "field.note.saved.v1", "input_a": 1, "input_b": 2 })).await, 400, "ValidationError");
+    assert_error(
+        app.post("/api/hdk/sync/resolve", other["token"].as_str(), json!({ "event_type": "field.note.saved.v1", "input_a": 1, "input_b": 2 })).await,
+        400,
+        "ValidationError",
+    );
 }
 db_test!(resolve_applies_the_registered_policy);
 
@@ -60,7 +85,13 @@ async fn batches_store_each_event_once_per_tenant(app: TestApp) {
     assert_eq!(ack["data"]["accepted"], json!([]));
     // The same keys from another tenant are that tenant's own events.
     let other = app.signup("sb2@example.com", "sb2").await;
-    let (_, ack) = app.post("/api/hdk/sync/batches", other["token"].as_str(), json!({ "batch_id": "x", "device_uuid": device, "events": [event("a", "field.visit.logged.v1")] })).await;
+    let (_, ack) = app
+        .post(
+            "/api/hdk/sync/batches",
+            other["token"].as_str(),
+            json!({ "batch_id": "x", "device_uuid": device, "events": [event("a", "field.visit.logged.v1")] }),
+        )
+        .await;
     assert_eq!(ack["data"]["rejected"].as_array().unwrap().len(), 1, "the other tenant has not registered the type");
     let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hdk_sync_event").fetch_one(&app.state().db.read).await.unwrap();
     assert_eq!(n, 2);

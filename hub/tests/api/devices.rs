@@ -11,7 +11,13 @@ fn device_id() -> String {
 }
 
 async fn register(app: &TestApp, token: &str, device: &str) -> Value {
-    let (s, body) = app.post("/api/devices", Some(token), json!({ "device_uuid": device, "platform": "ios", "os_version": "18.1", "app_version": "1.0", "device_key_ref": "se-key-1" })).await;
+    let (s, body) = app
+        .post(
+            "/api/devices",
+            Some(token),
+            json!({ "device_uuid": device, "platform": "ios", "os_version": "18.1", "app_version": "1.0", "device_key_ref": "se-key-1" }),
+        )
+        .await;
     assert_eq!(s, StatusCode::CREATED, "{body}");
     body["data"].clone()
 }
@@ -84,7 +90,8 @@ async fn attestations_are_verified_by_the_hub(app: TestApp) {
     assert_eq!(a["data"]["verified"], false);
     assert_eq!(a["data"]["failure_reason"], "the challenge has already been used");
     // A challenge the hub never issued.
-    let (_, a) = app.post(&path, Some(token), json!({ "method": "secure-enclave", "signature_envelope": envelope(&key, "secure-enclave", &id, "made-up") })).await;
+    let (_, a) =
+        app.post(&path, Some(token), json!({ "method": "secure-enclave", "signature_envelope": envelope(&key, "secure-enclave", &id, "made-up") })).await;
     assert_eq!(a["data"]["verified"], false);
     // A tampered envelope does not verify.
     let c = challenge(&app, token, &id).await;
@@ -95,12 +102,14 @@ async fn attestations_are_verified_by_the_hub(app: TestApp) {
     // Another key than the one pinned at the first verified attestation.
     let c = challenge(&app, token, &id).await;
     let intruder = device_core::attestation::SoftwareKey::generate();
-    let (_, a) = app.post(&path, Some(token), json!({ "method": "secure-enclave", "signature_envelope": envelope(&intruder, "secure-enclave", &id, &c) })).await;
+    let (_, a) =
+        app.post(&path, Some(token), json!({ "method": "secure-enclave", "signature_envelope": envelope(&intruder, "secure-enclave", &id, &c) })).await;
     assert_eq!(a["data"]["verified"], false);
     assert_eq!(a["data"]["failure_reason"], "the envelope is signed by a key other than the device's attested key");
     // As JSON text, the envelope works too.
     let c = challenge(&app, token, &id).await;
-    let (_, a) = app.post(&path, Some(token), json!({ "method": "secure-enclave", "signature_envelope": envelope(&key, "secure-enclave", &id, &c).to_string() })).await;
+    let (_, a) =
+        app.post(&path, Some(token), json!({ "method": "secure-enclave", "signature_envelope": envelope(&key, "secure-enclave", &id, &c).to_string() })).await;
     assert_eq!(a["data"]["verified"], true);
     let body = assert_error(app.post(&path, Some(token), json!({ "method": "fingerprint" })).await, 400, "ValidationError");
     assert_eq!(body["details"].as_array().unwrap().len(), 2);
@@ -110,7 +119,10 @@ async fn attestations_are_verified_by_the_hub(app: TestApp) {
         { "event_type": "shop.order.placed.v1", "payload": {}, "idempotency_key": "new2" },
     ] });
     let body = assert_error(app.post("/api/hdk/diagnostic/outbox", Some(token), unknown).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!(["rows[1].event_type shop.order.placed.v1 is neither a platform event type nor one of the tenant's (register it with POST /api/events/types)"]));
+    assert_eq!(
+        body["details"],
+        json!(["rows[1].event_type shop.order.placed.v1 is neither a platform event type nor one of the tenant's (register it with POST /api/events/types)"])
+    );
     let (_, got) = app.get(&format!("/api/devices/{id}"), Some(token)).await;
     assert_eq!(got["data"]["attested"], true);
 }
@@ -159,13 +171,19 @@ async fn crashes_and_health_are_recorded_per_device(app: TestApp) {
     assert_eq!(s, StatusCode::OK);
     assert_eq!(one["data"]["stack_envelope"], "c3RhY2s=");
     assert_error(app.post("/api/diagnostic/crash", Some(token), json!({ "device_uuid": device_id(), "stack_envelope": "x" })).await, 400, "ValidationError");
-    assert_error(app.post("/api/diagnostic/crash", Some(token), json!({ "device_uuid": id, "stack_envelope": "x", "tenant_id": device_id() })).await, 403, "TenantMismatch");
+    assert_error(
+        app.post("/api/diagnostic/crash", Some(token), json!({ "device_uuid": id, "stack_envelope": "x", "tenant_id": device_id() })).await,
+        403,
+        "TenantMismatch",
+    );
 
     // Health: the public read says only the latest status.
     let (_, h) = app.get(&format!("/api/diagnostic/health?device_uuid={id}"), None).await;
     assert_eq!(h["data"]["status"], "unknown");
     for (status, at) in [("ok", "2026-01-01T00:00:00Z"), ("degraded", "2026-01-02T00:00:00Z")] {
-        let (s, _) = app.post("/api/diagnostic/snapshots", Some(token), json!({ "device_uuid": id, "status": status, "metrics": { "battery_pct": 12 }, "taken_at": at })).await;
+        let (s, _) = app
+            .post("/api/diagnostic/snapshots", Some(token), json!({ "device_uuid": id, "status": status, "metrics": { "battery_pct": 12 }, "taken_at": at }))
+            .await;
         assert_eq!(s, StatusCode::CREATED);
     }
     let (s, h) = app.get(&format!("/api/diagnostic/health?device_uuid={id}"), Some("garbage")).await;
@@ -177,13 +195,18 @@ db_test!(crashes_and_health_are_recorded_per_device);
 async fn the_hdk_outbox_drains_oldest_first_exactly_once(app: TestApp) {
     let t = app.signup("ob@example.com", "ob").await;
     let token = t["token"].as_str().unwrap();
-    let rows: Vec<Value> = (0..5).map(|i| json!({ "event_type": "diagnostic.health.reported.v1", "payload": { "i": i }, "idempotency_key": format!("k{i}") })).collect();
+    let rows: Vec<Value> =
+        (0..5).map(|i| json!({ "event_type": "diagnostic.health.reported.v1", "payload": { "i": i }, "idempotency_key": format!("k{i}") })).collect();
     let (s, pushed) = app.post("/api/hdk/diagnostic/outbox", Some(token), json!({ "rows": rows })).await;
     assert_eq!(s, StatusCode::CREATED, "{pushed}");
     assert_eq!(pushed["data"]["accepted"].as_array().unwrap().len(), 5);
     let (_, again) = app.post("/api/hdk/diagnostic/outbox", Some(token), json!({ "rows": [rows[0]] })).await;
     assert_eq!(again["data"]["duplicates"], json!(["k0"]));
-    let body = assert_error(app.post("/api/hdk/diagnostic/outbox", Some(token), json!({ "rows": [{ "event_type": "bad", "payload": {} }] })).await, 400, "ValidationError");
+    let body = assert_error(
+        app.post("/api/hdk/diagnostic/outbox", Some(token), json!({ "rows": [{ "event_type": "bad", "payload": {} }] })).await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(body["details"].as_array().unwrap().len(), 2);
 
     let (s, d) = app.post("/api/hdk/diagnostic/drain", Some(token), json!({ "limit": 2 })).await;
@@ -211,12 +234,22 @@ async fn identity_claims_permissions_measurements_and_watermarks(app: TestApp) {
     let (s, c) = app.post("/api/hdk/idp/claims", Some(token), json!({ "device_uuid": id, "person_id": t["person_id"] })).await;
     assert_eq!(s, StatusCode::CREATED, "{c}");
     assert_eq!((c["data"]["has_pin"].clone(), c["data"]["has_biometric_template"].clone()), (json!(false), json!(false)));
-    let (s, c) = app.post("/api/hdk/idp/claims", Some(token), json!({ "device_uuid": id, "person_id": t["person_id"], "pin_envelope": "cGlu", "biometric_template_envelope": "YmlvbWV0cmlj" })).await;
+    let (s, c) = app
+        .post(
+            "/api/hdk/idp/claims",
+            Some(token),
+            json!({ "device_uuid": id, "person_id": t["person_id"], "pin_envelope": "cGlu", "biometric_template_envelope": "YmlvbWV0cmlj" }),
+        )
+        .await;
     assert_eq!(s, StatusCode::OK, "an upsert of an existing claim");
     assert_eq!(c["data"]["has_pin"], true);
     let sealed: Vec<u8> = sqlx::query_scalar("SELECT pin_envelope FROM hdk_idp_claim").fetch_one(&app.state().db.read).await.unwrap();
     assert!(!sealed.windows(3).any(|w| w == b"pin"), "sealed at rest");
-    assert_error(app.post("/api/hdk/idp/claims", Some(token), json!({ "device_uuid": id, "person_id": t["person_id"], "pin_envelope": "not base64!" })).await, 400, "ValidationError");
+    assert_error(
+        app.post("/api/hdk/idp/claims", Some(token), json!({ "device_uuid": id, "person_id": t["person_id"], "pin_envelope": "not base64!" })).await,
+        400,
+        "ValidationError",
+    );
     let (s, got) = app.get(&format!("/api/hdk/idp/claims?device_uuid={id}"), Some(token)).await;
     assert_eq!(s, StatusCode::OK);
     assert!(!got.to_string().contains("cGlu"));
@@ -225,7 +258,13 @@ async fn identity_claims_permissions_measurements_and_watermarks(app: TestApp) {
 
     // Permission snapshots: newest by taken_at, whatever the arrival order.
     for (set, at) in [(json!({ "camera": "granted" }), "2026-03-01T00:00:00Z"), (json!({ "camera": "denied" }), "2026-01-01T00:00:00Z")] {
-        let (s, _) = app.post("/api/hdk/permissions/snapshots", Some(token), json!({ "device_uuid": id, "persona_id": t["persona_id"], "permission_set": set, "taken_at": at })).await;
+        let (s, _) = app
+            .post(
+                "/api/hdk/permissions/snapshots",
+                Some(token),
+                json!({ "device_uuid": id, "persona_id": t["persona_id"], "permission_set": set, "taken_at": at }),
+            )
+            .await;
         assert_eq!(s, StatusCode::CREATED);
     }
     let (s, latest) = app.get(&format!("/api/hdk/permissions/snapshots/latest?device_uuid={id}"), Some(token)).await;
@@ -246,7 +285,8 @@ async fn identity_claims_permissions_measurements_and_watermarks(app: TestApp) {
     assert_error(app.get("/api/hdk/watermark/applications", Some(token)).await, 400, "ValidationError");
     let (_, empty) = app.get("/api/hdk/watermark/applications?variant_id=v", Some(token)).await;
     assert_eq!(empty["data"], json!([]));
-    let (s, _) = app.post("/api/hdk/watermark/applications", Some(token), json!({ "variant_id": "v", "watermark_kind": "visible", "payload": { "text": "(c)" } })).await;
+    let (s, _) =
+        app.post("/api/hdk/watermark/applications", Some(token), json!({ "variant_id": "v", "watermark_kind": "visible", "payload": { "text": "(c)" } })).await;
     assert_eq!(s, StatusCode::CREATED);
     let (_, list) = app.get("/api/hdk/watermark/applications?variant_id=v", Some(token)).await;
     assert_eq!(list["data"][0]["payload"], json!({ "text": "(c)" }));
@@ -291,14 +331,28 @@ async fn device_routes_are_isolated_and_scoped(app: TestApp) {
     app.post("/api/hdk/permissions/snapshots", Some(a_token), json!({ "device_uuid": id, "permission_set": {} })).await;
     app.post("/api/hdk/measure/measurements", Some(a_token), json!({ "capture_id": "a-cap", "kind": "k", "value": 1, "unit": "u" })).await;
     app.post("/api/hdk/watermark/applications", Some(a_token), json!({ "variant_id": "a-var", "watermark_kind": "visible" })).await;
-    app.post("/api/hdk/diagnostic/outbox", Some(a_token), json!({ "rows": [{ "event_type": "diagnostic.health.reported.v1", "payload": {}, "idempotency_key": "a" }] })).await;
+    app.post(
+        "/api/hdk/diagnostic/outbox",
+        Some(a_token),
+        json!({ "rows": [{ "event_type": "diagnostic.health.reported.v1", "payload": {}, "idempotency_key": "a" }] }),
+    )
+    .await;
     let b_token = b["token"].as_str();
-    for path in [format!("/api/devices/{id}"), format!("/api/devices/{id}/persons"), format!("/api/diagnostic/crash/{}", crash["data"]["id"].as_str().unwrap()),
-                 format!("/api/hdk/idp/claims?device_uuid={id}"), format!("/api/hdk/permissions/snapshots/latest?device_uuid={id}")] {
+    for path in [
+        format!("/api/devices/{id}"),
+        format!("/api/devices/{id}/persons"),
+        format!("/api/diagnostic/crash/{}", crash["data"]["id"].as_str().unwrap()),
+        format!("/api/hdk/idp/claims?device_uuid={id}"),
+        format!("/api/hdk/permissions/snapshots/latest?device_uuid={id}"),
+    ] {
         assert_error(app.get(&path, b_token).await, 404, "NotFound");
     }
-    for (path, body) in [(format!("/api/devices/{id}/revoke"), json!({ "reason": "stolen" })), (format!("/api/devices/{id}/link-person"), json!({ "person_id": b["person_id"] })),
-                         (format!("/api/devices/{id}/challenge"), json!({})), (format!("/api/devices/{id}/attest"), json!({ "method": "secure-enclave", "signature_envelope": { "challenge": "x" } }))] {
+    for (path, body) in [
+        (format!("/api/devices/{id}/revoke"), json!({ "reason": "stolen" })),
+        (format!("/api/devices/{id}/link-person"), json!({ "person_id": b["person_id"] })),
+        (format!("/api/devices/{id}/challenge"), json!({})),
+        (format!("/api/devices/{id}/attest"), json!({ "method": "secure-enclave", "signature_envelope": { "challenge": "x" } })),
+    ] {
         assert_error(app.post(&path, b_token, body).await, 404, "NotFound");
     }
     // Lists keyed by A's values show B nothing, and B's drain takes none of A's rows.
@@ -371,7 +425,11 @@ async fn the_public_health_read_speaks_for_the_registering_tenant_only(app: Test
 
     // The attack: B registers the same device and posts a critical snapshot dated 2099.
     register(&app, tb, &id).await;
-    let body = assert_error(app.post("/api/diagnostic/snapshots", Some(tb), json!({ "device_uuid": id, "status": "critical", "taken_at": "2099-01-01T00:00:00Z" })).await, 400, "ValidationError");
+    let body = assert_error(
+        app.post("/api/diagnostic/snapshots", Some(tb), json!({ "device_uuid": id, "status": "critical", "taken_at": "2099-01-01T00:00:00Z" })).await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(body["details"], json!(["taken_at must not be more than 5 minutes in the future"]));
     // A current critical snapshot of B's is B's own.
     let (s, _) = app.post("/api/diagnostic/snapshots", Some(tb), json!({ "device_uuid": id, "status": "critical" })).await;
@@ -393,7 +451,11 @@ async fn the_public_health_read_speaks_for_the_registering_tenant_only(app: Test
     assert_eq!(s, StatusCode::CREATED);
     let (_, h) = health(format!("device_uuid={id}")).await;
     assert_eq!(h["data"]["status"], "degraded");
-    assert_error(app.post("/api/diagnostic/snapshots", Some(ta), json!({ "device_uuid": id, "status": "ok", "taken_at": in_minutes(6) })).await, 400, "ValidationError");
+    assert_error(
+        app.post("/api/diagnostic/snapshots", Some(ta), json!({ "device_uuid": id, "status": "ok", "taken_at": in_minutes(6) })).await,
+        400,
+        "ValidationError",
+    );
 
     // Every other time at which a client says something happened has the same bound.
     let future = "2099-01-01T00:00:00Z";
@@ -406,9 +468,15 @@ async fn the_public_health_read_speaks_for_the_registering_tenant_only(app: Test
         let body = assert_error(app.post(path, Some(ta), body).await, 400, "ValidationError");
         assert_eq!(body["details"], json!([format!("{field} must not be more than 5 minutes in the future")]), "{path}");
     }
-    let (s, ack) = app.post("/api/hdk/sync/batches", Some(ta), json!({ "batch_id": "f", "device_uuid": id, "events": [
+    let (s, ack) = app
+        .post(
+            "/api/hdk/sync/batches",
+            Some(ta),
+            json!({ "batch_id": "f", "device_uuid": id, "events": [
         { "idempotency_key": "future", "event_type": "agent.run.completed.v1", "payload": {}, "occurred_at": future },
-    ] })).await;
+    ] }),
+        )
+        .await;
     assert_eq!(s, StatusCode::OK, "{ack}");
     assert_eq!(ack["data"]["rejected"], json!([{ "idempotency_key": "future", "reason": "occurred_at must not be more than 5 minutes in the future" }]));
 }

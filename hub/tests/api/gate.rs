@@ -131,7 +131,11 @@ async fn malformed_bodies_and_ids_answer_in_the_envelope(app: TestApp) {
     assert_error(app.get("/api/applications/not-a-uuid/keys", Some(token)).await, 404, "NotFound");
     assert_error(app.post("/api/personas/12/shred", Some(token), json!({})).await, 404, "NotFound");
     // A body tenant_id that is not the caller's is 403.
-    assert_error(app.post("/api/api-keys", Some(token), json!({ "tenant_id": uuid::Uuid::now_v7().to_string(), "name": "k", "scopes": ["*"] })).await, 403, "TenantMismatch");
+    assert_error(
+        app.post("/api/api-keys", Some(token), json!({ "tenant_id": uuid::Uuid::now_v7().to_string(), "name": "k", "scopes": ["*"] })).await,
+        403,
+        "TenantMismatch",
+    );
 }
 db_test!(malformed_bodies_and_ids_answer_in_the_envelope);
 
@@ -195,8 +199,8 @@ db_test!(unknown_key_ids_neither_hammer_the_database_nor_clear_the_token_cache);
 async fn a_high_s_signature_is_refused(app: TestApp) {
     use base64::Engine;
     const N: [u8; 32] = [
-        0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-        0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84, 0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51,
+        0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84, 0xf3,
+        0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51,
     ];
     let t = app.signup("lows@example.com", "lows").await;
     let token = t["token"].as_str().unwrap();

@@ -108,14 +108,7 @@ impl TestApp {
         tweak(&mut config);
         let state = hub::prepare(config).await.expect("prepare hub");
         let server = hub::start(state).await.expect("start hub");
-        TestApp {
-            base: format!("http://{}", server.addr),
-            client: reqwest::Client::new(),
-            server: Some(server),
-            backend,
-            database_url,
-            _dir: dir,
-        }
+        TestApp { base: format!("http://{}", server.addr), client: reqwest::Client::new(), server: Some(server), backend, database_url, _dir: dir }
     }
 
     pub fn state(&self) -> &hub::state::AppState {
@@ -148,10 +141,14 @@ impl TestApp {
     /// Signs up a tenant; returns the signup's `data` (with `token`).
     pub async fn signup(&self, email: &str, app_id: &str) -> Value {
         let (status, body) = self
-            .post("/api/auth/signup-tenant", None, json!({
-                "email": email, "password": "correct horse battery", "org_name": format!("Org {app_id}"),
-                "app_id": app_id, "display_name": "Ada Admin", "region": "eu-west-1",
-            }))
+            .post(
+                "/api/auth/signup-tenant",
+                None,
+                json!({
+                    "email": email, "password": "correct horse battery", "org_name": format!("Org {app_id}"),
+                    "app_id": app_id, "display_name": "Ada Admin", "region": "eu-west-1",
+                }),
+            )
             .await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
         body["data"].clone()
@@ -159,9 +156,7 @@ impl TestApp {
 
     /// Creates an application and a key with `scopes`; returns (application_id, key data).
     pub async fn key(&self, token: &str, slug: &str, scopes: Value) -> (String, Value) {
-        let (s, app) = self
-            .post("/api/applications", Some(token), json!({ "name": slug, "slug": slug, "environment": "live" }))
-            .await;
+        let (s, app) = self.post("/api/applications", Some(token), json!({ "name": slug, "slug": slug, "environment": "live" })).await;
         assert_eq!(s, StatusCode::CREATED, "{app}");
         let id = app["data"]["application_id"].as_str().unwrap().to_string();
         let (s, key) = self.post(&format!("/api/applications/{id}/keys"), Some(token), json!({ "name": "k", "scopes": scopes })).await;
@@ -206,15 +201,10 @@ impl TestApp {
         let b_token = b["token"].as_str().unwrap().to_string();
         let (_, key) = self.key(&b_token, &format!("{slug}-b-all"), json!(["*"])).await;
         let owner = self.owner_template(&b_token, b["persona_id"].as_str().unwrap()).await;
-        let (s, grant) = self.post("/api/role-assignments", Some(&b_token), json!({ "persona_id": key["synthetic_persona_id"], "role_template_id": owner })).await;
+        let (s, grant) =
+            self.post("/api/role-assignments", Some(&b_token), json!({ "persona_id": key["synthetic_persona_id"], "role_template_id": owner })).await;
         assert_eq!(s, StatusCode::CREATED, "{grant}");
-        TwoTenants {
-            a_token: a["token"].as_str().unwrap().to_string(),
-            b_key: key["api_key"].as_str().unwrap().to_string(),
-            a,
-            b,
-            b_token,
-        }
+        TwoTenants { a_token: a["token"].as_str().unwrap().to_string(), b_key: key["api_key"].as_str().unwrap().to_string(), a, b, b_token }
     }
 
     /// The role template a persona holds as its primary role (for a

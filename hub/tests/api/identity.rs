@@ -45,10 +45,7 @@ async fn signup_creates_the_whole_tenant_spine(app: TestApp) {
     assert_eq!(c["iss"], "http://localhost");
     assert!(c["jti"].is_string());
     // The email is stored encrypted: its plaintext is nowhere in the alias row.
-    let enc: Vec<u8> = sqlx::query_scalar("SELECT value_enc FROM identity_alias")
-        .fetch_one(&app.state().db.read)
-        .await
-        .unwrap();
+    let enc: Vec<u8> = sqlx::query_scalar("SELECT value_enc FROM identity_alias").fetch_one(&app.state().db.read).await.unwrap();
     assert!(!String::from_utf8_lossy(&enc).contains("ada@example.com"));
     let band: Vec<u8> = sqlx::query_scalar("SELECT fields_envelope FROM profile_band").fetch_one(&app.state().db.read).await.unwrap();
     assert!(!String::from_utf8_lossy(&band).contains("Ada Admin"));
@@ -86,13 +83,22 @@ db_test!(a_failed_signup_leaves_nothing_behind);
 
 async fn signup_reports_every_missing_field(app: TestApp) {
     let body = assert_error(app.post("/api/auth/signup-tenant", None, json!({ "email": " ", "password": null })).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!([
-        "email is required", "password is required", "org_name is required",
-        "app_id is required", "display_name is required", "region is required",
-    ]));
-    let body = assert_error(app.post("/api/auth/signup-tenant", None, json!({
-        "email": "not-an-email", "password": "short", "org_name": "o", "app_id": "a", "display_name": "d", "region": "r",
-    })).await, 400, "ValidationError");
+    assert_eq!(
+        body["details"],
+        json!(["email is required", "password is required", "org_name is required", "app_id is required", "display_name is required", "region is required",])
+    );
+    let body = assert_error(
+        app.post(
+            "/api/auth/signup-tenant",
+            None,
+            json!({
+                "email": "not-an-email", "password": "short", "org_name": "o", "app_id": "a", "display_name": "d", "region": "r",
+            }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(body["details"], json!(["email must be an email address", "password must be at least 8 characters"]));
 }
 db_test!(signup_reports_every_missing_field);
@@ -160,11 +166,8 @@ async fn scoped_login_creates_the_app_identity_on_first_use(app: TestApp) {
     assert_eq!(list["data"][0]["role_template_name"], "member");
     // Logging in again does not create a second one.
     app.post("/api/auth/login", None, login(Some("shop"))).await;
-    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM identity_app_identity WHERE person_id = $1")
-        .bind(person)
-        .fetch_one(&app.state().db.read)
-        .await
-        .unwrap();
+    let n: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM identity_app_identity WHERE person_id = $1").bind(person).fetch_one(&app.state().db.read).await.unwrap();
     assert_eq!(n, 1);
 }
 db_test!(scoped_login_creates_the_app_identity_on_first_use);
@@ -172,7 +175,11 @@ db_test!(scoped_login_creates_the_app_identity_on_first_use);
 async fn register_and_verify_an_email(app: TestApp) {
     let (s, _) = app.post("/api/auth/register", None, json!({ "email": "v@example.com", "password": "a long password", "display_name": "Vee" })).await;
     assert_eq!(s, StatusCode::CREATED);
-    assert_error(app.post("/api/auth/register", None, json!({ "email": "V@example.com", "password": "a long password", "display_name": "Vee" })).await, 409, "PersonExistsError");
+    assert_error(
+        app.post("/api/auth/register", None, json!({ "email": "V@example.com", "password": "a long password", "display_name": "Vee" })).await,
+        409,
+        "PersonExistsError",
+    );
 
     let (s, st) = app.get("/api/auth/verification-status?email=v@example.com", None).await;
     assert_eq!(s, StatusCode::OK);

@@ -17,12 +17,7 @@ fn free_port() -> u16 {
 #[test]
 fn migrate_creates_the_schema_and_exits() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_hub"))
-        .args(["migrate", "--data-dir"])
-        .arg(dir.path())
-        .env_remove("DATABASE_URL")
-        .output()
-        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hub")).args(["migrate", "--data-dir"]).arg(dir.path()).env_remove("DATABASE_URL").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(dir.path().join("hub.db").exists());
 }
@@ -89,7 +84,8 @@ fn sigterm_drains_in_flight_requests_and_exits_zero_without_logging_secrets() {
     // A request in flight: headers and all but the last byte of the body.
     let body = json!({ "email": "nobody@example.com", "password": "whatever1" }).to_string();
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(stream, "POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).unwrap();
+    write!(stream, "POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len())
+        .unwrap();
     stream.write_all(&body.as_bytes()[..body.len() - 1]).unwrap();
     stream.flush().unwrap();
     std::thread::sleep(Duration::from_millis(200));

@@ -45,7 +45,9 @@ async fn a_revocation_on_one_replica_reaches_the_others() {
     let (_, login) = a.post("/api/auth/login", None, json!({ "email": "m@example.com", "password": "m password", "tenant_id": t["tenant_id"] })).await;
     let member = login["data"]["token"].as_str().unwrap();
     let (_, tpl) = a.post("/api/role-templates", Some(owner), json!({ "name": "reader", "permissions": { "application.*": true } })).await;
-    let (_, grant) = a.post("/api/role-assignments", Some(owner), json!({ "persona_id": m["data"]["persona_id"], "role_template_id": tpl["data"]["role_template_id"] })).await;
+    let (_, grant) = a
+        .post("/api/role-assignments", Some(owner), json!({ "persona_id": m["data"]["persona_id"], "role_template_id": tpl["data"]["role_template_id"] }))
+        .await;
     assert!(eventually(|| async { b.get("/api/applications", Some(member)).await.0 == StatusCode::OK }).await);
     a.post(&format!("/api/role-assignments/{}/revoke", grant["data"]["assignment_id"].as_str().unwrap()), Some(owner), json!({})).await;
     assert!(eventually(|| async { b.get("/api/applications", Some(member)).await.0 == StatusCode::FORBIDDEN }).await);

@@ -65,10 +65,8 @@ async fn sqlite_and_postgres_schemas_have_the_same_tables_columns_types_and_inde
     // table and uniqueness.
     let mut lite_idx: Vec<(String, String, bool)> = Vec::new();
     for t in &tables {
-        for r in sqlx::query(sqlx::AssertSqlSafe(format!("SELECT name, \"unique\", origin FROM pragma_index_list('{t}')")))
-            .fetch_all(&sqlite.read)
-            .await
-            .unwrap()
+        for r in
+            sqlx::query(sqlx::AssertSqlSafe(format!("SELECT name, \"unique\", origin FROM pragma_index_list('{t}')"))).fetch_all(&sqlite.read).await.unwrap()
         {
             if r.get::<String, _>(2) == "c" {
                 lite_idx.push((t.clone(), r.get::<String, _>(0), r.get::<i64, _>(1) == 1));
@@ -156,18 +154,13 @@ async fn chain_ids_migration_keeps_chains_verifiable(database_url: String) {
     }
     db.migrate().await.unwrap();
 
-    let heads: Vec<(String, i64, i64, i64)> = sqlx::query_as("SELECT tenant_id, pool_index, chain_id, seq FROM audit_chain_head ORDER BY tenant_id")
-        .fetch_all(&db.read)
-        .await
-        .unwrap();
+    let heads: Vec<(String, i64, i64, i64)> =
+        sqlx::query_as("SELECT tenant_id, pool_index, chain_id, seq FROM audit_chain_head ORDER BY tenant_id").fetch_all(&db.read).await.unwrap();
     assert_eq!(heads.iter().map(|h| (h.0.as_str(), h.1, h.3)).collect::<Vec<_>>(), vec![(intact, 0, 3), (orphan, 2, 2)]);
     assert_ne!(heads[0].2, heads[1].2);
     for (tenant, _, chain_id, seq) in &heads {
-        let ids: Vec<i64> = sqlx::query_scalar("SELECT chain_id FROM audit_entry WHERE tenant_id = $1 ORDER BY seq")
-            .bind(tenant)
-            .fetch_all(&db.read)
-            .await
-            .unwrap();
+        let ids: Vec<i64> =
+            sqlx::query_scalar("SELECT chain_id FROM audit_entry WHERE tenant_id = $1 ORDER BY seq").bind(tenant).fetch_all(&db.read).await.unwrap();
         assert_eq!(ids, vec![*chain_id; *seq as usize]);
     }
     let v = chain::verify(&db, intact, 0).await.unwrap();

@@ -8,7 +8,11 @@ use crate::{db_test, helpers::*};
 async fn a_tenant_creates_a_child_tenant_with_its_app_row(app: TestApp) {
     let t = app.signup("parent@example.com", "parent").await;
     let owner = t["token"].as_str().unwrap();
-    let body = assert_error(app.post("/api/tenants", Some(owner), json!({ "app_id": "kid", "display_name": "Kid", "person_id": t["person_id"] })).await, 400, "ValidationError");
+    let body = assert_error(
+        app.post("/api/tenants", Some(owner), json!({ "app_id": "kid", "display_name": "Kid", "person_id": t["person_id"] })).await,
+        400,
+        "ValidationError",
+    );
     assert!(body["details"][0].as_str().unwrap().starts_with("person_id is not accepted"));
     let (s, child) = app.post("/api/tenants", Some(owner), json!({ "app_id": "kid", "display_name": "Kid", "region": "eu-west-1" })).await;
     assert_eq!(s, StatusCode::CREATED, "{child}");
@@ -21,11 +25,16 @@ async fn a_tenant_creates_a_child_tenant_with_its_app_row(app: TestApp) {
     assert_eq!(c["isolation_tier"], "S");
     assert_eq!(c["app_pool_index"], json!({ "kid": 0 }));
     assert_error(app.post("/api/tenants", Some(owner), json!({ "app_id": "kid", "display_name": "Again" })).await, 409, "Conflict");
-    assert_error(app.post("/api/tenants", Some(owner), json!({ "app_id": "k2", "display_name": "K", "parent_tenant_id": uuid::Uuid::now_v7().to_string() })).await, 403, "TenantMismatch");
+    assert_error(
+        app.post("/api/tenants", Some(owner), json!({ "app_id": "k2", "display_name": "K", "parent_tenant_id": uuid::Uuid::now_v7().to_string() })).await,
+        403,
+        "TenantMismatch",
+    );
     // The parent admits its owner into the child, who can then log in there.
     let (s, m) = app.post("/api/memberships", Some(owner), json!({ "person_id": t["person_id"], "tenant_id": c["tenant_id"] })).await;
     assert_eq!(s, StatusCode::CREATED, "{m}");
-    let (s, login) = app.post("/api/auth/login", None, json!({ "email": "parent@example.com", "password": "correct horse battery", "tenant_id": c["tenant_id"] })).await;
+    let (s, login) =
+        app.post("/api/auth/login", None, json!({ "email": "parent@example.com", "password": "correct horse battery", "tenant_id": c["tenant_id"] })).await;
     assert_eq!(s, StatusCode::OK);
     let claims = claims(login["data"]["token"].as_str().unwrap());
     assert_eq!(claims["parent_tenant_id"], t["tenant_id"]);
@@ -47,7 +56,8 @@ async fn memberships_bind_existing_people(app: TestApp) {
     assert_eq!(m["data"]["tenant_id"], t["tenant_id"]);
     assert_error(app.post("/api/memberships", Some(owner), json!({ "person_id": person })).await, 409, "Conflict");
     // A further persona under the membership.
-    let (s, p) = app.post(&format!("/api/memberships/{}/personas", m["data"]["membership_id"].as_str().unwrap()), Some(owner), json!({ "kind": "human" })).await;
+    let (s, p) =
+        app.post(&format!("/api/memberships/{}/personas", m["data"]["membership_id"].as_str().unwrap()), Some(owner), json!({ "kind": "human" })).await;
     assert_eq!(s, StatusCode::CREATED, "{p}");
     assert_eq!(p["data"]["membership_id"], m["data"]["membership_id"]);
     let (_, login) = app.post("/api/auth/login", None, json!({ "email": "p@example.com", "password": "p password", "tenant_id": t["tenant_id"] })).await;
@@ -89,11 +99,8 @@ async fn personas_are_created_and_crypto_shredded(app: TestApp) {
     assert_eq!(s, StatusCode::CREATED, "{p}");
     let id = p["data"]["persona_id"].as_str().unwrap().to_string();
     assert_eq!(p["data"]["attributes"], json!({ "nickname": "Scout" }));
-    let sealed: Vec<u8> = sqlx::query_scalar("SELECT attributes_envelope FROM persona_persona WHERE persona_id = $1")
-        .bind(&id)
-        .fetch_one(&app.state().db.read)
-        .await
-        .unwrap();
+    let sealed: Vec<u8> =
+        sqlx::query_scalar("SELECT attributes_envelope FROM persona_persona WHERE persona_id = $1").bind(&id).fetch_one(&app.state().db.read).await.unwrap();
     assert!(!String::from_utf8_lossy(&sealed).contains("Scout"), "attributes are encrypted at rest");
 
     let (s, shredded) = app.post(&format!("/api/personas/{id}/shred"), Some(owner), json!({})).await;
@@ -102,11 +109,12 @@ async fn personas_are_created_and_crypto_shredded(app: TestApp) {
     assert_eq!(shredded["data"]["attributes"], Value::Null);
     assert!(shredded["data"]["shredded_at"].is_string());
     // The data key is gone: the ciphertext remains and can never be opened.
-    let key: Option<Vec<u8>> = sqlx::query_scalar("SELECT k.wrapped_key FROM crypto_data_key k JOIN persona_persona p ON p.data_key_id = k.key_id WHERE p.persona_id = $1")
-        .bind(&id)
-        .fetch_one(&app.state().db.read)
-        .await
-        .unwrap();
+    let key: Option<Vec<u8>> =
+        sqlx::query_scalar("SELECT k.wrapped_key FROM crypto_data_key k JOIN persona_persona p ON p.data_key_id = k.key_id WHERE p.persona_id = $1")
+            .bind(&id)
+            .fetch_one(&app.state().db.read)
+            .await
+            .unwrap();
     assert!(key.is_none());
     // Repeating answers the same; the person and their own persona are untouched.
     let (s, again) = app.post(&format!("/api/personas/{id}/shred"), Some(owner), json!({})).await;
@@ -126,9 +134,17 @@ async fn role_routes_validate_their_references(app: TestApp) {
     let other = app.signup("rv2@example.com", "rv2").await;
     let (_, roles) = app.get(&format!("/api/personas/{}/roles", other["persona_id"].as_str().unwrap()), other["token"].as_str()).await;
     let foreign_template = roles["data"]["roles"][0]["role_template_id"].clone();
-    let body = assert_error(app.post("/api/role-assignments", Some(owner), json!({ "persona_id": t["persona_id"], "role_template_id": foreign_template })).await, 400, "ValidationError");
+    let body = assert_error(
+        app.post("/api/role-assignments", Some(owner), json!({ "persona_id": t["persona_id"], "role_template_id": foreign_template })).await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(body["details"], json!(["role_template_id does not name a role template of this tenant's app"]));
-    let body = assert_error(app.post("/api/role-assignments", Some(owner), json!({ "persona_id": other["persona_id"], "role_template_id": foreign_template })).await, 400, "ValidationError");
+    let body = assert_error(
+        app.post("/api/role-assignments", Some(owner), json!({ "persona_id": other["persona_id"], "role_template_id": foreign_template })).await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(body["details"], json!(["persona_id does not name a persona of this tenant"]));
     let body = assert_error(app.post("/api/role-assignments", Some(owner), json!({})).await, 400, "ValidationError");
     assert_eq!(body["details"], json!(["persona_id is required", "role_template_id is required"]));

@@ -185,10 +185,7 @@ fn main() -> anyhow::Result<()> {
 
     println!("\n{:<34} {:>12} {:>9} {:>9} {:>9} {:>8}", "scenario", "requests/s", "p50 ms", "p99 ms", "max ms", "errors");
     for o in &outcomes {
-        println!(
-            "{:<34} {:>12.0} {:>9.2} {:>9.2} {:>9.2} {:>8}",
-            o.name, o.rate(), o.percentile(0.50), o.percentile(0.99), o.percentile(1.0), o.errors
-        );
+        println!("{:<34} {:>12.0} {:>9.2} {:>9.2} {:>9.2} {:>8}", o.name, o.rate(), o.percentile(0.50), o.percentile(0.99), o.percentile(1.0), o.errors);
     }
     let health = outcomes[0].rate();
     println!();

@@ -217,12 +217,21 @@ async fn main() -> anyhow::Result<()> {
     println!("robot command benchmark (loopback, hub pid {pid}, {})", if args.database_url.is_some() { "PostgreSQL" } else { "SQLite" });
     println!("  latency POST /api/commands -> handler start, {} samples, {} agents connected:", lat.len(), args.agents);
     println!("    p50 {:.3} ms   p99 {:.3} ms   max {:.3} ms", ms(percentile(&lat, 0.50)), ms(percentile(&lat, 0.99)), ms(*lat.last().unwrap()));
-    println!("  hub resident memory: {:.1} MiB at start, {:.1} MiB with {} agents, {:.1} MiB with {} idle agents connected",
-        rss_start as f64 / 1024.0, rss_agents as f64 / 1024.0, args.agents, rss_idle as f64 / 1024.0, total);
-    println!("{}", json!({
-        "p50_ms": ms(percentile(&lat, 0.50)), "p99_ms": ms(percentile(&lat, 0.99)), "agents": args.agents,
-        "idle_agents": total, "rss_mib_idle": rss_idle as f64 / 1024.0,
-    }));
+    println!(
+        "  hub resident memory: {:.1} MiB at start, {:.1} MiB with {} agents, {:.1} MiB with {} idle agents connected",
+        rss_start as f64 / 1024.0,
+        rss_agents as f64 / 1024.0,
+        args.agents,
+        rss_idle as f64 / 1024.0,
+        total
+    );
+    println!(
+        "{}",
+        json!({
+            "p50_ms": ms(percentile(&lat, 0.50)), "p99_ms": ms(percentile(&lat, 0.99)), "agents": args.agents,
+            "idle_agents": total, "rss_mib_idle": rss_idle as f64 / 1024.0,
+        })
+    );
     for c in live {
         c.close(0u32.into(), b"done");
     }

@@ -198,14 +198,15 @@ async fn main() -> anyhow::Result<()> {
     let mut t = Arc::try_unwrap(tally).ok().context("tally still shared")?.into_inner().unwrap();
     t.refusal_latency.sort();
     let total: u64 = t.by_status.values().sum();
-    println!("login flood: {} clients from {} addresses, {} s, hub on {}", args.concurrency, args.concurrency, args.seconds,
-        if args.database_url.is_some() { "PostgreSQL" } else { "SQLite" });
-    println!("requests: {total} ({:.0}/s), by status: {:?}, transport errors: {}", total as f64 / args.seconds as f64, t.by_status, t.errors);
     println!(
-        "429/503 answers: p50 {:.1} ms, p99 {:.1} ms",
-        ms(percentile(&t.refusal_latency, 0.5)),
-        ms(percentile(&t.refusal_latency, 0.99))
+        "login flood: {} clients from {} addresses, {} s, hub on {}",
+        args.concurrency,
+        args.concurrency,
+        args.seconds,
+        if args.database_url.is_some() { "PostgreSQL" } else { "SQLite" }
     );
+    println!("requests: {total} ({:.0}/s), by status: {:?}, transport errors: {}", total as f64 / args.seconds as f64, t.by_status, t.errors);
+    println!("429/503 answers: p50 {:.1} ms, p99 {:.1} ms", ms(percentile(&t.refusal_latency, 0.5)), ms(percentile(&t.refusal_latency, 0.99)));
     println!("hub resident memory: start {} MiB, peak {} MiB, end {} MiB", rss_start / 1024, peak / 1024, rss_end / 1024);
     let worst = logins.iter().map(|(_, d)| *d).max().unwrap_or_default();
     let failed = logins.iter().filter(|(s, _)| *s != 200).count();

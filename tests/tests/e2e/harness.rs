@@ -197,10 +197,15 @@ impl Hub {
     /// Signs up a tenant; returns its owner's token.
     pub async fn owner(&self, email: &str) -> String {
         let (s, b) = self
-            .call(reqwest::Method::POST, "/api/auth/signup-tenant", None, Some(json!({
-                "email": email, "password": "correct horse battery", "org_name": "Org", "app_id": "robots",
-                "display_name": "Owner", "region": "eu-west-1",
-            })))
+            .call(
+                reqwest::Method::POST,
+                "/api/auth/signup-tenant",
+                None,
+                Some(json!({
+                    "email": email, "password": "correct horse battery", "org_name": "Org", "app_id": "robots",
+                    "display_name": "Owner", "region": "eu-west-1",
+                })),
+            )
             .await;
         assert_eq!(s, 201, "{b}");
         b["data"]["token"].as_str().unwrap().to_string()

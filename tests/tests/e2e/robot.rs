@@ -173,7 +173,10 @@ async fn readings_and_state_sent_by_the_agent_come_back_aggregated(db: Option<St
         let rows = r["data"].as_array().cloned().unwrap_or_default();
         if rows.len() == 2 && t["data"]["reported"]["battery"] == 50 {
             let temp = rows.iter().find(|b| b["sensor_id"] == "temp").unwrap();
-            assert_eq!((temp["count"].as_i64(), temp["min"].as_f64(), temp["max"].as_f64(), temp["avg"].as_f64()), (Some(2), Some(10.0), Some(30.0), Some(20.0)));
+            assert_eq!(
+                (temp["count"].as_i64(), temp["min"].as_f64(), temp["max"].as_f64(), temp["avg"].as_f64()),
+                (Some(2), Some(10.0), Some(30.0), Some(20.0))
+            );
             assert_eq!(t["data"]["reported"], json!({ "battery": 50, "mode": "idle" }));
             break;
         }
@@ -188,7 +191,6 @@ async fn readings_and_state_sent_by_the_agent_come_back_aggregated(db: Option<St
     }
 }
 e2e!(readings_and_state_sent_by_the_agent_come_back_aggregated);
-
 
 /// Two hub processes on one PostgreSQL database: a command created through
 /// hub A reaches the agent connected to hub B at once (LISTEN/NOTIFY; the

@@ -73,9 +73,7 @@ fn required(check: &mut Check, body: &Value, name: &str) -> String {
 fn string_array(check: &mut Check, body: &Value, name: &str) -> Vec<String> {
     match body.get(name) {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
-            items.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()
-        }
+        Some(Value::Array(items)) if items.iter().all(Value::is_string) => items.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
         Some(_) => {
             check.fail(format!("{name} must be an array of strings"));
             Vec::new()
@@ -168,13 +166,10 @@ async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Body(b
     .bind(&now)
     .execute(&mut *tx)
     .await?;
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {AGENT_COLUMNS} FROM agent_definition WHERE agent_id = $1")))
-        .bind(&id)
-        .fetch_one(&mut *tx)
-        .await?;
+    let row =
+        sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {AGENT_COLUMNS} FROM agent_definition WHERE agent_id = $1"))).bind(&id).fetch_one(&mut *tx).await?;
     let agent = agent_json(&row)?;
-    audit::record(&mut tx, &ctx, events::AGENT_DEFINED, json!({ "agent_id": id, "name": name, "tier": tier, "acting_persona_id": persona }))
-        .await?;
+    audit::record(&mut tx, &ctx, events::AGENT_DEFINED, json!({ "agent_id": id, "name": name, "tier": tier, "acting_persona_id": persona })).await?;
     tx.commit().await?;
     Ok(created(agent))
 }
@@ -193,20 +188,15 @@ async fn list_agents(State(state): State<AppState>, Tenant(ctx): Tenant, Params(
     // One SQL text whatever the filters: an absent tier is bound as NULL.
     let tier = q.get("tier").map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
     let filter = "FROM agent_definition WHERE tenant_id = $1 AND ($2 IS NULL OR tier = $2)";
-    let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) {filter}")))
+    let total: i64 =
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) {filter}"))).bind(&ctx.tenant_id).bind(&tier).fetch_one(&state.db.read).await?;
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {AGENT_COLUMNS} {filter} ORDER BY created_at DESC, agent_id DESC LIMIT $3 OFFSET $4")))
         .bind(&ctx.tenant_id)
         .bind(&tier)
-        .fetch_one(&state.db.read)
+        .bind(page.limit)
+        .bind(page.offset)
+        .fetch_all(&state.db.read)
         .await?;
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {AGENT_COLUMNS} {filter} ORDER BY created_at DESC, agent_id DESC LIMIT $3 OFFSET $4"
-    )))
-    .bind(&ctx.tenant_id)
-    .bind(&tier)
-    .bind(page.limit)
-    .bind(page.offset)
-    .fetch_all(&state.db.read)
-    .await?;
     Ok(list(rows.iter().map(agent_json).collect::<Result<Vec<_>, _>>()?, total))
 }
 
@@ -300,21 +290,24 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body
     chain.push(json!({ "run_id": run_id, "agent_id": agent_id, "persona_id": persona_id }));
     let chain = Value::Array(chain);
     let (cred_kind, cred_id) = audit::actor_of(&ctx);
-    let entry = audit::emit(&mut tx, audit::Event {
-        tenant_id: &ctx.tenant_id,
-        pool_index: None,
-        event_type: events::AGENT_RUN_STARTED,
-        actor_kind: cred_kind,
-        actor_id: cred_id,
-        actor_chain: Some(&chain),
-        payload: &json!({
-            "run_id": run_id, "agent_id": agent_id, "persona_id": persona_id, "trace_id": trace_id,
-            "parent_run_id": parent, "actor_id": actor_id, "actor_kind": actor_kind,
-            "ttl_deadline": db::format_time(deadline),
-        }),
-        retention_class: Some("regulated"),
-        occurred_at: None,
-    })
+    let entry = audit::emit(
+        &mut tx,
+        audit::Event {
+            tenant_id: &ctx.tenant_id,
+            pool_index: None,
+            event_type: events::AGENT_RUN_STARTED,
+            actor_kind: cred_kind,
+            actor_id: cred_id,
+            actor_chain: Some(&chain),
+            payload: &json!({
+                "run_id": run_id, "agent_id": agent_id, "persona_id": persona_id, "trace_id": trace_id,
+                "parent_run_id": parent, "actor_id": actor_id, "actor_kind": actor_kind,
+                "ttl_deadline": db::format_time(deadline),
+            }),
+            retention_class: Some("regulated"),
+            occurred_at: None,
+        },
+    )
     .await?;
     let stamp = db::format_time(now);
     sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -335,10 +328,7 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body
     .bind(&stamp)
     .execute(&mut *tx)
     .await?;
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {RUN_COLUMNS} FROM agent_run WHERE run_id = $1")))
-        .bind(&run_id)
-        .fetch_one(&mut *tx)
-        .await?;
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {RUN_COLUMNS} FROM agent_run WHERE run_id = $1"))).bind(&run_id).fetch_one(&mut *tx).await?;
     let run = run_json(&row)?;
     tx.commit().await?;
     Ok(created(run))
@@ -358,15 +348,13 @@ async fn list_runs(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q)
         .bind(&status)
         .fetch_one(&state.db.read)
         .await?;
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {RUN_COLUMNS} {filter} ORDER BY created_at DESC, run_id DESC LIMIT $4 OFFSET $5"
-    )))
-    .bind(&ctx.tenant_id)
-    .bind(&agent)
-    .bind(&status)
-    .bind(page.limit)
-    .bind(page.offset)
-    .fetch_all(&state.db.read)
-    .await?;
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {RUN_COLUMNS} {filter} ORDER BY created_at DESC, run_id DESC LIMIT $4 OFFSET $5")))
+        .bind(&ctx.tenant_id)
+        .bind(&agent)
+        .bind(&status)
+        .bind(page.limit)
+        .bind(page.offset)
+        .fetch_all(&state.db.read)
+        .await?;
     Ok(list(rows.iter().map(run_json).collect::<Result<Vec<_>, _>>()?, total))
 }

@@ -17,9 +17,7 @@ use crate::{
 };
 
 pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/hdk/diagnostic/outbox", post(push))
-        .route("/api/hdk/diagnostic/drain", post(drain))
+    Router::new().route("/api/hdk/diagnostic/outbox", post(push)).route("/api/hdk/diagnostic/drain", post(drain))
 }
 
 const MAX_ROWS: usize = 500;

@@ -9,9 +9,9 @@ use serde_json::json;
 use sqlx::Row;
 
 use crate::{
-    extract::Params,
     db,
     error::{ApiError, ApiResult, Body, created, ok},
+    extract::Params,
     gate::Tenant,
     state::AppState,
     validate::Check,
@@ -81,12 +81,13 @@ async fn upsert(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
 }
 
 async fn claim_json(state: &AppState, tenant_id: &str, device: &str) -> ApiResult<serde_json::Value> {
-    let r = sqlx::query("SELECT person_id, biometric_envelope, pin_envelope, created_at, updated_at FROM hdk_idp_claim WHERE tenant_id = $1 AND device_uuid = $2")
-        .bind(tenant_id)
-        .bind(device)
-        .fetch_optional(&state.db.read)
-        .await?
-        .ok_or(ApiError::NotFound)?;
+    let r =
+        sqlx::query("SELECT person_id, biometric_envelope, pin_envelope, created_at, updated_at FROM hdk_idp_claim WHERE tenant_id = $1 AND device_uuid = $2")
+            .bind(tenant_id)
+            .bind(device)
+            .fetch_optional(&state.db.read)
+            .await?
+            .ok_or(ApiError::NotFound)?;
     Ok(json!({
         "device_uuid": device,
         "person_id": r.try_get::<String, _>("person_id")?,

@@ -12,10 +12,5 @@ use axum::Router;
 use crate::state::AppState;
 
 pub fn routes() -> Router<AppState> {
-    Router::new()
-        .merge(manifests::routes())
-        .merge(diagnostic::routes())
-        .merge(idp::routes())
-        .merge(records::routes())
-        .merge(sync::routes())
+    Router::new().merge(manifests::routes()).merge(diagnostic::routes()).merge(idp::routes()).merge(records::routes()).merge(sync::routes())
 }

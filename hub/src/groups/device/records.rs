@@ -2,15 +2,20 @@
 //! read back by their key (newest permission snapshot of a device;
 //! measurements of a capture; watermark applications of a variant).
 
-use axum::{Router, extract::State, response::Response, routing::{get, post}};
+use axum::{
+    Router,
+    extract::State,
+    response::Response,
+    routing::{get, post},
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sqlx::Row;
 
 use crate::{
-    extract::Params,
     db,
     error::{ApiError, ApiResult, Body, created, ok},
+    extract::Params,
     gate::Tenant,
     state::AppState,
     validate::Check,

@@ -5,7 +5,12 @@
 
 use std::collections::HashMap;
 
-use axum::{Router, extract::State, response::Response, routing::{get, post}};
+use axum::{
+    Router,
+    extract::State,
+    response::Response,
+    routing::{get, post},
+};
 use device_core::policy::{self, ConflictPolicy, Resolution};
 use protocol::sync::{EventTypePolicy, MAX_BATCH_EVENTS, RejectedEvent, SyncBatchAck, SyncPolicies};
 use serde_json::{Value, json};

@@ -15,8 +15,9 @@ use serde_json::{Value, json};
 
 use crate::{
     audit::{
-        self, actor_of, events,
+        self, actor_of,
         appender::OwnedEvent,
+        events,
         registry::{self, COMPACTION_POLICIES, CONFLICT_POLICIES, EventType, RETENTION_CLASSES, SCHEMA_STATES},
     },
     db,
@@ -91,12 +92,10 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
     let name = text(&mut check, &body, "event_type");
     match &name {
         None => check.fail("event_type is required"),
-        Some(n) if !registry::valid_name(n) => check.fail(
-            "event_type must be <domain>.<entity>.<verb>.v<N>: lowercase, '-' or '_' inside a segment, at least two segments before the version",
-        ),
-        Some(n) if registry::baseline().contains(n) => {
-            check.fail(format!("event_type '{n}' is a platform event type; a tenant cannot register or shadow it"))
+        Some(n) if !registry::valid_name(n) => {
+            check.fail("event_type must be <domain>.<entity>.<verb>.v<N>: lowercase, '-' or '_' inside a segment, at least two segments before the version")
         }
+        Some(n) if registry::baseline().contains(n) => check.fail(format!("event_type '{n}' is a platform event type; a tenant cannot register or shadow it")),
         Some(_) => {}
     }
     let retention = enumerated(&mut check, &body, "retention_class", RETENTION_CLASSES, None);

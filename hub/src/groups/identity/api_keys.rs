@@ -7,7 +7,12 @@
 
 use std::sync::Arc;
 
-use axum::{Router, extract::{Path, State}, response::Response, routing::{get, post}};
+use axum::{
+    Router,
+    extract::{Path, State},
+    response::Response,
+    routing::{get, post},
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sqlx::{FromRow, Row};
@@ -185,10 +190,7 @@ pub async fn count_use(state: &AppState, id: &str, limit: Option<i64>) -> ApiRes
 /// Deletes rate windows that can no longer matter.
 pub async fn sweep_rate_windows(state: &AppState) -> Result<u64, sqlx::Error> {
     let before = chrono::Utc::now().timestamp() / 60 - 2;
-    let done = sqlx::query("DELETE FROM credential_rate_window WHERE window_start < $1")
-        .bind(before)
-        .execute(state.db.writer())
-        .await?;
+    let done = sqlx::query("DELETE FROM credential_rate_window WHERE window_start < $1").bind(before).execute(state.db.writer()).await?;
     Ok(done.rows_affected())
 }
 
@@ -243,9 +245,7 @@ struct NewApplication {
 }
 
 fn valid_slug(s: &str) -> bool {
-    (1..=64).contains(&s.len())
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-        && !s.starts_with('-')
+    (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_') && !s.starts_with('-')
 }
 
 async fn insert_application(tx: &mut Tx, tenant_id: &str, name: &str, slug: &str, description: Option<&str>, environment: &str) -> ApiResult<Application> {
@@ -337,10 +337,7 @@ fn parse_key_spec(body: &Value, check: &mut Check) -> KeySpec {
                 }
             }
             if !bad.is_empty() {
-                check.fail(format!(
-                    "invalid scopes (each must be <domain>.<resource>.<action> or a tail wildcard such as crm.* or *): {}",
-                    bad.join(", ")
-                ));
+                check.fail(format!("invalid scopes (each must be <domain>.<resource>.<action> or a tail wildcard such as crm.* or *): {}", bad.join(", ")));
             }
         }
         None | Some(Value::Null) => check.fail("scopes is required"),
@@ -433,7 +430,9 @@ async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): Hu
     roles::contain(&state, &ctx, &spec.scopes, "the key's scopes").await?;
     let mut tx = state.db.begin().await?;
     let app = match application_id {
-        Some(id) => find_application(&mut *tx, &ctx.tenant_id, &id.to_string()).await.map_err(|_| ApiError::invalid("application_id does not name an application of this tenant"))?,
+        Some(id) => find_application(&mut *tx, &ctx.tenant_id, &id.to_string())
+            .await
+            .map_err(|_| ApiError::invalid("application_id does not name an application of this tenant"))?,
         None => default_application(&mut tx, &ctx).await?,
     };
     let data = insert_key(&state, &mut tx, &app, spec).await?;
@@ -488,10 +487,7 @@ async fn list_keys(State(state): State<AppState>, HumanTenant(ctx, _): HumanTena
 async fn disable_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let app = find_application(&mut *tx, &ctx.tenant_id, &id).await?;
-    sqlx::query("UPDATE credential_application SET status = 'disabled' WHERE application_id = $1")
-        .bind(&app.application_id)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query("UPDATE credential_application SET status = 'disabled' WHERE application_id = $1").bind(&app.application_id).execute(&mut *tx).await?;
     let disabled = sqlx::query("UPDATE credential_api_key SET status = 'disabled' WHERE application_id = $1 AND status = 'active'")
         .bind(&app.application_id)
         .execute(&mut *tx)
@@ -560,16 +556,10 @@ async fn revoke(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant,
     let FoundKey { key_id, status, .. } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
     let now = db::now();
     if status != "revoked" {
-        sqlx::query("UPDATE credential_api_key SET status = 'revoked', revoked_at = $1 WHERE key_id = $2")
-            .bind(&now)
-            .bind(&key_id)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query("UPDATE credential_api_key SET status = 'revoked', revoked_at = $1 WHERE key_id = $2").bind(&now).bind(&key_id).execute(&mut *tx).await?;
     }
-    let revoked_at: Option<String> = sqlx::query_scalar("SELECT revoked_at FROM credential_api_key WHERE key_id = $1")
-        .bind(&key_id)
-        .fetch_one(&mut *tx)
-        .await?;
+    let revoked_at: Option<String> =
+        sqlx::query_scalar("SELECT revoked_at FROM credential_api_key WHERE key_id = $1").bind(&key_id).fetch_one(&mut *tx).await?;
     if status != "revoked" {
         audit::record(&mut tx, &ctx, events::API_KEY_REVOKED, json!({ "key_id": key_id, "revoked_at": revoked_at })).await?;
     }
@@ -588,8 +578,5 @@ pub async fn for_exchange(state: &AppState, secret: &str) -> ApiResult<Arc<KeyRe
 
 /// Slug of an application (client_id check of the token exchange).
 pub async fn application_slug(state: &AppState, application_id: &str) -> ApiResult<String> {
-    Ok(sqlx::query_scalar("SELECT slug FROM credential_application WHERE application_id = $1")
-        .bind(application_id)
-        .fetch_one(&state.db.read)
-        .await?)
+    Ok(sqlx::query_scalar("SELECT slug FROM credential_application WHERE application_id = $1").bind(application_id).fetch_one(&state.db.read).await?)
 }

@@ -3,7 +3,6 @@
 //! JWT), the client-credentials token exchange, the caller's own identity,
 //! and the JWKS document.
 
-
 use axum::{
     Json, Router,
     extract::{Request, State},
@@ -17,12 +16,15 @@ use sqlx::Row;
 
 use super::{api_keys, tenancy};
 use crate::{
-    extract::Params,
     audit::events,
     crypto::{self, DataKey, password},
     db::{self, Tx},
     error::{ApiError, ApiResult, Body, created, ok, parse_body},
-    gate::{BasicCredentials, Caller, ClientAddr, MaybeCaller, scope, throttle, tokens::{self, Actor, Claims, TenantClaims}},
+    extract::Params,
+    gate::{
+        BasicCredentials, Caller, ClientAddr, MaybeCaller, scope, throttle,
+        tokens::{self, Actor, Claims, TenantClaims},
+    },
     state::AppState,
     validate::Check,
 };
@@ -55,8 +57,7 @@ const VERIFY_FREE_PER_ACCOUNT: i64 = 3;
 fn normalise_email(raw: &str) -> Option<String> {
     let e = raw.trim().to_lowercase();
     let (local, domain) = e.split_once('@')?;
-    (!local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !domain.ends_with('.') && !e.contains(char::is_whitespace))
-        .then_some(e)
+    (!local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !domain.ends_with('.') && !e.contains(char::is_whitespace)).then_some(e)
 }
 
 fn check_email(check: &mut Check, raw: &Option<String>) -> String {
@@ -120,16 +121,14 @@ async fn insert_person(state: &AppState, tx: &mut Tx, email: &str, password_hash
     .execute(&mut **tx)
     .await?;
     let alias_id = db::new_id();
-    sqlx::query(
-        "INSERT INTO identity_alias (alias_id, person_id, kind, value_hash, value_enc, created_at) VALUES ($1, $2, 'email', $3, $4, $5)",
-    )
-    .bind(&alias_id)
-    .bind(&person_id)
-    .bind(state.master.alias_hash("email", email))
-    .bind(key.seal(email.as_bytes(), alias_id.as_bytes()))
-    .bind(&now)
-    .execute(&mut **tx)
-    .await?;
+    sqlx::query("INSERT INTO identity_alias (alias_id, person_id, kind, value_hash, value_enc, created_at) VALUES ($1, $2, 'email', $3, $4, $5)")
+        .bind(&alias_id)
+        .bind(&person_id)
+        .bind(state.master.alias_hash("email", email))
+        .bind(key.seal(email.as_bytes(), alias_id.as_bytes()))
+        .bind(&now)
+        .execute(&mut **tx)
+        .await?;
     sqlx::query("INSERT INTO identity_credential (person_id, kind, secret_hash, created_at, updated_at) VALUES ($1, 'password', $2, $3, $3)")
         .bind(&person_id)
         .bind(password_hash)
@@ -195,18 +194,21 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
         .execute(&mut *tx)
         .await?;
     let tenant_id = db::new_id();
-    let owner = tenancy::insert_app_and_tenant(&mut tx, tenancy::NewTenantRow {
-        tenant_id: &tenant_id,
-        app_id: &app_id,
-        org_id: &org_id,
-        display_name: &org_name,
-        parent_tenant_id: None,
-        root_tenant_id: &tenant_id,
-        reseller_id: None,
-        region: Some(&region),
-        brand_domain: None,
-        module_subscriptions: &json!([]),
-    })
+    let owner = tenancy::insert_app_and_tenant(
+        &mut tx,
+        tenancy::NewTenantRow {
+            tenant_id: &tenant_id,
+            app_id: &app_id,
+            org_id: &org_id,
+            display_name: &org_name,
+            parent_tenant_id: None,
+            root_tenant_id: &tenant_id,
+            reseller_id: None,
+            region: Some(&region),
+            brand_domain: None,
+            module_subscriptions: &json!([]),
+        },
+    )
     .await?;
     let membership_id = db::new_id();
     sqlx::query(
@@ -222,10 +224,7 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
     .await?;
     let persona_id = super::personas::insert(&mut tx, &state.master, &tenant_id, Some(&membership_id), "human", Some(&owner), None).await?;
     let app_identity_id = tenancy::ensure_app_identity(&mut tx, &person_id, &app_id).await?;
-    let person_key: String = sqlx::query_scalar("SELECT person_key_ref FROM identity_person WHERE person_id = $1")
-        .bind(&person_id)
-        .fetch_one(&mut *tx)
-        .await?;
+    let person_key: String = sqlx::query_scalar("SELECT person_key_ref FROM identity_person WHERE person_id = $1").bind(&person_id).fetch_one(&mut *tx).await?;
     let key = DataKey::load(&mut *tx, &state.master, &person_key).await?.ok_or(ApiError::Conflict("the person has been erased".into()))?;
     let band = key.seal(json!({ "display_name": display_name }).to_string().as_bytes(), app_identity_id.as_bytes());
     let now = db::now();
@@ -239,17 +238,20 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
     .bind(&now)
     .execute(&mut *tx)
     .await?;
-    crate::audit::emit(&mut tx, crate::audit::Event {
-        tenant_id: &tenant_id,
-        pool_index: None,
-        event_type: events::TENANT_CREATED,
-        actor_kind: "human",
-        actor_id: &person_id,
-        actor_chain: None,
-        payload: &json!({ "tenant_id": tenant_id, "org_id": org_id, "app_id": app_id, "person_id": person_id, "status": "trial", "isolation_tier": "S" }),
-        retention_class: None,
-        occurred_at: None,
-    })
+    crate::audit::emit(
+        &mut tx,
+        crate::audit::Event {
+            tenant_id: &tenant_id,
+            pool_index: None,
+            event_type: events::TENANT_CREATED,
+            actor_kind: "human",
+            actor_id: &person_id,
+            actor_chain: None,
+            payload: &json!({ "tenant_id": tenant_id, "org_id": org_id, "app_id": app_id, "person_id": person_id, "status": "trial", "isolation_tier": "S" }),
+            retention_class: None,
+            occurred_at: None,
+        },
+    )
     .await?;
     tx.commit().await?;
 
@@ -328,10 +330,7 @@ async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body
         return Err(ApiError::Busy(1));
     }
     // Blocked guesses are refused before any hashing work.
-    let keys = [
-        throttle::Key::address("login", addr, FREE_PER_ADDRESS),
-        throttle::Key::account(&state, "login", &email, LOGIN_FREE_PER_ACCOUNT),
-    ];
+    let keys = [throttle::Key::address("login", addr, FREE_PER_ADDRESS), throttle::Key::account(&state, "login", &email, LOGIN_FREE_PER_ACCOUNT)];
     let failed_before = throttle::check(&state, &keys).await?;
     // A login to an existing account with no failures on record may use the
     // hashing thread kept for clean logins; guesses at unknown accounts
@@ -349,19 +348,17 @@ async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body
         let token = person_token(&state, &person_id).await?;
         return Ok(ok(json!({ "token": token, "token_type": "Bearer", "expires_in": state.config.token_ttl_seconds })));
     };
-    let member: Option<String> = sqlx::query_scalar("SELECT membership_id FROM tenant_membership WHERE person_id = $1 AND tenant_id = $2 AND status = 'active'")
-        .bind(&person_id)
-        .bind(&tenant_id)
-        .fetch_optional(&state.db.read)
-        .await?;
+    let member: Option<String> =
+        sqlx::query_scalar("SELECT membership_id FROM tenant_membership WHERE person_id = $1 AND tenant_id = $2 AND status = 'active'")
+            .bind(&person_id)
+            .bind(&tenant_id)
+            .fetch_optional(&state.db.read)
+            .await?;
     if member.is_none() {
         return Err(ApiError::NoMembership);
     }
     if let Some(app_id) = Check::optional(&body.app_id) {
-        let tenant_app: String = sqlx::query_scalar("SELECT app_id FROM tenant_tenant WHERE tenant_id = $1")
-            .bind(&tenant_id)
-            .fetch_one(&state.db.read)
-            .await?;
+        let tenant_app: String = sqlx::query_scalar("SELECT app_id FROM tenant_tenant WHERE tenant_id = $1").bind(&tenant_id).fetch_one(&state.db.read).await?;
         if tenant_app != app_id {
             return Err(ApiError::invalid("app_id is not the app of this tenant"));
         }
@@ -441,12 +438,11 @@ pub async fn tenant_token(state: &AppState, person_id: &str, tenant_id: &str, am
     .await?
     .ok_or(ApiError::NoMembership)?;
     let membership_id: String = t.try_get("membership_id")?;
-    let personas: Vec<String> = sqlx::query_scalar(
-        "SELECT persona_id FROM persona_persona WHERE membership_id = $1 AND status = 'active' ORDER BY created_at, persona_id",
-    )
-    .bind(&membership_id)
-    .fetch_all(&state.db.read)
-    .await?;
+    let personas: Vec<String> =
+        sqlx::query_scalar("SELECT persona_id FROM persona_persona WHERE membership_id = $1 AND status = 'active' ORDER BY created_at, persona_id")
+            .bind(&membership_id)
+            .fetch_all(&state.db.read)
+            .await?;
     let primary = personas.first().cloned().ok_or_else(|| ApiError::forbidden("the membership has no active persona"))?;
     let pools: String = t.try_get("app_pool_index")?;
     let mut claims = base_claims(person_id, email, display_name, "human", amr);
@@ -478,14 +474,8 @@ struct TokenRequest {
 /// Reads the exchange's fields from JSON or a form body (RFC 6749 4.4);
 /// client credentials sent with HTTP Basic take precedence.
 async fn token_request(req: Request, basic: Option<(String, String)>) -> ApiResult<TokenRequest> {
-    let is_form = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| ct.starts_with("application/x-www-form-urlencoded"));
-    let bytes = axum::body::to_bytes(req.into_body(), 64 * 1024)
-        .await
-        .map_err(|_| ApiError::invalid("request body too large or unreadable"))?;
+    let is_form = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| ct.starts_with("application/x-www-form-urlencoded"));
+    let bytes = axum::body::to_bytes(req.into_body(), 64 * 1024).await.map_err(|_| ApiError::invalid("request body too large or unreadable"))?;
     let mut parsed: TokenRequest = if is_form {
         serde_urlencoded::from_bytes(&bytes).map_err(|e| ApiError::invalid(format!("malformed form body: {e}")))?
     } else if bytes.is_empty() {
@@ -541,11 +531,7 @@ async fn exchange(state: &AppState, addr: std::net::IpAddr, basic: Option<(Strin
         None => key.scopes.clone(),
         Some(requested) => {
             let requested: Vec<String> = requested.split_whitespace().map(str::to_string).collect();
-            let bad: Vec<String> = requested
-                .iter()
-                .filter(|s| !scope::is_valid(s) || !key.scopes.iter().any(|g| scope::covers(g, s)))
-                .cloned()
-                .collect();
+            let bad: Vec<String> = requested.iter().filter(|s| !scope::is_valid(s) || !key.scopes.iter().any(|g| scope::covers(g, s))).cloned().collect();
             if !bad.is_empty() {
                 return Err(ApiError::InvalidScope(bad.iter().map(|s| format!("scope not held by the key: {s}")).collect()));
             }
@@ -602,25 +588,20 @@ async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr)
     let mail = state.mailer()?;
     // Every request counts, known email or not, so the throttle's answers
     // tell nothing about which accounts exist.
-    let keys = [
-        throttle::Key::address("verify", addr, FREE_PER_ADDRESS),
-        throttle::Key::account(&state, "verify", &email, VERIFY_FREE_PER_ACCOUNT),
-    ];
+    let keys = [throttle::Key::address("verify", addr, FREE_PER_ADDRESS), throttle::Key::account(&state, "verify", &email, VERIFY_FREE_PER_ACCOUNT)];
     throttle::check(&state, &keys).await?;
     throttle::fail(&state, &keys).await?;
     let expires_at = db::format_time(chrono::Utc::now() + chrono::Duration::minutes(VERIFICATION_TTL_MINUTES));
     let mut data = json!({ "sent": true, "expires_at": expires_at });
     if let Some((_, alias_id, _)) = person_by_email(&state.db.read, &state, &email).await? {
         let token = crypto::random_base62(32);
-        sqlx::query(
-            "INSERT INTO identity_verification (token_hash, alias_id, purpose, expires_at, created_at) VALUES ($1, $2, 'verify-email', $3, $4)",
-        )
-        .bind(crypto::sha256_hex(token.as_bytes()))
-        .bind(&alias_id)
-        .bind(&expires_at)
-        .bind(db::now())
-        .execute(state.db.writer())
-        .await?;
+        sqlx::query("INSERT INTO identity_verification (token_hash, alias_id, purpose, expires_at, created_at) VALUES ($1, $2, 'verify-email', $3, $4)")
+            .bind(crypto::sha256_hex(token.as_bytes()))
+            .bind(&alias_id)
+            .bind(&expires_at)
+            .bind(db::now())
+            .execute(state.db.writer())
+            .await?;
         mail.send_verification(&email, &token, &expires_at);
         if state.config.dev {
             data["dev_token"] = json!(token);
@@ -656,15 +637,9 @@ async fn verify_email(State(state): State<AppState>, Body(body): Body<VerifyEmai
         .bind(crypto::sha256_hex(token.as_bytes()))
         .execute(&mut *tx)
         .await?;
-    sqlx::query("UPDATE identity_alias SET verified_at = COALESCE(verified_at, $1) WHERE alias_id = $2")
-        .bind(&now)
-        .bind(&alias_id)
-        .execute(&mut *tx)
-        .await?;
-    let verified_at: Option<String> = sqlx::query_scalar("SELECT verified_at FROM identity_alias WHERE alias_id = $1")
-        .bind(&alias_id)
-        .fetch_one(&mut *tx)
-        .await?;
+    sqlx::query("UPDATE identity_alias SET verified_at = COALESCE(verified_at, $1) WHERE alias_id = $2").bind(&now).bind(&alias_id).execute(&mut *tx).await?;
+    let verified_at: Option<String> =
+        sqlx::query_scalar("SELECT verified_at FROM identity_alias WHERE alias_id = $1").bind(&alias_id).fetch_one(&mut *tx).await?;
     tx.commit().await?;
     Ok(ok(json!({ "verified": true, "verified_at": verified_at })))
 }
@@ -707,4 +682,3 @@ async fn jwks(State(state): State<AppState>) -> Response {
     res.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
     res
 }
-

@@ -12,10 +12,5 @@ use axum::Router;
 use crate::state::AppState;
 
 pub fn routes() -> Router<AppState> {
-    Router::new()
-        .merge(auth::routes())
-        .merge(api_keys::routes())
-        .merge(tenancy::routes())
-        .merge(personas::routes())
-        .merge(roles::routes())
+    Router::new().merge(auth::routes()).merge(api_keys::routes()).merge(tenancy::routes()).merge(personas::routes()).merge(roles::routes())
 }

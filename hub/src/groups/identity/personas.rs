@@ -3,7 +3,12 @@
 //! attributes are sealed under it, so destroying the key makes them
 //! unreadable without touching the person.
 
-use axum::{Router, extract::{Path, State}, response::Response, routing::{get, post}};
+use axum::{
+    Router,
+    extract::{Path, State},
+    response::Response,
+    routing::{get, post},
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sqlx::{AssertSqlSafe, Row};
@@ -110,7 +115,12 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     Ok(created(describe(&state, &ctx.tenant_id, &id).await?))
 }
 
-async fn create_under_membership(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewPersona>) -> ApiResult<Response> {
+async fn create_under_membership(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    Body(body): Body<NewPersona>,
+) -> ApiResult<Response> {
     roles::require_grant(&state, &ctx, "membership.membership.write").await?;
     let membership_id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;

@@ -9,7 +9,12 @@
 
 use std::{collections::HashSet, sync::Arc};
 
-use axum::{Router, extract::{Path, State}, response::Response, routing::post};
+use axum::{
+    Router,
+    extract::{Path, State},
+    response::Response,
+    routing::post,
+};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sqlx::{AssertSqlSafe, Row};
@@ -76,14 +81,13 @@ pub async fn visible_template<'e, E>(exec: E, tenant_id: &str, app_id: &str, rol
 where
     E: sqlx::Executor<'e, Database = sqlx::Any>,
 {
-    let found: Option<String> = sqlx::query_scalar(
-        "SELECT role_template_id FROM tenant_role_template WHERE role_template_id = $1 AND app_id = $2 AND tenant_key IN ('', $3)",
-    )
-    .bind(role_template_id)
-    .bind(app_id)
-    .bind(tenant_id)
-    .fetch_optional(exec)
-    .await?;
+    let found: Option<String> =
+        sqlx::query_scalar("SELECT role_template_id FROM tenant_role_template WHERE role_template_id = $1 AND app_id = $2 AND tenant_key IN ('', $3)")
+            .bind(role_template_id)
+            .bind(app_id)
+            .bind(tenant_id)
+            .fetch_optional(exec)
+            .await?;
     Ok(found.is_some())
 }
 
@@ -112,12 +116,10 @@ async fn resolve(pool: &sqlx::AnyPool, persona_id: &str) -> ApiResult<Vec<String
     }
     let tenant_id: String = row.try_get("tenant_id")?;
     let mut templates: Vec<String> = row.try_get::<Option<String>, _>("primary_role_template_id")?.into_iter().collect();
-    let granted: Vec<String> = sqlx::query_scalar(
-        "SELECT role_template_id FROM persona_role_assignment WHERE persona_id = $1 AND revoked_at IS NULL",
-    )
-    .bind(persona_id)
-    .fetch_all(pool)
-    .await?;
+    let granted: Vec<String> = sqlx::query_scalar("SELECT role_template_id FROM persona_role_assignment WHERE persona_id = $1 AND revoked_at IS NULL")
+        .bind(persona_id)
+        .fetch_all(pool)
+        .await?;
     templates.extend(granted);
     expand(pool, &tenant_id, templates).await
 }
@@ -165,11 +167,8 @@ pub async fn template_permissions(state: &AppState, tenant_id: &str, role_templa
 /// 403 naming the scopes not held.
 pub async fn contain(state: &AppState, ctx: &TenantCtx, wanted: &[String], what: &str) -> ApiResult<()> {
     let held = permissions(state, &ctx.persona_id).await?;
-    let missing: Vec<String> = wanted
-        .iter()
-        .filter(|w| !scope::any_covers(&held, w) || ctx.key_scopes.as_ref().is_some_and(|k| !scope::any_covers(k, w)))
-        .cloned()
-        .collect();
+    let missing: Vec<String> =
+        wanted.iter().filter(|w| !scope::any_covers(&held, w) || ctx.key_scopes.as_ref().is_some_and(|k| !scope::any_covers(k, w))).cloned().collect();
     if missing.is_empty() {
         return Ok(());
     }
@@ -178,10 +177,7 @@ pub async fn contain(state: &AppState, ctx: &TenantCtx, wanted: &[String], what:
         None => held.to_vec(),
     };
     Err(ApiError::Forbidden {
-        details: vec![format!(
-            "{what} would grant permissions the caller does not hold: {}",
-            missing.join(", ")
-        )],
+        details: vec![format!("{what} would grant permissions the caller does not hold: {}", missing.join(", "))],
         scopes: Some((missing, granted)),
     })
 }
@@ -219,10 +215,7 @@ pub async fn require_grant(state: &AppState, ctx: &TenantCtx, required: &str) ->
     if scope::any_covers(&perms, required) {
         Ok(())
     } else {
-        Err(ApiError::forbidden(format!(
-            "the acting persona {} holds no role that allows this; grant one with POST /api/role-assignments",
-            ctx.persona_id
-        )))
+        Err(ApiError::forbidden(format!("the acting persona {} holds no role that allows this; grant one with POST /api/role-assignments", ctx.persona_id)))
     }
 }
 
@@ -238,11 +231,7 @@ fn parse_permissions(value: &Option<Value>, check: &mut Check) -> Map<String, Va
     match value {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(map)) => {
-            let bad: Vec<&str> = map
-                .iter()
-                .filter(|(k, v)| !scope::is_valid(k) || !v.is_boolean())
-                .map(|(k, _)| k.as_str())
-                .collect();
+            let bad: Vec<&str> = map.iter().filter(|(k, v)| !scope::is_valid(k) || !v.is_boolean()).map(|(k, _)| k.as_str()).collect();
             if !bad.is_empty() {
                 check.fail(format!(
                     "permissions must map scopes (<domain>.<resource>.<action> or a tail wildcard) to booleans; bad entries: {}",
@@ -389,19 +378,15 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
         "SELECT persona_id, role_template_id, granted_at, revoked_at FROM persona_role_assignment WHERE assignment_id = $1 AND {}",
         tenancy::own_or_sandbox("tenant_id", 2)
     )))
-        .bind(&id)
-        .bind(&ctx.tenant_id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or(ApiError::NotFound)?;
+    .bind(&id)
+    .bind(&ctx.tenant_id)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(ApiError::NotFound)?;
     let mut revoked_at: Option<String> = row.try_get("revoked_at")?;
     if revoked_at.is_none() {
         let now = db::now();
-        sqlx::query("UPDATE persona_role_assignment SET revoked_at = $1 WHERE assignment_id = $2")
-            .bind(&now)
-            .bind(&id)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query("UPDATE persona_role_assignment SET revoked_at = $1 WHERE assignment_id = $2").bind(&now).bind(&id).execute(&mut *tx).await?;
         audit::record(&mut tx, &ctx, events::ROLE_REVOKED, json!({ "assignment_id": id, "revoked_at": now })).await?;
         revoked_at = Some(now);
     }

@@ -1,7 +1,12 @@
 //! sdk-tenant spine: tenants (with their app row), memberships binding
 //! people to tenants, and app identities binding people to apps.
 
-use axum::{Router, extract::{Path, State}, response::Response, routing::{get, post}};
+use axum::{
+    Router,
+    extract::{Path, State},
+    response::Response,
+    routing::{get, post},
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sqlx::Row;
@@ -42,10 +47,7 @@ pub struct NewTenantRow<'a> {
 /// Inserts an app row with its platform default role templates, and the
 /// tenant on it (`trial`, tier `S`, pool 0). Returns the owner template.
 pub async fn insert_app_and_tenant(tx: &mut Tx, t: NewTenantRow<'_>) -> ApiResult<String> {
-    let taken: Option<String> = sqlx::query_scalar("SELECT app_id FROM tenant_app WHERE app_id = $1")
-        .bind(t.app_id)
-        .fetch_optional(&mut **tx)
-        .await?;
+    let taken: Option<String> = sqlx::query_scalar("SELECT app_id FROM tenant_app WHERE app_id = $1").bind(t.app_id).fetch_optional(&mut **tx).await?;
     if taken.is_some() {
         return Err(ApiError::Conflict(format!("app_id '{}' is already taken", t.app_id)));
     }
@@ -85,10 +87,8 @@ pub async fn insert_app_and_tenant(tx: &mut Tx, t: NewTenantRow<'_>) -> ApiResul
 /// applications act (Authentication 10), so a `pk_test_` credential never
 /// reads or writes the tenant's live data.
 pub async fn sandbox(tx: &mut Tx, tenant_id: &str) -> ApiResult<String> {
-    if let Some(id) = sqlx::query_scalar::<_, String>("SELECT tenant_id FROM tenant_tenant WHERE sandbox_of = $1")
-        .bind(tenant_id)
-        .fetch_optional(&mut **tx)
-        .await?
+    if let Some(id) =
+        sqlx::query_scalar::<_, String>("SELECT tenant_id FROM tenant_tenant WHERE sandbox_of = $1").bind(tenant_id).fetch_optional(&mut **tx).await?
     {
         return Ok(id);
     }
@@ -187,30 +187,35 @@ async fn create_tenant(State(state): State<AppState>, Tenant(ctx): Tenant, Body(
         ctx.check_tenant(Some(&p.to_string()))?;
     }
     let mut tx = state.db.begin().await?;
-    let root: String = sqlx::query_scalar("SELECT root_tenant_id FROM tenant_tenant WHERE tenant_id = $1")
-        .bind(&ctx.tenant_id)
-        .fetch_one(&mut *tx)
-        .await?;
+    let root: String = sqlx::query_scalar("SELECT root_tenant_id FROM tenant_tenant WHERE tenant_id = $1").bind(&ctx.tenant_id).fetch_one(&mut *tx).await?;
     let tenant_id = db::new_id();
-    insert_app_and_tenant(&mut tx, NewTenantRow {
-        tenant_id: &tenant_id,
-        app_id: &app_id,
-        org_id: &ctx.org_id,
-        display_name: &display_name,
-        parent_tenant_id: Some(&ctx.tenant_id),
-        root_tenant_id: &root,
-        reseller_id: Check::optional(&body.reseller_id).as_deref(),
-        region: Check::optional(&body.region).as_deref(),
-        brand_domain: Check::optional(&body.brand_domain).as_deref(),
-        module_subscriptions: &modules,
-    })
+    insert_app_and_tenant(
+        &mut tx,
+        NewTenantRow {
+            tenant_id: &tenant_id,
+            app_id: &app_id,
+            org_id: &ctx.org_id,
+            display_name: &display_name,
+            parent_tenant_id: Some(&ctx.tenant_id),
+            root_tenant_id: &root,
+            reseller_id: Check::optional(&body.reseller_id).as_deref(),
+            region: Check::optional(&body.region).as_deref(),
+            brand_domain: Check::optional(&body.brand_domain).as_deref(),
+            module_subscriptions: &modules,
+        },
+    )
     .await?;
     let tenant = tenant_json(&mut *tx, &tenant_id).await?;
     // Recorded in the parent's chain, where the creator acts.
-    audit::record(&mut tx, &ctx, events::TENANT_CREATED, json!({
-        "tenant_id": tenant_id, "parent_tenant_id": ctx.tenant_id, "org_id": ctx.org_id, "app_id": app_id,
-        "status": tenant["status"], "isolation_tier": tenant["isolation_tier"],
-    }))
+    audit::record(
+        &mut tx,
+        &ctx,
+        events::TENANT_CREATED,
+        json!({
+            "tenant_id": tenant_id, "parent_tenant_id": ctx.tenant_id, "org_id": ctx.org_id, "app_id": app_id,
+            "status": tenant["status"], "isolation_tier": tenant["isolation_tier"],
+        }),
+    )
     .await?;
     tx.commit().await?;
     Ok(created(tenant))
@@ -223,10 +228,7 @@ async fn target_tenant(tx: &mut Tx, ctx: &TenantCtx, claimed: Option<String>) ->
     if uuid::Uuid::parse_str(&tenant_id).is_err() {
         return Err(ApiError::invalid("tenant_id must be a UUID"));
     }
-    let row = sqlx::query("SELECT app_id, parent_tenant_id FROM tenant_tenant WHERE tenant_id = $1")
-        .bind(&tenant_id)
-        .fetch_optional(&mut **tx)
-        .await?;
+    let row = sqlx::query("SELECT app_id, parent_tenant_id FROM tenant_tenant WHERE tenant_id = $1").bind(&tenant_id).fetch_optional(&mut **tx).await?;
     let Some(row) = row else { return Err(ApiError::TenantMismatch) };
     let parent: Option<String> = row.try_get("parent_tenant_id")?;
     if tenant_id != ctx.tenant_id && parent.as_deref() != Some(ctx.tenant_id.as_str()) {
@@ -315,7 +317,8 @@ async fn create_membership(State(state): State<AppState>, Tenant(ctx): Tenant, T
     if !person_exists(&mut tx, &person).await? {
         return Err(ApiError::invalid("person_id does not name a person"));
     }
-    let m = insert_membership(&state, &ctx, &mut tx, &person, &tenant_id, &app_id, Check::optional(&body.bu_id).as_deref(), template.map(|t| t.to_string())).await?;
+    let m = insert_membership(&state, &ctx, &mut tx, &person, &tenant_id, &app_id, Check::optional(&body.bu_id).as_deref(), template.map(|t| t.to_string()))
+        .await?;
     tx.commit().await?;
     Ok(created(m))
 }
@@ -440,7 +443,12 @@ struct NewIdentityMembership {
 }
 
 /// Admits the person of an app identity into a tenant of that app.
-async fn membership_for_app_identity(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, TargetTenantBody(body): TargetTenantBody<NewIdentityMembership>) -> ApiResult<Response> {
+async fn membership_for_app_identity(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    TargetTenantBody(body): TargetTenantBody<NewIdentityMembership>,
+) -> ApiResult<Response> {
     roles::require_grant(&state, &ctx, "app-identity.app-identity.write").await?;
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();
@@ -459,7 +467,8 @@ async fn membership_for_app_identity(State(state): State<AppState>, Tenant(ctx):
         return Err(ApiError::NotFound);
     }
     let person: String = row.try_get("person_id")?;
-    let m = insert_membership(&state, &ctx, &mut tx, &person, &tenant_id, &app_id, Check::optional(&body.bu_id).as_deref(), template.map(|t| t.to_string())).await?;
+    let m = insert_membership(&state, &ctx, &mut tx, &person, &tenant_id, &app_id, Check::optional(&body.bu_id).as_deref(), template.map(|t| t.to_string()))
+        .await?;
     tx.commit().await?;
     Ok(created(m))
 }

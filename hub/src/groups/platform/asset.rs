@@ -21,8 +21,7 @@ use sqlx::Row;
 use super::command;
 use crate::{
     audit::{self, events},
-    crypto,
-    db,
+    crypto, db,
     error::{ApiError, ApiResult, Body, created, ok},
     extract::{Page, Params, list},
     gate::Tenant,
@@ -90,12 +89,7 @@ where
 pub fn component_ids(components: &Value) -> Vec<String> {
     components
         .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|c| c.as_str().or_else(|| c.get("component_id").and_then(Value::as_str)).map(str::to_string))
-                .collect()
-        })
+        .map(|items| items.iter().filter_map(|c| c.as_str().or_else(|| c.get("component_id").and_then(Value::as_str)).map(str::to_string)).collect())
         .unwrap_or_default()
 }
 
@@ -147,9 +141,14 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     .await?;
     let row = find(&mut *tx, &ctx.tenant_id, &asset_id).await?;
     let asset = asset_json(&row)?;
-    audit::record(&mut tx, &ctx, events::ASSET_REGISTERED, json!({
-        "asset_id": asset_id, "display_name": display_name, "device_uuid": asset["device_uuid"], "components": components,
-    }))
+    audit::record(
+        &mut tx,
+        &ctx,
+        events::ASSET_REGISTERED,
+        json!({
+            "asset_id": asset_id, "display_name": display_name, "device_uuid": asset["device_uuid"], "components": components,
+        }),
+    )
     .await?;
     tx.commit().await?;
     Ok(created(asset))
@@ -353,13 +352,12 @@ pub async fn authenticate_robot(state: &AppState, secret: &str) -> ApiResult<Arc
         return Err(ApiError::Unauthorized("invalid robot credential"));
     }
     let hash = crypto::sha256_hex(secret.as_bytes());
-    let row = sqlx::query(
-        "SELECT credential_id, asset_id, tenant_id, secret_hash, rate_limit_rpm, expires_at, status FROM asset_credential WHERE secret_hash = $1",
-    )
-    .bind(&hash)
-    .fetch_optional(&state.db.read)
-    .await?
-    .ok_or(ApiError::Unauthorized("invalid robot credential"))?;
+    let row =
+        sqlx::query("SELECT credential_id, asset_id, tenant_id, secret_hash, rate_limit_rpm, expires_at, status FROM asset_credential WHERE secret_hash = $1")
+            .bind(&hash)
+            .fetch_optional(&state.db.read)
+            .await?
+            .ok_or(ApiError::Unauthorized("invalid robot credential"))?;
     let stored: String = row.try_get("secret_hash")?;
     if !crypto::constant_time_eq(stored.as_bytes(), hash.as_bytes()) {
         return Err(ApiError::Unauthorized("invalid robot credential"));
@@ -411,9 +409,14 @@ async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Pa
     .bind(&now)
     .execute(&mut *tx)
     .await?;
-    audit::record(&mut tx, &ctx, events::ASSET_CREDENTIAL_ISSUED, json!({
-        "credential_id": credential_id, "asset_id": asset_id, "rate_limit_rpm": rate_limit_rpm, "expires_at": expires_at,
-    }))
+    audit::record(
+        &mut tx,
+        &ctx,
+        events::ASSET_CREDENTIAL_ISSUED,
+        json!({
+            "credential_id": credential_id, "asset_id": asset_id, "rate_limit_rpm": rate_limit_rpm, "expires_at": expires_at,
+        }),
+    )
     .await?;
     tx.commit().await?;
     Ok(created(json!({
@@ -427,7 +430,13 @@ struct ListQuery {
     status: Option<String>,
 }
 
-async fn list_commands(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Params(q): Params<ListQuery>, page: Page) -> ApiResult<Response> {
+async fn list_commands(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    Params(q): Params<ListQuery>,
+    page: Page,
+) -> ApiResult<Response> {
     let row = find(&state.db.read, &ctx.tenant_id, &id).await?;
     let asset_id: String = row.try_get("asset_id")?;
     let status = Check::optional(&q.status);

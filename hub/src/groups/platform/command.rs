@@ -44,9 +44,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/commands/stream/{asset_id}", get(streams::sse::stream))
 }
 
-pub const STATES: &[&str] = &[
-    "awaiting_approval", "queued", "delivered", "acknowledged_ok", "acknowledged_failed", "rejected", "expired",
-];
+pub const STATES: &[&str] = &["awaiting_approval", "queued", "delivered", "acknowledged_ok", "acknowledged_failed", "rejected", "expired"];
 const RISKS: &[&str] = &["low", "medium", "high", "critical"];
 
 /// The grant a person's persona needs to decide on a high or critical command.
@@ -67,11 +65,7 @@ fn parse_json(text: Option<String>) -> Value {
 /// The status as callers see it: a command still waiting whose time to live
 /// has run out is expired, even before the sweeper has written it.
 fn effective_status(status: &str, expires_at: &str, now: &str) -> String {
-    if matches!(status, "awaiting_approval" | "queued") && expires_at <= now {
-        "expired".into()
-    } else {
-        status.into()
-    }
+    if matches!(status, "awaiting_approval" | "queued") && expires_at <= now { "expired".into() } else { status.into() }
 }
 
 fn command_json(r: &sqlx::any::AnyRow) -> ApiResult<Value> {
@@ -123,10 +117,7 @@ async fn fetch<'e, E>(exec: E, command_id: &str) -> ApiResult<Option<sqlx::any::
 where
     E: sqlx::Executor<'e, Database = sqlx::Any>,
 {
-    Ok(sqlx::query(sqlx::AssertSqlSafe(format!("{SELECT} WHERE command_id = $1")))
-        .bind(command_id)
-        .fetch_optional(exec)
-        .await?)
+    Ok(sqlx::query(sqlx::AssertSqlSafe(format!("{SELECT} WHERE command_id = $1"))).bind(command_id).fetch_optional(exec).await?)
 }
 
 /// The tenant's command with this path id (404 otherwise).
@@ -169,11 +160,7 @@ async fn enqueue(state: &AppState, tx: &mut Tx, command_id: &str, asset_id: &str
         .execute(&mut **tx)
         .await?;
     if state.db.backend == Backend::Postgres {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(streams::COMMAND_CHANNEL)
-            .bind(asset_id)
-            .execute(&mut **tx)
-            .await?;
+        sqlx::query("SELECT pg_notify($1, $2)").bind(streams::COMMAND_CHANNEL).bind(asset_id).execute(&mut **tx).await?;
     }
     Ok(seq)
 }
@@ -199,12 +186,10 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let asset_id = asset_id.expect("checked").to_string();
     let mut tx = state.db.begin().await?;
     // An asset of another tenant is as unknown as a missing one: 400 for a body field.
-    let asset_row = asset::find(&mut *tx, &ctx.tenant_id, &asset_id)
-        .await
-        .map_err(|e| match e {
-            ApiError::NotFound => ApiError::invalid("target_asset_id does not name an asset of this tenant"),
-            other => other,
-        })?;
+    let asset_row = asset::find(&mut *tx, &ctx.tenant_id, &asset_id).await.map_err(|e| match e {
+        ApiError::NotFound => ApiError::invalid("target_asset_id does not name an asset of this tenant"),
+        other => other,
+    })?;
     if let Some(c) = &component {
         let components: String = asset_row.try_get("components")?;
         let known = asset::component_ids(&serde_json::from_str(&components).unwrap_or(Value::Null));
@@ -240,10 +225,15 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
         enqueue(&state, &mut tx, &command_id, &asset_id, &now).await?;
     }
     let row = fetch(&mut *tx, &command_id).await?.ok_or(ApiError::NotFound)?;
-    audit::record(&mut tx, &ctx, events::COMMAND_ISSUED, json!({
-        "command_id": command_id, "target_asset_id": asset_id, "target_component_id": component, "type": kind,
-        "risk_class": risk, "status": row.try_get::<String, _>("status")?, "expires_at": expires_at,
-    }))
+    audit::record(
+        &mut tx,
+        &ctx,
+        events::COMMAND_ISSUED,
+        json!({
+            "command_id": command_id, "target_asset_id": asset_id, "target_component_id": component, "type": kind,
+            "risk_class": risk, "status": row.try_get::<String, _>("status")?, "expires_at": expires_at,
+        }),
+    )
     .await?;
     tx.commit().await?;
     if !needs_approval {
@@ -392,17 +382,20 @@ pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &st
             .await?;
             let row = fetch(&mut *tx, &id).await?.ok_or(ApiError::NotFound)?;
             // The robot acts through its credential.
-            audit::emit(&mut tx, audit::Event {
-                tenant_id: &cred.tenant_id,
-                pool_index: None,
-                event_type: events::COMMAND_ACKNOWLEDGED,
-                actor_kind: "robot",
-                actor_id: &cred.credential_id,
-                actor_chain: None,
-                payload: &json!({ "command_id": id, "asset_id": cred.asset_id, "ok": ack.ok, "code": ack.code }),
-                retention_class: None,
-                occurred_at: None,
-            })
+            audit::emit(
+                &mut tx,
+                audit::Event {
+                    tenant_id: &cred.tenant_id,
+                    pool_index: None,
+                    event_type: events::COMMAND_ACKNOWLEDGED,
+                    actor_kind: "robot",
+                    actor_id: &cred.credential_id,
+                    actor_chain: None,
+                    payload: &json!({ "command_id": id, "asset_id": cred.asset_id, "ok": ack.ok, "code": ack.code }),
+                    retention_class: None,
+                    occurred_at: None,
+                },
+            )
             .await?;
             tx.commit().await?;
             command_json(&row)
@@ -412,11 +405,7 @@ pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &st
                 && row.try_get::<Option<String>, _>("ack_code")? == ack.code
                 && row.try_get::<Option<String>, _>("ack_message")? == ack.message
                 && parse_json(row.try_get("ack_data")?) == ack.data.clone().unwrap_or(Value::Null);
-            if same {
-                command_json(&row)
-            } else {
-                Err(ApiError::Conflict("the command was already acknowledged with a different outcome".into()))
-            }
+            if same { command_json(&row) } else { Err(ApiError::Conflict("the command was already acknowledged with a different outcome".into())) }
         }
         other => Err(ApiError::Conflict(format!("the command is {other} and cannot be acknowledged"))),
     }
@@ -437,16 +426,14 @@ pub async fn list_for_asset(state: &AppState, ctx: &TenantCtx, asset_id: &str, s
         .bind(status.unwrap_or(""))
         .fetch_one(&state.db.read)
         .await?;
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "{SELECT} {filter} ORDER BY created_at DESC, command_id DESC LIMIT $4 OFFSET $5"
-    )))
-    .bind(asset_id)
-    .bind(&ctx.tenant_id)
-    .bind(status.unwrap_or(""))
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(&state.db.read)
-    .await?;
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!("{SELECT} {filter} ORDER BY created_at DESC, command_id DESC LIMIT $4 OFFSET $5")))
+        .bind(asset_id)
+        .bind(&ctx.tenant_id)
+        .bind(status.unwrap_or(""))
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(&state.db.read)
+        .await?;
     Ok((rows.iter().map(command_json).collect::<ApiResult<_>>()?, total))
 }
 
@@ -496,12 +483,11 @@ pub async fn mark_delivered(state: &AppState, asset_id: &str, upto: i64) -> ApiR
 /// Writes `expired` on every waiting command whose time to live has run out.
 pub async fn sweep_expired(state: &AppState) -> Result<u64, sqlx::Error> {
     let now = db::now();
-    let done = sqlx::query(
-        "UPDATE command_command SET status = 'expired', updated_at = $1 WHERE status IN ('awaiting_approval', 'queued') AND expires_at <= $1",
-    )
-    .bind(&now)
-    .execute(state.db.writer())
-    .await?;
+    let done =
+        sqlx::query("UPDATE command_command SET status = 'expired', updated_at = $1 WHERE status IN ('awaiting_approval', 'queued') AND expires_at <= $1")
+            .bind(&now)
+            .execute(state.db.writer())
+            .await?;
     Ok(done.rows_affected())
 }
 

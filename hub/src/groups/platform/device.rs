@@ -2,7 +2,12 @@
 //! verified by the hub against a challenge it issued, device-person links
 //! and revocation.
 
-use axum::{Router, extract::{Path, State}, response::Response, routing::{get, post}};
+use axum::{
+    Router,
+    extract::{Path, State},
+    response::Response,
+    routing::{get, post},
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sqlx::Row;
@@ -222,7 +227,15 @@ async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
 /// and unexpired (it is consumed either way), the signature verifies, the
 /// envelope names this device and method, and its key is the pinned one.
 /// The outer error is a database failure; the inner one why it failed.
-async fn verify(tx: &mut Tx, tenant_id: &str, device: &str, method: &str, envelope: &str, challenge: &str, pinned: Option<&str>) -> ApiResult<Result<String, String>> {
+async fn verify(
+    tx: &mut Tx,
+    tenant_id: &str,
+    device: &str,
+    method: &str,
+    envelope: &str,
+    challenge: &str,
+    pinned: Option<&str>,
+) -> ApiResult<Result<String, String>> {
     let row = sqlx::query("SELECT expires_at, used_at FROM platform_device_challenge WHERE challenge = $1 AND tenant_id = $2 AND device_uuid = $3")
         .bind(challenge)
         .bind(tenant_id)
@@ -233,11 +246,7 @@ async fn verify(tx: &mut Tx, tenant_id: &str, device: &str, method: &str, envelo
     if row.try_get::<Option<String>, _>("used_at")?.is_some() {
         return Ok(Err("the challenge has already been used".into()));
     }
-    sqlx::query("UPDATE platform_device_challenge SET used_at = $1 WHERE challenge = $2")
-        .bind(db::now())
-        .bind(challenge)
-        .execute(&mut **tx)
-        .await?;
+    sqlx::query("UPDATE platform_device_challenge SET used_at = $1 WHERE challenge = $2").bind(db::now()).bind(challenge).execute(&mut **tx).await?;
     if row.try_get::<String, _>("expires_at")? <= db::now() {
         return Ok(Err("the challenge has expired".into()));
     }
@@ -305,12 +314,13 @@ async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
 }
 
 async fn link_json(tx: &mut Tx, tenant_id: &str, device: &str, person: &str) -> ApiResult<Value> {
-    let r = sqlx::query("SELECT person_id, status, linked_at, updated_at FROM platform_device_person WHERE tenant_id = $1 AND device_uuid = $2 AND person_id = $3")
-        .bind(tenant_id)
-        .bind(device)
-        .bind(person)
-        .fetch_one(&mut **tx)
-        .await?;
+    let r =
+        sqlx::query("SELECT person_id, status, linked_at, updated_at FROM platform_device_person WHERE tenant_id = $1 AND device_uuid = $2 AND person_id = $3")
+            .bind(tenant_id)
+            .bind(device)
+            .bind(person)
+            .fetch_one(&mut **tx)
+            .await?;
     Ok(json!({
         "device_uuid": device,
         "person_id": r.try_get::<String, _>("person_id")?,
@@ -325,11 +335,13 @@ async fn persons(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
     if !registered(&state.db.read, &ctx.tenant_id, &id).await? {
         return Err(ApiError::NotFound);
     }
-    let rows = sqlx::query("SELECT person_id, status, linked_at, updated_at FROM platform_device_person WHERE tenant_id = $1 AND device_uuid = $2 ORDER BY linked_at, person_id")
-        .bind(&ctx.tenant_id)
-        .bind(&id)
-        .fetch_all(&state.db.read)
-        .await?;
+    let rows = sqlx::query(
+        "SELECT person_id, status, linked_at, updated_at FROM platform_device_person WHERE tenant_id = $1 AND device_uuid = $2 ORDER BY linked_at, person_id",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&id)
+    .fetch_all(&state.db.read)
+    .await?;
     let mut out = Vec::with_capacity(rows.len());
     for r in rows {
         out.push(json!({

@@ -7,7 +7,12 @@
 //! so a tenant that registers the device later cannot change what the
 //! public read shows.
 
-use axum::{Router, extract::{Path, Query, State}, response::Response, routing::{get, post}};
+use axum::{
+    Router,
+    extract::{Path, Query, State},
+    response::Response,
+    routing::{get, post},
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sqlx::Row;
@@ -86,10 +91,8 @@ async fn report_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Body(b
     .bind(db::now())
     .execute(&mut *tx)
     .await?;
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {CRASH_COLUMNS} FROM diagnostic_crash WHERE crash_id = $1")))
-        .bind(&id)
-        .fetch_one(&mut *tx)
-        .await?;
+    let row =
+        sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {CRASH_COLUMNS} FROM diagnostic_crash WHERE crash_id = $1"))).bind(&id).fetch_one(&mut *tx).await?;
     let data = crash_json(&row, &ctx.tenant_id)?;
     tx.commit().await?;
     Ok(created(data))
@@ -159,16 +162,18 @@ async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Bod
         return Err(ApiError::invalid("device_uuid does not name a registered device of this tenant"));
     }
     let id = db::new_id();
-    sqlx::query("INSERT INTO diagnostic_health (snapshot_id, tenant_id, device_uuid, status, metrics, taken_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)")
-        .bind(&id)
-        .bind(&ctx.tenant_id)
-        .bind(&device)
-        .bind(&status)
-        .bind(metrics.to_string())
-        .bind(&taken_at)
-        .bind(db::now())
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query(
+        "INSERT INTO diagnostic_health (snapshot_id, tenant_id, device_uuid, status, metrics, taken_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(&id)
+    .bind(&ctx.tenant_id)
+    .bind(&device)
+    .bind(&status)
+    .bind(metrics.to_string())
+    .bind(&taken_at)
+    .bind(db::now())
+    .execute(&mut *tx)
+    .await?;
     tx.commit().await?;
     Ok(created(json!({ "snapshot_id": id, "device_uuid": device, "status": status, "metrics": metrics, "taken_at": taken_at })))
 }

@@ -13,9 +13,5 @@ use axum::Router;
 use crate::state::AppState;
 
 pub fn routes() -> Router<AppState> {
-    Router::new()
-        .merge(asset::routes())
-        .merge(command::routes())
-        .merge(device::routes())
-        .merge(diagnostic::routes())
+    Router::new().merge(asset::routes()).merge(command::routes()).merge(device::routes()).merge(diagnostic::routes())
 }
