@@ -190,10 +190,10 @@ fn read_answer<T: DeserializeOwned>(response: &HttpResponse) -> Result<T, Device
         return Err(DeviceError::Hub { status: response.status, reason });
     }
     let mut value: Value = serde_json::from_str(&text).map_err(|e| DeviceError::Hub { status: response.status, reason: format!("answer is not JSON: {e}") })?;
-    if value.get("success").is_some() {
-        if let Some(data) = value.get_mut("data") {
-            value = data.take();
-        }
+    if value.get("success").is_some()
+        && let Some(data) = value.get_mut("data")
+    {
+        value = data.take();
     }
     serde_json::from_value(value).map_err(|e| DeviceError::Hub { status: response.status, reason: format!("answer has an unexpected shape: {e}") })
 }

@@ -139,8 +139,8 @@ async fn accept(read: &sqlx::AnyPool, jobs: Vec<Job>) -> Batch {
     let mut tenant_kinds: HashMap<(&str, &str), ApiResult<Option<EventType>>> = HashMap::new();
     for (job, _) in jobs.iter().zip(&baseline).filter(|(_, kind)| kind.is_none()) {
         let key = (job.event.tenant_id.as_str(), job.event.event_type.as_str());
-        if !tenant_kinds.contains_key(&key) {
-            tenant_kinds.insert(key, registry::lookup(read, key.0, key.1).await);
+        if let std::collections::hash_map::Entry::Vacant(slot) = tenant_kinds.entry(key) {
+            slot.insert(registry::lookup(read, key.0, key.1).await);
         }
     }
     let mut prepared = Vec::with_capacity(jobs.len());

@@ -17,6 +17,10 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// Starts the hub binary and waits for its health route; the caller owns
+/// the child (and kills and waits for it), so clippy's path analysis,
+/// which cannot see that, is told.
+#[allow(clippy::zombie_processes)]
 async fn spawn_hub(dir: &Path, port: u16, database_url: Option<&str>, log: &str) -> Child {
     let log_file = std::fs::File::options().append(true).create(true).open(dir.join(log)).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hub"));
@@ -36,14 +40,18 @@ async fn spawn_hub(dir: &Path, port: u16, database_url: Option<&str>, log: &str)
         Some(url) => cmd.env("DATABASE_URL", url),
         None => cmd.env_remove("DATABASE_URL"),
     };
-    let child = cmd.spawn().unwrap();
+    let mut child = cmd.spawn().unwrap();
     let client = reqwest::Client::new();
     let start = Instant::now();
     loop {
         if client.get(format!("http://127.0.0.1:{port}/health")).send().await.is_ok_and(|r| r.status() == 200) {
             return child;
         }
-        assert!(start.elapsed() < Duration::from_secs(60), "hub did not start: {}", std::fs::read_to_string(dir.join(log)).unwrap_or_default());
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("hub did not start: {}", std::fs::read_to_string(dir.join(log)).unwrap_or_default());
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -131,7 +139,7 @@ async fn appends_answered_201_survive_a_sigkill(database_url: Option<String>) {
             .unwrap();
         assert_eq!(v["data"]["verified"], true, "{v}");
         let mine = answered.iter().filter(|a| &a.0 == tenant).count() as i64;
-        assert!(v["data"]["entry_count"].as_i64().unwrap() >= mine + 1, "{v}");
+        assert!(v["data"]["entry_count"].as_i64().unwrap() > mine, "{v}");
         // The chain goes on after the restart.
         let res = client
             .post(format!("{base}/api/audit/append"))

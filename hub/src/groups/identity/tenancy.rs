@@ -237,17 +237,19 @@ async fn target_tenant(tx: &mut Tx, ctx: &TenantCtx, claimed: Option<String>) ->
     Ok((tenant_id, row.try_get("app_id")?))
 }
 
-/// Inserts a membership and the person's first persona in it.
-async fn insert_membership(
-    state: &AppState,
-    ctx: &TenantCtx,
-    tx: &mut Tx,
-    person_id: &str,
-    tenant_id: &str,
-    app_id: &str,
-    bu_id: Option<&str>,
+/// A membership to insert: who, where (tenant and its app), and with which
+/// role (the platform `member` template when none).
+struct NewMember<'a> {
+    person_id: &'a str,
+    tenant_id: &'a str,
+    app_id: &'a str,
+    bu_id: Option<&'a str>,
     role_template_id: Option<String>,
-) -> ApiResult<Value> {
+}
+
+/// Inserts a membership and the person's first persona in it.
+async fn insert_membership(state: &AppState, ctx: &TenantCtx, tx: &mut Tx, m: NewMember<'_>) -> ApiResult<Value> {
+    let NewMember { person_id, tenant_id, app_id, bu_id, role_template_id } = m;
     let template = match role_template_id {
         Some(t) => {
             if !roles::visible_template(&mut **tx, tenant_id, app_id, &t).await? {
@@ -317,8 +319,19 @@ async fn create_membership(State(state): State<AppState>, Tenant(ctx): Tenant, T
     if !person_exists(&mut tx, &person).await? {
         return Err(ApiError::invalid("person_id does not name a person"));
     }
-    let m = insert_membership(&state, &ctx, &mut tx, &person, &tenant_id, &app_id, Check::optional(&body.bu_id).as_deref(), template.map(|t| t.to_string()))
-        .await?;
+    let m = insert_membership(
+        &state,
+        &ctx,
+        &mut tx,
+        NewMember {
+            person_id: &person,
+            tenant_id: &tenant_id,
+            app_id: &app_id,
+            bu_id: Check::optional(&body.bu_id).as_deref(),
+            role_template_id: template.map(|t| t.to_string()),
+        },
+    )
+    .await?;
     tx.commit().await?;
     Ok(created(m))
 }
@@ -467,8 +480,19 @@ async fn membership_for_app_identity(
         return Err(ApiError::NotFound);
     }
     let person: String = row.try_get("person_id")?;
-    let m = insert_membership(&state, &ctx, &mut tx, &person, &tenant_id, &app_id, Check::optional(&body.bu_id).as_deref(), template.map(|t| t.to_string()))
-        .await?;
+    let m = insert_membership(
+        &state,
+        &ctx,
+        &mut tx,
+        NewMember {
+            person_id: &person,
+            tenant_id: &tenant_id,
+            app_id: &app_id,
+            bu_id: Check::optional(&body.bu_id).as_deref(),
+            role_template_id: template.map(|t| t.to_string()),
+        },
+    )
+    .await?;
     tx.commit().await?;
     Ok(created(m))
 }
