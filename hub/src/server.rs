@@ -25,7 +25,10 @@ use std::{
     future::Future,
     net::SocketAddr,
     pin::Pin,
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
     task::{Context, Poll},
     time::Duration,
 };
@@ -92,8 +95,9 @@ pub async fn run(listener: TcpListener, router: Router, limits: Limits, mut stop
         };
         let _ = tcp.set_nodelay(true);
         let service = make_service.clone().oneshot(peer).await.unwrap_or_else(|e| match e {});
-        let (activity, watched) = watch::channel(Activity { in_flight: 0, requests: 0, idle_since: Instant::now() });
-        let service = Tracked { inner: service, activity: Arc::new(activity) };
+        let activity = Arc::new(Activity::new());
+        let watched = activity.clone();
+        let service = Tracked { inner: service, activity };
         let conn = graceful.watch(builder.serve_connection_with_upgrades(TokioIo::new(tcp), service).into_owned());
         tokio::spawn(async move {
             let _slot = slot;
@@ -131,57 +135,71 @@ async fn accept_error(e: std::io::Error) {
     tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
-/// What a connection is doing, for its idle timer.
-#[derive(Clone, Copy)]
+/// What a connection is doing, for its idle timer. The request path only
+/// updates these counters (a few atomic operations, no wake-up); the idle
+/// timer reads them when its deadline comes.
 struct Activity {
+    opened: Instant,
     /// Requests whose handler runs or whose response body is being sent.
-    in_flight: usize,
+    in_flight: AtomicUsize,
     /// Requests seen so far.
-    requests: u64,
-    /// When `in_flight` last dropped to zero (or the connection opened).
-    idle_since: Instant,
+    requests: AtomicU64,
+    /// Milliseconds after `opened` when `in_flight` last dropped to zero.
+    idle_since_ms: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity { opened: Instant::now(), in_flight: AtomicUsize::new(0), requests: AtomicU64::new(0), idle_since_ms: AtomicU64::new(0) }
+    }
 }
 
 /// Resolves when the connection has been idle too long: with no request in
 /// flight for the idle timeout, or for the header read timeout before its
 /// first request.
-async fn idle_expired(mut activity: watch::Receiver<Activity>, limits: Limits) {
+async fn idle_expired(activity: Arc<Activity>, limits: Limits) {
+    // Requests come and go without waking this task, so it never sleeps
+    // longer than the shorter limit: a deadline may have moved meanwhile.
+    let period = limits.header_read_timeout.min(limits.idle_timeout);
     loop {
-        let now = *activity.borrow_and_update();
-        if now.in_flight == 0 {
-            let limit = if now.requests == 0 { limits.header_read_timeout } else { limits.idle_timeout };
-            tokio::select! {
-                _ = tokio::time::sleep_until(now.idle_since + limit) => return,
-                changed = activity.changed() => if changed.is_err() { return std::future::pending().await },
-            }
-        } else if activity.changed().await.is_err() {
-            return std::future::pending().await;
+        let limit = if activity.requests.load(Ordering::Acquire) == 0 { limits.header_read_timeout } else { limits.idle_timeout };
+        if activity.in_flight.load(Ordering::Acquire) > 0 {
+            tokio::time::sleep(period).await;
+            continue;
+        }
+        let idle_since = activity.idle_since_ms.load(Ordering::Acquire);
+        let deadline = activity.opened + Duration::from_millis(idle_since) + limit;
+        let now = Instant::now();
+        if now < deadline {
+            tokio::time::sleep_until(deadline.min(now + period)).await;
+            continue;
+        }
+        // Still idle, and not briefly busy in between?
+        if activity.in_flight.load(Ordering::Acquire) == 0 && activity.idle_since_ms.load(Ordering::Acquire) == idle_since {
+            return;
         }
     }
 }
 
 /// Marks a request in flight until dropped: with the handler's future if
 /// it is cancelled, otherwise with the response body once it is sent.
-struct Busy(Arc<watch::Sender<Activity>>);
+struct Busy(Arc<Activity>);
 
 impl Busy {
-    fn start(activity: &Arc<watch::Sender<Activity>>) -> Busy {
-        activity.send_modify(|a| {
-            a.in_flight += 1;
-            a.requests += 1;
-        });
+    fn start(activity: &Arc<Activity>) -> Busy {
+        activity.requests.fetch_add(1, Ordering::AcqRel);
+        activity.in_flight.fetch_add(1, Ordering::AcqRel);
         Busy(activity.clone())
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.send_modify(|a| {
-            a.in_flight -= 1;
-            if a.in_flight == 0 {
-                a.idle_since = Instant::now();
-            }
-        });
+        let a = &self.0;
+        // The idle time is stamped before the count drops, so the timer
+        // never sees zero in flight with an old stamp.
+        a.idle_since_ms.store(a.opened.elapsed().as_millis() as u64, Ordering::Release);
+        a.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -189,7 +207,7 @@ impl Drop for Busy {
 #[derive(Clone)]
 struct Tracked<S> {
     inner: S,
-    activity: Arc<watch::Sender<Activity>>,
+    activity: Arc<Activity>,
 }
 
 impl<S> hyper::service::Service<hyper::Request<Incoming>> for Tracked<S>
