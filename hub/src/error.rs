@@ -52,6 +52,12 @@ pub enum ApiError {
     /// A robot credential already holds this many command streams open.
     #[error("too many open streams (at most {0})")]
     TooManyStreams(u64),
+    /// A request body over the API's limit (`BODY_LIMIT`).
+    #[error("payload too large")]
+    PayloadTooLarge,
+    /// A path that exists, with a method it does not take.
+    #[error("method not allowed")]
+    MethodNotAllowed,
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
     #[error("internal error: {0:#}")]
@@ -59,6 +65,33 @@ pub enum ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// The one limit on request bodies across the API, in bytes.
+pub const BODY_LIMIT: usize = 2 * 1024 * 1024;
+
+/// Writes the envelope over the framework's own error answers (a 405 with
+/// an empty body, a plain-text 413 or 400 from an extractor), keeping their
+/// status and headers (`Allow` of a 405): every error a client sees has the
+/// platform's shape.
+pub async fn envelope_framework_errors(res: Response) -> Response {
+    let status = res.status();
+    let is_json = res.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !status.is_client_error() || is_json {
+        return res;
+    }
+    let error = match status {
+        StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed,
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+        StatusCode::NOT_FOUND => ApiError::NotFound,
+        _ => ApiError::invalid(format!("the request could not be read ({status})")),
+    };
+    let (mut parts, _) = res.into_parts();
+    let fresh = error.into_response();
+    parts.status = fresh.status();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Response::from_parts(parts, fresh.into_body())
+}
 
 impl From<crate::crypto::password::Error> for ApiError {
     fn from(e: crate::crypto::password::Error) -> Self {
@@ -89,6 +122,8 @@ impl ApiError {
             Conflict(_) | PersonExists => StatusCode::CONFLICT,
             RateLimited(_) | TooManyStreams(_) => StatusCode::TOO_MANY_REQUESTS,
             Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+            PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Db(e) => match db_error_kind(e) {
                 Some(DbKind::Unique) => StatusCode::CONFLICT,
                 Some(DbKind::ForeignKey) => StatusCode::BAD_REQUEST,
@@ -131,6 +166,13 @@ impl ApiError {
             }),
             RateLimited(_) => json!({ "success": false, "error": "RateLimited", "details": ["rate limit exceeded"] }),
             Busy(_) => json!({ "success": false, "error": "ServiceUnavailable", "details": ["the hub is busy; retry shortly"] }),
+            PayloadTooLarge => json!({
+                "success": false, "error": "PayloadTooLarge",
+                "details": [format!("request bodies are limited to {} bytes", BODY_LIMIT)],
+            }),
+            MethodNotAllowed => {
+                json!({ "success": false, "error": "MethodNotAllowed", "details": ["the path does not take this method; see the Allow header"] })
+            }
             TooManyStreams(max) => json!({
                 "success": false, "error": "TooManyStreams",
                 "details": [format!("at most {max} command streams may be open at once per robot credential")],
@@ -215,9 +257,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for TargetTenantBody<T>
 }
 
 async fn json_value<S: Send + Sync>(req: Request, state: &S) -> ApiResult<Value> {
-    let Json(value) = Json::<Value>::from_request(req, state)
-        .await
-        .map_err(|e: JsonRejection| ApiError::invalid(format!("request body must be a JSON object: {}", e.body_text())))?;
+    let Json(value) = Json::<Value>::from_request(req, state).await.map_err(|e: JsonRejection| match e.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+        _ => ApiError::invalid(format!("request body must be a JSON object: {}", e.body_text())),
+    })?;
     Ok(value)
 }
 

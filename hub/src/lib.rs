@@ -50,7 +50,9 @@ pub fn app(state: AppState) -> Router {
         .merge(api)
         .merge(admin::routes())
         .fallback(|| async { ApiError::NotFound })
+        .layer(axum::extract::DefaultBodyLimit::max(error::BODY_LIMIT))
         .layer(middleware::from_fn_with_state(state.clone(), gate::authenticate))
+        .layer(middleware::map_response(error::envelope_framework_errors))
         .with_state(state);
     catch_panics(router)
 }

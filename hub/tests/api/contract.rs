@@ -148,3 +148,32 @@ async fn query_strings_are_refused_with_the_envelope_and_lists_count_their_rows(
     assert_eq!((page["data"].as_array().unwrap().len(), page["total"].clone()), (2, json!(3)));
 }
 db_test!(query_strings_are_refused_with_the_envelope_and_lists_count_their_rows);
+
+async fn method_and_size_refusals_use_the_envelope(app: TestApp) {
+    let t = app.signup("ct-size@example.com", "ct-size").await;
+    let token = t["token"].as_str().unwrap();
+    // A path that exists with a method it does not take: 405, the Allow header kept.
+    let res = app.client.delete(format!("{}/api/personas", app.base)).bearer_auth(token).send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 405);
+    assert!(res.headers().get("allow").is_some_and(|a| a.to_str().unwrap().contains("POST")), "{:?}", res.headers());
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_eq!((body["success"].clone(), body["error"].clone()), (json!(false), json!("MethodNotAllowed")));
+    // Over the body limit: 413 through the JSON extractor and through the raw drain route alike.
+    let big = format!("{{\"kind\":\"agent\",\"pad\":\"{}\"}}", "x".repeat(hub::error::BODY_LIMIT + 10));
+    for path in ["/api/personas", "/api/hdk/diagnostic/drain"] {
+        let res = app
+            .client
+            .post(format!("{}{path}", app.base))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(big.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 413, "{path}");
+        let body: serde_json::Value = res.json().await.unwrap();
+        assert_eq!(body["error"], "PayloadTooLarge", "{path}: {body}");
+        assert_eq!(body["details"], json!([format!("request bodies are limited to {} bytes", hub::error::BODY_LIMIT)]));
+    }
+}
+db_test!(method_and_size_refusals_use_the_envelope);
