@@ -146,6 +146,15 @@ async fn query_strings_are_refused_with_the_envelope_and_lists_count_their_rows(
     let (s, page) = app.get(&format!("/api/assets/{asset}/commands?limit=2&offset=0"), Some(token)).await;
     assert_eq!(s, StatusCode::OK, "{page}");
     assert_eq!((page["data"].as_array().unwrap().len(), page["total"].clone()), (2, json!(3)));
+    // So is a device's list of measurements.
+    for i in 0..3 {
+        let (s, m) = app.post("/api/hdk/measure/measurements", Some(token), json!({ "capture_id": "cap-1", "kind": "k", "value": i, "unit": "u" })).await;
+        assert_eq!(s, StatusCode::CREATED, "{m}");
+    }
+    let (s, page) = app.get("/api/hdk/measure/measurements?capture_id=cap-1&limit=2&offset=2", Some(token)).await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert_eq!((page["data"].as_array().unwrap().len(), page["total"].clone()), (1, json!(3)));
+    assert_eq!(page["data"][0]["value"], json!(2.0));
 }
 db_test!(query_strings_are_refused_with_the_envelope_and_lists_count_their_rows);
 

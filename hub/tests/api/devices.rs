@@ -277,7 +277,7 @@ async fn identity_claims_permissions_measurements_and_watermarks(app: TestApp) {
     // Measurements and watermarks: required query, empty list when unknown.
     assert_error(app.get("/api/hdk/measure/measurements", Some(token)).await, 400, "ValidationError");
     let (s, empty) = app.get("/api/hdk/measure/measurements?capture_id=nothing", Some(token)).await;
-    assert_eq!((s, empty.clone()), (StatusCode::OK, json!({ "success": true, "data": [] })));
+    assert_eq!((s, empty.clone()), (StatusCode::OK, json!({ "success": true, "data": [], "total": 0 })));
     let (s, m) = app.post("/api/hdk/measure/measurements", Some(token), json!({ "capture_id": "cap-1", "kind": "distance", "value": 0, "unit": "m" })).await;
     assert_eq!(s, StatusCode::CREATED, "0 is a value: {m}");
     let (_, list) = app.get("/api/hdk/measure/measurements?capture_id=cap-1", Some(token)).await;

@@ -15,7 +15,7 @@ use sqlx::Row;
 use crate::{
     db,
     error::{ApiError, ApiResult, Body, created, ok},
-    extract::Params,
+    extract::{Page, Params, list},
     gate::Tenant,
     state::AppState,
     validate::Check,
@@ -153,15 +153,25 @@ struct ByCapture {
 }
 
 /// Measurements of a capture; an unknown capture is an empty list.
-async fn list_measurements(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByCapture>) -> ApiResult<Response> {
+async fn list_measurements(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByCapture>, page: Page) -> ApiResult<Response> {
     let mut check = Check::new();
     let capture = check.required("capture_id", &q.capture_id);
     check.finish()?;
-    let rows = sqlx::query("SELECT measurement_id, kind, value, unit, created_at FROM hdk_measurement WHERE tenant_id = $1 AND capture_id = $2 ORDER BY created_at, measurement_id")
+    let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hdk_measurement WHERE tenant_id = $1 AND capture_id = $2")
         .bind(&ctx.tenant_id)
         .bind(&capture)
-        .fetch_all(&state.db.read)
+        .fetch_one(&state.db.read)
         .await?;
+    let rows = sqlx::query(
+        "SELECT measurement_id, kind, value, unit, created_at FROM hdk_measurement WHERE tenant_id = $1 AND capture_id = $2 \
+         ORDER BY created_at, measurement_id LIMIT $3 OFFSET $4",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&capture)
+    .bind(page.limit)
+    .bind(page.offset)
+    .fetch_all(&state.db.read)
+    .await?;
     let mut out = Vec::with_capacity(rows.len());
     for r in rows {
         out.push(json!({
@@ -173,7 +183,7 @@ async fn list_measurements(State(state): State<AppState>, Tenant(ctx): Tenant, P
             "created_at": r.try_get::<String, _>("created_at")?,
         }));
     }
-    Ok(ok(out))
+    Ok(list(out, total))
 }
 
 #[derive(Deserialize)]
@@ -229,16 +239,23 @@ struct ByVariant {
 }
 
 /// Watermark applications of a variant; an unknown variant is an empty list.
-async fn list_watermarks(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByVariant>) -> ApiResult<Response> {
+async fn list_watermarks(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByVariant>, page: Page) -> ApiResult<Response> {
     let mut check = Check::new();
     let variant = check.required("variant_id", &q.variant_id);
     check.finish()?;
+    let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hdk_watermark_application WHERE tenant_id = $1 AND variant_id = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&variant)
+        .fetch_one(&state.db.read)
+        .await?;
     let rows = sqlx::query(
         "SELECT application_id, watermark_kind, asset_ref, payload, applied_at FROM hdk_watermark_application \
-         WHERE tenant_id = $1 AND variant_id = $2 ORDER BY applied_at, application_id",
+         WHERE tenant_id = $1 AND variant_id = $2 ORDER BY applied_at, application_id LIMIT $3 OFFSET $4",
     )
     .bind(&ctx.tenant_id)
     .bind(&variant)
+    .bind(page.limit)
+    .bind(page.offset)
     .fetch_all(&state.db.read)
     .await?;
     let mut out = Vec::with_capacity(rows.len());
@@ -252,5 +269,5 @@ async fn list_watermarks(State(state): State<AppState>, Tenant(ctx): Tenant, Par
             "applied_at": r.try_get::<String, _>("applied_at")?,
         }));
     }
-    Ok(ok(out))
+    Ok(list(out, total))
 }

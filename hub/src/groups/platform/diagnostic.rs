@@ -9,7 +9,7 @@
 
 use axum::{
     Router,
-    extract::{Path, Query, State},
+    extract::{Path, State},
     response::Response,
     routing::{get, post},
 };
@@ -21,6 +21,7 @@ use super::device;
 use crate::{
     db,
     error::{ApiError, ApiResult, Body, created, ok},
+    extract::{Page, Params, list},
     gate::Tenant,
     state::AppState,
     validate::{Check, path_id},
@@ -104,19 +105,27 @@ struct DeviceQuery {
 }
 
 /// The crashes of one device, newest first; no paging.
-async fn list_crashes(State(state): State<AppState>, Tenant(ctx): Tenant, Query(q): Query<DeviceQuery>) -> ApiResult<Response> {
+async fn list_crashes(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DeviceQuery>, page: Page) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &q.device_uuid);
     check.finish()?;
+    let device = device.expect("checked").to_string();
+    let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM diagnostic_crash WHERE tenant_id = $1 AND device_uuid = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&device)
+        .fetch_one(&state.db.read)
+        .await?;
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {CRASH_COLUMNS} FROM diagnostic_crash WHERE tenant_id = $1 AND device_uuid = $2 ORDER BY occurred_at DESC, crash_id DESC"
+        "SELECT {CRASH_COLUMNS} FROM diagnostic_crash WHERE tenant_id = $1 AND device_uuid = $2 ORDER BY occurred_at DESC, crash_id DESC LIMIT $3 OFFSET $4"
     )))
     .bind(&ctx.tenant_id)
-    .bind(device.expect("checked").to_string())
+    .bind(&device)
+    .bind(page.limit)
+    .bind(page.offset)
     .fetch_all(&state.db.read)
     .await?;
     let data = rows.iter().map(|r| crash_json(r, &ctx.tenant_id)).collect::<ApiResult<Vec<_>>>()?;
-    Ok(ok(data))
+    Ok(list(data, total))
 }
 
 async fn get_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
@@ -189,7 +198,7 @@ struct HealthQuery {
 /// `tenant_id` given, or else the first to register it. It answers without
 /// a credential, so it says only the status and when it was taken, never
 /// metrics or the tenant.
-async fn latest_health(State(state): State<AppState>, Query(q): Query<HealthQuery>) -> ApiResult<Response> {
+async fn latest_health(State(state): State<AppState>, Params(q): Params<HealthQuery>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &q.device_uuid);
     let tenant = check.optional_uuid("tenant_id", &q.tenant_id);
