@@ -1,1 +1,92 @@
 //! Shared code of the end-to-end tests and the benchmarks (see `src/bin`).
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+
+/// A `hub` binary serving as its own process for a benchmark, in a data
+/// directory of its own, killed when dropped.
+pub struct HubProcess {
+    child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    _dir: tempfile::TempDir,
+}
+
+impl HubProcess {
+    /// Starts `hub serve` in development mode on a free loopback port, with
+    /// `quic_listen` (an address or `off`) and the database (a fresh SQLite
+    /// file when `None`), logging to `hub.log` in its data directory, and
+    /// waits until its health route answers.
+    pub async fn start(hub_bin: &Path, quic_listen: &str, database_url: Option<&str>) -> anyhow::Result<HubProcess> {
+        let dir = tempfile::tempdir()?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let log = std::fs::File::create(dir.path().join("hub.log"))?;
+        let mut cmd = Command::new(hub_bin);
+        cmd.arg("serve")
+            .env("HUB_LISTEN", format!("127.0.0.1:{port}"))
+            .env("HUB_QUIC_LISTEN", quic_listen)
+            .env("HUB_DATA_DIR", dir.path())
+            .env("HUB_DEV", "1")
+            .env("HUB_LOG", "warn")
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log));
+        match database_url {
+            Some(u) => cmd.env("DATABASE_URL", u),
+            None => cmd.env_remove("DATABASE_URL"),
+        };
+        let child = cmd.spawn().with_context(|| format!("starting {}", hub_bin.display()))?;
+        let hub = HubProcess { child, base: format!("http://127.0.0.1:{port}"), _dir: dir };
+        let http = reqwest::Client::new();
+        let start = Instant::now();
+        while !http.get(format!("{}/health", hub.base)).send().await.is_ok_and(|r| r.status() == 200) {
+            anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "the hub did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(hub)
+    }
+
+    /// The hub's data directory (its development QUIC certificate is there).
+    pub fn data_dir(&self) -> &Path {
+        self._dir.path()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The hub's resident memory, in KiB.
+    pub fn rss_kib(&self) -> anyhow::Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS")?;
+        Ok(line.split_whitespace().nth(1).context("VmRSS value")?.parse()?)
+    }
+}
+
+impl Drop for HubProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `hub` binary to benchmark: the one given, else the one beside this
+/// program (so a release benchmark measures a release hub).
+pub fn hub_binary(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    match given {
+        Some(p) => Ok(p),
+        None => Ok(std::env::current_exe()?.parent().context("exe dir")?.join("hub")),
+    }
+}
+
+/// The `p` quantile of sorted durations (zero when there are none).
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}

@@ -11,7 +11,6 @@
 use std::{
     collections::HashMap,
     path::PathBuf,
-    process::{Child, Command, Stdio},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -24,6 +23,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use edge_agent::protocol;
+use tests::{HubProcess, hub_binary, percentile};
 
 #[derive(Parser)]
 #[command(about = "Robot command path benchmark")]
@@ -47,21 +47,6 @@ struct Args {
 
 type Waiters = Arc<Mutex<HashMap<String, oneshot::Sender<Instant>>>>;
 
-fn rss_kib(pid: u32) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS")?;
-    Ok(line.split_whitespace().nth(1).context("VmRSS value")?.parse()?)
-}
-
-struct HubProcess(Child);
-
-impl Drop for HubProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 async fn post(client: &reqwest::Client, base: &str, path: &str, token: &str, body: Value) -> anyhow::Result<Value> {
     let res = client.post(format!("{base}{path}")).bearer_auth(token).json(&body).send().await?;
     let status = res.status();
@@ -70,46 +55,15 @@ async fn post(client: &reqwest::Client, base: &str, path: &str, token: &str, bod
     Ok(v)
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     anyhow::ensure!(args.idle_agents >= args.agents, "--idle-agents must be at least --agents");
-    let dir = tempfile::tempdir()?;
-    let hub_bin = match args.hub {
-        Some(p) => p,
-        None => std::env::current_exe()?.parent().context("exe dir")?.join("hub"),
-    };
-    let http_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let quic_port = std::net::UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port();
-    let log = std::fs::File::create(dir.path().join("hub.log"))?;
-    let mut cmd = Command::new(&hub_bin);
-    cmd.arg("serve")
-        .env("HUB_LISTEN", format!("127.0.0.1:{http_port}"))
-        .env("HUB_QUIC_LISTEN", format!("127.0.0.1:{quic_port}"))
-        .env("HUB_DATA_DIR", dir.path())
-        .env("HUB_DEV", "1")
-        .env("HUB_LOG", "warn")
-        .stdout(Stdio::from(log.try_clone()?))
-        .stderr(Stdio::from(log));
-    match &args.database_url {
-        Some(u) => cmd.env("DATABASE_URL", u),
-        None => cmd.env_remove("DATABASE_URL"),
-    };
-    let hub = HubProcess(cmd.spawn().with_context(|| format!("starting {}", hub_bin.display()))?);
-    let pid = hub.0.id();
-    let base = format!("http://127.0.0.1:{http_port}");
+    let hub = HubProcess::start(&hub_binary(args.hub)?, &format!("127.0.0.1:{quic_port}"), args.database_url.as_deref()).await?;
+    let base = hub.base.clone();
     let http = reqwest::Client::new();
-    let start = Instant::now();
-    while !http.get(format!("{base}/health")).send().await.is_ok_and(|r| r.status() == 200) {
-        anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "the hub did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let rss_start = rss_kib(pid)?;
+    let rss_start = hub.rss_kib()?;
 
     let signup = http
         .post(format!("{base}/api/auth/signup-tenant"))
@@ -141,7 +95,7 @@ async fn main() -> anyhow::Result<()> {
     }
 
     // Several client endpoints (UDP sockets) share the simulated fleet.
-    let cert = dir.path().join("quic-cert.pem");
+    let cert = hub.data_dir().join("quic-cert.pem");
     let endpoints: Vec<quinn::Endpoint> = (0..8).map(|_| client::endpoint(&cert)).collect::<anyhow::Result<_>>()?;
     let addr: std::net::SocketAddr = format!("127.0.0.1:{quic_port}").parse()?;
     let waiters: Waiters = Arc::default();
@@ -186,7 +140,7 @@ async fn main() -> anyhow::Result<()> {
             }
         });
     }
-    let rss_agents = rss_kib(pid)?;
+    let rss_agents = hub.rss_kib()?;
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     eprintln!("timing {} commands...", args.samples);
@@ -210,11 +164,11 @@ async fn main() -> anyhow::Result<()> {
         idle.push(s);
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let rss_idle = rss_kib(pid)?;
+    let rss_idle = hub.rss_kib()?;
     let total = live.len() + idle.len();
 
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    println!("robot command benchmark (loopback, hub pid {pid}, {})", if args.database_url.is_some() { "PostgreSQL" } else { "SQLite" });
+    println!("robot command benchmark (loopback, hub pid {}, {})", hub.pid(), if args.database_url.is_some() { "PostgreSQL" } else { "SQLite" });
     println!("  latency POST /api/commands -> handler start, {} samples, {} agents connected:", lat.len(), args.agents);
     println!("    p50 {:.3} ms   p99 {:.3} ms   max {:.3} ms", ms(percentile(&lat, 0.50)), ms(percentile(&lat, 0.99)), ms(*lat.last().unwrap()));
     println!(

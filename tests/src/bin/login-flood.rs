@@ -14,7 +14,6 @@ use std::{
     collections::BTreeMap,
     net::{IpAddr, Ipv4Addr},
     path::PathBuf,
-    process::{Child, Command, Stdio},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -22,6 +21,7 @@ use std::{
 use anyhow::Context;
 use clap::Parser;
 use serde_json::json;
+use tests::{HubProcess, hub_binary, percentile};
 
 #[derive(Parser)]
 #[command(about = "Wrong-password flood: hub memory, refusals, and a correct login meanwhile")]
@@ -44,30 +44,8 @@ struct Args {
     check: bool,
 }
 
-struct HubProcess(Child);
-
-impl Drop for HubProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn rss_kib(pid: u32) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS")?;
-    Ok(line.split_whitespace().nth(1).context("VmRSS value")?.parse()?)
-}
-
 fn client_from(addr: IpAddr) -> anyhow::Result<reqwest::Client> {
     Ok(reqwest::Client::builder().local_address(Some(addr)).timeout(Duration::from_secs(30)).build()?)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
 fn ms(d: Duration) -> f64 {
@@ -85,42 +63,16 @@ struct Tally {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     anyhow::ensure!(args.concurrency <= 60_000, "--concurrency is at most 60000 (one loopback address each)");
-    let dir = tempfile::tempdir()?;
-    let hub_bin = match args.hub {
-        Some(p) => p,
-        None => std::env::current_exe()?.parent().context("exe dir")?.join("hub"),
-    };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let log = std::fs::File::create(dir.path().join("hub.log"))?;
-    let mut cmd = Command::new(&hub_bin);
-    cmd.arg("serve")
-        .env("HUB_LISTEN", format!("127.0.0.1:{port}"))
-        .env("HUB_QUIC_LISTEN", "off")
-        .env("HUB_DATA_DIR", dir.path())
-        .env("HUB_DEV", "1")
-        .env("HUB_LOG", "warn")
-        .stdout(Stdio::from(log.try_clone()?))
-        .stderr(Stdio::from(log));
-    match &args.database_url {
-        Some(u) => cmd.env("DATABASE_URL", u),
-        None => cmd.env_remove("DATABASE_URL"),
-    };
-    let hub = HubProcess(cmd.spawn().with_context(|| format!("starting {}", hub_bin.display()))?);
-    let pid = hub.0.id();
-    let base = format!("http://127.0.0.1:{port}");
+    let hub = HubProcess::start(&hub_binary(args.hub)?, "off", args.database_url.as_deref()).await?;
+    let base = hub.base.clone();
     let http = reqwest::Client::new();
-    let start = Instant::now();
-    while !http.get(format!("{base}/health")).send().await.is_ok_and(|r| r.status() == 200) {
-        anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "the hub did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     let signup = http
         .post(format!("{base}/api/auth/signup-tenant"))
         .json(&json!({ "email": "real@example.com", "password": "correct horse battery", "org_name": "Flood", "app_id": "flood", "display_name": "R", "region": "local" }))
         .send()
         .await?;
     anyhow::ensure!(signup.status() == 201, "signup: {}", signup.status());
-    let rss_start = rss_kib(pid)?;
+    let rss_start = hub.rss_kib()?;
 
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let tally = Arc::new(Mutex::new(Tally::default()));
@@ -186,14 +138,14 @@ async fn main() -> anyhow::Result<()> {
 
     let mut peak = rss_start;
     while Instant::now() < deadline {
-        peak = peak.max(rss_kib(pid)?);
+        peak = peak.max(hub.rss_kib()?);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     for t in tasks {
         t.await?;
     }
     let logins = logins.await?;
-    let rss_end = rss_kib(pid)?;
+    let rss_end = hub.rss_kib()?;
 
     let mut t = Arc::try_unwrap(tally).ok().context("tally still shared")?.into_inner().unwrap();
     t.refusal_latency.sort();
