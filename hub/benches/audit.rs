@@ -19,7 +19,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use hub::{audit::appender::OwnedEvent, state::AppState};
+use hub_kernel::{audit::appender::OwnedEvent, state::AppState};
 use serde_json::{Value, json};
 
 fn setting(name: &str, default: u64) -> u64 {
@@ -70,7 +70,7 @@ struct Hub {
 
 async fn start(database_url: Option<String>) -> Hub {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = hub::config::Config::for_tests(PathBuf::from(dir.path()), database_url);
+    let mut config = hub_kernel::config::Config::for_tests(PathBuf::from(dir.path()), database_url);
     config.dev = true;
     let state = hub::prepare(config).await.expect("prepare hub");
     let server = hub::start(state.clone()).await.expect("start hub");
@@ -192,7 +192,7 @@ async fn verify_run(state: &AppState, tenant: &str, n: u64) {
     let rss_before = proc_status_kb("VmRSS:");
     reset_peak_rss();
     let started = Instant::now();
-    let verdict = hub::audit::verify(&state.db, tenant, POOL).await.expect("verify");
+    let verdict = hub_kernel::audit::verify(&state.db, tenant, POOL).await.expect("verify");
     let secs = started.elapsed().as_secs_f64();
     assert!(verdict.ok && verdict.entries_checked == n as i64, "{verdict:?}");
     println!(

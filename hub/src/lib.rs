@@ -1,25 +1,15 @@
 //! The hub: one HTTP gateway serving the tenant API catalogue and the
-//! operator routes, over SQLite (embedded default) or PostgreSQL.
+//! operator routes, over SQLite (embedded default) or PostgreSQL. This
+//! crate assembles the kernel and the areas: the router, the directories
+//! the gate consults, the background tasks and the server; it defines no
+//! route of its own besides `/health`.
 //!
 //! `app` builds the router for a state; `serve` runs it until SIGTERM or
 //! SIGINT, draining in-flight requests.
 
-pub mod admin;
-pub mod audit;
-pub mod config;
-pub mod crypto;
-pub mod db;
-pub mod error;
-pub mod extract;
-pub mod gate;
-pub mod groups;
-pub mod mail;
 pub mod server;
-pub mod state;
-pub mod streams;
-pub mod validate;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
 use axum::{Json, Router, middleware, response::IntoResponse, routing::get};
@@ -27,28 +17,32 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 
-use crate::{
+use hub_kernel::{
+    audit, bus,
     config::{Config, GateMode},
     crypto::MasterKey,
     db::{Backend, Db},
-    error::ApiError,
+    error::{self, ApiError},
+    gate::{self, directory::Directories},
+    mail,
     state::{AppState, INVALIDATION_CHANNEL},
 };
+use hub_platform::quic;
 
 /// The whole HTTP surface for a state.
 pub fn app(state: AppState) -> Router {
     let api = Router::new()
-        .merge(groups::identity::routes())
-        .merge(groups::platform::routes())
-        .merge(groups::device::routes())
-        .merge(groups::governance::routes())
-        .merge(groups::ai::routes())
+        .merge(hub_identity::routes())
+        .merge(hub_platform::routes())
+        .merge(hub_device::routes())
+        .merge(hub_governance::routes())
+        .merge(hub_ai::routes())
         // Per-route authority checks need the matched route template.
         .route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
     let router = Router::new()
         .route("/health", get(health))
         .merge(api)
-        .merge(admin::routes())
+        .merge(hub_operator::routes())
         .fallback(|| async { ApiError::NotFound })
         .layer(axum::extract::DefaultBodyLimit::max(error::BODY_LIMIT))
         .layer(middleware::from_fn_with_state(state.clone(), gate::authenticate))
@@ -94,20 +88,26 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
     let db = Db::connect(&config.database_url()).await?;
     db.migrate().await?;
     let mail = mail::from_config(&config)?;
-    let state = AppState::new(config, db, master, mail).await?;
+    let state = AppState::new(config, db, master, mail, directories()).await?;
     spawn_background(&state);
     Ok(state)
 }
 
+/// The areas' answers to the gate's lookups.
+pub fn directories() -> Directories {
+    Directories { keys: Arc::new(hub_identity::Directory), robots: Arc::new(hub_platform::Directory) }
+}
+
 /// Housekeeping and, on PostgreSQL, the cache invalidation listener.
 fn spawn_background(state: &AppState) {
-    streams::spawn_background(state);
+    bus::spawn_background(state);
+    hub_platform::spawn_background(state);
     let s = state.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(60));
         loop {
             tick.tick().await;
-            if let Err(e) = groups::identity::api_keys::sweep_rate_windows(&s).await {
+            if let Err(e) = gate::keys::sweep_rate_windows(&s).await {
                 tracing::warn!(error = %e, "sweeping rate windows");
             }
             if let Err(e) = gate::throttle::sweep(&s).await {
@@ -168,7 +168,7 @@ pub struct Server {
     pub addr: std::net::SocketAddr,
     /// The QUIC command endpoint, when one is configured.
     pub quic_addr: Option<std::net::SocketAddr>,
-    quic: Option<streams::quic::QuicServer>,
+    quic: Option<quic::QuicServer>,
     pub state: AppState,
     shutdown: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -191,7 +191,7 @@ impl Server {
 pub async fn start(state: AppState) -> anyhow::Result<Server> {
     let listener = TcpListener::bind(state.config.listen).await.with_context(|| format!("binding {}", state.config.listen))?;
     let addr = listener.local_addr()?;
-    let quic = streams::quic::start(&state).await?;
+    let quic = quic::start(&state).await?;
     let quic_addr = quic.as_ref().map(|q| q.addr);
     let (tx, rx) = tokio::sync::watch::channel(false);
     let router = app(state.clone());

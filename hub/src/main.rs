@@ -2,7 +2,7 @@
 //! the database migrations and exits.
 
 use clap::{Parser, Subcommand};
-use hub::config::Config;
+use hub_kernel::{config::Config, db::Db};
 
 #[derive(Parser)]
 #[command(name = "hub", version, about = "The platform's HTTP gateway")]
@@ -26,7 +26,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve(config) => hub::serve(config).await,
         Command::Migrate(config) => {
             std::fs::create_dir_all(&config.data_dir)?;
-            let db = hub::db::Db::connect(&config.database_url()).await?;
+            let db = Db::connect(&config.database_url()).await?;
             db.migrate().await?;
             tracing::info!("migrations applied");
             Ok(())

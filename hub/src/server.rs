@@ -46,7 +46,7 @@ use tokio::{
 };
 use tower::ServiceExt;
 
-use crate::config::Config;
+use hub_kernel::config::Config;
 
 /// The limits of the HTTP server, from the configuration.
 #[derive(Clone, Copy, Debug)]

@@ -110,7 +110,7 @@ async fn runs_carry_deadlines_and_chains_and_their_start_is_audited(app: TestApp
     assert_eq!(s, StatusCode::CREATED, "{root}");
     let root = root["data"].clone();
     assert_eq!((root["status"].clone(), root["ttl_seconds"].clone(), root["parent_run_id"].clone()), (json!("active"), json!(600), Value::Null));
-    let deadline = hub::db::parse_time(root["ttl_deadline"].as_str().unwrap()).unwrap();
+    let deadline = hub_kernel::db::parse_time(root["ttl_deadline"].as_str().unwrap()).unwrap();
     let expected = before + chrono::Duration::seconds(600);
     assert!((deadline - expected).num_seconds().abs() <= 5, "{deadline} vs {expected}");
     assert_eq!(root["agent_chain"], json!([{ "run_id": root["run_id"], "agent_id": root_agent["agent_id"], "persona_id": persona }]));
@@ -246,8 +246,8 @@ async fn agent_ttls_are_bounded_before_any_deadline_arithmetic(app: TestApp) {
     let start = json!({ "agent_id": longest["agent_id"], "persona_id": persona, "trace_id": "t", "actor_id": "ada", "actor_kind": "human" });
     let (s, run) = app.post("/api/agent-runtime/runs", Some(ta), start.clone()).await;
     assert_eq!(s, StatusCode::CREATED, "{run}");
-    let created = hub::db::parse_time(run["data"]["created_at"].as_str().unwrap()).unwrap();
-    let deadline = hub::db::parse_time(run["data"]["ttl_deadline"].as_str().unwrap()).unwrap();
+    let created = hub_kernel::db::parse_time(run["data"]["created_at"].as_str().unwrap()).unwrap();
+    let deadline = hub_kernel::db::parse_time(run["data"]["ttl_deadline"].as_str().unwrap()).unwrap();
     assert_eq!((deadline - created).num_seconds(), 604_800);
 
     // A definition written before the bound, with the attack's TTL.

@@ -47,8 +47,8 @@ async fn assets_are_created_with_a_twin_the_agent_reports_into(app: TestApp) {
     assert_eq!(twin["data"]["reported_at"], Value::Null);
 
     // The agent's reports replace each other: the hub keeps the latest.
-    hub::groups::platform::asset::record_state(app.state(), id, &json!({ "speed": 1, "battery": 80 })).await.unwrap();
-    hub::groups::platform::asset::record_state(app.state(), id, &json!({ "speed": 2 })).await.unwrap();
+    hub_platform::asset::record_state(app.state(), id, &json!({ "speed": 1, "battery": 80 })).await.unwrap();
+    hub_platform::asset::record_state(app.state(), id, &json!({ "speed": 2 })).await.unwrap();
     let (_, twin) = app.get(&format!("/api/assets/{id}/twin"), Some(token)).await;
     assert_eq!(twin["data"]["reported"], json!({ "speed": 2 }));
     assert!(twin["data"]["reported_at"].is_string());
@@ -69,7 +69,7 @@ async fn assets_are_created_with_a_twin_the_agent_reports_into(app: TestApp) {
 db_test!(assets_are_created_with_a_twin_the_agent_reports_into);
 
 async fn readings_come_back_aggregated_per_bucket(app: TestApp) {
-    use hub::groups::platform::asset::record_readings;
+    use hub_platform::asset::record_readings;
     use protocol::command::Reading;
     let t = app.signup("read@example.com", "read").await;
     let token = t["token"].as_str().unwrap();
@@ -139,7 +139,7 @@ async fn readings_come_back_aggregated_per_bucket(app: TestApp) {
     assert_eq!(body["details"], json!(["bucket is required"]));
     // Readings the agent cannot have meant are refused as a whole.
     let bad = record_readings(app.state(), &id, &[Reading { sensor_id: " ".into(), value: f64::NAN, recorded_at: Some("yesterday".into()) }]).await;
-    assert!(matches!(bad, Err(hub::error::ApiError::Validation(ref d)) if d.len() == 3), "{bad:?}");
+    assert!(matches!(bad, Err(hub_kernel::error::ApiError::Validation(ref d)) if d.len() == 3), "{bad:?}");
 }
 db_test!(readings_come_back_aggregated_per_bucket);
 
@@ -177,6 +177,8 @@ fn tenant_routes(asset: &str, command: &str) -> Vec<(Method, String, &'static st
         (Method::PUT, format!("/api/assets/{asset}/twin"), "asset.asset.write"),
         (Method::GET, format!("/api/assets/{asset}/readings?bucket=hour"), "asset.asset.read"),
         (Method::POST, format!("/api/assets/{asset}/credentials"), "asset.asset.write"),
+        (Method::GET, format!("/api/assets/{asset}/credentials"), "asset.asset.read"),
+        (Method::POST, format!("/api/assets/{asset}/credentials/{command}/revoke"), "asset.asset.write"),
         (Method::GET, format!("/api/assets/{asset}/commands"), "asset.asset.read"),
         (Method::POST, "/api/commands".into(), "command.command.write"),
         (Method::GET, format!("/api/commands/{command}"), "command.command.read"),

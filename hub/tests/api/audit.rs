@@ -467,7 +467,7 @@ async fn retention_shreds_expired_payloads_and_the_chain_still_verifies(app: Tes
     let a = app.signup("ret@example.com", "ret").await;
     let (tenant, t) = (a["tenant_id"].as_str().unwrap(), a["token"].as_str().unwrap());
     let now = chrono::Utc::now();
-    let ago = |days: i64| hub::db::format_time(now - chrono::Duration::days(days));
+    let ago = |days: i64| hub_kernel::db::format_time(now - chrono::Duration::days(days));
     // Backdated rows: (retention class, age in days, shredded?).
     let cases = [
         ("operational", 91, true),
@@ -480,9 +480,9 @@ async fn retention_shreds_expired_payloads_and_the_chain_still_verifies(app: Tes
     let mut ids = Vec::new();
     let mut tx = app.state().db.begin().await.unwrap();
     for (class, days, _) in cases {
-        let e = hub::audit::emit(
+        let e = hub_kernel::audit::emit(
             &mut tx,
-            hub::audit::Event {
+            hub_kernel::audit::Event {
                 tenant_id: tenant,
                 pool_index: Some(4),
                 event_type: "crm.call.logged.v1",
@@ -499,7 +499,7 @@ async fn retention_shreds_expired_payloads_and_the_chain_still_verifies(app: Tes
         ids.push(e.entry_id);
     }
     tx.commit().await.unwrap();
-    let shredded = hub::audit::retention::sweep(&app.state().db, now).await.unwrap();
+    let shredded = hub_kernel::audit::retention::sweep(&app.state().db, now).await.unwrap();
     assert_eq!(shredded, 3);
     for ((class, days, gone), id) in cases.iter().zip(&ids) {
         let (_, e) = app.admin(Method::GET, &format!("/admin/audit/entries/{id}")).await;
@@ -513,7 +513,7 @@ async fn retention_shreds_expired_payloads_and_the_chain_still_verifies(app: Tes
     }
     let v = app.verify(t, 4).await;
     assert_eq!((v["ok"].clone(), v["entries_checked"].clone()), (json!(true), json!(6)), "{v}");
-    assert_eq!(hub::audit::retention::sweep(&app.state().db, now).await.unwrap(), 0, "a second sweep finds nothing");
+    assert_eq!(hub_kernel::audit::retention::sweep(&app.state().db, now).await.unwrap(), 0, "a second sweep finds nothing");
 }
 db_test!(retention_shreds_expired_payloads_and_the_chain_still_verifies);
 

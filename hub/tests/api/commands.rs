@@ -139,7 +139,7 @@ async fn high_and_critical_commands_wait_for_a_human_with_the_approve_grant(app:
     let id = high["command_id"].as_str().unwrap();
     let decide = format!("/api/commands/{id}/decision");
     // Not deliverable, not ackable, until approved.
-    assert!(hub::groups::platform::command::pending(app.state(), &asset, 0, 10).await.unwrap().is_empty());
+    assert!(hub_platform::command::pending(app.state(), &asset, 0, 10).await.unwrap().is_empty());
     assert_error(app.post(&format!("/api/commands/{id}/ack"), Some(&cred), json!({ "ok": true })).await, 409, "Conflict");
 
     // A key with every scope is not a person.
@@ -167,7 +167,7 @@ async fn high_and_critical_commands_wait_for_a_human_with_the_approve_grant(app:
     assert_eq!(d["data"]["decision"]["approved"], true);
     assert_eq!(d["data"]["decision"]["reason"], "checked the site");
     assert_eq!(d["data"]["decision"]["decided_by"], member_persona);
-    assert_eq!(hub::groups::platform::command::pending(app.state(), &asset, 0, 10).await.unwrap()[0].command_id, id);
+    assert_eq!(hub_platform::command::pending(app.state(), &asset, 0, 10).await.unwrap()[0].command_id, id);
     assert_error(app.post(&decide, Some(owner), json!({ "approved": false })).await, 409, "Conflict");
 
     // A rejected critical command never reaches the robot.
@@ -176,7 +176,7 @@ async fn high_and_critical_commands_wait_for_a_human_with_the_approve_grant(app:
     let (s, r) = app.post(&format!("/api/commands/{cid}/decision"), Some(owner), json!({ "approved": false, "reason": "no" })).await;
     assert_eq!(s, StatusCode::OK, "{r}");
     assert_eq!(r["data"]["status"], "rejected");
-    let pending: Vec<String> = hub::groups::platform::command::pending(app.state(), &asset, 0, 10).await.unwrap().into_iter().map(|c| c.command_id).collect();
+    let pending: Vec<String> = hub_platform::command::pending(app.state(), &asset, 0, 10).await.unwrap().into_iter().map(|c| c.command_id).collect();
     assert_eq!(pending, vec![id.to_string()]);
     assert_error(app.post(&format!("/api/commands/{cid}/ack"), Some(&cred), json!({ "ok": true })).await, 409, "Conflict");
     // Low risk needs no decision.
@@ -196,9 +196,9 @@ async fn an_expired_command_is_never_delivered(app: TestApp) {
     let (asset, cred) = robot(&app, token, json!({ "display_name": "R" })).await;
     let queued = command(&app, token, json!({ "type": "x", "risk_class": "low", "target_asset_id": asset, "ttl_seconds": 1 })).await;
     let waiting = command(&app, token, json!({ "type": "y", "risk_class": "high", "target_asset_id": asset, "ttl_seconds": 1 })).await;
-    assert_eq!(hub::groups::platform::command::pending(app.state(), &asset, 0, 10).await.unwrap().len(), 1);
+    assert_eq!(hub_platform::command::pending(app.state(), &asset, 0, 10).await.unwrap().len(), 1);
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert!(hub::groups::platform::command::pending(app.state(), &asset, 0, 10).await.unwrap().is_empty());
+    assert!(hub_platform::command::pending(app.state(), &asset, 0, 10).await.unwrap().is_empty());
     for c in [&queued, &waiting] {
         let (_, seen) = app.get(&format!("/api/commands/{}", c["command_id"].as_str().unwrap()), Some(token)).await;
         assert_eq!(seen["data"]["status"], "expired");
@@ -218,7 +218,7 @@ async fn an_expired_command_is_never_delivered(app: TestApp) {
 db_test!(an_expired_command_is_never_delivered);
 
 /// Reads SSE events (`id`, `data` JSON) until `n` arrived.
-async fn sse_events(res: &mut reqwest::Response, n: usize) -> Vec<(i64, Value)> {
+pub async fn sse_events(res: &mut reqwest::Response, n: usize) -> Vec<(i64, Value)> {
     let mut buf = String::new();
     let mut out = Vec::new();
     while out.len() < n {

@@ -168,7 +168,7 @@ async fn method_and_size_refusals_use_the_envelope(app: TestApp) {
     let body: serde_json::Value = res.json().await.unwrap();
     assert_eq!((body["success"].clone(), body["error"].clone()), (json!(false), json!("MethodNotAllowed")));
     // Over the body limit: 413 through the JSON extractor and through the raw drain route alike.
-    let big = format!("{{\"kind\":\"agent\",\"pad\":\"{}\"}}", "x".repeat(hub::error::BODY_LIMIT + 10));
+    let big = format!("{{\"kind\":\"agent\",\"pad\":\"{}\"}}", "x".repeat(hub_kernel::error::BODY_LIMIT + 10));
     for path in ["/api/personas", "/api/hdk/diagnostic/drain"] {
         let res = app
             .client
@@ -182,7 +182,7 @@ async fn method_and_size_refusals_use_the_envelope(app: TestApp) {
         assert_eq!(res.status().as_u16(), 413, "{path}");
         let body: serde_json::Value = res.json().await.unwrap();
         assert_eq!(body["error"], "PayloadTooLarge", "{path}: {body}");
-        assert_eq!(body["details"], json!([format!("request bodies are limited to {} bytes", hub::error::BODY_LIMIT)]));
+        assert_eq!(body["details"], json!([format!("request bodies are limited to {} bytes", hub_kernel::error::BODY_LIMIT)]));
     }
 }
 db_test!(method_and_size_refusals_use_the_envelope);

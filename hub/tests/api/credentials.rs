@@ -136,7 +136,7 @@ async fn an_expired_key_stops_working(app: TestApp) {
     let t = app.signup("ex@example.com", "ex").await;
     let token = t["token"].as_str().unwrap();
     let (id, _) = app.key(token, "ex", json!(["*"])).await;
-    let expires = hub::db::format_time(chrono::Utc::now() + chrono::Duration::milliseconds(1500));
+    let expires = hub_kernel::db::format_time(chrono::Utc::now() + chrono::Duration::milliseconds(1500));
     let (s, k) = app.post(&format!("/api/applications/{id}/keys"), Some(token), json!({ "name": "short", "scopes": ["*"], "expires_at": expires })).await;
     assert_eq!(s, StatusCode::CREATED, "{k}");
     let secret = k["data"]["api_key"].as_str().unwrap();

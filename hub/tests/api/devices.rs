@@ -321,13 +321,12 @@ db_test!(manifests_state_the_documented_capabilities);
 /// Every device and hdk route: another tenant's resources are 404, and a
 /// key lacking the scope is 403 naming the scope.
 async fn device_routes_are_isolated_and_scoped(app: TestApp) {
-    let a = app.signup("da@example.com", "dev-a").await;
-    let b = app.signup("db@example.com", "dev-b").await;
-    let a_token = a["token"].as_str().unwrap();
+    let t = app.two_tenants("dev").await;
+    let a_token = t.a_token.as_str();
     let id = device_id();
     register(&app, a_token, &id).await;
     let (_, crash) = app.post("/api/diagnostic/crash", Some(a_token), json!({ "device_uuid": id, "stack_envelope": "x" })).await;
-    app.post("/api/hdk/idp/claims", Some(a_token), json!({ "device_uuid": id, "person_id": a["person_id"] })).await;
+    app.post("/api/hdk/idp/claims", Some(a_token), json!({ "device_uuid": id, "person_id": t.a["person_id"] })).await;
     app.post("/api/hdk/permissions/snapshots", Some(a_token), json!({ "device_uuid": id, "permission_set": {} })).await;
     app.post("/api/hdk/measure/measurements", Some(a_token), json!({ "capture_id": "a-cap", "kind": "k", "value": 1, "unit": "u" })).await;
     app.post("/api/hdk/watermark/applications", Some(a_token), json!({ "variant_id": "a-var", "watermark_kind": "visible" })).await;
@@ -337,39 +336,34 @@ async fn device_routes_are_isolated_and_scoped(app: TestApp) {
         json!({ "rows": [{ "event_type": "diagnostic.health.reported.v1", "payload": {}, "idempotency_key": "a" }] }),
     )
     .await;
-    let b_token = b["token"].as_str();
-    for path in [
-        format!("/api/devices/{id}"),
-        format!("/api/devices/{id}/persons"),
-        format!("/api/diagnostic/crash/{}", crash["data"]["id"].as_str().unwrap()),
-        format!("/api/hdk/idp/claims?device_uuid={id}"),
-        format!("/api/hdk/permissions/snapshots/latest?device_uuid={id}"),
-    ] {
-        assert_error(app.get(&path, b_token).await, 404, "NotFound");
-    }
-    for (path, body) in [
-        (format!("/api/devices/{id}/revoke"), json!({ "reason": "stolen" })),
-        (format!("/api/devices/{id}/link-person"), json!({ "person_id": b["person_id"] })),
-        (format!("/api/devices/{id}/challenge"), json!({})),
-        (format!("/api/devices/{id}/attest"), json!({ "method": "secure-enclave", "signature_envelope": { "challenge": "x" } })),
-    ] {
-        assert_error(app.post(&path, b_token, body).await, 404, "NotFound");
-    }
+    let routes: Vec<Route> = vec![
+        (Method::GET, format!("/api/devices/{id}")),
+        (Method::GET, format!("/api/devices/{id}/persons")),
+        (Method::GET, format!("/api/diagnostic/crash/{}", crash["data"]["id"].as_str().unwrap())),
+        (Method::GET, format!("/api/hdk/idp/claims?device_uuid={id}")),
+        (Method::GET, format!("/api/hdk/permissions/snapshots/latest?device_uuid={id}")),
+        (Method::POST, format!("/api/devices/{id}/revoke")),
+        (Method::POST, format!("/api/devices/{id}/link-person")),
+        (Method::POST, format!("/api/devices/{id}/challenge")),
+        (Method::POST, format!("/api/devices/{id}/attest")),
+    ];
+    assert_isolated(&app, &t, &routes, |_| false).await;
     // Lists keyed by A's values show B nothing, and B's drain takes none of A's rows.
-    let (_, l) = app.get(&format!("/api/diagnostic/crash?device_uuid={id}"), b_token).await;
-    assert_eq!(l["data"], json!([]));
-    let (_, l) = app.get("/api/hdk/measure/measurements?capture_id=a-cap", b_token).await;
-    assert_eq!(l["data"], json!([]));
-    let (_, l) = app.get("/api/hdk/watermark/applications?variant_id=a-var", b_token).await;
-    assert_eq!(l["data"], json!([]));
-    let (_, d) = app.post("/api/hdk/diagnostic/drain", b_token, json!({})).await;
-    assert_eq!(d["data"]["count"], 0);
+    for token in [&t.b_token, &t.b_key] {
+        for path in [
+            format!("/api/diagnostic/crash?device_uuid={id}"),
+            "/api/hdk/measure/measurements?capture_id=a-cap".into(),
+            "/api/hdk/watermark/applications?variant_id=a-var".into(),
+        ] {
+            let (s, l) = app.get(&path, Some(token)).await;
+            assert_eq!((s.as_u16(), &l["data"], &l["total"]), (200, &json!([]), &json!(0)), "{path}");
+        }
+        let (_, d) = app.post("/api/hdk/diagnostic/drain", Some(token), json!({})).await;
+        assert_eq!(d["data"]["count"], 0);
+    }
     let (_, d) = app.post("/api/hdk/diagnostic/drain", Some(a_token), json!({})).await;
     assert_eq!(d["data"]["count"], 1);
 
-    // Scopes.
-    let (_, key) = app.key(a_token, "dev-key", json!(["crm.*"])).await;
-    let secret = key["api_key"].as_str().unwrap();
     let routes: Vec<(Method, String, &str)> = vec![
         (Method::POST, "/api/devices".into(), "device.device.write"),
         (Method::GET, format!("/api/devices/{id}"), "device.device.read"),
@@ -398,12 +392,7 @@ async fn device_routes_are_isolated_and_scoped(app: TestApp) {
         (Method::POST, "/api/hdk/watermark/applications".into(), "hdk.watermark.write"),
         (Method::GET, "/api/hdk/watermark/applications".into(), "hdk.watermark.read"),
     ];
-    for (method, path, scope) in routes {
-        let body = (method == Method::POST).then(|| json!({}));
-        let b = assert_error(app.call(method.clone(), &path, Some(secret), body).await, 403, "Forbidden");
-        assert_eq!(b["required_scopes"], json!([scope]), "{method} {path}");
-        assert_eq!(b["granted_scopes"], json!(["crm.*"]));
-    }
+    assert_scoped(&app, a_token, json!(["crm.*"]), &routes).await;
 }
 db_test!(device_routes_are_isolated_and_scoped);
 

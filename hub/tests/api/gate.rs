@@ -72,7 +72,7 @@ async fn admin_routes_take_only_the_operator_header(app: TestApp) {
 db_test!(admin_routes_take_only_the_operator_header);
 
 async fn report_mode_lets_requests_through_but_handlers_still_need_a_caller(_app: TestApp) {
-    let app = _app.variant(|c| c.gate_mode = hub::config::GateMode::Report).await;
+    let app = _app.variant(|c| c.gate_mode = hub_kernel::config::GateMode::Report).await;
     // An unknown path is no longer refused by the gate: it is simply not found.
     assert_error(app.get("/api/nothing-here", None).await, 404, "NotFound");
     // A handler that needs a caller still answers 401.
@@ -88,9 +88,9 @@ db_test!(report_mode_lets_requests_through_but_handlers_still_need_a_caller);
 #[tokio::test]
 async fn gate_off_is_refused_outside_development_mode() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = hub::config::Config::for_tests(dir.path().into(), None);
+    let mut config = hub_kernel::config::Config::for_tests(dir.path().into(), None);
     config.dev = false;
-    config.gate_mode = hub::config::GateMode::Off;
+    config.gate_mode = hub_kernel::config::GateMode::Off;
     let err = hub::prepare(config).await.err().expect("refused");
     assert!(err.to_string().contains("AUTH_GATE_MODE=off"), "{err}");
 }
@@ -98,7 +98,7 @@ async fn gate_off_is_refused_outside_development_mode() {
 #[tokio::test]
 async fn production_mode_requires_a_master_key() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = hub::config::Config::for_tests(dir.path().into(), None);
+    let mut config = hub_kernel::config::Config::for_tests(dir.path().into(), None);
     config.dev = false;
     config.master_key = None;
     let err = hub::prepare(config).await.err().expect("refused");
@@ -154,9 +154,9 @@ db_test!(a_database_failure_is_an_opaque_500);
 #[tokio::test]
 async fn gate_report_is_refused_outside_development_mode() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = hub::config::Config::for_tests(dir.path().into(), None);
+    let mut config = hub_kernel::config::Config::for_tests(dir.path().into(), None);
     config.dev = false;
-    config.gate_mode = hub::config::GateMode::Report;
+    config.gate_mode = hub_kernel::config::GateMode::Report;
     let err = hub::prepare(config).await.err().expect("refused");
     assert!(err.to_string().contains("AUTH_GATE_MODE=report"), "{err}");
 }

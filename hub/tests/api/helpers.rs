@@ -81,7 +81,7 @@ impl TestApp {
 
     /// Spawns a hub with a configuration adjusted by `tweak`; `url` None
     /// means a new SQLite file.
-    pub async fn spawn_with(backend: Backend, url: Option<String>, tweak: impl FnOnce(&mut hub::config::Config)) -> TestApp {
+    pub async fn spawn_with(backend: Backend, url: Option<String>, tweak: impl FnOnce(&mut hub_kernel::config::Config)) -> TestApp {
         let dir = tempfile::tempdir().expect("tempdir");
         let database_url = url.unwrap_or_else(|| format!("sqlite://{}?mode=rwc", dir.path().join("hub.db").display()));
         Self::spawn_on(backend, database_url, dir, tweak).await
@@ -89,7 +89,7 @@ impl TestApp {
 
     /// Another hub with its own fresh database of the same backend and a
     /// configuration adjusted by `tweak`.
-    pub async fn variant(&self, tweak: impl FnOnce(&mut hub::config::Config)) -> TestApp {
+    pub async fn variant(&self, tweak: impl FnOnce(&mut hub_kernel::config::Config)) -> TestApp {
         let url = match self.backend {
             Backend::Sqlite => None,
             Backend::Postgres => Some(fresh_postgres_url().await.expect("postgres")),
@@ -103,15 +103,15 @@ impl TestApp {
         Self::spawn_on(self.backend, self.database_url.clone(), dir, |_| {}).await
     }
 
-    async fn spawn_on(backend: Backend, database_url: String, dir: tempfile::TempDir, tweak: impl FnOnce(&mut hub::config::Config)) -> TestApp {
-        let mut config = hub::config::Config::for_tests(PathBuf::from(dir.path()), Some(database_url.clone()));
+    async fn spawn_on(backend: Backend, database_url: String, dir: tempfile::TempDir, tweak: impl FnOnce(&mut hub_kernel::config::Config)) -> TestApp {
+        let mut config = hub_kernel::config::Config::for_tests(PathBuf::from(dir.path()), Some(database_url.clone()));
         tweak(&mut config);
         let state = hub::prepare(config).await.expect("prepare hub");
         let server = hub::start(state).await.expect("start hub");
         TestApp { base: format!("http://{}", server.addr), client: reqwest::Client::new(), server: Some(server), backend, database_url, _dir: dir }
     }
 
-    pub fn state(&self) -> &hub::state::AppState {
+    pub fn state(&self) -> &hub_kernel::state::AppState {
         &self.server.as_ref().expect("running").state
     }
 
@@ -221,7 +221,14 @@ pub type Route = (Method, String);
 
 /// A body that reaches past validation-free extraction on any POST route.
 fn probe_body(method: &Method) -> Option<Value> {
-    (*method != Method::GET).then(|| json!({ "kind": "human", "name": "k", "scopes": ["*"] }))
+    // Valid enough for each probed route's validation to pass, so that the
+    // answer is the lookup's.
+    (*method != Method::GET).then(|| {
+        json!({
+            "kind": "human", "name": "k", "scopes": ["*"], "reason": "stolen", "person_id": "0190a000-0000-7000-8000-000000000000",
+            "method": "secure-enclave", "signature_envelope": { "challenge": "x" },
+        })
+    })
 }
 
 /// Isolation: each of A's resources answers 404 to B's person and to B's

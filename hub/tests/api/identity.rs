@@ -233,7 +233,7 @@ async fn rotation_keeps_old_tokens_valid_through_the_grace_window(app: TestApp) 
     let t = app.signup("rot@example.com", "rot").await;
     let old = t["token"].as_str().unwrap().to_string();
     let state = app.state();
-    let (rotation, keys) = hub::crypto::signing::rotate(&state.db, &state.master, chrono::Duration::hours(1), false).await.unwrap();
+    let (rotation, keys) = hub_kernel::crypto::signing::rotate(&state.db, &state.master, chrono::Duration::hours(1), false).await.unwrap();
     state.set_keys(keys);
     assert_ne!(rotation.fingerprint_current, rotation.fingerprint_previous.clone().unwrap());
     assert_eq!(rotation.grace_window_ms, 3_600_000);
@@ -248,7 +248,7 @@ async fn rotation_keeps_old_tokens_valid_through_the_grace_window(app: TestApp) 
     assert_eq!(header.kid.unwrap(), rotation.fingerprint_current);
     // With no grace window the rotated-out key's tokens stop verifying at
     // once, while the first key is still inside its own one-hour window.
-    let (_, keys) = hub::crypto::signing::rotate(&state.db, &state.master, chrono::Duration::zero(), false).await.unwrap();
+    let (_, keys) = hub_kernel::crypto::signing::rotate(&state.db, &state.master, chrono::Duration::zero(), false).await.unwrap();
     state.set_keys(keys);
     let fresh = body["data"]["token"].as_str().unwrap();
     assert_error(app.get("/api/me", Some(fresh)).await, 401, "Unauthorized");

@@ -94,7 +94,7 @@ async fn the_quic_stream_refuses_wrong_foreign_and_expired_credentials(app: Test
     };
     assert_eq!(code(connect(&app, &asset, "rc_wrong").await), "unauthorized");
     assert_eq!(code(connect(&app, &asset, &other).await), "not_found");
-    let expires = hub::db::format_time(chrono::Utc::now() + chrono::Duration::milliseconds(1500));
+    let expires = hub_kernel::db::format_time(chrono::Utc::now() + chrono::Duration::milliseconds(1500));
     let (_, c) = app.post(&format!("/api/assets/{asset}/credentials"), Some(token), json!({ "expires_at": expires })).await;
     let short = c["data"]["credential"].as_str().unwrap();
     assert!(connect(&app, &asset, short).await.is_ok());
@@ -142,7 +142,7 @@ async fn outside_development_mode_the_quic_certificate_comes_from_settings() {
 
     // Without a certificate a production hub refuses to start its QUIC endpoint.
     let data = tempfile::tempdir().unwrap();
-    let mut config = hub::config::Config::for_tests(data.path().to_path_buf(), None);
+    let mut config = hub_kernel::config::Config::for_tests(data.path().to_path_buf(), None);
     config.dev = false;
     let refused = hub::start(hub::prepare(config).await.unwrap()).await;
     let Err(e) = refused else { panic!("a production hub started QUIC without a certificate") };
@@ -164,3 +164,72 @@ async fn outside_development_mode_the_quic_certificate_comes_from_settings() {
     // The certificate names robots.example, not localhost: TLS refuses the mismatch.
     assert!(matches!(client::open(&ep, addr, "localhost", &asset, &cred).await, Err(OpenError::Transport(_))));
 }
+
+async fn robot_credentials_are_listed_and_a_revocation_ends_open_streams_at_once(app: TestApp) {
+    let t = app.signup("rev@example.com", "rev").await;
+    let token = t["token"].as_str().unwrap();
+    let (asset, cred) = robot(&app, token, json!({ "display_name": "R" })).await;
+    let (s, spare) = app.post(&format!("/api/assets/{asset}/credentials"), Some(token), json!({ "rate_limit_rpm": 600 })).await;
+    assert_eq!(s, StatusCode::CREATED, "{spare}");
+    let spare_secret = spare["data"]["credential"].as_str().unwrap();
+
+    // The list shows every credential, newest first, never a secret or hash.
+    let (s, list) = app.get(&format!("/api/assets/{asset}/credentials?limit=1"), Some(token)).await;
+    assert_eq!(s, StatusCode::OK, "{list}");
+    assert_eq!(list["total"], 2);
+    assert_eq!(list["data"].as_array().unwrap().len(), 1);
+    let (_, list) = app.get(&format!("/api/assets/{asset}/credentials"), Some(token)).await;
+    let first = &list["data"][1];
+    assert_eq!(list["data"][0]["credential_id"], spare["data"]["credential_id"]);
+    assert_eq!(list["data"][0]["rate_limit_rpm"], 600);
+    assert_eq!(first["status"], "active");
+    assert_eq!(first["revoked_at"], serde_json::Value::Null);
+    assert_eq!(first["last4"].as_str().unwrap(), &cred[cred.len() - 4..]);
+    assert!(first.get("credential").is_none() && first.get("secret_hash").is_none(), "{first}");
+    let credential_id = first["credential_id"].as_str().unwrap().to_string();
+
+    // Open one stream of each kind on the credential, then revoke it.
+    let mut quic = connect(&app, &asset, &cred).await.unwrap();
+    let mut sse = app.client.get(format!("{}/api/commands/stream/{asset}", app.base)).bearer_auth(&cred).send().await.unwrap();
+    assert_eq!(sse.status(), StatusCode::OK);
+    let revoke = format!("/api/assets/{asset}/credentials/{credential_id}/revoke");
+    let (s, r) = app.post(&revoke, Some(token), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["data"]["status"], "revoked");
+    assert!(r["data"]["revoked_at"].is_string(), "{r}");
+    let revoked_at = r["data"]["revoked_at"].clone();
+
+    // Both streams end at once, not at the next safety re-check.
+    let quic_end = tokio::time::timeout(Duration::from_secs(3), quic.receiver.recv()).await.expect("the QUIC stream ends at once");
+    assert!(matches!(&quic_end, Ok(None) | Err(_) | Ok(Some(HubFrame::Refused { .. }))), "expected the stream to end, got {quic_end:?}");
+    let sse_end = tokio::time::timeout(Duration::from_secs(3), async {
+        loop {
+            match sse.chunk().await {
+                Ok(Some(_)) => continue,
+                other => return other.map(|_| ()),
+            }
+        }
+    })
+    .await;
+    assert!(sse_end.is_ok(), "the SSE stream ends at once");
+
+    // The credential opens nothing any more; the other one still works.
+    assert_error(app.get(&format!("/api/commands/stream/{asset}"), Some(&cred)).await, 401, "Unauthorized");
+    assert!(matches!(connect(&app, &asset, &cred).await, Err(OpenError::Refused { .. })));
+    assert!(connect(&app, &asset, spare_secret).await.is_ok());
+
+    // Revoking again answers the same and records no second event.
+    let (s, again) = app.post(&revoke, Some(token), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{again}");
+    assert_eq!(again["data"]["revoked_at"], revoked_at);
+    let events: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM audit_entry WHERE event_type = 'asset.credential.revoked.v1'").fetch_one(&app.state().db.read).await.unwrap();
+    assert_eq!(events, 1);
+    assert_error(
+        app.post(&format!("/api/assets/{asset}/credentials/0190a000-0000-7000-8000-000000000000/revoke"), Some(token), json!({})).await,
+        404,
+        "NotFound",
+    );
+    assert_error(app.post(&format!("/api/assets/{asset}/credentials/not-a-uuid/revoke"), Some(token), json!({})).await, 404, "NotFound");
+}
+db_test!(robot_credentials_are_listed_and_a_revocation_ends_open_streams_at_once);

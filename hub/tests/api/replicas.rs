@@ -54,7 +54,7 @@ async fn a_revocation_on_one_replica_reaches_the_others() {
 
     // A signing-key rotation on A: B verifies A's new tokens.
     let state = a.state();
-    let (_, keys) = hub::crypto::signing::rotate(&state.db, &state.master, chrono::Duration::hours(1), false).await.unwrap();
+    let (_, keys) = hub_kernel::crypto::signing::rotate(&state.db, &state.master, chrono::Duration::hours(1), false).await.unwrap();
     state.set_keys(keys);
     let (_, fresh) = a.post("/api/auth/login", None, json!({ "email": "rep@example.com", "password": "correct horse battery" })).await;
     assert_eq!(b.get("/api/me", fresh["data"]["token"].as_str()).await.0, StatusCode::OK);

@@ -14,9 +14,9 @@ async fn sqlite_and_postgres_schemas_have_the_same_tables_columns_types_and_inde
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let sqlite = hub::db::Db::connect(&format!("sqlite://{}?mode=rwc", dir.path().join("p.db").display())).await.unwrap();
+    let sqlite = hub_kernel::db::Db::connect(&format!("sqlite://{}?mode=rwc", dir.path().join("p.db").display())).await.unwrap();
     sqlite.migrate().await.unwrap();
-    let pg = hub::db::Db::connect(&pg_url).await.unwrap();
+    let pg = hub_kernel::db::Db::connect(&pg_url).await.unwrap();
     pg.migrate().await.unwrap();
 
     // Table -> (column, type class), with each backend's types mapped to
@@ -97,8 +97,8 @@ async fn sqlite_and_postgres_schemas_have_the_same_tables_columns_types_and_inde
 /// deleted get a head that fails them, and afterwards a head with entries
 /// cannot be deleted nor a seq repeated in a chain.
 async fn chain_ids_migration_keeps_chains_verifiable(database_url: String) {
-    use hub::audit::chain::{self, Fields};
-    let db = hub::db::Db::connect(&database_url).await.unwrap();
+    use hub_kernel::audit::chain::{self, Fields};
+    let db = hub_kernel::db::Db::connect(&database_url).await.unwrap();
     db.migrate_to(5).await.unwrap();
     let (intact, orphan) = ("11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222");
     // Three entries of (intact, 0) with their head; two of (orphan, 2)

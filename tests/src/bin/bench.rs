@@ -118,7 +118,7 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let dir = tempfile::tempdir()?;
     let server_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(args.server_threads).enable_all().build()?;
-    let mut config = hub::config::Config::for_tests(dir.path().into(), None);
+    let mut config = hub_kernel::config::Config::for_tests(dir.path().into(), None);
     config.listen = "127.0.0.1:0".parse()?;
     let server = server_rt.block_on(async {
         let state = hub::prepare(config).await?;

@@ -1,0 +1,31 @@
+//! hdk-camera: the static capability manifest. It takes no body,
+//! parameters or query; values the interface document leaves out are this
+//! project's choices, listed in docs/compatibility.md.
+
+use axum::{Router, response::Response, routing::get};
+use serde_json::{Value, json};
+
+use crate::native_modules;
+use hub_kernel::{error::ok, state::AppState};
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/api/hdk/camera/manifest", get(get_manifest))
+}
+
+async fn get_manifest() -> Response {
+    ok(manifest())
+}
+
+pub fn manifest() -> Value {
+    json!({
+        "sdk": "hdk-camera",
+        "photo_formats": ["jpeg", "heic", "raw_dng"],
+        "video_codecs": ["h264", "hevc", "av1"],
+        "max_photo_megapixels": 48,
+        "max_video": { "resolution": "4K", "fps": 60 },
+        "flash": true,
+        "depth_sensor": true,
+        "ocr_passthrough": true,
+        "native_modules": native_modules("Camera", "camera"),
+    })
+}

@@ -1,0 +1,146 @@
+//! hdk-diagnostic: the hub's outbox of device rows. Devices push rows
+//! (`received_at` stamped on arrival, once per idempotency key); a drain
+//! claims up to `limit` undrained rows, oldest first, stamps `drained_at`
+//! and returns them.
+
+use axum::{Router, extract::State, response::Response, routing::post};
+use serde_json::{Value, json};
+use sqlx::Row;
+
+use hub_kernel::{
+    audit::registry,
+    db,
+    error::{ApiError, ApiResult, Body, created, ok},
+    gate::Tenant,
+    state::AppState,
+    validate::Check,
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/api/hdk/diagnostic/outbox", post(push)).route("/api/hdk/diagnostic/drain", post(drain))
+}
+
+const MAX_ROWS: usize = 500;
+const DEFAULT_DRAIN: i64 = 100;
+const MAX_DRAIN: i64 = 1000;
+
+/// Pushes rows: `{ device_uuid?, rows: [{ event_type, payload, idempotency_key }] }`.
+async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let device = check.optional_uuid("device_uuid", &body.get("device_uuid").and_then(Value::as_str).map(str::to_string));
+    let rows = match body.get("rows") {
+        Some(Value::Array(rows)) if !rows.is_empty() && rows.len() <= MAX_ROWS => rows.clone(),
+        Some(Value::Array(rows)) if rows.len() > MAX_ROWS => {
+            check.fail(format!("rows holds at most {MAX_ROWS} entries"));
+            Vec::new()
+        }
+        _ => {
+            check.fail("rows must be a non-empty array");
+            Vec::new()
+        }
+    };
+    for (i, row) in rows.iter().enumerate() {
+        let event_type = row.get("event_type").and_then(Value::as_str).unwrap_or("");
+        if !registry::valid_name(event_type) {
+            check.fail(format!("rows[{i}].event_type must look like <domain>.<entity>.<verb>.v<N>"));
+        }
+        if row.get("idempotency_key").and_then(Value::as_str).is_none_or(|k| k.trim().is_empty()) {
+            check.fail(format!("rows[{i}].idempotency_key is required"));
+        }
+        if row.get("payload").is_none_or(Value::is_null) {
+            check.fail(format!("rows[{i}].payload is required"));
+        }
+    }
+    check.finish()?;
+    // Events 1: the vocabulary is closed. A type neither in the baseline
+    // nor registered by the tenant refuses the whole push before any write.
+    let mut check = Check::new();
+    let mut known = std::collections::HashMap::new();
+    for (i, row) in rows.iter().enumerate() {
+        let event_type = row["event_type"].as_str().expect("checked");
+        if !known.contains_key(event_type) {
+            let found = registry::lookup(&state.db.read, &ctx.tenant_id, event_type).await?.is_some();
+            known.insert(event_type, found);
+        }
+        if !known[event_type] {
+            check.fail(format!(
+                "rows[{i}].event_type {event_type} is neither a platform event type nor one of the tenant's (register it with POST /api/events/types)"
+            ));
+        }
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let (mut accepted, mut duplicates) = (Vec::new(), Vec::new());
+    for row in &rows {
+        let key = row["idempotency_key"].as_str().expect("checked").trim().to_string();
+        let done = sqlx::query(
+            "INSERT INTO hdk_outbox (row_id, tenant_id, device_uuid, event_type, payload, idempotency_key, received_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (tenant_id, idempotency_key) DO NOTHING",
+        )
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(device.map(|d| d.to_string()))
+        .bind(row["event_type"].as_str().expect("checked"))
+        .bind(row["payload"].to_string())
+        .bind(&key)
+        .bind(db::now())
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 1 { accepted.push(key) } else { duplicates.push(key) }
+    }
+    tx.commit().await?;
+    Ok(created(json!({ "accepted": accepted, "duplicates": duplicates })))
+}
+
+/// Drains: body optional, `{ limit }` (default 100, at most 1000).
+async fn drain(State(state): State<AppState>, Tenant(ctx): Tenant, raw: axum::body::Bytes) -> ApiResult<Response> {
+    let body: Value = if raw.iter().all(u8::is_ascii_whitespace) {
+        Value::Null
+    } else {
+        serde_json::from_slice(&raw).map_err(|e| ApiError::invalid(format!("request body must be JSON: {e}")))?
+    };
+    let limit = match body.get("limit") {
+        None | Some(Value::Null) => DEFAULT_DRAIN,
+        Some(v) => match v.as_i64() {
+            Some(n) if (1..=MAX_DRAIN).contains(&n) => n,
+            _ => return Err(ApiError::invalid(format!("limit must be an integer from 1 to {MAX_DRAIN}"))),
+        },
+    };
+    let drain_id = db::new_id();
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    // The outer `drained_at IS NULL` re-check makes concurrent drains on
+    // PostgreSQL skip rows another drain claimed first: no row is returned twice.
+    sqlx::query(
+        "UPDATE hdk_outbox SET drained_at = $1, drain_id = $2 WHERE drained_at IS NULL AND row_id IN \
+         (SELECT row_id FROM hdk_outbox WHERE tenant_id = $3 AND drained_at IS NULL ORDER BY received_at, row_id LIMIT $4)",
+    )
+    .bind(&now)
+    .bind(&drain_id)
+    .bind(&ctx.tenant_id)
+    .bind(limit)
+    .execute(&mut *tx)
+    .await?;
+    let rows = sqlx::query(
+        "SELECT row_id, device_uuid, event_type, payload, idempotency_key, received_at, drained_at FROM hdk_outbox \
+         WHERE drain_id = $1 ORDER BY received_at, row_id",
+    )
+    .bind(&drain_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        let payload: String = r.try_get("payload")?;
+        out.push(json!({
+            "row_id": r.try_get::<String, _>("row_id")?,
+            "device_uuid": r.try_get::<Option<String>, _>("device_uuid")?,
+            "event_type": r.try_get::<String, _>("event_type")?,
+            "payload": serde_json::from_str::<Value>(&payload).unwrap_or(Value::Null),
+            "idempotency_key": r.try_get::<String, _>("idempotency_key")?,
+            "received_at": r.try_get::<String, _>("received_at")?,
+            "drained_at": r.try_get::<String, _>("drained_at")?,
+        }));
+    }
+    Ok(ok(json!({ "count": out.len(), "rows": out })))
+}

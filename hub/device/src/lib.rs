@@ -1,0 +1,39 @@
+//! Native on-device groups (hdk-*): the hub's side of what device-core does
+//! on the phone. One module per group, named after its slug.
+
+pub mod camera;
+pub mod diagnostic;
+pub mod idp;
+pub mod image_editor;
+pub mod map;
+pub mod measure;
+pub mod permissions;
+pub mod scanner;
+pub mod sync;
+pub mod video_editor;
+pub mod watermark;
+
+use axum::Router;
+use serde_json::{Value, json};
+
+use hub_kernel::state::AppState;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .merge(camera::routes())
+        .merge(image_editor::routes())
+        .merge(map::routes())
+        .merge(scanner::routes())
+        .merge(video_editor::routes())
+        .merge(diagnostic::routes())
+        .merge(idp::routes())
+        .merge(permissions::routes())
+        .merge(measure::routes())
+        .merge(watermark::routes())
+        .merge(sync::routes())
+}
+
+/// The native module names a manifest lists for iOS and Android.
+fn native_modules(name: &str, android: &str) -> Value {
+    json!({ "ios": format!("HDK{name}"), "android": format!("com.platform.hdk.{android}") })
+}

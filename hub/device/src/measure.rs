@@ -1,0 +1,85 @@
+//! hdk-measure: the measurements a device takes of a capture, read back by
+//! capture.
+
+use axum::{Router, extract::State, response::Response, routing::post};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::FromRow;
+
+use hub_kernel::{
+    db,
+    error::{ApiResult, Body, created},
+    extract::{Page, Params, list},
+    gate::Tenant,
+    state::AppState,
+    validate::Check,
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/api/hdk/measure/measurements", post(record).get(list_by_capture))
+}
+
+#[derive(Debug, FromRow, Serialize)]
+struct Measurement {
+    measurement_id: String,
+    capture_id: String,
+    kind: String,
+    value: f64,
+    unit: String,
+    created_at: String,
+}
+
+const COLUMNS: &str = "measurement_id, capture_id, kind, value, unit, created_at";
+
+#[derive(Deserialize)]
+struct NewMeasurement {
+    capture_id: Option<String>,
+    kind: Option<String>,
+    value: Option<Value>,
+    unit: Option<String>,
+}
+
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewMeasurement>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let capture = check.required("capture_id", &body.capture_id);
+    let kind = check.required("kind", &body.kind);
+    let unit = check.required("unit", &body.unit);
+    let value = check.required_number("value", body.value.as_ref());
+    check.finish()?;
+    let sql = format!(
+        "INSERT INTO hdk_measurement (measurement_id, tenant_id, capture_id, kind, value, unit, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
+    );
+    let row: Measurement = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&capture)
+        .bind(&kind)
+        .bind(value)
+        .bind(&unit)
+        .bind(db::now())
+        .fetch_one(state.db.writer())
+        .await?;
+    Ok(created(row))
+}
+
+#[derive(Deserialize)]
+struct ByCapture {
+    capture_id: Option<String>,
+}
+
+/// Measurements of a capture, oldest first; an unknown capture is an empty
+/// list.
+async fn list_by_capture(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByCapture>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let capture = check.required("capture_id", &q.capture_id);
+    check.finish()?;
+    let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hdk_measurement WHERE tenant_id = $1 AND capture_id = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&capture)
+        .fetch_one(&state.db.read)
+        .await?;
+    let sql = format!("SELECT {COLUMNS} FROM hdk_measurement WHERE tenant_id = $1 AND capture_id = $2 ORDER BY created_at, measurement_id LIMIT $3 OFFSET $4");
+    let rows: Vec<Measurement> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&capture).bind(page.limit).bind(page.offset).fetch_all(&state.db.read).await?;
+    Ok(list(rows, total))
+}

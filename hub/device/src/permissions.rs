@@ -1,0 +1,97 @@
+//! hdk-permissions: the permission snapshots a device reports, and the
+//! newest one of a device read back.
+
+use axum::{
+    Router,
+    extract::State,
+    response::Response,
+    routing::{get, post},
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::FromRow;
+
+use hub_kernel::{
+    db::{self, rows::JsonText},
+    error::{ApiError, ApiResult, Body, created, ok},
+    extract::Params,
+    gate::Tenant,
+    state::AppState,
+    validate::Check,
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/api/hdk/permissions/snapshots", post(record)).route("/api/hdk/permissions/snapshots/latest", get(latest))
+}
+
+#[derive(Debug, FromRow, Serialize)]
+struct Snapshot {
+    snapshot_id: String,
+    tenant_id: String,
+    device_uuid: String,
+    persona_id: Option<String>,
+    #[sqlx(try_from = "String")]
+    permission_set: JsonText,
+    taken_at: String,
+}
+
+const COLUMNS: &str = "snapshot_id, tenant_id, device_uuid, persona_id, permission_set, taken_at";
+
+#[derive(Deserialize)]
+struct NewSnapshot {
+    device_uuid: Option<String>,
+    persona_id: Option<String>,
+    permission_set: Option<Value>,
+    taken_at: Option<String>,
+}
+
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSnapshot>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let device = check.required_uuid("device_uuid", &body.device_uuid);
+    let persona = check.optional_uuid("persona_id", &body.persona_id);
+    let set = match &body.permission_set {
+        Some(v @ (Value::Object(_) | Value::Array(_))) => v.to_string(),
+        _ => {
+            check.fail("permission_set is required (an object or an array)");
+            String::new()
+        }
+    };
+    let taken_at = check.time_or_now("taken_at", &body.taken_at);
+    check.finish()?;
+    let sql = format!(
+        "INSERT INTO hdk_permission_snapshot (snapshot_id, tenant_id, device_uuid, persona_id, permission_set, taken_at, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
+    );
+    let row: Snapshot = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(device.map(|d| d.to_string()))
+        .bind(persona.map(|p| p.to_string()))
+        .bind(set)
+        .bind(&taken_at)
+        .bind(db::now())
+        .fetch_one(state.db.writer())
+        .await?;
+    Ok(created(row))
+}
+
+#[derive(Deserialize)]
+struct ByDevice {
+    device_uuid: Option<String>,
+}
+
+/// The newest snapshot of a device by taken_at (404 when it has none).
+async fn latest(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByDevice>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let device = check.required_uuid("device_uuid", &q.device_uuid);
+    check.finish()?;
+    let sql =
+        format!("SELECT {COLUMNS} FROM hdk_permission_snapshot WHERE tenant_id = $1 AND device_uuid = $2 ORDER BY taken_at DESC, snapshot_id DESC LIMIT 1");
+    let row: Snapshot = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(device.map(|d| d.to_string()))
+        .fetch_optional(&state.db.read)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(ok(row))
+}

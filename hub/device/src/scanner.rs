@@ -1,0 +1,27 @@
+//! hdk-scanner: the static capability manifest. It takes no body,
+//! parameters or query; values the interface document leaves out are this
+//! project's choices, listed in docs/compatibility.md.
+
+use axum::{Router, response::Response, routing::get};
+use serde_json::{Value, json};
+
+use crate::native_modules;
+use hub_kernel::{error::ok, state::AppState};
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/api/hdk/scanner/manifest", get(get_manifest))
+}
+
+async fn get_manifest() -> Response {
+    ok(manifest())
+}
+
+pub fn manifest() -> Value {
+    json!({
+        "sdk": "hdk-scanner",
+        "symbologies": ["qr_code", "pdf_417", "code_128", "ean_13", "data_matrix"],
+        "document_detection": true,
+        "ocr": true,
+        "native_modules": native_modules("Scanner", "scanner"),
+    })
+}

@@ -1,0 +1,178 @@
+//! hdk-sync: conflict resolution with the registered policy of an event
+//! type (the very code device-core runs on the phone), the endpoint that
+//! receives device outbox batches (stored once per idempotency key), and
+//! the policies devices pull.
+
+use std::collections::HashMap;
+
+use axum::{
+    Router,
+    extract::State,
+    response::Response,
+    routing::{get, post},
+};
+use device_core::policy::{self, ConflictPolicy, Resolution};
+use protocol::sync::{EventTypePolicy, MAX_BATCH_EVENTS, RejectedEvent, SyncBatchAck, SyncPolicies};
+use serde_json::{Value, json};
+
+use hub_kernel::{
+    audit::registry::{self, EventType},
+    db,
+    error::{ApiError, ApiResult, Body, ok},
+    gate::Tenant,
+    state::AppState,
+    validate::{self, Check},
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/hdk/sync/resolve", post(resolve))
+        .route("/api/hdk/sync/batches", post(receive_batch))
+        .route("/api/hdk/sync/policies", get(policies))
+}
+
+fn present(v: Option<&Value>) -> bool {
+    v.is_some_and(|v| !v.is_null() && v.as_str().is_none_or(|s| !s.trim().is_empty()))
+}
+
+/// Resolves `input_a` against `input_b` with the event type's registered
+/// policy; the resolution is recorded (a `human-review` one as pending).
+async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let event_type = check.required("event_type", &body.get("event_type").and_then(Value::as_str).map(str::to_string));
+    for field in ["input_a", "input_b"] {
+        if !present(body.get(field)) {
+            check.fail(format!("{field} is required"));
+        }
+    }
+    let audit_entry_id = check.optional_uuid("audit_entry_id", &body.get("audit_entry_id").and_then(Value::as_str).map(str::to_string));
+    let batch_id = body.get("batch_id").and_then(Value::as_str).map(str::to_string);
+    check.finish()?;
+    let registered = registry::lookup(&state.db.read, &ctx.tenant_id, &event_type)
+        .await?
+        .ok_or_else(|| ApiError::invalid(format!("event_type {event_type} is not registered: register it with POST /api/events/types first")))?;
+    let policy = ConflictPolicy::parse(&registered.conflict_policy).map_err(|e| ApiError::Internal(anyhow::anyhow!("{e}")))?;
+    let (a, b) = (&body["input_a"], &body["input_b"]);
+    let resolution = policy::resolve(policy, a, b).map_err(|e| ApiError::invalid(e.to_string()))?;
+    let status = match resolution {
+        Resolution::Resolved { .. } => "resolved",
+        Resolution::NeedsReview { .. } => "pending_review",
+    };
+    let mut data = resolution.to_json(policy);
+    let id = db::new_id();
+    sqlx::query(
+        "INSERT INTO hdk_sync_resolution (resolution_id, tenant_id, event_type, policy, status, input_a, input_b, result, batch_id, audit_entry_id, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(&id)
+    .bind(&ctx.tenant_id)
+    .bind(&event_type)
+    .bind(policy.as_str())
+    .bind(status)
+    .bind(a.to_string())
+    .bind(b.to_string())
+    .bind(data.to_string())
+    .bind(&batch_id)
+    .bind(audit_entry_id.map(|u| u.to_string()))
+    .bind(db::now())
+    .execute(state.db.writer())
+    .await?;
+    data["resolution_id"] = json!(id);
+    data["event_type"] = json!(event_type);
+    data["batch_id"] = json!(batch_id);
+    data["audit_entry_id"] = json!(audit_entry_id.map(|u| u.to_string()));
+    Ok(ok(data))
+}
+
+/// Receives a device's outbox batch (`protocol::sync::SyncBatch`). Each
+/// event is stored once per (tenant, idempotency_key); every key of the
+/// batch is answered in exactly one of accepted, duplicates, rejected, so a
+/// device resuming an interrupted sync loses and duplicates nothing.
+async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let batch_id = check.required("batch_id", &body.get("batch_id").and_then(Value::as_str).map(str::to_string));
+    let device = check.required_uuid("device_uuid", &body.get("device_uuid").and_then(Value::as_str).map(str::to_string));
+    let events = match body.get("events") {
+        Some(Value::Array(events)) if events.len() <= MAX_BATCH_EVENTS => events.clone(),
+        Some(Value::Array(_)) => {
+            check.fail(format!("events holds at most {MAX_BATCH_EVENTS} entries"));
+            Vec::new()
+        }
+        _ => {
+            check.fail("events must be an array");
+            Vec::new()
+        }
+    };
+    for (i, e) in events.iter().enumerate() {
+        if e.get("idempotency_key").and_then(Value::as_str).is_none_or(|k| k.trim().is_empty()) {
+            check.fail(format!("events[{i}].idempotency_key is required"));
+        }
+    }
+    check.finish()?;
+    let device = device.expect("checked").to_string();
+    let mut ack = SyncBatchAck { batch_id: batch_id.clone(), ..Default::default() };
+    let mut known: HashMap<String, bool> = HashMap::new();
+    let mut tx = state.db.begin().await?;
+    for e in &events {
+        let key = e["idempotency_key"].as_str().expect("checked").trim().to_string();
+        let event_type = e.get("event_type").and_then(Value::as_str).unwrap_or_default().to_string();
+        let registered = match known.get(&event_type) {
+            Some(k) => *k,
+            None => {
+                let k = registry::lookup(&mut *tx, &ctx.tenant_id, &event_type).await?.is_some();
+                known.insert(event_type.clone(), k);
+                k
+            }
+        };
+        let occurred_at = match e.get("occurred_at").and_then(Value::as_str) {
+            Some(raw) => validate::observed_time("occurred_at", raw),
+            None => Err("occurred_at must be an RFC 3339 timestamp".to_string()),
+        };
+        let reason = if !registered {
+            Some(format!("event type '{event_type}' is neither a platform type nor registered by the tenant"))
+        } else if e.get("payload").is_none_or(Value::is_null) {
+            Some("payload is required".to_string())
+        } else {
+            occurred_at.as_ref().err().cloned()
+        };
+        if let Some(reason) = reason {
+            ack.rejected.push(RejectedEvent { idempotency_key: key, reason });
+            continue;
+        }
+        let stored = sqlx::query(
+            "INSERT INTO hdk_sync_event (tenant_id, idempotency_key, event_id, batch_id, device_uuid, event_type, payload, occurred_at, received_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (tenant_id, idempotency_key) DO NOTHING",
+        )
+        .bind(&ctx.tenant_id)
+        .bind(&key)
+        .bind(e.get("event_id").and_then(Value::as_str).unwrap_or_default())
+        .bind(&batch_id)
+        .bind(&device)
+        .bind(&event_type)
+        .bind(e["payload"].to_string())
+        .bind(db::format_time(occurred_at.expect("checked")))
+        .bind(db::now())
+        .execute(&mut *tx)
+        .await?;
+        if stored.rows_affected() == 1 { ack.accepted.push(key) } else { ack.duplicates.push(key) }
+    }
+    tx.commit().await?;
+    Ok(ok(ack))
+}
+
+fn as_policy(t: &EventType) -> EventTypePolicy {
+    EventTypePolicy {
+        event_type: t.event_type.clone(),
+        conflict_policy: t.conflict_policy.clone(),
+        retention_class: Some(t.retention_class.clone()),
+        schema_version: u32::try_from(t.schema_version).unwrap_or(1),
+    }
+}
+
+/// The event types a device may sync and their conflict policies: the
+/// platform baseline and the tenant's own.
+async fn policies(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Response> {
+    let mut event_types: Vec<EventTypePolicy> = registry::baseline().types.iter().map(as_policy).collect();
+    event_types.extend(registry::tenant_types(&state.db.read, &ctx.tenant_id).await?.iter().map(as_policy));
+    Ok(ok(SyncPolicies { event_types }))
+}

@@ -1,0 +1,27 @@
+//! hdk-video-editor: the static capability manifest. It takes no body,
+//! parameters or query; values the interface document leaves out are this
+//! project's choices, listed in docs/compatibility.md.
+
+use axum::{Router, response::Response, routing::get};
+use serde_json::{Value, json};
+
+use crate::native_modules;
+use hub_kernel::{error::ok, state::AppState};
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/api/hdk/video-editor/manifest", get(get_manifest))
+}
+
+async fn get_manifest() -> Response {
+    ok(manifest())
+}
+
+pub fn manifest() -> Value {
+    json!({
+        "sdk": "hdk-video-editor",
+        "tools": ["trim", "merge", "caption", "mute", "speed", "overlay"],
+        "output_formats": ["mp4", "hevc", "webm"],
+        "max_resolution": "4K",
+        "native_modules": native_modules("VideoEditor", "videoeditor"),
+    })
+}

@@ -1,0 +1,93 @@
+//! hdk-watermark: the watermark applications a device records for an
+//! image variant, read back by variant.
+
+use axum::{Router, extract::State, response::Response, routing::post};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::FromRow;
+
+use hub_kernel::{
+    db::{self, rows::JsonText},
+    error::{ApiResult, Body, created},
+    extract::{Page, Params, list},
+    gate::Tenant,
+    state::AppState,
+    validate::Check,
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/api/hdk/watermark/applications", post(record).get(list_by_variant))
+}
+
+#[derive(Debug, FromRow, Serialize)]
+struct Application {
+    application_id: String,
+    variant_id: String,
+    watermark_kind: String,
+    asset_ref: Option<String>,
+    #[sqlx(try_from = "String")]
+    payload: JsonText,
+    applied_at: String,
+}
+
+const COLUMNS: &str = "application_id, variant_id, watermark_kind, asset_ref, payload, applied_at";
+
+const KINDS: &[&str] = &["visible", "invisible", "forensic"];
+
+#[derive(Deserialize)]
+struct NewApplication {
+    variant_id: Option<String>,
+    watermark_kind: Option<String>,
+    asset_ref: Option<String>,
+    payload: Option<Value>,
+    applied_at: Option<String>,
+}
+
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewApplication>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let variant = check.required("variant_id", &body.variant_id);
+    let kind = check.required("watermark_kind", &body.watermark_kind);
+    check.one_of("watermark_kind", &kind, KINDS);
+    let payload = check.optional_object("payload", body.payload.as_ref());
+    let applied_at = check.time_or_now("applied_at", &body.applied_at);
+    check.finish()?;
+    let sql = format!(
+        "INSERT INTO hdk_watermark_application (application_id, tenant_id, variant_id, watermark_kind, asset_ref, payload, applied_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
+    );
+    let row: Application = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&variant)
+        .bind(&kind)
+        .bind(Check::optional(&body.asset_ref))
+        .bind(payload.to_string())
+        .bind(&applied_at)
+        .fetch_one(state.db.writer())
+        .await?;
+    Ok(created(row))
+}
+
+#[derive(Deserialize)]
+struct ByVariant {
+    variant_id: Option<String>,
+}
+
+/// Watermark applications of a variant, oldest first; an unknown variant
+/// is an empty list.
+async fn list_by_variant(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByVariant>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let variant = check.required("variant_id", &q.variant_id);
+    check.finish()?;
+    let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hdk_watermark_application WHERE tenant_id = $1 AND variant_id = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&variant)
+        .fetch_one(&state.db.read)
+        .await?;
+    let sql = format!(
+        "SELECT {COLUMNS} FROM hdk_watermark_application WHERE tenant_id = $1 AND variant_id = $2 ORDER BY applied_at, application_id LIMIT $3 OFFSET $4"
+    );
+    let rows: Vec<Application> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&variant).bind(page.limit).bind(page.offset).fetch_all(&state.db.read).await?;
+    Ok(list(rows, total))
+}

@@ -1,0 +1,223 @@
+//! sdk-audit: the tenant's event vocabulary (register, list, get one) and
+//! its hash-chained audit entries (append, verify one pool's chain).
+//!
+//! The actor of an appended entry is always the credential's: the person
+//! (JWT subject) or the API key's synthetic persona.
+
+use axum::{
+    Json, Router,
+    extract::{Path, State},
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use serde_json::{Value, json};
+
+use hub_kernel::{
+    audit::{
+        self, actor_of,
+        appender::OwnedEvent,
+        events,
+        registry::{self, COMPACTION_POLICIES, CONFLICT_POLICIES, EventType, RETENTION_CLASSES, SCHEMA_STATES},
+    },
+    db,
+    error::{ApiError, ApiResult, Body, created, ok},
+    gate::Tenant,
+    state::AppState,
+    validate::Check,
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/events/types", post(register).get(list_types))
+        .route("/api/events/types/{event_type}", get(get_type))
+        .route("/api/audit/append", post(append))
+        .route("/api/audit/verify", post(verify))
+}
+
+/// A string field of a JSON body: blank counts as absent; a non-string is
+/// reported.
+fn text(check: &mut Check, body: &Value, name: &str) -> Option<String> {
+    match body.get(name) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Check::optional(&Some(s.clone())),
+        Some(_) => {
+            check.fail(format!("{name} must be a string"));
+            None
+        }
+    }
+}
+
+/// An integer field: `Ok(None)` when absent; 0 is a value.
+fn integer(check: &mut Check, body: &Value, name: &str, min: i64) -> Option<i64> {
+    match body.get(name) {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_i64() {
+            Some(n) if n >= min => Some(n),
+            _ => {
+                check.fail(format!("{name} must be an integer of at least {min}"));
+                None
+            }
+        },
+    }
+}
+
+fn enumerated(check: &mut Check, body: &Value, name: &str, allowed: &[&str], default: Option<&str>) -> String {
+    match text(check, body, name) {
+        Some(v) => {
+            check.one_of(name, &v, allowed);
+            v
+        }
+        None => match default {
+            Some(d) => d.to_string(),
+            None => {
+                // A value of the wrong type was reported by `text` already.
+                if matches!(body.get(name), None | Some(Value::Null | Value::String(_))) {
+                    check.fail(format!("{name} is required"));
+                }
+                String::new()
+            }
+        },
+    }
+}
+
+fn type_json(t: &EventType) -> Value {
+    serde_json::to_value(t).expect("event types serialise")
+}
+
+/// Registers a tenant event type: 201 the first time, 200 with the stored
+/// metadata and `created: false` on a repeat. A baseline name is 400.
+async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let name = text(&mut check, &body, "event_type");
+    match &name {
+        None => check.fail("event_type is required"),
+        Some(n) if !registry::valid_name(n) => {
+            check.fail("event_type must be <domain>.<entity>.<verb>.v<N>: lowercase, '-' or '_' inside a segment, at least two segments before the version")
+        }
+        Some(n) if registry::baseline().contains(n) => check.fail(format!("event_type '{n}' is a platform event type; a tenant cannot register or shadow it")),
+        Some(_) => {}
+    }
+    let retention = enumerated(&mut check, &body, "retention_class", RETENTION_CLASSES, None);
+    let conflict = enumerated(&mut check, &body, "conflict_policy", CONFLICT_POLICIES, None);
+    let schema_state = enumerated(&mut check, &body, "schema_state", SCHEMA_STATES, Some("active"));
+    let compaction = enumerated(&mut check, &body, "compaction_policy", COMPACTION_POLICIES, Some("none"));
+    let version = integer(&mut check, &body, "schema_version", 1).unwrap_or(1);
+    let tenant_claim = text(&mut check, &body, "tenant_id");
+    check.finish()?;
+    ctx.check_tenant(tenant_claim.as_deref())?;
+    let name = name.expect("checked");
+    let mut tx = state.db.begin().await?;
+    let inserted = sqlx::query(
+        "INSERT INTO audit_event_type (tenant_id, event_type, retention_class, conflict_policy, schema_state, compaction_policy, \
+         schema_version, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (tenant_id, event_type) DO NOTHING",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&name)
+    .bind(&retention)
+    .bind(&conflict)
+    .bind(&schema_state)
+    .bind(&compaction)
+    .bind(version)
+    .bind(db::now())
+    .execute(&mut *tx)
+    .await?
+    .rows_affected()
+        == 1;
+    let stored = registry::lookup(&mut *tx, &ctx.tenant_id, &name).await?.ok_or(ApiError::NotFound)?;
+    if inserted {
+        audit::record(&mut tx, &ctx, events::EVENT_TYPE_REGISTERED, type_json(&stored)).await?;
+    }
+    tx.commit().await?;
+    let mut data = type_json(&stored);
+    data["created"] = json!(inserted);
+    Ok(if inserted { created(data) } else { ok(data) })
+}
+
+/// The platform baseline, then the tenant's own types.
+async fn list_types(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Response> {
+    let platform = &registry::baseline().types;
+    let own = registry::tenant_types(&state.db.read, &ctx.tenant_id).await?;
+    let data: Vec<Value> = platform.iter().chain(own.iter()).map(type_json).collect();
+    Ok((
+        StatusCode::OK,
+        Json(json!({
+            "success": true, "data": data, "total": platform.len() + own.len(),
+            "platform_count": platform.len(), "tenant_count": own.len(),
+        })),
+    )
+        .into_response())
+}
+
+async fn get_type(State(state): State<AppState>, Tenant(ctx): Tenant, Path(name): Path<String>) -> ApiResult<Response> {
+    let t = registry::lookup(&state.db.read, &ctx.tenant_id, &name).await?.ok_or(ApiError::NotFound)?;
+    Ok(ok(type_json(&t)))
+}
+
+/// A pool index: required, an integer of at least 0.
+fn pool_index(check: &mut Check, body: &Value) -> i64 {
+    match body.get("pool_index") {
+        None | Some(Value::Null) => {
+            check.fail("pool_index is required");
+            0
+        }
+        Some(_) => integer(check, body, "pool_index", 0).unwrap_or(0),
+    }
+}
+
+/// Appends one entry to the caller's chain in `pool_index`, through the
+/// group-commit writer: the 201 comes after the commit.
+async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let pool = pool_index(&mut check, &body);
+    let event_type = text(&mut check, &body, "event_type");
+    if event_type.is_none() {
+        check.fail("event_type is required");
+    }
+    let payload = match body.get("payload") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.trim().is_empty() => None,
+        Some(v) => Some(v.clone()),
+    };
+    if payload.is_none() {
+        check.fail("payload is required");
+    }
+    let (actor_kind, actor_id) = actor_of(&ctx);
+    if let Some(k) = text(&mut check, &body, "actor_kind")
+        && k != actor_kind
+    {
+        check.fail(format!("actor_kind is taken from the credential, which is '{actor_kind}'"));
+    }
+    let retention = text(&mut check, &body, "retention_class");
+    if let Some(r) = &retention {
+        check.one_of("retention_class", r, RETENTION_CLASSES);
+    }
+    let tenant_claim = text(&mut check, &body, "tenant_id");
+    check.finish()?;
+    ctx.check_tenant(tenant_claim.as_deref())?;
+    let appended = state
+        .audit
+        .append(OwnedEvent {
+            tenant_id: ctx.tenant_id.clone(),
+            pool_index: pool,
+            event_type: event_type.expect("checked"),
+            actor_kind: actor_kind.to_string(),
+            actor_id: actor_id.to_string(),
+            actor_chain: None,
+            payload: payload.expect("checked"),
+            retention_class: retention,
+        })
+        .await?;
+    Ok(created(appended))
+}
+
+/// Verifies the caller's chain in one pool.
+async fn verify(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let pool = pool_index(&mut check, &body);
+    check.finish()?;
+    let verdict = hub_kernel::audit::verify(&state.db, &ctx.tenant_id, pool).await?;
+    let mut data = serde_json::to_value(&verdict).expect("verdicts serialise");
+    data["tenant_id"] = json!(ctx.tenant_id);
+    Ok(ok(data))
+}

@@ -1,0 +1,686 @@
+//! sdk-identity: the authentication bootstrap. Tenant signup, person
+//! registration, email verification, password login (minting the six-layer
+//! JWT), the client-credentials token exchange, the caller's own identity,
+//! and the JWKS document.
+
+use axum::{
+    Json, Router,
+    extract::{Request, State},
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sqlx::Row;
+
+use crate::{api_keys, tenancy};
+use hub_kernel::{
+    audit::events,
+    crypto::{self, DataKey, password},
+    db::{self, Tx},
+    error::{ApiError, ApiResult, Body, created, ok, parse_body},
+    extract::Params,
+    gate::{
+        BasicCredentials, Caller, ClientAddr, MaybeCaller,
+        keys::{self, KeyRecord},
+        scope, throttle,
+        tokens::{self, Actor, Claims, TenantClaims},
+    },
+    state::AppState,
+    validate::Check,
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/auth/signup-tenant", post(signup_tenant))
+        .route("/api/auth/register", post(register))
+        .route("/api/auth/login", post(login))
+        .route("/api/auth/token", post(token))
+        .route("/api/auth/send-verification-email", post(send_verification_email))
+        .route("/api/auth/verify-email", post(verify_email))
+        .route("/api/auth/verification-status", get(verification_status))
+        .route("/api/me", get(me))
+        .route("/.well-known/jwks.json", get(jwks))
+}
+
+/// Machine tokens from the exchange live 900 seconds (Authentication 9).
+pub const EXCHANGE_TTL_SECONDS: i64 = 900;
+/// Verification tokens live 15 minutes (RULINGS 3).
+const VERIFICATION_TTL_MINUTES: i64 = 15;
+const MIN_PASSWORD_LEN: usize = 8;
+/// Wrong passwords an account may take before its logins slow down.
+const LOGIN_FREE_PER_ACCOUNT: i64 = 5;
+/// Failed logins and exchanges one client address may make before it slows down.
+const FREE_PER_ADDRESS: i64 = 20;
+/// Verification emails one address may ask for an account before they slow down.
+const VERIFY_FREE_PER_ACCOUNT: i64 = 3;
+
+fn normalise_email(raw: &str) -> Option<String> {
+    let e = raw.trim().to_lowercase();
+    let (local, domain) = e.split_once('@')?;
+    (!local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !domain.ends_with('.') && !e.contains(char::is_whitespace)).then_some(e)
+}
+
+fn check_email(check: &mut Check, raw: &Option<String>) -> String {
+    let e = check.required("email", raw);
+    if e.is_empty() {
+        return e;
+    }
+    normalise_email(&e).unwrap_or_else(|| {
+        check.fail("email must be an email address");
+        String::new()
+    })
+}
+
+fn check_password(check: &mut Check, raw: &Option<String>) -> String {
+    // Passwords are not trimmed: every character counts.
+    match raw {
+        Some(p) if !p.trim().is_empty() => {
+            if p.chars().count() < MIN_PASSWORD_LEN {
+                check.fail(format!("password must be at least {MIN_PASSWORD_LEN} characters"));
+            }
+            p.clone()
+        }
+        _ => {
+            check.fail("password is required");
+            String::new()
+        }
+    }
+}
+
+/// The person an email alias belongs to, if any.
+async fn person_by_email<'e, E>(exec: E, state: &AppState, email: &str) -> ApiResult<Option<(String, String, Option<String>)>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let hash = state.master.alias_hash("email", email);
+    let row = sqlx::query("SELECT alias_id, person_id, verified_at FROM identity_alias WHERE kind = 'email' AND value_hash = $1")
+        .bind(hash)
+        .fetch_optional(exec)
+        .await?;
+    Ok(match row {
+        Some(r) => Some((r.try_get("person_id")?, r.try_get("alias_id")?, r.try_get("verified_at")?)),
+        None => None,
+    })
+}
+
+/// Creates person, data key, email alias and password credential.
+async fn insert_person(state: &AppState, tx: &mut Tx, email: &str, password_hash: &str, display_name: &str, region: Option<&str>) -> ApiResult<String> {
+    let key = DataKey::create(tx, &state.master).await?;
+    let person_id = db::new_id();
+    let now = db::now();
+    let profile = key.seal(json!({ "display_name": display_name }).to_string().as_bytes(), person_id.as_bytes());
+    sqlx::query(
+        "INSERT INTO identity_person (person_id, home_region, person_key_ref, status, profile_envelope, created_at) \
+         VALUES ($1, $2, $3, 'active', $4, $5)",
+    )
+    .bind(&person_id)
+    .bind(region)
+    .bind(&key.key_id)
+    .bind(profile)
+    .bind(&now)
+    .execute(&mut **tx)
+    .await?;
+    let alias_id = db::new_id();
+    sqlx::query("INSERT INTO identity_alias (alias_id, person_id, kind, value_hash, value_enc, created_at) VALUES ($1, $2, 'email', $3, $4, $5)")
+        .bind(&alias_id)
+        .bind(&person_id)
+        .bind(state.master.alias_hash("email", email))
+        .bind(key.seal(email.as_bytes(), alias_id.as_bytes()))
+        .bind(&now)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query("INSERT INTO identity_credential (person_id, kind, secret_hash, created_at, updated_at) VALUES ($1, 'password', $2, $3, $3)")
+        .bind(&person_id)
+        .bind(password_hash)
+        .bind(&now)
+        .execute(&mut **tx)
+        .await?;
+    Ok(person_id)
+}
+
+#[derive(Deserialize)]
+struct Signup {
+    email: Option<String>,
+    password: Option<String>,
+    org_name: Option<String>,
+    app_id: Option<String>,
+    display_name: Option<String>,
+    region: Option<String>,
+}
+
+/// Provisions a whole tenant in one transaction: person, alias, credential,
+/// org, app, tenant (`trial`, tier `S`), membership, persona, app identity
+/// and profile band. With a valid token of the alias's own person the
+/// person is reused; otherwise an existing alias is `PersonExistsError`.
+async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): MaybeCaller, Body(body): Body<Signup>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let email = check_email(&mut check, &body.email);
+    let pw = check_password(&mut check, &body.password);
+    let org_name = check.required("org_name", &body.org_name);
+    let app_id = check.required("app_id", &body.app_id);
+    let display_name = check.required("display_name", &body.display_name);
+    let region = check.required("region", &body.region);
+    check.finish()?;
+
+    let existing = person_by_email(&state.db.read, &state, &email).await?;
+    let reuse = match (&existing, &caller) {
+        (None, _) => None,
+        (Some((person_id, _, _)), Some(Caller::Human(claims))) if &claims.sub == person_id => Some(person_id.clone()),
+        (Some(_), _) => return Err(ApiError::PersonExists),
+    };
+    let hash = match reuse {
+        None => Some(password::hash(pw).await?),
+        Some(_) => None,
+    };
+
+    let mut tx = state.db.begin().await?;
+    let person_id = match (reuse, hash) {
+        (Some(p), _) => p,
+        (None, Some(h)) => {
+            // Re-checked inside the transaction: a concurrent signup of the
+            // same email meets the UNIQUE (kind, value_hash) constraint.
+            if person_by_email(&mut *tx, &state, &email).await?.is_some() {
+                return Err(ApiError::PersonExists);
+            }
+            insert_person(&state, &mut tx, &email, &h, &display_name, Some(&region)).await?
+        }
+        (None, None) => unreachable!("a new person always has a hash"),
+    };
+    let org_id = db::new_id();
+    sqlx::query("INSERT INTO tenant_org (org_id, name, created_at) VALUES ($1, $2, $3)")
+        .bind(&org_id)
+        .bind(&org_name)
+        .bind(db::now())
+        .execute(&mut *tx)
+        .await?;
+    let tenant_id = db::new_id();
+    let owner = tenancy::insert_app_and_tenant(
+        &mut tx,
+        tenancy::NewTenantRow {
+            tenant_id: &tenant_id,
+            app_id: &app_id,
+            org_id: &org_id,
+            display_name: &org_name,
+            parent_tenant_id: None,
+            root_tenant_id: &tenant_id,
+            reseller_id: None,
+            region: Some(&region),
+            brand_domain: None,
+            module_subscriptions: &json!([]),
+        },
+    )
+    .await?;
+    let membership_id = db::new_id();
+    sqlx::query(
+        "INSERT INTO tenant_membership (membership_id, person_id, tenant_id, bu_id, role_template_id, status, joined_at) \
+         VALUES ($1, $2, $3, NULL, $4, 'active', $5)",
+    )
+    .bind(&membership_id)
+    .bind(&person_id)
+    .bind(&tenant_id)
+    .bind(&owner)
+    .bind(db::now())
+    .execute(&mut *tx)
+    .await?;
+    let persona_id = crate::personas::insert(&mut tx, &state.master, &tenant_id, Some(&membership_id), "human", Some(&owner), None).await?;
+    let app_identity_id = tenancy::ensure_app_identity(&mut tx, &person_id, &app_id).await?;
+    let person_key: String = sqlx::query_scalar("SELECT person_key_ref FROM identity_person WHERE person_id = $1").bind(&person_id).fetch_one(&mut *tx).await?;
+    let key = DataKey::load(&mut *tx, &state.master, &person_key).await?.ok_or(ApiError::Conflict("the person has been erased".into()))?;
+    let band = key.seal(json!({ "display_name": display_name }).to_string().as_bytes(), app_identity_id.as_bytes());
+    let now = db::now();
+    sqlx::query(
+        "INSERT INTO profile_band (band_id, app_identity_id, band_kind, fields_envelope, created_at, updated_at) \
+         VALUES ($1, $2, 'profile', $3, $4, $4) ON CONFLICT (app_identity_id, band_kind) DO NOTHING",
+    )
+    .bind(db::new_id())
+    .bind(&app_identity_id)
+    .bind(band)
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    hub_kernel::audit::emit(
+        &mut tx,
+        hub_kernel::audit::Event {
+            tenant_id: &tenant_id,
+            pool_index: None,
+            event_type: events::TENANT_CREATED,
+            actor_kind: "human",
+            actor_id: &person_id,
+            actor_chain: None,
+            payload: &json!({ "tenant_id": tenant_id, "org_id": org_id, "app_id": app_id, "person_id": person_id, "status": "trial", "isolation_tier": "S" }),
+            retention_class: None,
+            occurred_at: None,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+
+    let token = tenant_token(&state, &person_id, &tenant_id, vec!["pwd".into()]).await?;
+    Ok(created(json!({
+        "tenant_id": tenant_id, "person_id": person_id, "org_id": org_id, "app_id": app_id,
+        "membership_id": membership_id, "persona_id": persona_id, "app_identity_id": app_identity_id,
+        "status": "trial", "isolation_tier": "S", "token": token,
+    })))
+}
+
+#[derive(Deserialize)]
+struct Register {
+    email: Option<String>,
+    password: Option<String>,
+    display_name: Option<String>,
+}
+
+/// Creates an end user's person, alias and credential (no tenant).
+async fn register(State(state): State<AppState>, Body(body): Body<Register>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let email = check_email(&mut check, &body.email);
+    let pw = check_password(&mut check, &body.password);
+    let display_name = check.required("display_name", &body.display_name);
+    check.finish()?;
+    if person_by_email(&state.db.read, &state, &email).await?.is_some() {
+        return Err(ApiError::PersonExists);
+    }
+    let hash = password::hash(pw).await?;
+    let mut tx = state.db.begin().await?;
+    if person_by_email(&mut *tx, &state, &email).await?.is_some() {
+        return Err(ApiError::PersonExists);
+    }
+    let person_id = insert_person(&state, &mut tx, &email, &hash, &display_name, None).await?;
+    tx.commit().await?;
+    Ok(created(json!({ "person_id": person_id })))
+}
+
+#[derive(Deserialize)]
+struct Login {
+    email: Option<String>,
+    password: Option<String>,
+    tenant_id: Option<String>,
+    app_id: Option<String>,
+}
+
+async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body(body): Body<Login>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let email = check.required("email", &body.email);
+    let pw = match &body.password {
+        Some(p) if !p.is_empty() => p.clone(),
+        _ => {
+            check.fail("password is required");
+            String::new()
+        }
+    };
+    let tenant = check.optional_uuid("tenant_id", &body.tenant_id);
+    check.finish()?;
+    let email = normalise_email(&email).unwrap_or(email);
+    // The account and its password hash, in one read.
+    let hash = state.master.alias_hash("email", &email);
+    let found = sqlx::query(
+        "SELECT a.person_id, c.secret_hash FROM identity_alias a LEFT JOIN identity_credential c ON c.person_id = a.person_id \
+         WHERE a.kind = 'email' AND a.value_hash = $1",
+    )
+    .bind(hash)
+    .fetch_optional(&state.db.read)
+    .await?;
+    let (person, stored): (Option<String>, Option<String>) = match &found {
+        Some(r) => (Some(r.try_get("person_id")?), r.try_get("secret_hash")?),
+        None => (None, None),
+    };
+    // A guess at an unknown account can never succeed: while the hashing
+    // queue is full it is refused before any further work.
+    if person.is_none() && password::saturated() {
+        return Err(ApiError::Busy(1));
+    }
+    // Blocked guesses are refused before any hashing work.
+    let keys = [throttle::Key::address("login", addr, FREE_PER_ADDRESS), throttle::Key::account(&state, "login", &email, LOGIN_FREE_PER_ACCOUNT)];
+    let failed_before = throttle::check(&state, &keys).await?;
+    // A login to an existing account with no failures on record may use the
+    // hashing thread kept for clean logins; guesses at unknown accounts
+    // (never a success) and repeat offenders queue with everyone.
+    let lane = if failed_before || person.is_none() { password::Lane::Shared } else { password::Lane::Clean };
+    let valid = password::verify(lane, pw, stored.clone()).await?;
+    let (Some(person_id), true, Some(_)) = (person, valid, stored) else {
+        throttle::fail(&state, &keys).await?;
+        return Err(ApiError::Unauthorized("invalid email or password"));
+    };
+    if failed_before {
+        throttle::clear(&state, &keys[1]).await?;
+    }
+    let Some(tenant_id) = tenant.map(|t| t.to_string()) else {
+        let token = person_token(&state, &person_id).await?;
+        return Ok(ok(json!({ "token": token, "token_type": "Bearer", "expires_in": state.config.token_ttl_seconds })));
+    };
+    let member: Option<String> =
+        sqlx::query_scalar("SELECT membership_id FROM tenant_membership WHERE person_id = $1 AND tenant_id = $2 AND status = 'active'")
+            .bind(&person_id)
+            .bind(&tenant_id)
+            .fetch_optional(&state.db.read)
+            .await?;
+    if member.is_none() {
+        return Err(ApiError::NoMembership);
+    }
+    if let Some(app_id) = Check::optional(&body.app_id) {
+        let tenant_app: String = sqlx::query_scalar("SELECT app_id FROM tenant_tenant WHERE tenant_id = $1").bind(&tenant_id).fetch_one(&state.db.read).await?;
+        if tenant_app != app_id {
+            return Err(ApiError::invalid("app_id is not the app of this tenant"));
+        }
+        let mut tx = state.db.begin().await?;
+        tenancy::ensure_app_identity(&mut tx, &person_id, &app_id).await?;
+        tx.commit().await?;
+    }
+    let token = tenant_token(&state, &person_id, &tenant_id, vec!["pwd".into()]).await?;
+    Ok(ok(json!({ "token": token, "token_type": "Bearer", "expires_in": state.config.token_ttl_seconds })))
+}
+
+/// Email and display name of a person, opened with the person's key.
+async fn person_attributes(state: &AppState, person_id: &str) -> ApiResult<(Option<String>, Option<String>)> {
+    let row = sqlx::query(
+        "SELECT p.person_key_ref, p.profile_envelope, a.alias_id, a.value_enc FROM identity_person p \
+         LEFT JOIN identity_alias a ON a.person_id = p.person_id AND a.kind = 'email' WHERE p.person_id = $1",
+    )
+    .bind(person_id)
+    .fetch_optional(&state.db.read)
+    .await?
+    .ok_or(ApiError::Unauthorized("unknown person"))?;
+    let key_id: String = row.try_get("person_key_ref")?;
+    let Some(key) = DataKey::load(&state.db.read, &state.master, &key_id).await? else {
+        return Ok((None, None));
+    };
+    let email = match (row.try_get::<Option<String>, _>("alias_id")?, row.try_get::<Option<Vec<u8>>, _>("value_enc")?) {
+        (Some(alias_id), Some(enc)) => Some(String::from_utf8(key.open(&enc, alias_id.as_bytes())?).map_err(anyhow::Error::from)?),
+        _ => None,
+    };
+    let display_name = match row.try_get::<Option<Vec<u8>>, _>("profile_envelope")? {
+        Some(enc) => serde_json::from_slice::<Value>(&key.open(&enc, person_id.as_bytes())?)
+            .ok()
+            .and_then(|v| v.get("display_name").and_then(Value::as_str).map(str::to_string)),
+        None => None,
+    };
+    Ok((email, display_name))
+}
+
+fn base_claims(sub: &str, email: Option<String>, display_name: Option<String>, kind: &str, amr: Vec<String>) -> Claims {
+    Claims {
+        iss: String::new(),
+        sub: sub.to_string(),
+        iat: 0,
+        exp: 0,
+        jti: String::new(),
+        email,
+        display_name,
+        tenant: None,
+        actor: Actor { kind: kind.to_string() },
+        amr,
+        scopes: None,
+        key_id: None,
+        application_id: None,
+        key_rotated_at: None,
+    }
+}
+
+/// A person-level token: no tenant claims.
+async fn person_token(state: &AppState, person_id: &str) -> ApiResult<String> {
+    let (email, display_name) = person_attributes(state, person_id).await?;
+    let claims = base_claims(person_id, email, display_name, "human", vec!["pwd".into()]);
+    let (token, _) = tokens::mint(&state.keys(), &state.config.public_url, state.config.token_ttl_seconds, claims)?;
+    Ok(token)
+}
+
+/// A token minted against the person's membership of a tenant.
+pub async fn tenant_token(state: &AppState, person_id: &str, tenant_id: &str, amr: Vec<String>) -> ApiResult<String> {
+    let (email, display_name) = person_attributes(state, person_id).await?;
+    let t = sqlx::query(
+        "SELECT m.membership_id, m.bu_id, t.org_id, t.app_id, t.parent_tenant_id, t.root_tenant_id, t.reseller_id, \
+         t.admin_pool_index, t.app_pool_index FROM tenant_membership m JOIN tenant_tenant t ON t.tenant_id = m.tenant_id \
+         WHERE m.person_id = $1 AND m.tenant_id = $2",
+    )
+    .bind(person_id)
+    .bind(tenant_id)
+    .fetch_optional(&state.db.read)
+    .await?
+    .ok_or(ApiError::NoMembership)?;
+    let membership_id: String = t.try_get("membership_id")?;
+    let personas: Vec<String> =
+        sqlx::query_scalar("SELECT persona_id FROM persona_persona WHERE membership_id = $1 AND status = 'active' ORDER BY created_at, persona_id")
+            .bind(&membership_id)
+            .fetch_all(&state.db.read)
+            .await?;
+    let primary = personas.first().cloned().ok_or_else(|| ApiError::forbidden("the membership has no active persona"))?;
+    let pools: String = t.try_get("app_pool_index")?;
+    let mut claims = base_claims(person_id, email, display_name, "human", amr);
+    claims.tenant = Some(TenantClaims {
+        org_id: t.try_get("org_id")?,
+        app_id: t.try_get("app_id")?,
+        tenant_id: tenant_id.to_string(),
+        bu_id: t.try_get("bu_id")?,
+        parent_tenant_id: t.try_get("parent_tenant_id")?,
+        root_tenant_id: t.try_get("root_tenant_id")?,
+        reseller_id: t.try_get("reseller_id")?,
+        primary_persona_id: primary,
+        all_persona_ids: personas,
+        admin_pool_index: t.try_get("admin_pool_index")?,
+        app_pool_index: serde_json::from_str(&pools).unwrap_or(Value::Null),
+    });
+    let (token, _) = tokens::mint(&state.keys(), &state.config.public_url, state.config.token_ttl_seconds, claims)?;
+    Ok(token)
+}
+
+#[derive(Deserialize, Default)]
+struct TokenRequest {
+    grant_type: Option<String>,
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    scope: Option<String>,
+}
+
+/// Reads the exchange's fields from JSON or a form body (RFC 6749 4.4);
+/// client credentials sent with HTTP Basic take precedence.
+async fn token_request(req: Request, basic: Option<(String, String)>) -> ApiResult<TokenRequest> {
+    let is_form = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| ct.starts_with("application/x-www-form-urlencoded"));
+    let bytes = axum::body::to_bytes(req.into_body(), 64 * 1024).await.map_err(|_| ApiError::invalid("request body too large or unreadable"))?;
+    let mut parsed: TokenRequest = if is_form {
+        serde_urlencoded::from_bytes(&bytes).map_err(|e| ApiError::invalid(format!("malformed form body: {e}")))?
+    } else if bytes.is_empty() {
+        TokenRequest::default()
+    } else {
+        let value: Value = serde_json::from_slice(&bytes).map_err(|e| ApiError::invalid(format!("request body must be JSON or a form: {e}")))?;
+        parse_body(value)?
+    };
+    if let Some((id, secret)) = basic {
+        parsed.client_id = Some(id);
+        parsed.client_secret = Some(secret);
+    }
+    Ok(parsed)
+}
+
+/// `POST /api/auth/token`: client credentials for a 900-second machine JWT.
+async fn token(State(state): State<AppState>, ClientAddr(addr): ClientAddr, BasicCredentials(basic): BasicCredentials, req: Request) -> Response {
+    let result = exchange(&state, addr, basic, req).await;
+    let mut res = match result {
+        Ok(body) => (StatusCode::OK, Json(body)).into_response(),
+        Err(e) => e.into_response(),
+    };
+    res.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    res
+}
+
+async fn exchange(state: &AppState, addr: std::net::IpAddr, basic: Option<(String, String)>, req: Request) -> ApiResult<Value> {
+    let address = || throttle::Key::address("token", addr, FREE_PER_ADDRESS);
+    throttle::check(state, &[address()]).await?;
+    let body = token_request(req, basic).await?;
+    let mut check = Check::new();
+    let grant_type = check.required("grant_type", &body.grant_type);
+    let secret = check.required("client_secret", &body.client_secret);
+    check.finish()?;
+    if grant_type != "client_credentials" {
+        return Err(ApiError::UnsupportedGrantType);
+    }
+    let key = match api_keys::for_exchange(state, &secret).await {
+        Err(ApiError::InvalidClient) => {
+            throttle::fail(state, &[address()]).await?;
+            return Err(ApiError::InvalidClient);
+        }
+        other => other?,
+    };
+    if let Some(client_id) = Check::optional(&body.client_id)
+        && client_id != key.application_id
+        && client_id != api_keys::application_slug(state, &key.application_id).await?
+    {
+        return Err(ApiError::InvalidClient);
+    }
+    keys::count_use(state, &key.key_id, key.rate_limit_rpm).await?;
+    let scopes: Vec<String> = match Check::optional(&body.scope) {
+        None => key.scopes.clone(),
+        Some(requested) => {
+            let requested: Vec<String> = requested.split_whitespace().map(str::to_string).collect();
+            let bad: Vec<String> = requested.iter().filter(|s| !scope::is_valid(s) || !key.scopes.iter().any(|g| scope::covers(g, s))).cloned().collect();
+            if !bad.is_empty() {
+                return Err(ApiError::InvalidScope(bad.iter().map(|s| format!("scope not held by the key: {s}")).collect()));
+            }
+            requested
+        }
+    };
+    let mut claims = base_claims(&key.synthetic_persona_id, None, None, "service", Vec::new());
+    claims.tenant = Some(machine_tenant_claims(&key));
+    claims.scopes = Some(scopes.clone());
+    claims.key_id = Some(key.key_id.clone());
+    claims.application_id = Some(key.application_id.clone());
+    claims.key_rotated_at = key.rotated_at.clone();
+    let (access_token, _) = tokens::mint(&state.keys(), &state.config.public_url, EXCHANGE_TTL_SECONDS, claims)?;
+    Ok(json!({
+        "success": true,
+        "access_token": access_token,
+        "token_type": "Bearer",
+        "expires_in": EXCHANGE_TTL_SECONDS,
+        "scope": scopes.join(" "),
+        "tenant_id": key.tenant_id,
+        "application_id": key.application_id,
+    }))
+}
+
+fn machine_tenant_claims(key: &KeyRecord) -> TenantClaims {
+    TenantClaims {
+        org_id: key.org_id.clone(),
+        app_id: key.app_id.clone(),
+        tenant_id: key.tenant_id.clone(),
+        bu_id: None,
+        parent_tenant_id: key.parent_tenant_id.clone(),
+        root_tenant_id: key.root_tenant_id.clone(),
+        reseller_id: key.reseller_id.clone(),
+        primary_persona_id: key.synthetic_persona_id.clone(),
+        all_persona_ids: vec![key.synthetic_persona_id.clone()],
+        admin_pool_index: key.admin_pool_index,
+        app_pool_index: key.app_pool_index.clone(),
+    }
+}
+
+#[derive(Deserialize)]
+struct SendVerification {
+    email: Option<String>,
+}
+
+/// Issues a purpose-scoped verification token (15 minutes). The answer is
+/// the same whether or not the email is known, so it cannot be used to
+/// probe for accounts; in development mode a known email's token is also
+/// returned as `dev_token`.
+async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body(body): Body<SendVerification>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let email = check_email(&mut check, &body.email);
+    check.finish()?;
+    let mail = state.mailer()?;
+    // Every request counts, known email or not, so the throttle's answers
+    // tell nothing about which accounts exist.
+    let keys = [throttle::Key::address("verify", addr, FREE_PER_ADDRESS), throttle::Key::account(&state, "verify", &email, VERIFY_FREE_PER_ACCOUNT)];
+    throttle::check(&state, &keys).await?;
+    throttle::fail(&state, &keys).await?;
+    let expires_at = db::format_time(chrono::Utc::now() + chrono::Duration::minutes(VERIFICATION_TTL_MINUTES));
+    let mut data = json!({ "sent": true, "expires_at": expires_at });
+    if let Some((_, alias_id, _)) = person_by_email(&state.db.read, &state, &email).await? {
+        let token = crypto::random_base62(32);
+        sqlx::query("INSERT INTO identity_verification (token_hash, alias_id, purpose, expires_at, created_at) VALUES ($1, $2, 'verify-email', $3, $4)")
+            .bind(crypto::sha256_hex(token.as_bytes()))
+            .bind(&alias_id)
+            .bind(&expires_at)
+            .bind(db::now())
+            .execute(state.db.writer())
+            .await?;
+        mail.send_verification(&email, &token, &expires_at);
+        if state.config.dev {
+            data["dev_token"] = json!(token);
+        }
+    }
+    Ok(ok(data))
+}
+
+#[derive(Deserialize)]
+struct VerifyEmail {
+    token: Option<String>,
+}
+
+async fn verify_email(State(state): State<AppState>, Body(body): Body<VerifyEmail>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let token = check.required("token", &body.token);
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let row = sqlx::query("SELECT alias_id, expires_at, used_at FROM identity_verification WHERE token_hash = $1 AND purpose = 'verify-email'")
+        .bind(crypto::sha256_hex(token.as_bytes()))
+        .fetch_optional(&mut *tx)
+        .await?;
+    let invalid = || ApiError::invalid("token is invalid, expired or already used");
+    let row = row.ok_or_else(invalid)?;
+    let expires_at: String = row.try_get("expires_at")?;
+    if row.try_get::<Option<String>, _>("used_at")?.is_some() || expires_at <= db::now() {
+        return Err(invalid());
+    }
+    let alias_id: String = row.try_get("alias_id")?;
+    let now = db::now();
+    sqlx::query("UPDATE identity_verification SET used_at = $1 WHERE token_hash = $2")
+        .bind(&now)
+        .bind(crypto::sha256_hex(token.as_bytes()))
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("UPDATE identity_alias SET verified_at = COALESCE(verified_at, $1) WHERE alias_id = $2").bind(&now).bind(&alias_id).execute(&mut *tx).await?;
+    let verified_at: Option<String> =
+        sqlx::query_scalar("SELECT verified_at FROM identity_alias WHERE alias_id = $1").bind(&alias_id).fetch_one(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(ok(json!({ "verified": true, "verified_at": verified_at })))
+}
+
+#[derive(Deserialize)]
+struct StatusQuery {
+    email: Option<String>,
+}
+
+async fn verification_status(State(state): State<AppState>, Params(q): Params<StatusQuery>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let email = check_email(&mut check, &q.email);
+    check.finish()?;
+    let verified_at = person_by_email(&state.db.read, &state, &email).await?.and_then(|(_, _, v)| v);
+    Ok(ok(json!({ "email": email, "verified": verified_at.is_some(), "verified_at": verified_at })))
+}
+
+/// The caller as the gate sees it: a cheap authenticated read that touches
+/// no table (used by clients to check a credential, and by the benchmark).
+async fn me(MaybeCaller(caller): MaybeCaller) -> ApiResult<Response> {
+    let data = match caller.ok_or(ApiError::Unauthorized("missing bearer token"))? {
+        Caller::Human(claims) => json!({
+            "actor": claims.actor, "person_id": claims.sub, "email": claims.email,
+            "display_name": claims.display_name,
+            "tenant_id": claims.tenant.as_ref().map(|t| &t.tenant_id),
+            "persona_id": claims.tenant.as_ref().map(|t| &t.primary_persona_id),
+        }),
+        Caller::Machine { key, scopes } => json!({
+            "actor": { "kind": "service" }, "key_id": key.key_id, "application_id": key.application_id,
+            "tenant_id": key.tenant_id, "persona_id": key.synthetic_persona_id, "scopes": *scopes,
+            "environment": key.environment,
+        }),
+        Caller::Operator => return Err(ApiError::Unauthorized("tenant routes do not take the operator credential")),
+    };
+    Ok(ok(data))
+}
+
+async fn jwks(State(state): State<AppState>) -> Response {
+    let mut res = Json(state.keys().jwks()).into_response();
+    res.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+    res
+}

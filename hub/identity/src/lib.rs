@@ -1,0 +1,41 @@
+//! Identity and access: authentication bootstrap, tenancy spine, personas
+//! and roles, applications and API keys; and the `KeyDirectory` through
+//! which the gate reads API keys and permissions.
+
+pub mod api_keys;
+pub mod auth;
+pub mod personas;
+pub mod roles;
+pub mod tenancy;
+
+use axum::Router;
+
+use hub_kernel::{
+    db::Db,
+    gate::{
+        directory::{KeyDirectory, Lookup},
+        keys::KeyRecord,
+    },
+    state::AppState,
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new().merge(auth::routes()).merge(api_keys::routes()).merge(tenancy::routes()).merge(personas::routes()).merge(roles::routes())
+}
+
+/// The gate's lookups over identity's tables.
+pub struct Directory;
+
+impl KeyDirectory for Directory {
+    fn key_by_hash<'a>(&'a self, db: &'a Db, key_hash: &'a str) -> Lookup<'a, Option<KeyRecord>> {
+        Box::pin(api_keys::by_hash(db, key_hash))
+    }
+
+    fn key_by_id<'a>(&'a self, db: &'a Db, key_id: &'a str) -> Lookup<'a, Option<KeyRecord>> {
+        Box::pin(api_keys::by_id(db, key_id))
+    }
+
+    fn permissions<'a>(&'a self, db: &'a Db, persona_id: &'a str) -> Lookup<'a, Vec<String>> {
+        Box::pin(roles::resolve(&db.read, persona_id))
+    }
+}

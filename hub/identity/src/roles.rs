@@ -1,0 +1,409 @@
+//! Role templates and role grants, and the resolution of a persona's
+//! effective permissions at request time.
+//!
+//! A template is keyed on (tenant, app, name): tenant NULL is the platform
+//! default for the app, a tenant's template of the same name overrides it.
+//! `parent_role_template_id` gives inheritance. Permissions are a JSON map
+//! of scope pattern to `true`. Nothing here is carried in a token, so a
+//! revoked grant takes effect on the next request.
+
+use std::collections::HashSet;
+
+use axum::{
+    Router,
+    extract::{Path, State},
+    response::Response,
+    routing::post,
+};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use sqlx::{AssertSqlSafe, Row};
+
+use crate::tenancy;
+
+use hub_kernel::{
+    audit::{self, events},
+    db::{self, Tx},
+    error::{ApiError, ApiResult, Body, created, ok},
+    gate::{Tenant, TenantCtx, keys, scope},
+    state::{AppState, Invalidation},
+    validate::{Check, path_id},
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/role-templates", post(create_template))
+        .route("/api/role-assignments", post(assign))
+        .route("/api/role-assignments/{assignment_id}/revoke", post(revoke))
+}
+
+pub const OWNER: &str = "owner";
+pub const MEMBER: &str = "member";
+
+/// Creates the platform default templates of a new app: `owner` (every
+/// scope) and `member` (nothing until granted). Returns the owner's id.
+pub async fn seed_platform_defaults(tx: &mut Tx, app_id: &str) -> ApiResult<String> {
+    let now = db::now();
+    let mut owner = String::new();
+    for (name, perms) in [(OWNER, json!({ "*": true })), (MEMBER, json!({}))] {
+        let id = db::new_id();
+        sqlx::query(
+            "INSERT INTO tenant_role_template (role_template_id, tenant_id, tenant_key, app_id, name, permissions, created_at) \
+             VALUES ($1, NULL, '', $2, $3, $4, $5)",
+        )
+        .bind(&id)
+        .bind(app_id)
+        .bind(name)
+        .bind(perms.to_string())
+        .bind(&now)
+        .execute(&mut **tx)
+        .await?;
+        if name == OWNER {
+            owner = id;
+        }
+    }
+    Ok(owner)
+}
+
+/// The platform default template `name` of an app.
+pub async fn platform_template(tx: &mut Tx, app_id: &str, name: &str) -> ApiResult<String> {
+    sqlx::query_scalar("SELECT role_template_id FROM tenant_role_template WHERE tenant_key = '' AND app_id = $1 AND name = $2")
+        .bind(app_id)
+        .bind(name)
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("app {app_id} has no platform template {name}")))
+}
+
+/// Whether a template may be used by a tenant of `app_id`: a platform
+/// default of that app or the tenant's own.
+pub async fn visible_template<'e, E>(exec: E, tenant_id: &str, app_id: &str, role_template_id: &str) -> ApiResult<bool>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let found: Option<String> =
+        sqlx::query_scalar("SELECT role_template_id FROM tenant_role_template WHERE role_template_id = $1 AND app_id = $2 AND tenant_key IN ('', $3)")
+            .bind(role_template_id)
+            .bind(app_id)
+            .bind(tenant_id)
+            .fetch_optional(exec)
+            .await?;
+    Ok(found.is_some())
+}
+
+/// A persona's effective permissions (the gate's `KeyDirectory` lookup;
+/// the gate caches them until a role changes).
+pub async fn resolve(pool: &sqlx::AnyPool, persona_id: &str) -> ApiResult<Vec<String>> {
+    let Some(row) = sqlx::query("SELECT tenant_id, status, primary_role_template_id FROM persona_persona WHERE persona_id = $1")
+        .bind(persona_id)
+        .fetch_optional(pool)
+        .await?
+    else {
+        return Ok(Vec::new());
+    };
+    let status: String = row.try_get("status")?;
+    if status != "active" {
+        return Ok(Vec::new());
+    }
+    let tenant_id: String = row.try_get("tenant_id")?;
+    let mut templates: Vec<String> = row.try_get::<Option<String>, _>("primary_role_template_id")?.into_iter().collect();
+    let granted: Vec<String> = sqlx::query_scalar("SELECT role_template_id FROM persona_role_assignment WHERE persona_id = $1 AND revoked_at IS NULL")
+        .bind(persona_id)
+        .fetch_all(pool)
+        .await?;
+    templates.extend(granted);
+    expand(pool, &tenant_id, templates).await
+}
+
+/// The permissions that `templates` confer in `tenant_id`: each template's
+/// own and its parents', with the tenant's overrides applied.
+async fn expand(pool: &sqlx::AnyPool, tenant_id: &str, templates: Vec<String>) -> ApiResult<Vec<String>> {
+    let mut perms: Vec<String> = Vec::new();
+    let mut seen = HashSet::new();
+    for start in templates {
+        let mut next = Some(start);
+        let mut depth = 0;
+        while let Some(id) = next.take() {
+            depth += 1;
+            if depth > 16 || !seen.insert(id.clone()) {
+                break;
+            }
+            let Some(t) = effective_template(pool, tenant_id, &id).await? else { break };
+            perms.extend(granted_scopes(&t.permissions));
+            next = t.parent;
+        }
+    }
+    perms.sort();
+    perms.dedup();
+    Ok(perms)
+}
+
+/// The scopes a template's permission map grants (those mapped to `true`).
+fn granted_scopes(permissions: &str) -> Vec<String> {
+    match serde_json::from_str::<Value>(permissions) {
+        Ok(Value::Object(map)) => map.into_iter().filter(|(_, v)| v.as_bool() == Some(true)).map(|(k, _)| k).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The permissions that holding `role_template_id` confers in `tenant_id`.
+pub async fn template_permissions(state: &AppState, tenant_id: &str, role_template_id: &str) -> ApiResult<Vec<String>> {
+    expand(&state.db.read, tenant_id, vec![role_template_id.to_string()]).await
+}
+
+/// Containment: nobody hands on a permission they do not hold. `wanted`
+/// (the scopes of a key, or the permissions a role, template or membership
+/// carries) must each be covered by the acting persona's effective
+/// permissions and, for a machine caller, by its own scopes too; otherwise
+/// 403 naming the scopes not held.
+pub async fn contain(state: &AppState, ctx: &TenantCtx, wanted: &[String], what: &str) -> ApiResult<()> {
+    let held = keys::permissions(state, &ctx.persona_id).await?;
+    let missing: Vec<String> =
+        wanted.iter().filter(|w| !scope::any_covers(&held, w) || ctx.key_scopes.as_ref().is_some_and(|k| !scope::any_covers(k, w))).cloned().collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let granted = match &ctx.key_scopes {
+        Some(k) => scope::intersect(&held, k),
+        None => held.to_vec(),
+    };
+    Err(ApiError::Forbidden {
+        details: vec![format!("{what} would grant permissions the caller does not hold: {}", missing.join(", "))],
+        scopes: Some((missing, granted)),
+    })
+}
+
+struct Template {
+    permissions: String,
+    parent: Option<String>,
+}
+
+/// A template as the tenant sees it: a platform default is replaced by the
+/// tenant's template of the same name, if the tenant has one.
+async fn effective_template(pool: &sqlx::AnyPool, tenant_id: &str, id: &str) -> ApiResult<Option<Template>> {
+    let row = sqlx::query(
+        "SELECT COALESCE(o.permissions, t.permissions) AS permissions, \
+                CASE WHEN o.role_template_id IS NULL THEN t.parent_role_template_id ELSE o.parent_role_template_id END AS parent \
+         FROM tenant_role_template t \
+         LEFT JOIN tenant_role_template o ON t.tenant_key = '' AND o.tenant_key = $2 AND o.app_id = t.app_id AND o.name = t.name \
+         WHERE t.role_template_id = $1",
+    )
+    .bind(id)
+    .bind(tenant_id)
+    .fetch_optional(pool)
+    .await?;
+    Ok(match row {
+        Some(r) => Some(Template { permissions: r.try_get("permissions")?, parent: r.try_get("parent")? }),
+        None => None,
+    })
+}
+
+#[derive(Deserialize)]
+struct NewTemplate {
+    name: Option<String>,
+    app_id: Option<String>,
+    parent_role_template_id: Option<String>,
+    permissions: Option<Value>,
+}
+
+fn parse_permissions(value: &Option<Value>, check: &mut Check) -> Map<String, Value> {
+    match value {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(map)) => {
+            let bad: Vec<&str> = map.iter().filter(|(k, v)| !scope::is_valid(k) || !v.is_boolean()).map(|(k, _)| k.as_str()).collect();
+            if !bad.is_empty() {
+                check.fail(format!(
+                    "permissions must map scopes (<domain>.<resource>.<action> or a tail wildcard) to booleans; bad entries: {}",
+                    bad.join(", ")
+                ));
+            }
+            map.clone()
+        }
+        Some(_) => {
+            check.fail("permissions must be an object");
+            Map::new()
+        }
+    }
+}
+
+async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewTemplate>) -> ApiResult<Response> {
+    keys::require_grant(&state, &ctx, "role-template.role-template.write").await?;
+    let mut check = Check::new();
+    let name = check.required("name", &body.name);
+    let parent = check.optional_uuid("parent_role_template_id", &body.parent_role_template_id);
+    let permissions = parse_permissions(&body.permissions, &mut check);
+    let app_id = Check::optional(&body.app_id).unwrap_or_else(|| ctx.app_id.clone());
+    if app_id != ctx.app_id {
+        check.fail("app_id must be the app_id of the caller's tenant");
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    if let Some(parent) = parent
+        && !visible_template(&mut *tx, &ctx.tenant_id, &app_id, &parent.to_string()).await?
+    {
+        return Err(ApiError::invalid("parent_role_template_id does not name a role template of this app"));
+    }
+    let taken: Option<String> = sqlx::query_scalar("SELECT role_template_id FROM tenant_role_template WHERE tenant_key = $1 AND app_id = $2 AND name = $3")
+        .bind(&ctx.tenant_id)
+        .bind(&app_id)
+        .bind(&name)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if taken.is_some() {
+        return Err(ApiError::Conflict(format!("the tenant already has a role template named '{name}'")));
+    }
+    // What the template will confer: its own grants and its parent's. A
+    // template named after a platform default replaces that default for
+    // the tenant, which edits every holder's roles: the caller must also
+    // hold what the default grants today.
+    let mut confers = granted_scopes(&Value::Object(permissions.clone()).to_string());
+    if let Some(parent) = parent {
+        confers.extend(template_permissions(&state, &ctx.tenant_id, &parent.to_string()).await?);
+    }
+    let replaced: Option<String> = sqlx::query_scalar("SELECT role_template_id FROM tenant_role_template WHERE tenant_key = '' AND app_id = $1 AND name = $2")
+        .bind(&app_id)
+        .bind(&name)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if let Some(replaced) = replaced {
+        confers.extend(template_permissions(&state, &ctx.tenant_id, &replaced).await?);
+    }
+    contain(&state, &ctx, &confers, "the role template").await?;
+    let id = db::new_id();
+    let now = db::now();
+    let parent = parent.map(|p| p.to_string());
+    sqlx::query(
+        "INSERT INTO tenant_role_template (role_template_id, tenant_id, tenant_key, app_id, name, parent_role_template_id, permissions, created_at) \
+         VALUES ($1, $2, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(&id)
+    .bind(&ctx.tenant_id)
+    .bind(&app_id)
+    .bind(&name)
+    .bind(&parent)
+    .bind(Value::Object(permissions.clone()).to_string())
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    // A new template may override a platform default in force.
+    state.invalidate(Invalidation::Roles).await;
+    Ok(created(json!({
+        "role_template_id": id, "tenant_id": ctx.tenant_id, "app_id": app_id, "name": name,
+        "parent_role_template_id": parent, "permissions": permissions, "created_at": now,
+    })))
+}
+
+#[derive(Deserialize)]
+struct NewAssignment {
+    persona_id: Option<String>,
+    role_template_id: Option<String>,
+}
+
+async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAssignment>) -> ApiResult<Response> {
+    keys::require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;
+    let mut check = Check::new();
+    let persona = check.required_uuid("persona_id", &body.persona_id);
+    let template = check.required_uuid("role_template_id", &body.role_template_id);
+    check.finish()?;
+    let (persona, template) = (persona.expect("checked").to_string(), template.expect("checked").to_string());
+    let mut tx = state.db.begin().await?;
+    // The persona is the tenant's own, or a test key's in its sandbox.
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "SELECT status, tenant_id FROM persona_persona WHERE persona_id = $1 AND {}",
+        tenancy::own_or_sandbox("tenant_id", 2)
+    )))
+    .bind(&persona)
+    .bind(&ctx.tenant_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(row) = row else { return Err(ApiError::invalid("persona_id does not name a persona of this tenant")) };
+    let (status, persona_tenant): (String, String) = (row.try_get("status")?, row.try_get("tenant_id")?);
+    if status != "active" {
+        return Err(ApiError::Conflict(format!("the persona is {status}")));
+    }
+    if !visible_template(&mut *tx, &ctx.tenant_id, &ctx.app_id, &template).await? {
+        return Err(ApiError::invalid("role_template_id does not name a role template of this tenant's app"));
+    }
+    contain(&state, &ctx, &template_permissions(&state, &persona_tenant, &template).await?, "the role").await?;
+    let id = db::new_id();
+    let now = db::now();
+    sqlx::query(
+        "INSERT INTO persona_role_assignment (assignment_id, tenant_id, persona_id, role_template_id, granted_by, granted_at) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(&id)
+    .bind(&persona_tenant)
+    .bind(&persona)
+    .bind(&template)
+    .bind(&ctx.persona_id)
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    audit::record(&mut tx, &ctx, events::ROLE_GRANTED, json!({ "assignment_id": id, "persona_id": persona, "role_template_id": template })).await?;
+    tx.commit().await?;
+    state.invalidate(Invalidation::Roles).await;
+    Ok(created(json!({
+        "assignment_id": id, "persona_id": persona, "role_template_id": template,
+        "granted_by": ctx.persona_id, "granted_at": now, "revoked_at": null,
+    })))
+}
+
+async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    keys::require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "SELECT persona_id, role_template_id, granted_at, revoked_at FROM persona_role_assignment WHERE assignment_id = $1 AND {}",
+        tenancy::own_or_sandbox("tenant_id", 2)
+    )))
+    .bind(&id)
+    .bind(&ctx.tenant_id)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(ApiError::NotFound)?;
+    let mut revoked_at: Option<String> = row.try_get("revoked_at")?;
+    if revoked_at.is_none() {
+        let now = db::now();
+        sqlx::query("UPDATE persona_role_assignment SET revoked_at = $1 WHERE assignment_id = $2").bind(&now).bind(&id).execute(&mut *tx).await?;
+        audit::record(&mut tx, &ctx, events::ROLE_REVOKED, json!({ "assignment_id": id, "revoked_at": now })).await?;
+        revoked_at = Some(now);
+    }
+    tx.commit().await?;
+    state.invalidate(Invalidation::Roles).await;
+    Ok(ok(json!({
+        "assignment_id": id, "persona_id": row.try_get::<String, _>("persona_id")?,
+        "role_template_id": row.try_get::<String, _>("role_template_id")?,
+        "granted_at": row.try_get::<String, _>("granted_at")?, "revoked_at": revoked_at,
+    })))
+}
+
+/// The roles a persona holds: its primary template and its live grants.
+pub async fn held_by(pool: &sqlx::AnyPool, persona_id: &str) -> ApiResult<Vec<Value>> {
+    let rows = sqlx::query(
+        "SELECT 'primary' AS source, NULL AS assignment_id, t.role_template_id, t.name, t.app_id, t.tenant_id, t.permissions, p.created_at AS granted_at \
+         FROM persona_persona p JOIN tenant_role_template t ON t.role_template_id = p.primary_role_template_id WHERE p.persona_id = $1 \
+         UNION ALL \
+         SELECT 'assignment' AS source, a.assignment_id, t.role_template_id, t.name, t.app_id, t.tenant_id, t.permissions, a.granted_at \
+         FROM persona_role_assignment a JOIN tenant_role_template t ON t.role_template_id = a.role_template_id \
+         WHERE a.persona_id = $1 AND a.revoked_at IS NULL ORDER BY granted_at",
+    )
+    .bind(persona_id)
+    .fetch_all(pool)
+    .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        let perms: String = r.try_get("permissions")?;
+        out.push(json!({
+            "source": r.try_get::<String, _>("source")?,
+            "assignment_id": r.try_get::<Option<String>, _>("assignment_id")?,
+            "role_template_id": r.try_get::<String, _>("role_template_id")?,
+            "name": r.try_get::<String, _>("name")?,
+            "app_id": r.try_get::<String, _>("app_id")?,
+            "platform_default": r.try_get::<Option<String>, _>("tenant_id")?.is_none(),
+            "permissions": serde_json::from_str::<Value>(&perms).unwrap_or(Value::Null),
+            "granted_at": r.try_get::<String, _>("granted_at")?,
+        }));
+    }
+    Ok(out)
+}

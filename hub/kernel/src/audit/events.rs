@@ -1,0 +1,46 @@
+//! The event types the hub emits, as constants. A test checks every one
+//! against the platform baseline, so a misspelt type fails the build's
+//! tests instead of answering 400 in production.
+
+/// Declares the constants and `ALL`, the list the test walks.
+macro_rules! event_types {
+    ($($name:ident = $value:literal;)*) => {
+        $(pub const $name: &str = $value;)*
+        /// Every constant of this module.
+        pub const ALL: &[&str] = &[$($value),*];
+    };
+}
+
+event_types! {
+    TENANT_CREATED = "tenant.tenant.created.v1";
+    API_KEY_ISSUED = "identity.api_key.issued.v1";
+    API_KEY_ROTATED = "identity.api_key.rotated.v1";
+    API_KEY_REVOKED = "identity.api_key.revoked.v1";
+    APPLICATION_DISABLED = "identity.application.disabled.v1";
+    PERSONA_SHREDDED = "identity.persona.shredded.v1";
+    ROLE_GRANTED = "identity.role_assignment.granted.v1";
+    ROLE_REVOKED = "identity.role_assignment.revoked.v1";
+    EVENT_TYPE_REGISTERED = "audit.event_type.registered.v1";
+    AGENT_DEFINED = "agent.definition.created.v1";
+    AGENT_RUN_STARTED = "agent.run.started.v1";
+    ASSET_REGISTERED = "asset.asset.registered.v1";
+    ASSET_UPDATED = "asset.asset.updated.v1";
+    ASSET_CREDENTIAL_ISSUED = "asset.credential.issued.v1";
+    ASSET_CREDENTIAL_REVOKED = "asset.credential.revoked.v1";
+    COMMAND_ISSUED = "command.command.issued.v1";
+    COMMAND_APPROVED = "command.command.approved.v1";
+    COMMAND_REJECTED = "command.command.rejected.v1";
+    COMMAND_ACKNOWLEDGED = "command.command.acknowledged.v1";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_emitted_type_is_in_the_baseline() {
+        let baseline = crate::audit::registry::baseline();
+        let unknown: Vec<&str> = ALL.iter().copied().filter(|t| !baseline.contains(t)).collect();
+        assert!(unknown.is_empty(), "event types missing from baseline.txt: {unknown:?}");
+    }
+}

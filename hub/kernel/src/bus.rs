@@ -1,0 +1,182 @@
+//! The command wake-up bus: the in-process bus that wakes an asset's
+//! streams when a command of it becomes deliverable (or its credential is
+//! revoked), and the PostgreSQL LISTEN/NOTIFY bridge that carries those
+//! wake-ups between hub replicas. The streams themselves (SSE and QUIC)
+//! belong to the platform area.
+//!
+//! A wake-up carries no command: a stream that wakes reads the asset's
+//! deliverable commands after the last position it sent, so a lost or
+//! duplicated wake-up can delay nothing beyond the next one and never
+//! reorders or loses a command.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use tokio::sync::watch;
+
+use crate::{
+    db::{Backend, Tx},
+    error::ApiResult,
+    state::AppState,
+};
+
+/// The PostgreSQL notification channel of deliverable commands; the
+/// payload is the asset id.
+pub const COMMAND_CHANNEL: &str = "hub_commands";
+
+/// Wake-ups by asset: every stream of an asset holds a receiver of the
+/// asset's counter and wakes when it changes.
+pub struct Bus {
+    assets: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// Set when the hub stops: long-lived SSE responses end so that the
+    /// graceful shutdown, which waits for open responses, can finish.
+    closing: watch::Sender<bool>,
+    /// Open SSE streams by robot credential on this hub.
+    sse_open: Arc<Mutex<HashMap<String, u64>>>,
+}
+
+impl Default for Bus {
+    fn default() -> Self {
+        Bus { assets: Mutex::default(), closing: watch::channel(false).0, sse_open: Arc::default() }
+    }
+}
+
+/// One of a credential's SSE stream slots, given back when dropped (when
+/// the stream ends, however it ends).
+pub struct StreamSlot {
+    open: Arc<Mutex<HashMap<String, u64>>>,
+    credential_id: String,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().expect("stream slots lock");
+        if let Some(n) = open.get_mut(&self.credential_id) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.credential_id);
+            }
+        }
+    }
+}
+
+impl Bus {
+    pub fn closing(&self) -> watch::Receiver<bool> {
+        self.closing.subscribe()
+    }
+
+    /// Ends every stream of this hub (at shutdown).
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    pub fn subscribe(&self, asset_id: &str) -> watch::Receiver<u64> {
+        let mut map = self.assets.lock().expect("bus lock");
+        map.entry(asset_id.to_string()).or_insert_with(|| watch::channel(0).0).subscribe()
+    }
+
+    /// Wakes the asset's streams on this hub.
+    pub fn wake(&self, asset_id: &str) {
+        if let Some(tx) = self.assets.lock().expect("bus lock").get(asset_id) {
+            tx.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// Wakes every stream (after wake-ups may have been missed).
+    pub fn wake_all(&self) {
+        for tx in self.assets.lock().expect("bus lock").values() {
+            tx.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// Takes one of the credential's SSE stream slots, or `None` when it
+    /// already holds `max` streams open here. The count is per hub process:
+    /// a stream lives in one process, and a count in the database would
+    /// outlive a process that dies holding streams.
+    pub fn open_sse(&self, credential_id: &str, max: u64) -> Option<StreamSlot> {
+        let mut open = self.sse_open.lock().expect("stream slots lock");
+        let n = open.entry(credential_id.to_string()).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(StreamSlot { open: self.sse_open.clone(), credential_id: credential_id.to_string() })
+    }
+
+    /// Forgets assets nobody listens to any more.
+    pub fn prune(&self) {
+        self.assets.lock().expect("bus lock").retain(|_, tx| tx.receiver_count() > 0);
+    }
+
+    /// How many assets have a stream open on this hub.
+    pub fn listening(&self) -> usize {
+        self.assets.lock().expect("bus lock").values().filter(|tx| tx.receiver_count() > 0).count()
+    }
+}
+
+/// Tells the streams of `asset_id` on every replica to look again once
+/// `tx` commits: on PostgreSQL a NOTIFY, which the database delivers at
+/// commit and not before. The caller also wakes this hub's own streams
+/// after the commit (`Bus::wake`), which is all SQLite (one hub) needs.
+pub async fn notify(backend: Backend, tx: &mut Tx, asset_id: &str) -> ApiResult<()> {
+    if backend == Backend::Postgres {
+        sqlx::query("SELECT pg_notify($1, $2)").bind(COMMAND_CHANNEL).bind(asset_id).execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// The pruning of idle wake-up channels and, on PostgreSQL, the listener
+/// of other replicas' wake-ups.
+pub fn spawn_background(state: &AppState) {
+    let s = state.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(30));
+        loop {
+            tick.tick().await;
+            s.streams.prune();
+        }
+    });
+    if state.db.backend == Backend::Postgres {
+        let s = state.clone();
+        tokio::spawn(async move { listen_commands(s).await });
+    }
+}
+
+/// Follows the commands queued through other replicas. After losing the
+/// connection every stream is woken, since notifications may have been
+/// missed meanwhile.
+async fn listen_commands(state: AppState) {
+    loop {
+        match sqlx::postgres::PgListener::connect(&state.db.url).await {
+            Ok(mut listener) => {
+                if let Err(e) = listener.listen(COMMAND_CHANNEL).await {
+                    tracing::error!(error = %e, "LISTEN on the command channel failed");
+                } else {
+                    state.streams.wake_all();
+                    loop {
+                        match listener.recv().await {
+                            Ok(n) => state.streams.wake(n.payload()),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "command channel lost");
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "connecting the command listener"),
+        }
+        state.streams.wake_all();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// How long a stream waits without a wake-up before it looks again anyway:
+/// a safety net only; deliveries ride on wake-ups.
+pub const SAFETY_RECHECK: Duration = Duration::from_secs(30);
+
+/// Most commands read per look.
+pub const BATCH: i64 = 256;

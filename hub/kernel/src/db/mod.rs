@@ -1,0 +1,193 @@
+//! The database: one `AnyPool` over SQLite or PostgreSQL, the embedded
+//! migrations of each backend, and the time and id helpers every table uses.
+//!
+//! Queries are written once in SQL both backends accept (`$N` placeholders,
+//! `RETURNING`, `ON CONFLICT`). Ids are UUIDv7 text, times RFC 3339 UTC text
+//! with microseconds (they sort as text), JSON is text, booleans INTEGER 0/1.
+
+pub mod rows;
+
+use std::{str::FromStr, time::Duration};
+
+use anyhow::Context;
+use sqlx::{
+    Any, AnyPool, Transaction,
+    any::{AnyConnectOptions, AnyPoolOptions},
+    migrate::Migrator,
+};
+
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/postgres");
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    /// The backend a connection (or a transaction, through deref) speaks.
+    pub fn of(conn: &sqlx::AnyConnection) -> Backend {
+        if conn.backend_name().eq_ignore_ascii_case("sqlite") { Backend::Sqlite } else { Backend::Postgres }
+    }
+}
+
+/// The hub's database handle.
+///
+/// On SQLite, writes go through a separate single-connection pool: SQLite
+/// allows one writer at a time, and queueing writers in the application
+/// avoids `SQLITE_BUSY` failures on lock upgrades. Reads use the wide pool
+/// (WAL lets them run beside the writer). On PostgreSQL both are one pool.
+#[derive(Clone)]
+pub struct Db {
+    pub read: AnyPool,
+    write: AnyPool,
+    pub backend: Backend,
+    pub url: String,
+    /// PostgreSQL: a small pool on the native driver for long streamed
+    /// reads (chain verification), where the Any driver's copy of every
+    /// value would cost more than the work done on it. Connects lazily.
+    streams: Option<sqlx::PgPool>,
+}
+
+pub type Tx = Transaction<'static, Any>;
+
+/// Connections of the native PostgreSQL pool for streamed reads: enough
+/// for a few verifications' parts at once, few beside the main pool.
+const STREAM_CONNECTIONS: u32 = 4;
+
+impl Db {
+    pub async fn connect(url: &str) -> anyhow::Result<Db> {
+        sqlx::any::install_default_drivers();
+        let backend = if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Backend::Postgres
+        } else if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else {
+            anyhow::bail!("DATABASE_URL must start with sqlite: or postgres:");
+        };
+        let options = AnyConnectOptions::from_str(url).context("parsing DATABASE_URL")?;
+        let db = match backend {
+            Backend::Sqlite => {
+                let read = sqlite_pool(8).connect_with(options.clone()).await.context("opening SQLite")?;
+                let write = sqlite_pool(1).connect_with(options).await.context("opening SQLite")?;
+                Db { read, write, backend, url: url.to_string(), streams: None }
+            }
+            Backend::Postgres => {
+                let pool = AnyPoolOptions::new()
+                    .max_connections(16)
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect_with(options)
+                    .await
+                    .context("connecting to PostgreSQL")?;
+                let streams = sqlx::postgres::PgPoolOptions::new()
+                    .max_connections(STREAM_CONNECTIONS)
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect_lazy(url)
+                    .context("parsing DATABASE_URL")?;
+                Db { read: pool.clone(), write: pool, backend, url: url.to_string(), streams: Some(streams) }
+            }
+        };
+        Ok(db)
+    }
+
+    /// The native PostgreSQL pool for streamed reads.
+    pub fn postgres_streams(&self) -> anyhow::Result<sqlx::PgPool> {
+        self.streams.clone().context("streamed reads on the native pool are for PostgreSQL")
+    }
+
+    /// This backend's migrations.
+    fn migrator(&self) -> &'static Migrator {
+        match self.backend {
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+        }
+    }
+
+    /// Applies every pending migration of this backend.
+    pub async fn migrate(&self) -> anyhow::Result<()> {
+        self.migrator().run(&self.write).await.context("running migrations")?;
+        Ok(())
+    }
+
+    /// Applies the migrations up to `version` only: an upgrade from an
+    /// older schema is tested by building that schema first.
+    #[doc(hidden)]
+    pub async fn migrate_to(&self, version: i64) -> anyhow::Result<()> {
+        self.migrator().run_to(version, &self.write).await.context("running migrations")?;
+        Ok(())
+    }
+
+    /// Starts a write transaction.
+    pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
+        self.write.begin().await
+    }
+
+    /// Holds the SQLite write connection, idle, while the caller writes
+    /// through a connection of its own (the audit appender's): no sqlx
+    /// write runs meanwhile, so the two never contend for SQLite's lock.
+    pub async fn hold_writer(&self) -> Result<sqlx::pool::PoolConnection<Any>, sqlx::Error> {
+        self.write.acquire().await
+    }
+
+    /// The SQLite database file (None on PostgreSQL), for work that opens
+    /// connections of its own beside the pools.
+    pub fn sqlite_file(&self) -> Option<std::path::PathBuf> {
+        if self.backend != Backend::Sqlite {
+            return None;
+        }
+        let options = sqlx::sqlite::SqliteConnectOptions::from_str(&self.url).ok()?;
+        let file = options.get_filename();
+        (!file.as_os_str().is_empty() && file != std::path::Path::new(":memory:")).then(|| file.to_path_buf())
+    }
+
+    /// The pool for single write statements outside a transaction.
+    pub fn writer(&self) -> &AnyPool {
+        &self.write
+    }
+}
+
+fn sqlite_pool(max: u32) -> AnyPoolOptions {
+    AnyPoolOptions::new()
+        .max_connections(max)
+        .min_connections(1)
+        .acquire_timeout(Duration::from_secs(30))
+        // A local file does not go stale: no ping before each use.
+        .test_before_acquire(false)
+        .after_connect(|conn, _meta| {
+            Box::pin(async move {
+                use sqlx::Executor;
+                conn.execute(
+                    "PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; \
+                     PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL;",
+                )
+                .await?;
+                Ok(())
+            })
+        })
+}
+
+/// Now, as stored: RFC 3339 UTC with microseconds.
+pub fn now() -> String {
+    format_time(chrono::Utc::now())
+}
+
+pub fn format_time(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+/// `t` plus `seconds`, or `None` outside chrono's range: time arithmetic on
+/// a number a client chose is checked, never a panic.
+pub fn add_seconds(t: chrono::DateTime<chrono::Utc>, seconds: i64) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::TimeDelta::try_seconds(seconds).and_then(|d| t.checked_add_signed(d))
+}
+
+/// Parses a client-supplied RFC 3339 time into the stored form.
+pub fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::parse_from_rfc3339(s.trim()).ok().map(|t| t.with_timezone(&chrono::Utc))
+}
+
+/// A new time-ordered identifier.
+pub fn new_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}

@@ -1,0 +1,42 @@
+//! What the gate asks of the areas that own credentials and roles. The
+//! kernel declares these lookups; the identity and platform areas implement
+//! them over their own tables, and the hub binary injects them at start, so
+//! the gate knows no group and no group's table.
+
+use std::{future::Future, pin::Pin, sync::Arc};
+
+use super::{keys::KeyRecord, robots::RobotCredential};
+use crate::{db::Db, error::ApiResult};
+
+/// A boxed lookup future: the trait stays object-safe.
+pub type Lookup<'a, T> = Pin<Box<dyn Future<Output = ApiResult<T>> + Send + 'a>>;
+
+/// API keys and role grants (implemented by the identity area).
+pub trait KeyDirectory: Send + Sync + 'static {
+    /// The key whose secret hashes (SHA-256, hex) to `key_hash`, whatever
+    /// its status: the gate decides what is usable.
+    fn key_by_hash<'a>(&'a self, db: &'a Db, key_hash: &'a str) -> Lookup<'a, Option<KeyRecord>>;
+    /// The key `key_id` (behind an exchanged machine token).
+    fn key_by_id<'a>(&'a self, db: &'a Db, key_id: &'a str) -> Lookup<'a, Option<KeyRecord>>;
+    /// A persona's effective permissions: its roles' grants with their
+    /// parents' and the tenant's overrides; empty for an unknown or
+    /// inactive persona.
+    fn permissions<'a>(&'a self, db: &'a Db, persona_id: &'a str) -> Lookup<'a, Vec<String>>;
+}
+
+/// Per-robot credentials (implemented by the platform area).
+pub trait RobotDirectory: Send + Sync + 'static {
+    /// The credential whose secret hashes to `secret_hash`, whatever its
+    /// status.
+    fn robot_by_hash<'a>(&'a self, db: &'a Db, secret_hash: &'a str) -> Lookup<'a, Option<RobotCredential>>;
+    /// The credential `credential_id`, as it stands now (an open stream
+    /// checks it again when woken, so a revocation ends it at once).
+    fn robot_by_id<'a>(&'a self, db: &'a Db, credential_id: &'a str) -> Lookup<'a, Option<RobotCredential>>;
+}
+
+/// The directories the hub was started with.
+#[derive(Clone)]
+pub struct Directories {
+    pub keys: Arc<dyn KeyDirectory>,
+    pub robots: Arc<dyn RobotDirectory>,
+}

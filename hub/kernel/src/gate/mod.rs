@@ -1,0 +1,402 @@
+//! The gateway: default-deny authentication of every request, the operator
+//! header on `/admin/*`, scope and role authority checks, rate limits, and
+//! the extractors through which handlers receive their caller.
+//!
+//! Two layers: `authenticate` runs before routing (so an unknown path is
+//! still refused without a credential) and puts a `Caller` in the request;
+//! `authorize` runs after routing, where the matched route template gives
+//! the scope the request needs.
+
+pub mod directory;
+pub mod keys;
+pub mod robots;
+pub mod scope;
+pub mod throttle;
+pub mod tokens;
+
+use std::{
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+};
+
+use axum::{
+    extract::{ConnectInfo, FromRequestParts, MatchedPath, Request, State},
+    http::{HeaderMap, Method, header, request::Parts},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+
+use crate::{
+    config::GateMode,
+    crypto,
+    error::{ApiError, ApiResult},
+    state::AppState,
+};
+use keys::KeyRecord;
+use tokens::Claims;
+
+/// Who is calling, as established by the gate.
+#[derive(Clone)]
+pub enum Caller {
+    /// A person, by JWT (with or without tenant context).
+    Human(Arc<Claims>),
+    /// A tenant application, by API key or by a token exchanged for one.
+    Machine { key: Arc<KeyRecord>, scopes: Arc<Vec<String>> },
+    /// The platform operator on `/admin/*`.
+    Operator,
+}
+
+/// Paths that need no credential (gateway rules 1–2, Authentication 2).
+pub fn is_public(path: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "/api/auth/signup-tenant",
+        "/api/auth/login",
+        "/api/auth/register",
+        "/api/auth/token",
+        "/api/auth/send-verification-email",
+        "/api/auth/verify-email",
+        "/api/auth/verification-status",
+        "/metrics",
+    ];
+    const PREFIX: &[&str] = &["/.well-known/", "/api/saml/", "/api/oauth/callback", "/api/webhooks/inbound/"];
+    path.ends_with("/health") || path == "/health" || EXACT.contains(&path) || PREFIX.iter().any(|p| path.starts_with(p)) || is_robot_route(path)
+}
+
+/// Routes that carry a per-robot credential instead of a JWT or API key
+/// (the command stream and command acks): the gate lets them through and
+/// their handlers verify the robot credential (RULINGS 1 and 3).
+pub fn is_robot_route(path: &str) -> bool {
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    matches!(segments.as_slice(), ["", "api", "commands", "stream", _] | ["", "api", "commands", _, "ack"])
+}
+
+/// The value of the single `Authorization: Bearer` header, if any.
+fn bearer(headers: &HeaderMap) -> Option<Result<&str, ()>> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let first = values.next()?;
+    if values.next().is_some() {
+        return Some(Err(()));
+    }
+    let Ok(text) = first.to_str() else { return Some(Err(())) };
+    let Some((scheme, value)) = text.split_once(' ') else { return Some(Err(())) };
+    if !scheme.eq_ignore_ascii_case("bearer") || value.trim().is_empty() {
+        return Some(Err(()));
+    }
+    Some(Ok(value.trim()))
+}
+
+/// Outer layer: establishes the caller.
+pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_string();
+    let mode = state.config.gate_mode;
+
+    if path == "/admin" || path.starts_with("/admin/") {
+        return match check_operator(&state, req.headers()) {
+            true => {
+                req.extensions_mut().insert(Caller::Operator);
+                next.run(req).await
+            }
+            false => ApiError::Unauthorized("admin token required").into_response(),
+        };
+    }
+    // Health paths answer whatever the Authorization header holds.
+    if path.ends_with("/health") {
+        return next.run(req).await;
+    }
+    let public = is_public(&path);
+    let outcome = match bearer(req.headers()) {
+        None => Err("missing bearer token"),
+        Some(Err(())) => Err("malformed Authorization header"),
+        Some(Ok(value)) => resolve(&state, value).await,
+    };
+    match outcome {
+        Ok(caller) => {
+            if let Caller::Machine { key, .. } = &caller
+                && let Err(e) = keys::count_use(&state, &key.key_id, key.rate_limit_rpm).await
+            {
+                return e.into_response();
+            }
+            req.extensions_mut().insert(caller);
+        }
+        Err(_) if public || mode == GateMode::Off => {}
+        Err(why) if mode == GateMode::Report => {
+            tracing::warn!(path = %path, reason = why, "gate (report mode): would refuse with 401");
+        }
+        Err(why) => return ApiError::Unauthorized(why).into_response(),
+    }
+    next.run(req).await
+}
+
+/// Verifies a bearer value: an API key by its prefix, otherwise a JWT.
+async fn resolve(state: &AppState, value: &str) -> Result<Caller, &'static str> {
+    if value.starts_with("pk_live_") || value.starts_with("pk_test_") {
+        let key = keys::authenticate(state, value).await.map_err(|_| "invalid API key")?;
+        let scopes = Arc::new(key.scopes.clone());
+        return Ok(Caller::Machine { key, scopes });
+    }
+    let claims = match state.tokens.get(value) {
+        Some(c) => c,
+        None => {
+            let verified = match tokens::verify(&state.keys(), &state.config.public_url, value) {
+                Err(tokens::Refusal::UnknownKey) if state.reload_keys().await => tokens::verify(&state.keys(), &state.config.public_url, value),
+                other => other,
+            };
+            let claims = Arc::new(verified.map_err(|_| "invalid or expired token")?);
+            state.tokens.put(value, claims.clone());
+            claims
+        }
+    };
+    if claims.is_machine() {
+        // An exchanged token lives no longer than the key it came from.
+        let key_id = claims.key_id.as_deref().ok_or("invalid token")?;
+        let key = keys::by_id(state, key_id).await.map_err(|_| "invalid token")?;
+        if !key.is_usable() {
+            return Err("the API key behind this token is no longer active");
+        }
+        // Rotating a key also ends the tokens exchanged for its old secret.
+        if claims.key_rotated_at != key.rotated_at {
+            return Err("the API key behind this token was rotated");
+        }
+        let scopes = Arc::new(claims.scopes.clone().unwrap_or_default());
+        return Ok(Caller::Machine { key, scopes });
+    }
+    Ok(Caller::Human(claims))
+}
+
+fn check_operator(state: &AppState, headers: &HeaderMap) -> bool {
+    let Some(expected) = state.config.admin_ops_token.as_deref().filter(|t| !t.is_empty()) else {
+        return false;
+    };
+    let Some(given) = headers.get("x-admin-ops-token").and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    // Compare digests so the comparison's time depends on neither length.
+    crypto::constant_time_eq(&crypto::sha256(given.as_bytes()), &crypto::sha256(expected.as_bytes()))
+}
+
+/// Routes about the calling person themselves.
+const SELF_ROUTES: &[&str] = &["/api/me", "/api/memberships"];
+
+/// Inner layer (per route): the scope a machine needs, or the role
+/// authority a person needs, for the matched route.
+pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if state.config.gate_mode == GateMode::Off || is_public(req.uri().path()) {
+        return next.run(req).await;
+    }
+    let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_string());
+    let (Some(route), Some(caller)) = (route, req.extensions().get::<Caller>().cloned()) else {
+        return next.run(req).await;
+    };
+    let Some(required) = scope::required(req.method().as_str(), &route) else {
+        return next.run(req).await;
+    };
+    let verdict = match &caller {
+        Caller::Machine { key, scopes } => {
+            if scope::any_covers(scopes, &required) {
+                Ok(())
+            } else {
+                Err(ApiError::Forbidden {
+                    details: vec![format!("API key {} lacks the scope {required}", key.masked())],
+                    scopes: Some((vec![required.clone()], scopes.to_vec())),
+                })
+            }
+        }
+        // A person may always read their own identity, whatever their roles.
+        Caller::Human(_) if req.method() == Method::GET && SELF_ROUTES.contains(&route.as_str()) => Ok(()),
+        Caller::Human(claims) => match &claims.tenant {
+            Some(t) => match keys::permissions(&state, &t.primary_persona_id).await {
+                Ok(perms) if scope::any_covers(&perms, &required) => Ok(()),
+                Ok(perms) => Err(ApiError::Forbidden {
+                    details: vec![format!("persona {} holds no role granting {required}", t.primary_persona_id)],
+                    scopes: Some((vec![required.clone()], perms.to_vec())),
+                }),
+                Err(e) => Err(e),
+            },
+            // A person-level token reaches only the routes that take one;
+            // their extractors refuse it everywhere else.
+            None => Ok(()),
+        },
+        Caller::Operator => Ok(()),
+    };
+    match verdict {
+        Ok(()) => next.run(req).await,
+        Err(e) if state.config.gate_mode == GateMode::Report && !matches!(e, ApiError::Db(_) | ApiError::Internal(_)) => {
+            tracing::warn!(route = %route, scope = %required, "gate (report mode): would refuse with 403");
+            next.run(req).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The tenant context of a caller with one (a tenant JWT or an API key).
+#[derive(Clone, Debug)]
+pub struct TenantCtx {
+    pub tenant_id: String,
+    pub app_id: String,
+    pub org_id: String,
+    /// The acting persona (a person's primary persona, a key's synthetic one).
+    pub persona_id: String,
+    /// The person behind a human caller.
+    pub person_id: Option<String>,
+    /// `human` or `service`.
+    pub actor_kind: &'static str,
+    /// A machine caller's scopes (its key's, or its exchanged token's):
+    /// what it may do is what both these and its persona's roles allow.
+    pub key_scopes: Option<Arc<Vec<String>>>,
+}
+
+impl TenantCtx {
+    /// RULINGS 1: a body or query `tenant_id` must be a UUID (400) and the
+    /// credential's (403 `TenantMismatch`).
+    pub fn check_tenant(&self, claimed: Option<&str>) -> ApiResult<()> {
+        match claimed.map(str::trim).filter(|s| !s.is_empty()) {
+            Some(t) if uuid::Uuid::parse_str(t).is_err() => Err(ApiError::invalid("tenant_id must be a UUID")),
+            Some(t) if t != self.tenant_id => Err(ApiError::TenantMismatch),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The tenant a request body's `tenant_id` is checked against: the
+/// caller's, on a route that is not public.
+pub fn body_tenant_check(req: &Request) -> Option<TenantCtx> {
+    if is_public(req.uri().path()) {
+        return None;
+    }
+    tenant_of(req.extensions().get::<Caller>()?).ok()
+}
+
+fn caller(parts: &Parts) -> ApiResult<Caller> {
+    parts.extensions.get::<Caller>().cloned().ok_or(ApiError::Unauthorized("missing bearer token"))
+}
+
+fn tenant_of(caller: &Caller) -> ApiResult<TenantCtx> {
+    match caller {
+        Caller::Human(claims) => {
+            let t = claims.tenant.as_ref().ok_or_else(|| ApiError::forbidden("this route needs a tenant token: log in with a tenant_id"))?;
+            Ok(TenantCtx {
+                tenant_id: t.tenant_id.clone(),
+                app_id: t.app_id.clone(),
+                org_id: t.org_id.clone(),
+                persona_id: t.primary_persona_id.clone(),
+                person_id: Some(claims.sub.clone()),
+                actor_kind: "human",
+                key_scopes: None,
+            })
+        }
+        Caller::Machine { key, scopes } => Ok(TenantCtx {
+            tenant_id: key.tenant_id.clone(),
+            app_id: key.app_id.clone(),
+            org_id: key.org_id.clone(),
+            persona_id: key.synthetic_persona_id.clone(),
+            person_id: None,
+            actor_kind: "service",
+            key_scopes: Some(scopes.clone()),
+        }),
+        Caller::Operator => Err(ApiError::Unauthorized("tenant routes do not take the operator credential")),
+    }
+}
+
+const HUMAN_ONLY: &str = "this route requires a human JWT; API keys are rejected";
+
+/// Any tenant caller: a tenant JWT or an API key.
+pub struct Tenant(pub TenantCtx);
+
+impl<S: Send + Sync> FromRequestParts<S> for Tenant {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
+        tenant_of(&caller(parts)?).map(Tenant)
+    }
+}
+
+/// A person with a tenant token (credential management: API keys refused).
+pub struct HumanTenant(pub TenantCtx, pub Arc<Claims>);
+
+impl<S: Send + Sync> FromRequestParts<S> for HumanTenant {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
+        match caller(parts)? {
+            c @ Caller::Human(_) => {
+                let ctx = tenant_of(&c)?;
+                let Caller::Human(claims) = c else { unreachable!() };
+                Ok(HumanTenant(ctx, claims))
+            }
+            _ => Err(ApiError::forbidden(HUMAN_ONLY)),
+        }
+    }
+}
+
+/// A person with any token (person-level or tenant).
+pub struct Person(pub Arc<Claims>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Person {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
+        match caller(parts)? {
+            Caller::Human(claims) => Ok(Person(claims)),
+            _ => Err(ApiError::forbidden(HUMAN_ONLY)),
+        }
+    }
+}
+
+/// The caller if the gate established one (public routes that behave
+/// differently for a signed-in person, such as signup).
+pub struct MaybeCaller(pub Option<Caller>);
+
+impl<S: Send + Sync> FromRequestParts<S> for MaybeCaller {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
+        Ok(MaybeCaller(parts.extensions.get::<Caller>().cloned()))
+    }
+}
+
+/// The client's address as the connection shows it. No forwarding header
+/// is trusted: behind a proxy every client shares the proxy's address.
+pub struct ClientAddr(pub IpAddr);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
+        match parts.extensions.get::<ConnectInfo<SocketAddr>>() {
+            Some(ConnectInfo(addr)) => Ok(ClientAddr(addr.ip())),
+            None => Err(ApiError::Internal(anyhow::anyhow!("the server was started without connection info"))),
+        }
+    }
+}
+
+/// HTTP Basic client credentials (RFC 6749 2.3.1: client_id as user, the
+/// secret as password), when the request carries them.
+pub struct BasicCredentials(pub Option<(String, String)>);
+
+impl<S: Send + Sync> FromRequestParts<S> for BasicCredentials {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
+        use base64::Engine;
+        let parse = || {
+            let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+            let (scheme, encoded) = value.split_once(' ')?;
+            if !scheme.eq_ignore_ascii_case("basic") {
+                return None;
+            }
+            let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
+            let text = String::from_utf8(decoded).ok()?;
+            let (id, secret) = text.split_once(':')?;
+            Some((id.to_string(), secret.to_string()))
+        };
+        Ok(BasicCredentials(parse()))
+    }
+}
+
+/// The platform operator (`/admin/*`, admitted by the gate's operator
+/// header check). Anything else is 401, as the operator routes answer.
+pub struct Operator;
+
+impl<S: Send + Sync> FromRequestParts<S> for Operator {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
+        match parts.extensions.get::<Caller>() {
+            Some(Caller::Operator) => Ok(Operator),
+            _ => Err(ApiError::Unauthorized("admin token required")),
+        }
+    }
+}

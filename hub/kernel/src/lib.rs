@@ -1,0 +1,20 @@
+//! The hub kernel: what every catalogue area builds on and which knows no
+//! group. Settings, the database, the error envelope and the extractors,
+//! validation, crypto, the gate, the application state, the audit chain
+//! and its emitter, mail, and the command wake-up bus.
+//!
+//! Where the gate needs what only an area knows (an API key's row, a
+//! persona's permissions, a robot credential), it declares a trait in
+//! `gate::directory` that the area implements and the hub binary injects.
+
+pub mod audit;
+pub mod bus;
+pub mod config;
+pub mod crypto;
+pub mod db;
+pub mod error;
+pub mod extract;
+pub mod gate;
+pub mod mail;
+pub mod state;
+pub mod validate;

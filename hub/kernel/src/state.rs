@@ -1,0 +1,259 @@
+//! `AppState`: the database, the master key, the signing keys in force, the
+//! caches of the gate, and the invalidation channel that keeps the caches of
+//! several hub replicas on one PostgreSQL database in step.
+
+use std::{
+    collections::HashMap,
+    hash::Hash,
+    sync::{
+        Arc, Mutex, RwLock,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use crate::{
+    config::Config,
+    crypto::{
+        MasterKey,
+        signing::{self, KeySet},
+    },
+    db::{Backend, Db},
+    error::{ApiError, ApiResult},
+    gate::{directory::Directories, keys::KeyRecord, tokens::TokenCache},
+    mail::MailSender,
+};
+
+#[derive(Clone)]
+pub struct AppState(pub Arc<Inner>);
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+pub struct Inner {
+    pub config: Config,
+    pub db: Db,
+    pub master: MasterKey,
+    keys: RwLock<Arc<KeySet>>,
+    last_key_reload: Mutex<Option<Instant>>,
+    /// Signing-key loads from the database since start (for tests and
+    /// diagnostics: however many unknown `kid`s arrive, at most one a second).
+    key_reloads: AtomicU64,
+    pub tokens: TokenCache,
+    /// API keys by SHA-256 of the secret.
+    pub api_keys: Cache<String, Arc<KeyRecord>>,
+    /// API keys by key_id (for exchanged machine tokens).
+    pub api_keys_by_id: Cache<String, Arc<KeyRecord>>,
+    /// Effective permissions by persona_id.
+    pub permissions: Cache<String, Arc<Vec<String>>>,
+    /// None outside development mode without an SMTP relay.
+    pub mail: Option<Arc<dyn MailSender>>,
+    /// The group-commit writer of audit appends.
+    pub audit: crate::audit::Appender,
+    /// Wake-ups of the robots' command streams.
+    pub streams: crate::bus::Bus,
+    /// The areas' answers to the gate's lookups (API keys, permissions,
+    /// robot credentials).
+    pub directories: Directories,
+}
+
+/// What changed, so other replicas can drop what they cached of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Invalidation {
+    ApiKeys,
+    Roles,
+    SigningKeys,
+}
+
+impl Invalidation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Invalidation::ApiKeys => "api_keys",
+            Invalidation::Roles => "roles",
+            Invalidation::SigningKeys => "signing_keys",
+        }
+    }
+}
+
+pub const INVALIDATION_CHANNEL: &str = "hub_invalidate";
+
+impl AppState {
+    pub async fn new(config: Config, db: Db, master: MasterKey, mail: Option<Arc<dyn MailSender>>, directories: Directories) -> anyhow::Result<AppState> {
+        let keys = signing::load_or_create(&db, &master).await?;
+        Ok(AppState(Arc::new(Inner {
+            config,
+            master,
+            keys: RwLock::new(Arc::new(keys)),
+            last_key_reload: Mutex::new(None),
+            key_reloads: AtomicU64::new(0),
+            tokens: TokenCache::default(),
+            api_keys: Cache::default(),
+            api_keys_by_id: Cache::default(),
+            permissions: Cache::default(),
+            audit: crate::audit::Appender::start(db.clone())?,
+            db,
+            mail,
+            streams: Default::default(),
+            directories,
+        })))
+    }
+
+    /// The mail sender, or 503 when this hub has none (outside development
+    /// mode without `HUB_SMTP_URL`): nothing is issued that cannot be sent.
+    pub fn mailer(&self) -> ApiResult<&Arc<dyn MailSender>> {
+        self.mail.as_ref().ok_or(ApiError::Unavailable("verification email is not configured on this hub"))
+    }
+
+    /// The signing keys in force.
+    pub fn keys(&self) -> Arc<KeySet> {
+        self.keys.read().expect("keys lock").clone()
+    }
+
+    /// How many times the signing keys were loaded from the database.
+    pub fn key_reloads(&self) -> u64 {
+        self.key_reloads.load(Ordering::Relaxed)
+    }
+
+    pub fn set_keys(&self, keys: Arc<KeySet>) {
+        *self.keys.write().expect("keys lock") = keys;
+        self.tokens.clear();
+    }
+
+    /// Rotates the signing key on every replica. The previous key verifies
+    /// for `grace`, by default the human token lifetime (RULINGS 3), so
+    /// every token minted before the rotation verifies until it expires.
+    pub async fn rotate_signing_key(&self, grace: Option<chrono::Duration>, emergency: bool) -> anyhow::Result<crate::crypto::signing::Rotation> {
+        let grace = grace.unwrap_or_else(|| chrono::Duration::seconds(self.config.token_ttl_seconds));
+        let (rotation, keys) = crate::crypto::signing::rotate(&self.db, &self.master, grace, emergency).await?;
+        self.set_keys(keys);
+        self.invalidate(Invalidation::SigningKeys).await;
+        Ok(rotation)
+    }
+
+    /// Reloads the signing keys from the database (another replica may have
+    /// rotated), at most once a second so unknown `kid`s cannot hammer it.
+    /// Anyone can send a token with a made-up `kid`, so a reload that finds
+    /// the same keys changes nothing, and the verified tokens are forgotten
+    /// only when a key this hub knew is gone or its window changed (a key
+    /// that merely appeared invalidates no token). True when the keys changed.
+    pub async fn reload_keys(&self) -> bool {
+        {
+            let mut last = self.last_key_reload.lock().expect("reload lock");
+            if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+                return false;
+            }
+            *last = Some(Instant::now());
+        }
+        self.key_reloads.fetch_add(1, Ordering::Relaxed);
+        match signing::load(&self.db, &self.master).await {
+            Ok(Some(set)) => {
+                let current = self.keys();
+                if set.same_keys(&current) {
+                    return false;
+                }
+                let narrowed = set.narrows(&current);
+                *self.keys.write().expect("keys lock") = Arc::new(set);
+                if narrowed {
+                    self.tokens.clear();
+                }
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::error!(error = %e, "reloading signing keys");
+                false
+            }
+        }
+    }
+
+    /// Drops local caches of `what` and tells the other replicas to do the
+    /// same. Call after the change has committed.
+    pub async fn invalidate(&self, what: Invalidation) {
+        self.invalidate_local(what);
+        if self.db.backend == Backend::Postgres {
+            let sent = sqlx::query("SELECT pg_notify($1, $2)").bind(INVALIDATION_CHANNEL).bind(what.as_str()).execute(self.db.writer()).await;
+            if let Err(e) = sent {
+                tracing::error!(error = %e, "broadcasting a cache invalidation");
+            }
+        }
+    }
+
+    pub fn invalidate_local(&self, what: Invalidation) {
+        match what {
+            Invalidation::ApiKeys => {
+                self.api_keys.clear();
+                self.api_keys_by_id.clear();
+            }
+            Invalidation::Roles => self.permissions.clear(),
+            Invalidation::SigningKeys => self.tokens.clear(),
+        }
+    }
+
+    /// Applies an invalidation received from another replica.
+    pub async fn apply_remote(&self, payload: &str) {
+        match payload {
+            "api_keys" => self.invalidate_local(Invalidation::ApiKeys),
+            "roles" => self.invalidate_local(Invalidation::Roles),
+            "signing_keys" => {
+                *self.last_key_reload.lock().expect("reload lock") = None;
+                self.reload_keys().await;
+            }
+            _ => self.clear_all(),
+        }
+    }
+
+    /// Drops every cache (after losing the invalidation channel, say).
+    pub fn clear_all(&self) {
+        self.api_keys.clear();
+        self.api_keys_by_id.clear();
+        self.permissions.clear();
+    }
+}
+
+/// A small map with generation-checked inserts: a value loaded before an
+/// invalidation is never stored after it, so a revoked key cannot be put
+/// back by a request that read it just before the revocation.
+pub struct Cache<K, V> {
+    map: Mutex<HashMap<K, V>>,
+    generation: AtomicU64,
+}
+
+impl<K, V> Default for Cache<K, V> {
+    fn default() -> Self {
+        Cache { map: Mutex::new(HashMap::new()), generation: AtomicU64::new(0) }
+    }
+}
+
+const CACHE_CAP: usize = 100_000;
+
+impl<K: Hash + Eq, V: Clone> Cache<K, V> {
+    pub fn get(&self, key: &K) -> Option<V> {
+        self.map.lock().expect("cache lock").get(key).cloned()
+    }
+
+    /// The generation to pass to `put` (read it before loading the value).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    pub fn put(&self, generation: u64, key: K, value: V) {
+        let mut map = self.map.lock().expect("cache lock");
+        if self.generation.load(Ordering::Acquire) != generation {
+            return;
+        }
+        if map.len() >= CACHE_CAP {
+            map.clear();
+        }
+        map.insert(key, value);
+    }
+
+    pub fn clear(&self) {
+        let mut map = self.map.lock().expect("cache lock");
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        map.clear();
+    }
+}

@@ -1,0 +1,231 @@
+//! Validation at the edge: collect every problem of a request in one
+//! `details` array before any SQL runs.
+//!
+//! A field is missing when it is absent, null, or a blank string; the number
+//! 0 and `false` are values (RULINGS 1).
+
+use chrono::{DateTime, TimeDelta, Utc};
+use uuid::Uuid;
+
+use crate::error::{ApiError, ApiResult};
+
+/// How far a client's clock may run ahead of the hub's. A time at which a
+/// client says something happened (`taken_at`, `occurred_at`,
+/// `recorded_at`, ...) further in the future than this is refused: a
+/// record dated years ahead would otherwise stay the "latest" for good.
+pub const MAX_CLOCK_SKEW_SECONDS: i64 = 300;
+
+/// Parses a client-supplied time at which something happened: RFC 3339,
+/// and no more than `MAX_CLOCK_SKEW_SECONDS` ahead of now. Every such time
+/// of every route goes through here; the error names the field.
+pub fn observed_time(name: &str, raw: &str) -> Result<DateTime<Utc>, String> {
+    let t = crate::db::parse_time(raw).ok_or_else(|| format!("{name} must be an RFC 3339 timestamp"))?;
+    if t > Utc::now() + TimeDelta::seconds(MAX_CLOCK_SKEW_SECONDS) {
+        return Err(format!("{name} must not be more than {} minutes in the future", MAX_CLOCK_SKEW_SECONDS / 60));
+    }
+    Ok(t)
+}
+
+#[derive(Default)]
+pub struct Check {
+    errors: Vec<String>,
+}
+
+impl Check {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A required string: trimmed, non-blank.
+    pub fn required(&mut self, name: &str, value: &Option<String>) -> String {
+        match value.as_deref().map(str::trim) {
+            Some(v) if !v.is_empty() => v.to_string(),
+            _ => {
+                self.errors.push(format!("{name} is required"));
+                String::new()
+            }
+        }
+    }
+
+    /// An optional string: trimmed; blank counts as absent.
+    pub fn optional(value: &Option<String>) -> Option<String> {
+        value.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_string)
+    }
+
+    /// A required UUID field of a body or query.
+    pub fn required_uuid(&mut self, name: &str, value: &Option<String>) -> Option<Uuid> {
+        let v = self.required(name, value);
+        if v.is_empty() {
+            return None;
+        }
+        self.uuid(name, &v)
+    }
+
+    /// An optional UUID field: blank is absent; anything else must parse.
+    pub fn optional_uuid(&mut self, name: &str, value: &Option<String>) -> Option<Uuid> {
+        Self::optional(value).and_then(|v| self.uuid(name, &v))
+    }
+
+    fn uuid(&mut self, name: &str, v: &str) -> Option<Uuid> {
+        match Uuid::parse_str(v) {
+            Ok(id) => Some(id),
+            Err(_) => {
+                self.errors.push(format!("{name} must be a UUID"));
+                None
+            }
+        }
+    }
+
+    /// An optional time at which something happened ([`observed_time`]),
+    /// normalised to the stored form (UTC, microseconds); blank is absent.
+    pub fn optional_time(&mut self, name: &str, value: &Option<String>) -> Option<String> {
+        let v = Self::optional(value)?;
+        match observed_time(name, &v) {
+            Ok(t) => Some(crate::db::format_time(t)),
+            Err(e) => {
+                self.errors.push(e);
+                None
+            }
+        }
+    }
+
+    /// An optional time at which something happened that defaults to now.
+    pub fn time_or_now(&mut self, name: &str, value: &Option<String>) -> String {
+        self.optional_time(name, value).unwrap_or_else(crate::db::now)
+    }
+
+    /// An optional expiry a client reports (past or future), normalised to
+    /// the stored form; blank is absent.
+    pub fn optional_expiry(&mut self, name: &str, value: &Option<String>) -> Option<String> {
+        let v = Self::optional(value)?;
+        match crate::db::parse_time(&v) {
+            Some(t) => Some(crate::db::format_time(t)),
+            None => {
+                self.errors.push(format!("{name} must be an RFC 3339 timestamp"));
+                None
+            }
+        }
+    }
+
+    /// An optional positive integer JSON field (absent or null: `None`).
+    pub fn optional_positive_int(&mut self, name: &str, value: Option<&serde_json::Value>) -> Option<i64> {
+        match value {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => match v.as_i64() {
+                Some(n) if n > 0 => Some(n),
+                _ => {
+                    self.errors.push(format!("{name} must be a positive integer"));
+                    None
+                }
+            },
+        }
+    }
+
+    /// An optional duration in whole seconds from 1 to `max` (absent or
+    /// null: `None`). Every client-supplied duration is bounded here, so
+    /// the time arithmetic done with it can neither overflow nor panic.
+    pub fn optional_seconds(&mut self, name: &str, value: Option<&serde_json::Value>, max: i64) -> Option<i64> {
+        match value {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => match v.as_i64() {
+                Some(n) if (1..=max).contains(&n) => Some(n),
+                _ => {
+                    self.errors.push(format!("{name} must be an integer from 1 to {max}"));
+                    None
+                }
+            },
+        }
+    }
+
+    /// An optional RFC 3339 JSON field that must lie in the future (an
+    /// expiry), normalised to the stored form.
+    pub fn optional_future_time(&mut self, name: &str, value: Option<&serde_json::Value>) -> Option<String> {
+        match value {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => match v.as_str().and_then(crate::db::parse_time) {
+                Some(t) if t > chrono::Utc::now() => Some(crate::db::format_time(t)),
+                Some(_) => {
+                    self.errors.push(format!("{name} must be in the future"));
+                    None
+                }
+                None => {
+                    self.errors.push(format!("{name} must be an RFC 3339 timestamp"));
+                    None
+                }
+            },
+        }
+    }
+
+    /// An optional JSON object field: absent or null is `{}`; anything but
+    /// an object is a problem.
+    pub fn optional_object(&mut self, name: &str, value: Option<&serde_json::Value>) -> serde_json::Value {
+        match value {
+            None | Some(serde_json::Value::Null) => serde_json::json!({}),
+            Some(v @ serde_json::Value::Object(_)) => v.clone(),
+            Some(_) => {
+                self.errors.push(format!("{name} must be an object"));
+                serde_json::Value::Null
+            }
+        }
+    }
+
+    /// A required JSON number.
+    pub fn required_number(&mut self, name: &str, value: Option<&serde_json::Value>) -> f64 {
+        match value {
+            Some(serde_json::Value::Number(n)) => n.as_f64().unwrap_or_default(),
+            None | Some(serde_json::Value::Null) => {
+                self.errors.push(format!("{name} is required"));
+                0.0
+            }
+            Some(_) => {
+                self.errors.push(format!("{name} must be a number"));
+                0.0
+            }
+        }
+    }
+
+    /// An enumerated value; the error lists the allowed values.
+    pub fn one_of(&mut self, name: &str, value: &str, allowed: &[&str]) {
+        if !value.is_empty() && !allowed.contains(&value) {
+            self.errors.push(format!("{name} must be one of: {}", allowed.join(", ")));
+        }
+    }
+
+    /// Records an arbitrary problem.
+    pub fn fail(&mut self, msg: impl Into<String>) {
+        self.errors.push(msg.into());
+    }
+
+    pub fn finish(self) -> ApiResult<()> {
+        if self.errors.is_empty() { Ok(()) } else { Err(ApiError::Validation(self.errors)) }
+    }
+}
+
+/// A path identifier: anything that is not a UUID cannot exist, so it is
+/// 404 rather than 400 (RULINGS 1).
+pub fn path_id(raw: &str) -> ApiResult<Uuid> {
+    Uuid::parse_str(raw).map_err(|_| ApiError::NotFound)
+}
+
+/// Parses a `limit`/`offset`-style query parameter, naming it on failure.
+pub fn query_int(name: &str, raw: Option<&str>, default: i64) -> ApiResult<i64> {
+    match raw.map(str::trim).filter(|s| !s.is_empty()) {
+        None => Ok(default),
+        Some(s) => s.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| ApiError::invalid(format!("{name} must be a non-negative integer"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_time_may_run_ahead_by_the_skew_and_no_more() {
+        let at = |minutes: i64| (Utc::now() + TimeDelta::minutes(minutes)).to_rfc3339();
+        assert!(observed_time("taken_at", &at(-60 * 24 * 365)).is_ok());
+        assert!(observed_time("taken_at", &at(4)).is_ok());
+        assert_eq!(observed_time("taken_at", &at(6)), Err("taken_at must not be more than 5 minutes in the future".to_string()));
+        assert_eq!(observed_time("taken_at", "2099-01-01T00:00:00Z").map(|_| ()), Err("taken_at must not be more than 5 minutes in the future".to_string()));
+        assert_eq!(observed_time("taken_at", "soon").map(|_| ()), Err("taken_at must be an RFC 3339 timestamp".to_string()));
+    }
+}

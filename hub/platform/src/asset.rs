@@ -1,0 +1,499 @@
+//! sdk-asset: assets (robots) with their digital twin (desired state set by
+//! the tenant, reported state sent by the edge agent), sensor readings
+//! aggregated per time bucket, and per-robot credentials.
+//!
+//! A per-robot credential is an opaque bearer secret bound to one asset,
+//! shown once and stored only as a SHA-256 hash. It authenticates that
+//! asset's command stream (SSE and QUIC) and its command acks, nothing else.
+
+use axum::{
+    Router,
+    extract::{Path, State},
+    response::Response,
+    routing::{get, post},
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sqlx::{FromRow, Row};
+
+use crate::command;
+use hub_kernel::{
+    audit::{self, events},
+    bus, crypto,
+    db::{self, Db, Tx},
+    error::{ApiError, ApiResult, Body, created, ok},
+    extract::{Page, Params, list},
+    gate::{
+        Tenant,
+        robots::{CREDENTIAL_PREFIX, RobotCredential},
+    },
+    state::AppState,
+    validate::{self, Check, path_id, query_int},
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/assets", post(create))
+        .route("/api/assets/{asset_id}", get(get_asset))
+        .route("/api/assets/{asset_id}/twin", get(twin).put(set_desired))
+        .route("/api/assets/{asset_id}/readings", get(readings))
+        .route("/api/assets/{asset_id}/credentials", post(issue_credential).get(list_credentials))
+        .route("/api/assets/{asset_id}/credentials/{credential_id}/revoke", post(revoke_credential))
+        .route("/api/assets/{asset_id}/commands", get(list_commands))
+}
+
+#[derive(Deserialize)]
+struct NewAsset {
+    tenant_id: Option<String>,
+    bu_id: Option<String>,
+    display_name: Option<String>,
+    model: Option<String>,
+    device_uuid: Option<String>,
+    components: Option<Value>,
+    desired_state: Option<Value>,
+}
+
+fn asset_json(row: &sqlx::any::AnyRow) -> ApiResult<Value> {
+    let components: String = row.try_get("components")?;
+    Ok(json!({
+        "asset_id": row.try_get::<String, _>("asset_id")?,
+        "tenant_id": row.try_get::<String, _>("tenant_id")?,
+        "bu_id": row.try_get::<Option<String>, _>("bu_id")?,
+        "display_name": row.try_get::<String, _>("display_name")?,
+        "model": row.try_get::<Option<String>, _>("model")?,
+        "device_uuid": row.try_get::<Option<String>, _>("device_uuid")?,
+        "components": serde_json::from_str::<Value>(&components).unwrap_or(Value::Null),
+        "created_at": row.try_get::<String, _>("created_at")?,
+    }))
+}
+
+const ASSET_SELECT: &str = "SELECT asset_id, tenant_id, bu_id, display_name, model, device_uuid, components, \
+    desired_state, desired_at, reported_state, reported_at, created_at FROM asset_asset";
+
+/// The caller's tenant's asset with this path id (404 otherwise).
+pub async fn find<'e, E>(exec: E, tenant_id: &str, asset_id: &str) -> ApiResult<sqlx::any::AnyRow>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let id = path_id(asset_id)?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("{ASSET_SELECT} WHERE asset_id = $1 AND tenant_id = $2")))
+        .bind(id.to_string())
+        .bind(tenant_id)
+        .fetch_optional(exec)
+        .await?
+        .ok_or(ApiError::NotFound)
+}
+
+/// The component ids an asset declares: plain strings, or objects carrying
+/// `component_id`.
+pub fn component_ids(components: &Value) -> Vec<String> {
+    components
+        .as_array()
+        .map(|items| items.iter().filter_map(|c| c.as_str().or_else(|| c.get("component_id").and_then(Value::as_str)).map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAsset>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let display_name = check.required("display_name", &body.display_name);
+    let components = match &body.components {
+        None | Some(Value::Null) => json!([]),
+        Some(Value::Array(items)) => {
+            if items.iter().any(|c| !(c.is_string() || c.get("component_id").is_some_and(Value::is_string))) {
+                check.fail("components must be an array of component ids or of objects with a string component_id");
+            }
+            Value::Array(items.clone())
+        }
+        Some(_) => {
+            check.fail("components must be an array");
+            json!([])
+        }
+    };
+    let desired = match &body.desired_state {
+        None | Some(Value::Null) => json!({}),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => {
+            check.fail("desired_state must be an object");
+            json!({})
+        }
+    };
+    let device_uuid = check.optional_uuid("device_uuid", &body.device_uuid).map(|u| u.to_string());
+    check.finish()?;
+    ctx.check_tenant(body.tenant_id.as_deref())?;
+    let asset_id = db::new_id();
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    sqlx::query(
+        "INSERT INTO asset_asset (asset_id, tenant_id, bu_id, display_name, model, device_uuid, components, \
+         desired_state, desired_at, reported_state, reported_at, queue_seq, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '{}', NULL, 0, $9)",
+    )
+    .bind(&asset_id)
+    .bind(&ctx.tenant_id)
+    .bind(Check::optional(&body.bu_id))
+    .bind(&display_name)
+    .bind(Check::optional(&body.model))
+    .bind(&device_uuid)
+    .bind(components.to_string())
+    .bind(desired.to_string())
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    let row = find(&mut *tx, &ctx.tenant_id, &asset_id).await?;
+    let asset = asset_json(&row)?;
+    audit::record(
+        &mut tx,
+        &ctx,
+        events::ASSET_REGISTERED,
+        json!({
+            "asset_id": asset_id, "display_name": display_name, "device_uuid": asset["device_uuid"], "components": components,
+        }),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(created(asset))
+}
+
+async fn get_asset(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    Ok(ok(asset_json(&find(&state.db.read, &ctx.tenant_id, &id).await?)?))
+}
+
+fn twin_json(row: &sqlx::any::AnyRow) -> ApiResult<Value> {
+    let desired: String = row.try_get("desired_state")?;
+    let reported: String = row.try_get("reported_state")?;
+    Ok(json!({
+        "asset_id": row.try_get::<String, _>("asset_id")?,
+        "desired": serde_json::from_str::<Value>(&desired).unwrap_or(Value::Null),
+        "desired_at": row.try_get::<String, _>("desired_at")?,
+        "reported": serde_json::from_str::<Value>(&reported).unwrap_or(Value::Null),
+        "reported_at": row.try_get::<Option<String>, _>("reported_at")?,
+    }))
+}
+
+async fn twin(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    Ok(ok(twin_json(&find(&state.db.read, &ctx.tenant_id, &id).await?)?))
+}
+
+#[derive(Deserialize)]
+struct NewDesired {
+    desired: Option<Value>,
+}
+
+/// Replaces the desired half of the twin (supporting route: the document
+/// names the twin's read only, but a twin nobody can set is of no use).
+async fn set_desired(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewDesired>) -> ApiResult<Response> {
+    let desired = match body.desired {
+        Some(v @ Value::Object(_)) => v,
+        None | Some(Value::Null) => return Err(ApiError::invalid("desired is required")),
+        Some(_) => return Err(ApiError::invalid("desired must be an object")),
+    };
+    let mut tx = state.db.begin().await?;
+    let row = find(&mut *tx, &ctx.tenant_id, &id).await?;
+    let asset_id: String = row.try_get("asset_id")?;
+    sqlx::query("UPDATE asset_asset SET desired_state = $1, desired_at = $2 WHERE asset_id = $3")
+        .bind(desired.to_string())
+        .bind(db::now())
+        .bind(&asset_id)
+        .execute(&mut *tx)
+        .await?;
+    let row = find(&mut *tx, &ctx.tenant_id, &asset_id).await?;
+    audit::record(&mut tx, &ctx, events::ASSET_UPDATED, json!({ "asset_id": asset_id, "desired": desired })).await?;
+    tx.commit().await?;
+    Ok(ok(twin_json(&row)?))
+}
+
+/// Stores the agent's latest reported state (the hub keeps only the latest).
+pub async fn record_state(state: &AppState, asset_id: &str, reported: &Value) -> ApiResult<()> {
+    if !reported.is_object() {
+        return Err(ApiError::invalid("reported state must be an object"));
+    }
+    sqlx::query("UPDATE asset_asset SET reported_state = $1, reported_at = $2 WHERE asset_id = $3")
+        .bind(reported.to_string())
+        .bind(db::now())
+        .bind(asset_id)
+        .execute(state.db.writer())
+        .await?;
+    Ok(())
+}
+
+/// Stores a batch of readings in one transaction.
+pub async fn record_readings(state: &AppState, asset_id: &str, readings: &[protocol::command::Reading]) -> ApiResult<usize> {
+    let mut check = Check::new();
+    let now = chrono::Utc::now();
+    let mut rows = Vec::with_capacity(readings.len());
+    for (i, r) in readings.iter().enumerate() {
+        if r.sensor_id.trim().is_empty() {
+            check.fail(format!("readings[{i}].sensor_id is required"));
+        }
+        if !r.value.is_finite() {
+            check.fail(format!("readings[{i}].value must be a finite number"));
+        }
+        let at = match r.recorded_at.as_deref() {
+            None => now,
+            Some(s) => validate::observed_time(&format!("readings[{i}].recorded_at"), s).unwrap_or_else(|e| {
+                check.fail(e);
+                now
+            }),
+        };
+        rows.push((r.sensor_id.trim().to_string(), r.value, db::format_time(at)));
+    }
+    check.finish()?;
+    let received = db::format_time(now);
+    let mut tx = state.db.begin().await?;
+    for (sensor, value, at) in &rows {
+        sqlx::query("INSERT INTO asset_reading (reading_id, asset_id, sensor_id, value, recorded_at, received_at) VALUES ($1, $2, $3, $4, $5, $6)")
+            .bind(db::new_id())
+            .bind(asset_id)
+            .bind(sensor)
+            .bind(*value)
+            .bind(at)
+            .bind(&received)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(rows.len())
+}
+
+#[derive(Deserialize)]
+struct ReadingsQuery {
+    bucket: Option<String>,
+    sensor_id: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    limit: Option<String>,
+}
+
+/// Buckets by truncating the stored RFC 3339 text (`2026-11-21T19:59:07.123456Z`):
+/// the prefix length of each bucket, and the suffix that completes it to a time.
+fn bucket_shape(bucket: &str) -> Option<(usize, &'static str)> {
+    match bucket {
+        "second" => Some((19, "Z")),
+        "minute" => Some((16, ":00Z")),
+        "hour" => Some((13, ":00:00Z")),
+        "day" => Some((10, "T00:00:00Z")),
+        _ => None,
+    }
+}
+
+async fn readings(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Params(q): Params<ReadingsQuery>) -> ApiResult<Response> {
+    let row = find(&state.db.read, &ctx.tenant_id, &id).await?;
+    let asset_id: String = row.try_get("asset_id")?;
+    let mut check = Check::new();
+    let bucket = check.required("bucket", &q.bucket);
+    check.one_of("bucket", &bucket, &["second", "minute", "hour", "day"]);
+    let from = Check::optional(&q.from).map(|s| db::parse_time(&s).map(db::format_time));
+    let to = Check::optional(&q.to).map(|s| db::parse_time(&s).map(db::format_time));
+    if matches!(from, Some(None)) {
+        check.fail("from must be an RFC 3339 timestamp");
+    }
+    if matches!(to, Some(None)) {
+        check.fail("to must be an RFC 3339 timestamp");
+    }
+    let limit = query_int("limit", q.limit.as_deref(), 500);
+    if let Err(ApiError::Validation(d)) = &limit {
+        check.fail(d.join("; "));
+    }
+    check.finish()?;
+    let limit = limit?.clamp(1, 5000);
+    let (len, suffix) = bucket_shape(&bucket).expect("validated");
+    // `len` is one of four constants, never caller text, so formatting it
+    // into the SQL is safe; binding it would give it a different integer
+    // type on each backend.
+    let sql = format!(
+        "SELECT sensor_id, substr(recorded_at, 1, {len}) AS bucket, COUNT(*) AS n, MIN(value) AS min_v, MAX(value) AS max_v, AVG(value) AS avg_v \
+         FROM asset_reading WHERE asset_id = $1 AND ($2 = '' OR sensor_id = $2) AND ($3 = '' OR recorded_at >= $3) AND ($4 = '' OR recorded_at < $4) \
+         GROUP BY sensor_id, substr(recorded_at, 1, {len}) ORDER BY sensor_id, bucket LIMIT $5"
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(&asset_id)
+        .bind(Check::optional(&q.sensor_id).unwrap_or_default())
+        .bind(from.flatten().unwrap_or_default())
+        .bind(to.flatten().unwrap_or_default())
+        .bind(limit)
+        .fetch_all(&state.db.read)
+        .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        let prefix: String = r.try_get("bucket")?;
+        out.push(json!({
+            "sensor_id": r.try_get::<String, _>("sensor_id")?,
+            "bucket": bucket,
+            "bucket_start": format!("{prefix}{suffix}"),
+            "count": r.try_get::<i64, _>("n")?,
+            "min": r.try_get::<f64, _>("min_v")?,
+            "max": r.try_get::<f64, _>("max_v")?,
+            "avg": r.try_get::<f64, _>("avg_v")?,
+        }));
+    }
+    Ok(ok(out))
+}
+
+/// Takes the asset's next command-stream position (the command group's
+/// enqueue; the position lives on the asset row).
+pub async fn next_queue_seq(tx: &mut Tx, asset_id: &str) -> ApiResult<i64> {
+    Ok(sqlx::query_scalar("UPDATE asset_asset SET queue_seq = queue_seq + 1 WHERE asset_id = $1 RETURNING queue_seq")
+        .bind(asset_id)
+        .fetch_one(&mut **tx)
+        .await?)
+}
+
+/// The credential whose secret hashes to `secret_hash` (the gate's lookup).
+pub async fn credential_by_hash(db: &Db, secret_hash: &str) -> ApiResult<Option<RobotCredential>> {
+    credential_where(db, "secret_hash", secret_hash).await
+}
+
+/// The credential `credential_id` as it stands (the gate's re-check of an
+/// open stream).
+pub async fn credential_by_id(db: &Db, credential_id: &str) -> ApiResult<Option<RobotCredential>> {
+    credential_where(db, "credential_id", credential_id).await
+}
+
+async fn credential_where(db: &Db, column: &'static str, value: &str) -> ApiResult<Option<RobotCredential>> {
+    let sql = format!("SELECT credential_id, asset_id, tenant_id, secret_hash, rate_limit_rpm, expires_at, status FROM asset_credential WHERE {column} = $1");
+    let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(value).fetch_optional(&db.read).await? else { return Ok(None) };
+    let expires: Option<String> = row.try_get("expires_at")?;
+    Ok(Some(RobotCredential {
+        credential_id: row.try_get("credential_id")?,
+        asset_id: row.try_get("asset_id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        secret_hash: row.try_get("secret_hash")?,
+        rate_limit_rpm: row.try_get("rate_limit_rpm")?,
+        expires_at: expires.as_deref().and_then(db::parse_time),
+        status: row.try_get("status")?,
+    }))
+}
+
+async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let rate_limit_rpm = check.optional_positive_int("rate_limit_rpm", body.get("rate_limit_rpm"));
+    let expires_at = check.optional_future_time("expires_at", body.get("expires_at"));
+    let mut tx = state.db.begin().await?;
+    let row = find(&mut *tx, &ctx.tenant_id, &id).await?;
+    check.finish()?;
+    let asset_id: String = row.try_get("asset_id")?;
+    let secret = format!("{CREDENTIAL_PREFIX}{}", crypto::random_base62(32));
+    let credential_id = db::new_id();
+    let now = db::now();
+    sqlx::query(
+        "INSERT INTO asset_credential (credential_id, asset_id, tenant_id, secret_hash, last4, rate_limit_rpm, expires_at, status, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'active', $8)",
+    )
+    .bind(&credential_id)
+    .bind(&asset_id)
+    .bind(&ctx.tenant_id)
+    .bind(crypto::sha256_hex(secret.as_bytes()))
+    .bind(&secret[secret.len() - 4..])
+    .bind(rate_limit_rpm)
+    .bind(&expires_at)
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    audit::record(
+        &mut tx,
+        &ctx,
+        events::ASSET_CREDENTIAL_ISSUED,
+        json!({
+            "credential_id": credential_id, "asset_id": asset_id, "rate_limit_rpm": rate_limit_rpm, "expires_at": expires_at,
+        }),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(created(json!({
+        "credential_id": credential_id, "asset_id": asset_id, "credential": secret,
+        "rate_limit_rpm": rate_limit_rpm, "expires_at": expires_at, "status": "active", "created_at": now,
+    })))
+}
+
+/// A robot credential as its tenant sees it: never the secret, nor its hash.
+#[derive(Debug, FromRow, Serialize)]
+struct CredentialRow {
+    credential_id: String,
+    asset_id: String,
+    last4: String,
+    rate_limit_rpm: Option<i64>,
+    expires_at: Option<String>,
+    status: String,
+    created_at: String,
+    revoked_at: Option<String>,
+}
+
+const CREDENTIAL_COLUMNS: &str = "credential_id, asset_id, last4, rate_limit_rpm, expires_at, status, created_at, revoked_at";
+
+/// The asset's robot credentials, newest first.
+async fn list_credentials(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, page: Page) -> ApiResult<Response> {
+    let row = find(&state.db.read, &ctx.tenant_id, &id).await?;
+    let asset_id: String = row.try_get("asset_id")?;
+    let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM asset_credential WHERE asset_id = $1 AND tenant_id = $2")
+        .bind(&asset_id)
+        .bind(&ctx.tenant_id)
+        .fetch_one(&state.db.read)
+        .await?;
+    let sql = format!(
+        "SELECT {CREDENTIAL_COLUMNS} FROM asset_credential WHERE asset_id = $1 AND tenant_id = $2 ORDER BY created_at DESC, credential_id DESC LIMIT $3 OFFSET $4"
+    );
+    let rows: Vec<CredentialRow> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&asset_id).bind(&ctx.tenant_id).bind(page.limit).bind(page.offset).fetch_all(&state.db.read).await?;
+    Ok(list(rows, total))
+}
+
+/// Revokes a robot credential. Its open streams on every replica are woken
+/// and, finding it revoked, close at once; a second revoke answers the
+/// same body without a second event.
+async fn revoke_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path((asset, credential)): Path<(String, String)>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let row = find(&mut *tx, &ctx.tenant_id, &asset).await?;
+    let asset_id: String = row.try_get("asset_id")?;
+    let credential_id = path_id(&credential)?.to_string();
+    let revoked =
+        sqlx::query("UPDATE asset_credential SET status = 'revoked', revoked_at = $1 WHERE credential_id = $2 AND asset_id = $3 AND status <> 'revoked'")
+            .bind(db::now())
+            .bind(&credential_id)
+            .bind(&asset_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+            == 1;
+    let sql = format!("SELECT {CREDENTIAL_COLUMNS} FROM asset_credential WHERE credential_id = $1 AND asset_id = $2");
+    let cred: CredentialRow =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&credential_id).bind(&asset_id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
+    if revoked {
+        audit::record(
+            &mut tx,
+            &ctx,
+            events::ASSET_CREDENTIAL_REVOKED,
+            json!({ "credential_id": credential_id, "asset_id": asset_id, "revoked_at": cred.revoked_at }),
+        )
+        .await?;
+        bus::notify(state.db.backend, &mut tx, &asset_id).await?;
+    }
+    tx.commit().await?;
+    if revoked {
+        state.streams.wake(&asset_id);
+    }
+    Ok(ok(cred))
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    status: Option<String>,
+}
+
+async fn list_commands(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    Params(q): Params<ListQuery>,
+    page: Page,
+) -> ApiResult<Response> {
+    let row = find(&state.db.read, &ctx.tenant_id, &id).await?;
+    let asset_id: String = row.try_get("asset_id")?;
+    let status = Check::optional(&q.status);
+    if let Some(s) = &status {
+        let mut check = Check::new();
+        check.one_of("status", s, command::STATES);
+        check.finish()?;
+    }
+    let (commands, total) = command::list_for_asset(&state, &ctx, &asset_id, status.as_deref(), page.limit, page.offset).await?;
+    Ok(list(commands, total))
+}

@@ -1,0 +1,383 @@
+//! sdk-device: device registration (upsert on device_uuid), attestation
+//! verified by the hub against a challenge it issued, device-person links
+//! and revocation.
+
+use axum::{
+    Router,
+    extract::{Path, State},
+    response::Response,
+    routing::{get, post},
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sqlx::Row;
+
+use hub_kernel::{
+    crypto,
+    db::{self, Tx},
+    error::{ApiError, ApiResult, Body, created, ok},
+    gate::Tenant,
+    state::AppState,
+    validate::{Check, path_id},
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/devices", post(register))
+        .route("/api/devices/{device_uuid}", get(get_one))
+        .route("/api/devices/{device_uuid}/challenge", post(challenge))
+        .route("/api/devices/{device_uuid}/attest", post(attest))
+        .route("/api/devices/{device_uuid}/link-person", post(link_person))
+        .route("/api/devices/{device_uuid}/persons", get(persons))
+        .route("/api/devices/{device_uuid}/revoke", post(revoke))
+}
+
+pub const PLATFORMS: &[&str] = &["ios", "android", "web", "desktop"];
+/// How long a hub-issued attestation challenge stays usable.
+const CHALLENGE_TTL_SECONDS: i64 = 300;
+
+/// A device of the caller's tenant as JSON (404 otherwise).
+pub async fn device_json<'e, E>(exec: E, tenant_id: &str, device_uuid: &str) -> ApiResult<Value>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let r = sqlx::query(
+        "SELECT device_uuid, platform, os_version, app_version, device_key_ref, attested_public_key, status, last_seen_at, created_at \
+         FROM platform_device WHERE tenant_id = $1 AND device_uuid = $2",
+    )
+    .bind(tenant_id)
+    .bind(device_uuid)
+    .fetch_optional(exec)
+    .await?
+    .ok_or(ApiError::NotFound)?;
+    Ok(json!({
+        "device_uuid": r.try_get::<String, _>("device_uuid")?,
+        "tenant_id": tenant_id,
+        "platform": r.try_get::<String, _>("platform")?,
+        "os_version": r.try_get::<Option<String>, _>("os_version")?,
+        "app_version": r.try_get::<Option<String>, _>("app_version")?,
+        "device_key_ref": r.try_get::<Option<String>, _>("device_key_ref")?,
+        "attested": r.try_get::<Option<String>, _>("attested_public_key")?.is_some(),
+        "status": r.try_get::<String, _>("status")?,
+        "last_seen_at": r.try_get::<String, _>("last_seen_at")?,
+        "created_at": r.try_get::<String, _>("created_at")?,
+    }))
+}
+
+/// Whether the caller's tenant has registered this device.
+pub async fn registered<'e, E>(exec: E, tenant_id: &str, device_uuid: &str) -> ApiResult<bool>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let found: Option<String> = sqlx::query_scalar("SELECT status FROM platform_device WHERE tenant_id = $1 AND device_uuid = $2")
+        .bind(tenant_id)
+        .bind(device_uuid)
+        .fetch_optional(exec)
+        .await?;
+    Ok(found.is_some())
+}
+
+#[derive(Deserialize)]
+struct Registration {
+    device_uuid: Option<String>,
+    platform: Option<String>,
+    os_version: Option<String>,
+    app_version: Option<String>,
+    device_key_ref: Option<String>,
+}
+
+/// Registers a device, or re-registers it: os_version, app_version and
+/// last_seen_at are updated, an omitted device_key_ref keeps the stored
+/// one, and a revoked or stolen device stays so.
+async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Registration>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let device = check.required_uuid("device_uuid", &body.device_uuid);
+    let platform = check.required("platform", &body.platform);
+    check.one_of("platform", &platform, PLATFORMS);
+    check.finish()?;
+    let device = device.expect("checked").to_string();
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    let existed = registered(&mut *tx, &ctx.tenant_id, &device).await?;
+    sqlx::query(
+        "INSERT INTO platform_device (tenant_id, device_uuid, platform, os_version, app_version, device_key_ref, status, last_seen_at, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, 'active', $7, $7) \
+         ON CONFLICT (tenant_id, device_uuid) DO UPDATE SET os_version = excluded.os_version, app_version = excluded.app_version, \
+         last_seen_at = excluded.last_seen_at, device_key_ref = COALESCE(excluded.device_key_ref, platform_device.device_key_ref)",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&device)
+    .bind(&platform)
+    .bind(Check::optional(&body.os_version))
+    .bind(Check::optional(&body.app_version))
+    .bind(Check::optional(&body.device_key_ref))
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    let mut data = device_json(&mut *tx, &ctx.tenant_id, &device).await?;
+    tx.commit().await?;
+    data["created"] = json!(!existed);
+    Ok(created(data))
+}
+
+async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    Ok(ok(device_json(&state.db.read, &ctx.tenant_id, &id).await?))
+}
+
+/// Issues a single-use challenge for the device to sign.
+async fn challenge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    if !registered(&state.db.read, &ctx.tenant_id, &id).await? {
+        return Err(ApiError::NotFound);
+    }
+    let challenge = crypto::random_base62(32);
+    let expires_at = db::format_time(chrono::Utc::now() + chrono::Duration::seconds(CHALLENGE_TTL_SECONDS));
+    sqlx::query("INSERT INTO platform_device_challenge (challenge, tenant_id, device_uuid, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)")
+        .bind(&challenge)
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .bind(&expires_at)
+        .bind(db::now())
+        .execute(state.db.writer())
+        .await?;
+    Ok(created(json!({ "device_uuid": id, "challenge": challenge, "expires_at": expires_at })))
+}
+
+#[derive(Deserialize)]
+struct Attestation {
+    method: Option<String>,
+    signature_envelope: Option<Value>,
+    expires_at: Option<String>,
+    /// Accepted for compatibility and ignored: the hub decides.
+    #[allow(dead_code)]
+    verified: Option<Value>,
+}
+
+/// Records an attestation. The hub verifies the envelope itself (P-256
+/// signature over a challenge it issued, by the key pinned at the device's
+/// first verified attestation); `verified` in the body is ignored.
+async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Attestation>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let mut check = Check::new();
+    let method = check.required("method", &body.method);
+    check.one_of("method", &method, &device_core::attestation::METHODS);
+    let envelope = match &body.signature_envelope {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        Some(v @ Value::Object(_)) => v.to_string(),
+        _ => {
+            check.fail("signature_envelope is required (the attestation envelope, as an object or JSON text)");
+            String::new()
+        }
+    };
+    let expires_at = check.optional_expiry("expires_at", &body.expires_at);
+    check.finish()?;
+    let claimed_challenge = serde_json::from_str::<Value>(&envelope)
+        .ok()
+        .and_then(|v| v.get("challenge").and_then(Value::as_str).map(str::to_string))
+        .ok_or_else(|| ApiError::invalid("signature_envelope must be an attestation envelope carrying its challenge"))?;
+
+    let mut tx = state.db.begin().await?;
+    let pinned: Option<Option<String>> = sqlx::query_scalar("SELECT attested_public_key FROM platform_device WHERE tenant_id = $1 AND device_uuid = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let pinned = pinned.ok_or(ApiError::NotFound)?;
+    let outcome = verify(&mut tx, &ctx.tenant_id, &id, &method, &envelope, &claimed_challenge, pinned.as_deref()).await?;
+    let (verified, reason) = match &outcome {
+        Ok(key) => {
+            if pinned.is_none() {
+                sqlx::query("UPDATE platform_device SET attested_public_key = $1 WHERE tenant_id = $2 AND device_uuid = $3")
+                    .bind(key)
+                    .bind(&ctx.tenant_id)
+                    .bind(&id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            (true, None)
+        }
+        Err(reason) => (false, Some(reason.clone())),
+    };
+    let attestation_id = db::new_id();
+    let now = db::now();
+    sqlx::query(
+        "INSERT INTO platform_device_attestation (attestation_id, tenant_id, device_uuid, method, signature_envelope, verified, failure_reason, expires_at, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(&attestation_id)
+    .bind(&ctx.tenant_id)
+    .bind(&id)
+    .bind(&method)
+    .bind(&envelope)
+    .bind(i64::from(verified))
+    .bind(&reason)
+    .bind(&expires_at)
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(created(json!({
+        "attestation_id": attestation_id, "device_uuid": id, "method": method, "verified": verified,
+        "failure_reason": reason, "expires_at": expires_at, "created_at": now,
+    })))
+}
+
+/// Checks an envelope: its challenge was issued for this device, is unused
+/// and unexpired (it is consumed either way), the signature verifies, the
+/// envelope names this device and method, and its key is the pinned one.
+/// The outer error is a database failure; the inner one why it failed.
+async fn verify(
+    tx: &mut Tx,
+    tenant_id: &str,
+    device: &str,
+    method: &str,
+    envelope: &str,
+    challenge: &str,
+    pinned: Option<&str>,
+) -> ApiResult<Result<String, String>> {
+    let row = sqlx::query("SELECT expires_at, used_at FROM platform_device_challenge WHERE challenge = $1 AND tenant_id = $2 AND device_uuid = $3")
+        .bind(challenge)
+        .bind(tenant_id)
+        .bind(device)
+        .fetch_optional(&mut **tx)
+        .await?;
+    let Some(row) = row else { return Ok(Err("the challenge was not issued for this device".into())) };
+    if row.try_get::<Option<String>, _>("used_at")?.is_some() {
+        return Ok(Err("the challenge has already been used".into()));
+    }
+    sqlx::query("UPDATE platform_device_challenge SET used_at = $1 WHERE challenge = $2").bind(db::now()).bind(challenge).execute(&mut **tx).await?;
+    if row.try_get::<String, _>("expires_at")? <= db::now() {
+        return Ok(Err("the challenge has expired".into()));
+    }
+    let verified = match device_core::attestation::verify_attestation(envelope, challenge) {
+        Ok(v) => v,
+        Err(e) => return Ok(Err(format!("the signature does not verify: {e}"))),
+    };
+    if verified.device_uuid != device {
+        return Ok(Err("the envelope names another device".into()));
+    }
+    if verified.method != method {
+        return Ok(Err("the envelope's method differs from the request's".into()));
+    }
+    if pinned.is_some_and(|p| p != verified.public_key) {
+        return Ok(Err("the envelope is signed by a key other than the device's attested key".into()));
+    }
+    Ok(Ok(verified.public_key))
+}
+
+#[derive(Deserialize)]
+struct Link {
+    person_id: Option<String>,
+}
+
+/// Links a person (a member of the caller's tenant) to the device; linking
+/// again reactivates the link.
+async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Link>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let mut check = Check::new();
+    let person = check.required_uuid("person_id", &body.person_id);
+    check.finish()?;
+    let person = person.expect("checked").to_string();
+    let mut tx = state.db.begin().await?;
+    if !registered(&mut *tx, &ctx.tenant_id, &id).await? {
+        return Err(ApiError::NotFound);
+    }
+    let member: Option<String> = sqlx::query_scalar("SELECT membership_id FROM tenant_membership WHERE person_id = $1 AND tenant_id = $2")
+        .bind(&person)
+        .bind(&ctx.tenant_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if member.is_none() {
+        return Err(ApiError::invalid("person_id does not name a member of this tenant"));
+    }
+    let now = db::now();
+    let existed: Option<String> = sqlx::query_scalar("SELECT status FROM platform_device_person WHERE tenant_id = $1 AND device_uuid = $2 AND person_id = $3")
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .bind(&person)
+        .fetch_optional(&mut *tx)
+        .await?;
+    sqlx::query(
+        "INSERT INTO platform_device_person (tenant_id, device_uuid, person_id, status, linked_at, updated_at) VALUES ($1, $2, $3, 'active', $4, $4) \
+         ON CONFLICT (tenant_id, device_uuid, person_id) DO UPDATE SET status = 'active', updated_at = excluded.updated_at",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&id)
+    .bind(&person)
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    let link = link_json(&mut tx, &ctx.tenant_id, &id, &person).await?;
+    tx.commit().await?;
+    Ok(if existed.is_some() { ok(link) } else { created(link) })
+}
+
+async fn link_json(tx: &mut Tx, tenant_id: &str, device: &str, person: &str) -> ApiResult<Value> {
+    let r =
+        sqlx::query("SELECT person_id, status, linked_at, updated_at FROM platform_device_person WHERE tenant_id = $1 AND device_uuid = $2 AND person_id = $3")
+            .bind(tenant_id)
+            .bind(device)
+            .bind(person)
+            .fetch_one(&mut **tx)
+            .await?;
+    Ok(json!({
+        "device_uuid": device,
+        "person_id": r.try_get::<String, _>("person_id")?,
+        "status": r.try_get::<String, _>("status")?,
+        "linked_at": r.try_get::<String, _>("linked_at")?,
+        "updated_at": r.try_get::<String, _>("updated_at")?,
+    }))
+}
+
+async fn persons(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    if !registered(&state.db.read, &ctx.tenant_id, &id).await? {
+        return Err(ApiError::NotFound);
+    }
+    let rows = sqlx::query(
+        "SELECT person_id, status, linked_at, updated_at FROM platform_device_person WHERE tenant_id = $1 AND device_uuid = $2 ORDER BY linked_at, person_id",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&id)
+    .fetch_all(&state.db.read)
+    .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        out.push(json!({
+            "device_uuid": id,
+            "person_id": r.try_get::<String, _>("person_id")?,
+            "status": r.try_get::<String, _>("status")?,
+            "linked_at": r.try_get::<String, _>("linked_at")?,
+            "updated_at": r.try_get::<String, _>("updated_at")?,
+        }));
+    }
+    Ok(ok(out))
+}
+
+#[derive(Deserialize)]
+struct Revoke {
+    reason: Option<String>,
+}
+
+/// Revokes a device: reason `revoked` or `stolen` becomes its status.
+async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Revoke>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let mut check = Check::new();
+    let reason = check.required("reason", &body.reason);
+    check.one_of("reason", &reason, &["revoked", "stolen"]);
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let done = sqlx::query("UPDATE platform_device SET status = $1 WHERE tenant_id = $2 AND device_uuid = $3")
+        .bind(&reason)
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .execute(&mut *tx)
+        .await?;
+    if done.rows_affected() == 0 {
+        return Err(ApiError::NotFound);
+    }
+    let data = device_json(&mut *tx, &ctx.tenant_id, &id).await?;
+    tx.commit().await?;
+    Ok(ok(data))
+}

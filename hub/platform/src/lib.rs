@@ -1,0 +1,57 @@
+//! Platform and multi-tenancy: assets with their twins, readings and
+//! per-robot credentials (sdk-asset), robot commands with approval
+//! (sdk-command) and their two transports to the robots (`sse`, `quic`),
+//! devices (sdk-device) and diagnostics (sdk-diagnostic-telemetry); and the
+//! `RobotDirectory` through which the gate reads robot credentials.
+
+pub mod asset;
+pub mod command;
+pub mod device;
+pub mod diagnostic;
+pub mod quic;
+pub mod sse;
+
+use std::time::Duration;
+
+use axum::Router;
+
+use hub_kernel::{
+    db::Db,
+    gate::{
+        directory::{Lookup, RobotDirectory},
+        robots::RobotCredential,
+    },
+    state::AppState,
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new().merge(asset::routes()).merge(command::routes()).merge(device::routes()).merge(diagnostic::routes())
+}
+
+/// The gate's lookups over the robot credentials table.
+pub struct Directory;
+
+impl RobotDirectory for Directory {
+    fn robot_by_hash<'a>(&'a self, db: &'a Db, secret_hash: &'a str) -> Lookup<'a, Option<RobotCredential>> {
+        Box::pin(asset::credential_by_hash(db, secret_hash))
+    }
+
+    fn robot_by_id<'a>(&'a self, db: &'a Db, credential_id: &'a str) -> Lookup<'a, Option<RobotCredential>> {
+        Box::pin(asset::credential_by_id(db, credential_id))
+    }
+}
+
+/// The expiry sweeper of commands: a command past its deadline becomes
+/// `expired` within a second.
+pub fn spawn_background(state: &AppState) {
+    let s = state.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            if let Err(e) = command::sweep_expired(&s).await {
+                tracing::warn!(error = %e, "sweeping expired commands");
+            }
+        }
+    });
+}

@@ -1,8 +1,0 @@
-//! The tenant API catalogue, one module per service group, in folders named
-//! after the areas of the catalogue.
-
-pub mod ai;
-pub mod device;
-pub mod governance;
-pub mod identity;
-pub mod platform;
