@@ -92,15 +92,6 @@ fn uuid_text(check: &mut Check, name: &str, value: &str) -> bool {
     true
 }
 
-async fn persona_of_tenant(state: &AppState, tenant_id: &str, persona_id: &str) -> ApiResult<bool> {
-    let found: Option<String> = sqlx::query_scalar("SELECT persona_id FROM persona_persona WHERE persona_id = $1 AND tenant_id = $2")
-        .bind(persona_id)
-        .bind(tenant_id)
-        .fetch_optional(&state.db.read)
-        .await?;
-    Ok(found.is_some())
-}
-
 const AGENT_COLUMNS: &str = "agent_id, tenant_id, name, description, acting_persona_id, agent_scope, default_ttl_seconds, tier, \
      kill_switch_flag_id, vector_namespace, tool_manifest, created_by, status, created_at, updated_at";
 
@@ -142,7 +133,7 @@ async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Body(b
     let tenant_claim = text(&mut check, &body, "tenant_id");
     check.finish()?;
     ctx.check_tenant(tenant_claim.as_deref())?;
-    if persona_ok && !persona_of_tenant(&state, &ctx.tenant_id, &persona).await? {
+    if persona_ok && !hub_identity::personas::exists_in_tenant(&state.db.read, &ctx.tenant_id, &persona).await? {
         return Err(ApiError::invalid("acting_persona_id does not name a persona of this tenant"));
     }
     let id = db::new_id();

@@ -24,6 +24,19 @@ use hub_kernel::{
     validate::{Check, path_id},
 };
 
+/// Whether `persona_id` is a persona of `tenant_id` (in any status).
+pub async fn exists_in_tenant<'e, E>(exec: E, tenant_id: &str, persona_id: &str) -> ApiResult<bool>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let found: Option<String> = sqlx::query_scalar("SELECT persona_id FROM persona_persona WHERE persona_id = $1 AND tenant_id = $2")
+        .bind(persona_id)
+        .bind(tenant_id)
+        .fetch_optional(exec)
+        .await?;
+    Ok(found.is_some())
+}
+
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/personas", post(create))
@@ -97,11 +110,7 @@ async fn validated(state: &AppState, tx: &mut Tx, ctx: &TenantCtx, body: &NewPer
 /// The caller's membership in its tenant, if the caller is a person.
 async fn caller_membership(tx: &mut Tx, ctx: &TenantCtx) -> ApiResult<Option<String>> {
     let Some(person) = &ctx.person_id else { return Ok(None) };
-    Ok(sqlx::query_scalar("SELECT membership_id FROM tenant_membership WHERE person_id = $1 AND tenant_id = $2")
-        .bind(person)
-        .bind(&ctx.tenant_id)
-        .fetch_optional(&mut **tx)
-        .await?)
+    tenancy::membership_of(&mut **tx, &ctx.tenant_id, person).await
 }
 
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewPersona>) -> ApiResult<Response> {

@@ -21,6 +21,18 @@ use hub_kernel::{
     validate::{Check, path_id},
 };
 
+/// The membership of `person_id` in `tenant_id`, if they are a member.
+pub async fn membership_of<'e, E>(exec: E, tenant_id: &str, person_id: &str) -> ApiResult<Option<String>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    Ok(sqlx::query_scalar("SELECT membership_id FROM tenant_membership WHERE person_id = $1 AND tenant_id = $2")
+        .bind(person_id)
+        .bind(tenant_id)
+        .fetch_optional(exec)
+        .await?)
+}
+
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/tenants", post(create_tenant))
@@ -262,12 +274,7 @@ async fn insert_membership(state: &AppState, ctx: &TenantCtx, tx: &mut Tx, m: Ne
     // Containment: the membership's role may carry only what the caller holds.
     let confers = roles::template_permissions(state, tenant_id, &template).await?;
     roles::contain(state, ctx, &confers, "the membership's role").await?;
-    let exists: Option<String> = sqlx::query_scalar("SELECT membership_id FROM tenant_membership WHERE person_id = $1 AND tenant_id = $2")
-        .bind(person_id)
-        .bind(tenant_id)
-        .fetch_optional(&mut **tx)
-        .await?;
-    if exists.is_some() {
+    if membership_of(&mut **tx, tenant_id, person_id).await?.is_some() {
         return Err(ApiError::Conflict("the person is already a member of this tenant".into()));
     }
     let membership_id = db::new_id();

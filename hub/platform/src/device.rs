@@ -283,12 +283,7 @@ async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
     if !registered(&mut *tx, &ctx.tenant_id, &id).await? {
         return Err(ApiError::NotFound);
     }
-    let member: Option<String> = sqlx::query_scalar("SELECT membership_id FROM tenant_membership WHERE person_id = $1 AND tenant_id = $2")
-        .bind(&person)
-        .bind(&ctx.tenant_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if member.is_none() {
+    if hub_identity::tenancy::membership_of(&mut *tx, &ctx.tenant_id, &person).await?.is_none() {
         return Err(ApiError::invalid("person_id does not name a member of this tenant"));
     }
     let now = db::now();
