@@ -9,7 +9,7 @@ use sqlx::FromRow;
 use hub_kernel::{
     db,
     error::{ApiResult, Body, created},
-    extract::{Page, Params, list},
+    extract::{Listing, Page, Params},
     gate::Tenant,
     state::AppState,
     validate::Check,
@@ -30,6 +30,8 @@ struct Measurement {
 }
 
 const COLUMNS: &str = "measurement_id, capture_id, kind, value, unit, created_at";
+const LISTING: Listing =
+    Listing { table: "hdk_measurement", columns: COLUMNS, filter: "tenant_id = $1 AND capture_id = $2", order: "created_at, measurement_id" };
 
 #[derive(Deserialize)]
 struct NewMeasurement {
@@ -73,13 +75,5 @@ async fn list_by_capture(State(state): State<AppState>, Tenant(ctx): Tenant, Par
     let mut check = Check::new();
     let capture = check.required("capture_id", &q.capture_id);
     check.finish()?;
-    let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hdk_measurement WHERE tenant_id = $1 AND capture_id = $2")
-        .bind(&ctx.tenant_id)
-        .bind(&capture)
-        .fetch_one(&state.db.read)
-        .await?;
-    let sql = format!("SELECT {COLUMNS} FROM hdk_measurement WHERE tenant_id = $1 AND capture_id = $2 ORDER BY created_at, measurement_id LIMIT $3 OFFSET $4");
-    let rows: Vec<Measurement> =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&capture).bind(page.limit).bind(page.offset).fetch_all(&state.db.read).await?;
-    Ok(list(rows, total))
+    page.list::<Measurement>(&state.db.read, &LISTING, &[&ctx.tenant_id, &capture]).await
 }

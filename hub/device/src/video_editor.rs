@@ -2,18 +2,14 @@
 //! parameters or query; values the interface document leaves out are this
 //! project's choices, listed in docs/compatibility.md.
 
-use axum::{Router, response::Response, routing::get};
+use axum::Router;
 use serde_json::{Value, json};
 
-use crate::native_modules;
-use hub_kernel::{error::ok, state::AppState};
+use crate::{manifest_routes, native_modules};
+use hub_kernel::state::AppState;
 
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/hdk/video-editor/manifest", get(get_manifest))
-}
-
-async fn get_manifest() -> Response {
-    ok(manifest())
+    manifest_routes("video-editor", manifest)
 }
 
 pub fn manifest() -> Value {

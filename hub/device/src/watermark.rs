@@ -9,7 +9,7 @@ use sqlx::FromRow;
 use hub_kernel::{
     db::{self, rows::JsonText},
     error::{ApiResult, Body, created},
-    extract::{Page, Params, list},
+    extract::{Listing, Page, Params},
     gate::Tenant,
     state::AppState,
     validate::Check,
@@ -31,6 +31,8 @@ struct Application {
 }
 
 const COLUMNS: &str = "application_id, variant_id, watermark_kind, asset_ref, payload, applied_at";
+const LISTING: Listing =
+    Listing { table: "hdk_watermark_application", columns: COLUMNS, filter: "tenant_id = $1 AND variant_id = $2", order: "applied_at, application_id" };
 
 const KINDS: &[&str] = &["visible", "invisible", "forensic"];
 
@@ -79,15 +81,5 @@ async fn list_by_variant(State(state): State<AppState>, Tenant(ctx): Tenant, Par
     let mut check = Check::new();
     let variant = check.required("variant_id", &q.variant_id);
     check.finish()?;
-    let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hdk_watermark_application WHERE tenant_id = $1 AND variant_id = $2")
-        .bind(&ctx.tenant_id)
-        .bind(&variant)
-        .fetch_one(&state.db.read)
-        .await?;
-    let sql = format!(
-        "SELECT {COLUMNS} FROM hdk_watermark_application WHERE tenant_id = $1 AND variant_id = $2 ORDER BY applied_at, application_id LIMIT $3 OFFSET $4"
-    );
-    let rows: Vec<Application> =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&variant).bind(page.limit).bind(page.offset).fetch_all(&state.db.read).await?;
-    Ok(list(rows, total))
+    page.list::<Application>(&state.db.read, &LISTING, &[&ctx.tenant_id, &variant]).await
 }

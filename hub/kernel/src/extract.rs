@@ -1,7 +1,9 @@
 //! Extractors every group shares for the query string: `Params<T>` (typed
 //! parameters whose rejections are the platform's 400 envelope naming the
 //! parameter) and `Page` (the `limit`/`offset` of a list route, with the
-//! route's default and maximum); and `list`, the list envelope.
+//! route's default and maximum); `list`, the list envelope; and
+//! `Page::list`, which reads one page of a group's rows with the count of
+//! all that match.
 
 use std::collections::HashSet;
 
@@ -13,6 +15,8 @@ use axum::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::json;
+
+use sqlx::{AnyPool, FromRow, any::AnyRow};
 
 use crate::error::{ApiError, ApiResult};
 
@@ -85,6 +89,41 @@ impl<S: Send + Sync, const DEFAULT: i64, const MAX: i64> FromRequestParts<S> for
 /// counting every matching row, not only this page's.
 pub fn list<T: Serialize>(data: Vec<T>, total: i64) -> Response {
     (StatusCode::OK, Json(json!({ "success": true, "data": data, "total": total }))).into_response()
+}
+
+/// What a list route reads: the group's table, the columns of its row
+/// type, a filter over `$1..$n` and the order. Every part is a constant of
+/// the group, never request text; the values go in as bound arguments.
+pub struct Listing {
+    pub table: &'static str,
+    pub columns: &'static str,
+    pub filter: &'static str,
+    pub order: &'static str,
+}
+
+impl<const DEFAULT: i64, const MAX: i64> Page<DEFAULT, MAX> {
+    /// This page of the rows matching `listing.filter` (its `$1..$n` bound
+    /// to `args` in order), as the list envelope with the count of all
+    /// matching rows.
+    pub async fn list<T>(self, pool: &AnyPool, listing: &Listing, args: &[&str]) -> ApiResult<Response>
+    where
+        T: for<'r> FromRow<'r, AnyRow> + Serialize + Send + Unpin,
+    {
+        let Listing { table, columns, filter, order } = listing;
+        let mut count = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table} WHERE {filter}")));
+        for a in args {
+            count = count.bind(*a);
+        }
+        let total = count.fetch_one(pool).await?;
+        let (l, o) = (args.len() + 1, args.len() + 2);
+        let mut rows =
+            sqlx::query_as::<_, T>(sqlx::AssertSqlSafe(format!("SELECT {columns} FROM {table} WHERE {filter} ORDER BY {order} LIMIT ${l} OFFSET ${o}")));
+        for a in args {
+            rows = rows.bind(*a);
+        }
+        let rows = rows.bind(self.limit).bind(self.offset).fetch_all(pool).await?;
+        Ok(list(rows, total))
+    }
 }
 
 #[cfg(test)]
