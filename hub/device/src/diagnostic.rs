@@ -4,12 +4,13 @@
 //! and returns them.
 
 use axum::{Router, extract::State, response::Response, routing::post};
+use serde::Serialize;
 use serde_json::{Value, json};
-use sqlx::Row;
+use sqlx::FromRow;
 
 use hub_kernel::{
     audit::registry,
-    db,
+    db::{self, rows::JsonText},
     error::{ApiError, ApiResult, Body, created, ok},
     gate::Tenant,
     state::AppState,
@@ -18,6 +19,25 @@ use hub_kernel::{
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/api/hdk/diagnostic/outbox", post(push)).route("/api/hdk/diagnostic/drain", post(drain))
+}
+
+/// An outbox row as a drain returns it.
+#[derive(Debug, FromRow, Serialize)]
+struct OutboxRow {
+    row_id: String,
+    device_uuid: Option<String>,
+    event_type: String,
+    #[sqlx(try_from = "String")]
+    payload: JsonText,
+    idempotency_key: String,
+    received_at: String,
+    drained_at: String,
+}
+
+#[derive(Serialize)]
+struct Drained {
+    count: usize,
+    rows: Vec<OutboxRow>,
 }
 
 const MAX_ROWS: usize = 500;
@@ -99,13 +119,9 @@ async fn drain(State(state): State<AppState>, Tenant(ctx): Tenant, raw: axum::bo
     } else {
         serde_json::from_slice(&raw).map_err(|e| ApiError::invalid(format!("request body must be JSON: {e}")))?
     };
-    let limit = match body.get("limit") {
-        None | Some(Value::Null) => DEFAULT_DRAIN,
-        Some(v) => match v.as_i64() {
-            Some(n) if (1..=MAX_DRAIN).contains(&n) => n,
-            _ => return Err(ApiError::invalid(format!("limit must be an integer from 1 to {MAX_DRAIN}"))),
-        },
-    };
+    let mut check = Check::new();
+    let limit = check.optional_int("limit", body.get("limit"), 1, MAX_DRAIN).unwrap_or(DEFAULT_DRAIN);
+    check.finish()?;
     let drain_id = db::new_id();
     let now = db::now();
     let mut tx = state.db.begin().await?;
@@ -121,7 +137,7 @@ async fn drain(State(state): State<AppState>, Tenant(ctx): Tenant, raw: axum::bo
     .bind(limit)
     .execute(&mut *tx)
     .await?;
-    let rows = sqlx::query(
+    let rows: Vec<OutboxRow> = sqlx::query_as(
         "SELECT row_id, device_uuid, event_type, payload, idempotency_key, received_at, drained_at FROM hdk_outbox \
          WHERE drain_id = $1 ORDER BY received_at, row_id",
     )
@@ -129,18 +145,5 @@ async fn drain(State(state): State<AppState>, Tenant(ctx): Tenant, raw: axum::bo
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for r in rows {
-        let payload: String = r.try_get("payload")?;
-        out.push(json!({
-            "row_id": r.try_get::<String, _>("row_id")?,
-            "device_uuid": r.try_get::<Option<String>, _>("device_uuid")?,
-            "event_type": r.try_get::<String, _>("event_type")?,
-            "payload": serde_json::from_str::<Value>(&payload).unwrap_or(Value::Null),
-            "idempotency_key": r.try_get::<String, _>("idempotency_key")?,
-            "received_at": r.try_get::<String, _>("received_at")?,
-            "drained_at": r.try_get::<String, _>("drained_at")?,
-        }));
-    }
-    Ok(ok(json!({ "count": out.len(), "rows": out })))
+    Ok(ok(Drained { count: rows.len(), rows }))
 }

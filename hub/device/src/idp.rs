@@ -4,12 +4,11 @@
 
 use axum::{Router, extract::State, response::Response, routing::post};
 use base64::Engine;
-use serde::Deserialize;
-use serde_json::json;
-use sqlx::Row;
+use serde::{Deserialize, Serialize};
+use sqlx::FromRow;
 
 use hub_kernel::{
-    db,
+    db::{self, rows::Flag},
     error::{ApiError, ApiResult, Body, created, ok},
     extract::Params,
     gate::Tenant,
@@ -20,6 +19,23 @@ use hub_kernel::{
 pub fn routes() -> Router<AppState> {
     Router::new().route("/api/hdk/idp/claims", post(upsert).get(get_claim))
 }
+
+/// A claim as its tenant sees it: whether envelopes are held, never them.
+#[derive(Debug, FromRow, Serialize)]
+struct ClaimRow {
+    device_uuid: String,
+    person_id: String,
+    #[sqlx(try_from = "i64")]
+    has_biometric_template: Flag,
+    #[sqlx(try_from = "i64")]
+    has_pin: Flag,
+    created_at: String,
+    updated_at: String,
+}
+
+const COLUMNS: &str = "device_uuid, person_id, \
+     CAST(CASE WHEN biometric_envelope IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_biometric_template, \
+     CAST(CASE WHEN pin_envelope IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_pin, created_at, updated_at";
 
 #[derive(Deserialize)]
 struct Claim {
@@ -55,47 +71,29 @@ async fn upsert(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let (device, person) = (device.expect("checked").to_string(), person.expect("checked").to_string());
     let sealed_bio = biometric.map(|b| state.master.seal(&b, &aad(&ctx.tenant_id, &device, "biometric")));
     let sealed_pin = pin.map(|p| state.master.seal(&p, &aad(&ctx.tenant_id, &device, "pin")));
-    let now = db::now();
     let mut tx = state.db.begin().await?;
     let existed: Option<String> = sqlx::query_scalar("SELECT person_id FROM hdk_idp_claim WHERE tenant_id = $1 AND device_uuid = $2")
         .bind(&ctx.tenant_id)
         .bind(&device)
         .fetch_optional(&mut *tx)
         .await?;
-    sqlx::query(
+    let sql = format!(
         "INSERT INTO hdk_idp_claim (tenant_id, device_uuid, person_id, biometric_envelope, pin_envelope, created_at, updated_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (tenant_id, device_uuid) DO UPDATE SET person_id = excluded.person_id, \
-         biometric_envelope = excluded.biometric_envelope, pin_envelope = excluded.pin_envelope, updated_at = excluded.updated_at",
-    )
-    .bind(&ctx.tenant_id)
-    .bind(&device)
-    .bind(&person)
-    .bind(&sealed_bio)
-    .bind(&sealed_pin)
-    .bind(&now)
-    .execute(&mut *tx)
-    .await?;
+         biometric_envelope = excluded.biometric_envelope, pin_envelope = excluded.pin_envelope, updated_at = excluded.updated_at \
+         RETURNING {COLUMNS}"
+    );
+    let claim: ClaimRow = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&device)
+        .bind(&person)
+        .bind(&sealed_bio)
+        .bind(&sealed_pin)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
     tx.commit().await?;
-    let data = claim_json(&state, &ctx.tenant_id, &device).await?;
-    Ok(if existed.is_some() { ok(data) } else { created(data) })
-}
-
-async fn claim_json(state: &AppState, tenant_id: &str, device: &str) -> ApiResult<serde_json::Value> {
-    let r =
-        sqlx::query("SELECT person_id, biometric_envelope, pin_envelope, created_at, updated_at FROM hdk_idp_claim WHERE tenant_id = $1 AND device_uuid = $2")
-            .bind(tenant_id)
-            .bind(device)
-            .fetch_optional(&state.db.read)
-            .await?
-            .ok_or(ApiError::NotFound)?;
-    Ok(json!({
-        "device_uuid": device,
-        "person_id": r.try_get::<String, _>("person_id")?,
-        "has_biometric_template": r.try_get::<Option<Vec<u8>>, _>("biometric_envelope")?.is_some(),
-        "has_pin": r.try_get::<Option<Vec<u8>>, _>("pin_envelope")?.is_some(),
-        "created_at": r.try_get::<String, _>("created_at")?,
-        "updated_at": r.try_get::<String, _>("updated_at")?,
-    }))
+    Ok(if existed.is_some() { ok(claim) } else { created(claim) })
 }
 
 #[derive(Deserialize)]
@@ -107,5 +105,12 @@ async fn get_claim(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q)
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &q.device_uuid);
     check.finish()?;
-    Ok(ok(claim_json(&state, &ctx.tenant_id, &device.expect("checked").to_string()).await?))
+    let sql = format!("SELECT {COLUMNS} FROM hdk_idp_claim WHERE tenant_id = $1 AND device_uuid = $2");
+    let claim: ClaimRow = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(device.map(|d| d.to_string()))
+        .fetch_optional(&state.db.read)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(ok(claim))
 }

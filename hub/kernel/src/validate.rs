@@ -125,12 +125,18 @@ impl Check {
     /// null: `None`). Every client-supplied duration is bounded here, so
     /// the time arithmetic done with it can neither overflow nor panic.
     pub fn optional_seconds(&mut self, name: &str, value: Option<&serde_json::Value>, max: i64) -> Option<i64> {
+        self.optional_int(name, value, 1, max)
+    }
+
+    /// An optional JSON integer from `min` to `max` (absent or null:
+    /// `None`).
+    pub fn optional_int(&mut self, name: &str, value: Option<&serde_json::Value>, min: i64, max: i64) -> Option<i64> {
         match value {
             None | Some(serde_json::Value::Null) => None,
             Some(v) => match v.as_i64() {
-                Some(n) if (1..=max).contains(&n) => Some(n),
+                Some(n) if (min..=max).contains(&n) => Some(n),
                 _ => {
-                    self.errors.push(format!("{name} must be an integer from 1 to {max}"));
+                    self.errors.push(format!("{name} must be an integer from {min} to {max}"));
                     None
                 }
             },
