@@ -14,15 +14,15 @@ use axum::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sqlx::{FromRow, Row};
+use sqlx::FromRow;
 
 use crate::command;
 use hub_kernel::{
     audit::{self, events},
     bus, crypto,
-    db::{self, Db, Tx},
+    db::{self, Db, Tx, rows::JsonText},
     error::{ApiError, ApiResult, Body, created, ok},
-    extract::{Page, Params, list},
+    extract::{Listing, Page, Params},
     gate::{
         Tenant,
         robots::{CREDENTIAL_PREFIX, RobotCredential},
@@ -42,6 +42,46 @@ pub fn routes() -> Router<AppState> {
         .route("/api/assets/{asset_id}/commands", get(list_commands))
 }
 
+/// An asset as its tenant sees it (the twin is read on its own route).
+#[derive(Debug, FromRow, Serialize)]
+pub struct Asset {
+    asset_id: String,
+    tenant_id: String,
+    bu_id: Option<String>,
+    display_name: String,
+    model: Option<String>,
+    device_uuid: Option<String>,
+    #[sqlx(try_from = "String")]
+    components: JsonText,
+    created_at: String,
+}
+
+const ASSET_COLUMNS: &str = "asset_id, tenant_id, bu_id, display_name, model, device_uuid, components, created_at";
+
+impl Asset {
+    /// The component ids the asset declares: plain strings, or objects
+    /// carrying `component_id`.
+    pub fn component_ids(&self) -> Vec<String> {
+        let items = self.components.0.as_array().map(Vec::as_slice).unwrap_or_default();
+        items.iter().filter_map(|c| c.as_str().or_else(|| c.get("component_id").and_then(Value::as_str)).map(str::to_string)).collect()
+    }
+}
+
+/// The digital twin: the desired state the tenant sets and the state the
+/// edge agent last reported.
+#[derive(Debug, FromRow, Serialize)]
+struct Twin {
+    asset_id: String,
+    #[sqlx(rename = "desired_state", try_from = "String")]
+    desired: JsonText,
+    desired_at: String,
+    #[sqlx(rename = "reported_state", try_from = "String")]
+    reported: JsonText,
+    reported_at: Option<String>,
+}
+
+const TWIN_COLUMNS: &str = "asset_id, desired_state, desired_at, reported_state, reported_at";
+
 #[derive(Deserialize)]
 struct NewAsset {
     tenant_id: Option<String>,
@@ -53,30 +93,15 @@ struct NewAsset {
     desired_state: Option<Value>,
 }
 
-fn asset_json(row: &sqlx::any::AnyRow) -> ApiResult<Value> {
-    let components: String = row.try_get("components")?;
-    Ok(json!({
-        "asset_id": row.try_get::<String, _>("asset_id")?,
-        "tenant_id": row.try_get::<String, _>("tenant_id")?,
-        "bu_id": row.try_get::<Option<String>, _>("bu_id")?,
-        "display_name": row.try_get::<String, _>("display_name")?,
-        "model": row.try_get::<Option<String>, _>("model")?,
-        "device_uuid": row.try_get::<Option<String>, _>("device_uuid")?,
-        "components": serde_json::from_str::<Value>(&components).unwrap_or(Value::Null),
-        "created_at": row.try_get::<String, _>("created_at")?,
-    }))
-}
-
-const ASSET_SELECT: &str = "SELECT asset_id, tenant_id, bu_id, display_name, model, device_uuid, components, \
-    desired_state, desired_at, reported_state, reported_at, created_at FROM asset_asset";
-
-/// The caller's tenant's asset with this path id (404 otherwise).
-pub async fn find<'e, E>(exec: E, tenant_id: &str, asset_id: &str) -> ApiResult<sqlx::any::AnyRow>
+/// `columns` of the caller's tenant's asset with this path id (404
+/// otherwise).
+async fn by_path<'e, E, T>(exec: E, columns: &str, tenant_id: &str, asset_id: &str) -> ApiResult<T>
 where
     E: sqlx::Executor<'e, Database = sqlx::Any>,
+    T: for<'r> FromRow<'r, sqlx::any::AnyRow> + Send + Unpin,
 {
     let id = path_id(asset_id)?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("{ASSET_SELECT} WHERE asset_id = $1 AND tenant_id = $2")))
+    sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {columns} FROM asset_asset WHERE asset_id = $1 AND tenant_id = $2")))
         .bind(id.to_string())
         .bind(tenant_id)
         .fetch_optional(exec)
@@ -84,13 +109,12 @@ where
         .ok_or(ApiError::NotFound)
 }
 
-/// The component ids an asset declares: plain strings, or objects carrying
-/// `component_id`.
-pub fn component_ids(components: &Value) -> Vec<String> {
-    components
-        .as_array()
-        .map(|items| items.iter().filter_map(|c| c.as_str().or_else(|| c.get("component_id").and_then(Value::as_str)).map(str::to_string)).collect())
-        .unwrap_or_default()
+/// The caller's tenant's asset with this path id (404 otherwise).
+pub async fn find<'e, E>(exec: E, tenant_id: &str, asset_id: &str) -> ApiResult<Asset>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    by_path(exec, ASSET_COLUMNS, tenant_id, asset_id).await
 }
 
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAsset>) -> ApiResult<Response> {
@@ -109,44 +133,35 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
             json!([])
         }
     };
-    let desired = match &body.desired_state {
-        None | Some(Value::Null) => json!({}),
-        Some(v @ Value::Object(_)) => v.clone(),
-        Some(_) => {
-            check.fail("desired_state must be an object");
-            json!({})
-        }
-    };
+    let desired = check.optional_object("desired_state", body.desired_state.as_ref());
     let device_uuid = check.optional_uuid("device_uuid", &body.device_uuid).map(|u| u.to_string());
     check.finish()?;
     ctx.check_tenant(body.tenant_id.as_deref())?;
-    let asset_id = db::new_id();
     let now = db::now();
     let mut tx = state.db.begin().await?;
-    sqlx::query(
+    let sql = format!(
         "INSERT INTO asset_asset (asset_id, tenant_id, bu_id, display_name, model, device_uuid, components, \
          desired_state, desired_at, reported_state, reported_at, queue_seq, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '{}', NULL, 0, $9)",
-    )
-    .bind(&asset_id)
-    .bind(&ctx.tenant_id)
-    .bind(Check::optional(&body.bu_id))
-    .bind(&display_name)
-    .bind(Check::optional(&body.model))
-    .bind(&device_uuid)
-    .bind(components.to_string())
-    .bind(desired.to_string())
-    .bind(&now)
-    .execute(&mut *tx)
-    .await?;
-    let row = find(&mut *tx, &ctx.tenant_id, &asset_id).await?;
-    let asset = asset_json(&row)?;
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '{{}}', NULL, 0, $9) RETURNING {ASSET_COLUMNS}"
+    );
+    let asset: Asset = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(Check::optional(&body.bu_id))
+        .bind(&display_name)
+        .bind(Check::optional(&body.model))
+        .bind(&device_uuid)
+        .bind(components.to_string())
+        .bind(desired.to_string())
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
     audit::record(
         &mut tx,
         &ctx,
         events::ASSET_REGISTERED,
         json!({
-            "asset_id": asset_id, "display_name": display_name, "device_uuid": asset["device_uuid"], "components": components,
+            "asset_id": asset.asset_id, "display_name": display_name, "device_uuid": asset.device_uuid, "components": components,
         }),
     )
     .await?;
@@ -155,23 +170,11 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
 }
 
 async fn get_asset(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
-    Ok(ok(asset_json(&find(&state.db.read, &ctx.tenant_id, &id).await?)?))
-}
-
-fn twin_json(row: &sqlx::any::AnyRow) -> ApiResult<Value> {
-    let desired: String = row.try_get("desired_state")?;
-    let reported: String = row.try_get("reported_state")?;
-    Ok(json!({
-        "asset_id": row.try_get::<String, _>("asset_id")?,
-        "desired": serde_json::from_str::<Value>(&desired).unwrap_or(Value::Null),
-        "desired_at": row.try_get::<String, _>("desired_at")?,
-        "reported": serde_json::from_str::<Value>(&reported).unwrap_or(Value::Null),
-        "reported_at": row.try_get::<Option<String>, _>("reported_at")?,
-    }))
+    Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
 }
 
 async fn twin(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
-    Ok(ok(twin_json(&find(&state.db.read, &ctx.tenant_id, &id).await?)?))
+    Ok(ok(by_path::<_, Twin>(&state.db.read, TWIN_COLUMNS, &ctx.tenant_id, &id).await?))
 }
 
 #[derive(Deserialize)]
@@ -187,19 +190,20 @@ async fn set_desired(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
         None | Some(Value::Null) => return Err(ApiError::invalid("desired is required")),
         Some(_) => return Err(ApiError::invalid("desired must be an object")),
     };
+    let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
-    let row = find(&mut *tx, &ctx.tenant_id, &id).await?;
-    let asset_id: String = row.try_get("asset_id")?;
-    sqlx::query("UPDATE asset_asset SET desired_state = $1, desired_at = $2 WHERE asset_id = $3")
+    let sql = format!("UPDATE asset_asset SET desired_state = $1, desired_at = $2 WHERE asset_id = $3 AND tenant_id = $4 RETURNING {TWIN_COLUMNS}");
+    let twin: Twin = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(desired.to_string())
         .bind(db::now())
-        .bind(&asset_id)
-        .execute(&mut *tx)
-        .await?;
-    let row = find(&mut *tx, &ctx.tenant_id, &asset_id).await?;
-    audit::record(&mut tx, &ctx, events::ASSET_UPDATED, json!({ "asset_id": asset_id, "desired": desired })).await?;
+        .bind(&id)
+        .bind(&ctx.tenant_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    audit::record(&mut tx, &ctx, events::ASSET_UPDATED, json!({ "asset_id": twin.asset_id, "desired": desired })).await?;
     tx.commit().await?;
-    Ok(ok(twin_json(&row)?))
+    Ok(ok(twin))
 }
 
 /// Stores the agent's latest reported state (the hub keeps only the latest).
@@ -264,6 +268,8 @@ struct ReadingsQuery {
     limit: Option<String>,
 }
 
+const BUCKETS: &[&str] = &["second", "minute", "hour", "day"];
+
 /// Buckets by truncating the stored RFC 3339 text (`2026-11-21T19:59:07.123456Z`):
 /// the prefix length of each bucket, and the suffix that completes it to a time.
 fn bucket_shape(bucket: &str) -> Option<(usize, &'static str)> {
@@ -276,12 +282,34 @@ fn bucket_shape(bucket: &str) -> Option<(usize, &'static str)> {
     }
 }
 
+/// One sensor's readings in one bucket.
+#[derive(Debug, FromRow, Serialize)]
+struct Aggregate {
+    sensor_id: String,
+    bucket_start: String,
+    #[sqlx(rename = "n")]
+    count: i64,
+    #[sqlx(rename = "min_v")]
+    min: f64,
+    #[sqlx(rename = "max_v")]
+    max: f64,
+    #[sqlx(rename = "avg_v")]
+    avg: f64,
+}
+
+/// An aggregate as answered: with the bucket size asked for.
+#[derive(Serialize)]
+struct Bucketed<'a> {
+    #[serde(flatten)]
+    aggregate: Aggregate,
+    bucket: &'a str,
+}
+
 async fn readings(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Params(q): Params<ReadingsQuery>) -> ApiResult<Response> {
-    let row = find(&state.db.read, &ctx.tenant_id, &id).await?;
-    let asset_id: String = row.try_get("asset_id")?;
+    let asset = find(&state.db.read, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();
     let bucket = check.required("bucket", &q.bucket);
-    check.one_of("bucket", &bucket, &["second", "minute", "hour", "day"]);
+    check.one_of("bucket", &bucket, BUCKETS);
     let from = Check::optional(&q.from).map(|s| db::parse_time(&s).map(db::format_time));
     let to = Check::optional(&q.to).map(|s| db::parse_time(&s).map(db::format_time));
     if matches!(from, Some(None)) {
@@ -297,36 +325,24 @@ async fn readings(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
     check.finish()?;
     let limit = limit?.clamp(1, 5000);
     let (len, suffix) = bucket_shape(&bucket).expect("validated");
-    // `len` is one of four constants, never caller text, so formatting it
-    // into the SQL is safe; binding it would give it a different integer
-    // type on each backend.
+    // `len` and `suffix` are constants of `bucket_shape`, never caller
+    // text, so formatting them into the SQL is safe; binding `len` would
+    // give it a different integer type on each backend.
     let sql = format!(
-        "SELECT sensor_id, substr(recorded_at, 1, {len}) AS bucket, COUNT(*) AS n, MIN(value) AS min_v, MAX(value) AS max_v, AVG(value) AS avg_v \
-         FROM asset_reading WHERE asset_id = $1 AND ($2 = '' OR sensor_id = $2) AND ($3 = '' OR recorded_at >= $3) AND ($4 = '' OR recorded_at < $4) \
-         GROUP BY sensor_id, substr(recorded_at, 1, {len}) ORDER BY sensor_id, bucket LIMIT $5"
+        "SELECT sensor_id, substr(recorded_at, 1, {len}) || '{suffix}' AS bucket_start, COUNT(*) AS n, MIN(value) AS min_v, MAX(value) AS max_v, \
+         AVG(value) AS avg_v FROM asset_reading \
+         WHERE asset_id = $1 AND ($2 = '' OR sensor_id = $2) AND ($3 = '' OR recorded_at >= $3) AND ($4 = '' OR recorded_at < $4) \
+         GROUP BY sensor_id, substr(recorded_at, 1, {len}) ORDER BY sensor_id, bucket_start LIMIT $5"
     );
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(&asset_id)
+    let rows: Vec<Aggregate> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&asset.asset_id)
         .bind(Check::optional(&q.sensor_id).unwrap_or_default())
         .bind(from.flatten().unwrap_or_default())
         .bind(to.flatten().unwrap_or_default())
         .bind(limit)
         .fetch_all(&state.db.read)
         .await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for r in rows {
-        let prefix: String = r.try_get("bucket")?;
-        out.push(json!({
-            "sensor_id": r.try_get::<String, _>("sensor_id")?,
-            "bucket": bucket,
-            "bucket_start": format!("{prefix}{suffix}"),
-            "count": r.try_get::<i64, _>("n")?,
-            "min": r.try_get::<f64, _>("min_v")?,
-            "max": r.try_get::<f64, _>("max_v")?,
-            "avg": r.try_get::<f64, _>("avg_v")?,
-        }));
-    }
-    Ok(ok(out))
+    Ok(ok(rows.into_iter().map(|aggregate| Bucketed { aggregate, bucket: &bucket }).collect::<Vec<_>>()))
 }
 
 /// Takes the asset's next command-stream position (the command group's
@@ -336,6 +352,32 @@ pub async fn next_queue_seq(tx: &mut Tx, asset_id: &str) -> ApiResult<i64> {
         .bind(asset_id)
         .fetch_one(&mut **tx)
         .await?)
+}
+
+/// A robot credential as the gate reads it, hash included.
+#[derive(FromRow)]
+struct StoredCredential {
+    credential_id: String,
+    asset_id: String,
+    tenant_id: String,
+    secret_hash: String,
+    rate_limit_rpm: Option<i64>,
+    expires_at: Option<String>,
+    status: String,
+}
+
+impl From<StoredCredential> for RobotCredential {
+    fn from(c: StoredCredential) -> Self {
+        RobotCredential {
+            credential_id: c.credential_id,
+            asset_id: c.asset_id,
+            tenant_id: c.tenant_id,
+            secret_hash: c.secret_hash,
+            rate_limit_rpm: c.rate_limit_rpm,
+            expires_at: c.expires_at.as_deref().and_then(db::parse_time),
+            status: c.status,
+        }
+    }
 }
 
 /// The credential whose secret hashes to `secret_hash` (the gate's lookup).
@@ -351,58 +393,8 @@ pub async fn credential_by_id(db: &Db, credential_id: &str) -> ApiResult<Option<
 
 async fn credential_where(db: &Db, column: &'static str, value: &str) -> ApiResult<Option<RobotCredential>> {
     let sql = format!("SELECT credential_id, asset_id, tenant_id, secret_hash, rate_limit_rpm, expires_at, status FROM asset_credential WHERE {column} = $1");
-    let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(value).fetch_optional(&db.read).await? else { return Ok(None) };
-    let expires: Option<String> = row.try_get("expires_at")?;
-    Ok(Some(RobotCredential {
-        credential_id: row.try_get("credential_id")?,
-        asset_id: row.try_get("asset_id")?,
-        tenant_id: row.try_get("tenant_id")?,
-        secret_hash: row.try_get("secret_hash")?,
-        rate_limit_rpm: row.try_get("rate_limit_rpm")?,
-        expires_at: expires.as_deref().and_then(db::parse_time),
-        status: row.try_get("status")?,
-    }))
-}
-
-async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let rate_limit_rpm = check.optional_positive_int("rate_limit_rpm", body.get("rate_limit_rpm"));
-    let expires_at = check.optional_future_time("expires_at", body.get("expires_at"));
-    let mut tx = state.db.begin().await?;
-    let row = find(&mut *tx, &ctx.tenant_id, &id).await?;
-    check.finish()?;
-    let asset_id: String = row.try_get("asset_id")?;
-    let secret = format!("{CREDENTIAL_PREFIX}{}", crypto::random_base62(32));
-    let credential_id = db::new_id();
-    let now = db::now();
-    sqlx::query(
-        "INSERT INTO asset_credential (credential_id, asset_id, tenant_id, secret_hash, last4, rate_limit_rpm, expires_at, status, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'active', $8)",
-    )
-    .bind(&credential_id)
-    .bind(&asset_id)
-    .bind(&ctx.tenant_id)
-    .bind(crypto::sha256_hex(secret.as_bytes()))
-    .bind(&secret[secret.len() - 4..])
-    .bind(rate_limit_rpm)
-    .bind(&expires_at)
-    .bind(&now)
-    .execute(&mut *tx)
-    .await?;
-    audit::record(
-        &mut tx,
-        &ctx,
-        events::ASSET_CREDENTIAL_ISSUED,
-        json!({
-            "credential_id": credential_id, "asset_id": asset_id, "rate_limit_rpm": rate_limit_rpm, "expires_at": expires_at,
-        }),
-    )
-    .await?;
-    tx.commit().await?;
-    Ok(created(json!({
-        "credential_id": credential_id, "asset_id": asset_id, "credential": secret,
-        "rate_limit_rpm": rate_limit_rpm, "expires_at": expires_at, "status": "active", "created_at": now,
-    })))
+    let found: Option<StoredCredential> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(value).fetch_optional(&db.read).await?;
+    Ok(found.map(RobotCredential::from))
 }
 
 /// A robot credential as its tenant sees it: never the secret, nor its hash.
@@ -419,22 +411,71 @@ struct CredentialRow {
 }
 
 const CREDENTIAL_COLUMNS: &str = "credential_id, asset_id, last4, rate_limit_rpm, expires_at, status, created_at, revoked_at";
+const CREDENTIALS: Listing = Listing {
+    table: "asset_credential",
+    columns: CREDENTIAL_COLUMNS,
+    filter: "asset_id = $1 AND tenant_id = $2",
+    order: "created_at DESC, credential_id DESC",
+};
+
+/// A credential just issued: what the row says of it and, this once, the
+/// secret.
+#[derive(Debug, FromRow, Serialize)]
+struct IssuedRow {
+    credential_id: String,
+    asset_id: String,
+    rate_limit_rpm: Option<i64>,
+    expires_at: Option<String>,
+    status: String,
+    created_at: String,
+}
+
+#[derive(Serialize)]
+struct Issued {
+    #[serde(flatten)]
+    row: IssuedRow,
+    credential: String,
+}
+
+async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let rate_limit_rpm = check.optional_positive_int("rate_limit_rpm", body.get("rate_limit_rpm"));
+    let expires_at = check.optional_future_time("expires_at", body.get("expires_at"));
+    let mut tx = state.db.begin().await?;
+    let asset = find(&mut *tx, &ctx.tenant_id, &id).await?;
+    check.finish()?;
+    let secret = format!("{CREDENTIAL_PREFIX}{}", crypto::random_base62(32));
+    let row: IssuedRow = sqlx::query_as(
+        "INSERT INTO asset_credential (credential_id, asset_id, tenant_id, secret_hash, last4, rate_limit_rpm, expires_at, status, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'active', $8) RETURNING credential_id, asset_id, rate_limit_rpm, expires_at, status, created_at",
+    )
+    .bind(db::new_id())
+    .bind(&asset.asset_id)
+    .bind(&ctx.tenant_id)
+    .bind(crypto::sha256_hex(secret.as_bytes()))
+    .bind(&secret[secret.len() - 4..])
+    .bind(rate_limit_rpm)
+    .bind(&expires_at)
+    .bind(db::now())
+    .fetch_one(&mut *tx)
+    .await?;
+    audit::record(
+        &mut tx,
+        &ctx,
+        events::ASSET_CREDENTIAL_ISSUED,
+        json!({
+            "credential_id": row.credential_id, "asset_id": row.asset_id, "rate_limit_rpm": row.rate_limit_rpm, "expires_at": row.expires_at,
+        }),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(created(Issued { row, credential: secret }))
+}
 
 /// The asset's robot credentials, newest first.
 async fn list_credentials(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, page: Page) -> ApiResult<Response> {
-    let row = find(&state.db.read, &ctx.tenant_id, &id).await?;
-    let asset_id: String = row.try_get("asset_id")?;
-    let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM asset_credential WHERE asset_id = $1 AND tenant_id = $2")
-        .bind(&asset_id)
-        .bind(&ctx.tenant_id)
-        .fetch_one(&state.db.read)
-        .await?;
-    let sql = format!(
-        "SELECT {CREDENTIAL_COLUMNS} FROM asset_credential WHERE asset_id = $1 AND tenant_id = $2 ORDER BY created_at DESC, credential_id DESC LIMIT $3 OFFSET $4"
-    );
-    let rows: Vec<CredentialRow> =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&asset_id).bind(&ctx.tenant_id).bind(page.limit).bind(page.offset).fetch_all(&state.db.read).await?;
-    Ok(list(rows, total))
+    let asset = find(&state.db.read, &ctx.tenant_id, &id).await?;
+    page.list::<CredentialRow>(&state.db.read, &CREDENTIALS, &[&asset.asset_id, &ctx.tenant_id]).await
 }
 
 /// Revokes a robot credential. Its open streams on every replica are woken
@@ -442,35 +483,31 @@ async fn list_credentials(State(state): State<AppState>, Tenant(ctx): Tenant, Pa
 /// same body without a second event.
 async fn revoke_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path((asset, credential)): Path<(String, String)>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
-    let row = find(&mut *tx, &ctx.tenant_id, &asset).await?;
-    let asset_id: String = row.try_get("asset_id")?;
+    let asset_id = find(&mut *tx, &ctx.tenant_id, &asset).await?.asset_id;
     let credential_id = path_id(&credential)?.to_string();
-    let revoked =
-        sqlx::query("UPDATE asset_credential SET status = 'revoked', revoked_at = $1 WHERE credential_id = $2 AND asset_id = $3 AND status <> 'revoked'")
-            .bind(db::now())
-            .bind(&credential_id)
-            .bind(&asset_id)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected()
-            == 1;
-    let sql = format!("SELECT {CREDENTIAL_COLUMNS} FROM asset_credential WHERE credential_id = $1 AND asset_id = $2");
-    let cred: CredentialRow =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&credential_id).bind(&asset_id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
-    if revoked {
-        audit::record(
-            &mut tx,
-            &ctx,
-            events::ASSET_CREDENTIAL_REVOKED,
-            json!({ "credential_id": credential_id, "asset_id": asset_id, "revoked_at": cred.revoked_at }),
-        )
-        .await?;
-        bus::notify(state.db.backend, &mut tx, &asset_id).await?;
-    }
+    let sql = format!(
+        "UPDATE asset_credential SET status = 'revoked', revoked_at = $1 WHERE credential_id = $2 AND asset_id = $3 AND status <> 'revoked' \
+         RETURNING {CREDENTIAL_COLUMNS}"
+    );
+    let revoked: Option<CredentialRow> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(db::now()).bind(&credential_id).bind(&asset_id).fetch_optional(&mut *tx).await?;
+    let Some(cred) = revoked else {
+        // Already revoked, or not a credential of this asset.
+        let sql = format!("SELECT {CREDENTIAL_COLUMNS} FROM asset_credential WHERE credential_id = $1 AND asset_id = $2");
+        let cred: CredentialRow =
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&credential_id).bind(&asset_id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
+        return Ok(ok(cred));
+    };
+    audit::record(
+        &mut tx,
+        &ctx,
+        events::ASSET_CREDENTIAL_REVOKED,
+        json!({ "credential_id": credential_id, "asset_id": asset_id, "revoked_at": cred.revoked_at }),
+    )
+    .await?;
+    bus::notify(state.db.backend, &mut tx, &asset_id).await?;
     tx.commit().await?;
-    if revoked {
-        state.streams.wake(&asset_id);
-    }
+    state.streams.wake(&asset_id);
     Ok(ok(cred))
 }
 
@@ -486,14 +523,12 @@ async fn list_commands(
     Params(q): Params<ListQuery>,
     page: Page,
 ) -> ApiResult<Response> {
-    let row = find(&state.db.read, &ctx.tenant_id, &id).await?;
-    let asset_id: String = row.try_get("asset_id")?;
+    let asset = find(&state.db.read, &ctx.tenant_id, &id).await?;
     let status = Check::optional(&q.status);
     if let Some(s) = &status {
         let mut check = Check::new();
         check.one_of("status", s, command::STATES);
         check.finish()?;
     }
-    let (commands, total) = command::list_for_asset(&state, &ctx, &asset_id, status.as_deref(), page.limit, page.offset).await?;
-    Ok(list(commands, total))
+    command::list_for_asset(&state, &ctx.tenant_id, &asset.asset_id, status.as_deref(), page).await
 }
