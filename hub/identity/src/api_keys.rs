@@ -4,6 +4,10 @@
 //!
 //! Only a SHA-256 hash of a key is stored. Credential management takes a
 //! human tenant JWT and refuses API keys (Authentication 4).
+//!
+//! This module owns credential_application and credential_api_key: no other
+//! module's SQL names them. A key's synthetic persona and a test key's
+//! sandbox tenant come from personas and tenancy.
 
 use std::sync::Arc;
 
@@ -13,15 +17,15 @@ use axum::{
     response::Response,
     routing::{get, post},
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sqlx::{FromRow, Row};
+use sqlx::FromRow;
 
 use crate::{personas, roles, tenancy};
 use hub_kernel::{
     audit::{self, events},
     crypto,
-    db::{self, Db, Tx},
+    db::{self, Db, Tx, rows::JsonText},
     error::{ApiError, ApiResult, Body, created, ok},
     gate::{
         HumanTenant, TenantCtx,
@@ -43,6 +47,12 @@ pub fn routes() -> Router<AppState> {
         .route("/api/api-keys/{key_id}/revoke", post(revoke))
 }
 
+/// The gate's key lookup: a key with its application's status and
+/// environment and its tenant's context. It is the one query here that
+/// names a table of another module (tenant_tenant, owned by tenancy): it
+/// runs whenever the gate meets a key it has not cached, on the request's
+/// own path, and asking tenancy for the tenant would add a second read to
+/// every such request.
 macro_rules! key_select {
     () => {
         "SELECT k.key_id, k.key_hash, k.application_id, k.tenant_id, k.prefix, k.last4, k.scopes, \
@@ -53,48 +63,79 @@ macro_rules! key_select {
     };
 }
 
-fn key_from_row(row: &sqlx::any::AnyRow) -> Result<KeyRecord, sqlx::Error> {
-    let scopes: String = row.try_get("scopes")?;
-    let pools: String = row.try_get("app_pool_index")?;
-    let expires: Option<String> = row.try_get("expires_at")?;
-    Ok(KeyRecord {
-        key_id: row.try_get("key_id")?,
-        key_hash: row.try_get("key_hash")?,
-        application_id: row.try_get("application_id")?,
-        tenant_id: row.try_get("tenant_id")?,
-        app_id: row.try_get("app_id")?,
-        org_id: row.try_get("org_id")?,
-        prefix: row.try_get("prefix")?,
-        last4: row.try_get("last4")?,
-        scopes: serde_json::from_str(&scopes).unwrap_or_default(),
-        rate_limit_rpm: row.try_get("rate_limit_rpm")?,
-        expires_at: expires.as_deref().and_then(db::parse_time),
-        status: row.try_get("status")?,
-        application_status: row.try_get("application_status")?,
-        environment: row.try_get("environment")?,
-        synthetic_persona_id: row.try_get("synthetic_persona_id")?,
-        parent_tenant_id: row.try_get("parent_tenant_id")?,
-        root_tenant_id: row.try_get("root_tenant_id")?,
-        reseller_id: row.try_get("reseller_id")?,
-        admin_pool_index: row.try_get("admin_pool_index")?,
-        app_pool_index: serde_json::from_str(&pools).unwrap_or(Value::Null),
-        rotated_at: row.try_get("rotated_at")?,
-    })
+/// A row of `key_select!`, turned into the gate's `KeyRecord`.
+#[derive(Debug, FromRow)]
+struct KeyRow {
+    key_id: String,
+    key_hash: String,
+    application_id: String,
+    tenant_id: String,
+    prefix: String,
+    last4: String,
+    scopes: String,
+    rate_limit_rpm: Option<i64>,
+    expires_at: Option<String>,
+    status: String,
+    synthetic_persona_id: String,
+    rotated_at: Option<String>,
+    application_status: String,
+    environment: String,
+    app_id: String,
+    org_id: String,
+    parent_tenant_id: Option<String>,
+    root_tenant_id: Option<String>,
+    reseller_id: Option<String>,
+    admin_pool_index: i64,
+    #[sqlx(try_from = "String")]
+    app_pool_index: JsonText,
+}
+
+impl From<KeyRow> for KeyRecord {
+    fn from(r: KeyRow) -> Self {
+        KeyRecord {
+            scopes: scope_list(&r.scopes),
+            expires_at: r.expires_at.as_deref().and_then(db::parse_time),
+            app_pool_index: r.app_pool_index.0,
+            key_id: r.key_id,
+            key_hash: r.key_hash,
+            application_id: r.application_id,
+            tenant_id: r.tenant_id,
+            app_id: r.app_id,
+            org_id: r.org_id,
+            prefix: r.prefix,
+            last4: r.last4,
+            rate_limit_rpm: r.rate_limit_rpm,
+            status: r.status,
+            application_status: r.application_status,
+            environment: r.environment,
+            synthetic_persona_id: r.synthetic_persona_id,
+            parent_tenant_id: r.parent_tenant_id,
+            root_tenant_id: r.root_tenant_id,
+            reseller_id: r.reseller_id,
+            admin_pool_index: r.admin_pool_index,
+            rotated_at: r.rotated_at,
+        }
+    }
+}
+
+/// A key's scopes, stored as a JSON array of strings.
+fn scope_list(text: &str) -> Vec<String> {
+    serde_json::from_str(text).unwrap_or_default()
 }
 
 /// The key whose secret hashes to `key_hash` (the gate's lookup).
 pub async fn by_hash(db: &Db, key_hash: &str) -> ApiResult<Option<KeyRecord>> {
-    let row = sqlx::query(concat!(key_select!(), " WHERE k.key_hash = $1")).bind(key_hash).fetch_optional(&db.read).await?;
-    Ok(row.as_ref().map(key_from_row).transpose()?)
+    let row: Option<KeyRow> = sqlx::query_as(concat!(key_select!(), " WHERE k.key_hash = $1")).bind(key_hash).fetch_optional(&db.read).await?;
+    Ok(row.map(KeyRecord::from))
 }
 
 /// The key `key_id` (the gate's lookup behind an exchanged token).
 pub async fn by_id(db: &Db, key_id: &str) -> ApiResult<Option<KeyRecord>> {
-    let row = sqlx::query(concat!(key_select!(), " WHERE k.key_id = $1")).bind(key_id).fetch_optional(&db.read).await?;
-    Ok(row.as_ref().map(key_from_row).transpose()?)
+    let row: Option<KeyRow> = sqlx::query_as(concat!(key_select!(), " WHERE k.key_id = $1")).bind(key_id).fetch_optional(&db.read).await?;
+    Ok(row.map(KeyRecord::from))
 }
 
-#[derive(Debug, FromRow)]
+#[derive(Debug, FromRow, Serialize)]
 struct Application {
     application_id: String,
     tenant_id: String,
@@ -106,20 +147,12 @@ struct Application {
     created_at: String,
 }
 
-impl Application {
-    fn json(&self) -> Value {
-        json!({
-            "application_id": self.application_id, "tenant_id": self.tenant_id, "name": self.name,
-            "slug": self.slug, "description": self.description, "environment": self.environment,
-            "status": self.status, "created_at": self.created_at,
-        })
-    }
-}
+const APPLICATION_COLUMNS: &str = "application_id, tenant_id, name, slug, description, environment, status, created_at";
 
-macro_rules! app_select {
-    () => {
-        "SELECT application_id, tenant_id, name, slug, description, environment, status, created_at FROM credential_application"
-    };
+/// The applications matching `filter`, a condition over `$1..$n` written in
+/// this module (never request text).
+fn applications(filter: &str) -> sqlx::AssertSqlSafe<String> {
+    sqlx::AssertSqlSafe(format!("SELECT {APPLICATION_COLUMNS} FROM credential_application WHERE {filter}"))
 }
 
 /// The caller's tenant's application with this id (404 otherwise).
@@ -128,12 +161,17 @@ where
     E: sqlx::Executor<'e, Database = sqlx::Any>,
 {
     let id = path_id(application_id)?;
-    sqlx::query_as::<_, Application>(concat!(app_select!(), " WHERE application_id = $1 AND tenant_id = $2"))
+    sqlx::query_as(applications("application_id = $1 AND tenant_id = $2"))
         .bind(id.to_string())
         .bind(tenant_id)
         .fetch_optional(exec)
         .await?
         .ok_or(ApiError::NotFound)
+}
+
+/// The tenant's application with this slug, if any.
+async fn application_by_slug(tx: &mut Tx, tenant_id: &str, slug: &str) -> ApiResult<Option<Application>> {
+    Ok(sqlx::query_as(applications("tenant_id = $1 AND slug = $2")).bind(tenant_id).bind(slug).fetch_optional(&mut **tx).await?)
 }
 
 #[derive(Deserialize)]
@@ -149,39 +187,23 @@ fn valid_slug(s: &str) -> bool {
 }
 
 async fn insert_application(tx: &mut Tx, tenant_id: &str, name: &str, slug: &str, description: Option<&str>, environment: &str) -> ApiResult<Application> {
-    let exists: Option<String> = sqlx::query_scalar("SELECT application_id FROM credential_application WHERE tenant_id = $1 AND slug = $2")
-        .bind(tenant_id)
-        .bind(slug)
-        .fetch_optional(&mut **tx)
-        .await?;
-    if exists.is_some() {
+    if application_by_slug(tx, tenant_id, slug).await?.is_some() {
         return Err(ApiError::Conflict(format!("an application with slug '{slug}' already exists")));
     }
-    let app = Application {
-        application_id: db::new_id(),
-        tenant_id: tenant_id.to_string(),
-        name: name.to_string(),
-        slug: slug.to_string(),
-        description: description.map(str::to_string),
-        environment: environment.to_string(),
-        status: "active".into(),
-        created_at: db::now(),
-    };
-    sqlx::query(
+    let sql = format!(
         "INSERT INTO credential_application (application_id, tenant_id, name, slug, description, environment, status, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-    )
-    .bind(&app.application_id)
-    .bind(&app.tenant_id)
-    .bind(&app.name)
-    .bind(&app.slug)
-    .bind(&app.description)
-    .bind(&app.environment)
-    .bind(&app.status)
-    .bind(&app.created_at)
-    .execute(&mut **tx)
-    .await?;
-    Ok(app)
+         VALUES ($1, $2, $3, $4, $5, $6, 'active', $7) RETURNING {APPLICATION_COLUMNS}"
+    );
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(tenant_id)
+        .bind(name)
+        .bind(slug)
+        .bind(description)
+        .bind(environment)
+        .bind(db::now())
+        .fetch_one(&mut **tx)
+        .await?)
 }
 
 async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Body(body): Body<NewApplication>) -> ApiResult<Response> {
@@ -197,19 +219,16 @@ async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): 
     let mut tx = state.db.begin().await?;
     let app = insert_application(&mut tx, &ctx.tenant_id, &name, &slug, Check::optional(&body.description).as_deref(), &environment).await?;
     tx.commit().await?;
-    Ok(created(app.json()))
+    Ok(created(app))
 }
 
 async fn list_applications(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant) -> ApiResult<Response> {
-    let apps = sqlx::query_as::<_, Application>(concat!(app_select!(), " WHERE tenant_id = $1 ORDER BY created_at"))
-        .bind(&ctx.tenant_id)
-        .fetch_all(&state.db.read)
-        .await?;
-    Ok(ok(apps.iter().map(Application::json).collect::<Vec<_>>()))
+    let apps: Vec<Application> = sqlx::query_as(applications("tenant_id = $1 ORDER BY created_at")).bind(&ctx.tenant_id).fetch_all(&state.db.read).await?;
+    Ok(ok(apps))
 }
 
 async fn get_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
-    Ok(ok(find_application(&state.db.read, &ctx.tenant_id, &id).await?.json()))
+    Ok(ok(find_application(&state.db.read, &ctx.tenant_id, &id).await?))
 }
 
 /// A validated key request.
@@ -256,8 +275,45 @@ fn new_secret(environment: &str) -> (String, String, String) {
     (prefix.to_string(), secret, last4)
 }
 
+/// A key as issue answers it; the secret is added beside it, once.
+#[derive(Debug, FromRow, Serialize)]
+struct IssuedKey {
+    key_id: String,
+    prefix: String,
+    name: String,
+    #[sqlx(try_from = "String")]
+    scopes: JsonText,
+    application_id: String,
+    created_at: String,
+    synthetic_persona_id: String,
+    rate_limit_rpm: Option<i64>,
+    expires_at: Option<String>,
+    status: String,
+    tenant_id: String,
+}
+
+const ISSUED_COLUMNS: &str = "key_id, prefix, name, scopes, application_id, created_at, synthetic_persona_id, rate_limit_rpm, expires_at, status, tenant_id";
+
+#[derive(Debug, Serialize)]
+struct Issued {
+    #[serde(flatten)]
+    key: IssuedKey,
+    api_key: String,
+}
+
+impl Issued {
+    /// What the audit entry of an issued key records: never the secret.
+    fn audit_payload(&self) -> Value {
+        let k = &self.key;
+        json!({
+            "key_id": k.key_id, "application_id": k.application_id, "prefix": k.prefix,
+            "scopes": k.scopes, "synthetic_persona_id": k.synthetic_persona_id,
+        })
+    }
+}
+
 /// Issues a key and its synthetic persona in one transaction.
-async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeySpec) -> ApiResult<Value> {
+async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeySpec) -> ApiResult<Issued> {
     if app.status != "active" {
         return Err(ApiError::Conflict("the application is disabled".into()));
     }
@@ -268,32 +324,27 @@ async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeyS
     };
     let persona_id = personas::insert(tx, &state.master, &key_tenant, None, "service", None, None).await?;
     let (prefix, secret, last4) = new_secret(&app.environment);
-    let key_id = db::new_id();
-    let created_at = db::now();
-    sqlx::query(
+    let sql = format!(
         "INSERT INTO credential_api_key (key_id, application_id, tenant_id, name, prefix, key_hash, last4, scopes, \
          rate_limit_rpm, expires_at, status, synthetic_persona_id, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'active', $11, $12)",
-    )
-    .bind(&key_id)
-    .bind(&app.application_id)
-    .bind(&key_tenant)
-    .bind(&spec.name)
-    .bind(&prefix)
-    .bind(crypto::sha256_hex(secret.as_bytes()))
-    .bind(&last4)
-    .bind(serde_json::to_string(&spec.scopes).expect("strings serialise"))
-    .bind(spec.rate_limit_rpm)
-    .bind(&spec.expires_at)
-    .bind(&persona_id)
-    .bind(&created_at)
-    .execute(&mut **tx)
-    .await?;
-    Ok(json!({
-        "key_id": key_id, "api_key": secret, "prefix": prefix, "name": spec.name, "scopes": spec.scopes,
-        "application_id": app.application_id, "created_at": created_at, "synthetic_persona_id": persona_id,
-        "rate_limit_rpm": spec.rate_limit_rpm, "expires_at": spec.expires_at, "status": "active", "tenant_id": key_tenant,
-    }))
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'active', $11, $12) RETURNING {ISSUED_COLUMNS}"
+    );
+    let key: IssuedKey = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&app.application_id)
+        .bind(&key_tenant)
+        .bind(&spec.name)
+        .bind(&prefix)
+        .bind(crypto::sha256_hex(secret.as_bytes()))
+        .bind(&last4)
+        .bind(serde_json::to_string(&spec.scopes).expect("strings serialise"))
+        .bind(spec.rate_limit_rpm)
+        .bind(&spec.expires_at)
+        .bind(&persona_id)
+        .bind(db::now())
+        .fetch_one(&mut **tx)
+        .await?;
+    Ok(Issued { key, api_key: secret })
 }
 
 async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
@@ -303,18 +354,10 @@ async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, 
     let spec = parse_key_spec(&body, &mut check);
     check.finish()?;
     roles::contain(&state, &ctx, &spec.scopes, "the key's scopes").await?;
-    let data = insert_key(&state, &mut tx, &app, spec).await?;
-    audit::record(&mut tx, &ctx, events::API_KEY_ISSUED, issued_payload(&data)).await?;
+    let issued = insert_key(&state, &mut tx, &app, spec).await?;
+    audit::record(&mut tx, &ctx, events::API_KEY_ISSUED, issued.audit_payload()).await?;
     tx.commit().await?;
-    Ok(created(data))
-}
-
-/// What the audit entry of an issued key records: never the secret.
-fn issued_payload(data: &Value) -> Value {
-    json!({
-        "key_id": data["key_id"], "application_id": data["application_id"], "prefix": data["prefix"],
-        "scopes": data["scopes"], "synthetic_persona_id": data["synthetic_persona_id"],
-    })
+    Ok(created(issued))
 }
 
 /// sdk-api-keys: tenant-level issue. `tenant_id` is required and must be the
@@ -335,52 +378,44 @@ async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): Hu
             .map_err(|_| ApiError::invalid("application_id does not name an application of this tenant"))?,
         None => default_application(&mut tx, &ctx).await?,
     };
-    let data = insert_key(&state, &mut tx, &app, spec).await?;
-    audit::record(&mut tx, &ctx, events::API_KEY_ISSUED, issued_payload(&data)).await?;
+    let issued = insert_key(&state, &mut tx, &app, spec).await?;
+    audit::record(&mut tx, &ctx, events::API_KEY_ISSUED, issued.audit_payload()).await?;
     tx.commit().await?;
-    Ok(created(data))
+    Ok(created(issued))
 }
 
 async fn default_application(tx: &mut Tx, ctx: &TenantCtx) -> ApiResult<Application> {
-    let found = sqlx::query_as::<_, Application>(concat!(app_select!(), " WHERE tenant_id = $1 AND slug = 'default'"))
-        .bind(&ctx.tenant_id)
-        .fetch_optional(&mut **tx)
-        .await?;
-    match found {
+    match application_by_slug(tx, &ctx.tenant_id, "default").await? {
         Some(app) => Ok(app),
         None => insert_application(tx, &ctx.tenant_id, "Default", "default", Some("created for tenant-level key issue"), "live").await,
     }
 }
 
+/// A key as its application's list shows it: masked, never its hash.
+#[derive(Debug, FromRow, Serialize)]
+struct ListedKey {
+    key_id: String,
+    name: String,
+    prefix: String,
+    masked_key: String,
+    #[sqlx(try_from = "String")]
+    scopes: JsonText,
+    rate_limit_rpm: Option<i64>,
+    expires_at: Option<String>,
+    status: String,
+    synthetic_persona_id: String,
+    created_at: String,
+    rotated_at: Option<String>,
+    revoked_at: Option<String>,
+}
+
+const LISTED_COLUMNS: &str = "key_id, name, prefix, prefix || '…' || last4 AS masked_key, scopes, rate_limit_rpm, expires_at, status, \
+                              synthetic_persona_id, created_at, rotated_at, revoked_at";
+
 async fn list_keys(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     let app = find_application(&state.db.read, &ctx.tenant_id, &id).await?;
-    let rows = sqlx::query(
-        "SELECT key_id, name, prefix, last4, scopes, rate_limit_rpm, expires_at, status, synthetic_persona_id, \
-         created_at, rotated_at, revoked_at FROM credential_api_key WHERE application_id = $1 ORDER BY created_at",
-    )
-    .bind(&app.application_id)
-    .fetch_all(&state.db.read)
-    .await?;
-    let mut keys = Vec::with_capacity(rows.len());
-    for row in rows {
-        let prefix: String = row.try_get("prefix")?;
-        let last4: String = row.try_get("last4")?;
-        let scopes: String = row.try_get("scopes")?;
-        keys.push(json!({
-            "key_id": row.try_get::<String, _>("key_id")?,
-            "name": row.try_get::<String, _>("name")?,
-            "prefix": prefix,
-            "masked_key": format!("{prefix}…{last4}"),
-            "scopes": serde_json::from_str::<Value>(&scopes).unwrap_or(Value::Null),
-            "rate_limit_rpm": row.try_get::<Option<i64>, _>("rate_limit_rpm")?,
-            "expires_at": row.try_get::<Option<String>, _>("expires_at")?,
-            "status": row.try_get::<String, _>("status")?,
-            "synthetic_persona_id": row.try_get::<String, _>("synthetic_persona_id")?,
-            "created_at": row.try_get::<String, _>("created_at")?,
-            "rotated_at": row.try_get::<Option<String>, _>("rotated_at")?,
-            "revoked_at": row.try_get::<Option<String>, _>("revoked_at")?,
-        }));
-    }
+    let sql = format!("SELECT {LISTED_COLUMNS} FROM credential_api_key WHERE application_id = $1 ORDER BY created_at");
+    let keys: Vec<ListedKey> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&app.application_id).fetch_all(&state.db.read).await?;
     Ok(ok(keys))
 }
 
@@ -399,43 +434,39 @@ async fn disable_application(State(state): State<AppState>, HumanTenant(ctx, _):
     Ok(ok(json!({ "application_id": app.application_id, "status": "disabled", "keys_disabled": disabled })))
 }
 
-/// The caller's tenant's key with this id: its status, its application's
-/// environment and its scopes (404 otherwise).
+/// What rotate and revoke need of a key: its state, its application's
+/// environment and its scopes.
+#[derive(Debug, FromRow)]
+struct FoundKey {
+    key_id: String,
+    status: String,
+    revoked_at: Option<String>,
+    environment: String,
+    scopes: String,
+}
+
+/// The caller's tenant's key with this id (404 otherwise).
 async fn find_key(tx: &mut Tx, tenant_id: &str, key_id: &str) -> ApiResult<FoundKey> {
     let id = path_id(key_id)?;
-    let row = sqlx::query(
-        "SELECT k.key_id, k.status, k.scopes, a.environment FROM credential_api_key k \
+    sqlx::query_as(
+        "SELECT k.key_id, k.status, k.revoked_at, a.environment, k.scopes FROM credential_api_key k \
          JOIN credential_application a ON a.application_id = k.application_id WHERE k.key_id = $1 AND a.tenant_id = $2",
     )
     .bind(id.to_string())
     .bind(tenant_id)
     .fetch_optional(&mut **tx)
     .await?
-    .ok_or(ApiError::NotFound)?;
-    let scopes: String = row.try_get("scopes")?;
-    Ok(FoundKey {
-        key_id: row.try_get("key_id")?,
-        status: row.try_get("status")?,
-        environment: row.try_get("environment")?,
-        scopes: serde_json::from_str(&scopes).unwrap_or_default(),
-    })
-}
-
-struct FoundKey {
-    key_id: String,
-    status: String,
-    environment: String,
-    scopes: Vec<String>,
+    .ok_or(ApiError::NotFound)
 }
 
 async fn rotate(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
-    let FoundKey { key_id, status, environment, scopes } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
+    let FoundKey { key_id, status, environment, scopes, .. } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
     if status != "active" {
         return Err(ApiError::Conflict(format!("a {status} key cannot be rotated")));
     }
     // A new secret is a new grant of the key's scopes.
-    roles::contain(&state, &ctx, &scopes, "the key's scopes").await?;
+    roles::contain(&state, &ctx, &scope_list(&scopes), "the key's scopes").await?;
     let (prefix, secret, last4) = new_secret(&environment);
     let now = db::now();
     sqlx::query("UPDATE credential_api_key SET key_hash = $1, last4 = $2, rotated_at = $3 WHERE key_id = $4")
@@ -451,17 +482,16 @@ async fn rotate(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant,
     Ok(ok(json!({ "key_id": key_id, "api_key": secret, "prefix": prefix, "rotated_at": now })))
 }
 
+/// Revokes a key; revoking it again answers the same, with the first
+/// revocation's time.
 async fn revoke(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
-    let FoundKey { key_id, status, .. } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
-    let now = db::now();
+    let FoundKey { key_id, status, mut revoked_at, .. } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
     if status != "revoked" {
+        let now = db::now();
         sqlx::query("UPDATE credential_api_key SET status = 'revoked', revoked_at = $1 WHERE key_id = $2").bind(&now).bind(&key_id).execute(&mut *tx).await?;
-    }
-    let revoked_at: Option<String> =
-        sqlx::query_scalar("SELECT revoked_at FROM credential_api_key WHERE key_id = $1").bind(&key_id).fetch_one(&mut *tx).await?;
-    if status != "revoked" {
-        audit::record(&mut tx, &ctx, events::API_KEY_REVOKED, json!({ "key_id": key_id, "revoked_at": revoked_at })).await?;
+        audit::record(&mut tx, &ctx, events::API_KEY_REVOKED, json!({ "key_id": key_id, "revoked_at": now })).await?;
+        revoked_at = Some(now);
     }
     tx.commit().await?;
     state.invalidate(Invalidation::ApiKeys).await;
