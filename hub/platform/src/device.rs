@@ -8,13 +8,13 @@ use axum::{
     response::Response,
     routing::{get, post},
 };
-use serde::Deserialize;
-use serde_json::{Value, json};
-use sqlx::Row;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+use sqlx::FromRow;
 
 use hub_kernel::{
     crypto,
-    db::{self, Tx},
+    db::{self, Tx, rows::Flag},
     error::{ApiError, ApiResult, Body, created, ok},
     gate::Tenant,
     state::AppState,
@@ -36,32 +36,81 @@ pub const PLATFORMS: &[&str] = &["ios", "android", "web", "desktop"];
 /// How long a hub-issued attestation challenge stays usable.
 const CHALLENGE_TTL_SECONDS: i64 = 300;
 
-/// A device of the caller's tenant as JSON (404 otherwise).
-pub async fn device_json<'e, E>(exec: E, tenant_id: &str, device_uuid: &str) -> ApiResult<Value>
+/// A device of a tenant. The pinned attestation key is answered only as
+/// whether there is one (`attested`).
+#[derive(Debug, FromRow, Serialize)]
+struct Device {
+    device_uuid: String,
+    tenant_id: String,
+    platform: String,
+    os_version: Option<String>,
+    app_version: Option<String>,
+    device_key_ref: Option<String>,
+    #[serde(rename = "attested", serialize_with = "is_some")]
+    attested_public_key: Option<String>,
+    status: String,
+    last_seen_at: String,
+    created_at: String,
+}
+
+const COLUMNS: &str = "device_uuid, tenant_id, platform, os_version, app_version, device_key_ref, attested_public_key, status, last_seen_at, created_at";
+
+fn is_some<S: Serializer>(value: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_bool(value.is_some())
+}
+
+/// A registration's answer: the device, and whether this call created it.
+#[derive(Serialize)]
+struct Registered {
+    #[serde(flatten)]
+    device: Device,
+    created: bool,
+}
+
+/// A hub-issued challenge as its device is told it.
+#[derive(Debug, FromRow, Serialize)]
+struct Challenge {
+    device_uuid: String,
+    challenge: String,
+    expires_at: String,
+}
+
+/// An attestation as recorded, with the hub's verdict.
+#[derive(Debug, FromRow, Serialize)]
+struct Attestation {
+    attestation_id: String,
+    device_uuid: String,
+    method: String,
+    #[sqlx(try_from = "i64")]
+    verified: Flag,
+    failure_reason: Option<String>,
+    expires_at: Option<String>,
+    created_at: String,
+}
+
+/// A person linked to a device.
+#[derive(Debug, FromRow, Serialize)]
+struct Link {
+    device_uuid: String,
+    person_id: String,
+    status: String,
+    linked_at: String,
+    updated_at: String,
+}
+
+const LINK_COLUMNS: &str = "device_uuid, person_id, status, linked_at, updated_at";
+
+/// The caller's tenant's device (404 otherwise).
+async fn find<'e, E>(exec: E, tenant_id: &str, device_uuid: &str) -> ApiResult<Device>
 where
     E: sqlx::Executor<'e, Database = sqlx::Any>,
 {
-    let r = sqlx::query(
-        "SELECT device_uuid, platform, os_version, app_version, device_key_ref, attested_public_key, status, last_seen_at, created_at \
-         FROM platform_device WHERE tenant_id = $1 AND device_uuid = $2",
-    )
-    .bind(tenant_id)
-    .bind(device_uuid)
-    .fetch_optional(exec)
-    .await?
-    .ok_or(ApiError::NotFound)?;
-    Ok(json!({
-        "device_uuid": r.try_get::<String, _>("device_uuid")?,
-        "tenant_id": tenant_id,
-        "platform": r.try_get::<String, _>("platform")?,
-        "os_version": r.try_get::<Option<String>, _>("os_version")?,
-        "app_version": r.try_get::<Option<String>, _>("app_version")?,
-        "device_key_ref": r.try_get::<Option<String>, _>("device_key_ref")?,
-        "attested": r.try_get::<Option<String>, _>("attested_public_key")?.is_some(),
-        "status": r.try_get::<String, _>("status")?,
-        "last_seen_at": r.try_get::<String, _>("last_seen_at")?,
-        "created_at": r.try_get::<String, _>("created_at")?,
-    }))
+    sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM platform_device WHERE tenant_id = $1 AND device_uuid = $2")))
+        .bind(tenant_id)
+        .bind(device_uuid)
+        .fetch_optional(exec)
+        .await?
+        .ok_or(ApiError::NotFound)
 }
 
 /// Whether the caller's tenant has registered this device.
@@ -75,6 +124,22 @@ where
         .fetch_optional(exec)
         .await?;
     Ok(found.is_some())
+}
+
+/// The tenant whose word counts for a device that several tenants may have
+/// registered: `tenant_id` when given (if it registered the device), or
+/// else the first to register it. `None` when no such tenant has.
+pub async fn registrant<'e, E>(exec: E, device_uuid: &str, tenant_id: Option<&str>) -> ApiResult<Option<String>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    Ok(sqlx::query_scalar(
+        "SELECT tenant_id FROM platform_device WHERE device_uuid = $1 AND ($2 = '' OR tenant_id = $2) ORDER BY created_at, tenant_id LIMIT 1",
+    )
+    .bind(device_uuid)
+    .bind(tenant_id.unwrap_or_default())
+    .fetch_optional(exec)
+    .await?)
 }
 
 #[derive(Deserialize)]
@@ -99,30 +164,29 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
     let now = db::now();
     let mut tx = state.db.begin().await?;
     let existed = registered(&mut *tx, &ctx.tenant_id, &device).await?;
-    sqlx::query(
+    let sql = format!(
         "INSERT INTO platform_device (tenant_id, device_uuid, platform, os_version, app_version, device_key_ref, status, last_seen_at, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, 'active', $7, $7) \
          ON CONFLICT (tenant_id, device_uuid) DO UPDATE SET os_version = excluded.os_version, app_version = excluded.app_version, \
-         last_seen_at = excluded.last_seen_at, device_key_ref = COALESCE(excluded.device_key_ref, platform_device.device_key_ref)",
-    )
-    .bind(&ctx.tenant_id)
-    .bind(&device)
-    .bind(&platform)
-    .bind(Check::optional(&body.os_version))
-    .bind(Check::optional(&body.app_version))
-    .bind(Check::optional(&body.device_key_ref))
-    .bind(&now)
-    .execute(&mut *tx)
-    .await?;
-    let mut data = device_json(&mut *tx, &ctx.tenant_id, &device).await?;
+         last_seen_at = excluded.last_seen_at, device_key_ref = COALESCE(excluded.device_key_ref, platform_device.device_key_ref) RETURNING {COLUMNS}"
+    );
+    let device: Device = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&device)
+        .bind(&platform)
+        .bind(Check::optional(&body.os_version))
+        .bind(Check::optional(&body.app_version))
+        .bind(Check::optional(&body.device_key_ref))
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
     tx.commit().await?;
-    data["created"] = json!(!existed);
-    Ok(created(data))
+    Ok(created(Registered { device, created: !existed }))
 }
 
 async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
-    Ok(ok(device_json(&state.db.read, &ctx.tenant_id, &id).await?))
+    Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
 }
 
 /// Issues a single-use challenge for the device to sign.
@@ -131,21 +195,23 @@ async fn challenge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id):
     if !registered(&state.db.read, &ctx.tenant_id, &id).await? {
         return Err(ApiError::NotFound);
     }
-    let challenge = crypto::random_base62(32);
     let expires_at = db::format_time(chrono::Utc::now() + chrono::Duration::seconds(CHALLENGE_TTL_SECONDS));
-    sqlx::query("INSERT INTO platform_device_challenge (challenge, tenant_id, device_uuid, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)")
-        .bind(&challenge)
-        .bind(&ctx.tenant_id)
-        .bind(&id)
-        .bind(&expires_at)
-        .bind(db::now())
-        .execute(state.db.writer())
-        .await?;
-    Ok(created(json!({ "device_uuid": id, "challenge": challenge, "expires_at": expires_at })))
+    let issued: Challenge = sqlx::query_as(
+        "INSERT INTO platform_device_challenge (challenge, tenant_id, device_uuid, expires_at, created_at) VALUES ($1, $2, $3, $4, $5) \
+         RETURNING device_uuid, challenge, expires_at",
+    )
+    .bind(crypto::random_base62(32))
+    .bind(&ctx.tenant_id)
+    .bind(&id)
+    .bind(&expires_at)
+    .bind(db::now())
+    .fetch_one(state.db.writer())
+    .await?;
+    Ok(created(issued))
 }
 
 #[derive(Deserialize)]
-struct Attestation {
+struct NewAttestation {
     method: Option<String>,
     signature_envelope: Option<Value>,
     expires_at: Option<String>,
@@ -157,7 +223,7 @@ struct Attestation {
 /// Records an attestation. The hub verifies the envelope itself (P-256
 /// signature over a challenge it issued, by the key pinned at the device's
 /// first verified attestation); `verified` in the body is ignored.
-async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Attestation>) -> ApiResult<Response> {
+async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewAttestation>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();
     let method = check.required("method", &body.method);
@@ -178,12 +244,7 @@ async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
         .ok_or_else(|| ApiError::invalid("signature_envelope must be an attestation envelope carrying its challenge"))?;
 
     let mut tx = state.db.begin().await?;
-    let pinned: Option<Option<String>> = sqlx::query_scalar("SELECT attested_public_key FROM platform_device WHERE tenant_id = $1 AND device_uuid = $2")
-        .bind(&ctx.tenant_id)
-        .bind(&id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let pinned = pinned.ok_or(ApiError::NotFound)?;
+    let pinned = find(&mut *tx, &ctx.tenant_id, &id).await?.attested_public_key;
     let outcome = verify(&mut tx, &ctx.tenant_id, &id, &method, &envelope, &claimed_challenge, pinned.as_deref()).await?;
     let (verified, reason) = match &outcome {
         Ok(key) => {
@@ -199,13 +260,12 @@ async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
         }
         Err(reason) => (false, Some(reason.clone())),
     };
-    let attestation_id = db::new_id();
-    let now = db::now();
-    sqlx::query(
+    let attestation: Attestation = sqlx::query_as(
         "INSERT INTO platform_device_attestation (attestation_id, tenant_id, device_uuid, method, signature_envelope, verified, failure_reason, expires_at, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+         RETURNING attestation_id, device_uuid, method, verified, failure_reason, expires_at, created_at",
     )
-    .bind(&attestation_id)
+    .bind(db::new_id())
     .bind(&ctx.tenant_id)
     .bind(&id)
     .bind(&method)
@@ -213,14 +273,11 @@ async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     .bind(i64::from(verified))
     .bind(&reason)
     .bind(&expires_at)
-    .bind(&now)
-    .execute(&mut *tx)
+    .bind(db::now())
+    .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(created(json!({
-        "attestation_id": attestation_id, "device_uuid": id, "method": method, "verified": verified,
-        "failure_reason": reason, "expires_at": expires_at, "created_at": now,
-    })))
+    Ok(created(attestation))
 }
 
 /// Checks an envelope: its challenge was issued for this device, is unused
@@ -236,18 +293,19 @@ async fn verify(
     challenge: &str,
     pinned: Option<&str>,
 ) -> ApiResult<Result<String, String>> {
-    let row = sqlx::query("SELECT expires_at, used_at FROM platform_device_challenge WHERE challenge = $1 AND tenant_id = $2 AND device_uuid = $3")
-        .bind(challenge)
-        .bind(tenant_id)
-        .bind(device)
-        .fetch_optional(&mut **tx)
-        .await?;
-    let Some(row) = row else { return Ok(Err("the challenge was not issued for this device".into())) };
-    if row.try_get::<Option<String>, _>("used_at")?.is_some() {
+    let issued: Option<(String, Option<String>)> =
+        sqlx::query_as("SELECT expires_at, used_at FROM platform_device_challenge WHERE challenge = $1 AND tenant_id = $2 AND device_uuid = $3")
+            .bind(challenge)
+            .bind(tenant_id)
+            .bind(device)
+            .fetch_optional(&mut **tx)
+            .await?;
+    let Some((expires_at, used_at)) = issued else { return Ok(Err("the challenge was not issued for this device".into())) };
+    if used_at.is_some() {
         return Ok(Err("the challenge has already been used".into()));
     }
     sqlx::query("UPDATE platform_device_challenge SET used_at = $1 WHERE challenge = $2").bind(db::now()).bind(challenge).execute(&mut **tx).await?;
-    if row.try_get::<String, _>("expires_at")? <= db::now() {
+    if expires_at <= db::now() {
         return Ok(Err("the challenge has expired".into()));
     }
     let verified = match device_core::attestation::verify_attestation(envelope, challenge) {
@@ -267,13 +325,13 @@ async fn verify(
 }
 
 #[derive(Deserialize)]
-struct Link {
+struct NewLink {
     person_id: Option<String>,
 }
 
 /// Links a person (a member of the caller's tenant) to the device; linking
 /// again reactivates the link.
-async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Link>) -> ApiResult<Response> {
+async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewLink>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();
     let person = check.required_uuid("person_id", &body.person_id);
@@ -286,43 +344,19 @@ async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
     if hub_identity::tenancy::membership_of(&mut *tx, &ctx.tenant_id, &person).await?.is_none() {
         return Err(ApiError::invalid("person_id does not name a member of this tenant"));
     }
-    let now = db::now();
     let existed: Option<String> = sqlx::query_scalar("SELECT status FROM platform_device_person WHERE tenant_id = $1 AND device_uuid = $2 AND person_id = $3")
         .bind(&ctx.tenant_id)
         .bind(&id)
         .bind(&person)
         .fetch_optional(&mut *tx)
         .await?;
-    sqlx::query(
+    let sql = format!(
         "INSERT INTO platform_device_person (tenant_id, device_uuid, person_id, status, linked_at, updated_at) VALUES ($1, $2, $3, 'active', $4, $4) \
-         ON CONFLICT (tenant_id, device_uuid, person_id) DO UPDATE SET status = 'active', updated_at = excluded.updated_at",
-    )
-    .bind(&ctx.tenant_id)
-    .bind(&id)
-    .bind(&person)
-    .bind(&now)
-    .execute(&mut *tx)
-    .await?;
-    let link = link_json(&mut tx, &ctx.tenant_id, &id, &person).await?;
+         ON CONFLICT (tenant_id, device_uuid, person_id) DO UPDATE SET status = 'active', updated_at = excluded.updated_at RETURNING {LINK_COLUMNS}"
+    );
+    let link: Link = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(&person).bind(db::now()).fetch_one(&mut *tx).await?;
     tx.commit().await?;
     Ok(if existed.is_some() { ok(link) } else { created(link) })
-}
-
-async fn link_json(tx: &mut Tx, tenant_id: &str, device: &str, person: &str) -> ApiResult<Value> {
-    let r =
-        sqlx::query("SELECT person_id, status, linked_at, updated_at FROM platform_device_person WHERE tenant_id = $1 AND device_uuid = $2 AND person_id = $3")
-            .bind(tenant_id)
-            .bind(device)
-            .bind(person)
-            .fetch_one(&mut **tx)
-            .await?;
-    Ok(json!({
-        "device_uuid": device,
-        "person_id": r.try_get::<String, _>("person_id")?,
-        "status": r.try_get::<String, _>("status")?,
-        "linked_at": r.try_get::<String, _>("linked_at")?,
-        "updated_at": r.try_get::<String, _>("updated_at")?,
-    }))
 }
 
 async fn persons(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
@@ -330,24 +364,9 @@ async fn persons(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
     if !registered(&state.db.read, &ctx.tenant_id, &id).await? {
         return Err(ApiError::NotFound);
     }
-    let rows = sqlx::query(
-        "SELECT person_id, status, linked_at, updated_at FROM platform_device_person WHERE tenant_id = $1 AND device_uuid = $2 ORDER BY linked_at, person_id",
-    )
-    .bind(&ctx.tenant_id)
-    .bind(&id)
-    .fetch_all(&state.db.read)
-    .await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for r in rows {
-        out.push(json!({
-            "device_uuid": id,
-            "person_id": r.try_get::<String, _>("person_id")?,
-            "status": r.try_get::<String, _>("status")?,
-            "linked_at": r.try_get::<String, _>("linked_at")?,
-            "updated_at": r.try_get::<String, _>("updated_at")?,
-        }));
-    }
-    Ok(ok(out))
+    let sql = format!("SELECT {LINK_COLUMNS} FROM platform_device_person WHERE tenant_id = $1 AND device_uuid = $2 ORDER BY linked_at, person_id");
+    let links: Vec<Link> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_all(&state.db.read).await?;
+    Ok(ok(links))
 }
 
 #[derive(Deserialize)]
@@ -362,17 +381,13 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     let reason = check.required("reason", &body.reason);
     check.one_of("reason", &reason, &["revoked", "stolen"]);
     check.finish()?;
-    let mut tx = state.db.begin().await?;
-    let done = sqlx::query("UPDATE platform_device SET status = $1 WHERE tenant_id = $2 AND device_uuid = $3")
+    let sql = format!("UPDATE platform_device SET status = $1 WHERE tenant_id = $2 AND device_uuid = $3 RETURNING {COLUMNS}");
+    let device: Device = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&reason)
         .bind(&ctx.tenant_id)
         .bind(&id)
-        .execute(&mut *tx)
-        .await?;
-    if done.rows_affected() == 0 {
-        return Err(ApiError::NotFound);
-    }
-    let data = device_json(&mut *tx, &ctx.tenant_id, &id).await?;
-    tx.commit().await?;
-    Ok(ok(data))
+        .fetch_optional(state.db.writer())
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(ok(device))
 }
