@@ -10,14 +10,15 @@
 use std::collections::HashMap;
 
 use axum::{Json, Router, extract::State, response::Response, routing::get};
+use serde::Serialize;
 use serde_json::{Value, json};
-use sqlx::Row;
+use sqlx::FromRow;
 
 use hub_kernel::{
     audit::{self, events},
-    db,
+    db::{self, rows::JsonText},
     error::{ApiError, ApiResult, Body, created},
-    extract::{Page, Params, list},
+    extract::{Listing, Page, Params},
     gate::{Tenant, TenantCtx},
     state::AppState,
     validate::Check,
@@ -92,30 +93,65 @@ fn uuid_text(check: &mut Check, name: &str, value: &str) -> bool {
     true
 }
 
+/// An agent definition.
+#[derive(Debug, FromRow, Serialize)]
+struct Agent {
+    agent_id: String,
+    tenant_id: Option<String>,
+    name: String,
+    description: Option<String>,
+    acting_persona_id: String,
+    #[sqlx(try_from = "String")]
+    agent_scope: JsonText,
+    default_ttl_seconds: i64,
+    tier: String,
+    kill_switch_flag_id: Option<String>,
+    vector_namespace: String,
+    #[sqlx(try_from = "String")]
+    tool_manifest: JsonText,
+    created_by: String,
+    status: String,
+    created_at: String,
+    updated_at: String,
+}
+
 const AGENT_COLUMNS: &str = "agent_id, tenant_id, name, description, acting_persona_id, agent_scope, default_ttl_seconds, tier, \
      kill_switch_flag_id, vector_namespace, tool_manifest, created_by, status, created_at, updated_at";
+/// The tenant's agents, of one tier when `$2` is not empty.
+const AGENTS: Listing =
+    Listing { table: "agent_definition", columns: AGENT_COLUMNS, filter: "tenant_id = $1 AND ($2 = '' OR tier = $2)", order: "created_at DESC, agent_id DESC" };
 
-fn agent_json(r: &sqlx::any::AnyRow) -> Result<Value, sqlx::Error> {
-    let scope: String = r.try_get("agent_scope")?;
-    let tools: String = r.try_get("tool_manifest")?;
-    Ok(json!({
-        "agent_id": r.try_get::<String, _>("agent_id")?,
-        "tenant_id": r.try_get::<Option<String>, _>("tenant_id")?,
-        "name": r.try_get::<String, _>("name")?,
-        "description": r.try_get::<Option<String>, _>("description")?,
-        "acting_persona_id": r.try_get::<String, _>("acting_persona_id")?,
-        "agent_scope": serde_json::from_str::<Value>(&scope).unwrap_or(json!([])),
-        "default_ttl_seconds": r.try_get::<i64, _>("default_ttl_seconds")?,
-        "tier": r.try_get::<String, _>("tier")?,
-        "kill_switch_flag_id": r.try_get::<Option<String>, _>("kill_switch_flag_id")?,
-        "vector_namespace": r.try_get::<String, _>("vector_namespace")?,
-        "tool_manifest": serde_json::from_str::<Value>(&tools).unwrap_or(json!([])),
-        "created_by": r.try_get::<String, _>("created_by")?,
-        "status": r.try_get::<String, _>("status")?,
-        "created_at": r.try_get::<String, _>("created_at")?,
-        "updated_at": r.try_get::<String, _>("updated_at")?,
-    }))
+/// An agent run.
+#[derive(Debug, FromRow, Serialize)]
+struct Run {
+    run_id: String,
+    tenant_id: String,
+    agent_id: String,
+    persona_id: String,
+    trace_id: String,
+    parent_run_id: Option<String>,
+    ttl_seconds: i64,
+    ttl_deadline: String,
+    #[sqlx(try_from = "String")]
+    agent_chain: JsonText,
+    actor_id: String,
+    actor_kind: String,
+    status: String,
+    audit_entry_id: String,
+    created_at: String,
+    updated_at: String,
 }
+
+const RUN_COLUMNS: &str = "run_id, tenant_id, agent_id, persona_id, trace_id, parent_run_id, ttl_seconds, ttl_deadline, agent_chain, \
+     actor_id, actor_kind, status, audit_entry_id, created_at, updated_at";
+/// The tenant's runs, of one agent and of one status when `$2` and `$3`
+/// are not empty.
+const RUNS: Listing = Listing {
+    table: "agent_run",
+    columns: RUN_COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR agent_id = $2) AND ($3 = '' OR status = $3)",
+    order: "created_at DESC, run_id DESC",
+};
 
 async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -136,31 +172,28 @@ async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Body(b
     if persona_ok && !hub_identity::personas::exists_in_tenant(&state.db.read, &ctx.tenant_id, &persona).await? {
         return Err(ApiError::invalid("acting_persona_id does not name a persona of this tenant"));
     }
-    let id = db::new_id();
-    let now = db::now();
     let mut tx = state.db.begin().await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO agent_definition ({AGENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'active', $13, $13)"
-    )))
-    .bind(&id)
-    .bind(&ctx.tenant_id)
-    .bind(&name)
-    .bind(&description)
-    .bind(&persona)
-    .bind(json!(scope).to_string())
-    .bind(ttl)
-    .bind(&tier)
-    .bind(&kill_switch)
-    .bind(&namespace)
-    .bind(json!(tools).to_string())
-    .bind(&created_by)
-    .bind(&now)
-    .execute(&mut *tx)
-    .await?;
-    let row =
-        sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {AGENT_COLUMNS} FROM agent_definition WHERE agent_id = $1"))).bind(&id).fetch_one(&mut *tx).await?;
-    let agent = agent_json(&row)?;
-    audit::record(&mut tx, &ctx, events::AGENT_DEFINED, json!({ "agent_id": id, "name": name, "tier": tier, "acting_persona_id": persona })).await?;
+    let sql = format!(
+        "INSERT INTO agent_definition ({AGENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'active', $13, $13) RETURNING {AGENT_COLUMNS}"
+    );
+    let agent: Agent = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&name)
+        .bind(&description)
+        .bind(&persona)
+        .bind(json!(scope).to_string())
+        .bind(ttl)
+        .bind(&tier)
+        .bind(&kill_switch)
+        .bind(&namespace)
+        .bind(json!(tools).to_string())
+        .bind(&created_by)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    audit::record(&mut tx, &ctx, events::AGENT_DEFINED, json!({ "agent_id": agent.agent_id, "name": name, "tier": tier, "acting_persona_id": persona }))
+        .await?;
     tx.commit().await?;
     Ok(created(agent))
 }
@@ -171,48 +204,18 @@ fn check_tenant_param(ctx: &TenantCtx, q: &HashMap<String, String>) -> ApiResult
     ctx.check_tenant(q.get("tenant_id").map(String::as_str))
 }
 
+/// A filter of a list: trimmed, and blank as absent (the empty string the
+/// listing's SQL reads as "any").
+fn filter<'a>(q: &'a HashMap<String, String>, name: &str) -> &'a str {
+    q.get(name).map(|s| s.trim()).unwrap_or_default()
+}
+
 /// A page of agents or runs: 50 by default, at most 500.
 type ListPage = Page<LIST_DEFAULT, LIST_MAX>;
 
 async fn list_agents(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<HashMap<String, String>>, page: ListPage) -> ApiResult<Response> {
     check_tenant_param(&ctx, &q)?;
-    // One SQL text whatever the filters: an absent tier is bound as NULL.
-    let tier = q.get("tier").map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
-    let filter = "FROM agent_definition WHERE tenant_id = $1 AND ($2 IS NULL OR tier = $2)";
-    let total: i64 =
-        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) {filter}"))).bind(&ctx.tenant_id).bind(&tier).fetch_one(&state.db.read).await?;
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {AGENT_COLUMNS} {filter} ORDER BY created_at DESC, agent_id DESC LIMIT $3 OFFSET $4")))
-        .bind(&ctx.tenant_id)
-        .bind(&tier)
-        .bind(page.limit)
-        .bind(page.offset)
-        .fetch_all(&state.db.read)
-        .await?;
-    Ok(list(rows.iter().map(agent_json).collect::<Result<Vec<_>, _>>()?, total))
-}
-
-const RUN_COLUMNS: &str = "run_id, tenant_id, agent_id, persona_id, trace_id, parent_run_id, ttl_seconds, ttl_deadline, agent_chain, \
-     actor_id, actor_kind, status, audit_entry_id, created_at, updated_at";
-
-fn run_json(r: &sqlx::any::AnyRow) -> Result<Value, sqlx::Error> {
-    let chain: String = r.try_get("agent_chain")?;
-    Ok(json!({
-        "run_id": r.try_get::<String, _>("run_id")?,
-        "tenant_id": r.try_get::<String, _>("tenant_id")?,
-        "agent_id": r.try_get::<String, _>("agent_id")?,
-        "persona_id": r.try_get::<String, _>("persona_id")?,
-        "trace_id": r.try_get::<String, _>("trace_id")?,
-        "parent_run_id": r.try_get::<Option<String>, _>("parent_run_id")?,
-        "ttl_seconds": r.try_get::<i64, _>("ttl_seconds")?,
-        "ttl_deadline": r.try_get::<String, _>("ttl_deadline")?,
-        "agent_chain": serde_json::from_str::<Value>(&chain).unwrap_or(json!([])),
-        "actor_id": r.try_get::<String, _>("actor_id")?,
-        "actor_kind": r.try_get::<String, _>("actor_kind")?,
-        "status": r.try_get::<String, _>("status")?,
-        "audit_entry_id": r.try_get::<String, _>("audit_entry_id")?,
-        "created_at": r.try_get::<String, _>("created_at")?,
-        "updated_at": r.try_get::<String, _>("updated_at")?,
-    }))
+    page.list::<Agent>(&state.db.read, &AGENTS, &[&ctx.tenant_id, filter(&q, "tier")]).await
 }
 
 /// Starts a run. Its deadline is now plus the agent's default TTL, and
@@ -237,43 +240,39 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body
     ctx.check_tenant(tenant_claim.as_deref())?;
 
     let mut tx = state.db.begin().await?;
-    let agent = sqlx::query("SELECT default_ttl_seconds, status FROM agent_definition WHERE agent_id = $1 AND tenant_id = $2")
+    let sql = format!("SELECT {AGENT_COLUMNS} FROM agent_definition WHERE agent_id = $1 AND tenant_id = $2");
+    let agent: Agent = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&agent_id)
         .bind(&ctx.tenant_id)
         .fetch_optional(&mut *tx)
         .await?
         .ok_or_else(|| ApiError::invalid("agent_id does not name an agent of this tenant"))?;
     // A definition stored before the bound existed may carry more.
-    let ttl = agent.try_get::<i64, _>("default_ttl_seconds")?.clamp(1, MAX_TTL_SECONDS);
-    let agent_status: String = agent.try_get("status")?;
-    if agent_status != "active" {
-        return Err(ApiError::Conflict(format!("the agent is {agent_status}")));
+    let ttl = agent.default_ttl_seconds.clamp(1, MAX_TTL_SECONDS);
+    if agent.status != "active" {
+        return Err(ApiError::Conflict(format!("the agent is {}", agent.status)));
     }
-    let persona: Option<String> = sqlx::query_scalar("SELECT persona_id FROM persona_persona WHERE persona_id = $1 AND tenant_id = $2")
-        .bind(&persona_id)
-        .bind(&ctx.tenant_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if persona.is_none() {
+    if !hub_identity::personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, &persona_id).await? {
         return Err(ApiError::invalid("persona_id does not name a persona of this tenant"));
     }
     let now = chrono::Utc::now();
     let mut deadline = db::add_seconds(now, ttl).ok_or_else(|| anyhow::anyhow!("run deadline out of range"))?;
     let mut chain: Vec<Value> = Vec::new();
     if let Some(parent) = &parent {
-        let row = sqlx::query("SELECT agent_chain, ttl_deadline FROM agent_run WHERE run_id = $1 AND tenant_id = $2")
+        let sql = format!("SELECT {RUN_COLUMNS} FROM agent_run WHERE run_id = $1 AND tenant_id = $2");
+        let run: Run = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(parent)
             .bind(&ctx.tenant_id)
             .fetch_optional(&mut *tx)
             .await?
             .ok_or_else(|| ApiError::invalid("parent_run_id does not name a run of this tenant"))?;
-        let parent_chain: String = row.try_get("agent_chain")?;
-        chain = serde_json::from_str(&parent_chain).unwrap_or_default();
+        if let Value::Array(links) = run.agent_chain.0 {
+            chain = links;
+        }
         if chain.len() >= MAX_CHAIN_DEPTH {
             return Err(ApiError::invalid(format!("an agent chain is at most {MAX_CHAIN_DEPTH} runs deep")));
         }
-        let parent_deadline: String = row.try_get("ttl_deadline")?;
-        if let Some(d) = db::parse_time(&parent_deadline) {
+        if let Some(d) = db::parse_time(&run.ttl_deadline) {
             deadline = deadline.min(d);
         }
     }
@@ -300,52 +299,33 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body
         },
     )
     .await?;
-    let stamp = db::format_time(now);
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO agent_run ({RUN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'active', $12, $13, $13)"
-    )))
-    .bind(&run_id)
-    .bind(&ctx.tenant_id)
-    .bind(&agent_id)
-    .bind(&persona_id)
-    .bind(&trace_id)
-    .bind(&parent)
-    .bind(ttl)
-    .bind(db::format_time(deadline))
-    .bind(chain.to_string())
-    .bind(&actor_id)
-    .bind(&actor_kind)
-    .bind(&entry.entry_id)
-    .bind(&stamp)
-    .execute(&mut *tx)
-    .await?;
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {RUN_COLUMNS} FROM agent_run WHERE run_id = $1"))).bind(&run_id).fetch_one(&mut *tx).await?;
-    let run = run_json(&row)?;
+    let sql =
+        format!("INSERT INTO agent_run ({RUN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'active', $12, $13, $13) RETURNING {RUN_COLUMNS}");
+    let run: Run = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&run_id)
+        .bind(&ctx.tenant_id)
+        .bind(&agent_id)
+        .bind(&persona_id)
+        .bind(&trace_id)
+        .bind(&parent)
+        .bind(ttl)
+        .bind(db::format_time(deadline))
+        .bind(chain.to_string())
+        .bind(&actor_id)
+        .bind(&actor_kind)
+        .bind(&entry.entry_id)
+        .bind(db::format_time(now))
+        .fetch_one(&mut *tx)
+        .await?;
     tx.commit().await?;
     Ok(created(run))
 }
 
 async fn list_runs(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<HashMap<String, String>>, page: ListPage) -> ApiResult<Response> {
     check_tenant_param(&ctx, &q)?;
-    let agent = q.get("agent_id").map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
-    if agent.as_deref().is_some_and(|a| uuid::Uuid::parse_str(a).is_err()) {
+    let agent = filter(&q, "agent_id");
+    if !agent.is_empty() && uuid::Uuid::parse_str(agent).is_err() {
         return Err(ApiError::invalid("agent_id must be a UUID"));
     }
-    let status = q.get("status").map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
-    let filter = "FROM agent_run WHERE tenant_id = $1 AND ($2 IS NULL OR agent_id = $2) AND ($3 IS NULL OR status = $3)";
-    let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) {filter}")))
-        .bind(&ctx.tenant_id)
-        .bind(&agent)
-        .bind(&status)
-        .fetch_one(&state.db.read)
-        .await?;
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {RUN_COLUMNS} {filter} ORDER BY created_at DESC, run_id DESC LIMIT $4 OFFSET $5")))
-        .bind(&ctx.tenant_id)
-        .bind(&agent)
-        .bind(&status)
-        .bind(page.limit)
-        .bind(page.offset)
-        .fetch_all(&state.db.read)
-        .await?;
-    Ok(list(rows.iter().map(run_json).collect::<Result<Vec<_>, _>>()?, total))
+    page.list::<Run>(&state.db.read, &RUNS, &[&ctx.tenant_id, agent, filter(&q, "status")]).await
 }
