@@ -105,6 +105,16 @@ where
     })
 }
 
+/// Whether `person_id` names a person who has not been erased.
+pub async fn person_exists<'e, E>(exec: E, person_id: &str) -> ApiResult<bool>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let found: Option<String> =
+        sqlx::query_scalar("SELECT person_id FROM identity_person WHERE person_id = $1 AND erased_at IS NULL").bind(person_id).fetch_optional(exec).await?;
+    Ok(found.is_some())
+}
+
 /// Creates person, data key, email alias and password credential.
 async fn insert_person(state: &AppState, tx: &mut Tx, email: &str, password_hash: &str, display_name: &str, region: Option<&str>) -> ApiResult<String> {
     let key = DataKey::create(tx, &state.master).await?;
@@ -196,7 +206,7 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
         .execute(&mut *tx)
         .await?;
     let tenant_id = db::new_id();
-    let owner = tenancy::insert_app_and_tenant(
+    let (_, owner) = tenancy::insert_app_and_tenant(
         &mut tx,
         tenancy::NewTenantRow {
             tenant_id: &tenant_id,

@@ -7,7 +7,7 @@
 //! of scope pattern to `true`. Nothing here is carried in a token, so a
 //! revoked grant takes effect on the next request.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use axum::{
     Router,
@@ -89,6 +89,20 @@ where
             .fetch_optional(exec)
             .await?;
     Ok(found.is_some())
+}
+
+/// The names of the templates `ids`, by id, in one read.
+pub async fn template_names(pool: &sqlx::AnyPool, ids: &[&str]) -> ApiResult<HashMap<String, String>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let marks: Vec<String> = (1..=ids.len()).map(|n| format!("${n}")).collect();
+    let sql = format!("SELECT role_template_id, name FROM tenant_role_template WHERE role_template_id IN ({})", marks.join(", "));
+    let mut query = sqlx::query_as::<_, (String, String)>(AssertSqlSafe(sql));
+    for id in ids {
+        query = query.bind(*id);
+    }
+    Ok(query.fetch_all(pool).await?.into_iter().collect())
 }
 
 /// A persona's effective permissions (the gate's `KeyDirectory` lookup;

@@ -1,5 +1,11 @@
-//! sdk-tenant spine: tenants (with their app row), memberships binding
-//! people to tenants, and app identities binding people to apps.
+//! sdk-tenant spine: tenants (with their org and app rows), memberships
+//! binding people to tenants, and app identities binding people to apps.
+//!
+//! This module owns tenant_org, tenant_app, tenant_tenant,
+//! tenant_membership and identity_app_identity: other modules reach them
+//! through its functions, never with SQL of their own. The one piece of its
+//! SQL that runs inside other modules' queries is `own_or_sandbox`, a
+//! condition that spares them a read of the tenant before each such query.
 
 use axum::{
     Router,
@@ -7,31 +13,22 @@ use axum::{
     response::Response,
     routing::{get, post},
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sqlx::Row;
+use sqlx::FromRow;
 
-use crate::{personas, roles};
+use crate::{auth, personas, roles};
 use hub_kernel::{
     audit::{self, events},
-    db::{self, Tx},
+    db::{
+        self, Tx,
+        rows::{Flag, JsonText},
+    },
     error::{ApiError, ApiResult, Body, TargetTenantBody, created, ok},
-    gate::{Person, Tenant, TenantCtx, keys},
+    gate::{Person, Tenant as TenantCaller, TenantCtx, keys},
     state::AppState,
     validate::{Check, path_id},
 };
-
-/// The membership of `person_id` in `tenant_id`, if they are a member.
-pub async fn membership_of<'e, E>(exec: E, tenant_id: &str, person_id: &str) -> ApiResult<Option<String>>
-where
-    E: sqlx::Executor<'e, Database = sqlx::Any>,
-{
-    Ok(sqlx::query_scalar("SELECT membership_id FROM tenant_membership WHERE person_id = $1 AND tenant_id = $2")
-        .bind(person_id)
-        .bind(tenant_id)
-        .fetch_optional(exec)
-        .await?)
-}
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -40,6 +37,114 @@ pub fn routes() -> Router<AppState> {
         .route("/api/app-identities", post(create_app_identity))
         .route("/api/app-identities/{app_identity_id}", get(get_app_identity))
         .route("/api/app-identities/{app_identity_id}/memberships", post(membership_for_app_identity))
+}
+
+/// A tenant as the API shows it.
+#[derive(Debug, FromRow, Serialize)]
+pub struct Tenant {
+    pub tenant_id: String,
+    pub app_id: String,
+    pub org_id: String,
+    pub display_name: String,
+    pub isolation_tier: String,
+    pub status: String,
+    pub parent_tenant_id: Option<String>,
+    pub root_tenant_id: String,
+    pub reseller_id: Option<String>,
+    pub admin_pool_index: i64,
+    #[sqlx(try_from = "String")]
+    pub app_pool_index: JsonText,
+    pub region: Option<String>,
+    pub brand_domain: Option<String>,
+    #[sqlx(try_from = "String")]
+    pub module_subscriptions: JsonText,
+    pub created_at: String,
+}
+
+const TENANT_COLUMNS: &str = "tenant_id, app_id, org_id, display_name, isolation_tier, status, parent_tenant_id, root_tenant_id, \
+                              reseller_id, admin_pool_index, app_pool_index, region, brand_domain, module_subscriptions, created_at";
+
+/// The tenant `tenant_id`, if it exists.
+pub async fn find<'e, E>(exec: E, tenant_id: &str) -> ApiResult<Option<Tenant>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let sql = format!("SELECT {TENANT_COLUMNS} FROM tenant_tenant WHERE tenant_id = $1");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).fetch_optional(exec).await?)
+}
+
+/// A person's membership of a tenant.
+#[derive(Debug, FromRow, Serialize)]
+pub struct Membership {
+    pub membership_id: String,
+    pub person_id: String,
+    pub tenant_id: String,
+    pub bu_id: Option<String>,
+    pub role_template_id: Option<String>,
+    pub status: String,
+    pub joined_at: String,
+}
+
+const MEMBERSHIP_COLUMNS: &str = "membership_id, person_id, tenant_id, bu_id, role_template_id, status, joined_at";
+
+/// The membership of `tenant_id` matching `filter` on `$1` (the tenant is
+/// `$2`); `filter` is a constant of this module.
+async fn membership_where<'e, E>(exec: E, filter: &str, value: &str, tenant_id: &str) -> ApiResult<Option<Membership>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let sql = format!("SELECT {MEMBERSHIP_COLUMNS} FROM tenant_membership WHERE {filter} = $1 AND tenant_id = $2");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(value).bind(tenant_id).fetch_optional(exec).await?)
+}
+
+/// The membership of `person_id` in `tenant_id` (in any status), if any.
+pub async fn person_membership<'e, E>(exec: E, tenant_id: &str, person_id: &str) -> ApiResult<Option<Membership>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    membership_where(exec, "person_id", person_id, tenant_id).await
+}
+
+/// The membership `membership_id` of `tenant_id`, if it is one.
+pub async fn find_membership<'e, E>(exec: E, tenant_id: &str, membership_id: &str) -> ApiResult<Option<Membership>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    membership_where(exec, "membership_id", membership_id, tenant_id).await
+}
+
+/// The membership of `person_id` in `tenant_id`, if they are a member.
+pub async fn membership_of<'e, E>(exec: E, tenant_id: &str, person_id: &str) -> ApiResult<Option<String>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    Ok(person_membership(exec, tenant_id, person_id).await?.map(|m| m.membership_id))
+}
+
+/// Inserts an active membership of `person_id` in `tenant_id` holding
+/// `role_template_id`. The caller has checked that the person is not yet a
+/// member and that the role may be handed on.
+pub async fn insert_membership(tx: &mut Tx, person_id: &str, tenant_id: &str, bu_id: Option<&str>, role_template_id: &str) -> ApiResult<Membership> {
+    let sql = format!(
+        "INSERT INTO tenant_membership (membership_id, person_id, tenant_id, bu_id, role_template_id, status, joined_at) \
+         VALUES ($1, $2, $3, $4, $5, 'active', $6) RETURNING {MEMBERSHIP_COLUMNS}"
+    );
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(person_id)
+        .bind(tenant_id)
+        .bind(bu_id)
+        .bind(role_template_id)
+        .bind(db::now())
+        .fetch_one(&mut **tx)
+        .await?)
+}
+
+/// Inserts an org; returns its id.
+pub async fn insert_org(tx: &mut Tx, name: &str) -> ApiResult<String> {
+    let org_id = db::new_id();
+    sqlx::query("INSERT INTO tenant_org (org_id, name, created_at) VALUES ($1, $2, $3)").bind(&org_id).bind(name).bind(db::now()).execute(&mut **tx).await?;
+    Ok(org_id)
 }
 
 /// Fields of a new tenant row.
@@ -57,8 +162,9 @@ pub struct NewTenantRow<'a> {
 }
 
 /// Inserts an app row with its platform default role templates, and the
-/// tenant on it (`trial`, tier `S`, pool 0). Returns the owner template.
-pub async fn insert_app_and_tenant(tx: &mut Tx, t: NewTenantRow<'_>) -> ApiResult<String> {
+/// tenant on it (`trial`, tier `S`, pool 0). Returns the tenant and the
+/// app's owner template.
+pub async fn insert_app_and_tenant(tx: &mut Tx, t: NewTenantRow<'_>) -> ApiResult<(Tenant, String)> {
     let taken: Option<String> = sqlx::query_scalar("SELECT app_id FROM tenant_app WHERE app_id = $1").bind(t.app_id).fetch_optional(&mut **tx).await?;
     if taken.is_some() {
         return Err(ApiError::Conflict(format!("app_id '{}' is already taken", t.app_id)));
@@ -72,26 +178,27 @@ pub async fn insert_app_and_tenant(tx: &mut Tx, t: NewTenantRow<'_>) -> ApiResul
         .execute(&mut **tx)
         .await?;
     let owner = roles::seed_platform_defaults(tx, t.app_id).await?;
-    sqlx::query(
+    let sql = format!(
         "INSERT INTO tenant_tenant (tenant_id, app_id, org_id, display_name, isolation_tier, status, parent_tenant_id, \
          root_tenant_id, reseller_id, admin_pool_index, app_pool_index, region, brand_domain, module_subscriptions, created_at) \
-         VALUES ($1, $2, $3, $4, 'S', 'trial', $5, $6, $7, 0, $8, $9, $10, $11, $12)",
-    )
-    .bind(t.tenant_id)
-    .bind(t.app_id)
-    .bind(t.org_id)
-    .bind(t.display_name)
-    .bind(t.parent_tenant_id)
-    .bind(t.root_tenant_id)
-    .bind(t.reseller_id)
-    .bind(json!({ t.app_id: 0 }).to_string())
-    .bind(t.region)
-    .bind(t.brand_domain)
-    .bind(t.module_subscriptions.to_string())
-    .bind(&now)
-    .execute(&mut **tx)
-    .await?;
-    Ok(owner)
+         VALUES ($1, $2, $3, $4, 'S', 'trial', $5, $6, $7, 0, $8, $9, $10, $11, $12) RETURNING {TENANT_COLUMNS}"
+    );
+    let tenant = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(t.tenant_id)
+        .bind(t.app_id)
+        .bind(t.org_id)
+        .bind(t.display_name)
+        .bind(t.parent_tenant_id)
+        .bind(t.root_tenant_id)
+        .bind(t.reseller_id)
+        .bind(json!({ t.app_id: 0 }).to_string())
+        .bind(t.region)
+        .bind(t.brand_domain)
+        .bind(t.module_subscriptions.to_string())
+        .bind(&now)
+        .fetch_one(&mut **tx)
+        .await?;
+    Ok((tenant, owner))
 }
 
 /// The sandbox tenant of `tenant_id`, created on first use: a child
@@ -121,44 +228,11 @@ pub async fn sandbox(tx: &mut Tx, tenant_id: &str) -> ApiResult<String> {
 }
 
 /// The SQL condition "`column` is tenant `$n` or its sandbox", for the
-/// credential-management rows a tenant administers in both.
+/// credential-management rows a tenant administers in both. It is this
+/// module's SQL, handed to the modules that own those rows so that their
+/// one query needs no read of the tenant first.
 pub fn own_or_sandbox(column: &str, n: usize) -> String {
     format!("{column} IN (${n}, (SELECT s.tenant_id FROM tenant_tenant s WHERE s.sandbox_of = ${n}))")
-}
-
-/// A tenant row as JSON.
-pub async fn tenant_json<'e, E>(exec: E, tenant_id: &str) -> ApiResult<Value>
-where
-    E: sqlx::Executor<'e, Database = sqlx::Any>,
-{
-    let r = sqlx::query(
-        "SELECT tenant_id, app_id, org_id, display_name, isolation_tier, status, parent_tenant_id, root_tenant_id, \
-         reseller_id, admin_pool_index, app_pool_index, region, brand_domain, module_subscriptions, created_at \
-         FROM tenant_tenant WHERE tenant_id = $1",
-    )
-    .bind(tenant_id)
-    .fetch_optional(exec)
-    .await?
-    .ok_or(ApiError::NotFound)?;
-    let pools: String = r.try_get("app_pool_index")?;
-    let modules: String = r.try_get("module_subscriptions")?;
-    Ok(json!({
-        "tenant_id": r.try_get::<String, _>("tenant_id")?,
-        "app_id": r.try_get::<String, _>("app_id")?,
-        "org_id": r.try_get::<String, _>("org_id")?,
-        "display_name": r.try_get::<String, _>("display_name")?,
-        "isolation_tier": r.try_get::<String, _>("isolation_tier")?,
-        "status": r.try_get::<String, _>("status")?,
-        "parent_tenant_id": r.try_get::<Option<String>, _>("parent_tenant_id")?,
-        "root_tenant_id": r.try_get::<String, _>("root_tenant_id")?,
-        "reseller_id": r.try_get::<Option<String>, _>("reseller_id")?,
-        "admin_pool_index": r.try_get::<i64, _>("admin_pool_index")?,
-        "app_pool_index": serde_json::from_str::<Value>(&pools).unwrap_or(Value::Null),
-        "region": r.try_get::<Option<String>, _>("region")?,
-        "brand_domain": r.try_get::<Option<String>, _>("brand_domain")?,
-        "module_subscriptions": serde_json::from_str::<Value>(&modules).unwrap_or(Value::Null),
-        "created_at": r.try_get::<String, _>("created_at")?,
-    }))
 }
 
 fn valid_app_id(s: &str) -> bool {
@@ -178,7 +252,7 @@ struct NewTenant {
 }
 
 /// Creates a child tenant of the caller's tenant, with its own app row.
-async fn create_tenant(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewTenant>) -> ApiResult<Response> {
+async fn create_tenant(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Body(body): Body<NewTenant>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "tenant.tenant.write").await?;
     let mut check = Check::new();
     if body.person_id.is_some() {
@@ -199,12 +273,11 @@ async fn create_tenant(State(state): State<AppState>, Tenant(ctx): Tenant, Body(
         ctx.check_tenant(Some(&p.to_string()))?;
     }
     let mut tx = state.db.begin().await?;
-    let root: String = sqlx::query_scalar("SELECT root_tenant_id FROM tenant_tenant WHERE tenant_id = $1").bind(&ctx.tenant_id).fetch_one(&mut *tx).await?;
-    let tenant_id = db::new_id();
-    insert_app_and_tenant(
+    let root = find(&mut *tx, &ctx.tenant_id).await?.ok_or(sqlx::Error::RowNotFound)?.root_tenant_id;
+    let (tenant, _) = insert_app_and_tenant(
         &mut tx,
         NewTenantRow {
-            tenant_id: &tenant_id,
+            tenant_id: &db::new_id(),
             app_id: &app_id,
             org_id: &ctx.org_id,
             display_name: &display_name,
@@ -217,15 +290,14 @@ async fn create_tenant(State(state): State<AppState>, Tenant(ctx): Tenant, Body(
         },
     )
     .await?;
-    let tenant = tenant_json(&mut *tx, &tenant_id).await?;
     // Recorded in the parent's chain, where the creator acts.
     audit::record(
         &mut tx,
         &ctx,
         events::TENANT_CREATED,
         json!({
-            "tenant_id": tenant_id, "parent_tenant_id": ctx.tenant_id, "org_id": ctx.org_id, "app_id": app_id,
-            "status": tenant["status"], "isolation_tier": tenant["isolation_tier"],
+            "tenant_id": tenant.tenant_id, "parent_tenant_id": ctx.tenant_id, "org_id": ctx.org_id, "app_id": app_id,
+            "status": tenant.status, "isolation_tier": tenant.isolation_tier,
         }),
     )
     .await?;
@@ -235,33 +307,40 @@ async fn create_tenant(State(state): State<AppState>, Tenant(ctx): Tenant, Body(
 
 /// The target tenant of a membership request: the caller's own, or a
 /// direct child of it (a parent tenant administers its children).
-async fn target_tenant(tx: &mut Tx, ctx: &TenantCtx, claimed: Option<String>) -> ApiResult<(String, String)> {
+async fn target_tenant(tx: &mut Tx, ctx: &TenantCtx, claimed: Option<String>) -> ApiResult<Tenant> {
     let tenant_id = claimed.unwrap_or_else(|| ctx.tenant_id.clone());
     if uuid::Uuid::parse_str(&tenant_id).is_err() {
         return Err(ApiError::invalid("tenant_id must be a UUID"));
     }
-    let row = sqlx::query("SELECT app_id, parent_tenant_id FROM tenant_tenant WHERE tenant_id = $1").bind(&tenant_id).fetch_optional(&mut **tx).await?;
-    let Some(row) = row else { return Err(ApiError::TenantMismatch) };
-    let parent: Option<String> = row.try_get("parent_tenant_id")?;
-    if tenant_id != ctx.tenant_id && parent.as_deref() != Some(ctx.tenant_id.as_str()) {
+    let Some(tenant) = find(&mut **tx, &tenant_id).await? else { return Err(ApiError::TenantMismatch) };
+    if tenant.tenant_id != ctx.tenant_id && tenant.parent_tenant_id.as_deref() != Some(ctx.tenant_id.as_str()) {
         return Err(ApiError::TenantMismatch);
     }
-    Ok((tenant_id, row.try_get("app_id")?))
+    Ok(tenant)
 }
 
-/// A membership to insert: who, where (tenant and its app), and with which
-/// role (the platform `member` template when none).
+/// A membership to admit: who, where, and with which role (the platform
+/// `member` template when none).
 struct NewMember<'a> {
     person_id: &'a str,
-    tenant_id: &'a str,
-    app_id: &'a str,
+    tenant: &'a Tenant,
     bu_id: Option<&'a str>,
     role_template_id: Option<String>,
 }
 
+/// A new membership as the API answers it: the row and the person's first
+/// persona in it.
+#[derive(Debug, Serialize)]
+struct Admitted {
+    #[serde(flatten)]
+    membership: Membership,
+    persona_id: String,
+}
+
 /// Inserts a membership and the person's first persona in it.
-async fn insert_membership(state: &AppState, ctx: &TenantCtx, tx: &mut Tx, m: NewMember<'_>) -> ApiResult<Value> {
-    let NewMember { person_id, tenant_id, app_id, bu_id, role_template_id } = m;
+async fn admit(state: &AppState, ctx: &TenantCtx, tx: &mut Tx, m: NewMember<'_>) -> ApiResult<Admitted> {
+    let NewMember { person_id, tenant, bu_id, role_template_id } = m;
+    let (tenant_id, app_id) = (tenant.tenant_id.as_str(), tenant.app_id.as_str());
     let template = match role_template_id {
         Some(t) => {
             if !roles::visible_template(&mut **tx, tenant_id, app_id, &t).await? {
@@ -274,36 +353,12 @@ async fn insert_membership(state: &AppState, ctx: &TenantCtx, tx: &mut Tx, m: Ne
     // Containment: the membership's role may carry only what the caller holds.
     let confers = roles::template_permissions(state, tenant_id, &template).await?;
     roles::contain(state, ctx, &confers, "the membership's role").await?;
-    if membership_of(&mut **tx, tenant_id, person_id).await?.is_some() {
+    if person_membership(&mut **tx, tenant_id, person_id).await?.is_some() {
         return Err(ApiError::Conflict("the person is already a member of this tenant".into()));
     }
-    let membership_id = db::new_id();
-    let now = db::now();
-    sqlx::query(
-        "INSERT INTO tenant_membership (membership_id, person_id, tenant_id, bu_id, role_template_id, status, joined_at) \
-         VALUES ($1, $2, $3, $4, $5, 'active', $6)",
-    )
-    .bind(&membership_id)
-    .bind(person_id)
-    .bind(tenant_id)
-    .bind(bu_id)
-    .bind(&template)
-    .bind(&now)
-    .execute(&mut **tx)
-    .await?;
-    let persona_id = personas::insert(tx, &state.master, tenant_id, Some(&membership_id), "human", Some(&template), None).await?;
-    Ok(json!({
-        "membership_id": membership_id, "person_id": person_id, "tenant_id": tenant_id, "bu_id": bu_id,
-        "role_template_id": template, "status": "active", "joined_at": now, "persona_id": persona_id,
-    }))
-}
-
-async fn person_exists(tx: &mut Tx, person_id: &str) -> ApiResult<bool> {
-    let found: Option<String> = sqlx::query_scalar("SELECT person_id FROM identity_person WHERE person_id = $1 AND erased_at IS NULL")
-        .bind(person_id)
-        .fetch_optional(&mut **tx)
-        .await?;
-    Ok(found.is_some())
+    let membership = insert_membership(tx, person_id, tenant_id, bu_id, &template).await?;
+    let persona = personas::insert(tx, &state.master, tenant_id, Some(&membership.membership_id), "human", Some(&template), None).await?;
+    Ok(Admitted { membership, persona_id: persona })
 }
 
 #[derive(Deserialize)]
@@ -314,7 +369,11 @@ struct NewMembership {
     role_template_id: Option<String>,
 }
 
-async fn create_membership(State(state): State<AppState>, Tenant(ctx): Tenant, TargetTenantBody(body): TargetTenantBody<NewMembership>) -> ApiResult<Response> {
+async fn create_membership(
+    State(state): State<AppState>,
+    TenantCaller(ctx): TenantCaller,
+    TargetTenantBody(body): TargetTenantBody<NewMembership>,
+) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "membership.membership.write").await?;
     let mut check = Check::new();
     let person = check.required_uuid("person_id", &body.person_id);
@@ -322,56 +381,73 @@ async fn create_membership(State(state): State<AppState>, Tenant(ctx): Tenant, T
     check.finish()?;
     let person = person.expect("checked").to_string();
     let mut tx = state.db.begin().await?;
-    let (tenant_id, app_id) = target_tenant(&mut tx, &ctx, Check::optional(&body.tenant_id)).await?;
-    if !person_exists(&mut tx, &person).await? {
+    let tenant = target_tenant(&mut tx, &ctx, Check::optional(&body.tenant_id)).await?;
+    if !auth::person_exists(&mut *tx, &person).await? {
         return Err(ApiError::invalid("person_id does not name a person"));
     }
-    let m = insert_membership(
-        &state,
-        &ctx,
-        &mut tx,
-        NewMember {
-            person_id: &person,
-            tenant_id: &tenant_id,
-            app_id: &app_id,
-            bu_id: Check::optional(&body.bu_id).as_deref(),
-            role_template_id: template.map(|t| t.to_string()),
-        },
-    )
-    .await?;
+    let bu_id = Check::optional(&body.bu_id);
+    let new = NewMember { person_id: &person, tenant: &tenant, bu_id: bu_id.as_deref(), role_template_id: template.map(|t| t.to_string()) };
+    let admitted = admit(&state, &ctx, &mut tx, new).await?;
     tx.commit().await?;
-    Ok(created(m))
+    Ok(created(admitted))
+}
+
+/// A membership as its person's list shows it: with its tenant's and app's
+/// names, its role's name and whether the person has an identity in the
+/// app.
+#[derive(Debug, FromRow, Serialize)]
+struct MembershipEntry {
+    membership_id: String,
+    tenant_id: String,
+    tenant_display_name: String,
+    app_id: String,
+    app_display_name: String,
+    bu_id: Option<String>,
+    #[serde(skip)]
+    role_template_id: Option<String>,
+    /// Filled from roles, which owns the templates.
+    #[sqlx(skip)]
+    role_template_name: Option<String>,
+    #[sqlx(try_from = "i64")]
+    has_app_identity: Flag,
+    joined_at: String,
+    status: String,
 }
 
 /// The memberships of the calling person, across tenants.
 async fn list_memberships(State(state): State<AppState>, Person(claims): Person) -> ApiResult<Response> {
-    let rows = sqlx::query(
+    let mut entries: Vec<MembershipEntry> = sqlx::query_as(
         "SELECT m.membership_id, m.tenant_id, t.display_name AS tenant_display_name, t.app_id, a.display_name AS app_display_name, \
-         m.bu_id, r.name AS role_template_name, m.joined_at, m.status, \
-         (SELECT COUNT(*) FROM identity_app_identity i WHERE i.person_id = m.person_id AND i.app_id = t.app_id) AS app_identities \
+         m.bu_id, m.role_template_id, m.joined_at, m.status, \
+         (SELECT COUNT(*) FROM identity_app_identity i WHERE i.person_id = m.person_id AND i.app_id = t.app_id) AS has_app_identity \
          FROM tenant_membership m JOIN tenant_tenant t ON t.tenant_id = m.tenant_id JOIN tenant_app a ON a.app_id = t.app_id \
-         LEFT JOIN tenant_role_template r ON r.role_template_id = m.role_template_id \
          WHERE m.person_id = $1 ORDER BY m.joined_at",
     )
     .bind(&claims.sub)
     .fetch_all(&state.db.read)
     .await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for r in rows {
-        out.push(json!({
-            "membership_id": r.try_get::<String, _>("membership_id")?,
-            "tenant_id": r.try_get::<String, _>("tenant_id")?,
-            "tenant_display_name": r.try_get::<String, _>("tenant_display_name")?,
-            "app_id": r.try_get::<String, _>("app_id")?,
-            "app_display_name": r.try_get::<String, _>("app_display_name")?,
-            "bu_id": r.try_get::<Option<String>, _>("bu_id")?,
-            "role_template_name": r.try_get::<Option<String>, _>("role_template_name")?,
-            "has_app_identity": r.try_get::<i64, _>("app_identities")? > 0,
-            "joined_at": r.try_get::<String, _>("joined_at")?,
-            "status": r.try_get::<String, _>("status")?,
-        }));
+    let ids: Vec<&str> = entries.iter().filter_map(|e| e.role_template_id.as_deref()).collect();
+    let names = roles::template_names(&state.db.read, &ids).await?;
+    for e in &mut entries {
+        e.role_template_name = e.role_template_id.as_ref().and_then(|id| names.get(id).cloned());
     }
-    Ok(ok(out))
+    Ok(ok(entries))
+}
+
+#[derive(Debug, FromRow, Serialize)]
+struct AppIdentity {
+    app_identity_id: String,
+    person_id: String,
+    app_id: String,
+    created_at: String,
+}
+
+const APP_IDENTITY_COLUMNS: &str = "app_identity_id, person_id, app_id, created_at";
+
+/// The app identity of (person, app), if there is one.
+async fn app_identity_of(tx: &mut Tx, person_id: &str, app_id: &str) -> ApiResult<Option<AppIdentity>> {
+    let sql = format!("SELECT {APP_IDENTITY_COLUMNS} FROM identity_app_identity WHERE person_id = $1 AND app_id = $2");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(person_id).bind(app_id).fetch_optional(&mut **tx).await?)
 }
 
 #[derive(Deserialize)]
@@ -380,7 +456,7 @@ struct NewAppIdentity {
     app_id: Option<String>,
 }
 
-async fn create_app_identity(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAppIdentity>) -> ApiResult<Response> {
+async fn create_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Body(body): Body<NewAppIdentity>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "app-identity.app-identity.write").await?;
     let mut check = Check::new();
     let person = check.required_uuid("person_id", &body.person_id);
@@ -391,28 +467,18 @@ async fn create_app_identity(State(state): State<AppState>, Tenant(ctx): Tenant,
     check.finish()?;
     let person = person.expect("checked").to_string();
     let mut tx = state.db.begin().await?;
-    if !person_exists(&mut tx, &person).await? {
+    if !auth::person_exists(&mut *tx, &person).await? {
         return Err(ApiError::invalid("person_id does not name a person"));
     }
-    let exists: Option<String> = sqlx::query_scalar("SELECT app_identity_id FROM identity_app_identity WHERE person_id = $1 AND app_id = $2")
-        .bind(&person)
-        .bind(&app_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if exists.is_some() {
+    if app_identity_of(&mut tx, &person, &app_id).await?.is_some() {
         return Err(ApiError::Conflict("the person already has an app identity for this app".into()));
     }
-    let id = db::new_id();
-    let now = db::now();
-    sqlx::query("INSERT INTO identity_app_identity (app_identity_id, person_id, app_id, created_at) VALUES ($1, $2, $3, $4)")
-        .bind(&id)
-        .bind(&person)
-        .bind(&app_id)
-        .bind(&now)
-        .execute(&mut *tx)
-        .await?;
+    let sql =
+        format!("INSERT INTO identity_app_identity (app_identity_id, person_id, app_id, created_at) VALUES ($1, $2, $3, $4) RETURNING {APP_IDENTITY_COLUMNS}");
+    let identity: AppIdentity =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(db::new_id()).bind(&person).bind(&app_id).bind(db::now()).fetch_one(&mut *tx).await?;
     tx.commit().await?;
-    Ok(created(json!({ "app_identity_id": id, "person_id": person, "app_id": app_id, "created_at": now })))
+    Ok(created(identity))
 }
 
 /// Creates the app identity of (person, app) if absent; returns its id.
@@ -427,18 +493,14 @@ pub async fn ensure_app_identity(tx: &mut Tx, person_id: &str, app_id: &str) -> 
     .bind(db::now())
     .execute(&mut **tx)
     .await?;
-    Ok(sqlx::query_scalar("SELECT app_identity_id FROM identity_app_identity WHERE person_id = $1 AND app_id = $2")
-        .bind(person_id)
-        .bind(app_id)
-        .fetch_one(&mut **tx)
-        .await?)
+    Ok(app_identity_of(tx, person_id, app_id).await?.ok_or(sqlx::Error::RowNotFound)?.app_identity_id)
 }
 
 /// An app identity is visible only to tenants its person is a member of
 /// (RULINGS 1: the lookup compares the tenant).
-async fn get_app_identity(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
-    let r = sqlx::query(
+    let identity: AppIdentity = sqlx::query_as(
         "SELECT i.app_identity_id, i.person_id, i.app_id, i.created_at FROM identity_app_identity i \
          WHERE i.app_identity_id = $1 AND EXISTS (SELECT 1 FROM tenant_membership m WHERE m.person_id = i.person_id AND m.tenant_id = $2)",
     )
@@ -447,12 +509,7 @@ async fn get_app_identity(State(state): State<AppState>, Tenant(ctx): Tenant, Pa
     .fetch_optional(&state.db.read)
     .await?
     .ok_or(ApiError::NotFound)?;
-    Ok(ok(json!({
-        "app_identity_id": r.try_get::<String, _>("app_identity_id")?,
-        "person_id": r.try_get::<String, _>("person_id")?,
-        "app_id": r.try_get::<String, _>("app_id")?,
-        "created_at": r.try_get::<String, _>("created_at")?,
-    })))
+    Ok(ok(identity))
 }
 
 #[derive(Deserialize)]
@@ -465,7 +522,7 @@ struct NewIdentityMembership {
 /// Admits the person of an app identity into a tenant of that app.
 async fn membership_for_app_identity(
     State(state): State<AppState>,
-    Tenant(ctx): Tenant,
+    TenantCaller(ctx): TenantCaller,
     Path(id): Path<String>,
     TargetTenantBody(body): TargetTenantBody<NewIdentityMembership>,
 ) -> ApiResult<Response> {
@@ -475,31 +532,16 @@ async fn membership_for_app_identity(
     let template = check.optional_uuid("role_template_id", &body.role_template_id);
     check.finish()?;
     let mut tx = state.db.begin().await?;
-    let (tenant_id, app_id) = target_tenant(&mut tx, &ctx, Check::optional(&body.tenant_id)).await?;
-    let row = sqlx::query("SELECT person_id, app_id FROM identity_app_identity WHERE app_identity_id = $1")
-        .bind(&id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or(ApiError::NotFound)?;
-    let identity_app: String = row.try_get("app_id")?;
-    if identity_app != app_id {
+    let tenant = target_tenant(&mut tx, &ctx, Check::optional(&body.tenant_id)).await?;
+    let sql = format!("SELECT {APP_IDENTITY_COLUMNS} FROM identity_app_identity WHERE app_identity_id = $1");
+    let identity: AppIdentity = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
+    if identity.app_id != tenant.app_id {
         // Another app's identity is none of this tenant's business.
         return Err(ApiError::NotFound);
     }
-    let person: String = row.try_get("person_id")?;
-    let m = insert_membership(
-        &state,
-        &ctx,
-        &mut tx,
-        NewMember {
-            person_id: &person,
-            tenant_id: &tenant_id,
-            app_id: &app_id,
-            bu_id: Check::optional(&body.bu_id).as_deref(),
-            role_template_id: template.map(|t| t.to_string()),
-        },
-    )
-    .await?;
+    let bu_id = Check::optional(&body.bu_id);
+    let new = NewMember { person_id: &identity.person_id, tenant: &tenant, bu_id: bu_id.as_deref(), role_template_id: template.map(|t| t.to_string()) };
+    let admitted = admit(&state, &ctx, &mut tx, new).await?;
     tx.commit().await?;
-    Ok(created(m))
+    Ok(created(admitted))
 }
