@@ -11,6 +11,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::{get, post},
 };
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use hub_kernel::{
@@ -81,8 +82,13 @@ fn enumerated(check: &mut Check, body: &Value, name: &str, allowed: &[&str], def
     }
 }
 
-fn type_json(t: &EventType) -> Value {
-    serde_json::to_value(t).expect("event types serialise")
+/// A registration's answer: the type as stored, and whether this call
+/// registered it.
+#[derive(Serialize)]
+struct Registered {
+    #[serde(flatten)]
+    event_type: EventType,
+    created: bool,
 }
 
 /// Registers a tenant event type: 201 the first time, 200 with the stored
@@ -126,11 +132,10 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
         == 1;
     let stored = registry::lookup(&mut *tx, &ctx.tenant_id, &name).await?.ok_or(ApiError::NotFound)?;
     if inserted {
-        audit::record(&mut tx, &ctx, events::EVENT_TYPE_REGISTERED, type_json(&stored)).await?;
+        audit::record(&mut tx, &ctx, events::EVENT_TYPE_REGISTERED, serde_json::to_value(&stored).expect("event types serialise")).await?;
     }
     tx.commit().await?;
-    let mut data = type_json(&stored);
-    data["created"] = json!(inserted);
+    let data = Registered { event_type: stored, created: inserted };
     Ok(if inserted { created(data) } else { ok(data) })
 }
 
@@ -138,7 +143,7 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
 async fn list_types(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Response> {
     let platform = &registry::baseline().types;
     let own = registry::tenant_types(&state.db.read, &ctx.tenant_id).await?;
-    let data: Vec<Value> = platform.iter().chain(own.iter()).map(type_json).collect();
+    let data: Vec<&EventType> = platform.iter().chain(own.iter()).collect();
     Ok((
         StatusCode::OK,
         Json(json!({
@@ -151,7 +156,7 @@ async fn list_types(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiRe
 
 async fn get_type(State(state): State<AppState>, Tenant(ctx): Tenant, Path(name): Path<String>) -> ApiResult<Response> {
     let t = registry::lookup(&state.db.read, &ctx.tenant_id, &name).await?.ok_or(ApiError::NotFound)?;
-    Ok(ok(type_json(&t)))
+    Ok(ok(t))
 }
 
 /// A pool index: required, an integer of at least 0.

@@ -10,8 +10,9 @@ use axum::{
     response::Response,
     routing::{get, post},
 };
+use serde::Serialize;
 use serde_json::{Value, json};
-use sqlx::Row;
+use sqlx::FromRow;
 
 use hub_kernel::{
     audit::{self, chain},
@@ -56,6 +57,69 @@ fn time_param(q: &HashMap<String, String>, name: &str, errors: &mut Vec<String>)
     }
 }
 
+/// An entry as the list shows it: who did what and when, and where it
+/// stands in which chain.
+#[derive(Debug, FromRow, Serialize)]
+struct EntrySummary {
+    entry_id: String,
+    tenant_id: String,
+    pool_index: i64,
+    actor_kind: String,
+    actor_id: String,
+    event_type: String,
+    occurred_at: String,
+    seq: i64,
+}
+
+/// One entry whole, hashes as lowercase hex.
+#[derive(Debug, FromRow, Serialize)]
+struct Entry {
+    entry_id: String,
+    tenant_id: String,
+    pool_index: i64,
+    seq: i64,
+    event_type: String,
+    actor_kind: String,
+    actor_id: String,
+    #[sqlx(try_from = "Option<String>")]
+    actor_chain: Document,
+    occurred_at: String,
+    retention_class: String,
+    #[sqlx(try_from = "Option<String>")]
+    payload: Document,
+    #[sqlx(try_from = "Vec<u8>")]
+    payload_digest: Hex,
+    shredded_at: Option<String>,
+    #[sqlx(try_from = "Vec<u8>")]
+    prev_hash: Hex,
+    #[sqlx(try_from = "Vec<u8>")]
+    entry_hash: Hex,
+}
+
+/// A JSON document stored as text, shown as the document; text that is not
+/// JSON is shown as the text itself (the operator sees what is stored), and
+/// an absent one (a shredded payload) as null.
+#[derive(Debug, Serialize)]
+#[serde(transparent)]
+struct Document(Option<Value>);
+
+impl From<Option<String>> for Document {
+    fn from(text: Option<String>) -> Self {
+        Document(text.map(|s| serde_json::from_str(&s).unwrap_or(Value::String(s))))
+    }
+}
+
+/// Bytes shown as lowercase hex.
+#[derive(Debug, Serialize)]
+#[serde(transparent)]
+struct Hex(String);
+
+impl From<Vec<u8>> for Hex {
+    fn from(bytes: Vec<u8>) -> Self {
+        Hex(hex::encode(bytes))
+    }
+}
+
 /// Entries newest first, filtered by tenant, actor and time range; limit
 /// default 100, larger than 500 silently reduced, no offset or cursor.
 async fn list(State(state): State<AppState>, _: Operator, Params(q): Params<HashMap<String, String>>) -> ApiResult<Response> {
@@ -75,7 +139,7 @@ async fn list(State(state): State<AppState>, _: Operator, Params(q): Params<Hash
         return Err(ApiError::Validation(errors));
     }
     let actor = param(&q, "actor_id").map(str::to_string);
-    let rows = sqlx::query(
+    let entries: Vec<EntrySummary> = sqlx::query_as(
         "SELECT entry_id, tenant_id, pool_index, actor_kind, actor_id, event_type, occurred_at, seq FROM audit_entry \
          WHERE ($1 IS NULL OR tenant_id = $1) AND ($2 IS NULL OR actor_id = $2) \
          AND ($3 IS NULL OR occurred_at >= $3) AND ($4 IS NULL OR occurred_at <= $4) \
@@ -88,27 +152,14 @@ async fn list(State(state): State<AppState>, _: Operator, Params(q): Params<Hash
     .bind(limit)
     .fetch_all(&state.db.read)
     .await?;
-    let mut data = Vec::with_capacity(rows.len());
-    for r in rows {
-        data.push(json!({
-            "entry_id": r.try_get::<String, _>("entry_id")?,
-            "tenant_id": r.try_get::<String, _>("tenant_id")?,
-            "pool_index": r.try_get::<i64, _>("pool_index")?,
-            "actor_kind": r.try_get::<String, _>("actor_kind")?,
-            "actor_id": r.try_get::<String, _>("actor_id")?,
-            "event_type": r.try_get::<String, _>("event_type")?,
-            "occurred_at": r.try_get::<String, _>("occurred_at")?,
-            "seq": r.try_get::<i64, _>("seq")?,
-        }));
-    }
-    Ok(ok(data))
+    Ok(ok(entries))
 }
 
 /// One entry whole, hashes as lowercase hex; a shredded payload is null
 /// with its `shredded_at`.
 async fn get_one(State(state): State<AppState>, _: Operator, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
-    let r = sqlx::query(
+    let entry: Entry = sqlx::query_as(
         "SELECT entry_id, tenant_id, pool_index, seq, event_type, actor_kind, actor_id, actor_chain, occurred_at, retention_class, \
          payload, payload_digest, shredded_at, prev_hash, entry_hash FROM audit_entry WHERE entry_id = $1",
     )
@@ -116,24 +167,7 @@ async fn get_one(State(state): State<AppState>, _: Operator, Path(id): Path<Stri
     .fetch_optional(&state.db.read)
     .await?
     .ok_or(ApiError::NotFound)?;
-    let parse = |s: Option<String>| s.map(|s| serde_json::from_str::<Value>(&s).unwrap_or(Value::String(s)));
-    Ok(ok(json!({
-        "entry_id": r.try_get::<String, _>("entry_id")?,
-        "tenant_id": r.try_get::<String, _>("tenant_id")?,
-        "pool_index": r.try_get::<i64, _>("pool_index")?,
-        "seq": r.try_get::<i64, _>("seq")?,
-        "event_type": r.try_get::<String, _>("event_type")?,
-        "actor_kind": r.try_get::<String, _>("actor_kind")?,
-        "actor_id": r.try_get::<String, _>("actor_id")?,
-        "actor_chain": parse(r.try_get("actor_chain")?),
-        "occurred_at": r.try_get::<String, _>("occurred_at")?,
-        "retention_class": r.try_get::<String, _>("retention_class")?,
-        "payload": parse(r.try_get("payload")?),
-        "payload_digest": hex::encode(r.try_get::<Vec<u8>, _>("payload_digest")?),
-        "shredded_at": r.try_get::<Option<String>, _>("shredded_at")?,
-        "prev_hash": hex::encode(r.try_get::<Vec<u8>, _>("prev_hash")?),
-        "entry_hash": hex::encode(r.try_get::<Vec<u8>, _>("entry_hash")?),
-    })))
+    Ok(ok(entry))
 }
 
 /// Verifies every chain of a tenant (one per pool it wrote to), each
