@@ -322,7 +322,7 @@ async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeyS
         "test" => tenancy::sandbox(tx, &app.tenant_id).await?,
         _ => app.tenant_id.clone(),
     };
-    let persona_id = personas::insert(tx, &state.master, &key_tenant, None, "service", None, None).await?;
+    let persona = personas::insert(tx, &state.master, &key_tenant, None, "service", None, None).await?;
     let (prefix, secret, last4) = new_secret(&app.environment);
     let sql = format!(
         "INSERT INTO credential_api_key (key_id, application_id, tenant_id, name, prefix, key_hash, last4, scopes, \
@@ -340,7 +340,7 @@ async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeyS
         .bind(serde_json::to_string(&spec.scopes).expect("strings serialise"))
         .bind(spec.rate_limit_rpm)
         .bind(&spec.expires_at)
-        .bind(&persona_id)
+        .bind(&persona.persona_id)
         .bind(db::now())
         .fetch_one(&mut **tx)
         .await?;

@@ -234,7 +234,7 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
     .bind(db::now())
     .execute(&mut *tx)
     .await?;
-    let persona_id = crate::personas::insert(&mut tx, &state.master, &tenant_id, Some(&membership_id), "human", Some(&owner), None).await?;
+    let persona_id = crate::personas::insert(&mut tx, &state.master, &tenant_id, Some(&membership_id), "human", Some(&owner), None).await?.persona_id;
     let app_identity_id = tenancy::ensure_app_identity(&mut tx, &person_id, &app_id).await?;
     let person_key: String = sqlx::query_scalar("SELECT person_key_ref FROM identity_person WHERE person_id = $1").bind(&person_id).fetch_one(&mut *tx).await?;
     let key = DataKey::load(&mut *tx, &state.master, &person_key).await?.ok_or(ApiError::Conflict("the person has been erased".into()))?;

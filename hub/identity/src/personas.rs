@@ -2,6 +2,9 @@
 //! roles, and crypto-shredding. Each persona has its own data key; its
 //! attributes are sealed under it, so destroying the key makes them
 //! unreadable without touching the person.
+//!
+//! This module owns persona_persona: other modules read and write personas
+//! through its functions.
 
 use axum::{
     Router,
@@ -9,9 +12,9 @@ use axum::{
     response::Response,
     routing::{get, post},
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::{AssertSqlSafe, FromRow};
 
 use crate::{roles, tenancy};
 use hub_kernel::{
@@ -24,19 +27,6 @@ use hub_kernel::{
     validate::{Check, path_id},
 };
 
-/// Whether `persona_id` is a persona of `tenant_id` (in any status).
-pub async fn exists_in_tenant<'e, E>(exec: E, tenant_id: &str, persona_id: &str) -> ApiResult<bool>
-where
-    E: sqlx::Executor<'e, Database = sqlx::Any>,
-{
-    let found: Option<String> = sqlx::query_scalar("SELECT persona_id FROM persona_persona WHERE persona_id = $1 AND tenant_id = $2")
-        .bind(persona_id)
-        .bind(tenant_id)
-        .fetch_optional(exec)
-        .await?;
-    Ok(found.is_some())
-}
-
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/personas", post(create))
@@ -48,6 +38,78 @@ pub fn routes() -> Router<AppState> {
 
 pub const KINDS: &[&str] = &["human", "service", "agent"];
 
+/// A persona row. Its key and sealed attributes stay out of every answer:
+/// the attributes are shown opened, beside the row (`Described`).
+#[derive(Debug, FromRow, Serialize)]
+pub struct Persona {
+    pub persona_id: String,
+    pub tenant_id: String,
+    pub membership_id: Option<String>,
+    pub kind: String,
+    pub primary_role_template_id: Option<String>,
+    #[serde(skip)]
+    pub data_key_id: String,
+    #[serde(skip)]
+    pub attributes_envelope: Option<Vec<u8>>,
+    pub status: String,
+    pub created_at: String,
+    pub shredded_at: Option<String>,
+}
+
+const COLUMNS: &str = "persona_id, tenant_id, membership_id, kind, primary_role_template_id, data_key_id, attributes_envelope, status, created_at, shredded_at";
+
+/// The personas matching `filter`, a condition over `$1..$n` written in
+/// this crate (never request text).
+fn select(filter: &str) -> AssertSqlSafe<String> {
+    AssertSqlSafe(format!("SELECT {COLUMNS} FROM persona_persona WHERE {filter}"))
+}
+
+/// The persona `persona_id`, in whichever tenant.
+pub async fn find<'e, E>(exec: E, persona_id: &str) -> ApiResult<Option<Persona>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    Ok(sqlx::query_as(select("persona_id = $1")).bind(persona_id).fetch_optional(exec).await?)
+}
+
+/// The persona `persona_id` of `tenant_id`, if it is one.
+async fn find_in_tenant<'e, E>(exec: E, tenant_id: &str, persona_id: &str) -> ApiResult<Option<Persona>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    Ok(sqlx::query_as(select("persona_id = $1 AND tenant_id = $2")).bind(persona_id).bind(tenant_id).fetch_optional(exec).await?)
+}
+
+/// The persona `persona_id` if `tenant_id` administers it: the tenant's
+/// own, or a test key's in the tenant's sandbox.
+pub async fn find_administered<'e, E>(exec: E, tenant_id: &str, persona_id: &str) -> ApiResult<Option<Persona>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let filter = format!("persona_id = $1 AND {}", tenancy::own_or_sandbox("tenant_id", 2));
+    Ok(sqlx::query_as(select(&filter)).bind(persona_id).bind(tenant_id).fetch_optional(exec).await?)
+}
+
+/// Whether `persona_id` is a persona of `tenant_id` (in any status).
+pub async fn exists_in_tenant<'e, E>(exec: E, tenant_id: &str, persona_id: &str) -> ApiResult<bool>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    Ok(find_in_tenant(exec, tenant_id, persona_id).await?.is_some())
+}
+
+/// The active personas of a membership, oldest first (the first is the
+/// person's primary persona in the tenant).
+pub async fn active_of_membership<'e, E>(exec: E, membership_id: &str) -> ApiResult<Vec<String>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    Ok(sqlx::query_scalar("SELECT persona_id FROM persona_persona WHERE membership_id = $1 AND status = 'active' ORDER BY created_at, persona_id")
+        .bind(membership_id)
+        .fetch_all(exec)
+        .await?)
+}
+
 /// Inserts a persona with a fresh data key; `attributes` are sealed under it.
 pub async fn insert(
     tx: &mut Tx,
@@ -57,25 +119,45 @@ pub async fn insert(
     kind: &str,
     role_template_id: Option<&str>,
     attributes: Option<&Value>,
-) -> ApiResult<String> {
+) -> ApiResult<Persona> {
     let key = DataKey::create(tx, master).await?;
     let persona_id = db::new_id();
     let sealed = attributes.map(|a| key.seal(a.to_string().as_bytes(), persona_id.as_bytes()));
-    sqlx::query(
+    let sql = format!(
         "INSERT INTO persona_persona (persona_id, tenant_id, membership_id, kind, primary_role_template_id, data_key_id, \
-         attributes_envelope, status, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'active', $8)",
-    )
-    .bind(&persona_id)
-    .bind(tenant_id)
-    .bind(membership_id)
-    .bind(kind)
-    .bind(role_template_id)
-    .bind(&key.key_id)
-    .bind(sealed)
-    .bind(db::now())
-    .execute(&mut **tx)
-    .await?;
-    Ok(persona_id)
+         attributes_envelope, status, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'active', $8) RETURNING {COLUMNS}"
+    );
+    Ok(sqlx::query_as(AssertSqlSafe(sql))
+        .bind(&persona_id)
+        .bind(tenant_id)
+        .bind(membership_id)
+        .bind(kind)
+        .bind(role_template_id)
+        .bind(&key.key_id)
+        .bind(sealed)
+        .bind(db::now())
+        .fetch_one(&mut **tx)
+        .await?)
+}
+
+/// A persona as the API answers it: the row and its attributes, opened
+/// (null when it has none or its key is destroyed).
+#[derive(Debug, Serialize)]
+struct Described {
+    #[serde(flatten)]
+    persona: Persona,
+    attributes: Option<Value>,
+}
+
+impl Described {
+    /// Opens the persona's attributes with its key, if the key still exists.
+    async fn open(state: &AppState, persona: Persona) -> ApiResult<Described> {
+        let attributes = match (&persona.attributes_envelope, DataKey::load(&state.db.read, &state.master, &persona.data_key_id).await?) {
+            (Some(sealed), Some(key)) => Some(serde_json::from_slice::<Value>(&key.open(sealed, persona.persona_id.as_bytes())?).unwrap_or(Value::Null)),
+            _ => None,
+        };
+        Ok(Described { persona, attributes })
+    }
 }
 
 #[derive(Deserialize)]
@@ -119,9 +201,10 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let (kind, template) = validated(&state, &mut tx, &ctx, &body).await?;
     let membership = caller_membership(&mut tx, &ctx).await?;
     let attributes = body.attributes.as_ref().filter(|a| a.is_object());
-    let id = insert(&mut tx, &state.master, &ctx.tenant_id, membership.as_deref(), &kind, template.as_deref(), attributes).await?;
+    let persona = insert(&mut tx, &state.master, &ctx.tenant_id, membership.as_deref(), &kind, template.as_deref(), attributes).await?;
     tx.commit().await?;
-    Ok(created(describe(&state, &ctx.tenant_id, &id).await?))
+    // The attributes just sealed are the ones the persona holds.
+    Ok(created(Described { persona, attributes: attributes.cloned() }))
 }
 
 async fn create_under_membership(
@@ -133,53 +216,18 @@ async fn create_under_membership(
     keys::require_grant(&state, &ctx, "membership.membership.write").await?;
     let membership_id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
-    let found: Option<String> = sqlx::query_scalar("SELECT membership_id FROM tenant_membership WHERE membership_id = $1 AND tenant_id = $2")
-        .bind(&membership_id)
-        .bind(&ctx.tenant_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    found.ok_or(ApiError::NotFound)?;
+    tenancy::find_membership(&mut *tx, &ctx.tenant_id, &membership_id).await?.ok_or(ApiError::NotFound)?;
     let (kind, template) = validated(&state, &mut tx, &ctx, &body).await?;
     let attributes = body.attributes.as_ref().filter(|a| a.is_object());
-    let id = insert(&mut tx, &state.master, &ctx.tenant_id, Some(&membership_id), &kind, template.as_deref(), attributes).await?;
+    let persona = insert(&mut tx, &state.master, &ctx.tenant_id, Some(&membership_id), &kind, template.as_deref(), attributes).await?;
     tx.commit().await?;
-    Ok(created(describe(&state, &ctx.tenant_id, &id).await?))
-}
-
-/// A persona of `tenant_id` as JSON, its attributes opened when its key
-/// still exists (404 for any other tenant's persona).
-async fn describe(state: &AppState, tenant_id: &str, persona_id: &str) -> ApiResult<Value> {
-    let row = sqlx::query(
-        "SELECT persona_id, tenant_id, membership_id, kind, primary_role_template_id, data_key_id, attributes_envelope, \
-         status, created_at, shredded_at FROM persona_persona WHERE persona_id = $1 AND tenant_id = $2",
-    )
-    .bind(persona_id)
-    .bind(tenant_id)
-    .fetch_optional(&state.db.read)
-    .await?
-    .ok_or(ApiError::NotFound)?;
-    let key_id: String = row.try_get("data_key_id")?;
-    let sealed: Option<Vec<u8>> = row.try_get("attributes_envelope")?;
-    let attributes = match (sealed, DataKey::load(&state.db.read, &state.master, &key_id).await?) {
-        (Some(sealed), Some(key)) => Some(serde_json::from_slice::<Value>(&key.open(&sealed, persona_id.as_bytes())?).unwrap_or(Value::Null)),
-        _ => None,
-    };
-    Ok(json!({
-        "persona_id": row.try_get::<String, _>("persona_id")?,
-        "tenant_id": row.try_get::<String, _>("tenant_id")?,
-        "membership_id": row.try_get::<Option<String>, _>("membership_id")?,
-        "kind": row.try_get::<String, _>("kind")?,
-        "primary_role_template_id": row.try_get::<Option<String>, _>("primary_role_template_id")?,
-        "status": row.try_get::<String, _>("status")?,
-        "attributes": attributes,
-        "created_at": row.try_get::<String, _>("created_at")?,
-        "shredded_at": row.try_get::<Option<String>, _>("shredded_at")?,
-    }))
+    Ok(created(Described { persona, attributes: attributes.cloned() }))
 }
 
 async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
-    Ok(ok(describe(&state, &ctx.tenant_id, &id).await?))
+    let persona = find_in_tenant(&state.db.read, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
+    Ok(ok(Described::open(&state, persona).await?))
 }
 
 /// Crypto-shreds a persona: its data key is destroyed (so its sealed data
@@ -189,40 +237,23 @@ async fn shred(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pat
     keys::require_grant(&state, &ctx, "persona.persona.write").await?;
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
-    let row = sqlx::query("SELECT data_key_id, status FROM persona_persona WHERE persona_id = $1 AND tenant_id = $2")
-        .bind(&id)
-        .bind(&ctx.tenant_id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or(ApiError::NotFound)?;
-    let status: String = row.try_get("status")?;
-    if status != "shredded" {
-        let key_id: String = row.try_get("data_key_id")?;
-        DataKey::destroy(&mut tx, &key_id).await?;
-        sqlx::query("UPDATE persona_persona SET status = 'shredded', shredded_at = $1 WHERE persona_id = $2")
-            .bind(db::now())
-            .bind(&id)
-            .execute(&mut *tx)
-            .await?;
+    let mut persona = find_in_tenant(&mut *tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
+    if persona.status != "shredded" {
+        DataKey::destroy(&mut tx, &persona.data_key_id).await?;
+        let sql = format!("UPDATE persona_persona SET status = 'shredded', shredded_at = $1 WHERE persona_id = $2 RETURNING {COLUMNS}");
+        persona = sqlx::query_as(AssertSqlSafe(sql)).bind(db::now()).bind(&id).fetch_one(&mut *tx).await?;
         audit::record(&mut tx, &ctx, events::PERSONA_SHREDDED, json!({ "persona_id": id })).await?;
     }
     tx.commit().await?;
     state.invalidate(Invalidation::Roles).await;
-    Ok(ok(describe(&state, &ctx.tenant_id, &id).await?))
+    // A shredded persona's key is gone: its attributes can never be opened.
+    Ok(ok(Described { persona, attributes: None }))
 }
 
 async fn roles_of(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     // The tenant's own personas, and its test keys' in its sandbox.
-    let exists: Option<String> = sqlx::query_scalar(AssertSqlSafe(format!(
-        "SELECT persona_id FROM persona_persona WHERE persona_id = $1 AND {}",
-        tenancy::own_or_sandbox("tenant_id", 2)
-    )))
-    .bind(&id)
-    .bind(&ctx.tenant_id)
-    .fetch_optional(&state.db.read)
-    .await?;
-    exists.ok_or(ApiError::NotFound)?;
+    find_administered(&state.db.read, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
     let held = roles::held_by(&state.db.read, &id).await?;
     let effective = keys::permissions(&state, &id).await?;
     Ok(ok(json!({ "persona_id": id, "roles": held, "effective_permissions": *effective })))

@@ -358,7 +358,7 @@ async fn admit(state: &AppState, ctx: &TenantCtx, tx: &mut Tx, m: NewMember<'_>)
     }
     let membership = insert_membership(tx, person_id, tenant_id, bu_id, &template).await?;
     let persona = personas::insert(tx, &state.master, tenant_id, Some(&membership.membership_id), "human", Some(&template), None).await?;
-    Ok(Admitted { membership, persona_id: persona })
+    Ok(Admitted { membership, persona_id: persona.persona_id })
 }
 
 #[derive(Deserialize)]
