@@ -253,8 +253,8 @@ async fn shred(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pat
 async fn roles_of(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     // The tenant's own personas, and its test keys' in its sandbox.
-    find_administered(&state.db.read, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
-    let held = roles::held_by(&state.db.read, &id).await?;
+    let persona = find_administered(&state.db.read, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
+    let held = roles::held_by(&state.db.read, &persona).await?;
     let effective = keys::permissions(&state, &id).await?;
     Ok(ok(json!({ "persona_id": id, "roles": held, "effective_permissions": *effective })))
 }

@@ -6,6 +6,9 @@
 //! `parent_role_template_id` gives inheritance. Permissions are a JSON map
 //! of scope pattern to `true`. Nothing here is carried in a token, so a
 //! revoked grant takes effect on the next request.
+//!
+//! This module owns tenant_role_template and persona_role_assignment; the
+//! personas it grants roles to are read through personas.
 
 use std::collections::{HashMap, HashSet};
 
@@ -15,15 +18,21 @@ use axum::{
     response::Response,
     routing::post,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::{AssertSqlSafe, FromRow};
 
-use crate::tenancy;
+use crate::{
+    personas::{self, Persona},
+    tenancy,
+};
 
 use hub_kernel::{
     audit::{self, events},
-    db::{self, Tx},
+    db::{
+        self, Tx,
+        rows::{Flag, JsonText},
+    },
     error::{ApiError, ApiResult, Body, created, ok},
     gate::{Tenant, TenantCtx, keys, scope},
     state::{AppState, Invalidation},
@@ -65,14 +74,20 @@ pub async fn seed_platform_defaults(tx: &mut Tx, app_id: &str) -> ApiResult<Stri
     Ok(owner)
 }
 
-/// The platform default template `name` of an app.
-pub async fn platform_template(tx: &mut Tx, app_id: &str, name: &str) -> ApiResult<String> {
-    sqlx::query_scalar("SELECT role_template_id FROM tenant_role_template WHERE tenant_key = '' AND app_id = $1 AND name = $2")
+/// The template `name` of an app kept under `tenant_key` (a tenant's id, or
+/// '' for the platform default), if there is one.
+async fn template_named(tx: &mut Tx, tenant_key: &str, app_id: &str, name: &str) -> ApiResult<Option<String>> {
+    Ok(sqlx::query_scalar("SELECT role_template_id FROM tenant_role_template WHERE tenant_key = $1 AND app_id = $2 AND name = $3")
+        .bind(tenant_key)
         .bind(app_id)
         .bind(name)
         .fetch_optional(&mut **tx)
-        .await?
-        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("app {app_id} has no platform template {name}")))
+        .await?)
+}
+
+/// The platform default template `name` of an app.
+pub async fn platform_template(tx: &mut Tx, app_id: &str, name: &str) -> ApiResult<String> {
+    template_named(tx, "", app_id, name).await?.ok_or_else(|| ApiError::Internal(anyhow::anyhow!("app {app_id} has no platform template {name}")))
 }
 
 /// Whether a template may be used by a tenant of `app_id`: a platform
@@ -108,25 +123,17 @@ pub async fn template_names(pool: &sqlx::AnyPool, ids: &[&str]) -> ApiResult<Has
 /// A persona's effective permissions (the gate's `KeyDirectory` lookup;
 /// the gate caches them until a role changes).
 pub async fn resolve(pool: &sqlx::AnyPool, persona_id: &str) -> ApiResult<Vec<String>> {
-    let Some(row) = sqlx::query("SELECT tenant_id, status, primary_role_template_id FROM persona_persona WHERE persona_id = $1")
-        .bind(persona_id)
-        .fetch_optional(pool)
-        .await?
-    else {
-        return Ok(Vec::new());
-    };
-    let status: String = row.try_get("status")?;
-    if status != "active" {
+    let Some(persona) = personas::find(pool, persona_id).await? else { return Ok(Vec::new()) };
+    if persona.status != "active" {
         return Ok(Vec::new());
     }
-    let tenant_id: String = row.try_get("tenant_id")?;
-    let mut templates: Vec<String> = row.try_get::<Option<String>, _>("primary_role_template_id")?.into_iter().collect();
+    let mut templates: Vec<String> = persona.primary_role_template_id.into_iter().collect();
     let granted: Vec<String> = sqlx::query_scalar("SELECT role_template_id FROM persona_role_assignment WHERE persona_id = $1 AND revoked_at IS NULL")
         .bind(persona_id)
         .fetch_all(pool)
         .await?;
     templates.extend(granted);
-    expand(pool, &tenant_id, templates).await
+    expand(pool, &persona.tenant_id, templates).await
 }
 
 /// The permissions that `templates` confer in `tenant_id`: each template's
@@ -187,15 +194,17 @@ pub async fn contain(state: &AppState, ctx: &TenantCtx, wanted: &[String], what:
     })
 }
 
-struct Template {
+/// A template as a tenant sees it: its permission map and its parent.
+#[derive(Debug, FromRow)]
+struct EffectiveTemplate {
     permissions: String,
     parent: Option<String>,
 }
 
 /// A template as the tenant sees it: a platform default is replaced by the
 /// tenant's template of the same name, if the tenant has one.
-async fn effective_template(pool: &sqlx::AnyPool, tenant_id: &str, id: &str) -> ApiResult<Option<Template>> {
-    let row = sqlx::query(
+async fn effective_template(pool: &sqlx::AnyPool, tenant_id: &str, id: &str) -> ApiResult<Option<EffectiveTemplate>> {
+    Ok(sqlx::query_as(
         "SELECT COALESCE(o.permissions, t.permissions) AS permissions, \
                 CASE WHEN o.role_template_id IS NULL THEN t.parent_role_template_id ELSE o.parent_role_template_id END AS parent \
          FROM tenant_role_template t \
@@ -205,12 +214,23 @@ async fn effective_template(pool: &sqlx::AnyPool, tenant_id: &str, id: &str) -> 
     .bind(id)
     .bind(tenant_id)
     .fetch_optional(pool)
-    .await?;
-    Ok(match row {
-        Some(r) => Some(Template { permissions: r.try_get("permissions")?, parent: r.try_get("parent")? }),
-        None => None,
-    })
+    .await?)
 }
+
+/// A role template as the API answers it.
+#[derive(Debug, FromRow, Serialize)]
+struct Template {
+    role_template_id: String,
+    tenant_id: Option<String>,
+    app_id: String,
+    name: String,
+    parent_role_template_id: Option<String>,
+    #[sqlx(try_from = "String")]
+    permissions: JsonText,
+    created_at: String,
+}
+
+const TEMPLATE_COLUMNS: &str = "role_template_id, tenant_id, app_id, name, parent_role_template_id, permissions, created_at";
 
 #[derive(Deserialize)]
 struct NewTemplate {
@@ -251,61 +271,69 @@ async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Bod
         check.fail("app_id must be the app_id of the caller's tenant");
     }
     check.finish()?;
+    let parent = parent.map(|p| p.to_string());
     let mut tx = state.db.begin().await?;
-    if let Some(parent) = parent
-        && !visible_template(&mut *tx, &ctx.tenant_id, &app_id, &parent.to_string()).await?
+    if let Some(parent) = &parent
+        && !visible_template(&mut *tx, &ctx.tenant_id, &app_id, parent).await?
     {
         return Err(ApiError::invalid("parent_role_template_id does not name a role template of this app"));
     }
-    let taken: Option<String> = sqlx::query_scalar("SELECT role_template_id FROM tenant_role_template WHERE tenant_key = $1 AND app_id = $2 AND name = $3")
-        .bind(&ctx.tenant_id)
-        .bind(&app_id)
-        .bind(&name)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if taken.is_some() {
+    if template_named(&mut tx, &ctx.tenant_id, &app_id, &name).await?.is_some() {
         return Err(ApiError::Conflict(format!("the tenant already has a role template named '{name}'")));
     }
     // What the template will confer: its own grants and its parent's. A
     // template named after a platform default replaces that default for
     // the tenant, which edits every holder's roles: the caller must also
     // hold what the default grants today.
-    let mut confers = granted_scopes(&Value::Object(permissions.clone()).to_string());
-    if let Some(parent) = parent {
-        confers.extend(template_permissions(&state, &ctx.tenant_id, &parent.to_string()).await?);
+    let permissions = Value::Object(permissions).to_string();
+    let mut confers = granted_scopes(&permissions);
+    if let Some(parent) = &parent {
+        confers.extend(template_permissions(&state, &ctx.tenant_id, parent).await?);
     }
-    let replaced: Option<String> = sqlx::query_scalar("SELECT role_template_id FROM tenant_role_template WHERE tenant_key = '' AND app_id = $1 AND name = $2")
-        .bind(&app_id)
-        .bind(&name)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if let Some(replaced) = replaced {
+    if let Some(replaced) = template_named(&mut tx, "", &app_id, &name).await? {
         confers.extend(template_permissions(&state, &ctx.tenant_id, &replaced).await?);
     }
     contain(&state, &ctx, &confers, "the role template").await?;
-    let id = db::new_id();
-    let now = db::now();
-    let parent = parent.map(|p| p.to_string());
-    sqlx::query(
+    let sql = format!(
         "INSERT INTO tenant_role_template (role_template_id, tenant_id, tenant_key, app_id, name, parent_role_template_id, permissions, created_at) \
-         VALUES ($1, $2, $2, $3, $4, $5, $6, $7)",
-    )
-    .bind(&id)
-    .bind(&ctx.tenant_id)
-    .bind(&app_id)
-    .bind(&name)
-    .bind(&parent)
-    .bind(Value::Object(permissions.clone()).to_string())
-    .bind(&now)
-    .execute(&mut *tx)
-    .await?;
+         VALUES ($1, $2, $2, $3, $4, $5, $6, $7) RETURNING {TEMPLATE_COLUMNS}"
+    );
+    let template: Template = sqlx::query_as(AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&app_id)
+        .bind(&name)
+        .bind(&parent)
+        .bind(permissions)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
     tx.commit().await?;
     // A new template may override a platform default in force.
     state.invalidate(Invalidation::Roles).await;
-    Ok(created(json!({
-        "role_template_id": id, "tenant_id": ctx.tenant_id, "app_id": app_id, "name": name,
-        "parent_role_template_id": parent, "permissions": permissions, "created_at": now,
-    })))
+    Ok(created(template))
+}
+
+/// A role assignment as revoke answers it (without `granted_by`, which
+/// that answer has never carried).
+#[derive(Debug, FromRow, Serialize)]
+struct Grant {
+    assignment_id: String,
+    persona_id: String,
+    role_template_id: String,
+    granted_at: String,
+    revoked_at: Option<String>,
+}
+
+const GRANT_COLUMNS: &str = "assignment_id, persona_id, role_template_id, granted_at, revoked_at";
+
+/// A role assignment as assign answers it: the grant and who made it.
+#[derive(Debug, FromRow, Serialize)]
+struct Assignment {
+    #[sqlx(flatten)]
+    #[serde(flatten)]
+    grant: Grant,
+    granted_by: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -323,16 +351,9 @@ async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let (persona, template) = (persona.expect("checked").to_string(), template.expect("checked").to_string());
     let mut tx = state.db.begin().await?;
     // The persona is the tenant's own, or a test key's in its sandbox.
-    let row = sqlx::query(AssertSqlSafe(format!(
-        "SELECT status, tenant_id FROM persona_persona WHERE persona_id = $1 AND {}",
-        tenancy::own_or_sandbox("tenant_id", 2)
-    )))
-    .bind(&persona)
-    .bind(&ctx.tenant_id)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(row) = row else { return Err(ApiError::invalid("persona_id does not name a persona of this tenant")) };
-    let (status, persona_tenant): (String, String) = (row.try_get("status")?, row.try_get("tenant_id")?);
+    let Some(Persona { status, tenant_id: persona_tenant, .. }) = personas::find_administered(&mut *tx, &ctx.tenant_id, &persona).await? else {
+        return Err(ApiError::invalid("persona_id does not name a persona of this tenant"));
+    };
     if status != "active" {
         return Err(ApiError::Conflict(format!("the persona is {status}")));
     }
@@ -340,84 +361,80 @@ async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
         return Err(ApiError::invalid("role_template_id does not name a role template of this tenant's app"));
     }
     contain(&state, &ctx, &template_permissions(&state, &persona_tenant, &template).await?, "the role").await?;
-    let id = db::new_id();
-    let now = db::now();
-    sqlx::query(
+    let sql = format!(
         "INSERT INTO persona_role_assignment (assignment_id, tenant_id, persona_id, role_template_id, granted_by, granted_at) \
-         VALUES ($1, $2, $3, $4, $5, $6)",
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING {GRANT_COLUMNS}, granted_by"
+    );
+    let assignment: Assignment = sqlx::query_as(AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&persona_tenant)
+        .bind(&persona)
+        .bind(&template)
+        .bind(&ctx.persona_id)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let g = &assignment.grant;
+    audit::record(
+        &mut tx,
+        &ctx,
+        events::ROLE_GRANTED,
+        json!({ "assignment_id": g.assignment_id, "persona_id": g.persona_id, "role_template_id": g.role_template_id }),
     )
-    .bind(&id)
-    .bind(&persona_tenant)
-    .bind(&persona)
-    .bind(&template)
-    .bind(&ctx.persona_id)
-    .bind(&now)
-    .execute(&mut *tx)
     .await?;
-    audit::record(&mut tx, &ctx, events::ROLE_GRANTED, json!({ "assignment_id": id, "persona_id": persona, "role_template_id": template })).await?;
     tx.commit().await?;
     state.invalidate(Invalidation::Roles).await;
-    Ok(created(json!({
-        "assignment_id": id, "persona_id": persona, "role_template_id": template,
-        "granted_by": ctx.persona_id, "granted_at": now, "revoked_at": null,
-    })))
+    Ok(created(assignment))
 }
 
 async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
-    let row = sqlx::query(AssertSqlSafe(format!(
-        "SELECT persona_id, role_template_id, granted_at, revoked_at FROM persona_role_assignment WHERE assignment_id = $1 AND {}",
-        tenancy::own_or_sandbox("tenant_id", 2)
-    )))
-    .bind(&id)
-    .bind(&ctx.tenant_id)
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or(ApiError::NotFound)?;
-    let mut revoked_at: Option<String> = row.try_get("revoked_at")?;
-    if revoked_at.is_none() {
+    let sql = format!("SELECT {GRANT_COLUMNS} FROM persona_role_assignment WHERE assignment_id = $1 AND {}", tenancy::own_or_sandbox("tenant_id", 2));
+    let mut grant: Grant = sqlx::query_as(AssertSqlSafe(sql)).bind(&id).bind(&ctx.tenant_id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
+    if grant.revoked_at.is_none() {
         let now = db::now();
         sqlx::query("UPDATE persona_role_assignment SET revoked_at = $1 WHERE assignment_id = $2").bind(&now).bind(&id).execute(&mut *tx).await?;
         audit::record(&mut tx, &ctx, events::ROLE_REVOKED, json!({ "assignment_id": id, "revoked_at": now })).await?;
-        revoked_at = Some(now);
+        grant.revoked_at = Some(now);
     }
     tx.commit().await?;
     state.invalidate(Invalidation::Roles).await;
-    Ok(ok(json!({
-        "assignment_id": id, "persona_id": row.try_get::<String, _>("persona_id")?,
-        "role_template_id": row.try_get::<String, _>("role_template_id")?,
-        "granted_at": row.try_get::<String, _>("granted_at")?, "revoked_at": revoked_at,
-    })))
+    Ok(ok(grant))
 }
 
-/// The roles a persona holds: its primary template and its live grants.
-pub async fn held_by(pool: &sqlx::AnyPool, persona_id: &str) -> ApiResult<Vec<Value>> {
-    let rows = sqlx::query(
-        "SELECT 'primary' AS source, NULL AS assignment_id, t.role_template_id, t.name, t.app_id, t.tenant_id, t.permissions, p.created_at AS granted_at \
-         FROM persona_persona p JOIN tenant_role_template t ON t.role_template_id = p.primary_role_template_id WHERE p.persona_id = $1 \
+/// A role a persona holds, by its primary template or a live grant.
+#[derive(Debug, FromRow, Serialize)]
+pub struct HeldRole {
+    source: String,
+    assignment_id: Option<String>,
+    role_template_id: String,
+    name: String,
+    app_id: String,
+    #[sqlx(try_from = "i64")]
+    platform_default: Flag,
+    #[sqlx(try_from = "String")]
+    permissions: JsonText,
+    granted_at: String,
+}
+
+/// The roles a persona holds: its primary template (held since the
+/// persona was created) and its live grants, oldest first.
+pub async fn held_by(pool: &sqlx::AnyPool, persona: &Persona) -> ApiResult<Vec<HeldRole>> {
+    Ok(sqlx::query_as(
+        "SELECT 'primary' AS source, NULL AS assignment_id, t.role_template_id, t.name, t.app_id, \
+                CASE WHEN t.tenant_id IS NULL THEN 1 ELSE 0 END AS platform_default, t.permissions, $2 AS granted_at \
+         FROM tenant_role_template t WHERE t.role_template_id = $1 \
          UNION ALL \
-         SELECT 'assignment' AS source, a.assignment_id, t.role_template_id, t.name, t.app_id, t.tenant_id, t.permissions, a.granted_at \
+         SELECT 'assignment' AS source, a.assignment_id, t.role_template_id, t.name, t.app_id, \
+                CASE WHEN t.tenant_id IS NULL THEN 1 ELSE 0 END AS platform_default, t.permissions, a.granted_at \
          FROM persona_role_assignment a JOIN tenant_role_template t ON t.role_template_id = a.role_template_id \
-         WHERE a.persona_id = $1 AND a.revoked_at IS NULL ORDER BY granted_at",
+         WHERE a.persona_id = $3 AND a.revoked_at IS NULL ORDER BY granted_at",
     )
-    .bind(persona_id)
+    .bind(&persona.primary_role_template_id)
+    .bind(&persona.created_at)
+    .bind(&persona.persona_id)
     .fetch_all(pool)
-    .await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for r in rows {
-        let perms: String = r.try_get("permissions")?;
-        out.push(json!({
-            "source": r.try_get::<String, _>("source")?,
-            "assignment_id": r.try_get::<Option<String>, _>("assignment_id")?,
-            "role_template_id": r.try_get::<String, _>("role_template_id")?,
-            "name": r.try_get::<String, _>("name")?,
-            "app_id": r.try_get::<String, _>("app_id")?,
-            "platform_default": r.try_get::<Option<String>, _>("tenant_id")?.is_none(),
-            "permissions": serde_json::from_str::<Value>(&perms).unwrap_or(Value::Null),
-            "granted_at": r.try_get::<String, _>("granted_at")?,
-        }));
-    }
-    Ok(out)
+    .await?)
 }
