@@ -2,6 +2,11 @@
 //! registration, email verification, password login (minting the six-layer
 //! JWT), the client-credentials token exchange, the caller's own identity,
 //! and the JWKS document.
+//!
+//! This module owns identity_person, identity_credential, identity_alias,
+//! identity_verification and profile_band. The tenant, membership and
+//! personas a signup creates, and those a tenant token names, come from
+//! tenancy and personas.
 
 use axum::{
     Json, Router,
@@ -12,9 +17,12 @@ use axum::{
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sqlx::Row;
+use sqlx::FromRow;
 
-use crate::{api_keys, tenancy};
+use crate::{
+    api_keys, personas,
+    tenancy::{self, Membership, Tenant},
+};
 use hub_kernel::{
     audit::events,
     crypto::{self, DataKey, password},
@@ -89,20 +97,24 @@ fn check_password(check: &mut Check, raw: &Option<String>) -> String {
     }
 }
 
-/// The person an email alias belongs to, if any.
-async fn person_by_email<'e, E>(exec: E, state: &AppState, email: &str) -> ApiResult<Option<(String, String, Option<String>)>>
+/// An email alias: whose it is and when it was verified.
+#[derive(Debug, FromRow)]
+struct Alias {
+    alias_id: String,
+    person_id: String,
+    verified_at: Option<String>,
+}
+
+/// The email alias of `email`, if any person has it.
+async fn person_by_email<'e, E>(exec: E, state: &AppState, email: &str) -> ApiResult<Option<Alias>>
 where
     E: sqlx::Executor<'e, Database = sqlx::Any>,
 {
     let hash = state.master.alias_hash("email", email);
-    let row = sqlx::query("SELECT alias_id, person_id, verified_at FROM identity_alias WHERE kind = 'email' AND value_hash = $1")
+    Ok(sqlx::query_as("SELECT alias_id, person_id, verified_at FROM identity_alias WHERE kind = 'email' AND value_hash = $1")
         .bind(hash)
         .fetch_optional(exec)
-        .await?;
-    Ok(match row {
-        Some(r) => Some((r.try_get("person_id")?, r.try_get("alias_id")?, r.try_get("verified_at")?)),
-        None => None,
-    })
+        .await?)
 }
 
 /// Whether `person_id` names a person who has not been erased.
@@ -177,7 +189,7 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
     let existing = person_by_email(&state.db.read, &state, &email).await?;
     let reuse = match (&existing, &caller) {
         (None, _) => None,
-        (Some((person_id, _, _)), Some(Caller::Human(claims))) if &claims.sub == person_id => Some(person_id.clone()),
+        (Some(alias), Some(Caller::Human(claims))) if claims.sub == alias.person_id => Some(alias.person_id.clone()),
         (Some(_), _) => return Err(ApiError::PersonExists),
     };
     let hash = match reuse {
@@ -198,15 +210,9 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
         }
         (None, None) => unreachable!("a new person always has a hash"),
     };
-    let org_id = db::new_id();
-    sqlx::query("INSERT INTO tenant_org (org_id, name, created_at) VALUES ($1, $2, $3)")
-        .bind(&org_id)
-        .bind(&org_name)
-        .bind(db::now())
-        .execute(&mut *tx)
-        .await?;
+    let org_id = tenancy::insert_org(&mut tx, &org_name).await?;
     let tenant_id = db::new_id();
-    let (_, owner) = tenancy::insert_app_and_tenant(
+    let (tenant, owner) = tenancy::insert_app_and_tenant(
         &mut tx,
         tenancy::NewTenantRow {
             tenant_id: &tenant_id,
@@ -222,19 +228,8 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
         },
     )
     .await?;
-    let membership_id = db::new_id();
-    sqlx::query(
-        "INSERT INTO tenant_membership (membership_id, person_id, tenant_id, bu_id, role_template_id, status, joined_at) \
-         VALUES ($1, $2, $3, NULL, $4, 'active', $5)",
-    )
-    .bind(&membership_id)
-    .bind(&person_id)
-    .bind(&tenant_id)
-    .bind(&owner)
-    .bind(db::now())
-    .execute(&mut *tx)
-    .await?;
-    let persona_id = crate::personas::insert(&mut tx, &state.master, &tenant_id, Some(&membership_id), "human", Some(&owner), None).await?.persona_id;
+    let membership = tenancy::insert_membership(&mut tx, &person_id, &tenant_id, None, &owner).await?;
+    let persona = personas::insert(&mut tx, &state.master, &tenant_id, Some(&membership.membership_id), "human", Some(&owner), None).await?;
     let app_identity_id = tenancy::ensure_app_identity(&mut tx, &person_id, &app_id).await?;
     let person_key: String = sqlx::query_scalar("SELECT person_key_ref FROM identity_person WHERE person_id = $1").bind(&person_id).fetch_one(&mut *tx).await?;
     let key = DataKey::load(&mut *tx, &state.master, &person_key).await?.ok_or(ApiError::Conflict("the person has been erased".into()))?;
@@ -267,11 +262,11 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
     .await?;
     tx.commit().await?;
 
-    let token = tenant_token(&state, &person_id, &tenant_id, vec!["pwd".into()]).await?;
+    let token = tenant_token(&state, &membership, &tenant, vec!["pwd".into()]).await?;
     Ok(created(json!({
-        "tenant_id": tenant_id, "person_id": person_id, "org_id": org_id, "app_id": app_id,
-        "membership_id": membership_id, "persona_id": persona_id, "app_identity_id": app_identity_id,
-        "status": "trial", "isolation_tier": "S", "token": token,
+        "tenant_id": tenant.tenant_id, "person_id": person_id, "org_id": org_id, "app_id": app_id,
+        "membership_id": membership.membership_id, "persona_id": persona.persona_id, "app_identity_id": app_identity_id,
+        "status": tenant.status, "isolation_tier": tenant.isolation_tier, "token": token,
     })))
 }
 
@@ -320,20 +315,19 @@ async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body
             String::new()
         }
     };
-    let tenant = check.optional_uuid("tenant_id", &body.tenant_id);
+    let tenant_id = check.optional_uuid("tenant_id", &body.tenant_id);
     check.finish()?;
     let email = normalise_email(&email).unwrap_or(email);
     // The account and its password hash, in one read.
-    let hash = state.master.alias_hash("email", &email);
-    let found = sqlx::query(
+    let account: Option<Account> = sqlx::query_as(
         "SELECT a.person_id, c.secret_hash FROM identity_alias a LEFT JOIN identity_credential c ON c.person_id = a.person_id \
          WHERE a.kind = 'email' AND a.value_hash = $1",
     )
-    .bind(hash)
+    .bind(state.master.alias_hash("email", &email))
     .fetch_optional(&state.db.read)
     .await?;
-    let (person, stored): (Option<String>, Option<String>) = match &found {
-        Some(r) => (Some(r.try_get("person_id")?), r.try_get("secret_hash")?),
+    let (person, stored) = match account {
+        Some(a) => (Some(a.person_id), a.secret_hash),
         None => (None, None),
     };
     // A guess at an unknown account can never succeed: while the hashing
@@ -356,35 +350,46 @@ async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body
     if failed_before {
         throttle::clear(&state, &keys[1]).await?;
     }
-    let Some(tenant_id) = tenant.map(|t| t.to_string()) else {
+    let Some(tenant_id) = tenant_id.map(|t| t.to_string()) else {
         let token = person_token(&state, &person_id).await?;
         return Ok(ok(json!({ "token": token, "token_type": "Bearer", "expires_in": state.config.token_ttl_seconds })));
     };
-    let member: Option<String> =
-        sqlx::query_scalar("SELECT membership_id FROM tenant_membership WHERE person_id = $1 AND tenant_id = $2 AND status = 'active'")
-            .bind(&person_id)
-            .bind(&tenant_id)
-            .fetch_optional(&state.db.read)
-            .await?;
-    if member.is_none() {
-        return Err(ApiError::NoMembership);
-    }
+    let membership = tenancy::person_membership(&state.db.read, &tenant_id, &person_id).await?;
+    let membership = membership.filter(|m| m.status == "active").ok_or(ApiError::NoMembership)?;
+    let tenant = tenancy::find(&state.db.read, &tenant_id).await?.ok_or(ApiError::NoMembership)?;
     if let Some(app_id) = Check::optional(&body.app_id) {
-        let tenant_app: String = sqlx::query_scalar("SELECT app_id FROM tenant_tenant WHERE tenant_id = $1").bind(&tenant_id).fetch_one(&state.db.read).await?;
-        if tenant_app != app_id {
+        if tenant.app_id != app_id {
             return Err(ApiError::invalid("app_id is not the app of this tenant"));
         }
         let mut tx = state.db.begin().await?;
         tenancy::ensure_app_identity(&mut tx, &person_id, &app_id).await?;
         tx.commit().await?;
     }
-    let token = tenant_token(&state, &person_id, &tenant_id, vec!["pwd".into()]).await?;
+    let token = tenant_token(&state, &membership, &tenant, vec!["pwd".into()]).await?;
     Ok(ok(json!({ "token": token, "token_type": "Bearer", "expires_in": state.config.token_ttl_seconds })))
+}
+
+/// A login's account: the person of the email alias and their password
+/// hash (none when they have no password credential).
+#[derive(Debug, FromRow)]
+struct Account {
+    person_id: String,
+    secret_hash: Option<String>,
+}
+
+/// What a token tells of its person, still sealed: the profile and the
+/// email alias.
+#[derive(Debug, FromRow)]
+struct SealedAttributes {
+    person_key_ref: String,
+    profile_envelope: Option<Vec<u8>>,
+    alias_id: Option<String>,
+    value_enc: Option<Vec<u8>>,
 }
 
 /// Email and display name of a person, opened with the person's key.
 async fn person_attributes(state: &AppState, person_id: &str) -> ApiResult<(Option<String>, Option<String>)> {
-    let row = sqlx::query(
+    let sealed: SealedAttributes = sqlx::query_as(
         "SELECT p.person_key_ref, p.profile_envelope, a.alias_id, a.value_enc FROM identity_person p \
          LEFT JOIN identity_alias a ON a.person_id = p.person_id AND a.kind = 'email' WHERE p.person_id = $1",
     )
@@ -392,15 +397,14 @@ async fn person_attributes(state: &AppState, person_id: &str) -> ApiResult<(Opti
     .fetch_optional(&state.db.read)
     .await?
     .ok_or(ApiError::Unauthorized("unknown person"))?;
-    let key_id: String = row.try_get("person_key_ref")?;
-    let Some(key) = DataKey::load(&state.db.read, &state.master, &key_id).await? else {
+    let Some(key) = DataKey::load(&state.db.read, &state.master, &sealed.person_key_ref).await? else {
         return Ok((None, None));
     };
-    let email = match (row.try_get::<Option<String>, _>("alias_id")?, row.try_get::<Option<Vec<u8>>, _>("value_enc")?) {
+    let email = match (sealed.alias_id, sealed.value_enc) {
         (Some(alias_id), Some(enc)) => Some(String::from_utf8(key.open(&enc, alias_id.as_bytes())?).map_err(anyhow::Error::from)?),
         _ => None,
     };
-    let display_name = match row.try_get::<Option<Vec<u8>>, _>("profile_envelope")? {
+    let display_name = match sealed.profile_envelope {
         Some(enc) => serde_json::from_slice::<Value>(&key.open(&enc, person_id.as_bytes())?)
             .ok()
             .and_then(|v| v.get("display_name").and_then(Value::as_str).map(str::to_string)),
@@ -436,40 +440,26 @@ async fn person_token(state: &AppState, person_id: &str) -> ApiResult<String> {
     Ok(token)
 }
 
-/// A token minted against the person's membership of a tenant.
-pub async fn tenant_token(state: &AppState, person_id: &str, tenant_id: &str, amr: Vec<String>) -> ApiResult<String> {
+/// A token minted against a person's membership of a tenant, naming the
+/// membership's active personas (the oldest is the primary one).
+async fn tenant_token(state: &AppState, membership: &Membership, tenant: &Tenant, amr: Vec<String>) -> ApiResult<String> {
+    let person_id = &membership.person_id;
     let (email, display_name) = person_attributes(state, person_id).await?;
-    let t = sqlx::query(
-        "SELECT m.membership_id, m.bu_id, t.org_id, t.app_id, t.parent_tenant_id, t.root_tenant_id, t.reseller_id, \
-         t.admin_pool_index, t.app_pool_index FROM tenant_membership m JOIN tenant_tenant t ON t.tenant_id = m.tenant_id \
-         WHERE m.person_id = $1 AND m.tenant_id = $2",
-    )
-    .bind(person_id)
-    .bind(tenant_id)
-    .fetch_optional(&state.db.read)
-    .await?
-    .ok_or(ApiError::NoMembership)?;
-    let membership_id: String = t.try_get("membership_id")?;
-    let personas: Vec<String> =
-        sqlx::query_scalar("SELECT persona_id FROM persona_persona WHERE membership_id = $1 AND status = 'active' ORDER BY created_at, persona_id")
-            .bind(&membership_id)
-            .fetch_all(&state.db.read)
-            .await?;
+    let personas = personas::active_of_membership(&state.db.read, &membership.membership_id).await?;
     let primary = personas.first().cloned().ok_or_else(|| ApiError::forbidden("the membership has no active persona"))?;
-    let pools: String = t.try_get("app_pool_index")?;
     let mut claims = base_claims(person_id, email, display_name, "human", amr);
     claims.tenant = Some(TenantClaims {
-        org_id: t.try_get("org_id")?,
-        app_id: t.try_get("app_id")?,
-        tenant_id: tenant_id.to_string(),
-        bu_id: t.try_get("bu_id")?,
-        parent_tenant_id: t.try_get("parent_tenant_id")?,
-        root_tenant_id: t.try_get("root_tenant_id")?,
-        reseller_id: t.try_get("reseller_id")?,
+        org_id: tenant.org_id.clone(),
+        app_id: tenant.app_id.clone(),
+        tenant_id: tenant.tenant_id.clone(),
+        bu_id: membership.bu_id.clone(),
+        parent_tenant_id: tenant.parent_tenant_id.clone(),
+        root_tenant_id: Some(tenant.root_tenant_id.clone()),
+        reseller_id: tenant.reseller_id.clone(),
         primary_persona_id: primary,
         all_persona_ids: personas,
-        admin_pool_index: t.try_get("admin_pool_index")?,
-        app_pool_index: serde_json::from_str(&pools).unwrap_or(Value::Null),
+        admin_pool_index: tenant.admin_pool_index,
+        app_pool_index: tenant.app_pool_index.0.clone(),
     });
     let (token, _) = tokens::mint(&state.keys(), &state.config.public_url, state.config.token_ttl_seconds, claims)?;
     Ok(token)
@@ -605,11 +595,11 @@ async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr)
     throttle::fail(&state, &keys).await?;
     let expires_at = db::format_time(chrono::Utc::now() + chrono::Duration::minutes(VERIFICATION_TTL_MINUTES));
     let mut data = json!({ "sent": true, "expires_at": expires_at });
-    if let Some((_, alias_id, _)) = person_by_email(&state.db.read, &state, &email).await? {
+    if let Some(alias) = person_by_email(&state.db.read, &state, &email).await? {
         let token = crypto::random_base62(32);
         sqlx::query("INSERT INTO identity_verification (token_hash, alias_id, purpose, expires_at, created_at) VALUES ($1, $2, 'verify-email', $3, $4)")
             .bind(crypto::sha256_hex(token.as_bytes()))
-            .bind(&alias_id)
+            .bind(&alias.alias_id)
             .bind(&expires_at)
             .bind(db::now())
             .execute(state.db.writer())
@@ -632,28 +622,33 @@ async fn verify_email(State(state): State<AppState>, Body(body): Body<VerifyEmai
     let token = check.required("token", &body.token);
     check.finish()?;
     let mut tx = state.db.begin().await?;
-    let row = sqlx::query("SELECT alias_id, expires_at, used_at FROM identity_verification WHERE token_hash = $1 AND purpose = 'verify-email'")
-        .bind(crypto::sha256_hex(token.as_bytes()))
-        .fetch_optional(&mut *tx)
-        .await?;
-    let invalid = || ApiError::invalid("token is invalid, expired or already used");
-    let row = row.ok_or_else(invalid)?;
-    let expires_at: String = row.try_get("expires_at")?;
-    if row.try_get::<Option<String>, _>("used_at")?.is_some() || expires_at <= db::now() {
-        return Err(invalid());
-    }
-    let alias_id: String = row.try_get("alias_id")?;
+    let token_hash = crypto::sha256_hex(token.as_bytes());
+    let found: Option<Verification> =
+        sqlx::query_as("SELECT alias_id, expires_at, used_at FROM identity_verification WHERE token_hash = $1 AND purpose = 'verify-email'")
+            .bind(&token_hash)
+            .fetch_optional(&mut *tx)
+            .await?;
     let now = db::now();
-    sqlx::query("UPDATE identity_verification SET used_at = $1 WHERE token_hash = $2")
-        .bind(&now)
-        .bind(crypto::sha256_hex(token.as_bytes()))
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("UPDATE identity_alias SET verified_at = COALESCE(verified_at, $1) WHERE alias_id = $2").bind(&now).bind(&alias_id).execute(&mut *tx).await?;
+    let Some(v) = found.filter(|v| v.used_at.is_none() && v.expires_at > now) else {
+        return Err(ApiError::invalid("token is invalid, expired or already used"));
+    };
+    sqlx::query("UPDATE identity_verification SET used_at = $1 WHERE token_hash = $2").bind(&now).bind(&token_hash).execute(&mut *tx).await?;
     let verified_at: Option<String> =
-        sqlx::query_scalar("SELECT verified_at FROM identity_alias WHERE alias_id = $1").bind(&alias_id).fetch_one(&mut *tx).await?;
+        sqlx::query_scalar("UPDATE identity_alias SET verified_at = COALESCE(verified_at, $1) WHERE alias_id = $2 RETURNING verified_at")
+            .bind(&now)
+            .bind(&v.alias_id)
+            .fetch_one(&mut *tx)
+            .await?;
     tx.commit().await?;
     Ok(ok(json!({ "verified": true, "verified_at": verified_at })))
+}
+
+/// A verification token's row: the alias it verifies and its life.
+#[derive(Debug, FromRow)]
+struct Verification {
+    alias_id: String,
+    expires_at: String,
+    used_at: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -665,7 +660,7 @@ async fn verification_status(State(state): State<AppState>, Params(q): Params<St
     let mut check = Check::new();
     let email = check_email(&mut check, &q.email);
     check.finish()?;
-    let verified_at = person_by_email(&state.db.read, &state, &email).await?.and_then(|(_, _, v)| v);
+    let verified_at = person_by_email(&state.db.read, &state, &email).await?.and_then(|a| a.verified_at);
     Ok(ok(json!({ "email": email, "verified": verified_at.is_some(), "verified_at": verified_at })))
 }
 
