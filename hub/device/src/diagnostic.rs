@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use sqlx::FromRow;
 
 use hub_kernel::{
-    audit::registry,
+    audit::{self, events, registry},
     db::{self, rows::JsonText},
     error::{ApiError, ApiResult, Body, created, ok},
     gate::Tenant,
@@ -144,6 +144,9 @@ async fn drain(State(state): State<AppState>, Tenant(ctx): Tenant, raw: axum::bo
     .bind(&drain_id)
     .fetch_all(&mut *tx)
     .await?;
+    if !rows.is_empty() {
+        audit::record(&mut tx, &ctx, events::OUTBOX_DRAINED, json!({ "drain_id": drain_id, "count": rows.len() })).await?;
+    }
     tx.commit().await?;
     Ok(ok(Drained { count: rows.len(), rows }))
 }

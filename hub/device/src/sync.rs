@@ -16,7 +16,10 @@ use protocol::sync::{EventTypePolicy, MAX_BATCH_EVENTS, RejectedEvent, SyncBatch
 use serde_json::{Value, json};
 
 use hub_kernel::{
-    audit::registry::{self, EventType},
+    audit::{
+        self, events,
+        registry::{self, EventType},
+    },
     db,
     error::{ApiError, ApiResult, Body, ok},
     gate::Tenant,
@@ -60,6 +63,7 @@ async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body):
     };
     let mut data = resolution.to_json(policy);
     let id = db::new_id();
+    let mut tx = state.db.begin().await?;
     sqlx::query(
         "INSERT INTO hdk_sync_resolution (resolution_id, tenant_id, event_type, policy, status, input_a, input_b, result, batch_id, audit_entry_id, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
@@ -75,8 +79,11 @@ async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body):
     .bind(&batch_id)
     .bind(audit_entry_id.map(|u| u.to_string()))
     .bind(db::now())
-    .execute(state.db.writer())
+    .execute(&mut *tx)
     .await?;
+    let event = if status == "resolved" { events::SYNC_CONFLICT_RESOLVED } else { events::SYNC_CONFLICT_ESCALATED };
+    audit::record(&mut tx, &ctx, event, json!({ "resolution_id": id, "event_type": event_type, "policy": policy.as_str(), "batch_id": batch_id })).await?;
+    tx.commit().await?;
     data["resolution_id"] = json!(id);
     data["event_type"] = json!(event_type);
     data["batch_id"] = json!(batch_id);
@@ -155,6 +162,12 @@ async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, Body(
         .execute(&mut *tx)
         .await?;
         if stored.rows_affected() == 1 { ack.accepted.push(key) } else { ack.duplicates.push(key) }
+    }
+    if !ack.accepted.is_empty() {
+        let counts = json!({
+            "batch_id": batch_id, "device_uuid": device, "accepted": ack.accepted.len(), "duplicates": ack.duplicates.len(), "rejected": ack.rejected.len(),
+        });
+        audit::record(&mut tx, &ctx, events::SYNC_BATCH_RECEIVED, counts).await?;
     }
     tx.commit().await?;
     Ok(ok(ack))

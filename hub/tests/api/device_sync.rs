@@ -59,6 +59,10 @@ async fn resolve_applies_the_registered_policy(app: TestApp) {
         "ValidationError",
     );
     assert_eq!(body["details"], json!(["input_a is required", "input_b is required", "audit_entry_id must be a UUID"]));
+    // Each resolution is recorded in the tenant's chain: a human-review one as escalated.
+    let events = app.events_of(&t["tenant_id"]).await;
+    assert!(events.contains(&"sync.conflict.resolved.v1".to_string()), "{events:?}");
+    assert!(events.contains(&"sync.conflict.escalated.v1".to_string()), "{events:?}");
     // Another tenant has not registered the type.
     let other = app.signup("rs2@example.com", "rs2").await;
     assert_error(
@@ -83,6 +87,9 @@ async fn batches_store_each_event_once_per_tenant(app: TestApp) {
     let (_, ack) = app.post("/api/hdk/sync/batches", Some(token), batch).await;
     assert_eq!(ack["data"]["duplicates"], json!(["a", "b"]));
     assert_eq!(ack["data"]["accepted"], json!([]));
+    // A batch that stored something is an event; a batch of duplicates is not.
+    let received = app.events_of(&t["tenant_id"]).await.into_iter().filter(|e| e == "sync.batch.received.v1").count();
+    assert_eq!(received, 1);
     // The same keys from another tenant are that tenant's own events.
     let other = app.signup("sb2@example.com", "sb2").await;
     let (_, ack) = app

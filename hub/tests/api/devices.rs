@@ -222,7 +222,11 @@ async fn the_hdk_outbox_drains_oldest_first_exactly_once(app: TestApp) {
     assert_eq!(d["data"]["count"], 3);
     let (_, d) = app.post("/api/hdk/diagnostic/drain", Some(token), json!({})).await;
     assert_eq!(d["data"], json!({ "count": 0, "rows": [] }));
-    assert_error(app.post("/api/hdk/diagnostic/drain", Some(token), json!({ "limit": "ten" })).await, 400, "ValidationError");
+    let body = assert_error(app.post("/api/hdk/diagnostic/drain", Some(token), json!({ "limit": "ten" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["limit must be an integer from 1 to 1000"]));
+    // Each drain that took rows is an event; the empty one is not.
+    let drained = app.events_of(&t["tenant_id"]).await.into_iter().filter(|e| e == "diagnostic.outbox.drained.v1").count();
+    assert_eq!(drained, 2);
 }
 db_test!(the_hdk_outbox_drains_oldest_first_exactly_once);
 

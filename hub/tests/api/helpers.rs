@@ -111,6 +111,16 @@ impl TestApp {
         TestApp { base: format!("http://{}", server.addr), client: reqwest::Client::new(), server: Some(server), backend, database_url, _dir: dir }
     }
 
+    /// The event types recorded in a tenant's audit chains, oldest first:
+    /// what a route's "its event in the same transaction" left behind.
+    pub async fn events_of(&self, tenant_id: &Value) -> Vec<String> {
+        sqlx::query_scalar("SELECT event_type FROM audit_entry WHERE tenant_id = $1 ORDER BY pool_index, seq")
+            .bind(tenant_id.as_str().expect("a tenant id"))
+            .fetch_all(&self.state().db.read)
+            .await
+            .unwrap()
+    }
+
     pub fn state(&self) -> &hub_kernel::state::AppState {
         &self.server.as_ref().expect("running").state
     }

@@ -31,6 +31,20 @@ event_types! {
     COMMAND_APPROVED = "command.command.approved.v1";
     COMMAND_REJECTED = "command.command.rejected.v1";
     COMMAND_ACKNOWLEDGED = "command.command.acknowledged.v1";
+    DEVICE_REGISTERED = "device.device.registered.v1";
+    DEVICE_ATTESTED = "device.device.attested.v1";
+    DEVICE_REVOKED = "device.device.revoked.v1";
+    DEVICE_PERSON_LINKED = "device.person.linked.v1";
+    CRASH_REPORTED = "diagnostic.crash.reported.v1";
+    HEALTH_REPORTED = "diagnostic.health.reported.v1";
+    OUTBOX_DRAINED = "diagnostic.outbox.drained.v1";
+    SYNC_BATCH_RECEIVED = "sync.batch.received.v1";
+    SYNC_CONFLICT_RESOLVED = "sync.conflict.resolved.v1";
+    SYNC_CONFLICT_ESCALATED = "sync.conflict.escalated.v1";
+    PERSON_REGISTERED = "identity.person.registered.v1";
+    APPLICATION_CREATED = "identity.application.created.v1";
+    PERSONA_CREATED = "identity.persona.created.v1";
+    MEMBERSHIP_CREATED = "tenant.membership.created.v1";
 }
 
 #[cfg(test)]
