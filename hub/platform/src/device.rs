@@ -9,10 +9,11 @@ use axum::{
     routing::{get, post},
 };
 use serde::{Deserialize, Serialize, Serializer};
-use serde_json::Value;
+use serde_json::{Value, json};
 use sqlx::FromRow;
 
 use hub_kernel::{
+    audit::{self, events},
     crypto,
     db::{self, Tx, rows::Flag},
     error::{ApiError, ApiResult, Body, created, ok},
@@ -180,6 +181,8 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
         .bind(&now)
         .fetch_one(&mut *tx)
         .await?;
+    let payload = json!({ "device_uuid": device.device_uuid, "platform": platform, "created": !existed });
+    audit::record(&mut tx, &ctx, events::DEVICE_REGISTERED, payload).await?;
     tx.commit().await?;
     Ok(created(Registered { device, created: !existed }))
 }
@@ -276,6 +279,8 @@ async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     .bind(db::now())
     .fetch_one(&mut *tx)
     .await?;
+    let payload = json!({ "attestation_id": attestation.attestation_id, "device_uuid": id, "method": method, "verified": verified, "failure_reason": reason });
+    audit::record(&mut tx, &ctx, events::DEVICE_ATTESTED, payload).await?;
     tx.commit().await?;
     Ok(created(attestation))
 }
@@ -355,6 +360,7 @@ async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
          ON CONFLICT (tenant_id, device_uuid, person_id) DO UPDATE SET status = 'active', updated_at = excluded.updated_at RETURNING {LINK_COLUMNS}"
     );
     let link: Link = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(&person).bind(db::now()).fetch_one(&mut *tx).await?;
+    audit::record(&mut tx, &ctx, events::DEVICE_PERSON_LINKED, json!({ "device_uuid": id, "person_id": person })).await?;
     tx.commit().await?;
     Ok(if existed.is_some() { ok(link) } else { created(link) })
 }
@@ -381,13 +387,11 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     let reason = check.required("reason", &body.reason);
     check.one_of("reason", &reason, &["revoked", "stolen"]);
     check.finish()?;
+    let mut tx = state.db.begin().await?;
     let sql = format!("UPDATE platform_device SET status = $1 WHERE tenant_id = $2 AND device_uuid = $3 RETURNING {COLUMNS}");
-    let device: Device = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(&reason)
-        .bind(&ctx.tenant_id)
-        .bind(&id)
-        .fetch_optional(state.db.writer())
-        .await?
-        .ok_or(ApiError::NotFound)?;
+    let device: Device =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&reason).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
+    audit::record(&mut tx, &ctx, events::DEVICE_REVOKED, json!({ "device_uuid": id, "reason": reason })).await?;
+    tx.commit().await?;
     Ok(ok(device))
 }

@@ -14,11 +14,12 @@ use axum::{
     routing::{get, post},
 };
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 use sqlx::FromRow;
 
 use crate::device;
 use hub_kernel::{
+    audit::{self, events},
     db::{self, rows::JsonText},
     error::{ApiError, ApiResult, Body, created, ok},
     extract::{Listing, Page, Params},
@@ -115,6 +116,9 @@ async fn report_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Body(b
         .bind(db::now())
         .fetch_one(&mut *tx)
         .await?;
+    // The stack itself stays out of the audit chain: it may carry personal data.
+    let payload = json!({ "crash_id": crash.crash_id, "device_uuid": device, "app_version": crash.app_version, "occurred_at": occurred_at });
+    audit::record(&mut tx, &ctx, events::CRASH_REPORTED, payload).await?;
     tx.commit().await?;
     Ok(created(crash))
 }
@@ -181,6 +185,7 @@ async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Bod
     .bind(db::now())
     .fetch_one(&mut *tx)
     .await?;
+    audit::record(&mut tx, &ctx, events::HEALTH_REPORTED, json!({ "device_uuid": device, "status": status, "taken_at": taken_at })).await?;
     tx.commit().await?;
     Ok(created(snapshot))
 }

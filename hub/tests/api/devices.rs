@@ -150,6 +150,51 @@ async fn persons_are_linked_to_devices(app: TestApp) {
 }
 db_test!(persons_are_linked_to_devices);
 
+/// Each device write records its event in the tenant's chain, in the same
+/// transaction; a refused write records nothing.
+async fn device_writes_record_their_events(app: TestApp) {
+    let t = app.signup("ev@example.com", "ev").await;
+    let token = t["token"].as_str().unwrap();
+    let id = device_id();
+    register(&app, token, &id).await;
+    let key = device_core::attestation::SoftwareKey::generate();
+    let c = challenge(&app, token, &id).await;
+    let (s, _) = app
+        .post(
+            &format!("/api/devices/{id}/attest"),
+            Some(token),
+            json!({ "method": "secure-enclave", "signature_envelope": envelope(&key, "secure-enclave", &id, &c) }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _) = app.post(&format!("/api/devices/{id}/link-person"), Some(token), json!({ "person_id": t["person_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _) = app.post("/api/diagnostic/crash", Some(token), json!({ "device_uuid": id, "stack_envelope": "secret stack" })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _) = app.post("/api/diagnostic/snapshots", Some(token), json!({ "device_uuid": id, "status": "ok" })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _) = app.post(&format!("/api/devices/{id}/revoke"), Some(token), json!({ "reason": "stolen" })).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_error(app.post(&format!("/api/devices/{id}/revoke"), Some(token), json!({ "reason": "lost" })).await, 400, "ValidationError");
+    let device_events: Vec<String> =
+        app.events_of(&t["tenant_id"]).await.into_iter().filter(|e| e.starts_with("device.") || e.starts_with("diagnostic.")).collect();
+    assert_eq!(
+        device_events,
+        [
+            "device.device.registered.v1",
+            "device.device.attested.v1",
+            "device.person.linked.v1",
+            "diagnostic.crash.reported.v1",
+            "diagnostic.health.reported.v1",
+            "device.device.revoked.v1"
+        ]
+    );
+    let payloads: Vec<String> =
+        sqlx::query_scalar("SELECT payload FROM audit_entry WHERE event_type = 'diagnostic.crash.reported.v1'").fetch_all(&app.state().db.read).await.unwrap();
+    assert!(!payloads[0].contains("secret stack"), "the stack stays out of the chain: {}", payloads[0]);
+}
+db_test!(device_writes_record_their_events);
+
 async fn crashes_and_health_are_recorded_per_device(app: TestApp) {
     let t = app.signup("cr@example.com", "cr").await;
     let token = t["token"].as_str().unwrap();
