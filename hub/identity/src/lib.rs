@@ -1,6 +1,11 @@
 //! Identity and access: authentication bootstrap, tenancy spine, personas
 //! and roles, applications and API keys; and the `KeyDirectory` through
 //! which the gate reads API keys and permissions.
+//!
+//! Each table of the area has one owning module (its `//!` doc names them):
+//! only the owner's SQL names the table, and the other modules call the
+//! owner's functions, passing their transaction along. Rows are read into
+//! `FromRow` types that are also the answers' bodies.
 
 pub mod api_keys;
 pub mod auth;

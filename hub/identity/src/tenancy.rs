@@ -87,13 +87,13 @@ pub struct Membership {
 
 const MEMBERSHIP_COLUMNS: &str = "membership_id, person_id, tenant_id, bu_id, role_template_id, status, joined_at";
 
-/// The membership of `tenant_id` matching `filter` on `$1` (the tenant is
-/// `$2`); `filter` is a constant of this module.
-async fn membership_where<'e, E>(exec: E, filter: &str, value: &str, tenant_id: &str) -> ApiResult<Option<Membership>>
+/// The membership of `tenant_id` whose `column` (a column name written in
+/// this module, never request text) is `value`.
+async fn membership_where<'e, E>(exec: E, column: &str, value: &str, tenant_id: &str) -> ApiResult<Option<Membership>>
 where
     E: sqlx::Executor<'e, Database = sqlx::Any>,
 {
-    let sql = format!("SELECT {MEMBERSHIP_COLUMNS} FROM tenant_membership WHERE {filter} = $1 AND tenant_id = $2");
+    let sql = format!("SELECT {MEMBERSHIP_COLUMNS} FROM tenant_membership WHERE {column} = $1 AND tenant_id = $2");
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(value).bind(tenant_id).fetch_optional(exec).await?)
 }
 
