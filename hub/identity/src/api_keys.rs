@@ -186,7 +186,9 @@ fn valid_slug(s: &str) -> bool {
     (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_') && !s.starts_with('-')
 }
 
-async fn insert_application(tx: &mut Tx, tenant_id: &str, name: &str, slug: &str, description: Option<&str>, environment: &str) -> ApiResult<Application> {
+/// Creates an application of the caller's tenant and records its event.
+async fn insert_application(tx: &mut Tx, ctx: &TenantCtx, name: &str, slug: &str, description: Option<&str>, environment: &str) -> ApiResult<Application> {
+    let tenant_id = ctx.tenant_id.as_str();
     if application_by_slug(tx, tenant_id, slug).await?.is_some() {
         return Err(ApiError::Conflict(format!("an application with slug '{slug}' already exists")));
     }
@@ -194,7 +196,7 @@ async fn insert_application(tx: &mut Tx, tenant_id: &str, name: &str, slug: &str
         "INSERT INTO credential_application (application_id, tenant_id, name, slug, description, environment, status, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, 'active', $7) RETURNING {APPLICATION_COLUMNS}"
     );
-    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let app: Application = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(tenant_id)
         .bind(name)
@@ -203,7 +205,10 @@ async fn insert_application(tx: &mut Tx, tenant_id: &str, name: &str, slug: &str
         .bind(environment)
         .bind(db::now())
         .fetch_one(&mut **tx)
-        .await?)
+        .await?;
+    let payload = json!({ "application_id": app.application_id, "slug": slug, "environment": environment });
+    audit::record(tx, ctx, events::APPLICATION_CREATED, payload).await?;
+    Ok(app)
 }
 
 async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Body(body): Body<NewApplication>) -> ApiResult<Response> {
@@ -217,7 +222,7 @@ async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): 
     }
     check.finish()?;
     let mut tx = state.db.begin().await?;
-    let app = insert_application(&mut tx, &ctx.tenant_id, &name, &slug, Check::optional(&body.description).as_deref(), &environment).await?;
+    let app = insert_application(&mut tx, &ctx, &name, &slug, Check::optional(&body.description).as_deref(), &environment).await?;
     tx.commit().await?;
     Ok(created(app))
 }
@@ -387,7 +392,7 @@ async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): Hu
 async fn default_application(tx: &mut Tx, ctx: &TenantCtx) -> ApiResult<Application> {
     match application_by_slug(tx, &ctx.tenant_id, "default").await? {
         Some(app) => Ok(app),
-        None => insert_application(tx, &ctx.tenant_id, "Default", "default", Some("created for tenant-level key issue"), "live").await,
+        None => insert_application(tx, ctx, "Default", "default", Some("created for tenant-level key issue"), "live").await,
     }
 }
 

@@ -195,6 +195,14 @@ async fn caller_membership(tx: &mut Tx, ctx: &TenantCtx) -> ApiResult<Option<Str
     tenancy::membership_of(&mut **tx, &ctx.tenant_id, person).await
 }
 
+/// The event of a persona created through the API (never its attributes,
+/// which are sealed and shreddable).
+async fn record_created(tx: &mut Tx, ctx: &TenantCtx, persona: &Persona) -> ApiResult<()> {
+    let payload = json!({ "persona_id": persona.persona_id, "membership_id": persona.membership_id, "kind": persona.kind });
+    audit::record(tx, ctx, events::PERSONA_CREATED, payload).await?;
+    Ok(())
+}
+
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewPersona>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "persona.persona.write").await?;
     let mut tx = state.db.begin().await?;
@@ -202,6 +210,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let membership = caller_membership(&mut tx, &ctx).await?;
     let attributes = body.attributes.as_ref().filter(|a| a.is_object());
     let persona = insert(&mut tx, &state.master, &ctx.tenant_id, membership.as_deref(), &kind, template.as_deref(), attributes).await?;
+    record_created(&mut tx, &ctx, &persona).await?;
     tx.commit().await?;
     // The attributes just sealed are the ones the persona holds.
     Ok(created(Described { persona, attributes: attributes.cloned() }))
@@ -220,6 +229,7 @@ async fn create_under_membership(
     let (kind, template) = validated(&state, &mut tx, &ctx, &body).await?;
     let attributes = body.attributes.as_ref().filter(|a| a.is_object());
     let persona = insert(&mut tx, &state.master, &ctx.tenant_id, Some(&membership_id), &kind, template.as_deref(), attributes).await?;
+    record_created(&mut tx, &ctx, &persona).await?;
     tx.commit().await?;
     Ok(created(Described { persona, attributes: attributes.cloned() }))
 }

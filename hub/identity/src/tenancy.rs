@@ -358,6 +358,10 @@ async fn admit(state: &AppState, ctx: &TenantCtx, tx: &mut Tx, m: NewMember<'_>)
     }
     let membership = insert_membership(tx, person_id, tenant_id, bu_id, &template).await?;
     let persona = personas::insert(tx, &state.master, tenant_id, Some(&membership.membership_id), "human", Some(&template), None).await?;
+    let payload = json!({
+        "membership_id": membership.membership_id, "tenant_id": tenant_id, "person_id": person_id, "role_template_id": template, "persona_id": persona.persona_id,
+    });
+    audit::record(tx, ctx, events::MEMBERSHIP_CREATED, payload).await?;
     Ok(Admitted { membership, persona_id: persona.persona_id })
 }
 

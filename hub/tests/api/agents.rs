@@ -221,7 +221,7 @@ async fn every_new_tenant_route_needs_its_scope_and_hides_other_tenants(app: Tes
     let (_, agents) = app.get("/api/agent-runtime/agents", bk).await;
     assert_eq!(agents["data"], json!([]));
     let (_, v) = app.post("/api/audit/verify", bk, json!({ "pool_index": 0 })).await;
-    assert_eq!(v["data"]["entries_checked"], 2, "only B's own signup and key issue: {v}");
+    assert_eq!(v["data"]["entries_checked"], 3, "only B's own signup, application and key issue: {v}");
 }
 db_test!(every_new_tenant_route_needs_its_scope_and_hides_other_tenants);
 

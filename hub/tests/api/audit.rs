@@ -371,17 +371,19 @@ async fn the_foundations_writes_emit_their_events_in_their_transactions(app: Tes
         admin_pool_events(&app, tenant).await,
         [
             "tenant.tenant.created.v1",
+            "identity.application.created.v1",
             "identity.api_key.issued.v1",
             "identity.api_key.rotated.v1",
             "identity.api_key.revoked.v1",
             "identity.application.disabled.v1",
+            "identity.persona.created.v1",
             "identity.role_assignment.granted.v1",
             "identity.role_assignment.revoked.v1",
             "identity.persona.shredded.v1",
         ]
     );
     let v = app.verify(t, 0).await;
-    assert_eq!((v["ok"].clone(), v["entries_checked"].clone()), (json!(true), json!(8)), "{v}");
+    assert_eq!((v["ok"].clone(), v["entries_checked"].clone()), (json!(true), json!(10)), "{v}");
     // The issued key's entry never carries its secret.
     let (s, list) = app.admin(Method::GET, &format!("/admin/audit/entries?tenant_id={tenant}&limit=500")).await;
     assert_eq!(s, StatusCode::OK);

@@ -65,6 +65,12 @@ async fn memberships_bind_existing_people(app: TestApp) {
     assert_eq!(c["bu_id"], "sales");
     assert_eq!(c["primary_persona_id"], m["data"]["persona_id"]);
     assert_eq!(c["all_persona_ids"], json!([m["data"]["persona_id"], p["data"]["persona_id"]]));
+    // The membership and the further persona are in the tenant's chain; the
+    // refused attempts are not.
+    let (s, a) = app.post("/api/applications", Some(owner), json!({ "name": "Mobile", "slug": "mobile", "environment": "live" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{a}");
+    let events = app.events_of(&t["tenant_id"]).await;
+    assert_eq!(events, ["tenant.tenant.created.v1", "tenant.membership.created.v1", "identity.persona.created.v1", "identity.application.created.v1"],);
 }
 db_test!(memberships_bind_existing_people);
 
