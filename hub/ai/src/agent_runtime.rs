@@ -9,20 +9,9 @@
 
 use std::collections::HashMap;
 
-use axum::{Json, Router, extract::State, response::Response, routing::get};
-use serde::Serialize;
-use serde_json::{Value, json};
-use sqlx::FromRow;
+use axum::Json;
 
-use hub_kernel::{
-    audit::{self, events},
-    db::{self, rows::JsonText},
-    error::{ApiError, ApiResult, Body, created},
-    extract::{Listing, Page, Params},
-    gate::{Tenant, TenantCtx},
-    state::AppState,
-    validate::Check,
-};
+use hub_kernel::prelude::*;
 
 pub fn routes() -> Router<AppState> {
     Router::new()

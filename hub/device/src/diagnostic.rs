@@ -3,19 +3,8 @@
 //! claims up to `limit` undrained rows, oldest first, stamps `drained_at`
 //! and returns them.
 
-use axum::{Router, extract::State, response::Response, routing::post};
-use serde::Serialize;
-use serde_json::{Value, json};
-use sqlx::FromRow;
-
-use hub_kernel::{
-    audit::{self, events, registry},
-    db::{self, rows::JsonText},
-    error::{ApiError, ApiResult, Body, created, ok},
-    gate::Tenant,
-    state::AppState,
-    validate::Check,
-};
+use hub_kernel::audit::registry;
+use hub_kernel::prelude::*;
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/api/hdk/diagnostic/outbox", post(push)).route("/api/hdk/diagnostic/drain", post(drain))

@@ -2,19 +2,9 @@
 //! optional biometric-template and PIN envelopes sealed at rest. A claim
 //! with neither credential is accepted. The envelopes are never returned.
 
-use axum::{Router, extract::State, response::Response, routing::post};
 use base64::Engine;
-use serde::{Deserialize, Serialize};
-use sqlx::FromRow;
 
-use hub_kernel::{
-    db::{self, rows::Flag},
-    error::{ApiError, ApiResult, Body, created, ok},
-    extract::Params,
-    gate::Tenant,
-    state::AppState,
-    validate::Check,
-};
+use hub_kernel::prelude::*;
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/api/hdk/idp/claims", post(upsert).get(get_claim))

@@ -1,19 +1,7 @@
 //! hdk-measure: the measurements a device takes of a capture, read back by
 //! capture.
 
-use axum::{Router, extract::State, response::Response, routing::post};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use sqlx::FromRow;
-
-use hub_kernel::{
-    db,
-    error::{ApiResult, Body, created},
-    extract::{Listing, Page, Params},
-    gate::Tenant,
-    state::AppState,
-    validate::Check,
-};
+use hub_kernel::prelude::*;
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/api/hdk/measure/measurements", post(record).get(list_by_capture))

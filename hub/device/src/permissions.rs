@@ -1,24 +1,7 @@
 //! hdk-permissions: the permission snapshots a device reports, and the
 //! newest one of a device read back.
 
-use axum::{
-    Router,
-    extract::State,
-    response::Response,
-    routing::{get, post},
-};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use sqlx::FromRow;
-
-use hub_kernel::{
-    db::{self, rows::JsonText},
-    error::{ApiError, ApiResult, Body, created, ok},
-    extract::Params,
-    gate::Tenant,
-    state::AppState,
-    validate::Check,
-};
+use hub_kernel::prelude::*;
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/api/hdk/permissions/snapshots", post(record)).route("/api/hdk/permissions/snapshots/latest", get(latest))

@@ -2,11 +2,8 @@
 //! parameters or query; values the interface document leaves out are this
 //! project's choices, listed in docs/compatibility.md.
 
-use axum::Router;
-use serde_json::{Value, json};
-
 use crate::{manifest_routes, native_modules};
-use hub_kernel::state::AppState;
+use hub_kernel::prelude::*;
 
 pub fn routes() -> Router<AppState> {
     manifest_routes("scanner", manifest)

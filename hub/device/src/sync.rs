@@ -5,26 +5,13 @@
 
 use std::collections::HashMap;
 
-use axum::{
-    Router,
-    extract::State,
-    response::Response,
-    routing::{get, post},
-};
 use device_core::policy::{self, ConflictPolicy, Resolution};
 use protocol::sync::{EventTypePolicy, MAX_BATCH_EVENTS, RejectedEvent, SyncBatchAck, SyncPolicies};
-use serde_json::{Value, json};
 
+use hub_kernel::prelude::*;
 use hub_kernel::{
-    audit::{
-        self, events,
-        registry::{self, EventType},
-    },
-    db,
-    error::{ApiError, ApiResult, Body, ok},
-    gate::Tenant,
-    state::AppState,
-    validate::{self, Check},
+    audit::registry::{self, EventType},
+    validate,
 };
 
 pub fn routes() -> Router<AppState> {

@@ -1,19 +1,7 @@
 //! hdk-watermark: the watermark applications a device records for an
 //! image variant, read back by variant.
 
-use axum::{Router, extract::State, response::Response, routing::post};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use sqlx::FromRow;
-
-use hub_kernel::{
-    db::{self, rows::JsonText},
-    error::{ApiResult, Body, created},
-    extract::{Listing, Page, Params},
-    gate::Tenant,
-    state::AppState,
-    validate::Check,
-};
+use hub_kernel::prelude::*;
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/api/hdk/watermark/applications", post(record).get(list_by_variant))

@@ -4,29 +4,14 @@
 //! The actor of an appended entry is always the credential's: the person
 //! (JWT subject) or the API key's synthetic persona.
 
-use axum::{
-    Json, Router,
-    extract::{Path, State},
-    http::StatusCode,
-    response::{IntoResponse, Response},
-    routing::{get, post},
-};
-use serde::Serialize;
-use serde_json::{Value, json};
+use axum::{Json, http::StatusCode, response::IntoResponse};
 
-use hub_kernel::{
-    audit::{
-        self, actor_of,
-        appender::OwnedEvent,
-        events,
-        registry::{self, COMPACTION_POLICIES, CONFLICT_POLICIES, EventType, RETENTION_CLASSES, SCHEMA_STATES},
-    },
-    db,
-    error::{ApiError, ApiResult, Body, created, ok},
-    gate::Tenant,
-    state::AppState,
-    validate::Check,
+use hub_kernel::audit::{
+    actor_of,
+    appender::OwnedEvent,
+    registry::{self, COMPACTION_POLICIES, CONFLICT_POLICIES, EventType, RETENTION_CLASSES, SCHEMA_STATES},
 };
+use hub_kernel::prelude::*;
 
 pub fn routes() -> Router<AppState> {
     Router::new()

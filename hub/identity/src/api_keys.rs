@@ -11,29 +11,16 @@
 
 use std::sync::Arc;
 
-use axum::{
-    Router,
-    extract::{Path, State},
-    response::Response,
-    routing::{get, post},
-};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use sqlx::FromRow;
-
 use crate::{personas, roles, tenancy};
+use hub_kernel::prelude::*;
 use hub_kernel::{
-    audit::{self, events},
     crypto,
-    db::{self, Db, Tx, rows::JsonText},
-    error::{ApiError, ApiResult, Body, created, ok},
     gate::{
-        HumanTenant, TenantCtx,
+        HumanTenant,
         keys::{self, KeyRecord},
         scope,
     },
-    state::{AppState, Invalidation},
-    validate::{Check, path_id},
+    state::Invalidation,
 };
 
 pub fn routes() -> Router<AppState> {

@@ -9,34 +9,26 @@
 //! tenancy and personas.
 
 use axum::{
-    Json, Router,
-    extract::{Request, State},
+    Json,
+    extract::Request,
     http::{HeaderValue, StatusCode, header},
-    response::{IntoResponse, Response},
-    routing::{get, post},
+    response::IntoResponse,
 };
-use serde::Deserialize;
-use serde_json::{Value, json};
-use sqlx::FromRow;
 
 use crate::{
     api_keys, personas,
     tenancy::{self, Membership, Tenant},
 };
+use hub_kernel::prelude::*;
 use hub_kernel::{
-    audit::events,
     crypto::{self, DataKey, password},
-    db::{self, Tx},
-    error::{ApiError, ApiResult, Body, created, ok, parse_body},
-    extract::Params,
+    error::parse_body,
     gate::{
         BasicCredentials, Caller, ClientAddr, MaybeCaller,
         keys::{self, KeyRecord},
         scope, throttle,
         tokens::{self, Actor, Claims, TenantClaims},
     },
-    state::AppState,
-    validate::Check,
 };
 
 pub fn routes() -> Router<AppState> {

@@ -6,25 +6,14 @@
 //! This module owns persona_persona: other modules read and write personas
 //! through its functions.
 
-use axum::{
-    Router,
-    extract::{Path, State},
-    response::Response,
-    routing::{get, post},
-};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use sqlx::{AssertSqlSafe, FromRow};
+use sqlx::AssertSqlSafe;
 
 use crate::{roles, tenancy};
+use hub_kernel::prelude::*;
 use hub_kernel::{
-    audit::{self, events},
     crypto::{DataKey, MasterKey},
-    db::{self, Tx},
-    error::{ApiError, ApiResult, Body, created, ok},
-    gate::{Tenant, TenantCtx, keys},
-    state::{AppState, Invalidation},
-    validate::{Check, path_id},
+    gate::keys,
+    state::Invalidation,
 };
 
 pub fn routes() -> Router<AppState> {

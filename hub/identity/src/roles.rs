@@ -12,31 +12,17 @@
 
 use std::collections::{HashMap, HashSet};
 
-use axum::{
-    Router,
-    extract::{Path, State},
-    response::Response,
-    routing::post,
-};
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
-use sqlx::{AssertSqlSafe, FromRow};
+use serde_json::Map;
+use sqlx::AssertSqlSafe;
 
 use crate::{
     personas::{self, Persona},
     tenancy,
 };
-
+use hub_kernel::prelude::*;
 use hub_kernel::{
-    audit::{self, events},
-    db::{
-        self, Tx,
-        rows::{Flag, JsonText},
-    },
-    error::{ApiError, ApiResult, Body, created, ok},
-    gate::{Tenant, TenantCtx, keys, scope},
-    state::{AppState, Invalidation},
-    validate::{Check, path_id},
+    gate::{keys, scope},
+    state::Invalidation,
 };
 
 pub fn routes() -> Router<AppState> {

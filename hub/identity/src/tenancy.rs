@@ -7,27 +7,11 @@
 //! SQL that runs inside other modules' queries is `own_or_sandbox`, a
 //! condition that spares them a read of the tenant before each such query.
 
-use axum::{
-    Router,
-    extract::{Path, State},
-    response::Response,
-    routing::{get, post},
-};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use sqlx::FromRow;
-
 use crate::{auth, personas, roles};
+use hub_kernel::prelude::*;
 use hub_kernel::{
-    audit::{self, events},
-    db::{
-        self, Tx,
-        rows::{Flag, JsonText},
-    },
-    error::{ApiError, ApiResult, Body, TargetTenantBody, created, ok},
-    gate::{Person, Tenant as TenantCaller, TenantCtx, keys},
-    state::AppState,
-    validate::{Check, path_id},
+    error::TargetTenantBody,
+    gate::{Person, Tenant as TenantCaller, keys},
 };
 
 pub fn routes() -> Router<AppState> {

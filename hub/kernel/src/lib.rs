@@ -16,5 +16,6 @@ pub mod error;
 pub mod extract;
 pub mod gate;
 pub mod mail;
+pub mod prelude;
 pub mod state;
 pub mod validate;

@@ -4,25 +4,8 @@
 
 use std::collections::HashMap;
 
-use axum::{
-    Router,
-    extract::{Path, State},
-    response::Response,
-    routing::{get, post},
-};
-use serde::Serialize;
-use serde_json::{Value, json};
-use sqlx::FromRow;
-
-use hub_kernel::{
-    audit::{self, chain},
-    db,
-    error::{ApiError, ApiResult, ok},
-    extract::Params,
-    gate::Operator,
-    state::AppState,
-    validate::{path_id, query_int},
-};
+use hub_kernel::prelude::*;
+use hub_kernel::{audit::chain, gate::Operator, validate::query_int};
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/admin/audit/entries", get(list)).route("/admin/audit/entries/{entry_id}", get(get_one)).route("/admin/audit/verify", post(verify))

@@ -6,29 +6,12 @@
 //! shown once and stored only as a SHA-256 hash. It authenticates that
 //! asset's command stream (SSE and QUIC) and its command acks, nothing else.
 
-use axum::{
-    Router,
-    extract::{Path, State},
-    response::Response,
-    routing::{get, post},
-};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use sqlx::FromRow;
-
 use crate::command;
+use hub_kernel::prelude::*;
 use hub_kernel::{
-    audit::{self, events},
     bus, crypto,
-    db::{self, Db, Tx, rows::JsonText},
-    error::{ApiError, ApiResult, Body, created, ok},
-    extract::{Listing, Page, Params},
-    gate::{
-        Tenant,
-        robots::{CREDENTIAL_PREFIX, RobotCredential},
-    },
-    state::AppState,
-    validate::{self, Check, path_id, query_int},
+    gate::robots::{CREDENTIAL_PREFIX, RobotCredential},
+    validate::{self, query_int},
 };
 
 pub fn routes() -> Router<AppState> {

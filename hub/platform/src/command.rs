@@ -11,29 +11,14 @@
 //! stream order is the order in which commands became deliverable, and an
 //! SSE `Last-Event-ID` never skips a command approved late.
 
-use axum::{
-    Router,
-    extract::{Path, State},
-    response::Response,
-    routing::{get, post},
-};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use sqlx::FromRow;
-
 use crate::{asset, sse};
+use hub_kernel::prelude::*;
 use hub_kernel::{
-    audit::{self, events},
     bus,
-    db::{self, Tx, rows::JsonText},
-    error::{ApiError, ApiResult, Body, created, ok},
-    extract::{Listing, Page},
     gate::{
-        Tenant, keys,
+        keys,
         robots::{Robot, RobotCredential},
     },
-    state::AppState,
-    validate::{Check, path_id},
 };
 
 pub fn routes() -> Router<AppState> {

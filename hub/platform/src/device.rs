@@ -2,25 +2,10 @@
 //! verified by the hub against a challenge it issued, device-person links
 //! and revocation.
 
-use axum::{
-    Router,
-    extract::{Path, State},
-    response::Response,
-    routing::{get, post},
-};
-use serde::{Deserialize, Serialize, Serializer};
-use serde_json::{Value, json};
-use sqlx::FromRow;
+use serde::Serializer;
 
-use hub_kernel::{
-    audit::{self, events},
-    crypto,
-    db::{self, Tx, rows::Flag},
-    error::{ApiError, ApiResult, Body, created, ok},
-    gate::Tenant,
-    state::AppState,
-    validate::{Check, path_id},
-};
+use hub_kernel::crypto;
+use hub_kernel::prelude::*;
 
 pub fn routes() -> Router<AppState> {
     Router::new()

@@ -7,26 +7,8 @@
 //! so a tenant that registers the device later cannot change what the
 //! public read shows.
 
-use axum::{
-    Router,
-    extract::{Path, State},
-    response::Response,
-    routing::{get, post},
-};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use sqlx::FromRow;
-
 use crate::device;
-use hub_kernel::{
-    audit::{self, events},
-    db::{self, rows::JsonText},
-    error::{ApiError, ApiResult, Body, created, ok},
-    extract::{Listing, Page, Params},
-    gate::Tenant,
-    state::AppState,
-    validate::{Check, path_id},
-};
+use hub_kernel::prelude::*;
 
 pub fn routes() -> Router<AppState> {
     Router::new()

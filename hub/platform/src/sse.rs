@@ -9,22 +9,19 @@
 use std::{convert::Infallible, time::Duration};
 
 use axum::{
-    extract::{Path, State},
     http::HeaderMap,
     response::{
-        IntoResponse, Response,
+        IntoResponse,
         sse::{Event, KeepAlive, Sse},
     },
 };
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::command;
+use hub_kernel::prelude::*;
 use hub_kernel::{
     bus::{BATCH, SAFETY_RECHECK},
-    error::{ApiError, ApiResult},
     gate::robots::{self, Robot},
-    state::AppState,
-    validate::path_id,
 };
 
 pub async fn stream(State(state): State<AppState>, Robot(cred): Robot, Path(asset_id): Path<String>, headers: HeaderMap) -> ApiResult<Response> {

@@ -1,0 +1,27 @@
+//! What a group module uses, in one import: `use hub_kernel::prelude::*;`.
+//! The router and extractors, the row and request derives, JSON, the
+//! database and audit helpers, the error envelope, the list extractors, the
+//! caller, and `Check`. A name a module defines itself shadows the one here.
+
+pub use axum::{
+    Router,
+    extract::{Path, State},
+    response::Response,
+    routing::{get, post, put},
+};
+pub use serde::{Deserialize, Serialize};
+pub use serde_json::{Value, json};
+pub use sqlx::FromRow;
+
+pub use crate::{
+    audit::{self, events},
+    db::{
+        self, Db, Tx,
+        rows::{Flag, JsonText},
+    },
+    error::{ApiError, ApiResult, Body, created, ok},
+    extract::{Listing, Page, Params, list},
+    gate::{Tenant, TenantCtx},
+    state::AppState,
+    validate::{Check, path_id},
+};
