@@ -21,7 +21,7 @@ use hub_kernel::{
     audit, bus,
     config::{Config, GateMode},
     crypto::MasterKey,
-    db::{Backend, Db},
+    db::{self, Backend, Db},
     error::{self, ApiError},
     gate::{self, directory::Directories},
     mail,
@@ -103,10 +103,9 @@ fn spawn_background(state: &AppState) {
     bus::spawn_background(state);
     hub_platform::spawn_background(state);
     let s = state.clone();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(60));
-        loop {
-            tick.tick().await;
+    db::every(Duration::from_secs(60), move || {
+        let s = s.clone();
+        async move {
             if let Err(e) = gate::keys::sweep_rate_windows(&s).await {
                 tracing::warn!(error = %e, "sweeping rate windows");
             }
@@ -117,10 +116,9 @@ fn spawn_background(state: &AppState) {
     });
     // Audit retention: shred expired payloads at start and then hourly.
     let s = state.clone();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(3600));
-        loop {
-            tick.tick().await;
+    db::every(Duration::from_secs(3600), move || {
+        let s = s.clone();
+        async move {
             match audit::retention::sweep(&s.db, chrono::Utc::now()).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(shredded = n, "audit retention sweep"),
@@ -128,38 +126,23 @@ fn spawn_background(state: &AppState) {
             }
         }
     });
+    // Other replicas' cache invalidations; after a gap every cache is
+    // dropped, since notifications may have been missed meanwhile.
     if state.db.backend == Backend::Postgres {
         let s = state.clone();
-        tokio::spawn(async move { listen_invalidations(s).await });
-    }
-}
-
-/// Follows the other replicas' cache invalidations. After losing the
-/// connection every cache is dropped, since notifications may have been
-/// missed meanwhile.
-async fn listen_invalidations(state: AppState) {
-    loop {
-        match sqlx::postgres::PgListener::connect(&state.db.url).await {
-            Ok(mut listener) => {
-                if let Err(e) = listener.listen(INVALIDATION_CHANNEL).await {
-                    tracing::error!(error = %e, "LISTEN failed");
-                } else {
-                    state.clear_all();
-                    loop {
-                        match listener.recv().await {
-                            Ok(n) => state.apply_remote(n.payload()).await,
-                            Err(e) => {
-                                tracing::warn!(error = %e, "invalidation channel lost");
-                                break;
-                            }
-                        }
-                    }
-                }
-            }
-            Err(e) => tracing::error!(error = %e, "connecting the invalidation listener"),
-        }
-        state.clear_all();
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::spawn(async move {
+            let applied = s.clone();
+            db::follow(
+                s.db.url.clone(),
+                INVALIDATION_CHANNEL,
+                move |payload| {
+                    let applied = applied.clone();
+                    async move { applied.apply_remote(&payload).await }
+                },
+                || s.clear_all(),
+            )
+            .await
+        });
     }
 }
 

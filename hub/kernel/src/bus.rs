@@ -18,7 +18,7 @@ use std::{
 use tokio::sync::watch;
 
 use crate::{
-    db::{Backend, Tx},
+    db::{self, Backend, Tx},
     error::ApiResult,
     state::AppState,
 };
@@ -129,48 +129,23 @@ pub async fn notify(backend: Backend, tx: &mut Tx, asset_id: &str) -> ApiResult<
 }
 
 /// The pruning of idle wake-up channels and, on PostgreSQL, the listener
-/// of other replicas' wake-ups.
+/// of other replicas' wake-ups (after a gap in it, every stream looks again).
 pub fn spawn_background(state: &AppState) {
     let s = state.clone();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(30));
-        loop {
-            tick.tick().await;
-            s.streams.prune();
-        }
+    db::every(Duration::from_secs(30), move || {
+        s.streams.prune();
+        async {}
     });
     if state.db.backend == Backend::Postgres {
         let s = state.clone();
-        tokio::spawn(async move { listen_commands(s).await });
-    }
-}
-
-/// Follows the commands queued through other replicas. After losing the
-/// connection every stream is woken, since notifications may have been
-/// missed meanwhile.
-async fn listen_commands(state: AppState) {
-    loop {
-        match sqlx::postgres::PgListener::connect(&state.db.url).await {
-            Ok(mut listener) => {
-                if let Err(e) = listener.listen(COMMAND_CHANNEL).await {
-                    tracing::error!(error = %e, "LISTEN on the command channel failed");
-                } else {
-                    state.streams.wake_all();
-                    loop {
-                        match listener.recv().await {
-                            Ok(n) => state.streams.wake(n.payload()),
-                            Err(e) => {
-                                tracing::warn!(error = %e, "command channel lost");
-                                break;
-                            }
-                        }
-                    }
-                }
-            }
-            Err(e) => tracing::error!(error = %e, "connecting the command listener"),
-        }
-        state.streams.wake_all();
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::spawn(async move {
+            let woken = s.clone();
+            let wake = move |asset: String| {
+                woken.streams.wake(&asset);
+                std::future::ready(())
+            };
+            db::follow(s.db.url.clone(), COMMAND_CHANNEL, wake, || s.streams.wake_all()).await
+        });
     }
 }
 

@@ -8,6 +8,7 @@ pub mod asset;
 pub mod command;
 pub mod device;
 pub mod diagnostic;
+pub mod feed;
 pub mod quic;
 pub mod sse;
 
@@ -16,7 +17,7 @@ use std::time::Duration;
 use axum::Router;
 
 use hub_kernel::{
-    db::Db,
+    db::{self, Db},
     gate::{
         directory::{Lookup, RobotDirectory},
         robots::RobotCredential,
@@ -45,10 +46,9 @@ impl RobotDirectory for Directory {
 /// `expired` within a second.
 pub fn spawn_background(state: &AppState) {
     let s = state.clone();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tick.tick().await;
+    db::every(Duration::from_secs(1), move || {
+        let s = s.clone();
+        async move {
             if let Err(e) = command::sweep_expired(&s).await {
                 tracing::warn!(error = %e, "sweeping expired commands");
             }

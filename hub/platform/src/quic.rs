@@ -17,9 +17,8 @@ use quinn::{RecvStream, SendStream};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 use tokio::sync::mpsc;
 
-use crate::{asset, command};
+use crate::{asset, command, feed::Feed};
 use hub_kernel::{
-    bus::{BATCH, SAFETY_RECHECK},
     error::ApiError,
     gate::robots::{self, RobotCredential},
     state::AppState,
@@ -218,55 +217,28 @@ async fn serve_connection(state: AppState, incoming: quinn::Incoming) -> anyhow:
 }
 
 /// Pushes the asset's deliverable commands, from the first one not yet
-/// acknowledged, then every one that becomes deliverable.
+/// acknowledged, then every one that becomes deliverable; a revoked or
+/// expired credential is refused and the connection closed.
 async fn pump(state: AppState, conn: quinn::Connection, cred: Arc<RobotCredential>, out: mpsc::Sender<HubFrame>) {
-    let mut wake = state.streams.subscribe(&cred.asset_id);
-    let mut last = 0i64;
+    let mut feed = Feed::new(state, cred, 0);
     loop {
-        // Woken by a revocation as by a command: a credential revoked or
-        // expired meanwhile ends the connection before anything more is sent.
-        match robots::still_usable(&state, &cred.credential_id).await {
-            Ok(true) => {}
-            Ok(false) => {
-                let _ = out.send(HubFrame::Refused { code: "unauthorized".into(), message: "robot credential expired or revoked".into() }).await;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                conn.close(CLOSE_REFUSED.into(), b"unauthorized");
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "checking a robot credential");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        }
-        wake.borrow_and_update();
-        let batch = match command::pending(&state, &cred.asset_id, last, BATCH).await {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(error = %e, "reading pending commands");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
+        let next = tokio::select! {
+            next = feed.next() => next,
+            _ = conn.closed() => return,
         };
-        let full = batch.len() as i64 == BATCH;
-        let sent_any = !batch.is_empty();
+        let Some(batch) = next else {
+            let _ = out.send(HubFrame::Refused { code: "unauthorized".into(), message: "robot credential expired or revoked".into() }).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            conn.close(CLOSE_REFUSED.into(), b"unauthorized");
+            return;
+        };
+        let last = batch.last().map(|c| c.seq).unwrap_or_default();
         for c in batch {
-            last = c.seq;
             if out.send(HubFrame::Command(c)).await.is_err() {
                 return;
             }
         }
-        if sent_any && let Err(e) = command::mark_delivered(&state, &cred.asset_id, last).await {
-            tracing::warn!(error = %e, "marking commands delivered");
-        }
-        if full {
-            continue;
-        }
-        tokio::select! {
-            _ = wake.changed() => {}
-            _ = conn.closed() => return,
-            _ = tokio::time::sleep(SAFETY_RECHECK) => {}
-        }
+        feed.sent(last).await;
     }
 }
 

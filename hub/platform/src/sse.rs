@@ -17,12 +17,9 @@ use axum::{
 };
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::command;
+use crate::feed::Feed;
+use hub_kernel::gate::robots::Robot;
 use hub_kernel::prelude::*;
-use hub_kernel::{
-    bus::{BATCH, SAFETY_RECHECK},
-    gate::robots::{self, Robot},
-};
 
 pub async fn stream(State(state): State<AppState>, Robot(cred): Robot, Path(asset_id): Path<String>, headers: HeaderMap) -> ApiResult<Response> {
     let asset_id = path_id(&asset_id)?.to_string();
@@ -38,36 +35,21 @@ pub async fn stream(State(state): State<AppState>, Robot(cred): Robot, Path(asse
     let max = state.config.max_sse_per_credential;
     let slot = state.streams.open_sse(&cred.credential_id, max).ok_or(ApiError::TooManyStreams(max))?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
-    let mut wake = state.streams.subscribe(&asset_id);
     let mut closing = state.streams.closing();
+    let mut feed = Feed::new(state, cred, last);
     tokio::spawn(async move {
         // Held until the stream ends: the task ends with it.
         let _slot = slot;
         loop {
-            // Woken by a revocation as by a command: a credential revoked
-            // or expired meanwhile ends the stream before anything more.
-            match robots::still_usable(&state, &cred.credential_id).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    tracing::info!(asset_id = %asset_id, "SSE stream ends: the robot credential expired or was revoked");
-                    return;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "checking a robot credential");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
-            }
-            wake.borrow_and_update();
-            let batch = match command::pending(&state, &asset_id, last, BATCH).await {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::warn!(error = %e, "reading pending commands for SSE");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
+            let next = tokio::select! {
+                next = feed.next() => next,
+                _ = tx.closed() => return,
+                _ = closing.wait_for(|c| *c) => return,
             };
-            let full = batch.len() as i64 == BATCH;
+            let Some(batch) = next else {
+                tracing::info!(asset_id = %asset_id, "SSE stream ends: the robot credential expired or was revoked");
+                return;
+            };
             for c in &batch {
                 let event = Event::default().event("command").id(c.seq.to_string()).json_data(c).expect("commands serialise");
                 if tx.send(Ok(event)).await.is_err() {
@@ -75,20 +57,7 @@ pub async fn stream(State(state): State<AppState>, Robot(cred): Robot, Path(asse
                 }
                 last = c.seq;
             }
-            if !batch.is_empty()
-                && let Err(e) = command::mark_delivered(&state, &asset_id, last).await
-            {
-                tracing::warn!(error = %e, "marking commands delivered");
-            }
-            if full {
-                continue;
-            }
-            tokio::select! {
-                _ = wake.changed() => {}
-                _ = tx.closed() => return,
-                _ = closing.wait_for(|c| *c) => return,
-                _ = tokio::time::sleep(SAFETY_RECHECK) => {}
-            }
+            feed.sent(last).await;
         }
     });
     Ok(Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response())

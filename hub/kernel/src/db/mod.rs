@@ -191,3 +191,53 @@ pub fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
 pub fn new_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
+
+/// Runs `task` every `period` in the background, for the life of the
+/// process (sweepers and pruners).
+pub fn every<F, Fut>(period: Duration, mut task: F)
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        loop {
+            tick.tick().await;
+            task().await;
+        }
+    });
+}
+
+/// Follows a PostgreSQL notification channel for the life of the process:
+/// each payload goes to `on_payload`; `on_gap` runs whenever notifications
+/// may have been missed (at start and after a lost connection, before
+/// listening again), so the caller can drop or re-check what it holds.
+pub async fn follow<P, Fut, G>(url: String, channel: &'static str, mut on_payload: P, on_gap: G)
+where
+    P: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+    G: Fn(),
+{
+    loop {
+        match sqlx::postgres::PgListener::connect(&url).await {
+            Ok(mut listener) => match listener.listen(channel).await {
+                Err(e) => tracing::error!(error = %e, channel, "LISTEN failed"),
+                Ok(()) => {
+                    on_gap();
+                    loop {
+                        match listener.recv().await {
+                            Ok(n) => on_payload(n.payload().to_string()).await,
+                            Err(e) => {
+                                tracing::warn!(error = %e, channel, "notification channel lost");
+                                break;
+                            }
+                        }
+                    }
+                }
+            },
+            Err(e) => tracing::error!(error = %e, channel, "connecting a notification listener"),
+        }
+        on_gap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
