@@ -7,6 +7,7 @@
 //! `app` builds the router for a state; `serve` runs it until SIGTERM or
 //! SIGINT, draining in-flight requests.
 
+pub mod catalogue;
 pub mod server;
 
 use std::{sync::Arc, time::Duration};
@@ -28,21 +29,30 @@ use hub_kernel::{
     state::{AppState, INVALIDATION_CHANNEL},
 };
 use hub_platform::quic;
+use utoipa_axum::router::OpenApiRouter;
+
+/// The catalogue's routes, with the OpenAPI document they describe.
+pub fn catalogue() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::new()
+        .merge(catalogue::area("identity", hub_identity::routes()))
+        .merge(catalogue::area("platform", hub_platform::routes()))
+        .merge(catalogue::area("device", hub_device::routes()))
+        .merge(catalogue::area("governance", hub_governance::routes()))
+        .merge(catalogue::area("ai", hub_ai::routes()))
+        .merge(catalogue::area("operator", hub_operator::routes()))
+        .split_for_parts()
+}
 
 /// The whole HTTP surface for a state.
 pub fn app(state: AppState) -> Router {
-    let api = Router::new()
-        .merge(hub_identity::routes())
-        .merge(hub_platform::routes())
-        .merge(hub_device::routes())
-        .merge(hub_governance::routes())
-        .merge(hub_ai::routes())
-        // Per-route authority checks need the matched route template.
-        .route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
+    let (api, openapi) = catalogue();
+    let doc = catalogue::document(openapi);
+    // Per-route authority checks need the matched route template.
+    let api = api.route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
     let router = Router::new()
         .route("/health", get(health))
+        .merge(catalogue::routes(&doc))
         .merge(api)
-        .merge(hub_operator::routes())
         .fallback(|| async { ApiError::NotFound })
         .layer(axum::extract::DefaultBodyLimit::max(error::BODY_LIMIT))
         .layer(middleware::from_fn_with_state(state.clone(), gate::authenticate))

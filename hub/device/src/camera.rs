@@ -2,11 +2,16 @@
 //! parameters or query; values the interface document leaves out are this
 //! project's choices, listed in docs/compatibility.md.
 
-use crate::{manifest_routes, native_modules};
+use crate::native_modules;
 use hub_kernel::prelude::*;
 
-pub fn routes() -> Router<AppState> {
-    manifest_routes("camera", manifest)
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(get_manifest))
+}
+
+#[utoipa::path(get, path = "/api/hdk/camera/manifest", tag = "hdk-camera", responses((status = 200, description = "the manifest", body = Data<Value>)))]
+async fn get_manifest() -> Response {
+    ok(manifest())
 }
 
 pub fn manifest() -> Value {

@@ -6,12 +6,12 @@
 use hub_kernel::audit::registry;
 use hub_kernel::prelude::*;
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/hdk/diagnostic/outbox", post(push)).route("/api/hdk/diagnostic/drain", post(drain))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(push)).routes(routes!(drain))
 }
 
 /// An outbox row as a drain returns it.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct OutboxRow {
     row_id: String,
     device_uuid: Option<String>,
@@ -23,10 +23,44 @@ struct OutboxRow {
     drained_at: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Drained {
     count: usize,
     rows: Vec<OutboxRow>,
+}
+
+/// A push's body (documentation of what `push` validates by hand, so that
+/// every problem of every row is reported at once).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct Push {
+    device_uuid: Option<String>,
+    /// 1 to 500 rows.
+    rows: Vec<PushedRow>,
+}
+
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct PushedRow {
+    /// A platform event type or one the tenant registered.
+    event_type: String,
+    payload: Value,
+    idempotency_key: String,
+}
+
+/// Which keys were stored, and which were already there.
+#[derive(Serialize, ToSchema)]
+struct Pushed {
+    accepted: Vec<String>,
+    duplicates: Vec<String>,
+}
+
+/// A drain's body, all optional.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct DrainRequest {
+    /// Rows to take: 1 to 1000, default 100.
+    limit: Option<i64>,
 }
 
 const MAX_ROWS: usize = 500;
@@ -34,6 +68,8 @@ const DEFAULT_DRAIN: i64 = 100;
 const MAX_DRAIN: i64 = 1000;
 
 /// Pushes rows: `{ device_uuid?, rows: [{ event_type, payload, idempotency_key }] }`.
+#[utoipa::path(post, path = "/api/hdk/diagnostic/outbox", tag = "hdk-diagnostic", request_body = Push,
+    responses((status = 201, description = "the keys stored and those already there", body = Data<Pushed>)))]
 async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.optional_uuid("device_uuid", &body.get("device_uuid").and_then(Value::as_str).map(str::to_string));
@@ -98,10 +134,12 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Bo
         if done.rows_affected() == 1 { accepted.push(key) } else { duplicates.push(key) }
     }
     tx.commit().await?;
-    Ok(created(json!({ "accepted": accepted, "duplicates": duplicates })))
+    Ok(created(Pushed { accepted, duplicates }))
 }
 
 /// Drains: body optional, `{ limit }` (default 100, at most 1000).
+#[utoipa::path(post, path = "/api/hdk/diagnostic/drain", tag = "hdk-diagnostic", request_body(content = Option<DrainRequest>),
+    responses((status = 200, description = "the rows taken, oldest first", body = Data<Drained>)))]
 async fn drain(State(state): State<AppState>, Tenant(ctx): Tenant, raw: axum::body::Bytes) -> ApiResult<Response> {
     let body: Value = if raw.iter().all(u8::is_ascii_whitespace) {
         Value::Null

@@ -6,12 +6,12 @@ use base64::Engine;
 
 use hub_kernel::prelude::*;
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/hdk/idp/claims", post(upsert).get(get_claim))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(upsert, get_claim))
 }
 
 /// A claim as its tenant sees it: whether envelopes are held, never them.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct ClaimRow {
     device_uuid: String,
     person_id: String,
@@ -27,8 +27,9 @@ const COLUMNS: &str = "device_uuid, person_id, \
      CAST(CASE WHEN biometric_envelope IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_biometric_template, \
      CAST(CASE WHEN pin_envelope IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_pin, created_at, updated_at";
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct Claim {
+    #[schema(required = true)]
     device_uuid: Option<String>,
     person_id: Option<String>,
     biometric_template_envelope: Option<String>,
@@ -51,6 +52,10 @@ fn aad(tenant: &str, device: &str, field: &str) -> Vec<u8> {
     format!("hdk_idp_claim/{tenant}/{device}/{field}").into_bytes()
 }
 
+/// Binds a device to a person, with optional sealed credential envelopes
+/// (base64); 201 for a new claim, 200 when it replaces the device's claim.
+#[utoipa::path(post, path = "/api/hdk/idp/claims", tag = "hdk-idp", request_body = Claim,
+    responses((status = 201, description = "a new claim", body = Data<ClaimRow>), (status = 200, description = "the device's claim, replaced", body = Data<ClaimRow>)))]
 async fn upsert(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Claim>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &body.device_uuid);
@@ -86,11 +91,16 @@ async fn upsert(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     Ok(if existed.is_some() { ok(claim) } else { created(claim) })
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ByDevice {
+    /// The device (required).
     device_uuid: Option<String>,
 }
 
+/// The claim of a device (404 when it has none).
+#[utoipa::path(get, path = "/api/hdk/idp/claims", tag = "hdk-idp", params(ByDevice),
+    responses((status = 200, description = "the device's claim", body = Data<ClaimRow>), (status = 404, description = "no claim")))]
 async fn get_claim(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByDevice>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &q.device_uuid);

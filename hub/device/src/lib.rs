@@ -13,13 +13,13 @@ pub mod sync;
 pub mod video_editor;
 pub mod watermark;
 
-use axum::{Router, routing::get};
 use serde_json::{Value, json};
 
-use hub_kernel::{error::ok, state::AppState};
+use hub_kernel::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
         .merge(camera::routes())
         .merge(image_editor::routes())
         .merge(map::routes())
@@ -36,10 +36,4 @@ pub fn routes() -> Router<AppState> {
 /// The native module names a manifest lists for iOS and Android.
 fn native_modules(name: &str, android: &str) -> Value {
     json!({ "ios": format!("HDK{name}"), "android": format!("com.platform.hdk.{android}") })
-}
-
-/// The one route of a manifest group: `GET /api/hdk/{slug}/manifest`, a
-/// static document that takes no body, parameters or query.
-fn manifest_routes(slug: &str, manifest: fn() -> Value) -> Router<AppState> {
-    Router::new().route(&format!("/api/hdk/{slug}/manifest"), get(move || async move { ok(manifest()) }))
 }

@@ -3,11 +3,11 @@
 
 use hub_kernel::prelude::*;
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/hdk/measure/measurements", post(record).get(list_by_capture))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(record, list_by_capture))
 }
 
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Measurement {
     measurement_id: String,
     capture_id: String,
@@ -21,14 +21,21 @@ const COLUMNS: &str = "measurement_id, capture_id, kind, value, unit, created_at
 const LISTING: Listing =
     Listing { table: "hdk_measurement", columns: COLUMNS, filter: "tenant_id = $1 AND capture_id = $2", order: "created_at, measurement_id" };
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewMeasurement {
+    #[schema(required = true)]
     capture_id: Option<String>,
+    #[schema(required = true)]
     kind: Option<String>,
+    #[schema(required = true, value_type = f64)]
     value: Option<Value>,
+    #[schema(required = true)]
     unit: Option<String>,
 }
 
+/// Records a measurement of a capture.
+#[utoipa::path(post, path = "/api/hdk/measure/measurements", tag = "hdk-measure", request_body = NewMeasurement,
+    responses((status = 201, description = "the measurement", body = Data<Measurement>)))]
 async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewMeasurement>) -> ApiResult<Response> {
     let mut check = Check::new();
     let capture = check.required("capture_id", &body.capture_id);
@@ -52,13 +59,17 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     Ok(created(row))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ByCapture {
+    /// The capture whose measurements to list (required).
     capture_id: Option<String>,
 }
 
 /// Measurements of a capture, oldest first; an unknown capture is an empty
 /// list.
+#[utoipa::path(get, path = "/api/hdk/measure/measurements", tag = "hdk-measure", params(ByCapture, Page),
+    responses((status = 200, description = "a page of the capture's measurements", body = ListOf<Measurement>)))]
 async fn list_by_capture(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByCapture>, page: Page) -> ApiResult<Response> {
     let mut check = Check::new();
     let capture = check.required("capture_id", &q.capture_id);

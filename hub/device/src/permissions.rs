@@ -3,11 +3,11 @@
 
 use hub_kernel::prelude::*;
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/hdk/permissions/snapshots", post(record)).route("/api/hdk/permissions/snapshots/latest", get(latest))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(record)).routes(routes!(latest))
 }
 
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Snapshot {
     snapshot_id: String,
     tenant_id: String,
@@ -20,14 +20,19 @@ struct Snapshot {
 
 const COLUMNS: &str = "snapshot_id, tenant_id, device_uuid, persona_id, permission_set, taken_at";
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewSnapshot {
+    #[schema(required = true)]
     device_uuid: Option<String>,
     persona_id: Option<String>,
     permission_set: Option<Value>,
     taken_at: Option<String>,
 }
 
+/// Records a device's permission snapshot (`permission_set`: an object or
+/// an array).
+#[utoipa::path(post, path = "/api/hdk/permissions/snapshots", tag = "hdk-permissions", request_body = NewSnapshot,
+    responses((status = 201, description = "the snapshot", body = Data<Snapshot>)))]
 async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSnapshot>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &body.device_uuid);
@@ -58,12 +63,16 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     Ok(created(row))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ByDevice {
+    /// The device (required).
     device_uuid: Option<String>,
 }
 
 /// The newest snapshot of a device by taken_at (404 when it has none).
+#[utoipa::path(get, path = "/api/hdk/permissions/snapshots/latest", tag = "hdk-permissions", params(ByDevice),
+    responses((status = 200, description = "the device's newest snapshot", body = Data<Snapshot>), (status = 404, description = "none")))]
 async fn latest(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByDevice>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &q.device_uuid);

@@ -14,11 +14,20 @@ use hub_kernel::{
     validate,
 };
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/hdk/sync/resolve", post(resolve))
-        .route("/api/hdk/sync/batches", post(receive_batch))
-        .route("/api/hdk/sync/policies", get(policies))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(resolve)).routes(routes!(receive_batch)).routes(routes!(policies))
+}
+
+/// A resolution request (validated by hand, every problem at once).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct ResolveRequest {
+    /// A type the tenant registered, with its conflict policy.
+    event_type: String,
+    input_a: Value,
+    input_b: Value,
+    audit_entry_id: Option<String>,
+    batch_id: Option<String>,
 }
 
 fn present(v: Option<&Value>) -> bool {
@@ -27,6 +36,8 @@ fn present(v: Option<&Value>) -> bool {
 
 /// Resolves `input_a` against `input_b` with the event type's registered
 /// policy; the resolution is recorded (a `human-review` one as pending).
+#[utoipa::path(post, path = "/api/hdk/sync/resolve", tag = "hdk-sync", request_body = ResolveRequest,
+    responses((status = 200, description = "the resolution, shaped by the policy", body = Data<Value>)))]
 async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let event_type = check.required("event_type", &body.get("event_type").and_then(Value::as_str).map(str::to_string));
@@ -82,6 +93,9 @@ async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body):
 /// event is stored once per (tenant, idempotency_key); every key of the
 /// batch is answered in exactly one of accepted, duplicates, rejected, so a
 /// device resuming an interrupted sync loses and duplicates nothing.
+#[utoipa::path(post, path = "/api/hdk/sync/batches", tag = "hdk-sync",
+    request_body(content = Value, description = "a `SyncBatch`: `{ batch_id, device_uuid, events: [{ idempotency_key, event_id, event_type, payload, occurred_at }] }` (at most 500 events)"),
+    responses((status = 200, description = "every key in exactly one of accepted, duplicates, rejected", body = Data<Value>)))]
 async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let batch_id = check.required("batch_id", &body.get("batch_id").and_then(Value::as_str).map(str::to_string));
@@ -171,6 +185,8 @@ fn as_policy(t: &EventType) -> EventTypePolicy {
 
 /// The event types a device may sync and their conflict policies: the
 /// platform baseline and the tenant's own.
+#[utoipa::path(get, path = "/api/hdk/sync/policies", tag = "hdk-sync",
+    responses((status = 200, description = "`{ event_types: [{ event_type, conflict_policy, retention_class, schema_version }] }`", body = Data<Value>)))]
 async fn policies(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Response> {
     let mut event_types: Vec<EventTypePolicy> = registry::baseline().types.iter().map(as_policy).collect();
     event_types.extend(registry::tenant_types(&state.db.read, &ctx.tenant_id).await?.iter().map(as_policy));

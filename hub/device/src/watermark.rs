@@ -3,11 +3,11 @@
 
 use hub_kernel::prelude::*;
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/api/hdk/watermark/applications", post(record).get(list_by_variant))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(record, list_by_variant))
 }
 
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Application {
     application_id: String,
     variant_id: String,
@@ -24,15 +24,21 @@ const LISTING: Listing =
 
 const KINDS: &[&str] = &["visible", "invisible", "forensic"];
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewApplication {
+    #[schema(required = true)]
     variant_id: Option<String>,
+    /// `visible`, `invisible` or `forensic`.
+    #[schema(required = true)]
     watermark_kind: Option<String>,
     asset_ref: Option<String>,
     payload: Option<Value>,
     applied_at: Option<String>,
 }
 
+/// Records a watermark application to an image variant.
+#[utoipa::path(post, path = "/api/hdk/watermark/applications", tag = "hdk-watermark", request_body = NewApplication,
+    responses((status = 201, description = "the application", body = Data<Application>)))]
 async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewApplication>) -> ApiResult<Response> {
     let mut check = Check::new();
     let variant = check.required("variant_id", &body.variant_id);
@@ -58,13 +64,17 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     Ok(created(row))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ByVariant {
+    /// The variant (required).
     variant_id: Option<String>,
 }
 
 /// Watermark applications of a variant, oldest first; an unknown variant
 /// is an empty list.
+#[utoipa::path(get, path = "/api/hdk/watermark/applications", tag = "hdk-watermark", params(ByVariant, Page),
+    responses((status = 200, description = "a page of the variant's applications", body = ListOf<Application>)))]
 async fn list_by_variant(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByVariant>, page: Page) -> ApiResult<Response> {
     let mut check = Check::new();
     let variant = check.required("variant_id", &q.variant_id);

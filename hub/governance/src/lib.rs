@@ -4,9 +4,10 @@
 pub mod audit;
 
 use axum::Router;
+use utoipa_axum::router::OpenApiRouter;
 
 use hub_kernel::state::AppState;
 
-pub fn routes() -> Router<AppState> {
-    Router::new().merge(audit::routes())
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::from(Router::new().merge(audit::routes()))
 }

@@ -14,6 +14,7 @@ pub mod roles;
 pub mod tenancy;
 
 use axum::Router;
+use utoipa_axum::router::OpenApiRouter;
 
 use hub_kernel::{
     db::Db,
@@ -24,8 +25,8 @@ use hub_kernel::{
     state::AppState,
 };
 
-pub fn routes() -> Router<AppState> {
-    Router::new().merge(auth::routes()).merge(api_keys::routes()).merge(tenancy::routes()).merge(personas::routes()).merge(roles::routes())
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::from(Router::new().merge(auth::routes()).merge(api_keys::routes()).merge(tenancy::routes()).merge(personas::routes()).merge(roles::routes()))
 }
 
 /// The gate's lookups over identity's tables.

@@ -275,10 +275,10 @@ pub fn parse_body<T: DeserializeOwned>(value: Value) -> ApiResult<T> {
 
 /// A 200 answer in the success envelope.
 pub fn ok(data: impl serde::Serialize) -> Response {
-    (StatusCode::OK, Json(json!({ "success": true, "data": data }))).into_response()
+    (StatusCode::OK, Json(crate::catalogue::Data { success: true, data })).into_response()
 }
 
 /// A 201 answer in the success envelope.
 pub fn created(data: impl serde::Serialize) -> Response {
-    (StatusCode::CREATED, Json(json!({ "success": true, "data": data }))).into_response()
+    (StatusCode::CREATED, Json(crate::catalogue::Data { success: true, data })).into_response()
 }

@@ -14,7 +14,6 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde::{Serialize, de::DeserializeOwned};
-use serde_json::json;
 
 use sqlx::{AnyPool, FromRow, any::AnyRow};
 
@@ -88,7 +87,7 @@ impl<S: Send + Sync, const DEFAULT: i64, const MAX: i64> FromRequestParts<S> for
 /// The list envelope: `{ success: true, data: [...], total }`, `total`
 /// counting every matching row, not only this page's.
 pub fn list<T: Serialize>(data: Vec<T>, total: i64) -> Response {
-    (StatusCode::OK, Json(json!({ "success": true, "data": data, "total": total }))).into_response()
+    (StatusCode::OK, Json(crate::catalogue::ListOf { success: true, data, total })).into_response()
 }
 
 /// What a list route reads: the group's table, the columns of its row

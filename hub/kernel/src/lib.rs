@@ -9,6 +9,7 @@
 
 pub mod audit;
 pub mod bus;
+pub mod catalogue;
 pub mod config;
 pub mod crypto;
 pub mod db;

@@ -12,9 +12,12 @@ pub use axum::{
 pub use serde::{Deserialize, Serialize};
 pub use serde_json::{Value, json};
 pub use sqlx::FromRow;
+pub use utoipa::{IntoParams, ToSchema};
+pub use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub use crate::{
     audit::{self, events},
+    catalogue::{Data, ErrorBody, ListOf},
     db::{
         self, Db, Tx,
         rows::{Flag, JsonText},

@@ -15,6 +15,7 @@ pub mod sse;
 use std::time::Duration;
 
 use axum::Router;
+use utoipa_axum::router::OpenApiRouter;
 
 use hub_kernel::{
     db::{self, Db},
@@ -25,8 +26,8 @@ use hub_kernel::{
     state::AppState,
 };
 
-pub fn routes() -> Router<AppState> {
-    Router::new().merge(asset::routes()).merge(command::routes()).merge(device::routes()).merge(diagnostic::routes())
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::from(Router::new().merge(asset::routes()).merge(command::routes()).merge(device::routes()).merge(diagnostic::routes()))
 }
 
 /// The gate's lookups over the robot credentials table.

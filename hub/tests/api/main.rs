@@ -8,6 +8,7 @@ mod assets;
 mod audit;
 mod audit_fault;
 mod authority;
+mod catalogue;
 mod commands;
 mod connections;
 mod containment;

@@ -57,6 +57,8 @@ pub fn is_public(path: &str) -> bool {
         "/api/auth/verify-email",
         "/api/auth/verification-status",
         "/metrics",
+        "/openapi.json",
+        "/capabilities.json",
     ];
     const PREFIX: &[&str] = &["/.well-known/", "/api/saml/", "/api/oauth/callback", "/api/webhooks/inbound/"];
     path.ends_with("/health") || path == "/health" || EXACT.contains(&path) || PREFIX.iter().any(|p| path.starts_with(p)) || is_robot_route(path)

@@ -1,0 +1,79 @@
+//! The shapes the catalogue's OpenAPI document describes every answer
+//! with: the success envelope `Data<T>`, the list envelope `ListOf<T>`, the
+//! error envelope `ErrorBody`; and the `Page` query parameters. `ok`,
+//! `created` and `list` serialise through these very types, so the document
+//! and the wire cannot differ.
+
+use serde::Serialize;
+use utoipa::{
+    IntoParams, PartialSchema, ToSchema,
+    openapi::{
+        RefOr,
+        path::{Parameter, ParameterBuilder, ParameterIn},
+        schema::{ObjectBuilder, Schema, SchemaType, Type},
+    },
+};
+
+use crate::{
+    db::rows::{Flag, JsonText},
+    extract::Page,
+};
+
+/// The success envelope: `{ success: true, data }`.
+#[derive(Serialize, ToSchema)]
+pub struct Data<T> {
+    pub success: bool,
+    pub data: T,
+}
+
+/// The list envelope: `{ success: true, data: [...], total }`, `total`
+/// counting every matching row, not just this page.
+#[derive(Serialize, ToSchema)]
+pub struct ListOf<T> {
+    pub success: bool,
+    pub data: Vec<T>,
+    pub total: i64,
+}
+
+/// The error envelope every refusal answers with.
+#[derive(Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub success: bool,
+    /// `ValidationError`, `Unauthorized`, `Forbidden`, `NotFound`,
+    /// `Conflict`, `TenantMismatch`, `RateLimited`, ...
+    pub error: String,
+    pub details: Option<Vec<String>>,
+    /// On a scope refusal: the scopes the route needs.
+    pub required_scopes: Option<Vec<String>>,
+    /// On a scope refusal: what the credential holds.
+    pub granted_scopes: Option<Vec<String>>,
+}
+
+impl PartialSchema for JsonText {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new().schema_type(SchemaType::AnyValue).description(Some("a JSON document")).into()
+    }
+}
+
+impl ToSchema for JsonText {}
+
+impl PartialSchema for Flag {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new().schema_type(Type::Boolean).into()
+    }
+}
+
+impl ToSchema for Flag {}
+
+impl<const DEFAULT: i64, const MAX: i64> IntoParams for Page<DEFAULT, MAX> {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        let int = |name: &str, description: String, default: i64, max: Option<i64>| {
+            let mut schema = ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0)).default(Some(default.into()));
+            if let Some(max) = max {
+                schema = schema.maximum(Some(max));
+            }
+            ParameterBuilder::new().name(name).parameter_in(ParameterIn::Query).description(Some(description)).schema(Some(schema)).build()
+        };
+        vec![int("limit", format!("rows per page (default {DEFAULT}, at most {MAX})"), DEFAULT, Some(MAX)), int("offset", "rows to skip".to_string(), 0, None)]
+    }
+}

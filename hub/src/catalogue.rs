@@ -1,0 +1,145 @@
+//! The catalogue, machine-readable: the OpenAPI 3.1 document the areas'
+//! annotated handlers produce, completed here with what the gate decides
+//! (security scheme, required scope, whether the operation writes, the
+//! error answers), and the capability index derived from it. Both are
+//! built once at start and served as they are.
+
+use axum::{Router, body::Bytes, http::header, routing::get};
+use serde_json::{Map, Value, json};
+use utoipa::openapi::{OpenApi, extensions::ExtensionsBuilder};
+use utoipa_axum::router::OpenApiRouter;
+
+use hub_kernel::{
+    catalogue::ErrorBody,
+    gate::{self, scope},
+    state::AppState,
+};
+
+/// `info.version` of the OpenAPI document.
+pub const API_VERSION: &str = "2026.08.02";
+/// Version of the capability index.
+pub const INDEX_VERSION: &str = "2026.07.21";
+/// Where the two documents are served (public, like `/health`).
+pub const OPENAPI_PATH: &str = "/openapi.json";
+pub const INDEX_PATH: &str = "/capabilities.json";
+
+const METHODS: [&str; 5] = ["get", "put", "post", "delete", "patch"];
+
+/// Marks every operation of an area's router with the area it belongs to.
+pub fn area(name: &str, mut router: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
+    for item in router.get_openapi_mut().paths.paths.values_mut() {
+        for op in [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch].into_iter().flatten() {
+            let mut ext = op.extensions.take().unwrap_or_default();
+            ext.merge(ExtensionsBuilder::new().add("x-area", name).build());
+            op.extensions = Some(ext);
+        }
+    }
+    router
+}
+
+/// The served document: the handlers' paths and schemas, with for each
+/// operation its security, `x-required-scope`, `x-writes` and the error
+/// envelope answers.
+pub fn document(api: OpenApi) -> Value {
+    let mut doc = serde_json::to_value(&api).expect("the OpenAPI document serialises");
+    doc["openapi"] = json!("3.1.0");
+    doc["info"] = json!({
+        "title": "Platform hub",
+        "version": API_VERSION,
+        "description": "The tenant API catalogue and the operator routes. Every error answers the envelope `ErrorBody`.",
+    });
+    let components = doc["components"].as_object_mut().map(std::mem::take).unwrap_or_default();
+    let mut components = Value::Object(components);
+    let error_schema = serde_json::to_value(<ErrorBody as utoipa::PartialSchema>::schema()).expect("schema serialises");
+    components["schemas"]["ErrorBody"] = error_schema;
+    components["securitySchemes"] = json!({
+        "bearer": { "type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "a person's ES256 token (POST /api/auth/login) or a machine token (POST /api/auth/token)" },
+        "apiKey": { "type": "http", "scheme": "bearer", "description": "an API key, pk_live_… or pk_test_…, as the bearer value" },
+        "robotCredential": { "type": "http", "scheme": "bearer", "description": "a per-robot credential, rc_…, as the bearer value" },
+        "adminToken": { "type": "apiKey", "in": "header", "name": "x-admin-ops-token" },
+    });
+    doc["components"] = components;
+    if let Some(paths) = doc["paths"].as_object_mut() {
+        for (path, item) in paths.iter_mut() {
+            for method in METHODS {
+                if let Some(op) = item.get_mut(method) {
+                    complete(path, method, op);
+                }
+            }
+        }
+    }
+    doc
+}
+
+fn error(description: &str) -> Value {
+    json!({ "description": description, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/ErrorBody" } } } })
+}
+
+fn complete(path: &str, method: &str, op: &mut Value) {
+    let admin = path == "/admin" || path.starts_with("/admin/");
+    let robot = gate::is_robot_route(path);
+    let public = !robot && gate::is_public(path);
+    op["security"] = match () {
+        _ if admin => json!([{ "adminToken": [] }]),
+        _ if robot => json!([{ "robotCredential": [] }]),
+        _ if public => json!([]),
+        _ => json!([{ "bearer": [] }, { "apiKey": [] }]),
+    };
+    op["x-writes"] = json!(method != "get");
+    if !admin
+        && !robot
+        && !public
+        && let Some(required) = scope::required(&method.to_uppercase(), path)
+    {
+        op["x-required-scope"] = json!(required);
+    }
+    let responses = op["responses"].as_object_mut().expect("every operation declares its responses");
+    let mut add = |status: &str, description: &str| {
+        responses.entry(status.to_string()).or_insert_with(|| error(description));
+    };
+    add("400", "ValidationError: the request is malformed or fails validation");
+    if !public {
+        add("401", "Unauthorized: no credential, or one that is invalid, expired or revoked");
+    }
+    if !public && !admin {
+        add("403", "Forbidden: the credential lacks the scope or role (required_scopes, granted_scopes)");
+        add("429", "RateLimited: the credential's per-minute limit is spent (Retry-After)");
+    }
+    if path.contains('{') {
+        add("404", "NotFound: no such resource for this caller");
+    }
+    add("500", "InternalError: the cause is in the server log only");
+}
+
+/// The capability index: every group with its area, every API with method,
+/// path, required scope and whether it writes.
+pub fn index(doc: &Value) -> Value {
+    let mut groups: Map<String, Value> = Map::new();
+    let mut apis = Vec::new();
+    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+        for method in METHODS {
+            let Some(op) = item.get(method) else { continue };
+            let group = op["tags"][0].as_str().unwrap_or("hub").to_string();
+            let area = op["x-area"].as_str().unwrap_or("hub").to_string();
+            groups.entry(group.clone()).or_insert_with(|| json!({ "group": group, "area": area }));
+            apis.push(json!({
+                "group": group, "method": method.to_uppercase(), "path": path,
+                "required_scope": op.get("x-required-scope").cloned().unwrap_or(Value::Null),
+                "writes": op["x-writes"], "operation_id": op["operationId"],
+            }));
+        }
+    }
+    json!({ "version": INDEX_VERSION, "groups": groups.into_values().collect::<Vec<_>>(), "apis": apis })
+}
+
+/// The two documents' routes, each serialised once.
+pub fn routes(doc: &Value) -> Router<AppState> {
+    let serve = |value: &Value| {
+        let body = Bytes::from(serde_json::to_vec(value).expect("the documents serialise"));
+        get(move || {
+            let body = body.clone();
+            async move { ([(header::CONTENT_TYPE, "application/json")], body) }
+        })
+    };
+    Router::new().route(OPENAPI_PATH, serve(doc)).route(INDEX_PATH, serve(&index(doc)))
+}
