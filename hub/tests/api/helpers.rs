@@ -230,7 +230,7 @@ impl TestApp {
 pub type Route = (Method, String);
 
 /// A body that reaches past validation-free extraction on any POST route.
-fn probe_body(method: &Method) -> Option<Value> {
+pub fn probe_body(method: &Method) -> Option<Value> {
     // Valid enough for each probed route's validation to pass, so that the
     // answer is the lookup's.
     (*method != Method::GET).then(|| {
