@@ -8,6 +8,7 @@
 //! SIGINT, draining in-flight requests.
 
 pub mod catalogue;
+pub mod mcp;
 pub mod server;
 
 use std::{sync::Arc, time::Duration};
@@ -31,9 +32,12 @@ use hub_kernel::{
 use hub_platform::quic;
 use utoipa_axum::router::OpenApiRouter;
 
-/// The catalogue's routes, with the OpenAPI document they describe.
-pub fn catalogue() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+/// The catalogue's routes, with the OpenAPI document they describe; the
+/// MCP registry's routes among them dispatch through `registry` once it is
+/// set.
+pub fn catalogue(registry: mcp::Registry) -> (Router<AppState>, utoipa::openapi::OpenApi) {
     OpenApiRouter::new()
+        .merge(catalogue::area("platform", mcp::routes(registry)))
         .merge(catalogue::area("identity", hub_identity::routes()))
         .merge(catalogue::area("platform", hub_platform::routes()))
         .merge(catalogue::area("device", hub_device::routes()))
@@ -45,8 +49,10 @@ pub fn catalogue() -> (Router<AppState>, utoipa::openapi::OpenApi) {
 
 /// The whole HTTP surface for a state.
 pub fn app(state: AppState) -> Router {
-    let (api, openapi) = catalogue();
+    let registry = mcp::Registry::default();
+    let (api, openapi) = catalogue(registry.clone());
     let doc = catalogue::document(openapi);
+    let tools = mcp::tools(&doc);
     // Per-route authority checks need the matched route template.
     let api = api.route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
     let router = Router::new()
@@ -58,7 +64,10 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), gate::authenticate))
         .layer(middleware::map_response(error::envelope_framework_errors))
         .with_state(state);
-    catch_panics(router)
+    let router = catch_panics(router);
+    // A tool call goes through the whole router, gate included.
+    registry.set(tools, router.clone());
+    router
 }
 
 /// Answers a panic in a handler (or in the gate) with the opaque 500

@@ -153,3 +153,58 @@ async fn every_operation_is_gated_scoped_and_isolated(app: TestApp) {
     assert!(checked >= 15, "the matrix ran over {checked} operations");
 }
 db_test!(every_operation_is_gated_scoped_and_isolated);
+
+async fn every_tenant_api_is_an_mcp_tool_called_through_the_same_gate(app: TestApp) {
+    let t = app.two_tenants("mcp").await;
+    let a = t.a_token.as_str();
+    assert_error(app.get("/api/registry/tools", None).await, 401, "Unauthorized");
+    let (s, tools) = app.get("/api/registry/tools", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{tools}");
+    let list = tools["data"].as_array().unwrap();
+    assert_eq!(tools["total"], list.len());
+    let names: Vec<&str> = list.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let unique: BTreeSet<&str> = names.iter().copied().collect();
+    assert_eq!(unique.len(), names.len(), "tool names are unique: {names:?}");
+    assert!(names.iter().all(|n| n.len() <= 64 && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')), "{names:?}");
+    let (_, again) = app.get("/api/registry/tools", Some(a)).await;
+    assert_eq!(again, tools, "the order is deterministic");
+    let record = list.iter().find(|t| t["name"] == "hdk_measure_record").expect("the measurement tool");
+    assert_eq!(
+        (record["method"].as_str(), record["path"].as_str(), record["writes"].as_bool()),
+        (Some("POST"), Some("/api/hdk/measure/measurements"), Some(true))
+    );
+    assert_eq!(record["inputSchema"]["properties"]["body"]["properties"]["kind"]["type"], json!(["string", "null"]), "{record}");
+    assert!(list.iter().all(|t| !t["path"].as_str().unwrap().starts_with("/admin")), "operator routes are not tools");
+
+    // A call runs the route with the caller's credential.
+    let call = |name: &str, arguments: Value| json!({ "name": name, "arguments": arguments });
+    let measurement = json!({ "body": { "capture_id": "cap-1", "kind": "length", "value": 2.5, "unit": "m" } });
+    let (s, r) = app.post("/mcp/v1/call", Some(a), call("hdk_measure_record", measurement.clone())).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["isError"], false, "{r}");
+    let answer: Value = serde_json::from_str(r["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!((answer["data"]["kind"].as_str(), answer["data"]["value"].as_f64()), (Some("length"), Some(2.5)));
+    let (_, r) = app.post("/mcp/v1/call", Some(a), call("hdk_measure_list_by_capture", json!({ "capture_id": "cap-1" }))).await;
+    let answer: Value = serde_json::from_str(r["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(answer["total"], 1, "{answer}");
+
+    // What the credential may not do is refused by the gate, never run.
+    let (_, narrow) = app.key(a, "mcp-narrow", json!(["hdk.measure.read"])).await;
+    let (s, r) = app.post("/mcp/v1/call", narrow["api_key"].as_str(), call("hdk_measure_record", measurement)).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["isError"], true);
+    let refusal: Value = serde_json::from_str(r["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(refusal["required_scopes"], json!(["hdk.measure.write"]), "{refusal}");
+    let (_, listed) = app.get("/api/hdk/measure/measurements?capture_id=cap-1", Some(a)).await;
+    assert_eq!(listed["total"], 1, "the refused call wrote nothing");
+    // Another tenant sees nothing of the first through a tool either.
+    let (_, r) = app.post("/mcp/v1/call", Some(&t.b_token), call("hdk_measure_list_by_capture", json!({ "capture_id": "cap-1" }))).await;
+    let answer: Value = serde_json::from_str(r["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(answer["total"], 0, "{answer}");
+
+    assert_error(app.post("/mcp/v1/call", None, call("hdk_measure_record", json!({}))).await, 401, "Unauthorized");
+    let b = assert_error(app.post("/mcp/v1/call", Some(a), call("no_such_tool", json!({}))).await, 400, "ValidationError");
+    assert!(b["details"][0].as_str().unwrap().contains("no_such_tool"), "{b}");
+    assert_error(app.post("/mcp/v1/call", Some(a), json!({ "arguments": {} })).await, 400, "ValidationError");
+}
+db_test!(every_tenant_api_is_an_mcp_tool_called_through_the_same_gate);
