@@ -4,10 +4,18 @@
 //! error answers), and the capability index derived from it. Both are
 //! built once at start and served as they are.
 
-use axum::{Router, body::Bytes, http::header, routing::get};
+use std::sync::{Arc, OnceLock};
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::State,
+    http::header,
+    response::{IntoResponse, Response},
+};
 use serde_json::{Map, Value, json};
 use utoipa::openapi::{OpenApi, extensions::ExtensionsBuilder};
-use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use hub_kernel::{
     catalogue::ErrorBody,
@@ -19,9 +27,6 @@ use hub_kernel::{
 pub const API_VERSION: &str = "2026.08.02";
 /// Version of the capability index.
 pub const INDEX_VERSION: &str = "2026.07.21";
-/// Where the two documents are served (public, like `/health`).
-pub const OPENAPI_PATH: &str = "/openapi.json";
-pub const INDEX_PATH: &str = "/capabilities.json";
 
 const METHODS: [&str; 5] = ["get", "put", "post", "delete", "patch"];
 
@@ -132,14 +137,42 @@ pub fn index(doc: &Value) -> Value {
     json!({ "version": INDEX_VERSION, "groups": groups.into_values().collect::<Vec<_>>(), "apis": apis })
 }
 
-/// The two documents' routes, each serialised once.
-pub fn routes(doc: &Value) -> Router<AppState> {
-    let serve = |value: &Value| {
-        let body = Bytes::from(serde_json::to_vec(value).expect("the documents serialise"));
-        get(move || {
-            let body = body.clone();
-            async move { ([(header::CONTENT_TYPE, "application/json")], body) }
-        })
-    };
-    Router::new().route(OPENAPI_PATH, serve(doc)).route(INDEX_PATH, serve(&index(doc)))
+/// The two documents, each serialised once, set when the router is built
+/// (their own routes are described in them).
+#[derive(Clone, Default)]
+pub struct Published(Arc<OnceLock<(Bytes, Bytes)>>);
+
+impl Published {
+    pub fn set(&self, doc: &Value) {
+        let bytes = |v: &Value| Bytes::from(serde_json::to_vec(v).expect("the documents serialise"));
+        let _ = self.0.set((bytes(doc), bytes(&index(doc))));
+    }
+
+    fn json(bytes: &Bytes) -> Response {
+        ([(header::CONTENT_TYPE, "application/json")], bytes.clone()).into_response()
+    }
+}
+
+/// This document: the OpenAPI 3.1 description of every route.
+#[utoipa::path(get, path = "/openapi.json", tag = "catalogue", responses((status = 200, description = "the OpenAPI document", body = Object)))]
+async fn openapi(State(published): State<Published>) -> Response {
+    Published::json(&published.0.get().expect("published at start").0)
+}
+
+/// The capability index: every group with its area, every API with method,
+/// path, required scope and whether it writes.
+#[utoipa::path(get, path = "/capabilities.json", tag = "catalogue", responses((status = 200, description = "the capability index", body = Object)))]
+async fn capabilities(State(published): State<Published>) -> Response {
+    Published::json(&published.0.get().expect("published at start").1)
+}
+
+/// Liveness: 200 whatever credential is sent, or none.
+#[utoipa::path(get, path = "/health", tag = "catalogue", responses((status = 200, description = "the hub is up", body = Object)))]
+async fn health() -> Json<Value> {
+    Json(json!({ "success": true, "data": { "status": "ok" } }))
+}
+
+/// The routes of the catalogue's own documents and of `/health`.
+pub fn routes<S: Clone + Send + Sync + 'static>(published: Published) -> OpenApiRouter<S> {
+    OpenApiRouter::new().routes(routes!(health)).routes(routes!(openapi)).routes(routes!(capabilities)).with_state(published)
 }

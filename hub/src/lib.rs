@@ -14,8 +14,7 @@ pub mod server;
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
-use axum::{Json, Router, middleware, response::IntoResponse, routing::get};
-use serde_json::json;
+use axum::{Router, middleware, response::IntoResponse};
 use tokio::net::TcpListener;
 use tower_http::catch_panic::CatchPanicLayer;
 
@@ -35,8 +34,9 @@ use utoipa_axum::router::OpenApiRouter;
 /// The catalogue's routes, with the OpenAPI document they describe; the
 /// MCP registry's routes among them dispatch through `registry` once it is
 /// set.
-pub fn catalogue(registry: mcp::Registry) -> (Router<AppState>, utoipa::openapi::OpenApi) {
+pub fn catalogue(registry: mcp::Registry, published: catalogue::Published) -> (Router<AppState>, utoipa::openapi::OpenApi) {
     OpenApiRouter::new()
+        .merge(catalogue::area("hub", catalogue::routes(published)))
         .merge(catalogue::area("platform", mcp::routes(registry)))
         .merge(catalogue::area("identity", hub_identity::routes()))
         .merge(catalogue::area("platform", hub_platform::routes()))
@@ -49,15 +49,14 @@ pub fn catalogue(registry: mcp::Registry) -> (Router<AppState>, utoipa::openapi:
 
 /// The whole HTTP surface for a state.
 pub fn app(state: AppState) -> Router {
-    let registry = mcp::Registry::default();
-    let (api, openapi) = catalogue(registry.clone());
+    let (registry, published) = (mcp::Registry::default(), catalogue::Published::default());
+    let (api, openapi) = catalogue(registry.clone(), published.clone());
     let doc = catalogue::document(openapi);
+    published.set(&doc);
     let tools = mcp::tools(&doc);
     // Per-route authority checks need the matched route template.
     let api = api.route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
     let router = Router::new()
-        .route("/health", get(health))
-        .merge(catalogue::routes(&doc))
         .merge(api)
         .fallback(|| async { ApiError::NotFound })
         .layer(axum::extract::DefaultBodyLimit::max(error::BODY_LIMIT))
@@ -84,10 +83,6 @@ fn panic_answer(panic: Box<dyn std::any::Any + Send + 'static>) -> axum::respons
         None => panic.downcast_ref::<String>().cloned().unwrap_or_else(|| "no message".into()),
     };
     ApiError::Internal(anyhow::anyhow!("a handler panicked: {what}")).into_response()
-}
-
-async fn health() -> Json<serde_json::Value> {
-    Json(json!({ "success": true, "data": { "status": "ok" } }))
 }
 
 /// Opens the database, applies migrations and builds the state.
@@ -244,6 +239,8 @@ mod tests {
         io::{AsyncReadExt, AsyncWriteExt},
         net::{TcpListener, TcpStream},
     };
+
+    use serde_json::json;
 
     use super::*;
 
