@@ -13,11 +13,69 @@ use axum::Json;
 
 use hub_kernel::prelude::*;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/agent-runtime/health", get(health))
-        .route("/api/agent-runtime/agents", get(list_agents).post(create_agent))
-        .route("/api/agent-runtime/runs", get(list_runs).post(start_run))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(health)).routes(routes!(list_agents, create_agent)).routes(routes!(list_runs, start_run))
+}
+
+/// A new agent definition (validated by hand, every problem at once).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct NewAgent {
+    name: String,
+    acting_persona_id: String,
+    tier: String,
+    vector_namespace: String,
+    created_by: String,
+    description: Option<String>,
+    kill_switch_flag_id: Option<String>,
+    agent_scope: Option<Vec<String>>,
+    tool_manifest: Option<Vec<String>>,
+    /// 1 to 604800; 3600 when absent.
+    default_ttl_seconds: Option<i64>,
+    tenant_id: Option<String>,
+}
+
+/// A new run (validated by hand, every problem at once).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct NewRun {
+    agent_id: String,
+    persona_id: String,
+    trace_id: String,
+    actor_id: String,
+    /// `human`, `service` or `agent`.
+    actor_kind: String,
+    parent_run_id: Option<String>,
+    tenant_id: Option<String>,
+}
+
+/// The filters of the agent list.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+struct AgentFilter {
+    tier: Option<String>,
+    /// When given, the caller's tenant.
+    tenant_id: Option<String>,
+}
+
+/// The filters of the run list.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+struct RunFilter {
+    agent_id: Option<String>,
+    status: Option<String>,
+    /// When given, the caller's tenant.
+    tenant_id: Option<String>,
+}
+
+/// The liveness answer of the group.
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
+struct Health {
+    sdk: String,
+    status: String,
 }
 
 /// Default lifetime of an agent's runs when the definition names none.
@@ -33,6 +91,8 @@ const LIST_MAX: i64 = 500;
 const MAX_CHAIN_DEPTH: usize = 32;
 pub const ACTOR_KINDS: &[&str] = &["human", "service", "agent"];
 
+/// Liveness of the group (public).
+#[utoipa::path(get, path = "/api/agent-runtime/health", tag = "sdk-agent-runtime", responses((status = 200, description = "up", body = Health)))]
 async fn health() -> Json<Value> {
     Json(json!({ "sdk": "sdk-agent-runtime", "status": "ok" }))
 }
@@ -83,7 +143,7 @@ fn uuid_text(check: &mut Check, name: &str, value: &str) -> bool {
 }
 
 /// An agent definition.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Agent {
     agent_id: String,
     tenant_id: Option<String>,
@@ -111,7 +171,7 @@ const AGENTS: Listing =
     Listing { table: "agent_definition", columns: AGENT_COLUMNS, filter: "tenant_id = $1 AND ($2 = '' OR tier = $2)", order: "created_at DESC, agent_id DESC" };
 
 /// An agent run.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Run {
     run_id: String,
     tenant_id: String,
@@ -142,6 +202,9 @@ const RUNS: Listing = Listing {
     order: "created_at DESC, run_id DESC",
 };
 
+/// Defines an agent.
+#[utoipa::path(post, path = "/api/agent-runtime/agents", tag = "sdk-agent-runtime", request_body = NewAgent,
+    responses((status = 201, description = "the agent", body = Data<Agent>)))]
 async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = required(&mut check, &body, "name");
@@ -202,6 +265,9 @@ fn filter<'a>(q: &'a HashMap<String, String>, name: &str) -> &'a str {
 /// A page of agents or runs: 50 by default, at most 500.
 type ListPage = Page<LIST_DEFAULT, LIST_MAX>;
 
+/// The tenant's agents, newest first.
+#[utoipa::path(get, path = "/api/agent-runtime/agents", tag = "sdk-agent-runtime", params(AgentFilter, ListPage),
+    responses((status = 200, description = "a page of agents", body = ListOf<Agent>)))]
 async fn list_agents(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<HashMap<String, String>>, page: ListPage) -> ApiResult<Response> {
     check_tenant_param(&ctx, &q)?;
     page.list::<Agent>(&state.db.read, &AGENTS, &[&ctx.tenant_id, filter(&q, "tier")]).await
@@ -210,6 +276,8 @@ async fn list_agents(State(state): State<AppState>, Tenant(ctx): Tenant, Params(
 /// Starts a run. Its deadline is now plus the agent's default TTL, and
 /// never later than its parent's deadline (a child cannot outlive the run
 /// that spawned it). `agent_chain` is the parent's chain plus this run.
+#[utoipa::path(post, path = "/api/agent-runtime/runs", tag = "sdk-agent-runtime", request_body = NewRun,
+    responses((status = 201, description = "the run", body = Data<Run>)))]
 async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let agent_id = required(&mut check, &body, "agent_id");
@@ -310,6 +378,9 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body
     Ok(created(run))
 }
 
+/// The tenant's runs, newest first.
+#[utoipa::path(get, path = "/api/agent-runtime/runs", tag = "sdk-agent-runtime", params(RunFilter, ListPage),
+    responses((status = 200, description = "a page of runs", body = ListOf<Run>)))]
 async fn list_runs(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<HashMap<String, String>>, page: ListPage) -> ApiResult<Response> {
     check_tenant_param(&ctx, &q)?;
     let agent = filter(&q, "agent_id");

@@ -2,11 +2,10 @@
 
 pub mod agent_runtime;
 
-use axum::Router;
 use utoipa_axum::router::OpenApiRouter;
 
 use hub_kernel::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::from(Router::new().merge(agent_runtime::routes()))
+    OpenApiRouter::new().merge(agent_runtime::routes())
 }

@@ -7,18 +7,61 @@
 use axum::{Json, http::StatusCode, response::IntoResponse};
 
 use hub_kernel::audit::{
-    actor_of,
+    Appended, actor_of,
     appender::OwnedEvent,
     registry::{self, COMPACTION_POLICIES, CONFLICT_POLICIES, EventType, RETENTION_CLASSES, SCHEMA_STATES},
 };
 use hub_kernel::prelude::*;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/events/types", post(register).get(list_types))
-        .route("/api/events/types/{event_type}", get(get_type))
-        .route("/api/audit/append", post(append))
-        .route("/api/audit/verify", post(verify))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(register, list_types)).routes(routes!(get_type)).routes(routes!(append)).routes(routes!(verify))
+}
+
+/// A registration (validated by hand, every problem at once).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct NewEventType {
+    /// `<domain>.<entity>.<verb>.v<N>`, not a platform type.
+    event_type: String,
+    /// `transient`, `operational` or `regulated`.
+    retention_class: String,
+    /// `crdt`, `lww`, `merge`, `event-sourcing` or `human-review`.
+    conflict_policy: String,
+    schema_state: Option<String>,
+    compaction_policy: Option<String>,
+    schema_version: Option<i64>,
+    tenant_id: Option<String>,
+}
+
+/// An append (validated by hand, every problem at once).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct NewEntry {
+    pool_index: i64,
+    event_type: String,
+    payload: Value,
+    actor_kind: Option<String>,
+    retention_class: Option<String>,
+    occurred_at: Option<String>,
+    tenant_id: Option<String>,
+}
+
+/// A verification request.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct VerifyRequest {
+    pool_index: i64,
+}
+
+/// The types a tenant may emit.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct TypeList {
+    success: bool,
+    data: Vec<EventType>,
+    total: i64,
+    platform_count: i64,
+    tenant_count: i64,
 }
 
 /// A string field of a JSON body: blank counts as absent; a non-string is
@@ -69,7 +112,7 @@ fn enumerated(check: &mut Check, body: &Value, name: &str, allowed: &[&str], def
 
 /// A registration's answer: the type as stored, and whether this call
 /// registered it.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Registered {
     #[serde(flatten)]
     event_type: EventType,
@@ -78,6 +121,8 @@ struct Registered {
 
 /// Registers a tenant event type: 201 the first time, 200 with the stored
 /// metadata and `created: false` on a repeat. A baseline name is 400.
+#[utoipa::path(post, path = "/api/events/types", tag = "sdk-audit", request_body = NewEventType,
+    responses((status = 201, description = "registered", body = Data<Registered>), (status = 200, description = "already registered", body = Data<Registered>)))]
 async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = text(&mut check, &body, "event_type");
@@ -125,6 +170,7 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
 }
 
 /// The platform baseline, then the tenant's own types.
+#[utoipa::path(get, path = "/api/events/types", tag = "sdk-audit", responses((status = 200, description = "every type", body = TypeList)))]
 async fn list_types(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Response> {
     let platform = &registry::baseline().types;
     let own = registry::tenant_types(&state.db.read, &ctx.tenant_id).await?;
@@ -139,6 +185,9 @@ async fn list_types(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiRe
         .into_response())
 }
 
+/// One event type the tenant may emit.
+#[utoipa::path(get, path = "/api/events/types/{event_type}", tag = "sdk-audit", params(("event_type" = String, Path, description = "the type's name")),
+    responses((status = 200, description = "the type", body = Data<EventType>)))]
 async fn get_type(State(state): State<AppState>, Tenant(ctx): Tenant, Path(name): Path<String>) -> ApiResult<Response> {
     let t = registry::lookup(&state.db.read, &ctx.tenant_id, &name).await?.ok_or(ApiError::NotFound)?;
     Ok(ok(t))
@@ -157,6 +206,8 @@ fn pool_index(check: &mut Check, body: &Value) -> i64 {
 
 /// Appends one entry to the caller's chain in `pool_index`, through the
 /// group-commit writer: the 201 comes after the commit.
+#[utoipa::path(post, path = "/api/audit/append", tag = "sdk-audit", request_body = NewEntry,
+    responses((status = 201, description = "the entry, committed", body = Data<Appended>)))]
 async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let pool = pool_index(&mut check, &body);
@@ -202,6 +253,8 @@ async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
 }
 
 /// Verifies the caller's chain in one pool.
+#[utoipa::path(post, path = "/api/audit/verify", tag = "sdk-audit", request_body = VerifyRequest,
+    responses((status = 200, description = "`{ pool_index, ok, entries_checked, failed_seq?, reason?, tenant_id }`", body = Data<Value>)))]
 async fn verify(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let pool = pool_index(&mut check, &body);

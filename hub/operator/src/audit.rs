@@ -7,8 +7,32 @@ use std::collections::HashMap;
 use hub_kernel::prelude::*;
 use hub_kernel::{audit::chain, gate::Operator, validate::query_int};
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/admin/audit/entries", get(list)).route("/admin/audit/entries/{entry_id}", get(get_one)).route("/admin/audit/verify", post(verify))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list)).routes(routes!(get_one)).routes(routes!(verify))
+}
+
+/// The filters of the entry list.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+struct EntryFilter {
+    tenant_id: Option<String>,
+    actor_id: Option<String>,
+    /// RFC 3339; entries at or after.
+    from: Option<String>,
+    /// RFC 3339; entries before.
+    to: Option<String>,
+    /// 1 to 500, default 100.
+    limit: Option<i64>,
+}
+
+/// The tenant whose chains to verify.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+struct VerifyQuery {
+    /// Required.
+    tenant_id: Option<String>,
 }
 
 const LIMIT_DEFAULT: i64 = 100;
@@ -42,7 +66,7 @@ fn time_param(q: &HashMap<String, String>, name: &str, errors: &mut Vec<String>)
 
 /// An entry as the list shows it: who did what and when, and where it
 /// stands in which chain.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct EntrySummary {
     entry_id: String,
     tenant_id: String,
@@ -55,7 +79,7 @@ struct EntrySummary {
 }
 
 /// One entry whole, hashes as lowercase hex.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Entry {
     entry_id: String,
     tenant_id: String,
@@ -65,17 +89,22 @@ struct Entry {
     actor_kind: String,
     actor_id: String,
     #[sqlx(try_from = "Option<String>")]
+    #[schema(value_type = Option<Value>)]
     actor_chain: Document,
     occurred_at: String,
     retention_class: String,
     #[sqlx(try_from = "Option<String>")]
+    #[schema(value_type = Option<Value>)]
     payload: Document,
     #[sqlx(try_from = "Vec<u8>")]
+    #[schema(value_type = String)]
     payload_digest: Hex,
     shredded_at: Option<String>,
     #[sqlx(try_from = "Vec<u8>")]
+    #[schema(value_type = String)]
     prev_hash: Hex,
     #[sqlx(try_from = "Vec<u8>")]
+    #[schema(value_type = String)]
     entry_hash: Hex,
 }
 
@@ -105,6 +134,9 @@ impl From<Vec<u8>> for Hex {
 
 /// Entries newest first, filtered by tenant, actor and time range; limit
 /// default 100, larger than 500 silently reduced, no offset or cursor.
+/// Entries across tenants, newest first, filtered.
+#[utoipa::path(get, path = "/admin/audit/entries", tag = "admin-audit", params(EntryFilter),
+    responses((status = 200, description = "the entries", body = Data<Vec<EntrySummary>>)))]
 async fn list(State(state): State<AppState>, _: Operator, Params(q): Params<HashMap<String, String>>) -> ApiResult<Response> {
     let mut errors = Vec::new();
     let tenant = uuid_param(&q, "tenant_id", &mut errors);
@@ -140,6 +172,9 @@ async fn list(State(state): State<AppState>, _: Operator, Params(q): Params<Hash
 
 /// One entry whole, hashes as lowercase hex; a shredded payload is null
 /// with its `shredded_at`.
+/// One entry whole.
+#[utoipa::path(get, path = "/admin/audit/entries/{entry_id}", tag = "admin-audit", params(("entry_id" = String, Path, description = "the entry")),
+    responses((status = 200, description = "the entry", body = Data<Entry>)))]
 async fn get_one(State(state): State<AppState>, _: Operator, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let entry: Entry = sqlx::query_as(
@@ -155,6 +190,9 @@ async fn get_one(State(state): State<AppState>, _: Operator, Path(id): Path<Stri
 
 /// Verifies every chain of a tenant (one per pool it wrote to), each
 /// streamed; the first failure is reported with its pool.
+/// Verifies every chain of a tenant.
+#[utoipa::path(post, path = "/admin/audit/verify", tag = "admin-audit", params(VerifyQuery),
+    responses((status = 200, description = "`{ tenant_id, verified, entry_count, chains: [verdict] }`", body = Data<Value>)))]
 async fn verify(State(state): State<AppState>, _: Operator, Params(q): Params<HashMap<String, String>>) -> ApiResult<Response> {
     let Some(raw) = param(&q, "tenant_id") else {
         return Err(ApiError::invalid("tenant_id is required (query parameter)"));

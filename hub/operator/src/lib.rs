@@ -3,11 +3,10 @@
 
 pub mod audit;
 
-use axum::Router;
 use utoipa_axum::router::OpenApiRouter;
 
 use hub_kernel::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::from(Router::new().merge(audit::routes()))
+    OpenApiRouter::new().merge(audit::routes())
 }

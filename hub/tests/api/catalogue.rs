@@ -78,6 +78,12 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, g) = app.post("/api/role-assignments", Some(a), json!({ "persona_id": p["data"]["persona_id"], "role_template_id": owner })).await;
     assert_eq!(s, StatusCode::CREATED, "{g}");
     ids.insert("assignment_id", data(&g, "assignment_id"));
+    let entry: String = sqlx::query_scalar("SELECT entry_id FROM audit_entry WHERE tenant_id = $1 LIMIT 1")
+        .bind(t.a["tenant_id"].as_str().unwrap())
+        .fetch_one(&app.state().db.read)
+        .await
+        .unwrap();
+    ids.insert("entry_id", entry);
     ids
 }
 

@@ -52,7 +52,7 @@ pub struct Event<'a> {
 }
 
 /// What an append answers: the entry's identity, position and hashes (hex).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct Appended {
     pub entry_id: String,
     pub tenant_id: String,
@@ -64,10 +64,13 @@ pub struct Appended {
     pub occurred_at: String,
     pub retention_class: String,
     #[serde(serialize_with = "hex_hash")]
+    #[schema(value_type = String)]
     pub payload_digest: Hash,
     #[serde(serialize_with = "hex_hash")]
+    #[schema(value_type = String)]
     pub prev_hash: Hash,
     #[serde(serialize_with = "hex_hash")]
+    #[schema(value_type = String)]
     pub entry_hash: Hash,
 }
 

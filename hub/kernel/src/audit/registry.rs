@@ -18,7 +18,7 @@ pub const SCHEMA_STATES: &[&str] = &["active", "deprecated", "retired"];
 pub const COMPACTION_POLICIES: &[&str] = &["none", "snapshot", "keep-latest"];
 
 /// Metadata of one event type, platform or tenant.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct EventType {
     pub event_type: String,
     pub retention_class: String,
