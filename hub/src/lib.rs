@@ -31,14 +31,14 @@ use hub_kernel::{
 use hub_platform::quic;
 use utoipa_axum::router::OpenApiRouter;
 
-/// The catalogue's routes, with the OpenAPI document they describe; the
-/// MCP registry's routes among them dispatch through `registry` once it is
-/// set.
-pub fn catalogue(registry: mcp::Registry, published: catalogue::Published) -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    OpenApiRouter::new()
-        .merge(catalogue::area("hub", catalogue::routes(published)))
-        .merge(catalogue::area("platform", mcp::routes(registry)))
-        .merge(catalogue::area("identity", hub_identity::routes()))
+/// The catalogue's routes, with the OpenAPI document they describe; with
+/// a registry, the MCP registry's own routes too.
+pub fn catalogue(registry: Option<mcp::Registry>, published: catalogue::Published) -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    let mut api = OpenApiRouter::new().merge(catalogue::area("hub", catalogue::routes(published)));
+    if let Some(registry) = registry {
+        api = api.merge(catalogue::area("platform", mcp::routes(registry)));
+    }
+    api.merge(catalogue::area("identity", hub_identity::routes()))
         .merge(catalogue::area("platform", hub_platform::routes()))
         .merge(catalogue::area("device", hub_device::routes()))
         .merge(catalogue::area("governance", hub_governance::routes()))
@@ -50,10 +50,21 @@ pub fn catalogue(registry: mcp::Registry, published: catalogue::Published) -> (R
 /// The whole HTTP surface for a state.
 pub fn app(state: AppState) -> Router {
     let (registry, published) = (mcp::Registry::default(), catalogue::Published::default());
-    let (api, openapi) = catalogue(registry.clone(), published.clone());
+    let (api, openapi) = catalogue(Some(registry.clone()), published.clone());
     let doc = catalogue::document(openapi);
     published.set(&doc);
-    let tools = mcp::tools(&doc);
+    // A tool call goes through the same router, gate included, less the
+    // registry's own routes: the registry holds that router, so it must not
+    // hold the registry (a cycle would keep every hub's pools alive).
+    let (tool_api, _) = catalogue(None, published);
+    registry.set(mcp::tools(&doc), surface(tool_api, state.clone()));
+    surface(api, state)
+}
+
+/// Routes under the gate: authentication of every request, the per-route
+/// authority check, the body limit, the envelope over framework errors and
+/// the panic catcher.
+fn surface(api: Router<AppState>, state: AppState) -> Router {
     // Per-route authority checks need the matched route template.
     let api = api.route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
     let router = Router::new()
@@ -63,10 +74,7 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), gate::authenticate))
         .layer(middleware::map_response(error::envelope_framework_errors))
         .with_state(state);
-    let router = catch_panics(router);
-    // A tool call goes through the whole router, gate included.
-    registry.set(tools, router.clone());
-    router
+    catch_panics(router)
 }
 
 /// Answers a panic in a handler (or in the gate) with the opaque 500

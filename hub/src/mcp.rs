@@ -94,15 +94,16 @@ fn inline(schema: &Value, components: &Value, depth: usize) -> Value {
 }
 
 /// The tools of a completed OpenAPI document: every operation a tenant
-/// credential calls (not public, operator or robot routes), in path and
-/// method order.
+/// credential calls (not public, operator or robot routes, nor the
+/// registry's own), in path and method order.
 pub fn tools(doc: &Value) -> Vec<Tool> {
     let mut out = Vec::new();
     for (path, item) in doc["paths"].as_object().into_iter().flatten() {
         for method in ["get", "put", "post", "delete", "patch"] {
             let Some(op) = item.get(method) else { continue };
             let tenant = op["security"].as_array().is_some_and(|s| s.iter().any(|r| r.get("bearer").is_some()));
-            if !tenant {
+            // The registry's own routes are not tools of it.
+            if !tenant || op["tags"][0] == "registry-mcp" {
                 continue;
             }
             let mut properties = Map::new();
