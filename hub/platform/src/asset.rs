@@ -14,19 +14,29 @@ use hub_kernel::{
     validate::{self, query_int},
 };
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/assets", post(create))
-        .route("/api/assets/{asset_id}", get(get_asset))
-        .route("/api/assets/{asset_id}/twin", get(twin).put(set_desired))
-        .route("/api/assets/{asset_id}/readings", get(readings))
-        .route("/api/assets/{asset_id}/credentials", post(issue_credential).get(list_credentials))
-        .route("/api/assets/{asset_id}/credentials/{credential_id}/revoke", post(revoke_credential))
-        .route("/api/assets/{asset_id}/commands", get(list_commands))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create))
+        .routes(routes!(get_asset))
+        .routes(routes!(twin, set_desired))
+        .routes(routes!(readings))
+        .routes(routes!(issue_credential, list_credentials))
+        .routes(routes!(revoke_credential))
+        .routes(routes!(list_commands))
+}
+
+/// A credential request.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct NewCredential {
+    /// Uses a minute (HTTP acks, SSE stream opens, QUIC connections).
+    rate_limit_rpm: Option<i64>,
+    /// RFC 3339, in the future.
+    expires_at: Option<String>,
 }
 
 /// An asset as its tenant sees it (the twin is read on its own route).
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 pub struct Asset {
     asset_id: String,
     tenant_id: String,
@@ -52,7 +62,7 @@ impl Asset {
 
 /// The digital twin: the desired state the tenant sets and the state the
 /// edge agent last reported.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Twin {
     asset_id: String,
     #[sqlx(rename = "desired_state", try_from = "String")]
@@ -65,13 +75,16 @@ struct Twin {
 
 const TWIN_COLUMNS: &str = "asset_id, desired_state, desired_at, reported_state, reported_at";
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewAsset {
     tenant_id: Option<String>,
     bu_id: Option<String>,
+    #[schema(required = true)]
     display_name: Option<String>,
     model: Option<String>,
     device_uuid: Option<String>,
+    /// Component ids, or objects carrying `component_id`.
+    #[schema(value_type = Option<Vec<Value>>)]
     components: Option<Value>,
     desired_state: Option<Value>,
 }
@@ -100,6 +113,8 @@ where
     by_path(exec, ASSET_COLUMNS, tenant_id, asset_id).await
 }
 
+/// Registers an asset (a robot) with its twin.
+#[utoipa::path(post, path = "/api/assets", tag = "sdk-asset", request_body = NewAsset, responses((status = 201, description = "the asset", body = Data<Asset>)))]
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAsset>) -> ApiResult<Response> {
     let mut check = Check::new();
     let display_name = check.required("display_name", &body.display_name);
@@ -152,21 +167,28 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     Ok(created(asset))
 }
 
+/// An asset of the caller's tenant.
+#[utoipa::path(get, path = "/api/assets/{asset_id}", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")), responses((status = 200, description = "the asset", body = Data<Asset>)))]
 async fn get_asset(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
 }
 
+/// The asset's digital twin.
+#[utoipa::path(get, path = "/api/assets/{asset_id}/twin", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")), responses((status = 200, description = "the twin", body = Data<Twin>)))]
 async fn twin(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     Ok(ok(by_path::<_, Twin>(&state.db.read, TWIN_COLUMNS, &ctx.tenant_id, &id).await?))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewDesired {
+    /// The desired state (an object).
+    #[schema(required = true)]
     desired: Option<Value>,
 }
 
 /// Replaces the desired half of the twin (supporting route: the document
 /// names the twin's read only, but a twin nobody can set is of no use).
+#[utoipa::path(put, path = "/api/assets/{asset_id}/twin", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")), request_body = NewDesired, responses((status = 200, description = "the twin", body = Data<Twin>)))]
 async fn set_desired(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewDesired>) -> ApiResult<Response> {
     let desired = match body.desired {
         Some(v @ Value::Object(_)) => v,
@@ -242,12 +264,16 @@ pub async fn record_readings(state: &AppState, asset_id: &str, readings: &[proto
     Ok(rows.len())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ReadingsQuery {
+    /// `second`, `minute`, `hour` or `day` (required).
     bucket: Option<String>,
     sensor_id: Option<String>,
     from: Option<String>,
     to: Option<String>,
+    /// Buckets at most: default 500, at most 5000.
+    #[param(value_type = Option<i64>)]
     limit: Option<String>,
 }
 
@@ -266,7 +292,7 @@ fn bucket_shape(bucket: &str) -> Option<(usize, &'static str)> {
 }
 
 /// One sensor's readings in one bucket.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Aggregate {
     sensor_id: String,
     bucket_start: String,
@@ -281,13 +307,15 @@ struct Aggregate {
 }
 
 /// An aggregate as answered: with the bucket size asked for.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Bucketed<'a> {
     #[serde(flatten)]
     aggregate: Aggregate,
     bucket: &'a str,
 }
 
+/// The asset's readings aggregated per sensor and bucket.
+#[utoipa::path(get, path = "/api/assets/{asset_id}/readings", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset"), ReadingsQuery), responses((status = 200, description = "the aggregates", body = Data<Vec<Bucketed>>)))]
 async fn readings(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Params(q): Params<ReadingsQuery>) -> ApiResult<Response> {
     let asset = find(&state.db.read, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();
@@ -381,7 +409,7 @@ async fn credential_where(db: &Db, column: &'static str, value: &str) -> ApiResu
 }
 
 /// A robot credential as its tenant sees it: never the secret, nor its hash.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct CredentialRow {
     credential_id: String,
     asset_id: String,
@@ -403,7 +431,7 @@ const CREDENTIALS: Listing = Listing {
 
 /// A credential just issued: what the row says of it and, this once, the
 /// secret.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct IssuedRow {
     credential_id: String,
     asset_id: String,
@@ -413,13 +441,16 @@ struct IssuedRow {
     created_at: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Issued {
     #[serde(flatten)]
     row: IssuedRow,
     credential: String,
 }
 
+/// Mints a per-robot credential: the secret is shown this once.
+#[utoipa::path(post, path = "/api/assets/{asset_id}/credentials", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")), request_body = NewCredential,
+    responses((status = 201, description = "the credential and its secret", body = Data<Issued>)))]
 async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let rate_limit_rpm = check.optional_positive_int("rate_limit_rpm", body.get("rate_limit_rpm"));
@@ -456,6 +487,7 @@ async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Pa
 }
 
 /// The asset's robot credentials, newest first.
+#[utoipa::path(get, path = "/api/assets/{asset_id}/credentials", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset"), Page), responses((status = 200, description = "a page of credentials", body = ListOf<CredentialRow>)))]
 async fn list_credentials(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, page: Page) -> ApiResult<Response> {
     let asset = find(&state.db.read, &ctx.tenant_id, &id).await?;
     page.list::<CredentialRow>(&state.db.read, &CREDENTIALS, &[&asset.asset_id, &ctx.tenant_id]).await
@@ -464,6 +496,8 @@ async fn list_credentials(State(state): State<AppState>, Tenant(ctx): Tenant, Pa
 /// Revokes a robot credential. Its open streams on every replica are woken
 /// and, finding it revoked, close at once; a second revoke answers the
 /// same body without a second event.
+#[utoipa::path(post, path = "/api/assets/{asset_id}/credentials/{credential_id}/revoke", tag = "sdk-asset",
+    params(("asset_id" = String, Path, description = "the asset"), ("credential_id" = String, Path, description = "the credential")), responses((status = 200, description = "the credential, revoked", body = Data<CredentialRow>)))]
 async fn revoke_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path((asset, credential)): Path<(String, String)>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let asset_id = find(&mut *tx, &ctx.tenant_id, &asset).await?.asset_id;
@@ -494,11 +528,15 @@ async fn revoke_credential(State(state): State<AppState>, Tenant(ctx): Tenant, P
     Ok(ok(cred))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// One of the command states.
     status: Option<String>,
 }
 
+/// The asset's commands, newest first.
+#[utoipa::path(get, path = "/api/assets/{asset_id}/commands", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset"), ListQuery, Page), responses((status = 200, description = "a page of commands", body = ListOf<crate::command::View>)))]
 async fn list_commands(
     State(state): State<AppState>,
     Tenant(ctx): Tenant,

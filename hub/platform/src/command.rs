@@ -21,13 +21,18 @@ use hub_kernel::{
     },
 };
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/commands", post(create))
-        .route("/api/commands/{command_id}", get(get_command))
-        .route("/api/commands/{command_id}/decision", post(decide))
-        .route("/api/commands/{command_id}/ack", post(ack))
-        .route("/api/commands/stream/{asset_id}", get(sse::stream))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create)).routes(routes!(get_command)).routes(routes!(decide)).routes(routes!(ack)).routes(routes!(sse::stream))
+}
+
+/// An acknowledgement (validated by hand).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct NewAck {
+    ok: bool,
+    code: Option<String>,
+    message: Option<String>,
+    data: Option<Value>,
 }
 
 pub const STATES: &[&str] = &["awaiting_approval", "queued", "delivered", "acknowledged_ok", "acknowledged_failed", "rejected", "expired"];
@@ -95,8 +100,8 @@ impl Command {
 
 /// A command as callers see it: the decision and the ack as nested objects
 /// (null until there is one) and the effective status.
-#[derive(Serialize)]
-struct View {
+#[derive(Serialize, ToSchema)]
+pub struct View {
     command_id: String,
     tenant_id: String,
     target_asset_id: String,
@@ -119,7 +124,7 @@ struct View {
     updated_at: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct DecisionView {
     approved: bool,
     reason: Option<String>,
@@ -127,7 +132,7 @@ struct DecisionView {
     decided_at: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct AckView {
     ok: bool,
     code: Option<String>,
@@ -187,15 +192,21 @@ where
     fetch(exec, &id).await?.filter(|c| c.tenant_id == tenant_id).ok_or(ApiError::NotFound)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewCommand {
     tenant_id: Option<String>,
+    #[schema(required = true)]
     target_asset_id: Option<String>,
     target_component_id: Option<String>,
     #[serde(rename = "type")]
+    #[schema(required = true)]
     kind: Option<String>,
     params: Option<Value>,
+    /// `low`, `medium`, `high` or `critical`.
+    #[schema(required = true)]
     risk_class: Option<String>,
+    /// 1 to 604800, default 3600.
+    #[schema(value_type = Option<i64>)]
     ttl_seconds: Option<Value>,
 }
 
@@ -210,6 +221,9 @@ async fn enqueue(state: &AppState, tx: &mut Tx, command_id: &str, asset_id: &str
     Ok(row)
 }
 
+/// Issues a command to an asset: low and medium risk are queued at once,
+/// high and critical wait for a person's decision.
+#[utoipa::path(post, path = "/api/commands", tag = "sdk-command", request_body = NewCommand, responses((status = 201, description = "the command", body = Data<View>)))]
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCommand>) -> ApiResult<Response> {
     let mut check = Check::new();
     let kind = check.required("type", &body.kind);
@@ -279,12 +293,15 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     Ok(created(row))
 }
 
+/// A command of the caller's tenant.
+#[utoipa::path(get, path = "/api/commands/{command_id}", tag = "sdk-command", params(("command_id" = String, Path, description = "the command")), responses((status = 200, description = "the command", body = Data<View>)))]
 async fn get_command(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct Decision {
+    #[schema(required = true, value_type = Option<bool>)]
     approved: Option<Value>,
     reason: Option<String>,
 }
@@ -292,6 +309,7 @@ struct Decision {
 /// Approves or rejects a high or critical command. Only a person decides
 /// (an API key is refused), and only one whose persona holds a grant
 /// covering `command.command.approve` (the owner role's `*` does).
+#[utoipa::path(post, path = "/api/commands/{command_id}/decision", tag = "sdk-command", params(("command_id" = String, Path, description = "the command")), request_body = Decision, responses((status = 200, description = "the command, decided", body = Data<View>)))]
 async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Decision>) -> ApiResult<Response> {
     let approved = match body.approved {
         Some(Value::Bool(b)) => b,
@@ -438,6 +456,8 @@ pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &st
     }
 }
 
+/// A robot acknowledges a command (its per-robot credential).
+#[utoipa::path(post, path = "/api/commands/{command_id}/ack", tag = "sdk-command", params(("command_id" = String, Path, description = "the command")), request_body = NewAck, responses((status = 200, description = "the command, acknowledged", body = Data<View>)))]
 async fn ack(State(state): State<AppState>, Robot(cred): Robot, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
     let parsed = parse_ack(&body)?;
     Ok(ok(apply_ack(&state, &cred, &id, parsed).await?))

@@ -7,15 +7,15 @@ use serde::Serializer;
 use hub_kernel::crypto;
 use hub_kernel::prelude::*;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/devices", post(register))
-        .route("/api/devices/{device_uuid}", get(get_one))
-        .route("/api/devices/{device_uuid}/challenge", post(challenge))
-        .route("/api/devices/{device_uuid}/attest", post(attest))
-        .route("/api/devices/{device_uuid}/link-person", post(link_person))
-        .route("/api/devices/{device_uuid}/persons", get(persons))
-        .route("/api/devices/{device_uuid}/revoke", post(revoke))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(register))
+        .routes(routes!(get_one))
+        .routes(routes!(challenge))
+        .routes(routes!(attest))
+        .routes(routes!(link_person))
+        .routes(routes!(persons))
+        .routes(routes!(revoke))
 }
 
 pub const PLATFORMS: &[&str] = &["ios", "android", "web", "desktop"];
@@ -24,7 +24,7 @@ const CHALLENGE_TTL_SECONDS: i64 = 300;
 
 /// A device of a tenant. The pinned attestation key is answered only as
 /// whether there is one (`attested`).
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Device {
     device_uuid: String,
     tenant_id: String,
@@ -32,7 +32,9 @@ struct Device {
     os_version: Option<String>,
     app_version: Option<String>,
     device_key_ref: Option<String>,
+    /// Whether a key is pinned by a verified attestation (never the key).
     #[serde(rename = "attested", serialize_with = "is_some")]
+    #[schema(value_type = bool)]
     attested_public_key: Option<String>,
     status: String,
     last_seen_at: String,
@@ -46,7 +48,7 @@ fn is_some<S: Serializer>(value: &Option<String>, s: S) -> Result<S::Ok, S::Erro
 }
 
 /// A registration's answer: the device, and whether this call created it.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Registered {
     #[serde(flatten)]
     device: Device,
@@ -54,7 +56,7 @@ struct Registered {
 }
 
 /// A hub-issued challenge as its device is told it.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Challenge {
     device_uuid: String,
     challenge: String,
@@ -62,7 +64,7 @@ struct Challenge {
 }
 
 /// An attestation as recorded, with the hub's verdict.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Attestation {
     attestation_id: String,
     device_uuid: String,
@@ -75,7 +77,7 @@ struct Attestation {
 }
 
 /// A person linked to a device.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Link {
     device_uuid: String,
     person_id: String,
@@ -128,9 +130,12 @@ where
     .await?)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct Registration {
+    #[schema(required = true)]
     device_uuid: Option<String>,
+    /// `ios`, `android`, `web` or `desktop`.
+    #[schema(required = true)]
     platform: Option<String>,
     os_version: Option<String>,
     app_version: Option<String>,
@@ -140,6 +145,8 @@ struct Registration {
 /// Registers a device, or re-registers it: os_version, app_version and
 /// last_seen_at are updated, an omitted device_key_ref keeps the stored
 /// one, and a revoked or stolen device stays so.
+#[utoipa::path(post, path = "/api/devices", tag = "sdk-device", request_body = Registration,
+    responses((status = 201, description = "the device, and whether this call created it", body = Data<Registered>)))]
 async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Registration>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &body.device_uuid);
@@ -172,12 +179,16 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
     Ok(created(Registered { device, created: !existed }))
 }
 
+/// A device of the caller's tenant.
+#[utoipa::path(get, path = "/api/devices/{device_uuid}", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")), responses((status = 200, description = "the device", body = Data<Device>)))]
 async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
 }
 
 /// Issues a single-use challenge for the device to sign.
+/// Issues an attestation challenge for the device.
+#[utoipa::path(post, path = "/api/devices/{device_uuid}/challenge", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")), responses((status = 201, description = "the challenge", body = Data<Challenge>)))]
 async fn challenge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     if !registered(&state.db.read, &ctx.tenant_id, &id).await? {
@@ -198,9 +209,12 @@ async fn challenge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id):
     Ok(created(issued))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewAttestation {
+    #[schema(required = true)]
     method: Option<String>,
+    /// The envelope device-core builds, carrying its challenge.
+    #[schema(required = true)]
     signature_envelope: Option<Value>,
     expires_at: Option<String>,
     /// Accepted for compatibility and ignored: the hub decides.
@@ -211,6 +225,8 @@ struct NewAttestation {
 /// Records an attestation. The hub verifies the envelope itself (P-256
 /// signature over a challenge it issued, by the key pinned at the device's
 /// first verified attestation); `verified` in the body is ignored.
+#[utoipa::path(post, path = "/api/devices/{device_uuid}/attest", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")), request_body = NewAttestation,
+    responses((status = 201, description = "the attestation and the hub's verdict", body = Data<Attestation>)))]
 async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewAttestation>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();
@@ -314,13 +330,16 @@ async fn verify(
     Ok(Ok(verified.public_key))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewLink {
+    #[schema(required = true)]
     person_id: Option<String>,
 }
 
 /// Links a person (a member of the caller's tenant) to the device; linking
 /// again reactivates the link.
+#[utoipa::path(post, path = "/api/devices/{device_uuid}/link-person", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")), request_body = NewLink,
+    responses((status = 201, description = "a new link", body = Data<Link>), (status = 200, description = "the link, active again", body = Data<Link>)))]
 async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewLink>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();
@@ -350,6 +369,8 @@ async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
     Ok(if existed.is_some() { ok(link) } else { created(link) })
 }
 
+/// The persons linked to the device.
+#[utoipa::path(get, path = "/api/devices/{device_uuid}/persons", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")), responses((status = 200, description = "the links", body = Data<Vec<Link>>)))]
 async fn persons(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     if !registered(&state.db.read, &ctx.tenant_id, &id).await? {
@@ -360,12 +381,16 @@ async fn persons(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
     Ok(ok(links))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct Revoke {
+    /// `revoked` or `stolen`.
+    #[schema(required = true)]
     reason: Option<String>,
 }
 
 /// Revokes a device: reason `revoked` or `stolen` becomes its status.
+#[utoipa::path(post, path = "/api/devices/{device_uuid}/revoke", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")), request_body = Revoke,
+    responses((status = 200, description = "the device, revoked", body = Data<Device>)))]
 async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Revoke>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();

@@ -10,16 +10,12 @@
 use crate::device;
 use hub_kernel::prelude::*;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/diagnostic/crash", post(report_crash).get(list_crashes))
-        .route("/api/diagnostic/crash/{id}", get(get_crash))
-        .route("/api/diagnostic/snapshots", post(record_snapshot))
-        .route("/api/diagnostic/health", get(latest_health))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(report_crash, list_crashes)).routes(routes!(get_crash)).routes(routes!(record_snapshot)).routes(routes!(latest_health))
 }
 
 /// A crash report, answered with its id as `id`.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Crash {
     #[serde(rename = "id")]
     crash_id: String,
@@ -38,7 +34,7 @@ const CRASHES: Listing =
     Listing { table: "diagnostic_crash", columns: CRASH_COLUMNS, filter: "tenant_id = $1 AND device_uuid = $2", order: "occurred_at DESC, crash_id DESC" };
 
 /// A health snapshot as its reporter is answered (never its tenant).
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Health {
     snapshot_id: String,
     device_uuid: String,
@@ -50,25 +46,29 @@ struct Health {
 
 /// What the public read says of a device's health: the status and when it
 /// was taken, nothing more.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct HealthStatus {
     device_uuid: String,
     status: String,
     taken_at: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewCrash {
     app_version: Option<String>,
+    #[schema(required = true)]
     device_uuid: Option<String>,
     occurred_at: Option<String>,
     os_version: Option<String>,
     person_id: Option<String>,
+    #[schema(required = true)]
     stack_envelope: Option<String>,
     tenant_id: Option<String>,
 }
 
 /// Records a crash of a registered device of the caller's tenant.
+/// Reports a crash of a registered device.
+#[utoipa::path(post, path = "/api/diagnostic/crash", tag = "sdk-diagnostic-telemetry", request_body = NewCrash, responses((status = 201, description = "the crash", body = Data<Crash>)))]
 async fn report_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCrash>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &body.device_uuid);
@@ -105,12 +105,15 @@ async fn report_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Body(b
     Ok(created(crash))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct DeviceQuery {
+    /// The device (required).
     device_uuid: Option<String>,
 }
 
 /// A page of the crashes of one device, newest first.
+#[utoipa::path(get, path = "/api/diagnostic/crash", tag = "sdk-diagnostic-telemetry", params(DeviceQuery, Page), responses((status = 200, description = "a page of crashes", body = ListOf<Crash>)))]
 async fn list_crashes(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DeviceQuery>, page: Page) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &q.device_uuid);
@@ -119,6 +122,8 @@ async fn list_crashes(State(state): State<AppState>, Tenant(ctx): Tenant, Params
     page.list::<Crash>(&state.db.read, &CRASHES, &[&ctx.tenant_id, &device]).await
 }
 
+/// One crash of the caller's tenant.
+#[utoipa::path(get, path = "/api/diagnostic/crash/{id}", tag = "sdk-diagnostic-telemetry", params(("id" = String, Path, description = "the crash")), responses((status = 200, description = "the crash", body = Data<Crash>)))]
 async fn get_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let crash: Crash = sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {CRASH_COLUMNS} FROM diagnostic_crash WHERE crash_id = $1 AND tenant_id = $2")))
@@ -130,9 +135,12 @@ async fn get_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id):
     Ok(ok(crash))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewSnapshot {
+    #[schema(required = true)]
     device_uuid: Option<String>,
+    /// `ok`, `degraded` or `critical`.
+    #[schema(required = true)]
     status: Option<String>,
     metrics: Option<Value>,
     taken_at: Option<String>,
@@ -141,6 +149,7 @@ struct NewSnapshot {
 const HEALTH_STATUSES: &[&str] = &["ok", "degraded", "critical"];
 
 /// Records a health snapshot of a registered device.
+#[utoipa::path(post, path = "/api/diagnostic/snapshots", tag = "sdk-diagnostic-telemetry", request_body = NewSnapshot, responses((status = 201, description = "the snapshot", body = Data<Health>)))]
 async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSnapshot>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &body.device_uuid);
@@ -172,8 +181,10 @@ async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Bod
     Ok(created(snapshot))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct HealthQuery {
+    /// The device (required).
     device_uuid: Option<String>,
     tenant_id: Option<String>,
 }
@@ -183,6 +194,8 @@ struct HealthQuery {
 /// `tenant_id` given, or else the first to register it. It answers without
 /// a credential, so it says only the status and when it was taken, never
 /// metrics or the tenant.
+#[utoipa::path(get, path = "/api/diagnostic/health", tag = "sdk-diagnostic-telemetry", params(HealthQuery),
+    responses((status = 200, description = "the latest status, `unknown` when none", body = Data<HealthStatus>)))]
 async fn latest_health(State(state): State<AppState>, Params(q): Params<HealthQuery>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &q.device_uuid);

@@ -14,7 +14,6 @@ pub mod sse;
 
 use std::time::Duration;
 
-use axum::Router;
 use utoipa_axum::router::OpenApiRouter;
 
 use hub_kernel::{
@@ -27,7 +26,7 @@ use hub_kernel::{
 };
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::from(Router::new().merge(asset::routes()).merge(command::routes()).merge(device::routes()).merge(diagnostic::routes()))
+    OpenApiRouter::new().merge(asset::routes()).merge(command::routes()).merge(device::routes()).merge(diagnostic::routes())
 }
 
 /// The gate's lookups over the robot credentials table.

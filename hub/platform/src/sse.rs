@@ -21,6 +21,10 @@ use crate::feed::Feed;
 use hub_kernel::gate::robots::Robot;
 use hub_kernel::prelude::*;
 
+/// The asset's command stream as Server-Sent Events (its robot credential).
+#[utoipa::path(get, path = "/api/commands/stream/{asset_id}", tag = "sdk-command", params(("asset_id" = String, Path, description = "the asset"),
+    ("Last-Event-ID" = Option<i64>, Header, description = "resume after this stream position")),
+    responses((status = 200, description = "`event: command`, `id: <seq>`, data: the command", content_type = "text/event-stream", body = String)))]
 pub async fn stream(State(state): State<AppState>, Robot(cred): Robot, Path(asset_id): Path<String>, headers: HeaderMap) -> ApiResult<Response> {
     let asset_id = path_id(&asset_id)?.to_string();
     if cred.asset_id != asset_id {
