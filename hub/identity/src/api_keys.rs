@@ -23,15 +23,27 @@ use hub_kernel::{
     state::Invalidation,
 };
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/applications", post(create_application).get(list_applications))
-        .route("/api/applications/{application_id}", get(get_application))
-        .route("/api/applications/{application_id}/keys", post(issue).get(list_keys))
-        .route("/api/applications/{application_id}/disable", post(disable_application))
-        .route("/api/api-keys", post(issue_for_tenant))
-        .route("/api/api-keys/{key_id}/rotate", post(rotate))
-        .route("/api/api-keys/{key_id}/revoke", post(revoke))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_application, list_applications))
+        .routes(routes!(get_application))
+        .routes(routes!(issue, list_keys))
+        .routes(routes!(disable_application))
+        .routes(routes!(issue_for_tenant))
+        .routes(routes!(rotate))
+        .routes(routes!(revoke))
+}
+
+/// A key request (validated by hand, every problem at once).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct NewKey {
+    name: String,
+    /// Scopes the caller holds (`<domain>.<resource>.<action>`, wildcards).
+    scopes: Vec<String>,
+    rate_limit_rpm: Option<i64>,
+    /// RFC 3339, in the future.
+    expires_at: Option<String>,
 }
 
 /// The gate's key lookup: a key with its application's status and
@@ -122,7 +134,7 @@ pub async fn by_id(db: &Db, key_id: &str) -> ApiResult<Option<KeyRecord>> {
     Ok(row.map(KeyRecord::from))
 }
 
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Application {
     application_id: String,
     tenant_id: String,
@@ -161,7 +173,7 @@ async fn application_by_slug(tx: &mut Tx, tenant_id: &str, slug: &str) -> ApiRes
     Ok(sqlx::query_as(applications("tenant_id = $1 AND slug = $2")).bind(tenant_id).bind(slug).fetch_optional(&mut **tx).await?)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewApplication {
     name: Option<String>,
     slug: Option<String>,
@@ -198,6 +210,8 @@ async fn insert_application(tx: &mut Tx, ctx: &TenantCtx, name: &str, slug: &str
     Ok(app)
 }
 
+/// Registers an application (API-key client).
+#[utoipa::path(post, path = "/api/applications", tag = "sdk-api-keys", request_body = NewApplication, responses((status = 201, description = "the application", body = Data<Application>)))]
 async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Body(body): Body<NewApplication>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("name", &body.name);
@@ -214,11 +228,15 @@ async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): 
     Ok(created(app))
 }
 
+/// The tenant's applications.
+#[utoipa::path(get, path = "/api/applications", tag = "sdk-api-keys", responses((status = 200, description = "the applications", body = Data<Vec<Application>>)))]
 async fn list_applications(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant) -> ApiResult<Response> {
     let apps: Vec<Application> = sqlx::query_as(applications("tenant_id = $1 ORDER BY created_at")).bind(&ctx.tenant_id).fetch_all(&state.db.read).await?;
     Ok(ok(apps))
 }
 
+/// An application.
+#[utoipa::path(get, path = "/api/applications/{application_id}", tag = "sdk-api-keys", params(("application_id" = String, Path, description = "the application")), responses((status = 200, description = "the application", body = Data<Application>)))]
 async fn get_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     Ok(ok(find_application(&state.db.read, &ctx.tenant_id, &id).await?))
 }
@@ -268,7 +286,7 @@ fn new_secret(environment: &str) -> (String, String, String) {
 }
 
 /// A key as issue answers it; the secret is added beside it, once.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct IssuedKey {
     key_id: String,
     prefix: String,
@@ -286,7 +304,7 @@ struct IssuedKey {
 
 const ISSUED_COLUMNS: &str = "key_id, prefix, name, scopes, application_id, created_at, synthetic_persona_id, rate_limit_rpm, expires_at, status, tenant_id";
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct Issued {
     #[serde(flatten)]
     key: IssuedKey,
@@ -339,6 +357,8 @@ async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeyS
     Ok(Issued { key, api_key: secret })
 }
 
+/// Issues a key of the application: the secret is shown this once.
+#[utoipa::path(post, path = "/api/applications/{application_id}/keys", tag = "sdk-api-keys", params(("application_id" = String, Path, description = "the application")), request_body = NewKey, responses((status = 201, description = "the key and its secret", body = Data<Issued>)))]
 async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let app = find_application(&mut *tx, &ctx.tenant_id, &id).await?;
@@ -355,6 +375,8 @@ async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, 
 /// sdk-api-keys: tenant-level issue. `tenant_id` is required and must be the
 /// caller's; `application_id` defaults to the tenant's default live
 /// application, created on first use.
+/// Issues a key of the tenant's default application.
+#[utoipa::path(post, path = "/api/api-keys", tag = "sdk-api-keys", request_body = NewKey, responses((status = 201, description = "the key and its secret", body = Data<Issued>)))]
 async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let tenant_id = check.required("tenant_id", &body.get("tenant_id").and_then(|v| v.as_str()).map(str::to_string));
@@ -384,7 +406,7 @@ async fn default_application(tx: &mut Tx, ctx: &TenantCtx) -> ApiResult<Applicat
 }
 
 /// A key as its application's list shows it: masked, never its hash.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct ListedKey {
     key_id: String,
     name: String,
@@ -404,6 +426,8 @@ struct ListedKey {
 const LISTED_COLUMNS: &str = "key_id, name, prefix, prefix || '…' || last4 AS masked_key, scopes, rate_limit_rpm, expires_at, status, \
                               synthetic_persona_id, created_at, rotated_at, revoked_at";
 
+/// The application's keys, masked.
+#[utoipa::path(get, path = "/api/applications/{application_id}/keys", tag = "sdk-api-keys", params(("application_id" = String, Path, description = "the application")), responses((status = 200, description = "the keys", body = Data<Vec<ListedKey>>)))]
 async fn list_keys(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     let app = find_application(&state.db.read, &ctx.tenant_id, &id).await?;
     let sql = format!("SELECT {LISTED_COLUMNS} FROM credential_api_key WHERE application_id = $1 ORDER BY created_at");
@@ -411,6 +435,8 @@ async fn list_keys(State(state): State<AppState>, HumanTenant(ctx, _): HumanTena
     Ok(ok(keys))
 }
 
+/// Disables an application and its keys.
+#[utoipa::path(post, path = "/api/applications/{application_id}/disable", tag = "sdk-api-keys", params(("application_id" = String, Path, description = "the application")), responses((status = 200, description = "`{ application_id, status, keys_disabled }`", body = Data<Value>)))]
 async fn disable_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let app = find_application(&mut *tx, &ctx.tenant_id, &id).await?;
@@ -451,6 +477,8 @@ async fn find_key(tx: &mut Tx, tenant_id: &str, key_id: &str) -> ApiResult<Found
     .ok_or(ApiError::NotFound)
 }
 
+/// A new secret for the same key.
+#[utoipa::path(post, path = "/api/api-keys/{key_id}/rotate", tag = "sdk-api-keys", params(("key_id" = String, Path, description = "the key")), responses((status = 200, description = "`{ key_id, api_key, prefix, rotated_at }`", body = Data<Value>)))]
 async fn rotate(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let FoundKey { key_id, status, environment, scopes, .. } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
@@ -476,6 +504,8 @@ async fn rotate(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant,
 
 /// Revokes a key; revoking it again answers the same, with the first
 /// revocation's time.
+/// Revokes a key.
+#[utoipa::path(post, path = "/api/api-keys/{key_id}/revoke", tag = "sdk-api-keys", params(("key_id" = String, Path, description = "the key")), responses((status = 200, description = "`{ key_id, status, revoked_at }`", body = Data<Value>)))]
 async fn revoke(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let FoundKey { key_id, status, mut revoked_at, .. } = find_key(&mut tx, &ctx.tenant_id, &id).await?;

@@ -31,17 +31,17 @@ use hub_kernel::{
     },
 };
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/auth/signup-tenant", post(signup_tenant))
-        .route("/api/auth/register", post(register))
-        .route("/api/auth/login", post(login))
-        .route("/api/auth/token", post(token))
-        .route("/api/auth/send-verification-email", post(send_verification_email))
-        .route("/api/auth/verify-email", post(verify_email))
-        .route("/api/auth/verification-status", get(verification_status))
-        .route("/api/me", get(me))
-        .route("/.well-known/jwks.json", get(jwks))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(signup_tenant))
+        .routes(routes!(register))
+        .routes(routes!(login))
+        .routes(routes!(token))
+        .routes(routes!(send_verification_email))
+        .routes(routes!(verify_email))
+        .routes(routes!(verification_status))
+        .routes(routes!(me))
+        .routes(routes!(jwks))
 }
 
 /// Machine tokens from the exchange live 900 seconds (Authentication 9).
@@ -154,7 +154,7 @@ async fn insert_person(state: &AppState, tx: &mut Tx, email: &str, password_hash
     Ok(person_id)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct Signup {
     email: Option<String>,
     password: Option<String>,
@@ -168,6 +168,7 @@ struct Signup {
 /// org, app, tenant (`trial`, tier `S`), membership, persona, app identity
 /// and profile band. With a valid token of the alias's own person the
 /// person is reused; otherwise an existing alias is `PersonExistsError`.
+#[utoipa::path(post, path = "/api/auth/signup-tenant", tag = "sdk-identity", request_body = Signup, responses((status = 201, description = "`{ token, tenant_id, person_id, org_id, membership_id, persona_id, app_identity_id, ... }`", body = Data<Value>)))]
 async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): MaybeCaller, Body(body): Body<Signup>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check_email(&mut check, &body.email);
@@ -262,7 +263,7 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
     })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct Register {
     email: Option<String>,
     password: Option<String>,
@@ -270,6 +271,7 @@ struct Register {
 }
 
 /// Creates an end user's person, alias and credential (no tenant).
+#[utoipa::path(post, path = "/api/auth/register", tag = "sdk-identity", request_body = Register, responses((status = 201, description = "`{ person_id }`", body = Data<Value>)))]
 async fn register(State(state): State<AppState>, Body(body): Body<Register>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check_email(&mut check, &body.email);
@@ -289,7 +291,7 @@ async fn register(State(state): State<AppState>, Body(body): Body<Register>) -> 
     Ok(created(json!({ "person_id": person_id })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct Login {
     email: Option<String>,
     password: Option<String>,
@@ -297,6 +299,8 @@ struct Login {
     app_id: Option<String>,
 }
 
+/// Password login: a person token, or a tenant token with `tenant_id`.
+#[utoipa::path(post, path = "/api/auth/login", tag = "sdk-identity", request_body = Login, responses((status = 200, description = "`{ token, token_type, expires_in }`", body = Data<Value>)))]
 async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body(body): Body<Login>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check.required("email", &body.email);
@@ -457,7 +461,7 @@ async fn tenant_token(state: &AppState, membership: &Membership, tenant: &Tenant
     Ok(token)
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, ToSchema)]
 struct TokenRequest {
     grant_type: Option<String>,
     client_id: Option<String>,
@@ -486,6 +490,8 @@ async fn token_request(req: Request, basic: Option<(String, String)>) -> ApiResu
 }
 
 /// `POST /api/auth/token`: client credentials for a 900-second machine JWT.
+/// The client-credentials exchange (RFC 6749 4.4): an API key for a 900-second token.
+#[utoipa::path(post, path = "/api/auth/token", tag = "sdk-identity", request_body(content((TokenRequest = "application/json"), (TokenRequest = "application/x-www-form-urlencoded"))), responses((status = 200, description = "`{ access_token, token_type, expires_in, scope }` (RFC 6749, not the envelope)", body = Object), (status = 401, description = "`{ error: invalid_client }` (RFC 6749)", body = Object)))]
 async fn token(State(state): State<AppState>, ClientAddr(addr): ClientAddr, BasicCredentials(basic): BasicCredentials, req: Request) -> Response {
     let result = exchange(&state, addr, basic, req).await;
     let mut res = match result {
@@ -566,7 +572,7 @@ fn machine_tenant_claims(key: &KeyRecord) -> TenantClaims {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct SendVerification {
     email: Option<String>,
 }
@@ -575,6 +581,7 @@ struct SendVerification {
 /// the same whether or not the email is known, so it cannot be used to
 /// probe for accounts; in development mode a known email's token is also
 /// returned as `dev_token`.
+#[utoipa::path(post, path = "/api/auth/send-verification-email", tag = "sdk-identity", request_body = SendVerification, responses((status = 200, description = "`{ sent, expires_in, dev_token? }`", body = Data<Value>)))]
 async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body(body): Body<SendVerification>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check_email(&mut check, &body.email);
@@ -604,11 +611,13 @@ async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr)
     Ok(ok(data))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct VerifyEmail {
     token: Option<String>,
 }
 
+/// Redeems a verification token.
+#[utoipa::path(post, path = "/api/auth/verify-email", tag = "sdk-identity", request_body = VerifyEmail, responses((status = 200, description = "`{ verified, verified_at }`", body = Data<Value>)))]
 async fn verify_email(State(state): State<AppState>, Body(body): Body<VerifyEmail>) -> ApiResult<Response> {
     let mut check = Check::new();
     let token = check.required("token", &body.token);
@@ -643,11 +652,14 @@ struct Verification {
     used_at: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct StatusQuery {
     email: Option<String>,
 }
 
+/// Whether an email is verified.
+#[utoipa::path(get, path = "/api/auth/verification-status", tag = "sdk-identity", params(StatusQuery), responses((status = 200, description = "`{ email, verified, verified_at }`", body = Data<Value>)))]
 async fn verification_status(State(state): State<AppState>, Params(q): Params<StatusQuery>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check_email(&mut check, &q.email);
@@ -658,6 +670,8 @@ async fn verification_status(State(state): State<AppState>, Params(q): Params<St
 
 /// The caller as the gate sees it: a cheap authenticated read that touches
 /// no table (used by clients to check a credential, and by the benchmark).
+/// The caller as the gate sees it.
+#[utoipa::path(get, path = "/api/me", tag = "sdk-identity", responses((status = 200, description = "the caller: kind, person or key, tenant context, scopes", body = Data<Value>)))]
 async fn me(MaybeCaller(caller): MaybeCaller) -> ApiResult<Response> {
     let data = match caller.ok_or(ApiError::Unauthorized("missing bearer token"))? {
         Caller::Human(claims) => json!({
@@ -676,6 +690,8 @@ async fn me(MaybeCaller(caller): MaybeCaller) -> ApiResult<Response> {
     Ok(ok(data))
 }
 
+/// The public signing keys (RFC 7517), current and in grace.
+#[utoipa::path(get, path = "/.well-known/jwks.json", tag = "sdk-identity", responses((status = 200, description = "`{ keys: [...] }`", body = Object)))]
 async fn jwks(State(state): State<AppState>) -> Response {
     let mut res = Json(state.keys().jwks()).into_response();
     res.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));

@@ -13,7 +13,6 @@ pub mod personas;
 pub mod roles;
 pub mod tenancy;
 
-use axum::Router;
 use utoipa_axum::router::OpenApiRouter;
 
 use hub_kernel::{
@@ -26,7 +25,7 @@ use hub_kernel::{
 };
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::from(Router::new().merge(auth::routes()).merge(api_keys::routes()).merge(tenancy::routes()).merge(personas::routes()).merge(roles::routes()))
+    OpenApiRouter::new().merge(auth::routes()).merge(api_keys::routes()).merge(tenancy::routes()).merge(personas::routes()).merge(roles::routes())
 }
 
 /// The gate's lookups over identity's tables.

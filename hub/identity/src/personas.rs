@@ -16,20 +16,20 @@ use hub_kernel::{
     state::Invalidation,
 };
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/personas", post(create))
-        .route("/api/personas/{persona_id}", get(get_one))
-        .route("/api/personas/{persona_id}/shred", post(shred))
-        .route("/api/personas/{persona_id}/roles", get(roles_of))
-        .route("/api/memberships/{membership_id}/personas", post(create_under_membership))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create))
+        .routes(routes!(get_one))
+        .routes(routes!(shred))
+        .routes(routes!(roles_of))
+        .routes(routes!(create_under_membership))
 }
 
 pub const KINDS: &[&str] = &["human", "service", "agent"];
 
 /// A persona row. Its key and sealed attributes stay out of every answer:
 /// the attributes are shown opened, beside the row (`Described`).
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 pub struct Persona {
     pub persona_id: String,
     pub tenant_id: String,
@@ -131,7 +131,7 @@ pub async fn insert(
 
 /// A persona as the API answers it: the row and its attributes, opened
 /// (null when it has none or its key is destroyed).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct Described {
     #[serde(flatten)]
     persona: Persona,
@@ -149,7 +149,7 @@ impl Described {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewPersona {
     kind: Option<String>,
     primary_role_template_id: Option<String>,
@@ -192,6 +192,8 @@ async fn record_created(tx: &mut Tx, ctx: &TenantCtx, persona: &Persona) -> ApiR
     Ok(())
 }
 
+/// Creates a persona under the caller's membership.
+#[utoipa::path(post, path = "/api/personas", tag = "sdk-persona", request_body = NewPersona, responses((status = 201, description = "the persona", body = Data<Described>)))]
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewPersona>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "persona.persona.write").await?;
     let mut tx = state.db.begin().await?;
@@ -205,6 +207,8 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     Ok(created(Described { persona, attributes: attributes.cloned() }))
 }
 
+/// Creates a further persona under a membership.
+#[utoipa::path(post, path = "/api/memberships/{membership_id}/personas", tag = "sdk-persona", params(("membership_id" = String, Path, description = "the membership")), request_body = NewPersona, responses((status = 201, description = "the persona", body = Data<Described>)))]
 async fn create_under_membership(
     State(state): State<AppState>,
     Tenant(ctx): Tenant,
@@ -223,6 +227,8 @@ async fn create_under_membership(
     Ok(created(Described { persona, attributes: attributes.cloned() }))
 }
 
+/// A persona with its attributes (null once shredded).
+#[utoipa::path(get, path = "/api/personas/{persona_id}", tag = "sdk-persona", params(("persona_id" = String, Path, description = "the persona")), responses((status = 200, description = "the persona", body = Data<Described>)))]
 async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let persona = find_in_tenant(&state.db.read, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
@@ -232,6 +238,8 @@ async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
 /// Crypto-shreds a persona: its data key is destroyed (so its sealed data
 /// can never be read again) and it loses every authority. The person and
 /// their other personas are untouched. Repeating it answers the same.
+/// Crypto-shreds a persona's attributes.
+#[utoipa::path(post, path = "/api/personas/{persona_id}/shred", tag = "sdk-persona", params(("persona_id" = String, Path, description = "the persona")), responses((status = 200, description = "the persona, shredded", body = Data<Described>)))]
 async fn shred(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "persona.persona.write").await?;
     let id = path_id(&id)?.to_string();
@@ -249,6 +257,8 @@ async fn shred(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pat
     Ok(ok(Described { persona, attributes: None }))
 }
 
+/// A persona's roles and effective permissions.
+#[utoipa::path(get, path = "/api/personas/{persona_id}/roles", tag = "sdk-persona", params(("persona_id" = String, Path, description = "the persona")), responses((status = 200, description = "`{ persona_id, roles, effective_permissions }`", body = Data<Value>)))]
 async fn roles_of(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     // The tenant's own personas, and its test keys' in its sandbox.

@@ -25,11 +25,8 @@ use hub_kernel::{
     state::Invalidation,
 };
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/role-templates", post(create_template))
-        .route("/api/role-assignments", post(assign))
-        .route("/api/role-assignments/{assignment_id}/revoke", post(revoke))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create_template)).routes(routes!(assign)).routes(routes!(revoke))
 }
 
 pub const OWNER: &str = "owner";
@@ -204,7 +201,7 @@ async fn effective_template(pool: &sqlx::AnyPool, tenant_id: &str, id: &str) -> 
 }
 
 /// A role template as the API answers it.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Template {
     role_template_id: String,
     tenant_id: Option<String>,
@@ -218,7 +215,7 @@ struct Template {
 
 const TEMPLATE_COLUMNS: &str = "role_template_id, tenant_id, app_id, name, parent_role_template_id, permissions, created_at";
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewTemplate {
     name: Option<String>,
     app_id: Option<String>,
@@ -246,6 +243,8 @@ fn parse_permissions(value: &Option<Value>, check: &mut Check) -> Map<String, Va
     }
 }
 
+/// Creates a role template of the tenant.
+#[utoipa::path(post, path = "/api/role-templates", tag = "sdk-persona", request_body = NewTemplate, responses((status = 201, description = "the template", body = Data<Template>)))]
 async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewTemplate>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "role-template.role-template.write").await?;
     let mut check = Check::new();
@@ -302,7 +301,7 @@ async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Bod
 
 /// A role assignment as revoke answers it (without `granted_by`, which
 /// that answer has never carried).
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Grant {
     assignment_id: String,
     persona_id: String,
@@ -314,7 +313,7 @@ struct Grant {
 const GRANT_COLUMNS: &str = "assignment_id, persona_id, role_template_id, granted_at, revoked_at";
 
 /// A role assignment as assign answers it: the grant and who made it.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Assignment {
     #[sqlx(flatten)]
     #[serde(flatten)]
@@ -322,12 +321,14 @@ struct Assignment {
     granted_by: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewAssignment {
     persona_id: Option<String>,
     role_template_id: Option<String>,
 }
 
+/// Grants a role to a persona.
+#[utoipa::path(post, path = "/api/role-assignments", tag = "sdk-persona", request_body = NewAssignment, responses((status = 201, description = "the assignment", body = Data<Assignment>)))]
 async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAssignment>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;
     let mut check = Check::new();
@@ -373,6 +374,8 @@ async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     Ok(created(assignment))
 }
 
+/// Revokes a role assignment.
+#[utoipa::path(post, path = "/api/role-assignments/{assignment_id}/revoke", tag = "sdk-persona", params(("assignment_id" = String, Path, description = "the assignment")), responses((status = 200, description = "the assignment, revoked", body = Data<Grant>)))]
 async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;
     let id = path_id(&id)?.to_string();
@@ -391,7 +394,7 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
 }
 
 /// A role a persona holds, by its primary template or a live grant.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 pub struct HeldRole {
     source: String,
     assignment_id: Option<String>,

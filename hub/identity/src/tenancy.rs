@@ -14,17 +14,17 @@ use hub_kernel::{
     gate::{Person, Tenant as TenantCaller, keys},
 };
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/tenants", post(create_tenant))
-        .route("/api/memberships", post(create_membership).get(list_memberships))
-        .route("/api/app-identities", post(create_app_identity))
-        .route("/api/app-identities/{app_identity_id}", get(get_app_identity))
-        .route("/api/app-identities/{app_identity_id}/memberships", post(membership_for_app_identity))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_tenant))
+        .routes(routes!(create_membership, list_memberships))
+        .routes(routes!(create_app_identity))
+        .routes(routes!(get_app_identity))
+        .routes(routes!(membership_for_app_identity))
 }
 
 /// A tenant as the API shows it.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 pub struct Tenant {
     pub tenant_id: String,
     pub app_id: String,
@@ -58,7 +58,7 @@ where
 }
 
 /// A person's membership of a tenant.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 pub struct Membership {
     pub membership_id: String,
     pub person_id: String,
@@ -223,7 +223,7 @@ fn valid_app_id(s: &str) -> bool {
     (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewTenant {
     app_id: Option<String>,
     display_name: Option<String>,
@@ -236,6 +236,7 @@ struct NewTenant {
 }
 
 /// Creates a child tenant of the caller's tenant, with its own app row.
+#[utoipa::path(post, path = "/api/tenants", tag = "sdk-tenant", request_body = NewTenant, responses((status = 201, description = "the tenant", body = Data<Tenant>)))]
 async fn create_tenant(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Body(body): Body<NewTenant>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "tenant.tenant.write").await?;
     let mut check = Check::new();
@@ -314,7 +315,7 @@ struct NewMember<'a> {
 
 /// A new membership as the API answers it: the row and the person's first
 /// persona in it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 struct Admitted {
     #[serde(flatten)]
     membership: Membership,
@@ -349,7 +350,7 @@ async fn admit(state: &AppState, ctx: &TenantCtx, tx: &mut Tx, m: NewMember<'_>)
     Ok(Admitted { membership, persona_id: persona.persona_id })
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewMembership {
     person_id: Option<String>,
     tenant_id: Option<String>,
@@ -357,6 +358,8 @@ struct NewMembership {
     role_template_id: Option<String>,
 }
 
+/// Binds an existing person to the tenant (or a child tenant).
+#[utoipa::path(post, path = "/api/memberships", tag = "sdk-tenant", request_body = NewMembership, responses((status = 201, description = "the membership and its persona", body = Data<Admitted>)))]
 async fn create_membership(
     State(state): State<AppState>,
     TenantCaller(ctx): TenantCaller,
@@ -383,7 +386,7 @@ async fn create_membership(
 /// A membership as its person's list shows it: with its tenant's and app's
 /// names, its role's name and whether the person has an identity in the
 /// app.
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct MembershipEntry {
     membership_id: String,
     tenant_id: String,
@@ -403,6 +406,8 @@ struct MembershipEntry {
 }
 
 /// The memberships of the calling person, across tenants.
+/// The calling person's memberships (a person token).
+#[utoipa::path(get, path = "/api/memberships", tag = "sdk-tenant", responses((status = 200, description = "the memberships", body = Data<Vec<MembershipEntry>>)))]
 async fn list_memberships(State(state): State<AppState>, Person(claims): Person) -> ApiResult<Response> {
     let mut entries: Vec<MembershipEntry> = sqlx::query_as(
         "SELECT m.membership_id, m.tenant_id, t.display_name AS tenant_display_name, t.app_id, a.display_name AS app_display_name, \
@@ -422,7 +427,7 @@ async fn list_memberships(State(state): State<AppState>, Person(claims): Person)
     Ok(ok(entries))
 }
 
-#[derive(Debug, FromRow, Serialize)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 struct AppIdentity {
     app_identity_id: String,
     person_id: String,
@@ -438,12 +443,14 @@ async fn app_identity_of(tx: &mut Tx, person_id: &str, app_id: &str) -> ApiResul
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(person_id).bind(app_id).fetch_optional(&mut **tx).await?)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewAppIdentity {
     person_id: Option<String>,
     app_id: Option<String>,
 }
 
+/// A person's identity in an app.
+#[utoipa::path(post, path = "/api/app-identities", tag = "sdk-tenant", request_body = NewAppIdentity, responses((status = 201, description = "the app identity", body = Data<AppIdentity>)))]
 async fn create_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Body(body): Body<NewAppIdentity>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "app-identity.app-identity.write").await?;
     let mut check = Check::new();
@@ -486,6 +493,8 @@ pub async fn ensure_app_identity(tx: &mut Tx, person_id: &str, app_id: &str) -> 
 
 /// An app identity is visible only to tenants its person is a member of
 /// (RULINGS 1: the lookup compares the tenant).
+/// An app identity of a member of the tenant.
+#[utoipa::path(get, path = "/api/app-identities/{app_identity_id}", tag = "sdk-tenant", params(("app_identity_id" = String, Path, description = "the app identity")), responses((status = 200, description = "the app identity", body = Data<AppIdentity>)))]
 async fn get_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let identity: AppIdentity = sqlx::query_as(
@@ -500,7 +509,7 @@ async fn get_app_identity(State(state): State<AppState>, TenantCaller(ctx): Tena
     Ok(ok(identity))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 struct NewIdentityMembership {
     tenant_id: Option<String>,
     bu_id: Option<String>,
@@ -508,6 +517,7 @@ struct NewIdentityMembership {
 }
 
 /// Admits the person of an app identity into a tenant of that app.
+#[utoipa::path(post, path = "/api/app-identities/{app_identity_id}/memberships", tag = "sdk-tenant", params(("app_identity_id" = String, Path, description = "the app identity")), request_body = NewIdentityMembership, responses((status = 201, description = "the membership and its persona", body = Data<Admitted>)))]
 async fn membership_for_app_identity(
     State(state): State<AppState>,
     TenantCaller(ctx): TenantCaller,
