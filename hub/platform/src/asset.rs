@@ -25,13 +25,17 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(list_commands))
 }
 
-/// A credential request.
+/// A robot credential request; every field is optional.
+// What `issue_credential` validates by hand.
 #[derive(ToSchema)]
 #[allow(dead_code)]
-struct NewCredential {
-    /// Uses a minute (HTTP acks, SSE stream opens, QUIC connections).
+struct NewRobotCredential {
+    /// Uses a minute (HTTP acks, SSE stream opens, QUIC connections): a
+    /// positive integer.
+    #[schema(minimum = 1)]
     rate_limit_rpm: Option<i64>,
     /// RFC 3339, in the future.
+    #[schema(format = DateTime)]
     expires_at: Option<String>,
 }
 
@@ -77,15 +81,20 @@ const TWIN_COLUMNS: &str = "asset_id, desired_state, desired_at, reported_state,
 
 #[derive(Deserialize, ToSchema)]
 struct NewAsset {
+    /// When given, the caller's tenant.
+    #[schema(format = "uuid")]
     tenant_id: Option<String>,
     bu_id: Option<String>,
     #[schema(required = true)]
     display_name: Option<String>,
     model: Option<String>,
+    #[schema(format = "uuid")]
     device_uuid: Option<String>,
     /// Component ids, or objects carrying `component_id`.
     #[schema(value_type = Option<Vec<Value>>)]
     components: Option<Value>,
+    /// The twin's initial desired state; `{}` when absent.
+    #[schema(value_type = Option<Object>)]
     desired_state: Option<Value>,
 }
 
@@ -114,7 +123,8 @@ where
 }
 
 /// Registers an asset (a robot) with its twin.
-#[utoipa::path(post, path = "/api/assets", tag = "sdk-asset", request_body = NewAsset, responses((status = 201, description = "the asset", body = Data<Asset>)))]
+#[utoipa::path(post, path = "/api/assets", tag = "sdk-asset", request_body = NewAsset,
+    responses((status = 201, description = "the asset", body = Data<Asset>)))]
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAsset>) -> ApiResult<Response> {
     let mut check = Check::new();
     let display_name = check.required("display_name", &body.display_name);
@@ -168,27 +178,32 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
 }
 
 /// An asset of the caller's tenant.
-#[utoipa::path(get, path = "/api/assets/{asset_id}", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")), responses((status = 200, description = "the asset", body = Data<Asset>)))]
+#[utoipa::path(get, path = "/api/assets/{asset_id}", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")),
+    responses((status = 200, description = "the asset", body = Data<Asset>)))]
 async fn get_asset(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
 }
 
-/// The asset's digital twin.
-#[utoipa::path(get, path = "/api/assets/{asset_id}/twin", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")), responses((status = 200, description = "the twin", body = Data<Twin>)))]
+/// The asset's digital twin: the desired and the last reported state.
+#[utoipa::path(get, path = "/api/assets/{asset_id}/twin", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")),
+    responses((status = 200, description = "the twin", body = Data<Twin>)))]
 async fn twin(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     Ok(ok(by_path::<_, Twin>(&state.db.read, TWIN_COLUMNS, &ctx.tenant_id, &id).await?))
 }
 
 #[derive(Deserialize, ToSchema)]
 struct NewDesired {
-    /// The desired state (an object).
-    #[schema(required = true)]
+    /// The desired state.
+    #[schema(required = true, value_type = Object)]
     desired: Option<Value>,
 }
 
-/// Replaces the desired half of the twin (supporting route: the document
-/// names the twin's read only, but a twin nobody can set is of no use).
-#[utoipa::path(put, path = "/api/assets/{asset_id}/twin", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")), request_body = NewDesired, responses((status = 200, description = "the twin", body = Data<Twin>)))]
+/// Replaces the desired state of the asset's twin.
+///
+/// A supporting route: the document names the twin's read only, but a twin
+/// nobody can set is of no use.
+#[utoipa::path(put, path = "/api/assets/{asset_id}/twin", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")),
+    request_body = NewDesired, responses((status = 200, description = "the twin", body = Data<Twin>)))]
 async fn set_desired(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewDesired>) -> ApiResult<Response> {
     let desired = match body.desired {
         Some(v @ Value::Object(_)) => v,
@@ -267,17 +282,35 @@ pub async fn record_readings(state: &AppState, asset_id: &str, readings: &[proto
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ReadingsQuery {
-    /// `second`, `minute`, `hour` or `day` (required).
+    /// The bucket size.
+    #[param(required = true, value_type = ReadingBucket, inline)]
     bucket: Option<String>,
+    /// Only this sensor's readings.
     sensor_id: Option<String>,
+    /// RFC 3339: readings recorded at or after.
+    #[param(format = DateTime)]
     from: Option<String>,
+    /// RFC 3339: readings recorded before.
+    #[param(format = DateTime)]
     to: Option<String>,
-    /// Buckets at most: default 500, at most 5000.
+    /// Rows at most (one per sensor and bucket): default 500, clamped to 1..5000.
     #[param(value_type = Option<i64>)]
     limit: Option<String>,
 }
 
 const BUCKETS: &[&str] = &["second", "minute", "hour", "day"];
+
+/// The time bucket the readings are aggregated by.
+// The values of `BUCKETS`; a test compares them.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum ReadingBucket {
+    Second,
+    Minute,
+    Hour,
+    Day,
+}
 
 /// Buckets by truncating the stored RFC 3339 text (`2026-11-21T19:59:07.123456Z`):
 /// the prefix length of each bucket, and the suffix that completes it to a time.
@@ -293,7 +326,7 @@ fn bucket_shape(bucket: &str) -> Option<(usize, &'static str)> {
 
 /// One sensor's readings in one bucket.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
-struct Aggregate {
+struct ReadingAggregate {
     sensor_id: String,
     bucket_start: String,
     #[sqlx(rename = "n")]
@@ -308,14 +341,16 @@ struct Aggregate {
 
 /// An aggregate as answered: with the bucket size asked for.
 #[derive(Serialize, ToSchema)]
-struct Bucketed<'a> {
+struct BucketedReadings<'a> {
     #[serde(flatten)]
-    aggregate: Aggregate,
+    aggregate: ReadingAggregate,
+    /// `second`, `minute`, `hour` or `day`.
     bucket: &'a str,
 }
 
-/// The asset's readings aggregated per sensor and bucket.
-#[utoipa::path(get, path = "/api/assets/{asset_id}/readings", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset"), ReadingsQuery), responses((status = 200, description = "the aggregates", body = Data<Vec<Bucketed>>)))]
+/// The asset's readings aggregated per sensor and time bucket.
+#[utoipa::path(get, path = "/api/assets/{asset_id}/readings", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset"), ReadingsQuery),
+    responses((status = 200, description = "count, min, max and avg per sensor and bucket, by sensor then bucket", body = Data<Vec<BucketedReadings>>)))]
 async fn readings(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Params(q): Params<ReadingsQuery>) -> ApiResult<Response> {
     let asset = find(&state.db.read, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();
@@ -345,7 +380,7 @@ async fn readings(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
          WHERE asset_id = $1 AND ($2 = '' OR sensor_id = $2) AND ($3 = '' OR recorded_at >= $3) AND ($4 = '' OR recorded_at < $4) \
          GROUP BY sensor_id, substr(recorded_at, 1, {len}) ORDER BY sensor_id, bucket_start LIMIT $5"
     );
-    let rows: Vec<Aggregate> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let rows: Vec<ReadingAggregate> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&asset.asset_id)
         .bind(Check::optional(&q.sensor_id).unwrap_or_default())
         .bind(from.flatten().unwrap_or_default())
@@ -353,7 +388,7 @@ async fn readings(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
         .bind(limit)
         .fetch_all(&state.db.read)
         .await?;
-    Ok(ok(rows.into_iter().map(|aggregate| Bucketed { aggregate, bucket: &bucket }).collect::<Vec<_>>()))
+    Ok(ok(rows.into_iter().map(|aggregate| BucketedReadings { aggregate, bucket: &bucket }).collect::<Vec<_>>()))
 }
 
 /// Takes the asset's next command-stream position (the command group's
@@ -410,7 +445,7 @@ async fn credential_where(db: &Db, column: &'static str, value: &str) -> ApiResu
 
 /// A robot credential as its tenant sees it: never the secret, nor its hash.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
-struct CredentialRow {
+struct RobotCredentialRow {
     credential_id: String,
     asset_id: String,
     last4: String,
@@ -432,7 +467,7 @@ const CREDENTIALS: Listing = Listing {
 /// A credential just issued: what the row says of it and, this once, the
 /// secret.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
-struct IssuedRow {
+struct IssuedRobotCredentialRow {
     credential_id: String,
     asset_id: String,
     rate_limit_rpm: Option<i64>,
@@ -441,16 +476,18 @@ struct IssuedRow {
     created_at: String,
 }
 
+/// An issued credential with its secret.
 #[derive(Serialize, ToSchema)]
-struct Issued {
+struct IssuedRobotCredential {
     #[serde(flatten)]
-    row: IssuedRow,
+    row: IssuedRobotCredentialRow,
+    /// The bearer secret (`rc_…`), shown this once.
     credential: String,
 }
 
-/// Mints a per-robot credential: the secret is shown this once.
-#[utoipa::path(post, path = "/api/assets/{asset_id}/credentials", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")), request_body = NewCredential,
-    responses((status = 201, description = "the credential and its secret", body = Data<Issued>)))]
+/// Issues a per-robot credential for the asset; its secret is shown this once.
+#[utoipa::path(post, path = "/api/assets/{asset_id}/credentials", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")),
+    request_body = NewRobotCredential, responses((status = 201, description = "the credential and its secret", body = Data<IssuedRobotCredential>)))]
 async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let rate_limit_rpm = check.optional_positive_int("rate_limit_rpm", body.get("rate_limit_rpm"));
@@ -459,7 +496,7 @@ async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Pa
     let asset = find(&mut *tx, &ctx.tenant_id, &id).await?;
     check.finish()?;
     let secret = format!("{CREDENTIAL_PREFIX}{}", crypto::random_base62(32));
-    let row: IssuedRow = sqlx::query_as(
+    let row: IssuedRobotCredentialRow = sqlx::query_as(
         "INSERT INTO asset_credential (credential_id, asset_id, tenant_id, secret_hash, last4, rate_limit_rpm, expires_at, status, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, 'active', $8) RETURNING credential_id, asset_id, rate_limit_rpm, expires_at, status, created_at",
     )
@@ -483,21 +520,25 @@ async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Pa
     )
     .await?;
     tx.commit().await?;
-    Ok(created(Issued { row, credential: secret }))
+    Ok(created(IssuedRobotCredential { row, credential: secret }))
 }
 
 /// The asset's robot credentials, newest first.
-#[utoipa::path(get, path = "/api/assets/{asset_id}/credentials", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset"), Page), responses((status = 200, description = "a page of credentials", body = ListOf<CredentialRow>)))]
+#[utoipa::path(get, path = "/api/assets/{asset_id}/credentials", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset"), Page),
+    responses((status = 200, description = "a page of credentials", body = ListOf<RobotCredentialRow>)))]
 async fn list_credentials(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, page: Page) -> ApiResult<Response> {
     let asset = find(&state.db.read, &ctx.tenant_id, &id).await?;
-    page.list::<CredentialRow>(&state.db.read, &CREDENTIALS, &[&asset.asset_id, &ctx.tenant_id]).await
+    page.list::<RobotCredentialRow>(&state.db.read, &CREDENTIALS, &[&asset.asset_id, &ctx.tenant_id]).await
 }
 
-/// Revokes a robot credential. Its open streams on every replica are woken
-/// and, finding it revoked, close at once; a second revoke answers the
-/// same body without a second event.
+/// Revokes a robot credential of the asset.
+///
+/// Its open streams on every replica are woken and, finding it revoked,
+/// close at once; a second revoke answers the same body without a second
+/// event.
 #[utoipa::path(post, path = "/api/assets/{asset_id}/credentials/{credential_id}/revoke", tag = "sdk-asset",
-    params(("asset_id" = String, Path, description = "the asset"), ("credential_id" = String, Path, description = "the credential")), responses((status = 200, description = "the credential, revoked", body = Data<CredentialRow>)))]
+    params(("asset_id" = String, Path, description = "the asset"), ("credential_id" = String, Path, description = "the credential")),
+    responses((status = 200, description = "the credential, revoked", body = Data<RobotCredentialRow>)))]
 async fn revoke_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path((asset, credential)): Path<(String, String)>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let asset_id = find(&mut *tx, &ctx.tenant_id, &asset).await?.asset_id;
@@ -506,12 +547,12 @@ async fn revoke_credential(State(state): State<AppState>, Tenant(ctx): Tenant, P
         "UPDATE asset_credential SET status = 'revoked', revoked_at = $1 WHERE credential_id = $2 AND asset_id = $3 AND status <> 'revoked' \
          RETURNING {CREDENTIAL_COLUMNS}"
     );
-    let revoked: Option<CredentialRow> =
+    let revoked: Option<RobotCredentialRow> =
         sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(db::now()).bind(&credential_id).bind(&asset_id).fetch_optional(&mut *tx).await?;
     let Some(cred) = revoked else {
         // Already revoked, or not a credential of this asset.
         let sql = format!("SELECT {CREDENTIAL_COLUMNS} FROM asset_credential WHERE credential_id = $1 AND asset_id = $2");
-        let cred: CredentialRow =
+        let cred: RobotCredentialRow =
             sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&credential_id).bind(&asset_id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
         return Ok(ok(cred));
     };
@@ -531,12 +572,14 @@ async fn revoke_credential(State(state): State<AppState>, Tenant(ctx): Tenant, P
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ListQuery {
-    /// One of the command states.
+    /// Only commands in this state.
+    #[param(value_type = Option<command::CommandState>, inline)]
     status: Option<String>,
 }
 
-/// The asset's commands, newest first.
-#[utoipa::path(get, path = "/api/assets/{asset_id}/commands", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset"), ListQuery, Page), responses((status = 200, description = "a page of commands", body = ListOf<crate::command::View>)))]
+/// The asset's commands, newest first, optionally of one status.
+#[utoipa::path(get, path = "/api/assets/{asset_id}/commands", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset"), ListQuery, Page),
+    responses((status = 200, description = "a page of commands", body = ListOf<command::CommandView>)))]
 async fn list_commands(
     State(state): State<AppState>,
     Tenant(ctx): Tenant,
@@ -552,4 +595,15 @@ async fn list_commands(
         check.finish()?;
     }
     command::list_for_asset(&state, &ctx.tenant_id, &asset.asset_id, status.as_deref(), page).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::enum_values;
+
+    #[test]
+    fn the_documented_buckets_are_the_validated_ones() {
+        assert_eq!(enum_values::<ReadingBucket>(), BUCKETS);
+    }
 }

@@ -25,18 +25,48 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create)).routes(routes!(get_command)).routes(routes!(decide)).routes(routes!(ack)).routes(routes!(sse::stream))
 }
 
-/// An acknowledgement (validated by hand).
+/// A robot's acknowledgement of a command.
+// What `parse_ack` validates by hand (every problem at once).
 #[derive(ToSchema)]
 #[allow(dead_code)]
-struct NewAck {
+struct NewCommandAck {
+    /// Whether the robot carried the command out.
     ok: bool,
     code: Option<String>,
     message: Option<String>,
+    /// Any JSON the robot reports.
     data: Option<Value>,
 }
 
 pub const STATES: &[&str] = &["awaiting_approval", "queued", "delivered", "acknowledged_ok", "acknowledged_failed", "rejected", "expired"];
 const RISKS: &[&str] = &["low", "medium", "high", "critical"];
+
+/// A command's state.
+// The values of `STATES`; a test compares them.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub(crate) enum CommandState {
+    AwaitingApproval,
+    Queued,
+    Delivered,
+    AcknowledgedOk,
+    AcknowledgedFailed,
+    Rejected,
+    Expired,
+}
+
+/// A command's risk class.
+// The values of `RISKS`; a test compares them.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum RiskClass {
+    Low,
+    Medium,
+    High,
+    Critical,
+}
 
 /// The grant a person's persona needs to decide on a high or critical command.
 pub const APPROVE_PERMISSION: &str = "command.command.approve";
@@ -45,9 +75,10 @@ pub const APPROVE_PERMISSION: &str = "command.command.approve";
 const DEFAULT_TTL: i64 = 3600;
 const MAX_TTL: i64 = 7 * 24 * 3600;
 
-/// A command as stored. It serialises as [`View`], the shape callers see.
+/// A command as stored. It serialises as [`CommandView`], the shape callers
+/// see (and the schema the document gives it).
 #[derive(Clone, Debug, FromRow, Serialize)]
-#[serde(into = "View")]
+#[serde(into = "CommandView")]
 pub struct Command {
     command_id: String,
     tenant_id: String,
@@ -101,7 +132,7 @@ impl Command {
 /// A command as callers see it: the decision and the ack as nested objects
 /// (null until there is one) and the effective status.
 #[derive(Serialize, ToSchema)]
-pub struct View {
+pub struct CommandView {
     command_id: String,
     tenant_id: String,
     target_asset_id: String,
@@ -109,49 +140,56 @@ pub struct View {
     #[serde(rename = "type")]
     kind: String,
     params: JsonText,
+    /// `low`, `medium`, `high` or `critical`.
     risk_class: String,
+    /// `awaiting_approval`, `queued`, `delivered`, `acknowledged_ok`,
+    /// `acknowledged_failed`, `rejected` or `expired`.
     status: String,
+    /// The position on the asset's stream, from when the command is queued.
     seq: Option<i64>,
     ttl_seconds: i64,
     expires_at: String,
     created_by: String,
     actor_kind: String,
-    decision: Option<DecisionView>,
+    decision: Option<CommandDecision>,
     queued_at: Option<String>,
     delivered_at: Option<String>,
-    ack: Option<AckView>,
+    ack: Option<CommandAck>,
     created_at: String,
     updated_at: String,
 }
 
+/// A person's decision on a high or critical command.
 #[derive(Serialize, ToSchema)]
-struct DecisionView {
+struct CommandDecision {
     approved: bool,
     reason: Option<String>,
     decided_by: Option<String>,
     decided_at: Option<String>,
 }
 
+/// The robot's acknowledgement.
 #[derive(Serialize, ToSchema)]
-struct AckView {
+struct CommandAck {
     ok: bool,
     code: Option<String>,
     message: Option<String>,
+    /// What the robot reported, or null.
     data: JsonText,
     acked_at: Option<String>,
 }
 
-impl From<Command> for View {
+impl From<Command> for CommandView {
     fn from(c: Command) -> Self {
         let status = c.status();
-        View {
-            decision: c.decision_approved.map(|a| DecisionView {
+        CommandView {
+            decision: c.decision_approved.map(|a| CommandDecision {
                 approved: a == 1,
                 reason: c.decision_reason,
                 decided_by: c.decided_by,
                 decided_at: c.decided_at,
             }),
-            ack: c.ack_ok.map(|a| AckView { ok: a == 1, code: c.ack_code, message: c.ack_message, data: c.ack_data, acked_at: c.acked_at }),
+            ack: c.ack_ok.map(|a| CommandAck { ok: a == 1, code: c.ack_code, message: c.ack_message, data: c.ack_data, acked_at: c.acked_at }),
             command_id: c.command_id,
             tenant_id: c.tenant_id,
             target_asset_id: c.target_asset_id,
@@ -194,19 +232,25 @@ where
 
 #[derive(Deserialize, ToSchema)]
 struct NewCommand {
+    /// When given, the caller's tenant.
+    #[schema(format = "uuid")]
     tenant_id: Option<String>,
-    #[schema(required = true)]
+    /// An asset of the caller's tenant.
+    #[schema(required = true, format = "uuid")]
     target_asset_id: Option<String>,
+    /// One of the asset's components, when it declares any.
     target_component_id: Option<String>,
     #[serde(rename = "type")]
     #[schema(required = true)]
     kind: Option<String>,
+    /// `{}` when absent.
+    #[schema(value_type = Option<Object>)]
     params: Option<Value>,
-    /// `low`, `medium`, `high` or `critical`.
-    #[schema(required = true)]
+    /// High and critical wait for a person's decision.
+    #[schema(required = true, value_type = RiskClass, inline)]
     risk_class: Option<String>,
     /// 1 to 604800, default 3600.
-    #[schema(value_type = Option<i64>)]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 604800)]
     ttl_seconds: Option<Value>,
 }
 
@@ -221,9 +265,12 @@ async fn enqueue(state: &AppState, tx: &mut Tx, command_id: &str, asset_id: &str
     Ok(row)
 }
 
-/// Issues a command to an asset: low and medium risk are queued at once,
-/// high and critical wait for a person's decision.
-#[utoipa::path(post, path = "/api/commands", tag = "sdk-command", request_body = NewCommand, responses((status = 201, description = "the command", body = Data<View>)))]
+/// Issues a command to one of the tenant's assets.
+///
+/// Low and medium risk are queued at once; high and critical wait for a
+/// person's decision.
+#[utoipa::path(post, path = "/api/commands", tag = "sdk-command", request_body = NewCommand,
+    responses((status = 201, description = "the command", body = Data<CommandView>)))]
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCommand>) -> ApiResult<Response> {
     let mut check = Check::new();
     let kind = check.required("type", &body.kind);
@@ -294,23 +341,27 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
 }
 
 /// A command of the caller's tenant.
-#[utoipa::path(get, path = "/api/commands/{command_id}", tag = "sdk-command", params(("command_id" = String, Path, description = "the command")), responses((status = 200, description = "the command", body = Data<View>)))]
+#[utoipa::path(get, path = "/api/commands/{command_id}", tag = "sdk-command", params(("command_id" = String, Path, description = "the command")),
+    responses((status = 200, description = "the command", body = Data<CommandView>)))]
 async fn get_command(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
 }
 
 #[derive(Deserialize, ToSchema)]
-struct Decision {
-    #[schema(required = true, value_type = Option<bool>)]
+struct NewCommandDecision {
+    #[schema(required = true, value_type = bool)]
     approved: Option<Value>,
     reason: Option<String>,
 }
 
-/// Approves or rejects a high or critical command. Only a person decides
-/// (an API key is refused), and only one whose persona holds a grant
-/// covering `command.command.approve` (the owner role's `*` does).
-#[utoipa::path(post, path = "/api/commands/{command_id}/decision", tag = "sdk-command", params(("command_id" = String, Path, description = "the command")), request_body = Decision, responses((status = 200, description = "the command, decided", body = Data<View>)))]
-async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Decision>) -> ApiResult<Response> {
+/// Approves or rejects a high or critical command.
+///
+/// Only a person decides (an API key is refused), and only one whose
+/// persona holds a grant covering `command.command.approve` (the owner
+/// role's `*` does).
+#[utoipa::path(post, path = "/api/commands/{command_id}/decision", tag = "sdk-command", params(("command_id" = String, Path, description = "the command")),
+    request_body = NewCommandDecision, responses((status = 200, description = "the command, queued or rejected", body = Data<CommandView>)))]
+async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewCommandDecision>) -> ApiResult<Response> {
     let approved = match body.approved {
         Some(Value::Bool(b)) => b,
         None | Some(Value::Null) => return Err(ApiError::invalid("approved is required")),
@@ -456,8 +507,12 @@ pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &st
     }
 }
 
-/// A robot acknowledges a command (its per-robot credential).
-#[utoipa::path(post, path = "/api/commands/{command_id}/ack", tag = "sdk-command", params(("command_id" = String, Path, description = "the command")), request_body = NewAck, responses((status = 200, description = "the command, acknowledged", body = Data<View>)))]
+/// A robot acknowledges a command of its asset (per-robot credential).
+///
+/// The first ack wins: the same ack again answers the same; a different
+/// one is 409.
+#[utoipa::path(post, path = "/api/commands/{command_id}/ack", tag = "sdk-command", params(("command_id" = String, Path, description = "the command")),
+    request_body = NewCommandAck, responses((status = 200, description = "the command, acknowledged", body = Data<CommandView>)))]
 async fn ack(State(state): State<AppState>, Robot(cred): Robot, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
     let parsed = parse_ack(&body)?;
     Ok(ok(apply_ack(&state, &cred, &id, parsed).await?))
@@ -542,4 +597,16 @@ pub async fn sweep_expired(state: &AppState) -> Result<u64, sqlx::Error> {
 /// Parses an ack sent as a frame into the validated form.
 pub fn ack_from_frame(a: &protocol::command::Ack) -> AckBody {
     AckBody { ok: a.ok, code: a.code.clone(), message: a.message.clone(), data: a.data.clone() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::enum_values;
+
+    #[test]
+    fn the_documented_states_and_risks_are_the_validated_ones() {
+        assert_eq!(enum_values::<CommandState>(), STATES);
+        assert_eq!(enum_values::<RiskClass>(), RISKS);
+    }
 }

@@ -29,6 +29,14 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().merge(asset::routes()).merge(command::routes()).merge(device::routes()).merge(diagnostic::routes())
 }
 
+/// The values a documentation enum of a request field lists (its tests
+/// compare them with the values the handler accepts).
+#[cfg(test)]
+pub(crate) fn enum_values<T: utoipa::PartialSchema>() -> Vec<String> {
+    let schema = serde_json::to_value(T::schema()).expect("schemas serialise");
+    schema["enum"].as_array().expect("an enum").iter().map(|v| v.as_str().expect("a string").to_string()).collect()
+}
+
 /// The gate's lookups over the robot credentials table.
 pub struct Directory;
 

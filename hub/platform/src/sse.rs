@@ -21,10 +21,16 @@ use crate::feed::Feed;
 use hub_kernel::gate::robots::Robot;
 use hub_kernel::prelude::*;
 
-/// The asset's command stream as Server-Sent Events (its robot credential).
-#[utoipa::path(get, path = "/api/commands/stream/{asset_id}", tag = "sdk-command", params(("asset_id" = String, Path, description = "the asset"),
-    ("Last-Event-ID" = Option<i64>, Header, description = "resume after this stream position")),
-    responses((status = 200, description = "`event: command`, `id: <seq>`, data: the command", content_type = "text/event-stream", body = String)))]
+/// The asset's command stream as Server-Sent Events (per-robot credential).
+///
+/// Each event is `event: command`, `id: <seq>`, and the command as JSON
+/// data; the stream stays open (keep-alive every 15 s) until the client
+/// leaves or the credential expires or is revoked.
+#[utoipa::path(get, path = "/api/commands/stream/{asset_id}", tag = "sdk-command",
+    params(("asset_id" = String, Path, description = "the asset the credential is bound to"),
+        ("Last-Event-ID" = Option<i64>, Header, description = "resume after this stream position (a non-negative integer); without it, every command not yet acknowledged")),
+    responses((status = 200, description = "an endless event stream: `event: command`, `id: <seq>`, `data: { command_id, seq, type, params, risk_class, target_component_id, expires_at }`",
+        content_type = "text/event-stream", body = String)))]
 pub async fn stream(State(state): State<AppState>, Robot(cred): Robot, Path(asset_id): Path<String>, headers: HeaderMap) -> ApiResult<Response> {
     let asset_id = path_id(&asset_id)?.to_string();
     if cred.asset_id != asset_id {
