@@ -19,6 +19,41 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 pub const PLATFORMS: &[&str] = &["ios", "android", "web", "desktop"];
+const REVOCATION_REASONS: &[&str] = &["revoked", "stolen"];
+
+/// A device's platform.
+// The values of `PLATFORMS`; a test compares them.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum DevicePlatform {
+    Ios,
+    Android,
+    Web,
+    Desktop,
+}
+
+/// Why a device is revoked; it becomes its status.
+// The values of `REVOCATION_REASONS`; a test compares them.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum DeviceRevocationReason {
+    Revoked,
+    Stolen,
+}
+
+/// An attestation method.
+// The values of `device_core::attestation::METHODS`; a test compares them.
+#[derive(ToSchema)]
+#[schema(rename_all = "kebab-case")]
+#[allow(dead_code)]
+enum AttestationMethod {
+    SecureEnclave,
+    KeyAttestation,
+    AppAttest,
+    PlayIntegrity,
+}
 /// How long a hub-issued attestation challenge stays usable.
 const CHALLENGE_TTL_SECONDS: i64 = 300;
 
@@ -36,6 +71,7 @@ struct Device {
     #[serde(rename = "attested", serialize_with = "is_some")]
     #[schema(value_type = bool)]
     attested_public_key: Option<String>,
+    /// `active`, `revoked` or `stolen`.
     status: String,
     last_seen_at: String,
     created_at: String,
@@ -49,7 +85,7 @@ fn is_some<S: Serializer>(value: &Option<String>, s: S) -> Result<S::Ok, S::Erro
 
 /// A registration's answer: the device, and whether this call created it.
 #[derive(Serialize, ToSchema)]
-struct Registered {
+struct DeviceRegistered {
     #[serde(flatten)]
     device: Device,
     created: bool,
@@ -57,20 +93,23 @@ struct Registered {
 
 /// A hub-issued challenge as its device is told it.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
-struct Challenge {
+struct AttestationChallenge {
     device_uuid: String,
+    /// To sign in the attestation envelope; usable once, for 300 seconds.
     challenge: String,
     expires_at: String,
 }
 
 /// An attestation as recorded, with the hub's verdict.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
-struct Attestation {
+struct DeviceAttestation {
     attestation_id: String,
     device_uuid: String,
     method: String,
+    /// The hub's verdict.
     #[sqlx(try_from = "i64")]
     verified: Flag,
+    /// Why the envelope did not verify.
     failure_reason: Option<String>,
     expires_at: Option<String>,
     created_at: String,
@@ -78,7 +117,7 @@ struct Attestation {
 
 /// A person linked to a device.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
-struct Link {
+struct DevicePersonLink {
     device_uuid: String,
     person_id: String,
     status: String,
@@ -131,23 +170,24 @@ where
 }
 
 #[derive(Deserialize, ToSchema)]
-struct Registration {
-    #[schema(required = true)]
+struct DeviceRegistration {
+    #[schema(required = true, format = "uuid")]
     device_uuid: Option<String>,
-    /// `ios`, `android`, `web` or `desktop`.
-    #[schema(required = true)]
+    #[schema(required = true, value_type = DevicePlatform, inline)]
     platform: Option<String>,
     os_version: Option<String>,
     app_version: Option<String>,
     device_key_ref: Option<String>,
 }
 
-/// Registers a device, or re-registers it: os_version, app_version and
-/// last_seen_at are updated, an omitted device_key_ref keeps the stored
-/// one, and a revoked or stolen device stays so.
-#[utoipa::path(post, path = "/api/devices", tag = "sdk-device", request_body = Registration,
-    responses((status = 201, description = "the device, and whether this call created it", body = Data<Registered>)))]
-async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Registration>) -> ApiResult<Response> {
+/// Registers a device of the caller's tenant, or re-registers it.
+///
+/// On a re-registration os_version, app_version and last_seen_at are
+/// updated, an omitted device_key_ref keeps the stored one, and a revoked
+/// or stolen device stays so.
+#[utoipa::path(post, path = "/api/devices", tag = "sdk-device", request_body = DeviceRegistration,
+    responses((status = 201, description = "the device, and whether this call created it", body = Data<DeviceRegistered>)))]
+async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<DeviceRegistration>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &body.device_uuid);
     let platform = check.required("platform", &body.platform);
@@ -176,26 +216,27 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
     let payload = json!({ "device_uuid": device.device_uuid, "platform": platform, "created": !existed });
     audit::record(&mut tx, &ctx, events::DEVICE_REGISTERED, payload).await?;
     tx.commit().await?;
-    Ok(created(Registered { device, created: !existed }))
+    Ok(created(DeviceRegistered { device, created: !existed }))
 }
 
 /// A device of the caller's tenant.
-#[utoipa::path(get, path = "/api/devices/{device_uuid}", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")), responses((status = 200, description = "the device", body = Data<Device>)))]
+#[utoipa::path(get, path = "/api/devices/{device_uuid}", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")),
+    responses((status = 200, description = "the device", body = Data<Device>)))]
 async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
 }
 
-/// Issues a single-use challenge for the device to sign.
-/// Issues an attestation challenge for the device.
-#[utoipa::path(post, path = "/api/devices/{device_uuid}/challenge", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")), responses((status = 201, description = "the challenge", body = Data<Challenge>)))]
+/// Issues a single-use attestation challenge for the device to sign.
+#[utoipa::path(post, path = "/api/devices/{device_uuid}/challenge", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")),
+    responses((status = 201, description = "the challenge", body = Data<AttestationChallenge>)))]
 async fn challenge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     if !registered(&state.db.read, &ctx.tenant_id, &id).await? {
         return Err(ApiError::NotFound);
     }
     let expires_at = db::format_time(chrono::Utc::now() + chrono::Duration::seconds(CHALLENGE_TTL_SECONDS));
-    let issued: Challenge = sqlx::query_as(
+    let issued: AttestationChallenge = sqlx::query_as(
         "INSERT INTO platform_device_challenge (challenge, tenant_id, device_uuid, expires_at, created_at) VALUES ($1, $2, $3, $4, $5) \
          RETURNING device_uuid, challenge, expires_at",
     )
@@ -210,24 +251,31 @@ async fn challenge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id):
 }
 
 #[derive(Deserialize, ToSchema)]
-struct NewAttestation {
-    #[schema(required = true)]
+struct NewDeviceAttestation {
+    /// The method the envelope names.
+    #[schema(required = true, value_type = AttestationMethod, inline)]
     method: Option<String>,
-    /// The envelope device-core builds, carrying its challenge.
-    #[schema(required = true)]
+    /// The envelope device-core builds, carrying its challenge: an object,
+    /// or its JSON text.
+    #[schema(required = true, value_type = Value)]
     signature_envelope: Option<Value>,
+    /// RFC 3339.
+    #[schema(format = DateTime)]
     expires_at: Option<String>,
     /// Accepted for compatibility and ignored: the hub decides.
     #[allow(dead_code)]
     verified: Option<Value>,
 }
 
-/// Records an attestation. The hub verifies the envelope itself (P-256
-/// signature over a challenge it issued, by the key pinned at the device's
-/// first verified attestation); `verified` in the body is ignored.
-#[utoipa::path(post, path = "/api/devices/{device_uuid}/attest", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")), request_body = NewAttestation,
-    responses((status = 201, description = "the attestation and the hub's verdict", body = Data<Attestation>)))]
-async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewAttestation>) -> ApiResult<Response> {
+/// Records an attestation of the device, verified by the hub.
+///
+/// The hub verifies the envelope itself (P-256 signature over a challenge
+/// it issued, by the key pinned at the device's first verified
+/// attestation); `verified` in the body is ignored. A failed verification
+/// is recorded too, with its reason.
+#[utoipa::path(post, path = "/api/devices/{device_uuid}/attest", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")),
+    request_body = NewDeviceAttestation, responses((status = 201, description = "the attestation and the hub's verdict", body = Data<DeviceAttestation>)))]
+async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewDeviceAttestation>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();
     let method = check.required("method", &body.method);
@@ -264,7 +312,7 @@ async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
         }
         Err(reason) => (false, Some(reason.clone())),
     };
-    let attestation: Attestation = sqlx::query_as(
+    let attestation: DeviceAttestation = sqlx::query_as(
         "INSERT INTO platform_device_attestation (attestation_id, tenant_id, device_uuid, method, signature_envelope, verified, failure_reason, expires_at, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
          RETURNING attestation_id, device_uuid, method, verified, failure_reason, expires_at, created_at",
@@ -331,16 +379,19 @@ async fn verify(
 }
 
 #[derive(Deserialize, ToSchema)]
-struct NewLink {
-    #[schema(required = true)]
+struct NewDevicePersonLink {
+    /// A member of the caller's tenant.
+    #[schema(required = true, format = "uuid")]
     person_id: Option<String>,
 }
 
-/// Links a person (a member of the caller's tenant) to the device; linking
-/// again reactivates the link.
-#[utoipa::path(post, path = "/api/devices/{device_uuid}/link-person", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")), request_body = NewLink,
-    responses((status = 201, description = "a new link", body = Data<Link>), (status = 200, description = "the link, active again", body = Data<Link>)))]
-async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewLink>) -> ApiResult<Response> {
+/// Links a person (a member of the caller's tenant) to the device.
+///
+/// Linking again reactivates the link: 200 instead of 201.
+#[utoipa::path(post, path = "/api/devices/{device_uuid}/link-person", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")),
+    request_body = NewDevicePersonLink,
+    responses((status = 201, description = "a new link", body = Data<DevicePersonLink>), (status = 200, description = "the link, active again", body = Data<DevicePersonLink>)))]
+async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewDevicePersonLink>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();
     let person = check.required_uuid("person_id", &body.person_id);
@@ -363,39 +414,40 @@ async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
         "INSERT INTO platform_device_person (tenant_id, device_uuid, person_id, status, linked_at, updated_at) VALUES ($1, $2, $3, 'active', $4, $4) \
          ON CONFLICT (tenant_id, device_uuid, person_id) DO UPDATE SET status = 'active', updated_at = excluded.updated_at RETURNING {LINK_COLUMNS}"
     );
-    let link: Link = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(&person).bind(db::now()).fetch_one(&mut *tx).await?;
+    let link: DevicePersonLink =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(&person).bind(db::now()).fetch_one(&mut *tx).await?;
     audit::record(&mut tx, &ctx, events::DEVICE_PERSON_LINKED, json!({ "device_uuid": id, "person_id": person })).await?;
     tx.commit().await?;
     Ok(if existed.is_some() { ok(link) } else { created(link) })
 }
 
-/// The persons linked to the device.
-#[utoipa::path(get, path = "/api/devices/{device_uuid}/persons", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")), responses((status = 200, description = "the links", body = Data<Vec<Link>>)))]
+/// The persons linked to the device, first linked first.
+#[utoipa::path(get, path = "/api/devices/{device_uuid}/persons", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")),
+    responses((status = 200, description = "the links", body = Data<Vec<DevicePersonLink>>)))]
 async fn persons(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     if !registered(&state.db.read, &ctx.tenant_id, &id).await? {
         return Err(ApiError::NotFound);
     }
     let sql = format!("SELECT {LINK_COLUMNS} FROM platform_device_person WHERE tenant_id = $1 AND device_uuid = $2 ORDER BY linked_at, person_id");
-    let links: Vec<Link> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_all(&state.db.read).await?;
+    let links: Vec<DevicePersonLink> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_all(&state.db.read).await?;
     Ok(ok(links))
 }
 
 #[derive(Deserialize, ToSchema)]
-struct Revoke {
-    /// `revoked` or `stolen`.
-    #[schema(required = true)]
+struct DeviceRevocation {
+    #[schema(required = true, value_type = DeviceRevocationReason, inline)]
     reason: Option<String>,
 }
 
 /// Revokes a device: reason `revoked` or `stolen` becomes its status.
-#[utoipa::path(post, path = "/api/devices/{device_uuid}/revoke", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")), request_body = Revoke,
-    responses((status = 200, description = "the device, revoked", body = Data<Device>)))]
-async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Revoke>) -> ApiResult<Response> {
+#[utoipa::path(post, path = "/api/devices/{device_uuid}/revoke", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")),
+    request_body = DeviceRevocation, responses((status = 200, description = "the device, revoked", body = Data<Device>)))]
+async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<DeviceRevocation>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();
     let reason = check.required("reason", &body.reason);
-    check.one_of("reason", &reason, &["revoked", "stolen"]);
+    check.one_of("reason", &reason, REVOCATION_REASONS);
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let sql = format!("UPDATE platform_device SET status = $1 WHERE tenant_id = $2 AND device_uuid = $3 RETURNING {COLUMNS}");
@@ -404,4 +456,17 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     audit::record(&mut tx, &ctx, events::DEVICE_REVOKED, json!({ "device_uuid": id, "reason": reason })).await?;
     tx.commit().await?;
     Ok(ok(device))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::enum_values;
+
+    #[test]
+    fn the_documented_platforms_methods_and_reasons_are_the_validated_ones() {
+        assert_eq!(enum_values::<DevicePlatform>(), PLATFORMS);
+        assert_eq!(enum_values::<AttestationMethod>(), device_core::attestation::METHODS);
+        assert_eq!(enum_values::<DeviceRevocationReason>(), REVOCATION_REASONS);
+    }
 }
