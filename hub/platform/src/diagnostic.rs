@@ -35,9 +35,10 @@ const CRASHES: Listing =
 
 /// A health snapshot as its reporter is answered (never its tenant).
 #[derive(Debug, FromRow, Serialize, ToSchema)]
-struct Health {
+struct HealthSnapshot {
     snapshot_id: String,
     device_uuid: String,
+    /// `ok`, `degraded` or `critical`.
     status: String,
     #[sqlx(try_from = "String")]
     metrics: JsonText,
@@ -47,28 +48,36 @@ struct Health {
 /// What the public read says of a device's health: the status and when it
 /// was taken, nothing more.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
-struct HealthStatus {
+struct DeviceHealthStatus {
     device_uuid: String,
+    /// `ok`, `degraded`, `critical`, or `unknown` when there is no snapshot.
     status: String,
+    /// Null when there is no snapshot.
     taken_at: Option<String>,
 }
 
 #[derive(Deserialize, ToSchema)]
 struct NewCrash {
     app_version: Option<String>,
-    #[schema(required = true)]
+    /// A registered device of the caller's tenant.
+    #[schema(required = true, format = "uuid")]
     device_uuid: Option<String>,
+    /// RFC 3339; now when absent.
+    #[schema(format = DateTime)]
     occurred_at: Option<String>,
     os_version: Option<String>,
+    #[schema(format = "uuid")]
     person_id: Option<String>,
     #[schema(required = true)]
     stack_envelope: Option<String>,
+    /// When given, the caller's tenant.
+    #[schema(format = "uuid")]
     tenant_id: Option<String>,
 }
 
 /// Records a crash of a registered device of the caller's tenant.
-/// Reports a crash of a registered device.
-#[utoipa::path(post, path = "/api/diagnostic/crash", tag = "sdk-diagnostic-telemetry", request_body = NewCrash, responses((status = 201, description = "the crash", body = Data<Crash>)))]
+#[utoipa::path(post, path = "/api/diagnostic/crash", tag = "sdk-diagnostic-telemetry", request_body = NewCrash,
+    responses((status = 201, description = "the crash", body = Data<Crash>)))]
 async fn report_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCrash>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &body.device_uuid);
@@ -108,12 +117,14 @@ async fn report_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Body(b
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct DeviceQuery {
-    /// The device (required).
+    /// The device whose crashes to list.
+    #[param(required = true, format = "uuid")]
     device_uuid: Option<String>,
 }
 
 /// A page of the crashes of one device, newest first.
-#[utoipa::path(get, path = "/api/diagnostic/crash", tag = "sdk-diagnostic-telemetry", params(DeviceQuery, Page), responses((status = 200, description = "a page of crashes", body = ListOf<Crash>)))]
+#[utoipa::path(get, path = "/api/diagnostic/crash", tag = "sdk-diagnostic-telemetry", params(DeviceQuery, Page),
+    responses((status = 200, description = "a page of crashes", body = ListOf<Crash>)))]
 async fn list_crashes(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DeviceQuery>, page: Page) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &q.device_uuid);
@@ -123,7 +134,8 @@ async fn list_crashes(State(state): State<AppState>, Tenant(ctx): Tenant, Params
 }
 
 /// One crash of the caller's tenant.
-#[utoipa::path(get, path = "/api/diagnostic/crash/{id}", tag = "sdk-diagnostic-telemetry", params(("id" = String, Path, description = "the crash")), responses((status = 200, description = "the crash", body = Data<Crash>)))]
+#[utoipa::path(get, path = "/api/diagnostic/crash/{id}", tag = "sdk-diagnostic-telemetry", params(("id" = String, Path, description = "the crash's id")),
+    responses((status = 200, description = "the crash", body = Data<Crash>)))]
 async fn get_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let crash: Crash = sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {CRASH_COLUMNS} FROM diagnostic_crash WHERE crash_id = $1 AND tenant_id = $2")))
@@ -136,21 +148,37 @@ async fn get_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id):
 }
 
 #[derive(Deserialize, ToSchema)]
-struct NewSnapshot {
-    #[schema(required = true)]
+struct NewHealthSnapshot {
+    /// A registered device of the caller's tenant.
+    #[schema(required = true, format = "uuid")]
     device_uuid: Option<String>,
-    /// `ok`, `degraded` or `critical`.
-    #[schema(required = true)]
+    #[schema(required = true, value_type = HealthLevel, inline)]
     status: Option<String>,
+    /// `{}` when absent.
+    #[schema(value_type = Option<Object>)]
     metrics: Option<Value>,
+    /// RFC 3339; now when absent.
+    #[schema(format = DateTime)]
     taken_at: Option<String>,
 }
 
 const HEALTH_STATUSES: &[&str] = &["ok", "degraded", "critical"];
 
-/// Records a health snapshot of a registered device.
-#[utoipa::path(post, path = "/api/diagnostic/snapshots", tag = "sdk-diagnostic-telemetry", request_body = NewSnapshot, responses((status = 201, description = "the snapshot", body = Data<Health>)))]
-async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSnapshot>) -> ApiResult<Response> {
+/// A health snapshot's status.
+// The values of `HEALTH_STATUSES`; a test compares them.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum HealthLevel {
+    Ok,
+    Degraded,
+    Critical,
+}
+
+/// Records a health snapshot of a registered device of the caller's tenant.
+#[utoipa::path(post, path = "/api/diagnostic/snapshots", tag = "sdk-diagnostic-telemetry", request_body = NewHealthSnapshot,
+    responses((status = 201, description = "the snapshot", body = Data<HealthSnapshot>)))]
+async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewHealthSnapshot>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &body.device_uuid);
     let status = check.required("status", &body.status);
@@ -163,7 +191,7 @@ async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Bod
     if !device::registered(&mut *tx, &ctx.tenant_id, &device).await? {
         return Err(ApiError::invalid("device_uuid does not name a registered device of this tenant"));
     }
-    let snapshot: Health = sqlx::query_as(
+    let snapshot: HealthSnapshot = sqlx::query_as(
         "INSERT INTO diagnostic_health (snapshot_id, tenant_id, device_uuid, status, metrics, taken_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
          RETURNING snapshot_id, device_uuid, status, metrics, taken_at",
     )
@@ -184,25 +212,31 @@ async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Bod
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct HealthQuery {
-    /// The device (required).
+    /// The device.
+    #[param(required = true, format = "uuid")]
     device_uuid: Option<String>,
+    /// The registering tenant whose snapshots count; the first to register
+    /// the device when absent.
+    #[param(format = "uuid")]
     tenant_id: Option<String>,
 }
 
-/// Public (its path ends in /health): the latest health status of a
-/// device, from the snapshots of one tenant that registered it: the
-/// `tenant_id` given, or else the first to register it. It answers without
-/// a credential, so it says only the status and when it was taken, never
-/// metrics or the tenant.
+/// The latest health status of a device (public).
+///
+/// Public (its path ends in /health): the latest status from the snapshots
+/// of one tenant that registered the device: the `tenant_id` given, or
+/// else the first to register it. It answers without a credential, so it
+/// says only the status and when it was taken, never metrics or the
+/// tenant.
 #[utoipa::path(get, path = "/api/diagnostic/health", tag = "sdk-diagnostic-telemetry", params(HealthQuery),
-    responses((status = 200, description = "the latest status, `unknown` when none", body = Data<HealthStatus>)))]
+    responses((status = 200, description = "the latest status, `unknown` when there is none", body = Data<DeviceHealthStatus>)))]
 async fn latest_health(State(state): State<AppState>, Params(q): Params<HealthQuery>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &q.device_uuid);
     let tenant = check.optional_uuid("tenant_id", &q.tenant_id).map(|t| t.to_string());
     check.finish()?;
     let device = device.expect("checked").to_string();
-    let latest: Option<HealthStatus> = match device::registrant(&state.db.read, &device, tenant.as_deref()).await? {
+    let latest: Option<DeviceHealthStatus> = match device::registrant(&state.db.read, &device, tenant.as_deref()).await? {
         None => None,
         Some(owner) => {
             sqlx::query_as(
@@ -215,5 +249,16 @@ async fn latest_health(State(state): State<AppState>, Params(q): Params<HealthQu
             .await?
         }
     };
-    Ok(ok(latest.unwrap_or(HealthStatus { device_uuid: device, status: "unknown".into(), taken_at: None })))
+    Ok(ok(latest.unwrap_or(DeviceHealthStatus { device_uuid: device, status: "unknown".into(), taken_at: None })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::enum_values;
+
+    #[test]
+    fn the_documented_health_statuses_are_the_validated_ones() {
+        assert_eq!(enum_values::<HealthLevel>(), HEALTH_STATUSES);
+    }
 }
