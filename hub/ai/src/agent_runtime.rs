@@ -17,11 +17,14 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(health)).routes(routes!(list_agents, create_agent)).routes(routes!(list_runs, start_run))
 }
 
-/// A new agent definition (validated by hand, every problem at once).
+/// A new agent definition.
+// What `create_agent` validates by hand (every problem at once).
 #[derive(ToSchema)]
 #[allow(dead_code)]
 struct NewAgent {
     name: String,
+    /// A persona of the caller's tenant.
+    #[schema(format = "uuid")]
     acting_persona_id: String,
     tier: String,
     vector_namespace: String,
@@ -31,22 +34,45 @@ struct NewAgent {
     agent_scope: Option<Vec<String>>,
     tool_manifest: Option<Vec<String>>,
     /// 1 to 604800; 3600 when absent.
+    #[schema(minimum = 1, maximum = 604800)]
     default_ttl_seconds: Option<i64>,
+    /// When given, the caller's tenant.
+    #[schema(format = "uuid")]
     tenant_id: Option<String>,
 }
 
-/// A new run (validated by hand, every problem at once).
+/// A new agent run.
+// What `start_run` validates by hand (every problem at once).
 #[derive(ToSchema)]
 #[allow(dead_code)]
-struct NewRun {
+struct NewAgentRun {
+    /// An active agent of the caller's tenant.
+    #[schema(format = "uuid")]
     agent_id: String,
+    /// A persona of the caller's tenant.
+    #[schema(format = "uuid")]
     persona_id: String,
     trace_id: String,
     actor_id: String,
-    /// `human`, `service` or `agent`.
-    actor_kind: String,
+    #[schema(inline)]
+    actor_kind: RunActorKind,
+    /// A run of the caller's tenant: the new run's parent.
+    #[schema(format = "uuid")]
     parent_run_id: Option<String>,
+    /// When given, the caller's tenant.
+    #[schema(format = "uuid")]
     tenant_id: Option<String>,
+}
+
+/// Who starts the run.
+// The values of `ACTOR_KINDS`; a test compares them.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum RunActorKind {
+    Human,
+    Service,
+    Agent,
 }
 
 /// The filters of the agent list.
@@ -56,6 +82,7 @@ struct NewRun {
 struct AgentFilter {
     tier: Option<String>,
     /// When given, the caller's tenant.
+    #[param(format = "uuid")]
     tenant_id: Option<String>,
 }
 
@@ -64,16 +91,19 @@ struct AgentFilter {
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
 struct RunFilter {
+    #[param(format = "uuid")]
     agent_id: Option<String>,
     status: Option<String>,
     /// When given, the caller's tenant.
+    #[param(format = "uuid")]
     tenant_id: Option<String>,
 }
 
 /// The liveness answer of the group.
 #[derive(Serialize, ToSchema)]
 #[allow(dead_code)]
-struct Health {
+struct AgentRuntimeHealth {
+    /// `sdk-agent-runtime`.
     sdk: String,
     status: String,
 }
@@ -92,7 +122,8 @@ const MAX_CHAIN_DEPTH: usize = 32;
 pub const ACTOR_KINDS: &[&str] = &["human", "service", "agent"];
 
 /// Liveness of the group (public).
-#[utoipa::path(get, path = "/api/agent-runtime/health", tag = "sdk-agent-runtime", responses((status = 200, description = "up", body = Health)))]
+#[utoipa::path(get, path = "/api/agent-runtime/health", tag = "sdk-agent-runtime",
+    responses((status = 200, description = "`{ sdk: 'sdk-agent-runtime', status: 'ok' }`, without the envelope", body = AgentRuntimeHealth)))]
 async fn health() -> Json<Value> {
     Json(json!({ "sdk": "sdk-agent-runtime", "status": "ok" }))
 }
@@ -172,7 +203,7 @@ const AGENTS: Listing =
 
 /// An agent run.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
-struct Run {
+struct AgentRun {
     run_id: String,
     tenant_id: String,
     agent_id: String,
@@ -202,7 +233,7 @@ const RUNS: Listing = Listing {
     order: "created_at DESC, run_id DESC",
 };
 
-/// Defines an agent.
+/// Defines an agent of the caller's tenant.
 #[utoipa::path(post, path = "/api/agent-runtime/agents", tag = "sdk-agent-runtime", request_body = NewAgent,
     responses((status = 201, description = "the agent", body = Data<Agent>)))]
 async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
@@ -273,11 +304,13 @@ async fn list_agents(State(state): State<AppState>, Tenant(ctx): Tenant, Params(
     page.list::<Agent>(&state.db.read, &AGENTS, &[&ctx.tenant_id, filter(&q, "tier")]).await
 }
 
-/// Starts a run. Its deadline is now plus the agent's default TTL, and
-/// never later than its parent's deadline (a child cannot outlive the run
-/// that spawned it). `agent_chain` is the parent's chain plus this run.
-#[utoipa::path(post, path = "/api/agent-runtime/runs", tag = "sdk-agent-runtime", request_body = NewRun,
-    responses((status = 201, description = "the run", body = Data<Run>)))]
+/// Starts a run of one of the tenant's agents.
+///
+/// Its deadline is now plus the agent's default TTL, and never later than
+/// its parent's deadline (a child cannot outlive the run that spawned it).
+/// `agent_chain` is the parent's chain plus this run.
+#[utoipa::path(post, path = "/api/agent-runtime/runs", tag = "sdk-agent-runtime", request_body = NewAgentRun,
+    responses((status = 201, description = "the run", body = Data<AgentRun>)))]
 async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let agent_id = required(&mut check, &body, "agent_id");
@@ -317,7 +350,7 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body
     let mut chain: Vec<Value> = Vec::new();
     if let Some(parent) = &parent {
         let sql = format!("SELECT {RUN_COLUMNS} FROM agent_run WHERE run_id = $1 AND tenant_id = $2");
-        let run: Run = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let run: AgentRun = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(parent)
             .bind(&ctx.tenant_id)
             .fetch_optional(&mut *tx)
@@ -358,7 +391,7 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body
     .await?;
     let sql =
         format!("INSERT INTO agent_run ({RUN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'active', $12, $13, $13) RETURNING {RUN_COLUMNS}");
-    let run: Run = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let run: AgentRun = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&run_id)
         .bind(&ctx.tenant_id)
         .bind(&agent_id)
@@ -380,12 +413,23 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body
 
 /// The tenant's runs, newest first.
 #[utoipa::path(get, path = "/api/agent-runtime/runs", tag = "sdk-agent-runtime", params(RunFilter, ListPage),
-    responses((status = 200, description = "a page of runs", body = ListOf<Run>)))]
+    responses((status = 200, description = "a page of runs", body = ListOf<AgentRun>)))]
 async fn list_runs(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<HashMap<String, String>>, page: ListPage) -> ApiResult<Response> {
     check_tenant_param(&ctx, &q)?;
     let agent = filter(&q, "agent_id");
     if !agent.is_empty() && uuid::Uuid::parse_str(agent).is_err() {
         return Err(ApiError::invalid("agent_id must be a UUID"));
     }
-    page.list::<Run>(&state.db.read, &RUNS, &[&ctx.tenant_id, agent, filter(&q, "status")]).await
+    page.list::<AgentRun>(&state.db.read, &RUNS, &[&ctx.tenant_id, agent, filter(&q, "status")]).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_actor_kinds_are_the_validated_ones() {
+        let schema = serde_json::to_value(<RunActorKind as utoipa::PartialSchema>::schema()).unwrap();
+        assert_eq!(schema["enum"], json!(ACTOR_KINDS));
+    }
 }
