@@ -17,46 +17,125 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(register, list_types)).routes(routes!(get_type)).routes(routes!(append)).routes(routes!(verify))
 }
 
-/// A registration (validated by hand, every problem at once).
+/// A new tenant event type.
+// What `register` validates by hand (every problem at once).
 #[derive(ToSchema)]
 #[allow(dead_code)]
 struct NewEventType {
     /// `<domain>.<entity>.<verb>.v<N>`, not a platform type.
+    #[schema(pattern = r"^[a-z](?:[-_]?[a-z0-9])*(?:\.[a-z](?:[-_]?[a-z0-9])*)+\.v[1-9][0-9]*$", max_length = 200)]
     event_type: String,
-    /// `transient`, `operational` or `regulated`.
-    retention_class: String,
-    /// `crdt`, `lww`, `merge`, `event-sourcing` or `human-review`.
-    conflict_policy: String,
-    schema_state: Option<String>,
-    compaction_policy: Option<String>,
+    #[schema(inline)]
+    retention_class: RetentionClass,
+    #[schema(inline)]
+    conflict_policy: ConflictPolicy,
+    /// `active` when absent.
+    #[schema(inline)]
+    schema_state: Option<SchemaState>,
+    /// `none` when absent.
+    #[schema(inline)]
+    compaction_policy: Option<CompactionPolicy>,
+    /// 1 when absent.
+    #[schema(minimum = 1)]
     schema_version: Option<i64>,
+    /// When given, the caller's tenant.
+    #[schema(format = "uuid")]
     tenant_id: Option<String>,
 }
 
-/// An append (validated by hand, every problem at once).
+/// How long the type's entries are kept.
+// The values of `RETENTION_CLASSES`; a test compares them (and the next three).
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum RetentionClass {
+    Transient,
+    Operational,
+    Regulated,
+}
+
+/// How devices resolve conflicting events of the type.
+#[derive(ToSchema)]
+#[schema(rename_all = "kebab-case")]
+#[allow(dead_code)]
+enum ConflictPolicy {
+    Crdt,
+    Lww,
+    Merge,
+    EventSourcing,
+    HumanReview,
+}
+
+/// The state of the type's schema.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum SchemaState {
+    Active,
+    Deprecated,
+    Retired,
+}
+
+/// How the type's events are compacted.
+#[derive(ToSchema)]
+#[schema(rename_all = "kebab-case")]
+#[allow(dead_code)]
+enum CompactionPolicy {
+    None,
+    Snapshot,
+    KeepLatest,
+}
+
+/// A new audit entry.
+// What `append` validates by hand (every problem at once).
 #[derive(ToSchema)]
 #[allow(dead_code)]
-struct NewEntry {
+struct NewAuditEntry {
+    /// The chain to append to: an integer of at least 0.
+    #[schema(minimum = 0)]
     pool_index: i64,
     event_type: String,
     payload: Value,
+    /// When given, the credential's own kind (it is taken from the credential).
     actor_kind: Option<String>,
-    retention_class: Option<String>,
+    /// The event type's own when absent.
+    #[schema(inline)]
+    retention_class: Option<RetentionClass>,
+    /// Accepted and ignored: the entry is stamped when it is appended.
     occurred_at: Option<String>,
+    /// When given, the caller's tenant.
+    #[schema(format = "uuid")]
     tenant_id: Option<String>,
 }
 
 /// A verification request.
 #[derive(ToSchema)]
 #[allow(dead_code)]
-struct VerifyRequest {
+struct AuditVerifyRequest {
+    /// The chain to verify: an integer of at least 0.
+    #[schema(minimum = 0)]
     pool_index: i64,
+}
+
+/// The verdict on one of the caller's chains.
+// The kernel's `Verdict` (its Options skipped when None) with the tenant.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct AuditPoolVerdict {
+    pool_index: i64,
+    ok: bool,
+    entries_checked: i64,
+    /// Where the chain breaks (only when it does).
+    failed_seq: Option<i64>,
+    /// `gap`, `wrong-prev` or `wrong-hash` (only when the chain breaks).
+    reason: Option<String>,
+    tenant_id: String,
 }
 
 /// The types a tenant may emit.
 #[derive(ToSchema)]
 #[allow(dead_code)]
-struct TypeList {
+struct EventTypeList {
     success: bool,
     data: Vec<EventType>,
     total: i64,
@@ -113,16 +192,19 @@ fn enumerated(check: &mut Check, body: &Value, name: &str, allowed: &[&str], def
 /// A registration's answer: the type as stored, and whether this call
 /// registered it.
 #[derive(Serialize, ToSchema)]
-struct Registered {
+struct EventTypeRegistered {
     #[serde(flatten)]
     event_type: EventType,
     created: bool,
 }
 
-/// Registers a tenant event type: 201 the first time, 200 with the stored
-/// metadata and `created: false` on a repeat. A baseline name is 400.
+/// Registers an event type of the caller's tenant.
+///
+/// 201 the first time, 200 with the stored metadata and `created: false` on
+/// a repeat. A baseline name is 400.
 #[utoipa::path(post, path = "/api/events/types", tag = "sdk-audit", request_body = NewEventType,
-    responses((status = 201, description = "registered", body = Data<Registered>), (status = 200, description = "already registered", body = Data<Registered>)))]
+    responses((status = 201, description = "registered", body = Data<EventTypeRegistered>),
+        (status = 200, description = "already registered", body = Data<EventTypeRegistered>)))]
 async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = text(&mut check, &body, "event_type");
@@ -165,12 +247,13 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
         audit::record(&mut tx, &ctx, events::EVENT_TYPE_REGISTERED, serde_json::to_value(&stored).expect("event types serialise")).await?;
     }
     tx.commit().await?;
-    let data = Registered { event_type: stored, created: inserted };
+    let data = EventTypeRegistered { event_type: stored, created: inserted };
     Ok(if inserted { created(data) } else { ok(data) })
 }
 
-/// The platform baseline, then the tenant's own types.
-#[utoipa::path(get, path = "/api/events/types", tag = "sdk-audit", responses((status = 200, description = "every type", body = TypeList)))]
+/// The event types the tenant may emit: the platform baseline, then its own.
+#[utoipa::path(get, path = "/api/events/types", tag = "sdk-audit",
+    responses((status = 200, description = "every type, with the count of each source", body = EventTypeList)))]
 async fn list_types(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Response> {
     let platform = &registry::baseline().types;
     let own = registry::tenant_types(&state.db.read, &ctx.tenant_id).await?;
@@ -204,9 +287,10 @@ fn pool_index(check: &mut Check, body: &Value) -> i64 {
     }
 }
 
-/// Appends one entry to the caller's chain in `pool_index`, through the
-/// group-commit writer: the 201 comes after the commit.
-#[utoipa::path(post, path = "/api/audit/append", tag = "sdk-audit", request_body = NewEntry,
+/// Appends one entry to the caller's hash chain in `pool_index`.
+///
+/// Through the group-commit writer: the 201 comes after the commit.
+#[utoipa::path(post, path = "/api/audit/append", tag = "sdk-audit", request_body = NewAuditEntry,
     responses((status = 201, description = "the entry, committed", body = Data<Appended>)))]
 async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -253,8 +337,8 @@ async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
 }
 
 /// Verifies the caller's chain in one pool.
-#[utoipa::path(post, path = "/api/audit/verify", tag = "sdk-audit", request_body = VerifyRequest,
-    responses((status = 200, description = "`{ pool_index, ok, entries_checked, failed_seq?, reason?, tenant_id }`", body = Data<Value>)))]
+#[utoipa::path(post, path = "/api/audit/verify", tag = "sdk-audit", request_body = AuditVerifyRequest,
+    responses((status = 200, description = "the verdict", body = Data<AuditPoolVerdict>)))]
 async fn verify(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let pool = pool_index(&mut check, &body);
@@ -263,4 +347,23 @@ async fn verify(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let mut data = serde_json::to_value(&verdict).expect("verdicts serialise");
     data["tenant_id"] = json!(ctx.tenant_id);
     Ok(ok(data))
+}
+
+#[cfg(test)]
+mod tests {
+    use utoipa::PartialSchema;
+
+    use super::*;
+
+    fn values<T: PartialSchema>() -> Value {
+        serde_json::to_value(T::schema()).unwrap()["enum"].clone()
+    }
+
+    #[test]
+    fn the_documented_enumerations_are_the_validated_ones() {
+        assert_eq!(values::<RetentionClass>(), json!(RETENTION_CLASSES));
+        assert_eq!(values::<ConflictPolicy>(), json!(CONFLICT_POLICIES));
+        assert_eq!(values::<SchemaState>(), json!(SCHEMA_STATES));
+        assert_eq!(values::<CompactionPolicy>(), json!(COMPACTION_POLICIES));
+    }
 }
