@@ -16,13 +16,16 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
 struct EntryFilter {
+    #[param(format = "uuid")]
     tenant_id: Option<String>,
     actor_id: Option<String>,
     /// RFC 3339; entries at or after.
+    #[param(format = DateTime)]
     from: Option<String>,
-    /// RFC 3339; entries before.
+    /// RFC 3339; entries at or before.
+    #[param(format = DateTime)]
     to: Option<String>,
-    /// 1 to 500, default 100.
+    /// Entries at most: default 100; larger than 500 is reduced to 500.
     limit: Option<i64>,
 }
 
@@ -31,8 +34,41 @@ struct EntryFilter {
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
 struct VerifyQuery {
-    /// Required.
+    #[param(required = true, format = "uuid")]
     tenant_id: Option<String>,
+}
+
+/// The verdict on one chain of the tenant.
+// The kernel's `Verdict` (its Options skipped when None).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct AdminChainVerdict {
+    pool_index: i64,
+    ok: bool,
+    entries_checked: i64,
+    /// Where the chain breaks (only when it does).
+    failed_seq: Option<i64>,
+    /// `gap`, `wrong-prev` or `wrong-hash` (only when the chain breaks).
+    reason: Option<String>,
+}
+
+/// Every chain of a tenant verified.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct AdminTenantVerification {
+    tenant_id: String,
+    /// Whether every chain verified.
+    verified: bool,
+    /// Entries checked across the chains.
+    entry_count: i64,
+    /// One verdict per pool the tenant wrote to.
+    chains: Vec<AdminChainVerdict>,
+    /// The first failing chain's pool (only on a failure).
+    pool_index: Option<i64>,
+    /// The first failing chain's `failed_seq` (only on a failure).
+    failed_seq: Option<i64>,
+    /// The first failing chain's reason (only on a failure).
+    reason: Option<String>,
 }
 
 const LIMIT_DEFAULT: i64 = 100;
@@ -67,7 +103,7 @@ fn time_param(q: &HashMap<String, String>, name: &str, errors: &mut Vec<String>)
 /// An entry as the list shows it: who did what and when, and where it
 /// stands in which chain.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
-struct EntrySummary {
+struct AuditEntrySummary {
     entry_id: String,
     tenant_id: String,
     pool_index: i64,
@@ -80,7 +116,7 @@ struct EntrySummary {
 
 /// One entry whole, hashes as lowercase hex.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
-struct Entry {
+struct AuditEntry {
     entry_id: String,
     tenant_id: String,
     pool_index: i64,
@@ -132,11 +168,12 @@ impl From<Vec<u8>> for Hex {
     }
 }
 
-/// Entries newest first, filtered by tenant, actor and time range; limit
-/// default 100, larger than 500 silently reduced, no offset or cursor.
-/// Entries across tenants, newest first, filtered.
+/// Audit entries across tenants, newest first, filtered.
+///
+/// Filtered by tenant, actor and time range; limit default 100, larger than
+/// 500 silently reduced, no offset or cursor.
 #[utoipa::path(get, path = "/admin/audit/entries", tag = "admin-audit", params(EntryFilter),
-    responses((status = 200, description = "the entries", body = Data<Vec<EntrySummary>>)))]
+    responses((status = 200, description = "the entries", body = Data<Vec<AuditEntrySummary>>)))]
 async fn list(State(state): State<AppState>, _: Operator, Params(q): Params<HashMap<String, String>>) -> ApiResult<Response> {
     let mut errors = Vec::new();
     let tenant = uuid_param(&q, "tenant_id", &mut errors);
@@ -154,7 +191,7 @@ async fn list(State(state): State<AppState>, _: Operator, Params(q): Params<Hash
         return Err(ApiError::Validation(errors));
     }
     let actor = param(&q, "actor_id").map(str::to_string);
-    let entries: Vec<EntrySummary> = sqlx::query_as(
+    let entries: Vec<AuditEntrySummary> = sqlx::query_as(
         "SELECT entry_id, tenant_id, pool_index, actor_kind, actor_id, event_type, occurred_at, seq FROM audit_entry \
          WHERE ($1 IS NULL OR tenant_id = $1) AND ($2 IS NULL OR actor_id = $2) \
          AND ($3 IS NULL OR occurred_at >= $3) AND ($4 IS NULL OR occurred_at <= $4) \
@@ -170,14 +207,15 @@ async fn list(State(state): State<AppState>, _: Operator, Params(q): Params<Hash
     Ok(ok(entries))
 }
 
-/// One entry whole, hashes as lowercase hex; a shredded payload is null
-/// with its `shredded_at`.
-/// One entry whole.
+/// One audit entry whole.
+///
+/// Hashes as lowercase hex; a shredded payload is null with its
+/// `shredded_at`.
 #[utoipa::path(get, path = "/admin/audit/entries/{entry_id}", tag = "admin-audit", params(("entry_id" = String, Path, description = "the entry")),
-    responses((status = 200, description = "the entry", body = Data<Entry>)))]
+    responses((status = 200, description = "the entry", body = Data<AuditEntry>)))]
 async fn get_one(State(state): State<AppState>, _: Operator, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
-    let entry: Entry = sqlx::query_as(
+    let entry: AuditEntry = sqlx::query_as(
         "SELECT entry_id, tenant_id, pool_index, seq, event_type, actor_kind, actor_id, actor_chain, occurred_at, retention_class, \
          payload, payload_digest, shredded_at, prev_hash, entry_hash FROM audit_entry WHERE entry_id = $1",
     )
@@ -188,11 +226,12 @@ async fn get_one(State(state): State<AppState>, _: Operator, Path(id): Path<Stri
     Ok(ok(entry))
 }
 
-/// Verifies every chain of a tenant (one per pool it wrote to), each
-/// streamed; the first failure is reported with its pool.
-/// Verifies every chain of a tenant.
+/// Verifies every audit chain of a tenant.
+///
+/// One chain per pool the tenant wrote to, each streamed; the first
+/// failure is reported with its pool.
 #[utoipa::path(post, path = "/admin/audit/verify", tag = "admin-audit", params(VerifyQuery),
-    responses((status = 200, description = "`{ tenant_id, verified, entry_count, chains: [verdict] }`", body = Data<Value>)))]
+    responses((status = 200, description = "the verdicts", body = Data<AdminTenantVerification>)))]
 async fn verify(State(state): State<AppState>, _: Operator, Params(q): Params<HashMap<String, String>>) -> ApiResult<Response> {
     let Some(raw) = param(&q, "tenant_id") else {
         return Err(ApiError::invalid("tenant_id is required (query parameter)"));
