@@ -80,7 +80,15 @@ fn error(description: &str) -> Value {
     json!({ "description": description, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/ErrorBody" } } } })
 }
 
+/// An operation's id, unique in the document: its group and its handler's
+/// name, in the characters every client generator and MCP client accepts.
+pub fn operation_id(tag: &str, handler: &str) -> String {
+    format!("{tag}_{handler}").chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect()
+}
+
 fn complete(path: &str, method: &str, op: &mut Value) {
+    let handler = op["operationId"].as_str().unwrap_or(method).to_string();
+    op["operationId"] = json!(operation_id(op["tags"][0].as_str().unwrap_or("hub"), &handler));
     let admin = path == "/admin" || path.starts_with("/admin/");
     let robot = gate::is_robot_route(path);
     let public = !robot && gate::is_public(path);

@@ -70,12 +70,6 @@ impl Registry {
     }
 }
 
-/// The tool name of an operation: its group and handler, in the characters
-/// every MCP client accepts.
-fn tool_name(tag: &str, operation_id: &str) -> String {
-    format!("{tag}_{operation_id}").chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect()
-}
-
 /// Replaces `$ref`s into the document's components by the schemas they
 /// name, so a tool's input schema stands alone.
 fn inline(schema: &Value, components: &Value, depth: usize) -> Value {
@@ -131,7 +125,8 @@ pub fn tools(doc: &Value) -> Vec<Tool> {
             }
             let summary = op["summary"].as_str().or(op["description"].as_str()).unwrap_or_default();
             out.push(Tool {
-                name: tool_name(op["tags"][0].as_str().unwrap_or("hub"), op["operationId"].as_str().unwrap_or(method)),
+                // The operation id is unique and already in the tool-name alphabet.
+                name: op["operationId"].as_str().unwrap_or_default().to_string(),
                 description: format!("{} ({} {path})", summary.trim_end_matches('.'), method.to_uppercase()),
                 input_schema: json!({ "type": "object", "properties": properties, "required": required }),
                 writes: method != "get",

@@ -8,6 +8,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = WatermarkApplication)]
 struct Application {
     application_id: String,
     variant_id: String,
@@ -25,6 +26,7 @@ const LISTING: Listing =
 const KINDS: &[&str] = &["visible", "invisible", "forensic"];
 
 #[derive(Deserialize, ToSchema)]
+#[schema(as = NewWatermarkApplication)]
 struct NewApplication {
     #[schema(required = true)]
     variant_id: Option<String>,

@@ -53,6 +53,10 @@ async fn the_openapi_document_describes_every_route_and_what_the_gate_needs(app:
     assert_eq!(s, StatusCode::OK);
     assert_eq!(doc["openapi"], "3.1.0");
     assert_eq!(doc["info"]["version"], "2026.08.02");
+    let ids: Vec<&str> =
+        doc["paths"].as_object().unwrap().values().flat_map(|item| METHODS.iter().filter_map(|m| item.get(*m)?["operationId"].as_str())).collect();
+    let unique: BTreeSet<&str> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "operation ids are unique: {ids:?}");
     let documented = operations(&doc);
     let registered = registered();
     let missing: Vec<_> = registered.difference(&documented).collect();
