@@ -85,6 +85,59 @@ async fn the_openapi_document_describes_every_route_and_what_the_gate_needs(app:
 }
 db_test!(the_openapi_document_describes_every_route_and_what_the_gate_needs);
 
+/// utoipa keeps one schema per name and overwrites silently: two types
+/// documented under one name would describe one of them wrongly. Every
+/// `ToSchema` type of the hub's crates has a name of its own (its struct
+/// name, or its `#[schema(as = ...)]`).
+#[test]
+fn every_schema_has_a_name_of_its_own() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut seen: HashMap<String, std::path::PathBuf> = HashMap::new();
+    let mut clashes = Vec::new();
+    let mut dirs = vec![root.join("src")];
+    for area in ["kernel", "identity", "platform", "device", "governance", "ai", "operator"] {
+        dirs.push(root.join(area).join("src"));
+    }
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                if !(line.trim_start().starts_with("#[derive(") && line.contains("ToSchema")) {
+                    continue;
+                }
+                let mut name = None;
+                for next in lines.iter().skip(i + 1).take(6) {
+                    if let Some(rest) = next.split("schema(as = ").nth(1) {
+                        name = Some(rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap().to_string());
+                    }
+                    let t = next.trim_start().trim_start_matches("pub ");
+                    if let Some(rest) = t.strip_prefix("struct ").or_else(|| t.strip_prefix("enum ")) {
+                        let own = rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap().to_string();
+                        let name = name.take().unwrap_or(own);
+                        if let Some(other) = seen.insert(name.clone(), path.clone())
+                            && other != path
+                        {
+                            clashes.push(format!("{name}: {} and {}", other.display(), path.display()));
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    assert!(clashes.is_empty(), "schemas sharing a name: {clashes:?}");
+    assert!(seen.len() > 50, "read {} schemas", seen.len());
+}
+
 async fn the_capability_index_lists_every_group_and_api(app: TestApp) {
     let (_, doc) = app.get("/openapi.json", None).await;
     let (s, index) = app.get("/capabilities.json", None).await;
