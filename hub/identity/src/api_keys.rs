@@ -34,15 +34,46 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(revoke))
 }
 
-/// A key request (validated by hand, every problem at once).
+/// A new API key of an application.
+// What `parse_key_spec` validates by hand (every problem at once).
 #[derive(ToSchema)]
 #[allow(dead_code)]
-struct NewKey {
+struct NewApiKey {
     name: String,
-    /// Scopes the caller holds (`<domain>.<resource>.<action>`, wildcards).
+    /// Scopes the caller holds, each `<domain>.<resource>.<action>` or a tail
+    /// wildcard (`crm.*`, `crm.contact.*`, `*`).
+    #[schema(min_items = 1)]
     scopes: Vec<String>,
+    /// Requests per minute (beyond it: 429 with `Retry-After`); no limit when absent.
+    #[schema(minimum = 1)]
     rate_limit_rpm: Option<i64>,
-    /// RFC 3339, in the future.
+    /// RFC 3339, in the future; the key never expires when absent.
+    #[schema(format = "date-time")]
+    expires_at: Option<String>,
+}
+
+/// A new API key of the caller's tenant.
+// What `issue_for_tenant` validates by hand (every problem at once).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct NewTenantApiKey {
+    /// The caller's tenant.
+    #[schema(format = "uuid")]
+    tenant_id: String,
+    /// An application of the tenant; when absent, the tenant's `default`
+    /// live application (created on first use).
+    #[schema(format = "uuid")]
+    application_id: Option<String>,
+    name: String,
+    /// Scopes the caller holds, each `<domain>.<resource>.<action>` or a tail
+    /// wildcard (`crm.*`, `crm.contact.*`, `*`).
+    #[schema(min_items = 1)]
+    scopes: Vec<String>,
+    /// Requests per minute (beyond it: 429 with `Retry-After`); no limit when absent.
+    #[schema(minimum = 1)]
+    rate_limit_rpm: Option<i64>,
+    /// RFC 3339, in the future; the key never expires when absent.
+    #[schema(format = "date-time")]
     expires_at: Option<String>,
 }
 
@@ -134,6 +165,7 @@ pub async fn by_id(db: &Db, key_id: &str) -> ApiResult<Option<KeyRecord>> {
     Ok(row.map(KeyRecord::from))
 }
 
+/// An application: a client registration whose keys a tenant issues.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Application {
     application_id: String,
@@ -141,7 +173,9 @@ struct Application {
     name: String,
     slug: String,
     description: Option<String>,
+    /// `live` or `test` (a test application's keys act in the tenant's sandbox).
     environment: String,
+    /// `active` or `disabled`.
     status: String,
     created_at: String,
 }
@@ -173,13 +207,30 @@ async fn application_by_slug(tx: &mut Tx, tenant_id: &str, slug: &str) -> ApiRes
     Ok(sqlx::query_as(applications("tenant_id = $1 AND slug = $2")).bind(tenant_id).bind(slug).fetch_optional(&mut **tx).await?)
 }
 
+/// A new application.
 #[derive(Deserialize, ToSchema)]
 struct NewApplication {
+    #[schema(required = true)]
     name: Option<String>,
+    /// Unique in the tenant.
+    #[schema(required = true, pattern = r"^[a-z0-9_][a-z0-9_-]{0,63}$")]
     slug: Option<String>,
     description: Option<String>,
+    #[schema(required = true, value_type = Option<Environment>, inline)]
     environment: Option<String>,
 }
+
+/// Where an application's keys act.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum Environment {
+    Live,
+    Test,
+}
+
+/// The values of `environment` (those of `Environment`; a test compares them).
+const ENVIRONMENTS: &[&str] = &["live", "test"];
 
 fn valid_slug(s: &str) -> bool {
     (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_') && !s.starts_with('-')
@@ -210,14 +261,15 @@ async fn insert_application(tx: &mut Tx, ctx: &TenantCtx, name: &str, slug: &str
     Ok(app)
 }
 
-/// Registers an application (API-key client).
-#[utoipa::path(post, path = "/api/applications", tag = "sdk-api-keys", request_body = NewApplication, responses((status = 201, description = "the application", body = Data<Application>)))]
+/// Registers an application (an API-key client) of the caller's tenant.
+#[utoipa::path(post, path = "/api/applications", tag = "sdk-api-keys", request_body = NewApplication,
+    responses((status = 201, description = "the application", body = Data<Application>)))]
 async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Body(body): Body<NewApplication>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("name", &body.name);
     let slug = check.required("slug", &body.slug);
     let environment = check.required("environment", &body.environment);
-    check.one_of("environment", &environment, &["live", "test"]);
+    check.one_of("environment", &environment, ENVIRONMENTS);
     if !slug.is_empty() && !valid_slug(&slug) {
         check.fail("slug must be 1-64 characters of a-z, 0-9, '-' or '_'");
     }
@@ -228,15 +280,18 @@ async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): 
     Ok(created(app))
 }
 
-/// The tenant's applications.
-#[utoipa::path(get, path = "/api/applications", tag = "sdk-api-keys", responses((status = 200, description = "the applications", body = Data<Vec<Application>>)))]
+/// The applications of the caller's tenant, oldest first.
+#[utoipa::path(get, path = "/api/applications", tag = "sdk-api-keys",
+    responses((status = 200, description = "the applications", body = Data<Vec<Application>>)))]
 async fn list_applications(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant) -> ApiResult<Response> {
     let apps: Vec<Application> = sqlx::query_as(applications("tenant_id = $1 ORDER BY created_at")).bind(&ctx.tenant_id).fetch_all(&state.db.read).await?;
     Ok(ok(apps))
 }
 
-/// An application.
-#[utoipa::path(get, path = "/api/applications/{application_id}", tag = "sdk-api-keys", params(("application_id" = String, Path, description = "the application")), responses((status = 200, description = "the application", body = Data<Application>)))]
+/// An application of the caller's tenant.
+#[utoipa::path(get, path = "/api/applications/{application_id}", tag = "sdk-api-keys",
+    params(("application_id" = String, Path, description = "the application")),
+    responses((status = 200, description = "the application", body = Data<Application>)))]
 async fn get_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     Ok(ok(find_application(&state.db.read, &ctx.tenant_id, &id).await?))
 }
@@ -285,29 +340,38 @@ fn new_secret(environment: &str) -> (String, String, String) {
     (prefix.to_string(), secret, last4)
 }
 
-/// A key as issue answers it; the secret is added beside it, once.
+/// An API key as it was issued (never its hash).
 #[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ApiKey)]
 struct IssuedKey {
     key_id: String,
+    /// `pk_live_` or `pk_test_`.
     prefix: String,
     name: String,
     #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<String>)]
     scopes: JsonText,
     application_id: String,
     created_at: String,
     synthetic_persona_id: String,
     rate_limit_rpm: Option<i64>,
     expires_at: Option<String>,
+    /// `active`.
     status: String,
+    /// The tenant the key acts in: the application's, or its sandbox for a
+    /// test application.
     tenant_id: String,
 }
 
 const ISSUED_COLUMNS: &str = "key_id, prefix, name, scopes, application_id, created_at, synthetic_persona_id, rate_limit_rpm, expires_at, status, tenant_id";
 
+/// A new API key and its secret.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(as = IssuedApiKey)]
 struct Issued {
     #[serde(flatten)]
     key: IssuedKey,
+    /// The secret, shown this once: only its hash is stored.
     api_key: String,
 }
 
@@ -358,7 +422,9 @@ async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeyS
 }
 
 /// Issues a key of the application: the secret is shown this once.
-#[utoipa::path(post, path = "/api/applications/{application_id}/keys", tag = "sdk-api-keys", params(("application_id" = String, Path, description = "the application")), request_body = NewKey, responses((status = 201, description = "the key and its secret", body = Data<Issued>)))]
+#[utoipa::path(post, path = "/api/applications/{application_id}/keys", tag = "sdk-api-keys",
+    params(("application_id" = String, Path, description = "the application")), request_body = NewApiKey,
+    responses((status = 201, description = "the key and its secret", body = Data<Issued>)))]
 async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let app = find_application(&mut *tx, &ctx.tenant_id, &id).await?;
@@ -372,11 +438,12 @@ async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, 
     Ok(created(issued))
 }
 
-/// sdk-api-keys: tenant-level issue. `tenant_id` is required and must be the
-/// caller's; `application_id` defaults to the tenant's default live
-/// application, created on first use.
-/// Issues a key of the tenant's default application.
-#[utoipa::path(post, path = "/api/api-keys", tag = "sdk-api-keys", request_body = NewKey, responses((status = 201, description = "the key and its secret", body = Data<Issued>)))]
+/// Issues a key of the caller's tenant: the secret is shown this once.
+///
+/// `tenant_id` is required and must be the caller's; `application_id`
+/// defaults to the tenant's `default` live application, created on first use.
+#[utoipa::path(post, path = "/api/api-keys", tag = "sdk-api-keys", request_body = NewTenantApiKey,
+    responses((status = 201, description = "the key and its secret", body = Data<Issued>)))]
 async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let tenant_id = check.required("tenant_id", &body.get("tenant_id").and_then(|v| v.as_str()).map(str::to_string));
@@ -405,17 +472,22 @@ async fn default_application(tx: &mut Tx, ctx: &TenantCtx) -> ApiResult<Applicat
     }
 }
 
-/// A key as its application's list shows it: masked, never its hash.
+/// An API key as its application's list shows it: masked, never its hash.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = MaskedApiKey)]
 struct ListedKey {
     key_id: String,
     name: String,
+    /// `pk_live_` or `pk_test_`.
     prefix: String,
+    /// The prefix, `…` and the secret's last four characters.
     masked_key: String,
     #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<String>)]
     scopes: JsonText,
     rate_limit_rpm: Option<i64>,
     expires_at: Option<String>,
+    /// `active`, `disabled` or `revoked`.
     status: String,
     synthetic_persona_id: String,
     created_at: String,
@@ -426,8 +498,10 @@ struct ListedKey {
 const LISTED_COLUMNS: &str = "key_id, name, prefix, prefix || '…' || last4 AS masked_key, scopes, rate_limit_rpm, expires_at, status, \
                               synthetic_persona_id, created_at, rotated_at, revoked_at";
 
-/// The application's keys, masked.
-#[utoipa::path(get, path = "/api/applications/{application_id}/keys", tag = "sdk-api-keys", params(("application_id" = String, Path, description = "the application")), responses((status = 200, description = "the keys", body = Data<Vec<ListedKey>>)))]
+/// The application's keys, masked, oldest first.
+#[utoipa::path(get, path = "/api/applications/{application_id}/keys", tag = "sdk-api-keys",
+    params(("application_id" = String, Path, description = "the application")),
+    responses((status = 200, description = "the keys, never their secrets", body = Data<Vec<ListedKey>>)))]
 async fn list_keys(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     let app = find_application(&state.db.read, &ctx.tenant_id, &id).await?;
     let sql = format!("SELECT {LISTED_COLUMNS} FROM credential_api_key WHERE application_id = $1 ORDER BY created_at");
@@ -435,8 +509,20 @@ async fn list_keys(State(state): State<AppState>, HumanTenant(ctx, _): HumanTena
     Ok(ok(keys))
 }
 
-/// Disables an application and its keys.
-#[utoipa::path(post, path = "/api/applications/{application_id}/disable", tag = "sdk-api-keys", params(("application_id" = String, Path, description = "the application")), responses((status = 200, description = "`{ application_id, status, keys_disabled }`", body = Data<Value>)))]
+/// A disabled application.
+#[derive(Serialize, ToSchema)]
+struct DisabledApplication {
+    application_id: String,
+    /// `disabled`.
+    status: &'static str,
+    /// The active keys this call disabled (none on a repeat).
+    keys_disabled: u64,
+}
+
+/// Disables an application and every key of it.
+#[utoipa::path(post, path = "/api/applications/{application_id}/disable", tag = "sdk-api-keys",
+    params(("application_id" = String, Path, description = "the application")),
+    responses((status = 200, description = "the application, disabled", body = Data<DisabledApplication>)))]
 async fn disable_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let app = find_application(&mut *tx, &ctx.tenant_id, &id).await?;
@@ -449,7 +535,7 @@ async fn disable_application(State(state): State<AppState>, HumanTenant(ctx, _):
     audit::record(&mut tx, &ctx, events::APPLICATION_DISABLED, json!({ "application_id": app.application_id, "keys_disabled": disabled })).await?;
     tx.commit().await?;
     state.invalidate(Invalidation::ApiKeys).await;
-    Ok(ok(json!({ "application_id": app.application_id, "status": "disabled", "keys_disabled": disabled })))
+    Ok(ok(DisabledApplication { application_id: app.application_id, status: "disabled", keys_disabled: disabled }))
 }
 
 /// What rotate and revoke need of a key: its state, its application's
@@ -477,8 +563,20 @@ async fn find_key(tx: &mut Tx, tenant_id: &str, key_id: &str) -> ApiResult<Found
     .ok_or(ApiError::NotFound)
 }
 
-/// A new secret for the same key.
-#[utoipa::path(post, path = "/api/api-keys/{key_id}/rotate", tag = "sdk-api-keys", params(("key_id" = String, Path, description = "the key")), responses((status = 200, description = "`{ key_id, api_key, prefix, rotated_at }`", body = Data<Value>)))]
+/// A rotated API key and its new secret.
+#[derive(Serialize, ToSchema)]
+struct RotatedApiKey {
+    key_id: String,
+    /// The new secret, shown this once; the old one stops working.
+    api_key: String,
+    /// `pk_live_` or `pk_test_`.
+    prefix: String,
+    rotated_at: String,
+}
+
+/// Gives an active key a new secret: the secret is shown this once.
+#[utoipa::path(post, path = "/api/api-keys/{key_id}/rotate", tag = "sdk-api-keys", params(("key_id" = String, Path, description = "the key")),
+    responses((status = 200, description = "the key's new secret", body = Data<RotatedApiKey>)))]
 async fn rotate(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let FoundKey { key_id, status, environment, scopes, .. } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
@@ -499,13 +597,24 @@ async fn rotate(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant,
     audit::record(&mut tx, &ctx, events::API_KEY_ROTATED, json!({ "key_id": key_id, "rotated_at": now })).await?;
     tx.commit().await?;
     state.invalidate(Invalidation::ApiKeys).await;
-    Ok(ok(json!({ "key_id": key_id, "api_key": secret, "prefix": prefix, "rotated_at": now })))
+    Ok(ok(RotatedApiKey { key_id, api_key: secret, prefix, rotated_at: now }))
 }
 
-/// Revokes a key; revoking it again answers the same, with the first
-/// revocation's time.
-/// Revokes a key.
-#[utoipa::path(post, path = "/api/api-keys/{key_id}/revoke", tag = "sdk-api-keys", params(("key_id" = String, Path, description = "the key")), responses((status = 200, description = "`{ key_id, status, revoked_at }`", body = Data<Value>)))]
+/// A revoked API key.
+#[derive(Serialize, ToSchema)]
+struct RevokedApiKey {
+    key_id: String,
+    /// `revoked`.
+    status: &'static str,
+    /// When the key was first revoked.
+    revoked_at: Option<String>,
+}
+
+/// Revokes a key; the application's other keys are unaffected.
+///
+/// Revoking it again answers the same, with the first revocation's time.
+#[utoipa::path(post, path = "/api/api-keys/{key_id}/revoke", tag = "sdk-api-keys", params(("key_id" = String, Path, description = "the key")),
+    responses((status = 200, description = "the key, revoked", body = Data<RevokedApiKey>)))]
 async fn revoke(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let FoundKey { key_id, status, mut revoked_at, .. } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
@@ -517,7 +626,7 @@ async fn revoke(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant,
     }
     tx.commit().await?;
     state.invalidate(Invalidation::ApiKeys).await;
-    Ok(ok(json!({ "key_id": key_id, "status": "revoked", "revoked_at": revoked_at })))
+    Ok(ok(RevokedApiKey { key_id, status: "revoked", revoked_at }))
 }
 
 /// The key (and its application) a token exchange presents.
@@ -531,4 +640,16 @@ pub async fn for_exchange(state: &AppState, secret: &str) -> ApiResult<Arc<KeyRe
 /// Slug of an application (client_id check of the token exchange).
 pub async fn application_slug(state: &AppState, application_id: &str) -> ApiResult<String> {
     Ok(sqlx::query_scalar("SELECT slug FROM credential_application WHERE application_id = $1").bind(application_id).fetch_one(&state.db.read).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use utoipa::PartialSchema;
+
+    use super::*;
+
+    #[test]
+    fn the_documented_environments_are_the_validated_ones() {
+        assert_eq!(serde_json::to_value(Environment::schema()).unwrap()["enum"], json!(ENVIRONMENTS));
+    }
 }
