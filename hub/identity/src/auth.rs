@@ -154,21 +154,52 @@ async fn insert_person(state: &AppState, tx: &mut Tx, email: &str, password_hash
     Ok(person_id)
 }
 
+/// A tenant signup: its owner and the tenant's org and app.
 #[derive(Deserialize, ToSchema)]
+#[schema(as = TenantSignup)]
 struct Signup {
+    #[schema(required = true, format = "email")]
     email: Option<String>,
+    /// At least 8 characters.
+    #[schema(required = true, min_length = 8)]
     password: Option<String>,
+    #[schema(required = true)]
     org_name: Option<String>,
+    /// The new app's id (text, unique on the platform).
+    #[schema(required = true)]
     app_id: Option<String>,
+    #[schema(required = true)]
     display_name: Option<String>,
+    #[schema(required = true)]
     region: Option<String>,
 }
 
-/// Provisions a whole tenant in one transaction: person, alias, credential,
-/// org, app, tenant (`trial`, tier `S`), membership, persona, app identity
-/// and profile band. With a valid token of the alias's own person the
-/// person is reused; otherwise an existing alias is `PersonExistsError`.
-#[utoipa::path(post, path = "/api/auth/signup-tenant", tag = "sdk-identity", request_body = Signup, responses((status = 201, description = "`{ token, tenant_id, person_id, org_id, membership_id, persona_id, app_identity_id, ... }`", body = Data<Value>)))]
+/// A signed-up tenant: the spine just created and its owner's token.
+#[derive(Serialize, ToSchema)]
+struct SignedUpTenant {
+    tenant_id: String,
+    person_id: String,
+    org_id: String,
+    app_id: String,
+    membership_id: String,
+    persona_id: String,
+    app_identity_id: String,
+    /// `trial`.
+    status: String,
+    /// `S`.
+    isolation_tier: String,
+    /// The owner's tenant JWT (ES256).
+    token: String,
+}
+
+/// Provisions a whole tenant and its owner in one transaction.
+///
+/// Person, alias, credential, org, app, tenant (`trial`, tier `S`),
+/// membership, persona, app identity and profile band. With a valid token
+/// of the alias's own person the person is reused; otherwise an existing
+/// alias is 409 `PersonExistsError`.
+#[utoipa::path(post, path = "/api/auth/signup-tenant", tag = "sdk-identity", request_body = Signup,
+    responses((status = 201, description = "the tenant's spine and the owner's token", body = Data<SignedUpTenant>)))]
 async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): MaybeCaller, Body(body): Body<Signup>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check_email(&mut check, &body.email);
@@ -256,22 +287,42 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
     tx.commit().await?;
 
     let token = tenant_token(&state, &membership, &tenant, vec!["pwd".into()]).await?;
-    Ok(created(json!({
-        "tenant_id": tenant.tenant_id, "person_id": person_id, "org_id": org_id, "app_id": app_id,
-        "membership_id": membership.membership_id, "persona_id": persona.persona_id, "app_identity_id": app_identity_id,
-        "status": tenant.status, "isolation_tier": tenant.isolation_tier, "token": token,
-    })))
+    Ok(created(SignedUpTenant {
+        tenant_id: tenant.tenant_id,
+        person_id,
+        org_id,
+        app_id,
+        membership_id: membership.membership_id,
+        persona_id: persona.persona_id,
+        app_identity_id,
+        status: tenant.status,
+        isolation_tier: tenant.isolation_tier,
+        token,
+    }))
 }
 
+/// An end user's registration.
 #[derive(Deserialize, ToSchema)]
+#[schema(as = Registration)]
 struct Register {
+    #[schema(required = true, format = "email")]
     email: Option<String>,
+    /// At least 8 characters.
+    #[schema(required = true, min_length = 8)]
     password: Option<String>,
+    #[schema(required = true)]
     display_name: Option<String>,
 }
 
+/// A registered person.
+#[derive(Serialize, ToSchema)]
+struct RegisteredPerson {
+    person_id: String,
+}
+
 /// Creates an end user's person, alias and credential (no tenant).
-#[utoipa::path(post, path = "/api/auth/register", tag = "sdk-identity", request_body = Register, responses((status = 201, description = "`{ person_id }`", body = Data<Value>)))]
+#[utoipa::path(post, path = "/api/auth/register", tag = "sdk-identity", request_body = Register,
+    responses((status = 201, description = "the new person", body = Data<RegisteredPerson>)))]
 async fn register(State(state): State<AppState>, Body(body): Body<Register>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check_email(&mut check, &body.email);
@@ -288,19 +339,41 @@ async fn register(State(state): State<AppState>, Body(body): Body<Register>) -> 
     }
     let person_id = insert_person(&state, &mut tx, &email, &hash, &display_name, None).await?;
     tx.commit().await?;
-    Ok(created(json!({ "person_id": person_id })))
+    Ok(created(RegisteredPerson { person_id }))
 }
 
+/// A password login.
 #[derive(Deserialize, ToSchema)]
+#[schema(as = LoginRequest)]
 struct Login {
+    #[schema(required = true)]
     email: Option<String>,
+    #[schema(required = true)]
     password: Option<String>,
+    /// A tenant the person is a member of: the token is minted against that
+    /// membership (403 `NoMembership` otherwise); a person-level token
+    /// without tenant claims when absent.
+    #[schema(format = "uuid")]
     tenant_id: Option<String>,
+    /// With `tenant_id`: the tenant's app; the person's identity in it is
+    /// created on first login.
     app_id: Option<String>,
 }
 
+/// A person's token.
+#[derive(Serialize, ToSchema)]
+struct LoginToken {
+    /// An ES256 JWT.
+    token: String,
+    /// `Bearer`.
+    token_type: &'static str,
+    /// Seconds the token lives.
+    expires_in: i64,
+}
+
 /// Password login: a person token, or a tenant token with `tenant_id`.
-#[utoipa::path(post, path = "/api/auth/login", tag = "sdk-identity", request_body = Login, responses((status = 200, description = "`{ token, token_type, expires_in }`", body = Data<Value>)))]
+#[utoipa::path(post, path = "/api/auth/login", tag = "sdk-identity", request_body = Login,
+    responses((status = 200, description = "the token", body = Data<LoginToken>)))]
 async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body(body): Body<Login>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check.required("email", &body.email);
@@ -348,7 +421,7 @@ async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body
     }
     let Some(tenant_id) = tenant_id.map(|t| t.to_string()) else {
         let token = person_token(&state, &person_id).await?;
-        return Ok(ok(json!({ "token": token, "token_type": "Bearer", "expires_in": state.config.token_ttl_seconds })));
+        return Ok(ok(LoginToken { token, token_type: "Bearer", expires_in: state.config.token_ttl_seconds }));
     };
     let membership = tenancy::person_membership(&state.db.read, &tenant_id, &person_id).await?;
     let membership = membership.filter(|m| m.status == "active").ok_or(ApiError::NoMembership)?;
@@ -362,7 +435,7 @@ async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body
         tx.commit().await?;
     }
     let token = tenant_token(&state, &membership, &tenant, vec!["pwd".into()]).await?;
-    Ok(ok(json!({ "token": token, "token_type": "Bearer", "expires_in": state.config.token_ttl_seconds })))
+    Ok(ok(LoginToken { token, token_type: "Bearer", expires_in: state.config.token_ttl_seconds }))
 }
 
 /// A login's account: the person of the email alias and their password
@@ -461,12 +534,38 @@ async fn tenant_token(state: &AppState, membership: &Membership, tenant: &Tenant
     Ok(token)
 }
 
+/// A client-credentials token request (RFC 6749 4.4), as JSON or a form.
 #[derive(Deserialize, Default, ToSchema)]
+#[schema(as = ClientCredentialsRequest)]
 struct TokenRequest {
+    /// `client_credentials` (anything else is 400 `unsupported_grant_type`).
+    #[schema(required = true)]
     grant_type: Option<String>,
+    /// The key's application: its slug or its application_id (never an app_id).
     client_id: Option<String>,
+    /// The API key; required unless sent with HTTP Basic authentication
+    /// (client_id as the user, the key as the password).
     client_secret: Option<String>,
+    /// Space-delimited scopes, each held by the key: they may only narrow
+    /// its scopes (all of them when absent).
     scope: Option<String>,
+}
+
+/// A machine token (RFC 6749 5.1), with the envelope's `success` beside it.
+#[derive(Serialize, ToSchema)]
+struct ClientCredentialsToken {
+    success: bool,
+    /// An ES256 JWT acting as the key's synthetic persona.
+    access_token: String,
+    /// `Bearer`.
+    token_type: &'static str,
+    /// 900.
+    expires_in: i64,
+    /// The token's scopes, space-delimited.
+    scope: String,
+    /// The tenant the key acts in.
+    tenant_id: String,
+    application_id: String,
 }
 
 /// Reads the exchange's fields from JSON or a form body (RFC 6749 4.4);
@@ -489,9 +588,18 @@ async fn token_request(req: Request, basic: Option<(String, String)>) -> ApiResu
     Ok(parsed)
 }
 
-/// `POST /api/auth/token`: client credentials for a 900-second machine JWT.
 /// The client-credentials exchange (RFC 6749 4.4): an API key for a 900-second token.
-#[utoipa::path(post, path = "/api/auth/token", tag = "sdk-identity", request_body(content((TokenRequest = "application/json"), (TokenRequest = "application/x-www-form-urlencoded"))), responses((status = 200, description = "`{ access_token, token_type, expires_in, scope }` (RFC 6749, not the envelope)", body = Object), (status = 401, description = "`{ error: invalid_client }` (RFC 6749)", body = Object)))]
+///
+/// The fields come as JSON or as a form; client credentials sent with HTTP
+/// Basic authentication take precedence over the body's. The answers carry
+/// `Cache-Control: no-store`.
+#[utoipa::path(post, path = "/api/auth/token", tag = "sdk-identity",
+    request_body(content((TokenRequest = "application/json"), (TokenRequest = "application/x-www-form-urlencoded"))),
+    responses(
+        (status = 200, description = "the token (RFC 6749 5.1, not in the `data` envelope)", body = ClientCredentialsToken,
+            headers(("Cache-Control" = String, description = "`no-store`"))),
+        (status = 401, description = "`invalid_client`: the key is unknown, invalid, expired, revoked or disabled, or client_id is not its application",
+            body = ErrorBody, headers(("Cache-Control" = String, description = "`no-store`")))))]
 async fn token(State(state): State<AppState>, ClientAddr(addr): ClientAddr, BasicCredentials(basic): BasicCredentials, req: Request) -> Response {
     let result = exchange(&state, addr, basic, req).await;
     let mut res = match result {
@@ -502,7 +610,7 @@ async fn token(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Basi
     res
 }
 
-async fn exchange(state: &AppState, addr: std::net::IpAddr, basic: Option<(String, String)>, req: Request) -> ApiResult<Value> {
+async fn exchange(state: &AppState, addr: std::net::IpAddr, basic: Option<(String, String)>, req: Request) -> ApiResult<ClientCredentialsToken> {
     let address = || throttle::Key::address("token", addr, FREE_PER_ADDRESS);
     throttle::check(state, &[address()]).await?;
     let body = token_request(req, basic).await?;
@@ -545,15 +653,15 @@ async fn exchange(state: &AppState, addr: std::net::IpAddr, basic: Option<(Strin
     claims.application_id = Some(key.application_id.clone());
     claims.key_rotated_at = key.rotated_at.clone();
     let (access_token, _) = tokens::mint(&state.keys(), &state.config.public_url, EXCHANGE_TTL_SECONDS, claims)?;
-    Ok(json!({
-        "success": true,
-        "access_token": access_token,
-        "token_type": "Bearer",
-        "expires_in": EXCHANGE_TTL_SECONDS,
-        "scope": scopes.join(" "),
-        "tenant_id": key.tenant_id,
-        "application_id": key.application_id,
-    }))
+    Ok(ClientCredentialsToken {
+        success: true,
+        access_token,
+        token_type: "Bearer",
+        expires_in: EXCHANGE_TTL_SECONDS,
+        scope: scopes.join(" "),
+        tenant_id: key.tenant_id.clone(),
+        application_id: key.application_id.clone(),
+    })
 }
 
 fn machine_tenant_claims(key: &KeyRecord) -> TenantClaims {
@@ -572,16 +680,34 @@ fn machine_tenant_claims(key: &KeyRecord) -> TenantClaims {
     }
 }
 
+/// A request for a verification email.
 #[derive(Deserialize, ToSchema)]
+#[schema(as = VerificationEmailRequest)]
 struct SendVerification {
+    #[schema(required = true, format = "email")]
     email: Option<String>,
 }
 
-/// Issues a purpose-scoped verification token (15 minutes). The answer is
-/// the same whether or not the email is known, so it cannot be used to
-/// probe for accounts; in development mode a known email's token is also
-/// returned as `dev_token`.
-#[utoipa::path(post, path = "/api/auth/send-verification-email", tag = "sdk-identity", request_body = SendVerification, responses((status = 200, description = "`{ sent, expires_in, dev_token? }`", body = Data<Value>)))]
+/// A verification email's answer: the same whether or not the email is known.
+#[derive(Serialize, ToSchema)]
+struct VerificationSent {
+    /// `true`.
+    sent: bool,
+    /// When the token expires (15 minutes from now).
+    expires_at: String,
+    /// In development mode, for a known email only: the token itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    dev_token: Option<String>,
+}
+
+/// Issues a purpose-scoped verification token for an email (15 minutes).
+///
+/// The answer is the same whether or not the email is known, so it cannot
+/// be used to probe for accounts; in development mode a known email's token
+/// is also returned as `dev_token`.
+#[utoipa::path(post, path = "/api/auth/send-verification-email", tag = "sdk-identity", request_body = SendVerification,
+    responses((status = 200, description = "sent (or not, for an unknown email: the answer is the same)", body = Data<VerificationSent>)))]
 async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body(body): Body<SendVerification>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check_email(&mut check, &body.email);
@@ -593,31 +719,46 @@ async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr)
     throttle::check(&state, &keys).await?;
     throttle::fail(&state, &keys).await?;
     let expires_at = db::format_time(chrono::Utc::now() + chrono::Duration::minutes(VERIFICATION_TTL_MINUTES));
-    let mut data = json!({ "sent": true, "expires_at": expires_at });
+    let mut data = VerificationSent { sent: true, expires_at, dev_token: None };
+    let expires_at = &data.expires_at;
     if let Some(alias) = person_by_email(&state.db.read, &state, &email).await? {
         let token = crypto::random_base62(32);
         sqlx::query("INSERT INTO identity_verification (token_hash, alias_id, purpose, expires_at, created_at) VALUES ($1, $2, 'verify-email', $3, $4)")
             .bind(crypto::sha256_hex(token.as_bytes()))
             .bind(&alias.alias_id)
-            .bind(&expires_at)
+            .bind(expires_at)
             .bind(db::now())
             .execute(state.db.writer())
             .await?;
-        mail.send_verification(&email, &token, &expires_at);
+        mail.send_verification(&email, &token, expires_at);
         if state.config.dev {
-            data["dev_token"] = json!(token);
+            data.dev_token = Some(token);
         }
     }
     Ok(ok(data))
 }
 
+/// A verification token to redeem.
 #[derive(Deserialize, ToSchema)]
+#[schema(as = EmailVerificationRequest)]
 struct VerifyEmail {
+    /// The token a verification email carried (single use, 15 minutes).
+    #[schema(required = true)]
     token: Option<String>,
 }
 
-/// Redeems a verification token.
-#[utoipa::path(post, path = "/api/auth/verify-email", tag = "sdk-identity", request_body = VerifyEmail, responses((status = 200, description = "`{ verified, verified_at }`", body = Data<Value>)))]
+/// A verified email.
+#[derive(Serialize, ToSchema)]
+struct EmailVerified {
+    /// `true`.
+    verified: bool,
+    /// When the email was first verified.
+    verified_at: String,
+}
+
+/// Redeems a verification token: its email is verified.
+#[utoipa::path(post, path = "/api/auth/verify-email", tag = "sdk-identity", request_body = VerifyEmail,
+    responses((status = 200, description = "the email, verified", body = Data<EmailVerified>)))]
 async fn verify_email(State(state): State<AppState>, Body(body): Body<VerifyEmail>) -> ApiResult<Response> {
     let mut check = Check::new();
     let token = check.required("token", &body.token);
@@ -634,14 +775,13 @@ async fn verify_email(State(state): State<AppState>, Body(body): Body<VerifyEmai
         return Err(ApiError::invalid("token is invalid, expired or already used"));
     };
     sqlx::query("UPDATE identity_verification SET used_at = $1 WHERE token_hash = $2").bind(&now).bind(&token_hash).execute(&mut *tx).await?;
-    let verified_at: Option<String> =
-        sqlx::query_scalar("UPDATE identity_alias SET verified_at = COALESCE(verified_at, $1) WHERE alias_id = $2 RETURNING verified_at")
-            .bind(&now)
-            .bind(&v.alias_id)
-            .fetch_one(&mut *tx)
-            .await?;
+    let verified_at: String = sqlx::query_scalar("UPDATE identity_alias SET verified_at = COALESCE(verified_at, $1) WHERE alias_id = $2 RETURNING verified_at")
+        .bind(&now)
+        .bind(&v.alias_id)
+        .fetch_one(&mut *tx)
+        .await?;
     tx.commit().await?;
-    Ok(ok(json!({ "verified": true, "verified_at": verified_at })))
+    Ok(ok(EmailVerified { verified: true, verified_at }))
 }
 
 /// A verification token's row: the alias it verifies and its life.
@@ -655,43 +795,139 @@ struct Verification {
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct StatusQuery {
+    /// The email to look up.
+    #[param(required = true, format = "email")]
     email: Option<String>,
 }
 
+/// An email's verification state.
+#[derive(Serialize, ToSchema)]
+struct VerificationStatus {
+    /// The email, normalised (trimmed, lower case).
+    email: String,
+    verified: bool,
+    /// Null while the email is unverified or unknown.
+    verified_at: Option<String>,
+}
+
 /// Whether an email is verified.
-#[utoipa::path(get, path = "/api/auth/verification-status", tag = "sdk-identity", params(StatusQuery), responses((status = 200, description = "`{ email, verified, verified_at }`", body = Data<Value>)))]
+#[utoipa::path(get, path = "/api/auth/verification-status", tag = "sdk-identity", params(StatusQuery),
+    responses((status = 200, description = "the email's verification state", body = Data<VerificationStatus>)))]
 async fn verification_status(State(state): State<AppState>, Params(q): Params<StatusQuery>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check_email(&mut check, &q.email);
     check.finish()?;
     let verified_at = person_by_email(&state.db.read, &state, &email).await?.and_then(|a| a.verified_at);
-    Ok(ok(json!({ "email": email, "verified": verified_at.is_some(), "verified_at": verified_at })))
+    Ok(ok(VerificationStatus { email, verified: verified_at.is_some(), verified_at }))
 }
 
-/// The caller as the gate sees it: a cheap authenticated read that touches
-/// no table (used by clients to check a credential, and by the benchmark).
+/// The caller: a person (by JWT) or a key (by API key or exchanged token).
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+enum CallerIdentity {
+    Person(PersonCaller),
+    Key(KeyCaller),
+}
+
+/// What kind of actor a caller is.
+#[derive(Serialize, ToSchema)]
+struct CallerActor {
+    /// `human` for a person, `service` for a key.
+    kind: String,
+}
+
+/// A person as their token names them.
+#[derive(Serialize, ToSchema)]
+struct PersonCaller {
+    actor: CallerActor,
+    person_id: String,
+    email: Option<String>,
+    display_name: Option<String>,
+    /// Null for a person-level token (no tenant claims).
+    tenant_id: Option<String>,
+    /// The primary persona in the tenant; null for a person-level token.
+    persona_id: Option<String>,
+}
+
+/// A key, by the key itself or a token exchanged for it.
+#[derive(Serialize, ToSchema)]
+struct KeyCaller {
+    actor: CallerActor,
+    key_id: String,
+    application_id: String,
+    /// The tenant the key acts in.
+    tenant_id: String,
+    /// The key's synthetic persona.
+    persona_id: String,
+    /// What the credential may do: the key's scopes, or an exchanged token's.
+    scopes: Vec<String>,
+    /// `live` or `test`.
+    environment: String,
+}
+
 /// The caller as the gate sees it.
-#[utoipa::path(get, path = "/api/me", tag = "sdk-identity", responses((status = 200, description = "the caller: kind, person or key, tenant context, scopes", body = Data<Value>)))]
+///
+/// A cheap authenticated read that touches no table (used by clients to
+/// check a credential, and by the benchmark).
+#[utoipa::path(get, path = "/api/me", tag = "sdk-identity",
+    responses((status = 200, description = "the caller: a person or a key", body = Data<CallerIdentity>)))]
 async fn me(MaybeCaller(caller): MaybeCaller) -> ApiResult<Response> {
     let data = match caller.ok_or(ApiError::Unauthorized("missing bearer token"))? {
-        Caller::Human(claims) => json!({
-            "actor": claims.actor, "person_id": claims.sub, "email": claims.email,
-            "display_name": claims.display_name,
-            "tenant_id": claims.tenant.as_ref().map(|t| &t.tenant_id),
-            "persona_id": claims.tenant.as_ref().map(|t| &t.primary_persona_id),
+        Caller::Human(claims) => CallerIdentity::Person(PersonCaller {
+            actor: CallerActor { kind: claims.actor.kind.clone() },
+            person_id: claims.sub.clone(),
+            email: claims.email.clone(),
+            display_name: claims.display_name.clone(),
+            tenant_id: claims.tenant.as_ref().map(|t| t.tenant_id.clone()),
+            persona_id: claims.tenant.as_ref().map(|t| t.primary_persona_id.clone()),
         }),
-        Caller::Machine { key, scopes } => json!({
-            "actor": { "kind": "service" }, "key_id": key.key_id, "application_id": key.application_id,
-            "tenant_id": key.tenant_id, "persona_id": key.synthetic_persona_id, "scopes": *scopes,
-            "environment": key.environment,
+        Caller::Machine { key, scopes } => CallerIdentity::Key(KeyCaller {
+            actor: CallerActor { kind: "service".into() },
+            key_id: key.key_id.clone(),
+            application_id: key.application_id.clone(),
+            tenant_id: key.tenant_id.clone(),
+            persona_id: key.synthetic_persona_id.clone(),
+            scopes: scopes.to_vec(),
+            environment: key.environment.clone(),
         }),
         Caller::Operator => return Err(ApiError::Unauthorized("tenant routes do not take the operator credential")),
     };
     Ok(ok(data))
 }
 
+/// A JSON Web Key Set (RFC 7517), not in the `data` envelope.
+// What the kernel's `KeySet::jwks` writes.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct JwkSet {
+    /// The current signing key first, then those still in their grace window.
+    keys: Vec<Jwk>,
+}
+
+/// A public ES256 signing key.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct Jwk {
+    /// `EC`.
+    kty: String,
+    /// `P-256`.
+    crv: String,
+    /// base64url.
+    x: String,
+    /// base64url.
+    y: String,
+    /// The key's fingerprint (SHA-256 of its public key, hex), as in a token's header.
+    kid: String,
+    /// `ES256`.
+    alg: String,
+    /// `sig`.
+    #[serde(rename = "use")]
+    use_: String,
+}
+
 /// The public signing keys (RFC 7517), current and in grace.
-#[utoipa::path(get, path = "/.well-known/jwks.json", tag = "sdk-identity", responses((status = 200, description = "`{ keys: [...] }`", body = Object)))]
+#[utoipa::path(get, path = "/.well-known/jwks.json", tag = "sdk-identity",
+    responses((status = 200, description = "the key set", body = JwkSet, headers(("Cache-Control" = String, description = "`public, max-age=300`")))))]
 async fn jwks(State(state): State<AppState>) -> Response {
     let mut res = Json(state.keys().jwks()).into_response();
     res.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
