@@ -27,20 +27,26 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 pub struct Tenant {
     pub tenant_id: String,
+    /// The tenant's app (text, one app per tenant).
     pub app_id: String,
     pub org_id: String,
     pub display_name: String,
+    /// `S` shared, `P` private, `G` dedicated.
     pub isolation_tier: String,
+    /// `trial` when created.
     pub status: String,
     pub parent_tenant_id: Option<String>,
     pub root_tenant_id: String,
     pub reseller_id: Option<String>,
     pub admin_pool_index: i64,
+    /// The pool each app writes to, by app_id.
     #[sqlx(try_from = "String")]
+    #[schema(value_type = HashMap<String, i64>)]
     pub app_pool_index: JsonText,
     pub region: Option<String>,
     pub brand_domain: Option<String>,
     #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<String>)]
     pub module_subscriptions: JsonText,
     pub created_at: String,
 }
@@ -64,7 +70,9 @@ pub struct Membership {
     pub person_id: String,
     pub tenant_id: String,
     pub bu_id: Option<String>,
+    /// The starting role.
     pub role_template_id: Option<String>,
+    /// `active` when created.
     pub status: String,
     pub joined_at: String,
 }
@@ -223,20 +231,32 @@ fn valid_app_id(s: &str) -> bool {
     (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
 }
 
+/// A new child tenant of the caller's tenant.
 #[derive(Deserialize, ToSchema)]
 struct NewTenant {
+    /// The new app's id: 1-64 letters, digits, `-`, `_` or `.`, unique on
+    /// the platform.
+    #[schema(required = true, pattern = r"^[A-Za-z0-9._-]{1,64}$")]
     app_id: Option<String>,
+    #[schema(required = true)]
     display_name: Option<String>,
     region: Option<String>,
+    /// When given, the caller's tenant (the new tenant is always its child).
+    #[schema(format = "uuid")]
     parent_tenant_id: Option<String>,
     brand_domain: Option<String>,
     reseller_id: Option<String>,
+    /// `[]` when absent.
+    #[schema(value_type = Option<Vec<String>>)]
     module_subscriptions: Option<Value>,
+    /// Refused (400): people are bound with `POST /api/memberships`.
+    #[schema(ignore)]
     person_id: Option<Value>,
 }
 
 /// Creates a child tenant of the caller's tenant, with its own app row.
-#[utoipa::path(post, path = "/api/tenants", tag = "sdk-tenant", request_body = NewTenant, responses((status = 201, description = "the tenant", body = Data<Tenant>)))]
+#[utoipa::path(post, path = "/api/tenants", tag = "sdk-tenant", request_body = NewTenant,
+    responses((status = 201, description = "the tenant", body = Data<Tenant>)))]
 async fn create_tenant(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Body(body): Body<NewTenant>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "tenant.tenant.write").await?;
     let mut check = Check::new();
@@ -313,9 +333,9 @@ struct NewMember<'a> {
     role_template_id: Option<String>,
 }
 
-/// A new membership as the API answers it: the row and the person's first
-/// persona in it.
+/// A new membership and the person's first persona in it.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AdmittedMembership)]
 struct Admitted {
     #[serde(flatten)]
     membership: Membership,
@@ -350,16 +370,24 @@ async fn admit(state: &AppState, ctx: &TenantCtx, tx: &mut Tx, m: NewMember<'_>)
     Ok(Admitted { membership, persona_id: persona.persona_id })
 }
 
+/// A new membership of an existing person.
 #[derive(Deserialize, ToSchema)]
 struct NewMembership {
+    #[schema(required = true, format = "uuid")]
     person_id: Option<String>,
+    /// The caller's tenant (when absent) or a direct child of it.
+    #[schema(format = "uuid")]
     tenant_id: Option<String>,
     bu_id: Option<String>,
+    /// A role template of the tenant's app; the platform `member` template
+    /// when absent.
+    #[schema(format = "uuid")]
     role_template_id: Option<String>,
 }
 
-/// Binds an existing person to the tenant (or a child tenant).
-#[utoipa::path(post, path = "/api/memberships", tag = "sdk-tenant", request_body = NewMembership, responses((status = 201, description = "the membership and its persona", body = Data<Admitted>)))]
+/// Binds an existing person to the caller's tenant or a child tenant.
+#[utoipa::path(post, path = "/api/memberships", tag = "sdk-tenant", request_body = NewMembership,
+    responses((status = 201, description = "the membership and its persona", body = Data<Admitted>)))]
 async fn create_membership(
     State(state): State<AppState>,
     TenantCaller(ctx): TenantCaller,
@@ -383,10 +411,10 @@ async fn create_membership(
     Ok(created(admitted))
 }
 
-/// A membership as its person's list shows it: with its tenant's and app's
-/// names, its role's name and whether the person has an identity in the
-/// app.
+/// A membership of the calling person, with its tenant's and app's names,
+/// its role's name and whether the person has an identity in the app.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = PersonMembership)]
 struct MembershipEntry {
     membership_id: String,
     tenant_id: String,
@@ -396,18 +424,22 @@ struct MembershipEntry {
     bu_id: Option<String>,
     #[serde(skip)]
     role_template_id: Option<String>,
-    /// Filled from roles, which owns the templates.
+    /// The name of the membership's role template.
+    // Filled from roles, which owns the templates.
     #[sqlx(skip)]
     role_template_name: Option<String>,
     #[sqlx(try_from = "i64")]
     has_app_identity: Flag,
     joined_at: String,
+    /// `active` when admitted.
     status: String,
 }
 
-/// The memberships of the calling person, across tenants.
-/// The calling person's memberships (a person token).
-#[utoipa::path(get, path = "/api/memberships", tag = "sdk-tenant", responses((status = 200, description = "the memberships", body = Data<Vec<MembershipEntry>>)))]
+/// The calling person's memberships, across tenants, oldest first.
+///
+/// Takes a person's token; a key has no memberships (403).
+#[utoipa::path(get, path = "/api/memberships", tag = "sdk-tenant",
+    responses((status = 200, description = "the memberships", body = Data<Vec<MembershipEntry>>)))]
 async fn list_memberships(State(state): State<AppState>, Person(claims): Person) -> ApiResult<Response> {
     let mut entries: Vec<MembershipEntry> = sqlx::query_as(
         "SELECT m.membership_id, m.tenant_id, t.display_name AS tenant_display_name, t.app_id, a.display_name AS app_display_name, \
@@ -427,6 +459,7 @@ async fn list_memberships(State(state): State<AppState>, Person(claims): Person)
     Ok(ok(entries))
 }
 
+/// A person's identity in an app.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct AppIdentity {
     app_identity_id: String,
@@ -443,14 +476,19 @@ async fn app_identity_of(tx: &mut Tx, person_id: &str, app_id: &str) -> ApiResul
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(person_id).bind(app_id).fetch_optional(&mut **tx).await?)
 }
 
+/// A new app identity.
 #[derive(Deserialize, ToSchema)]
 struct NewAppIdentity {
+    #[schema(required = true, format = "uuid")]
     person_id: Option<String>,
+    /// The caller's tenant's app.
+    #[schema(required = true)]
     app_id: Option<String>,
 }
 
-/// A person's identity in an app.
-#[utoipa::path(post, path = "/api/app-identities", tag = "sdk-tenant", request_body = NewAppIdentity, responses((status = 201, description = "the app identity", body = Data<AppIdentity>)))]
+/// Creates a person's identity in the caller's tenant's app.
+#[utoipa::path(post, path = "/api/app-identities", tag = "sdk-tenant", request_body = NewAppIdentity,
+    responses((status = 201, description = "the app identity", body = Data<AppIdentity>)))]
 async fn create_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Body(body): Body<NewAppIdentity>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "app-identity.app-identity.write").await?;
     let mut check = Check::new();
@@ -491,10 +529,13 @@ pub async fn ensure_app_identity(tx: &mut Tx, person_id: &str, app_id: &str) -> 
     Ok(app_identity_of(tx, person_id, app_id).await?.ok_or(sqlx::Error::RowNotFound)?.app_identity_id)
 }
 
+/// An app identity of a member of the caller's tenant.
+///
 /// An app identity is visible only to tenants its person is a member of
 /// (RULINGS 1: the lookup compares the tenant).
-/// An app identity of a member of the tenant.
-#[utoipa::path(get, path = "/api/app-identities/{app_identity_id}", tag = "sdk-tenant", params(("app_identity_id" = String, Path, description = "the app identity")), responses((status = 200, description = "the app identity", body = Data<AppIdentity>)))]
+#[utoipa::path(get, path = "/api/app-identities/{app_identity_id}", tag = "sdk-persona",
+    params(("app_identity_id" = String, Path, description = "the app identity")),
+    responses((status = 200, description = "the app identity", body = Data<AppIdentity>)))]
 async fn get_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let identity: AppIdentity = sqlx::query_as(
@@ -509,15 +550,25 @@ async fn get_app_identity(State(state): State<AppState>, TenantCaller(ctx): Tena
     Ok(ok(identity))
 }
 
+/// A new membership of an app identity's person.
 #[derive(Deserialize, ToSchema)]
+#[schema(as = NewAppIdentityMembership)]
 struct NewIdentityMembership {
+    /// The caller's tenant (when absent) or a direct child of it, on the
+    /// identity's app.
+    #[schema(format = "uuid")]
     tenant_id: Option<String>,
     bu_id: Option<String>,
+    /// A role template of the tenant's app; the platform `member` template
+    /// when absent.
+    #[schema(format = "uuid")]
     role_template_id: Option<String>,
 }
 
 /// Admits the person of an app identity into a tenant of that app.
-#[utoipa::path(post, path = "/api/app-identities/{app_identity_id}/memberships", tag = "sdk-tenant", params(("app_identity_id" = String, Path, description = "the app identity")), request_body = NewIdentityMembership, responses((status = 201, description = "the membership and its persona", body = Data<Admitted>)))]
+#[utoipa::path(post, path = "/api/app-identities/{app_identity_id}/memberships", tag = "sdk-tenant",
+    params(("app_identity_id" = String, Path, description = "the app identity")), request_body = NewIdentityMembership,
+    responses((status = 201, description = "the membership and its persona", body = Data<Admitted>)))]
 async fn membership_for_app_identity(
     State(state): State<AppState>,
     TenantCaller(ctx): TenantCaller,
