@@ -8,7 +8,10 @@
 
 use sqlx::AssertSqlSafe;
 
-use crate::{roles, tenancy};
+use crate::{
+    roles::{self, HeldRole},
+    tenancy,
+};
 use hub_kernel::prelude::*;
 use hub_kernel::{
     crypto::{DataKey, MasterKey},
@@ -27,19 +30,23 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 pub const KINDS: &[&str] = &["human", "service", "agent"];
 
-/// A persona row. Its key and sealed attributes stay out of every answer:
-/// the attributes are shown opened, beside the row (`Described`).
+/// A persona: what everything downstream keys on.
+// A persona row. Its key and sealed attributes stay out of every answer:
+// the attributes are shown opened, beside the row (`Described`).
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 pub struct Persona {
     pub persona_id: String,
     pub tenant_id: String,
+    /// Null for a key's synthetic persona.
     pub membership_id: Option<String>,
+    /// `human`, `service` (a key's synthetic persona) or `agent`.
     pub kind: String,
     pub primary_role_template_id: Option<String>,
     #[serde(skip)]
     pub data_key_id: String,
     #[serde(skip)]
     pub attributes_envelope: Option<Vec<u8>>,
+    /// `active` or `shredded`.
     pub status: String,
     pub created_at: String,
     pub shredded_at: Option<String>,
@@ -129,12 +136,15 @@ pub async fn insert(
         .await?)
 }
 
-/// A persona as the API answers it: the row and its attributes, opened
-/// (null when it has none or its key is destroyed).
+/// A persona and its attributes.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(as = DescribedPersona)]
 struct Described {
     #[serde(flatten)]
     persona: Persona,
+    /// The persona's attributes, opened: null when it has none or once it
+    /// is shredded.
+    #[schema(value_type = Option<Object>)]
     attributes: Option<Value>,
 }
 
@@ -149,11 +159,29 @@ impl Described {
     }
 }
 
+/// A new persona.
 #[derive(Deserialize, ToSchema)]
 struct NewPersona {
+    #[schema(required = true, value_type = Option<PersonaKind>, inline)]
     kind: Option<String>,
+    /// A role template of the tenant's app, conferring only permissions the
+    /// caller holds.
+    #[schema(format = "uuid")]
     primary_role_template_id: Option<String>,
+    /// Sealed under the persona's own data key (what shredding destroys).
+    #[schema(value_type = Option<Object>)]
     attributes: Option<Value>,
+}
+
+/// What a persona acts for.
+// The values of `KINDS`; a test compares them.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum PersonaKind {
+    Human,
+    Service,
+    Agent,
 }
 
 /// Validates a persona request against the tenant's role templates; the
@@ -192,8 +220,9 @@ async fn record_created(tx: &mut Tx, ctx: &TenantCtx, persona: &Persona) -> ApiR
     Ok(())
 }
 
-/// Creates a persona under the caller's membership.
-#[utoipa::path(post, path = "/api/personas", tag = "sdk-persona", request_body = NewPersona, responses((status = 201, description = "the persona", body = Data<Described>)))]
+/// Creates a persona in the caller's tenant (under the caller's membership, for a person).
+#[utoipa::path(post, path = "/api/personas", tag = "sdk-persona", request_body = NewPersona,
+    responses((status = 201, description = "the persona", body = Data<Described>)))]
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewPersona>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "persona.persona.write").await?;
     let mut tx = state.db.begin().await?;
@@ -207,8 +236,10 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     Ok(created(Described { persona, attributes: attributes.cloned() }))
 }
 
-/// Creates a further persona under a membership.
-#[utoipa::path(post, path = "/api/memberships/{membership_id}/personas", tag = "sdk-persona", params(("membership_id" = String, Path, description = "the membership")), request_body = NewPersona, responses((status = 201, description = "the persona", body = Data<Described>)))]
+/// Creates a further persona under a membership of the caller's tenant.
+#[utoipa::path(post, path = "/api/memberships/{membership_id}/personas", tag = "sdk-persona",
+    params(("membership_id" = String, Path, description = "the membership")), request_body = NewPersona,
+    responses((status = 201, description = "the persona", body = Data<Described>)))]
 async fn create_under_membership(
     State(state): State<AppState>,
     Tenant(ctx): Tenant,
@@ -227,19 +258,24 @@ async fn create_under_membership(
     Ok(created(Described { persona, attributes: attributes.cloned() }))
 }
 
-/// A persona with its attributes (null once shredded).
-#[utoipa::path(get, path = "/api/personas/{persona_id}", tag = "sdk-persona", params(("persona_id" = String, Path, description = "the persona")), responses((status = 200, description = "the persona", body = Data<Described>)))]
+/// A persona of the caller's tenant, with its attributes (null once shredded).
+#[utoipa::path(get, path = "/api/personas/{persona_id}", tag = "sdk-persona",
+    params(("persona_id" = String, Path, description = "the persona")),
+    responses((status = 200, description = "the persona", body = Data<Described>)))]
 async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let persona = find_in_tenant(&state.db.read, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
     Ok(ok(Described::open(&state, persona).await?))
 }
 
-/// Crypto-shreds a persona: its data key is destroyed (so its sealed data
-/// can never be read again) and it loses every authority. The person and
-/// their other personas are untouched. Repeating it answers the same.
-/// Crypto-shreds a persona's attributes.
-#[utoipa::path(post, path = "/api/personas/{persona_id}/shred", tag = "sdk-persona", params(("persona_id" = String, Path, description = "the persona")), responses((status = 200, description = "the persona, shredded", body = Data<Described>)))]
+/// Crypto-shreds a persona without erasing its person.
+///
+/// Its data key is destroyed (so its sealed data can never be read again)
+/// and it loses every authority. The person and their other personas are
+/// untouched. Repeating it answers the same.
+#[utoipa::path(post, path = "/api/personas/{persona_id}/shred", tag = "sdk-persona",
+    params(("persona_id" = String, Path, description = "the persona")),
+    responses((status = 200, description = "the persona, shredded (its attributes null)", body = Data<Described>)))]
 async fn shred(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "persona.persona.write").await?;
     let id = path_id(&id)?.to_string();
@@ -257,13 +293,37 @@ async fn shred(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pat
     Ok(ok(Described { persona, attributes: None }))
 }
 
-/// A persona's roles and effective permissions.
-#[utoipa::path(get, path = "/api/personas/{persona_id}/roles", tag = "sdk-persona", params(("persona_id" = String, Path, description = "the persona")), responses((status = 200, description = "`{ persona_id, roles, effective_permissions }`", body = Data<Value>)))]
+/// The roles a persona holds and the permissions they add up to.
+#[derive(Serialize, ToSchema)]
+struct PersonaRoles {
+    persona_id: String,
+    /// Its primary template, then its live grants, oldest first.
+    roles: Vec<HeldRole>,
+    /// The scopes its roles grant, inherited ones included (none once shredded).
+    effective_permissions: Vec<String>,
+}
+
+/// A persona's roles and effective permissions (read-only).
+#[utoipa::path(get, path = "/api/personas/{persona_id}/roles", tag = "sdk-persona",
+    params(("persona_id" = String, Path, description = "the persona")),
+    responses((status = 200, description = "the persona's roles", body = Data<PersonaRoles>)))]
 async fn roles_of(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     // The tenant's own personas, and its test keys' in its sandbox.
     let persona = find_administered(&state.db.read, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
-    let held = roles::held_by(&state.db.read, &persona).await?;
+    let roles = roles::held_by(&state.db.read, &persona).await?;
     let effective = keys::permissions(&state, &id).await?;
-    Ok(ok(json!({ "persona_id": id, "roles": held, "effective_permissions": *effective })))
+    Ok(ok(PersonaRoles { persona_id: id, roles, effective_permissions: effective.to_vec() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use utoipa::PartialSchema;
+
+    use super::*;
+
+    #[test]
+    fn the_documented_kinds_are_the_validated_ones() {
+        assert_eq!(serde_json::to_value(PersonaKind::schema()).unwrap()["enum"], json!(KINDS));
+    }
 }
