@@ -200,26 +200,42 @@ async fn effective_template(pool: &sqlx::AnyPool, tenant_id: &str, id: &str) -> 
     .await?)
 }
 
-/// A role template as the API answers it.
+/// A role template of a tenant.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = RoleTemplate)]
 struct Template {
     role_template_id: String,
+    /// Null for a platform default of the app.
     tenant_id: Option<String>,
     app_id: String,
     name: String,
     parent_role_template_id: Option<String>,
+    /// Scope pattern to boolean: `true` grants.
     #[sqlx(try_from = "String")]
+    #[schema(value_type = HashMap<String, bool>)]
     permissions: JsonText,
     created_at: String,
 }
 
 const TEMPLATE_COLUMNS: &str = "role_template_id, tenant_id, app_id, name, parent_role_template_id, permissions, created_at";
 
+/// A new role template of the caller's tenant.
 #[derive(Deserialize, ToSchema)]
+#[schema(as = NewRoleTemplate)]
 struct NewTemplate {
+    /// Unique in the tenant; a platform default's name (`owner`, `member`)
+    /// replaces that default for the tenant.
+    #[schema(required = true)]
     name: Option<String>,
+    /// The caller's tenant's app (the default).
     app_id: Option<String>,
+    /// A role template of the app whose permissions this one inherits.
+    #[schema(format = "uuid")]
     parent_role_template_id: Option<String>,
+    /// Scope pattern (`<domain>.<resource>.<action>` or a tail wildcard) to
+    /// boolean: `true` grants; `{}` when absent. Only permissions the caller
+    /// holds may be granted.
+    #[schema(value_type = Option<HashMap<String, bool>>)]
     permissions: Option<Value>,
 }
 
@@ -243,8 +259,9 @@ fn parse_permissions(value: &Option<Value>, check: &mut Check) -> Map<String, Va
     }
 }
 
-/// Creates a role template of the tenant.
-#[utoipa::path(post, path = "/api/role-templates", tag = "sdk-persona", request_body = NewTemplate, responses((status = 201, description = "the template", body = Data<Template>)))]
+/// Defines a role template of the caller's tenant.
+#[utoipa::path(post, path = "/api/role-templates", tag = "sdk-persona", request_body = NewTemplate,
+    responses((status = 201, description = "the template", body = Data<Template>)))]
 async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewTemplate>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "role-template.role-template.write").await?;
     let mut check = Check::new();
@@ -299,36 +316,49 @@ async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Bod
     Ok(created(template))
 }
 
-/// A role assignment as revoke answers it (without `granted_by`, which
-/// that answer has never carried).
+/// A role grant of a persona.
+// A role assignment as revoke answers it (without `granted_by`, which that
+// answer has never carried).
 #[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = RoleGrant)]
 struct Grant {
     assignment_id: String,
     persona_id: String,
     role_template_id: String,
     granted_at: String,
+    /// Null while the grant is live.
     revoked_at: Option<String>,
 }
 
 const GRANT_COLUMNS: &str = "assignment_id, persona_id, role_template_id, granted_at, revoked_at";
 
-/// A role assignment as assign answers it: the grant and who made it.
+/// A role assignment: the grant and who made it.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = RoleAssignment)]
 struct Assignment {
     #[sqlx(flatten)]
     #[serde(flatten)]
     grant: Grant,
+    /// The persona that granted it.
     granted_by: Option<String>,
 }
 
+/// A role to grant a persona beyond its starting template.
 #[derive(Deserialize, ToSchema)]
+#[schema(as = NewRoleAssignment)]
 struct NewAssignment {
+    /// An active persona of the tenant (or of a test key in its sandbox).
+    #[schema(required = true, format = "uuid")]
     persona_id: Option<String>,
+    /// A role template of the tenant's app, conferring only permissions the
+    /// caller holds.
+    #[schema(required = true, format = "uuid")]
     role_template_id: Option<String>,
 }
 
 /// Grants a role to a persona.
-#[utoipa::path(post, path = "/api/role-assignments", tag = "sdk-persona", request_body = NewAssignment, responses((status = 201, description = "the assignment", body = Data<Assignment>)))]
+#[utoipa::path(post, path = "/api/role-assignments", tag = "sdk-persona", request_body = NewAssignment,
+    responses((status = 201, description = "the assignment", body = Data<Assignment>)))]
 async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAssignment>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;
     let mut check = Check::new();
@@ -374,8 +404,10 @@ async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     Ok(created(assignment))
 }
 
-/// Revokes a role assignment.
-#[utoipa::path(post, path = "/api/role-assignments/{assignment_id}/revoke", tag = "sdk-persona", params(("assignment_id" = String, Path, description = "the assignment")), responses((status = 200, description = "the assignment, revoked", body = Data<Grant>)))]
+/// Withdraws a role grant; repeating it answers the same.
+#[utoipa::path(post, path = "/api/role-assignments/{assignment_id}/revoke", tag = "sdk-persona",
+    params(("assignment_id" = String, Path, description = "the assignment")),
+    responses((status = 200, description = "the assignment, revoked", body = Data<Grant>)))]
 async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;
     let id = path_id(&id)?.to_string();
@@ -396,15 +428,21 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
 /// A role a persona holds, by its primary template or a live grant.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 pub struct HeldRole {
+    /// `primary` (the persona's primary template) or `assignment` (a grant).
     source: String,
+    /// The grant's; null for the primary template.
     assignment_id: Option<String>,
     role_template_id: String,
     name: String,
     app_id: String,
+    /// Whether the template is a platform default of the app.
     #[sqlx(try_from = "i64")]
     platform_default: Flag,
+    /// The template's own map of scope pattern to boolean (`true` grants).
     #[sqlx(try_from = "String")]
+    #[schema(value_type = HashMap<String, bool>)]
     permissions: JsonText,
+    /// For the primary template: when the persona was created.
     granted_at: String,
 }
 
