@@ -121,6 +121,9 @@ fn complete(path: &str, method: &str, op: &mut Value) {
     if path.contains('{') {
         add("404", "NotFound: no such resource for this caller");
     }
+    if !public && method != "get" {
+        add("409", "Conflict: the write contradicts the resource's state (a duplicate, or a state it cannot leave)");
+    }
     add("500", "InternalError: the cause is in the server log only");
 }
 
