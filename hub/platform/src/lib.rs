@@ -11,6 +11,7 @@ pub mod diagnostic;
 pub mod feed;
 pub mod quic;
 pub mod sse;
+pub mod workflow;
 
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ use hub_kernel::{
 };
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(asset::routes()).merge(command::routes()).merge(device::routes()).merge(diagnostic::routes())
+    OpenApiRouter::new().merge(asset::routes()).merge(command::routes()).merge(device::routes()).merge(diagnostic::routes()).merge(workflow::routes())
 }
 
 /// The values a documentation enum of a request field lists (its tests

@@ -198,6 +198,9 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
         .await
         .unwrap();
     ids.insert("entry_id", entry);
+    let (s, w) = app.post("/api/workflows/definitions", Some(a), json!({ "name": "mx-flow", "step_specs": [{ "name": "one" }] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{w}");
+    ids.insert("name", "mx-flow".to_string());
     ids
 }
 

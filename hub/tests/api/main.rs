@@ -26,3 +26,4 @@ mod quic;
 mod replicas;
 mod schema;
 mod spine;
+mod workflow;

@@ -23,6 +23,7 @@ event_types! {
     EVENT_TYPE_REGISTERED = "audit.event_type.registered.v1";
     AGENT_DEFINED = "agent.definition.created.v1";
     AGENT_RUN_STARTED = "agent.run.started.v1";
+    WORKFLOW_DEFINITION_REGISTERED = "workflow.definition.registered.v1";
     ASSET_REGISTERED = "asset.asset.registered.v1";
     ASSET_UPDATED = "asset.asset.updated.v1";
     ASSET_CREDENTIAL_ISSUED = "asset.credential.issued.v1";

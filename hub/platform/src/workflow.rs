@@ -1,0 +1,166 @@
+//! sdk-workflow: versioned workflow definitions. A definition is immutable
+//! per (tenant, namespace, name, version): registering the same steps again
+//! answers the stored one, other steps under a taken version are 409, and a
+//! registration without a version takes the next one.
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(register)).routes(routes!(get_definition))
+}
+
+/// Steps a definition holds at most.
+const MAX_STEPS: usize = 500;
+
+/// A stored definition.
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = WorkflowDefinition)]
+struct Definition {
+    definition_id: String,
+    tenant_id: String,
+    namespace: String,
+    name: String,
+    version: i64,
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<Object>)]
+    step_specs: JsonText,
+    created_by: String,
+    created_at: String,
+}
+
+const COLUMNS: &str = "definition_id, tenant_id, namespace, name, version, step_specs, created_by, created_at";
+
+/// A registration's answer: the definition, and whether this call stored it.
+#[derive(Serialize, ToSchema)]
+#[schema(as = WorkflowRegistered)]
+struct Registered {
+    #[serde(flatten)]
+    definition: Definition,
+    created: bool,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewWorkflowDefinition)]
+struct NewDefinition {
+    /// 1 to 128 characters of letters, digits, `.`, `_` or `-`.
+    #[schema(required = true)]
+    name: Option<String>,
+    /// A positive integer; absent: the next version of the name.
+    version: Option<Value>,
+    /// As `name`; `default` when absent.
+    namespace: Option<String>,
+    /// 1 to 500 steps, each an object with a string `name`.
+    #[schema(required = true, value_type = Vec<Object>)]
+    step_specs: Option<Value>,
+}
+
+fn valid_name(s: &str) -> bool {
+    (1..=128).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+fn check_name(check: &mut Check, field: &str, value: &str) {
+    if !value.is_empty() && !valid_name(value) {
+        check.fail(format!("{field} must be 1 to 128 letters, digits, '.', '_' or '-'"));
+    }
+}
+
+/// The step list, or the problems with it.
+fn check_steps(check: &mut Check, value: Option<&Value>) -> Vec<Value> {
+    let Some(Value::Array(steps)) = value else {
+        check.fail("step_specs must be a non-empty array");
+        return Vec::new();
+    };
+    if steps.is_empty() || steps.len() > MAX_STEPS {
+        check.fail(format!("step_specs must hold 1 to {MAX_STEPS} steps"));
+    }
+    for (i, step) in steps.iter().enumerate() {
+        if step.get("name").and_then(Value::as_str).is_none_or(|n| n.trim().is_empty()) {
+            check.fail(format!("step_specs[{i}] must be an object with a string name"));
+        }
+    }
+    steps.clone()
+}
+
+async fn find(exec: &mut Tx, tenant_id: &str, namespace: &str, name: &str, version: Option<i64>) -> ApiResult<Option<Definition>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM workflow_definition WHERE tenant_id = $1 AND namespace = $2 AND name = $3 AND ($4 = 0 OR version = $4) \
+         ORDER BY version DESC LIMIT 1"
+    );
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(namespace).bind(name).bind(version.unwrap_or(0)).fetch_optional(&mut **exec).await?)
+}
+
+/// Registers a definition, or answers the stored one when the same steps
+/// are registered again under its version.
+#[utoipa::path(post, path = "/api/workflows/definitions", tag = "sdk-workflow", request_body = NewDefinition,
+    responses((status = 201, description = "stored", body = Data<Registered>), (status = 200, description = "the same definition, already stored", body = Data<Registered>)))]
+async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewDefinition>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let name = check.required("name", &body.name);
+    check_name(&mut check, "name", &name);
+    let namespace = Check::optional(&body.namespace).unwrap_or_else(|| "default".into());
+    check_name(&mut check, "namespace", &namespace);
+    let version = check.optional_int("version", body.version.as_ref(), 1, i64::from(i32::MAX));
+    let steps = check_steps(&mut check, body.step_specs.as_ref());
+    check.finish()?;
+    let steps = Value::Array(steps);
+    let mut tx = state.db.begin().await?;
+    let version = match version {
+        Some(v) => {
+            if let Some(stored) = find(&mut tx, &ctx.tenant_id, &namespace, &name, Some(v)).await? {
+                if stored.step_specs.0 == steps {
+                    return Ok(ok(Registered { definition: stored, created: false }));
+                }
+                return Err(ApiError::Conflict(format!("{namespace}/{name} version {v} is registered with other steps; definitions are immutable")));
+            }
+            v
+        }
+        None => find(&mut tx, &ctx.tenant_id, &namespace, &name, None).await?.map_or(1, |d| d.version + 1),
+    };
+    let sql = format!(
+        "INSERT INTO workflow_definition (definition_id, tenant_id, namespace, name, version, step_specs, created_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {COLUMNS}"
+    );
+    let definition: Definition = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&namespace)
+        .bind(&name)
+        .bind(version)
+        .bind(steps.to_string())
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "definition_id": definition.definition_id, "namespace": namespace, "name": name, "version": version });
+    audit::record(&mut tx, &ctx, events::WORKFLOW_DEFINITION_REGISTERED, payload).await?;
+    tx.commit().await?;
+    Ok(created(Registered { definition, created: true }))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct Which {
+    /// `default` when absent.
+    namespace: Option<String>,
+    /// Absent: the latest.
+    #[param(value_type = Option<i64>, minimum = 1)]
+    version: Option<String>,
+}
+
+/// A definition by name: the latest version, or the one asked for.
+#[utoipa::path(get, path = "/api/workflows/definitions/{name}", tag = "sdk-workflow", params(("name" = String, Path, description = "the definition's name"), Which),
+    responses((status = 200, description = "the definition", body = Data<Definition>)))]
+async fn get_definition(State(state): State<AppState>, Tenant(ctx): Tenant, Path(name): Path<String>, Params(q): Params<Which>) -> ApiResult<Response> {
+    let namespace = Check::optional(&q.namespace).unwrap_or_else(|| "default".into());
+    let version = match Check::optional(&q.version) {
+        None => None,
+        Some(v) => Some(v.parse::<i64>().ok().filter(|n| *n >= 1).ok_or_else(|| ApiError::invalid("version must be a positive integer"))?),
+    };
+    if !valid_name(&name) || !valid_name(&namespace) {
+        return Err(ApiError::NotFound);
+    }
+    let mut tx = state.db.begin().await?;
+    let found = find(&mut tx, &ctx.tenant_id, &namespace, &name, version).await?;
+    tx.commit().await?;
+    Ok(ok(found.ok_or(ApiError::NotFound)?))
+}
