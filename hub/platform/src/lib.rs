@@ -9,6 +9,7 @@ pub mod command;
 pub mod device;
 pub mod diagnostic;
 pub mod feed;
+pub mod geo;
 pub mod quic;
 pub mod sse;
 pub mod workflow;
@@ -27,7 +28,13 @@ use hub_kernel::{
 };
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(asset::routes()).merge(command::routes()).merge(device::routes()).merge(diagnostic::routes()).merge(workflow::routes())
+    OpenApiRouter::new()
+        .merge(asset::routes())
+        .merge(command::routes())
+        .merge(device::routes())
+        .merge(diagnostic::routes())
+        .merge(workflow::routes())
+        .merge(geo::routes())
 }
 
 /// The values a documentation enum of a request field lists (its tests

@@ -201,6 +201,9 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, w) = app.post("/api/workflows/definitions", Some(a), json!({ "name": "mx-flow", "step_specs": [{ "name": "one" }] })).await;
     assert_eq!(s, StatusCode::CREATED, "{w}");
     ids.insert("name", "mx-flow".to_string());
+    let (s, g) = app.post("/api/geo/addresses", Some(a), json!({ "lines": ["1 Matrix Way"], "country_code": "NL" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{g}");
+    ids.insert("address_id", g["data"]["address"]["address_id"].as_str().unwrap().to_string());
     ids
 }
 

@@ -18,6 +18,7 @@ mod device_sync;
 mod devices;
 mod exchange;
 mod gate;
+mod geo;
 mod identity;
 mod isolation;
 mod mail;

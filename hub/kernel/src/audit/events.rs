@@ -24,6 +24,7 @@ event_types! {
     AGENT_DEFINED = "agent.definition.created.v1";
     AGENT_RUN_STARTED = "agent.run.started.v1";
     WORKFLOW_DEFINITION_REGISTERED = "workflow.definition.registered.v1";
+    ADDRESS_CANONICALISED = "geo.address.canonicalised.v1";
     ASSET_REGISTERED = "asset.asset.registered.v1";
     ASSET_UPDATED = "asset.asset.updated.v1";
     ASSET_CREDENTIAL_ISSUED = "asset.credential.issued.v1";
