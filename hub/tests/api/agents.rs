@@ -89,6 +89,11 @@ async fn agents_are_created_validated_and_listed_for_their_tenant_only(app: Test
     // Creation is audited.
     let (s, health) = app.get("/api/agent-runtime/health", None).await;
     assert_eq!((s, health), (StatusCode::OK, json!({ "sdk": "sdk-agent-runtime", "status": "ok" })));
+    // sdk-mcp-bridge's probe is public too, whatever credential is sent.
+    let (s, bridge) = app.get("/api/mcp-bridge/health", None).await;
+    assert_eq!((s, bridge), (StatusCode::OK, json!({ "sdk": "sdk-mcp-bridge", "status": "ok" })));
+    let (s, _) = app.get("/api/mcp-bridge/health", Some("not-a-token")).await;
+    assert_eq!(s, StatusCode::OK);
 }
 db_test!(agents_are_created_validated_and_listed_for_their_tenant_only);
 
