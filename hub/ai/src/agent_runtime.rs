@@ -128,29 +128,6 @@ async fn health() -> Json<Value> {
     Json(json!({ "sdk": "sdk-agent-runtime", "status": "ok" }))
 }
 
-fn text(check: &mut Check, body: &Value, name: &str) -> Option<String> {
-    match body.get(name) {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Check::optional(&Some(s.clone())),
-        Some(_) => {
-            check.fail(format!("{name} must be a string"));
-            None
-        }
-    }
-}
-
-fn required(check: &mut Check, body: &Value, name: &str) -> String {
-    match text(check, body, name) {
-        Some(v) => v,
-        None => {
-            if matches!(body.get(name), None | Some(Value::Null | Value::String(_))) {
-                check.fail(format!("{name} is required"));
-            }
-            String::new()
-        }
-    }
-}
-
 fn string_array(check: &mut Check, body: &Value, name: &str) -> Vec<String> {
     match body.get(name) {
         None | Some(Value::Null) => Vec::new(),
@@ -238,18 +215,18 @@ const RUNS: Listing = Listing {
     responses((status = 201, description = "the agent", body = Data<Agent>)))]
 async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
-    let name = required(&mut check, &body, "name");
-    let persona = required(&mut check, &body, "acting_persona_id");
+    let name = check.required_text(&body, "name");
+    let persona = check.required_text(&body, "acting_persona_id");
     let persona_ok = uuid_text(&mut check, "acting_persona_id", &persona);
-    let tier = required(&mut check, &body, "tier");
-    let namespace = required(&mut check, &body, "vector_namespace");
-    let created_by = required(&mut check, &body, "created_by");
-    let description = text(&mut check, &body, "description");
-    let kill_switch = text(&mut check, &body, "kill_switch_flag_id");
+    let tier = check.required_text(&body, "tier");
+    let namespace = check.required_text(&body, "vector_namespace");
+    let created_by = check.required_text(&body, "created_by");
+    let description = check.text(&body, "description");
+    let kill_switch = check.text(&body, "kill_switch_flag_id");
     let scope = string_array(&mut check, &body, "agent_scope");
     let tools = string_array(&mut check, &body, "tool_manifest");
     let ttl = check.optional_seconds("default_ttl_seconds", body.get("default_ttl_seconds"), MAX_TTL_SECONDS).unwrap_or(DEFAULT_TTL_SECONDS);
-    let tenant_claim = text(&mut check, &body, "tenant_id");
+    let tenant_claim = check.text(&body, "tenant_id");
     check.finish()?;
     ctx.check_tenant(tenant_claim.as_deref())?;
     if persona_ok && !hub_identity::personas::exists_in_tenant(&state.db.read, &ctx.tenant_id, &persona).await? {
@@ -313,19 +290,19 @@ async fn list_agents(State(state): State<AppState>, Tenant(ctx): Tenant, Params(
     responses((status = 201, description = "the run", body = Data<AgentRun>)))]
 async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
-    let agent_id = required(&mut check, &body, "agent_id");
+    let agent_id = check.required_text(&body, "agent_id");
     uuid_text(&mut check, "agent_id", &agent_id);
-    let persona_id = required(&mut check, &body, "persona_id");
+    let persona_id = check.required_text(&body, "persona_id");
     uuid_text(&mut check, "persona_id", &persona_id);
-    let trace_id = required(&mut check, &body, "trace_id");
-    let actor_id = required(&mut check, &body, "actor_id");
-    let actor_kind = required(&mut check, &body, "actor_kind");
+    let trace_id = check.required_text(&body, "trace_id");
+    let actor_id = check.required_text(&body, "actor_id");
+    let actor_kind = check.required_text(&body, "actor_kind");
     check.one_of("actor_kind", &actor_kind, ACTOR_KINDS);
-    let parent = text(&mut check, &body, "parent_run_id");
+    let parent = check.text(&body, "parent_run_id");
     if let Some(p) = &parent {
         uuid_text(&mut check, "parent_run_id", p);
     }
-    let tenant_claim = text(&mut check, &body, "tenant_id");
+    let tenant_claim = check.text(&body, "tenant_id");
     check.finish()?;
     ctx.check_tenant(tenant_claim.as_deref())?;
 

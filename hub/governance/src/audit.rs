@@ -143,19 +143,6 @@ struct EventTypeList {
     tenant_count: i64,
 }
 
-/// A string field of a JSON body: blank counts as absent; a non-string is
-/// reported.
-fn text(check: &mut Check, body: &Value, name: &str) -> Option<String> {
-    match body.get(name) {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Check::optional(&Some(s.clone())),
-        Some(_) => {
-            check.fail(format!("{name} must be a string"));
-            None
-        }
-    }
-}
-
 /// An integer field: `Ok(None)` when absent; 0 is a value.
 fn integer(check: &mut Check, body: &Value, name: &str, min: i64) -> Option<i64> {
     match body.get(name) {
@@ -171,22 +158,12 @@ fn integer(check: &mut Check, body: &Value, name: &str, min: i64) -> Option<i64>
 }
 
 fn enumerated(check: &mut Check, body: &Value, name: &str, allowed: &[&str], default: Option<&str>) -> String {
-    match text(check, body, name) {
-        Some(v) => {
-            check.one_of(name, &v, allowed);
-            v
-        }
-        None => match default {
-            Some(d) => d.to_string(),
-            None => {
-                // A value of the wrong type was reported by `text` already.
-                if matches!(body.get(name), None | Some(Value::Null | Value::String(_))) {
-                    check.fail(format!("{name} is required"));
-                }
-                String::new()
-            }
-        },
-    }
+    let value = match default {
+        Some(d) => check.text(body, name).unwrap_or_else(|| d.to_string()),
+        None => check.required_text(body, name),
+    };
+    check.one_of(name, &value, allowed);
+    value
 }
 
 /// A registration's answer: the type as stored, and whether this call
@@ -207,7 +184,7 @@ struct EventTypeRegistered {
         (status = 200, description = "already registered", body = Data<EventTypeRegistered>)))]
 async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
-    let name = text(&mut check, &body, "event_type");
+    let name = check.text(&body, "event_type");
     match &name {
         None => check.fail("event_type is required"),
         Some(n) if !registry::valid_name(n) => {
@@ -221,7 +198,7 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
     let schema_state = enumerated(&mut check, &body, "schema_state", SCHEMA_STATES, Some("active"));
     let compaction = enumerated(&mut check, &body, "compaction_policy", COMPACTION_POLICIES, Some("none"));
     let version = integer(&mut check, &body, "schema_version", 1).unwrap_or(1);
-    let tenant_claim = text(&mut check, &body, "tenant_id");
+    let tenant_claim = check.text(&body, "tenant_id");
     check.finish()?;
     ctx.check_tenant(tenant_claim.as_deref())?;
     let name = name.expect("checked");
@@ -295,7 +272,7 @@ fn pool_index(check: &mut Check, body: &Value) -> i64 {
 async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let pool = pool_index(&mut check, &body);
-    let event_type = text(&mut check, &body, "event_type");
+    let event_type = check.text(&body, "event_type");
     if event_type.is_none() {
         check.fail("event_type is required");
     }
@@ -308,16 +285,16 @@ async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
         check.fail("payload is required");
     }
     let (actor_kind, actor_id) = actor_of(&ctx);
-    if let Some(k) = text(&mut check, &body, "actor_kind")
+    if let Some(k) = check.text(&body, "actor_kind")
         && k != actor_kind
     {
         check.fail(format!("actor_kind is taken from the credential, which is '{actor_kind}'"));
     }
-    let retention = text(&mut check, &body, "retention_class");
+    let retention = check.text(&body, "retention_class");
     if let Some(r) = &retention {
         check.one_of("retention_class", r, RETENTION_CLASSES);
     }
-    let tenant_claim = text(&mut check, &body, "tenant_id");
+    let tenant_claim = check.text(&body, "tenant_id");
     check.finish()?;
     ctx.check_tenant(tenant_claim.as_deref())?;
     let appended = state

@@ -162,6 +162,34 @@ impl Check {
         }
     }
 
+    /// A string field of a JSON body validated by hand: blank counts as
+    /// absent; a value that is not a string is a problem.
+    pub fn text(&mut self, body: &serde_json::Value, name: &str) -> Option<String> {
+        match body.get(name) {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(s)) => Check::optional(&Some(s.clone())),
+            Some(_) => {
+                self.errors.push(format!("{name} must be a string"));
+                None
+            }
+        }
+    }
+
+    /// A required string field of a JSON body validated by hand: absent,
+    /// null or blank is "required" (a value of the wrong type was reported
+    /// by `text` already); `""` then.
+    pub fn required_text(&mut self, body: &serde_json::Value, name: &str) -> String {
+        match self.text(body, name) {
+            Some(v) => v,
+            None => {
+                if matches!(body.get(name), None | Some(serde_json::Value::Null | serde_json::Value::String(_))) {
+                    self.errors.push(format!("{name} is required"));
+                }
+                String::new()
+            }
+        }
+    }
+
     /// An optional JSON object field: absent or null is `{}`; anything but
     /// an object is a problem.
     pub fn optional_object(&mut self, name: &str, value: Option<&serde_json::Value>) -> serde_json::Value {
