@@ -28,7 +28,8 @@ pub const API_VERSION: &str = "2026.08.02";
 /// Version of the capability index.
 pub const INDEX_VERSION: &str = "2026.07.21";
 
-const METHODS: [&str; 5] = ["get", "put", "post", "delete", "patch"];
+/// The HTTP methods an operation of the document may have.
+pub const METHODS: [&str; 5] = ["get", "put", "post", "delete", "patch"];
 
 /// Marks every operation of an area's router with the area it belongs to.
 pub fn area(name: &str, mut router: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
@@ -53,17 +54,14 @@ pub fn document(api: OpenApi) -> Value {
         "version": API_VERSION,
         "description": "The tenant API catalogue and the operator routes. Every error answers the envelope `ErrorBody`.",
     });
-    let components = doc["components"].as_object_mut().map(std::mem::take).unwrap_or_default();
-    let mut components = Value::Object(components);
     let error_schema = serde_json::to_value(<ErrorBody as utoipa::PartialSchema>::schema()).expect("schema serialises");
-    components["schemas"]["ErrorBody"] = error_schema;
-    components["securitySchemes"] = json!({
+    doc["components"]["schemas"]["ErrorBody"] = error_schema;
+    doc["components"]["securitySchemes"] = json!({
         "bearer": { "type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "a person's ES256 token (POST /api/auth/login) or a machine token (POST /api/auth/token)" },
         "apiKey": { "type": "http", "scheme": "bearer", "description": "an API key, pk_live_… or pk_test_…, as the bearer value" },
         "robotCredential": { "type": "http", "scheme": "bearer", "description": "a per-robot credential, rc_…, as the bearer value" },
         "adminToken": { "type": "apiKey", "in": "header", "name": "x-admin-ops-token" },
     });
-    doc["components"] = components;
     if let Some(paths) = doc["paths"].as_object_mut() {
         for (path, item) in paths.iter_mut() {
             for method in METHODS {

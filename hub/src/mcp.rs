@@ -93,7 +93,7 @@ fn inline(schema: &Value, components: &Value, depth: usize) -> Value {
 pub fn tools(doc: &Value) -> Vec<Tool> {
     let mut out = Vec::new();
     for (path, item) in doc["paths"].as_object().into_iter().flatten() {
-        for method in ["get", "put", "post", "delete", "patch"] {
+        for method in crate::catalogue::METHODS {
             let Some(op) = item.get(method) else { continue };
             let tenant = op["security"].as_array().is_some_and(|s| s.iter().any(|r| r.get("bearer").is_some()));
             // The registry's own routes are not tools of it.
