@@ -31,14 +31,12 @@ use hub_kernel::{
 use hub_platform::quic;
 use utoipa_axum::router::OpenApiRouter;
 
-/// The catalogue's routes, with the OpenAPI document they describe; with
-/// a registry, the MCP registry's own routes too.
-pub fn catalogue(registry: Option<mcp::Registry>, published: catalogue::Published) -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    let mut api = OpenApiRouter::new().merge(catalogue::area("hub", catalogue::routes(published)));
-    if let Some(registry) = registry {
-        api = api.merge(catalogue::area("platform", mcp::routes(registry)));
-    }
-    api.merge(catalogue::area("identity", hub_identity::routes()))
+/// The catalogue's routes, with the OpenAPI document they describe (the
+/// MCP registry's own routes apart: see `app`).
+pub fn catalogue(published: catalogue::Published) -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::new()
+        .merge(catalogue::area("hub", catalogue::routes(published)))
+        .merge(catalogue::area("identity", hub_identity::routes()))
         .merge(catalogue::area("platform", hub_platform::routes()))
         .merge(catalogue::area("device", hub_device::routes()))
         .merge(catalogue::area("governance", hub_governance::routes()))
@@ -50,15 +48,16 @@ pub fn catalogue(registry: Option<mcp::Registry>, published: catalogue::Publishe
 /// The whole HTTP surface for a state.
 pub fn app(state: AppState) -> Router {
     let (registry, published) = (mcp::Registry::default(), catalogue::Published::default());
-    let (api, openapi) = catalogue(Some(registry.clone()), published.clone());
+    let (api, mut openapi) = catalogue(published.clone());
+    let (mcp_api, mcp_openapi) = catalogue::area("platform", mcp::routes(registry.clone())).split_for_parts();
+    openapi.merge(mcp_openapi);
     let doc = catalogue::document(openapi);
     published.set(&doc);
-    // A tool call goes through the same router, gate included, less the
-    // registry's own routes: the registry holds that router, so it must not
-    // hold the registry (a cycle would keep every hub's pools alive).
-    let (tool_api, _) = catalogue(None, published);
-    registry.set(mcp::tools(&doc), surface(tool_api, state.clone()));
-    surface(api, state)
+    // A tool call goes through the same routes, gate included, less the
+    // registry's own: the registry holds that router, so it must not hold
+    // the registry (a cycle would keep every hub's pools alive).
+    registry.set(mcp::tools(&doc), surface(api.clone(), state.clone()));
+    surface(api.merge(mcp_api), state)
 }
 
 /// Routes under the gate: authentication of every request, the per-route
