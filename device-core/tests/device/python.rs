@@ -1,16 +1,11 @@
 //! Drives the library through its generated Python bindings (tests/python).
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::Path;
 
 #[test]
 fn the_python_bindings_drive_every_surface() {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/run.sh");
-    // The test binary lives in <target>/debug/deps; run.sh builds into the
-    // same target dir so nothing is compiled twice.
-    let exe = std::env::current_exe().unwrap();
-    let target = exe.ancestors().nth(3).unwrap().to_path_buf();
-    let output = Command::new("bash").arg(&script).env("CARGO_TARGET_DIR", &target).output().expect("run.sh starts");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/test_device_core.py");
+    let output = bindings::python_suite(&script, &[]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "python tests failed:\n{}\n{stderr}", String::from_utf8_lossy(&output.stdout));
     // unittest reports on stderr; make sure tests actually ran.

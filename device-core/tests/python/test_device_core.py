@@ -2,8 +2,9 @@
 including a sync against a fake hub implemented in Python behind the
 HttpTransport foreign trait.
 
-Run by tests/python/run.sh (which generates the bindings into a temp dir and
-puts it on PYTHONPATH); run.sh is run by the Rust test `python::...`.
+Run by device-core's Rust test `python`: `bindings::python_suite` generates
+the bindings of the library that test was built with into a temp dir and puts
+it on PYTHONPATH.
 """
 
 import base64

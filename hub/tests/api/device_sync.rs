@@ -132,14 +132,10 @@ async fn device_core_syncs_with_a_running_hub_through_python(app: TestApp) {
     register_type(&app, token, "field.visit.logged.v1", "merge").await;
     let (_, key) = app.key(token, "device-app", json!(["hdk.*"])).await;
     let device = uuid::Uuid::now_v7().to_string();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../device-core/tests/python/run.sh");
-    let out = tokio::process::Command::new("bash")
-        .arg(script)
-        .arg("test_hub_sync.py")
-        .env("HUB_URL", &app.base)
-        .env("HUB_API_KEY", key["api_key"].as_str().unwrap())
-        .env("DEVICE_UUID", &device)
-        .output()
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../device-core/tests/python/test_hub_sync.py");
+    let (base, api_key) = (app.base.clone(), key["api_key"].as_str().unwrap().to_owned());
+    let envs = [("HUB_URL", base), ("HUB_API_KEY", api_key), ("DEVICE_UUID", device.clone())];
+    let out = tokio::task::spawn_blocking(move || bindings::python_suite(&script, &envs.each_ref().map(|(k, v)| (*k, v.as_str()))))
         .await
         .expect("run the Python sync test");
     let stderr = String::from_utf8_lossy(&out.stderr);
