@@ -9,6 +9,7 @@
 
 pub mod catalogue;
 pub mod mcp;
+pub mod mcp_rpc;
 pub mod server;
 
 use std::{sync::Arc, time::Duration};

@@ -68,6 +68,15 @@ impl Registry {
     fn get(&self) -> &Tools {
         self.0.get().expect("the registry is set before the hub serves")
     }
+
+    /// The tools, in path and method order.
+    pub fn list(&self) -> &[Tool] {
+        &self.get().list
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.get().by_name.contains_key(name)
+    }
 }
 
 /// Replaces `$ref`s into the document's components by the schemas they
@@ -143,7 +152,7 @@ pub fn tools(doc: &Value) -> Vec<Tool> {
 #[utoipa::path(get, path = "/api/registry/tools", tag = "registry-mcp",
     responses((status = 200, description = "the tools, in path and method order", body = ListOf<Tool>)))]
 pub async fn list_tools(State(registry): State<Registry>) -> Response {
-    let tools = registry.get().list.clone();
+    let tools = registry.list().to_vec();
     let total = tools.len() as i64;
     list(tools, total)
 }
@@ -167,6 +176,13 @@ pub struct CallResult {
     /// True when the route refused or failed (any status from 400).
     #[serde(rename = "isError")]
     pub is_error: bool,
+}
+
+impl CallResult {
+    /// The route's JSON answer, as text.
+    pub fn text(&self) -> &str {
+        self.content.first().and_then(|c| c["text"].as_str()).unwrap_or_default()
+    }
 }
 
 /// Calls a tool: the request its route takes, with the caller's credential.
@@ -249,7 +265,10 @@ pub async fn dispatch(
     Ok(CallResult { content: vec![json!({ "type": "text", "text": answer.to_string() })], is_error: status.as_u16() >= 400 })
 }
 
-/// The two routes, with the OpenAPI description of each.
+/// The registry's routes, with the OpenAPI description of each: the two
+/// of the tenant document and the standard JSON-RPC endpoint.
 pub fn routes<S: Clone + Send + Sync + 'static>(registry: Registry) -> utoipa_axum::router::OpenApiRouter<S> {
-    utoipa_axum::router::OpenApiRouter::new().routes(utoipa_axum::routes!(list_tools)).routes(utoipa_axum::routes!(call)).with_state(registry)
+    use utoipa_axum::{router::OpenApiRouter, routes};
+    let rpc = OpenApiRouter::new().routes(routes!(crate::mcp_rpc::rpc)).with_state(crate::mcp_rpc::endpoint(registry.clone()));
+    OpenApiRouter::new().routes(routes!(list_tools)).routes(routes!(call)).with_state(registry).merge(rpc)
 }

@@ -134,7 +134,8 @@ impl ApiError {
         }
     }
 
-    fn body(&self) -> Value {
+    /// The envelope's JSON, as the response carries it.
+    pub fn body(&self) -> Value {
         use ApiError::*;
         match self {
             Validation(details) => json!({ "success": false, "error": "ValidationError", "details": details }),

@@ -22,6 +22,7 @@ mod geo;
 mod identity;
 mod isolation;
 mod mail;
+mod mcp_client;
 mod process;
 mod quic;
 mod replicas;

@@ -1,0 +1,115 @@
+//! The standard MCP endpoint: JSON-RPC 2.0 over streamable HTTP at
+//! `POST /mcp`, served by the official SDK (`rmcp`), so that stock MCP
+//! clients connect. `tools/list` answers the registry's tools and
+//! `tools/call` runs one through [`mcp::dispatch`]: the route's own request
+//! with the credential of the HTTP request that carried the call, through
+//! the same gate, scopes and tenant checks as a direct call.
+//!
+//! Stateless (no `Mcp-Session-Id`, so any replica answers any request) and
+//! answered as plain JSON. The endpoint itself sits behind the gate: no
+//! valid credential, no JSON-RPC.
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, OnceLock},
+};
+
+use axum::{
+    extract::{ConnectInfo, Request, State},
+    response::{IntoResponse, Response},
+};
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+        ServerConfig, Tool as McpTool, ToolAnnotations,
+    },
+    service::RequestContext,
+    transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager},
+};
+use serde_json::Value;
+use tower::ServiceExt;
+
+use crate::mcp::{self, Registry};
+
+/// The MCP server: the registry, seen through the protocol.
+#[derive(Clone)]
+pub struct Server {
+    registry: Registry,
+    /// The tools in the protocol's form, built on first use (the registry
+    /// is filled once the whole catalogue is).
+    tools: Arc<OnceLock<Vec<McpTool>>>,
+}
+
+impl Server {
+    fn tools(&self) -> &[McpTool] {
+        self.tools.get_or_init(|| {
+            self.registry
+                .list()
+                .iter()
+                .map(|t| {
+                    let schema = t.input_schema.as_object().cloned().unwrap_or_default();
+                    McpTool::new(t.name.clone(), t.description.clone(), Arc::new(schema))
+                        .with_annotations(ToolAnnotations::new().read_only(!t.writes).destructive(t.method == "DELETE"))
+                })
+                .collect()
+        })
+    }
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("platform-hub", env!("CARGO_PKG_VERSION")))
+            .with_instructions("Every tenant API of the platform as a tool; a call runs with this connection's credential.")
+    }
+
+    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools().to_vec()))
+    }
+
+    async fn call_tool(&self, call: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+        if !self.registry.contains(&call.name) {
+            return Err(ErrorData::invalid_params(format!("no tool named {}: list them with tools/list", call.name), None));
+        }
+        let parts = context.extensions.get::<axum::http::request::Parts>().ok_or_else(|| ErrorData::internal_error("no HTTP request behind the call", None))?;
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().cloned();
+        let arguments = call.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let result = match mcp::dispatch(&self.registry, &parts.headers, peer, &call.name, arguments).await {
+            Ok(r) if r.is_error => CallToolResult::error(vec![ContentBlock::text(r.text())]),
+            Ok(r) => CallToolResult::success(vec![ContentBlock::text(r.text())]),
+            // Arguments the route cannot be called with: the caller's to fix.
+            Err(e) => CallToolResult::error(vec![ContentBlock::text(e.body().to_string())]),
+        };
+        Ok(result.into())
+    }
+}
+
+/// The tower service of the endpoint, for the registry's tools.
+pub type Endpoint = StreamableHttpService<Server, NeverSessionManager>;
+
+pub fn endpoint(registry: Registry) -> Endpoint {
+    let server = Server { registry, tools: Arc::default() };
+    // No Host allow-list: it guards unauthenticated servers on a developer's
+    // machine against DNS rebinding, and this endpoint answers nothing
+    // without the caller's own bearer credential.
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .disable_allowed_hosts()
+        .with_max_request_body_bytes(hub_kernel::error::BODY_LIMIT);
+    StreamableHttpService::new(move || Ok(server.clone()), Arc::new(NeverSessionManager::default()), config)
+}
+
+/// MCP over JSON-RPC 2.0 (streamable HTTP, stateless): `initialize`,
+/// `tools/list`, `tools/call`. The body is one JSON-RPC message; send
+/// `Accept: application/json, text/event-stream`.
+#[utoipa::path(post, path = "/mcp", tag = "registry-mcp",
+    request_body(content = Object, description = "one JSON-RPC 2.0 request or notification"),
+    responses(
+        (status = 200, description = "the JSON-RPC response", body = Object),
+        (status = 202, description = "a notification, accepted"),
+    ))]
+pub async fn rpc(State(endpoint): State<Endpoint>, req: Request) -> Response {
+    endpoint.oneshot(req).await.into_response()
+}
