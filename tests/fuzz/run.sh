@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# Fuzzes every operation of the hub's own OpenAPI document with schemathesis:
-# a hub on SQLite (development mode), a tenant signed up for a bearer token,
-# the operator token for /admin; fixed seed and bounded examples. Fails on
-# any 5xx or any response that does not match the document.
-# Usage: tests/fuzz/run.sh HUB_BINARY SCHEMATHESIS
+# The hub's own OpenAPI document checked from outside, against a hub on
+# SQLite (development mode) with a tenant signed up for a bearer token and
+# the operator token for /admin:
+# 1. a stock client generator (openapi-python-client) turns it into a typed
+#    Python client without a warning, and generated_client.py drives the
+#    hub through that client;
+# 2. schemathesis fuzzes every operation with a fixed seed and bounded
+#    examples, failing on any 5xx or any response the document does not
+#    describe.
+# Usage: tests/fuzz/run.sh HUB_BINARY VENV_BIN   (VENV_BIN holds schemathesis,
+# openapi-python-client and python)
 set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
 hub="${1:?the hub binary}"
-st="${2:?the schemathesis executable}"
+bin="${2:?the bin directory of the virtual environment}"
 port="${FUZZ_PORT:-18765}"
 data="$(mktemp -d)"
 admin="fuzz-admin-$(date +%s)"
@@ -21,9 +28,14 @@ done
 token=$(curl -sf "http://127.0.0.1:$port/api/auth/signup-tenant" -H 'content-type: application/json' \
     -d '{"email":"fuzz@example.com","password":"correct horse battery","org_name":"Fuzz","app_id":"fuzz","display_name":"Fuzz","region":"eu-west-1"}' |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["data"]["token"])')
+curl -sf "http://127.0.0.1:$port/openapi.json" >"$data/openapi.json"
+printf 'post_hooks: []\n' >"$data/generator.yaml"
+"$bin/openapi-python-client" generate --path "$data/openapi.json" --output-path "$data/client" \
+    --meta none --config "$data/generator.yaml" --fail-on-warning
+PYTHONPATH="$data" "$bin/python" "$here/generated_client.py" "http://127.0.0.1:$port" "$token"
 # The SSE command stream never ends by design (the SSE tests cover it).
 # One worker: schemathesis 4.32 sometimes fails inside itself with two.
-"$st" run "http://127.0.0.1:$port/openapi.json" \
+"$bin/schemathesis" run "http://127.0.0.1:$port/openapi.json" \
     -H "Authorization: Bearer $token" -H "x-admin-ops-token: $admin" \
     --checks not_a_server_error,response_schema_conformance \
     --seed 20261123 --max-examples "${FUZZ_EXAMPLES:-25}" --workers 1 \
