@@ -87,7 +87,7 @@ pub fn operation_id(tag: &str, handler: &str) -> String {
 fn complete(path: &str, method: &str, op: &mut Value) {
     let handler = op["operationId"].as_str().unwrap_or(method).to_string();
     op["operationId"] = json!(operation_id(op["tags"][0].as_str().unwrap_or("hub"), &handler));
-    let admin = path == "/admin" || path.starts_with("/admin/");
+    let admin = gate::is_operator_route(path);
     let robot = gate::is_robot_route(path);
     let public = !robot && gate::is_public(path);
     op["security"] = match () {

@@ -10,6 +10,7 @@
 pub mod catalogue;
 pub mod mcp;
 pub mod mcp_rpc;
+pub mod observe;
 pub mod server;
 
 use std::{sync::Arc, time::Duration};
@@ -37,6 +38,7 @@ use utoipa_axum::router::OpenApiRouter;
 pub fn catalogue(published: catalogue::Published) -> (Router<AppState>, utoipa::openapi::OpenApi) {
     OpenApiRouter::new()
         .merge(catalogue::area("hub", catalogue::routes(published)))
+        .merge(catalogue::area("hub", observe::routes()))
         .merge(catalogue::area("identity", hub_identity::routes()))
         .merge(catalogue::area("platform", hub_platform::routes()))
         .merge(catalogue::area("device", hub_device::routes()))
@@ -48,6 +50,7 @@ pub fn catalogue(published: catalogue::Published) -> (Router<AppState>, utoipa::
 
 /// The whole HTTP surface for a state.
 pub fn app(state: AppState) -> Router {
+    observe::recorder();
     let (registry, published) = (mcp::Registry::default(), catalogue::Published::default());
     let (api, mut openapi) = catalogue(published.clone());
     let (mcp_api, mcp_openapi) = catalogue::area("platform", mcp::routes(registry.clone())).split_for_parts();
@@ -66,7 +69,7 @@ pub fn app(state: AppState) -> Router {
 /// the panic catcher.
 fn surface(api: Router<AppState>, state: AppState) -> Router {
     // Per-route authority checks need the matched route template.
-    let api = api.route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
+    let api = api.route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize)).route_layer(middleware::from_fn(observe::mark_route));
     let router = Router::new()
         .merge(api)
         .fallback(|| async { ApiError::NotFound })
@@ -74,7 +77,7 @@ fn surface(api: Router<AppState>, state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), gate::authenticate))
         .layer(middleware::map_response(error::envelope_framework_errors))
         .with_state(state);
-    catch_panics(router)
+    catch_panics(router).layer(middleware::from_fn(observe::track)).layer(middleware::from_fn(observe::request_id))
 }
 
 /// Answers a panic in a handler (or in the gate) with the opaque 500
@@ -122,6 +125,7 @@ pub fn directories() -> Directories {
 
 /// Housekeeping and, on PostgreSQL, the cache invalidation listener.
 fn spawn_background(state: &AppState) {
+    observe::spawn_upkeep();
     bus::spawn_background(state);
     hub_platform::spawn_background(state);
     let s = state.clone();

@@ -21,7 +21,13 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_env("HUB_LOG").unwrap_or_else(|_| "info,sqlx=warn".into())).init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HUB_LOG").unwrap_or_else(|_| "info,sqlx=warn".into());
+    // HUB_LOG_FORMAT=json: one JSON object a line, the request's span (its
+    // id) included, for log collectors.
+    match std::env::var("HUB_LOG_FORMAT").as_deref() {
+        Ok("json") => tracing_subscriber::fmt().json().with_env_filter(filter).init(),
+        _ => tracing_subscriber::fmt().with_env_filter(filter).init(),
+    }
     match Cli::parse().command {
         Command::Serve(config) => hub::serve(config).await,
         Command::Migrate(config) => {

@@ -171,6 +171,10 @@ async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, Body(
         audit::record(&mut tx, &ctx, events::SYNC_BATCH_RECEIVED, counts).await?;
     }
     tx.commit().await?;
+    metrics::counter!("hub_sync_batches_total").increment(1);
+    metrics::counter!("hub_sync_events_total", "outcome" => "accepted").increment(ack.accepted.len() as u64);
+    metrics::counter!("hub_sync_events_total", "outcome" => "duplicate").increment(ack.duplicates.len() as u64);
+    metrics::counter!("hub_sync_events_total", "outcome" => "rejected").increment(ack.rejected.len() as u64);
     Ok(ok(ack))
 }
 

@@ -53,6 +53,7 @@ pub struct StreamSlot {
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
+        metrics::gauge!("hub_agents_connected", "transport" => "sse").decrement(1.0);
         let mut open = self.open.lock().expect("stream slots lock");
         if let Some(n) = open.get_mut(&self.credential_id) {
             *n -= 1;
@@ -103,6 +104,7 @@ impl Bus {
             return None;
         }
         *n += 1;
+        metrics::gauge!("hub_agents_connected", "transport" => "sse").increment(1.0);
         Some(StreamSlot { open: self.sse_open.clone(), credential_id: credential_id.to_string() })
     }
 

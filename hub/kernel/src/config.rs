@@ -26,6 +26,10 @@ pub struct Config {
     /// `sqlite://...` or `postgres://...`; default: `hub.db` in the data dir.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+    /// Serve `GET /metrics` without a credential (otherwise it takes the
+    /// operator's `x-admin-ops-token`, like `/admin/*`).
+    #[arg(long, env = "HUB_METRICS_PUBLIC", value_parser = clap::builder::BoolishValueParser::new())]
+    pub metrics_public: bool,
     /// The operator secret for `/admin/*` (header `x-admin-ops-token`).
     #[arg(long, env = "ADMIN_OPS_TOKEN", hide_env_values = true)]
     pub admin_ops_token: Option<String>,
@@ -106,6 +110,7 @@ impl Config {
             data_dir,
             database_url,
             admin_ops_token: Some("test-ops-token".into()),
+            metrics_public: false,
             gate_mode: GateMode::Enforce,
             dev: true,
             master_key: Some("00".repeat(32)),

@@ -196,6 +196,7 @@ async fn serve_connection(state: AppState, incoming: quinn::Incoming) -> anyhow:
         }
     };
     tracing::info!(asset_id = %asset_id, agent = %agent, remote = %conn.remote_address(), "robot connected over QUIC");
+    let _connected = Connected::quic();
     write_frame(&mut send, &HubFrame::Welcome { asset_id: asset_id.clone() }).await?;
 
     // One writer owns the send half; the pump and the reader queue frames.
@@ -292,5 +293,21 @@ fn refusal_status(e: &ApiError) -> String {
         ApiError::Conflict(_) => "error:conflict".into(),
         ApiError::Validation(_) => "error:invalid".into(),
         _ => "error:internal".into(),
+    }
+}
+
+/// Counts a connected agent in `hub_agents_connected` while it lives.
+struct Connected;
+
+impl Connected {
+    fn quic() -> Self {
+        metrics::gauge!("hub_agents_connected", "transport" => "quic").increment(1.0);
+        Connected
+    }
+}
+
+impl Drop for Connected {
+    fn drop(&mut self) {
+        metrics::gauge!("hub_agents_connected", "transport" => "quic").decrement(1.0);
     }
 }

@@ -2,7 +2,11 @@
 //! file, or a new PostgreSQL database when `HUB_TEST_POSTGRES_URL` is set)
 //! and offers a client with typed helpers.
 
-use std::path::PathBuf;
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::OnceLock,
+};
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -270,4 +274,62 @@ pub async fn assert_scoped(app: &TestApp, owner_token: &str, granted: Value, rou
         assert!(detail.contains(&masked) && detail.contains(scope), "{detail}");
         assert!(!body.to_string().contains(secret), "the secret never appears in a message");
     }
+}
+
+/// The stock clients some tests drive the hub with, from PyPI.
+const PYTHON_PACKAGES: &[&str] = &["mcp==2.3.0", "prometheus-client==0.26.0"];
+
+/// A Python with [`PYTHON_PACKAGES`]: `HUB_TEST_PYTHON` (set by `.ci/run`),
+/// or a virtual environment made once under the target directory. Built
+/// beside its final place and renamed into it, so two test processes never
+/// see a half-made one.
+pub fn test_python() -> PathBuf {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            if let Some(p) = std::env::var_os("HUB_TEST_PYTHON") {
+                return PathBuf::from(p);
+            }
+            let exe = std::env::current_exe().unwrap();
+            let venv = exe.ancestors().nth(3).unwrap().join("python-tests");
+            let python = venv.join("bin/python");
+            let ready = |p: &Path| Command::new(p).args(["-c", "import mcp, prometheus_client"]).status().is_ok_and(|s| s.success());
+            if !ready(&python) {
+                let fresh = venv.with_extension(format!("tmp-{}", std::process::id()));
+                let run = |cmd: &mut Command| assert!(cmd.status().expect("python3 runs").success(), "{cmd:?} failed");
+                run(Command::new("python3").args(["-m", "venv"]).arg(&fresh));
+                run(Command::new(fresh.join("bin/python")).args(["-m", "pip", "install", "-q"]).args(PYTHON_PACKAGES));
+                let _ = std::fs::remove_dir_all(&venv);
+                if std::fs::rename(&fresh, &venv).is_err() {
+                    // Another process got there first.
+                    let _ = std::fs::remove_dir_all(&fresh);
+                }
+                assert!(ready(&python), "the test packages are missing from {}", venv.display());
+            }
+            python
+        })
+        .clone()
+}
+
+/// Runs `hub/tests/python/<script>` with `args`, `input` as JSON on its
+/// stdin; its stdout, parsed as JSON.
+pub async fn run_python(script: &str, args: &[&str], input: Value) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python").join(script);
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(test_python())
+            .arg(&script)
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the Python client starts");
+        serde_json::to_writer(child.stdin.take().unwrap(), &input).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{} failed:\n{}", script.display(), String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("a JSON report")
+    })
+    .await
+    .unwrap()
 }

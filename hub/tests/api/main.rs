@@ -23,6 +23,7 @@ mod identity;
 mod isolation;
 mod mail;
 mod mcp_client;
+mod operations;
 mod process;
 mod quic;
 mod replicas;

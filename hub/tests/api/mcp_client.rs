@@ -1,71 +1,10 @@
 //! A stock MCP client (the official Python `mcp` package) lists and calls
 //! the hub's tools through its JSON-RPC endpoint, `POST /mcp`.
 
-use std::{
-    path::{Path, PathBuf},
-    process::{Command, Stdio},
-    sync::OnceLock,
-};
-
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::{db_test, helpers::*};
-
-/// The pinned client the test drives.
-const MCP_PACKAGE: &str = "mcp==2.3.0";
-
-/// A Python with the `mcp` package: `HUB_TEST_MCP_PYTHON` (set by
-/// `.ci/run`), or a virtual environment made once under the target
-/// directory from PyPI. Built beside its final place and renamed into it,
-/// so two test processes never see a half-made one.
-fn python_with_mcp() -> PathBuf {
-    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON
-        .get_or_init(|| {
-            if let Some(p) = std::env::var_os("HUB_TEST_MCP_PYTHON") {
-                return PathBuf::from(p);
-            }
-            let exe = std::env::current_exe().unwrap();
-            let venv = exe.ancestors().nth(3).unwrap().join("python-mcp");
-            let python = venv.join("bin/python");
-            let ready = |p: &Path| Command::new(p).args(["-c", "import mcp"]).status().is_ok_and(|s| s.success());
-            if !ready(&python) {
-                let fresh = venv.with_extension(format!("tmp-{}", std::process::id()));
-                let run = |cmd: &mut Command| assert!(cmd.status().expect("python3 runs").success(), "{cmd:?} failed");
-                run(Command::new("python3").args(["-m", "venv"]).arg(&fresh));
-                run(Command::new(fresh.join("bin/python")).args(["-m", "pip", "install", "-q", MCP_PACKAGE]));
-                if std::fs::rename(&fresh, &venv).is_err() {
-                    // Another process got there first.
-                    let _ = std::fs::remove_dir_all(&fresh);
-                }
-                assert!(ready(&python), "no mcp package in {}", venv.display());
-            }
-            python
-        })
-        .clone()
-}
-
-/// Runs the client with a plan; its report.
-async fn client(url: String, plan: Value) -> Value {
-    tokio::task::spawn_blocking(move || {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/mcp_client.py");
-        let mut child = Command::new(python_with_mcp())
-            .arg(script)
-            .arg(url)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the MCP client starts");
-        serde_json::to_writer(child.stdin.take().unwrap(), &plan).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "the MCP client failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice(&out.stdout).expect("a JSON report")
-    })
-    .await
-    .unwrap()
-}
 
 /// The route's JSON answer inside a tool result.
 fn answer(result: &Value) -> Value {
@@ -90,7 +29,7 @@ async fn a_stock_mcp_client_lists_and_calls_tools(app: TestApp) {
         { "token": narrow["api_key"], "calls": [call("hdk_measure_record", measurement)] },
         { "token": t.b_token, "calls": [call("hdk_measure_list_by_capture", json!({ "capture_id": "cap-9" }))] },
     ] });
-    let report = client(format!("{}/mcp", app.base), plan).await;
+    let report = run_python("mcp_client.py", &[&format!("{}/mcp", app.base)], plan).await;
     let [first, narrow, other] = report["sessions"].as_array().unwrap().as_slice() else { panic!("{report}") };
 
     // The handshake, and the same tools in the same order as the registry's.

@@ -173,10 +173,13 @@ async fn sql_commits(db: Db, mut batches: mpsc::Receiver<Batch>) {
     let mut waiting = Vec::with_capacity(MAX_MERGED);
     while batches.recv_many(&mut waiting, MAX_MERGED).await > 0 {
         let (entries, replies): (Vec<Prepared>, Vec<Reply>) = waiting.drain(..).flatten().unzip();
+        let size = entries.len();
         let result = async {
             let mut tx = db.begin().await?;
             let answers = write_sql(&mut tx, db.backend, entries).await?;
             tx.commit().await?;
+            metrics::histogram!("hub_audit_commit_batch_size").record(size as f64);
+            metrics::counter!("hub_audit_appends_total").increment(size as u64);
             Ok(answers)
         };
         answer(replies, result.await);
@@ -237,6 +240,8 @@ fn sqlite_commits(
         }
         match chains.write(&entries) {
             Ok(sealed) => {
+                metrics::histogram!("hub_audit_commit_batch_size").record(entries.len() as f64);
+                metrics::counter!("hub_audit_appends_total").increment(entries.len() as u64);
                 if synced.send(Written { replies, answers: answers(entries, sealed) }).is_err() {
                     return;
                 }

@@ -56,12 +56,18 @@ pub fn is_public(path: &str) -> bool {
         "/api/auth/send-verification-email",
         "/api/auth/verify-email",
         "/api/auth/verification-status",
-        "/metrics",
+        "/ready",
         "/openapi.json",
         "/capabilities.json",
     ];
     const PREFIX: &[&str] = &["/.well-known/", "/api/saml/", "/api/oauth/callback", "/api/webhooks/inbound/"];
     path.ends_with("/health") || path == "/health" || EXACT.contains(&path) || PREFIX.iter().any(|p| path.starts_with(p)) || is_robot_route(path)
+}
+
+/// Routes for the platform operator: `/admin/*` and, unless the setting
+/// makes it public, `/metrics`.
+pub fn is_operator_route(path: &str) -> bool {
+    path == "/admin" || path.starts_with("/admin/") || path == "/metrics"
 }
 
 /// Routes that carry a per-robot credential instead of a JWT or API key
@@ -92,13 +98,16 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     let path = req.uri().path().to_string();
     let mode = state.config.gate_mode;
 
-    if path == "/admin" || path.starts_with("/admin/") {
+    if is_operator_route(&path) {
+        if path == "/metrics" && state.config.metrics_public {
+            return next.run(req).await;
+        }
         return match check_operator(&state, req.headers()) {
             true => {
                 req.extensions_mut().insert(Caller::Operator);
                 next.run(req).await
             }
-            false => ApiError::Unauthorized("admin token required").into_response(),
+            false => refuse("admin token required"),
         };
     }
     // Health paths answer whatever the Authorization header holds.
@@ -124,9 +133,15 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         Err(why) if mode == GateMode::Report => {
             tracing::warn!(path = %path, reason = why, "gate (report mode): would refuse with 401");
         }
-        Err(why) => return ApiError::Unauthorized(why).into_response(),
+        Err(why) => return refuse(why),
     }
     next.run(req).await
+}
+
+/// A 401, counted by its reason (a fixed set of texts: bounded labels).
+fn refuse(why: &'static str) -> Response {
+    metrics::counter!("hub_gate_refusals_total", "reason" => why).increment(1);
+    ApiError::Unauthorized(why).into_response()
 }
 
 /// Verifies a bearer value: an API key by its prefix, otherwise a JWT.
@@ -226,7 +241,13 @@ pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) 
             tracing::warn!(route = %route, scope = %required, "gate (report mode): would refuse with 403");
             next.run(req).await
         }
-        Err(e) => e.into_response(),
+        Err(e) => {
+            if matches!(e, ApiError::Forbidden { .. }) {
+                let reason = if matches!(caller, Caller::Machine { .. }) { "scope" } else { "role" };
+                metrics::counter!("hub_gate_refusals_total", "reason" => reason).increment(1);
+            }
+            e.into_response()
+        }
     }
 }
 
