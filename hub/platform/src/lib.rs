@@ -6,6 +6,7 @@
 
 pub mod asset;
 pub mod command;
+pub mod config;
 pub mod device;
 pub mod diagnostic;
 pub mod feed;
@@ -35,6 +36,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(diagnostic::routes())
         .merge(workflow::routes())
         .merge(geo::routes())
+        .merge(config::routes())
 }
 
 /// The values a documentation enum of a request field lists (its tests

@@ -75,6 +75,17 @@ async fn the_openapi_document_describes_every_route_and_what_the_gate_needs(app:
     let names: Vec<&str> = list["parameters"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["capture_id", "limit", "offset"]);
 
+    // Path parameters are the path's, and the path's are parameters (a
+    // query struct without `parameter_in = Query` lands in the path).
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for op in METHODS.iter().filter_map(|m| item.get(*m)) {
+            let in_path: BTreeSet<&str> =
+                op["parameters"].as_array().into_iter().flatten().filter(|p| p["in"] == "path").map(|p| p["name"].as_str().unwrap()).collect();
+            let named: BTreeSet<&str> = path.split('/').filter_map(|s| s.strip_prefix('{')?.strip_suffix('}')).collect();
+            assert_eq!(in_path, named, "{path} {}", op["operationId"]);
+        }
+    }
+
     // Every documented operation answers something other than the
     // router's own "no such route": the document names only real routes.
     for (method, path) in &documented {

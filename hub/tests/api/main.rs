@@ -10,6 +10,7 @@ mod audit_fault;
 mod authority;
 mod catalogue;
 mod commands;
+mod config;
 mod connections;
 mod containment;
 mod contract;

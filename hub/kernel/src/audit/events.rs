@@ -25,6 +25,9 @@ event_types! {
     AGENT_RUN_STARTED = "agent.run.started.v1";
     WORKFLOW_DEFINITION_REGISTERED = "workflow.definition.registered.v1";
     ADDRESS_CANONICALISED = "geo.address.canonicalised.v1";
+    CONFIG_SET = "config.value.set.v1";
+    CONFIG_REVOKED = "config.value.revoked.v1";
+    CONFIG_ROTATED = "config.secret_ref.rotated.v1";
     ASSET_REGISTERED = "asset.asset.registered.v1";
     ASSET_UPDATED = "asset.asset.updated.v1";
     ASSET_CREDENTIAL_ISSUED = "asset.credential.issued.v1";

@@ -1,0 +1,315 @@
+//! sdk-config: values by key at four scopes, `platform`, `tenant`, `app`
+//! and `app_user`; `resolve` answers the most specific one (app_user, then
+//! app, then tenant, then platform). A key has one active row per scope and
+//! scope id: setting it again replaces the value (its version goes up),
+//! `revoke` ends it, `rotate` swaps its value for a `secret_ref` (the
+//! secret itself is never stored here nor answered). Platform values are
+//! the operator's: a tenant credential reads them but never writes them.
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_values, set_value))
+        .routes(routes!(get_value))
+        .routes(routes!(resolve))
+        .routes(routes!(revoke))
+        .routes(routes!(rotate))
+}
+
+const SCOPES: [&str; 4] = ["platform", "tenant", "app", "app_user"];
+
+/// A config row.
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ConfigValue)]
+struct Row {
+    config_id: String,
+    /// `platform`, `tenant`, `app` or `app_user`.
+    scope: String,
+    scope_id: String,
+    key: String,
+    /// Any JSON; null once rotated to a `secret_ref`.
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Option<Object>)]
+    value: JsonText,
+    /// Where the secret lives, once rotated; never the secret.
+    secret_ref: Option<String>,
+    /// `active` or `revoked`.
+    status: String,
+    version: i64,
+    created_at: String,
+    updated_at: String,
+    revoked_at: Option<String>,
+}
+
+const COLUMNS: &str = "config_id, scope, scope_id, key, value, secret_ref, status, version, created_at, updated_at, revoked_at";
+/// Active rows a tenant sees at one scope: its own, and the platform's.
+const ACTIVE: Listing = Listing {
+    table: "config_value",
+    columns: COLUMNS,
+    filter: "(tenant_id = $1 OR (tenant_id IS NULL AND scope = 'platform')) AND scope = $2 AND scope_id = $3 AND status = 'active'",
+    order: "key, config_id",
+};
+
+/// Where a row lives: scope and scope id, checked.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct Address {
+    /// `platform`, `tenant`, `app` or `app_user`.
+    scope: Option<String>,
+    /// `platform` for the platform scope; the caller's tenant for `tenant`
+    /// (the default); an app id for `app`; a person id for `app_user`.
+    scope_id: Option<String>,
+}
+
+impl Address {
+    /// The scope and scope id, or what is wrong with them.
+    fn check(&self, check: &mut Check, ctx: &TenantCtx) -> Option<(String, String)> {
+        let scope = check.required("scope", &self.scope);
+        check.one_of("scope", &scope, &SCOPES);
+        if !SCOPES.contains(&scope.as_str()) {
+            return None;
+        }
+        let scope_id = match (scope.as_str(), Check::optional(&self.scope_id)) {
+            ("platform", None) => "platform".to_string(),
+            ("tenant", None) => ctx.tenant_id.clone(),
+            (_, Some(id)) if id.len() <= 128 => id,
+            (_, Some(_)) => {
+                check.fail("scope_id must be at most 128 characters");
+                return None;
+            }
+            (_, None) => {
+                check.required("scope_id", &None);
+                return None;
+            }
+        };
+        Some((scope, scope_id))
+    }
+}
+
+/// A tenant never names another tenant's scope (404 as for any resource of
+/// another tenant) nor the platform's as anything but `platform`.
+fn visible(ctx: &TenantCtx, scope: &str, scope_id: &str) -> ApiResult<()> {
+    match scope {
+        "tenant" if scope_id != ctx.tenant_id => Err(ApiError::NotFound),
+        "platform" if scope_id != "platform" => Err(ApiError::NotFound),
+        _ => Ok(()),
+    }
+}
+
+fn owner(scope: &str, ctx: &TenantCtx) -> Option<String> {
+    (scope != "platform").then(|| ctx.tenant_id.clone())
+}
+
+fn valid_key(key: &str) -> bool {
+    (1..=200).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/' | b':'))
+}
+
+const KEY_RULE: &str = "key must be 1 to 200 letters, digits, '.', '_', '-', '/' or ':'";
+
+/// A request naming one row: key, scope, scope id.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = ConfigKey)]
+struct KeyRequest {
+    #[schema(required = true)]
+    key: Option<String>,
+    /// `platform`, `tenant`, `app` or `app_user`.
+    #[schema(required = true)]
+    scope: Option<String>,
+    scope_id: Option<String>,
+    /// `POST /api/config`: the value, any JSON.
+    #[schema(value_type = Option<Object>)]
+    value: Option<Value>,
+    /// `POST /api/config/rotate`: where the secret now lives.
+    secret_ref: Option<String>,
+}
+
+/// Key, scope and scope id of a request, checked with whatever `check`
+/// already holds against the rest of the request: every problem in one 400.
+fn target(ctx: &TenantCtx, req: &KeyRequest, mut check: Check, writes: bool) -> ApiResult<(String, String, String)> {
+    let key = check.required("key", &req.key);
+    if !key.is_empty() && !valid_key(&key) {
+        check.fail(KEY_RULE);
+    }
+    let address = Address { scope: req.scope.clone(), scope_id: req.scope_id.clone() }.check(&mut check, ctx);
+    check.finish()?;
+    let (scope, scope_id) = address.expect("checked");
+    visible(ctx, &scope, &scope_id)?;
+    if writes && scope == "platform" {
+        return Err(ApiError::Forbidden { details: vec!["platform values are written by the platform operator only".into()], scopes: None });
+    }
+    Ok((key, scope, scope_id))
+}
+
+async fn active(tx: &mut Tx, ctx: &TenantCtx, key: &str, scope: &str, scope_id: &str) -> ApiResult<Option<Row>> {
+    let sql =
+        format!("SELECT {COLUMNS} FROM config_value WHERE COALESCE(tenant_id, '') = $1 AND scope = $2 AND scope_id = $3 AND key = $4 AND status = 'active'");
+    let owner = owner(scope, ctx).unwrap_or_default();
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(owner).bind(scope).bind(scope_id).bind(key).fetch_optional(&mut **tx).await?)
+}
+
+/// The active rows at one scope (the platform's included at `platform`).
+#[utoipa::path(get, path = "/api/config", tag = "sdk-config", params(Address),
+    responses((status = 200, description = "the active rows, by key", body = ListOf<Row>)))]
+async fn list_values(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Address>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let address = q.check(&mut check, &ctx);
+    check.finish()?;
+    let (scope, scope_id) = address.expect("checked");
+    visible(&ctx, &scope, &scope_id)?;
+    page.list::<Row>(&state.db.read, &ACTIVE, &[&ctx.tenant_id, &scope, &scope_id]).await
+}
+
+/// Sets a value: a new active row (201), or a new version of the active
+/// one (200).
+#[utoipa::path(post, path = "/api/config", tag = "sdk-config", request_body = KeyRequest,
+    responses((status = 201, description = "a new key at this scope", body = Data<Row>), (status = 200, description = "a new version of the value", body = Data<Row>)))]
+async fn set_value(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req): Body<KeyRequest>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let value = match &req.value {
+        None => {
+            check.fail("value is required");
+            None
+        }
+        Some(v) if v.to_string().len() > 64 * 1024 => {
+            check.fail("value must be at most 64 KiB of JSON");
+            None
+        }
+        Some(v) => Some(v.to_string()),
+    };
+    let (key, scope, scope_id) = target(&ctx, &req, check, true)?;
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    let (row, fresh): (Row, bool) = match active(&mut tx, &ctx, &key, &scope, &scope_id).await? {
+        Some(old) => {
+            let sql = format!(
+                "UPDATE config_value SET value = $1, secret_ref = NULL, version = version + 1, updated_by = $2, updated_at = $3 WHERE config_id = $4 RETURNING {COLUMNS}"
+            );
+            (sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&value).bind(&ctx.persona_id).bind(&now).bind(&old.config_id).fetch_one(&mut *tx).await?, false)
+        }
+        None => {
+            let sql = format!(
+                "INSERT INTO config_value (config_id, tenant_id, scope, scope_id, key, value, status, version, updated_by, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, 'active', 1, $7, $8, $8) RETURNING {COLUMNS}"
+            );
+            let row = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(db::new_id())
+                .bind(owner(&scope, &ctx))
+                .bind(&scope)
+                .bind(&scope_id)
+                .bind(&key)
+                .bind(&value)
+                .bind(&ctx.persona_id)
+                .bind(&now)
+                .fetch_one(&mut *tx)
+                .await?;
+            (row, true)
+        }
+    };
+    // The event names the row, never its value.
+    let fact = json!({ "config_id": row.config_id, "key": key, "scope": scope, "scope_id": scope_id, "version": row.version });
+    audit::record(&mut tx, &ctx, events::CONFIG_SET, fact).await?;
+    tx.commit().await?;
+    Ok(if fresh { created(row) } else { ok(row) })
+}
+
+/// Query of one row.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct OneQuery {
+    key: Option<String>,
+    /// `platform`, `tenant`, `app` or `app_user`.
+    scope: Option<String>,
+    scope_id: Option<String>,
+}
+
+/// One active row.
+#[utoipa::path(get, path = "/api/config/value", tag = "sdk-config", params(OneQuery),
+    responses((status = 200, description = "the active row", body = Data<Row>)))]
+async fn get_value(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<OneQuery>) -> ApiResult<Response> {
+    let req = KeyRequest { key: q.key, scope: q.scope, scope_id: q.scope_id, value: None, secret_ref: None };
+    let (key, scope, scope_id) = target(&ctx, &req, Check::new(), false)?;
+    let mut tx = state.db.begin().await?;
+    let row = active(&mut tx, &ctx, &key, &scope, &scope_id).await?.ok_or(ApiError::NotFound)?;
+    tx.commit().await?;
+    Ok(ok(row))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ResolveQuery {
+    key: Option<String>,
+    /// The app to look at; the caller's own by default.
+    app_id: Option<String>,
+    /// The person for the `app_user` scope; the calling person by default.
+    person_id: Option<String>,
+}
+
+/// The value of a key as the most specific scope sets it: app_user, then
+/// app, then tenant, then platform.
+#[utoipa::path(get, path = "/api/config/resolve", tag = "sdk-config", params(ResolveQuery),
+    responses((status = 200, description = "the winning row; `scope` says where it was found", body = Data<Row>)))]
+async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ResolveQuery>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let key = check.required("key", &q.key);
+    if !key.is_empty() && !valid_key(&key) {
+        check.fail(KEY_RULE);
+    }
+    check.finish()?;
+    let app = Check::optional(&q.app_id).unwrap_or_else(|| ctx.app_id.clone());
+    let person = Check::optional(&q.person_id).or_else(|| ctx.person_id.clone()).unwrap_or_default();
+    // One query; the order of the walk is the CASE.
+    let sql = format!(
+        "SELECT {COLUMNS} FROM config_value WHERE key = $1 AND status = 'active' AND ( \
+           (tenant_id = $2 AND ((scope = 'app_user' AND scope_id = $3) OR (scope = 'app' AND scope_id = $4) OR (scope = 'tenant' AND scope_id = $2))) \
+           OR (tenant_id IS NULL AND scope = 'platform')) \
+         ORDER BY CASE scope WHEN 'app_user' THEN 0 WHEN 'app' THEN 1 WHEN 'tenant' THEN 2 ELSE 3 END LIMIT 1"
+    );
+    let row: Row = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&key)
+        .bind(&ctx.tenant_id)
+        .bind(&person)
+        .bind(&app)
+        .fetch_optional(&state.db.read)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(ok(row))
+}
+
+/// Ends the active row of a key at a scope (history stays).
+#[utoipa::path(post, path = "/api/config/revoke", tag = "sdk-config", request_body = KeyRequest,
+    responses((status = 200, description = "the revoked row", body = Data<Row>)))]
+async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req): Body<KeyRequest>) -> ApiResult<Response> {
+    let (key, scope, scope_id) = target(&ctx, &req, Check::new(), true)?;
+    let mut tx = state.db.begin().await?;
+    let old = active(&mut tx, &ctx, &key, &scope, &scope_id).await?.ok_or(ApiError::NotFound)?;
+    let sql = format!("UPDATE config_value SET status = 'revoked', revoked_at = $1, updated_at = $1, updated_by = $2 WHERE config_id = $3 RETURNING {COLUMNS}");
+    let row: Row = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(db::now()).bind(&ctx.persona_id).bind(&old.config_id).fetch_one(&mut *tx).await?;
+    audit::record(&mut tx, &ctx, events::CONFIG_REVOKED, json!({ "config_id": row.config_id, "key": key, "scope": scope, "scope_id": scope_id })).await?;
+    tx.commit().await?;
+    Ok(ok(row))
+}
+
+/// Swaps the active value of a key for a `secret_ref`: the value is
+/// dropped, the reference answered from now on.
+#[utoipa::path(post, path = "/api/config/rotate", tag = "sdk-config", request_body = KeyRequest,
+    responses((status = 200, description = "the row, its value now a secret_ref", body = Data<Row>)))]
+async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req): Body<KeyRequest>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let secret_ref = check.required("secret_ref", &req.secret_ref);
+    if secret_ref.len() > 512 {
+        check.fail("secret_ref must be at most 512 characters");
+    }
+    let (key, scope, scope_id) = target(&ctx, &req, check, true)?;
+    let mut tx = state.db.begin().await?;
+    let old = active(&mut tx, &ctx, &key, &scope, &scope_id).await?.ok_or(ApiError::NotFound)?;
+    let sql = format!(
+        "UPDATE config_value SET value = 'null', secret_ref = $1, version = version + 1, updated_at = $2, updated_by = $3 WHERE config_id = $4 RETURNING {COLUMNS}"
+    );
+    let row: Row =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&secret_ref).bind(db::now()).bind(&ctx.persona_id).bind(&old.config_id).fetch_one(&mut *tx).await?;
+    let fact = json!({ "config_id": row.config_id, "key": key, "scope": scope, "scope_id": scope_id, "version": row.version });
+    audit::record(&mut tx, &ctx, events::CONFIG_ROTATED, fact).await?;
+    tx.commit().await?;
+    Ok(ok(row))
+}
