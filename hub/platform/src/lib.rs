@@ -12,6 +12,7 @@ pub mod diagnostic;
 pub mod feed;
 pub mod geo;
 pub mod quic;
+pub mod residency;
 pub mod sse;
 pub mod workflow;
 
@@ -37,6 +38,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(workflow::routes())
         .merge(geo::routes())
         .merge(config::routes())
+        .merge(residency::routes())
 }
 
 /// The values a documentation enum of a request field lists (its tests

@@ -28,6 +28,7 @@ mod operations;
 mod process;
 mod quic;
 mod replicas;
+mod residency;
 mod schema;
 mod spine;
 mod workflow;

@@ -28,6 +28,7 @@ event_types! {
     CONFIG_SET = "config.value.set.v1";
     CONFIG_REVOKED = "config.value.revoked.v1";
     CONFIG_ROTATED = "config.secret_ref.rotated.v1";
+    RESIDENCY_NODE_CREATED = "tenant.residency_node.created.v1";
     ASSET_REGISTERED = "asset.asset.registered.v1";
     ASSET_UPDATED = "asset.asset.updated.v1";
     ASSET_CREDENTIAL_ISSUED = "asset.credential.issued.v1";

@@ -1,0 +1,133 @@
+//! sdk-tenant: the tenant's residency tree. Nodes are regions, countries,
+//! states, cities and localities; a node's parent, when it has one, is a
+//! node of the same tenant at a higher level (levels may be skipped: a city
+//! straight under a country without states). `residency_class` says how
+//! data placed there may travel; `open` by default.
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_nodes, create_node))
+}
+
+/// The kinds, from the top of the tree down.
+const KINDS: [&str; 5] = ["region", "country", "state", "city", "locality"];
+const CLASSES: [&str; 3] = ["open", "restricted", "sovereign"];
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ResidencyNode)]
+struct Node {
+    geo_node_id: String,
+    /// `region`, `country`, `state`, `city` or `locality`.
+    kind: String,
+    name: String,
+    code: Option<String>,
+    parent_geo_node_id: Option<String>,
+    /// `open`, `restricted` or `sovereign`.
+    residency_class: String,
+    created_at: String,
+}
+
+const COLUMNS: &str = "geo_node_id, kind, name, code, parent_geo_node_id, residency_class, created_at";
+const NODES: Listing = Listing {
+    table: "residency_node",
+    columns: COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR parent_geo_node_id = $2) AND ($3 = '' OR kind = $3)",
+    order: "created_at, geo_node_id",
+};
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewResidencyNode)]
+struct NewNode {
+    /// 1 to 200 characters.
+    #[schema(required = true)]
+    name: Option<String>,
+    /// `region`, `country`, `state`, `city` or `locality`.
+    #[schema(required = true)]
+    kind: Option<String>,
+    /// An optional code (ISO 3166 and the like), at most 32 characters.
+    code: Option<String>,
+    /// A node of this tenant at a higher level.
+    parent_geo_node_id: Option<String>,
+    /// `open` (default), `restricted` or `sovereign`.
+    residency_class: Option<String>,
+}
+
+fn level(kind: &str) -> usize {
+    KINDS.iter().position(|k| *k == kind).unwrap_or(usize::MAX)
+}
+
+/// Creates a node of the residency tree.
+#[utoipa::path(post, path = "/api/residency/nodes", tag = "sdk-tenant", request_body = NewNode,
+    responses((status = 201, description = "the node", body = Data<Node>)))]
+async fn create_node(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewNode>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let name = check.required("name", &body.name);
+    if name.chars().count() > 200 {
+        check.fail("name must be at most 200 characters");
+    }
+    let kind = check.required("kind", &body.kind);
+    check.one_of("kind", &kind, &KINDS);
+    let code = Check::optional(&body.code);
+    if code.as_ref().is_some_and(|c| c.chars().count() > 32) {
+        check.fail("code must be at most 32 characters");
+    }
+    let class = Check::optional(&body.residency_class).unwrap_or_else(|| "open".into());
+    check.one_of("residency_class", &class, &CLASSES);
+    let parent = check.optional_uuid("parent_geo_node_id", &body.parent_geo_node_id).map(|u| u.to_string());
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    if let Some(parent) = &parent {
+        let parent_kind: Option<String> = sqlx::query_scalar("SELECT kind FROM residency_node WHERE tenant_id = $1 AND geo_node_id = $2")
+            .bind(&ctx.tenant_id)
+            .bind(parent)
+            .fetch_optional(&mut *tx)
+            .await?;
+        match parent_kind {
+            None => return Err(ApiError::invalid("parent_geo_node_id names no node of this tenant")),
+            Some(p) if level(&p) >= level(&kind) => return Err(ApiError::invalid(format!("a {kind} cannot be placed under a {p}"))),
+            Some(_) => {}
+        }
+    }
+    let sql = format!(
+        "INSERT INTO residency_node (geo_node_id, tenant_id, kind, name, code, parent_geo_node_id, residency_class, created_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {COLUMNS}"
+    );
+    let node: Node = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&kind)
+        .bind(&name)
+        .bind(&code)
+        .bind(&parent)
+        .bind(&class)
+        .bind(&ctx.persona_id)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let fact = json!({ "geo_node_id": node.geo_node_id, "kind": kind, "parent_geo_node_id": parent, "residency_class": class });
+    audit::record(&mut tx, &ctx, events::RESIDENCY_NODE_CREATED, fact).await?;
+    tx.commit().await?;
+    Ok(created(node))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct NodeQuery {
+    /// Only the children of this node.
+    parent_geo_node_id: Option<String>,
+    /// Only nodes of this kind.
+    kind: Option<String>,
+}
+
+/// The tenant's residency nodes, oldest first.
+#[utoipa::path(get, path = "/api/residency/nodes", tag = "sdk-tenant", params(NodeQuery),
+    responses((status = 200, description = "the nodes", body = ListOf<Node>)))]
+async fn list_nodes(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<NodeQuery>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let parent = check.optional_uuid("parent_geo_node_id", &q.parent_geo_node_id).map(|u| u.to_string()).unwrap_or_default();
+    let kind = Check::optional(&q.kind).unwrap_or_default();
+    check.one_of("kind", &kind, &KINDS);
+    check.finish()?;
+    page.list::<Node>(&state.db.read, &NODES, &[&ctx.tenant_id, &parent, &kind]).await
+}
