@@ -77,7 +77,7 @@ fn surface(api: Router<AppState>, state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), gate::authenticate))
         .layer(middleware::map_response(error::envelope_framework_errors))
         .with_state(state);
-    catch_panics(router).layer(middleware::from_fn(observe::track)).layer(middleware::from_fn(observe::request_id))
+    catch_panics(router).layer(middleware::from_fn(observe::observe))
 }
 
 /// Answers a panic in a handler (or in the gate) with the opaque 500

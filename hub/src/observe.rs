@@ -7,14 +7,15 @@
 //! classes, the gate's fixed refusal reasons; never a tenant or an id.
 
 use std::{
-    sync::{Arc, OnceLock},
+    collections::HashMap,
+    sync::{Arc, LazyLock, OnceLock, RwLock},
     time::{Duration, Instant},
 };
 
 use axum::{
     Json,
     extract::{MatchedPath, Request, State},
-    http::{HeaderValue, header},
+    http::{HeaderValue, Method, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
@@ -53,11 +54,11 @@ pub fn spawn_upkeep() {
 
 /// The route template a request matched, carried out on its answer.
 #[derive(Clone)]
-struct Route(Arc<str>);
+struct Route(MatchedPath);
 
 /// Per route (inner layer): puts the matched template on the answer.
 pub async fn mark_route(req: Request, next: Next) -> Response {
-    let route = req.extensions().get::<MatchedPath>().map(|m| Route(Arc::from(m.as_str())));
+    let route = req.extensions().get::<MatchedPath>().cloned().map(Route);
     let mut res = next.run(req).await;
     if let Some(route) = route {
         res.extensions_mut().insert(route);
@@ -65,14 +66,38 @@ pub async fn mark_route(req: Request, next: Next) -> Response {
     res
 }
 
-/// Outer layer: counts every answer by route template, method and status
-/// class, with its latency. Answers refused before routing (the gate's
-/// 401s, unknown paths) have the route `unmatched`.
-pub async fn track(req: Request, next: Next) -> Response {
-    let method = req.method().as_str().to_owned();
+/// The two series of one (route, method, status class), registered once:
+/// a request then costs a read lock and two atomic updates, not a label
+/// set built and hashed anew.
+type Series = (metrics::Counter, metrics::Histogram);
+type SeriesKey = (Arc<str>, Method, &'static str);
+static SERIES: LazyLock<RwLock<HashMap<SeriesKey, Series>>> = LazyLock::new(Default::default);
+
+fn series(route: Arc<str>, method: Method, status: &'static str) -> Series {
+    let key = (route, method, status);
+    if let Some(s) = SERIES.read().expect("series lock").get(&key) {
+        return s.clone();
+    }
+    let labels = [("route", key.0.to_string()), ("method", key.1.as_str().to_owned()), ("status", status.to_owned())];
+    let made = (metrics::counter!("hub_http_requests_total", &labels), metrics::histogram!("hub_http_request_duration_seconds", &labels));
+    SERIES.write().expect("series lock").entry(key).or_insert(made).clone()
+}
+
+/// Outermost layer: the request id, from `x-request-id` when the caller
+/// sends a usable one (1 to 128 visible ASCII characters), otherwise a new
+/// UUID; every log line of the request carries it (a span), and so does
+/// the answer's `x-request-id`. Then the count of the answer by route
+/// template, method and status class, with its latency; answers refused
+/// before routing (the gate's 401s, unknown paths) have the route
+/// `unmatched`.
+pub async fn observe(req: Request, next: Next) -> Response {
+    let given =
+        req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).filter(|v| (1..=128).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_graphic()));
+    let id = given.map(str::to_owned).unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    let method = req.method().clone();
+    let span = tracing::info_span!("request", id = %id, method = %method, path = %req.uri().path());
     let start = Instant::now();
-    let res = next.run(req).await;
-    let route = res.extensions().get::<Route>().map(|r| r.0.to_string()).unwrap_or_else(|| "unmatched".into());
+    let mut res = next.run(req).instrument(span).await;
     let status = match res.status().as_u16() {
         100..=199 => "1xx",
         200..=299 => "2xx",
@@ -80,22 +105,13 @@ pub async fn track(req: Request, next: Next) -> Response {
         400..=499 => "4xx",
         _ => "5xx",
     };
-    let labels = [("route", route), ("method", method), ("status", status.to_owned())];
-    metrics::counter!("hub_http_requests_total", &labels).increment(1);
-    metrics::histogram!("hub_http_request_duration_seconds", &labels).record(start.elapsed().as_secs_f64());
-    res
-}
-
-/// Outermost layer: the request id, from `x-request-id` when the caller
-/// sends a usable one (1 to 128 visible ASCII characters), otherwise a new
-/// UUID; every log line of the request carries it (a span), and so does
-/// the answer's `x-request-id`.
-pub async fn request_id(req: Request, next: Next) -> Response {
-    let given =
-        req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).filter(|v| (1..=128).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_graphic()));
-    let id = given.map(str::to_owned).unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-    let span = tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path());
-    let mut res = next.run(req).instrument(span).await;
+    let route: Arc<str> = match res.extensions().get::<Route>() {
+        Some(Route(m)) => Arc::from(m.as_str()),
+        None => Arc::from("unmatched"),
+    };
+    let (count, latency) = series(route, method, status);
+    count.increment(1);
+    latency.record(start.elapsed().as_secs_f64());
     if let Ok(value) = HeaderValue::from_str(&id) {
         res.headers_mut().insert("x-request-id", value);
     }
