@@ -128,6 +128,7 @@ fn spawn_background(state: &AppState) {
     observe::spawn_upkeep();
     bus::spawn_background(state);
     hub_platform::spawn_background(state);
+    hub_identity::spawn_background(state);
     let s = state.clone();
     db::every(Duration::from_secs(60), move || {
         let s = s.clone();

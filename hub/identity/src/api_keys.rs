@@ -629,12 +629,16 @@ async fn revoke(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant,
     Ok(ok(RevokedApiKey { key_id, status: "revoked", revoked_at }))
 }
 
-/// The key (and its application) a token exchange presents.
+/// The key (and its application) a token exchange presents; a key of an
+/// offboarded tenant is no client any more.
 pub async fn for_exchange(state: &AppState, secret: &str) -> ApiResult<Arc<KeyRecord>> {
-    keys::authenticate(state, secret).await.map_err(|e| match e {
+    let invalid = |e| match e {
         ApiError::Unauthorized(_) => ApiError::InvalidClient,
         other => other,
-    })
+    };
+    let key = keys::authenticate(state, secret).await.map_err(invalid)?;
+    keys::tenant_open(state, &key.tenant_id).await.map_err(invalid)?;
+    Ok(key)
 }
 
 /// Slug of an application (client_id check of the token exchange).

@@ -426,6 +426,8 @@ async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body
     let membership = tenancy::person_membership(&state.db.read, &tenant_id, &person_id).await?;
     let membership = membership.filter(|m| m.status == "active").ok_or(ApiError::NoMembership)?;
     let tenant = tenancy::find(&state.db.read, &tenant_id).await?.ok_or(ApiError::NoMembership)?;
+    // The gate would refuse the token: none is minted.
+    keys::tenant_open(&state, &tenant_id).await?;
     if let Some(app_id) = Check::optional(&body.app_id) {
         if tenant.app_id != app_id {
             return Err(ApiError::invalid("app_id is not the app of this tenant"));

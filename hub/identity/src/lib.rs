@@ -1,6 +1,7 @@
 //! Identity and access: authentication bootstrap, tenancy spine, personas
-//! and roles, applications and API keys; and the `KeyDirectory` through
-//! which the gate reads API keys and permissions.
+//! and roles, applications and API keys, tenant offboarding; and the
+//! `KeyDirectory` through which the gate reads API keys, permissions and
+//! tenants' offboarding deadlines.
 //!
 //! Each table of the area has one owning module (its `//!` doc names them):
 //! only the owner's SQL names the table, and the other modules call the
@@ -12,6 +13,7 @@ pub mod auth;
 pub mod personas;
 pub mod roles;
 pub mod tenancy;
+pub mod tenant_lifecycle;
 
 use utoipa_axum::router::OpenApiRouter;
 
@@ -25,7 +27,13 @@ use hub_kernel::{
 };
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(auth::routes()).merge(api_keys::routes()).merge(tenancy::routes()).merge(personas::routes()).merge(roles::routes())
+    OpenApiRouter::new()
+        .merge(auth::routes())
+        .merge(api_keys::routes())
+        .merge(tenancy::routes())
+        .merge(personas::routes())
+        .merge(roles::routes())
+        .merge(tenant_lifecycle::routes())
 }
 
 /// The gate's lookups over identity's tables.
@@ -43,4 +51,23 @@ impl KeyDirectory for Directory {
     fn permissions<'a>(&'a self, db: &'a Db, persona_id: &'a str) -> Lookup<'a, Vec<String>> {
         Box::pin(roles::resolve(&db.read, persona_id))
     }
+
+    fn tenant_deadline<'a>(&'a self, db: &'a Db, tenant_id: &'a str) -> Lookup<'a, Option<chrono::DateTime<chrono::Utc>>> {
+        Box::pin(tenant_lifecycle::deadline(db, tenant_id))
+    }
+}
+
+/// The sweep that completes offboardings whose deadline has passed, every
+/// second (the gate refuses the tenant's credentials from the deadline on
+/// in any case; the sweep records the completion).
+pub fn spawn_background(state: &AppState) {
+    let s = state.clone();
+    hub_kernel::db::every(std::time::Duration::from_secs(1), move || {
+        let s = s.clone();
+        async move {
+            if let Err(e) = tenant_lifecycle::complete_due(&s).await {
+                tracing::warn!(error = %e, "completing offboardings");
+            }
+        }
+    });
 }

@@ -33,7 +33,8 @@ pub struct Tenant {
     pub display_name: String,
     /// `S` shared, `P` private, `G` dedicated.
     pub isolation_tier: String,
-    /// `trial` when created.
+    /// `trial` when created; `offboarding` once its offboarding started,
+    /// `offboarded` when its deadline has passed.
     pub status: String,
     pub parent_tenant_id: Option<String>,
     pub root_tenant_id: String,
@@ -225,6 +226,18 @@ pub async fn sandbox(tx: &mut Tx, tenant_id: &str) -> ApiResult<String> {
 /// one query needs no read of the tenant first.
 pub fn own_or_sandbox(column: &str, n: usize) -> String {
     format!("{column} IN (${n}, (SELECT s.tenant_id FROM tenant_tenant s WHERE s.sandbox_of = ${n}))")
+}
+
+/// The SQL condition "`column` is tenant `$n`, or the tenant whose
+/// sandbox `$n` is": what stands for a tenant stands for its sandbox too.
+pub fn own_or_sandbox_owner(column: &str, n: usize) -> String {
+    format!("{column} IN (${n}, (SELECT s.sandbox_of FROM tenant_tenant s WHERE s.tenant_id = ${n}))")
+}
+
+/// Sets the status of a tenant and of its sandbox.
+pub async fn set_status(tx: &mut Tx, tenant_id: &str, status: &str) -> ApiResult<()> {
+    sqlx::query("UPDATE tenant_tenant SET status = $1 WHERE tenant_id = $2 OR sandbox_of = $2").bind(status).bind(tenant_id).execute(&mut **tx).await?;
+    Ok(())
 }
 
 fn valid_app_id(s: &str) -> bool {

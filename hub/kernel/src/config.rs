@@ -84,6 +84,18 @@ pub struct Config {
     /// on this hub; one more is refused with 429.
     #[arg(long, env = "HUB_MAX_SSE_PER_CREDENTIAL", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_sse_per_credential: u64,
+    /// Average drive speed in km/h from which sdk-dispatch derives drive
+    /// times (great-circle distance over this speed).
+    #[arg(long, env = "DISPATCH_AVG_SPEED_KMH", default_value_t = 35.0, value_parser = drive_speed)]
+    pub dispatch_avg_speed_kmh: f64,
+}
+
+/// A drive speed: a number of km/h above 0 and at most 300.
+fn drive_speed(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 300.0 => Ok(v),
+        _ => Err("must be a number of km/h above 0 and at most 300".into()),
+    }
 }
 
 impl Config {
@@ -123,6 +135,7 @@ impl Config {
             idle_timeout_seconds: 60,
             max_connections: 4096,
             max_sse_per_credential: 4,
+            dispatch_avg_speed_kmh: 35.0,
             smtp_url: None,
             mail_from: None,
         }

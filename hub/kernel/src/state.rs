@@ -1,8 +1,10 @@
 //! `AppState`: the database, the master key, the signing keys in force, the
-//! caches of the gate, and the invalidation channel that keeps the caches of
-//! several hub replicas on one PostgreSQL database in step.
+//! caches of the gate and of the areas, and the invalidation channel that
+//! keeps the caches of several hub replicas on one PostgreSQL database in
+//! step.
 
 use std::{
+    any::Any,
     collections::HashMap,
     hash::Hash,
     sync::{
@@ -50,6 +52,13 @@ pub struct Inner {
     pub api_keys_by_id: Cache<String, Arc<KeyRecord>>,
     /// Effective permissions by persona_id.
     pub permissions: Cache<String, Arc<Vec<String>>>,
+    /// When each tenant's credentials stop working (its offboarding
+    /// deadline; None while it is not offboarding), by tenant_id.
+    pub tenant_deadlines: Cache<String, Option<chrono::DateTime<chrono::Utc>>>,
+    /// A tenant's feature flags as the platform area compiles them for
+    /// evaluation, by tenant_id (the area's own type: the kernel only holds
+    /// and drops them).
+    pub feature_flags: Cache<String, Arc<dyn Any + Send + Sync>>,
     /// None outside development mode without an SMTP relay.
     pub mail: Option<Arc<dyn MailSender>>,
     /// The group-commit writer of audit appends.
@@ -62,19 +71,30 @@ pub struct Inner {
 }
 
 /// What changed, so other replicas can drop what they cached of it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Invalidation {
     ApiKeys,
     Roles,
     SigningKeys,
+    /// A tenant's standing (an offboarding started).
+    Tenants,
+    /// One tenant's feature flags; `None`: every tenant's (the platform's
+    /// own flags, which every tenant sees, changed).
+    FeatureFlags(Option<String>),
 }
 
+/// The payload prefix of a feature-flag invalidation (`feature_flags:` and
+/// the tenant id, or `*` for every tenant).
+const FEATURE_FLAGS: &str = "feature_flags:";
+
 impl Invalidation {
-    fn as_str(self) -> &'static str {
+    fn payload(&self) -> String {
         match self {
-            Invalidation::ApiKeys => "api_keys",
-            Invalidation::Roles => "roles",
-            Invalidation::SigningKeys => "signing_keys",
+            Invalidation::ApiKeys => "api_keys".into(),
+            Invalidation::Roles => "roles".into(),
+            Invalidation::SigningKeys => "signing_keys".into(),
+            Invalidation::Tenants => "tenants".into(),
+            Invalidation::FeatureFlags(tenant) => format!("{FEATURE_FLAGS}{}", tenant.as_deref().unwrap_or("*")),
         }
     }
 }
@@ -94,6 +114,8 @@ impl AppState {
             api_keys: Cache::default(),
             api_keys_by_id: Cache::default(),
             permissions: Cache::default(),
+            tenant_deadlines: Cache::default(),
+            feature_flags: Cache::default(),
             audit: crate::audit::Appender::start(db.clone())?,
             db,
             mail,
@@ -173,16 +195,16 @@ impl AppState {
     /// Drops local caches of `what` and tells the other replicas to do the
     /// same. Call after the change has committed.
     pub async fn invalidate(&self, what: Invalidation) {
-        self.invalidate_local(what);
+        self.invalidate_local(&what);
         if self.db.backend == Backend::Postgres {
-            let sent = sqlx::query("SELECT pg_notify($1, $2)").bind(INVALIDATION_CHANNEL).bind(what.as_str()).execute(self.db.writer()).await;
+            let sent = sqlx::query("SELECT pg_notify($1, $2)").bind(INVALIDATION_CHANNEL).bind(what.payload()).execute(self.db.writer()).await;
             if let Err(e) = sent {
                 tracing::error!(error = %e, "broadcasting a cache invalidation");
             }
         }
     }
 
-    pub fn invalidate_local(&self, what: Invalidation) {
+    pub fn invalidate_local(&self, what: &Invalidation) {
         match what {
             Invalidation::ApiKeys => {
                 self.api_keys.clear();
@@ -190,19 +212,27 @@ impl AppState {
             }
             Invalidation::Roles => self.permissions.clear(),
             Invalidation::SigningKeys => self.tokens.clear(),
+            Invalidation::Tenants => self.tenant_deadlines.clear(),
+            Invalidation::FeatureFlags(Some(tenant)) => self.feature_flags.remove(tenant),
+            Invalidation::FeatureFlags(None) => self.feature_flags.clear(),
         }
     }
 
     /// Applies an invalidation received from another replica.
     pub async fn apply_remote(&self, payload: &str) {
         match payload {
-            "api_keys" => self.invalidate_local(Invalidation::ApiKeys),
-            "roles" => self.invalidate_local(Invalidation::Roles),
+            "api_keys" => self.invalidate_local(&Invalidation::ApiKeys),
+            "roles" => self.invalidate_local(&Invalidation::Roles),
+            "tenants" => self.invalidate_local(&Invalidation::Tenants),
             "signing_keys" => {
                 *self.last_key_reload.lock().expect("reload lock") = None;
                 self.reload_keys().await;
             }
-            _ => self.clear_all(),
+            _ => match payload.strip_prefix(FEATURE_FLAGS) {
+                Some("*") => self.invalidate_local(&Invalidation::FeatureFlags(None)),
+                Some(tenant) => self.invalidate_local(&Invalidation::FeatureFlags(Some(tenant.to_string()))),
+                None => self.clear_all(),
+            },
         }
     }
 
@@ -211,6 +241,8 @@ impl AppState {
         self.api_keys.clear();
         self.api_keys_by_id.clear();
         self.permissions.clear();
+        self.tenant_deadlines.clear();
+        self.feature_flags.clear();
     }
 }
 
@@ -231,7 +263,10 @@ impl<K, V> Default for Cache<K, V> {
 const CACHE_CAP: usize = 100_000;
 
 impl<K: Hash + Eq, V: Clone> Cache<K, V> {
-    pub fn get(&self, key: &K) -> Option<V> {
+    pub fn get<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<V>
+    where
+        K: std::borrow::Borrow<Q>,
+    {
         self.map.lock().expect("cache lock").get(key).cloned()
     }
 
@@ -255,5 +290,15 @@ impl<K: Hash + Eq, V: Clone> Cache<K, V> {
         let mut map = self.map.lock().expect("cache lock");
         self.generation.fetch_add(1, Ordering::AcqRel);
         map.clear();
+    }
+
+    /// Drops one entry. The generation moves on as for `clear`, so a value
+    /// of this key loaded before the removal is not stored after it (a
+    /// load of another key in flight is not stored either, and is simply
+    /// loaded again next time).
+    pub fn remove(&self, key: &K) {
+        let mut map = self.map.lock().expect("cache lock");
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        map.remove(key);
     }
 }

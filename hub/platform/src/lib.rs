@@ -1,7 +1,8 @@
 //! Platform and multi-tenancy: assets with their twins, readings and
 //! per-robot credentials (sdk-asset), robot commands with approval
 //! (sdk-command) and their two transports to the robots (`sse`, `quic`),
-//! devices (sdk-device) and diagnostics (sdk-diagnostic-telemetry); and the
+//! devices (sdk-device), diagnostics (sdk-diagnostic-telemetry), and the
+//! workflow, geo, config, feature-flag, residency and dispatch groups; and the
 //! `RobotDirectory` through which the gate reads robot credentials.
 
 pub mod asset;
@@ -9,6 +10,8 @@ pub mod command;
 pub mod config;
 pub mod device;
 pub mod diagnostic;
+pub mod dispatch;
+pub mod feature_flags;
 pub mod feed;
 pub mod geo;
 pub mod quic;
@@ -38,7 +41,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(workflow::routes())
         .merge(geo::routes())
         .merge(config::routes())
+        .merge(feature_flags::routes())
         .merge(residency::routes())
+        .merge(dispatch::routes())
 }
 
 /// The values a documentation enum of a request field lists (its tests

@@ -215,6 +215,15 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, g) = app.post("/api/geo/addresses", Some(a), json!({ "lines": ["1 Matrix Way"], "country_code": "NL" })).await;
     assert_eq!(s, StatusCode::CREATED, "{g}");
     ids.insert("address_id", g["data"]["address"]["address_id"].as_str().unwrap().to_string());
+    let (s, r) = app.post("/api/dispatch/routes/optimize", Some(a), json!({ "stops": [{ "lat": 52.0, "lng": 4.0 }] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("route_id", data(&r, "route_id"));
+    // The matrix never offboards A: only B's credentials and A's probe key
+    // (lacking the scope) reach A's offboarding routes.
+    ids.insert("tenant_id", t.a["tenant_id"].as_str().unwrap().to_string());
+    let (s, f) = app.post("/api/feature-flags", Some(a), json!({ "flag_key": "mx-flag" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{f}");
+    ids.insert("flag_key", "mx-flag".to_string());
     ids
 }
 

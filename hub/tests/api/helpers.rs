@@ -240,7 +240,7 @@ pub fn probe_body(method: &Method) -> Option<Value> {
     (*method != Method::GET).then(|| {
         json!({
             "kind": "human", "name": "k", "scopes": ["*"], "reason": "stolen", "person_id": "0190a000-0000-7000-8000-000000000000",
-            "method": "secure-enclave", "signature_envelope": { "challenge": "x" }, "ok": true, "approved": false, "desired": {},
+            "method": "secure-enclave", "signature_envelope": { "challenge": "x" }, "ok": true, "approved": false, "desired": {}, "engaged": false,
         })
     })
 }

@@ -28,7 +28,14 @@ event_types! {
     CONFIG_SET = "config.value.set.v1";
     CONFIG_REVOKED = "config.value.revoked.v1";
     CONFIG_ROTATED = "config.secret_ref.rotated.v1";
+    FEATURE_FLAG_CREATED = "feature-flag.flag.created.v1";
+    FEATURE_FLAG_ROLLOUT_CHANGED = "feature-flag.rollout.changed.v1";
+    FEATURE_FLAG_KILL_SWITCH_ENGAGED = "feature-flag.kill_switch.engaged.v1";
+    FEATURE_FLAG_KILL_SWITCH_RELEASED = "feature-flag.kill_switch.released.v1";
     RESIDENCY_NODE_CREATED = "tenant.residency_node.created.v1";
+    DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
+    TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";
+    TENANT_OFFBOARDING_COMPLETED = "tenant.offboarding.completed.v1";
     ASSET_REGISTERED = "asset.asset.registered.v1";
     ASSET_UPDATED = "asset.asset.updated.v1";
     ASSET_CREDENTIAL_ISSUED = "asset.credential.issued.v1";

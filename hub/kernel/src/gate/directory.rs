@@ -22,6 +22,10 @@ pub trait KeyDirectory: Send + Sync + 'static {
     /// parents' and the tenant's overrides; empty for an unknown or
     /// inactive persona.
     fn permissions<'a>(&'a self, db: &'a Db, persona_id: &'a str) -> Lookup<'a, Vec<String>>;
+    /// When the credentials of tenant `tenant_id` stop working: the
+    /// deadline of its offboarding (a sandbox's is its tenant's), or None
+    /// while it is not offboarding.
+    fn tenant_deadline<'a>(&'a self, db: &'a Db, tenant_id: &'a str) -> Lookup<'a, Option<chrono::DateTime<chrono::Utc>>>;
 }
 
 /// Per-robot credentials (implemented by the platform area).

@@ -76,6 +76,30 @@ pub async fn authenticate(state: &AppState, secret: &str) -> ApiResult<Arc<KeyRe
     Ok(key)
 }
 
+/// Why a credential of an offboarded tenant is refused.
+pub const OFFBOARDED: &str = "the tenant of this credential was offboarded";
+
+/// Refuses (401) every credential of a tenant whose offboarding deadline
+/// has passed. The deadline is cached per tenant like the gate's other
+/// lookups: starting an offboarding drops the cache on every replica, and
+/// the deadline passing needs no invalidation, since each request compares
+/// it with the clock.
+pub async fn tenant_open(state: &AppState, tenant_id: &str) -> ApiResult<()> {
+    let deadline = match state.tenant_deadlines.get(tenant_id) {
+        Some(d) => d,
+        None => {
+            let generation = state.tenant_deadlines.generation();
+            let d = state.directories.keys.tenant_deadline(&state.db, tenant_id).await?;
+            state.tenant_deadlines.put(generation, tenant_id.to_string(), d);
+            d
+        }
+    };
+    match deadline {
+        Some(t) if t <= chrono::Utc::now() => Err(ApiError::Unauthorized(OFFBOARDED)),
+        _ => Ok(()),
+    }
+}
+
 /// The key record behind an exchanged machine token.
 pub async fn by_id(state: &AppState, key_id: &str) -> ApiResult<Arc<KeyRecord>> {
     if let Some(k) = state.api_keys_by_id.get(&key_id.to_string()) {

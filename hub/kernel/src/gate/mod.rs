@@ -115,11 +115,22 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         return next.run(req).await;
     }
     let public = is_public(&path);
-    let outcome = match bearer(req.headers()) {
+    let mut outcome = match bearer(req.headers()) {
         None => Err("missing bearer token"),
         Some(Err(())) => Err("malformed Authorization header"),
         Some(Ok(value)) => resolve(&state, value).await,
     };
+    // Every credential of a tenant past its offboarding deadline is refused,
+    // whatever its kind; checked here, once, where the tenant is known.
+    if let Ok(caller) = &outcome
+        && let Some(tenant_id) = tenant_id_of(caller)
+    {
+        match keys::tenant_open(&state, tenant_id).await {
+            Ok(()) => {}
+            Err(ApiError::Unauthorized(why)) => outcome = Err(why),
+            Err(e) => return e.into_response(),
+        }
+    }
     match outcome {
         Ok(caller) => {
             if let Caller::Machine { key, .. } = &caller
@@ -136,6 +147,15 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         Err(why) => return refuse(why),
     }
     next.run(req).await
+}
+
+/// The tenant a caller acts in, if any.
+fn tenant_id_of(caller: &Caller) -> Option<&str> {
+    match caller {
+        Caller::Human(claims) => claims.tenant.as_ref().map(|t| t.tenant_id.as_str()),
+        Caller::Machine { key, .. } => Some(&key.tenant_id),
+        Caller::Operator => None,
+    }
 }
 
 /// A 401, counted by its reason (a fixed set of texts: bounded labels).

@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use axum::{extract::FromRequestParts, http::request::Parts};
 
-use super::{bearer, keys::count_use};
+use super::{
+    bearer,
+    keys::{count_use, tenant_open},
+};
 use crate::{
     crypto,
     error::{ApiError, ApiResult},
@@ -51,14 +54,21 @@ pub async fn authenticate(state: &AppState, secret: &str) -> ApiResult<Arc<Robot
     if !cred.is_usable() {
         return Err(ApiError::Unauthorized("robot credential expired or revoked"));
     }
+    tenant_open(state, &cred.tenant_id).await?;
     count_use(state, &cred.credential_id, cred.rate_limit_rpm).await?;
     Ok(Arc::new(cred))
 }
 
-/// Whether the credential of an open stream may go on: still active and
-/// not expired. A stream asks when woken and before each delivery.
+/// Whether the credential of an open stream may go on: still active, not
+/// expired, and its tenant not offboarded. A stream asks when woken and
+/// before each delivery.
 pub async fn still_usable(state: &AppState, credential_id: &str) -> ApiResult<bool> {
-    Ok(state.directories.robots.robot_by_id(&state.db, credential_id).await?.is_some_and(|c| c.is_usable()))
+    let Some(cred) = state.directories.robots.robot_by_id(&state.db, credential_id).await? else { return Ok(false) };
+    match tenant_open(state, &cred.tenant_id).await {
+        Ok(()) => Ok(cred.is_usable()),
+        Err(ApiError::Unauthorized(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// The verified robot credential of a stream or ack route; a missing or

@@ -1,0 +1,247 @@
+//! sdk-tenant-lifecycle: a tenant's offboarding. Starting it stamps a
+//! retention deadline (30 days ahead unless `deadline_at` says otherwise);
+//! until then the tenant works as before, and from then on every credential
+//! of the tenant (its people's tenant tokens, its API keys and the tokens
+//! exchanged for them, its robots' credentials, and its sandbox's) is
+//! refused by the gate (`gate::keys::tenant_open`, fed by [`deadline`]).
+//! A sweep stamps the completion and records
+//! `tenant.offboarding.completed.v1` once the deadline has passed.
+//!
+//! The caller acts on its own tenant or on a direct child of it; any other
+//! tenant is 404, checked before anything else.
+//!
+//! This module owns tenant_offboarding; the tenant's status is set through
+//! `tenancy`.
+
+use chrono::{DateTime, TimeDelta, Utc};
+use hub_kernel::prelude::*;
+use hub_kernel::{audit::Event, gate::keys, state::Invalidation, validate::MAX_CLOCK_SKEW_SECONDS};
+
+use crate::tenancy;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(get_offboarding, start_offboarding))
+}
+
+/// The retention deadline when the request names none, in days from now.
+pub const DEFAULT_RETENTION_DAYS: i64 = 30;
+/// The furthest deadline a request may name, in days from now.
+pub const MAX_RETENTION_DAYS: i64 = 3650;
+
+#[derive(Debug, FromRow)]
+struct Row {
+    reason: Option<String>,
+    started_by: String,
+    started_by_tenant_id: String,
+    started_at: String,
+    deadline_at: String,
+    completed_at: Option<String>,
+}
+
+const COLUMNS: &str = "reason, started_by, started_by_tenant_id, started_at, deadline_at, completed_at";
+
+/// A tenant's offboarding as it stands.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = TenantOffboarding)]
+struct Offboarding {
+    tenant_id: String,
+    /// `not_started`; `offboarding` (started: the tenant's credentials
+    /// work until `deadline_at`); `offboarded` (the deadline has passed:
+    /// they no longer work).
+    state: &'static str,
+    reason: Option<String>,
+    /// The person (or, for an API key, its synthetic persona) who started it.
+    started_by: Option<String>,
+    /// The tenant whose credential started it: this one or its parent.
+    started_by_tenant_id: Option<String>,
+    started_at: Option<String>,
+    /// The retention deadline: the tenant's credentials stop working then.
+    deadline_at: Option<String>,
+    /// When the hub recorded the completion (within seconds after the
+    /// deadline).
+    completed_at: Option<String>,
+}
+
+impl Offboarding {
+    fn of(tenant_id: String, row: Option<Row>) -> Self {
+        let Some(r) = row else {
+            return Offboarding {
+                tenant_id,
+                state: "not_started",
+                reason: None,
+                started_by: None,
+                started_by_tenant_id: None,
+                started_at: None,
+                deadline_at: None,
+                completed_at: None,
+            };
+        };
+        let passed = db::parse_time(&r.deadline_at).is_some_and(|t| t <= Utc::now());
+        Offboarding {
+            tenant_id,
+            state: if passed { "offboarded" } else { "offboarding" },
+            reason: r.reason,
+            started_by: Some(r.started_by),
+            started_by_tenant_id: Some(r.started_by_tenant_id),
+            started_at: Some(r.started_at),
+            deadline_at: Some(r.deadline_at),
+            completed_at: r.completed_at,
+        }
+    }
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = StartTenantOffboarding)]
+struct StartOffboarding {
+    /// RFC 3339; default 30 days from now. At most 3650 days ahead; a time
+    /// up to now (5 minutes of clock skew allowed) means now: the
+    /// credentials stop at once.
+    #[schema(format = "date-time")]
+    deadline_at: Option<String>,
+    /// At most 500 characters.
+    reason: Option<String>,
+}
+
+/// The tenant `raw` names, when the caller may act on it: its own tenant or
+/// a direct child of it (a parent administers its children). Anything else
+/// is 404, whether it exists or not.
+async fn owned(state: &AppState, ctx: &TenantCtx, raw: &str) -> ApiResult<String> {
+    let id = path_id(raw)?.to_string();
+    let tenant = tenancy::find(&state.db.read, &id).await?.ok_or(ApiError::NotFound)?;
+    if tenant.tenant_id == ctx.tenant_id || tenant.parent_tenant_id.as_deref() == Some(ctx.tenant_id.as_str()) {
+        Ok(tenant.tenant_id)
+    } else {
+        Err(ApiError::NotFound)
+    }
+}
+
+async fn find<'e, E>(exec: E, tenant_id: &str) -> ApiResult<Option<Row>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let sql = format!("SELECT {COLUMNS} FROM tenant_offboarding WHERE tenant_id = $1");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).fetch_optional(exec).await?)
+}
+
+/// The deadline a request asks for, or the problem with it.
+fn requested_deadline(check: &mut Check, raw: &Option<String>, now: DateTime<Utc>) -> DateTime<Utc> {
+    let default = now + TimeDelta::days(DEFAULT_RETENTION_DAYS);
+    let Some(raw) = Check::optional(raw) else { return default };
+    match db::parse_time(&raw) {
+        None => check.fail("deadline_at must be an RFC 3339 timestamp"),
+        Some(t) if t < now - TimeDelta::seconds(MAX_CLOCK_SKEW_SECONDS) => check.fail("deadline_at must not be in the past"),
+        Some(t) if t > now + TimeDelta::days(MAX_RETENTION_DAYS) => check.fail(format!("deadline_at must be at most {MAX_RETENTION_DAYS} days from now")),
+        Some(t) => return t.max(now),
+    }
+    default
+}
+
+/// Starts the offboarding of the caller's tenant or of a child of it.
+#[utoipa::path(post, path = "/api/tenants/{tenant_id}/offboarding", tag = "sdk-tenant-lifecycle",
+    params(("tenant_id" = String, Path, description = "the caller's tenant or a direct child of it")), request_body = StartOffboarding,
+    responses((status = 201, description = "started", body = Data<Offboarding>)))]
+async fn start_offboarding(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    Body(body): Body<StartOffboarding>,
+) -> ApiResult<Response> {
+    let tenant_id = owned(&state, &ctx, &id).await?;
+    // Like creating a tenant, an administration of tenants: the acting
+    // persona's roles must allow it, for people and keys alike.
+    keys::require_grant(&state, &ctx, "tenant.tenant.write").await?;
+    let mut check = Check::new();
+    let now = Utc::now();
+    let deadline = db::format_time(requested_deadline(&mut check, &body.deadline_at, now));
+    let reason = Check::optional(&body.reason);
+    if reason.as_ref().is_some_and(|r| r.chars().count() > 500) {
+        check.fail("reason must be at most 500 characters");
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO tenant_offboarding (tenant_id, reason, started_by, started_by_tenant_id, started_at, deadline_at) VALUES ($1, $2, $3, $4, $5, $6) \
+         ON CONFLICT (tenant_id) DO NOTHING RETURNING {COLUMNS}"
+    );
+    let row: Option<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&tenant_id)
+        .bind(&reason)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(&ctx.tenant_id)
+        .bind(db::format_time(now))
+        .bind(&deadline)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(row) = row else {
+        let stored = find(&mut *tx, &tenant_id).await?.ok_or(ApiError::NotFound)?;
+        return Err(ApiError::Conflict(format!("the offboarding of this tenant started at {}; its deadline is {}", stored.started_at, stored.deadline_at)));
+    };
+    tenancy::set_status(&mut tx, &tenant_id, "offboarding").await?;
+    let fact = json!({ "tenant_id": tenant_id, "deadline_at": deadline, "started_by_tenant_id": ctx.tenant_id });
+    audit::record(&mut tx, &ctx, events::TENANT_OFFBOARDING_STARTED, fact).await?;
+    tx.commit().await?;
+    // Every replica's gate forgets what it knew of the tenant's standing.
+    state.invalidate(Invalidation::Tenants).await;
+    Ok(created(Offboarding::of(tenant_id, Some(row))))
+}
+
+/// The offboarding state of the caller's tenant or of a child of it.
+#[utoipa::path(get, path = "/api/tenants/{tenant_id}/offboarding", tag = "sdk-tenant-lifecycle",
+    params(("tenant_id" = String, Path, description = "the caller's tenant or a direct child of it")),
+    responses((status = 200, description = "the state (`not_started` before any offboarding)", body = Data<Offboarding>)))]
+async fn get_offboarding(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let tenant_id = owned(&state, &ctx, &id).await?;
+    let row = find(&state.db.read, &tenant_id).await?;
+    Ok(ok(Offboarding::of(tenant_id, row)))
+}
+
+/// When the credentials of `tenant_id` stop working: its offboarding
+/// deadline, or its tenant's for a sandbox (the gate's lookup).
+pub async fn deadline(db: &Db, tenant_id: &str) -> ApiResult<Option<DateTime<Utc>>> {
+    let sql = format!("SELECT MIN(deadline_at) FROM tenant_offboarding WHERE {}", tenancy::own_or_sandbox_owner("tenant_id", 1));
+    let found: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(tenant_id).fetch_one(&db.read).await?;
+    Ok(found.as_deref().and_then(db::parse_time))
+}
+
+/// Completes the offboardings whose deadline has passed: stamps
+/// `completed_at`, sets the tenant `offboarded` and records
+/// `tenant.offboarding.completed.v1` in its chain, once, whichever replica
+/// gets there first. Returns how many it completed.
+pub async fn complete_due(state: &AppState) -> ApiResult<usize> {
+    let now = db::now();
+    let due: Vec<String> =
+        sqlx::query_scalar("SELECT tenant_id FROM tenant_offboarding WHERE completed_at IS NULL AND deadline_at <= $1 ORDER BY deadline_at LIMIT 100")
+            .bind(&now)
+            .fetch_all(&state.db.read)
+            .await?;
+    let mut done = 0;
+    for tenant_id in due {
+        let mut tx = state.db.begin().await?;
+        let deadline: Option<String> =
+            sqlx::query_scalar("UPDATE tenant_offboarding SET completed_at = $1 WHERE tenant_id = $2 AND completed_at IS NULL RETURNING deadline_at")
+                .bind(&now)
+                .bind(&tenant_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if let Some(deadline) = deadline {
+            tenancy::set_status(&mut tx, &tenant_id, "offboarded").await?;
+            let payload = json!({ "tenant_id": tenant_id, "deadline_at": deadline, "completed_at": now });
+            let event = Event {
+                tenant_id: &tenant_id,
+                pool_index: None,
+                event_type: events::TENANT_OFFBOARDING_COMPLETED,
+                // No credential acts: the hub does, when the deadline passes.
+                actor_kind: "system",
+                actor_id: "hub",
+                actor_chain: None,
+                payload: &payload,
+                retention_class: None,
+                occurred_at: None,
+            };
+            audit::emit(&mut tx, event).await?;
+            done += 1;
+        }
+        tx.commit().await?;
+    }
+    Ok(done)
+}

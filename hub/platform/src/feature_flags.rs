@@ -1,0 +1,782 @@
+//! sdk-feature-flags: flags, their rollouts and kill switch, and the
+//! evaluation of a flag for a context (`tenant_id`, `persona_id`, `bu_id`,
+//! `attributes`). A key has up to two layers: the tenant's own flag and the
+//! platform's (`tenant_id` NULL, the operator's, seen by every tenant).
+//! Evaluation: a kill switch engaged in either layer answers the flag's
+//! `off_value`; otherwise the first active rollout that matches, the
+//! tenant's before the platform's, each layer by ascending priority;
+//! otherwise the `default_value`. A percentage rollout buckets the context
+//! as Unleash's SDKs do (`murmur3_32("{group_id}:{stickiness}", 0) % 100 +
+//! 1`), so a user lands in the same bucket here as with a stock SDK.
+//!
+//! Evaluation reads no table: a tenant's flags are compiled once into the
+//! state's `feature_flags` cache, which every write drops on every replica
+//! (`Invalidation::FeatureFlags`) after it commits.
+
+use std::{borrow::Cow, collections::HashMap, sync::Arc};
+
+use hub_kernel::{prelude::*, state::Invalidation};
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create)).routes(routes!(get_flag)).routes(routes!(set_rollout)).routes(routes!(kill_switch)).routes(routes!(evaluate))
+}
+
+/// Constraints a rollout's predicate holds at most.
+const MAX_CONSTRAINTS: usize = 50;
+/// Values a constraint lists at most.
+const MAX_VALUES: usize = 1000;
+/// Attributes an evaluation context carries at most.
+const MAX_ATTRIBUTES: usize = 100;
+/// The largest JSON value a flag or rollout answers.
+const MAX_VALUE_BYTES: usize = 64 * 1024;
+
+const OPERATORS: [&str; 10] = ["in", "not_in", "str_contains", "str_starts_with", "str_ends_with", "num_eq", "num_gt", "num_gte", "num_lt", "num_lte"];
+
+/// A flag (one layer of its key).
+#[derive(Clone, Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = FeatureFlag)]
+struct FlagRow {
+    flag_id: String,
+    flag_key: String,
+    /// `tenant` (the caller's own) or `platform` (the operator's).
+    layer: String,
+    description: Option<String>,
+    /// Answered when no rollout matches.
+    #[sqlx(try_from = "String")]
+    default_value: JsonText,
+    /// Answered while the kill switch is engaged.
+    #[sqlx(try_from = "String")]
+    off_value: JsonText,
+    #[sqlx(try_from = "i64")]
+    kill_switch_engaged: Flag,
+    kill_switch_reason: Option<String>,
+    kill_switch_changed_at: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+const FLAG_COLUMNS: &str = "flag_id, flag_key, CASE WHEN tenant_id IS NULL THEN 'platform' ELSE 'tenant' END AS layer, description, default_value, off_value, \
+     kill_switch_engaged, kill_switch_reason, kill_switch_changed_at, created_at, updated_at";
+
+/// A rollout of a flag.
+#[derive(Clone, Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = FeatureFlagRollout)]
+struct RolloutRow {
+    rollout_id: String,
+    flag_id: String,
+    /// Lower first.
+    priority: i64,
+    /// Constraints that must all hold; empty: every context.
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<Constraint>)]
+    predicate: JsonText,
+    /// 0 to 100: the share of stickiness values admitted.
+    percentage: i64,
+    /// `persona_id`, `tenant_id`, `bu_id` or `attributes.<name>`.
+    stickiness: String,
+    /// Hashed with the stickiness value; the flag key by default.
+    group_id: String,
+    #[sqlx(try_from = "String")]
+    value: JsonText,
+    #[sqlx(try_from = "i64")]
+    active: Flag,
+    created_at: String,
+    updated_at: String,
+}
+
+const ROLLOUT_COLUMNS: &str = "rollout_id, flag_id, priority, predicate, percentage, stickiness, group_id, value, active, created_at, updated_at";
+
+/// One condition over the context, as Unleash's constraints (snake case).
+#[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
+#[schema(as = FeatureFlagConstraint)]
+struct Constraint {
+    /// `tenant_id`, `persona_id`, `bu_id` or `attributes.<name>`.
+    context_name: String,
+    /// `in`, `not_in`, `str_contains`, `str_starts_with`, `str_ends_with`,
+    /// `num_eq`, `num_gt`, `num_gte`, `num_lt` or `num_lte`.
+    operator: String,
+    /// The operand strings of `in`, `not_in` and the `str_` operators.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    values: Vec<String>,
+    /// The operand of the `num_` operators.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    value: Option<f64>,
+    /// Negates the outcome.
+    #[serde(default)]
+    inverted: bool,
+    /// String comparisons ignore case.
+    #[serde(default)]
+    case_insensitive: bool,
+}
+
+/// A flag with its rollouts, lowest priority first.
+#[derive(Serialize, ToSchema)]
+#[schema(as = FeatureFlagDetail)]
+struct Detail {
+    #[serde(flatten)]
+    flag: FlagRow,
+    rollouts: Vec<RolloutRow>,
+}
+
+fn valid_key(key: &str) -> bool {
+    (1..=128).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// `tenant_id`, `persona_id`, `bu_id`, or `attributes.` and a name.
+fn valid_context_name(name: &str) -> bool {
+    matches!(name, "tenant_id" | "persona_id" | "bu_id") || name.strip_prefix("attributes.").is_some_and(valid_key)
+}
+
+const CONTEXT_NAME_RULE: &str = "must be tenant_id, persona_id, bu_id or attributes.<name> (a name of 1 to 128 letters, digits, '.', '_' or '-')";
+
+/// A JSON value a flag or rollout answers: `default` when absent or null.
+fn json_value(check: &mut Check, name: &str, value: Option<&Value>, default: Value) -> String {
+    let v = value.cloned().unwrap_or(default).to_string();
+    if v.len() > MAX_VALUE_BYTES {
+        check.fail(format!("{name} must be at most 64 KiB of JSON"));
+    }
+    v
+}
+
+/// The tenant's own flag of a key, inside a write's transaction.
+async fn own_flag(tx: &mut Tx, tenant_id: &str, key: &str) -> ApiResult<FlagRow> {
+    let sql = format!("SELECT {FLAG_COLUMNS} FROM feature_flag WHERE tenant_id = $1 AND flag_key = $2");
+    let row = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(key).fetch_optional(&mut **tx).await?;
+    row.ok_or(ApiError::NotFound)
+}
+
+/// After a write has committed: every replica drops the tenant's compiled
+/// flags, so the next evaluation anywhere sees the write.
+async fn changed(state: &AppState, ctx: &TenantCtx) {
+    state.invalidate(Invalidation::FeatureFlags(Some(ctx.tenant_id.clone()))).await;
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewFeatureFlag)]
+struct NewFlag {
+    /// 1 to 128 letters, digits, `.`, `_` or `-`; unique in the tenant.
+    #[schema(required = true)]
+    flag_key: Option<String>,
+    /// At most 1,000 characters.
+    description: Option<String>,
+    /// Any JSON (at most 64 KiB), answered when no rollout matches;
+    /// `false` when absent.
+    #[schema(value_type = Option<Value>)]
+    default_value: Option<Value>,
+    /// Any JSON, answered while the kill switch is engaged; `false` when
+    /// absent.
+    #[schema(value_type = Option<Value>)]
+    off_value: Option<Value>,
+}
+
+/// Creates a flag of the caller's tenant (its kill switch released, no
+/// rollout yet).
+#[utoipa::path(post, path = "/api/feature-flags", tag = "sdk-feature-flags", request_body = NewFlag,
+    responses((status = 201, description = "the flag", body = Data<FlagRow>)))]
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req): Body<NewFlag>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let key = check.required("flag_key", &req.flag_key);
+    if !key.is_empty() && !valid_key(&key) {
+        check.fail("flag_key must be 1 to 128 letters, digits, '.', '_' or '-'");
+    }
+    let description = Check::optional(&req.description);
+    if description.as_ref().is_some_and(|d| d.chars().count() > 1000) {
+        check.fail("description must be at most 1000 characters");
+    }
+    let default_value = json_value(&mut check, "default_value", req.default_value.as_ref(), json!(false));
+    let off_value = json_value(&mut check, "off_value", req.off_value.as_ref(), json!(false));
+    check.finish()?;
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO feature_flag (flag_id, tenant_id, flag_key, description, default_value, off_value, kill_switch_engaged, created_by, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8, $8) ON CONFLICT DO NOTHING RETURNING {FLAG_COLUMNS}"
+    );
+    let flag: Option<FlagRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&key)
+        .bind(&description)
+        .bind(&default_value)
+        .bind(&off_value)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(&now)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let flag = flag.ok_or_else(|| ApiError::Conflict(format!("the flag {key} exists")))?;
+    audit::record(&mut tx, &ctx, events::FEATURE_FLAG_CREATED, json!({ "flag_id": flag.flag_id, "flag_key": key })).await?;
+    tx.commit().await?;
+    changed(&state, &ctx).await;
+    Ok(created(flag))
+}
+
+/// A flag with its rollouts: the tenant's own, or else the platform's.
+#[utoipa::path(get, path = "/api/feature-flags/{flag_key}", tag = "sdk-feature-flags", params(("flag_key" = String, Path, description = "the flag's key")),
+    responses((status = 200, description = "the flag and its rollouts, active or not, lowest priority first", body = Data<Detail>)))]
+async fn get_flag(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>) -> ApiResult<Response> {
+    if !valid_key(&key) {
+        return Err(ApiError::NotFound);
+    }
+    // The tenant's layer sorts before the platform's.
+    let sql = format!(
+        "SELECT {FLAG_COLUMNS} FROM feature_flag WHERE (tenant_id = $1 OR tenant_id IS NULL) AND flag_key = $2 ORDER BY tenant_id IS NULL, flag_id LIMIT 1"
+    );
+    let flag: FlagRow =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&key).fetch_optional(&state.db.read).await?.ok_or(ApiError::NotFound)?;
+    let sql = format!("SELECT {ROLLOUT_COLUMNS} FROM feature_flag_rollout WHERE flag_id = $1 ORDER BY priority, rollout_id");
+    let rollouts = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&flag.flag_id).fetch_all(&state.db.read).await?;
+    Ok(ok(Detail { flag, rollouts }))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = FeatureFlagRolloutRequest)]
+struct RolloutRequest {
+    /// A rollout of this flag to change; absent: a new rollout.
+    #[schema(format = "uuid")]
+    rollout_id: Option<String>,
+    /// An integer from 0 to 1,000,000, lower first; 100 when absent.
+    #[schema(value_type = Option<i64>, minimum = 0, maximum = 1_000_000)]
+    priority: Option<Value>,
+    /// At most 50 constraints that must all hold; absent or empty: every
+    /// context.
+    #[schema(value_type = Option<Vec<Constraint>>)]
+    predicate: Option<Value>,
+    /// An integer from 0 to 100; 100 when absent.
+    #[schema(value_type = Option<i64>, minimum = 0, maximum = 100)]
+    percentage: Option<Value>,
+    /// `persona_id` (the default), `tenant_id`, `bu_id` or
+    /// `attributes.<name>`: the context value the percentage buckets.
+    stickiness: Option<String>,
+    /// 1 to 128 characters hashed with the stickiness value; the flag key
+    /// when absent (two flags with one group_id admit the same users).
+    group_id: Option<String>,
+    /// Any JSON (at most 64 KiB) answered when this rollout matches;
+    /// `true` when absent.
+    #[schema(value_type = Option<Value>)]
+    value: Option<Value>,
+    /// Whether evaluation considers this rollout; `true` when absent.
+    #[schema(value_type = Option<bool>)]
+    active: Option<Value>,
+}
+
+/// The constraints of a predicate, or the problems with them.
+fn check_predicate(check: &mut Check, value: Option<&Value>) -> Vec<Constraint> {
+    let items = match value {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::Array(items)) if items.len() <= MAX_CONSTRAINTS => items,
+        Some(_) => {
+            check.fail(format!("predicate must be an array of at most {MAX_CONSTRAINTS} constraints"));
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let at = |what: &str| format!("predicate[{i}].{what}");
+        let Some(obj) = item.as_object() else {
+            check.fail(format!("predicate[{i}] must be an object"));
+            continue;
+        };
+        let name = obj.get("context_name").and_then(Value::as_str).unwrap_or_default();
+        if !valid_context_name(name) {
+            check.fail(format!("{} {CONTEXT_NAME_RULE}", at("context_name")));
+        }
+        let operator = obj.get("operator").and_then(Value::as_str).unwrap_or_default();
+        if !OPERATORS.contains(&operator) {
+            check.fail(format!("{} must be one of: {}", at("operator"), OPERATORS.join(", ")));
+        }
+        let flag = |check: &mut Check, field: &str| match obj.get(field) {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                check.fail(format!("{} must be a boolean", at(field)));
+                false
+            }
+        };
+        let (inverted, case_insensitive) = (flag(check, "inverted"), flag(check, "case_insensitive"));
+        let (mut values, mut number) = (Vec::new(), None);
+        if operator.starts_with("num_") {
+            match obj.get("value").and_then(Value::as_f64) {
+                Some(n) => number = Some(n),
+                None => check.fail(format!("{} must be a number", at("value"))),
+            }
+        } else if OPERATORS.contains(&operator) {
+            match obj.get("values").and_then(Value::as_array) {
+                Some(list) if (1..=MAX_VALUES).contains(&list.len()) && list.iter().all(Value::is_string) => {
+                    values = list.iter().filter_map(Value::as_str).map(str::to_string).collect();
+                }
+                _ => check.fail(format!("{} must be an array of 1 to {MAX_VALUES} strings", at("values"))),
+            }
+        }
+        out.push(Constraint { context_name: name.to_string(), operator: operator.to_string(), values, value: number, inverted, case_insensitive });
+    }
+    out
+}
+
+/// Adds a rollout to the tenant's flag (201), or changes one of its
+/// rollouts named by `rollout_id` (200).
+#[utoipa::path(post, path = "/api/feature-flags/{flag_key}/rollouts", tag = "sdk-feature-flags", params(("flag_key" = String, Path, description = "the flag's key")),
+    request_body = RolloutRequest,
+    responses((status = 201, description = "a new rollout", body = Data<RolloutRow>), (status = 200, description = "the changed rollout", body = Data<RolloutRow>)))]
+async fn set_rollout(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, Body(req): Body<RolloutRequest>) -> ApiResult<Response> {
+    if !valid_key(&key) {
+        return Err(ApiError::NotFound);
+    }
+    let mut check = Check::new();
+    let rollout_id = check.optional_uuid("rollout_id", &req.rollout_id);
+    let priority = check.optional_int("priority", req.priority.as_ref(), 0, 1_000_000).unwrap_or(100);
+    let predicate = check_predicate(&mut check, req.predicate.as_ref());
+    let percentage = check.optional_int("percentage", req.percentage.as_ref(), 0, 100).unwrap_or(100);
+    let stickiness = Check::optional(&req.stickiness).unwrap_or_else(|| "persona_id".into());
+    if !valid_context_name(&stickiness) {
+        check.fail(format!("stickiness {CONTEXT_NAME_RULE}"));
+    }
+    let group_id = Check::optional(&req.group_id).unwrap_or_else(|| key.clone());
+    if group_id.chars().count() > 128 {
+        check.fail("group_id must be at most 128 characters");
+    }
+    let value = json_value(&mut check, "value", req.value.as_ref(), json!(true));
+    let active = match &req.active {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            check.fail("active must be a boolean");
+            true
+        }
+    };
+    check.finish()?;
+    let predicate = serde_json::to_string(&predicate).map_err(|e| ApiError::Internal(e.into()))?;
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    let flag = own_flag(&mut tx, &ctx.tenant_id, &key).await?;
+    let (row, fresh): (RolloutRow, bool) = match rollout_id {
+        Some(id) => {
+            let sql = format!(
+                "UPDATE feature_flag_rollout SET priority = $1, predicate = $2, percentage = $3, stickiness = $4, group_id = $5, value = $6, active = $7, \
+                 updated_at = $8 WHERE rollout_id = $9 AND flag_id = $10 RETURNING {ROLLOUT_COLUMNS}"
+            );
+            let row = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(priority)
+                .bind(&predicate)
+                .bind(percentage)
+                .bind(&stickiness)
+                .bind(&group_id)
+                .bind(&value)
+                .bind(i64::from(active))
+                .bind(&now)
+                .bind(id.to_string())
+                .bind(&flag.flag_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+            (row.ok_or(ApiError::NotFound)?, false)
+        }
+        None => {
+            let sql = format!(
+                "INSERT INTO feature_flag_rollout (rollout_id, flag_id, tenant_id, priority, predicate, percentage, stickiness, group_id, value, active, \
+                 created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12) RETURNING {ROLLOUT_COLUMNS}"
+            );
+            let row = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(db::new_id())
+                .bind(&flag.flag_id)
+                .bind(&ctx.tenant_id)
+                .bind(priority)
+                .bind(&predicate)
+                .bind(percentage)
+                .bind(&stickiness)
+                .bind(&group_id)
+                .bind(&value)
+                .bind(i64::from(active))
+                .bind(audit::actor_of(&ctx).1)
+                .bind(&now)
+                .fetch_one(&mut *tx)
+                .await?;
+            (row, true)
+        }
+    };
+    let fact = json!({
+        "flag_id": flag.flag_id, "flag_key": key, "rollout_id": row.rollout_id, "created": fresh,
+        "priority": priority, "percentage": percentage, "active": active,
+    });
+    audit::record(&mut tx, &ctx, events::FEATURE_FLAG_ROLLOUT_CHANGED, fact).await?;
+    tx.commit().await?;
+    changed(&state, &ctx).await;
+    Ok(if fresh { created(row) } else { ok(row) })
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = FeatureFlagKillSwitch)]
+struct KillSwitchRequest {
+    /// `true` engages, `false` releases.
+    #[schema(required = true, value_type = bool)]
+    engaged: Option<Value>,
+    /// Why (at most 500 characters); kept with the state.
+    reason: Option<String>,
+}
+
+/// Engages or releases the kill switch of the tenant's flag. Setting the
+/// state it already has changes nothing and records no event.
+#[utoipa::path(post, path = "/api/feature-flags/{flag_key}/kill-switch", tag = "sdk-feature-flags", params(("flag_key" = String, Path, description = "the flag's key")),
+    request_body = KillSwitchRequest,
+    responses((status = 200, description = "the flag", body = Data<FlagRow>)))]
+async fn kill_switch(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, Body(req): Body<KillSwitchRequest>) -> ApiResult<Response> {
+    if !valid_key(&key) {
+        return Err(ApiError::NotFound);
+    }
+    let mut check = Check::new();
+    let engaged = match &req.engaged {
+        Some(Value::Bool(b)) => *b,
+        None | Some(Value::Null) => {
+            check.fail("engaged is required");
+            false
+        }
+        Some(_) => {
+            check.fail("engaged must be a boolean");
+            false
+        }
+    };
+    let reason = Check::optional(&req.reason);
+    if reason.as_ref().is_some_and(|r| r.chars().count() > 500) {
+        check.fail("reason must be at most 500 characters");
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let flag = own_flag(&mut tx, &ctx.tenant_id, &key).await?;
+    if flag.kill_switch_engaged.0 == engaged {
+        return Ok(ok(flag));
+    }
+    let now = db::now();
+    let sql = format!(
+        "UPDATE feature_flag SET kill_switch_engaged = $1, kill_switch_reason = $2, kill_switch_changed_at = $3, updated_at = $3 \
+         WHERE flag_id = $4 RETURNING {FLAG_COLUMNS}"
+    );
+    let flag: FlagRow =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(i64::from(engaged)).bind(&reason).bind(&now).bind(&flag.flag_id).fetch_one(&mut *tx).await?;
+    let event = if engaged { events::FEATURE_FLAG_KILL_SWITCH_ENGAGED } else { events::FEATURE_FLAG_KILL_SWITCH_RELEASED };
+    audit::record(&mut tx, &ctx, event, json!({ "flag_id": flag.flag_id, "flag_key": key, "reason": reason })).await?;
+    tx.commit().await?;
+    changed(&state, &ctx).await;
+    Ok(ok(flag))
+}
+
+/// The context a flag is evaluated for.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = FeatureFlagContext)]
+struct ContextRequest {
+    /// The caller's tenant (the default); another is 403.
+    #[schema(format = "uuid")]
+    tenant_id: Option<String>,
+    /// The persona the flag is evaluated for; the calling persona when
+    /// absent. At most 256 characters.
+    persona_id: Option<String>,
+    /// The business unit, if any. At most 256 characters.
+    bu_id: Option<String>,
+    /// At most 100 attributes, each a string, number or boolean.
+    #[schema(value_type = Option<Value>)]
+    attributes: Option<Value>,
+}
+
+/// An evaluation's answer.
+#[derive(Debug, PartialEq, Serialize, ToSchema)]
+#[schema(as = FeatureFlagEvaluation)]
+struct Evaluation {
+    flag_key: String,
+    #[schema(value_type = Value)]
+    resolved_value: Value,
+    /// The rollout that decided; null for the kill switch or the default.
+    matched_rollout_id: Option<String>,
+    kill_switch_engaged: bool,
+    /// `kill_switch`, `rollout` or `default`.
+    reason: &'static str,
+    /// The layer that decided: `tenant` or `platform`.
+    layer: String,
+}
+
+/// Evaluates a flag for a context: kill switch first, then the active
+/// rollouts (the tenant's, then the platform's, each by ascending
+/// priority) whose predicate matches, then the default value.
+#[utoipa::path(post, path = "/api/feature-flags/{flag_key}/evaluate", tag = "sdk-feature-flags", params(("flag_key" = String, Path, description = "the flag's key")),
+    request_body = ContextRequest,
+    responses((status = 200, description = "the value for this context and what decided it", body = Data<Evaluation>)))]
+async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, Body(req): Body<ContextRequest>) -> ApiResult<Response> {
+    // `Body` refused another tenant's id already; the context's tenant is
+    // the caller's.
+    ctx.check_tenant(req.tenant_id.as_deref())?;
+    let mut check = Check::new();
+    let mut text = |name: &str, value: &Option<String>| {
+        let v = Check::optional(value);
+        if v.as_ref().is_some_and(|v| v.len() > 256) {
+            check.fail(format!("{name} must be at most 256 characters"));
+        }
+        v
+    };
+    let persona_id = text("persona_id", &req.persona_id).unwrap_or_else(|| ctx.persona_id.clone());
+    let bu_id = text("bu_id", &req.bu_id);
+    let attributes = match req.attributes {
+        None | Some(Value::Null) => serde_json::Map::new(),
+        Some(Value::Object(map)) => {
+            if map.len() > MAX_ATTRIBUTES {
+                check.fail(format!("attributes must hold at most {MAX_ATTRIBUTES} entries"));
+            }
+            for (name, v) in &map {
+                if !matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_)) {
+                    check.fail(format!("attributes.{name} must be a string, number or boolean"));
+                }
+            }
+            map
+        }
+        Some(_) => {
+            check.fail("attributes must be an object");
+            serde_json::Map::new()
+        }
+    };
+    check.finish()?;
+    if !valid_key(&key) {
+        return Err(ApiError::NotFound);
+    }
+    let context = Context { tenant_id: &ctx.tenant_id, persona_id: Some(persona_id), bu_id, attributes };
+    let flags = flags_of(&state, &ctx.tenant_id).await?;
+    Ok(ok(flags.evaluate(&key, &context).ok_or(ApiError::NotFound)?))
+}
+
+/// The context's values by name.
+struct Context<'a> {
+    tenant_id: &'a str,
+    persona_id: Option<String>,
+    bu_id: Option<String>,
+    attributes: serde_json::Map<String, Value>,
+}
+
+impl Context<'_> {
+    /// A context value as text (a number as its JSON text, a boolean as
+    /// `true`/`false`), or None when the context lacks it.
+    fn get(&self, name: &str) -> Option<Cow<'_, str>> {
+        match name {
+            "tenant_id" => Some(Cow::Borrowed(self.tenant_id)),
+            "persona_id" => self.persona_id.as_deref().map(Cow::Borrowed),
+            "bu_id" => self.bu_id.as_deref().map(Cow::Borrowed),
+            _ => match self.attributes.get(name.strip_prefix("attributes.")?)? {
+                Value::String(s) => Some(Cow::Borrowed(s.as_str())),
+                Value::Number(n) => Some(Cow::Owned(n.to_string())),
+                Value::Bool(b) => Some(Cow::Borrowed(if *b { "true" } else { "false" })),
+                _ => None,
+            },
+        }
+    }
+}
+
+impl Constraint {
+    /// Unleash's rules: a context without the value satisfies only
+    /// `not_in`; `inverted` negates the outcome.
+    fn holds(&self, context: &Context) -> bool {
+        let actual = context.get(&self.context_name);
+        // Folded only when the constraint ignores case: no allocation on
+        // the common path.
+        fn fold(case_insensitive: bool, s: &str) -> Cow<'_, str> {
+            if case_insensitive { Cow::Owned(s.to_lowercase()) } else { Cow::Borrowed(s) }
+        }
+        let any = |test: &dyn Fn(&str, &str) -> bool, a: &str| {
+            let a = fold(self.case_insensitive, a);
+            self.values.iter().any(|v| test(&a, &fold(self.case_insensitive, v)))
+        };
+        let outcome = match (self.operator.as_str(), actual) {
+            ("not_in", None) => true,
+            (_, None) => false,
+            ("in", Some(a)) => any(&|a, v| a == v, &a),
+            ("not_in", Some(a)) => !any(&|a, v| a == v, &a),
+            ("str_contains", Some(a)) => any(&|a, v| a.contains(v), &a),
+            ("str_starts_with", Some(a)) => any(&|a, v| a.starts_with(v), &a),
+            ("str_ends_with", Some(a)) => any(&|a, v| a.ends_with(v), &a),
+            (op, Some(a)) => match (a.trim().parse::<f64>(), self.value) {
+                (Ok(x), Some(y)) => match op {
+                    "num_eq" => x == y,
+                    "num_gt" => x > y,
+                    "num_gte" => x >= y,
+                    "num_lt" => x < y,
+                    "num_lte" => x <= y,
+                    _ => false,
+                },
+                _ => false,
+            },
+        };
+        outcome != self.inverted
+    }
+}
+
+/// Unleash's normalised bucket of a stickiness value in a group: 1 to 100.
+fn bucket(group_id: &str, stickiness: &str) -> u32 {
+    let text = format!("{group_id}:{stickiness}");
+    let hash = murmur3::murmur3_32(&mut std::io::Cursor::new(text.as_bytes()), 0).expect("hashing a slice does not fail");
+    hash % 100 + 1
+}
+
+/// A rollout ready for evaluation.
+struct Rollout {
+    rollout_id: String,
+    predicate: Vec<Constraint>,
+    percentage: u32,
+    stickiness: String,
+    group_id: String,
+    value: Value,
+}
+
+impl Rollout {
+    /// Whether the predicate holds and the stickiness value falls in the
+    /// percentage (a context without that value is not admitted, as in
+    /// Unleash's flexible rollout).
+    fn admits(&self, context: &Context) -> bool {
+        if !self.predicate.iter().all(|c| c.holds(context)) {
+            return false;
+        }
+        match context.get(&self.stickiness) {
+            Some(value) => self.percentage > 0 && bucket(&self.group_id, &value) <= self.percentage,
+            None => false,
+        }
+    }
+}
+
+/// One layer of a key: its flag and its active rollouts, lowest priority
+/// first.
+struct Layer {
+    flag: FlagRow,
+    rollouts: Vec<Rollout>,
+}
+
+/// A tenant's flags compiled for evaluation: its own layer and the
+/// platform's, by key.
+#[derive(Default)]
+struct Flags {
+    tenant: HashMap<String, Layer>,
+    platform: HashMap<String, Layer>,
+}
+
+impl Flags {
+    fn evaluate(&self, key: &str, context: &Context) -> Option<Evaluation> {
+        let layers: Vec<&Layer> = [self.tenant.get(key), self.platform.get(key)].into_iter().flatten().collect();
+        let first = layers.first()?;
+        let answer = |layer: &Layer, resolved_value: &Value, rollout: Option<&str>, reason| Evaluation {
+            flag_key: key.to_string(),
+            resolved_value: resolved_value.clone(),
+            matched_rollout_id: rollout.map(str::to_string),
+            kill_switch_engaged: reason == "kill_switch",
+            reason,
+            layer: layer.flag.layer.clone(),
+        };
+        if let Some(killed) = layers.iter().find(|l| l.flag.kill_switch_engaged.0) {
+            return Some(answer(killed, &killed.flag.off_value.0, None, "kill_switch"));
+        }
+        for layer in &layers {
+            if let Some(r) = layer.rollouts.iter().find(|r| r.admits(context)) {
+                return Some(answer(layer, &r.value, Some(&r.rollout_id), "rollout"));
+            }
+        }
+        Some(answer(first, &first.flag.default_value.0, None, "default"))
+    }
+}
+
+/// Reads a tenant's flags and active rollouts (and the platform's).
+async fn load(db: &Db, tenant_id: &str) -> ApiResult<Flags> {
+    let sql = format!("SELECT {FLAG_COLUMNS} FROM feature_flag WHERE tenant_id = $1 OR tenant_id IS NULL");
+    let rows: Vec<FlagRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).fetch_all(&db.read).await?;
+    let sql =
+        format!("SELECT {ROLLOUT_COLUMNS} FROM feature_flag_rollout WHERE (tenant_id = $1 OR tenant_id IS NULL) AND active = 1 ORDER BY priority, rollout_id");
+    let rollouts: Vec<RolloutRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).fetch_all(&db.read).await?;
+    let mut by_flag: HashMap<String, Vec<Rollout>> = HashMap::new();
+    for r in rollouts {
+        let predicate = serde_json::from_value(r.predicate.0).map_err(|e| ApiError::Internal(anyhow::anyhow!("rollout {}: {e}", r.rollout_id)))?;
+        let rollout = Rollout {
+            rollout_id: r.rollout_id,
+            predicate,
+            percentage: u32::try_from(r.percentage).unwrap_or(0),
+            stickiness: r.stickiness,
+            group_id: r.group_id,
+            value: r.value.0,
+        };
+        by_flag.entry(r.flag_id).or_default().push(rollout);
+    }
+    let mut flags = Flags::default();
+    for flag in rows {
+        let layer = Layer { rollouts: by_flag.remove(&flag.flag_id).unwrap_or_default(), flag };
+        let side = if layer.flag.layer == "platform" { &mut flags.platform } else { &mut flags.tenant };
+        side.insert(layer.flag.flag_key.clone(), layer);
+    }
+    Ok(flags)
+}
+
+/// A tenant's compiled flags, from the cache or loaded into it. A load
+/// that an invalidation overtook is answered but not kept.
+async fn flags_of(state: &AppState, tenant_id: &String) -> ApiResult<Arc<Flags>> {
+    if let Some(flags) = state.feature_flags.get(tenant_id).and_then(|any| any.downcast::<Flags>().ok()) {
+        return Ok(flags);
+    }
+    let generation = state.feature_flags.generation();
+    let flags = Arc::new(load(&state.db, tenant_id).await?);
+    state.feature_flags.put(generation, tenant_id.clone(), flags.clone());
+    Ok(flags)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_unleashs() {
+        // The values Unleash's Node, Java and Go clients assert for
+        // `normalizedValue("123", "gr1")` and `("999", "groupX")`.
+        assert_eq!(bucket("gr1", "123"), 73);
+        assert_eq!(bucket("groupX", "999"), 25);
+        // The x86 32-bit variant (the x64 one differs).
+        assert_eq!(murmur3::murmur3_32(&mut std::io::Cursor::new(b"hello"), 0).unwrap(), 613_153_351);
+    }
+
+    fn context(attributes: Value) -> Context<'static> {
+        let Value::Object(attributes) = attributes else { panic!() };
+        Context { tenant_id: "t-1", persona_id: Some("p-1".into()), bu_id: None, attributes }
+    }
+
+    fn constraint(name: &str, operator: &str, values: &[&str], value: Option<f64>) -> Constraint {
+        Constraint {
+            context_name: name.into(),
+            operator: operator.into(),
+            values: values.iter().map(|s| s.to_string()).collect(),
+            value,
+            inverted: false,
+            case_insensitive: false,
+        }
+    }
+
+    #[test]
+    fn constraints_follow_unleashs_operators() {
+        let cx = context(json!({ "plan": "Pro", "seats": 12, "beta": true }));
+        assert!(constraint("persona_id", "in", &["p-1", "p-2"], None).holds(&cx));
+        assert!(!constraint("attributes.plan", "in", &["pro"], None).holds(&cx));
+        assert!(Constraint { case_insensitive: true, ..constraint("attributes.plan", "in", &["pro"], None) }.holds(&cx));
+        assert!(constraint("attributes.beta", "in", &["true"], None).holds(&cx));
+        assert!(constraint("bu_id", "not_in", &["b-1"], None).holds(&cx), "a missing value is not in any list");
+        assert!(!constraint("bu_id", "in", &["b-1"], None).holds(&cx));
+        assert!(!constraint("bu_id", "str_contains", &[""], None).holds(&cx));
+        assert!(constraint("attributes.plan", "str_starts_with", &["Pr"], None).holds(&cx));
+        assert!(constraint("attributes.seats", "num_gte", &[], Some(12.0)).holds(&cx));
+        assert!(!constraint("attributes.seats", "num_gt", &[], Some(12.0)).holds(&cx));
+        assert!(!constraint("attributes.plan", "num_lt", &[], Some(1.0)).holds(&cx), "not a number");
+        assert!(!Constraint { inverted: true, ..constraint("persona_id", "in", &["p-1"], None) }.holds(&cx));
+    }
+
+    #[test]
+    fn rollouts_admit_their_percentage_of_stickiness_values() {
+        let rollout = |percentage| Rollout {
+            rollout_id: "r".into(),
+            predicate: vec![],
+            percentage,
+            stickiness: "persona_id".into(),
+            group_id: "flag".into(),
+            value: json!(true),
+        };
+        let admitted =
+            |percentage| (0..10_000).filter(|i| rollout(percentage).admits(&Context { persona_id: Some(format!("user-{i}")), ..context(json!({})) })).count();
+        assert_eq!(admitted(0), 0);
+        assert_eq!(admitted(100), 10_000);
+        let half = admitted(50);
+        assert!((4_700..=5_300).contains(&half), "{half} of 10,000 at 50%");
+        let no_persona = Context { persona_id: None, ..context(json!({})) };
+        assert!(!rollout(100).admits(&no_persona), "no stickiness value, no admission");
+    }
+}
