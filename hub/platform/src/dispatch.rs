@@ -53,9 +53,9 @@ const COLUMNS: &str = "route_id, persona_id, start_point, stops, total_km, given
 /// A point on the globe, in degrees.
 #[derive(Clone, Copy, Debug, Serialize, ToSchema)]
 #[schema(as = DispatchPoint)]
-struct Point {
-    lat: f64,
-    lng: f64,
+pub(crate) struct Point {
+    pub lat: f64,
+    pub lng: f64,
 }
 
 /// A stop of an optimised route.
@@ -146,7 +146,7 @@ fn coordinate(check: &mut Check, name: &str, value: Option<&Value>, bound: f64) 
     }
 }
 
-fn point(check: &mut Check, name: &str, lat: Option<&Value>, lng: Option<&Value>) -> Point {
+pub(crate) fn point(check: &mut Check, name: &str, lat: Option<&Value>, lng: Option<&Value>) -> Point {
     Point { lat: coordinate(check, &format!("{name}.lat"), lat, 90.0), lng: coordinate(check, &format!("{name}.lng"), lng, 180.0) }
 }
 
@@ -228,7 +228,7 @@ fn check_stops(check: &mut Check, stops: Option<&Value>) -> Vec<Given> {
 }
 
 /// Great-circle distance, km.
-fn haversine(a: Point, b: Point) -> f64 {
+pub(crate) fn haversine(a: Point, b: Point) -> f64 {
     let (p1, p2) = (a.lat.to_radians(), b.lat.to_radians());
     let (dp, dl) = (p2 - p1, (b.lng - a.lng).to_radians());
     let h = (dp / 2.0).sin().powi(2) + p1.cos() * p2.cos() * (dl / 2.0).sin().powi(2);

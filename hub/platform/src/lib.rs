@@ -2,10 +2,12 @@
 //! per-robot credentials (sdk-asset), robot commands with approval
 //! (sdk-command) and their two transports to the robots (`sse`, `quic`),
 //! devices (sdk-device), diagnostics (sdk-diagnostic-telemetry), and the
-//! workflow, geo, config, feature-flag, residency and dispatch groups; and the
-//! `RobotDirectory` through which the gate reads robot credentials.
+//! workflow, geo, config, feature-flag, residency, dispatch and assignment
+//! groups; and the `RobotDirectory` through which the gate reads robot
+//! credentials.
 
 pub mod asset;
+pub mod assignment;
 pub mod command;
 pub mod config;
 pub mod device;
@@ -44,6 +46,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(feature_flags::routes())
         .merge(residency::routes())
         .merge(dispatch::routes())
+        .merge(assignment::routes())
 }
 
 /// The values a documentation enum of a request field lists (its tests

@@ -30,9 +30,14 @@ fn operations(doc: &Value) -> BTreeSet<(String, String)> {
 fn registered() -> BTreeSet<(String, String)> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = BTreeSet::new();
-    for dir in ["identity/src", "platform/src", "device/src", "governance/src", "ai/src", "operator/src", "src"] {
-        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+    let mut dirs: Vec<_> = ["identity/src", "platform/src", "device/src", "governance/src", "ai/src", "operator/src", "src"].map(|d| root.join(d)).into();
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
             let text = std::fs::read_to_string(&path).unwrap();
             // Unit tests build routers of their own.
             let text = text.split("#[cfg(test)]").next().unwrap();
@@ -224,6 +229,15 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, f) = app.post("/api/feature-flags", Some(a), json!({ "flag_key": "mx-flag" })).await;
     assert_eq!(s, StatusCode::CREATED, "{f}");
     ids.insert("flag_key", "mx-flag".to_string());
+    let (s, r) = app.post("/api/assignment/routes", Some(a), json!({ "name": "mx-rules", "rules": [{ "name": "any" }] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("rule_set_id", data(&r, "rule_set_id"));
+    let (s, r) = app.post("/api/assignment/simulate", Some(a), json!({ "rule_set_name": "mx-rules", "candidate_version": 1 })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("simulation_id", data(&r, "simulation_id"));
+    let (s, r) = app.post("/api/assignments", Some(a), json!({ "subject_ref": "mx", "primary_persona_id": t.a["persona_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("record_id", data(&r, "record_id"));
     ids
 }
 

@@ -5,6 +5,7 @@ mod helpers;
 mod abuse;
 mod agents;
 mod assets;
+mod assignment;
 mod audit;
 mod audit_fault;
 mod authority;

@@ -33,6 +33,16 @@ event_types! {
     FEATURE_FLAG_KILL_SWITCH_ENGAGED = "feature-flag.kill_switch.engaged.v1";
     FEATURE_FLAG_KILL_SWITCH_RELEASED = "feature-flag.kill_switch.released.v1";
     RESIDENCY_NODE_CREATED = "tenant.residency_node.created.v1";
+    ASSIGNMENT_RULE_SET_PUBLISHED = "assignment.rule_set.published.v1";
+    ASSIGNMENT_RULE_SET_ACTIVATED = "assignment.rule_set.activated.v1";
+    ASSIGNMENT_DECISION_RECORDED = "assignment.decision.recorded.v1";
+    ASSIGNMENT_WORKLOAD_UPDATED = "assignment.workload.updated.v1";
+    ASSIGNMENT_SIMULATION_COMPLETED = "assignment.simulation.completed.v1";
+    ASSIGNMENT_OFFER_CREATED = "assignment.offer.created.v1";
+    ASSIGNMENT_OFFER_ACCEPTED = "assignment.offer.accepted.v1";
+    ASSIGNMENT_OFFER_DECLINED = "assignment.offer.declined.v1";
+    ASSIGNMENT_OFFER_REASSIGNED = "assignment.offer.reassigned.v1";
+    ASSIGNMENT_OFFER_EXPIRED = "assignment.offer.expired.v1";
     DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
     TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";
     TENANT_OFFBOARDING_COMPLETED = "tenant.offboarding.completed.v1";

@@ -182,7 +182,13 @@ mod tests {
 
     /// Types the catalogue's groups emit that the document's baseline lacks
     /// (each recorded in docs/compatibility.md).
-    const ADDED: &[&str] = &["tenant.residency_node.created.v1"];
+    const ADDED: &[&str] = &[
+        "tenant.residency_node.created.v1",
+        "assignment.rule_set.published.v1",
+        "assignment.rule_set.activated.v1",
+        "assignment.workload.updated.v1",
+        "assignment.simulation.completed.v1",
+    ];
 
     #[test]
     fn the_header_states_the_documents_counts() {

@@ -1,0 +1,860 @@
+//! sdk-assignment: who gets the work. Versioned rule sets route a subject
+//! to a persona (`route`, with `dry_run`); assign-by-task gates candidates
+//! on skills, availability and per-day capacity, then a strategy picks
+//! (`default`, `round_robin` with a persisted cursor per pool,
+//! `fair_share`); every decision is recorded; simulations replay recorded
+//! decisions through a candidate version; `records` holds the offers.
+//! The decisions themselves are in `engine`, free of I/O.
+
+mod engine;
+mod records;
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::Utc;
+use hub_kernel::{db::Backend, prelude::*};
+
+use crate::dispatch::{Point, point};
+use engine::{Candidate, Recorded, Routed, Rule, Workload};
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(publish, list_rule_sets))
+        .routes(routes!(activate))
+        .routes(routes!(route))
+        .routes(routes!(assign_by_task))
+        .routes(routes!(get_decision))
+        .routes(routes!(rotation))
+        .routes(routes!(put_workload, get_workload))
+        .routes(routes!(simulate))
+        .routes(routes!(list_simulations))
+        .routes(routes!(get_simulation))
+        .merge(records::routes())
+}
+
+/// Candidates a decision weighs at most.
+const MAX_CANDIDATES: usize = 100;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = AssignmentRuleSet)]
+struct RuleSet {
+    rule_set_id: String,
+    name: String,
+    version: i64,
+    /// The rules, in the order they are tried.
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<Object>)]
+    rules: JsonText,
+    #[sqlx(try_from = "i64")]
+    #[schema(value_type = bool)]
+    active: Flag,
+    published_by: String,
+    created_at: String,
+    activated_at: Option<String>,
+}
+
+const RULE_SET_COLUMNS: &str = "rule_set_id, name, version, rules, active, published_by, created_at, activated_at";
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewAssignmentRuleSet)]
+struct NewRuleSet {
+    /// The rule set's name: 1 to 128 letters, digits, `.`, `_` or `-`.
+    #[schema(required = true)]
+    name: Option<String>,
+    /// 1 to 100 rules, tried in order: `{ name, when?, specialty?, action? }`.
+    /// `when` maps a subject field to the value it must have (or an array
+    /// of the values it may have); `action` is `assign` (default: a
+    /// candidate holding `specialty`, or any) or `review`.
+    #[schema(required = true, value_type = Vec<Object>)]
+    rules: Option<Value>,
+    /// Make this version the active one (default false).
+    activate: Option<bool>,
+    /// Who published it; the caller when absent.
+    published_by: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+fn valid_name(s: &str) -> bool {
+    (1..=128).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+async fn rule_set(tx: &mut Tx, tenant_id: &str, filter: &str, arg: &str) -> ApiResult<Option<RuleSet>> {
+    let sql = format!("SELECT {RULE_SET_COLUMNS} FROM assignment_rule_set WHERE tenant_id = $1 AND {filter}");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(arg).fetch_optional(&mut **tx).await?)
+}
+
+/// Makes `rule_set_id` the active version of its name.
+async fn make_active(tx: &mut Tx, tenant_id: &str, set: &RuleSet) -> ApiResult<RuleSet> {
+    sqlx::query("UPDATE assignment_rule_set SET active = 0 WHERE tenant_id = $1 AND name = $2 AND active = 1")
+        .bind(tenant_id)
+        .bind(&set.name)
+        .execute(&mut **tx)
+        .await?;
+    let sql = format!("UPDATE assignment_rule_set SET active = 1, activated_at = $2 WHERE rule_set_id = $1 RETURNING {RULE_SET_COLUMNS}");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&set.rule_set_id).bind(db::now()).fetch_one(&mut **tx).await?)
+}
+
+/// Publishes the next version of a rule set, active at once when asked.
+#[utoipa::path(post, path = "/api/assignment/routes", tag = "sdk-assignment", request_body = NewRuleSet,
+    responses((status = 201, description = "the version published", body = Data<RuleSet>)))]
+async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRuleSet>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let name = check.required("name", &body.name);
+    if !name.is_empty() && !valid_name(&name) {
+        check.fail("name must be 1 to 128 letters, digits, '.', '_' or '-'");
+    }
+    engine::parse_rules(&mut check, body.rules.as_ref());
+    check.finish()?;
+    let published_by = Check::optional(&body.published_by).unwrap_or_else(|| audit::actor_of(&ctx).1.to_string());
+    let mut tx = state.db.begin().await?;
+    let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM assignment_rule_set WHERE tenant_id = $1 AND name = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&name)
+        .fetch_one(&mut *tx)
+        .await?;
+    let sql = format!(
+        "INSERT INTO assignment_rule_set (rule_set_id, tenant_id, name, version, rules, active, published_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, 0, $6, $7) RETURNING {RULE_SET_COLUMNS}"
+    );
+    let mut set: RuleSet = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&name)
+        .bind(version)
+        .bind(body.rules.unwrap_or_default().to_string())
+        .bind(&published_by)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    if body.activate == Some(true) {
+        set = make_active(&mut tx, &ctx.tenant_id, &set).await?;
+    }
+    let payload = json!({ "rule_set_id": set.rule_set_id, "name": name, "version": version, "active": set.active.0 });
+    audit::record(&mut tx, &ctx, events::ASSIGNMENT_RULE_SET_PUBLISHED, payload).await?;
+    tx.commit().await?;
+    Ok(created(set))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct RuleSetFilter {
+    /// Only this rule set's versions.
+    name: Option<String>,
+}
+
+/// The rule set versions, newest first.
+#[utoipa::path(get, path = "/api/assignment/routes", tag = "sdk-assignment", params(RuleSetFilter, Page),
+    responses((status = 200, description = "one page of versions", body = ListOf<RuleSet>)))]
+async fn list_rule_sets(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RuleSetFilter>, page: Page) -> ApiResult<Response> {
+    let name = Check::optional(&q.name).unwrap_or_default();
+    let listing =
+        Listing { table: "assignment_rule_set", columns: RULE_SET_COLUMNS, filter: "tenant_id = $1 AND ($2 = '' OR name = $2)", order: "name, version DESC" };
+    page.list::<RuleSet>(&state.db.read, &listing, &[&ctx.tenant_id, &name]).await
+}
+
+/// Makes a published version the active one (a rollback, or a version
+/// published inactive and simulated first).
+#[utoipa::path(post, path = "/api/assignment/routes/{rule_set_id}/activate", tag = "sdk-assignment",
+    params(("rule_set_id" = String, Path, description = "the version to activate")),
+    responses((status = 200, description = "the version, now active", body = Data<RuleSet>)))]
+async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let set = rule_set(&mut tx, &ctx.tenant_id, "rule_set_id = $2", &id).await?.ok_or(ApiError::NotFound)?;
+    if set.active.0 {
+        return Ok(ok(set));
+    }
+    let set = make_active(&mut tx, &ctx.tenant_id, &set).await?;
+    let payload = json!({ "rule_set_id": set.rule_set_id, "name": set.name, "version": set.version });
+    audit::record(&mut tx, &ctx, events::ASSIGNMENT_RULE_SET_ACTIVATED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(set))
+}
+
+/// A recorded decision (`decision_id` null: a dry run, not recorded).
+#[derive(Debug, Default, FromRow, Serialize, ToSchema)]
+#[schema(as = AssignmentDecision)]
+struct Decision {
+    decision_id: Option<String>,
+    /// `route` or `task`.
+    kind: String,
+    strategy: String,
+    /// `ASSIGNED`, `FALLBACK`, `REVIEW` or `UNROUTABLE`.
+    outcome: String,
+    persona_id: Option<String>,
+    rule_set_name: Option<String>,
+    rule_version: Option<i64>,
+    matched_rule: Option<String>,
+    subject_ref: Option<String>,
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Object)]
+    subject: JsonText,
+    task_id: Option<String>,
+    pool_key: Option<String>,
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<String>)]
+    candidates: JsonText,
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Object)]
+    persona_specialties: JsonText,
+    /// assign-by-task: each candidate's gate and distance.
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<engine::Evaluation>)]
+    evaluation: JsonText,
+    created_by: String,
+    created_at: String,
+}
+
+const DECISION_COLUMNS: &str = "decision_id, kind, strategy, outcome, persona_id, rule_set_name, rule_version, matched_rule, subject_ref, subject, \
+     task_id, pool_key, candidates, persona_specialties, evaluation, created_by, created_at";
+
+/// Records `d` with its event (a fresh id), answering it as stored.
+async fn record_decision(tx: &mut Tx, ctx: &TenantCtx, mut d: Decision) -> ApiResult<Decision> {
+    d.decision_id = Some(db::new_id());
+    let sql = format!(
+        "INSERT INTO assignment_decision (tenant_id, {DECISION_COLUMNS}) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&d.decision_id)
+        .bind(&d.kind)
+        .bind(&d.strategy)
+        .bind(&d.outcome)
+        .bind(&d.persona_id)
+        .bind(&d.rule_set_name)
+        .bind(d.rule_version)
+        .bind(&d.matched_rule)
+        .bind(&d.subject_ref)
+        .bind(d.subject.0.to_string())
+        .bind(&d.task_id)
+        .bind(&d.pool_key)
+        .bind(d.candidates.0.to_string())
+        .bind(d.persona_specialties.0.to_string())
+        .bind(d.evaluation.0.to_string())
+        .bind(&d.created_by)
+        .bind(&d.created_at)
+        .execute(&mut **tx)
+        .await?;
+    let payload = json!({
+        "decision_id": d.decision_id, "kind": d.kind, "strategy": d.strategy, "outcome": d.outcome,
+        "persona_id": d.persona_id, "rule_set_name": d.rule_set_name, "task_id": d.task_id,
+    });
+    audit::record(tx, ctx, events::ASSIGNMENT_DECISION_RECORDED, payload).await?;
+    Ok(d)
+}
+
+/// A list of persona ids: UUIDs, no repeats, at most `MAX_CANDIDATES`.
+fn persona_list(check: &mut Check, name: &str, value: Option<&Value>, required: bool) -> Vec<String> {
+    let items = match value {
+        None | Some(Value::Null) if !required => return Vec::new(),
+        Some(Value::Array(items)) if items.len() <= MAX_CANDIDATES => items,
+        _ => {
+            check.fail(format!("{name} must be an array of at most {MAX_CANDIDATES} persona ids"));
+            return Vec::new();
+        }
+    };
+    let mut out: Vec<String> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        match item.as_str().and_then(|s| uuid::Uuid::parse_str(s.trim()).ok()) {
+            Some(id) if !out.contains(&id.to_string()) => out.push(id.to_string()),
+            Some(_) => check.fail(format!("{name}[{i}] repeats a persona")),
+            None => check.fail(format!("{name}[{i}] must be a UUID")),
+        }
+    }
+    out
+}
+
+/// `persona_specialties`: an object from persona id to specialty strings.
+fn specialties(check: &mut Check, value: Option<&Value>) -> HashMap<String, Vec<String>> {
+    let obj = match value {
+        None | Some(Value::Null) => return HashMap::new(),
+        Some(Value::Object(o)) if o.len() <= MAX_CANDIDATES => o,
+        _ => {
+            check.fail(format!("persona_specialties must be an object of at most {MAX_CANDIDATES} personas"));
+            return HashMap::new();
+        }
+    };
+    obj.iter()
+        .filter_map(|(k, v)| match v.as_array().map(|a| a.iter().map(|s| s.as_str().map(str::to_string)).collect::<Option<Vec<_>>>()) {
+            Some(Some(list)) => Some((k.clone(), list)),
+            _ => {
+                check.fail(format!("persona_specialties.{k} must be an array of strings"));
+                None
+            }
+        })
+        .collect()
+}
+
+fn string_list(check: &mut Check, name: &str, value: Option<&Value>) -> Vec<String> {
+    match value {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) if a.len() <= 100 && a.iter().all(|s| s.as_str().is_some_and(|s| !s.trim().is_empty())) => {
+            a.iter().filter_map(Value::as_str).map(|s| s.trim().to_string()).collect()
+        }
+        Some(_) => {
+            check.fail(format!("{name} must be an array of at most 100 non-blank strings"));
+            Vec::new()
+        }
+    }
+}
+
+/// Refuses persona ids that are not the tenant's (the same answer for an
+/// unknown persona and another tenant's).
+async fn check_personas(tx: &mut Tx, tenant_id: &str, named: &[(&str, &str)]) -> ApiResult<()> {
+    if named.is_empty() {
+        return Ok(());
+    }
+    let marks: Vec<String> = (2..named.len() + 2).map(|i| format!("${i}")).collect();
+    let sql = format!("SELECT persona_id FROM persona_persona WHERE tenant_id = $1 AND persona_id IN ({})", marks.join(", "));
+    let mut q = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql)).bind(tenant_id);
+    for (_, id) in named {
+        q = q.bind(*id);
+    }
+    let known: HashSet<String> = q.fetch_all(&mut **tx).await?.into_iter().collect();
+    let problems: Vec<String> =
+        named.iter().filter(|(_, id)| !known.contains(*id)).map(|(field, _)| format!("{field} is not a persona of this tenant")).collect();
+    if problems.is_empty() { Ok(()) } else { Err(ApiError::Validation(problems)) }
+}
+
+fn named<'a>(field: &'a str, ids: &'a [String]) -> Vec<(String, &'a str)> {
+    ids.iter().enumerate().map(|(i, id)| (format!("{field}[{i}]"), id.as_str())).collect()
+}
+
+async fn check_candidates(tx: &mut Tx, tenant_id: &str, ids: &[String]) -> ApiResult<()> {
+    let named = named("candidate_persona_ids", ids);
+    let refs: Vec<(&str, &str)> = named.iter().map(|(f, id)| (f.as_str(), *id)).collect();
+    check_personas(tx, tenant_id, &refs).await
+}
+
+/// The start of today, UTC, in the stored form.
+fn today() -> String {
+    db::format_time(Utc::now().date_naive().and_hms_opt(0, 0, 0).expect("midnight exists").and_utc())
+}
+
+/// What each persona of the tenant was given today (assigned or fallen
+/// back to), by any decision.
+async fn given_today(tx: &mut Tx, tenant_id: &str) -> ApiResult<HashMap<String, i64>> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT persona_id, COUNT(*) FROM assignment_decision WHERE tenant_id = $1 AND created_at >= $2 AND persona_id IS NOT NULL GROUP BY persona_id",
+    )
+    .bind(tenant_id)
+    .bind(today())
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows.into_iter().collect())
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AssignmentRouteRequest)]
+struct RouteRequest {
+    /// The rule set whose active version routes the subject.
+    #[schema(required = true)]
+    rule_set_name: Option<String>,
+    /// The subject's fields, matched by the rules' `when`.
+    #[schema(value_type = Object)]
+    subject: Option<Value>,
+    subject_ref: Option<String>,
+    /// Personas of the tenant that may be given the subject (at most 100).
+    #[schema(value_type = Vec<String>)]
+    candidate_persona_ids: Option<Value>,
+    /// Persona id to its specialties.
+    #[schema(value_type = Object)]
+    persona_specialties: Option<Value>,
+    /// Decide without recording (default false).
+    dry_run: Option<bool>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Routes a subject through the active version of a rule set; recorded
+/// unless `dry_run`.
+#[utoipa::path(post, path = "/api/assignment/route", tag = "sdk-assignment", request_body = RouteRequest,
+    responses((status = 201, description = "the decision, recorded", body = Data<Decision>), (status = 200, description = "a dry run's decision, not recorded", body = Data<Decision>)))]
+async fn route(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<RouteRequest>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let name = check.required("rule_set_name", &body.rule_set_name);
+    let subject = check.optional_object("subject", body.subject.as_ref());
+    let candidates = persona_list(&mut check, "candidate_persona_ids", body.candidate_persona_ids.as_ref(), false);
+    let specialties = specialties(&mut check, body.persona_specialties.as_ref());
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let set = rule_set(&mut tx, &ctx.tenant_id, "name = $2 AND active = 1", &name)
+        .await?
+        .ok_or_else(|| ApiError::invalid(format!("rule_set_name: no active rule set is named {name}")))?;
+    check_candidates(&mut tx, &ctx.tenant_id, &candidates).await?;
+    let rules = stored_rules(&set);
+    let load = given_today(&mut tx, &ctx.tenant_id).await?;
+    let Routed { outcome, persona_id, matched_rule } = engine::route(&rules, &subject, &candidates, &specialties, &load);
+    let decision = Decision {
+        decision_id: None,
+        kind: "route".into(),
+        strategy: "default".into(),
+        outcome: outcome.into(),
+        persona_id,
+        rule_set_name: Some(set.name.clone()),
+        rule_version: Some(set.version),
+        matched_rule,
+        subject_ref: Check::optional(&body.subject_ref),
+        subject: JsonText(subject),
+        candidates: JsonText(json!(candidates)),
+        persona_specialties: JsonText(json!(specialties)),
+        evaluation: JsonText(json!([])),
+        created_by: audit::actor_of(&ctx).1.to_string(),
+        created_at: db::now(),
+        ..Default::default()
+    };
+    if body.dry_run == Some(true) {
+        return Ok(ok(decision));
+    }
+    let decision = record_decision(&mut tx, &ctx, decision).await?;
+    tx.commit().await?;
+    Ok(created(decision))
+}
+
+fn stored_rules(set: &RuleSet) -> Vec<Rule> {
+    let mut check = Check::new();
+    engine::parse_rules(&mut check, Some(&set.rules.0))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AssignByTaskRequest)]
+struct TaskRequest {
+    /// The task being assigned.
+    #[schema(required = true)]
+    task_id: Option<String>,
+    /// Personas of the tenant to choose from, primary first, then backup
+    /// (at most 100).
+    #[schema(required = true, value_type = Vec<String>)]
+    candidate_persona_ids: Option<Value>,
+    /// Skills the winner must hold, all of them.
+    #[schema(value_type = Vec<String>)]
+    required_skills: Option<Value>,
+    /// `default` (when absent), `round_robin` or `fair_share`.
+    strategy: Option<String>,
+    /// The rotation pool of `round_robin`; `default` when absent.
+    pool_key: Option<String>,
+    /// Where the task is: `{ lat, lng }`; `default` prefers the nearest.
+    #[schema(value_type = Option<Object>)]
+    location: Option<Value>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+fn location(check: &mut Check, name: &str, value: Option<&Value>) -> Option<Point> {
+    match value {
+        None | Some(Value::Null) => None,
+        Some(v @ Value::Object(_)) => Some(point(check, name, v.get("lat"), v.get("lng"))),
+        Some(_) => {
+            check.fail(format!("{name} must be an object with lat and lng"));
+            None
+        }
+    }
+}
+
+/// Assigns a task: the gates (skills, availability window, capacity left
+/// today) first, then the strategy picks among those left.
+#[utoipa::path(post, path = "/api/assignment/assign-by-task", tag = "sdk-assignment", request_body = TaskRequest,
+    responses((status = 201, description = "the decision, recorded: ASSIGNED, or UNROUTABLE when no candidate passed the gates", body = Data<Decision>)))]
+async fn assign_by_task(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<TaskRequest>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let task_id = check.required("task_id", &body.task_id);
+    let candidates = persona_list(&mut check, "candidate_persona_ids", body.candidate_persona_ids.as_ref(), true);
+    let required = string_list(&mut check, "required_skills", body.required_skills.as_ref());
+    let strategy = Check::optional(&body.strategy).unwrap_or_else(|| "default".into());
+    check.one_of("strategy", &strategy, &engine::STRATEGIES);
+    let pool_key = Check::optional(&body.pool_key).unwrap_or_else(|| "default".into());
+    if !valid_name(&pool_key) {
+        check.fail("pool_key must be 1 to 128 letters, digits, '.', '_' or '-'");
+    }
+    let at = location(&mut check, "location", body.location.as_ref());
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    check_candidates(&mut tx, &ctx.tenant_id, &candidates).await?;
+    // PostgreSQL: lock the candidates' workloads (in one order), so two
+    // assignments at once cannot both take a persona's last slot, and the
+    // pool's cursor, so a turn is never handed out twice.
+    let lock = if state.db.backend == Backend::Postgres { " FOR UPDATE" } else { "" };
+    let workloads = workloads(&mut tx, &ctx.tenant_id, &candidates, lock).await?;
+    let given = given_today(&mut tx, &ctx.tenant_id).await?;
+    let now = Utc::now();
+    let mut cursor = None;
+    if strategy == "round_robin" {
+        sqlx::query(
+            "INSERT INTO assignment_rotation (tenant_id, pool_key, turns, updated_at) VALUES ($1, $2, 0, $3) ON CONFLICT (tenant_id, pool_key) DO NOTHING",
+        )
+        .bind(&ctx.tenant_id)
+        .bind(&pool_key)
+        .bind(db::now())
+        .execute(&mut *tx)
+        .await?;
+        let sql = format!("SELECT last_persona_id FROM assignment_rotation WHERE tenant_id = $1 AND pool_key = $2{lock}");
+        cursor = sqlx::query_scalar::<_, Option<String>>(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&pool_key).fetch_one(&mut *tx).await?;
+    }
+    let pool: Vec<Candidate> = candidates
+        .iter()
+        .map(|id| Candidate { persona_id: id.clone(), workload: workloads.get(id).cloned(), assigned_today: given.get(id).copied().unwrap_or(0) })
+        .collect();
+    let (winner, evaluation) = engine::assign(&pool, &required, &strategy, at, cursor.as_deref(), now);
+    if let (Some(w), "round_robin") = (&winner, strategy.as_str()) {
+        sqlx::query("UPDATE assignment_rotation SET last_persona_id = $3, turns = turns + 1, updated_at = $4 WHERE tenant_id = $1 AND pool_key = $2")
+            .bind(&ctx.tenant_id)
+            .bind(&pool_key)
+            .bind(w)
+            .bind(db::now())
+            .execute(&mut *tx)
+            .await?;
+    }
+    let decision = Decision {
+        kind: "task".into(),
+        strategy,
+        outcome: if winner.is_some() { "ASSIGNED" } else { "UNROUTABLE" }.into(),
+        persona_id: winner,
+        subject: JsonText(json!({ "required_skills": required, "location": at })),
+        task_id: Some(task_id),
+        pool_key: Some(pool_key),
+        candidates: JsonText(json!(candidates)),
+        persona_specialties: JsonText(json!({})),
+        evaluation: JsonText(json!(evaluation)),
+        created_by: audit::actor_of(&ctx).1.to_string(),
+        created_at: db::now(),
+        ..Default::default()
+    };
+    let decision = record_decision(&mut tx, &ctx, decision).await?;
+    tx.commit().await?;
+    Ok(created(decision))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct DecisionQuery {
+    /// The decision to read.
+    #[param(required = true)]
+    decision_id: Option<String>,
+}
+
+/// One recorded decision, by id.
+#[utoipa::path(get, path = "/api/assignment/decisions", tag = "sdk-assignment", params(DecisionQuery),
+    responses((status = 200, description = "the decision", body = Data<Decision>)))]
+async fn get_decision(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DecisionQuery>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let id = check.required_uuid("decision_id", &q.decision_id);
+    check.finish()?;
+    let sql = format!("SELECT {DECISION_COLUMNS} FROM assignment_decision WHERE tenant_id = $1 AND decision_id = $2");
+    let found: Option<Decision> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(id.map(|i| i.to_string())).fetch_optional(&state.db.read).await?;
+    Ok(ok(found.ok_or(ApiError::NotFound)?))
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = AssignmentRotationCursor)]
+struct Cursor {
+    pool_key: String,
+    /// The persona given the pool's last turn.
+    last_persona_id: Option<String>,
+    /// Turns handed out in the pool.
+    turns: i64,
+    updated_at: String,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct RotationFilter {
+    /// Only this pool's cursor.
+    pool_key: Option<String>,
+}
+
+/// The round-robin cursors of the tenant's pools.
+#[utoipa::path(get, path = "/api/assignment/rotation", tag = "sdk-assignment", params(RotationFilter, Page),
+    responses((status = 200, description = "one page of cursors", body = ListOf<Cursor>)))]
+async fn rotation(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RotationFilter>, page: Page) -> ApiResult<Response> {
+    let pool = Check::optional(&q.pool_key).unwrap_or_default();
+    let listing = Listing {
+        table: "assignment_rotation",
+        columns: "pool_key, last_persona_id, turns, updated_at",
+        filter: "tenant_id = $1 AND ($2 = '' OR pool_key = $2)",
+        order: "pool_key",
+    };
+    page.list::<Cursor>(&state.db.read, &listing, &[&ctx.tenant_id, &pool]).await
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = AssignmentWorkload)]
+struct WorkloadRow {
+    persona_id: String,
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<String>)]
+    skills: JsonText,
+    available_from: Option<String>,
+    available_to: Option<String>,
+    /// Assignments a day at most; null: no limit.
+    capacity_per_day: Option<i64>,
+    lat: Option<f64>,
+    lng: Option<f64>,
+    created_at: String,
+    updated_at: String,
+}
+
+const WORKLOAD_COLUMNS: &str = "persona_id, skills, available_from, available_to, capacity_per_day, lat, lng, created_at, updated_at";
+
+impl WorkloadRow {
+    fn workload(&self) -> Workload {
+        let skills = self.skills.0.as_array().map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect()).unwrap_or_default();
+        Workload {
+            skills,
+            available_from: self.available_from.as_deref().and_then(db::parse_time),
+            available_to: self.available_to.as_deref().and_then(db::parse_time),
+            capacity_per_day: self.capacity_per_day,
+            location: self.lat.zip(self.lng).map(|(lat, lng)| Point { lat, lng }),
+        }
+    }
+}
+
+async fn workloads(tx: &mut Tx, tenant_id: &str, ids: &[String], lock: &str) -> ApiResult<HashMap<String, Workload>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let marks: Vec<String> = (2..ids.len() + 2).map(|i| format!("${i}")).collect();
+    let sql =
+        format!("SELECT {WORKLOAD_COLUMNS} FROM assignment_workload WHERE tenant_id = $1 AND persona_id IN ({}) ORDER BY persona_id{lock}", marks.join(", "));
+    let mut q = sqlx::query_as::<_, WorkloadRow>(sqlx::AssertSqlSafe(sql)).bind(tenant_id);
+    for id in ids {
+        q = q.bind(id);
+    }
+    Ok(q.fetch_all(&mut **tx).await?.into_iter().map(|w| (w.persona_id.clone(), w.workload())).collect())
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AssignmentWorkloadUpdate)]
+struct WorkloadUpdate {
+    /// The persona's skills (at most 100); none when absent.
+    #[schema(value_type = Vec<String>)]
+    skills: Option<Value>,
+    /// RFC 3339: not available before.
+    available_from: Option<String>,
+    /// RFC 3339: not available from then on.
+    available_to: Option<String>,
+    /// 0 to 100000 assignments a day; absent or null: no limit.
+    #[schema(value_type = Option<i64>)]
+    capacity_per_day: Option<Value>,
+    /// Where the persona works from: `{ lat, lng }`.
+    #[schema(value_type = Option<Object>)]
+    location: Option<Value>,
+}
+
+/// Sets a persona's workload: skills, availability window, capacity a day
+/// and location (the whole of it: what is absent is cleared).
+#[utoipa::path(put, path = "/api/assignment/workload/{persona_id}", tag = "sdk-assignment", request_body = WorkloadUpdate,
+    params(("persona_id" = String, Path, description = "a persona of the caller's tenant")),
+    responses((status = 201, description = "the workload, first set", body = Data<WorkloadRow>), (status = 200, description = "the workload, replaced", body = Data<WorkloadRow>)))]
+async fn put_workload(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<WorkloadUpdate>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let mut check = Check::new();
+    let skills = string_list(&mut check, "skills", body.skills.as_ref());
+    let from = check.optional_expiry("available_from", &body.available_from);
+    let to = check.optional_expiry("available_to", &body.available_to);
+    if let (Some(f), Some(t)) = (&from, &to)
+        && f >= t
+    {
+        check.fail("available_from must be before available_to");
+    }
+    let capacity = check.optional_int("capacity_per_day", body.capacity_per_day.as_ref(), 0, 100_000);
+    let at = location(&mut check, "location", body.location.as_ref());
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let persona: Option<String> = sqlx::query_scalar("SELECT persona_id FROM persona_persona WHERE tenant_id = $1 AND persona_id = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    persona.ok_or(ApiError::NotFound)?;
+    let existed: Option<String> =
+        sqlx::query_scalar("SELECT persona_id FROM assignment_workload WHERE persona_id = $1").bind(&id).fetch_optional(&mut *tx).await?;
+    let now = db::now();
+    let sql = format!(
+        "INSERT INTO assignment_workload (persona_id, tenant_id, skills, available_from, available_to, capacity_per_day, lat, lng, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) \
+         ON CONFLICT (persona_id) DO UPDATE SET skills = $3, available_from = $4, available_to = $5, capacity_per_day = $6, lat = $7, lng = $8, updated_at = $9 \
+         RETURNING {WORKLOAD_COLUMNS}"
+    );
+    let row: WorkloadRow = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&id)
+        .bind(&ctx.tenant_id)
+        .bind(json!(skills).to_string())
+        .bind(from)
+        .bind(to)
+        .bind(capacity)
+        .bind(at.map(|p| p.lat))
+        .bind(at.map(|p| p.lng))
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "persona_id": id, "skills": skills, "capacity_per_day": capacity });
+    audit::record(&mut tx, &ctx, events::ASSIGNMENT_WORKLOAD_UPDATED, payload).await?;
+    tx.commit().await?;
+    Ok(if existed.is_some() { ok(row) } else { created(row) })
+}
+
+/// A persona's workload.
+#[utoipa::path(get, path = "/api/assignment/workload/{persona_id}", tag = "sdk-assignment",
+    params(("persona_id" = String, Path, description = "a persona of the caller's tenant")),
+    responses((status = 200, description = "the workload", body = Data<WorkloadRow>)))]
+async fn get_workload(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {WORKLOAD_COLUMNS} FROM assignment_workload WHERE tenant_id = $1 AND persona_id = $2");
+    let row: Option<WorkloadRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(row.ok_or(ApiError::NotFound)?))
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = AssignmentSimulation)]
+struct Simulation {
+    simulation_id: String,
+    rule_set_name: String,
+    candidate_version: i64,
+    skew_tolerance: f64,
+    #[sqlx(try_from = "i64")]
+    #[schema(value_type = bool)]
+    within_tolerance: Flag,
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = engine::Report)]
+    report: JsonText,
+    created_by: String,
+    created_at: String,
+}
+
+const SIMULATION_COLUMNS: &str = "simulation_id, rule_set_name, candidate_version, skew_tolerance, within_tolerance, report, created_by, created_at";
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AssignmentSimulationRequest)]
+struct SimulateRequest {
+    /// The rule set whose recorded decisions are replayed.
+    #[schema(required = true)]
+    rule_set_name: Option<String>,
+    /// The version to try; the active one when absent.
+    #[schema(value_type = Option<i64>)]
+    candidate_version: Option<Value>,
+    /// The newest recorded decisions replayed: 1 to 1000, default 100.
+    #[schema(value_type = Option<i64>)]
+    limit: Option<Value>,
+    /// The pool to replay with; each decision's own when absent.
+    #[schema(value_type = Vec<String>)]
+    candidate_persona_ids: Option<Value>,
+    #[schema(value_type = Object)]
+    persona_specialties: Option<Value>,
+    /// The skew (0 to 1) the report accepts; default 0.2.
+    #[schema(value_type = Option<f64>)]
+    skew_tolerance: Option<Value>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+#[derive(FromRow)]
+struct Replayed {
+    subject: String,
+    candidates: String,
+    persona_specialties: String,
+    outcome: String,
+    persona_id: Option<String>,
+}
+
+/// Replays the newest recorded decisions of a rule set through a candidate
+/// version and stores the report.
+#[utoipa::path(post, path = "/api/assignment/simulate", tag = "sdk-assignment", request_body = SimulateRequest,
+    responses((status = 201, description = "the simulation and its report", body = Data<Simulation>)))]
+async fn simulate(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<SimulateRequest>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let name = check.required("rule_set_name", &body.rule_set_name);
+    let version = check.optional_int("candidate_version", body.candidate_version.as_ref(), 1, i64::from(i32::MAX));
+    let limit = check.optional_int("limit", body.limit.as_ref(), 1, 1000).unwrap_or(100);
+    let pool = persona_list(&mut check, "candidate_persona_ids", body.candidate_persona_ids.as_ref(), false);
+    let specialties = specialties(&mut check, body.persona_specialties.as_ref());
+    let tolerance = match body.skew_tolerance.as_ref() {
+        None | Some(Value::Null) => 0.2,
+        Some(v) => v.as_f64().filter(|t| (0.0..=1.0).contains(t)).unwrap_or_else(|| {
+            check.fail("skew_tolerance must be a number from 0 to 1");
+            0.0
+        }),
+    };
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let set = match version {
+        Some(v) => version_of(&mut tx, &ctx.tenant_id, &name, v).await?,
+        None => rule_set(&mut tx, &ctx.tenant_id, "name = $2 AND active = 1", &name)
+            .await?
+            .ok_or_else(|| ApiError::invalid(format!("rule_set_name: no active rule set is named {name}")))?,
+    };
+    check_candidates(&mut tx, &ctx.tenant_id, &pool).await?;
+    let sql = "SELECT subject, candidates, persona_specialties, outcome, persona_id FROM assignment_decision \
+               WHERE tenant_id = $1 AND kind = 'route' AND rule_set_name = $2 ORDER BY created_at DESC, decision_id DESC LIMIT $3";
+    let mut rows: Vec<Replayed> = sqlx::query_as(sql).bind(&ctx.tenant_id).bind(&name).bind(limit).fetch_all(&mut *tx).await?;
+    rows.reverse();
+    let parse = |s: &str| serde_json::from_str::<Value>(s).unwrap_or(Value::Null);
+    let recorded: Vec<Recorded> = rows
+        .into_iter()
+        .map(|r| Recorded {
+            subject: parse(&r.subject),
+            candidates: serde_json::from_str(&r.candidates).unwrap_or_default(),
+            specialties: serde_json::from_str(&r.persona_specialties).unwrap_or_default(),
+            outcome: r.outcome,
+            persona_id: r.persona_id,
+        })
+        .collect();
+    let given = (!pool.is_empty()).then_some((pool.as_slice(), &specialties));
+    let report = engine::simulate(&stored_rules(&set), &recorded, given, tolerance);
+    let sql = format!(
+        "INSERT INTO assignment_simulation (simulation_id, tenant_id, rule_set_name, candidate_version, skew_tolerance, within_tolerance, report, created_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {SIMULATION_COLUMNS}"
+    );
+    let sim: Simulation = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&name)
+        .bind(set.version)
+        .bind(tolerance)
+        .bind(i64::from(report.within_tolerance))
+        .bind(json!(report).to_string())
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "simulation_id": sim.simulation_id, "rule_set_name": name, "candidate_version": set.version, "replayed": report.replayed, "skew": report.skew });
+    audit::record(&mut tx, &ctx, events::ASSIGNMENT_SIMULATION_COMPLETED, payload).await?;
+    tx.commit().await?;
+    Ok(created(sim))
+}
+
+async fn version_of(tx: &mut Tx, tenant_id: &str, name: &str, version: i64) -> ApiResult<RuleSet> {
+    let sql = format!("SELECT {RULE_SET_COLUMNS} FROM assignment_rule_set WHERE tenant_id = $1 AND name = $2 AND version = $3");
+    let found: Option<RuleSet> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(name).bind(version).fetch_optional(&mut **tx).await?;
+    found.ok_or_else(|| ApiError::invalid(format!("candidate_version: {name} has no version {version}")))
+}
+
+/// The stored simulations, newest first.
+#[utoipa::path(get, path = "/api/assignment/simulations", tag = "sdk-assignment", params(Page),
+    responses((status = 200, description = "one page of simulations", body = ListOf<Simulation>)))]
+async fn list_simulations(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<Response> {
+    let listing =
+        Listing { table: "assignment_simulation", columns: SIMULATION_COLUMNS, filter: "tenant_id = $1", order: "created_at DESC, simulation_id DESC" };
+    page.list::<Simulation>(&state.db.read, &listing, &[&ctx.tenant_id]).await
+}
+
+/// One simulation with its report.
+#[utoipa::path(get, path = "/api/assignment/simulations/{simulation_id}", tag = "sdk-assignment",
+    params(("simulation_id" = String, Path, description = "the simulation")),
+    responses((status = 200, description = "the simulation", body = Data<Simulation>)))]
+async fn get_simulation(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {SIMULATION_COLUMNS} FROM assignment_simulation WHERE tenant_id = $1 AND simulation_id = $2");
+    let found: Option<Simulation> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(found.ok_or(ApiError::NotFound)?))
+}
