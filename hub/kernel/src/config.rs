@@ -88,6 +88,16 @@ pub struct Config {
     /// times (great-circle distance over this speed).
     #[arg(long, env = "DISPATCH_AVG_SPEED_KMH", default_value_t = 35.0, value_parser = drive_speed)]
     pub dispatch_avg_speed_kmh: f64,
+    /// Where sdk-media keeps blob content: `file` (a `media` directory in
+    /// the data dir), `file:///absolute/path`, or `s3://bucket[/prefix]`
+    /// for S3 and S3-compatible stores (credentials, region and endpoint
+    /// from the standard `AWS_*` variables: `AWS_ENDPOINT` for a
+    /// compatible store, `AWS_ALLOW_HTTP=true` for a plain-HTTP one).
+    #[arg(long, env = "HUB_MEDIA_STORE", default_value = "file")]
+    pub media_store: String,
+    /// The largest blob content accepted, bytes (at most 5 GiB).
+    #[arg(long, env = "HUB_MEDIA_MAX_BYTES", default_value_t = 100 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=5 * 1024 * 1024 * 1024))]
+    pub media_max_bytes: u64,
 }
 
 /// A drive speed: a number of km/h above 0 and at most 300.
@@ -136,6 +146,8 @@ impl Config {
             max_connections: 4096,
             max_sse_per_credential: 4,
             dispatch_avg_speed_kmh: 35.0,
+            media_store: "file".into(),
+            media_max_bytes: 100 * 1024 * 1024,
             smtp_url: None,
             mail_from: None,
         }

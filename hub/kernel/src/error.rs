@@ -46,6 +46,9 @@ pub enum ApiError {
     /// flight): the client should retry after the given seconds.
     #[error("busy, retry after {0}s")]
     Busy(u64),
+    /// Uploaded content above its own limit (sdk-media), in bytes.
+    #[error("content above {0} bytes")]
+    ContentTooLarge(u64),
     /// A service this hub is not configured for (verification email).
     #[error("service unavailable: {0}")]
     Unavailable(&'static str),
@@ -122,7 +125,7 @@ impl ApiError {
             Conflict(_) | PersonExists => StatusCode::CONFLICT,
             RateLimited(_) | TooManyStreams(_) => StatusCode::TOO_MANY_REQUESTS,
             Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
-            PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            PayloadTooLarge | ContentTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Db(e) => match db_error_kind(e) {
                 Some(DbKind::Unique) => StatusCode::CONFLICT,
@@ -170,6 +173,10 @@ impl ApiError {
             PayloadTooLarge => json!({
                 "success": false, "error": "PayloadTooLarge",
                 "details": [format!("request bodies are limited to {} bytes", BODY_LIMIT)],
+            }),
+            ContentTooLarge(max) => json!({
+                "success": false, "error": "PayloadTooLarge",
+                "details": [format!("blob content is limited to {max} bytes")],
             }),
             MethodNotAllowed => {
                 json!({ "success": false, "error": "MethodNotAllowed", "details": ["the path does not take this method; see the Allow header"] })

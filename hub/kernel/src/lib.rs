@@ -19,4 +19,5 @@ pub mod gate;
 pub mod mail;
 pub mod prelude;
 pub mod state;
+pub mod storage;
 pub mod validate;

@@ -59,6 +59,8 @@ pub struct Inner {
     /// evaluation, by tenant_id (the area's own type: the kernel only holds
     /// and drops them).
     pub feature_flags: Cache<String, Arc<dyn Any + Send + Sync>>,
+    /// Where sdk-media keeps blob content (`HUB_MEDIA_STORE`).
+    pub media: Arc<dyn object_store::ObjectStore>,
     /// None outside development mode without an SMTP relay.
     pub mail: Option<Arc<dyn MailSender>>,
     /// The group-commit writer of audit appends.
@@ -104,7 +106,9 @@ pub const INVALIDATION_CHANNEL: &str = "hub_invalidate";
 impl AppState {
     pub async fn new(config: Config, db: Db, master: MasterKey, mail: Option<Arc<dyn MailSender>>, directories: Directories) -> anyhow::Result<AppState> {
         let keys = signing::load_or_create(&db, &master).await?;
+        let media = crate::storage::open(&config)?;
         Ok(AppState(Arc::new(Inner {
+            media,
             config,
             master,
             keys: RwLock::new(Arc::new(keys)),

@@ -2,8 +2,8 @@
 //! per-robot credentials (sdk-asset), robot commands with approval
 //! (sdk-command) and their two transports to the robots (`sse`, `quic`),
 //! devices (sdk-device), diagnostics (sdk-diagnostic-telemetry), and the
-//! workflow, geo, config, feature-flag, residency, dispatch and assignment
-//! groups; and the `RobotDirectory` through which the gate reads robot
+//! workflow, geo, config, feature-flag, residency, dispatch, assignment and
+//! media groups; and the `RobotDirectory` through which the gate reads robot
 //! credentials.
 
 pub mod asset;
@@ -16,6 +16,7 @@ pub mod dispatch;
 pub mod feature_flags;
 pub mod feed;
 pub mod geo;
+pub mod media;
 pub mod quic;
 pub mod residency;
 pub mod sse;
@@ -47,6 +48,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(residency::routes())
         .merge(dispatch::routes())
         .merge(assignment::routes())
+        .merge(media::routes())
 }
 
 /// The values a documentation enum of a request field lists (its tests

@@ -238,6 +238,9 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/assignments", Some(a), json!({ "subject_ref": "mx", "primary_persona_id": t.a["persona_id"] })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("record_id", data(&r, "record_id"));
+    let (s, r) = app.post("/api/media/blobs", Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("blob_id", data(&r, "blob_id"));
     ids
 }
 

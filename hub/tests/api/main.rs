@@ -27,6 +27,7 @@ mod identity;
 mod isolation;
 mod mail;
 mod mcp_client;
+mod media;
 mod operations;
 mod process;
 mod quic;

@@ -43,6 +43,8 @@ event_types! {
     ASSIGNMENT_OFFER_DECLINED = "assignment.offer.declined.v1";
     ASSIGNMENT_OFFER_REASSIGNED = "assignment.offer.reassigned.v1";
     ASSIGNMENT_OFFER_EXPIRED = "assignment.offer.expired.v1";
+    MEDIA_UPLOAD_STARTED = "media.upload.started.v1";
+    MEDIA_BLOB_COMMITTED = "media.blob.committed.v1";
     DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
     TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";
     TENANT_OFFBOARDING_COMPLETED = "tenant.offboarding.completed.v1";

@@ -1,0 +1,353 @@
+//! sdk-media: blobs uploaded in three steps. `POST /api/media/blobs`
+//! starts one (`pending`); `PUT …/content` streams the bytes to the object
+//! store (`HUB_MEDIA_STORE`) in parts, never whole in memory, up to
+//! `HUB_MEDIA_MAX_BYTES`; `POST …/commit` reads the stored bytes back,
+//! compares their SHA-256 with `checksum_hex`, and only then makes the
+//! blob `ready`. Every upload is a new object: a commit names the one it
+//! verified, so a later upload can never change a committed blob.
+
+use aws_lc_rs::digest;
+use axum::{
+    body::Body as RawBody,
+    http::{HeaderMap, HeaderValue, header},
+    response::IntoResponse,
+};
+use futures_util::{StreamExt, TryStreamExt};
+use hub_kernel::prelude::*;
+use object_store::{ObjectStore, PutPayload, WriteMultipart, path::Path as ObjectPath};
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(start)).routes(routes!(get_blob)).routes(routes!(put_content, get_content)).routes(routes!(commit))
+}
+
+/// Parts of an upload in flight to the store at once (each up to the
+/// store's part size, 5 MiB): what an upload holds in memory at most.
+const PARTS_IN_FLIGHT: usize = 2;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = MediaBlob)]
+struct Blob {
+    blob_id: String,
+    /// `pending` until a commit verified the content, then `ready`.
+    status: String,
+    content_type: String,
+    filename: Option<String>,
+    /// The size the upload was started with, when one was given.
+    declared_bytes: Option<i64>,
+    /// The size of the uploaded content.
+    size_bytes: Option<i64>,
+    /// Lowercase hex SHA-256 of the content, once committed.
+    sha256: Option<String>,
+    #[serde(skip)]
+    object_key: Option<String>,
+    created_by: String,
+    created_at: String,
+    uploaded_at: Option<String>,
+    committed_at: Option<String>,
+}
+
+const COLUMNS: &str =
+    "blob_id, status, content_type, filename, declared_bytes, size_bytes, sha256, object_key, created_by, created_at, uploaded_at, committed_at";
+
+async fn find(db: &Db, tenant_id: &str, id: &str) -> ApiResult<Blob> {
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {COLUMNS} FROM media_blob WHERE tenant_id = $1 AND blob_id = $2");
+    let found: Option<Blob> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(&db.read).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+fn storage_error(e: object_store::Error) -> ApiError {
+    ApiError::Internal(anyhow::Error::new(e).context("the media store"))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewMediaBlob)]
+struct NewBlob {
+    /// A media type, `type/subtype` with optional parameters, at most 255
+    /// characters; `application/octet-stream` when absent.
+    content_type: Option<String>,
+    /// At most 255 characters.
+    filename: Option<String>,
+    /// The size the content will have: the upload must match it.
+    #[schema(value_type = Option<i64>)]
+    size_bytes: Option<Value>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[schema(as = MediaUploadStarted)]
+struct Started {
+    #[serde(flatten)]
+    blob: Blob,
+    /// Where to `PUT` the content.
+    upload_path: String,
+    /// The largest content this hub accepts, bytes.
+    max_bytes: u64,
+}
+
+fn valid_content_type(s: &str) -> bool {
+    let essence = s.split(';').next().unwrap_or_default().trim();
+    s.len() <= 255
+        && s.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && essence.split_once('/').is_some_and(|(t, sub)| !t.is_empty() && !sub.is_empty() && !sub.contains('/') && !essence.contains(' '))
+}
+
+/// Starts an upload: a `pending` blob to `PUT` the content to.
+#[utoipa::path(post, path = "/api/media/blobs", tag = "sdk-media", request_body = NewBlob,
+    responses((status = 201, description = "the blob, pending", body = Data<Started>)))]
+async fn start(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewBlob>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let content_type = Check::optional(&body.content_type).unwrap_or_else(|| "application/octet-stream".into());
+    if !valid_content_type(&content_type) {
+        check.fail("content_type must be a media type such as image/png, at most 255 characters");
+    }
+    let filename = Check::optional(&body.filename);
+    if filename.as_ref().is_some_and(|f| f.chars().count() > 255 || f.chars().any(char::is_control)) {
+        check.fail("filename must be at most 255 characters, none of them control characters");
+    }
+    let max = state.config.media_max_bytes;
+    let declared = check.optional_int("size_bytes", body.size_bytes.as_ref(), 0, i64::try_from(max).unwrap_or(i64::MAX));
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO media_blob (blob_id, tenant_id, status, content_type, filename, declared_bytes, created_by, created_at) \
+         VALUES ($1, $2, 'pending', $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
+    );
+    let blob: Blob = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&content_type)
+        .bind(&filename)
+        .bind(declared)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "blob_id": blob.blob_id, "content_type": content_type, "declared_bytes": declared });
+    audit::record(&mut tx, &ctx, events::MEDIA_UPLOAD_STARTED, payload).await?;
+    tx.commit().await?;
+    let upload_path = format!("/api/media/blobs/{}/content", blob.blob_id);
+    Ok(created(Started { blob, upload_path, max_bytes: max }))
+}
+
+/// A blob's metadata.
+#[utoipa::path(get, path = "/api/media/blobs/{blob_id}", tag = "sdk-media", params(("blob_id" = String, Path, description = "the blob")),
+    responses((status = 200, description = "the blob", body = Data<Blob>)))]
+async fn get_blob(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    Ok(ok(find(&state.db, &ctx.tenant_id, &id).await?))
+}
+
+/// Streams `body` into a new object at `key`, at most `max` bytes; the
+/// object is removed again when anything fails.
+async fn store(store: &dyn ObjectStore, key: &ObjectPath, body: RawBody, max: u64) -> ApiResult<u64> {
+    let mut writer = WriteMultipart::new(store.put_multipart(key).await.map_err(storage_error)?);
+    let mut stream = body.into_data_stream();
+    let mut total: u64 = 0;
+    while let Some(chunk) = stream.next().await {
+        let failure = match chunk {
+            Ok(bytes) => {
+                total += bytes.len() as u64;
+                if total > max {
+                    Some(ApiError::ContentTooLarge(max))
+                } else {
+                    match writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                        Ok(()) => {
+                            writer.write(&bytes);
+                            None
+                        }
+                        Err(e) => Some(storage_error(e)),
+                    }
+                }
+            }
+            Err(e) => Some(ApiError::invalid(format!("the content could not be read: {e}"))),
+        };
+        if let Some(e) = failure {
+            writer.abort().await.ok();
+            return Err(e);
+        }
+    }
+    if total == 0 {
+        // A multipart upload of no parts is not an object everywhere.
+        writer.abort().await.ok();
+        store.put(key, PutPayload::default()).await.map_err(storage_error)?;
+    } else {
+        writer.finish().await.map_err(storage_error)?;
+    }
+    Ok(total)
+}
+
+/// Uploads the content of a pending blob, streamed to the store; a second
+/// upload replaces the first. At most `HUB_MEDIA_MAX_BYTES` (413 above
+/// it); when the start declared `size_bytes`, exactly that many.
+#[utoipa::path(put, path = "/api/media/blobs/{blob_id}/content", tag = "sdk-media",
+    params(("blob_id" = String, Path, description = "a pending blob")),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "the content, any media type"),
+    responses((status = 200, description = "the blob, content uploaded and still pending", body = Data<Blob>)))]
+async fn put_content(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, headers: HeaderMap, body: RawBody) -> ApiResult<Response> {
+    let blob = find(&state.db, &ctx.tenant_id, &id).await?;
+    if blob.status != "pending" {
+        return Err(ApiError::Conflict("the blob is committed; its content cannot change".into()));
+    }
+    let max = state.config.media_max_bytes;
+    let announced = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > max) {
+        return Err(ApiError::ContentTooLarge(max));
+    }
+    let key = format!("{}/{}/{}", ctx.tenant_id, blob.blob_id, db::new_id());
+    let path = ObjectPath::from(key.as_str());
+    let size = store(state.media.as_ref(), &path, body, max).await?;
+    let discard = |why: ApiError| async {
+        state.media.delete(&path).await.ok();
+        Err(why)
+    };
+    if let Some(declared) = blob.declared_bytes
+        && u64::try_from(declared).ok() != Some(size)
+    {
+        return discard(ApiError::invalid(format!("the content is {size} bytes; the upload was started with size_bytes {declared}"))).await;
+    }
+    let sql = format!(
+        "UPDATE media_blob SET object_key = $3, size_bytes = $4, uploaded_at = $5 WHERE tenant_id = $1 AND blob_id = $2 AND status = 'pending' RETURNING {COLUMNS}"
+    );
+    let updated: Option<Blob> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&blob.blob_id)
+        .bind(&key)
+        .bind(i64::try_from(size).unwrap_or(i64::MAX))
+        .bind(db::now())
+        .fetch_optional(state.db.writer())
+        .await?;
+    let Some(updated) = updated else {
+        return discard(ApiError::Conflict("the blob was committed meanwhile; its content cannot change".into())).await;
+    };
+    if let Some(previous) = blob.object_key {
+        state.media.delete(&ObjectPath::from(previous.as_str())).await.ok();
+    }
+    Ok(ok(updated))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = MediaCommit)]
+struct Commit {
+    /// SHA-256 of the content: 64 hexadecimal characters, an optional
+    /// `0x` prefix.
+    #[schema(required = true)]
+    checksum_hex: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// The checksum as lowercase hex, or `None` when it is not 64 hex
+/// characters after an optional `0x`.
+fn checksum(raw: &str) -> Option<String> {
+    let hex = raw.strip_prefix("0x").or_else(|| raw.strip_prefix("0X")).unwrap_or(raw);
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| hex.to_ascii_lowercase())
+}
+
+/// Commits an upload: the stored bytes are read back and their SHA-256
+/// compared with `checksum_hex`; a match makes the blob `ready`, a
+/// mismatch is 400 and the blob stays `pending`.
+#[utoipa::path(post, path = "/api/media/blobs/{blob_id}/commit", tag = "sdk-media", request_body = Commit,
+    params(("blob_id" = String, Path, description = "the blob")),
+    responses((status = 200, description = "the blob, ready (again, for a repeated commit of the same checksum)", body = Data<Blob>)))]
+async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Commit>) -> ApiResult<Response> {
+    let blob = find(&state.db, &ctx.tenant_id, &id).await?;
+    let mut check = Check::new();
+    let given = check.required("checksum_hex", &body.checksum_hex);
+    let wanted = checksum(&given);
+    if !given.is_empty() && wanted.is_none() {
+        check.fail("checksum_hex must be exactly 64 hexadecimal characters, with an optional 0x prefix");
+    }
+    check.finish()?;
+    let wanted = wanted.unwrap_or_default();
+    if blob.status == "ready" {
+        return if blob.sha256.as_deref() == Some(wanted.as_str()) {
+            Ok(ok(blob))
+        } else {
+            Err(ApiError::Conflict("the blob is committed with another checksum".into()))
+        };
+    }
+    let Some(key) = blob.object_key.clone() else {
+        return Err(ApiError::Conflict("no content has been uploaded for this blob".into()));
+    };
+    let mut context = digest::Context::new(&digest::SHA256);
+    let mut stream = state.media.get(&ObjectPath::from(key.as_str())).await.map_err(storage_error)?.into_stream();
+    while let Some(bytes) = stream.try_next().await.map_err(storage_error)? {
+        context.update(&bytes);
+    }
+    let stored = hex::encode(context.finish());
+    if stored != wanted {
+        return Err(ApiError::invalid("checksum_hex does not match the SHA-256 of the uploaded content; the blob stays pending"));
+    }
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "UPDATE media_blob SET status = 'ready', sha256 = $4, committed_at = $5 \
+         WHERE tenant_id = $1 AND blob_id = $2 AND status = 'pending' AND object_key = $3 RETURNING {COLUMNS}"
+    );
+    let committed: Option<Blob> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&blob.blob_id)
+        .bind(&key)
+        .bind(&stored)
+        .bind(db::now())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let committed = committed.ok_or_else(|| ApiError::Conflict("the blob changed meanwhile (a new upload or a commit); read it and try again".into()))?;
+    let payload = json!({ "blob_id": committed.blob_id, "size_bytes": committed.size_bytes, "sha256": stored });
+    audit::record(&mut tx, &ctx, events::MEDIA_BLOB_COMMITTED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(committed))
+}
+
+/// The content of a ready blob, streamed, as an attachment (never
+/// rendered in a browser on the hub's origin).
+#[utoipa::path(get, path = "/api/media/blobs/{blob_id}/content", tag = "sdk-media",
+    params(("blob_id" = String, Path, description = "a ready blob")),
+    responses((status = 200, description = "the content, with the blob's content type", content_type = "application/octet-stream", body = Vec<u8>)))]
+async fn get_content(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let blob = find(&state.db, &ctx.tenant_id, &id).await?;
+    let (true, Some(key)) = (blob.status == "ready", blob.object_key.as_deref()) else {
+        return Err(ApiError::Conflict("the blob is not committed yet".into()));
+    };
+    let stream = state.media.get(&ObjectPath::from(key)).await.map_err(storage_error)?.into_stream();
+    let mut res = RawBody::from_stream(stream).into_response();
+    let h = res.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_str(&blob.content_type).unwrap_or(HeaderValue::from_static("application/octet-stream")));
+    h.insert(header::CONTENT_DISPOSITION, HeaderValue::from_static("attachment"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
+    if let Some(size) = blob.size_bytes {
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
+    }
+    Ok(res)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksums_are_64_hex_with_an_optional_prefix() {
+        let h = "AB".repeat(32);
+        assert_eq!(checksum(&h), Some("ab".repeat(32)));
+        assert_eq!(checksum(&format!("0x{h}")), Some("ab".repeat(32)));
+        assert_eq!(checksum(&format!("0X{h}")), Some("ab".repeat(32)));
+        for bad in ["", "0x", &h[..62], &format!("{h}00"), &format!("0x0x{}", &h[4..]), &"zz".repeat(32)] {
+            assert_eq!(checksum(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn content_types_are_media_types() {
+        for good in ["image/png", "text/plain; charset=utf-8", "application/vnd.api+json"] {
+            assert!(valid_content_type(good), "{good}");
+        }
+        for bad in ["png", "/png", "image/", "image/png/x", "image /png", "image/pn\u{7}g"] {
+            assert!(!valid_content_type(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! sdk-media: start, stream the content to the store, commit with a
+//! checksum verified against the stored bytes, read back; the size limit,
+//! declared sizes, replaced uploads and committed blobs that cannot change.
+
+use aws_lc_rs::digest;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::{db_test, helpers::*};
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(digest::digest(&digest::SHA256, bytes))
+}
+
+/// `n` bytes that are not all alike.
+fn content(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 31 % 251) as u8).collect()
+}
+
+async fn put(app: &TestApp, token: &str, blob: &str, bytes: Vec<u8>) -> (StatusCode, Value) {
+    let res = app.client.put(format!("{}/api/media/blobs/{blob}/content", app.base)).bearer_auth(token).body(bytes).send().await.unwrap();
+    let status = res.status();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+/// The same upload with no Content-Length: the limit holds while streaming.
+async fn put_chunked(app: &TestApp, token: &str, blob: &str, chunks: Vec<Vec<u8>>) -> (StatusCode, Value) {
+    let stream = futures_util::stream::iter(chunks.into_iter().map(Ok::<_, std::io::Error>));
+    let res = app
+        .client
+        .put(format!("{}/api/media/blobs/{blob}/content", app.base))
+        .bearer_auth(token)
+        .body(reqwest::Body::wrap_stream(stream))
+        .send()
+        .await
+        .unwrap();
+    let status = res.status();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+/// Files under the hub's media directory (the default local store).
+fn stored_objects(app: &TestApp) -> usize {
+    fn walk(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir).map_or(0, |it| it.map(|e| e.unwrap().path()).map(|p| if p.is_dir() { walk(&p) } else { 1 }).sum())
+    }
+    walk(&app._dir.path().join("media"))
+}
+
+async fn blobs_are_uploaded_verified_committed_and_read_back(app: TestApp) {
+    let t = app.two_tenants("media").await;
+    let a = t.a_token.as_str();
+    let (s, started) = app.post("/api/media/blobs", Some(a), json!({ "content_type": "image/png", "filename": "site.png" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{started}");
+    let blob = started["data"]["blob_id"].as_str().unwrap().to_string();
+    assert_eq!((started["data"]["status"].as_str(), started["data"]["max_bytes"].as_u64()), (Some("pending"), Some(100 * 1024 * 1024)));
+    assert_eq!(started["data"]["upload_path"], format!("/api/media/blobs/{blob}/content"));
+    assert!(started["data"].get("object_key").is_none());
+    let commit_url = format!("/api/media/blobs/{blob}/commit");
+    let commit = |sum: Value| app.post(&commit_url, Some(a), json!({ "checksum_hex": sum }));
+    let b = assert_error(commit(json!("ab".repeat(32))).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["no content has been uploaded for this blob"]));
+
+    // 12 MiB: several parts on their way to the store.
+    let bytes = content(12 * 1024 * 1024 + 7);
+    let sum = sha256_hex(&bytes);
+    let (s, up) = put(&app, a, &blob, bytes.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{up}");
+    assert_eq!((up["data"]["size_bytes"].as_u64(), up["data"]["status"].as_str()), (Some(bytes.len() as u64), Some("pending")));
+    assert_error(app.get(&format!("/api/media/blobs/{blob}/content"), Some(a)).await, 409, "Conflict");
+
+    // A checksum of other bytes: 400, and the blob stays pending.
+    let b = assert_error(commit(json!(sha256_hex(b"other"))).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["checksum_hex does not match the SHA-256 of the uploaded content; the blob stays pending"]));
+    let (_, read) = app.get(&format!("/api/media/blobs/{blob}"), Some(a)).await;
+    assert_eq!((read["data"]["status"].as_str(), read["data"]["sha256"].clone()), (Some("pending"), Value::Null));
+    for bad in [json!("abc"), json!(format!("0x{}", "g".repeat(64))), json!(format!("{sum}0")), json!(null)] {
+        assert_error(commit(bad).await, 400, "ValidationError");
+    }
+    // Uppercase with a 0x prefix is the same checksum.
+    let (s, done) = commit(json!(format!("0x{}", sum.to_uppercase()))).await;
+    assert_eq!(s, StatusCode::OK, "{done}");
+    assert_eq!((done["data"]["status"].as_str(), done["data"]["sha256"].as_str()), (Some("ready"), Some(sum.as_str())));
+    let (s, again) = commit(json!(sum)).await;
+    assert_eq!((s, again["data"]["committed_at"].clone()), (StatusCode::OK, done["data"]["committed_at"].clone()), "a repeated commit changes nothing");
+    assert_error(commit(json!(sha256_hex(b"other"))).await, 409, "Conflict");
+    let b = assert_error(put(&app, a, &blob, b"new".to_vec()).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["the blob is committed; its content cannot change"]));
+
+    let res = app.client.get(format!("{}/api/media/blobs/{blob}/content", app.base)).bearer_auth(a).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let header = |name: &str| res.headers().get(name).map(|v| v.to_str().unwrap().to_string());
+    assert_eq!(
+        (header("content-type"), header("content-disposition"), header("x-content-type-options")),
+        (Some("image/png".into()), Some("attachment".into()), Some("nosniff".into()))
+    );
+    assert_eq!(res.bytes().await.unwrap().as_ref(), bytes.as_slice());
+
+    // Another tenant sees none of it.
+    assert_error(app.get(&format!("/api/media/blobs/{blob}"), Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(put(&app, &t.b_token, &blob, b"x".to_vec()).await, 404, "NotFound");
+    assert_error(app.post(&format!("/api/media/blobs/{blob}/commit"), Some(&t.b_token), json!({ "checksum_hex": sum })).await, 404, "NotFound");
+
+    // A second upload of a pending blob replaces the first, in the store too.
+    let (_, other) = app.post("/api/media/blobs", Some(a), json!({})).await;
+    let other = other["data"]["blob_id"].as_str().unwrap().to_string();
+    assert_eq!(put(&app, a, &other, b"first".to_vec()).await.0, StatusCode::OK);
+    assert_eq!(put(&app, a, &other, b"second".to_vec()).await.0, StatusCode::OK);
+    assert_eq!(stored_objects(&app), 2, "the committed blob and the second upload");
+    assert_error(app.post(&format!("/api/media/blobs/{other}/commit"), Some(a), json!({ "checksum_hex": sha256_hex(b"first") })).await, 400, "ValidationError");
+    let (s, ready) = app.post(&format!("/api/media/blobs/{other}/commit"), Some(a), json!({ "checksum_hex": sha256_hex(b"second") })).await;
+    assert_eq!((s, ready["data"]["content_type"].as_str(), ready["data"]["size_bytes"].as_u64()), (StatusCode::OK, Some("application/octet-stream"), Some(6)));
+
+    // Empty content is content.
+    let (_, empty) = app.post("/api/media/blobs", Some(a), json!({ "size_bytes": 0 })).await;
+    let empty = empty["data"]["blob_id"].as_str().unwrap().to_string();
+    assert_eq!(put(&app, a, &empty, Vec::new()).await.0, StatusCode::OK);
+    let (s, e) = app.post(&format!("/api/media/blobs/{empty}/commit"), Some(a), json!({ "checksum_hex": sha256_hex(b"") })).await;
+    assert_eq!((s, e["data"]["size_bytes"].as_u64()), (StatusCode::OK, Some(0)));
+
+    let b = assert_error(
+        app.post("/api/media/blobs", Some(a), json!({ "content_type": "png", "filename": "a\u{0}b", "size_bytes": -1 })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        b["details"],
+        json!([
+            "content_type must be a media type such as image/png, at most 255 characters",
+            "filename must be at most 255 characters, none of them control characters",
+            "size_bytes must be an integer from 0 to 104857600",
+        ])
+    );
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "media.upload.started.v1").count(), 3);
+    assert_eq!(events.iter().filter(|e| *e == "media.blob.committed.v1").count(), 3, "one per blob made ready");
+}
+db_test!(blobs_are_uploaded_verified_committed_and_read_back);
+
+async fn uploads_stop_at_the_limit_and_at_the_declared_size(app: TestApp) {
+    let app = app.variant(|c| c.media_max_bytes = 1024).await;
+    let t = app.signup("limit@media.example.com", "media-limit").await;
+    let a = t["token"].as_str().unwrap();
+    let (_, started) = app.post("/api/media/blobs", Some(a), json!({})).await;
+    assert_eq!(started["data"]["max_bytes"], 1024);
+    let blob = started["data"]["blob_id"].as_str().unwrap().to_string();
+    let b = assert_error(put(&app, a, &blob, content(1025)).await, 413, "PayloadTooLarge");
+    assert_eq!(b["details"], json!(["blob content is limited to 1024 bytes"]));
+    // Without a Content-Length the limit is found while streaming.
+    let b = assert_error(put_chunked(&app, a, &blob, vec![content(600), content(600)]).await, 413, "PayloadTooLarge");
+    assert_eq!(b["details"], json!(["blob content is limited to 1024 bytes"]));
+    assert_eq!(stored_objects(&app), 0, "a refused upload leaves nothing in the store");
+    let (_, read) = app.get(&format!("/api/media/blobs/{blob}"), Some(a)).await;
+    assert_eq!(read["data"]["size_bytes"], Value::Null);
+    let (s, up) = put_chunked(&app, a, &blob, vec![content(512), content(512)]).await;
+    assert_eq!((s, up["data"]["size_bytes"].as_u64()), (StatusCode::OK, Some(1024)));
+
+    let (_, declared) = app.post("/api/media/blobs", Some(a), json!({ "size_bytes": 10 })).await;
+    let declared = declared["data"]["blob_id"].as_str().unwrap().to_string();
+    let b = assert_error(put(&app, a, &declared, content(11)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["the content is 11 bytes; the upload was started with size_bytes 10"]));
+    assert_eq!(put(&app, a, &declared, content(10)).await.0, StatusCode::OK);
+    assert_eq!(stored_objects(&app), 2);
+    assert_error(app.post("/api/media/blobs", Some(a), json!({ "size_bytes": 1025 })).await, 400, "ValidationError");
+}
+db_test!(uploads_stop_at_the_limit_and_at_the_declared_size);
