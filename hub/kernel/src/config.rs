@@ -98,6 +98,14 @@ pub struct Config {
     /// The largest blob content accepted, bytes (at most 5 GiB).
     #[arg(long, env = "HUB_MEDIA_MAX_BYTES", default_value_t = 100 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=5 * 1024 * 1024 * 1024))]
     pub media_max_bytes: u64,
+    /// Seconds a webhook receiver has to answer an attempt.
+    #[arg(long, env = "HUB_WEBHOOK_TIMEOUT_SECONDS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub webhook_timeout_seconds: u64,
+    /// Hosts and addresses webhook deliveries may reach although they are
+    /// private, loopback or link-local (comma-separated; development mode
+    /// allows every such target).
+    #[arg(long, env = "HUB_WEBHOOK_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub webhook_allowed_hosts: Vec<String>,
 }
 
 /// A drive speed: a number of km/h above 0 and at most 300.
@@ -148,6 +156,8 @@ impl Config {
             dispatch_avg_speed_kmh: 35.0,
             media_store: "file".into(),
             media_max_bytes: 100 * 1024 * 1024,
+            webhook_timeout_seconds: 15,
+            webhook_allowed_hosts: Vec::new(),
             smtp_url: None,
             mail_from: None,
         }

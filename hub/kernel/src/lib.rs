@@ -16,6 +16,7 @@ pub mod db;
 pub mod error;
 pub mod extract;
 pub mod gate;
+pub mod inbound;
 pub mod mail;
 pub mod prelude;
 pub mod state;

@@ -59,6 +59,8 @@ pub struct Inner {
     /// evaluation, by tenant_id (the area's own type: the kernel only holds
     /// and drops them).
     pub feature_flags: Cache<String, Arc<dyn Any + Send + Sync>>,
+    /// The handlers of signed inbound webhooks, by kind.
+    pub inbound: crate::inbound::Registry,
     /// Where sdk-media keeps blob content (`HUB_MEDIA_STORE`).
     pub media: Arc<dyn object_store::ObjectStore>,
     /// None outside development mode without an SMTP relay.
@@ -109,6 +111,7 @@ impl AppState {
         let media = crate::storage::open(&config)?;
         Ok(AppState(Arc::new(Inner {
             media,
+            inbound: Default::default(),
             config,
             master,
             keys: RwLock::new(Arc::new(keys)),

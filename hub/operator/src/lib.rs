@@ -2,11 +2,12 @@
 //! document. The gate admits only the operator credential here.
 
 pub mod audit;
+pub mod webhooks;
 
 use utoipa_axum::router::OpenApiRouter;
 
 use hub_kernel::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(audit::routes())
+    OpenApiRouter::new().merge(audit::routes()).merge(webhooks::routes())
 }

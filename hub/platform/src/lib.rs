@@ -2,8 +2,8 @@
 //! per-robot credentials (sdk-asset), robot commands with approval
 //! (sdk-command) and their two transports to the robots (`sse`, `quic`),
 //! devices (sdk-device), diagnostics (sdk-diagnostic-telemetry), and the
-//! workflow, geo, config, feature-flag, residency, dispatch, assignment and
-//! media groups; and the `RobotDirectory` through which the gate reads robot
+//! workflow, geo, config, feature-flag, residency, dispatch, assignment,
+//! media and webhook groups; and the `RobotDirectory` through which the gate reads robot
 //! credentials.
 
 pub mod asset;
@@ -20,6 +20,7 @@ pub mod media;
 pub mod quic;
 pub mod residency;
 pub mod sse;
+pub mod webhook;
 pub mod workflow;
 
 use std::time::Duration;
@@ -49,6 +50,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(dispatch::routes())
         .merge(assignment::routes())
         .merge(media::routes())
+        .merge(webhook::routes())
 }
 
 /// The values a documentation enum of a request field lists (its tests
@@ -72,9 +74,10 @@ impl RobotDirectory for Directory {
     }
 }
 
-/// The expiry sweeper of commands: a command past its deadline becomes
-/// `expired` within a second.
+/// The expiry sweeper of commands (a command past its deadline becomes
+/// `expired` within a second) and the webhook delivery worker.
 pub fn spawn_background(state: &AppState) {
+    webhook::worker::spawn(state);
     let s = state.clone();
     db::every(Duration::from_secs(1), move || {
         let s = s.clone();

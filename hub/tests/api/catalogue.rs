@@ -241,6 +241,18 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/media/blobs", Some(a), json!({})).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("blob_id", data(&r, "blob_id"));
+    // Deliveries to a port nothing listens on (9, discard): they fail, quietly.
+    let (s, r) = app.post("/api/webhooks/endpoints", Some(a), json!({ "url": "http://127.0.0.1:9/hook", "event_types": ["*"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("endpoint_id", data(&r, "endpoint_id"));
+    let (s, _) = app.post("/api/workflows/definitions", Some(a), json!({ "name": "mx-hooked", "step_specs": [{ "name": "one" }] })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let delivery: String = sqlx::query_scalar("SELECT delivery_id FROM webhook_delivery WHERE endpoint_id = $1 LIMIT 1")
+        .bind(&ids["endpoint_id"])
+        .fetch_one(&app.state().db.read)
+        .await
+        .unwrap();
+    ids.insert("delivery_id", delivery);
     ids
 }
 

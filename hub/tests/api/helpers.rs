@@ -277,7 +277,7 @@ pub async fn assert_scoped(app: &TestApp, owner_token: &str, granted: Value, rou
 }
 
 /// The stock clients some tests drive the hub with, from PyPI.
-const PYTHON_PACKAGES: &[&str] = &["mcp==2.3.0", "prometheus-client==0.26.0"];
+const PYTHON_PACKAGES: &[&str] = &["mcp==2.3.0", "prometheus-client==0.26.0", "standardwebhooks==1.1.0"];
 
 /// A Python with [`PYTHON_PACKAGES`]: `HUB_TEST_PYTHON` (set by `.ci/run`),
 /// or a virtual environment made once under the target directory. Built
@@ -293,7 +293,7 @@ pub fn test_python() -> PathBuf {
             let exe = std::env::current_exe().unwrap();
             let venv = exe.ancestors().nth(3).unwrap().join("python-tests");
             let python = venv.join("bin/python");
-            let ready = |p: &Path| Command::new(p).args(["-c", "import mcp, prometheus_client"]).status().is_ok_and(|s| s.success());
+            let ready = |p: &Path| Command::new(p).args(["-c", "import mcp, prometheus_client, standardwebhooks"]).status().is_ok_and(|s| s.success());
             if !ready(&python) {
                 let fresh = venv.with_extension(format!("tmp-{}", std::process::id()));
                 let run = |cmd: &mut Command| assert!(cmd.status().expect("python3 runs").success(), "{cmd:?} failed");

@@ -36,4 +36,5 @@ mod residency;
 mod schema;
 mod spine;
 mod tenant_lifecycle;
+mod webhooks;
 mod workflow;

@@ -421,6 +421,8 @@ pub(crate) async fn write_sql(tx: &mut Tx, backend: Backend, entries: Vec<Prepar
                 .bind(s.hash.to_vec());
         }
         q.execute(&mut **tx).await?;
+        let ids: Vec<&str> = chunk.iter().map(|p| p.entry_id.as_str()).collect();
+        super::outbox::enqueue(tx, backend, &ids).await?;
     }
     Ok(answers(entries, sealed))
 }

@@ -45,6 +45,12 @@ event_types! {
     ASSIGNMENT_OFFER_EXPIRED = "assignment.offer.expired.v1";
     MEDIA_UPLOAD_STARTED = "media.upload.started.v1";
     MEDIA_BLOB_COMMITTED = "media.blob.committed.v1";
+    WEBHOOK_ENDPOINT_CREATED = "webhook.endpoint.created.v1";
+    WEBHOOK_ENDPOINT_UPDATED = "webhook.endpoint.updated.v1";
+    WEBHOOK_ENDPOINT_DELETED = "webhook.endpoint.deleted.v1";
+    WEBHOOK_DELIVERY_DEAD_LETTERED = "webhook.delivery.dead_lettered.v1";
+    WEBHOOK_INBOUND_RECEIVED = "webhook.inbound.received.v1";
+    WEBHOOK_INBOUND_SECRET_SET = "webhook.inbound_secret.set.v1";
     DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
     TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";
     TENANT_OFFBOARDING_COMPLETED = "tenant.offboarding.completed.v1";

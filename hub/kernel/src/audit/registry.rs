@@ -188,6 +188,9 @@ mod tests {
         "assignment.rule_set.activated.v1",
         "assignment.workload.updated.v1",
         "assignment.simulation.completed.v1",
+        "webhook.endpoint.updated.v1",
+        "webhook.endpoint.deleted.v1",
+        "webhook.inbound_secret.set.v1",
     ];
 
     #[test]

@@ -1,0 +1,54 @@
+//! The operator's view of webhook endpoints ("Webhooks"): every tenant's,
+//! or one tenant's, newest first, at most 200; an unknown tenant is an
+//! empty list.
+
+use hub_kernel::gate::Operator;
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list))
+}
+
+/// Endpoints listed at most.
+const LIMIT: i64 = 200;
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct Filter {
+    /// Only this tenant's endpoints.
+    #[param(format = "uuid")]
+    tenant_id: Option<String>,
+}
+
+/// A webhook endpoint as the operator sees it (never its secret).
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = AdminWebhookEndpoint)]
+struct Endpoint {
+    endpoint_id: String,
+    tenant_id: String,
+    url: String,
+    /// `active` or `disabled`.
+    status: String,
+    failure_streak: i64,
+    last_success_at: Option<String>,
+    last_failure_at: Option<String>,
+    created_at: String,
+}
+
+/// Webhook endpoints across tenants, newest first, at most 200.
+#[utoipa::path(get, path = "/admin/webhooks", tag = "admin-webhooks", params(Filter),
+    responses((status = 200, description = "the endpoints", body = Data<Vec<Endpoint>>)))]
+async fn list(State(state): State<AppState>, _: Operator, Params(q): Params<Filter>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let tenant = check.optional_uuid("tenant_id", &q.tenant_id).map(|u| u.to_string());
+    check.finish()?;
+    let rows: Vec<Endpoint> = sqlx::query_as(
+        "SELECT endpoint_id, tenant_id, url, status, failure_streak, last_success_at, last_failure_at, created_at FROM webhook_endpoint \
+         WHERE ($1 IS NULL OR tenant_id = $1) ORDER BY created_at DESC, endpoint_id DESC LIMIT $2",
+    )
+    .bind(&tenant)
+    .bind(LIMIT)
+    .fetch_all(&state.db.read)
+    .await?;
+    Ok(ok(rows))
+}

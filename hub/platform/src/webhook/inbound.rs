@@ -1,0 +1,229 @@
+//! Signed inbound webhooks: `POST /api/webhooks/inbound/{kind}/{provider}`
+//! (public: the signature is the credential) verifies a Standard Webhooks
+//! signature against the tenant's secret for that provider, refuses stale
+//! timestamps (5 minutes) and a `webhook-id` seen before, and hands the
+//! payload to the handler the kind's group registered
+//! (`hub_kernel::inbound`), in the transaction that records the receipt.
+//! Tenants register their secrets per (kind, provider).
+
+use axum::{body::Bytes, http::HeaderMap};
+use base64::Engine;
+use chrono::{TimeDelta, Utc};
+use hub_kernel::{audit::Event, crypto, prelude::*};
+use standardwebhooks::WebhookError;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(set_secret, list_secrets)).routes(routes!(receive))
+}
+
+/// How long a `webhook-id` is remembered: past it, the timestamp check
+/// refuses the message anyway.
+const SEEN_MINUTES: i64 = 10;
+
+fn valid_name(s: &str) -> bool {
+    (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-'))
+}
+
+fn aad(tenant_id: &str, kind: &str, provider: &str) -> Vec<u8> {
+    format!("webhook-inbound:{tenant_id}:{kind}:{provider}").into_bytes()
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = WebhookInboundSecret)]
+struct Registered {
+    kind: String,
+    provider: String,
+    created_at: String,
+    updated_at: String,
+}
+
+#[derive(Serialize, ToSchema)]
+#[schema(as = WebhookInboundSecretSet)]
+struct SetAnswer {
+    #[serde(flatten)]
+    registered: Registered,
+    /// The secret the hub generated (give it to the provider); absent when
+    /// the request brought its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secret: Option<String>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewWebhookInboundSecret)]
+struct NewSecret {
+    /// The receiving group's kind (`voice`, `email`, `notification`, ...):
+    /// 1 to 64 of `a-z 0-9 _ -`.
+    #[schema(required = true)]
+    kind: Option<String>,
+    /// The provider, as in the inbound path.
+    #[schema(required = true)]
+    provider: Option<String>,
+    /// The provider's `whsec_` secret (16 to 64 bytes); generated when
+    /// absent.
+    secret: Option<String>,
+}
+
+/// Sets the secret a provider signs a kind's inbound webhooks with for
+/// this tenant (replacing one set before).
+#[utoipa::path(post, path = "/api/webhooks/inbound-secrets", tag = "sdk-webhook", request_body = NewSecret,
+    responses((status = 201, description = "set", body = Data<SetAnswer>), (status = 200, description = "replaced", body = Data<SetAnswer>)))]
+async fn set_secret(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSecret>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let kind = check.required("kind", &body.kind);
+    let provider = check.required("provider", &body.provider);
+    for (field, v) in [("kind", &kind), ("provider", &provider)] {
+        if !v.is_empty() && !valid_name(v) {
+            check.fail(format!("{field} must be 1 to 64 of a-z, 0-9, '_' or '-'"));
+        }
+    }
+    let given = Check::optional(&body.secret);
+    let key = match &given {
+        Some(s) => {
+            let decoded = base64::engine::general_purpose::STANDARD.decode(s.strip_prefix("whsec_").unwrap_or(s)).ok().filter(|k| (16..=64).contains(&k.len()));
+            if decoded.is_none() {
+                check.fail("secret must be whsec_ followed by the base64 of 16 to 64 bytes");
+            }
+            decoded.unwrap_or_default()
+        }
+        None => crypto::random_bytes(24),
+    };
+    check.finish()?;
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    let existed: Option<String> = sqlx::query_scalar("SELECT kind FROM webhook_inbound_secret WHERE tenant_id = $1 AND kind = $2 AND provider = $3")
+        .bind(&ctx.tenant_id)
+        .bind(&kind)
+        .bind(&provider)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let registered: Registered = sqlx::query_as(
+        "INSERT INTO webhook_inbound_secret (tenant_id, kind, provider, secret_sealed, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5) \
+         ON CONFLICT (tenant_id, kind, provider) DO UPDATE SET secret_sealed = $4, updated_at = $5 RETURNING kind, provider, created_at, updated_at",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&kind)
+    .bind(&provider)
+    .bind(state.master.seal(&key, &aad(&ctx.tenant_id, &kind, &provider)))
+    .bind(&now)
+    .fetch_one(&mut *tx)
+    .await?;
+    audit::record(&mut tx, &ctx, events::WEBHOOK_INBOUND_SECRET_SET, json!({ "kind": kind, "provider": provider })).await?;
+    tx.commit().await?;
+    let secret = given.is_none().then(|| format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(&key)));
+    let answer = SetAnswer { registered, secret };
+    Ok(if existed.is_some() { ok(answer) } else { created(answer) })
+}
+
+/// The (kind, provider) pairs the tenant has a secret for (never the
+/// secrets).
+#[utoipa::path(get, path = "/api/webhooks/inbound-secrets", tag = "sdk-webhook", params(Page),
+    responses((status = 200, description = "one page of registrations", body = ListOf<Registered>)))]
+async fn list_secrets(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<Response> {
+    let listing =
+        Listing { table: "webhook_inbound_secret", columns: "kind, provider, created_at, updated_at", filter: "tenant_id = $1", order: "kind, provider" };
+    page.list::<Registered>(&state.db.read, &listing, &[&ctx.tenant_id]).await
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct Receiver {
+    /// The tenant whose secret signs the message.
+    #[param(required = true, format = "uuid")]
+    tenant_id: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[schema(as = WebhookInboundReceipt)]
+struct Receipt {
+    received: bool,
+    webhook_id: String,
+    /// What the kind's handler answered.
+    #[schema(value_type = Object)]
+    result: Value,
+}
+
+const NO_MATCH: &str = "the webhook does not verify: webhook-signature does not match";
+
+fn refused(e: WebhookError) -> ApiError {
+    ApiError::Unauthorized(match e {
+        WebhookError::TimestampTooOldError => "the webhook does not verify: webhook-timestamp is more than 5 minutes old",
+        WebhookError::FutureTimestampError => "the webhook does not verify: webhook-timestamp is more than 5 minutes ahead",
+        WebhookError::MissingHeader(_) | WebhookError::InvalidHeader(_) | WebhookError::InvalidTimestamp => {
+            "the webhook does not verify: webhook-id, webhook-timestamp and webhook-signature are required"
+        }
+        _ => NO_MATCH,
+    })
+}
+
+/// Receives a provider's signed webhook for a tenant: verified, then
+/// handed to the kind's group.
+#[utoipa::path(post, path = "/api/webhooks/inbound/{kind}/{provider}", tag = "sdk-webhook",
+    params(("kind" = String, Path, description = "the receiving group's kind"), ("provider" = String, Path, description = "the sender"), Receiver),
+    request_body(content = Object, description = "the provider's JSON payload, signed with webhook-id, webhook-timestamp and webhook-signature"),
+    responses((status = 200, description = "verified and handled", body = Data<Receipt>)))]
+async fn receive(
+    State(state): State<AppState>,
+    Path((kind, provider)): Path<(String, String)>,
+    Params(q): Params<Receiver>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let tenant_id = check.required_uuid("tenant_id", &q.tenant_id).map(|u| u.to_string()).unwrap_or_default();
+    check.finish()?;
+    let handler = state.inbound.get(&kind).filter(|_| valid_name(&kind) && valid_name(&provider)).ok_or(ApiError::NotFound)?;
+    let sealed: Option<Vec<u8>> = sqlx::query_scalar("SELECT secret_sealed FROM webhook_inbound_secret WHERE tenant_id = $1 AND kind = $2 AND provider = $3")
+        .bind(&tenant_id)
+        .bind(&kind)
+        .bind(&provider)
+        .fetch_optional(&state.db.read)
+        .await?;
+    // An unknown tenant or provider answers as a bad signature does.
+    let Some(sealed) = sealed else {
+        return Err(ApiError::Unauthorized(NO_MATCH));
+    };
+    let key = state.master.open(&sealed, &aad(&tenant_id, &kind, &provider)).map_err(ApiError::Internal)?;
+    standardwebhooks::Webhook::from_bytes(key).map_err(refused)?.verify(&body, &headers).map_err(refused)?;
+    let payload: Value = serde_json::from_slice(&body).map_err(|_| ApiError::invalid("the payload must be JSON"))?;
+    let webhook_id = headers.get("webhook-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    if webhook_id.is_empty() || webhook_id.len() > 256 {
+        return Err(ApiError::invalid("webhook-id must be 1 to 256 characters"));
+    }
+    let now = Utc::now();
+    let mut tx = state.db.begin().await?;
+    sqlx::query("DELETE FROM webhook_inbound_seen WHERE received_at < $1")
+        .bind(db::format_time(now - TimeDelta::minutes(SEEN_MINUTES)))
+        .execute(&mut *tx)
+        .await?;
+    let fresh = sqlx::query(
+        "INSERT INTO webhook_inbound_seen (tenant_id, kind, provider, webhook_id, received_at) VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (tenant_id, kind, provider, webhook_id) DO NOTHING",
+    )
+    .bind(&tenant_id)
+    .bind(&kind)
+    .bind(&provider)
+    .bind(&webhook_id)
+    .bind(db::format_time(now))
+    .execute(&mut *tx)
+    .await?;
+    if fresh.rows_affected() == 0 {
+        return Err(ApiError::Conflict(format!("webhook-id {webhook_id} was received already")));
+    }
+    let result = handler.handle(&mut tx, &tenant_id, &provider, &payload).await?;
+    let actor = format!("{kind}:{provider}");
+    let record = json!({ "kind": kind, "provider": provider, "webhook_id": webhook_id });
+    let event = Event {
+        tenant_id: &tenant_id,
+        pool_index: None,
+        event_type: events::WEBHOOK_INBOUND_RECEIVED,
+        actor_kind: "system",
+        actor_id: &actor,
+        actor_chain: None,
+        payload: &record,
+        retention_class: None,
+        occurred_at: None,
+    };
+    audit::emit(&mut tx, event).await?;
+    tx.commit().await?;
+    Ok(ok(Receipt { received: true, webhook_id, result }))
+}

@@ -1,0 +1,523 @@
+//! sdk-webhook: endpoints a tenant's events are delivered to, signed the
+//! Standard Webhooks way; their deliveries with every attempt; dead
+//! letters with retry and replay. The audit writer enqueues deliveries in
+//! the event's own transaction (`hub_kernel::audit::outbox`); `worker`
+//! makes the attempts; `target` keeps them off private networks.
+
+pub mod inbound;
+pub mod target;
+pub mod worker;
+
+use base64::Engine;
+use hub_kernel::{crypto, prelude::*};
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_endpoint, list_endpoints))
+        .routes(routes!(get_endpoint, update_endpoint, delete_endpoint))
+        .routes(routes!(disable))
+        .routes(routes!(enable))
+        .routes(routes!(rotate_secret))
+        .routes(routes!(get_delivery))
+        .routes(routes!(dead_letters))
+        .routes(routes!(retry_dead_letter))
+        .routes(routes!(replay))
+        .merge(inbound::routes())
+}
+
+/// Subscriptions an endpoint holds at most.
+const MAX_EVENT_TYPES: usize = 100;
+/// How long the secret a rotation replaced still signs, by default.
+const DEFAULT_GRACE_SECONDS: i64 = 24 * 3600;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = WebhookEndpoint)]
+pub(crate) struct Endpoint {
+    endpoint_id: String,
+    url: String,
+    description: Option<String>,
+    /// The event types it subscribes to: names, or tail wildcards
+    /// (`crm.*`, `*`).
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<String>)]
+    event_types: JsonText,
+    /// `active` or `disabled`.
+    status: String,
+    disabled_reason: Option<String>,
+    /// Until then the secret a rotation replaced signs too.
+    previous_secret_until: Option<String>,
+    failure_streak: i64,
+    last_success_at: Option<String>,
+    last_failure_at: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+const COLUMNS: &str = "endpoint_id, url, description, event_types, status, disabled_reason, previous_secret_until, failure_streak, \
+     last_success_at, last_failure_at, created_at, updated_at";
+
+/// An endpoint with its signing secret: the answer of a create and a
+/// rotation, the only times the secret is shown.
+#[derive(Serialize, ToSchema)]
+#[schema(as = WebhookEndpointWithSecret)]
+struct WithSecret {
+    #[serde(flatten)]
+    endpoint: Endpoint,
+    /// `whsec_` and the base64 of 24 random bytes.
+    secret: String,
+}
+
+/// A new signing secret: the key, and its `whsec_` form.
+fn new_secret() -> (Vec<u8>, String) {
+    let key = crypto::random_bytes(24);
+    let text = format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(&key));
+    (key, text)
+}
+
+/// Secrets are sealed under the master key, bound to their endpoint.
+fn seal(state: &AppState, endpoint_id: &str, key: &[u8]) -> Vec<u8> {
+    state.master.seal(key, format!("webhook-endpoint:{endpoint_id}").as_bytes())
+}
+
+pub(crate) fn unseal(state: &AppState, endpoint_id: &str, sealed: &[u8]) -> anyhow::Result<Vec<u8>> {
+    state.master.open(sealed, format!("webhook-endpoint:{endpoint_id}").as_bytes())
+}
+
+/// A subscription pattern: `*`, a tail wildcard (`crm.*`, `crm.contact.*`)
+/// or an event type; `(exact, prefix)` as the outbox matches it.
+fn pattern(p: &str) -> Option<(bool, String)> {
+    let segment = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-'));
+    if p == "*" {
+        return Some((false, String::new()));
+    }
+    if let Some(head) = p.strip_suffix(".*") {
+        return head.split('.').all(segment).then(|| (false, format!("{head}.")));
+    }
+    (p.len() <= 200 && p.split('.').count() >= 2 && p.split('.').all(segment)).then(|| (true, p.to_string()))
+}
+
+fn check_event_types(check: &mut Check, value: Option<&Value>) -> Vec<String> {
+    let Some(Value::Array(items)) = value else {
+        check.fail(format!("event_types must be an array of 1 to {MAX_EVENT_TYPES} event types or patterns"));
+        return Vec::new();
+    };
+    if items.is_empty() || items.len() > MAX_EVENT_TYPES {
+        check.fail(format!("event_types must be an array of 1 to {MAX_EVENT_TYPES} event types or patterns"));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        match item.as_str().map(str::trim).filter(|p| pattern(p).is_some()) {
+            Some(p) if !out.iter().any(|o| o == p) => out.push(p.to_string()),
+            Some(_) => {}
+            None => check.fail(format!("event_types[{i}] must be an event type (crm.contact.created.v1), a tail wildcard (crm.*) or *")),
+        }
+    }
+    out
+}
+
+async fn subscribe(tx: &mut Tx, tenant_id: &str, endpoint_id: &str, patterns: &[String]) -> ApiResult<()> {
+    sqlx::query("DELETE FROM webhook_subscription WHERE endpoint_id = $1").bind(endpoint_id).execute(&mut **tx).await?;
+    for p in patterns {
+        let (exact, prefix) = pattern(p).expect("checked");
+        sqlx::query("INSERT INTO webhook_subscription (endpoint_id, tenant_id, pattern, exact, prefix) VALUES ($1, $2, $3, $4, $5)")
+            .bind(endpoint_id)
+            .bind(tenant_id)
+            .bind(p)
+            .bind(i64::from(exact))
+            .bind(prefix)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewWebhookEndpoint)]
+struct NewEndpoint {
+    /// `http` or `https`; private, loopback and link-local addresses are
+    /// refused outside development mode unless `HUB_WEBHOOK_ALLOWED_HOSTS`
+    /// names them.
+    #[schema(required = true)]
+    url: Option<String>,
+    /// 1 to 100 event types or patterns (`crm.*`, `*`).
+    #[schema(required = true, value_type = Vec<String>)]
+    event_types: Option<Value>,
+    /// At most 500 characters.
+    description: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+fn check_description(check: &mut Check, value: &Option<String>) -> Option<String> {
+    let d = Check::optional(value);
+    if d.as_ref().is_some_and(|d| d.chars().count() > 500) {
+        check.fail("description must be at most 500 characters");
+    }
+    d
+}
+
+/// Registers an endpoint; the answer carries its signing secret, shown
+/// this once.
+#[utoipa::path(post, path = "/api/webhooks/endpoints", tag = "sdk-webhook", request_body = NewEndpoint,
+    responses((status = 201, description = "the endpoint and its secret", body = Data<WithSecret>)))]
+async fn create_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewEndpoint>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let url = check.required("url", &body.url);
+    if !url.is_empty()
+        && let Err(why) = target::check_url(&state.config, &url)
+    {
+        check.fail(why);
+    }
+    let types = check_event_types(&mut check, body.event_types.as_ref());
+    let description = check_description(&mut check, &body.description);
+    check.finish()?;
+    let id = db::new_id();
+    let (key, secret) = new_secret();
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO webhook_endpoint (endpoint_id, tenant_id, url, description, event_types, status, secret_sealed, failure_streak, created_by, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, 'active', $6, 0, $7, $8, $8) RETURNING {COLUMNS}"
+    );
+    let endpoint: Endpoint = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&id)
+        .bind(&ctx.tenant_id)
+        .bind(&url)
+        .bind(&description)
+        .bind(json!(types).to_string())
+        .bind(seal(&state, &id, &key))
+        .bind(audit::actor_of(&ctx).1)
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+    subscribe(&mut tx, &ctx.tenant_id, &id, &types).await?;
+    audit::record(&mut tx, &ctx, events::WEBHOOK_ENDPOINT_CREATED, json!({ "endpoint_id": id, "event_types": types })).await?;
+    tx.commit().await?;
+    Ok(created(WithSecret { endpoint, secret }))
+}
+
+/// The tenant's endpoints, newest first.
+#[utoipa::path(get, path = "/api/webhooks/endpoints", tag = "sdk-webhook", params(Page),
+    responses((status = 200, description = "one page of endpoints", body = ListOf<Endpoint>)))]
+async fn list_endpoints(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<Response> {
+    let listing = Listing { table: "webhook_endpoint", columns: COLUMNS, filter: "tenant_id = $1", order: "created_at DESC, endpoint_id DESC" };
+    page.list::<Endpoint>(&state.db.read, &listing, &[&ctx.tenant_id]).await
+}
+
+async fn find(exec: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Endpoint> {
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {COLUMNS} FROM webhook_endpoint WHERE tenant_id = $1 AND endpoint_id = $2");
+    let found: Option<Endpoint> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(&mut **exec).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// One endpoint.
+#[utoipa::path(get, path = "/api/webhooks/endpoints/{endpoint_id}", tag = "sdk-webhook", params(("endpoint_id" = String, Path, description = "the endpoint")),
+    responses((status = 200, description = "the endpoint", body = Data<Endpoint>)))]
+async fn get_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.read.begin().await?;
+    let endpoint = find(&mut tx, &ctx.tenant_id, &id).await?;
+    tx.commit().await?;
+    Ok(ok(endpoint))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = WebhookEndpointUpdate)]
+struct Update {
+    /// A new URL, checked as on create.
+    url: Option<String>,
+    /// A new list of event types or patterns, replacing the old.
+    #[schema(value_type = Option<Vec<String>>)]
+    event_types: Option<Value>,
+    description: Option<String>,
+}
+
+/// Writes an endpoint change with its event, answering the endpoint.
+async fn changed(mut tx: Tx, ctx: &TenantCtx, id: &str, set: &str, args: &[Option<&str>], what: Value) -> ApiResult<Endpoint> {
+    let n = args.len();
+    let sql =
+        format!("UPDATE webhook_endpoint SET {set}, updated_at = ${} WHERE tenant_id = ${} AND endpoint_id = ${} RETURNING {COLUMNS}", n + 1, n + 2, n + 3);
+    let mut q = sqlx::query_as::<_, Endpoint>(sqlx::AssertSqlSafe(sql));
+    for a in args {
+        q = q.bind(*a);
+    }
+    let endpoint = q.bind(db::now()).bind(&ctx.tenant_id).bind(id).fetch_one(&mut *tx).await?;
+    let mut payload = json!({ "endpoint_id": id });
+    payload.as_object_mut().expect("an object").extend(what.as_object().cloned().unwrap_or_default());
+    audit::record(&mut tx, ctx, events::WEBHOOK_ENDPOINT_UPDATED, payload).await?;
+    tx.commit().await?;
+    Ok(endpoint)
+}
+
+/// Changes an endpoint's URL, subscriptions or description (what is
+/// absent stays).
+#[utoipa::path(patch, path = "/api/webhooks/endpoints/{endpoint_id}", tag = "sdk-webhook", request_body = Update,
+    params(("endpoint_id" = String, Path, description = "the endpoint")),
+    responses((status = 200, description = "the endpoint", body = Data<Endpoint>)))]
+async fn update_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Update>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let current = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let mut check = Check::new();
+    let url = Check::optional(&body.url);
+    if let Some(u) = &url
+        && let Err(why) = target::check_url(&state.config, u)
+    {
+        check.fail(why);
+    }
+    let types = body.event_types.as_ref().map(|v| check_event_types(&mut check, Some(v)));
+    let description = check_description(&mut check, &body.description);
+    check.finish()?;
+    if let Some(t) = &types {
+        subscribe(&mut tx, &ctx.tenant_id, &current.endpoint_id, t).await?;
+    }
+    let types_text = types.as_ref().map(|t| json!(t).to_string());
+    let set = "url = COALESCE($1, url), event_types = COALESCE($2, event_types), description = COALESCE($3, description)";
+    let what = json!({ "url_changed": url.is_some(), "event_types": types });
+    let endpoint = changed(tx, &ctx, &current.endpoint_id, set, &[url.as_deref(), types_text.as_deref(), description.as_deref()], what).await?;
+    Ok(ok(endpoint))
+}
+
+/// Deletes an endpoint with its deliveries.
+#[utoipa::path(delete, path = "/api/webhooks/endpoints/{endpoint_id}", tag = "sdk-webhook", params(("endpoint_id" = String, Path, description = "the endpoint")),
+    responses((status = 200, description = "deleted", body = Data<Object>)))]
+async fn delete_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let endpoint = find(&mut tx, &ctx.tenant_id, &id).await?;
+    for table in ["webhook_attempt", "webhook_delivery", "webhook_subscription"] {
+        let sql = format!(
+            "DELETE FROM {table} WHERE {}",
+            if table == "webhook_attempt" { "delivery_id IN (SELECT delivery_id FROM webhook_delivery WHERE endpoint_id = $1)" } else { "endpoint_id = $1" }
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(&endpoint.endpoint_id).execute(&mut *tx).await?;
+    }
+    sqlx::query("DELETE FROM webhook_endpoint WHERE endpoint_id = $1").bind(&endpoint.endpoint_id).execute(&mut *tx).await?;
+    audit::record(&mut tx, &ctx, events::WEBHOOK_ENDPOINT_DELETED, json!({ "endpoint_id": endpoint.endpoint_id })).await?;
+    tx.commit().await?;
+    Ok(ok(json!({ "endpoint_id": endpoint.endpoint_id, "deleted": true })))
+}
+
+/// Stops deliveries to an endpoint: events of the time it is disabled
+/// are not delivered to it, and deliveries already pending wait until it
+/// is enabled again.
+#[utoipa::path(post, path = "/api/webhooks/endpoints/{endpoint_id}/disable", tag = "sdk-webhook", params(("endpoint_id" = String, Path, description = "the endpoint")),
+    responses((status = 200, description = "the endpoint, disabled", body = Data<Endpoint>)))]
+async fn disable(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let current = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let set = "status = 'disabled', disabled_reason = $1";
+    Ok(ok(changed(tx, &ctx, &current.endpoint_id, set, &[Some("disabled by the tenant")], json!({ "status": "disabled" })).await?))
+}
+
+/// Resumes deliveries to an endpoint, its failure streak cleared.
+#[utoipa::path(post, path = "/api/webhooks/endpoints/{endpoint_id}/enable", tag = "sdk-webhook", params(("endpoint_id" = String, Path, description = "the endpoint")),
+    responses((status = 200, description = "the endpoint, active", body = Data<Endpoint>)))]
+async fn enable(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let current = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let set = "status = 'active', disabled_reason = $1, failure_streak = 0, failing_since = NULL";
+    Ok(ok(changed(tx, &ctx, &current.endpoint_id, set, &[None], json!({ "status": "active" })).await?))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = WebhookSecretRotation)]
+struct Rotation {
+    /// How long the replaced secret still signs: 0 to 604800 seconds,
+    /// default 86400.
+    #[schema(value_type = Option<i64>)]
+    grace_seconds: Option<Value>,
+}
+
+/// A new signing secret; the old one keeps signing beside it for the
+/// grace period.
+#[utoipa::path(post, path = "/api/webhooks/endpoints/{endpoint_id}/rotate-secret", tag = "sdk-webhook", request_body = Rotation,
+    params(("endpoint_id" = String, Path, description = "the endpoint")),
+    responses((status = 200, description = "the endpoint and its new secret", body = Data<WithSecret>)))]
+async fn rotate_secret(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Rotation>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let current = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let mut check = Check::new();
+    let grace = check.optional_int("grace_seconds", body.grace_seconds.as_ref(), 0, 7 * 24 * 3600).unwrap_or(DEFAULT_GRACE_SECONDS);
+    check.finish()?;
+    let (key, secret) = new_secret();
+    let until = db::format_time(chrono::Utc::now() + chrono::TimeDelta::seconds(grace));
+    let sql = "UPDATE webhook_endpoint SET previous_secret_sealed = secret_sealed, previous_secret_until = $1, secret_sealed = $2 WHERE endpoint_id = $3";
+    sqlx::query(sql).bind(&until).bind(seal(&state, &current.endpoint_id, &key)).bind(&current.endpoint_id).execute(&mut *tx).await?;
+    let endpoint = changed(tx, &ctx, &current.endpoint_id, "status = status", &[], json!({ "secret_rotated": true, "grace_seconds": grace })).await?;
+    Ok(ok(WithSecret { endpoint, secret }))
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = WebhookDelivery)]
+struct Delivery {
+    /// Also the `webhook-id` header of every attempt.
+    delivery_id: String,
+    endpoint_id: String,
+    /// The audit entry delivered.
+    entry_id: String,
+    event_type: String,
+    /// `pending`, `succeeded` or `dead`.
+    status: String,
+    /// Attempts since it was last (re)queued.
+    attempts: i64,
+    next_attempt_at: String,
+    last_status_code: Option<i64>,
+    last_error: Option<String>,
+    created_at: String,
+    finished_at: Option<String>,
+    #[sqlx(skip)]
+    #[schema(value_type = Option<Vec<Attempt>>)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempt_history: Option<Vec<Attempt>>,
+}
+
+const DELIVERY_COLUMNS: &str =
+    "delivery_id, endpoint_id, entry_id, event_type, status, attempts, next_attempt_at, last_status_code, last_error, created_at, finished_at";
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = WebhookAttempt)]
+struct Attempt {
+    attempt: i64,
+    started_at: String,
+    duration_ms: i64,
+    /// The receiver's status; null when none came (timeout, refused target).
+    status_code: Option<i64>,
+    error: Option<String>,
+    /// The first KiB of the receiver's answer.
+    response: Option<String>,
+}
+
+async fn delivery(exec: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Delivery> {
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {DELIVERY_COLUMNS} FROM webhook_delivery WHERE tenant_id = $1 AND delivery_id = $2");
+    let found: Option<Delivery> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(&mut **exec).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// A delivery with its attempts, oldest first.
+#[utoipa::path(get, path = "/api/webhooks/deliveries/{delivery_id}", tag = "sdk-webhook", params(("delivery_id" = String, Path, description = "the delivery")),
+    responses((status = 200, description = "the delivery", body = Data<Delivery>)))]
+async fn get_delivery(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.read.begin().await?;
+    let mut d = delivery(&mut tx, &ctx.tenant_id, &id).await?;
+    let attempts: Vec<Attempt> =
+        sqlx::query_as("SELECT attempt, started_at, duration_ms, status_code, error, response FROM webhook_attempt WHERE delivery_id = $1 ORDER BY attempt")
+            .bind(&d.delivery_id)
+            .fetch_all(&mut *tx)
+            .await?;
+    tx.commit().await?;
+    d.attempt_history = Some(attempts);
+    Ok(ok(d))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct DeadLetterQuery {
+    /// Required: the caller's tenant.
+    #[param(required = true, format = "uuid")]
+    tenant_id: Option<String>,
+    /// Only this endpoint's.
+    endpoint_id: Option<String>,
+}
+
+/// The tenant's dead-lettered deliveries, newest first.
+#[utoipa::path(get, path = "/api/webhooks/deadletters", tag = "sdk-webhook", params(DeadLetterQuery, Page),
+    responses((status = 200, description = "one page of dead letters", body = ListOf<Delivery>)))]
+async fn dead_letters(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DeadLetterQuery>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    check.required("tenant_id", &q.tenant_id);
+    check.finish()?;
+    ctx.check_tenant(q.tenant_id.as_deref())?;
+    let endpoint = Check::optional(&q.endpoint_id).unwrap_or_default();
+    let listing = Listing {
+        table: "webhook_delivery",
+        columns: DELIVERY_COLUMNS,
+        filter: "tenant_id = $1 AND status = 'dead' AND ($2 = '' OR endpoint_id = $2)",
+        order: "finished_at DESC, delivery_id DESC",
+    };
+    page.list::<Delivery>(&state.db.read, &listing, &[&ctx.tenant_id, &endpoint]).await
+}
+
+/// Requeues dead deliveries for an immediate first attempt, on the
+/// schedule from its start; the attempt history is kept.
+const REQUEUE: &str = "status = 'pending', attempts = 0, next_attempt_at = $1, leased_until = NULL, finished_at = NULL";
+
+/// Sends a dead-lettered delivery again.
+#[utoipa::path(post, path = "/api/webhooks/deadletters/{delivery_id}/retry", tag = "sdk-webhook", params(("delivery_id" = String, Path, description = "a dead delivery")),
+    responses((status = 200, description = "the delivery, pending again", body = Data<Delivery>)))]
+async fn retry_dead_letter(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let d = delivery(&mut tx, &ctx.tenant_id, &id).await?;
+    if d.status != "dead" {
+        return Err(ApiError::Conflict(format!("the delivery is {}, not dead-lettered", d.status)));
+    }
+    let sql = format!("UPDATE webhook_delivery SET {REQUEUE} WHERE delivery_id = $2 AND status = 'dead' RETURNING {DELIVERY_COLUMNS}");
+    let d: Delivery = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(db::now()).bind(&d.delivery_id).fetch_one(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(ok(d))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = WebhookReplay)]
+struct Replay {
+    /// RFC 3339: dead-lettered at or after.
+    #[schema(required = true)]
+    from: Option<String>,
+    /// RFC 3339: dead-lettered before; now when absent.
+    to: Option<String>,
+    /// Only this endpoint's.
+    endpoint_id: Option<String>,
+    /// At most this many (1 to 10000, default 1000), oldest first.
+    #[schema(value_type = Option<i64>)]
+    limit: Option<Value>,
+}
+
+/// Sends the dead letters of a time range again.
+#[utoipa::path(post, path = "/api/webhooks/deadletters/replay", tag = "sdk-webhook", request_body = Replay,
+    responses((status = 200, description = "how many were requeued", body = Data<Object>)))]
+async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Replay>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let from = check.required("from", &body.from);
+    let from = db::parse_time(&from).map(db::format_time);
+    if from.is_none() && Check::optional(&body.from).is_some() {
+        check.fail("from must be an RFC 3339 timestamp");
+    }
+    let to = check.optional_expiry("to", &body.to).unwrap_or_else(db::now);
+    let endpoint = check.optional_uuid("endpoint_id", &body.endpoint_id).map(|u| u.to_string()).unwrap_or_default();
+    let limit = check.optional_int("limit", body.limit.as_ref(), 1, 10_000).unwrap_or(1000);
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "UPDATE webhook_delivery SET {REQUEUE} WHERE delivery_id IN (SELECT delivery_id FROM webhook_delivery \
+         WHERE tenant_id = $2 AND status = 'dead' AND finished_at >= $3 AND finished_at < $4 AND ($5 = '' OR endpoint_id = $5) \
+         ORDER BY finished_at LIMIT $6)"
+    );
+    let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(db::now())
+        .bind(&ctx.tenant_id)
+        .bind(from.unwrap_or_default())
+        .bind(&to)
+        .bind(&endpoint)
+        .bind(limit)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(ok(json!({ "replayed": done.rows_affected() })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_are_types_tail_wildcards_or_everything() {
+        assert_eq!(pattern("*"), Some((false, String::new())));
+        assert_eq!(pattern("crm.*"), Some((false, "crm.".into())));
+        assert_eq!(pattern("crm.contact.*"), Some((false, "crm.contact.".into())));
+        assert_eq!(pattern("crm.contact.created.v1"), Some((true, "crm.contact.created.v1".into())));
+        for bad in ["", "crm", "*.created", "crm.*.v1", "CRM.x", "crm..x", "crm.x y"] {
+            assert_eq!(pattern(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! sdk-webhook: deliveries enqueued with their events, signed the Standard
+//! Webhooks way (checked by the Rust crate and the official Python
+//! package), retried, dead-lettered and replayed; secret rotation; the
+//! operator's view. A real receiver (an axum server in the test) answers.
+
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use axum::{extract::State as AxumState, http::HeaderMap, routing::post};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::{db_test, helpers::*};
+
+/// One request a receiver got.
+#[derive(Clone, Debug)]
+struct Received {
+    id: String,
+    timestamp: String,
+    signature: String,
+    body: String,
+}
+
+/// What a receiver shares with its handler: what it got, and its script.
+type Shared = (Arc<Mutex<Vec<Received>>>, Arc<Mutex<VecDeque<u16>>>);
+
+/// A webhook receiver: answers each request with the next status of its
+/// script (204 once the script is used up) and keeps what it got.
+#[derive(Clone)]
+struct Receiver {
+    url: String,
+    got: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Receiver {
+    async fn start(script: Vec<u16>) -> Receiver {
+        Self::start_on(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(), script).await
+    }
+
+    async fn start_on(listener: tokio::net::TcpListener, script: Vec<u16>) -> Receiver {
+        let got: Arc<Mutex<Vec<Received>>> = Arc::default();
+        let script = Arc::new(Mutex::new(VecDeque::from(script)));
+        let state = (got.clone(), script);
+        let app = axum::Router::new()
+            .route(
+                "/hook",
+                post(|AxumState((got, script)): AxumState<Shared>, headers: HeaderMap, body: String| async move {
+                    let h = |n: &str| headers.get(n).map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+                    got.lock().unwrap().push(Received { id: h("webhook-id"), timestamp: h("webhook-timestamp"), signature: h("webhook-signature"), body });
+                    let status = script.lock().unwrap().pop_front().unwrap_or(204);
+                    axum::http::StatusCode::from_u16(status).unwrap()
+                }),
+            )
+            .with_state(state);
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Receiver { url, got }
+    }
+
+    fn got(&self) -> Vec<Received> {
+        self.got.lock().unwrap().clone()
+    }
+
+    async fn wait_for(&self, n: usize) -> Vec<Received> {
+        for _ in 0..200 {
+            if self.got().len() >= n {
+                return self.got();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the receiver got {} requests, not {n}", self.got().len());
+    }
+}
+
+/// Verifies a request against a `whsec_` secret with the Rust crate of
+/// the Standard Webhooks project.
+fn verifies(r: &Received, secret: &str) -> bool {
+    let mut headers = axum::http::HeaderMap::new();
+    headers.insert("webhook-id", r.id.parse().unwrap());
+    headers.insert("webhook-timestamp", r.timestamp.parse().unwrap());
+    headers.insert("webhook-signature", r.signature.parse().unwrap());
+    standardwebhooks::Webhook::new(secret).unwrap().verify(r.body.as_bytes(), &headers).is_ok()
+}
+
+/// Makes a delivery due now (time passing, without waiting for it).
+async fn due_now(app: &TestApp, delivery: &str, attempts: Option<i64>) {
+    sqlx::query("UPDATE webhook_delivery SET next_attempt_at = '2000-01-01T00:00:00.000000Z', attempts = COALESCE($2, attempts) WHERE delivery_id = $1")
+        .bind(delivery)
+        .bind(attempts)
+        .execute(app.state().db.writer())
+        .await
+        .unwrap();
+}
+
+/// Polls a delivery until `done` holds for it.
+async fn delivery_until(app: &TestApp, token: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    for _ in 0..200 {
+        let (_, d) = app.get(&format!("/api/webhooks/deliveries/{id}"), Some(token)).await;
+        if done(&d["data"]) {
+            return d["data"].clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the delivery {id} never reached the state asked for");
+}
+
+async fn deliveries(app: &TestApp, endpoint: &str) -> Vec<String> {
+    sqlx::query_scalar("SELECT delivery_id FROM webhook_delivery WHERE endpoint_id = $1 ORDER BY created_at")
+        .bind(endpoint)
+        .fetch_all(&app.state().db.read)
+        .await
+        .unwrap()
+}
+
+async fn register(app: &TestApp, token: &str, name: &str) {
+    let (s, b) = app.post("/api/workflows/definitions", Some(token), json!({ "name": name, "step_specs": [{ "name": "one" }] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+}
+
+async fn deliveries_are_signed_retried_and_kept_with_their_attempts(app: TestApp) {
+    let rx = Receiver::start(vec![500]).await;
+    let t = app.two_tenants("webhooks").await;
+    let a = t.a_token.as_str();
+    let (s, ep) = app.post("/api/webhooks/endpoints", Some(a), json!({ "url": rx.url, "event_types": ["workflow.*"], "description": "flows" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{ep}");
+    let secret = ep["data"]["secret"].as_str().unwrap().to_string();
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    let endpoint = ep["data"]["endpoint_id"].as_str().unwrap().to_string();
+    assert_eq!((ep["data"]["status"].as_str(), ep["data"]["event_types"].clone()), (Some("active"), json!(["workflow.*"])));
+    let (_, read) = app.get(&format!("/api/webhooks/endpoints/{endpoint}"), Some(a)).await;
+    assert!(read["data"].get("secret").is_none(), "the secret is shown once");
+
+    // An event outside the subscription is not delivered; one inside is.
+    let (s, _) = app.post("/api/geo/addresses", Some(a), json!({ "lines": ["1 Hook Lane"], "country_code": "NL" })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    register(&app, a, "hooked").await;
+    let first = rx.wait_for(1).await;
+    let id = first[0].id.clone();
+    let d = delivery_until(&app, a, &id, |d| d["attempts"] == 1).await;
+    assert_eq!(
+        (d["status"].as_str(), d["last_status_code"].as_i64(), d["event_type"].as_str()),
+        (Some("pending"), Some(500), Some("workflow.definition.registered.v1"))
+    );
+    due_now(&app, &id, None).await;
+    let both = rx.wait_for(2).await;
+    assert_eq!(both[1].id, id, "the same webhook-id on every attempt");
+    let body: Value = serde_json::from_str(&both[1].body).unwrap();
+    assert_eq!(
+        (body["type"].as_str(), body["data"]["name"].as_str(), body["tenant_id"].clone()),
+        (Some("workflow.definition.registered.v1"), Some("hooked"), t.a["tenant_id"].clone())
+    );
+    assert!(body["timestamp"].is_string() && body["event_id"].is_string(), "{body}");
+    assert!(both.iter().all(|r| verifies(r, &secret)), "signed with the endpoint's secret");
+    let wrong = "whsec_".to_string() + &"A".repeat(32);
+    assert!(!verifies(&both[1], &wrong));
+    // The official Python package agrees.
+    let wire: Vec<Value> = both
+        .iter()
+        .map(|r| json!({ "headers": { "webhook-id": r.id, "webhook-timestamp": r.timestamp, "webhook-signature": r.signature }, "body": r.body }))
+        .collect();
+    let report = run_python("webhook_verify.py", &[], json!({ "secrets": [secret, wrong], "deliveries": wire })).await;
+    assert_eq!(report["verified"], json!([[true, false], [true, false]]));
+
+    let d = delivery_until(&app, a, &id, |d| d["status"] == "succeeded").await;
+    let codes: Vec<i64> = d["attempt_history"].as_array().unwrap().iter().map(|x| x["status_code"].as_i64().unwrap()).collect();
+    assert_eq!(codes, [500, 204]);
+    assert_eq!(d["attempt_history"][0]["attempt"], 1);
+    let (_, ep) = app.get(&format!("/api/webhooks/endpoints/{endpoint}"), Some(a)).await;
+    assert_eq!(ep["data"]["failure_streak"], 0);
+    assert!(ep["data"]["last_success_at"].is_string() && ep["data"]["last_failure_at"].is_string(), "{ep}");
+    assert_eq!(rx.got().len(), 2, "nothing else was delivered");
+    assert_error(app.get(&format!("/api/webhooks/deliveries/{id}"), Some(&t.b_token)).await, 404, "NotFound");
+    let (_, list) = app.get("/api/webhooks/endpoints", Some(&t.b_token)).await;
+    assert_eq!(list["total"], 0);
+
+    // Rotation: both secrets sign during the grace period.
+    let (s, rotated) = app.post(&format!("/api/webhooks/endpoints/{endpoint}/rotate-secret"), Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{rotated}");
+    let new_secret = rotated["data"]["secret"].as_str().unwrap().to_string();
+    assert_ne!(new_secret, secret);
+    register(&app, a, "rotated").await;
+    let third = rx.wait_for(3).await.pop().unwrap();
+    assert_eq!(third.signature.split(' ').count(), 2, "{}", third.signature);
+    assert!(verifies(&third, &secret) && verifies(&third, &new_secret));
+    app.post(&format!("/api/webhooks/endpoints/{endpoint}/rotate-secret"), Some(a), json!({ "grace_seconds": 0 })).await;
+    let (_, now) = app.get(&format!("/api/webhooks/endpoints/{endpoint}"), Some(a)).await;
+    register(&app, a, "after-grace").await;
+    let fourth = rx.wait_for(4).await.pop().unwrap();
+    assert_eq!(fourth.signature.split(' ').count(), 1, "the grace is over: {now}");
+    assert!(!verifies(&fourth, &new_secret));
+
+    // Disabled: the events of that time are not delivered; enabled again,
+    // the next one is.
+    let (_, off) = app.post(&format!("/api/webhooks/endpoints/{endpoint}/disable"), Some(a), json!({})).await;
+    assert_eq!(off["data"]["status"], "disabled");
+    register(&app, a, "while-off").await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(rx.got().len(), 4);
+    let (_, on) = app.post(&format!("/api/webhooks/endpoints/{endpoint}/enable"), Some(a), json!({})).await;
+    assert_eq!(on["data"]["status"], "active");
+    register(&app, a, "back-on").await;
+    let fifth: Value = serde_json::from_str(&rx.wait_for(5).await[4].body).unwrap();
+    assert_eq!(fifth["data"]["name"], "back-on");
+
+    // Changing the subscriptions; bad input.
+    let (s, changed) =
+        app.call(Method::PATCH, &format!("/api/webhooks/endpoints/{endpoint}"), Some(a), Some(json!({ "event_types": ["geo.*", "geo.*", "*"] }))).await;
+    assert_eq!((s, changed["data"]["event_types"].clone()), (StatusCode::OK, json!(["geo.*", "*"])));
+    let b = assert_error(
+        app.post("/api/webhooks/endpoints", Some(a), json!({ "url": "ftp://example.com/x", "event_types": ["Nope", "crm.*.x"] })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        b["details"],
+        json!([
+            "url must be an http or https URL of at most 2000 characters",
+            "event_types[0] must be an event type (crm.contact.created.v1), a tail wildcard (crm.*) or *",
+            "event_types[1] must be an event type (crm.contact.created.v1), a tail wildcard (crm.*) or *",
+        ])
+    );
+    let (s, gone) = app.call(Method::DELETE, &format!("/api/webhooks/endpoints/{endpoint}"), Some(a), None).await;
+    assert_eq!((s, gone["data"]["deleted"].as_bool()), (StatusCode::OK, Some(true)));
+    assert_error(app.get(&format!("/api/webhooks/deliveries/{id}"), Some(a)).await, 404, "NotFound");
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    let count = |name: &str| events.iter().filter(|e| *e == name).count();
+    assert_eq!((count("webhook.endpoint.created.v1"), count("webhook.endpoint.updated.v1"), count("webhook.endpoint.deleted.v1")), (1, 5, 1));
+}
+db_test!(deliveries_are_signed_retried_and_kept_with_their_attempts);
+
+async fn failed_deliveries_are_dead_lettered_then_replayed(app: TestApp) {
+    let t = app.two_tenants("deadletter").await;
+    let a = t.a_token.as_str();
+    // A receiver that is down: the port is closed until it comes up.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let (_, ep) = app
+        .post("/api/webhooks/endpoints", Some(a), json!({ "url": format!("http://{addr}/hook"), "event_types": ["workflow.definition.registered.v1"] }))
+        .await;
+    let endpoint = ep["data"]["endpoint_id"].as_str().unwrap().to_string();
+    register(&app, a, "lost").await;
+    let id = deliveries(&app, &endpoint).await.pop().expect("a delivery");
+    let d = delivery_until(&app, a, &id, |d| d["attempts"] == 1).await;
+    assert!(d["last_error"].as_str().unwrap().len() > 3, "{d}");
+    assert_eq!(d["last_status_code"], Value::Null);
+    // The eighth attempt fails: dead.
+    due_now(&app, &id, Some(7)).await;
+    let d = delivery_until(&app, a, &id, |d| d["status"] == "dead").await;
+    assert!(d["finished_at"].is_string());
+    assert!(app.events_of(&t.a["tenant_id"]).await.iter().any(|e| e == "webhook.delivery.dead_lettered.v1"));
+
+    let tenant = t.a["tenant_id"].as_str().unwrap();
+    let (s, dead) = app.get(&format!("/api/webhooks/deadletters?tenant_id={tenant}&limit=10"), Some(a)).await;
+    assert_eq!((s, dead["total"].as_i64(), dead["data"][0]["delivery_id"].as_str()), (StatusCode::OK, Some(1), Some(id.as_str())));
+    assert_error(app.get("/api/webhooks/deadletters", Some(a)).await, 400, "ValidationError");
+    assert_error(app.get(&format!("/api/webhooks/deadletters?tenant_id={tenant}&limit=ten"), Some(a)).await, 400, "ValidationError");
+    let b_tenant = t.b["tenant_id"].as_str().unwrap();
+    assert_error(app.get(&format!("/api/webhooks/deadletters?tenant_id={b_tenant}"), Some(a)).await, 403, "TenantMismatch");
+    let (_, none) = app.get(&format!("/api/webhooks/deadletters?tenant_id={b_tenant}"), Some(&t.b_token)).await;
+    assert_eq!(none["total"], 0);
+
+    // The receiver comes up; a retry delivers.
+    let rx = Receiver::start_on(tokio::net::TcpListener::bind(addr).await.unwrap(), vec![]).await;
+    let (s, again) = app.post(&format!("/api/webhooks/deadletters/{id}/retry"), Some(a), json!({})).await;
+    assert_eq!((s, again["data"]["status"].as_str()), (StatusCode::OK, Some("pending")));
+    assert_eq!(rx.wait_for(1).await[0].id, id);
+    let d = delivery_until(&app, a, &id, |d| d["status"] == "succeeded").await;
+    assert_eq!(d["attempt_history"].as_array().unwrap().len(), 3, "the history is kept across the replay");
+    assert_error(app.post(&format!("/api/webhooks/deadletters/{id}/retry"), Some(a), json!({})).await, 409, "Conflict");
+    assert_error(app.post(&format!("/api/webhooks/deadletters/{id}/retry"), Some(&t.b_token), json!({})).await, 404, "NotFound");
+
+    // A 410 disables the endpoint and kills the delivery.
+    let gone = Receiver::start(vec![410]).await;
+    let (_, ep2) = app.post("/api/webhooks/endpoints", Some(a), json!({ "url": gone.url, "event_types": ["workflow.*"] })).await;
+    let endpoint2 = ep2["data"]["endpoint_id"].as_str().unwrap().to_string();
+    register(&app, a, "gone").await;
+    gone.wait_for(1).await;
+    let id2 = deliveries(&app, &endpoint2).await.pop().unwrap();
+    delivery_until(&app, a, &id2, |d| d["status"] == "dead").await;
+    let (_, ep2) = app.get(&format!("/api/webhooks/endpoints/{endpoint2}"), Some(a)).await;
+    assert_eq!((ep2["data"]["status"].as_str(), ep2["data"]["disabled_reason"].as_str()), (Some("disabled"), Some("the receiver answered 410 Gone")));
+
+    // Bulk replay of a time range.
+    let (s, r) = app.post("/api/webhooks/deadletters/replay", Some(a), json!({ "from": "2000-01-01T00:00:00Z" })).await;
+    assert_eq!((s, r["data"]["replayed"].as_u64()), (StatusCode::OK, Some(1)), "{r}");
+    let (_, d2) = app.get(&format!("/api/webhooks/deliveries/{id2}"), Some(a)).await;
+    assert_eq!(d2["data"]["status"], "pending", "requeued; it waits while its endpoint is disabled");
+    let (_, r) = app.post("/api/webhooks/deadletters/replay", Some(a), json!({ "from": "2000-01-01T00:00:00Z" })).await;
+    assert_eq!(r["data"]["replayed"], 0);
+    assert_error(app.post("/api/webhooks/deadletters/replay", Some(a), json!({ "from": "yesterday" })).await, 400, "ValidationError");
+
+    // The operator sees every tenant's endpoints, newest first.
+    let (s, all) = app.admin(Method::GET, "/admin/webhooks").await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    let ids: Vec<&str> = all["data"].as_array().unwrap().iter().map(|e| e["endpoint_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [endpoint2.as_str(), endpoint.as_str()]);
+    assert!(all["data"][0].get("secret").is_none() && all["data"][0]["failure_streak"].is_i64());
+    let (_, one) = app.admin(Method::GET, &format!("/admin/webhooks?tenant_id={b_tenant}")).await;
+    assert_eq!(one["data"], json!([]));
+    let (s, _) = app.admin(Method::GET, "/admin/webhooks?tenant_id=nope").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+db_test!(failed_deliveries_are_dead_lettered_then_replayed);
+
+/// A kind's handler for the test: keeps what it was handed.
+#[derive(Default)]
+struct Recorder(Mutex<Vec<(String, String, Value)>>);
+
+impl hub_kernel::inbound::InboundHandler for Recorder {
+    fn handle<'a>(
+        &'a self,
+        _tx: &'a mut hub_kernel::db::Tx,
+        tenant_id: &'a str,
+        provider: &'a str,
+        payload: &'a Value,
+    ) -> futures_util::future::BoxFuture<'a, hub_kernel::error::ApiResult<Value>> {
+        Box::pin(async move {
+            self.0.lock().unwrap().push((tenant_id.to_string(), provider.to_string(), payload.clone()));
+            Ok(json!({ "stored": true }))
+        })
+    }
+}
+
+async fn inbound_webhooks_are_verified_then_handed_to_their_kind(app: TestApp) {
+    let recorder = Arc::new(Recorder::default());
+    app.state().inbound.register("probe", recorder.clone());
+    let t = app.two_tenants("inbound").await;
+    let a = t.a_token.as_str();
+    let tenant = t.a["tenant_id"].as_str().unwrap().to_string();
+    let (s, set) = app.post("/api/webhooks/inbound-secrets", Some(a), json!({ "kind": "probe", "provider": "acme" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{set}");
+    let secret = set["data"]["secret"].as_str().unwrap().to_string();
+    let (_, list) = app.get("/api/webhooks/inbound-secrets", Some(a)).await;
+    assert_eq!((list["total"].as_i64(), list["data"][0].get("secret")), (Some(1), None));
+    let (_, other) = app.get("/api/webhooks/inbound-secrets", Some(&t.b_token)).await;
+    assert_eq!(other["total"], 0);
+
+    let send = |id: &str, at: i64, key: &str, body: &str, url: String| {
+        let signature = standardwebhooks::Webhook::new(key).unwrap().sign(id, at, body.as_bytes()).unwrap();
+        app.client
+            .post(format!("{}{url}", app.base))
+            .header("webhook-id", id)
+            .header("webhook-timestamp", at.to_string())
+            .header("webhook-signature", signature)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let url = format!("/api/webhooks/inbound/probe/acme?tenant_id={tenant}");
+    let now = chrono::Utc::now().timestamp();
+    let body = r#"{"event":"delivered","message":"m-1"}"#;
+    let res = send("msg_1", now, &secret, body, url.clone()).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let answer: Value = res.json().await.unwrap();
+    assert_eq!(answer["data"], json!({ "received": true, "webhook_id": "msg_1", "result": { "stored": true } }));
+    assert_eq!(recorder.0.lock().unwrap().clone(), [(tenant.clone(), "acme".to_string(), serde_json::from_str::<Value>(body).unwrap())]);
+
+    let status = |r: reqwest::Response| r.status().as_u16();
+    assert_eq!(status(send("msg_1", now, &secret, body, url.clone()).await.unwrap()), 409, "a replay of a seen webhook-id");
+    let stale = send("msg_2", now - 6 * 60, &secret, body, url.clone()).await.unwrap();
+    assert_eq!(stale.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(stale.json::<Value>().await.unwrap()["details"], json!(["the webhook does not verify: webhook-timestamp is more than 5 minutes old"]));
+    let forged = "whsec_".to_string() + &"B".repeat(32);
+    let bad = send("msg_3", now, &forged, body, url.clone()).await.unwrap();
+    assert_eq!(bad.status(), StatusCode::UNAUTHORIZED);
+    let no_match = json!(["the webhook does not verify: webhook-signature does not match"]);
+    assert_eq!(bad.json::<Value>().await.unwrap()["details"], no_match);
+    // Another tenant, with no secret for the sender: the same answer.
+    let b_url = format!("/api/webhooks/inbound/probe/acme?tenant_id={}", t.b["tenant_id"].as_str().unwrap());
+    let res = send("msg_4", now, &secret, body, b_url).await.unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(res.json::<Value>().await.unwrap()["details"], no_match);
+    assert_eq!(status(send("msg_5", now, &secret, body, format!("/api/webhooks/inbound/nokind/acme?tenant_id={tenant}")).await.unwrap()), 404);
+    assert_eq!(status(send("msg_6", now, &secret, body, "/api/webhooks/inbound/probe/acme".into()).await.unwrap()), 400);
+    assert_eq!(status(send("msg_7", now, &secret, "not json", url.clone()).await.unwrap()), 400);
+    assert_eq!(recorder.0.lock().unwrap().len(), 1, "only the verified message was handed on");
+
+    // A secret the tenant brings replaces the generated one.
+    let own = format!("whsec_{}", "C".repeat(32));
+    let (s, set) = app.post("/api/webhooks/inbound-secrets", Some(a), json!({ "kind": "probe", "provider": "acme", "secret": own })).await;
+    assert_eq!((s, set["data"].get("secret")), (StatusCode::OK, None));
+    assert_eq!(status(send("msg_8", now, &own, body, url.clone()).await.unwrap()), 200);
+    assert_eq!(status(send("msg_9", now, &secret, body, url).await.unwrap()), 401, "the old secret is gone");
+    assert_error(app.post("/api/webhooks/inbound-secrets", Some(a), json!({ "kind": "Probe!", "secret": "abc" })).await, 400, "ValidationError");
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "webhook.inbound.received.v1").count(), 2);
+    assert_eq!(events.iter().filter(|e| *e == "webhook.inbound_secret.set.v1").count(), 2);
+}
+db_test!(inbound_webhooks_are_verified_then_handed_to_their_kind);
