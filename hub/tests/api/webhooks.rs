@@ -391,3 +391,123 @@ async fn inbound_webhooks_are_verified_then_handed_to_their_kind(app: TestApp) {
     assert_eq!(events.iter().filter(|e| *e == "webhook.inbound_secret.set.v1").count(), 2);
 }
 db_test!(inbound_webhooks_are_verified_then_handed_to_their_kind);
+
+/// A `hub serve` process on a data dir of its own (SQLite).
+fn hub_process(dir: &std::path::Path, port: u16) -> std::process::Child {
+    let log = std::fs::File::options().append(true).create(true).open(dir.join("hub.log")).unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_hub"))
+        .arg("serve")
+        .env("HUB_LISTEN", format!("127.0.0.1:{port}"))
+        .env("HUB_DATA_DIR", dir)
+        .env("HUB_DEV", "1")
+        .env("HUB_QUIC_LISTEN", "off")
+        .env("HUB_WEBHOOK_TIMEOUT_SECONDS", "2")
+        .env_remove("DATABASE_URL")
+        .env_remove("HUB_MASTER_KEY")
+        .env_remove("AUTH_GATE_MODE")
+        .stdout(std::process::Stdio::from(log.try_clone().unwrap()))
+        .stderr(std::process::Stdio::from(log))
+        .spawn()
+        .unwrap()
+}
+
+async fn wait_healthy(client: &reqwest::Client, base: &str) {
+    for _ in 0..600 {
+        if client.get(format!("{base}/health")).send().await.is_ok_and(|r| r.status() == 200) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the hub did not start");
+}
+
+/// `kill -9` with deliveries leased mid-attempt and others still queued:
+/// after a restart every one arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_in_flight_when_the_hub_is_killed_all_arrive_after_a_restart() {
+    // The receiver holds every request (the hub is mid-attempt when it
+    // dies) until it is told to answer.
+    let answering = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let answered: Arc<Mutex<Vec<String>>> = Arc::default();
+    let held = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (a2, d2, h2) = (answering.clone(), answered.clone(), held.clone());
+    let app = axum::Router::new().route(
+        "/hook",
+        post(move |headers: HeaderMap| {
+            let (answering, answered, held) = (a2.clone(), d2.clone(), h2.clone());
+            async move {
+                let id = headers.get("webhook-id").unwrap().to_str().unwrap().to_string();
+                if answering.load(std::sync::atomic::Ordering::SeqCst) {
+                    answered.lock().unwrap().push(id);
+                    return axum::http::StatusCode::NO_CONTENT;
+                }
+                held.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                axum::http::StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let mut hub = hub_process(dir.path(), port);
+    wait_healthy(&client, &base).await;
+    let signup: Value = client
+        .post(format!("{base}/api/auth/signup-tenant"))
+        .json(&json!({ "email": "k@example.com", "password": "correct horse battery", "org_name": "K", "app_id": "kill", "display_name": "K", "region": "r" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = signup["data"]["token"].as_str().unwrap().to_string();
+    let ep = client
+        .post(format!("{base}/api/webhooks/endpoints"))
+        .bearer_auth(&token)
+        .json(&json!({ "url": hook, "event_types": ["workflow.*"] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ep.status(), StatusCode::CREATED);
+    const EVENTS: usize = 20;
+    for i in 0..EVENTS {
+        let r = client
+            .post(format!("{base}/api/workflows/definitions"))
+            .bearer_auth(&token)
+            .json(&json!({ "name": format!("k{i}"), "step_specs": [{ "name": "one" }] }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED);
+    }
+    for _ in 0..200 {
+        if held.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(held.load(std::sync::atomic::Ordering::SeqCst) > 0, "the hub was attempting deliveries when it died");
+    hub.kill().unwrap();
+    hub.wait().unwrap();
+
+    answering.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut hub = hub_process(dir.path(), port);
+    wait_healthy(&client, &base).await;
+    let mut distinct = std::collections::BTreeSet::new();
+    for _ in 0..600 {
+        distinct = answered.lock().unwrap().iter().cloned().collect();
+        if distinct.len() == EVENTS {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    hub.kill().unwrap();
+    hub.wait().unwrap();
+    assert_eq!(distinct.len(), EVENTS, "every delivery arrived after the restart, none lost");
+}
