@@ -1,6 +1,7 @@
 -- sdk-webhook. Endpoints with their subscriptions and signing secrets
--- (sealed under the master key); deliveries, enqueued by the audit writer
--- in the transaction of the event they carry; each delivery's attempts;
+-- (sealed under the master key); the outbox of subscribed events, written
+-- by the audit writer in the event's transaction; deliveries and their
+-- attempts;
 -- per-tenant inbound secrets and the inbound message ids already seen.
 CREATE TABLE webhook_endpoint (
     endpoint_id              TEXT PRIMARY KEY,
@@ -34,6 +35,17 @@ CREATE TABLE webhook_subscription (
     PRIMARY KEY (endpoint_id, pattern)
 );
 CREATE INDEX webhook_subscription_by_tenant ON webhook_subscription (tenant_id);
+
+-- The outbox: an event some active endpoint of its tenant subscribes to,
+-- written by the audit writer in the event's transaction; the worker fans
+-- it out into one delivery per subscribed endpoint and removes it.
+-- One B-tree (no rowid) and no foreign key: the write it rides on pays
+-- for as few pages as can be.
+CREATE TABLE webhook_outbox (
+    entry_id    TEXT PRIMARY KEY,
+    tenant_id   TEXT NOT NULL,
+    created_at  TEXT NOT NULL
+) WITHOUT ROWID;
 
 -- status: pending (attempts to come, from next_attempt_at), succeeded, dead.
 -- A worker leases a pending delivery until leased_until.

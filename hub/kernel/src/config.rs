@@ -106,6 +106,10 @@ pub struct Config {
     /// allows every such target).
     #[arg(long, env = "HUB_WEBHOOK_ALLOWED_HOSTS", value_delimiter = ',')]
     pub webhook_allowed_hosts: Vec<String>,
+    /// Run the webhook delivery worker in this process (`false` for a
+    /// replica that only serves the API while others deliver).
+    #[arg(long, env = "HUB_WEBHOOK_WORKER", default_value = "true", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
+    pub webhook_worker: bool,
 }
 
 /// A drive speed: a number of km/h above 0 and at most 300.
@@ -158,6 +162,7 @@ impl Config {
             media_max_bytes: 100 * 1024 * 1024,
             webhook_timeout_seconds: 15,
             webhook_allowed_hosts: Vec::new(),
+            webhook_worker: true,
             smtp_url: None,
             mail_from: None,
         }

@@ -77,7 +77,9 @@ impl RobotDirectory for Directory {
 /// The expiry sweeper of commands (a command past its deadline becomes
 /// `expired` within a second) and the webhook delivery worker.
 pub fn spawn_background(state: &AppState) {
-    webhook::worker::spawn(state);
+    if state.config.webhook_worker {
+        webhook::worker::spawn(state);
+    }
     let s = state.clone();
     db::every(Duration::from_secs(1), move || {
         let s = s.clone();

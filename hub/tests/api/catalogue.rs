@@ -247,12 +247,20 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     ids.insert("endpoint_id", data(&r, "endpoint_id"));
     let (s, _) = app.post("/api/workflows/definitions", Some(a), json!({ "name": "mx-hooked", "step_specs": [{ "name": "one" }] })).await;
     assert_eq!(s, StatusCode::CREATED);
-    let delivery: String = sqlx::query_scalar("SELECT delivery_id FROM webhook_delivery WHERE endpoint_id = $1 LIMIT 1")
-        .bind(&ids["endpoint_id"])
-        .fetch_one(&app.state().db.read)
-        .await
-        .unwrap();
-    ids.insert("delivery_id", delivery);
+    // The worker fans the event out into a delivery within a round or two.
+    for _ in 0..200 {
+        let found: Option<String> = sqlx::query_scalar("SELECT delivery_id FROM webhook_delivery WHERE endpoint_id = $1 LIMIT 1")
+            .bind(&ids["endpoint_id"])
+            .fetch_optional(&app.state().db.read)
+            .await
+            .unwrap();
+        if let Some(d) = found {
+            ids.insert("delivery_id", d);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(ids.contains_key("delivery_id"), "a delivery of the fixture endpoint");
     ids
 }
 

@@ -107,12 +107,20 @@ async fn delivery_until(app: &TestApp, token: &str, id: &str, done: impl Fn(&Val
     panic!("the delivery {id} never reached the state asked for");
 }
 
+/// The endpoint's deliveries, once the worker has fanned out at least one.
 async fn deliveries(app: &TestApp, endpoint: &str) -> Vec<String> {
-    sqlx::query_scalar("SELECT delivery_id FROM webhook_delivery WHERE endpoint_id = $1 ORDER BY created_at")
-        .bind(endpoint)
-        .fetch_all(&app.state().db.read)
-        .await
-        .unwrap()
+    for _ in 0..200 {
+        let ids: Vec<String> = sqlx::query_scalar("SELECT delivery_id FROM webhook_delivery WHERE endpoint_id = $1 ORDER BY created_at")
+            .bind(endpoint)
+            .fetch_all(&app.state().db.read)
+            .await
+            .unwrap();
+        if !ids.is_empty() {
+            return ids;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no delivery to {endpoint}");
 }
 
 async fn register(app: &TestApp, token: &str, name: &str) {
@@ -510,4 +518,27 @@ async fn deliveries_in_flight_when_the_hub_is_killed_all_arrive_after_a_restart(
     hub.kill().unwrap();
     hub.wait().unwrap();
     assert_eq!(distinct.len(), EVENTS, "every delivery arrived after the restart, none lost");
+}
+
+/// Several hubs on one PostgreSQL database (the deployment that has
+/// several): each attempt is made by one of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_hubs_make_each_attempt_once() {
+    let Some(app) = TestApp::spawn_postgres().await else { return };
+    let rx = Receiver::start(vec![]).await;
+    let other = app.replica().await;
+    let t = app.signup("replicas@hooks.example.com", "hooks-replicas").await;
+    let token = t["token"].as_str().unwrap();
+    let (s, _) = app.post("/api/webhooks/endpoints", Some(token), json!({ "url": rx.url, "event_types": ["workflow.*"] })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    const EVENTS: usize = 40;
+    for i in 0..EVENTS {
+        let hub = if i % 2 == 0 { &app } else { &other };
+        register(hub, token, &format!("r{i}")).await;
+    }
+    let got = rx.wait_for(EVENTS).await;
+    // Time for a second hub to repeat an attempt, were it going to.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let ids: std::collections::BTreeSet<String> = rx.got().into_iter().map(|r| r.id).collect();
+    assert_eq!((ids.len(), rx.got().len()), (EVENTS, EVENTS), "one attempt per delivery across both hubs ({} at first)", got.len());
 }

@@ -2,10 +2,12 @@
 //! database, or `--database-url postgres://...`) and a receiver on
 //! loopback answering 204, then measures:
 //! 1. the latency of an event-emitting write (`POST /api/workflows/definitions`)
-//!    with no endpoint, then with `--endpoints` endpoints subscribed to it
-//!    (their deliveries made meanwhile, as in production);
+//!    with no endpoint, then with `--endpoints` endpoints subscribed to it:
+//!    the write's own cost (this hub runs no delivery worker), then on a
+//!    hub with its worker on, the deliveries made meanwhile (on this 2-core
+//!    machine they compete for the cores and, on SQLite, the writer);
 //! 2. signed deliveries per second: a backlog of `--events` × `--endpoints`
-//!    deliveries, drained by the hub's worker.
+//!    deliveries, drained by that hub's worker.
 //!
 //! `cargo run --release -p tests --bin webhook-bench -- --events 2000`
 
@@ -60,6 +62,32 @@ async fn writes(client: &reqwest::Client, base: &str, token: &str, prefix: &str,
     Ok(out)
 }
 
+/// `n` writes of each of two tenants, alternating, so both see the same
+/// database and machine: (the quiet tenant's, the busy tenant's).
+async fn paired(client: &reqwest::Client, base: &str, quiet: &str, busy: &str, prefix: &str, n: usize) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+    let (mut q, mut b) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..n {
+        q.extend(writes(client, base, quiet, &format!("{prefix}-q{i}"), 1).await?);
+        b.extend(writes(client, base, busy, &format!("{prefix}-b{i}"), 1).await?);
+    }
+    q.sort_by(f64::total_cmp);
+    b.sort_by(f64::total_cmp);
+    Ok((q, b))
+}
+
+async fn signup(client: &reqwest::Client, base: &str, who: &str) -> anyhow::Result<(String, String)> {
+    let signup: Value = client
+        .post(format!("{base}/api/auth/signup-tenant"))
+        .json(&json!({ "email": format!("{who}@example.com"), "password": "bench password", "org_name": who, "app_id": who, "display_name": "H", "region": "eu" }))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let token = signup["data"]["token"].as_str().context("signup token")?.to_string();
+    let tenant = signup["data"]["tenant_id"].as_str().context("tenant")?.to_string();
+    Ok((token, tenant))
+}
+
 async fn pending(pool: &sqlx::AnyPool) -> anyhow::Result<i64> {
     Ok(sqlx::query_scalar("SELECT COUNT(*) FROM webhook_delivery WHERE status = 'pending'").fetch_one(pool).await?)
 }
@@ -87,27 +115,21 @@ fn main() -> anyhow::Result<()> {
 
         let mut config = hub_kernel::config::Config::for_tests(dir.path().into(), args.database_url.clone());
         config.quic_listen = "off".into();
-        let state = hub::prepare(config).await?;
-        let pool = state.db.writer().clone();
+        config.webhook_worker = false;
+        let state = hub::prepare(config.clone()).await?;
         let backend = if args.database_url.is_some() { "PostgreSQL" } else { "SQLite" };
         let server = hub::start(state).await?;
         let base = format!("http://{}", server.addr);
         let client = reqwest::Client::new();
-        let signup: Value = client
-            .post(format!("{base}/api/auth/signup-tenant"))
-            .json(&json!({ "email": "hooks@example.com", "password": "bench password", "org_name": "Hooks", "app_id": "hooks", "display_name": "H", "region": "eu" }))
-            .send()
-            .await?
-            .json()
-            .await?;
-        let token = signup["data"]["token"].as_str().context("signup token")?.to_string();
-        let tenant = signup["data"]["tenant_id"].as_str().context("tenant")?.to_string();
+        // The busy tenant subscribes endpoints; the quiet one none.
+        let (token, tenant) = signup(&client, &base, "hooks").await?;
+        let (quiet_token, _) = signup(&client, &base, "quiet").await?;
         println!("hub on {base} ({backend}); receiver {hook}");
 
         // The backlog's events, before any endpoint exists; the first
         // writes also warm the hub up.
         writes(&client, &base, &token, "warm", 50).await?;
-        let quiet = writes(&client, &base, &token, "quiet", args.writes).await?;
+        writes(&client, &base, &quiet_token, "warm", 50).await?;
         let backlog_events = writes(&client, &base, &token, "backlog", args.events).await?;
         drop(backlog_events);
 
@@ -120,24 +142,44 @@ fn main() -> anyhow::Result<()> {
                 .await?;
             ensure!(r.status() == 201, "creating an endpoint: {}", r.text().await?);
         }
-        let subscribed = writes(&client, &base, &token, "subscribed", args.writes).await?;
+        let (quiet, subscribed) = paired(&client, &base, &quiet_token, &token, "subscribed", args.writes).await?;
+        // The delivering hub: the same database, its worker on (the first
+        // stops: SQLite takes one hub).
+        server.stop().await?;
+        let mut delivering = config.clone();
+        delivering.webhook_worker = true;
+        delivering.database_url = Some(match &args.database_url {
+            Some(url) => url.clone(),
+            None => format!("sqlite://{}?mode=rwc", dir.path().join("hub.db").display()),
+        });
+        let state = hub::prepare(delivering).await?;
+        let pool = state.db.writer().clone();
+        let deliverer = hub::start(state).await?;
+        let base = format!("http://{}", deliverer.addr);
+        let (quiet_meanwhile, delivered_meanwhile) = paired(&client, &base, &quiet_token, &token, "delivering", args.writes).await?;
         let deadline = Instant::now() + Duration::from_secs(120);
         while pending(&pool).await? > 0 {
             ensure!(Instant::now() < deadline, "the subscribed writes' deliveries did not drain");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        println!("\nevent-emitting write (POST /api/workflows/definitions), {} sequential writes each:", args.writes);
+        println!("\nevent-emitting write (POST /api/workflows/definitions), {} sequential writes of each tenant, alternating:", args.writes);
         println!("{:<28} {:>9} {:>9} {:>9}", "", "p50 ms", "p90 ms", "mean ms");
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-        for (name, v) in [("no endpoint", &quiet), (&*format!("{} endpoints subscribed", args.endpoints), &subscribed)] {
+        let subscribed_name = format!("{} endpoints subscribed", args.endpoints);
+        let delivering_name = format!("{} endpoints, delivering", args.endpoints);
+        for (name, v) in [
+            ("no endpoint", &quiet),
+            (&subscribed_name, &subscribed),
+            ("no endpoint, hub delivering", &quiet_meanwhile),
+            (&delivering_name, &delivered_meanwhile),
+        ] {
             println!("{:<28} {:>9.3} {:>9.3} {:>9.3}", name, percentile(v, 0.5), percentile(v, 0.9), mean(v));
         }
-        println!(
-            "added latency with {} endpoints: p50 {:+.1}%, mean {:+.1}% (target: under 10%)",
-            args.endpoints,
-            100.0 * (percentile(&subscribed, 0.5) / percentile(&quiet, 0.5) - 1.0),
-            100.0 * (mean(&subscribed) / mean(&quiet) - 1.0)
-        );
+        let added = |v: &[f64], base: &[f64]| (100.0 * (percentile(v, 0.5) / percentile(base, 0.5) - 1.0), 100.0 * (mean(v) / mean(base) - 1.0));
+        let (p50, avg) = added(&subscribed, &quiet);
+        println!("added latency of the write with {} endpoints: p50 {p50:+.1}%, mean {avg:+.1}% (target: under 10%)", args.endpoints);
+        let (p50, avg) = added(&delivered_meanwhile, &quiet_meanwhile);
+        println!("  while the hub delivers (both tenants' writes slowed by it): p50 {p50:+.1}%, mean {avg:+.1}%");
 
         // The backlog: the earlier events' deliveries to every endpoint, made
         // due at once, then drained by the worker.
@@ -169,7 +211,7 @@ fn main() -> anyhow::Result<()> {
             args.endpoints,
             queued as f64 / seconds
         );
-        server.stop().await?;
+        deliverer.stop().await?;
         anyhow::Ok(())
     })
 }

@@ -5,7 +5,7 @@
 pub mod appender;
 pub mod chain;
 pub mod events;
-mod outbox;
+pub mod outbox;
 pub mod registry;
 pub mod retention;
 

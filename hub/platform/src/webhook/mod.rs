@@ -1,8 +1,9 @@
 //! sdk-webhook: endpoints a tenant's events are delivered to, signed the
 //! Standard Webhooks way; their deliveries with every attempt; dead
-//! letters with retry and replay. The audit writer enqueues deliveries in
-//! the event's own transaction (`hub_kernel::audit::outbox`); `worker`
-//! makes the attempts; `target` keeps them off private networks.
+//! letters with retry and replay. The audit writer marks subscribed events
+//! in the event's own transaction (`hub_kernel::audit::outbox`); `worker`
+//! fans them out into deliveries and makes the attempts; `target` keeps
+//! them off private networks; `inbound` receives signed webhooks.
 
 pub mod inbound;
 pub mod target;

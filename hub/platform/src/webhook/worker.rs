@@ -88,19 +88,24 @@ pub fn client(state: &AppState) -> reqwest::Client {
         .expect("the webhook client builds")
 }
 
-/// Runs rounds for the life of the process: at once while there is work,
-/// every 200 ms when there is none.
+/// Runs rounds for the life of the process: at once after a full batch,
+/// 50 ms after a partial one (so deliveries trickling in are attempted in
+/// batches rather than a write transaction each), every 200 ms when idle.
 pub fn spawn(state: &AppState) {
     let state = state.clone();
     tokio::spawn(async move {
         let client = client(&state);
         loop {
-            match round(&state, &client).await {
-                Ok(n) if n > 0 => continue,
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "webhook deliveries"),
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            let pause = match round(&state, &client).await {
+                Ok(n) if n as i64 >= BATCH => continue,
+                Ok(0) => 200,
+                Ok(_) => 50,
+                Err(e) => {
+                    tracing::warn!(error = %e, "webhook deliveries");
+                    200
+                }
+            };
+            tokio::time::sleep(Duration::from_millis(pause)).await;
         }
     });
 }
@@ -131,8 +136,67 @@ struct Outcome {
     response: Option<String>,
 }
 
-/// One round: lease, attempt, record. Answers how many were attempted.
+/// Events fanned out per round at most.
+const FAN_OUT: i64 = 500;
+
+/// A random (v4) UUID computed by the database, one per inserted row.
+fn uuid_sql(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Postgres => "gen_random_uuid()::text",
+        Backend::Sqlite => {
+            "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' || \
+             substr('89ab', 1 + (abs(random()) % 4), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))"
+        }
+    }
+}
+
+/// Turns outbox rows into deliveries, one per active endpoint subscribed
+/// to the event's type, and removes them, in one transaction (the rows
+/// locked on PostgreSQL, so two hubs never fan out one event).
+async fn fan_out(state: &AppState) -> ApiResult<usize> {
+    let waiting: Option<i64> = sqlx::query_scalar("SELECT 1 FROM webhook_outbox LIMIT 1").fetch_optional(&state.db.read).await?;
+    if waiting.is_none() {
+        return Ok(0);
+    }
+    let backend = state.db.backend;
+    let lock = if backend == Backend::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
+    let mut tx = state.db.begin().await?;
+    let sql = format!("SELECT entry_id FROM webhook_outbox ORDER BY entry_id LIMIT $1{lock}");
+    let ids: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(FAN_OUT).fetch_all(&mut *tx).await?;
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let marks = (2..ids.len() + 2).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+    let sql = format!(
+        "INSERT INTO webhook_delivery (delivery_id, tenant_id, endpoint_id, entry_id, event_type, status, attempts, next_attempt_at, created_at) \
+         SELECT {uuid}, a.tenant_id, e.endpoint_id, a.entry_id, a.event_type, 'pending', 0, $1, $1 \
+         FROM audit_entry a \
+         JOIN webhook_subscription s ON s.tenant_id = a.tenant_id AND {matches} \
+         JOIN webhook_endpoint e ON e.endpoint_id = s.endpoint_id AND e.status = 'active' \
+         WHERE a.entry_id IN ({marks}) \
+         ON CONFLICT (endpoint_id, entry_id) DO NOTHING",
+        uuid = uuid_sql(backend),
+        matches = hub_kernel::audit::outbox::MATCHES,
+    );
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(db::now());
+    for id in &ids {
+        q = q.bind(id);
+    }
+    q.execute(&mut *tx).await?;
+    let sql = format!("DELETE FROM webhook_outbox WHERE entry_id IN ({})", (1..=ids.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", "));
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for id in &ids {
+        q = q.bind(id);
+    }
+    q.execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(ids.len())
+}
+
+/// One round: fan out, lease, attempt, record. Answers how many were
+/// attempted.
 pub async fn round(state: &AppState, client: &reqwest::Client) -> ApiResult<usize> {
+    fan_out(state).await?;
     let jobs = lease(state).await?;
     if jobs.is_empty() {
         return Ok(0);
