@@ -36,5 +36,6 @@ mod residency;
 mod schema;
 mod spine;
 mod tenant_lifecycle;
+mod vault;
 mod webhooks;
 mod workflow;

@@ -50,6 +50,8 @@ event_types! {
     WEBHOOK_ENDPOINT_DELETED = "webhook.endpoint.deleted.v1";
     WEBHOOK_DELIVERY_DEAD_LETTERED = "webhook.delivery.dead_lettered.v1";
     WEBHOOK_INBOUND_RECEIVED = "webhook.inbound.received.v1";
+    VAULT_ENVELOPE_ENCRYPTED = "vault.envelope.encrypted.v1";
+    VAULT_ENVELOPE_DECRYPTED = "vault.envelope.decrypted.v1";
     WEBHOOK_INBOUND_SECRET_SET = "webhook.inbound_secret.set.v1";
     DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
     TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";
