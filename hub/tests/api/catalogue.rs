@@ -261,6 +261,9 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert!(ids.contains_key("delivery_id"), "a delivery of the fixture endpoint");
+    let (s, r) = app.post("/api/secrets/refs", Some(a), json!({ "ref": "mx-secret", "kms_key_id": "k" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("ref", "mx-secret".to_string());
     ids
 }
 

@@ -34,6 +34,7 @@ mod quic;
 mod replicas;
 mod residency;
 mod schema;
+mod secrets;
 mod spine;
 mod tenant_lifecycle;
 mod vault;

@@ -52,6 +52,9 @@ event_types! {
     WEBHOOK_INBOUND_RECEIVED = "webhook.inbound.received.v1";
     VAULT_ENVELOPE_ENCRYPTED = "vault.envelope.encrypted.v1";
     VAULT_ENVELOPE_DECRYPTED = "vault.envelope.decrypted.v1";
+    SECRETS_REFERENCE_CREATED = "secrets.reference.created.v1";
+    SECRETS_REFERENCE_ROTATED = "secrets.reference.rotated.v1";
+    SECRETS_REFERENCE_ACCESSED = "secrets.reference.accessed.v1";
     WEBHOOK_INBOUND_SECRET_SET = "webhook.inbound_secret.set.v1";
     DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
     TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";

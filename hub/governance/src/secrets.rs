@@ -1,0 +1,164 @@
+//! sdk-secrets: references to secrets that live in a KMS or secret
+//! manager. A reference records where the secret is (`kms_key_id`), who
+//! may use it (`scope`) and its rotation (version, period, last and next
+//! rotation); the secret itself never reaches the hub. Every lookup is
+//! audited.
+
+use chrono::TimeDelta;
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create)).routes(routes!(get_reference)).routes(routes!(rotate))
+}
+
+const SCOPES: [&str; 4] = ["tenant", "app", "service", "app_user"];
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = SecretReference)]
+struct Reference {
+    r#ref: String,
+    /// `tenant`, `app`, `service` or `app_user`.
+    scope: String,
+    kms_key_id: String,
+    /// 1 at creation, one more each rotation.
+    version: i64,
+    rotation_period_days: Option<i64>,
+    last_rotated_at: String,
+    /// `last_rotated_at` plus the period; null without a period.
+    #[sqlx(skip)]
+    next_rotation_at: Option<String>,
+    /// Whether `next_rotation_at` has passed.
+    #[sqlx(skip)]
+    rotation_due: bool,
+    created_at: String,
+    updated_at: String,
+}
+
+const COLUMNS: &str = "ref, scope, kms_key_id, version, rotation_period_days, last_rotated_at, created_at, updated_at";
+
+impl Reference {
+    fn with_schedule(mut self) -> Self {
+        let next = self.rotation_period_days.zip(db::parse_time(&self.last_rotated_at)).and_then(|(days, last)| last.checked_add_signed(TimeDelta::days(days)));
+        self.rotation_due = next.is_some_and(|n| n <= chrono::Utc::now());
+        self.next_rotation_at = next.map(db::format_time);
+        self
+    }
+}
+
+fn valid_ref(r: &str) -> bool {
+    (1..=256).contains(&r.len()) && r.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/' | b':'))
+}
+
+fn check_kms(check: &mut Check, value: &Option<String>, required: bool) -> Option<String> {
+    let v = if required { Some(check.required("kms_key_id", value)) } else { Check::optional(value) };
+    if v.as_ref().is_some_and(|k| k.chars().count() > 512) {
+        check.fail("kms_key_id must be at most 512 characters");
+    }
+    v.filter(|k| !k.is_empty())
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewSecretReference)]
+struct NewReference {
+    /// 1 to 256 of letters, digits, `.`, `_`, `-`, `/`, `:`; unique in the
+    /// tenant.
+    #[schema(required = true)]
+    r#ref: Option<String>,
+    /// `tenant` (when absent), `app`, `service` or `app_user`.
+    scope: Option<String>,
+    /// The KMS key (or secret manager path) holding the secret.
+    #[schema(required = true)]
+    kms_key_id: Option<String>,
+    /// Rotate every this many days (1 to 3650); none when absent.
+    #[schema(value_type = Option<i64>)]
+    rotation_period_days: Option<Value>,
+    /// RFC 3339: when the secret was last rotated; now when absent.
+    last_rotated_at: Option<String>,
+}
+
+/// Registers a secret reference.
+#[utoipa::path(post, path = "/api/secrets/refs", tag = "sdk-secrets", request_body = NewReference,
+    responses((status = 201, description = "the reference", body = Data<Reference>)))]
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewReference>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let reference = check.required("ref", &body.r#ref);
+    if !reference.is_empty() && !valid_ref(&reference) {
+        check.fail("ref must be 1 to 256 of letters, digits, '.', '_', '-', '/' or ':'");
+    }
+    let scope = Check::optional(&body.scope).unwrap_or_else(|| "tenant".into());
+    check.one_of("scope", &scope, &SCOPES);
+    let kms = check_kms(&mut check, &body.kms_key_id, true).unwrap_or_default();
+    let period = check.optional_int("rotation_period_days", body.rotation_period_days.as_ref(), 1, 3650);
+    let last = check.time_or_now("last_rotated_at", &body.last_rotated_at);
+    check.finish()?;
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO secrets_reference (tenant_id, ref, scope, kms_key_id, version, rotation_period_days, last_rotated_at, created_by, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, 1, $5, $6, $7, $8, $8) ON CONFLICT (tenant_id, ref) DO NOTHING RETURNING {COLUMNS}"
+    );
+    let made: Option<Reference> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&reference)
+        .bind(&scope)
+        .bind(&kms)
+        .bind(period)
+        .bind(&last)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(&now)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let made = made.ok_or_else(|| ApiError::Conflict(format!("the reference {reference} exists; rotate it instead")))?;
+    audit::record(&mut tx, &ctx, events::SECRETS_REFERENCE_CREATED, json!({ "ref": reference, "scope": scope, "kms_key_id": kms })).await?;
+    tx.commit().await?;
+    Ok(created(made.with_schedule()))
+}
+
+async fn find(tx: &mut Tx, tenant_id: &str, reference: &str) -> ApiResult<Reference> {
+    if !valid_ref(reference) {
+        return Err(ApiError::NotFound);
+    }
+    let sql = format!("SELECT {COLUMNS} FROM secrets_reference WHERE tenant_id = $1 AND ref = $2");
+    let found: Option<Reference> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(reference).fetch_optional(&mut **tx).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// A secret reference by its ref (URL-encoded in the path): where the
+/// secret lives and its rotation, never the secret. Audited.
+#[utoipa::path(get, path = "/api/secrets/refs/{ref}", tag = "sdk-secrets", params(("ref" = String, Path, description = "the reference, URL-encoded")),
+    responses((status = 200, description = "the reference", body = Data<Reference>)))]
+async fn get_reference(State(state): State<AppState>, Tenant(ctx): Tenant, Path(reference): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let found = find(&mut tx, &ctx.tenant_id, &reference).await?;
+    audit::record(&mut tx, &ctx, events::SECRETS_REFERENCE_ACCESSED, json!({ "ref": reference, "version": found.version })).await?;
+    tx.commit().await?;
+    Ok(ok(found.with_schedule()))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = SecretRotation)]
+struct Rotation {
+    /// The key the new version lives under; unchanged when absent.
+    kms_key_id: Option<String>,
+}
+
+/// Records a rotation: the next version, rotated now.
+#[utoipa::path(post, path = "/api/secrets/refs/{ref}/rotate", tag = "sdk-secrets", request_body = Rotation,
+    params(("ref" = String, Path, description = "the reference, URL-encoded")),
+    responses((status = 200, description = "the reference, rotated", body = Data<Reference>)))]
+async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(reference): Path<String>, Body(body): Body<Rotation>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let current = find(&mut tx, &ctx.tenant_id, &reference).await?;
+    let mut check = Check::new();
+    let kms = check_kms(&mut check, &body.kms_key_id, false).unwrap_or(current.kms_key_id);
+    check.finish()?;
+    let now = db::now();
+    let sql = format!(
+        "UPDATE secrets_reference SET version = version + 1, kms_key_id = $3, last_rotated_at = $4, updated_at = $4 \
+         WHERE tenant_id = $1 AND ref = $2 RETURNING {COLUMNS}"
+    );
+    let rotated: Reference = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&reference).bind(&kms).bind(&now).fetch_one(&mut *tx).await?;
+    audit::record(&mut tx, &ctx, events::SECRETS_REFERENCE_ROTATED, json!({ "ref": reference, "version": rotated.version, "kms_key_id": kms })).await?;
+    tx.commit().await?;
+    Ok(ok(rotated.with_schedule()))
+}
