@@ -1,7 +1,10 @@
 //! Governance, consent and security: so far sdk-audit (event types and
-//! hash-chained audit entries) sdk-vault (envelope encryption) and sdk-secrets (secret references).
+//! hash-chained audit entries), sdk-vault (envelope encryption),
+//! sdk-secrets (secret references) and sdk-consent (purposes, grants and
+//! withdrawals).
 
 pub mod audit;
+pub mod consent;
 pub mod secrets;
 pub mod vault;
 
@@ -10,5 +13,5 @@ use utoipa_axum::router::OpenApiRouter;
 use hub_kernel::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(audit::routes()).merge(vault::routes()).merge(secrets::routes())
+    OpenApiRouter::new().merge(audit::routes()).merge(vault::routes()).merge(secrets::routes()).merge(consent::routes())
 }

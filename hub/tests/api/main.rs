@@ -13,6 +13,7 @@ mod catalogue;
 mod commands;
 mod config;
 mod connections;
+mod consent;
 mod containment;
 mod contract;
 mod credentials;

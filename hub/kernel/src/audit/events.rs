@@ -55,6 +55,9 @@ event_types! {
     SECRETS_REFERENCE_CREATED = "secrets.reference.created.v1";
     SECRETS_REFERENCE_ROTATED = "secrets.reference.rotated.v1";
     SECRETS_REFERENCE_ACCESSED = "secrets.reference.accessed.v1";
+    CONSENT_PURPOSE_CREATED = "consent.purpose.created.v1";
+    CONSENT_GRANTED = "consent.consent.granted.v1";
+    CONSENT_WITHDRAWN = "consent.consent.withdrawn.v1";
     WEBHOOK_INBOUND_SECRET_SET = "webhook.inbound_secret.set.v1";
     DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
     TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";

@@ -1,0 +1,250 @@
+//! sdk-consent: the tenant's catalogue of consent purposes (with their
+//! legal basis and default jurisdictions), and each subject's grants and
+//! withdrawals as an append-only history: nothing is updated or deleted,
+//! the latest record for a purpose decides.
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create_purpose, list_purposes)).routes(routes!(record, history))
+}
+
+/// The catalogue answers at most this many purposes (the document's cap).
+const PURPOSE_CAP: i64 = 200;
+const LEGAL_BASES: [&str; 6] = ["consent", "contract", "legal_obligation", "vital_interests", "public_task", "legitimate_interests"];
+const ACTIONS: [&str; 2] = ["granted", "withdrawn"];
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ConsentPurpose)]
+struct Purpose {
+    purpose_id: String,
+    app_id: String,
+    description: String,
+    /// GDPR Art. 6: `consent`, `contract`, `legal_obligation`,
+    /// `vital_interests`, `public_task` or `legitimate_interests`.
+    legal_basis: String,
+    /// ISO 3166-1 alpha-2 codes.
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<String>)]
+    default_jurisdictions: JsonText,
+    created_at: String,
+}
+
+const PURPOSE_COLUMNS: &str = "purpose_id, app_id, description, legal_basis, default_jurisdictions, created_at";
+
+fn valid_id(s: &str) -> bool {
+    (1..=128).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+fn jurisdiction(s: &str) -> bool {
+    s.len() == 2 && s.bytes().all(|b| b.is_ascii_uppercase())
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewConsentPurpose)]
+struct NewPurpose {
+    /// 1 to 128 of `a-z 0-9 . _ -`, unique in the tenant.
+    #[schema(required = true)]
+    purpose_id: Option<String>,
+    /// What the subject agrees to (at most 2000 characters).
+    #[schema(required = true)]
+    description: Option<String>,
+    #[schema(required = true)]
+    legal_basis: Option<String>,
+    /// ISO 3166-1 alpha-2 codes (at most 50); none when absent.
+    #[schema(value_type = Vec<String>)]
+    default_jurisdictions: Option<Value>,
+    /// The application it belongs to; the caller's when absent.
+    app_id: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Adds a purpose to the tenant's catalogue.
+#[utoipa::path(post, path = "/api/consent/purposes", tag = "sdk-consent", request_body = NewPurpose,
+    responses((status = 201, description = "the purpose", body = Data<Purpose>)))]
+async fn create_purpose(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewPurpose>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let id = check.required("purpose_id", &body.purpose_id);
+    if !id.is_empty() && !valid_id(&id) {
+        check.fail("purpose_id must be 1 to 128 of a-z, 0-9, '.', '_' or '-'");
+    }
+    let description = check.required("description", &body.description);
+    if description.chars().count() > 2000 {
+        check.fail("description must be at most 2000 characters");
+    }
+    let basis = check.required("legal_basis", &body.legal_basis);
+    check.one_of("legal_basis", &basis, &LEGAL_BASES);
+    let jurisdictions: Vec<String> = match &body.default_jurisdictions {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) if a.len() <= 50 && a.iter().all(|j| j.as_str().is_some_and(jurisdiction)) => {
+            a.iter().filter_map(Value::as_str).map(str::to_string).collect()
+        }
+        Some(_) => {
+            check.fail("default_jurisdictions must be an array of at most 50 ISO 3166-1 alpha-2 codes (NL, DE, ...)");
+            Vec::new()
+        }
+    };
+    let app_id = Check::optional(&body.app_id).unwrap_or_else(|| ctx.app_id.clone());
+    if app_id.chars().count() > 128 {
+        check.fail("app_id must be at most 128 characters");
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO consent_purpose (tenant_id, purpose_id, app_id, description, legal_basis, default_jurisdictions, created_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (tenant_id, purpose_id) DO NOTHING RETURNING {PURPOSE_COLUMNS}"
+    );
+    let made: Option<Purpose> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .bind(&app_id)
+        .bind(&description)
+        .bind(&basis)
+        .bind(json!(jurisdictions).to_string())
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let made = made.ok_or_else(|| ApiError::Conflict(format!("the purpose {id} exists")))?;
+    audit::record(&mut tx, &ctx, events::CONSENT_PURPOSE_CREATED, json!({ "purpose_id": id, "legal_basis": basis })).await?;
+    tx.commit().await?;
+    Ok(created(made))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct CatalogueQuery {
+    /// Required: the caller's tenant.
+    #[param(required = true, format = "uuid")]
+    tenant_id: Option<String>,
+}
+
+/// The tenant's purposes by purpose_id, at most 200 (`total` counts all).
+#[utoipa::path(get, path = "/api/consent/purposes", tag = "sdk-consent", params(CatalogueQuery),
+    responses((status = 200, description = "the catalogue", body = ListOf<Purpose>)))]
+async fn list_purposes(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<CatalogueQuery>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    check.required("tenant_id", &q.tenant_id);
+    check.finish()?;
+    ctx.check_tenant(q.tenant_id.as_deref())?;
+    let listing = Listing { table: "consent_purpose", columns: PURPOSE_COLUMNS, filter: "tenant_id = $1", order: "purpose_id" };
+    Page::<PURPOSE_CAP, PURPOSE_CAP> { limit: PURPOSE_CAP, offset: 0 }.list::<Purpose>(&state.db.read, &listing, &[&ctx.tenant_id]).await
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ConsentRecord)]
+struct Record {
+    record_id: String,
+    subject: String,
+    purpose_id: String,
+    /// `granted` or `withdrawn`.
+    action: String,
+    jurisdiction: Option<String>,
+    /// How the decision was captured (form, version, channel, ...).
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Object)]
+    evidence: JsonText,
+    recorded_by: String,
+    recorded_at: String,
+}
+
+const RECORD_COLUMNS: &str = "record_id, subject, purpose_id, action, jurisdiction, evidence, recorded_by, recorded_at";
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewConsentRecord)]
+struct NewRecord {
+    /// Whose consent: an identifier of the tenant's choosing (at most 256).
+    #[schema(required = true)]
+    subject: Option<String>,
+    /// A purpose of the tenant's catalogue.
+    #[schema(required = true)]
+    purpose_id: Option<String>,
+    /// `granted` (when absent) or `withdrawn`.
+    action: Option<String>,
+    /// ISO 3166-1 alpha-2.
+    jurisdiction: Option<String>,
+    #[schema(value_type = Object)]
+    evidence: Option<Value>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Records a subject's grant or withdrawal for a purpose (appended to the
+/// history; the latest decides).
+#[utoipa::path(post, path = "/api/consent/grants", tag = "sdk-consent", request_body = NewRecord,
+    responses((status = 201, description = "the record", body = Data<Record>)))]
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRecord>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let subject = check.required("subject", &body.subject);
+    if subject.chars().count() > 256 {
+        check.fail("subject must be at most 256 characters");
+    }
+    let purpose = check.required("purpose_id", &body.purpose_id);
+    let action = Check::optional(&body.action).unwrap_or_else(|| "granted".into());
+    check.one_of("action", &action, &ACTIONS);
+    let jurisdiction_code = Check::optional(&body.jurisdiction);
+    if jurisdiction_code.as_deref().is_some_and(|j| !jurisdiction(j)) {
+        check.fail("jurisdiction must be an ISO 3166-1 alpha-2 code (NL, DE, ...)");
+    }
+    let evidence = check.optional_object("evidence", body.evidence.as_ref());
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let known: Option<String> = sqlx::query_scalar("SELECT purpose_id FROM consent_purpose WHERE tenant_id = $1 AND purpose_id = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&purpose)
+        .fetch_optional(&mut *tx)
+        .await?;
+    known.ok_or_else(|| ApiError::invalid("purpose_id is not a purpose of this tenant's catalogue"))?;
+    let sql = format!(
+        "INSERT INTO consent_record (record_id, tenant_id, subject, purpose_id, action, jurisdiction, evidence, recorded_by, recorded_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {RECORD_COLUMNS}"
+    );
+    let row: Record = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&subject)
+        .bind(&purpose)
+        .bind(&action)
+        .bind(&jurisdiction_code)
+        .bind(evidence.to_string())
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let event = if action == "granted" { events::CONSENT_GRANTED } else { events::CONSENT_WITHDRAWN };
+    audit::record(&mut tx, &ctx, event, json!({ "record_id": row.record_id, "subject": subject, "purpose_id": purpose })).await?;
+    tx.commit().await?;
+    Ok(created(row))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct HistoryQuery {
+    /// Required: whose history.
+    #[param(required = true)]
+    subject: Option<String>,
+    /// Only this purpose's records.
+    purpose_id: Option<String>,
+}
+
+/// A subject's grants and withdrawals, newest first.
+#[utoipa::path(get, path = "/api/consent/grants", tag = "sdk-consent", params(HistoryQuery, Page),
+    responses((status = 200, description = "one page of the history", body = ListOf<Record>)))]
+async fn history(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<HistoryQuery>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let subject = check.required("subject", &q.subject);
+    check.finish()?;
+    let purpose = Check::optional(&q.purpose_id).unwrap_or_default();
+    let listing = Listing {
+        table: "consent_record",
+        columns: RECORD_COLUMNS,
+        filter: "tenant_id = $1 AND subject = $2 AND ($3 = '' OR purpose_id = $3)",
+        order: "recorded_at DESC, record_id DESC",
+    };
+    page.list::<Record>(&state.db.read, &listing, &[&ctx.tenant_id, &subject, &purpose]).await
+}
