@@ -1,10 +1,11 @@
 //! Governance, consent and security: so far sdk-audit (event types and
 //! hash-chained audit entries), sdk-vault (envelope encryption),
-//! sdk-secrets (secret references) and sdk-consent (purposes, grants and
-//! withdrawals).
+//! sdk-secrets (secret references), sdk-consent (purposes, grants and
+//! withdrawals) and sdk-data-rights (subject requests and executions).
 
 pub mod audit;
 pub mod consent;
+pub mod data_rights;
 pub mod secrets;
 pub mod vault;
 
@@ -13,5 +14,5 @@ use utoipa_axum::router::OpenApiRouter;
 use hub_kernel::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(audit::routes()).merge(vault::routes()).merge(secrets::routes()).merge(consent::routes())
+    OpenApiRouter::new().merge(audit::routes()).merge(vault::routes()).merge(secrets::routes()).merge(consent::routes()).merge(data_rights::routes())
 }

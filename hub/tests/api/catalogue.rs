@@ -264,6 +264,13 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/secrets/refs", Some(a), json!({ "ref": "mx-secret", "kms_key_id": "k" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("ref", "mx-secret".to_string());
+    let (s, r) = app.post("/api/data-rights/requests", Some(a), json!({ "subject": "mx", "kind": "access" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let request = data(&r, "request_id");
+    let (s, e) = app.post(&format!("/api/data-rights/requests/{request}/executions"), Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::CREATED, "{e}");
+    ids.insert("request_id", request);
+    ids.insert("execution_id", data(&e, "execution_id"));
     ids
 }
 

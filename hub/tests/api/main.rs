@@ -17,6 +17,7 @@ mod consent;
 mod containment;
 mod contract;
 mod credentials;
+mod data_rights;
 mod device_sync;
 mod devices;
 mod dispatch;

@@ -58,6 +58,9 @@ event_types! {
     CONSENT_PURPOSE_CREATED = "consent.purpose.created.v1";
     CONSENT_GRANTED = "consent.consent.granted.v1";
     CONSENT_WITHDRAWN = "consent.consent.withdrawn.v1";
+    DATA_RIGHTS_REQUEST_RECEIVED = "data-rights.request.received.v1";
+    DATA_RIGHTS_EXECUTION_SUCCEEDED = "data-rights.execution.succeeded.v1";
+    DATA_RIGHTS_EXECUTION_FAILED = "data-rights.execution.failed.v1";
     WEBHOOK_INBOUND_SECRET_SET = "webhook.inbound_secret.set.v1";
     DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
     TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";

@@ -1,0 +1,245 @@
+//! sdk-data-rights: data subject requests (access, erasure, rectification,
+//! portability, restriction, objection) and the executions that carry them
+//! out. A request is `received`, `in_progress` while an execution runs,
+//! then `completed` or `failed` with its last execution's terminal
+//! outcome; a failed request may be executed again. One execution runs at
+//! a time, and an outcome is recorded once.
+
+use chrono::TimeDelta;
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create_request)).routes(routes!(get_request)).routes(routes!(start_execution)).routes(routes!(outcome))
+}
+
+const KINDS: [&str; 6] = ["access", "erasure", "rectification", "portability", "restriction", "objection"];
+const OUTCOMES: [&str; 2] = ["succeeded", "failed"];
+/// GDPR Art. 12(3): an answer within one month.
+const DEFAULT_DUE_DAYS: i64 = 30;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = DataRightsRequest)]
+struct Request {
+    request_id: String,
+    subject: String,
+    /// `access`, `erasure`, `rectification`, `portability`, `restriction`
+    /// or `objection`.
+    kind: String,
+    /// `received`, `in_progress`, `completed` or `failed`.
+    status: String,
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Object)]
+    details: JsonText,
+    due_at: String,
+    created_at: String,
+    updated_at: String,
+    /// Its executions, oldest first (on a read).
+    #[sqlx(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Execution>>)]
+    executions: Option<Vec<Execution>>,
+}
+
+const REQUEST_COLUMNS: &str = "request_id, subject, kind, status, details, due_at, created_at, updated_at";
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = DataRightsExecution)]
+struct Execution {
+    execution_id: String,
+    request_id: String,
+    /// `running`, then `succeeded` or `failed`.
+    status: String,
+    executor: String,
+    audit_entry_id: Option<String>,
+    error_detail: Option<String>,
+    started_at: String,
+    finished_at: Option<String>,
+}
+
+const EXECUTION_COLUMNS: &str = "execution_id, request_id, status, executor, audit_entry_id, error_detail, started_at, finished_at";
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewDataRightsRequest)]
+struct NewRequest {
+    /// Whose data: the tenant's identifier for the person (at most 256).
+    #[schema(required = true)]
+    subject: Option<String>,
+    #[schema(required = true)]
+    kind: Option<String>,
+    /// What the subject asked for, as the tenant records it.
+    #[schema(value_type = Object)]
+    details: Option<Value>,
+    /// RFC 3339; 30 days from now when absent.
+    due_at: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Records a data subject request.
+#[utoipa::path(post, path = "/api/data-rights/requests", tag = "sdk-data-rights", request_body = NewRequest,
+    responses((status = 201, description = "the request, received", body = Data<Request>)))]
+async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRequest>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let subject = check.required("subject", &body.subject);
+    if subject.chars().count() > 256 {
+        check.fail("subject must be at most 256 characters");
+    }
+    let kind = check.required("kind", &body.kind);
+    check.one_of("kind", &kind, &KINDS);
+    let details = check.optional_object("details", body.details.as_ref());
+    let due = check.optional_expiry("due_at", &body.due_at).unwrap_or_else(|| db::format_time(chrono::Utc::now() + TimeDelta::days(DEFAULT_DUE_DAYS)));
+    check.finish()?;
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO data_rights_request (request_id, tenant_id, subject, kind, status, details, due_at, created_by, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, 'received', $5, $6, $7, $8, $8) RETURNING {REQUEST_COLUMNS}"
+    );
+    let request: Request = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&subject)
+        .bind(&kind)
+        .bind(details.to_string())
+        .bind(&due)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "request_id": request.request_id, "subject": subject, "kind": kind, "due_at": due });
+    audit::record(&mut tx, &ctx, events::DATA_RIGHTS_REQUEST_RECEIVED, payload).await?;
+    tx.commit().await?;
+    Ok(created(request))
+}
+
+async fn find(tx: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Request> {
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {REQUEST_COLUMNS} FROM data_rights_request WHERE tenant_id = $1 AND request_id = $2");
+    let found: Option<Request> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(&mut **tx).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// A request with its executions.
+#[utoipa::path(get, path = "/api/data-rights/requests/{request_id}", tag = "sdk-data-rights", params(("request_id" = String, Path, description = "the request")),
+    responses((status = 200, description = "the request", body = Data<Request>)))]
+async fn get_request(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.read.begin().await?;
+    let mut request = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let sql = format!("SELECT {EXECUTION_COLUMNS} FROM data_rights_execution WHERE request_id = $1 ORDER BY started_at, execution_id");
+    request.executions = Some(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&request.request_id).fetch_all(&mut *tx).await?);
+    tx.commit().await?;
+    Ok(ok(request))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewDataRightsExecution)]
+struct NewExecution {
+    /// Who or what carries it out (at most 256); the caller when absent.
+    executor: Option<String>,
+}
+
+/// Starts carrying out a request (one execution at a time; a completed
+/// request is done).
+#[utoipa::path(post, path = "/api/data-rights/requests/{request_id}/executions", tag = "sdk-data-rights", request_body = NewExecution,
+    params(("request_id" = String, Path, description = "the request")),
+    responses((status = 201, description = "the execution, running", body = Data<Execution>)))]
+async fn start_execution(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewExecution>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let request = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let executor = Check::optional(&body.executor).unwrap_or_else(|| audit::actor_of(&ctx).1.to_string());
+    if executor.chars().count() > 256 {
+        return Err(ApiError::invalid("executor must be at most 256 characters"));
+    }
+    let now = db::now();
+    // The request moves first, guarded by its status: of two starts at once, one wins.
+    let moved =
+        sqlx::query("UPDATE data_rights_request SET status = 'in_progress', updated_at = $2 WHERE request_id = $1 AND status IN ('received', 'failed')")
+            .bind(&request.request_id)
+            .bind(&now)
+            .execute(&mut *tx)
+            .await?;
+    if moved.rows_affected() == 0 {
+        return Err(ApiError::Conflict(format!("the request is {}: it takes no new execution", request.status)));
+    }
+    let sql = format!(
+        "INSERT INTO data_rights_execution (execution_id, request_id, tenant_id, status, executor, started_at) VALUES ($1, $2, $3, 'running', $4, $5) \
+         RETURNING {EXECUTION_COLUMNS}"
+    );
+    let execution: Execution = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&request.request_id)
+        .bind(&ctx.tenant_id)
+        .bind(&executor)
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(created(execution))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = DataRightsOutcome)]
+struct Outcome {
+    /// `succeeded` or `failed`.
+    #[schema(required = true)]
+    status: Option<String>,
+    /// An audit entry of this tenant that evidences the work.
+    audit_entry_id: Option<String>,
+    /// Why it failed (at most 2000 characters).
+    error_detail: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Records the terminal outcome of an execution, once; the request
+/// becomes `completed` or `failed`.
+#[utoipa::path(post, path = "/api/data-rights/executions/{execution_id}/outcome", tag = "sdk-data-rights", request_body = Outcome,
+    params(("execution_id" = String, Path, description = "the execution")),
+    responses((status = 200, description = "the execution with its outcome", body = Data<Execution>)))]
+async fn outcome(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Outcome>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let sql = format!("SELECT {EXECUTION_COLUMNS} FROM data_rights_execution WHERE tenant_id = $1 AND execution_id = $2");
+    let current: Execution =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
+    let mut check = Check::new();
+    let status = check.required("status", &body.status);
+    check.one_of("status", &status, &OUTCOMES);
+    let entry = check.optional_uuid("audit_entry_id", &body.audit_entry_id).map(|u| u.to_string());
+    let detail = Check::optional(&body.error_detail);
+    if detail.as_ref().is_some_and(|d| d.chars().count() > 2000) {
+        check.fail("error_detail must be at most 2000 characters");
+    }
+    check.finish()?;
+    if let Some(e) = &entry {
+        let known: Option<String> = sqlx::query_scalar("SELECT entry_id FROM audit_entry WHERE tenant_id = $1 AND entry_id = $2")
+            .bind(&ctx.tenant_id)
+            .bind(e)
+            .fetch_optional(&mut *tx)
+            .await?;
+        known.ok_or_else(|| ApiError::invalid("audit_entry_id is not an audit entry of this tenant"))?;
+    }
+    let now = db::now();
+    let sql = format!(
+        "UPDATE data_rights_execution SET status = $2, audit_entry_id = $3, error_detail = $4, finished_at = $5 WHERE execution_id = $1 AND status = 'running' \
+         RETURNING {EXECUTION_COLUMNS}"
+    );
+    let done: Option<Execution> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(&status).bind(&entry).bind(&detail).bind(&now).fetch_optional(&mut *tx).await?;
+    let done = done.ok_or_else(|| ApiError::Conflict(format!("the execution already {}: its outcome is recorded once", current.status)))?;
+    let request_status = if status == "succeeded" { "completed" } else { "failed" };
+    sqlx::query("UPDATE data_rights_request SET status = $2, updated_at = $3 WHERE request_id = $1")
+        .bind(&done.request_id)
+        .bind(request_status)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+    let event = if status == "succeeded" { events::DATA_RIGHTS_EXECUTION_SUCCEEDED } else { events::DATA_RIGHTS_EXECUTION_FAILED };
+    audit::record(&mut tx, &ctx, event, json!({ "execution_id": id, "request_id": done.request_id, "audit_entry_id": entry })).await?;
+    tx.commit().await?;
+    Ok(ok(done))
+}
