@@ -1,11 +1,13 @@
 //! Governance, consent and security: so far sdk-audit (event types and
 //! hash-chained audit entries), sdk-vault (envelope encryption),
 //! sdk-secrets (secret references), sdk-consent (purposes, grants and
-//! withdrawals) and sdk-data-rights (subject requests and executions).
+//! withdrawals), sdk-data-rights (subject requests and executions) and
+//! sdk-evidence (captures of encounters).
 
 pub mod audit;
 pub mod consent;
 pub mod data_rights;
+pub mod evidence;
 pub mod secrets;
 pub mod vault;
 
@@ -14,5 +16,11 @@ use utoipa_axum::router::OpenApiRouter;
 use hub_kernel::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(audit::routes()).merge(vault::routes()).merge(secrets::routes()).merge(consent::routes()).merge(data_rights::routes())
+    OpenApiRouter::new()
+        .merge(audit::routes())
+        .merge(vault::routes())
+        .merge(secrets::routes())
+        .merge(consent::routes())
+        .merge(data_rights::routes())
+        .merge(evidence::routes())
 }

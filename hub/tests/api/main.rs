@@ -21,6 +21,7 @@ mod data_rights;
 mod device_sync;
 mod devices;
 mod dispatch;
+mod evidence;
 mod exchange;
 mod feature_flags;
 mod gate;

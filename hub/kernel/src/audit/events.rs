@@ -61,6 +61,7 @@ event_types! {
     DATA_RIGHTS_REQUEST_RECEIVED = "data-rights.request.received.v1";
     DATA_RIGHTS_EXECUTION_SUCCEEDED = "data-rights.execution.succeeded.v1";
     DATA_RIGHTS_EXECUTION_FAILED = "data-rights.execution.failed.v1";
+    EVIDENCE_CAPTURE_RECORDED = "evidence.capture.recorded.v1";
     WEBHOOK_INBOUND_SECRET_SET = "webhook.inbound_secret.set.v1";
     DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
     TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";
