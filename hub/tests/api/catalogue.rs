@@ -30,7 +30,8 @@ fn operations(doc: &Value) -> BTreeSet<(String, String)> {
 fn registered() -> BTreeSet<(String, String)> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = BTreeSet::new();
-    let mut dirs: Vec<_> = ["identity/src", "platform/src", "device/src", "governance/src", "ai/src", "operator/src", "src"].map(|d| root.join(d)).into();
+    let mut dirs: Vec<_> =
+        ["identity/src", "platform/src", "device/src", "governance/src", "provenance/src", "ai/src", "operator/src", "src"].map(|d| root.join(d)).into();
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -271,6 +272,9 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     assert_eq!(s, StatusCode::CREATED, "{e}");
     ids.insert("request_id", request);
     ids.insert("execution_id", data(&e, "execution_id"));
+    let (s, c) = app.post("/api/source-records/claims", Some(a), json!({ "subject_id": "mx", "attribute": "a", "value": 1, "source": "s" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    ids.insert("claim_id", data(&c, "claim_id"));
     ids
 }
 

@@ -38,6 +38,7 @@ mod replicas;
 mod residency;
 mod schema;
 mod secrets;
+mod source_records;
 mod spine;
 mod tenant_lifecycle;
 mod vault;

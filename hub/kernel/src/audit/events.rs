@@ -62,6 +62,8 @@ event_types! {
     DATA_RIGHTS_EXECUTION_SUCCEEDED = "data-rights.execution.succeeded.v1";
     DATA_RIGHTS_EXECUTION_FAILED = "data-rights.execution.failed.v1";
     EVIDENCE_CAPTURE_RECORDED = "evidence.capture.recorded.v1";
+    SOURCE_CLAIM_ASSERTED = "source-record.claim.asserted.v1";
+    SOURCE_CLAIM_SUPERSEDED = "source-record.claim.superseded.v1";
     WEBHOOK_INBOUND_SECRET_SET = "webhook.inbound_secret.set.v1";
     DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
     TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";

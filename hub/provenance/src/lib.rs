@@ -1,0 +1,12 @@
+//! Data provenance and ingest: so far sdk-source-record (claims that are
+//! superseded, never changed or deleted).
+
+pub mod source_record;
+
+use utoipa_axum::router::OpenApiRouter;
+
+use hub_kernel::state::AppState;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().merge(source_record::routes())
+}

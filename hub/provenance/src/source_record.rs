@@ -1,0 +1,229 @@
+//! sdk-source-record: claims about a subject, as a source stated them
+//! (`attribute` = `value`, from `source`). A claim is never changed or
+//! deleted: a new statement supersedes it, the successor inserted and the
+//! claim stamped `SUPERSEDED` (with `superseded_by`, `superseded_at`) in
+//! one transaction. Triggers on the table refuse any other update and
+//! every delete, whoever attempts them.
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(assert_claim)).routes(routes!(get_claim)).routes(routes!(supersede))
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = SourceClaim)]
+struct Claim {
+    claim_id: String,
+    subject_id: String,
+    attribute: String,
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Object)]
+    value: JsonText,
+    source: String,
+    source_ref: Option<String>,
+    /// `ACTIVE` or `SUPERSEDED`.
+    status: String,
+    /// The claim this one replaced.
+    supersedes: Option<String>,
+    superseded_by: Option<String>,
+    superseded_at: Option<String>,
+    observed_at: String,
+    recorded_by: String,
+    recorded_at: String,
+}
+
+const COLUMNS: &str =
+    "claim_id, subject_id, attribute, value, source, source_ref, status, supersedes, superseded_by, superseded_at, observed_at, recorded_by, recorded_at";
+
+fn bounded(check: &mut Check, name: &str, value: &Option<String>, max: usize, required: bool) -> Option<String> {
+    let v = if required { Some(check.required(name, value)).filter(|v| !v.is_empty()) } else { Check::optional(value) };
+    if v.as_ref().is_some_and(|v| v.chars().count() > max) {
+        check.fail(format!("{name} must be at most {max} characters"));
+    }
+    v
+}
+
+fn required_value(check: &mut Check, value: &Option<Value>) -> Value {
+    match value {
+        None | Some(Value::Null) => {
+            check.fail("value is required");
+            Value::Null
+        }
+        Some(v) if v.to_string().len() > 64 * 1024 => {
+            check.fail("value must be at most 64 KiB of JSON");
+            Value::Null
+        }
+        Some(v) => v.clone(),
+    }
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewSourceClaim)]
+struct NewClaim {
+    /// Whom the claim is about (at most 128 characters).
+    #[schema(required = true)]
+    subject_id: Option<String>,
+    /// What it states (at most 128 characters): `email`, `address`, ...
+    #[schema(required = true)]
+    attribute: Option<String>,
+    /// The stated value: any JSON, at most 64 KiB.
+    #[schema(required = true, value_type = Object)]
+    value: Option<Value>,
+    /// Who stated it (at most 128 characters): a system, a form, a person.
+    #[schema(required = true)]
+    source: Option<String>,
+    /// Where in the source (at most 256 characters).
+    source_ref: Option<String>,
+    /// RFC 3339: when the source stated it; now when absent.
+    observed_at: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+async fn insert(tx: &mut Tx, ctx: &TenantCtx, c: &Claim) -> ApiResult<Claim> {
+    let sql =
+        format!("INSERT INTO source_claim (tenant_id, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING {COLUMNS}");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&c.claim_id)
+        .bind(&c.subject_id)
+        .bind(&c.attribute)
+        .bind(c.value.0.to_string())
+        .bind(&c.source)
+        .bind(&c.source_ref)
+        .bind(&c.status)
+        .bind(&c.supersedes)
+        .bind(&c.superseded_by)
+        .bind(&c.superseded_at)
+        .bind(&c.observed_at)
+        .bind(&c.recorded_by)
+        .bind(&c.recorded_at)
+        .fetch_one(&mut **tx)
+        .await?)
+}
+
+/// Records a claim a source made.
+#[utoipa::path(post, path = "/api/source-records/claims", tag = "sdk-source-record", request_body = NewClaim,
+    responses((status = 201, description = "the claim, active", body = Data<Claim>)))]
+async fn assert_claim(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewClaim>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let subject = bounded(&mut check, "subject_id", &body.subject_id, 128, true);
+    let attribute = bounded(&mut check, "attribute", &body.attribute, 128, true);
+    let value = required_value(&mut check, &body.value);
+    let source = bounded(&mut check, "source", &body.source, 128, true);
+    let source_ref = bounded(&mut check, "source_ref", &body.source_ref, 256, false);
+    let observed = check.time_or_now("observed_at", &body.observed_at);
+    check.finish()?;
+    let claim = Claim {
+        claim_id: db::new_id(),
+        subject_id: subject.unwrap_or_default(),
+        attribute: attribute.unwrap_or_default(),
+        value: JsonText(value),
+        source: source.unwrap_or_default(),
+        source_ref,
+        status: "ACTIVE".into(),
+        supersedes: None,
+        superseded_by: None,
+        superseded_at: None,
+        observed_at: observed,
+        recorded_by: audit::actor_of(&ctx).1.to_string(),
+        recorded_at: db::now(),
+    };
+    let mut tx = state.db.begin().await?;
+    let claim = insert(&mut tx, &ctx, &claim).await?;
+    let payload = json!({ "claim_id": claim.claim_id, "subject_id": claim.subject_id, "attribute": claim.attribute, "source": claim.source });
+    audit::record(&mut tx, &ctx, events::SOURCE_CLAIM_ASSERTED, payload).await?;
+    tx.commit().await?;
+    Ok(created(claim))
+}
+
+async fn find(exec: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Claim> {
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {COLUMNS} FROM source_claim WHERE tenant_id = $1 AND claim_id = $2");
+    let found: Option<Claim> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(&mut **exec).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// A claim, active or superseded.
+#[utoipa::path(get, path = "/api/source-records/claims/{claim_id}", tag = "sdk-source-record", params(("claim_id" = String, Path, description = "the claim")),
+    responses((status = 200, description = "the claim", body = Data<Claim>)))]
+async fn get_claim(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.read.begin().await?;
+    let claim = find(&mut tx, &ctx.tenant_id, &id).await?;
+    tx.commit().await?;
+    Ok(ok(claim))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = SourceClaimSuccessor)]
+struct Successor {
+    /// The value that replaces the claim's.
+    #[schema(required = true, value_type = Object)]
+    value: Option<Value>,
+    /// The claim's source when absent.
+    source: Option<String>,
+    source_ref: Option<String>,
+    observed_at: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[schema(as = SourceClaimSuperseded)]
+struct Superseded {
+    superseded: Claim,
+    successor: Claim,
+}
+
+/// Replaces an active claim: its successor is inserted and the claim
+/// stamped `SUPERSEDED`, in one transaction (a claim already superseded
+/// is 409).
+#[utoipa::path(post, path = "/api/source-records/claims/{claim_id}/supersede", tag = "sdk-source-record", request_body = Successor,
+    params(("claim_id" = String, Path, description = "the active claim")),
+    responses((status = 201, description = "the superseded claim and its successor", body = Data<Superseded>)))]
+async fn supersede(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Successor>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let prior = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let mut check = Check::new();
+    let value = required_value(&mut check, &body.value);
+    let source = bounded(&mut check, "source", &body.source, 128, false).unwrap_or_else(|| prior.source.clone());
+    let source_ref = bounded(&mut check, "source_ref", &body.source_ref, 256, false);
+    let observed = check.time_or_now("observed_at", &body.observed_at);
+    check.finish()?;
+    if prior.status != "ACTIVE" {
+        return Err(ApiError::Conflict(format!("the claim was superseded by {}", prior.superseded_by.unwrap_or_default())));
+    }
+    let now = db::now();
+    let successor = Claim {
+        claim_id: db::new_id(),
+        subject_id: prior.subject_id.clone(),
+        attribute: prior.attribute.clone(),
+        value: JsonText(value),
+        source,
+        source_ref,
+        status: "ACTIVE".into(),
+        supersedes: Some(prior.claim_id.clone()),
+        superseded_by: None,
+        superseded_at: None,
+        observed_at: observed,
+        recorded_by: audit::actor_of(&ctx).1.to_string(),
+        recorded_at: now.clone(),
+    };
+    let successor = insert(&mut tx, &ctx, &successor).await?;
+    let sql = format!(
+        "UPDATE source_claim SET status = 'SUPERSEDED', superseded_by = $2, superseded_at = $3 WHERE claim_id = $1 AND status = 'ACTIVE' RETURNING {COLUMNS}"
+    );
+    let stamped: Option<Claim> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&prior.claim_id).bind(&successor.claim_id).bind(&now).fetch_optional(&mut *tx).await?;
+    let stamped = stamped.ok_or_else(|| ApiError::Conflict("the claim was superseded meanwhile".into()))?;
+    let payload =
+        json!({ "claim_id": stamped.claim_id, "superseded_by": successor.claim_id, "subject_id": stamped.subject_id, "attribute": stamped.attribute });
+    audit::record(&mut tx, &ctx, events::SOURCE_CLAIM_SUPERSEDED, payload).await?;
+    tx.commit().await?;
+    Ok(created(Superseded { superseded: stamped, successor }))
+}
