@@ -64,6 +64,7 @@ event_types! {
     EVIDENCE_CAPTURE_RECORDED = "evidence.capture.recorded.v1";
     SOURCE_CLAIM_ASSERTED = "source-record.claim.asserted.v1";
     SOURCE_CLAIM_SUPERSEDED = "source-record.claim.superseded.v1";
+    IMPORT_TEMPLATE_PUBLISHED = "import.template.published.v1";
     WEBHOOK_INBOUND_SECRET_SET = "webhook.inbound_secret.set.v1";
     DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
     TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";

@@ -1,0 +1,166 @@
+//! sdk-import: the mapping templates imports use (which source column or
+//! path fills which field of an entity). A template is versioned per slug:
+//! publishing adds the next version, immutable, and (unless published
+//! inactive) makes it the slug's one active version.
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(publish, list))
+}
+
+const KINDS: [&str; 4] = ["csv", "json", "xlsx", "xml"];
+/// Fields a mapping holds at most.
+const MAX_FIELDS: usize = 500;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ImportTemplate)]
+struct Template {
+    template_id: String,
+    slug: String,
+    version: i64,
+    /// The source format: `csv`, `json`, `xlsx` or `xml`.
+    kind: String,
+    /// What the rows become (`contact`, `account`, ...).
+    entity: String,
+    /// Target field to source column (or path).
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Object)]
+    mapping: JsonText,
+    #[sqlx(try_from = "i64")]
+    #[schema(value_type = bool)]
+    active: Flag,
+    created_at: String,
+}
+
+const COLUMNS: &str = "template_id, slug, version, kind, entity, mapping, active, created_at";
+
+fn valid_slug(s: &str) -> bool {
+    (1..=128).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewImportTemplate)]
+struct NewTemplate {
+    /// 1 to 128 of `a-z 0-9 . _ -`.
+    #[schema(required = true)]
+    slug: Option<String>,
+    #[schema(required = true)]
+    kind: Option<String>,
+    /// At most 64 characters.
+    #[schema(required = true)]
+    entity: Option<String>,
+    /// 1 to 500 entries: target field to a non-empty source column or path.
+    #[schema(required = true, value_type = Object)]
+    mapping: Option<Value>,
+    /// Make this version the slug's active one (default true).
+    active: Option<bool>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Publishes the next version of a template.
+#[utoipa::path(post, path = "/api/import/templates", tag = "sdk-import", request_body = NewTemplate,
+    responses((status = 201, description = "the version published", body = Data<Template>)))]
+async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewTemplate>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let slug = check.required("slug", &body.slug);
+    if !slug.is_empty() && !valid_slug(&slug) {
+        check.fail("slug must be 1 to 128 of a-z, 0-9, '.', '_' or '-'");
+    }
+    let kind = check.required("kind", &body.kind);
+    check.one_of("kind", &kind, &KINDS);
+    let entity = check.required("entity", &body.entity);
+    if entity.chars().count() > 64 {
+        check.fail("entity must be at most 64 characters");
+    }
+    match &body.mapping {
+        Some(Value::Object(m)) if (1..=MAX_FIELDS).contains(&m.len()) => {
+            for (field, source) in m {
+                if !source.as_str().is_some_and(|s| !s.trim().is_empty() && s.len() <= 256) || field.is_empty() || field.len() > 128 {
+                    check.fail(format!("mapping.{field} must map a field name (at most 128 characters) to a source column of 1 to 256 characters"));
+                }
+            }
+        }
+        _ => check.fail(format!("mapping must be an object of 1 to {MAX_FIELDS} fields")),
+    }
+    check.finish()?;
+    let active = body.active != Some(false);
+    let mut tx = state.db.begin().await?;
+    let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM import_template WHERE tenant_id = $1 AND slug = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&slug)
+        .fetch_one(&mut *tx)
+        .await?;
+    if active {
+        sqlx::query("UPDATE import_template SET active = 0 WHERE tenant_id = $1 AND slug = $2 AND active = 1")
+            .bind(&ctx.tenant_id)
+            .bind(&slug)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let sql = format!(
+        "INSERT INTO import_template (template_id, tenant_id, slug, version, kind, entity, mapping, active, created_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {COLUMNS}"
+    );
+    let template: Template = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&slug)
+        .bind(version)
+        .bind(&kind)
+        .bind(&entity)
+        .bind(body.mapping.unwrap_or_default().to_string())
+        .bind(i64::from(active))
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "template_id": template.template_id, "slug": slug, "version": version, "active": active });
+    audit::record(&mut tx, &ctx, events::IMPORT_TEMPLATE_PUBLISHED, payload).await?;
+    tx.commit().await?;
+    Ok(created(template))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct Filter {
+    /// Required: the caller's tenant.
+    #[param(required = true, format = "uuid")]
+    tenant_id: Option<String>,
+    slug: Option<String>,
+    kind: Option<String>,
+    /// `true` or `false`.
+    active: Option<String>,
+}
+
+/// Templates grouped by slug, newest version first.
+#[utoipa::path(get, path = "/api/import/templates", tag = "sdk-import", params(Filter, Page),
+    responses((status = 200, description = "one page of templates", body = ListOf<Template>)))]
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    check.required("tenant_id", &q.tenant_id);
+    let active = match Check::optional(&q.active).as_deref() {
+        None => "",
+        Some("true") => "1",
+        Some("false") => "0",
+        Some(_) => {
+            check.fail("active must be true or false");
+            ""
+        }
+    };
+    let kind = Check::optional(&q.kind).unwrap_or_default();
+    check.one_of("kind", &kind, &KINDS);
+    check.finish()?;
+    ctx.check_tenant(q.tenant_id.as_deref())?;
+    let slug = Check::optional(&q.slug).unwrap_or_default();
+    let listing = Listing {
+        table: "import_template",
+        columns: COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR slug = $2) AND ($3 = '' OR kind = $3) AND ($4 = '' OR CAST(active AS TEXT) = $4)",
+        order: "slug, version DESC",
+    };
+    page.list::<Template>(&state.db.read, &listing, &[&ctx.tenant_id, &slug, &kind, active]).await
+}
