@@ -126,10 +126,7 @@ struct CatalogueQuery {
 #[utoipa::path(get, path = "/api/consent/purposes", tag = "sdk-consent", params(CatalogueQuery),
     responses((status = 200, description = "the catalogue", body = ListOf<Purpose>)))]
 async fn list_purposes(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<CatalogueQuery>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    check.required("tenant_id", &q.tenant_id);
-    check.finish()?;
-    ctx.check_tenant(q.tenant_id.as_deref())?;
+    ctx.required_tenant(&q.tenant_id)?;
     let listing = Listing { table: "consent_purpose", columns: PURPOSE_COLUMNS, filter: "tenant_id = $1", order: "purpose_id" };
     Page::<PURPOSE_CAP, PURPOSE_CAP> { limit: PURPOSE_CAP, offset: 0 }.list::<Purpose>(&state.db.read, &listing, &[&ctx.tenant_id]).await
 }

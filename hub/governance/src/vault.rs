@@ -55,6 +55,19 @@ fn check_ref(check: &mut Check, value: &Option<String>) -> String {
     r
 }
 
+/// A required base64 field, decoded (empty when missing or malformed,
+/// which `check` reports).
+fn required_b64(check: &mut Check, name: &str, value: &Option<String>) -> Vec<u8> {
+    let v = check.required(name, value);
+    if v.is_empty() {
+        return Vec::new();
+    }
+    B64.decode(&v).unwrap_or_else(|_| {
+        check.fail(format!("{name} must be base64"));
+        Vec::new()
+    })
+}
+
 #[derive(Deserialize, ToSchema)]
 #[schema(as = VaultEncryptRequest)]
 struct EncryptRequest {
@@ -85,15 +98,7 @@ struct Envelope {
 async fn encrypt(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<EncryptRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
     let reference = check_ref(&mut check, &body.r#ref);
-    let raw = check.required("plaintext_b64", &body.plaintext_b64);
-    let plaintext = if raw.is_empty() {
-        Vec::new()
-    } else {
-        B64.decode(&raw).unwrap_or_else(|_| {
-            check.fail("plaintext_b64 must be base64");
-            Vec::new()
-        })
-    };
+    let plaintext = required_b64(&mut check, "plaintext_b64", &body.plaintext_b64);
     if plaintext.len() > MAX_PLAINTEXT {
         check.fail(format!("plaintext_b64 must decode to at most {MAX_PLAINTEXT} bytes"));
     }
@@ -144,20 +149,10 @@ struct Plaintext {
 async fn decrypt(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<DecryptRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
     let reference = check_ref(&mut check, &body.r#ref);
-    let mut field = |name: &str, value: &Option<String>| {
-        let v = check.required(name, value);
-        if v.is_empty() {
-            return Vec::new();
-        }
-        B64.decode(&v).unwrap_or_else(|_| {
-            check.fail(format!("{name} must be base64"));
-            Vec::new()
-        })
-    };
-    let ciphertext = field("ciphertext_b64", &body.ciphertext_b64);
-    let wrapped = field("wrapped_dek_b64", &body.wrapped_dek_b64);
-    let iv = field("iv_b64", &body.iv_b64);
-    let tag = field("tag_b64", &body.tag_b64);
+    let ciphertext = required_b64(&mut check, "ciphertext_b64", &body.ciphertext_b64);
+    let wrapped = required_b64(&mut check, "wrapped_dek_b64", &body.wrapped_dek_b64);
+    let iv = required_b64(&mut check, "iv_b64", &body.iv_b64);
+    let tag = required_b64(&mut check, "tag_b64", &body.tag_b64);
     if !iv.is_empty() && iv.len() != NONCE {
         check.fail(format!("iv_b64 must decode to {NONCE} bytes"));
     }

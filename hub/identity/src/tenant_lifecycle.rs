@@ -15,7 +15,7 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 use hub_kernel::prelude::*;
-use hub_kernel::{audit::Event, gate::keys, state::Invalidation, validate::MAX_CLOCK_SKEW_SECONDS};
+use hub_kernel::{gate::keys, state::Invalidation, validate::MAX_CLOCK_SKEW_SECONDS};
 
 use crate::tenancy;
 
@@ -226,19 +226,8 @@ pub async fn complete_due(state: &AppState) -> ApiResult<usize> {
         if let Some(deadline) = deadline {
             tenancy::set_status(&mut tx, &tenant_id, "offboarded").await?;
             let payload = json!({ "tenant_id": tenant_id, "deadline_at": deadline, "completed_at": now });
-            let event = Event {
-                tenant_id: &tenant_id,
-                pool_index: None,
-                event_type: events::TENANT_OFFBOARDING_COMPLETED,
-                // No credential acts: the hub does, when the deadline passes.
-                actor_kind: "system",
-                actor_id: "hub",
-                actor_chain: None,
-                payload: &payload,
-                retention_class: None,
-                occurred_at: None,
-            };
-            audit::emit(&mut tx, event).await?;
+            // No credential acts: the hub does, when the deadline passes.
+            audit::record_system(&mut tx, &tenant_id, "hub", events::TENANT_OFFBOARDING_COMPLETED, payload).await?;
             done += 1;
         }
         tx.commit().await?;

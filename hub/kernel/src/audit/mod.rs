@@ -22,6 +22,27 @@ pub fn actor_of(ctx: &TenantCtx) -> (&'static str, &str) {
     (ctx.actor_kind, ctx.person_id.as_deref().unwrap_or(&ctx.persona_id))
 }
 
+/// `emit` for what the hub does on its own, not for a credential (a
+/// deadline passing, a delivery given up, a signed inbound message):
+/// actor kind `system`, the tenant's admin pool, the type's own retention.
+pub async fn record_system(tx: &mut Tx, tenant_id: &str, actor_id: &str, event_type: &str, payload: Value) -> ApiResult<Appended> {
+    emit(
+        tx,
+        Event {
+            tenant_id,
+            pool_index: None,
+            event_type,
+            actor_kind: "system",
+            actor_id,
+            actor_chain: None,
+            payload: &payload,
+            retention_class: None,
+            occurred_at: None,
+        },
+    )
+    .await
+}
+
 /// `emit` for a tenant caller's write: the caller's tenant and admin pool,
 /// the credential as actor, the type's own retention class.
 pub async fn record(tx: &mut Tx, ctx: &TenantCtx, event_type: &str, payload: Value) -> ApiResult<Appended> {

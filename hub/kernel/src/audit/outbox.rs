@@ -21,14 +21,13 @@ pub(crate) async fn enqueue(tx: &mut crate::db::Tx, _backend: Backend, entry_ids
     if entry_ids.is_empty() {
         return Ok(());
     }
-    let marks: Vec<String> = (2..entry_ids.len() + 2).map(|i| format!("${i}")).collect();
     let sql = format!(
         "INSERT INTO webhook_outbox (entry_id, tenant_id, created_at) \
          SELECT a.entry_id, a.tenant_id, $1 FROM audit_entry a \
          WHERE a.entry_id IN ({marks}) AND a.event_type NOT LIKE 'webhook.delivery.%' \
          AND EXISTS (SELECT 1 FROM webhook_subscription s JOIN webhook_endpoint e ON e.endpoint_id = s.endpoint_id AND e.status = 'active' \
                      WHERE s.tenant_id = a.tenant_id AND {MATCHES})",
-        marks = marks.join(", ")
+        marks = crate::db::placeholders(2, entry_ids.len())
     );
     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(crate::db::now());
     for id in entry_ids {

@@ -187,6 +187,12 @@ pub fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     chrono::DateTime::parse_from_rfc3339(s.trim()).ok().map(|t| t.with_timezone(&chrono::Utc))
 }
 
+/// `$first, $first+1, ...`: `n` numbered placeholders, for an `IN (...)`
+/// list bound after `first - 1` other arguments.
+pub fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}
+
 /// A new time-ordered identifier.
 pub fn new_id() -> String {
     uuid::Uuid::now_v7().to_string()

@@ -300,6 +300,17 @@ impl TenantCtx {
     }
 }
 
+impl TenantCtx {
+    /// RULINGS 1, "tenant_id query required": missing or blank is 400,
+    /// otherwise as [`TenantCtx::check_tenant`].
+    pub fn required_tenant(&self, claimed: &Option<String>) -> ApiResult<()> {
+        let mut check = crate::validate::Check::new();
+        check.required("tenant_id", claimed);
+        check.finish()?;
+        self.check_tenant(claimed.as_deref())
+    }
+}
+
 /// The tenant a request body's `tenant_id` is checked against: the
 /// caller's, on a route that is not public.
 pub fn body_tenant_check(req: &Request) -> Option<TenantCtx> {

@@ -308,8 +308,7 @@ async fn check_personas(tx: &mut Tx, tenant_id: &str, named: &[(&str, &str)]) ->
     if named.is_empty() {
         return Ok(());
     }
-    let marks: Vec<String> = (2..named.len() + 2).map(|i| format!("${i}")).collect();
-    let sql = format!("SELECT persona_id FROM persona_persona WHERE tenant_id = $1 AND persona_id IN ({})", marks.join(", "));
+    let sql = format!("SELECT persona_id FROM persona_persona WHERE tenant_id = $1 AND persona_id IN ({})", db::placeholders(2, named.len()));
     let mut q = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql)).bind(tenant_id);
     for (_, id) in named {
         q = q.bind(*id);
@@ -335,17 +334,21 @@ fn today() -> String {
     db::format_time(Utc::now().date_naive().and_hms_opt(0, 0, 0).expect("midnight exists").and_utc())
 }
 
-/// What each persona of the tenant was given today (assigned or fallen
-/// back to), by any decision.
-async fn given_today(tx: &mut Tx, tenant_id: &str) -> ApiResult<HashMap<String, i64>> {
-    let rows: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT persona_id, COUNT(*) FROM assignment_decision WHERE tenant_id = $1 AND created_at >= $2 AND persona_id IS NOT NULL GROUP BY persona_id",
-    )
-    .bind(tenant_id)
-    .bind(today())
-    .fetch_all(&mut **tx)
-    .await?;
-    Ok(rows.into_iter().collect())
+/// What each of `personas` was given today (assigned or fallen back to),
+/// by any decision of the tenant.
+async fn given_today(tx: &mut Tx, tenant_id: &str, personas: &[String]) -> ApiResult<HashMap<String, i64>> {
+    if personas.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let sql = format!(
+        "SELECT persona_id, COUNT(*) FROM assignment_decision WHERE tenant_id = $1 AND created_at >= $2 AND persona_id IN ({}) GROUP BY persona_id",
+        db::placeholders(3, personas.len())
+    );
+    let mut q = sqlx::query_as::<_, (String, i64)>(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(today());
+    for p in personas {
+        q = q.bind(p);
+    }
+    Ok(q.fetch_all(&mut **tx).await?.into_iter().collect())
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -389,7 +392,7 @@ async fn route(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): B
         .ok_or_else(|| ApiError::invalid(format!("rule_set_name: no active rule set is named {name}")))?;
     check_candidates(&mut tx, &ctx.tenant_id, &candidates).await?;
     let rules = stored_rules(&set);
-    let load = given_today(&mut tx, &ctx.tenant_id).await?;
+    let load = given_today(&mut tx, &ctx.tenant_id, &candidates).await?;
     let Routed { outcome, persona_id, matched_rule } = engine::route(&rules, &subject, &candidates, &specialties, &load);
     let decision = Decision {
         decision_id: None,
@@ -483,7 +486,7 @@ async fn assign_by_task(State(state): State<AppState>, Tenant(ctx): Tenant, Body
     // pool's cursor, so a turn is never handed out twice.
     let lock = if state.db.backend == Backend::Postgres { " FOR UPDATE" } else { "" };
     let workloads = workloads(&mut tx, &ctx.tenant_id, &candidates, lock).await?;
-    let given = given_today(&mut tx, &ctx.tenant_id).await?;
+    let given = given_today(&mut tx, &ctx.tenant_id, &candidates).await?;
     let now = Utc::now();
     let mut cursor = None;
     if strategy == "round_robin" {
@@ -621,9 +624,8 @@ async fn workloads(tx: &mut Tx, tenant_id: &str, ids: &[String], lock: &str) -> 
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let marks: Vec<String> = (2..ids.len() + 2).map(|i| format!("${i}")).collect();
-    let sql =
-        format!("SELECT {WORKLOAD_COLUMNS} FROM assignment_workload WHERE tenant_id = $1 AND persona_id IN ({}) ORDER BY persona_id{lock}", marks.join(", "));
+    let marks = db::placeholders(2, ids.len());
+    let sql = format!("SELECT {WORKLOAD_COLUMNS} FROM assignment_workload WHERE tenant_id = $1 AND persona_id IN ({marks}) ORDER BY persona_id{lock}");
     let mut q = sqlx::query_as::<_, WorkloadRow>(sqlx::AssertSqlSafe(sql)).bind(tenant_id);
     for id in ids {
         q = q.bind(id);

@@ -9,7 +9,7 @@
 use axum::{body::Bytes, http::HeaderMap};
 use base64::Engine;
 use chrono::{TimeDelta, Utc};
-use hub_kernel::{audit::Event, crypto, prelude::*};
+use hub_kernel::{crypto, prelude::*};
 use standardwebhooks::WebhookError;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -212,18 +212,7 @@ async fn receive(
     let result = handler.handle(&mut tx, &tenant_id, &provider, &payload).await?;
     let actor = format!("{kind}:{provider}");
     let record = json!({ "kind": kind, "provider": provider, "webhook_id": webhook_id });
-    let event = Event {
-        tenant_id: &tenant_id,
-        pool_index: None,
-        event_type: events::WEBHOOK_INBOUND_RECEIVED,
-        actor_kind: "system",
-        actor_id: &actor,
-        actor_chain: None,
-        payload: &record,
-        retention_class: None,
-        occurred_at: None,
-    };
-    audit::emit(&mut tx, event).await?;
+    audit::record_system(&mut tx, &tenant_id, &actor, events::WEBHOOK_INBOUND_RECEIVED, record).await?;
     tx.commit().await?;
     Ok(ok(Receipt { received: true, webhook_id, result }))
 }

@@ -286,13 +286,7 @@ async fn update_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Pat
 async fn delete_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let endpoint = find(&mut tx, &ctx.tenant_id, &id).await?;
-    for table in ["webhook_attempt", "webhook_delivery", "webhook_subscription"] {
-        let sql = format!(
-            "DELETE FROM {table} WHERE {}",
-            if table == "webhook_attempt" { "delivery_id IN (SELECT delivery_id FROM webhook_delivery WHERE endpoint_id = $1)" } else { "endpoint_id = $1" }
-        );
-        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(&endpoint.endpoint_id).execute(&mut *tx).await?;
-    }
+    // Subscriptions, deliveries and their attempts go with it (ON DELETE CASCADE).
     sqlx::query("DELETE FROM webhook_endpoint WHERE endpoint_id = $1").bind(&endpoint.endpoint_id).execute(&mut *tx).await?;
     audit::record(&mut tx, &ctx, events::WEBHOOK_ENDPOINT_DELETED, json!({ "endpoint_id": endpoint.endpoint_id })).await?;
     tx.commit().await?;
@@ -426,10 +420,7 @@ struct DeadLetterQuery {
 #[utoipa::path(get, path = "/api/webhooks/deadletters", tag = "sdk-webhook", params(DeadLetterQuery, Page),
     responses((status = 200, description = "one page of dead letters", body = ListOf<Delivery>)))]
 async fn dead_letters(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DeadLetterQuery>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    check.required("tenant_id", &q.tenant_id);
-    check.finish()?;
-    ctx.check_tenant(q.tenant_id.as_deref())?;
+    ctx.required_tenant(&q.tenant_id)?;
     let endpoint = Check::optional(&q.endpoint_id).unwrap_or_default();
     let listing = Listing {
         table: "webhook_delivery",

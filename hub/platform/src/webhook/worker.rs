@@ -15,7 +15,7 @@ use std::{sync::Arc, time::Duration};
 use chrono::{DateTime, TimeDelta, Utc};
 use futures_util::future::join_all;
 use hub_kernel::{
-    audit::{self, Event},
+    audit::{self, events},
     db::{self, Backend},
     error::ApiResult,
     state::AppState,
@@ -166,7 +166,7 @@ async fn fan_out(state: &AppState) -> ApiResult<usize> {
     if ids.is_empty() {
         return Ok(0);
     }
-    let marks = (2..ids.len() + 2).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+    let marks = db::placeholders(2, ids.len());
     let sql = format!(
         "INSERT INTO webhook_delivery (delivery_id, tenant_id, endpoint_id, entry_id, event_type, status, attempts, next_attempt_at, created_at) \
          SELECT {uuid}, a.tenant_id, e.endpoint_id, a.entry_id, a.event_type, 'pending', 0, $1, $1 \
@@ -183,7 +183,7 @@ async fn fan_out(state: &AppState) -> ApiResult<usize> {
         q = q.bind(id);
     }
     q.execute(&mut *tx).await?;
-    let sql = format!("DELETE FROM webhook_outbox WHERE entry_id IN ({})", (1..=ids.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", "));
+    let sql = format!("DELETE FROM webhook_outbox WHERE entry_id IN ({})", db::placeholders(1, ids.len()));
     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
     for id in &ids {
         q = q.bind(id);
@@ -230,13 +230,12 @@ async fn lease(state: &AppState) -> ApiResult<Vec<Job>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let marks: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
     let sql = format!(
         "SELECT d.delivery_id, d.tenant_id, d.endpoint_id, d.attempts, d.event_type, a.entry_id, a.occurred_at, a.payload, \
          e.url, e.secret_sealed, e.previous_secret_sealed, e.previous_secret_until \
          FROM webhook_delivery d JOIN webhook_endpoint e ON e.endpoint_id = d.endpoint_id JOIN audit_entry a ON a.entry_id = d.entry_id \
          WHERE d.delivery_id IN ({})",
-        marks.join(", ")
+        db::placeholders(1, ids.len())
     );
     let mut q = sqlx::query_as::<_, Job>(sqlx::AssertSqlSafe(sql));
     for id in &ids {
@@ -392,18 +391,7 @@ async fn record(state: &AppState, outcomes: Vec<Outcome>) -> ApiResult<()> {
         .await?;
         if matches!(step, Next::Dead | Next::Gone) {
             let payload = json!({ "delivery_id": j.delivery_id, "endpoint_id": j.endpoint_id, "event_type": j.event_type, "attempts": attempts, "last_status_code": o.status });
-            let event = Event {
-                tenant_id: &j.tenant_id,
-                pool_index: None,
-                event_type: hub_kernel::audit::events::WEBHOOK_DELIVERY_DEAD_LETTERED,
-                actor_kind: "system",
-                actor_id: "hub",
-                actor_chain: None,
-                payload: &payload,
-                retention_class: None,
-                occurred_at: None,
-            };
-            audit::emit(&mut tx, event).await?;
+            audit::record_system(&mut tx, &j.tenant_id, "hub", events::WEBHOOK_DELIVERY_DEAD_LETTERED, payload).await?;
         }
     }
     tx.commit().await?;
