@@ -2,8 +2,10 @@
 //! hash-chained audit entries), sdk-vault (envelope encryption),
 //! sdk-secrets (secret references), sdk-consent (purposes, grants and
 //! withdrawals), sdk-data-rights (subject requests and executions) and
-//! sdk-evidence (captures of encounters).
+//! sdk-evidence (captures of encounters), sdk-approval (ordered approval
+//! steps and their decisions).
 
+pub mod approval;
 pub mod audit;
 pub mod consent;
 pub mod data_rights;
@@ -23,4 +25,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(consent::routes())
         .merge(data_rights::routes())
         .merge(evidence::routes())
+        .merge(approval::routes())
 }

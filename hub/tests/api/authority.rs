@@ -74,20 +74,10 @@ async fn owner_role(app: &TestApp, token: &str, persona: &str) -> Value {
     roles["data"]["roles"][0]["role_template_id"].clone()
 }
 
-/// Registers a person and admits them to the tenant as `member`; returns
-/// (person token for that tenant, their persona id).
-async fn member(app: &TestApp, owner: &str, tenant_id: &Value, email: &str) -> (String, String) {
-    let (_, reg) = app.post("/api/auth/register", None, json!({ "email": email, "password": "member password", "display_name": "M" })).await;
-    let (s, m) = app.post("/api/memberships", Some(owner), json!({ "person_id": reg["data"]["person_id"] })).await;
-    assert_eq!(s, StatusCode::CREATED, "{m}");
-    let (_, login) = app.post("/api/auth/login", None, json!({ "email": email, "password": "member password", "tenant_id": tenant_id })).await;
-    (login["data"]["token"].as_str().unwrap().to_string(), m["data"]["persona_id"].as_str().unwrap().to_string())
-}
-
 async fn human_authority_follows_grants_at_request_time(app: TestApp) {
     let t = app.signup("boss@example.com", "hr").await;
     let owner = t["token"].as_str().unwrap();
-    let (token, persona) = member(&app, owner, &t["tenant_id"], "m@example.com").await;
+    let (token, persona) = app.member(owner, &t["tenant_id"], "m@example.com").await;
     // A member holds nothing: refused, with the scope it would need.
     let body = assert_error(app.get("/api/applications", Some(&token)).await, 403, "Forbidden");
     assert_eq!(body["required_scopes"], json!(["application.application.read"]));
@@ -109,7 +99,7 @@ db_test!(human_authority_follows_grants_at_request_time);
 async fn a_tenant_template_overrides_the_platform_default_of_the_same_name(app: TestApp) {
     let t = app.signup("ovr@example.com", "ovr").await;
     let owner = t["token"].as_str().unwrap();
-    let (token, _) = member(&app, owner, &t["tenant_id"], "mm@example.com").await;
+    let (token, _) = app.member(owner, &t["tenant_id"], "mm@example.com").await;
     assert_error(app.get("/api/applications", Some(&token)).await, 403, "Forbidden");
     // The member's template is the platform default `member`; the tenant overrides it.
     let (s, _) = app.post("/api/role-templates", Some(owner), json!({ "name": "member", "permissions": { "application.application.read": true } })).await;
@@ -122,7 +112,7 @@ db_test!(a_tenant_template_overrides_the_platform_default_of_the_same_name);
 async fn templates_inherit_from_their_parent(app: TestApp) {
     let t = app.signup("inh@example.com", "inh").await;
     let owner = t["token"].as_str().unwrap();
-    let (token, persona) = member(&app, owner, &t["tenant_id"], "kid@example.com").await;
+    let (token, persona) = app.member(owner, &t["tenant_id"], "kid@example.com").await;
     let (_, parent) = app
         .post("/api/role-templates", Some(owner), json!({ "name": "base", "permissions": { "me.me.read": true, "application.application.read": true } }))
         .await;

@@ -275,6 +275,12 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, c) = app.post("/api/source-records/claims", Some(a), json!({ "subject_id": "mx", "attribute": "a", "value": 1, "source": "s" })).await;
     assert_eq!(s, StatusCode::CREATED, "{c}");
     ids.insert("claim_id", data(&c, "claim_id"));
+    // `request_id` is the data-rights request's; the step is an approval request's.
+    let (s, r) = app.post("/api/approvals/routes", Some(a), json!({ "name": "mx", "steps": [{ "approver_persona_id": t.a["persona_id"] }] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, r) = app.post("/api/approvals/requests", Some(a), json!({ "route_id": r["data"]["route_id"], "subject_kind": "mx", "subject_id": "1" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("step_id", r["data"]["steps"][0]["step_id"].as_str().unwrap().to_string());
     ids
 }
 

@@ -119,16 +119,6 @@ async fn command_requests_are_validated(app: TestApp) {
 }
 db_test!(command_requests_are_validated);
 
-/// A second person in the owner's tenant, logged in; returns (token, persona_id).
-async fn member(app: &TestApp, owner: &str, tenant_id: &Value, email: &str) -> (String, String) {
-    let (s, reg) = app.post("/api/auth/register", None, json!({ "email": email, "password": "member password", "display_name": "M" })).await;
-    assert_eq!(s, StatusCode::CREATED, "{reg}");
-    let (s, m) = app.post("/api/memberships", Some(owner), json!({ "person_id": reg["data"]["person_id"] })).await;
-    assert_eq!(s, StatusCode::CREATED, "{m}");
-    let (_, login) = app.post("/api/auth/login", None, json!({ "email": email, "password": "member password", "tenant_id": tenant_id })).await;
-    (login["data"]["token"].as_str().unwrap().to_string(), m["data"]["persona_id"].as_str().unwrap().to_string())
-}
-
 async fn high_and_critical_commands_wait_for_a_human_with_the_approve_grant(app: TestApp) {
     let t = app.signup("hi@example.com", "hi").await;
     let owner = t["token"].as_str().unwrap();
@@ -147,7 +137,7 @@ async fn high_and_critical_commands_wait_for_a_human_with_the_approve_grant(app:
     let body = assert_error(app.post(&decide, key["api_key"].as_str(), json!({ "approved": true })).await, 403, "Forbidden");
     assert!(body["details"][0].as_str().unwrap().contains("human"), "{body}");
     // A person whose roles lack command.command.approve is refused...
-    let (member_token, member_persona) = member(&app, owner, &t["tenant_id"], "m@example.com").await;
+    let (member_token, member_persona) = app.member(owner, &t["tenant_id"], "m@example.com").await;
     let (_, tpl) = app
         .post("/api/role-templates", Some(owner), json!({ "name": "operator", "permissions": { "command.command.write": true, "command.command.read": true } }))
         .await;

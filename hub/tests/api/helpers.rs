@@ -221,6 +221,18 @@ impl TestApp {
         TwoTenants { a_token: a["token"].as_str().unwrap().to_string(), b_key: key["api_key"].as_str().unwrap().to_string(), a, b, b_token }
     }
 
+    /// Registers a person and admits them to the owner's tenant (as a
+    /// member holding no role); returns (their token for that tenant,
+    /// their persona id).
+    pub async fn member(&self, owner: &str, tenant_id: &Value, email: &str) -> (String, String) {
+        let (s, reg) = self.post("/api/auth/register", None, json!({ "email": email, "password": "member password", "display_name": "M" })).await;
+        assert_eq!(s, StatusCode::CREATED, "{reg}");
+        let (s, m) = self.post("/api/memberships", Some(owner), json!({ "person_id": reg["data"]["person_id"] })).await;
+        assert_eq!(s, StatusCode::CREATED, "{m}");
+        let (_, login) = self.post("/api/auth/login", None, json!({ "email": email, "password": "member password", "tenant_id": tenant_id })).await;
+        (login["data"]["token"].as_str().unwrap().to_string(), m["data"]["persona_id"].as_str().unwrap().to_string())
+    }
+
     /// The role template a persona holds as its primary role (for a
     /// signup's persona: the owner template).
     pub async fn owner_template(&self, token: &str, persona: &str) -> Value {

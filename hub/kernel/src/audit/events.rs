@@ -61,6 +61,11 @@ event_types! {
     DATA_RIGHTS_REQUEST_RECEIVED = "data-rights.request.received.v1";
     DATA_RIGHTS_EXECUTION_SUCCEEDED = "data-rights.execution.succeeded.v1";
     DATA_RIGHTS_EXECUTION_FAILED = "data-rights.execution.failed.v1";
+    APPROVAL_ROUTE_CREATED = "approval.route.created.v1";
+    APPROVAL_REQUEST_CREATED = "approval.request.created.v1";
+    APPROVAL_STEP_DECIDED = "approval.step.decided.v1";
+    APPROVAL_REQUEST_APPROVED = "approval.request.approved.v1";
+    APPROVAL_REQUEST_REJECTED = "approval.request.rejected.v1";
     EVIDENCE_CAPTURE_RECORDED = "evidence.capture.recorded.v1";
     SOURCE_CLAIM_ASSERTED = "source-record.claim.asserted.v1";
     SOURCE_CLAIM_SUPERSEDED = "source-record.claim.superseded.v1";

@@ -191,6 +191,7 @@ mod tests {
         "webhook.endpoint.updated.v1",
         "webhook.endpoint.deleted.v1",
         "webhook.inbound_secret.set.v1",
+        "approval.step.decided.v1",
     ];
 
     #[test]

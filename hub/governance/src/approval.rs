@@ -1,0 +1,379 @@
+//! sdk-approval: routes of ordered approval steps, each with its approver
+//! persona and an optional SLA; requests that walk a route's steps in
+//! order; the decision of one step by its approver; and the inbox of
+//! pending requests. A request is `pending` until its last step approves
+//! (`approved`) or any step rejects (`rejected`, the later steps
+//! `skipped`). The operator routes read the same tables.
+
+use hub_identity::personas;
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_route))
+        .routes(routes!(create_request))
+        .routes(routes!(get_request))
+        .routes(routes!(decide))
+        .routes(routes!(inbox))
+}
+
+const DECISIONS: [&str; 2] = ["approved", "rejected"];
+const MAX_STEPS: usize = 20;
+/// A week of minutes times ten: an SLA beyond it is a typo.
+const MAX_SLA_MINUTES: i64 = 100_800;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ApprovalRoute)]
+struct ApprovalRoute {
+    route_id: String,
+    name: String,
+    /// `active`.
+    status: String,
+    /// `[{ name, approver_persona_id, sla_minutes }]`, in order.
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<Object>)]
+    steps: JsonText,
+    /// The largest SLA of the steps, 0 when none has one.
+    sla_minutes: i64,
+    created_at: String,
+}
+
+const ROUTE_COLUMNS: &str = "route_id, name, status, steps, sla_minutes, created_at";
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ApprovalRequest)]
+struct ApprovalRequest {
+    request_id: String,
+    route_id: String,
+    subject_kind: String,
+    subject_id: String,
+    /// `pending`, `approved` or `rejected`.
+    status: String,
+    reason: Option<String>,
+    requested_by: String,
+    requested_at: String,
+    resolved_at: Option<String>,
+    /// Its steps in order (on every answer but the inbox).
+    #[sqlx(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Step>>)]
+    steps: Option<Vec<Step>>,
+}
+
+const REQUEST_COLUMNS: &str = "request_id, route_id, subject_kind, subject_id, status, reason, requested_by, requested_at, resolved_at";
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ApprovalStep)]
+struct Step {
+    step_id: String,
+    seq: i64,
+    name: String,
+    approver_persona_id: String,
+    sla_minutes: Option<i64>,
+    /// `pending`, `approved`, `rejected`, or `skipped` after a rejection.
+    status: String,
+    comment: Option<String>,
+    decided_by: Option<String>,
+    decided_at: Option<String>,
+}
+
+const STEP_COLUMNS: &str = "step_id, seq, name, approver_persona_id, sla_minutes, status, comment, decided_by, decided_at";
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewApprovalRoute)]
+struct NewRoute {
+    /// 1–200 characters, unique in the tenant.
+    #[schema(required = true)]
+    name: Option<String>,
+    /// 1–20 steps `{ approver_persona_id, sla_minutes?, name? }`, decided in order.
+    #[schema(required = true, value_type = Vec<Object>)]
+    steps: Option<Value>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Creates an approval route.
+#[utoipa::path(post, path = "/api/approvals/routes", tag = "sdk-approval", request_body = NewRoute,
+    responses((status = 201, description = "the route", body = Data<ApprovalRoute>)))]
+async fn create_route(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRoute>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let name = check.required("name", &body.name);
+    if name.chars().count() > 200 {
+        check.fail("name must be at most 200 characters");
+    }
+    let mut steps = Vec::new();
+    match body.steps.as_ref().and_then(Value::as_array) {
+        Some(list) if (1..=MAX_STEPS).contains(&list.len()) => {
+            for (i, step) in list.iter().enumerate() {
+                let approver = step.get("approver_persona_id").and_then(Value::as_str).map(str::to_string);
+                let approver = check.required_uuid(&format!("steps[{i}].approver_persona_id"), &approver);
+                let sla = check.optional_int(&format!("steps[{i}].sla_minutes"), step.get("sla_minutes"), 1, MAX_SLA_MINUTES);
+                let step_name = match step.get("name") {
+                    None | Some(Value::Null) => format!("step {}", i + 1),
+                    Some(Value::String(s)) if (1..=200).contains(&s.trim().chars().count()) => s.trim().to_string(),
+                    Some(_) => {
+                        check.fail(format!("steps[{i}].name must be a string of 1 to 200 characters"));
+                        String::new()
+                    }
+                };
+                steps.push((step_name, approver.map(|u| u.to_string()), sla));
+            }
+        }
+        _ => check.fail(format!("steps must be an array of 1 to {MAX_STEPS} steps")),
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let mut check = Check::new();
+    for (i, (_, approver, _)) in steps.iter().enumerate() {
+        if let Some(a) = approver
+            && !personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, a).await?
+        {
+            check.fail(format!("steps[{i}].approver_persona_id is not a persona of this tenant"));
+        }
+    }
+    check.finish()?;
+    let sla_max = steps.iter().filter_map(|s| s.2).max().unwrap_or(0);
+    let steps_json: Vec<Value> = steps.iter().map(|(n, a, s)| json!({ "name": n, "approver_persona_id": a, "sla_minutes": s })).collect();
+    let sql = format!(
+        "INSERT INTO approval_route (route_id, tenant_id, name, status, steps, sla_minutes, created_by, created_at) VALUES ($1, $2, $3, 'active', $4, $5, $6, $7) \
+         ON CONFLICT (tenant_id, name) DO NOTHING RETURNING {ROUTE_COLUMNS}"
+    );
+    let route: Option<ApprovalRoute> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&name)
+        .bind(Value::from(steps_json).to_string())
+        .bind(sla_max)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let route = route.ok_or_else(|| ApiError::Conflict(format!("an approval route named {name} exists")))?;
+    let payload = json!({ "route_id": route.route_id, "name": name, "steps": steps.len(), "sla_minutes": sla_max });
+    audit::record(&mut tx, &ctx, events::APPROVAL_ROUTE_CREATED, payload).await?;
+    tx.commit().await?;
+    Ok(created(route))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewApprovalRequest)]
+struct NewRequest {
+    /// An approval route of the tenant.
+    #[schema(required = true, format = "uuid")]
+    route_id: Option<String>,
+    /// What is to be approved: its kind (1–64 characters) …
+    #[schema(required = true)]
+    subject_kind: Option<String>,
+    /// … and its identifier (1–256 characters).
+    #[schema(required = true)]
+    subject_id: Option<String>,
+    /// At most 2000 characters.
+    reason: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Opens an approval request on a route: its steps are the route's, all
+/// pending, decided in order.
+#[utoipa::path(post, path = "/api/approvals/requests", tag = "sdk-approval", request_body = NewRequest,
+    responses((status = 201, description = "the request with its steps", body = Data<ApprovalRequest>)))]
+async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRequest>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let route_id = check.required_uuid("route_id", &body.route_id).map(|u| u.to_string());
+    let kind = check.required("subject_kind", &body.subject_kind);
+    if kind.chars().count() > 64 {
+        check.fail("subject_kind must be at most 64 characters");
+    }
+    let subject = check.required("subject_id", &body.subject_id);
+    if subject.chars().count() > 256 {
+        check.fail("subject_id must be at most 256 characters");
+    }
+    let reason = Check::optional(&body.reason);
+    if reason.as_ref().is_some_and(|r| r.chars().count() > 2000) {
+        check.fail("reason must be at most 2000 characters");
+    }
+    check.finish()?;
+    let route_id = route_id.unwrap_or_default();
+    let mut tx = state.db.begin().await?;
+    let steps: Option<(String,)> = sqlx::query_as("SELECT steps FROM approval_route WHERE tenant_id = $1 AND route_id = $2 AND status = 'active'")
+        .bind(&ctx.tenant_id)
+        .bind(&route_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let steps = steps.ok_or_else(|| ApiError::invalid("route_id is not an active approval route of this tenant"))?.0;
+    let steps: Vec<Value> = serde_json::from_str(&steps).map_err(|e| ApiError::Internal(e.into()))?;
+    let (request_id, now) = (db::new_id(), db::now());
+    sqlx::query(
+        "INSERT INTO approval_request (request_id, tenant_id, route_id, subject_kind, subject_id, status, reason, requested_by, requested_at) \
+         VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8)",
+    )
+    .bind(&request_id)
+    .bind(&ctx.tenant_id)
+    .bind(&route_id)
+    .bind(&kind)
+    .bind(&subject)
+    .bind(&reason)
+    .bind(audit::actor_of(&ctx).1)
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    for (i, step) in steps.iter().enumerate() {
+        sqlx::query(
+            "INSERT INTO approval_step (step_id, request_id, tenant_id, seq, name, approver_persona_id, sla_minutes, status) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending')",
+        )
+        .bind(db::new_id())
+        .bind(&request_id)
+        .bind(&ctx.tenant_id)
+        .bind(i as i64 + 1)
+        .bind(step["name"].as_str().unwrap_or_default())
+        .bind(step["approver_persona_id"].as_str().unwrap_or_default())
+        .bind(step["sla_minutes"].as_i64())
+        .execute(&mut *tx)
+        .await?;
+    }
+    let payload = json!({ "request_id": request_id, "route_id": route_id, "subject_kind": kind, "subject_id": subject });
+    audit::record(&mut tx, &ctx, events::APPROVAL_REQUEST_CREATED, payload).await?;
+    let request = load(&mut tx, &ctx.tenant_id, &request_id).await?;
+    tx.commit().await?;
+    Ok(created(request))
+}
+
+/// The tenant's request with its steps, or 404.
+async fn load(tx: &mut Tx, tenant_id: &str, request_id: &str) -> ApiResult<ApprovalRequest> {
+    let sql = format!("SELECT {REQUEST_COLUMNS} FROM approval_request WHERE tenant_id = $1 AND request_id = $2");
+    let found: Option<ApprovalRequest> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(request_id).fetch_optional(&mut **tx).await?;
+    let mut request = found.ok_or(ApiError::NotFound)?;
+    let sql = format!("SELECT {STEP_COLUMNS} FROM approval_step WHERE request_id = $1 ORDER BY seq");
+    request.steps = Some(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(request_id).fetch_all(&mut **tx).await?);
+    Ok(request)
+}
+
+/// A request with its steps.
+#[utoipa::path(get, path = "/api/approvals/requests/{request_id}", tag = "sdk-approval", params(("request_id" = String, Path, description = "the request")),
+    responses((status = 200, description = "the request", body = Data<ApprovalRequest>)))]
+async fn get_request(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.read.begin().await?;
+    let request = load(&mut tx, &ctx.tenant_id, &id).await?;
+    tx.commit().await?;
+    Ok(ok(request))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = ApprovalDecision)]
+struct Decision {
+    /// `approved` or `rejected`.
+    #[schema(required = true)]
+    decision: Option<String>,
+    /// At most 2000 characters.
+    comment: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Decides one step. Only the step's approver persona (the caller's
+/// persona) decides it, once, after the steps before it approved.
+#[utoipa::path(post, path = "/api/approvals/requests/{request_id}/steps/{step_id}/decision", tag = "sdk-approval", request_body = Decision,
+    params(("request_id" = String, Path, description = "the request"), ("step_id" = String, Path, description = "the step")),
+    responses((status = 200, description = "the request with its steps", body = Data<ApprovalRequest>)))]
+async fn decide(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path((request_id, step_id)): Path<(String, String)>,
+    Body(body): Body<Decision>,
+) -> ApiResult<Response> {
+    let (request_id, step_id) = (path_id(&request_id)?.to_string(), path_id(&step_id)?.to_string());
+    let mut tx = state.db.begin().await?;
+    let request = load(&mut tx, &ctx.tenant_id, &request_id).await?;
+    let steps = request.steps.as_deref().unwrap_or_default();
+    let step = steps.iter().find(|s| s.step_id == step_id).ok_or(ApiError::NotFound)?;
+    let mut check = Check::new();
+    let decision = check.required("decision", &body.decision);
+    check.one_of("decision", &decision, &DECISIONS);
+    let comment = Check::optional(&body.comment);
+    if comment.as_ref().is_some_and(|c| c.chars().count() > 2000) {
+        check.fail("comment must be at most 2000 characters");
+    }
+    check.finish()?;
+    if step.approver_persona_id != ctx.persona_id {
+        return Err(ApiError::forbidden("only the step's approver persona decides it"));
+    }
+    if step.status != "pending" {
+        return Err(ApiError::Conflict(format!("the step is already {}", step.status)));
+    }
+    if let Some(before) = steps.iter().find(|s| s.seq < step.seq && s.status == "pending") {
+        return Err(ApiError::Conflict(format!("step {} is not decided yet: steps are decided in order", before.seq)));
+    }
+    let now = db::now();
+    // Guarded by the step's status: of two decisions at once, one wins.
+    let moved = sqlx::query("UPDATE approval_step SET status = $2, comment = $3, decided_by = $4, decided_at = $5 WHERE step_id = $1 AND status = 'pending'")
+        .bind(&step_id)
+        .bind(&decision)
+        .bind(&comment)
+        .bind(&ctx.persona_id)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+    if moved.rows_affected() == 0 {
+        return Err(ApiError::Conflict("the step was decided meanwhile".into()));
+    }
+    let payload = json!({ "request_id": request_id, "step_id": step_id, "seq": step.seq, "decision": decision, "approver_persona_id": ctx.persona_id });
+    audit::record(&mut tx, &ctx, events::APPROVAL_STEP_DECIDED, payload).await?;
+    let last = steps.iter().all(|s| s.seq <= step.seq);
+    let outcome = match decision.as_str() {
+        "rejected" => Some(("rejected", events::APPROVAL_REQUEST_REJECTED)),
+        _ if last => Some(("approved", events::APPROVAL_REQUEST_APPROVED)),
+        _ => None,
+    };
+    if let Some((status, event)) = outcome {
+        sqlx::query("UPDATE approval_request SET status = $2, resolved_at = $3 WHERE request_id = $1 AND status = 'pending'")
+            .bind(&request_id)
+            .bind(status)
+            .bind(&now)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE approval_step SET status = 'skipped' WHERE request_id = $1 AND status = 'pending'").bind(&request_id).execute(&mut *tx).await?;
+        audit::record(&mut tx, &ctx, event, json!({ "request_id": request_id, "route_id": request.route_id, "decided_by_step": step_id })).await?;
+    }
+    let request = load(&mut tx, &ctx.tenant_id, &request_id).await?;
+    tx.commit().await?;
+    Ok(ok(request))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct InboxQuery {
+    /// Required: the caller's tenant.
+    #[param(required = true, format = "uuid")]
+    tenant_id: Option<String>,
+    /// Only requests with an undecided step of this persona.
+    #[param(format = "uuid")]
+    assignee_persona_id: Option<String>,
+}
+
+/// The pending requests, oldest first.
+#[utoipa::path(get, path = "/api/approvals/inbox", tag = "sdk-approval", params(InboxQuery, Page),
+    responses((status = 200, description = "one page of pending requests", body = ListOf<ApprovalRequest>)))]
+async fn inbox(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<InboxQuery>, page: Page) -> ApiResult<Response> {
+    ctx.required_tenant(&q.tenant_id)?;
+    let mut check = Check::new();
+    let assignee = check.optional_uuid("assignee_persona_id", &q.assignee_persona_id).map(|u| u.to_string());
+    check.finish()?;
+    let mut listing =
+        Listing { table: "approval_request", columns: REQUEST_COLUMNS, filter: "tenant_id = $1 AND status = 'pending'", order: "requested_at, request_id" };
+    match assignee {
+        None => page.list::<ApprovalRequest>(&state.db.read, &listing, &[&ctx.tenant_id]).await,
+        Some(persona) => {
+            listing.filter = "tenant_id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM approval_step s WHERE s.request_id = approval_request.request_id \
+                              AND s.tenant_id = $1 AND s.approver_persona_id = $2 AND s.status = 'pending')";
+            page.list::<ApprovalRequest>(&state.db.read, &listing, &[&ctx.tenant_id, &persona]).await
+        }
+    }
+}
