@@ -3,13 +3,15 @@
 //! sdk-secrets (secret references), sdk-consent (purposes, grants and
 //! withdrawals), sdk-data-rights (subject requests and executions) and
 //! sdk-evidence (captures of encounters), sdk-approval (ordered approval
-//! steps and their decisions).
+//! steps and their decisions), sdk-rebac (relationships between personas
+//! and the reachability check the gate also asks).
 
 pub mod approval;
 pub mod audit;
 pub mod consent;
 pub mod data_rights;
 pub mod evidence;
+pub mod rebac;
 pub mod secrets;
 pub mod vault;
 
@@ -26,4 +28,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(data_rights::routes())
         .merge(evidence::routes())
         .merge(approval::routes())
+        .merge(rebac::routes())
 }

@@ -36,6 +36,7 @@ mod media;
 mod operations;
 mod process;
 mod quic;
+mod rebac;
 mod replicas;
 mod residency;
 mod schema;

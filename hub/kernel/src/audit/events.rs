@@ -66,6 +66,8 @@ event_types! {
     APPROVAL_STEP_DECIDED = "approval.step.decided.v1";
     APPROVAL_REQUEST_APPROVED = "approval.request.approved.v1";
     APPROVAL_REQUEST_REJECTED = "approval.request.rejected.v1";
+    REBAC_RELATIONSHIP_CREATED = "rebac.relationship.created.v1";
+    REBAC_RELATIONSHIP_DELETED = "rebac.relationship.deleted.v1";
     EVIDENCE_CAPTURE_RECORDED = "evidence.capture.recorded.v1";
     SOURCE_CLAIM_ASSERTED = "source-record.claim.asserted.v1";
     SOURCE_CLAIM_SUPERSEDED = "source-record.claim.superseded.v1";

@@ -38,9 +38,18 @@ pub trait RobotDirectory: Send + Sync + 'static {
     fn robot_by_id<'a>(&'a self, db: &'a Db, credential_id: &'a str) -> Lookup<'a, Option<RobotCredential>>;
 }
 
+/// Relationships between personas (implemented by the governance area's
+/// sdk-rebac): the gate's ReBAC step.
+pub trait RelationDirectory: Send + Sync + 'static {
+    /// Whether `subject` reaches `target` through relationships of kind
+    /// `relation` in `tenant` (within the default budget).
+    fn reaches<'a>(&'a self, db: &'a Db, tenant: &'a str, subject: &'a str, relation: &'a str, target: &'a str) -> Lookup<'a, bool>;
+}
+
 /// The directories the hub was started with.
 #[derive(Clone)]
 pub struct Directories {
     pub keys: Arc<dyn KeyDirectory>,
     pub robots: Arc<dyn RobotDirectory>,
+    pub relations: Arc<dyn RelationDirectory>,
 }

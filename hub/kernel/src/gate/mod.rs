@@ -241,14 +241,7 @@ pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) 
         // A person may always read their own identity, whatever their roles.
         Caller::Human(_) if req.method() == Method::GET && SELF_ROUTES.contains(&route.as_str()) => Ok(()),
         Caller::Human(claims) => match &claims.tenant {
-            Some(t) => match keys::permissions(&state, &t.primary_persona_id).await {
-                Ok(perms) if scope::any_covers(&perms, &required) => Ok(()),
-                Ok(perms) => Err(ApiError::Forbidden {
-                    details: vec![format!("persona {} holds no role granting {required}", t.primary_persona_id)],
-                    scopes: Some((vec![required.clone()], perms.to_vec())),
-                }),
-                Err(e) => Err(e),
-            },
+            Some(t) => person_may(&state, t, &required, persona_in_path(&route, req.uri().path())).await,
             // A person-level token reaches only the routes that take one;
             // their extractors refuse it everywhere else.
             None => Ok(()),
@@ -269,6 +262,32 @@ pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) 
             e.into_response()
         }
     }
+}
+
+/// The persona a route names: the value of its `{persona_id}` segment.
+fn persona_in_path<'a>(route: &str, path: &'a str) -> Option<&'a str> {
+    let at = route.split('/').position(|seg| seg == "{persona_id}")?;
+    path.split('/').nth(at).filter(|p| uuid::Uuid::parse_str(p).is_ok())
+}
+
+/// A person's authority in a tenant: RBAC, the roles of their persona;
+/// then ReBAC: a route naming a persona the roles do not cover passes
+/// when the caller reaches that persona through relationships whose kind
+/// is the scope the route needs.
+async fn person_may(state: &AppState, t: &tokens::TenantClaims, required: &str, named: Option<&str>) -> ApiResult<()> {
+    let perms = keys::permissions(state, &t.primary_persona_id).await?;
+    if scope::any_covers(&perms, required) {
+        return Ok(());
+    }
+    if let Some(target) = named
+        && state.directories.relations.reaches(&state.db, &t.tenant_id, &t.primary_persona_id, required, target).await?
+    {
+        return Ok(());
+    }
+    Err(ApiError::Forbidden {
+        details: vec![format!("persona {} holds no role granting {required}", t.primary_persona_id)],
+        scopes: Some((vec![required.to_string()], perms.to_vec())),
+    })
 }
 
 /// The tenant context of a caller with one (a tenant JWT or an API key).

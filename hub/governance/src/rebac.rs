@@ -1,0 +1,265 @@
+//! sdk-rebac: relationship-based access, after Zanzibar (SpiceDB,
+//! OpenFGA). A tenant writes tuples `(subject persona, relation, object
+//! persona)`; a check asks whether the subject reaches the target through
+//! relationships of one kind, walking breadth first within a budget
+//! (depth and personas visited), so cycles and wide graphs stay bounded.
+//! The gate asks the same question (see `Relations`) where a route names a
+//! persona the caller's roles do not cover.
+
+use std::collections::{HashMap, HashSet};
+
+use hub_identity::personas;
+use hub_kernel::{
+    db::Db,
+    gate::directory::{Lookup, RelationDirectory},
+    prelude::*,
+};
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(write)).routes(routes!(delete)).routes(routes!(check))
+}
+
+pub const DEFAULT_MAX_DEPTH: i64 = 25;
+pub const DEFAULT_MAX_NODES: i64 = 10_000;
+/// Subjects per query of one step of the walk.
+const CHUNK: usize = 500;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = RebacRelationship)]
+struct Relationship {
+    subject_persona_id: String,
+    relation: String,
+    object_persona_id: String,
+    created_by: String,
+    created_at: String,
+}
+
+const COLUMNS: &str = "subject_persona_id, relation, object_persona_id, created_by, created_at";
+
+/// A relation kind: 1–128 of `a-z 0-9 . _ -` (a scope such as
+/// `persona.persona.read` is one).
+fn valid_relation(r: &str) -> bool {
+    (1..=128).contains(&r.len()) && r.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = RebacTuple)]
+struct Tuple {
+    #[schema(required = true, format = "uuid")]
+    subject_persona_id: Option<String>,
+    /// 1–128 of `a-z 0-9 . _ -`.
+    #[schema(required = true)]
+    relation: Option<String>,
+    #[schema(required = true, format = "uuid")]
+    object_persona_id: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// The tuple's three fields, checked; personas of the tenant when `exist`.
+async fn parse(tx: &mut Tx, ctx: &TenantCtx, body: &Tuple) -> ApiResult<(String, String, String)> {
+    let mut check = Check::new();
+    let subject = check.required_uuid("subject_persona_id", &body.subject_persona_id).map(|u| u.to_string());
+    let relation = check.required("relation", &body.relation);
+    if !relation.is_empty() && !valid_relation(&relation) {
+        check.fail("relation must be 1 to 128 of a-z, 0-9, '.', '_', '-'");
+    }
+    let object = check.required_uuid("object_persona_id", &body.object_persona_id).map(|u| u.to_string());
+    check.finish()?;
+    let (subject, object) = (subject.unwrap_or_default(), object.unwrap_or_default());
+    let mut check = Check::new();
+    for (field, persona) in [("subject_persona_id", &subject), ("object_persona_id", &object)] {
+        if !personas::exists_in_tenant(&mut **tx, &ctx.tenant_id, persona).await? {
+            check.fail(format!("{field} is not a persona of this tenant"));
+        }
+    }
+    check.finish()?;
+    Ok((subject, relation, object))
+}
+
+/// Writes a relationship: 201 when new, 200 when it was already there.
+#[utoipa::path(post, path = "/api/rebac/relationships", tag = "sdk-rebac", request_body = Tuple,
+    responses((status = 201, description = "the relationship, new", body = Data<Relationship>), (status = 200, description = "the relationship, already there", body = Data<Relationship>)))]
+async fn write(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Tuple>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let (subject, relation, object) = parse(&mut tx, &ctx, &body).await?;
+    let sql = format!(
+        "INSERT INTO rebac_relationship (tenant_id, relation, subject_persona_id, object_persona_id, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6) \
+         ON CONFLICT (tenant_id, relation, subject_persona_id, object_persona_id) DO NOTHING RETURNING {COLUMNS}"
+    );
+    let new: Option<Relationship> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&relation)
+        .bind(&subject)
+        .bind(&object)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(new) = new else {
+        let existing = find(&mut tx, &ctx.tenant_id, &subject, &relation, &object).await?.ok_or(ApiError::NotFound)?;
+        tx.commit().await?;
+        return Ok(ok(existing));
+    };
+    let payload = json!({ "subject_persona_id": subject, "relation": relation, "object_persona_id": object });
+    audit::record(&mut tx, &ctx, events::REBAC_RELATIONSHIP_CREATED, payload).await?;
+    tx.commit().await?;
+    Ok(created(new))
+}
+
+async fn find(tx: &mut Tx, tenant: &str, subject: &str, relation: &str, object: &str) -> ApiResult<Option<Relationship>> {
+    let sql = format!("SELECT {COLUMNS} FROM rebac_relationship WHERE tenant_id = $1 AND relation = $2 AND subject_persona_id = $3 AND object_persona_id = $4");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant).bind(relation).bind(subject).bind(object).fetch_optional(&mut **tx).await?)
+}
+
+/// Deletes a relationship (404 when there is none).
+#[utoipa::path(post, path = "/api/rebac/relationships/delete", tag = "sdk-rebac", request_body = Tuple,
+    responses((status = 200, description = "the relationship deleted", body = Data<Relationship>)))]
+async fn delete(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Tuple>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let (subject, relation, object) = parse(&mut tx, &ctx, &body).await?;
+    let gone = find(&mut tx, &ctx.tenant_id, &subject, &relation, &object).await?.ok_or(ApiError::NotFound)?;
+    sqlx::query("DELETE FROM rebac_relationship WHERE tenant_id = $1 AND relation = $2 AND subject_persona_id = $3 AND object_persona_id = $4")
+        .bind(&ctx.tenant_id)
+        .bind(&relation)
+        .bind(&subject)
+        .bind(&object)
+        .execute(&mut *tx)
+        .await?;
+    let payload = json!({ "subject_persona_id": subject, "relation": relation, "object_persona_id": object });
+    audit::record(&mut tx, &ctx, events::REBAC_RELATIONSHIP_DELETED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(gone))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = RebacCheck)]
+struct CheckRequest {
+    #[schema(required = true, format = "uuid")]
+    subject_persona_id: Option<String>,
+    #[schema(required = true)]
+    relation: Option<String>,
+    #[schema(required = true, format = "uuid")]
+    target_persona_id: Option<String>,
+    /// `{ max_depth (1–100, default 25), max_nodes (1–1,000,000, default 10,000) }`.
+    #[schema(value_type = Option<Object>)]
+    budget: Option<Value>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// The answer of a check.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = RebacDecision)]
+pub struct Decision {
+    /// `allow`, `deny`, or `indeterminate` when the budget ran out first
+    /// (the gate treats it as `deny`).
+    pub decision: &'static str,
+    pub allowed: bool,
+    /// The personas from subject to target, when allowed.
+    pub path: Option<Vec<String>>,
+    pub budget: BudgetUse,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BudgetUse {
+    pub max_depth: i64,
+    pub max_nodes: i64,
+    /// Relationships followed on the longest walk taken (the path's length when allowed).
+    pub depth_used: i64,
+    /// Personas reached, the subject included.
+    pub nodes_visited: i64,
+    pub exhausted: bool,
+}
+
+/// Whether the subject reaches the target through relationships of one kind.
+#[utoipa::path(post, path = "/api/rebac/check", tag = "sdk-rebac", request_body = CheckRequest,
+    responses((status = 200, description = "the decision and the budget used", body = Data<Decision>)))]
+async fn check(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<CheckRequest>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let subject = check.required_uuid("subject_persona_id", &body.subject_persona_id).map(|u| u.to_string());
+    let relation = check.required("relation", &body.relation);
+    if !relation.is_empty() && !valid_relation(&relation) {
+        check.fail("relation must be 1 to 128 of a-z, 0-9, '.', '_', '-'");
+    }
+    let target = check.required_uuid("target_persona_id", &body.target_persona_id).map(|u| u.to_string());
+    let (mut depth, mut nodes) = (DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES);
+    match &body.budget {
+        None | Some(Value::Null) => {}
+        Some(b @ Value::Object(_)) => {
+            depth = check.optional_int("budget.max_depth", b.get("max_depth"), 1, 100).unwrap_or(depth);
+            nodes = check.optional_int("budget.max_nodes", b.get("max_nodes"), 1, 1_000_000).unwrap_or(nodes);
+        }
+        Some(_) => check.fail("budget must be an object"),
+    }
+    check.finish()?;
+    let decision = reaches(&state.db.read, &ctx.tenant_id, &subject.unwrap_or_default(), &relation, &target.unwrap_or_default(), depth, nodes).await?;
+    Ok(ok(decision))
+}
+
+/// The walk: breadth first from the subject along `relation`, one query
+/// per step (in chunks), stopping at the target, at the end of the graph,
+/// or when the budget is spent.
+pub async fn reaches(pool: &sqlx::AnyPool, tenant: &str, subject: &str, relation: &str, target: &str, max_depth: i64, max_nodes: i64) -> ApiResult<Decision> {
+    let mut parent: HashMap<String, String> = HashMap::new();
+    let mut seen: HashSet<String> = HashSet::from([subject.to_string()]);
+    let mut frontier = vec![subject.to_string()];
+    let mut depth = 0;
+    let answer = |decision: &'static str, path: Option<Vec<String>>, depth: i64, seen: usize, exhausted: bool| Decision {
+        decision,
+        allowed: decision == "allow",
+        path,
+        budget: BudgetUse { max_depth, max_nodes, depth_used: depth, nodes_visited: seen as i64, exhausted },
+    };
+    while !frontier.is_empty() {
+        if depth == max_depth {
+            return Ok(answer("indeterminate", None, depth, seen.len(), true));
+        }
+        depth += 1;
+        let mut next = Vec::new();
+        for chunk in frontier.chunks(CHUNK) {
+            let sql = format!(
+                "SELECT subject_persona_id, object_persona_id FROM rebac_relationship WHERE tenant_id = $1 AND relation = $2 AND subject_persona_id IN ({})",
+                db::placeholders(3, chunk.len())
+            );
+            let mut q = sqlx::query_as::<_, (String, String)>(sqlx::AssertSqlSafe(sql)).bind(tenant).bind(relation);
+            for s in chunk {
+                q = q.bind(s);
+            }
+            for (from, to) in q.fetch_all(pool).await? {
+                if to == target {
+                    let mut path = vec![to, from.clone()];
+                    let mut at = from;
+                    while let Some(p) = parent.get(&at) {
+                        path.push(p.clone());
+                        at = p.clone();
+                    }
+                    path.reverse();
+                    return Ok(answer("allow", Some(path), depth, seen.len() + 1, false));
+                }
+                if seen.insert(to.clone()) {
+                    if seen.len() as i64 > max_nodes {
+                        return Ok(answer("indeterminate", None, depth, seen.len() - 1, true));
+                    }
+                    parent.insert(to.clone(), from);
+                    next.push(to);
+                }
+            }
+        }
+        frontier = next;
+    }
+    Ok(answer("deny", None, depth, seen.len(), false))
+}
+
+/// The gate's ReBAC step over this group's tuples.
+pub struct Relations;
+
+impl RelationDirectory for Relations {
+    fn reaches<'a>(&'a self, db: &'a Db, tenant: &'a str, subject: &'a str, relation: &'a str, target: &'a str) -> Lookup<'a, bool> {
+        Box::pin(async move { Ok(reaches(&db.read, tenant, subject, relation, target, DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES).await?.allowed) })
+    }
+}
