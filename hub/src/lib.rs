@@ -121,7 +121,12 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
 
 /// The areas' answers to the gate's lookups.
 pub fn directories() -> Directories {
-    Directories { keys: Arc::new(hub_identity::Directory), robots: Arc::new(hub_platform::Directory), relations: Arc::new(hub_governance::rebac::Relations) }
+    Directories {
+        keys: Arc::new(hub_identity::Directory),
+        robots: Arc::new(hub_platform::Directory),
+        relations: Arc::new(hub_governance::rebac::Relations),
+        policies: Arc::new(hub_governance::policy::Policies),
+    }
 }
 
 /// Housekeeping and, on PostgreSQL, the cache invalidation listener.

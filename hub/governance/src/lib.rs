@@ -4,13 +4,15 @@
 //! withdrawals), sdk-data-rights (subject requests and executions) and
 //! sdk-evidence (captures of encounters), sdk-approval (ordered approval
 //! steps and their decisions), sdk-rebac (relationships between personas
-//! and the reachability check the gate also asks).
+//! and the reachability check the gate also asks), sdk-policy (Cedar policy
+//! bundles, and the evaluation the gate's ABAC step makes).
 
 pub mod approval;
 pub mod audit;
 pub mod consent;
 pub mod data_rights;
 pub mod evidence;
+pub mod policy;
 pub mod rebac;
 pub mod secrets;
 pub mod vault;
@@ -29,4 +31,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(evidence::routes())
         .merge(approval::routes())
         .merge(rebac::routes())
+        .merge(policy::routes())
 }

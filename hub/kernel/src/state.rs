@@ -59,6 +59,9 @@ pub struct Inner {
     /// evaluation, by tenant_id (the area's own type: the kernel only holds
     /// and drops them).
     pub feature_flags: Cache<String, Arc<dyn Any + Send + Sync>>,
+    /// A tenant's active policy bundle as the governance area compiles it
+    /// for the gate's ABAC step (or its absence), by tenant_id.
+    pub policies: Cache<String, Arc<dyn Any + Send + Sync>>,
     /// The handlers of signed inbound webhooks, by kind.
     pub inbound: crate::inbound::Registry,
     /// Where sdk-media keeps blob content (`HUB_MEDIA_STORE`).
@@ -85,11 +88,15 @@ pub enum Invalidation {
     /// One tenant's feature flags; `None`: every tenant's (the platform's
     /// own flags, which every tenant sees, changed).
     FeatureFlags(Option<String>),
+    /// One tenant's active policy bundle.
+    Policies(String),
 }
 
 /// The payload prefix of a feature-flag invalidation (`feature_flags:` and
 /// the tenant id, or `*` for every tenant).
 const FEATURE_FLAGS: &str = "feature_flags:";
+/// The payload prefix of a policy invalidation (`policies:` and the tenant id).
+const POLICIES: &str = "policies:";
 
 impl Invalidation {
     fn payload(&self) -> String {
@@ -99,6 +106,7 @@ impl Invalidation {
             Invalidation::SigningKeys => "signing_keys".into(),
             Invalidation::Tenants => "tenants".into(),
             Invalidation::FeatureFlags(tenant) => format!("{FEATURE_FLAGS}{}", tenant.as_deref().unwrap_or("*")),
+            Invalidation::Policies(tenant) => format!("{POLICIES}{tenant}"),
         }
     }
 }
@@ -123,6 +131,7 @@ impl AppState {
             permissions: Cache::default(),
             tenant_deadlines: Cache::default(),
             feature_flags: Cache::default(),
+            policies: Cache::default(),
             audit: crate::audit::Appender::start(db.clone())?,
             db,
             mail,
@@ -222,6 +231,7 @@ impl AppState {
             Invalidation::Tenants => self.tenant_deadlines.clear(),
             Invalidation::FeatureFlags(Some(tenant)) => self.feature_flags.remove(tenant),
             Invalidation::FeatureFlags(None) => self.feature_flags.clear(),
+            Invalidation::Policies(tenant) => self.policies.remove(tenant),
         }
     }
 
@@ -235,10 +245,11 @@ impl AppState {
                 *self.last_key_reload.lock().expect("reload lock") = None;
                 self.reload_keys().await;
             }
-            _ => match payload.strip_prefix(FEATURE_FLAGS) {
-                Some("*") => self.invalidate_local(&Invalidation::FeatureFlags(None)),
-                Some(tenant) => self.invalidate_local(&Invalidation::FeatureFlags(Some(tenant.to_string()))),
-                None => self.clear_all(),
+            _ => match (payload.strip_prefix(FEATURE_FLAGS), payload.strip_prefix(POLICIES)) {
+                (Some("*"), _) => self.invalidate_local(&Invalidation::FeatureFlags(None)),
+                (Some(tenant), _) => self.invalidate_local(&Invalidation::FeatureFlags(Some(tenant.to_string()))),
+                (None, Some(tenant)) => self.invalidate_local(&Invalidation::Policies(tenant.to_string())),
+                (None, None) => self.clear_all(),
             },
         }
     }
@@ -250,6 +261,7 @@ impl AppState {
         self.permissions.clear();
         self.tenant_deadlines.clear();
         self.feature_flags.clear();
+        self.policies.clear();
     }
 }
 

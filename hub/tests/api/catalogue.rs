@@ -281,6 +281,10 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/approvals/requests", Some(a), json!({ "route_id": r["data"]["route_id"], "subject_kind": "mx", "subject_id": "1" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("step_id", r["data"]["steps"][0]["step_id"].as_str().unwrap().to_string());
+    // Inactive: the matrix's requests are not subject to it.
+    let (s, r) = app.post("/api/policies/bundles", Some(a), json!({ "name": "mx", "version": 1, "iql_source": "permit (principal, action, resource);" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("bundle_id", data(&r, "bundle_id"));
     ids
 }
 

@@ -34,6 +34,7 @@ mod mail;
 mod mcp_client;
 mod media;
 mod operations;
+mod policy;
 mod process;
 mod quic;
 mod rebac;

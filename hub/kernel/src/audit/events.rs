@@ -68,6 +68,9 @@ event_types! {
     APPROVAL_REQUEST_REJECTED = "approval.request.rejected.v1";
     REBAC_RELATIONSHIP_CREATED = "rebac.relationship.created.v1";
     REBAC_RELATIONSHIP_DELETED = "rebac.relationship.deleted.v1";
+    POLICY_BUNDLE_CREATED = "policy.bundle.created.v1";
+    POLICY_BUNDLE_ACTIVATED = "policy.bundle.activated.v1";
+    POLICY_DECISION_RECORDED = "policy.decision.recorded.v1";
     EVIDENCE_CAPTURE_RECORDED = "evidence.capture.recorded.v1";
     SOURCE_CLAIM_ASSERTED = "source-record.claim.asserted.v1";
     SOURCE_CLAIM_SUPERSEDED = "source-record.claim.superseded.v1";

@@ -6,7 +6,7 @@
 use std::{future::Future, pin::Pin, sync::Arc};
 
 use super::{keys::KeyRecord, robots::RobotCredential};
-use crate::{db::Db, error::ApiResult};
+use crate::{db::Db, error::ApiResult, state::AppState};
 
 /// A boxed lookup future: the trait stays object-safe.
 pub type Lookup<'a, T> = Pin<Box<dyn Future<Output = ApiResult<T>> + Send + 'a>>;
@@ -46,10 +46,34 @@ pub trait RelationDirectory: Send + Sync + 'static {
     fn reaches<'a>(&'a self, db: &'a Db, tenant: &'a str, subject: &'a str, relation: &'a str, target: &'a str) -> Lookup<'a, bool>;
 }
 
+/// What the gate's ABAC step asks about one request.
+pub struct AbacRequest<'a> {
+    pub tenant_id: &'a str,
+    /// The acting persona (a person's primary one, a key's synthetic one).
+    pub persona_id: &'a str,
+    /// `human` or `service`.
+    pub actor_kind: &'a str,
+    /// The scope the route needs (the action).
+    pub action: &'a str,
+    /// The matched route template (the resource).
+    pub route: &'a str,
+    pub method: &'a str,
+    pub path: &'a str,
+}
+
+/// The tenant's policies (implemented by the governance area's
+/// sdk-policy): the gate's ABAC step.
+pub trait PolicyDirectory: Send + Sync + 'static {
+    /// None when the tenant's active bundle (if any) allows the request,
+    /// otherwise why it refuses.
+    fn refusal<'a>(&'a self, state: &'a AppState, request: AbacRequest<'a>) -> Lookup<'a, Option<String>>;
+}
+
 /// The directories the hub was started with.
 #[derive(Clone)]
 pub struct Directories {
     pub keys: Arc<dyn KeyDirectory>,
     pub robots: Arc<dyn RobotDirectory>,
     pub relations: Arc<dyn RelationDirectory>,
+    pub policies: Arc<dyn PolicyDirectory>,
 }

@@ -248,6 +248,10 @@ pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) 
         },
         Caller::Operator => Ok(()),
     };
+    let verdict = match verdict {
+        Ok(()) => abac(&state, &caller, &required, &route, req.method().as_str(), req.uri().path()).await,
+        refused => refused,
+    };
     match verdict {
         Ok(()) => next.run(req).await,
         Err(e) if state.config.gate_mode == GateMode::Report && !matches!(e, ApiError::Db(_) | ApiError::Internal(_)) => {
@@ -256,11 +260,38 @@ pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) 
         }
         Err(e) => {
             if matches!(e, ApiError::Forbidden { .. }) {
-                let reason = if matches!(caller, Caller::Machine { .. }) { "scope" } else { "role" };
+                let reason = match (&e, &caller) {
+                    (ApiError::Forbidden { scopes: None, .. }, _) => "policy",
+                    (_, Caller::Machine { .. }) => "scope",
+                    _ => "role",
+                };
                 metrics::counter!("hub_gate_refusals_total", "reason" => reason).increment(1);
             }
             e.into_response()
         }
+    }
+}
+
+/// The ABAC step: the tenant's active policy bundle, when it has one,
+/// decides over a request its roles or scopes already allow. The policy
+/// group's own routes are exempt, so no bundle can lock a tenant out of
+/// the routes that change it.
+async fn abac(state: &AppState, caller: &Caller, required: &str, route: &str, method: &str, path: &str) -> ApiResult<()> {
+    if required.starts_with("policy.") {
+        return Ok(());
+    }
+    let (tenant_id, persona_id, actor_kind) = match caller {
+        Caller::Machine { key, .. } => (key.tenant_id.as_str(), key.synthetic_persona_id.as_str(), "service"),
+        Caller::Human(claims) => match &claims.tenant {
+            Some(t) => (t.tenant_id.as_str(), t.primary_persona_id.as_str(), "human"),
+            None => return Ok(()),
+        },
+        Caller::Operator => return Ok(()),
+    };
+    let request = directory::AbacRequest { tenant_id, persona_id, actor_kind, action: required, route, method, path };
+    match state.directories.policies.refusal(state, request).await? {
+        None => Ok(()),
+        Some(reason) => Err(ApiError::Forbidden { details: vec![reason], scopes: None }),
     }
 }
 

@@ -1,0 +1,369 @@
+//! sdk-policy: versioned, immutable policy bundles whose `iql_source` is
+//! Cedar policy text, validated by the Cedar parser on create; the
+//! evaluation of a request against a bundle; and the gate's ABAC step,
+//! which evaluates the tenant's one active bundle on each of its requests.
+//! The active bundle is compiled once per tenant and kept in the state's
+//! `policies` cache, dropped on every replica when activation changes.
+
+use std::{any::Any, str::FromStr, sync::Arc};
+
+use cedar_policy::{Authorizer, Context, Decision, Entities, EntityUid, PolicyId, PolicySet, Request};
+use hub_kernel::{
+    gate::directory::{AbacRequest, Lookup, PolicyDirectory},
+    prelude::*,
+    state::Invalidation,
+};
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create, list)).routes(routes!(activate)).routes(routes!(evaluate))
+}
+
+/// Cedar text above this is refused (a bundle is policy, not data).
+const MAX_SOURCE: usize = 256 * 1024;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = PolicyBundle)]
+struct Bundle {
+    bundle_id: String,
+    name: String,
+    version: String,
+    /// The Cedar policies, as given.
+    iql_source: String,
+    /// Each policy's id: its `@id("…")` annotation, else `policy<N>` by position.
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<String>)]
+    policy_ids: JsonText,
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Object)]
+    obligations: JsonText,
+    /// `inactive` or `active` (at most one a tenant).
+    status: String,
+    created_by: String,
+    created_at: String,
+    activated_at: Option<String>,
+}
+
+const COLUMNS: &str = "bundle_id, name, version, iql_source, policy_ids, obligations, status, created_by, created_at, activated_at";
+
+/// Parses Cedar text into a policy set whose ids are the policies'
+/// `@id` annotations (else `policy<N>`), or every parser message.
+fn compile(source: &str) -> Result<(PolicySet, Vec<String>), Vec<String>> {
+    let parsed = PolicySet::from_str(source).map_err(|errors| errors.iter().map(|e| format!("iql_source: {e}")).collect::<Vec<_>>())?;
+    if parsed.templates().next().is_some() {
+        return Err(vec!["iql_source: policy templates (with ?principal or ?resource slots) are not supported".into()]);
+    }
+    let mut set = PolicySet::new();
+    let mut ids = Vec::new();
+    let mut problems = Vec::new();
+    for (n, policy) in parsed.policies().enumerate() {
+        let id = policy.annotation("id").map(str::to_string).unwrap_or_else(|| format!("policy{n}"));
+        if let Err(e) = set.add(policy.new_id(PolicyId::new(&id))) {
+            problems.push(format!("iql_source: policy id {id}: {e}"));
+        }
+        ids.push(id);
+    }
+    if ids.is_empty() {
+        problems.push("iql_source must hold at least one policy".into());
+    }
+    if problems.is_empty() { Ok((set, ids)) } else { Err(problems) }
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewPolicyBundle)]
+struct NewBundle {
+    /// 1–128 characters.
+    #[schema(required = true)]
+    name: Option<String>,
+    /// 1–64 characters (`3`, `2026.11.1`, …), or a positive integer.
+    #[schema(required = true, value_type = String)]
+    version: Option<Value>,
+    /// Cedar policies (at most 256 KiB).
+    #[schema(required = true)]
+    iql_source: Option<String>,
+    /// What a caller must do when the bundle allows (opaque to the hub).
+    #[schema(value_type = Option<Object>)]
+    obligations: Option<Value>,
+    /// Make it the tenant's active bundle at once (default false).
+    activate: Option<bool>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Creates a policy bundle version (immutable: a taken version is 409).
+#[utoipa::path(post, path = "/api/policies/bundles", tag = "sdk-policy", request_body = NewBundle,
+    responses((status = 201, description = "the bundle", body = Data<Bundle>)))]
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewBundle>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let name = check.required("name", &body.name);
+    if name.chars().count() > 128 {
+        check.fail("name must be at most 128 characters");
+    }
+    let version = match &body.version {
+        None | Some(Value::Null) => {
+            check.fail("version is required");
+            String::new()
+        }
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|v| v > 0) => n.to_string(),
+        Some(Value::String(s)) if (1..=64).contains(&s.trim().chars().count()) && !s.chars().any(char::is_control) => s.trim().to_string(),
+        Some(_) => {
+            check.fail("version must be a positive integer or a string of 1 to 64 characters");
+            String::new()
+        }
+    };
+    let source = check.required("iql_source", &body.iql_source);
+    let obligations = check.optional_object("obligations", body.obligations.as_ref());
+    check.finish()?;
+    if source.len() > MAX_SOURCE {
+        return Err(ApiError::invalid(format!("iql_source must be at most {MAX_SOURCE} bytes")));
+    }
+    let (_, ids) = compile(&source).map_err(ApiError::Validation)?;
+    let now = db::now();
+    let activate = body.activate.unwrap_or(false);
+    let mut tx = state.db.begin().await?;
+    if activate {
+        sqlx::query("UPDATE policy_bundle SET status = 'inactive' WHERE tenant_id = $1 AND status = 'active'").bind(&ctx.tenant_id).execute(&mut *tx).await?;
+    }
+    let sql = format!(
+        "INSERT INTO policy_bundle (bundle_id, tenant_id, name, version, iql_source, policy_ids, obligations, status, created_by, created_at, activated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (tenant_id, name, version) DO NOTHING RETURNING {COLUMNS}"
+    );
+    let bundle: Option<Bundle> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&name)
+        .bind(&version)
+        .bind(&source)
+        .bind(json!(ids).to_string())
+        .bind(obligations.to_string())
+        .bind(if activate { "active" } else { "inactive" })
+        .bind(audit::actor_of(&ctx).1)
+        .bind(&now)
+        .bind(activate.then_some(&now))
+        .fetch_optional(&mut *tx)
+        .await?;
+    let bundle = bundle.ok_or_else(|| ApiError::Conflict(format!("bundle {name} version {version} exists: bundles are immutable")))?;
+    let payload = json!({ "bundle_id": bundle.bundle_id, "name": name, "version": version, "policy_ids": ids });
+    audit::record(&mut tx, &ctx, events::POLICY_BUNDLE_CREATED, payload).await?;
+    if activate {
+        audit::record(&mut tx, &ctx, events::POLICY_BUNDLE_ACTIVATED, json!({ "bundle_id": bundle.bundle_id, "name": name, "version": version })).await?;
+    }
+    tx.commit().await?;
+    if activate {
+        state.invalidate(Invalidation::Policies(ctx.tenant_id.clone())).await;
+    }
+    Ok(created(bundle))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct BundleQuery {
+    /// Only the versions of this bundle name.
+    name: Option<String>,
+}
+
+/// The tenant's bundles, newest first.
+#[utoipa::path(get, path = "/api/policies/bundles", tag = "sdk-policy", params(BundleQuery, Page),
+    responses((status = 200, description = "one page of bundles", body = ListOf<Bundle>)))]
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<BundleQuery>, page: Page) -> ApiResult<Response> {
+    let order = "created_at DESC, bundle_id DESC";
+    match Check::optional(&q.name) {
+        None => {
+            page.list::<Bundle>(&state.db.read, &Listing { table: "policy_bundle", columns: COLUMNS, filter: "tenant_id = $1", order }, &[&ctx.tenant_id]).await
+        }
+        Some(name) => {
+            let listing = Listing { table: "policy_bundle", columns: COLUMNS, filter: "tenant_id = $1 AND name = $2", order };
+            page.list::<Bundle>(&state.db.read, &listing, &[&ctx.tenant_id, &name]).await
+        }
+    }
+}
+
+/// Makes a bundle the tenant's active one (the one before it becomes
+/// inactive); activating the active bundle changes nothing.
+#[utoipa::path(post, path = "/api/policies/bundles/{bundle_id}/activate", tag = "sdk-policy", params(("bundle_id" = String, Path, description = "the bundle")),
+    responses((status = 200, description = "the bundle, active", body = Data<Bundle>)))]
+async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let select = format!("SELECT {COLUMNS} FROM policy_bundle WHERE tenant_id = $1 AND bundle_id = $2");
+    let bundle: Bundle =
+        sqlx::query_as(sqlx::AssertSqlSafe(select.as_str())).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
+    if bundle.status == "active" {
+        return Ok(ok(bundle));
+    }
+    sqlx::query("UPDATE policy_bundle SET status = 'inactive' WHERE tenant_id = $1 AND status = 'active'").bind(&ctx.tenant_id).execute(&mut *tx).await?;
+    sqlx::query("UPDATE policy_bundle SET status = 'active', activated_at = $2 WHERE bundle_id = $1").bind(&id).bind(db::now()).execute(&mut *tx).await?;
+    let payload = json!({ "bundle_id": id, "name": bundle.name, "version": bundle.version });
+    audit::record(&mut tx, &ctx, events::POLICY_BUNDLE_ACTIVATED, payload).await?;
+    let bundle: Bundle = sqlx::query_as(sqlx::AssertSqlSafe(select)).bind(&ctx.tenant_id).bind(&id).fetch_one(&mut *tx).await?;
+    tx.commit().await?;
+    state.invalidate(Invalidation::Policies(ctx.tenant_id.clone())).await;
+    Ok(ok(bundle))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = PolicyEvaluation)]
+struct Evaluation {
+    /// A Cedar entity: `Persona::"…"`.
+    #[schema(required = true)]
+    principal: Option<String>,
+    /// A Cedar entity: `Action::"crm.contact.write"`.
+    #[schema(required = true)]
+    action: Option<String>,
+    /// A Cedar entity: `Route::"/api/crm/contacts"`.
+    #[schema(required = true)]
+    resource: Option<String>,
+    /// The request's context (a JSON object).
+    #[schema(value_type = Option<Object>)]
+    context: Option<Value>,
+    /// Entities with attributes and parents, in Cedar's JSON entity format.
+    #[schema(value_type = Option<Vec<Object>>)]
+    entities: Option<Value>,
+    /// The bundle to evaluate; the tenant's active one when absent.
+    #[schema(format = "uuid")]
+    bundle_id: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = PolicyDecision)]
+struct Verdict {
+    /// `allow` or `deny`.
+    decision: &'static str,
+    /// The policies that decided: the permits that allowed, or the forbids
+    /// that denied (empty when nothing permitted).
+    determining_policies: Vec<String>,
+    /// Policies that failed to evaluate (they count as not applying).
+    errors: Vec<String>,
+    bundle_id: String,
+    name: String,
+    version: String,
+}
+
+/// Evaluates a request against a bundle and records the decision.
+#[utoipa::path(post, path = "/api/policies/evaluate", tag = "sdk-policy", request_body = Evaluation,
+    responses((status = 200, description = "the decision and the policies that determined it", body = Data<Verdict>)))]
+async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Evaluation>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let mut entity = |name: &str, value: &Option<String>| {
+        let raw = check.required(name, value);
+        match EntityUid::from_str(&raw) {
+            Ok(uid) => Some(uid),
+            Err(_) if raw.is_empty() => None,
+            Err(_) => {
+                check.fail(format!(r#"{name} must be a Cedar entity such as Type::"id""#));
+                None
+            }
+        }
+    };
+    let (principal, action, resource) = (entity("principal", &body.principal), entity("action", &body.action), entity("resource", &body.resource));
+    let context = match &body.context {
+        None | Some(Value::Null) => Some(Context::empty()),
+        Some(v @ Value::Object(_)) => Context::from_json_value(v.clone(), None).map_err(|e| check.fail(format!("context: {e}"))).ok(),
+        Some(_) => {
+            check.fail("context must be an object");
+            None
+        }
+    };
+    let entities = match &body.entities {
+        None | Some(Value::Null) => Some(Entities::empty()),
+        Some(v @ Value::Array(_)) => Entities::from_json_value(v.clone(), None).map_err(|e| check.fail(format!("entities: {e}"))).ok(),
+        Some(_) => {
+            check.fail("entities must be an array of Cedar entities");
+            None
+        }
+    };
+    let bundle_id = check.optional_uuid("bundle_id", &body.bundle_id).map(|u| u.to_string());
+    check.finish()?;
+    let (Some(principal), Some(action), Some(resource), Some(context), Some(entities)) = (principal, action, resource, context, entities) else {
+        return Err(ApiError::invalid("the request is incomplete"));
+    };
+    let request = Request::new(principal.clone(), action.clone(), resource.clone(), context, None).map_err(|e| ApiError::invalid(e.to_string()))?;
+    let mut tx = state.db.begin().await?;
+    let sql = format!("SELECT {COLUMNS} FROM policy_bundle WHERE tenant_id = $1 AND (bundle_id = $2 OR ($2 = '' AND status = 'active'))");
+    let bundle: Option<Bundle> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(bundle_id.clone().unwrap_or_default()).fetch_optional(&mut *tx).await?;
+    let bundle = match (bundle, bundle_id) {
+        (Some(b), _) => b,
+        (None, Some(_)) => return Err(ApiError::invalid("bundle_id is not a policy bundle of this tenant")),
+        (None, None) => return Err(ApiError::invalid("no policy bundle is active: name one with bundle_id")),
+    };
+    let (set, _) = compile(&bundle.iql_source).map_err(|e| ApiError::Internal(anyhow::anyhow!("a stored bundle no longer compiles: {e:?}")))?;
+    let response = Authorizer::new().is_authorized(&request, &set, &entities);
+    let mut determining: Vec<String> = response.diagnostics().reason().map(ToString::to_string).collect();
+    determining.sort();
+    let verdict = Verdict {
+        decision: if response.decision() == Decision::Allow { "allow" } else { "deny" },
+        determining_policies: determining,
+        errors: response.diagnostics().errors().map(ToString::to_string).collect(),
+        bundle_id: bundle.bundle_id,
+        name: bundle.name,
+        version: bundle.version,
+    };
+    let payload = json!({
+        "bundle_id": verdict.bundle_id, "decision": verdict.decision, "determining_policies": verdict.determining_policies,
+        "principal": principal.to_string(), "action": action.to_string(), "resource": resource.to_string(),
+    });
+    audit::record(&mut tx, &ctx, events::POLICY_DECISION_RECORDED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(verdict))
+}
+
+/// A tenant's active bundle, compiled (None: no ABAC restriction).
+struct Active(Option<(String, PolicySet)>);
+
+async fn active(state: &AppState, tenant_id: &str) -> ApiResult<Arc<Active>> {
+    if let Some(found) = state.policies.get(tenant_id).and_then(|any| any.downcast::<Active>().ok()) {
+        return Ok(found);
+    }
+    let generation = state.policies.generation();
+    let row: Option<(String, String, String)> =
+        sqlx::query_as("SELECT name, version, iql_source FROM policy_bundle WHERE tenant_id = $1 AND status = 'active'")
+            .bind(tenant_id)
+            .fetch_optional(&state.db.read)
+            .await?;
+    let compiled = match row {
+        None => Active(None),
+        Some((name, version, source)) => {
+            let (set, _) = compile(&source).map_err(|e| ApiError::Internal(anyhow::anyhow!("a stored bundle no longer compiles: {e:?}")))?;
+            Active(Some((format!("{name} version {version}"), set)))
+        }
+    };
+    let compiled = Arc::new(compiled);
+    state.policies.put(generation, tenant_id.to_string(), compiled.clone() as Arc<dyn Any + Send + Sync>);
+    Ok(compiled)
+}
+
+/// The gate's ABAC step: principal `Persona::"<persona>"`, action
+/// `Action::"<scope>"`, resource `Route::"<route template>"`, context
+/// `{ tenant_id, actor_kind, method, path }`.
+pub struct Policies;
+
+impl PolicyDirectory for Policies {
+    fn refusal<'a>(&'a self, state: &'a AppState, r: AbacRequest<'a>) -> Lookup<'a, Option<String>> {
+        Box::pin(async move {
+            let active = active(state, r.tenant_id).await?;
+            let Some((label, set)) = &active.0 else { return Ok(None) };
+            let uid = |kind: &str, id: &str| EntityUid::from_type_name_and_id(kind.parse().expect("a valid type name"), id.parse().expect("any id"));
+            let context = json!({ "tenant_id": r.tenant_id, "actor_kind": r.actor_kind, "method": r.method, "path": r.path });
+            let context = Context::from_json_value(context, None).map_err(|e| ApiError::Internal(e.into()))?;
+            let request = Request::new(uid("Persona", r.persona_id), uid("Action", r.action), uid("Route", r.route), context, None)
+                .map_err(|e| ApiError::Internal(e.into()))?;
+            let response = Authorizer::new().is_authorized(&request, set, &Entities::empty());
+            if response.decision() == Decision::Allow {
+                return Ok(None);
+            }
+            let mut forbids: Vec<String> = response.diagnostics().reason().map(ToString::to_string).collect();
+            forbids.sort();
+            Ok(Some(if forbids.is_empty() {
+                format!("no policy of the tenant's bundle {label} permits {} on {}", r.action, r.route)
+            } else {
+                format!("the tenant's bundle {label} forbids {} on {} (policies {})", r.action, r.route, forbids.join(", "))
+            }))
+        })
+    }
+}
