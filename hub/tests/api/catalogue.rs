@@ -201,6 +201,7 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     for f in ["persona_id", "membership_id", "app_identity_id"] {
         ids.insert(f, t.a[f].as_str().unwrap().to_string());
     }
+    ids.insert("band_kind", "profile".to_string());
     let (application, key) = app.key(a, "matrix", json!(["*"])).await;
     ids.insert("application_id", application);
     ids.insert("key_id", key["key_id"].as_str().unwrap().to_string());

@@ -34,6 +34,7 @@ mod mcp_client;
 mod media;
 mod operations;
 mod process;
+mod profiles;
 mod quic;
 mod replicas;
 mod residency;

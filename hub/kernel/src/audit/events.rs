@@ -91,6 +91,9 @@ event_types! {
     APPLICATION_CREATED = "identity.application.created.v1";
     PERSONA_CREATED = "identity.persona.created.v1";
     MEMBERSHIP_CREATED = "tenant.membership.created.v1";
+    PROFILE_BAND_UPDATED = "profile.band.updated.v1";
+    PROFILE_PREFERENCE_CHANGED = "profile.preference.changed.v1";
+    PROFILE_NOTIFICATION_ROUTING_CHANGED = "profile.notification_routing.changed.v1";
 }
 
 #[cfg(test)]
