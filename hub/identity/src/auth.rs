@@ -130,6 +130,26 @@ pub async fn person_key(conn: &mut sqlx::AnyConnection, master: &crypto::MasterK
     }
 }
 
+/// The status of `person_id` (`active`, or `merged` while absorbed by an
+/// identity merge), if the person exists.
+pub async fn person_status<'e, E>(exec: E, person_id: &str) -> ApiResult<Option<String>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    Ok(sqlx::query_scalar("SELECT status FROM identity_person WHERE person_id = $1").bind(person_id).fetch_optional(exec).await?)
+}
+
+/// Sets the status of `person_id` if it is `from`; whether it was.
+pub async fn set_person_status(tx: &mut Tx, person_id: &str, from: &str, to: &str) -> ApiResult<bool> {
+    let done = sqlx::query("UPDATE identity_person SET status = $1 WHERE person_id = $2 AND status = $3")
+        .bind(to)
+        .bind(person_id)
+        .bind(from)
+        .execute(&mut **tx)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// Creates person, data key, email alias and password credential.
 async fn insert_person(state: &AppState, tx: &mut Tx, email: &str, password_hash: &str, display_name: &str, region: Option<&str>) -> ApiResult<String> {
     let key = DataKey::create(tx, &state.master).await?;

@@ -1,5 +1,6 @@
 //! Identity and access: authentication bootstrap, tenancy spine, personas
-//! and roles, profile bands, applications and API keys, tenant
+//! and roles, profile bands, identity resolution (steward-approved,
+//! reversible person merges), applications and API keys, tenant
 //! offboarding; and the `KeyDirectory` through which the gate reads API
 //! keys, permissions and tenants' offboarding deadlines.
 //!
@@ -10,6 +11,7 @@
 
 pub mod api_keys;
 pub mod auth;
+pub mod identity_resolver;
 pub mod personas;
 pub mod profiles;
 pub mod roles;
@@ -34,6 +36,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(tenancy::routes())
         .merge(personas::routes())
         .merge(profiles::routes())
+        .merge(identity_resolver::routes())
         .merge(roles::routes())
         .merge(tenant_lifecycle::routes())
 }

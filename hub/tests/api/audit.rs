@@ -114,14 +114,14 @@ async fn event_types_are_registered_once_listed_with_the_baseline_and_private_to
 
     let (s, list) = app.get("/api/events/types", Some(ta)).await;
     assert_eq!(s, StatusCode::OK);
-    assert_eq!((list["platform_count"].clone(), list["tenant_count"].clone(), list["total"].clone()), (json!(235), json!(2), json!(237)));
+    assert_eq!((list["platform_count"].clone(), list["tenant_count"].clone(), list["total"].clone()), (json!(238), json!(2), json!(240)));
     let data = list["data"].as_array().unwrap();
-    assert_eq!(data.len(), 237);
-    assert_eq!(data.iter().filter(|t| t["source"] == "platform").count(), 235);
+    assert_eq!(data.len(), 240);
+    assert_eq!(data.iter().filter(|t| t["source"] == "platform").count(), 238);
     assert!(data.iter().any(|t| t["event_type"] == "shop.order.placed.v1" && t["source"] == "tenant"));
     // Tenant B sees the baseline and nothing of A's.
     let (_, list) = app.get("/api/events/types", Some(tb)).await;
-    assert_eq!((list["platform_count"].clone(), list["tenant_count"].clone()), (json!(235), json!(0)));
+    assert_eq!((list["platform_count"].clone(), list["tenant_count"].clone()), (json!(238), json!(0)));
     assert!(!list.to_string().contains("shop.order"));
 
     let (s, one) = app.get("/api/events/types/agent.run.started.v1", Some(ta)).await;

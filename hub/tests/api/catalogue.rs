@@ -276,6 +276,13 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, c) = app.post("/api/source-records/claims", Some(a), json!({ "subject_id": "mx", "attribute": "a", "value": 1, "source": "s" })).await;
     assert_eq!(s, StatusCode::CREATED, "{c}");
     ids.insert("claim_id", data(&c, "claim_id"));
+    let (s, m) = app.post("/api/auth/register", None, json!({ "email": "twin@mx.example.com", "password": "member password", "display_name": "T" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{m}");
+    let (s, _) = app.post("/api/memberships", Some(a), json!({ "person_id": m["data"]["person_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, l) = app.post("/api/identity-resolver/links", Some(a), json!({ "person_id_a": t.a["person_id"], "person_id_b": m["data"]["person_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{l}");
+    ids.insert("link_id", data(&l, "link_id"));
     ids
 }
 

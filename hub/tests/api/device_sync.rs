@@ -108,11 +108,11 @@ async fn batches_store_each_event_once_per_tenant(app: TestApp) {
     let (s, p) = app.get("/api/hdk/sync/policies", Some(token)).await;
     assert_eq!(s, StatusCode::OK);
     let types = p["data"]["event_types"].as_array().unwrap();
-    assert_eq!(types.len(), 236, "the baseline and the tenant's own type");
+    assert_eq!(types.len(), 239, "the baseline and the tenant's own type");
     let own: &Value = types.iter().find(|t| t["event_type"] == "field.visit.logged.v1").unwrap();
     assert_eq!(own["conflict_policy"], "merge");
     let (_, p) = app.get("/api/hdk/sync/policies", other["token"].as_str()).await;
-    assert_eq!(p["data"]["event_types"].as_array().unwrap().len(), 235);
+    assert_eq!(p["data"]["event_types"].as_array().unwrap().len(), 238);
 
     let (_, key) = app.key(token, "sync-key", json!(["crm.*"])).await;
     for (path, scope) in [("/api/hdk/sync/resolve", "hdk.sync.write"), ("/api/hdk/sync/batches", "hdk.sync.write")] {

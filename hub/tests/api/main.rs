@@ -27,6 +27,7 @@ mod feature_flags;
 mod gate;
 mod geo;
 mod identity;
+mod identity_resolver;
 mod import_templates;
 mod isolation;
 mod mail;

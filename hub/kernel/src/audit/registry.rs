@@ -191,6 +191,9 @@ mod tests {
         "webhook.endpoint.updated.v1",
         "webhook.endpoint.deleted.v1",
         "webhook.inbound_secret.set.v1",
+        "identity.link.proposed.v1",
+        "identity.link.review_opened.v1",
+        "identity.merge.reverted.v1",
     ];
 
     #[test]
