@@ -3,10 +3,10 @@
 //! JWT), the client-credentials token exchange, the caller's own identity,
 //! and the JWKS document.
 //!
-//! This module owns identity_person, identity_credential, identity_alias,
-//! identity_verification and profile_band. The tenant, membership and
-//! personas a signup creates, and those a tenant token names, come from
-//! tenancy and personas.
+//! This module owns identity_person, identity_credential, identity_alias
+//! and identity_verification. The tenant, membership and personas a signup
+//! creates, and those a tenant token names, come from tenancy and personas;
+//! its first profile band from profiles.
 
 use axum::{
     Json,
@@ -16,7 +16,7 @@ use axum::{
 };
 
 use crate::{
-    api_keys, personas,
+    api_keys, personas, profiles,
     tenancy::{self, Membership, Tenant},
 };
 use hub_kernel::prelude::*;
@@ -117,6 +117,37 @@ where
     let found: Option<String> =
         sqlx::query_scalar("SELECT person_id FROM identity_person WHERE person_id = $1 AND erased_at IS NULL").bind(person_id).fetch_optional(exec).await?;
     Ok(found.is_some())
+}
+
+/// The data key of `person_id`, under which their personal data is sealed;
+/// `None` for an unknown person or once the key is destroyed.
+pub async fn person_key(conn: &mut sqlx::AnyConnection, master: &crypto::MasterKey, person_id: &str) -> ApiResult<Option<DataKey>> {
+    let key_ref: Option<String> =
+        sqlx::query_scalar("SELECT person_key_ref FROM identity_person WHERE person_id = $1").bind(person_id).fetch_optional(&mut *conn).await?;
+    match key_ref {
+        Some(k) => Ok(DataKey::load(conn, master, &k).await?),
+        None => Ok(None),
+    }
+}
+
+/// The status of `person_id` (`active`, or `merged` while absorbed by an
+/// identity merge), if the person exists.
+pub async fn person_status<'e, E>(exec: E, person_id: &str) -> ApiResult<Option<String>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    Ok(sqlx::query_scalar("SELECT status FROM identity_person WHERE person_id = $1").bind(person_id).fetch_optional(exec).await?)
+}
+
+/// Sets the status of `person_id` if it is `from`; whether it was.
+pub async fn set_person_status(tx: &mut Tx, person_id: &str, from: &str, to: &str) -> ApiResult<bool> {
+    let done = sqlx::query("UPDATE identity_person SET status = $1 WHERE person_id = $2 AND status = $3")
+        .bind(to)
+        .bind(person_id)
+        .bind(from)
+        .execute(&mut **tx)
+        .await?;
+    Ok(done.rows_affected() == 1)
 }
 
 /// Creates person, data key, email alias and password credential.
@@ -255,20 +286,8 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
     let membership = tenancy::insert_membership(&mut tx, &person_id, &tenant_id, None, &owner).await?;
     let persona = personas::insert(&mut tx, &state.master, &tenant_id, Some(&membership.membership_id), "human", Some(&owner), None).await?;
     let app_identity_id = tenancy::ensure_app_identity(&mut tx, &person_id, &app_id).await?;
-    let person_key: String = sqlx::query_scalar("SELECT person_key_ref FROM identity_person WHERE person_id = $1").bind(&person_id).fetch_one(&mut *tx).await?;
-    let key = DataKey::load(&mut *tx, &state.master, &person_key).await?.ok_or(ApiError::Conflict("the person has been erased".into()))?;
-    let band = key.seal(json!({ "display_name": display_name }).to_string().as_bytes(), app_identity_id.as_bytes());
-    let now = db::now();
-    sqlx::query(
-        "INSERT INTO profile_band (band_id, app_identity_id, band_kind, fields_envelope, created_at, updated_at) \
-         VALUES ($1, $2, 'profile', $3, $4, $4) ON CONFLICT (app_identity_id, band_kind) DO NOTHING",
-    )
-    .bind(db::new_id())
-    .bind(&app_identity_id)
-    .bind(band)
-    .bind(&now)
-    .execute(&mut *tx)
-    .await?;
+    let key = person_key(&mut tx, &state.master, &person_id).await?.ok_or(ApiError::Conflict("the person has been erased".into()))?;
+    profiles::insert_first(&mut tx, &key, &app_identity_id, &json!({ "display_name": display_name })).await?;
     hub_kernel::audit::emit(
         &mut tx,
         hub_kernel::audit::Event {

@@ -1,7 +1,8 @@
 //! Identity and access: authentication bootstrap, tenancy spine, personas
-//! and roles, applications and API keys, tenant offboarding; and the
-//! `KeyDirectory` through which the gate reads API keys, permissions and
-//! tenants' offboarding deadlines.
+//! and roles, profile bands, identity resolution (steward-approved,
+//! reversible person merges), applications and API keys, tenant
+//! offboarding; and the `KeyDirectory` through which the gate reads API
+//! keys, permissions and tenants' offboarding deadlines.
 //!
 //! Each table of the area has one owning module (its `//!` doc names them):
 //! only the owner's SQL names the table, and the other modules call the
@@ -10,7 +11,9 @@
 
 pub mod api_keys;
 pub mod auth;
+pub mod identity_resolver;
 pub mod personas;
+pub mod profiles;
 pub mod roles;
 pub mod tenancy;
 pub mod tenant_lifecycle;
@@ -32,6 +35,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(api_keys::routes())
         .merge(tenancy::routes())
         .merge(personas::routes())
+        .merge(profiles::routes())
+        .merge(identity_resolver::routes())
         .merge(roles::routes())
         .merge(tenant_lifecycle::routes())
 }

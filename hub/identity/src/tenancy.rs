@@ -474,11 +474,11 @@ async fn list_memberships(State(state): State<AppState>, Person(claims): Person)
 
 /// A person's identity in an app.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
-struct AppIdentity {
-    app_identity_id: String,
-    person_id: String,
-    app_id: String,
-    created_at: String,
+pub struct AppIdentity {
+    pub app_identity_id: String,
+    pub person_id: String,
+    pub app_id: String,
+    pub created_at: String,
 }
 
 const APP_IDENTITY_COLUMNS: &str = "app_identity_id, person_id, app_id, created_at";
@@ -551,16 +551,23 @@ pub async fn ensure_app_identity(tx: &mut Tx, person_id: &str, app_id: &str) -> 
     responses((status = 200, description = "the app identity", body = Data<AppIdentity>)))]
 async fn get_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
-    let identity: AppIdentity = sqlx::query_as(
+    Ok(ok(visible_app_identity(&state.db.read, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?))
+}
+
+/// The app identity `app_identity_id` if `tenant_id` may see it: its
+/// person is a member of the tenant (RULINGS 1).
+pub async fn visible_app_identity<'e, E>(exec: E, tenant_id: &str, app_identity_id: &str) -> ApiResult<Option<AppIdentity>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    Ok(sqlx::query_as(
         "SELECT i.app_identity_id, i.person_id, i.app_id, i.created_at FROM identity_app_identity i \
          WHERE i.app_identity_id = $1 AND EXISTS (SELECT 1 FROM tenant_membership m WHERE m.person_id = i.person_id AND m.tenant_id = $2)",
     )
-    .bind(&id)
-    .bind(&ctx.tenant_id)
-    .fetch_optional(&state.db.read)
-    .await?
-    .ok_or(ApiError::NotFound)?;
-    Ok(ok(identity))
+    .bind(app_identity_id)
+    .bind(tenant_id)
+    .fetch_optional(exec)
+    .await?)
 }
 
 /// A new membership of an app identity's person.

@@ -201,6 +201,7 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     for f in ["persona_id", "membership_id", "app_identity_id"] {
         ids.insert(f, t.a[f].as_str().unwrap().to_string());
     }
+    ids.insert("band_kind", "profile".to_string());
     let (application, key) = app.key(a, "matrix", json!(["*"])).await;
     ids.insert("application_id", application);
     ids.insert("key_id", key["key_id"].as_str().unwrap().to_string());
@@ -285,6 +286,13 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/policies/bundles", Some(a), json!({ "name": "mx", "version": 1, "iql_source": "permit (principal, action, resource);" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("bundle_id", data(&r, "bundle_id"));
+    let (s, m) = app.post("/api/auth/register", None, json!({ "email": "twin@mx.example.com", "password": "member password", "display_name": "T" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{m}");
+    let (s, _) = app.post("/api/memberships", Some(a), json!({ "person_id": m["data"]["person_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, l) = app.post("/api/identity-resolver/links", Some(a), json!({ "person_id_a": t.a["person_id"], "person_id_b": m["data"]["person_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{l}");
+    ids.insert("link_id", data(&l, "link_id"));
     ids
 }
 

@@ -101,6 +101,14 @@ event_types! {
     APPLICATION_CREATED = "identity.application.created.v1";
     PERSONA_CREATED = "identity.persona.created.v1";
     MEMBERSHIP_CREATED = "tenant.membership.created.v1";
+    PROFILE_BAND_UPDATED = "profile.band.updated.v1";
+    PROFILE_PREFERENCE_CHANGED = "profile.preference.changed.v1";
+    PROFILE_NOTIFICATION_ROUTING_CHANGED = "profile.notification_routing.changed.v1";
+    LINK_PROPOSED = "identity.link.proposed.v1";
+    LINK_REVIEW_OPENED = "identity.link.review_opened.v1";
+    MERGE_APPROVED = "identity.merge.approved.v1";
+    MERGE_REJECTED = "identity.merge.rejected.v1";
+    MERGE_REVERTED = "identity.merge.reverted.v1";
 }
 
 #[cfg(test)]

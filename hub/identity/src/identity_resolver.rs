@@ -1,0 +1,375 @@
+//! sdk-identity-resolver: proposals that two persons of a tenant are one
+//! human, decided by a steward. A link is `proposed`, `in_review` once a
+//! steward review step is open, then `merged` or `rejected` by the
+//! steward's verdict; a merge may be undone (`unmerged`).
+//!
+//! A merge is a recorded, reversible equivalence on the global person
+//! record (gateway rule 7): person_id_a survives, person_id_b is marked
+//! `merged` (its prior status kept in the merge record), and nothing of
+//! either moves (aliases, credentials, memberships), so login is unchanged
+//! and an unmerge restores exactly what was. An absorbed person takes part
+//! in no new link until unmerged, and a survivor is never absorbed: the
+//! canonical person is always one step away.
+//!
+//! This module owns identity_link, identity_link_step and
+//! identity_person_merge.
+
+use crate::{auth, personas, tenancy};
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(propose)).routes(routes!(get_link)).routes(routes!(steward_review)).routes(routes!(verdict)).routes(routes!(unmerge))
+}
+
+const DECISIONS: [&str; 2] = ["approve", "reject"];
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = IdentityLink)]
+struct Link {
+    link_id: String,
+    /// The survivor, should the pair be merged.
+    person_id_a: String,
+    /// The person a merge absorbs.
+    person_id_b: String,
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Object)]
+    evidence: JsonText,
+    confidence: Option<f64>,
+    /// `proposed`, `in_review`, `merged`, `rejected` or `unmerged`.
+    status: String,
+    /// The canonical person while the pair is merged (person_id_a).
+    survivor_person_id: Option<String>,
+    proposed_by: String,
+    created_at: String,
+    updated_at: String,
+    decided_at: Option<String>,
+    unmerged_at: Option<String>,
+    /// Its review steps, oldest first.
+    #[sqlx(skip)]
+    steps: Vec<Step>,
+}
+
+const COLUMNS: &str = "link_id, person_id_a, person_id_b, evidence, confidence, status, survivor_person_id, proposed_by, created_at, updated_at, \
+                       decided_at, unmerged_at";
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = IdentityLinkStep)]
+struct Step {
+    step_id: String,
+    link_id: String,
+    /// The steward persona whose verdict the step waits for.
+    approver_persona_id: String,
+    /// `open`, `approved` or `rejected`.
+    status: String,
+    acting_persona_id: Option<String>,
+    opened_by: String,
+    opened_at: String,
+    decided_at: Option<String>,
+}
+
+const STEP_COLUMNS: &str = "step_id, link_id, approver_persona_id, status, acting_persona_id, opened_by, opened_at, decided_at";
+
+/// The link of the caller's tenant, with its steps.
+async fn find(tx: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Link> {
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {COLUMNS} FROM identity_link WHERE tenant_id = $1 AND link_id = $2");
+    let mut link: Link = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(&mut **tx).await?.ok_or(ApiError::NotFound)?;
+    let sql = format!("SELECT {STEP_COLUMNS} FROM identity_link_step WHERE link_id = $1 ORDER BY opened_at, step_id");
+    link.steps = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).fetch_all(&mut **tx).await?;
+    Ok(link)
+}
+
+/// Refuses (409) a pair a merge cannot join: neither may be absorbed by a
+/// live merge, and person `b`, the one a merge absorbs, may not be a survivor.
+async fn check_mergeable(tx: &mut Tx, a: &str, b: &str) -> ApiResult<()> {
+    for person in [a, b] {
+        let into: Option<String> =
+            sqlx::query_scalar("SELECT survivor_person_id FROM identity_person_merge WHERE absorbed_person_id = $1 AND unmerged_at IS NULL")
+                .bind(person)
+                .fetch_optional(&mut **tx)
+                .await?;
+        if let Some(survivor) = into {
+            return Err(ApiError::Conflict(format!("person {person} is merged into {survivor}: unmerge that first")));
+        }
+    }
+    let absorbs: Option<String> = sqlx::query_scalar("SELECT merge_id FROM identity_person_merge WHERE survivor_person_id = $1 AND unmerged_at IS NULL")
+        .bind(b)
+        .fetch_optional(&mut **tx)
+        .await?;
+    match absorbs {
+        Some(_) => Err(ApiError::Conflict(format!("person {b} survives another merge: it cannot be absorbed (propose it as person_id_a)"))),
+        None => Ok(()),
+    }
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewIdentityLink)]
+struct NewLink {
+    /// A member of the caller's tenant; the survivor of a merge.
+    #[schema(required = true, format = "uuid")]
+    person_id_a: Option<String>,
+    /// Another member of the caller's tenant; absorbed by a merge.
+    #[schema(required = true, format = "uuid")]
+    person_id_b: Option<String>,
+    /// Why they are thought one human.
+    #[schema(value_type = Option<Object>)]
+    evidence: Option<Value>,
+    /// From 0 to 1.
+    #[schema(value_type = Option<f64>, minimum = 0, maximum = 1)]
+    confidence: Option<Value>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Proposes that two members of the caller's tenant are one human.
+#[utoipa::path(post, path = "/api/identity-resolver/links", tag = "sdk-identity-resolver", request_body = NewLink,
+    responses((status = 201, description = "the link, proposed", body = Data<Link>)))]
+async fn propose(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewLink>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let a = check.required_uuid("person_id_a", &body.person_id_a);
+    let b = check.required_uuid("person_id_b", &body.person_id_b);
+    if a.is_some() && a == b {
+        check.fail("person_id_a and person_id_b must be two persons");
+    }
+    let evidence = check.optional_object("evidence", body.evidence.as_ref());
+    let confidence = match &body.confidence {
+        None | Some(Value::Null) => None,
+        Some(v) => v.as_f64().filter(|c| (0.0..=1.0).contains(c)).or_else(|| {
+            check.fail("confidence must be a number from 0 to 1");
+            None
+        }),
+    };
+    check.finish()?;
+    let (a, b) = (a.expect("checked").to_string(), b.expect("checked").to_string());
+    let mut tx = state.db.begin().await?;
+    let mut check = Check::new();
+    for (name, person) in [("person_id_a", &a), ("person_id_b", &b)] {
+        if tenancy::membership_of(&mut *tx, &ctx.tenant_id, person).await?.is_none() {
+            check.fail(format!("{name} is not a member of this tenant"));
+        }
+    }
+    check.finish()?;
+    check_mergeable(&mut tx, &a, &b).await?;
+    let pair = if a < b { format!("{a}:{b}") } else { format!("{b}:{a}") };
+    let live: Option<String> = sqlx::query_scalar("SELECT status FROM identity_link WHERE pair_key = $1 AND status IN ('proposed', 'in_review', 'merged')")
+        .bind(&pair)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if let Some(status) = live {
+        return Err(ApiError::Conflict(format!("the pair already has a link that is {status}")));
+    }
+    let now = db::now();
+    // Of two proposals at once, the unique live pair makes the second 409.
+    let sql = format!(
+        "INSERT INTO identity_link (link_id, tenant_id, person_id_a, person_id_b, pair_key, evidence, confidence, status, proposed_by, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'proposed', $8, $9, $9) RETURNING {COLUMNS}"
+    );
+    let link: Link = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&a)
+        .bind(&b)
+        .bind(&pair)
+        .bind(evidence.to_string())
+        .bind(confidence)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "link_id": link.link_id, "person_id_a": a, "person_id_b": b, "confidence": confidence });
+    audit::record(&mut tx, &ctx, events::LINK_PROPOSED, payload).await?;
+    tx.commit().await?;
+    Ok(created(link))
+}
+
+/// A link of the caller's tenant, with its review steps.
+#[utoipa::path(get, path = "/api/identity-resolver/links/{link_id}", tag = "sdk-identity-resolver", params(("link_id" = String, Path, description = "the link")),
+    responses((status = 200, description = "the link", body = Data<Link>)))]
+async fn get_link(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.read.begin().await?;
+    let link = find(&mut tx, &ctx.tenant_id, &id).await?;
+    tx.commit().await?;
+    Ok(ok(link))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewStewardReview)]
+struct NewReview {
+    /// An active persona of the caller's tenant: the steward who decides.
+    #[schema(required = true, format = "uuid")]
+    approver_persona_id: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Opens the review step of a proposed link: the link is `in_review`
+/// until the named steward's verdict.
+#[utoipa::path(post, path = "/api/identity-resolver/links/{link_id}/steward-review", tag = "sdk-identity-resolver", request_body = NewReview,
+    params(("link_id" = String, Path, description = "the link")),
+    responses((status = 201, description = "the review step, open", body = Data<Step>)))]
+async fn steward_review(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewReview>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let link = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let mut check = Check::new();
+    let approver = check.required_uuid("approver_persona_id", &body.approver_persona_id);
+    check.finish()?;
+    let approver = approver.expect("checked").to_string();
+    let persona = personas::find(&mut *tx, &approver).await?.filter(|p| p.tenant_id == ctx.tenant_id && p.status == "active");
+    persona.ok_or_else(|| ApiError::invalid("approver_persona_id is not an active persona of this tenant"))?;
+    let now = db::now();
+    let moved = sqlx::query("UPDATE identity_link SET status = 'in_review', updated_at = $2 WHERE link_id = $1 AND status = 'proposed'")
+        .bind(&link.link_id)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+    if moved.rows_affected() == 0 {
+        return Err(ApiError::Conflict(format!("the link is {}: a review opens on a proposed link only", link.status)));
+    }
+    let sql = format!(
+        "INSERT INTO identity_link_step (step_id, link_id, approver_persona_id, status, opened_by, opened_at) VALUES ($1, $2, $3, 'open', $4, $5) \
+         RETURNING {STEP_COLUMNS}"
+    );
+    let step: Step = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&link.link_id)
+        .bind(&approver)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "link_id": link.link_id, "step_id": step.step_id, "approver_persona_id": approver });
+    audit::record(&mut tx, &ctx, events::LINK_REVIEW_OPENED, payload).await?;
+    tx.commit().await?;
+    Ok(created(step))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = StewardVerdict)]
+struct Verdict {
+    /// The link's open review step.
+    #[schema(required = true, format = "uuid")]
+    step_id: Option<String>,
+    /// `approve` (merges the pair) or `reject`.
+    #[schema(required = true)]
+    decision: Option<String>,
+    /// When given, the caller's own persona (a person's primary persona, a
+    /// key's synthetic persona): 403 otherwise.
+    #[schema(format = "uuid")]
+    acting_persona_id: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Records the steward's verdict on a link's review step: `approve`
+/// merges the pair (person_id_a survives), `reject` closes the link.
+#[utoipa::path(post, path = "/api/identity-resolver/links/{link_id}/verdict", tag = "sdk-identity-resolver", request_body = Verdict,
+    params(("link_id" = String, Path, description = "the link")),
+    responses((status = 200, description = "the link, decided", body = Data<Link>)))]
+async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Verdict>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let link = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let mut check = Check::new();
+    let step_id = check.required_uuid("step_id", &body.step_id);
+    let decision = check.required("decision", &body.decision);
+    check.one_of("decision", &decision, &DECISIONS);
+    let acting = check.optional_uuid("acting_persona_id", &body.acting_persona_id);
+    check.finish()?;
+    if acting.is_some_and(|a| a.to_string() != ctx.persona_id) {
+        return Err(ApiError::forbidden(format!("acting_persona_id must be the caller's own persona {}", ctx.persona_id)));
+    }
+    let step_id = step_id.expect("checked").to_string();
+    let step = link.steps.iter().find(|s| s.step_id == step_id).ok_or_else(|| ApiError::invalid("step_id is not a review step of this link"))?;
+    if step.approver_persona_id != ctx.persona_id {
+        return Err(ApiError::forbidden(format!("the acting persona {} is not the step's approver", ctx.persona_id)));
+    }
+    let now = db::now();
+    let status = if decision == "approve" { "approved" } else { "rejected" };
+    let decided = sqlx::query("UPDATE identity_link_step SET status = $2, acting_persona_id = $3, decided_at = $4 WHERE step_id = $1 AND status = 'open'")
+        .bind(&step_id)
+        .bind(status)
+        .bind(&ctx.persona_id)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+    if decided.rows_affected() == 0 {
+        return Err(ApiError::Conflict(format!("the step is already {}", step.status)));
+    }
+    let (a, b) = (&link.person_id_a, &link.person_id_b);
+    let mut payload = json!({ "link_id": link.link_id, "step_id": step_id, "acting_persona_id": ctx.persona_id });
+    if decision == "approve" {
+        check_mergeable(&mut tx, a, b).await?;
+        let prior = auth::person_status(&mut *tx, b).await?.ok_or(sqlx::Error::RowNotFound)?;
+        sqlx::query(
+            "INSERT INTO identity_person_merge (merge_id, link_id, survivor_person_id, absorbed_person_id, absorbed_prior_status, merged_at) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(db::new_id())
+        .bind(&link.link_id)
+        .bind(a)
+        .bind(b)
+        .bind(&prior)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+        auth::set_person_status(&mut tx, b, &prior, "merged").await?;
+        sqlx::query("UPDATE identity_link SET status = 'merged', survivor_person_id = $2, decided_at = $3, updated_at = $3 WHERE link_id = $1")
+            .bind(&link.link_id)
+            .bind(a)
+            .bind(&now)
+            .execute(&mut *tx)
+            .await?;
+        payload["survivor_person_id"] = json!(a);
+        payload["absorbed_person_id"] = json!(b);
+        audit::record(&mut tx, &ctx, events::MERGE_APPROVED, payload).await?;
+    } else {
+        sqlx::query("UPDATE identity_link SET status = 'rejected', decided_at = $2, updated_at = $2 WHERE link_id = $1")
+            .bind(&link.link_id)
+            .bind(&now)
+            .execute(&mut *tx)
+            .await?;
+        audit::record(&mut tx, &ctx, events::MERGE_REJECTED, payload).await?;
+    }
+    let link = find(&mut tx, &ctx.tenant_id, &id).await?;
+    tx.commit().await?;
+    Ok(ok(link))
+}
+
+/// Reverses the merge of a merged link: the absorbed person gets its
+/// prior status back; nothing else had moved.
+#[utoipa::path(post, path = "/api/identity-resolver/links/{link_id}/unmerge", tag = "sdk-identity-resolver",
+    params(("link_id" = String, Path, description = "the link")),
+    responses((status = 200, description = "the link, unmerged", body = Data<Link>)))]
+async fn unmerge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let link = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let now = db::now();
+    let moved = sqlx::query(
+        "UPDATE identity_link SET status = 'unmerged', survivor_person_id = NULL, unmerged_at = $2, updated_at = $2 WHERE link_id = $1 AND status = 'merged'",
+    )
+    .bind(&link.link_id)
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    if moved.rows_affected() == 0 {
+        return Err(ApiError::Conflict(format!("the link is {}: only a merged link is unmerged", link.status)));
+    }
+    let (absorbed, prior): (String, String) = sqlx::query_as(
+        "UPDATE identity_person_merge SET unmerged_at = $2 WHERE link_id = $1 AND unmerged_at IS NULL RETURNING absorbed_person_id, absorbed_prior_status",
+    )
+    .bind(&link.link_id)
+    .bind(&now)
+    .fetch_one(&mut *tx)
+    .await?;
+    auth::set_person_status(&mut tx, &absorbed, "merged", &prior).await?;
+    let payload = json!({ "link_id": link.link_id, "survivor_person_id": link.person_id_a, "absorbed_person_id": absorbed });
+    audit::record(&mut tx, &ctx, events::MERGE_REVERTED, payload).await?;
+    let link = find(&mut tx, &ctx.tenant_id, &id).await?;
+    tx.commit().await?;
+    Ok(ok(link))
+}

@@ -1,0 +1,236 @@
+//! sdk-profile: the bands of an app identity (layer 2): `profile`,
+//! `preference` and `notification_routing`, each a JSON object sealed under
+//! its person's data key, so erasing the person's key makes every band of
+//! theirs unreadable. A band is read by every tenant its person is a member
+//! of, and written, whole, by the tenants of the identity's own app.
+//!
+//! This module owns profile_band: signup writes an identity's first
+//! `profile` band through `insert_first`.
+
+use std::collections::BTreeSet;
+
+use crate::{
+    auth,
+    tenancy::{self, AppIdentity},
+};
+use hub_kernel::crypto::DataKey;
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(get_band, put_band))
+}
+
+pub const KINDS: [&str; 3] = ["profile", "preference", "notification_routing"];
+/// What one band may hold: its fields as JSON text, their number, the
+/// length of a field's name.
+const MAX_BYTES: usize = 64 * 1024;
+const MAX_FIELDS: usize = 100;
+const MAX_NAME: usize = 128;
+
+#[derive(Debug, FromRow)]
+struct Row {
+    band_id: String,
+    app_identity_id: String,
+    band_kind: String,
+    fields_envelope: Vec<u8>,
+    created_at: String,
+    updated_at: String,
+}
+
+const COLUMNS: &str = "band_id, app_identity_id, band_kind, fields_envelope, created_at, updated_at";
+
+/// A band with its fields opened.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ProfileBand)]
+struct Band {
+    band_id: String,
+    app_identity_id: String,
+    /// `profile`, `preference` or `notification_routing`.
+    band_kind: String,
+    /// The band's fields; null once its person's data key is destroyed.
+    #[schema(value_type = Option<Object>)]
+    fields: Option<Value>,
+    created_at: String,
+    updated_at: String,
+}
+
+/// The document's answer: `{ band }`.
+#[derive(Debug, Serialize, ToSchema)]
+struct ProfileBandAnswer {
+    band: Band,
+}
+
+/// The fields of a band, opened with its person's key (none once the key
+/// is destroyed). They are bound to the app identity, as signup sealed them.
+fn open(row: &Row, key: Option<&DataKey>) -> ApiResult<Option<Value>> {
+    let Some(key) = key else { return Ok(None) };
+    let plain = key.open(&row.fields_envelope, row.app_identity_id.as_bytes())?;
+    Ok(Some(serde_json::from_slice(&plain).unwrap_or(Value::Null)))
+}
+
+fn answer(row: Row, fields: Option<Value>) -> ProfileBandAnswer {
+    let Row { band_id, app_identity_id, band_kind, created_at, updated_at, .. } = row;
+    ProfileBandAnswer { band: Band { band_id, app_identity_id, band_kind, fields, created_at, updated_at } }
+}
+
+/// Writes the first `profile` band of a new app identity, unless it has one.
+pub async fn insert_first(tx: &mut Tx, key: &DataKey, app_identity_id: &str, fields: &Value) -> ApiResult<()> {
+    sqlx::query(
+        "INSERT INTO profile_band (band_id, app_identity_id, band_kind, fields_envelope, created_at, updated_at) \
+         VALUES ($1, $2, 'profile', $3, $4, $4) ON CONFLICT (app_identity_id, band_kind) DO NOTHING",
+    )
+    .bind(db::new_id())
+    .bind(app_identity_id)
+    .bind(key.seal(fields.to_string().as_bytes(), app_identity_id.as_bytes()))
+    .bind(db::now())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// The app identity of the path if the caller's tenant may see it.
+async fn visible(tx: &mut Tx, ctx: &TenantCtx, id: &str) -> ApiResult<AppIdentity> {
+    let id = path_id(id)?.to_string();
+    tenancy::visible_app_identity(&mut **tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)
+}
+
+async fn find(tx: &mut Tx, app_identity_id: &str, kind: &str) -> ApiResult<Option<Row>> {
+    let sql = format!("SELECT {COLUMNS} FROM profile_band WHERE app_identity_id = $1 AND band_kind = $2");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(app_identity_id).bind(kind).fetch_optional(&mut **tx).await?)
+}
+
+/// One band of an app identity whose person is a member of the caller's tenant.
+#[utoipa::path(get, path = "/api/profiles/{app_identity_id}/bands/{band_kind}", tag = "sdk-profile",
+    params(("app_identity_id" = String, Path, description = "the app identity"),
+        ("band_kind" = String, Path, description = "`profile`, `preference` or `notification_routing`")),
+    responses((status = 200, description = "the band", body = Data<ProfileBandAnswer>)))]
+async fn get_band(State(state): State<AppState>, Tenant(ctx): Tenant, Path((id, kind)): Path<(String, String)>) -> ApiResult<Response> {
+    let mut tx = state.db.read.begin().await?;
+    let identity = visible(&mut tx, &ctx, &id).await?;
+    let mut check = Check::new();
+    check.one_of("band_kind", &kind, &KINDS);
+    check.finish()?;
+    let row = find(&mut tx, &identity.app_identity_id, &kind).await?.ok_or(ApiError::NotFound)?;
+    let key = auth::person_key(&mut tx, &state.master, &identity.person_id).await?;
+    tx.commit().await?;
+    let fields = open(&row, key.as_ref())?;
+    Ok(ok(answer(row, fields)))
+}
+
+/// A band's new content.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = ProfileBandWrite)]
+struct Write {
+    /// The band's whole content, replacing what it held: an object of at
+    /// most 100 fields (names of 1 to 128 characters), 64 KiB as JSON.
+    #[schema(required = true, value_type = Option<Object>)]
+    fields: Option<Value>,
+}
+
+/// The fields of a write, checked.
+fn checked_fields(check: &mut Check, value: Option<&Value>) -> Value {
+    match value {
+        None | Some(Value::Null) => check.fail("fields is required"),
+        Some(v @ Value::Object(map)) => {
+            if map.len() > MAX_FIELDS {
+                check.fail(format!("fields must hold at most {MAX_FIELDS} fields"));
+            }
+            if map.keys().any(|k| k.trim().is_empty() || k.chars().count() > MAX_NAME) {
+                check.fail(format!("every field name must be 1 to {MAX_NAME} characters"));
+            }
+            if v.to_string().len() > MAX_BYTES {
+                check.fail("fields must be at most 64 KiB as JSON");
+            }
+            return v.clone();
+        }
+        Some(_) => check.fail("fields must be an object"),
+    }
+    Value::Null
+}
+
+/// The names of the fields whose value differs between two objects
+/// (added, removed or changed), in order.
+fn changed(before: &Value, after: &Value) -> Vec<String> {
+    let (empty, mut names) = (serde_json::Map::new(), BTreeSet::new());
+    let (b, a) = (before.as_object().unwrap_or(&empty), after.as_object().unwrap_or(&empty));
+    names.extend(b.keys().chain(a.keys()).filter(|n| b.get(*n) != a.get(*n)).cloned());
+    names.into_iter().collect()
+}
+
+/// Replaces one band of an app identity of the caller's tenant's app: 201
+/// when it is the band's first content, 200 after.
+#[utoipa::path(put, path = "/api/profiles/{app_identity_id}/bands/{band_kind}", tag = "sdk-profile", request_body = Write,
+    params(("app_identity_id" = String, Path, description = "the app identity"),
+        ("band_kind" = String, Path, description = "`profile`, `preference` or `notification_routing`")),
+    responses((status = 200, description = "the band, replaced", body = Data<ProfileBandAnswer>),
+        (status = 201, description = "the band, written for the first time", body = Data<ProfileBandAnswer>)))]
+async fn put_band(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path((id, kind)): Path<(String, String)>,
+    Body(body): Body<Write>,
+) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let identity = visible(&mut tx, &ctx, &id).await?;
+    if identity.app_id != ctx.app_id {
+        // Visible through a membership, but another app's identity: its
+        // bands are that app's to write.
+        return Err(ApiError::NotFound);
+    }
+    let mut check = Check::new();
+    check.one_of("band_kind", &kind, &KINDS);
+    let fields = checked_fields(&mut check, body.fields.as_ref());
+    check.finish()?;
+    let key = auth::person_key(&mut tx, &state.master, &identity.person_id).await?;
+    let key = key.ok_or_else(|| ApiError::Conflict("the person's data key is destroyed: their bands can no longer be written".into()))?;
+    let prior = find(&mut tx, &identity.app_identity_id, &kind).await?;
+    let before = match &prior {
+        Some(row) => open(row, Some(&key))?.unwrap_or_else(|| json!({})),
+        None => json!({}),
+    };
+    let names = changed(&before, &fields);
+    let first = prior.is_none();
+    let sealed = key.seal(fields.to_string().as_bytes(), identity.app_identity_id.as_bytes());
+    let now = db::now();
+    let row: Row = match prior {
+        // The same content again: nothing is written, nothing recorded.
+        Some(row) if names.is_empty() => return Ok(ok(answer(row, Some(fields)))),
+        // Two first writes at once: the unique (identity, kind) makes the second 409.
+        None => {
+            let sql = format!(
+                "INSERT INTO profile_band (band_id, app_identity_id, band_kind, fields_envelope, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $5) RETURNING {COLUMNS}"
+            );
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(db::new_id())
+                .bind(&identity.app_identity_id)
+                .bind(&kind)
+                .bind(sealed)
+                .bind(&now)
+                .fetch_one(&mut *tx)
+                .await?
+        }
+        // Replaced only if nobody replaced it since it was read (each
+        // envelope has a fresh nonce), so the recorded names are right.
+        Some(p) => {
+            let sql = format!("UPDATE profile_band SET fields_envelope = $1, updated_at = $2 WHERE band_id = $3 AND fields_envelope = $4 RETURNING {COLUMNS}");
+            let row: Option<Row> =
+                sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(sealed).bind(&now).bind(&p.band_id).bind(&p.fields_envelope).fetch_optional(&mut *tx).await?;
+            row.ok_or_else(|| ApiError::Conflict("the band was replaced meanwhile: read it and try again".into()))?
+        }
+    };
+    // Names of the fields, never their values.
+    let payload = json!({ "app_identity_id": row.app_identity_id, "band_id": row.band_id, "band_kind": kind, "changed_fields": names });
+    audit::record(&mut tx, &ctx, events::PROFILE_BAND_UPDATED, payload.clone()).await?;
+    let also = match kind.as_str() {
+        "preference" => Some(events::PROFILE_PREFERENCE_CHANGED),
+        "notification_routing" => Some(events::PROFILE_NOTIFICATION_ROUTING_CHANGED),
+        _ => None,
+    };
+    if let Some(event) = also {
+        audit::record(&mut tx, &ctx, event, payload).await?;
+    }
+    tx.commit().await?;
+    let band = answer(row, Some(fields));
+    Ok(if first { created(band) } else { ok(band) })
+}
