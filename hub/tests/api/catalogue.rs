@@ -112,7 +112,7 @@ fn every_schema_has_a_name_of_its_own() {
     let mut seen: HashMap<String, std::path::PathBuf> = HashMap::new();
     let mut clashes = Vec::new();
     let mut dirs = vec![root.join("src")];
-    for area in ["kernel", "identity", "platform", "device", "governance", "ai", "operator"] {
+    for area in ["kernel", "identity", "platform", "device", "governance", "provenance", "ai", "operator"] {
         dirs.push(root.join(area).join("src"));
     }
     while let Some(dir) = dirs.pop() {

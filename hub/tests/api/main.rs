@@ -33,6 +33,7 @@ mod mail;
 mod mcp_client;
 mod media;
 mod operations;
+mod parsing;
 mod process;
 mod quic;
 mod replicas;
