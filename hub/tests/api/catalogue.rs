@@ -275,6 +275,14 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, c) = app.post("/api/source-records/claims", Some(a), json!({ "subject_id": "mx", "attribute": "a", "value": 1, "source": "s" })).await;
     assert_eq!(s, StatusCode::CREATED, "{c}");
     ids.insert("claim_id", data(&c, "claim_id"));
+    // A subject of A's, rebuilt: B has no subject of that name.
+    let (s, r) = app.post("/api/projections", Some(a), json!({ "subject_id": "mx-subject" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, r) = app.post("/api/projections/mx-subject/assertions", Some(a), json!({ "attribute": "a", "value": 1 })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, r) = app.post("/api/projections/mx-subject/rebuild", Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    ids.insert("subject_id", "mx-subject".to_string());
     ids
 }
 

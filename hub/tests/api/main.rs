@@ -35,6 +35,7 @@ mod media;
 mod operations;
 mod parsing;
 mod process;
+mod projection;
 mod quic;
 mod replicas;
 mod residency;
