@@ -112,7 +112,7 @@ fn every_schema_has_a_name_of_its_own() {
     let mut seen: HashMap<String, std::path::PathBuf> = HashMap::new();
     let mut clashes = Vec::new();
     let mut dirs = vec![root.join("src")];
-    for area in ["kernel", "identity", "platform", "device", "governance", "ai", "operator"] {
+    for area in ["kernel", "identity", "platform", "device", "governance", "provenance", "ai", "operator"] {
         dirs.push(root.join(area).join("src"));
     }
     while let Some(dir) = dirs.pop() {
@@ -293,6 +293,14 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, l) = app.post("/api/identity-resolver/links", Some(a), json!({ "person_id_a": t.a["person_id"], "person_id_b": m["data"]["person_id"] })).await;
     assert_eq!(s, StatusCode::CREATED, "{l}");
     ids.insert("link_id", data(&l, "link_id"));
+    // A subject of A's, rebuilt: B has no subject of that name.
+    let (s, r) = app.post("/api/projections", Some(a), json!({ "subject_id": "mx-subject" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, r) = app.post("/api/projections/mx-subject/assertions", Some(a), json!({ "attribute": "a", "value": 1 })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, r) = app.post("/api/projections/mx-subject/rebuild", Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    ids.insert("subject_id", "mx-subject".to_string());
     ids
 }
 

@@ -75,6 +75,9 @@ event_types! {
     SOURCE_CLAIM_ASSERTED = "source-record.claim.asserted.v1";
     SOURCE_CLAIM_SUPERSEDED = "source-record.claim.superseded.v1";
     IMPORT_TEMPLATE_PUBLISHED = "import.template.published.v1";
+    PARSING_BATCH_COMPLETED = "parsing.batch.completed.v1";
+    PROJECTION_ASSERTION_RECORDED = "projection.assertion.recorded.v1";
+    PROJECTION_SNAPSHOT_REBUILT = "projection.snapshot.rebuilt.v1";
     WEBHOOK_INBOUND_SECRET_SET = "webhook.inbound_secret.set.v1";
     DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
     TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";

@@ -1,0 +1,150 @@
+//! sdk-parsing: contact extraction over a batch of up to 100 captures
+//! (an email, a vCard, free text, a signature, a scanned card). Each
+//! capture is read on its own (`extract.rs` says how): a malformed one gets
+//! its errors in its own result and the others are read all the same.
+//! Nothing is stored: the batch records one event, with counts only.
+
+mod extract;
+
+use hub_kernel::prelude::*;
+use phonenumber::country::Id;
+
+use extract::{Contact, KINDS, Rejected};
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(extract_contacts))
+}
+
+const MAX_CAPTURES: usize = 100;
+/// The longest `raw` a capture may have, in bytes.
+const MAX_RAW_BYTES: usize = 64 * 1024;
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = ParsingBatch)]
+struct Batch {
+    /// 1 to 100 captures.
+    #[schema(required = true, value_type = Vec<CaptureIn>)]
+    captures: Option<Value>,
+    /// ISO 3166-1 alpha-2 region of the numbers written without a country
+    /// code, for every capture that names none.
+    #[schema(value_type = Option<String>, example = "NL")]
+    default_region: Option<Value>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// One capture, as sent (checked one by one: see `ParsedCapture.errors`).
+#[derive(ToSchema)]
+#[schema(as = ParsingCapture)]
+#[allow(dead_code)]
+struct CaptureIn {
+    /// `email`, `vcard`, `text`, `signature` or `ocr`.
+    source_kind: String,
+    /// The captured text, at most 64 KiB.
+    raw: String,
+    /// The batch's `default_region` when absent.
+    default_region: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ParsedCapture)]
+struct CaptureResult {
+    /// The capture's position in the batch, from 0.
+    index: usize,
+    source_kind: Option<String>,
+    contacts: Vec<Contact>,
+    rejected_phones: Vec<Rejected>,
+    /// Why the capture was not read; empty when it was.
+    errors: Vec<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ParsingOutcome)]
+struct Outcome {
+    /// One result per capture, in the batch's order.
+    captures: Vec<CaptureResult>,
+}
+
+/// A region code: two letters libphonenumber knows, in either case.
+fn region(value: &Value) -> Result<Id, String> {
+    value
+        .as_str()
+        .filter(|s| s.len() == 2)
+        .and_then(|s| s.to_ascii_uppercase().parse().ok())
+        .ok_or_else(|| "default_region must be an ISO 3166-1 alpha-2 code".into())
+}
+
+fn read(index: usize, capture: &Value, batch_region: Option<Id>) -> CaptureResult {
+    let mut result = CaptureResult { index, source_kind: None, contacts: vec![], rejected_phones: vec![], errors: vec![] };
+    let Some(fields) = capture.as_object() else {
+        result.errors.push("capture must be an object".into());
+        return result;
+    };
+    let text = |name: &str| match fields.get(name) {
+        None | Some(Value::Null) => Err(format!("{name} is required")),
+        Some(Value::String(s)) if s.trim().is_empty() => Err(format!("{name} is required")),
+        Some(Value::String(s)) => Ok(s.as_str()),
+        Some(_) => Err(format!("{name} must be a string")),
+    };
+    let kind = text("source_kind").and_then(|k| if KINDS.contains(&k) { Ok(k) } else { Err(format!("source_kind must be one of: {}", KINDS.join(", "))) });
+    let raw = text("raw").and_then(|r| if r.len() > MAX_RAW_BYTES { Err(format!("raw must be at most {MAX_RAW_BYTES} bytes")) } else { Ok(r) });
+    let own_region = match fields.get("default_region") {
+        None | Some(Value::Null) => Ok(batch_region),
+        Some(v) => region(v).map(Some),
+    };
+    result.source_kind = fields.get("source_kind").and_then(Value::as_str).map(str::to_string);
+    match (kind, raw, own_region) {
+        (Ok(kind), Ok(raw), Ok(region)) => {
+            let found = extract::extract(kind, raw, region);
+            (result.contacts, result.rejected_phones) = (found.contacts, found.rejected_phones);
+        }
+        (kind, raw, region) => result.errors.extend([kind.err(), raw.err(), region.err()].into_iter().flatten()),
+    }
+    result
+}
+
+/// Extracts the contacts of each capture: names, email addresses and
+/// phone numbers in E.164. 200 whenever the batch itself is well formed.
+#[utoipa::path(post, path = "/api/parsing/contacts/extract", tag = "sdk-parsing", request_body = Batch,
+    responses((status = 200, description = "one result per capture", body = Data<Outcome>)))]
+async fn extract_contacts(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Batch>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let captures = match body.captures {
+        Some(Value::Array(items)) if (1..=MAX_CAPTURES).contains(&items.len()) => items,
+        None | Some(Value::Null) => {
+            check.fail("captures is required");
+            vec![]
+        }
+        _ => {
+            check.fail(format!("captures must be an array of 1 to {MAX_CAPTURES} captures"));
+            vec![]
+        }
+    };
+    let batch_region = match body.default_region.as_ref().filter(|v| !v.is_null()).map(region) {
+        Some(Err(e)) => {
+            check.fail(e);
+            None
+        }
+        found => found.and_then(Result::ok),
+    };
+    check.finish()?;
+    // Up to 20,000 phone numbers parsed: work for a blocking thread.
+    let captures: Vec<CaptureResult> = tokio::task::spawn_blocking(move || captures.iter().enumerate().map(|(i, c)| read(i, c, batch_region)).collect())
+        .await
+        .map_err(|e| ApiError::Internal(e.into()))?;
+    let count = |f: fn(&Contact) -> usize| captures.iter().flat_map(|c| &c.contacts).map(f).sum::<usize>();
+    let payload = json!({
+        "captures": captures.len(),
+        "failed": captures.iter().filter(|c| !c.errors.is_empty()).count(),
+        "contacts": count(|_| 1),
+        "emails": count(|c| c.emails.len()),
+        "phones": count(|c| c.phones.len()),
+        "rejected_phones": captures.iter().map(|c| c.rejected_phones.len()).sum::<usize>(),
+    });
+    let mut tx = state.db.begin().await?;
+    audit::record(&mut tx, &ctx, events::PARSING_BATCH_COMPLETED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(Outcome { captures }))
+}
