@@ -210,6 +210,14 @@ const RUNS: Listing = Listing {
     order: "created_at DESC, run_id DESC",
 };
 
+/// The tenant's runs of one trace, oldest first, as JSON (for a trace
+/// export of the governance area).
+pub async fn runs_of_trace(pool: &sqlx::AnyPool, tenant_id: &str, trace_id: &str) -> ApiResult<Vec<Value>> {
+    let sql = format!("SELECT {RUN_COLUMNS} FROM agent_run WHERE tenant_id = $1 AND trace_id = $2 ORDER BY created_at, run_id");
+    let runs: Vec<AgentRun> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(trace_id).fetch_all(pool).await?;
+    Ok(runs.iter().map(|r| serde_json::to_value(r).expect("a run serialises")).collect())
+}
+
 /// Defines an agent of the caller's tenant.
 #[utoipa::path(post, path = "/api/agent-runtime/agents", tag = "sdk-agent-runtime", request_body = NewAgent,
     responses((status = 201, description = "the agent", body = Data<Agent>)))]

@@ -5,7 +5,8 @@
 //! sdk-evidence (captures of encounters), sdk-approval (ordered approval
 //! steps and their decisions), sdk-rebac (relationships between personas
 //! and the reachability check the gate also asks), sdk-policy (Cedar policy
-//! bundles, and the evaluation the gate's ABAC step makes).
+//! bundles, and the evaluation the gate's ABAC step makes), sdk-trace
+//! (signed exports of agent-run traces with their audit entries).
 
 pub mod approval;
 pub mod audit;
@@ -15,6 +16,7 @@ pub mod evidence;
 pub mod policy;
 pub mod rebac;
 pub mod secrets;
+pub mod trace;
 pub mod vault;
 
 use utoipa_axum::router::OpenApiRouter;
@@ -32,4 +34,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(approval::routes())
         .merge(rebac::routes())
         .merge(policy::routes())
+        .merge(trace::routes())
 }

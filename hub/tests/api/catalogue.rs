@@ -286,6 +286,11 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/policies/bundles", Some(a), json!({ "name": "mx", "version": 1, "iql_source": "permit (principal, action, resource);" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("bundle_id", data(&r, "bundle_id"));
+    crate::trace::run_in_trace(app, a, t.a["persona_id"].as_str().unwrap(), "mx-trace").await;
+    let (s, r) = app.post("/api/traces/mx-trace/exports", Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("trace_id", "mx-trace".to_string());
+    ids.insert("export_id", data(&r, "export_id"));
     let (s, m) = app.post("/api/auth/register", None, json!({ "email": "twin@mx.example.com", "password": "member password", "display_name": "T" })).await;
     assert_eq!(s, StatusCode::CREATED, "{m}");
     let (s, _) = app.post("/api/memberships", Some(a), json!({ "person_id": m["data"]["person_id"] })).await;

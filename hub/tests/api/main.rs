@@ -49,6 +49,7 @@ mod secrets;
 mod source_records;
 mod spine;
 mod tenant_lifecycle;
+mod trace;
 mod vault;
 mod webhooks;
 mod workflow;

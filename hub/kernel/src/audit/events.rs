@@ -71,6 +71,8 @@ event_types! {
     POLICY_BUNDLE_CREATED = "policy.bundle.created.v1";
     POLICY_BUNDLE_ACTIVATED = "policy.bundle.activated.v1";
     POLICY_DECISION_RECORDED = "policy.decision.recorded.v1";
+    TRACE_EXPORT_REQUESTED = "trace.export.requested.v1";
+    TRACE_EXPORT_READY = "trace.export.ready.v1";
     EVIDENCE_CAPTURE_RECORDED = "evidence.capture.recorded.v1";
     SOURCE_CLAIM_ASSERTED = "source-record.claim.asserted.v1";
     SOURCE_CLAIM_SUPERSEDED = "source-record.claim.superseded.v1";

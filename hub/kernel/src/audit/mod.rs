@@ -45,6 +45,44 @@ pub async fn record_system(tx: &mut Tx, tenant_id: &str, actor_id: &str, event_t
 
 /// `emit` for a tenant caller's write: the caller's tenant and admin pool,
 /// the credential as actor, the type's own retention class.
+/// Audit entries of one tenant by id, as JSON (hashes in hex; a shredded
+/// payload is null), in chain order: what an export carries as evidence.
+pub async fn entries_by_id(pool: &sqlx::AnyPool, tenant_id: &str, ids: &[String]) -> ApiResult<Vec<Value>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT entry_id, pool_index, seq, event_type, actor_kind, actor_id, occurred_at, payload, payload_digest, prev_hash, entry_hash \
+         FROM audit_entry WHERE tenant_id = $1 AND entry_id IN ({}) ORDER BY pool_index, seq",
+        crate::db::placeholders(2, ids.len())
+    );
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant_id);
+    for id in ids {
+        q = q.bind(id);
+    }
+    let rows = q.fetch_all(pool).await?;
+    use sqlx::Row;
+    let hex = |r: &sqlx::any::AnyRow, c: &str| -> Result<String, sqlx::Error> { Ok(hex::encode(r.try_get::<Vec<u8>, _>(c)?)) };
+    let mut out = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let payload: Option<String> = r.try_get("payload")?;
+        out.push(serde_json::json!({
+            "entry_id": r.try_get::<String, _>("entry_id")?,
+            "pool_index": r.try_get::<i64, _>("pool_index")?,
+            "seq": r.try_get::<i64, _>("seq")?,
+            "event_type": r.try_get::<String, _>("event_type")?,
+            "actor_kind": r.try_get::<String, _>("actor_kind")?,
+            "actor_id": r.try_get::<String, _>("actor_id")?,
+            "occurred_at": r.try_get::<String, _>("occurred_at")?,
+            "payload": payload.and_then(|p| serde_json::from_str::<Value>(&p).ok()),
+            "payload_digest": hex(r, "payload_digest")?,
+            "prev_hash": hex(r, "prev_hash")?,
+            "entry_hash": hex(r, "entry_hash")?,
+        }));
+    }
+    Ok(out)
+}
+
 pub async fn record(tx: &mut Tx, ctx: &TenantCtx, event_type: &str, payload: Value) -> ApiResult<Appended> {
     let (actor_kind, actor_id) = actor_of(ctx);
     emit(

@@ -118,6 +118,17 @@ impl MasterKey {
     pub fn open(&self, sealed: &[u8], aad: &[u8]) -> anyhow::Result<Vec<u8>> {
         open(&self.key, sealed, aad)
     }
+
+    /// HMAC-SHA256 of `data` under this key (a key kept for signing only).
+    pub fn mac(&self, data: &[u8]) -> Vec<u8> {
+        hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, self.key.as_slice()), data).as_ref().to_vec()
+    }
+
+    /// The key itself, for a MAC key whose verifiers must hold it (never
+    /// call this on a key that seals anything).
+    pub fn reveal(&self) -> &[u8; 32] {
+        &self.key
+    }
 }
 
 /// AES-256-GCM: `nonce (12) || ciphertext || tag (16)`.
@@ -194,6 +205,17 @@ impl DataKey {
 
     pub fn open(&self, sealed: &[u8], aad: &[u8]) -> anyhow::Result<Vec<u8>> {
         open(&self.key, sealed, aad)
+    }
+
+    /// HMAC-SHA256 of `data` under this key (a key kept for signing only).
+    pub fn mac(&self, data: &[u8]) -> Vec<u8> {
+        hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, self.key.as_slice()), data).as_ref().to_vec()
+    }
+
+    /// The key itself, for a MAC key whose verifiers must hold it (never
+    /// call this on a key that seals anything).
+    pub fn reveal(&self) -> &[u8; 32] {
+        &self.key
     }
 }
 

@@ -1,0 +1,186 @@
+//! sdk-trace: signed exports of a trace. A trace is the tenant's agent
+//! runs that carry one `trace_id`, with the audit entries (hash-chained)
+//! that recorded them. An export writes that evidence as one JSON artifact
+//! into the object store and signs its bytes with HMAC-SHA256 under the
+//! tenant's trace key; whoever holds that key (`GET
+//! /api/traces/verification-key`) can check an artifact. PDF is not offered.
+
+use base64::{Engine, engine::general_purpose::STANDARD as B64};
+use hub_kernel::{crypto::DataKey, prelude::*};
+use object_store::{PutPayload, path::Path as ObjectPath};
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(export)).routes(routes!(get_export)).routes(routes!(verification_key))
+}
+
+const FORMATS: [&str; 1] = ["json"];
+/// The runs one export carries at most (a trace is one task's runs).
+const MAX_RUNS: usize = 10_000;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = TraceExport)]
+struct Export {
+    export_id: String,
+    trace_id: String,
+    /// `json`.
+    format: String,
+    /// `requested`, `ready` or `failed`.
+    status: String,
+    /// Where the artifact is kept in the object store.
+    artifact_key: Option<String>,
+    /// SHA-256 of the artifact's bytes, hex.
+    sha256: Option<String>,
+    /// HMAC-SHA256 of the artifact's bytes under the trace key `key_id`, hex.
+    signature_hex: Option<String>,
+    key_id: Option<String>,
+    size_bytes: Option<i64>,
+    requested_by: String,
+    created_at: String,
+    ready_at: Option<String>,
+    /// The artifact itself, exactly the signed bytes (on a read).
+    #[sqlx(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    artifact: Option<String>,
+}
+
+const COLUMNS: &str = "export_id, trace_id, format, status, artifact_key, sha256, signature_hex, key_id, size_bytes, requested_by, created_at, ready_at";
+
+/// The tenant's trace key, made on first use.
+async fn trace_key(state: &AppState, tenant_id: &str) -> ApiResult<DataKey> {
+    let mut tx = state.db.begin().await?;
+    let key_id: Option<String> = sqlx::query_scalar("SELECT key_id FROM trace_key WHERE tenant_id = $1").bind(tenant_id).fetch_optional(&mut *tx).await?;
+    let key_id = match key_id {
+        Some(k) => k,
+        None => {
+            let key = DataKey::create(&mut tx, &state.master).await?;
+            sqlx::query("INSERT INTO trace_key (tenant_id, key_id, created_at) VALUES ($1, $2, $3) ON CONFLICT (tenant_id) DO NOTHING")
+                .bind(tenant_id)
+                .bind(&key.key_id)
+                .bind(db::now())
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query_scalar("SELECT key_id FROM trace_key WHERE tenant_id = $1").bind(tenant_id).fetch_one(&mut *tx).await?
+        }
+    };
+    let key = DataKey::load(&mut *tx, &state.master, &key_id).await?.ok_or_else(|| ApiError::Conflict("the tenant's trace key was destroyed".into()))?;
+    tx.commit().await?;
+    Ok(key)
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewTraceExport)]
+struct NewExport {
+    /// `json` (the default; PDF is not offered).
+    format: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Exports a trace as a signed artifact (404 when the tenant has no run
+/// of that trace).
+#[utoipa::path(post, path = "/api/traces/{trace_id}/exports", tag = "sdk-trace", request_body = NewExport,
+    params(("trace_id" = String, Path, description = "the trace")),
+    responses((status = 201, description = "the export, ready", body = Data<Export>)))]
+async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(trace_id): Path<String>, Body(body): Body<NewExport>) -> ApiResult<Response> {
+    let runs = hub_ai::agent_runtime::runs_of_trace(&state.db.read, &ctx.tenant_id, &trace_id).await?;
+    if runs.is_empty() {
+        return Err(ApiError::NotFound);
+    }
+    let format = Check::optional(&body.format).unwrap_or_else(|| "json".into());
+    if !FORMATS.contains(&format.as_str()) {
+        return Err(ApiError::invalid("format must be one of: json (PDF is not offered)"));
+    }
+    if runs.len() > MAX_RUNS {
+        return Err(ApiError::invalid(format!("the trace has more than {MAX_RUNS} runs: too large to export at once")));
+    }
+    let key = trace_key(&state, &ctx.tenant_id).await?;
+    let (export_id, now) = (db::new_id(), db::now());
+    let mut tx = state.db.begin().await?;
+    sqlx::query(
+        "INSERT INTO trace_export (export_id, tenant_id, trace_id, format, status, requested_by, created_at) VALUES ($1, $2, $3, $4, 'requested', $5, $6)",
+    )
+    .bind(&export_id)
+    .bind(&ctx.tenant_id)
+    .bind(&trace_id)
+    .bind(&format)
+    .bind(audit::actor_of(&ctx).1)
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    audit::record(&mut tx, &ctx, events::TRACE_EXPORT_REQUESTED, json!({ "export_id": export_id, "trace_id": trace_id, "format": format })).await?;
+    tx.commit().await?;
+
+    // The evidence: the runs, and the audit entries that recorded them.
+    let entry_ids: Vec<String> = runs.iter().filter_map(|r| r["audit_entry_id"].as_str().map(str::to_string)).collect();
+    let entries = audit::entries_by_id(&state.db.read, &ctx.tenant_id, &entry_ids).await?;
+    let artifact = json!({
+        "format": "platform.trace-export.v1", "export_id": export_id, "tenant_id": ctx.tenant_id, "trace_id": trace_id,
+        "generated_at": now, "runs": runs, "audit_entries": entries,
+    });
+    let bytes = serde_json::to_vec(&artifact).map_err(|e| ApiError::Internal(e.into()))?;
+    let (sha256, signature) = (hub_kernel::crypto::sha256_hex(&bytes), hex::encode(key.mac(&bytes)));
+    let artifact_key = format!("traces/{}/{export_id}.json", ctx.tenant_id);
+    let size = bytes.len() as i64;
+    let stored = state.media.put(&ObjectPath::from(artifact_key.as_str()), PutPayload::from(bytes)).await;
+    let mut tx = state.db.begin().await?;
+    if let Err(e) = stored {
+        sqlx::query("UPDATE trace_export SET status = 'failed' WHERE export_id = $1").bind(&export_id).execute(&mut *tx).await?;
+        tx.commit().await?;
+        return Err(ApiError::Internal(anyhow::anyhow!("storing the trace artifact: {e}")));
+    }
+    let sql = format!(
+        "UPDATE trace_export SET status = 'ready', artifact_key = $2, sha256 = $3, signature_hex = $4, key_id = $5, size_bytes = $6, ready_at = $7 \
+         WHERE export_id = $1 RETURNING {COLUMNS}"
+    );
+    let done: Export = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&export_id)
+        .bind(&artifact_key)
+        .bind(&sha256)
+        .bind(&signature)
+        .bind(&key.key_id)
+        .bind(size)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "export_id": export_id, "trace_id": trace_id, "artifact_key": artifact_key, "sha256": sha256, "runs": runs.len(), "audit_entries": entries.len() });
+    audit::record(&mut tx, &ctx, events::TRACE_EXPORT_READY, payload).await?;
+    tx.commit().await?;
+    Ok(created(done))
+}
+
+/// An export with its signed artifact.
+#[utoipa::path(get, path = "/api/traces/exports/{export_id}", tag = "sdk-trace", params(("export_id" = String, Path, description = "the export")),
+    responses((status = 200, description = "the export and, once ready, its artifact", body = Data<Export>)))]
+async fn get_export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {COLUMNS} FROM trace_export WHERE tenant_id = $1 AND export_id = $2");
+    let mut export: Export =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?.ok_or(ApiError::NotFound)?;
+    if let Some(key) = &export.artifact_key {
+        let got = state.media.get(&ObjectPath::from(key.as_str())).await.map_err(|e| ApiError::Internal(anyhow::anyhow!("reading the trace artifact: {e}")))?;
+        let bytes = got.bytes().await.map_err(|e| ApiError::Internal(anyhow::anyhow!("reading the trace artifact: {e}")))?;
+        export.artifact = Some(String::from_utf8(bytes.to_vec()).map_err(|e| ApiError::Internal(e.into()))?);
+    }
+    Ok(ok(export))
+}
+
+#[derive(Serialize, ToSchema)]
+#[schema(as = TraceVerificationKey)]
+struct VerificationKey {
+    key_id: String,
+    /// `HMAC-SHA256`.
+    algorithm: &'static str,
+    /// The 32-byte key, base64.
+    key_b64: String,
+}
+
+/// The tenant's trace key, with which an artifact's `signature_hex` is
+/// checked (HMAC-SHA256 over the artifact's bytes).
+#[utoipa::path(get, path = "/api/traces/verification-key", tag = "sdk-trace",
+    responses((status = 200, description = "the key", body = Data<VerificationKey>)))]
+async fn verification_key(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Response> {
+    let key = trace_key(&state, &ctx.tenant_id).await?;
+    Ok(ok(VerificationKey { key_b64: B64.encode(key.reveal()), key_id: key.key_id.clone(), algorithm: "HMAC-SHA256" }))
+}

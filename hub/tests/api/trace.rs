@@ -1,0 +1,73 @@
+//! sdk-trace: a trace's runs and their audit entries exported as one JSON
+//! artifact, signed with HMAC-SHA256 under the tenant's trace key, which
+//! the tenant can fetch and check the signature with.
+
+use aws_lc_rs::{digest, hmac};
+use base64::Engine;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::{agents::new_agent, db_test, helpers::*};
+
+/// Starts a run of a new agent in `trace`; answers the run.
+pub async fn run_in_trace(app: &TestApp, token: &str, persona: &str, trace: &str) -> Value {
+    let agent = new_agent(app, token, persona, "gold", 600).await;
+    let start = json!({ "agent_id": agent["agent_id"], "persona_id": persona, "trace_id": trace, "actor_id": "ada", "actor_kind": "human" });
+    let (s, run) = app.post("/api/agent-runtime/runs", Some(token), start).await;
+    assert_eq!(s, StatusCode::CREATED, "{run}");
+    run["data"].clone()
+}
+
+async fn a_trace_exports_as_an_artifact_its_tenant_can_verify(app: TestApp) {
+    let t = app.two_tenants("trace").await;
+    let a = t.a_token.as_str();
+    let persona = t.a["persona_id"].as_str().unwrap();
+    let first = run_in_trace(&app, a, persona, "trace-42").await;
+    let second = run_in_trace(&app, a, persona, "trace-42").await;
+    run_in_trace(&app, a, persona, "another-trace").await;
+
+    let (s, e) = app.post("/api/traces/trace-42/exports", Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::CREATED, "{e}");
+    let e = &e["data"];
+    assert_eq!((e["status"].as_str(), e["format"].as_str(), e["trace_id"].as_str()), (Some("ready"), Some("json"), Some("trace-42")));
+    let export_id = e["export_id"].as_str().unwrap();
+    assert_eq!(e["artifact_key"].as_str(), Some(format!("traces/{}/{export_id}.json", t.a["tenant_id"].as_str().unwrap()).as_str()));
+
+    let (s, read) = app.get(&format!("/api/traces/exports/{export_id}"), Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{read}");
+    let artifact = read["data"]["artifact"].as_str().unwrap();
+    assert_eq!(read["data"]["size_bytes"].as_u64(), Some(artifact.len() as u64));
+    assert_eq!(read["data"]["sha256"].as_str().unwrap(), hex::encode(digest::digest(&digest::SHA256, artifact.as_bytes())));
+    let doc: Value = serde_json::from_str(artifact).unwrap();
+    assert_eq!((doc["format"].as_str(), doc["trace_id"].as_str()), (Some("platform.trace-export.v1"), Some("trace-42")));
+    let runs: Vec<&str> = doc["runs"].as_array().unwrap().iter().map(|r| r["run_id"].as_str().unwrap()).collect();
+    assert_eq!(runs, [first["run_id"].as_str().unwrap(), second["run_id"].as_str().unwrap()], "this trace's runs, oldest first");
+    let entries = doc["audit_entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2);
+    assert!(entries.iter().all(|x| x["event_type"] == "agent.run.started.v1" && x["entry_hash"].as_str().unwrap().len() == 64), "{entries:?}");
+
+    // The tenant's verification key checks the signature; an altered artifact fails.
+    let (s, key) = app.get("/api/traces/verification-key", Some(a)).await;
+    assert_eq!((s, key["data"]["algorithm"].as_str()), (StatusCode::OK, Some("HMAC-SHA256")));
+    assert_eq!(key["data"]["key_id"], read["data"]["key_id"]);
+    let raw = base64::engine::general_purpose::STANDARD.decode(key["data"]["key_b64"].as_str().unwrap()).unwrap();
+    let mac_key = hmac::Key::new(hmac::HMAC_SHA256, &raw);
+    let signature = hex::decode(read["data"]["signature_hex"].as_str().unwrap()).unwrap();
+    assert!(hmac::verify(&mac_key, artifact.as_bytes(), &signature).is_ok());
+    assert!(hmac::verify(&mac_key, artifact.replace("trace-42", "trace-43").as_bytes(), &signature).is_err());
+    // Another tenant's key does not check it.
+    let (_, other) = app.get("/api/traces/verification-key", Some(&t.b_token)).await;
+    assert_ne!(other["data"]["key_b64"], key["data"]["key_b64"]);
+
+    // Unknown traces, other tenants, formats not offered.
+    assert_error(app.post("/api/traces/no-such-trace/exports", Some(a), json!({})).await, 404, "NotFound");
+    assert_error(app.post("/api/traces/trace-42/exports", Some(&t.b_token), json!({})).await, 404, "NotFound");
+    assert_error(app.get(&format!("/api/traces/exports/{export_id}"), Some(&t.b_token)).await, 404, "NotFound");
+    let b = assert_error(app.post("/api/traces/trace-42/exports", Some(a), json!({ "format": "pdf" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["format must be one of: json (PDF is not offered)"]));
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    let at = |e: &str| events.iter().position(|x| x == e).unwrap_or_else(|| panic!("{e} in {events:?}"));
+    assert!(at("trace.export.requested.v1") < at("trace.export.ready.v1"), "requested, then ready");
+}
+db_test!(a_trace_exports_as_an_artifact_its_tenant_can_verify);
