@@ -48,6 +48,7 @@ mod schema;
 mod secrets;
 mod source_records;
 mod spine;
+mod taxonomy;
 mod tenant_lifecycle;
 mod trace;
 mod vault;

@@ -73,6 +73,8 @@ event_types! {
     POLICY_DECISION_RECORDED = "policy.decision.recorded.v1";
     TRACE_EXPORT_REQUESTED = "trace.export.requested.v1";
     TRACE_EXPORT_READY = "trace.export.ready.v1";
+    TAXONOMY_SCHEMA_PUBLISHED = "taxonomy.schema.published.v1";
+    TAXONOMY_SCHEMA_OVERRIDDEN = "taxonomy.schema.overridden.v1";
     EVIDENCE_CAPTURE_RECORDED = "evidence.capture.recorded.v1";
     SOURCE_CLAIM_ASSERTED = "source-record.claim.asserted.v1";
     SOURCE_CLAIM_SUPERSEDED = "source-record.claim.superseded.v1";

@@ -1,0 +1,188 @@
+//! sdk-taxonomy: extraction schemas, the fields an extractor pulls out of
+//! a kind of document. Each publication is the (tenant, kind)'s next
+//! version and its active one; the lookup answers the tenant's active
+//! schema for a kind, else the platform's default (`tenant_id` NULL,
+//! maintained by the operator), else 404.
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(publish)).routes(routes!(active))
+}
+
+const TYPES: [&str; 7] = ["string", "number", "integer", "boolean", "date", "money", "enum"];
+const MAX_FIELDS: usize = 200;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ExtractionSchema)]
+struct Schema {
+    schema_id: String,
+    document_kind: String,
+    version: i64,
+    description: Option<String>,
+    /// `[{ name, type, required, values?, description? }]`.
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<Object>)]
+    fields: JsonText,
+    /// `active` or `retired`.
+    status: String,
+    /// `tenant` (the tenant's own) or `platform` (the default).
+    source: String,
+    created_at: String,
+}
+
+const COLUMNS: &str = "schema_id, document_kind, version, description, fields, status, \
+     CASE WHEN tenant_id IS NULL THEN 'platform' ELSE 'tenant' END AS source, created_at";
+
+/// A document kind: 1–64 of `a-z 0-9 . _ -`.
+fn valid_kind(k: &str) -> bool {
+    (1..=64).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// Every field checked, each problem named by its index.
+fn fields(check: &mut Check, raw: Option<&Value>) -> Vec<Value> {
+    let Some(list) = raw.and_then(Value::as_array).filter(|l| (1..=MAX_FIELDS).contains(&l.len())) else {
+        check.fail(format!("fields must be an array of 1 to {MAX_FIELDS} fields"));
+        return Vec::new();
+    };
+    let mut names = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for (i, f) in list.iter().enumerate() {
+        let name = f.get("name").and_then(Value::as_str).unwrap_or_default();
+        if !(1..=128).contains(&name.len()) || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            check.fail(format!("fields[{i}].name must be 1 to 128 letters, digits or '_'"));
+        } else if !names.insert(name.to_string()) {
+            check.fail(format!("fields[{i}].name {name} is given twice"));
+        }
+        let kind = f.get("type").and_then(Value::as_str).unwrap_or_default();
+        check.one_of(&format!("fields[{i}].type"), kind, &TYPES);
+        let values = f.get("values").and_then(Value::as_array).filter(|v| !v.is_empty() && v.iter().all(Value::is_string));
+        if kind == "enum" && values.is_none() {
+            check.fail(format!("fields[{i}].values must be a non-empty array of strings for an enum"));
+        }
+        let required = match f.get("required") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                check.fail(format!("fields[{i}].required must be a boolean"));
+                false
+            }
+        };
+        let mut field = json!({ "name": name, "type": kind, "required": required });
+        if kind == "enum" {
+            field["values"] = json!(values);
+        }
+        if let Some(d) = f.get("description").and_then(Value::as_str) {
+            field["description"] = json!(d);
+        }
+        out.push(field);
+    }
+    out
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewExtractionSchema)]
+struct NewSchema {
+    /// 1–64 of `a-z 0-9 . _ -` (`invoice`, `receipt`, …).
+    #[schema(required = true)]
+    document_kind: Option<String>,
+    /// 1–200 fields `{ name, type (string, number, integer, boolean, date, money, enum), required?, values? (enum), description? }`.
+    #[schema(required = true, value_type = Vec<Object>)]
+    fields: Option<Value>,
+    /// At most 500 characters.
+    description: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Publishes the tenant's next schema version for a document kind and
+/// makes it the active one (the previous one is retired).
+#[utoipa::path(post, path = "/api/taxonomy/extraction-schemas", tag = "sdk-taxonomy", request_body = NewSchema,
+    responses((status = 201, description = "the schema, active", body = Data<Schema>)))]
+async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSchema>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let kind = check.required("document_kind", &body.document_kind);
+    if !kind.is_empty() && !valid_kind(&kind) {
+        check.fail("document_kind must be 1 to 64 of a-z, 0-9, '.', '_', '-'");
+    }
+    let fields = fields(&mut check, body.fields.as_ref());
+    let description = Check::optional(&body.description);
+    if description.as_ref().is_some_and(|d| d.chars().count() > 500) {
+        check.fail("description must be at most 500 characters");
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let last: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM taxonomy_schema WHERE tenant_id = $1 AND document_kind = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&kind)
+        .fetch_one(&mut *tx)
+        .await?;
+    sqlx::query("UPDATE taxonomy_schema SET status = 'retired' WHERE tenant_id = $1 AND document_kind = $2 AND status = 'active'")
+        .bind(&ctx.tenant_id)
+        .bind(&kind)
+        .execute(&mut *tx)
+        .await?;
+    let sql = format!(
+        "INSERT INTO taxonomy_schema (schema_id, tenant_id, document_kind, version, description, fields, status, created_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, 'active', $7, $8) RETURNING {COLUMNS}"
+    );
+    let version = last.unwrap_or(0) + 1;
+    let schema: Schema = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&kind)
+        .bind(version)
+        .bind(&description)
+        .bind(Value::from(fields).to_string())
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "schema_id": schema.schema_id, "document_kind": kind, "version": version });
+    audit::record(&mut tx, &ctx, events::TAXONOMY_SCHEMA_PUBLISHED, payload.clone()).await?;
+    let default: Option<String> =
+        sqlx::query_scalar("SELECT schema_id FROM taxonomy_schema WHERE tenant_id IS NULL AND document_kind = $1 AND status = 'active'")
+            .bind(&kind)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if version == 1
+        && let Some(default) = default
+    {
+        audit::record(
+            &mut tx,
+            &ctx,
+            events::TAXONOMY_SCHEMA_OVERRIDDEN,
+            json!({ "schema_id": schema.schema_id, "document_kind": kind, "platform_schema_id": default }),
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(created(schema))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct KindQuery {
+    /// Required: the document kind.
+    #[param(required = true)]
+    document_kind: Option<String>,
+}
+
+/// The schema in force for a document kind: the tenant's own active one,
+/// else the platform's default.
+#[utoipa::path(get, path = "/api/taxonomy/extraction-schemas/active", tag = "sdk-taxonomy", params(KindQuery),
+    responses((status = 200, description = "the schema in force", body = Data<Schema>)))]
+async fn active(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<KindQuery>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let kind = check.required("document_kind", &q.document_kind);
+    check.finish()?;
+    // The tenant's row sorts first (its tenant_id is not null).
+    let sql = format!(
+        "SELECT {COLUMNS} FROM taxonomy_schema WHERE (tenant_id = $1 OR tenant_id IS NULL) AND document_kind = $2 AND status = 'active' \
+         ORDER BY CASE WHEN tenant_id IS NULL THEN 1 ELSE 0 END LIMIT 1"
+    );
+    let found: Option<Schema> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&kind).fetch_optional(&state.db.read).await?;
+    Ok(ok(found.ok_or(ApiError::NotFound)?))
+}
