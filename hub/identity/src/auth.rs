@@ -911,7 +911,7 @@ async fn me(MaybeCaller(caller): MaybeCaller) -> ApiResult<Response> {
             scopes: scopes.to_vec(),
             environment: key.environment.clone(),
         }),
-        Caller::Operator => return Err(ApiError::Unauthorized("tenant routes do not take the operator credential")),
+        Caller::Operator(_) => return Err(ApiError::Unauthorized("tenant routes do not take the operator credential")),
     };
     Ok(ok(data))
 }

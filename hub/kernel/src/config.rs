@@ -33,6 +33,10 @@ pub struct Config {
     /// The operator secret for `/admin/*` (header `x-admin-ops-token`).
     #[arg(long, env = "ADMIN_OPS_TOKEN", hide_env_values = true)]
     pub admin_ops_token: Option<String>,
+    /// How long a replica trusts its cached copy of a database operator
+    /// token (revocations are also broadcast, so this is the worst case).
+    #[arg(long, env = "ADMIN_OPS_TOKEN_CACHE_TTL_MS", default_value_t = 30_000)]
+    pub ops_token_cache_ttl_ms: u64,
     /// `enforce`, `report` or `off` (report and off need development mode).
     #[arg(long, env = "AUTH_GATE_MODE", value_enum, default_value = "enforce")]
     pub gate_mode: GateMode,
@@ -144,6 +148,7 @@ impl Config {
             data_dir,
             database_url,
             admin_ops_token: Some("test-ops-token".into()),
+            ops_token_cache_ttl_ms: 30_000,
             metrics_public: false,
             gate_mode: GateMode::Enforce,
             dev: true,

@@ -26,6 +26,12 @@ pub enum ApiError {
     },
     #[error("not found")]
     NotFound,
+    /// 404 with the reason the operator document names ('catalog not found').
+    #[error("not found: {0}")]
+    NotFoundMessage(&'static str),
+    /// 423: the tenant of the credential is suspended by the operator.
+    #[error("locked: {0}")]
+    Locked(&'static str),
     #[error("conflict: {0}")]
     Conflict(String),
     #[error("tenant mismatch")]
@@ -121,7 +127,8 @@ impl ApiError {
             Validation(_) | InvalidScope(_) | UnsupportedGrantType => StatusCode::BAD_REQUEST,
             Unauthorized(_) | InvalidClient => StatusCode::UNAUTHORIZED,
             Forbidden { .. } | TenantMismatch | NoMembership => StatusCode::FORBIDDEN,
-            NotFound => StatusCode::NOT_FOUND,
+            NotFound | NotFoundMessage(_) => StatusCode::NOT_FOUND,
+            Locked(_) => StatusCode::LOCKED,
             Conflict(_) | PersonExists => StatusCode::CONFLICT,
             RateLimited(_) | TooManyStreams(_) => StatusCode::TOO_MANY_REQUESTS,
             Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -149,6 +156,8 @@ impl ApiError {
             }),
             Forbidden { details, scopes: None } => json!({ "success": false, "error": "Forbidden", "details": details }),
             NotFound => json!({ "success": false, "error": "NotFound" }),
+            NotFoundMessage(why) => json!({ "success": false, "error": "NotFound", "details": [why] }),
+            Locked(why) => json!({ "success": false, "error": "Locked", "details": [why] }),
             Conflict(what) => json!({ "success": false, "error": "Conflict", "details": [what] }),
             TenantMismatch => json!({
                 "success": false, "error": "TenantMismatch",

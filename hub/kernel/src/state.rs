@@ -59,6 +59,8 @@ pub struct Inner {
     /// evaluation, by tenant_id (the area's own type: the kernel only holds
     /// and drops them).
     pub feature_flags: Cache<String, Arc<dyn Any + Send + Sync>>,
+    /// Database operator tokens by SHA-256 (hex), with when they were read.
+    pub ops_tokens: Cache<String, (std::time::Instant, Option<Arc<crate::gate::ops_tokens::OpsToken>>)>,
     /// A tenant's active policy bundle as the governance area compiles it
     /// for the gate's ABAC step (or its absence), by tenant_id.
     pub policies: Cache<String, Arc<dyn Any + Send + Sync>>,
@@ -90,6 +92,8 @@ pub enum Invalidation {
     FeatureFlags(Option<String>),
     /// One tenant's active policy bundle.
     Policies(String),
+    /// Database operator tokens (one was minted or revoked).
+    OpsTokens,
 }
 
 /// The payload prefix of a feature-flag invalidation (`feature_flags:` and
@@ -107,6 +111,7 @@ impl Invalidation {
             Invalidation::Tenants => "tenants".into(),
             Invalidation::FeatureFlags(tenant) => format!("{FEATURE_FLAGS}{}", tenant.as_deref().unwrap_or("*")),
             Invalidation::Policies(tenant) => format!("{POLICIES}{tenant}"),
+            Invalidation::OpsTokens => "ops_tokens".into(),
         }
     }
 }
@@ -132,6 +137,7 @@ impl AppState {
             tenant_deadlines: Cache::default(),
             feature_flags: Cache::default(),
             policies: Cache::default(),
+            ops_tokens: Cache::default(),
             audit: crate::audit::Appender::start(db.clone())?,
             db,
             mail,
@@ -232,6 +238,7 @@ impl AppState {
             Invalidation::FeatureFlags(Some(tenant)) => self.feature_flags.remove(tenant),
             Invalidation::FeatureFlags(None) => self.feature_flags.clear(),
             Invalidation::Policies(tenant) => self.policies.remove(tenant),
+            Invalidation::OpsTokens => self.ops_tokens.clear(),
         }
     }
 
@@ -241,6 +248,7 @@ impl AppState {
             "api_keys" => self.invalidate_local(&Invalidation::ApiKeys),
             "roles" => self.invalidate_local(&Invalidation::Roles),
             "tenants" => self.invalidate_local(&Invalidation::Tenants),
+            "ops_tokens" => self.invalidate_local(&Invalidation::OpsTokens),
             "signing_keys" => {
                 *self.last_key_reload.lock().expect("reload lock") = None;
                 self.reload_keys().await;
@@ -262,6 +270,7 @@ impl AppState {
         self.tenant_deadlines.clear();
         self.feature_flags.clear();
         self.policies.clear();
+        self.ops_tokens.clear();
     }
 }
 

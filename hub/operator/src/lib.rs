@@ -2,6 +2,7 @@
 //! document. The gate admits only the operator credential here.
 
 pub mod audit;
+pub mod security;
 pub mod webhooks;
 
 use utoipa_axum::router::OpenApiRouter;
@@ -9,5 +10,5 @@ use utoipa_axum::router::OpenApiRouter;
 use hub_kernel::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(audit::routes()).merge(webhooks::routes())
+    OpenApiRouter::new().merge(audit::routes()).merge(webhooks::routes()).merge(security::routes())
 }

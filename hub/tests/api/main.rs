@@ -35,6 +35,7 @@ mod mail;
 mod mcp_client;
 mod media;
 mod operations;
+mod operator;
 mod parsing;
 mod policy;
 mod process;

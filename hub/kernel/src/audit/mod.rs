@@ -43,8 +43,6 @@ pub async fn record_system(tx: &mut Tx, tenant_id: &str, actor_id: &str, event_t
     .await
 }
 
-/// `emit` for a tenant caller's write: the caller's tenant and admin pool,
-/// the credential as actor, the type's own retention class.
 /// Audit entries of one tenant by id, as JSON (hashes in hex; a shredded
 /// payload is null), in chain order: what an export carries as evidence.
 pub async fn entries_by_id(pool: &sqlx::AnyPool, tenant_id: &str, ids: &[String]) -> ApiResult<Vec<Value>> {
@@ -83,6 +81,8 @@ pub async fn entries_by_id(pool: &sqlx::AnyPool, tenant_id: &str, ids: &[String]
     Ok(out)
 }
 
+/// `emit` for a tenant caller's write: the caller's tenant and admin pool,
+/// the credential as actor, the type's own retention class.
 pub async fn record(tx: &mut Tx, ctx: &TenantCtx, event_type: &str, payload: Value) -> ApiResult<Appended> {
     let (actor_kind, actor_id) = actor_of(ctx);
     emit(

@@ -9,6 +9,7 @@
 
 pub mod directory;
 pub mod keys;
+pub mod ops_tokens;
 pub mod robots;
 pub mod scope;
 pub mod throttle;
@@ -28,7 +29,6 @@ use axum::{
 
 use crate::{
     config::GateMode,
-    crypto,
     error::{ApiError, ApiResult},
     state::AppState,
 };
@@ -42,8 +42,9 @@ pub enum Caller {
     Human(Arc<Claims>),
     /// A tenant application, by API key or by a token exchanged for one.
     Machine { key: Arc<KeyRecord>, scopes: Arc<Vec<String>> },
-    /// The platform operator on `/admin/*`.
-    Operator,
+    /// The platform operator on `/admin/*`: `break-glass` (the environment
+    /// secret) or a database token's `label (id)`.
+    Operator(Arc<str>),
 }
 
 /// Paths that need no credential (gateway rules 1–2, Authentication 2).
@@ -102,12 +103,12 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         if path == "/metrics" && state.config.metrics_public {
             return next.run(req).await;
         }
-        return match check_operator(&state, req.headers()) {
-            true => {
-                req.extensions_mut().insert(Caller::Operator);
+        return match ops_tokens::operator(&state, req.headers()).await {
+            Some(who) => {
+                req.extensions_mut().insert(Caller::Operator(who));
                 next.run(req).await
             }
-            false => refuse("admin token required"),
+            None => refuse("admin token required"),
         };
     }
     // Health paths answer whatever the Authorization header holds.
@@ -154,7 +155,7 @@ fn tenant_id_of(caller: &Caller) -> Option<&str> {
     match caller {
         Caller::Human(claims) => claims.tenant.as_ref().map(|t| t.tenant_id.as_str()),
         Caller::Machine { key, .. } => Some(&key.tenant_id),
-        Caller::Operator => None,
+        Caller::Operator(_) => None,
     }
 }
 
@@ -200,17 +201,6 @@ async fn resolve(state: &AppState, value: &str) -> Result<Caller, &'static str> 
     Ok(Caller::Human(claims))
 }
 
-fn check_operator(state: &AppState, headers: &HeaderMap) -> bool {
-    let Some(expected) = state.config.admin_ops_token.as_deref().filter(|t| !t.is_empty()) else {
-        return false;
-    };
-    let Some(given) = headers.get("x-admin-ops-token").and_then(|v| v.to_str().ok()) else {
-        return false;
-    };
-    // Compare digests so the comparison's time depends on neither length.
-    crypto::constant_time_eq(&crypto::sha256(given.as_bytes()), &crypto::sha256(expected.as_bytes()))
-}
-
 /// Routes about the calling person themselves.
 const SELF_ROUTES: &[&str] = &["/api/me", "/api/memberships"];
 
@@ -246,7 +236,7 @@ pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) 
             // their extractors refuse it everywhere else.
             None => Ok(()),
         },
-        Caller::Operator => Ok(()),
+        Caller::Operator(_) => Ok(()),
     };
     let verdict = match verdict {
         Ok(()) => abac(&state, &caller, &required, &route, req.method().as_str(), req.uri().path()).await,
@@ -286,7 +276,7 @@ async fn abac(state: &AppState, caller: &Caller, required: &str, route: &str, me
             Some(t) => (t.tenant_id.as_str(), t.primary_persona_id.as_str(), "human"),
             None => return Ok(()),
         },
-        Caller::Operator => return Ok(()),
+        Caller::Operator(_) => return Ok(()),
     };
     let request = directory::AbacRequest { tenant_id, persona_id, actor_kind, action: required, route, method, path };
     match state.directories.policies.refusal(state, request).await? {
@@ -397,7 +387,7 @@ fn tenant_of(caller: &Caller) -> ApiResult<TenantCtx> {
             actor_kind: "service",
             key_scopes: Some(scopes.clone()),
         }),
-        Caller::Operator => Err(ApiError::Unauthorized("tenant routes do not take the operator credential")),
+        Caller::Operator(_) => Err(ApiError::Unauthorized("tenant routes do not take the operator credential")),
     }
 }
 
@@ -493,13 +483,13 @@ impl<S: Send + Sync> FromRequestParts<S> for BasicCredentials {
 
 /// The platform operator (`/admin/*`, admitted by the gate's operator
 /// header check). Anything else is 401, as the operator routes answer.
-pub struct Operator;
+pub struct Operator(pub Arc<str>);
 
 impl<S: Send + Sync> FromRequestParts<S> for Operator {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
         match parts.extensions.get::<Caller>() {
-            Some(Caller::Operator) => Ok(Operator),
+            Some(Caller::Operator(who)) => Ok(Operator(who.clone())),
             _ => Err(ApiError::Unauthorized("admin token required")),
         }
     }

@@ -1,0 +1,76 @@
+//! "Key management and security": database operator tokens, minted with
+//! an operator credential (the plaintext shown once) and revoked by id.
+//! The tokens themselves, their cache and the platform chain their events
+//! go to are the kernel's (`gate::ops_tokens`).
+
+use hub_kernel::gate::{Operator, ops_tokens};
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(mint)).routes(routes!(revoke))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewAdminOpsToken)]
+struct NewToken {
+    /// 1–200 characters (trimmed); labels need not be unique.
+    #[schema(required = true)]
+    label: Option<String>,
+    /// Seconds until it expires (1 to ten years); null or absent: never.
+    ttl_seconds: Option<Value>,
+    /// Why it is minted (at most 500 characters).
+    reason: Option<String>,
+    /// Who asked for it (at most 200 characters).
+    created_by: Option<String>,
+}
+
+/// A minted token: the plaintext `token` appears here only.
+#[derive(Serialize, ToSchema)]
+#[schema(as = MintedAdminOpsToken)]
+struct Minted {
+    id: String,
+    label: String,
+    token: String,
+    expires_at: Option<String>,
+}
+
+/// Mints a database operator token.
+#[utoipa::path(post, path = "/admin/security/ops-tokens", tag = "admin-security", request_body = NewToken,
+    responses((status = 201, description = "the token, its plaintext shown once", body = Data<Minted>)))]
+async fn mint(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewToken>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let label = check.required("label", &body.label);
+    if label.chars().count() > 200 {
+        check.fail("label must be at most 200 characters");
+    }
+    // RULINGS 1: 0 or a negative TTL would mint an expired token.
+    let ttl = check.optional_int("ttl_seconds", body.ttl_seconds.as_ref(), 1, 10 * 365 * 24 * 3600);
+    let reason = Check::optional(&body.reason);
+    if reason.as_ref().is_some_and(|r| r.chars().count() > 500) {
+        check.fail("reason must be at most 500 characters");
+    }
+    let created_by = Check::optional(&body.created_by);
+    if created_by.as_ref().is_some_and(|c| c.chars().count() > 200) {
+        check.fail("created_by must be at most 200 characters");
+    }
+    check.finish()?;
+    let (token, plaintext) = ops_tokens::mint(&state, &who, &label, ttl, reason, created_by).await?;
+    Ok(created(Minted { id: token.id, label: token.label, token: plaintext, expires_at: token.expires_at }))
+}
+
+#[derive(Serialize, ToSchema)]
+#[schema(as = RevokedAdminOpsToken)]
+struct Revoked {
+    id: String,
+    /// `revoked`.
+    status: String,
+}
+
+/// Revokes a database operator token, on every replica at once.
+#[utoipa::path(delete, path = "/admin/security/ops-tokens/{id}", tag = "admin-security", params(("id" = String, Path, description = "the token")),
+    responses((status = 200, description = "the token, revoked", body = Data<Revoked>)))]
+async fn revoke(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id).map_err(|_| ApiError::NotFoundMessage("token not found or already revoked"))?.to_string();
+    let token = ops_tokens::revoke(&state, &who, &id).await?;
+    Ok(ok(Revoked { id: token.id, status: token.status }))
+}

@@ -1,0 +1,103 @@
+//! The operator interface: database operator tokens (minted with an
+//! operator credential, revoked on every replica), the platform chain
+//! their events land in.
+
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::{db_test, helpers::*};
+
+const PLATFORM_CHAIN: &str = "00000000-0000-0000-0000-000000000000";
+
+impl TestApp {
+    /// An operator request with the given `x-admin-ops-token`.
+    pub async fn operator(&self, token: &str, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut req = self.client.request(method, format!("{}{}", self.base, path)).header("x-admin-ops-token", token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let res = req.send().await.expect("request");
+        let status = res.status();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    /// (event type, actor id) of the platform chain, oldest first.
+    pub async fn platform_events(&self) -> Vec<(String, String)> {
+        sqlx::query_as("SELECT event_type, actor_id FROM audit_entry WHERE tenant_id = $1 ORDER BY pool_index, seq")
+            .bind(PLATFORM_CHAIN)
+            .fetch_all(&self.state().db.read)
+            .await
+            .unwrap()
+    }
+}
+
+const BREAK_GLASS: &str = "test-ops-token";
+
+async fn database_operator_tokens_are_minted_shown_once_and_revoked(app: TestApp) {
+    let mint = |body: Value| app.operator(BREAK_GLASS, Method::POST, "/admin/security/ops-tokens", Some(body));
+    let (s, t) = mint(json!({ "label": "  on-call  ", "reason": "rotation", "created_by": "ada" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{t}");
+    let (id, token) = (t["data"]["id"].as_str().unwrap().to_string(), t["data"]["token"].as_str().unwrap().to_string());
+    assert!(token.starts_with("ops_") && token.len() > 40, "{token}");
+    assert_eq!((t["data"]["label"].as_str(), t["data"]["expires_at"].clone()), (Some("on-call"), Value::Null));
+    let stored: String = sqlx::query_scalar("SELECT token_hash FROM admin_ops_token WHERE id = $1").bind(&id).fetch_one(&app.state().db.read).await.unwrap();
+    assert!(!stored.contains(&token[4..]), "only a hash is kept");
+
+    // The database token is an operator credential: it reads, and mints.
+    assert_eq!(app.operator(&token, Method::GET, "/admin/webhooks", None).await.0, StatusCode::OK);
+    let (s, second) =
+        app.operator(&token, Method::POST, "/admin/security/ops-tokens", Some(json!({ "label": "minted by a token", "ttl_seconds": 3600 }))).await;
+    assert_eq!(s, StatusCode::CREATED, "{second}");
+    assert!(second["data"]["expires_at"].is_string());
+    // A tenant's token is no operator credential.
+    let tenant = app.signup("op@example.com", "op").await;
+    let (s, b) = app.operator(tenant["token"].as_str().unwrap(), Method::GET, "/admin/webhooks", None).await;
+    assert_eq!((s, b["details"].clone()), (StatusCode::UNAUTHORIZED, json!(["admin token required"])));
+
+    let b = assert_error(mint(json!({ "label": " ", "ttl_seconds": 0 })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["label is required", "ttl_seconds must be an integer from 1 to 315360000"]));
+    assert_error(mint(json!({ "label": "x", "ttl_seconds": -5 })).await, 400, "ValidationError");
+
+    let (s, r) = app.operator(BREAK_GLASS, Method::DELETE, &format!("/admin/security/ops-tokens/{id}"), None).await;
+    assert_eq!((s, r["data"].clone()), (StatusCode::OK, json!({ "id": id, "status": "revoked" })));
+    assert_eq!(app.operator(&token, Method::GET, "/admin/webhooks", None).await.0, StatusCode::UNAUTHORIZED, "refused at once");
+    let b = assert_error(app.operator(BREAK_GLASS, Method::DELETE, &format!("/admin/security/ops-tokens/{id}"), None).await, 404, "NotFound");
+    assert_eq!(b["details"], json!(["token not found or already revoked"]));
+    assert_error(app.operator(BREAK_GLASS, Method::DELETE, "/admin/security/ops-tokens/not-a-uuid", None).await, 404, "NotFound");
+
+    // An expired token is refused like a revoked one.
+    let (_, short) = mint(json!({ "label": "short", "ttl_seconds": 1 })).await;
+    let short = short["data"]["token"].as_str().unwrap().to_string();
+    assert_eq!(app.operator(&short, Method::GET, "/admin/webhooks", None).await.0, StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(app.operator(&short, Method::GET, "/admin/webhooks", None).await.0, StatusCode::UNAUTHORIZED);
+
+    // The platform chain names who did it: the environment secret or the token.
+    let events = app.platform_events().await;
+    let issued: Vec<&str> = events.iter().filter(|(e, _)| e == "security.admin_ops_token.issued.v1").map(|(_, a)| a.as_str()).collect();
+    assert_eq!(issued, ["break-glass", format!("on-call ({id})").as_str(), "break-glass"]);
+    assert!(events.contains(&("security.admin_ops_token.revoked.v1".to_string(), "break-glass".to_string())));
+}
+db_test!(database_operator_tokens_are_minted_shown_once_and_revoked);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_revoked_on_one_hub_is_refused_by_another_at_once() {
+    let Some(a) = TestApp::spawn_postgres().await else { return };
+    let b = a.replica().await;
+    let (_, t) = a.operator(BREAK_GLASS, Method::POST, "/admin/security/ops-tokens", Some(json!({ "label": "replicated" }))).await;
+    let (id, token) = (t["data"]["id"].as_str().unwrap(), t["data"]["token"].as_str().unwrap());
+    // B reads the token (and caches it for 30 s).
+    assert_eq!(b.operator(token, Method::GET, "/admin/webhooks", None).await.0, StatusCode::OK);
+    let (s, _) = a.operator(BREAK_GLASS, Method::DELETE, &format!("/admin/security/ops-tokens/{id}"), None).await;
+    assert_eq!(s, StatusCode::OK);
+    let revoked = Instant::now();
+    loop {
+        if b.operator(token, Method::GET, "/admin/webhooks", None).await.0 == StatusCode::UNAUTHORIZED {
+            break;
+        }
+        assert!(revoked.elapsed() < Duration::from_secs(2), "hub B still accepts the revoked token");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
