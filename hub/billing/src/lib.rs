@@ -1,0 +1,14 @@
+//! Billing, metering and analytics: sdk-meter (usage events rolled up per
+//! day and sku, monthly hard caps and the operator's overrides) and
+//! sdk-billing (pricing catalogs and rates, invoices rated from the daily
+//! roll-up in integer minor units).
+
+pub mod meter;
+
+use utoipa_axum::router::OpenApiRouter;
+
+use hub_kernel::state::AppState;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().merge(meter::routes())
+}
