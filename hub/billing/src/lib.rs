@@ -3,6 +3,7 @@
 //! sdk-billing (pricing catalogs and rates, invoices rated from the daily
 //! roll-up in integer minor units).
 
+pub mod billing;
 pub mod meter;
 
 use utoipa_axum::router::OpenApiRouter;
@@ -10,5 +11,5 @@ use utoipa_axum::router::OpenApiRouter;
 use hub_kernel::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(meter::routes())
+    OpenApiRouter::new().merge(meter::routes()).merge(billing::routes())
 }

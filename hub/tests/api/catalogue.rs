@@ -305,6 +305,11 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/projections/mx-subject/rebuild", Some(a), json!({})).await;
     assert_eq!(s, StatusCode::OK, "{r}");
     ids.insert("subject_id", "mx-subject".to_string());
+    crate::billing::standard_catalog(app, "mx").await;
+    hub_billing::billing::set_catalog_status(&app.state().db, "mx", "active", "op").await.unwrap();
+    let (s, r) = app.post("/api/billing/invoices", Some(a), json!({ "catalog": "mx", "period_start": "2026-01-01", "period_end": "2026-01-31" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("invoice_id", data(&r, "invoice_id"));
     ids
 }
 
