@@ -116,7 +116,8 @@ struct Valid {
     period: String,
 }
 
-fn valid_sku(s: &str) -> bool {
+/// 1 to 128 letters, digits or `. _ : / -` (skus and capabilities).
+pub(crate) fn valid_sku(s: &str) -> bool {
     (1..=128).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric() || "._:/-".contains(c))
 }
 

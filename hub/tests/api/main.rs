@@ -19,6 +19,7 @@ mod consent;
 mod containment;
 mod contract;
 mod credentials;
+mod data_credits;
 mod data_rights;
 mod device_sync;
 mod devices;

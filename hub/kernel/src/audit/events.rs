@@ -82,6 +82,9 @@ event_types! {
     METER_HARDCAP_REACHED = "meter.hardcap.reached.v1";
     BILLING_HARDCAP_OVERRIDDEN = "billing.hardcap.overridden.v1";
     BILLING_INVOICE_GENERATED = "billing.invoice.generated.v1";
+    DATA_CREDITS_RESERVED = "data-credits.credit.reserved.v1";
+    DATA_CREDITS_CONSUMED = "data-credits.credit.consumed.v1";
+    DATA_CREDITS_RELEASED = "data-credits.credit.released.v1";
     WEBHOOK_INBOUND_SECRET_SET = "webhook.inbound_secret.set.v1";
     DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
     TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";
