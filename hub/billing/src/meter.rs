@@ -176,11 +176,12 @@ fn validate(index: usize, raw: Value, recorded_at: &str) -> Result<Valid, Vec<St
 #[utoipa::path(post, path = "/api/meter/usage", tag = "sdk-meter", request_body = UsageRequest,
     responses((status = 201, description = "the event, recorded", body = Data<UsageEvent>),
         (status = 200, description = "a repeated event's first record, or a batch's outcomes", body = Data<BatchResult>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(mut body): Body<Value>) -> ApiResult<Response> {
     let now = db::now();
-    let (raws, single) = match body.get("events") {
-        None => (vec![body], true),
-        Some(Value::Array(events)) if (1..=MAX_BATCH).contains(&events.len()) => (events.clone(), false),
+    let single = body.get("events").is_none();
+    let raws = match body.get_mut("events").map(Value::take) {
+        None => vec![body],
+        Some(Value::Array(events)) if (1..=MAX_BATCH).contains(&events.len()) => events,
         Some(_) => return Err(ApiError::invalid(format!("events must be an array of 1 to {MAX_BATCH} events"))),
     };
     let mut outcomes: Vec<Option<Outcome>> = (0..raws.len()).map(|_| None).collect();
@@ -247,8 +248,10 @@ async fn ingest(tx: &mut Tx, ctx: &TenantCtx, valid: Vec<Valid>, now: &str) -> A
     for (i, v) in valid.iter().enumerate() {
         first.entry(v.event.idempotency_key.clone()).or_insert(i);
     }
+    // In key order, so that concurrent batches sharing keys wait for each
+    // other instead of deadlocking.
     let mut leaders: Vec<usize> = first.values().copied().collect();
-    leaders.sort_unstable();
+    leaders.sort_unstable_by(|&x, &y| valid[x].event.idempotency_key.cmp(&valid[y].event.idempotency_key));
     // Claim each key: a new key, or one whose 24 hours are over, is fresh.
     let cutoff = db::format_time(Utc::now() - TimeDelta::hours(KEY_WINDOW_HOURS));
     let values: Vec<String> = (0..leaders.len()).map(|i| format!("($1, ${}, ${}, $2)", 4 + 2 * i, 5 + 2 * i)).collect();
@@ -263,7 +266,9 @@ async fn ingest(tx: &mut Tx, ctx: &TenantCtx, valid: Vec<Valid>, now: &str) -> A
         claim = claim.bind(&valid[i].event.idempotency_key).bind(&valid[i].event.event_id);
     }
     let fresh: std::collections::HashSet<String> = claim.fetch_all(&mut **tx).await?.into_iter().collect();
-    let (fresh_leaders, repeats): (Vec<usize>, Vec<usize>) = leaders.iter().partition(|&&i| fresh.contains(&valid[i].event.idempotency_key));
+    let (mut fresh_leaders, repeats): (Vec<usize>, Vec<usize>) = leaders.iter().partition(|&&i| fresh.contains(&valid[i].event.idempotency_key));
+    // Caps take the events in the batch's order.
+    fresh_leaders.sort_unstable();
 
     // Hard caps: each capped (sku, month) row is locked, then its events
     // are taken in order while they fit.

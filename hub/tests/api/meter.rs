@@ -158,9 +158,10 @@ async fn a_tenant_over_its_hard_cap_is_refused_naming_the_sku_until_an_override(
     sqlx::query("UPDATE meter_hardcap_override SET until = $1").bind("2020-01-01T00:00:00.000000Z").execute(db.writer()).await.unwrap();
     assert_error(usage(&app, a, event("sms", 1, "s5")).await, 429, "HardCapReached");
 
-    // In a batch, the events that fit are recorded and the rest refused.
+    // In a batch, the events that fit are recorded and the rest refused,
+    // in the batch's order (not the keys').
     hub_billing::meter::set_hardcap(db, t.b["tenant_id"].as_str().unwrap(), "fax", 5, "op-1").await.unwrap();
-    let (s, r) = usage(&app, b, json!({ "events": [event("fax", 3, "f1"), event("fax", 3, "f2"), event("fax", 2, "f3")] })).await;
+    let (s, r) = usage(&app, b, json!({ "events": [event("fax", 3, "f3"), event("fax", 3, "f2"), event("fax", 2, "f1")] })).await;
     assert_eq!(s, StatusCode::OK, "{r}");
     assert_eq!((r["data"]["recorded"].as_i64(), r["data"]["refused"].as_i64()), (Some(2), Some(1)));
     assert_eq!(
@@ -192,3 +193,28 @@ async fn parallel_usage_never_exceeds_a_hard_cap(app: TestApp) {
     assert_eq!(rows["data"][0]["units"].as_i64(), Some(10));
 }
 db_test!(parallel_usage_never_exceeds_a_hard_cap);
+
+async fn parallel_batches_sharing_keys_count_each_key_once(app: TestApp) {
+    let t = app.two_tenants("meterkeys").await;
+    let asset = uuid::Uuid::now_v7().to_string();
+    let batch = |reverse: bool| {
+        let mut keys: Vec<usize> = (0..100).collect();
+        if reverse {
+            keys.reverse();
+        }
+        let events: Vec<Value> = keys.iter().map(|k| json!({ "asset_id": asset, "sku": "x", "quantity": 1, "idempotency_key": format!("k{k}") })).collect();
+        json!({ "events": events })
+    };
+    let calls = (0..4).map(|i| {
+        let (app, token, body) = (&app, t.a_token.clone(), batch(i % 2 == 1));
+        async move { usage(app, &token, body).await }
+    });
+    let answers = futures_util::future::join_all(calls).await;
+    assert!(answers.iter().all(|(s, _)| *s == StatusCode::OK), "{answers:?}");
+    let recorded: i64 = answers.iter().map(|(_, b)| b["data"]["recorded"].as_i64().unwrap()).sum();
+    let repeated: i64 = answers.iter().map(|(_, b)| b["data"]["repeated"].as_i64().unwrap()).sum();
+    assert_eq!((recorded, repeated), (100, 300));
+    let (_, rows) = app.get(&format!("/api/meter/assets/{asset}/usage"), Some(&t.a_token)).await;
+    assert_eq!((rows["data"][0]["units"].as_i64(), rows["data"][0]["events"].as_i64()), (Some(100), Some(100)));
+}
+db_test!(parallel_batches_sharing_keys_count_each_key_once);
