@@ -47,6 +47,10 @@ pub struct ErrorBody {
     pub required_scopes: Option<Vec<String>>,
     /// On a scope refusal: what the credential holds.
     pub granted_scopes: Option<Vec<String>>,
+    /// On a hard-cap refusal (`HardCapReached`): the sku refused.
+    pub sku: Option<String>,
+    /// On a hard-cap refusal: the capped period, a UTC month (`YYYY-MM`).
+    pub period: Option<String>,
 }
 
 impl PartialSchema for JsonText {

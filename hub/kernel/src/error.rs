@@ -48,6 +48,11 @@ pub enum ApiError {
     UnsupportedGrantType,
     #[error("rate limited, retry after {0}s")]
     RateLimited(u64),
+    /// The tenant's hard cap on a metered sku is reached for the period
+    /// (a UTC month, `YYYY-MM`): usage of that sku is refused until the
+    /// period ends, the cap is raised or an operator override is active.
+    #[error("hard cap reached for {sku} in {period}")]
+    HardCapReached { sku: String, period: String },
     /// The hub is at a bound it keeps to stay up (password hashes in
     /// flight): the client should retry after the given seconds.
     #[error("busy, retry after {0}s")]
@@ -130,7 +135,7 @@ impl ApiError {
             NotFound | NotFoundMessage(_) => StatusCode::NOT_FOUND,
             Locked(_) => StatusCode::LOCKED,
             Conflict(_) | PersonExists => StatusCode::CONFLICT,
-            RateLimited(_) | TooManyStreams(_) => StatusCode::TOO_MANY_REQUESTS,
+            RateLimited(_) | TooManyStreams(_) | HardCapReached { .. } => StatusCode::TOO_MANY_REQUESTS,
             Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             PayloadTooLarge | ContentTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -178,6 +183,10 @@ impl ApiError {
                 "details": ["grant_type must be client_credentials"],
             }),
             RateLimited(_) => json!({ "success": false, "error": "RateLimited", "details": ["rate limit exceeded"] }),
+            HardCapReached { sku, period } => json!({
+                "success": false, "error": "HardCapReached", "sku": sku, "period": period,
+                "details": [format!("the tenant's hard cap for sku {sku} is reached for {period}")],
+            }),
             Busy(_) => json!({ "success": false, "error": "ServiceUnavailable", "details": ["the hub is busy; retry shortly"] }),
             PayloadTooLarge => json!({
                 "success": false, "error": "PayloadTooLarge",

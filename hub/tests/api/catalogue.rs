@@ -30,8 +30,9 @@ fn operations(doc: &Value) -> BTreeSet<(String, String)> {
 fn registered() -> BTreeSet<(String, String)> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = BTreeSet::new();
-    let mut dirs: Vec<_> =
-        ["identity/src", "platform/src", "device/src", "governance/src", "provenance/src", "ai/src", "operator/src", "src"].map(|d| root.join(d)).into();
+    let mut dirs: Vec<_> = ["identity/src", "platform/src", "device/src", "governance/src", "provenance/src", "ai/src", "billing/src", "operator/src", "src"]
+        .map(|d| root.join(d))
+        .into();
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -112,7 +113,7 @@ fn every_schema_has_a_name_of_its_own() {
     let mut seen: HashMap<String, std::path::PathBuf> = HashMap::new();
     let mut clashes = Vec::new();
     let mut dirs = vec![root.join("src")];
-    for area in ["kernel", "identity", "platform", "device", "governance", "provenance", "ai", "operator"] {
+    for area in ["kernel", "identity", "platform", "device", "governance", "provenance", "ai", "billing", "operator"] {
         dirs.push(root.join(area).join("src"));
     }
     while let Some(dir) = dirs.pop() {
@@ -187,6 +188,9 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     ids.insert("credential_id", data(&cred, "credential_id"));
     let (_, cmd) = app.post("/api/commands", Some(a), json!({ "type": "x", "risk_class": "high", "target_asset_id": asset })).await;
     ids.insert("command_id", data(&cmd, "command_id"));
+    // The meter knows the asset once it has usage of it.
+    let (s, u) = app.post("/api/meter/usage", Some(a), json!({ "asset_id": asset, "sku": "mx", "quantity": 1, "idempotency_key": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{u}");
     ids.insert("asset_id", asset);
     let device = uuid::Uuid::now_v7().to_string();
     let (s, d) = app.post("/api/devices", Some(a), json!({ "device_uuid": device, "platform": "ios" })).await;
@@ -306,6 +310,16 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/projections/mx-subject/rebuild", Some(a), json!({})).await;
     assert_eq!(s, StatusCode::OK, "{r}");
     ids.insert("subject_id", "mx-subject".to_string());
+    crate::billing::standard_catalog(app, "mx").await;
+    hub_billing::billing::set_catalog_status(&app.state().db, "mx", "active", "op").await.unwrap();
+    let (s, r) = app.post("/api/billing/invoices", Some(a), json!({ "catalog": "mx", "period_start": "2026-01-01", "period_end": "2026-01-31" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("invoice_id", data(&r, "invoice_id"));
+    hub_billing::data_credits::set_price(&app.state().db, "mx.lookup", 1, "op").await.unwrap();
+    hub_billing::data_credits::grant_credits(&app.state().db, t.a["tenant_id"].as_str().unwrap(), 5, "op", "matrix").await.unwrap();
+    let (s, r) = app.post("/api/data-credits/holds", Some(a), json!({ "capability": "mx.lookup" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("hold_id", data(&r, "hold_id"));
     ids
 }
 

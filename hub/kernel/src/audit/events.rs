@@ -84,6 +84,13 @@ event_types! {
     PARSING_BATCH_COMPLETED = "parsing.batch.completed.v1";
     PROJECTION_ASSERTION_RECORDED = "projection.assertion.recorded.v1";
     PROJECTION_SNAPSHOT_REBUILT = "projection.snapshot.rebuilt.v1";
+    METER_USAGE_RECORDED = "meter.usage.recorded.v1";
+    METER_HARDCAP_REACHED = "meter.hardcap.reached.v1";
+    BILLING_HARDCAP_OVERRIDDEN = "billing.hardcap.overridden.v1";
+    BILLING_INVOICE_GENERATED = "billing.invoice.generated.v1";
+    DATA_CREDITS_RESERVED = "data-credits.credit.reserved.v1";
+    DATA_CREDITS_CONSUMED = "data-credits.credit.consumed.v1";
+    DATA_CREDITS_RELEASED = "data-credits.credit.released.v1";
     WEBHOOK_INBOUND_SECRET_SET = "webhook.inbound_secret.set.v1";
     DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
     TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";

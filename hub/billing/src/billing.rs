@@ -1,0 +1,525 @@
+//! sdk-billing: the operator's pricing catalogs (versioned; `draft`,
+//! `active`, `retired`) and their rates per sku, and the tenant's invoices:
+//! its usage over a closed period of whole UTC days, read from the meter's
+//! daily roll-up, rated against the named catalog's active version in
+//! integer minor units. The same (tenant, catalog, period) is invoiced once.
+
+use std::collections::BTreeMap;
+
+use chrono::Utc;
+use hub_kernel::prelude::*;
+
+use crate::meter;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(generate)).routes(routes!(get_invoice))
+}
+
+pub const MODES: [&str; 6] = ["flat_per_call", "tiered_per_call", "passthrough_plus_margin", "per_unit", "bundled_subscription", "free_internal"];
+pub const STATUSES: [&str; 3] = ["draft", "active", "retired"];
+/// The longest period an invoice covers, in days.
+const MAX_PERIOD_DAYS: i64 = 366;
+const MAX_TIERS: usize = 20;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = BillingCatalog)]
+pub struct Catalog {
+    pub catalog_id: String,
+    pub version: i64,
+    /// `draft`, `active` or `retired`.
+    pub status: String,
+    /// ISO 4217: the currency of every amount rated against it.
+    pub currency: String,
+    pub created_by: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+const CATALOG_COLUMNS: &str = "catalog_id, version, status, currency, created_by, created_at, updated_at";
+
+/// A tier of a `tiered_per_call` rate: calls up to `up_to` (cumulative,
+/// inclusive; null for the open-ended last tier) cost `unit_price` each.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = BillingTier)]
+pub struct Tier {
+    pub up_to: Option<i64>,
+    pub unit_price: i64,
+}
+
+fn pct<S: serde::Serializer>(bp: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+    match bp {
+        Some(bp) => s.serialize_f64(*bp as f64 / 100.0),
+        None => s.serialize_none(),
+    }
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = BillingRate)]
+pub struct Rate {
+    pub catalog_id: String,
+    pub version: i64,
+    pub sku: String,
+    pub unit: String,
+    pub mode: String,
+    /// Minor units: per call, per unit, the pass-through unit cost, or the
+    /// subscription's fee, by mode.
+    pub price: Option<i64>,
+    #[serde(rename = "margin_pct", serialize_with = "pct")]
+    #[schema(value_type = Option<f64>)]
+    pub margin_bp: Option<i64>,
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Option<Vec<Tier>>)]
+    pub tiers: JsonText,
+    pub updated_by: String,
+    pub updated_at: String,
+}
+
+const RATE_COLUMNS: &str = "catalog_id, version, sku, unit, mode, price, margin_bp, tiers, updated_by, updated_at";
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = BillingInvoiceLine)]
+pub struct Line {
+    pub sku: String,
+    pub unit: String,
+    pub mode: String,
+    pub units: i64,
+    /// Usage events counted.
+    pub calls: i64,
+    pub price: Option<i64>,
+    #[serde(rename = "margin_pct", serialize_with = "pct")]
+    #[schema(value_type = Option<f64>)]
+    pub margin_bp: Option<i64>,
+    /// Minor units of the invoice's currency.
+    pub amount: i64,
+}
+
+const LINE_COLUMNS: &str = "sku, unit, mode, units, calls, price, margin_bp, amount";
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = BillingInvoice)]
+pub struct Invoice {
+    pub invoice_id: String,
+    pub tenant_id: String,
+    pub catalog_id: String,
+    pub catalog_version: i64,
+    pub currency: String,
+    /// The first UTC day, inclusive.
+    pub period_start: String,
+    /// The last UTC day, inclusive.
+    pub period_end: String,
+    /// `issued`.
+    pub status: String,
+    /// Minor units: the sum of the line items.
+    pub total: i64,
+    /// Skus used in the period that the catalog has no rate for.
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<String>)]
+    pub unrated_skus: JsonText,
+    pub generated_by: String,
+    pub generated_at: String,
+    /// Ordered by sku.
+    #[sqlx(skip)]
+    pub line_items: Vec<Line>,
+}
+
+const INVOICE_COLUMNS: &str =
+    "invoice_id, tenant_id, catalog_id, catalog_version, currency, period_start, period_end, status, total, unrated_skus, generated_by, generated_at";
+
+fn valid_name(s: &str) -> bool {
+    (1..=128).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+}
+
+/// A percentage with at most two decimals, as basis points (12.5 is 1250):
+/// read from the JSON number's text, so no binary fraction creeps in.
+fn basis_points(v: &Value) -> Option<i64> {
+    let Value::Number(n) = v else { return None };
+    let text = n.to_string();
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.as_str()),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let numeric = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() || int.len() > 6 || frac.len() > 2 || !numeric(int) || !numeric(frac) {
+        return None;
+    }
+    let bp = int.parse::<i64>().ok()? * 100 + format!("{frac:0<2}").parse::<i64>().ok()?;
+    Some(if negative { -bp } else { bp })
+}
+
+/// Creates a catalog version, `draft` (the operator's `POST
+/// /admin/meter/pricing-catalogs`); a taken (catalog_id, version) is 409.
+pub async fn create_catalog(db: &Db, catalog_id: &str, version: i64, currency: Option<&str>, operator_id: &str) -> ApiResult<Catalog> {
+    let mut check = Check::new();
+    if !valid_name(catalog_id) {
+        check.fail("catalog_id must be 1 to 128 letters, digits or . _ -");
+    }
+    if version < 1 {
+        check.fail("version must be a positive integer");
+    }
+    let currency = currency.unwrap_or("USD");
+    if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
+        check.fail("currency must be an ISO 4217 code (three capital letters)");
+    }
+    if operator_id.trim().is_empty() {
+        check.fail("operator_id is required");
+    }
+    check.finish()?;
+    let now = db::now();
+    let sql = format!(
+        "INSERT INTO billing_catalog (catalog_id, version, status, currency, created_by, created_at, updated_at) VALUES ($1, $2, 'draft', $3, $4, $5, $5) \
+         RETURNING {CATALOG_COLUMNS}"
+    );
+    let mut tx = db.begin().await?;
+    let catalog: Catalog =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(catalog_id).bind(version).bind(currency).bind(operator_id).bind(&now).fetch_one(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(catalog)
+}
+
+/// The latest version of a catalog, locked for the change to come.
+async fn latest(tx: &mut Tx, catalog_id: &str) -> ApiResult<Catalog> {
+    let sql = format!("SELECT {CATALOG_COLUMNS} FROM billing_catalog WHERE catalog_id = $1 ORDER BY version DESC LIMIT 1");
+    let found: Option<Catalog> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(catalog_id).fetch_optional(&mut **tx).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// Sets the status of a catalog's latest version (the operator's `PATCH
+/// …/pricing-catalogs/{catalog_id}/status`): any of the three from any
+/// state; an unknown catalog is 404.
+pub async fn set_catalog_status(db: &Db, catalog_id: &str, status: &str, operator_id: &str) -> ApiResult<Catalog> {
+    let mut check = Check::new();
+    check.one_of("status", status, &STATUSES);
+    check.finish()?;
+    let mut tx = db.begin().await?;
+    let current = latest(&mut tx, catalog_id).await?;
+    let sql = format!("UPDATE billing_catalog SET status = $3, updated_at = $4 WHERE catalog_id = $1 AND version = $2 RETURNING {CATALOG_COLUMNS}");
+    let catalog: Catalog =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(catalog_id).bind(current.version).bind(status).bind(db::now()).fetch_one(&mut *tx).await?;
+    tracing::info!(catalog_id, version = catalog.version, status, operator_id, "pricing catalog status set");
+    tx.commit().await?;
+    Ok(catalog)
+}
+
+/// A rate as the operator's `PUT …/rates/{sku}` body gives it.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[schema(as = NewBillingRate)]
+pub struct NewRate {
+    #[schema(required = true)]
+    pub unit: Option<String>,
+    #[schema(required = true)]
+    pub mode: Option<String>,
+    /// Integer minor units; required except for `tiered_per_call` and
+    /// `free_internal`.
+    #[schema(value_type = Option<i64>)]
+    pub price: Option<Value>,
+    /// A percentage with at most two decimals (-100 to 1000); required for
+    /// `passthrough_plus_margin`.
+    #[schema(value_type = Option<f64>)]
+    pub margin_pct: Option<Value>,
+    /// Required for `tiered_per_call`: 1 to 20 tiers, `up_to` increasing,
+    /// the last open-ended (null).
+    #[schema(value_type = Option<Vec<Tier>>)]
+    pub tiers: Option<Value>,
+}
+
+fn check_tiers(check: &mut Check, raw: &Value) -> Vec<Tier> {
+    let tiers: Option<Vec<Tier>> = serde_json::from_value(raw.clone()).ok();
+    let ok = tiers.as_ref().is_some_and(|t| {
+        let bounds: Vec<Option<i64>> = t.iter().map(|t| t.up_to).collect();
+        (1..=MAX_TIERS).contains(&t.len())
+            && t.iter().all(|t| t.unit_price >= 0)
+            && bounds.last() == Some(&None)
+            && bounds[..bounds.len() - 1].iter().all(Option::is_some)
+            && bounds.windows(2).all(|w| matches!(w, [Some(a), Some(b)] if a < b) || w[1].is_none())
+            && bounds.first().is_some_and(|b| b.is_none_or(|b| b >= 1))
+    });
+    if !ok {
+        check.fail(format!(
+            "tiers must be 1 to {MAX_TIERS} objects {{ up_to, unit_price }}: up_to increasing integers from 1, the last tier open-ended (up_to null), unit_price integers of 0 or more"
+        ));
+    }
+    tiers.filter(|_| ok).unwrap_or_default()
+}
+
+/// Sets (inserts or replaces) the rate of a sku in a catalog's latest
+/// version (the operator's `PUT …/pricing-catalogs/{catalog_id}/rates/{sku}`).
+pub async fn put_rate(db: &Db, catalog_id: &str, sku: &str, body: &NewRate, operator_id: &str) -> ApiResult<Rate> {
+    let mut check = Check::new();
+    meter::check_sku(&mut check, sku);
+    let unit = check.required("unit", &body.unit);
+    if unit.chars().count() > 64 {
+        check.fail("unit must be at most 64 characters");
+    }
+    let mode = check.required("mode", &body.mode);
+    check.one_of("mode", &mode, &MODES);
+    let price = check.optional_int("price", body.price.as_ref(), 0, 1_000_000_000_000);
+    let margin = match body.margin_pct.as_ref() {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            let bp = basis_points(v).filter(|bp| (-10_000..=100_000).contains(bp));
+            if bp.is_none() {
+                check.fail("margin_pct must be a number from -100 to 1000 with at most two decimals");
+            }
+            bp
+        }
+    };
+    let tiers = match body.tiers.as_ref() {
+        None | Some(Value::Null) => None,
+        Some(raw) => Some(check_tiers(&mut check, raw)),
+    };
+    let needs_price = ["flat_per_call", "per_unit", "passthrough_plus_margin", "bundled_subscription"].contains(&mode.as_str());
+    if needs_price && body.price.as_ref().is_none_or(Value::is_null) {
+        check.fail(format!("price is required for mode {mode}"));
+    }
+    if mode == "passthrough_plus_margin" && body.margin_pct.as_ref().is_none_or(Value::is_null) {
+        check.fail("margin_pct is required for mode passthrough_plus_margin");
+    }
+    if mode == "tiered_per_call" && tiers.is_none() {
+        check.fail("tiers are required for mode tiered_per_call");
+    }
+    check.finish()?;
+    let mut tx = db.begin().await?;
+    let catalog = latest(&mut tx, catalog_id).await?;
+    let sql = format!(
+        "INSERT INTO billing_rate (catalog_id, version, sku, unit, mode, price, margin_bp, tiers, updated_by, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (catalog_id, version, sku) DO UPDATE SET unit = excluded.unit, mode = excluded.mode, \
+         price = excluded.price, margin_bp = excluded.margin_bp, tiers = excluded.tiers, updated_by = excluded.updated_by, updated_at = excluded.updated_at \
+         RETURNING {RATE_COLUMNS}"
+    );
+    let rate: Rate = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(catalog_id)
+        .bind(catalog.version)
+        .bind(sku)
+        .bind(&unit)
+        .bind(&mode)
+        .bind(price)
+        .bind(margin)
+        .bind(json!(tiers).to_string())
+        .bind(operator_id)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(rate)
+}
+
+/// The amount of a line in minor units, in 128-bit integers: calls or
+/// units times the price; tiers graduated (each call at its tier's price);
+/// a margin on the line's whole cost, rounded half up to a minor unit once;
+/// a subscription's fee whatever the usage; nothing for `free_internal`.
+/// `None` when it does not fit 64 bits.
+pub fn amount(rate: &Rate, units: i64, calls: i64) -> Option<i64> {
+    let price = i128::from(rate.price.unwrap_or(0));
+    let total: i128 = match rate.mode.as_str() {
+        "flat_per_call" => i128::from(calls) * price,
+        "per_unit" => i128::from(units) * price,
+        "passthrough_plus_margin" => (i128::from(units) * price * (10_000 + i128::from(rate.margin_bp.unwrap_or(0))) + 5_000) / 10_000,
+        "bundled_subscription" => price,
+        "tiered_per_call" => {
+            let tiers: Vec<Tier> = serde_json::from_value(rate.tiers.0.clone()).unwrap_or_default();
+            let (mut left, mut floor, mut sum) = (i128::from(calls), 0i128, 0i128);
+            for t in tiers {
+                let n = t.up_to.map_or(left, |up| left.min(i128::from(up) - floor));
+                sum += n * i128::from(t.unit_price);
+                left -= n;
+                floor = t.up_to.map_or(floor, i128::from);
+            }
+            sum
+        }
+        _ => 0,
+    };
+    i64::try_from(total).ok()
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewBillingInvoice)]
+struct NewInvoice {
+    /// The pricing catalog's name (catalog_id): its active version rates.
+    #[schema(required = true)]
+    catalog: Option<String>,
+    /// The first UTC day, `YYYY-MM-DD`.
+    #[schema(required = true)]
+    period_start: Option<String>,
+    /// The last UTC day (inclusive), before today: the period is closed.
+    #[schema(required = true)]
+    period_end: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+async fn find(tx: &mut Tx, filter: &str, args: &[&str]) -> ApiResult<Option<Invoice>> {
+    let sql = format!("SELECT {INVOICE_COLUMNS} FROM billing_invoice WHERE {filter}");
+    let mut q = sqlx::query_as::<_, Invoice>(sqlx::AssertSqlSafe(sql));
+    for a in args {
+        q = q.bind(*a);
+    }
+    let Some(mut invoice) = q.fetch_optional(&mut **tx).await? else { return Ok(None) };
+    let sql = format!("SELECT {LINE_COLUMNS} FROM billing_invoice_line WHERE invoice_id = $1 ORDER BY sku");
+    invoice.line_items = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&invoice.invoice_id).fetch_all(&mut **tx).await?;
+    Ok(Some(invoice))
+}
+
+const BY_PERIOD: &str = "tenant_id = $1 AND catalog_id = $2 AND period_start = $3 AND period_end = $4";
+
+/// Rates the caller's tenant's usage over a closed period against a named
+/// catalog: 201 with the invoice and its line items; the same catalog and
+/// period again answers the first invoice (200).
+#[utoipa::path(post, path = "/api/billing/invoices", tag = "sdk-billing", request_body = NewInvoice,
+    responses((status = 201, description = "the invoice with its line items", body = Data<Invoice>),
+        (status = 200, description = "the invoice generated before for this catalog and period", body = Data<Invoice>)))]
+async fn generate(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewInvoice>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let catalog = check.required("catalog", &body.catalog);
+    let mut day = |name: &str, value: &Option<String>| {
+        if Check::optional(value).is_none() {
+            check.fail(format!("{name} is required"));
+        }
+        meter::parse_day(&mut check, name, value)
+    };
+    let (start, end) = (day("period_start", &body.period_start), day("period_end", &body.period_end));
+    if let (Some(s), Some(e)) = (start, end) {
+        if s > e {
+            check.fail("period_start must not be after period_end");
+        } else if (e - s).num_days() >= MAX_PERIOD_DAYS {
+            check.fail(format!("a period is at most {MAX_PERIOD_DAYS} days"));
+        }
+        if e >= Utc::now().date_naive() {
+            check.fail("period_end must be a day before today (UTC): the period must be closed");
+        }
+    }
+    check.finish()?;
+    let (start, end) = (start.unwrap_or_default().to_string(), end.unwrap_or_default().to_string());
+    let tenant = ctx.tenant_id.as_str();
+    let mut tx = state.db.begin().await?;
+    if let Some(first) = find(&mut tx, BY_PERIOD, &[tenant, &catalog, &start, &end]).await? {
+        return Ok(ok(first));
+    }
+    let active: Option<(i64, String)> =
+        sqlx::query_as("SELECT version, currency FROM billing_catalog WHERE catalog_id = $1 AND status = 'active' ORDER BY version DESC LIMIT 1")
+            .bind(&catalog)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let (version, currency) = active.ok_or_else(|| ApiError::invalid("catalog must name a pricing catalog with an active version"))?;
+    let sql = format!("SELECT {RATE_COLUMNS} FROM billing_rate WHERE catalog_id = $1 AND version = $2");
+    let rates: Vec<Rate> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&catalog).bind(version).fetch_all(&mut *tx).await?;
+    let rates: BTreeMap<&str, &Rate> = rates.iter().map(|r| (r.sku.as_str(), r)).collect();
+    let usage: BTreeMap<String, (i64, i64)> =
+        meter::usage_by_sku(&mut tx, tenant, &start, &end).await?.into_iter().map(|u| (u.sku, (u.units, u.events))).collect();
+    // Skus used, and every subscription of the catalog, in sku order.
+    let mut lines = Vec::new();
+    let mut unrated = Vec::new();
+    let skus: std::collections::BTreeSet<&str> =
+        usage.keys().map(String::as_str).chain(rates.values().filter(|r| r.mode == "bundled_subscription").map(|r| r.sku.as_str())).collect();
+    for sku in skus {
+        let (units, calls) = usage.get(sku).copied().unwrap_or((0, 0));
+        let Some(rate) = rates.get(sku) else {
+            unrated.push(sku.to_string());
+            continue;
+        };
+        let amount = amount(rate, units, calls).ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the amount of {sku} overflows")))?;
+        lines.push(Line {
+            sku: sku.to_string(),
+            unit: rate.unit.clone(),
+            mode: rate.mode.clone(),
+            units,
+            calls,
+            price: rate.price,
+            margin_bp: rate.margin_bp,
+            amount,
+        });
+    }
+    let total = lines.iter().try_fold(0i64, |t, l| t.checked_add(l.amount)).ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the total overflows")))?;
+    let sql = format!(
+        "INSERT INTO billing_invoice (invoice_id, tenant_id, catalog_id, catalog_version, currency, period_start, period_end, status, total, unrated_skus, \
+         generated_by, generated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'issued', $8, $9, $10, $11) \
+         ON CONFLICT (tenant_id, catalog_id, period_start, period_end) DO NOTHING RETURNING {INVOICE_COLUMNS}"
+    );
+    let inserted: Option<Invoice> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(tenant)
+        .bind(&catalog)
+        .bind(version)
+        .bind(&currency)
+        .bind(&start)
+        .bind(&end)
+        .bind(total)
+        .bind(json!(unrated).to_string())
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(mut invoice) = inserted else {
+        // Generated meanwhile by a concurrent request: that one stands.
+        tx.rollback().await?;
+        let mut tx = state.db.read.begin().await?;
+        let first = find(&mut tx, BY_PERIOD, &[tenant, &catalog, &start, &end]).await?.ok_or(ApiError::NotFound)?;
+        return Ok(ok(first));
+    };
+    for l in &lines {
+        sqlx::query(
+            "INSERT INTO billing_invoice_line (invoice_id, sku, unit, mode, units, calls, price, margin_bp, amount) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(&invoice.invoice_id)
+        .bind(&l.sku)
+        .bind(&l.unit)
+        .bind(&l.mode)
+        .bind(l.units)
+        .bind(l.calls)
+        .bind(l.price)
+        .bind(l.margin_bp)
+        .bind(l.amount)
+        .execute(&mut *tx)
+        .await?;
+    }
+    let payload = json!({ "invoice_id": invoice.invoice_id, "catalog_id": catalog, "catalog_version": version, "period_start": start,
+        "period_end": end, "currency": currency, "total": total });
+    audit::record(&mut tx, &ctx, events::BILLING_INVOICE_GENERATED, payload).await?;
+    tx.commit().await?;
+    invoice.line_items = lines;
+    Ok(created(invoice))
+}
+
+/// An invoice of the caller's tenant, with its line items.
+#[utoipa::path(get, path = "/api/billing/invoices/{invoice_id}", tag = "sdk-billing", params(("invoice_id" = String, Path, description = "the invoice")),
+    responses((status = 200, description = "the invoice", body = Data<Invoice>)))]
+async fn get_invoice(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.read.begin().await?;
+    let invoice = find(&mut tx, "tenant_id = $1 AND invoice_id = $2", &[&ctx.tenant_id, &id]).await?.ok_or(ApiError::NotFound)?;
+    tx.commit().await?;
+    Ok(ok(invoice))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rate(mode: &str, price: Option<i64>, margin_bp: Option<i64>, tiers: Value) -> Rate {
+        let (catalog_id, sku, unit, updated_by, updated_at) = Default::default();
+        Rate { catalog_id, version: 1, sku, unit, mode: mode.to_string(), price, margin_bp, tiers: JsonText(tiers), updated_by, updated_at }
+    }
+
+    #[test]
+    fn amounts_are_integers_with_margins_rounded_half_up_once_a_line() {
+        let margin = rate("passthrough_plus_margin", Some(1), Some(5_000), Value::Null);
+        assert_eq!((amount(&margin, 1, 1), amount(&margin, 3, 1), amount(&margin, 0, 0)), (Some(2), Some(5), Some(0)));
+        let discount = rate("passthrough_plus_margin", Some(10), Some(-2_550), Value::Null);
+        assert_eq!(amount(&discount, 1, 1), Some(7), "7.45 rounds to 7");
+        let tiers = json!([{ "up_to": 2, "unit_price": 10 }, { "up_to": 4, "unit_price": 7 }, { "up_to": null, "unit_price": 1 }]);
+        let tiered = rate("tiered_per_call", None, None, tiers);
+        assert_eq!((amount(&tiered, 0, 0), amount(&tiered, 0, 3), amount(&tiered, 0, 5), amount(&tiered, 0, 105)), (Some(0), Some(27), Some(35), Some(135)));
+        assert_eq!(amount(&rate("per_unit", Some(i64::MAX), None, Value::Null), 2, 1), None, "an overflow is never wrapped");
+        assert_eq!(amount(&rate("bundled_subscription", Some(900), None, Value::Null), 0, 0), Some(900));
+        assert_eq!(amount(&rate("free_internal", Some(900), None, Value::Null), 50, 5), Some(0));
+    }
+
+    #[test]
+    fn margins_are_read_as_decimal_text() {
+        let bp = |v: Value| basis_points(&v);
+        assert_eq!((bp(json!(12.5)), bp(json!(7)), bp(json!(-0.01)), bp(json!(0.07))), (Some(1250), Some(700), Some(-1), Some(7)));
+        assert_eq!((bp(json!(1.005)), bp(json!("5")), bp(json!(1e300))), (None, None, None));
+    }
+}

@@ -1,0 +1,296 @@
+//! sdk-data-credits: a tenant's prepaid credits. A quote prices a
+//! capability against what is available (balance minus what open holds
+//! reserve); a hold reserves the price, with one conditional UPDATE, so
+//! concurrent holds never overdraw; settling consumes at most the hold and
+//! releases the rest; releasing returns it all. Credits are granted by the
+//! operator.
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(balance)).routes(routes!(quote)).routes(routes!(hold)).routes(routes!(settle)).routes(routes!(release))
+}
+
+const MAX_QUANTITY: i64 = 1_000_000;
+const MAX_CREDITS: i64 = 1_000_000_000_000;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = DataCreditsBalance)]
+struct Balance {
+    balance: i64,
+    /// Held by open holds.
+    reserved: i64,
+    /// `balance - reserved`: what a new hold may take.
+    available: i64,
+    updated_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = DataCreditsQuote)]
+struct Quote {
+    capability: String,
+    quantity: i64,
+    /// Credits for one use.
+    unit_price: i64,
+    /// Credits for `quantity` uses.
+    credits: i64,
+    balance: i64,
+    reserved: i64,
+    available: i64,
+    /// Whether `credits` fits in `available` now.
+    affordable: bool,
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = DataCreditsHold)]
+struct Hold {
+    hold_id: String,
+    capability: String,
+    quantity: i64,
+    /// Credits reserved.
+    credits: i64,
+    /// `held`, `settled` or `released`.
+    status: String,
+    /// Credits consumed by the settlement.
+    consumed: Option<i64>,
+    created_at: String,
+    closed_at: Option<String>,
+}
+
+const HOLD_COLUMNS: &str = "hold_id, capability, quantity, credits, status, consumed, created_at, closed_at";
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = DataCreditsRequest)]
+struct Use {
+    /// A capability with a credit price (letters, digits, `. _ : / -`).
+    #[schema(required = true)]
+    capability: Option<String>,
+    /// Uses to price, 1 to 1,000,000 (default 1).
+    #[schema(value_type = Option<i64>)]
+    quantity: Option<Value>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+async fn account(tx: &mut Tx, tenant_id: &str) -> ApiResult<Balance> {
+    let found: Option<Balance> =
+        sqlx::query_as("SELECT balance, reserved, balance - reserved AS available, updated_at FROM data_credits_account WHERE tenant_id = $1")
+            .bind(tenant_id)
+            .fetch_optional(&mut **tx)
+            .await?;
+    Ok(found.unwrap_or(Balance { balance: 0, reserved: 0, available: 0, updated_at: None }))
+}
+
+/// The capability, quantity and price of a quote or hold request.
+async fn priced(tx: &mut Tx, body: &Use) -> ApiResult<(String, i64, i64, i64)> {
+    let mut check = Check::new();
+    let capability = check.required("capability", &body.capability);
+    if !capability.is_empty() && !crate::meter::valid_sku(&capability) {
+        check.fail("capability must be 1 to 128 letters, digits or . _ : / -");
+    }
+    let quantity = check.optional_int("quantity", body.quantity.as_ref(), 1, MAX_QUANTITY).unwrap_or(1);
+    check.finish()?;
+    let price: Option<i64> =
+        sqlx::query_scalar("SELECT credits FROM data_credits_price WHERE capability = $1").bind(&capability).fetch_optional(&mut **tx).await?;
+    let price = price.ok_or_else(|| ApiError::invalid("capability has no credit price"))?;
+    Ok((capability, quantity, price, price * quantity))
+}
+
+/// The tenant's credits: balance, reserved and available.
+#[utoipa::path(get, path = "/api/data-credits/balance", tag = "sdk-data-credits",
+    responses((status = 200, description = "the balance", body = Data<Balance>)))]
+async fn balance(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Response> {
+    let mut tx = state.db.read.begin().await?;
+    let b = account(&mut tx, &ctx.tenant_id).await?;
+    tx.commit().await?;
+    Ok(ok(b))
+}
+
+/// Prices a capability before anything is held: its credit price, the
+/// credits available, and whether it is affordable.
+#[utoipa::path(post, path = "/api/data-credits/quotes", tag = "sdk-data-credits", request_body = Use,
+    responses((status = 200, description = "the quote", body = Data<Quote>)))]
+async fn quote(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Use>) -> ApiResult<Response> {
+    let mut tx = state.db.read.begin().await?;
+    let (capability, quantity, unit_price, credits) = priced(&mut tx, &body).await?;
+    let b = account(&mut tx, &ctx.tenant_id).await?;
+    tx.commit().await?;
+    let affordable = credits <= b.available;
+    Ok(ok(Quote { capability, quantity, unit_price, credits, balance: b.balance, reserved: b.reserved, available: b.available, affordable }))
+}
+
+/// Reserves a capability's price out of the available credits (409 when
+/// they do not suffice).
+#[utoipa::path(post, path = "/api/data-credits/holds", tag = "sdk-data-credits", request_body = Use,
+    responses((status = 201, description = "the hold", body = Data<Hold>)))]
+async fn hold(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Use>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let (capability, quantity, _, credits) = priced(&mut tx, &body).await?;
+    let now = db::now();
+    // The check and the reservation are one statement: of two holds racing
+    // for the last credits, one wins.
+    let reserved = sqlx::query("UPDATE data_credits_account SET reserved = reserved + $2, updated_at = $3 WHERE tenant_id = $1 AND balance - reserved >= $2")
+        .bind(&ctx.tenant_id)
+        .bind(credits)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+    if reserved.rows_affected() == 0 {
+        let b = account(&mut tx, &ctx.tenant_id).await?;
+        return Err(ApiError::Conflict(format!("insufficient credits: {credits} needed, {} available", b.available)));
+    }
+    let sql = format!(
+        "INSERT INTO data_credits_hold (hold_id, tenant_id, capability, quantity, credits, status, created_at) VALUES ($1, $2, $3, $4, $5, 'held', $6) \
+         RETURNING {HOLD_COLUMNS}"
+    );
+    let h: Hold = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&capability)
+        .bind(quantity)
+        .bind(credits)
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+    audit::record(&mut tx, &ctx, events::DATA_CREDITS_RESERVED, json!({ "hold_id": h.hold_id, "capability": capability, "credits": credits })).await?;
+    tx.commit().await?;
+    Ok(created(h))
+}
+
+/// A hold of the caller's tenant; another tenant's is 404.
+async fn find(tx: &mut Tx, ctx: &TenantCtx, id: &str) -> ApiResult<Hold> {
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {HOLD_COLUMNS} FROM data_credits_hold WHERE tenant_id = $1 AND hold_id = $2");
+    let found: Option<Hold> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut **tx).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// Closes a held hold of the tenant: `consumed` credits leave the balance,
+/// the whole hold leaves the reserve. 404 for another tenant's, 409 when
+/// it is closed already.
+async fn close(tx: &mut Tx, ctx: &TenantCtx, id: &str, status: &str, consumed: Option<i64>) -> ApiResult<Hold> {
+    let current = find(tx, ctx, id).await?;
+    let id = current.hold_id.clone();
+    if let Some(c) = consumed
+        && c > current.credits
+    {
+        return Err(ApiError::invalid(format!("credits must be at most the hold's {}", current.credits)));
+    }
+    let now = db::now();
+    let sql =
+        format!("UPDATE data_credits_hold SET status = $2, consumed = $3, closed_at = $4 WHERE hold_id = $1 AND status = 'held' RETURNING {HOLD_COLUMNS}");
+    let closed: Option<Hold> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(status).bind(consumed).bind(&now).fetch_optional(&mut **tx).await?;
+    let closed = closed.ok_or_else(|| ApiError::Conflict(format!("the hold is {}: it is closed once", current.status)))?;
+    sqlx::query("UPDATE data_credits_account SET balance = balance - $2, reserved = reserved - $3, updated_at = $4 WHERE tenant_id = $1")
+        .bind(&ctx.tenant_id)
+        .bind(consumed.unwrap_or(0))
+        .bind(closed.credits)
+        .bind(&now)
+        .execute(&mut **tx)
+        .await?;
+    Ok(closed)
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = DataCreditsSettlement)]
+struct Settlement {
+    /// Credits used, from 0 to the hold's; the rest is released.
+    #[schema(required = true, value_type = i64)]
+    credits: Option<Value>,
+}
+
+/// Settles a hold: consumes `credits` (at most the hold) and releases the
+/// rest.
+#[utoipa::path(post, path = "/api/data-credits/holds/{hold_id}/settle", tag = "sdk-data-credits", request_body = Settlement,
+    params(("hold_id" = String, Path, description = "the hold")),
+    responses((status = 200, description = "the hold, settled", body = Data<Hold>)))]
+async fn settle(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Settlement>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    find(&mut tx, &ctx, &id).await?;
+    let mut check = Check::new();
+    let credits = check.optional_int("credits", body.credits.as_ref(), 0, MAX_CREDITS);
+    if body.credits.as_ref().is_none_or(Value::is_null) {
+        check.fail("credits is required");
+    }
+    check.finish()?;
+    let h = close(&mut tx, &ctx, &id, "settled", credits).await?;
+    let payload = json!({ "hold_id": h.hold_id, "capability": h.capability, "credits": h.consumed, "released": h.credits - h.consumed.unwrap_or(0) });
+    audit::record(&mut tx, &ctx, events::DATA_CREDITS_CONSUMED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(h))
+}
+
+/// Releases a hold: its credits return to the available ones.
+#[utoipa::path(post, path = "/api/data-credits/holds/{hold_id}/release", tag = "sdk-data-credits",
+    params(("hold_id" = String, Path, description = "the hold")),
+    responses((status = 200, description = "the hold, released", body = Data<Hold>)))]
+async fn release(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let h = close(&mut tx, &ctx, &id, "released", None).await?;
+    audit::record(&mut tx, &ctx, events::DATA_CREDITS_RELEASED, json!({ "hold_id": h.hold_id, "capability": h.capability, "credits": h.credits })).await?;
+    tx.commit().await?;
+    Ok(ok(h))
+}
+
+/// Grants a tenant credits (the operator's door; no tenant route grants):
+/// the balance grows and the grant is kept in a ledger. Returns the new
+/// balance.
+pub async fn grant_credits(db: &Db, tenant_id: &str, credits: i64, operator_id: &str, reason: &str) -> ApiResult<i64> {
+    let mut check = Check::new();
+    if !(1..=MAX_CREDITS).contains(&credits) {
+        check.fail(format!("credits must be an integer from 1 to {MAX_CREDITS}"));
+    }
+    if operator_id.trim().is_empty() || reason.trim().is_empty() {
+        check.fail("operator_id and reason are required");
+    }
+    check.finish()?;
+    let now = db::now();
+    let mut tx = db.begin().await?;
+    sqlx::query("INSERT INTO data_credits_grant (grant_id, tenant_id, credits, reason, operator_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
+        .bind(db::new_id())
+        .bind(tenant_id)
+        .bind(credits)
+        .bind(reason)
+        .bind(operator_id)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+    let balance: i64 = sqlx::query_scalar(
+        "INSERT INTO data_credits_account (tenant_id, balance, reserved, updated_at) VALUES ($1, $2, 0, $3) \
+         ON CONFLICT (tenant_id) DO UPDATE SET balance = data_credits_account.balance + excluded.balance, updated_at = excluded.updated_at RETURNING balance",
+    )
+    .bind(tenant_id)
+    .bind(credits)
+    .bind(&now)
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(balance)
+}
+
+/// Sets a capability's price in credits (the operator's door).
+pub async fn set_price(db: &Db, capability: &str, credits: i64, operator_id: &str) -> ApiResult<()> {
+    let mut check = Check::new();
+    if !crate::meter::valid_sku(capability) {
+        check.fail("capability must be 1 to 128 letters, digits or . _ : / -");
+    }
+    if !(0..=MAX_CREDITS).contains(&credits) {
+        check.fail(format!("credits must be an integer from 0 to {MAX_CREDITS}"));
+    }
+    check.finish()?;
+    let mut tx = db.begin().await?;
+    sqlx::query(
+        "INSERT INTO data_credits_price (capability, credits, updated_by, updated_at) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (capability) DO UPDATE SET credits = excluded.credits, updated_by = excluded.updated_by, updated_at = excluded.updated_at",
+    )
+    .bind(capability)
+    .bind(credits)
+    .bind(operator_id)
+    .bind(db::now())
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
