@@ -34,6 +34,7 @@ mod isolation;
 mod mail;
 mod mcp_client;
 mod media;
+mod offers;
 mod operations;
 mod parsing;
 mod policy;

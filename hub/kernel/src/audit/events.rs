@@ -112,6 +112,7 @@ event_types! {
     MERGE_APPROVED = "identity.merge.approved.v1";
     MERGE_REJECTED = "identity.merge.rejected.v1";
     MERGE_REVERTED = "identity.merge.reverted.v1";
+    OFFER_CREATED = "offer.offer.created.v1";
 }
 
 #[cfg(test)]
