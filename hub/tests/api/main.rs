@@ -47,6 +47,7 @@ mod replicas;
 mod residency;
 mod schema;
 mod secrets;
+mod sequences;
 mod source_records;
 mod spine;
 mod tenant_lifecycle;

@@ -113,6 +113,8 @@ event_types! {
     MERGE_REJECTED = "identity.merge.rejected.v1";
     MERGE_REVERTED = "identity.merge.reverted.v1";
     OFFER_CREATED = "offer.offer.created.v1";
+    SEQUENCE_TEMPLATE_CREATED = "sequence.template.created.v1";
+    SEQUENCE_CREATED = "sequence.sequence.created.v1";
 }
 
 #[cfg(test)]
