@@ -1,6 +1,8 @@
 //! Outreach and communication: sdk-offer-catalog (the tenant's offers, one
-//! slug each) and sdk-sequence (message templates and sequences of them).
+//! slug each), sdk-sequence (message templates and sequences of them) and
+//! sdk-handoff (deals handed between personas).
 
+pub mod handoff;
 pub mod offer;
 pub mod sequence;
 
@@ -9,5 +11,5 @@ use utoipa_axum::router::OpenApiRouter;
 use hub_kernel::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(offer::routes()).merge(sequence::routes())
+    OpenApiRouter::new().merge(offer::routes()).merge(sequence::routes()).merge(handoff::routes())
 }

@@ -305,6 +305,11 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/offers", Some(a), json!({ "tenant_id": t.a["tenant_id"], "name": "mx", "slug": "mx" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("offer_id", data(&r, "offer_id"));
+    let deal = uuid::Uuid::now_v7().to_string();
+    let (s, r) =
+        app.post("/api/handoffs", Some(a), json!({ "deal_id": deal, "from_persona_id": t.a["persona_id"], "to_persona_id": p["data"]["persona_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("handoff_id", data(&r, "handoff_id"));
     ids
 }
 

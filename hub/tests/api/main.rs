@@ -27,6 +27,7 @@ mod exchange;
 mod feature_flags;
 mod gate;
 mod geo;
+mod handoffs;
 mod identity;
 mod identity_resolver;
 mod import_templates;

@@ -115,6 +115,10 @@ event_types! {
     OFFER_CREATED = "offer.offer.created.v1";
     SEQUENCE_TEMPLATE_CREATED = "sequence.template.created.v1";
     SEQUENCE_CREATED = "sequence.sequence.created.v1";
+    HANDOFF_CREATED = "handoff.handoff.created.v1";
+    HANDOFF_ACCEPTED = "handoff.handoff.accepted.v1";
+    HANDOFF_DECLINED = "handoff.handoff.declined.v1";
+    HANDOFF_COMPLETED = "handoff.handoff.completed.v1";
 }
 
 #[cfg(test)]
