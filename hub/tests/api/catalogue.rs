@@ -310,6 +310,9 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
         app.post("/api/handoffs", Some(a), json!({ "deal_id": deal, "from_persona_id": t.a["persona_id"], "to_persona_id": p["data"]["persona_id"] })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("handoff_id", data(&r, "handoff_id"));
+    let (s, r) = app.post("/api/incidents", Some(a), json!({ "title": "mx", "severity": "low" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("incident_id", data(&r, "incident_id"));
     ids
 }
 

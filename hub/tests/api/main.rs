@@ -31,6 +31,7 @@ mod handoffs;
 mod identity;
 mod identity_resolver;
 mod import_templates;
+mod incidents;
 mod isolation;
 mod mail;
 mod mcp_client;

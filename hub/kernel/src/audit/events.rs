@@ -119,6 +119,10 @@ event_types! {
     HANDOFF_ACCEPTED = "handoff.handoff.accepted.v1";
     HANDOFF_DECLINED = "handoff.handoff.declined.v1";
     HANDOFF_COMPLETED = "handoff.handoff.completed.v1";
+    INCIDENT_OPENED = "incident.incident.opened.v1";
+    INCIDENT_ACKNOWLEDGED = "incident.incident.acknowledged.v1";
+    INCIDENT_ESCALATED = "incident.incident.escalated.v1";
+    INCIDENT_RESOLVED = "incident.incident.resolved.v1";
 }
 
 #[cfg(test)]
