@@ -17,6 +17,7 @@ mod connections;
 mod consent;
 mod containment;
 mod contract;
+mod conversations;
 mod credentials;
 mod data_rights;
 mod device_sync;

@@ -123,6 +123,8 @@ event_types! {
     INCIDENT_ACKNOWLEDGED = "incident.incident.acknowledged.v1";
     INCIDENT_ESCALATED = "incident.incident.escalated.v1";
     INCIDENT_RESOLVED = "incident.incident.resolved.v1";
+    ADDRESS_SUPPRESSED = "deliverability.address.suppressed.v1";
+    QUIET_HOURS_SET = "notification.quiet_hours.set.v1";
 }
 
 #[cfg(test)]

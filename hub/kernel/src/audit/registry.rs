@@ -196,6 +196,7 @@ mod tests {
         "identity.link.review_opened.v1",
         "identity.merge.reverted.v1",
         "sequence.sequence.created.v1",
+        "notification.quiet_hours.set.v1",
     ];
 
     #[test]
