@@ -245,3 +245,35 @@ async fn history(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): 
     };
     page.list::<Record>(&state.db.read, &listing, &[&ctx.tenant_id, &subject, &purpose]).await
 }
+
+/// What decides whether a subject may be written to for a purpose: the
+/// purpose's legal basis and the subject's latest decision on it.
+pub struct Standing {
+    /// One of the GDPR Art. 6 bases (`consent`, `contract`, ...).
+    pub legal_basis: String,
+    /// The latest record's action (`granted` or `withdrawn`) and time;
+    /// `None` when the subject has none for the purpose.
+    pub latest: Option<(String, String)>,
+}
+
+/// The standing of `subject` for `purpose_id` in the tenant's catalogue;
+/// `None` when the catalogue has no such purpose. For other areas (the
+/// conversation compose check), which never read the consent tables.
+pub async fn standing(pool: &sqlx::AnyPool, tenant_id: &str, subject: &str, purpose_id: &str) -> ApiResult<Option<Standing>> {
+    let basis: Option<String> = sqlx::query_scalar("SELECT legal_basis FROM consent_purpose WHERE tenant_id = $1 AND purpose_id = $2")
+        .bind(tenant_id)
+        .bind(purpose_id)
+        .fetch_optional(pool)
+        .await?;
+    let Some(legal_basis) = basis else { return Ok(None) };
+    let latest: Option<(String, String)> = sqlx::query_as(
+        "SELECT action, recorded_at FROM consent_record WHERE tenant_id = $1 AND subject = $2 AND purpose_id = $3 \
+         ORDER BY recorded_at DESC, record_id DESC LIMIT 1",
+    )
+    .bind(tenant_id)
+    .bind(subject)
+    .bind(purpose_id)
+    .fetch_optional(pool)
+    .await?;
+    Ok(Some(Standing { legal_basis, latest }))
+}

@@ -30,9 +30,10 @@ fn operations(doc: &Value) -> BTreeSet<(String, String)> {
 fn registered() -> BTreeSet<(String, String)> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = BTreeSet::new();
-    let mut dirs: Vec<_> = ["identity/src", "platform/src", "device/src", "governance/src", "provenance/src", "ai/src", "billing/src", "operator/src", "src"]
-        .map(|d| root.join(d))
-        .into();
+    let mut dirs: Vec<_> =
+        ["identity/src", "platform/src", "device/src", "governance/src", "provenance/src", "outreach/src", "ai/src", "billing/src", "operator/src", "src"]
+            .map(|d| root.join(d))
+            .into();
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -113,7 +114,7 @@ fn every_schema_has_a_name_of_its_own() {
     let mut seen: HashMap<String, std::path::PathBuf> = HashMap::new();
     let mut clashes = Vec::new();
     let mut dirs = vec![root.join("src")];
-    for area in ["kernel", "identity", "platform", "device", "governance", "provenance", "ai", "billing", "operator"] {
+    for area in ["kernel", "identity", "platform", "device", "governance", "provenance", "outreach", "ai", "billing", "operator"] {
         dirs.push(root.join(area).join("src"));
     }
     while let Some(dir) = dirs.pop() {
@@ -320,6 +321,17 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/data-credits/holds", Some(a), json!({ "capability": "mx.lookup" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("hold_id", data(&r, "hold_id"));
+    let (s, r) = app.post("/api/offers", Some(a), json!({ "tenant_id": t.a["tenant_id"], "name": "mx", "slug": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("offer_id", data(&r, "offer_id"));
+    let deal = uuid::Uuid::now_v7().to_string();
+    let (s, r) =
+        app.post("/api/handoffs", Some(a), json!({ "deal_id": deal, "from_persona_id": t.a["persona_id"], "to_persona_id": p["data"]["persona_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("handoff_id", data(&r, "handoff_id"));
+    let (s, r) = app.post("/api/incidents", Some(a), json!({ "title": "mx", "severity": "low" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("incident_id", data(&r, "incident_id"));
     ids
 }
 

@@ -125,6 +125,19 @@ event_types! {
     MERGE_APPROVED = "identity.merge.approved.v1";
     MERGE_REJECTED = "identity.merge.rejected.v1";
     MERGE_REVERTED = "identity.merge.reverted.v1";
+    OFFER_CREATED = "offer.offer.created.v1";
+    SEQUENCE_TEMPLATE_CREATED = "sequence.template.created.v1";
+    SEQUENCE_CREATED = "sequence.sequence.created.v1";
+    HANDOFF_CREATED = "handoff.handoff.created.v1";
+    HANDOFF_ACCEPTED = "handoff.handoff.accepted.v1";
+    HANDOFF_DECLINED = "handoff.handoff.declined.v1";
+    HANDOFF_COMPLETED = "handoff.handoff.completed.v1";
+    INCIDENT_OPENED = "incident.incident.opened.v1";
+    INCIDENT_ACKNOWLEDGED = "incident.incident.acknowledged.v1";
+    INCIDENT_ESCALATED = "incident.incident.escalated.v1";
+    INCIDENT_RESOLVED = "incident.incident.resolved.v1";
+    ADDRESS_SUPPRESSED = "deliverability.address.suppressed.v1";
+    QUIET_HOURS_SET = "notification.quiet_hours.set.v1";
 }
 
 #[cfg(test)]

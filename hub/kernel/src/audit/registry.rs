@@ -195,6 +195,8 @@ mod tests {
         "identity.link.proposed.v1",
         "identity.link.review_opened.v1",
         "identity.merge.reverted.v1",
+        "sequence.sequence.created.v1",
+        "notification.quiet_hours.set.v1",
     ];
 
     #[test]

@@ -1,0 +1,353 @@
+//! sdk-conversation: whether the tenant may compose to a subject on each
+//! channel, for one consent purpose, at one time. Three rules, in this
+//! order, each giving a reason: consent (hub-governance's consent records
+//! for the purpose), the tenant's suppression list (addresses never to be
+//! written to on a channel), and the tenant's quiet hours. A channel's
+//! decision is the strictest of its rules': `deny` over `review` over
+//! `allow`.
+
+use chrono::{DateTime, Utc};
+use hub_kernel::prelude::*;
+
+use crate::sequence::CHANNELS;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(compose_check)).routes(routes!(suppress, list_suppressions)).routes(routes!(set_quiet_hours, get_quiet_hours))
+}
+
+/// Channels that interrupt: quiet hours cover them unless the tenant says otherwise.
+const INTERRUPTING: [&str; 4] = ["sms", "whatsapp", "push", "voice"];
+
+/// The strictness of a decision, for taking the strictest.
+fn rank(decision: &str) -> u8 {
+    match decision {
+        "deny" => 2,
+        "review" => 1,
+        _ => 0,
+    }
+}
+
+/// An address as it is matched: trimmed, an email's lower-cased.
+fn normal_address(channel: &str, address: &str) -> String {
+    if channel == "email" { address.trim().to_lowercase() } else { address.trim().to_string() }
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ConversationSuppression)]
+struct Suppression {
+    suppression_id: String,
+    channel: String,
+    address: String,
+    reason: Option<String>,
+    created_at: String,
+}
+
+const SUPPRESSION_COLUMNS: &str = "suppression_id, channel, address, reason, created_at";
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewConversationSuppression)]
+struct NewSuppression {
+    #[schema(required = true)]
+    channel: Option<String>,
+    /// The address never to write to on that channel (at most 320).
+    #[schema(required = true)]
+    address: Option<String>,
+    /// Why (at most 500 characters): a bounce, a complaint, a request.
+    reason: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Adds an address of a channel to the tenant's suppression list.
+#[utoipa::path(post, path = "/api/conversations/suppressions", tag = "sdk-conversation", request_body = NewSuppression,
+    responses((status = 201, description = "the suppression", body = Data<Suppression>)))]
+async fn suppress(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSuppression>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let channel = check.required("channel", &body.channel);
+    check.one_of("channel", &channel, &CHANNELS);
+    let address = normal_address(&channel, &check.required("address", &body.address));
+    if address.chars().count() > 320 {
+        check.fail("address must be at most 320 characters");
+    }
+    let reason = Check::optional(&body.reason);
+    if reason.as_ref().is_some_and(|r| r.chars().count() > 500) {
+        check.fail("reason must be at most 500 characters");
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO conversation_suppression (suppression_id, tenant_id, channel, address, reason, created_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (tenant_id, channel, address) DO NOTHING RETURNING {SUPPRESSION_COLUMNS}"
+    );
+    let made: Option<Suppression> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&channel)
+        .bind(&address)
+        .bind(&reason)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let made = made.ok_or_else(|| ApiError::Conflict(format!("the address is suppressed on {channel} already")))?;
+    // The address is personal data: the event names the row, not the address.
+    audit::record(&mut tx, &ctx, events::ADDRESS_SUPPRESSED, json!({ "suppression_id": made.suppression_id, "channel": channel })).await?;
+    tx.commit().await?;
+    Ok(created(made))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct SuppressionFilter {
+    channel: Option<String>,
+    /// One address (matched as stored: an email's in lower case).
+    address: Option<String>,
+}
+
+/// The tenant's suppression list, newest first.
+#[utoipa::path(get, path = "/api/conversations/suppressions", tag = "sdk-conversation", params(SuppressionFilter, Page),
+    responses((status = 200, description = "one page of suppressions", body = ListOf<Suppression>)))]
+async fn list_suppressions(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<SuppressionFilter>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let channel = Check::optional(&q.channel).unwrap_or_default();
+    check.one_of("channel", &channel, &CHANNELS);
+    check.finish()?;
+    let address = Check::optional(&q.address).map(|a| normal_address(&channel, &a)).unwrap_or_default();
+    let listing = Listing {
+        table: "conversation_suppression",
+        columns: SUPPRESSION_COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR channel = $2) AND ($3 = '' OR address = $3 OR address = LOWER($3))",
+        order: "created_at DESC, suppression_id DESC",
+    };
+    page.list::<Suppression>(&state.db.read, &listing, &[&ctx.tenant_id, &channel, &address]).await
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+struct QuietHours {
+    /// An IANA time zone (`Europe/Amsterdam`).
+    timezone: String,
+    /// `HH:MM`, local time: quiet from here...
+    starts: String,
+    /// ...until here (past midnight when earlier than `starts`).
+    ends: String,
+    /// The channels they cover.
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<String>)]
+    channels: JsonText,
+    updated_at: String,
+}
+
+const QUIET_COLUMNS: &str = "timezone, starts, ends, channels, updated_at";
+
+/// Minutes after midnight of an `HH:MM` time.
+fn minutes(hhmm: &str) -> Option<u32> {
+    let (h, m) = hhmm.split_once(':')?;
+    let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
+    (hhmm.len() == 5 && h < 24 && m < 60).then_some(h * 60 + m)
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = ConversationQuietHoursSetting)]
+struct QuietHoursSetting {
+    #[schema(required = true)]
+    timezone: Option<String>,
+    #[schema(required = true)]
+    starts: Option<String>,
+    #[schema(required = true)]
+    ends: Option<String>,
+    /// Default: `sms`, `whatsapp`, `push`, `voice`.
+    channels: Option<Vec<String>>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Sets (replaces) the tenant's quiet hours.
+#[utoipa::path(put, path = "/api/conversations/quiet-hours", tag = "sdk-conversation", request_body = QuietHoursSetting,
+    responses((status = 200, description = "the quiet hours", body = Data<QuietHours>)))]
+async fn set_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<QuietHoursSetting>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let timezone = check.required("timezone", &body.timezone);
+    if !timezone.is_empty() && jiff::tz::TimeZone::get(&timezone).is_err() {
+        check.fail("timezone must be an IANA time zone (Europe/Amsterdam, ...)");
+    }
+    let (starts, ends) = (check.required("starts", &body.starts), check.required("ends", &body.ends));
+    for (name, v) in [("starts", &starts), ("ends", &ends)] {
+        if !v.is_empty() && minutes(v).is_none() {
+            check.fail(format!("{name} must be a time HH:MM"));
+        }
+    }
+    if !starts.is_empty() && starts == ends {
+        check.fail("ends must differ from starts");
+    }
+    let channels = body.channels.clone().unwrap_or_else(|| INTERRUPTING.map(str::to_string).to_vec());
+    if channels.is_empty() || channels.iter().any(|c| !CHANNELS.contains(&c.as_str())) {
+        check.fail(format!("channels must be a non-empty list of: {}", CHANNELS.join(", ")));
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO conversation_quiet_hours (tenant_id, timezone, starts, ends, channels, updated_by, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+         ON CONFLICT (tenant_id) DO UPDATE SET timezone = $2, starts = $3, ends = $4, channels = $5, updated_by = $6, updated_at = $7 RETURNING {QUIET_COLUMNS}"
+    );
+    let set: QuietHours = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&timezone)
+        .bind(&starts)
+        .bind(&ends)
+        .bind(json!(channels).to_string())
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "timezone": timezone, "starts": starts, "ends": ends, "channels": channels });
+    audit::record(&mut tx, &ctx, events::QUIET_HOURS_SET, payload).await?;
+    tx.commit().await?;
+    Ok(ok(set))
+}
+
+async fn quiet_hours(db: &Db, tenant_id: &str) -> ApiResult<Option<QuietHours>> {
+    let sql = format!("SELECT {QUIET_COLUMNS} FROM conversation_quiet_hours WHERE tenant_id = $1");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).fetch_optional(&db.read).await?)
+}
+
+/// The tenant's quiet hours (404 when it has none).
+#[utoipa::path(get, path = "/api/conversations/quiet-hours", tag = "sdk-conversation",
+    responses((status = 200, description = "the quiet hours", body = Data<QuietHours>)))]
+async fn get_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Response> {
+    Ok(ok(quiet_hours(&state.db, &ctx.tenant_id).await?.ok_or(ApiError::NotFound)?))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = ConversationComposeCheck)]
+struct ComposeCheck {
+    /// The consent subject written to (as sdk-consent records it).
+    #[schema(required = true)]
+    subject: Option<String>,
+    /// The purpose of the tenant's consent catalogue the message serves.
+    #[schema(required = true)]
+    purpose_id: Option<String>,
+    /// 1 to 5 distinct channels, answered in this order.
+    #[schema(required = true)]
+    channels: Option<Vec<String>>,
+    /// The subject's address on each channel, for the suppression list.
+    #[schema(value_type = Object)]
+    addresses: Option<Value>,
+    /// When the message would go out (RFC 3339); now when absent.
+    send_at: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[schema(as = ConversationChannelDecision)]
+struct ChannelDecision {
+    channel: String,
+    /// `allow`, `review` or `deny`.
+    decision: &'static str,
+    /// Consent, suppression, quiet hours: one reason each, in that order.
+    reasons: Vec<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[schema(as = ConversationComposeDecision)]
+struct ComposeDecision {
+    subject: String,
+    purpose_id: String,
+    send_at: String,
+    channels: Vec<ChannelDecision>,
+}
+
+/// Decides, per channel, whether the tenant may compose to the subject.
+#[utoipa::path(post, path = "/api/conversations/compose-check", tag = "sdk-conversation", request_body = ComposeCheck,
+    responses((status = 200, description = "a decision per channel, with its reasons", body = Data<ComposeDecision>)))]
+async fn compose_check(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<ComposeCheck>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let subject = check.required("subject", &body.subject);
+    let purpose = check.required("purpose_id", &body.purpose_id);
+    let channels = body.channels.clone().unwrap_or_default();
+    let mut seen = std::collections::HashSet::new();
+    if !(1..=CHANNELS.len()).contains(&channels.len()) || channels.iter().any(|c| !CHANNELS.contains(&c.as_str()) || !seen.insert(c.as_str())) {
+        check.fail(format!("channels must be 1 to {} distinct of: {}", CHANNELS.len(), CHANNELS.join(", ")));
+    }
+    let addresses = check.optional_object("addresses", body.addresses.as_ref());
+    if addresses.as_object().is_some_and(|m| m.iter().any(|(k, v)| !CHANNELS.contains(&k.as_str()) || !v.is_string())) {
+        check.fail("addresses must map channels to address strings");
+    }
+    let send_at = match Check::optional(&body.send_at) {
+        None => Utc::now(),
+        Some(raw) => db::parse_time(&raw).unwrap_or_else(|| {
+            check.fail("send_at must be an RFC 3339 timestamp");
+            Utc::now()
+        }),
+    };
+    check.finish()?;
+    let standing = hub_governance::consent::standing(&state.db.read, &ctx.tenant_id, &subject, &purpose)
+        .await?
+        .ok_or_else(|| ApiError::invalid("purpose_id is not a purpose of this tenant's catalogue"))?;
+    let consent = match (standing.legal_basis.as_str(), standing.latest.as_ref()) {
+        ("consent", Some((action, at))) if action == "granted" => ("allow", format!("consent to {purpose} granted at {at}")),
+        ("consent", Some((_, at))) => ("deny", format!("consent to {purpose} withdrawn at {at}")),
+        ("consent", None) => ("deny", format!("no consent to {purpose} recorded for the subject")),
+        (basis, Some((action, at))) if action == "withdrawn" => {
+            ("review", format!("the subject withdrew from {purpose} at {at}, which rests on {basis}: a person decides"))
+        }
+        (basis, _) => ("allow", format!("{purpose} rests on {basis}: no consent needed")),
+    };
+    let quiet = quiet_hours(&state.db, &ctx.tenant_id).await?;
+    let mut decisions = Vec::new();
+    for channel in &channels {
+        let mut rules = vec![consent.clone()];
+        rules.push(match addresses.get(channel).and_then(Value::as_str) {
+            None => ("review", format!("no {channel} address given: the suppression list was not consulted")),
+            Some(a) => {
+                let address = normal_address(channel, a);
+                let hit: Option<(Option<String>, String)> =
+                    sqlx::query_as("SELECT reason, created_at FROM conversation_suppression WHERE tenant_id = $1 AND channel = $2 AND address = $3")
+                        .bind(&ctx.tenant_id)
+                        .bind(channel)
+                        .bind(&address)
+                        .fetch_optional(&state.db.read)
+                        .await?;
+                match hit {
+                    Some((reason, since)) => {
+                        ("deny", format!("the {channel} address is suppressed since {since}: {}", reason.unwrap_or("no reason given".into())))
+                    }
+                    None => ("allow", format!("the {channel} address is not suppressed")),
+                }
+            }
+        });
+        rules.push(quiet_rule(quiet.as_ref(), channel, send_at));
+        let decision = rules.iter().map(|(d, _)| *d).max_by_key(|d| rank(d)).unwrap_or("allow");
+        decisions.push(ChannelDecision { channel: channel.clone(), decision, reasons: rules.into_iter().map(|(_, r)| r).collect() });
+    }
+    Ok(ok(ComposeDecision { subject, purpose_id: purpose, send_at: db::format_time(send_at), channels: decisions }))
+}
+
+/// Quiet hours: `review` when `send_at`, in the tenant's zone, falls in
+/// [starts, ends) on a channel they cover.
+fn quiet_rule(quiet: Option<&QuietHours>, channel: &str, send_at: DateTime<Utc>) -> (&'static str, String) {
+    let Some(q) = quiet.filter(|q| q.channels.0.as_array().is_some_and(|c| c.iter().any(|c| c == channel))) else {
+        return ("allow", format!("no quiet hours cover {channel}"));
+    };
+    let local = jiff::tz::TimeZone::get(&q.timezone)
+        .ok()
+        .and_then(|tz| Some(jiff::Timestamp::from_microsecond(send_at.timestamp_micros()).ok()?.to_zoned_datetime(tz).time()));
+    let Some(local) = local else {
+        return ("review", format!("the time zone {} is not known here: quiet hours were not checked", q.timezone));
+    };
+    let now = local.hour() as u32 * 60 + local.minute() as u32;
+    let (start, end) = (minutes(&q.starts).unwrap_or(0), minutes(&q.ends).unwrap_or(0));
+    let inside = if start < end { start <= now && now < end } else { now >= start || now < end };
+    let at = format!("{:02}:{:02} {}", local.hour(), local.minute(), q.timezone);
+    if inside {
+        ("review", format!("{at} is within the quiet hours {}-{} for {channel}", q.starts, q.ends))
+    } else {
+        ("allow", format!("{at} is outside the quiet hours {}-{}", q.starts, q.ends))
+    }
+}

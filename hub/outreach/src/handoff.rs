@@ -1,0 +1,189 @@
+//! sdk-handoff: a deal handed from one persona of the tenant to another.
+//! A handoff is `pending` until its receiver answers: `accepted` or
+//! `declined`; an accepted handoff becomes `completed`. `declined` and
+//! `completed` are final; any other move is 409.
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create, list)).routes(routes!(set_status))
+}
+
+const STATUSES: [&str; 4] = ["pending", "accepted", "declined", "completed"];
+
+/// The statuses a handoff in `from` may move to.
+fn next(from: &str) -> &'static [&'static str] {
+    match from {
+        "pending" => &["accepted", "declined"],
+        "accepted" => &["completed"],
+        _ => &[],
+    }
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+struct Handoff {
+    handoff_id: String,
+    deal_id: String,
+    from_persona_id: String,
+    to_persona_id: String,
+    notes: Option<String>,
+    /// `pending`, `accepted`, `declined` or `completed`.
+    status: String,
+    /// The reason given with the last status change.
+    status_reason: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+const COLUMNS: &str = "handoff_id, deal_id, from_persona_id, to_persona_id, notes, status, status_reason, created_at, updated_at";
+
+#[derive(Deserialize, ToSchema)]
+struct NewHandoff {
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+    /// The deal handed over (its id in the tenant's CRM).
+    #[schema(required = true, format = "uuid")]
+    deal_id: Option<String>,
+    /// A persona of the tenant: who hands the deal over.
+    #[schema(required = true, format = "uuid")]
+    from_persona_id: Option<String>,
+    /// Another persona of the tenant: who takes it.
+    #[schema(required = true, format = "uuid")]
+    to_persona_id: Option<String>,
+    /// At most 4000 characters.
+    notes: Option<String>,
+}
+
+/// Hands a deal over; the handoff is `pending`.
+#[utoipa::path(post, path = "/api/handoffs", tag = "sdk-handoff", request_body = NewHandoff,
+    responses((status = 201, description = "the handoff, pending", body = Data<Handoff>)))]
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewHandoff>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let deal = check.required_uuid("deal_id", &body.deal_id).map(|u| u.to_string());
+    let from = check.required_uuid("from_persona_id", &body.from_persona_id).map(|u| u.to_string());
+    let to = check.required_uuid("to_persona_id", &body.to_persona_id).map(|u| u.to_string());
+    if from.is_some() && from == to {
+        check.fail("to_persona_id must differ from from_persona_id");
+    }
+    let notes = Check::optional(&body.notes);
+    if notes.as_ref().is_some_and(|n| n.chars().count() > 4000) {
+        check.fail("notes must be at most 4000 characters");
+    }
+    check.finish()?;
+    let (deal, from, to) = (deal.unwrap_or_default(), from.unwrap_or_default(), to.unwrap_or_default());
+    let mut tx = state.db.begin().await?;
+    let mut check = Check::new();
+    for (field, persona) in [("from_persona_id", &from), ("to_persona_id", &to)] {
+        if !hub_identity::personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, persona).await? {
+            check.fail(format!("{field} is not a persona of this tenant"));
+        }
+    }
+    check.finish()?;
+    let now = db::now();
+    let sql = format!(
+        "INSERT INTO handoff_handoff (handoff_id, tenant_id, deal_id, from_persona_id, to_persona_id, notes, status, created_by, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $8) RETURNING {COLUMNS}"
+    );
+    let handoff: Handoff = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&deal)
+        .bind(&from)
+        .bind(&to)
+        .bind(&notes)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "handoff_id": handoff.handoff_id, "deal_id": deal, "from_persona_id": from, "to_persona_id": to });
+    audit::record(&mut tx, &ctx, events::HANDOFF_CREATED, payload).await?;
+    tx.commit().await?;
+    Ok(created(handoff))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = HandoffStatusChange)]
+struct StatusChange {
+    /// `accepted` or `declined` (from `pending`), `completed` (from
+    /// `accepted`).
+    #[schema(required = true)]
+    status: Option<String>,
+    /// Why (at most 2000 characters).
+    reason: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Moves a handoff along its state machine.
+#[utoipa::path(post, path = "/api/handoffs/{handoff_id}/status", tag = "sdk-handoff", request_body = StatusChange,
+    params(("handoff_id" = String, Path, description = "the handoff")),
+    responses((status = 200, description = "the handoff in its new status", body = Data<Handoff>)))]
+async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<StatusChange>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let current: Option<String> = sqlx::query_scalar("SELECT status FROM handoff_handoff WHERE tenant_id = $1 AND handoff_id = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let current = current.ok_or(ApiError::NotFound)?;
+    let mut check = Check::new();
+    let status = check.required("status", &body.status);
+    check.one_of("status", &status, &STATUSES);
+    let reason = Check::optional(&body.reason);
+    if reason.as_ref().is_some_and(|r| r.chars().count() > 2000) {
+        check.fail("reason must be at most 2000 characters");
+    }
+    check.finish()?;
+    if !next(&current).contains(&status.as_str()) {
+        return Err(ApiError::Conflict(format!("a {current} handoff cannot become {status}")));
+    }
+    // Guarded by the status read: of two changes at once, one wins.
+    let sql = format!("UPDATE handoff_handoff SET status = $3, status_reason = $4, updated_at = $5 WHERE handoff_id = $1 AND status = $2 RETURNING {COLUMNS}");
+    let moved: Option<Handoff> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(&current).bind(&status).bind(&reason).bind(db::now()).fetch_optional(&mut *tx).await?;
+    let handoff = moved.ok_or_else(|| ApiError::Conflict("the handoff changed meanwhile".to_string()))?;
+    let event = match status.as_str() {
+        "accepted" => events::HANDOFF_ACCEPTED,
+        "declined" => events::HANDOFF_DECLINED,
+        _ => events::HANDOFF_COMPLETED,
+    };
+    audit::record(&mut tx, &ctx, event, json!({ "handoff_id": id, "deal_id": handoff.deal_id, "from": current, "to": status })).await?;
+    tx.commit().await?;
+    Ok(ok(handoff))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct Filter {
+    /// Required: the caller's tenant.
+    #[param(required = true, format = "uuid")]
+    tenant_id: Option<String>,
+    /// `pending`, `accepted`, `declined` or `completed`.
+    status: Option<String>,
+    #[param(format = "uuid")]
+    deal_id: Option<String>,
+}
+
+/// The tenant's handoffs, most recently updated first.
+#[utoipa::path(get, path = "/api/handoffs", tag = "sdk-handoff", params(Filter, Page),
+    responses((status = 200, description = "one page of handoffs", body = ListOf<Handoff>)))]
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<Response> {
+    ctx.required_tenant(&q.tenant_id)?;
+    let mut check = Check::new();
+    let status = Check::optional(&q.status).unwrap_or_default();
+    check.one_of("status", &status, &STATUSES);
+    let deal = check.optional_uuid("deal_id", &q.deal_id).map(|u| u.to_string()).unwrap_or_default();
+    check.finish()?;
+    let listing = Listing {
+        table: "handoff_handoff",
+        columns: COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR deal_id = $3)",
+        order: "updated_at DESC, handoff_id DESC",
+    };
+    page.list::<Handoff>(&state.db.read, &listing, &[&ctx.tenant_id, &status, &deal]).await
+}

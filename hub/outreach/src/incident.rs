@@ -1,0 +1,208 @@
+//! sdk-incident: incidents a tenant opens, owns and works to resolution.
+//! An incident is `open`; it is `acknowledged` by whoever takes it on,
+//! `escalated` when it needs more than that, and `resolved` from any of
+//! those, for good. An escalated incident is acknowledged again by whoever
+//! it reached; any other move is 409.
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(open, list)).routes(routes!(set_status))
+}
+
+const SEVERITIES: [&str; 4] = ["critical", "high", "medium", "low"];
+const STATUSES: [&str; 4] = ["open", "acknowledged", "escalated", "resolved"];
+
+/// The statuses an incident in `from` may move to.
+fn next(from: &str) -> &'static [&'static str] {
+    match from {
+        "open" => &["acknowledged", "escalated", "resolved"],
+        "acknowledged" => &["escalated", "resolved"],
+        "escalated" => &["acknowledged", "resolved"],
+        _ => &[],
+    }
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+struct Incident {
+    incident_id: String,
+    title: String,
+    description: Option<String>,
+    /// `critical`, `high`, `medium` or `low`.
+    severity: String,
+    /// `open`, `acknowledged`, `escalated` or `resolved`.
+    status: String,
+    owner_persona_id: Option<String>,
+    /// The note given with the last status change.
+    status_note: Option<String>,
+    created_at: String,
+    updated_at: String,
+    resolved_at: Option<String>,
+}
+
+const COLUMNS: &str = "incident_id, title, description, severity, status, owner_persona_id, status_note, created_at, updated_at, resolved_at";
+
+#[derive(Deserialize, ToSchema)]
+struct NewIncident {
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+    /// At most 300 characters.
+    #[schema(required = true)]
+    title: Option<String>,
+    /// `critical`, `high`, `medium` or `low`.
+    #[schema(required = true)]
+    severity: Option<String>,
+    /// At most 8000 characters.
+    description: Option<String>,
+    /// A persona of the tenant who owns it.
+    #[schema(format = "uuid")]
+    owner_persona_id: Option<String>,
+}
+
+/// Opens an incident.
+#[utoipa::path(post, path = "/api/incidents", tag = "sdk-incident", request_body = NewIncident,
+    responses((status = 201, description = "the incident, open", body = Data<Incident>)))]
+async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewIncident>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let title = check.required("title", &body.title);
+    if title.chars().count() > 300 {
+        check.fail("title must be at most 300 characters");
+    }
+    let severity = check.required("severity", &body.severity);
+    check.one_of("severity", &severity, &SEVERITIES);
+    let description = Check::optional(&body.description);
+    if description.as_ref().is_some_and(|d| d.chars().count() > 8000) {
+        check.fail("description must be at most 8000 characters");
+    }
+    let owner = check.optional_uuid("owner_persona_id", &body.owner_persona_id).map(|u| u.to_string());
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    if let Some(o) = &owner
+        && !hub_identity::personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, o).await?
+    {
+        return Err(ApiError::invalid("owner_persona_id is not a persona of this tenant"));
+    }
+    let now = db::now();
+    let sql = format!(
+        "INSERT INTO incident_incident (incident_id, tenant_id, title, description, severity, status, owner_persona_id, created_by, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, 'open', $6, $7, $8, $8) RETURNING {COLUMNS}"
+    );
+    let incident: Incident = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&title)
+        .bind(&description)
+        .bind(&severity)
+        .bind(&owner)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "incident_id": incident.incident_id, "severity": severity, "owner_persona_id": owner });
+    audit::record(&mut tx, &ctx, events::INCIDENT_OPENED, payload).await?;
+    tx.commit().await?;
+    Ok(created(incident))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = IncidentStatusChange)]
+struct StatusChange {
+    /// `acknowledged`, `escalated` or `resolved`, as the state machine
+    /// allows.
+    #[schema(required = true)]
+    status: Option<String>,
+    /// What was done or found (at most 2000 characters).
+    note: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Moves an incident along its state machine.
+#[utoipa::path(post, path = "/api/incidents/{incident_id}/status", tag = "sdk-incident", request_body = StatusChange,
+    params(("incident_id" = String, Path, description = "the incident")),
+    responses((status = 200, description = "the incident in its new status", body = Data<Incident>)))]
+async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<StatusChange>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let current: Option<String> = sqlx::query_scalar("SELECT status FROM incident_incident WHERE tenant_id = $1 AND incident_id = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let current = current.ok_or(ApiError::NotFound)?;
+    let mut check = Check::new();
+    let status = check.required("status", &body.status);
+    check.one_of("status", &status, &STATUSES);
+    let note = Check::optional(&body.note);
+    if note.as_ref().is_some_and(|n| n.chars().count() > 2000) {
+        check.fail("note must be at most 2000 characters");
+    }
+    check.finish()?;
+    if !next(&current).contains(&status.as_str()) {
+        return Err(ApiError::Conflict(format!("an incident {current} cannot become {status}")));
+    }
+    let now = db::now();
+    let resolved_at = (status == "resolved").then(|| now.clone());
+    // Guarded by the status read: of two changes at once, one wins.
+    let sql = format!(
+        "UPDATE incident_incident SET status = $3, status_note = $4, updated_at = $5, resolved_at = $6 WHERE incident_id = $1 AND status = $2 \
+         RETURNING {COLUMNS}"
+    );
+    let moved: Option<Incident> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&id)
+        .bind(&current)
+        .bind(&status)
+        .bind(&note)
+        .bind(&now)
+        .bind(&resolved_at)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let incident = moved.ok_or_else(|| ApiError::Conflict("the incident changed meanwhile".to_string()))?;
+    let event = match status.as_str() {
+        "acknowledged" => events::INCIDENT_ACKNOWLEDGED,
+        "escalated" => events::INCIDENT_ESCALATED,
+        _ => events::INCIDENT_RESOLVED,
+    };
+    audit::record(&mut tx, &ctx, event, json!({ "incident_id": id, "severity": incident.severity, "from": current, "to": status })).await?;
+    tx.commit().await?;
+    Ok(ok(incident))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct Filter {
+    /// Required: the caller's tenant.
+    #[param(required = true, format = "uuid")]
+    tenant_id: Option<String>,
+    /// `open`, `acknowledged`, `escalated` or `resolved`.
+    status: Option<String>,
+    /// `critical`, `high`, `medium` or `low`.
+    severity: Option<String>,
+    #[param(format = "uuid")]
+    owner_persona_id: Option<String>,
+}
+
+/// The tenant's incidents, most recently updated first.
+#[utoipa::path(get, path = "/api/incidents", tag = "sdk-incident", params(Filter, Page),
+    responses((status = 200, description = "one page of incidents", body = ListOf<Incident>)))]
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<Response> {
+    ctx.required_tenant(&q.tenant_id)?;
+    let mut check = Check::new();
+    let status = Check::optional(&q.status).unwrap_or_default();
+    check.one_of("status", &status, &STATUSES);
+    let severity = Check::optional(&q.severity).unwrap_or_default();
+    check.one_of("severity", &severity, &SEVERITIES);
+    let owner = check.optional_uuid("owner_persona_id", &q.owner_persona_id).map(|u| u.to_string()).unwrap_or_default();
+    check.finish()?;
+    let listing = Listing {
+        table: "incident_incident",
+        columns: COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR severity = $3) AND ($4 = '' OR owner_persona_id = $4)",
+        order: "updated_at DESC, incident_id DESC",
+    };
+    page.list::<Incident>(&state.db.read, &listing, &[&ctx.tenant_id, &status, &severity, &owner]).await
+}

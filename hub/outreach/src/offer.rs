@@ -1,0 +1,154 @@
+//! sdk-offer-catalog: the offers a tenant sells or proposes, one per slug.
+//! A price is an integer count of its currency's minor units (cents for
+//! EUR, yen for JPY), never a float; an offer has a price and a currency
+//! together, or neither.
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create, list)).routes(routes!(get_offer))
+}
+
+const STATUSES: [&str; 2] = ["draft", "active"];
+/// Every status an offer may be listed by (`retired` is reached by no
+/// route yet; the filter accepts it).
+const ALL_STATUSES: [&str; 3] = ["draft", "active", "retired"];
+/// ISO 4217 codes in use (funds and precious metals left out).
+const CURRENCIES: &str = "AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL BSD BTN BWP BYN BZD CAD CDF CHF CLP \
+    CNY COP CRC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB EUR FJD FKP GBP GEL GHS GIP GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR IQD IRR ISK JMD \
+    JOD JPY KES KGS KHR KMF KPW KRW KWD KYD KZT LAK LBP LKR LRD LSL LYD MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MYR MZN NAD NGN NIO NOK \
+    NPR NZD OMR PAB PEN PGK PHP PKR PLN PYG QAR RON RSD RUB RWF SAR SBD SCR SDG SEK SGD SHP SLE SOS SRD SSP STN SVC SYP SZL THB TJS TMT TND TOP \
+    TRY TTD TWD TZS UAH UGX USD UYU UZS VED VES VND VUV WST XAF XCD XCG XOF XPF YER ZAR ZMW ZWG";
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+struct Offer {
+    offer_id: String,
+    slug: String,
+    name: String,
+    description: Option<String>,
+    /// The price in the currency's minor units.
+    price_minor: Option<i64>,
+    /// ISO 4217, with `price_minor`.
+    currency: Option<String>,
+    /// `draft`, `active` or `retired`.
+    status: String,
+    created_at: String,
+    updated_at: String,
+}
+
+const COLUMNS: &str = "offer_id, slug, name, description, price_minor, currency, status, created_at, updated_at";
+
+fn valid_slug(s: &str) -> bool {
+    (1..=128).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+#[derive(Deserialize, ToSchema)]
+struct NewOffer {
+    /// The caller's tenant.
+    #[schema(required = true, format = "uuid")]
+    tenant_id: Option<String>,
+    /// At most 200 characters.
+    #[schema(required = true)]
+    name: Option<String>,
+    /// 1 to 128 of `a-z 0-9 . _ -`, unique in the tenant.
+    #[schema(required = true)]
+    slug: Option<String>,
+    /// At most 4000 characters.
+    description: Option<String>,
+    /// An integer from 0 to 10^15, in the currency's minor units.
+    #[schema(value_type = Option<i64>)]
+    price_minor: Option<Value>,
+    /// ISO 4217 (`EUR`, `USD`, ...); required with `price_minor`.
+    currency: Option<String>,
+    /// `draft` or `active` (default).
+    status: Option<String>,
+}
+
+/// Creates an offer.
+#[utoipa::path(post, path = "/api/offers", tag = "sdk-offer-catalog", request_body = NewOffer,
+    responses((status = 201, description = "the offer", body = Data<Offer>)))]
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewOffer>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    check.required("tenant_id", &body.tenant_id);
+    let name = check.required("name", &body.name);
+    if name.chars().count() > 200 {
+        check.fail("name must be at most 200 characters");
+    }
+    let slug = check.required("slug", &body.slug);
+    if !slug.is_empty() && !valid_slug(&slug) {
+        check.fail("slug must be 1 to 128 of a-z, 0-9, '.', '_' or '-'");
+    }
+    let description = Check::optional(&body.description);
+    if description.as_ref().is_some_and(|d| d.chars().count() > 4000) {
+        check.fail("description must be at most 4000 characters");
+    }
+    let price = check.optional_int("price_minor", body.price_minor.as_ref(), 0, 1_000_000_000_000_000);
+    let currency = Check::optional(&body.currency);
+    match (&currency, body.price_minor.as_ref().is_some_and(|p| !p.is_null())) {
+        (Some(c), _) if !CURRENCIES.split_whitespace().any(|k| k == c) => check.fail("currency must be an ISO 4217 code (EUR, USD, ...)"),
+        (None, true) => check.fail("currency is required with price_minor"),
+        (Some(_), false) => check.fail("price_minor is required with currency"),
+        _ => {}
+    }
+    let status = Check::optional(&body.status).unwrap_or_else(|| "active".to_string());
+    check.one_of("status", &status, &STATUSES);
+    check.finish()?;
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO offer_offer (offer_id, tenant_id, slug, name, description, price_minor, currency, status, created_by, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) ON CONFLICT (tenant_id, slug) DO NOTHING RETURNING {COLUMNS}"
+    );
+    let made: Option<Offer> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&slug)
+        .bind(&name)
+        .bind(&description)
+        .bind(price)
+        .bind(&currency)
+        .bind(&status)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(&now)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let offer = made.ok_or_else(|| ApiError::Conflict(format!("the tenant has an offer with the slug {slug}")))?;
+    let payload = json!({ "offer_id": offer.offer_id, "slug": slug, "status": status, "price_minor": price, "currency": currency });
+    audit::record(&mut tx, &ctx, events::OFFER_CREATED, payload).await?;
+    tx.commit().await?;
+    Ok(created(offer))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct Filter {
+    /// When given, the caller's tenant.
+    #[param(format = "uuid")]
+    tenant_id: Option<String>,
+    /// `draft`, `active` or `retired`.
+    status: Option<String>,
+}
+
+/// The tenant's offers, newest first.
+#[utoipa::path(get, path = "/api/offers", tag = "sdk-offer-catalog", params(Filter, Page),
+    responses((status = 200, description = "one page of offers", body = ListOf<Offer>)))]
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let status = Check::optional(&q.status).unwrap_or_default();
+    check.one_of("status", &status, &ALL_STATUSES);
+    check.finish()?;
+    ctx.check_tenant(q.tenant_id.as_deref())?;
+    let listing =
+        Listing { table: "offer_offer", columns: COLUMNS, filter: "tenant_id = $1 AND ($2 = '' OR status = $2)", order: "created_at DESC, offer_id DESC" };
+    page.list::<Offer>(&state.db.read, &listing, &[&ctx.tenant_id, &status]).await
+}
+
+/// One offer.
+#[utoipa::path(get, path = "/api/offers/{offer_id}", tag = "sdk-offer-catalog", params(("offer_id" = String, Path, description = "the offer")),
+    responses((status = 200, description = "the offer", body = Data<Offer>)))]
+async fn get_offer(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {COLUMNS} FROM offer_offer WHERE tenant_id = $1 AND offer_id = $2");
+    let found: Option<Offer> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(found.ok_or(ApiError::NotFound)?))
+}

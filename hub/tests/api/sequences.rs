@@ -1,0 +1,121 @@
+//! sdk-sequence: message templates (one name per tenant, a channel that
+//! defaults to email) and sequences whose ordered steps name templates of
+//! the tenant.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::{db_test, helpers::*};
+
+async fn template(app: &TestApp, token: &str, body: Value) -> (StatusCode, Value) {
+    app.post("/api/sequences/templates", Some(token), body).await
+}
+
+async fn templates_are_named_once_per_tenant_on_a_known_channel(app: TestApp) {
+    let t = app.two_tenants("templates").await;
+    let (a, tenant) = (t.a_token.as_str(), t.a["tenant_id"].clone());
+    let (s, e) = template(&app, a, json!({ "tenant_id": tenant, "name": "welcome", "subject": "Hello", "body": "Welcome aboard" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{e}");
+    assert_eq!(
+        (e["data"]["channel"].as_str(), e["data"]["subject"].as_str(), e["data"]["body"].as_str()),
+        (Some("email"), Some("Hello"), Some("Welcome aboard"))
+    );
+    let (s, sms) = template(&app, a, json!({ "tenant_id": tenant, "name": "nudge", "channel": "sms", "body": "Still there?" })).await;
+    assert_eq!((s, sms["data"]["channel"].as_str(), sms["data"]["subject"].clone()), (StatusCode::CREATED, Some("sms"), Value::Null));
+
+    let b = assert_error(template(&app, a, json!({ "tenant_id": tenant, "name": "welcome", "channel": "sms", "body": "x" })).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["the tenant has a template named welcome"]));
+    let (s, _) = template(&app, &t.b_token, json!({ "tenant_id": t.b["tenant_id"], "name": "welcome", "body": "B's" })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let b = assert_error(template(&app, a, json!({ "channel": "pigeon", "subject": "s" })).await, 400, "ValidationError");
+    assert_eq!(
+        b["details"],
+        json!(["tenant_id is required", "name is required", "channel must be one of: email, sms, whatsapp, push, voice", "body is required"])
+    );
+    let b = assert_error(
+        template(&app, a, json!({ "tenant_id": tenant, "name": "n", "channel": "push", "subject": "s", "body": "b" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["subject is for the email channel only"]));
+
+    let (s, l) = app.get("/api/sequences/templates", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{l}");
+    let names: Vec<&str> = l["data"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!((names, l["total"].as_i64()), (vec!["nudge", "welcome"], Some(2)));
+    let (_, l) = app.get("/api/sequences/templates?channel=email&limit=5", Some(a)).await;
+    assert_eq!((l["data"][0]["name"].as_str(), l["total"].as_i64()), (Some("welcome"), Some(1)));
+    let b = assert_error(app.get("/api/sequences/templates?channel=fax", Some(a)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["channel must be one of: email, sms, whatsapp, push, voice"]));
+    let b = assert_error(app.get("/api/sequences/templates?offset=x", Some(a)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["offset must be an integer"]));
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "sequence.template.created.v1").count(), 2);
+}
+db_test!(templates_are_named_once_per_tenant_on_a_known_channel);
+
+async fn sequences_order_steps_over_the_tenants_own_templates(app: TestApp) {
+    let t = app.two_tenants("sequences").await;
+    let (a, tenant) = (t.a_token.as_str(), t.a["tenant_id"].clone());
+    let (_, first) = template(&app, a, json!({ "tenant_id": tenant, "name": "first", "body": "1" })).await;
+    let (_, second) = template(&app, a, json!({ "tenant_id": tenant, "name": "second", "channel": "sms", "body": "2" })).await;
+    let (_, foreign) = template(&app, &t.b_token, json!({ "tenant_id": t.b["tenant_id"], "name": "b", "body": "b" })).await;
+    let (first, second, foreign) = (&first["data"]["template_id"], &second["data"]["template_id"], &foreign["data"]["template_id"]);
+
+    let steps = json!([{ "template_id": first }, { "template_id": second, "delay_seconds": 86400 }, { "template_id": first, "delay_seconds": 0 }]);
+    let (s, q) = app.post("/api/sequences", Some(a), json!({ "name": "onboarding", "steps": steps })).await;
+    assert_eq!(s, StatusCode::CREATED, "{q}");
+    assert_eq!(
+        q["data"]["steps"],
+        json!([
+            { "position": 1, "template_id": first, "delay_seconds": 0 },
+            { "position": 2, "template_id": second, "delay_seconds": 86400 },
+            { "position": 3, "template_id": first, "delay_seconds": 0 }
+        ])
+    );
+    let b = assert_error(app.post("/api/sequences", Some(a), json!({ "name": "onboarding", "steps": [{ "template_id": first }] })).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["the tenant has a sequence named onboarding"]));
+
+    let b = assert_error(
+        app.post(
+            "/api/sequences",
+            Some(a),
+            json!({ "name": "x", "steps": [{ "template_id": first }, { "template_id": foreign }, { "template_id": uuid::Uuid::now_v7().to_string() }] }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["steps[1].template_id is not a template of this tenant", "steps[2].template_id is not a template of this tenant"]));
+    let b = assert_error(
+        app.post("/api/sequences", Some(a), json!({ "steps": [{ "template_id": "nope", "delay_seconds": -1 }, 7, { "delay_seconds": 9_000_000 }] })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        b["details"],
+        json!([
+            "name is required",
+            "steps[0].template_id must be a UUID",
+            "steps[0].delay_seconds must be an integer from 0 to 7776000",
+            "steps[1] must be an object",
+            "steps[2].template_id is required",
+            "steps[2].delay_seconds must be an integer from 0 to 7776000"
+        ])
+    );
+    let b = assert_error(app.post("/api/sequences", Some(a), json!({ "name": "empty", "steps": [] })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["steps must be an array of 1 to 50 steps"]));
+
+    let (_, other) = app.post("/api/sequences", Some(a), json!({ "name": "short", "steps": [{ "template_id": second }] })).await;
+    let (s, l) = app.get("/api/sequences?limit=1", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{l}");
+    assert_eq!((l["data"][0]["sequence_id"].clone(), l["total"].as_i64()), (other["data"]["sequence_id"].clone(), Some(2)));
+    let (_, l) = app.get("/api/sequences", Some(&t.b_token)).await;
+    assert_eq!(l["total"], 0, "B sees none of A's");
+    assert_error(app.get(&format!("/api/sequences?tenant_id={}", t.b["tenant_id"].as_str().unwrap()), Some(a)).await, 403, "TenantMismatch");
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "sequence.sequence.created.v1").count(), 2);
+}
+db_test!(sequences_order_steps_over_the_tenants_own_templates);
