@@ -30,8 +30,9 @@ fn operations(doc: &Value) -> BTreeSet<(String, String)> {
 fn registered() -> BTreeSet<(String, String)> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = BTreeSet::new();
-    let mut dirs: Vec<_> =
-        ["identity/src", "platform/src", "device/src", "governance/src", "provenance/src", "ai/src", "operator/src", "src"].map(|d| root.join(d)).into();
+    let mut dirs: Vec<_> = ["identity/src", "platform/src", "device/src", "governance/src", "provenance/src", "crm/src", "ai/src", "operator/src", "src"]
+        .map(|d| root.join(d))
+        .into();
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -112,7 +113,7 @@ fn every_schema_has_a_name_of_its_own() {
     let mut seen: HashMap<String, std::path::PathBuf> = HashMap::new();
     let mut clashes = Vec::new();
     let mut dirs = vec![root.join("src")];
-    for area in ["kernel", "identity", "platform", "device", "governance", "provenance", "ai", "operator"] {
+    for area in ["kernel", "identity", "platform", "device", "governance", "provenance", "crm", "ai", "operator"] {
         dirs.push(root.join(area).join("src"));
     }
     while let Some(dir) = dirs.pop() {
@@ -301,6 +302,9 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/projections/mx-subject/rebuild", Some(a), json!({})).await;
     assert_eq!(s, StatusCode::OK, "{r}");
     ids.insert("subject_id", "mx-subject".to_string());
+    let (s, r) = app.post("/api/crm/contacts", Some(a), json!({ "name": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("contact_id", data(&r, "contact_id"));
     ids
 }
 

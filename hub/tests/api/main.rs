@@ -18,6 +18,7 @@ mod consent;
 mod containment;
 mod contract;
 mod credentials;
+mod crm;
 mod data_rights;
 mod device_sync;
 mod devices;

@@ -112,6 +112,10 @@ event_types! {
     MERGE_APPROVED = "identity.merge.approved.v1";
     MERGE_REJECTED = "identity.merge.rejected.v1";
     MERGE_REVERTED = "identity.merge.reverted.v1";
+    CRM_CONTACT_CREATED = "crm.contact.created.v1";
+    CRM_LEAD_CREATED = "crm.lead.created.v1";
+    CRM_CALL_LOGGED = "crm.call.logged.v1";
+    CRM_CALL_MISSED = "crm.call.missed.v1";
 }
 
 #[cfg(test)]
