@@ -1,6 +1,7 @@
 //! CRM and engagement: sdk-crm (contacts, leads, calls and a contact's
-//! timeline).
+//! timeline), sdk-campaign (campaigns and their journeys of opaque steps).
 
+pub mod campaign;
 pub mod crm;
 
 use utoipa_axum::router::OpenApiRouter;
@@ -8,5 +9,5 @@ use utoipa_axum::router::OpenApiRouter;
 use hub_kernel::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(crm::routes())
+    OpenApiRouter::new().merge(crm::routes()).merge(campaign::routes())
 }

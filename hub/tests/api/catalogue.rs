@@ -305,6 +305,9 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/crm/contacts", Some(a), json!({ "name": "mx" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("contact_id", data(&r, "contact_id"));
+    let (s, r) = app.post("/api/campaigns", Some(a), json!({ "name": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("campaign_id", data(&r, "campaign_id"));
     ids
 }
 

@@ -10,6 +10,7 @@ mod assignment;
 mod audit;
 mod audit_fault;
 mod authority;
+mod campaign;
 mod catalogue;
 mod commands;
 mod config;

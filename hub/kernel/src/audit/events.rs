@@ -116,6 +116,8 @@ event_types! {
     CRM_LEAD_CREATED = "crm.lead.created.v1";
     CRM_CALL_LOGGED = "crm.call.logged.v1";
     CRM_CALL_MISSED = "crm.call.missed.v1";
+    CAMPAIGN_CREATED = "campaign.campaign.created.v1";
+    CAMPAIGN_JOURNEY_CREATED = "campaign.journey.created.v1";
 }
 
 #[cfg(test)]
