@@ -1,7 +1,9 @@
 //! CRM and engagement: sdk-crm (contacts, leads, calls and a contact's
-//! timeline), sdk-campaign (campaigns and their journeys of opaque steps).
+//! timeline), sdk-campaign (campaigns and their journeys of opaque steps),
+//! sdk-content (items with numbered versions, archived softly).
 
 pub mod campaign;
+pub mod content;
 pub mod crm;
 
 use utoipa_axum::router::OpenApiRouter;
@@ -9,5 +11,5 @@ use utoipa_axum::router::OpenApiRouter;
 use hub_kernel::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(crm::routes()).merge(campaign::routes())
+    OpenApiRouter::new().merge(crm::routes()).merge(campaign::routes()).merge(content::routes())
 }

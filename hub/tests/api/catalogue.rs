@@ -308,6 +308,9 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/campaigns", Some(a), json!({ "name": "mx" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("campaign_id", data(&r, "campaign_id"));
+    let (s, r) = app.post("/api/content/items", Some(a), json!({ "title": "mx", "body": "v1" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("item_id", data(&r, "item_id"));
     ids
 }
 

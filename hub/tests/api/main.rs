@@ -17,6 +17,7 @@ mod config;
 mod connections;
 mod consent;
 mod containment;
+mod content;
 mod contract;
 mod credentials;
 mod crm;

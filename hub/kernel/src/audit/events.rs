@@ -118,6 +118,9 @@ event_types! {
     CRM_CALL_MISSED = "crm.call.missed.v1";
     CAMPAIGN_CREATED = "campaign.campaign.created.v1";
     CAMPAIGN_JOURNEY_CREATED = "campaign.journey.created.v1";
+    CONTENT_ITEM_CREATED = "content.item.created.v1";
+    CONTENT_ITEM_VERSIONED = "content.item.versioned.v1";
+    CONTENT_ITEM_ARCHIVED = "content.item.archived.v1";
 }
 
 #[cfg(test)]
