@@ -1,9 +1,12 @@
 //! CRM and engagement: sdk-crm (contacts, leads, calls and a contact's
 //! timeline), sdk-campaign (campaigns and their journeys of opaque steps),
-//! sdk-content (items with numbered versions, archived softly).
+//! sdk-content (items with numbered versions, archived softly),
+//! sdk-coverage (a primary, a backup and an acceptance window per kind of
+//! work; `coverage::rule_for` is the lookup other crates call).
 
 pub mod campaign;
 pub mod content;
+pub mod coverage;
 pub mod crm;
 
 use utoipa_axum::router::OpenApiRouter;
@@ -11,5 +14,5 @@ use utoipa_axum::router::OpenApiRouter;
 use hub_kernel::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(crm::routes()).merge(campaign::routes()).merge(content::routes())
+    OpenApiRouter::new().merge(crm::routes()).merge(campaign::routes()).merge(content::routes()).merge(coverage::routes())
 }

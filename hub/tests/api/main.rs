@@ -19,6 +19,7 @@ mod consent;
 mod containment;
 mod content;
 mod contract;
+mod coverage;
 mod credentials;
 mod crm;
 mod data_rights;

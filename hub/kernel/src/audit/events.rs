@@ -121,6 +121,7 @@ event_types! {
     CONTENT_ITEM_CREATED = "content.item.created.v1";
     CONTENT_ITEM_VERSIONED = "content.item.versioned.v1";
     CONTENT_ITEM_ARCHIVED = "content.item.archived.v1";
+    COVERAGE_RULE_SET = "assignment.coverage_rule.set.v1";
 }
 
 #[cfg(test)]

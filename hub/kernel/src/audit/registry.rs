@@ -195,6 +195,7 @@ mod tests {
         "identity.link.proposed.v1",
         "identity.link.review_opened.v1",
         "identity.merge.reverted.v1",
+        "assignment.coverage_rule.set.v1",
     ];
 
     #[test]
