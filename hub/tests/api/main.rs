@@ -50,6 +50,7 @@ mod replicas;
 mod residency;
 mod schema;
 mod secrets;
+mod social;
 mod source_records;
 mod spine;
 mod tenant_lifecycle;

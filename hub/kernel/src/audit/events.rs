@@ -122,6 +122,7 @@ event_types! {
     CONTENT_ITEM_VERSIONED = "content.item.versioned.v1";
     CONTENT_ITEM_ARCHIVED = "content.item.archived.v1";
     COVERAGE_RULE_SET = "assignment.coverage_rule.set.v1";
+    SOCIAL_HANDLE_AUTHORISED = "social.handle.authorised.v1";
 }
 
 #[cfg(test)]
