@@ -26,6 +26,9 @@ pub enum ApiError {
     },
     #[error("not found")]
     NotFound,
+    /// 404 with a reason the document gives (`no active model`).
+    #[error("not found: {0}")]
+    Missing(&'static str),
     #[error("conflict: {0}")]
     Conflict(String),
     #[error("tenant mismatch")]
@@ -121,7 +124,7 @@ impl ApiError {
             Validation(_) | InvalidScope(_) | UnsupportedGrantType => StatusCode::BAD_REQUEST,
             Unauthorized(_) | InvalidClient => StatusCode::UNAUTHORIZED,
             Forbidden { .. } | TenantMismatch | NoMembership => StatusCode::FORBIDDEN,
-            NotFound => StatusCode::NOT_FOUND,
+            NotFound | Missing(_) => StatusCode::NOT_FOUND,
             Conflict(_) | PersonExists => StatusCode::CONFLICT,
             RateLimited(_) | TooManyStreams(_) => StatusCode::TOO_MANY_REQUESTS,
             Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -149,6 +152,7 @@ impl ApiError {
             }),
             Forbidden { details, scopes: None } => json!({ "success": false, "error": "Forbidden", "details": details }),
             NotFound => json!({ "success": false, "error": "NotFound" }),
+            Missing(why) => json!({ "success": false, "error": "NotFound", "details": [why] }),
             Conflict(what) => json!({ "success": false, "error": "Conflict", "details": [what] }),
             TenantMismatch => json!({
                 "success": false, "error": "TenantMismatch",

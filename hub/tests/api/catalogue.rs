@@ -311,6 +311,9 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/content/items", Some(a), json!({ "title": "mx", "body": "v1" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("item_id", data(&r, "item_id"));
+    let (s, r) = app.post("/api/lead-scoring/models", Some(a), json!({ "vertical": "mx", "name": "mx", "weights": { "a": 1 } })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("model_id", data(&r, "model_id"));
     ids
 }
 

@@ -35,6 +35,7 @@ mod identity;
 mod identity_resolver;
 mod import_templates;
 mod isolation;
+mod lead_scoring;
 mod mail;
 mod mcp_client;
 mod media;

@@ -123,6 +123,8 @@ event_types! {
     CONTENT_ITEM_ARCHIVED = "content.item.archived.v1";
     COVERAGE_RULE_SET = "assignment.coverage_rule.set.v1";
     SOCIAL_HANDLE_AUTHORISED = "social.handle.authorised.v1";
+    LEAD_SCORING_MODEL_CREATED = "crm.scoring_model.created.v1";
+    LEAD_SCORING_MODEL_ACTIVATED = "crm.scoring_model.activated.v1";
 }
 
 #[cfg(test)]

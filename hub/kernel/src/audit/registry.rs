@@ -196,6 +196,8 @@ mod tests {
         "identity.link.review_opened.v1",
         "identity.merge.reverted.v1",
         "assignment.coverage_rule.set.v1",
+        "crm.scoring_model.created.v1",
+        "crm.scoring_model.activated.v1",
     ];
 
     #[test]
