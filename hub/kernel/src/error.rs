@@ -26,12 +26,13 @@ pub enum ApiError {
     },
     #[error("not found")]
     NotFound,
-    /// 404 with the reason the operator document names ('catalog not found').
-    #[error("not found: {0}")]
-    NotFoundMessage(&'static str),
     /// 423: the tenant of the credential is suspended by the operator.
     #[error("locked: {0}")]
     Locked(&'static str),
+    /// 404 with a reason the documents give (`no active model`, `token
+    /// not found or already revoked`).
+    #[error("not found: {0}")]
+    Missing(&'static str),
     #[error("conflict: {0}")]
     Conflict(String),
     #[error("tenant mismatch")]
@@ -132,8 +133,8 @@ impl ApiError {
             Validation(_) | InvalidScope(_) | UnsupportedGrantType => StatusCode::BAD_REQUEST,
             Unauthorized(_) | InvalidClient => StatusCode::UNAUTHORIZED,
             Forbidden { .. } | TenantMismatch | NoMembership => StatusCode::FORBIDDEN,
-            NotFound | NotFoundMessage(_) => StatusCode::NOT_FOUND,
             Locked(_) => StatusCode::LOCKED,
+            NotFound | Missing(_) => StatusCode::NOT_FOUND,
             Conflict(_) | PersonExists => StatusCode::CONFLICT,
             RateLimited(_) | TooManyStreams(_) | HardCapReached { .. } => StatusCode::TOO_MANY_REQUESTS,
             Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -161,8 +162,8 @@ impl ApiError {
             }),
             Forbidden { details, scopes: None } => json!({ "success": false, "error": "Forbidden", "details": details }),
             NotFound => json!({ "success": false, "error": "NotFound" }),
-            NotFoundMessage(why) => json!({ "success": false, "error": "NotFound", "details": [why] }),
             Locked(why) => json!({ "success": false, "error": "Locked", "details": [why] }),
+            Missing(why) => json!({ "success": false, "error": "NotFound", "details": [why] }),
             Conflict(what) => json!({ "success": false, "error": "Conflict", "details": [what] }),
             TenantMismatch => json!({
                 "success": false, "error": "TenantMismatch",

@@ -70,7 +70,7 @@ struct Revoked {
 #[utoipa::path(delete, path = "/admin/security/ops-tokens/{id}", tag = "admin-security", params(("id" = String, Path, description = "the token")),
     responses((status = 200, description = "the token, revoked", body = Data<Revoked>)))]
 async fn revoke(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>) -> ApiResult<Response> {
-    let id = path_id(&id).map_err(|_| ApiError::NotFoundMessage("token not found or already revoked"))?.to_string();
+    let id = path_id(&id).map_err(|_| ApiError::Missing("token not found or already revoked"))?.to_string();
     let token = ops_tokens::revoke(&state, &who, &id).await?;
     Ok(ok(Revoked { id: token.id, status: token.status }))
 }

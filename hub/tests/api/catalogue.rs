@@ -34,6 +34,21 @@ fn registered() -> BTreeSet<(String, String)> {
         ["identity/src", "platform/src", "device/src", "governance/src", "provenance/src", "outreach/src", "ai/src", "billing/src", "operator/src", "src"]
             .map(|d| root.join(d))
             .into();
+    let mut dirs: Vec<_> = [
+        "identity/src",
+        "platform/src",
+        "device/src",
+        "governance/src",
+        "provenance/src",
+        "outreach/src",
+        "crm/src",
+        "ai/src",
+        "billing/src",
+        "operator/src",
+        "src",
+    ]
+    .map(|d| root.join(d))
+    .into();
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -114,7 +129,7 @@ fn every_schema_has_a_name_of_its_own() {
     let mut seen: HashMap<String, std::path::PathBuf> = HashMap::new();
     let mut clashes = Vec::new();
     let mut dirs = vec![root.join("src")];
-    for area in ["kernel", "identity", "platform", "device", "governance", "provenance", "outreach", "ai", "billing", "operator"] {
+    for area in ["kernel", "identity", "platform", "device", "governance", "provenance", "outreach", "crm", "ai", "billing", "operator"] {
         dirs.push(root.join(area).join("src"));
     }
     while let Some(dir) = dirs.pop() {
@@ -332,6 +347,18 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/incidents", Some(a), json!({ "title": "mx", "severity": "low" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("incident_id", data(&r, "incident_id"));
+    let (s, r) = app.post("/api/crm/contacts", Some(a), json!({ "name": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("contact_id", data(&r, "contact_id"));
+    let (s, r) = app.post("/api/campaigns", Some(a), json!({ "name": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("campaign_id", data(&r, "campaign_id"));
+    let (s, r) = app.post("/api/content/items", Some(a), json!({ "title": "mx", "body": "v1" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("item_id", data(&r, "item_id"));
+    let (s, r) = app.post("/api/lead-scoring/models", Some(a), json!({ "vertical": "mx", "name": "mx", "weights": { "a": 1 } })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("model_id", data(&r, "model_id"));
     ids
 }
 

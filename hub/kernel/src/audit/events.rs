@@ -138,6 +138,19 @@ event_types! {
     INCIDENT_RESOLVED = "incident.incident.resolved.v1";
     ADDRESS_SUPPRESSED = "deliverability.address.suppressed.v1";
     QUIET_HOURS_SET = "notification.quiet_hours.set.v1";
+    CRM_CONTACT_CREATED = "crm.contact.created.v1";
+    CRM_LEAD_CREATED = "crm.lead.created.v1";
+    CRM_CALL_LOGGED = "crm.call.logged.v1";
+    CRM_CALL_MISSED = "crm.call.missed.v1";
+    CAMPAIGN_CREATED = "campaign.campaign.created.v1";
+    CAMPAIGN_JOURNEY_CREATED = "campaign.journey.created.v1";
+    CONTENT_ITEM_CREATED = "content.item.created.v1";
+    CONTENT_ITEM_VERSIONED = "content.item.versioned.v1";
+    CONTENT_ITEM_ARCHIVED = "content.item.archived.v1";
+    COVERAGE_RULE_SET = "assignment.coverage_rule.set.v1";
+    SOCIAL_HANDLE_AUTHORISED = "social.handle.authorised.v1";
+    LEAD_SCORING_MODEL_CREATED = "crm.scoring_model.created.v1";
+    LEAD_SCORING_MODEL_ACTIVATED = "crm.scoring_model.activated.v1";
 }
 
 #[cfg(test)]

@@ -197,6 +197,9 @@ mod tests {
         "identity.merge.reverted.v1",
         "sequence.sequence.created.v1",
         "notification.quiet_hours.set.v1",
+        "assignment.coverage_rule.set.v1",
+        "crm.scoring_model.created.v1",
+        "crm.scoring_model.activated.v1",
     ];
 
     #[test]

@@ -124,7 +124,7 @@ pub async fn revoke(state: &AppState, operator: &str, id: &str) -> ApiResult<Ops
         .bind(db::now())
         .fetch_optional(state.db.writer())
         .await?
-        .ok_or_else(|| ApiError::NotFoundMessage("token not found or already revoked"))?;
+        .ok_or_else(|| ApiError::Missing("token not found or already revoked"))?;
     state.invalidate(Invalidation::OpsTokens).await;
     let mut tx = state.db.begin().await?;
     record(&mut tx, operator, audit::events::ADMIN_OPS_TOKEN_REVOKED, json!({ "id": token.id, "label": token.label, "revoked_by": operator })).await?;

@@ -1,0 +1,239 @@
+//! sdk-content: content items and their numbered versions. Archiving is a
+//! soft state change: an archived item and its versions stay readable, but
+//! it takes no new version; archiving again changes nothing and answers the
+//! same.
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create_item)).routes(routes!(get_item)).routes(routes!(add_version)).routes(routes!(archive))
+}
+
+const KINDS: [&str; 6] = ["article", "email", "page", "snippet", "social_post", "document"];
+/// The largest version body, as JSON text.
+const MAX_BODY_BYTES: usize = 256 * 1024;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ContentItem)]
+struct Item {
+    item_id: String,
+    title: String,
+    /// `article`, `email`, `page`, `snippet`, `social_post` or `document`.
+    kind: String,
+    /// `active` or `archived`.
+    status: String,
+    /// The number of its newest version (0 before the first).
+    latest_version: i64,
+    created_by: String,
+    created_at: String,
+    updated_at: String,
+    archived_at: Option<String>,
+    /// Its versions, oldest first.
+    #[sqlx(skip)]
+    #[schema(value_type = Vec<Version>)]
+    versions: Vec<Version>,
+}
+
+const ITEM_COLUMNS: &str = "item_id, title, kind, status, latest_version, created_by, created_at, updated_at, archived_at";
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ContentVersion)]
+struct Version {
+    version_id: String,
+    item_id: String,
+    /// 1, 2, ... within the item.
+    version: i64,
+    /// The content, as given.
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Object)]
+    body: JsonText,
+    note: Option<String>,
+    created_by: String,
+    created_at: String,
+}
+
+const VERSION_COLUMNS: &str = "version_id, item_id, version, body, note, created_by, created_at";
+
+/// A version's body (required: any JSON but null, at most 256 KiB) and note.
+fn version_fields(check: &mut Check, body: Option<&Value>, note: &Option<String>) -> (String, Option<String>) {
+    let text = match body {
+        None | Some(Value::Null) => {
+            check.fail("body is required");
+            String::new()
+        }
+        Some(v) => v.to_string(),
+    };
+    if text.len() > MAX_BODY_BYTES {
+        check.fail(format!("body must be at most {MAX_BODY_BYTES} bytes of JSON"));
+    }
+    let note = Check::optional(note);
+    if note.as_ref().is_some_and(|n| n.chars().count() > 500) {
+        check.fail("note must be at most 500 characters");
+    }
+    (text, note)
+}
+
+/// Inserts version `version` of an item and records its event.
+async fn insert_version(tx: &mut Tx, ctx: &TenantCtx, item_id: &str, version: i64, body: &str, note: &Option<String>) -> ApiResult<Version> {
+    let sql = format!(
+        "INSERT INTO content_version (version_id, item_id, tenant_id, version, body, note, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+         RETURNING {VERSION_COLUMNS}"
+    );
+    let v: Version = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(item_id)
+        .bind(&ctx.tenant_id)
+        .bind(version)
+        .bind(body)
+        .bind(note)
+        .bind(audit::actor_of(ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut **tx)
+        .await?;
+    audit::record(tx, ctx, events::CONTENT_ITEM_VERSIONED, json!({ "item_id": item_id, "version_id": v.version_id, "version": version })).await?;
+    Ok(v)
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewContentItem)]
+struct NewItem {
+    /// At most 200 characters.
+    #[schema(required = true)]
+    title: Option<String>,
+    /// `article` (default), `email`, `page`, `snippet`, `social_post` or `document`.
+    kind: Option<String>,
+    /// When given, the item's version 1 (any JSON, at most 256 KiB).
+    #[schema(value_type = Option<Object>)]
+    body: Option<Value>,
+    /// The first version's note (at most 500 characters).
+    note: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Creates a content item, with its version 1 when a body is given.
+#[utoipa::path(post, path = "/api/content/items", tag = "sdk-content", request_body = NewItem,
+    responses((status = 201, description = "the item with its versions", body = Data<Item>)))]
+async fn create_item(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewItem>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let title = check.required("title", &body.title);
+    if title.chars().count() > 200 {
+        check.fail("title must be at most 200 characters");
+    }
+    let kind = Check::optional(&body.kind).unwrap_or_else(|| "article".to_string());
+    check.one_of("kind", &kind, &KINDS);
+    let first = match &body.body {
+        None | Some(Value::Null) => None,
+        given => Some(version_fields(&mut check, given.as_ref(), &body.note)),
+    };
+    check.finish()?;
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO content_item (item_id, tenant_id, title, kind, status, latest_version, created_by, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $7) RETURNING {ITEM_COLUMNS}"
+    );
+    let mut item: Item = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&title)
+        .bind(&kind)
+        .bind(i64::from(first.is_some()))
+        .bind(audit::actor_of(&ctx).1)
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+    audit::record(&mut tx, &ctx, events::CONTENT_ITEM_CREATED, json!({ "item_id": item.item_id, "kind": kind })).await?;
+    if let Some((text, note)) = first {
+        item.versions.push(insert_version(&mut tx, &ctx, &item.item_id, 1, &text, &note).await?);
+    }
+    tx.commit().await?;
+    Ok(created(item))
+}
+
+async fn find(tx: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Item> {
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {ITEM_COLUMNS} FROM content_item WHERE tenant_id = $1 AND item_id = $2");
+    let found: Option<Item> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(&mut **tx).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// An item with its versions, oldest first.
+async fn with_versions(tx: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Item> {
+    let mut item = find(tx, tenant_id, id).await?;
+    let sql = format!("SELECT {VERSION_COLUMNS} FROM content_version WHERE item_id = $1 ORDER BY version");
+    item.versions = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&item.item_id).fetch_all(&mut **tx).await?;
+    Ok(item)
+}
+
+/// A content item with its versions (archived or not).
+#[utoipa::path(get, path = "/api/content/items/{item_id}", tag = "sdk-content", params(("item_id" = String, Path, description = "the item")),
+    responses((status = 200, description = "the item with its versions", body = Data<Item>)))]
+async fn get_item(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.read.begin().await?;
+    let item = with_versions(&mut tx, &ctx.tenant_id, &id).await?;
+    tx.commit().await?;
+    Ok(ok(item))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewContentVersion)]
+struct NewVersion {
+    /// The content (any JSON but null, at most 256 KiB).
+    #[schema(value_type = Object, required = true)]
+    body: Option<Value>,
+    /// At most 500 characters.
+    note: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Adds the next version of an item; an archived item takes none (409).
+#[utoipa::path(post, path = "/api/content/items/{item_id}/versions", tag = "sdk-content", request_body = NewVersion,
+    params(("item_id" = String, Path, description = "the item")),
+    responses((status = 201, description = "the version", body = Data<Version>)))]
+async fn add_version(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewVersion>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let item = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let mut check = Check::new();
+    let (text, note) = version_fields(&mut check, body.body.as_ref(), &body.note);
+    check.finish()?;
+    // The item's number moves first, guarded by its status: two versions at
+    // once get two numbers, and an archive in between stops the second.
+    let next: Option<i64> = sqlx::query_scalar(
+        "UPDATE content_item SET latest_version = latest_version + 1, updated_at = $2 WHERE item_id = $1 AND status = 'active' RETURNING latest_version",
+    )
+    .bind(&item.item_id)
+    .bind(db::now())
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(next) = next else { return Err(ApiError::Conflict("the item is archived: it takes no new version".to_string())) };
+    let version = insert_version(&mut tx, &ctx, &item.item_id, next, &text, &note).await?;
+    tx.commit().await?;
+    Ok(created(version))
+}
+
+/// Archives an item (a soft state change: it and its versions stay
+/// readable). Archiving an archived item changes nothing and answers 200.
+#[utoipa::path(post, path = "/api/content/items/{item_id}/archive", tag = "sdk-content", params(("item_id" = String, Path, description = "the item")),
+    responses((status = 200, description = "the item, archived, with its versions", body = Data<Item>)))]
+async fn archive(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let item = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let now = db::now();
+    let moved = sqlx::query("UPDATE content_item SET status = 'archived', archived_at = $2, updated_at = $2 WHERE item_id = $1 AND status = 'active'")
+        .bind(&item.item_id)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+    if moved.rows_affected() == 1 {
+        audit::record(&mut tx, &ctx, events::CONTENT_ITEM_ARCHIVED, json!({ "item_id": item.item_id, "latest_version": item.latest_version })).await?;
+    }
+    let item = with_versions(&mut tx, &ctx.tenant_id, &item.item_id).await?;
+    tx.commit().await?;
+    Ok(ok(item))
+}

@@ -1,0 +1,157 @@
+//! sdk-coverage: who covers a kind of work. A rule names, for one
+//! `subject_kind` of the tenant (a queue, a task type: `support.vip`,
+//! `field.install`, ...), the primary persona, the backup persona and the
+//! acceptance window: how long the primary has before the work falls to the
+//! backup (0: both are notified at once).
+//!
+//! The assignment group's offers (`POST /api/assignments`) take a primary,
+//! a backup and an acceptance window; a caller that knows the kind of its
+//! subject can read them from here first: [`rule_for`] is the lookup
+//! another crate calls (with its own transaction or pool). The assignment
+//! group itself does not consult it.
+
+use hub_identity::personas;
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(set_rule, list_rules))
+}
+
+/// The longest acceptance window: a week, as an assignment offer's.
+const MAX_WINDOW_MINUTES: i64 = 10_080;
+/// The window when none is given, as an assignment offer's.
+const DEFAULT_WINDOW_MINUTES: i64 = 30;
+
+/// The coverage of one kind of work.
+#[derive(Debug, Clone, FromRow, Serialize, ToSchema)]
+pub struct CoverageRule {
+    pub rule_id: String,
+    /// The rule's key in the tenant: 1–64 of `a-z 0-9 . _ -`.
+    pub subject_kind: String,
+    pub primary_persona_id: String,
+    pub backup_persona_id: String,
+    /// Minutes the primary has before the work falls to the backup; 0
+    /// notifies both at once.
+    pub acceptance_window_minutes: i64,
+    pub created_by: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+const COLUMNS: &str = "rule_id, subject_kind, primary_persona_id, backup_persona_id, acceptance_window_minutes, created_by, created_at, updated_at";
+
+const RULES: Listing = Listing {
+    table: "coverage_rule",
+    columns: COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR primary_persona_id = $2 OR backup_persona_id = $2)",
+    order: "subject_kind",
+};
+
+/// The tenant's coverage rule for a kind of work, if it has one: the
+/// lookup for other groups (the assignment group's offers, a queue's
+/// router), which take the primary, the backup and the window from it.
+pub async fn rule_for<'e, E>(exec: E, tenant_id: &str, subject_kind: &str) -> ApiResult<Option<CoverageRule>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let sql = format!("SELECT {COLUMNS} FROM coverage_rule WHERE tenant_id = $1 AND subject_kind = $2");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(subject_kind).fetch_optional(exec).await?)
+}
+
+fn valid_kind(s: &str) -> bool {
+    (1..=64).contains(&s.len()) && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewCoverageRule)]
+struct NewRule {
+    /// The kind of work covered: 1–64 of `a-z 0-9 . _ -`. A kind that has a
+    /// rule has it replaced.
+    #[schema(required = true)]
+    subject_kind: Option<String>,
+    /// A persona of the tenant.
+    #[schema(required = true, format = "uuid")]
+    primary_persona_id: Option<String>,
+    /// Another persona of the tenant.
+    #[schema(required = true, format = "uuid")]
+    backup_persona_id: Option<String>,
+    /// 0 to 10080 minutes; 30 when absent; 0 notifies both at once.
+    #[schema(value_type = Option<i64>)]
+    acceptance_window_minutes: Option<Value>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Sets the coverage of a kind of work: 201 for a new kind, 200 when its
+/// rule is replaced.
+#[utoipa::path(post, path = "/api/coverage/rules", tag = "sdk-coverage", request_body = NewRule,
+    responses((status = 201, description = "the rule, new", body = Data<CoverageRule>), (status = 200, description = "the rule, replaced", body = Data<CoverageRule>)))]
+async fn set_rule(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRule>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let kind = check.required("subject_kind", &body.subject_kind);
+    if !kind.is_empty() && !valid_kind(&kind) {
+        check.fail("subject_kind must be 1 to 64 of a-z, 0-9, '.', '_', '-'");
+    }
+    let primary = check.required_uuid("primary_persona_id", &body.primary_persona_id).map(|u| u.to_string());
+    let backup = check.required_uuid("backup_persona_id", &body.backup_persona_id).map(|u| u.to_string());
+    if primary.is_some() && primary == backup {
+        check.fail("backup_persona_id must be another persona than primary_persona_id");
+    }
+    let window =
+        check.optional_int("acceptance_window_minutes", body.acceptance_window_minutes.as_ref(), 0, MAX_WINDOW_MINUTES).unwrap_or(DEFAULT_WINDOW_MINUTES);
+    check.finish()?;
+    let (primary, backup) = (primary.unwrap_or_default(), backup.unwrap_or_default());
+    let mut tx = state.db.begin().await?;
+    let mut check = Check::new();
+    for (name, persona) in [("primary_persona_id", &primary), ("backup_persona_id", &backup)] {
+        if !personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, persona).await? {
+            check.fail(format!("{name} is not a persona of this tenant"));
+        }
+    }
+    check.finish()?;
+    let existed = rule_for(&mut *tx, &ctx.tenant_id, &kind).await?.is_some();
+    let now = db::now();
+    let sql = format!(
+        "INSERT INTO coverage_rule (rule_id, tenant_id, subject_kind, primary_persona_id, backup_persona_id, acceptance_window_minutes, created_by, \
+         created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (tenant_id, subject_kind) DO UPDATE SET \
+         primary_persona_id = excluded.primary_persona_id, backup_persona_id = excluded.backup_persona_id, \
+         acceptance_window_minutes = excluded.acceptance_window_minutes, updated_at = excluded.updated_at RETURNING {COLUMNS}"
+    );
+    let rule: CoverageRule = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&kind)
+        .bind(&primary)
+        .bind(&backup)
+        .bind(window)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({
+        "rule_id": rule.rule_id, "subject_kind": kind, "primary_persona_id": primary, "backup_persona_id": backup,
+        "acceptance_window_minutes": window, "replaced": existed,
+    });
+    audit::record(&mut tx, &ctx, events::COVERAGE_RULE_SET, payload).await?;
+    tx.commit().await?;
+    Ok(if existed { ok(rule) } else { created(rule) })
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct RuleQuery {
+    /// Only the rules naming this persona, as primary or as backup.
+    persona_id: Option<String>,
+}
+
+/// The tenant's coverage rules, by subject_kind.
+#[utoipa::path(get, path = "/api/coverage/rules", tag = "sdk-coverage", params(RuleQuery, Page),
+    responses((status = 200, description = "one page of rules", body = ListOf<CoverageRule>)))]
+async fn list_rules(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RuleQuery>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let persona = check.optional_uuid("persona_id", &q.persona_id).map(|u| u.to_string()).unwrap_or_default();
+    check.finish()?;
+    page.list::<CoverageRule>(&state.db.read, &RULES, &[&ctx.tenant_id, &persona]).await
+}

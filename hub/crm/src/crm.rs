@@ -1,0 +1,537 @@
+//! sdk-crm: contacts (each email address names one contact of a tenant),
+//! leads (linked to a contact or not), logged calls of a contact or lead,
+//! and a contact's timeline: its creation, its leads and its calls, newest
+//! first.
+
+use phonenumber::Mode;
+
+use hub_identity::personas;
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_contact, list_contacts))
+        .routes(routes!(get_contact))
+        .routes(routes!(timeline))
+        .routes(routes!(create_lead))
+        .routes(routes!(log_call))
+}
+
+const LEAD_STATUSES: [&str; 4] = ["new", "contacted", "qualified", "unqualified"];
+const DIRECTIONS: [&str; 2] = ["inbound", "outbound"];
+const DISPOSITIONS: [&str; 5] = ["answered", "no_answer", "busy", "failed", "voicemail"];
+/// The dispositions of a call that did not reach anyone: `crm.call.missed.v1`.
+const MISSED: [&str; 3] = ["no_answer", "busy", "failed"];
+/// Emails or phones of one contact at most.
+const MAX_ADDRESSES: usize = 20;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = CrmContact)]
+struct Contact {
+    contact_id: String,
+    name: String,
+    /// Lowercased; each names this contact only, within the tenant.
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<String>)]
+    emails: JsonText,
+    /// E.164 numbers.
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<String>)]
+    phones: JsonText,
+    company: Option<String>,
+    owner_persona_id: Option<String>,
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Object)]
+    attributes: JsonText,
+    created_by: String,
+    created_at: String,
+    updated_at: String,
+}
+
+const CONTACT_COLUMNS: &str = "contact_id, name, emails, phones, company, owner_persona_id, attributes, created_by, created_at, updated_at";
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = CrmLead)]
+struct Lead {
+    lead_id: String,
+    contact_id: Option<String>,
+    name: String,
+    company: Option<String>,
+    source: Option<String>,
+    /// `new`, `contacted`, `qualified` or `unqualified`.
+    status: String,
+    owner_persona_id: Option<String>,
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Object)]
+    attributes: JsonText,
+    created_by: String,
+    created_at: String,
+}
+
+const LEAD_COLUMNS: &str = "lead_id, contact_id, name, company, source, status, owner_persona_id, attributes, created_by, created_at";
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = CrmCall)]
+struct Call {
+    call_id: String,
+    contact_id: Option<String>,
+    lead_id: Option<String>,
+    /// `inbound` or `outbound`.
+    direction: String,
+    /// `answered`, `no_answer`, `busy`, `failed` or `voicemail`.
+    disposition: String,
+    duration_seconds: i64,
+    phone_number: Option<String>,
+    recording_url: Option<String>,
+    #[sqlx(try_from = "i64")]
+    #[schema(value_type = bool)]
+    recording_consent: Flag,
+    provider_call_id: Option<String>,
+    occurred_at: String,
+    logged_by: String,
+    created_at: String,
+}
+
+const CALL_COLUMNS: &str = "call_id, contact_id, lead_id, direction, disposition, duration_seconds, phone_number, recording_url, recording_consent, \
+                            provider_call_id, occurred_at, logged_by, created_at";
+
+/// One touch of a contact's timeline.
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = CrmTouch)]
+struct Touch {
+    /// `contact_created`, `lead_created` or `call`.
+    kind: String,
+    /// The contact, lead or call.
+    ref_id: String,
+    occurred_at: String,
+    /// A call's direction, disposition and duration (null otherwise).
+    direction: Option<String>,
+    disposition: Option<String>,
+    duration_seconds: Option<i64>,
+}
+
+/// The touches of every contact: filtered by tenant and contact, newest first.
+const TIMELINE: Listing = Listing {
+    table: "(SELECT tenant_id, contact_id, 'contact_created' AS kind, contact_id AS ref_id, created_at AS occurred_at, CAST(NULL AS TEXT) AS direction, \
+            CAST(NULL AS TEXT) AS disposition, CAST(NULL AS INTEGER) AS duration_seconds FROM crm_contact \
+            UNION ALL SELECT tenant_id, contact_id, 'lead_created', lead_id, created_at, NULL, NULL, NULL FROM crm_lead WHERE contact_id IS NOT NULL \
+            UNION ALL SELECT tenant_id, contact_id, 'call', call_id, occurred_at, direction, disposition, duration_seconds FROM crm_call \
+            WHERE contact_id IS NOT NULL) AS touch",
+    columns: "kind, ref_id, occurred_at, direction, disposition, duration_seconds",
+    filter: "tenant_id = $1 AND contact_id = $2",
+    order: "occurred_at DESC, ref_id DESC",
+};
+
+const CONTACTS: Listing = Listing {
+    table: "crm_contact",
+    columns: CONTACT_COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR contact_id IN (SELECT contact_id FROM crm_contact_email WHERE tenant_id = $1 AND email = $2)) \
+             AND ($3 = '' OR company = $3) AND ($4 = '' OR owner_persona_id = $4)",
+    order: "created_at DESC, contact_id DESC",
+};
+
+/// Whether `s` is a phone number written in E.164 (`+` and its digits) that
+/// libphonenumber's metadata knows as valid.
+fn is_e164(s: &str) -> bool {
+    s.starts_with('+') && phonenumber::parse(None, s).is_ok_and(|n| n.is_valid() && n.format().mode(Mode::E164).to_string() == s)
+}
+
+/// A plausible email address: one `@`, a local part, a dotted domain, no
+/// space; at most 254 characters.
+fn is_email(s: &str) -> bool {
+    let Some((local, domain)) = s.split_once('@') else { return false };
+    s.len() <= 254
+        && !local.is_empty()
+        && !domain.contains('@')
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && !s.chars().any(char::is_whitespace)
+}
+
+/// A list of strings (absent or null: empty), each checked by `valid`,
+/// repeats dropped.
+fn strings(check: &mut Check, name: &str, value: Option<&Value>, valid: fn(&str) -> bool, what: &str) -> Vec<String> {
+    let items = match value {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::Array(items)) if items.len() <= MAX_ADDRESSES => items,
+        Some(_) => {
+            check.fail(format!("{name} must be an array of at most {MAX_ADDRESSES} strings"));
+            return Vec::new();
+        }
+    };
+    let mut out: Vec<String> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        match item.as_str().map(str::trim) {
+            Some(s) if valid(s) => {
+                if !out.iter().any(|o| o == s) {
+                    out.push(s.to_string());
+                }
+            }
+            _ => check.fail(format!("{name}[{i}] must be {what}")),
+        }
+    }
+    out
+}
+
+/// An optional text of at most `max` characters.
+fn bounded(check: &mut Check, name: &str, value: &Option<String>, max: usize) -> Option<String> {
+    let v = Check::optional(value);
+    if v.as_ref().is_some_and(|v| v.chars().count() > max) {
+        check.fail(format!("{name} must be at most {max} characters"));
+    }
+    v
+}
+
+async fn owner_of_tenant(tx: &mut Tx, ctx: &TenantCtx, owner: &Option<String>) -> ApiResult<()> {
+    match owner {
+        Some(p) if !personas::exists_in_tenant(&mut **tx, &ctx.tenant_id, p).await? => {
+            Err(ApiError::invalid("owner_persona_id is not a persona of this tenant"))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewCrmContact)]
+struct NewContact {
+    /// At most 200 characters.
+    #[schema(required = true)]
+    name: Option<String>,
+    /// Up to 20 addresses, each naming no other contact of the tenant (409).
+    #[schema(value_type = Option<Vec<String>>)]
+    emails: Option<Value>,
+    /// Up to 20 E.164 numbers (`+14155550123`).
+    #[schema(value_type = Option<Vec<String>>)]
+    phones: Option<Value>,
+    /// At most 200 characters.
+    company: Option<String>,
+    /// A persona of the tenant.
+    #[schema(format = "uuid")]
+    owner_persona_id: Option<String>,
+    #[schema(value_type = Object)]
+    attributes: Option<Value>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Creates a contact.
+#[utoipa::path(post, path = "/api/crm/contacts", tag = "sdk-crm", request_body = NewContact,
+    responses((status = 201, description = "the contact", body = Data<Contact>)))]
+async fn create_contact(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewContact>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let name = check.required("name", &body.name);
+    if name.chars().count() > 200 {
+        check.fail("name must be at most 200 characters");
+    }
+    let emails: Vec<String> = strings(&mut check, "emails", body.emails.as_ref(), is_email, "an email address").into_iter().map(|e| e.to_lowercase()).fold(
+        Vec::new(),
+        |mut out, e| {
+            if !out.contains(&e) {
+                out.push(e);
+            }
+            out
+        },
+    );
+    let phones = strings(&mut check, "phones", body.phones.as_ref(), is_e164, "an E.164 phone number (e.g. +14155550123)");
+    let company = bounded(&mut check, "company", &body.company, 200);
+    let owner = check.optional_uuid("owner_persona_id", &body.owner_persona_id).map(|u| u.to_string());
+    let attributes = check.optional_object("attributes", body.attributes.as_ref());
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    owner_of_tenant(&mut tx, &ctx, &owner).await?;
+    for email in &emails {
+        let taken: Option<String> = sqlx::query_scalar("SELECT contact_id FROM crm_contact_email WHERE tenant_id = $1 AND email = $2")
+            .bind(&ctx.tenant_id)
+            .bind(email)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if taken.is_some() {
+            return Err(ApiError::Conflict(format!("another contact of this tenant has the email {email}")));
+        }
+    }
+    let now = db::now();
+    let sql = format!(
+        "INSERT INTO crm_contact (contact_id, tenant_id, name, emails, phones, company, owner_persona_id, attributes, created_by, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) RETURNING {CONTACT_COLUMNS}"
+    );
+    let contact: Contact = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&name)
+        .bind(json!(emails).to_string())
+        .bind(json!(phones).to_string())
+        .bind(&company)
+        .bind(&owner)
+        .bind(attributes.to_string())
+        .bind(audit::actor_of(&ctx).1)
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+    for email in &emails {
+        sqlx::query("INSERT INTO crm_contact_email (tenant_id, email, contact_id) VALUES ($1, $2, $3)")
+            .bind(&ctx.tenant_id)
+            .bind(email)
+            .bind(&contact.contact_id)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let payload = json!({ "contact_id": contact.contact_id, "owner_persona_id": owner });
+    audit::record(&mut tx, &ctx, events::CRM_CONTACT_CREATED, payload).await?;
+    tx.commit().await?;
+    Ok(created(contact))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ContactQuery {
+    /// Only the contact with this address (any case).
+    email: Option<String>,
+    /// Only contacts of this company (exact).
+    company: Option<String>,
+    /// Only contacts owned by this persona.
+    owner_persona_id: Option<String>,
+}
+
+/// The tenant's contacts, newest first.
+#[utoipa::path(get, path = "/api/crm/contacts", tag = "sdk-crm", params(ContactQuery, Page),
+    responses((status = 200, description = "one page of contacts", body = ListOf<Contact>)))]
+async fn list_contacts(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ContactQuery>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let owner = check.optional_uuid("owner_persona_id", &q.owner_persona_id).map(|u| u.to_string()).unwrap_or_default();
+    check.finish()?;
+    let email = Check::optional(&q.email).unwrap_or_default().to_lowercase();
+    let company = Check::optional(&q.company).unwrap_or_default();
+    page.list::<Contact>(&state.db.read, &CONTACTS, &[&ctx.tenant_id, &email, &company, &owner]).await
+}
+
+async fn find_contact<'e, E>(exec: E, tenant_id: &str, id: &str) -> ApiResult<Contact>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {CONTACT_COLUMNS} FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2");
+    let found: Option<Contact> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(exec).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// A contact.
+#[utoipa::path(get, path = "/api/crm/contacts/{contact_id}", tag = "sdk-crm", params(("contact_id" = String, Path, description = "the contact")),
+    responses((status = 200, description = "the contact", body = Data<Contact>)))]
+async fn get_contact(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    Ok(ok(find_contact(&state.db.read, &ctx.tenant_id, &id).await?))
+}
+
+/// A contact's timeline: its creation, the leads linked to it and its
+/// calls, newest first.
+#[utoipa::path(get, path = "/api/crm/contacts/{contact_id}/timeline", tag = "sdk-crm",
+    params(("contact_id" = String, Path, description = "the contact"), Page),
+    responses((status = 200, description = "one page of touches", body = ListOf<Touch>)))]
+async fn timeline(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, page: Page) -> ApiResult<Response> {
+    let contact = find_contact(&state.db.read, &ctx.tenant_id, &id).await?;
+    page.list::<Touch>(&state.db.read, &TIMELINE, &[&ctx.tenant_id, &contact.contact_id]).await
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewCrmLead)]
+struct NewLead {
+    /// At most 200 characters.
+    #[schema(required = true)]
+    name: Option<String>,
+    /// A contact of the tenant the lead is about (optional).
+    #[schema(format = "uuid")]
+    contact_id: Option<String>,
+    /// At most 200 characters.
+    company: Option<String>,
+    /// Where the lead came from (at most 64 characters: `web`, `referral`, ...).
+    source: Option<String>,
+    /// `new` (default), `contacted`, `qualified` or `unqualified`.
+    status: Option<String>,
+    #[schema(format = "uuid")]
+    owner_persona_id: Option<String>,
+    #[schema(value_type = Object)]
+    attributes: Option<Value>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Creates a lead, linked to a contact or not.
+#[utoipa::path(post, path = "/api/crm/leads", tag = "sdk-crm", request_body = NewLead,
+    responses((status = 201, description = "the lead", body = Data<Lead>)))]
+async fn create_lead(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewLead>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let name = check.required("name", &body.name);
+    if name.chars().count() > 200 {
+        check.fail("name must be at most 200 characters");
+    }
+    let contact = check.optional_uuid("contact_id", &body.contact_id).map(|u| u.to_string());
+    let company = bounded(&mut check, "company", &body.company, 200);
+    let source = bounded(&mut check, "source", &body.source, 64);
+    let status = Check::optional(&body.status).unwrap_or_else(|| "new".to_string());
+    check.one_of("status", &status, &LEAD_STATUSES);
+    let owner = check.optional_uuid("owner_persona_id", &body.owner_persona_id).map(|u| u.to_string());
+    let attributes = check.optional_object("attributes", body.attributes.as_ref());
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    if let Some(c) = &contact
+        && find_contact(&mut *tx, &ctx.tenant_id, c).await.is_err()
+    {
+        return Err(ApiError::invalid("contact_id is not a contact of this tenant"));
+    }
+    owner_of_tenant(&mut tx, &ctx, &owner).await?;
+    let sql = format!(
+        "INSERT INTO crm_lead (lead_id, tenant_id, contact_id, name, company, source, status, owner_persona_id, attributes, created_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {LEAD_COLUMNS}"
+    );
+    let lead: Lead = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&contact)
+        .bind(&name)
+        .bind(&company)
+        .bind(&source)
+        .bind(&status)
+        .bind(&owner)
+        .bind(attributes.to_string())
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "lead_id": lead.lead_id, "contact_id": contact, "status": status, "source": source });
+    audit::record(&mut tx, &ctx, events::CRM_LEAD_CREATED, payload).await?;
+    tx.commit().await?;
+    Ok(created(lead))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewCrmCall)]
+struct NewCall {
+    /// The contact called or calling; a contact_id or a lead_id is required.
+    #[schema(format = "uuid")]
+    contact_id: Option<String>,
+    /// The lead; its contact, if it has one, is the call's contact.
+    #[schema(format = "uuid")]
+    lead_id: Option<String>,
+    /// `inbound` or `outbound`.
+    #[schema(required = true)]
+    direction: Option<String>,
+    /// `answered`, `no_answer`, `busy`, `failed` or `voicemail`.
+    #[schema(required = true)]
+    disposition: Option<String>,
+    /// 0 to 86400; 0 when absent.
+    #[schema(value_type = Option<i64>)]
+    duration_seconds: Option<Value>,
+    /// E.164 (`+14155550123`).
+    phone_number: Option<String>,
+    /// `https://` or `http://`, at most 2000 characters; needs `recording_consent: true`.
+    recording_url: Option<String>,
+    /// Whether the parties consented to the recording; false when absent.
+    recording_consent: Option<bool>,
+    /// The telephony provider's id of the call: one call of the tenant each (409).
+    provider_call_id: Option<String>,
+    /// RFC 3339: when the call started; now when absent.
+    occurred_at: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Logs a call on a contact's or lead's timeline: `crm.call.logged.v1`, and
+/// `crm.call.missed.v1` as well when nobody answered (`no_answer`, `busy`,
+/// `failed`).
+#[utoipa::path(post, path = "/api/crm/calls", tag = "sdk-crm", request_body = NewCall,
+    responses((status = 201, description = "the call", body = Data<Call>)))]
+async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCall>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let mut contact = check.optional_uuid("contact_id", &body.contact_id).map(|u| u.to_string());
+    let lead = check.optional_uuid("lead_id", &body.lead_id).map(|u| u.to_string());
+    if Check::optional(&body.contact_id).is_none() && Check::optional(&body.lead_id).is_none() {
+        check.fail("a call needs a contact_id or a lead_id");
+    }
+    let direction = check.required("direction", &body.direction);
+    check.one_of("direction", &direction, &DIRECTIONS);
+    let disposition = check.required("disposition", &body.disposition);
+    check.one_of("disposition", &disposition, &DISPOSITIONS);
+    let duration = check.optional_int("duration_seconds", body.duration_seconds.as_ref(), 0, 86_400).unwrap_or(0);
+    let phone = Check::optional(&body.phone_number);
+    if phone.as_deref().is_some_and(|p| !is_e164(p)) {
+        check.fail("phone_number must be an E.164 phone number (e.g. +14155550123)");
+    }
+    let recording = bounded(&mut check, "recording_url", &body.recording_url, 2000);
+    if recording.as_deref().is_some_and(|u| !(u.starts_with("https://") || u.starts_with("http://")) || u.chars().any(char::is_whitespace)) {
+        check.fail("recording_url must be an http or https URL");
+    }
+    let consent = body.recording_consent.unwrap_or(false);
+    if recording.is_some() && !consent {
+        check.fail("recording_url needs recording_consent: true");
+    }
+    let provider_id = bounded(&mut check, "provider_call_id", &body.provider_call_id, 256);
+    let occurred_at = check.time_or_now("occurred_at", &body.occurred_at);
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    if let Some(c) = &contact
+        && find_contact(&mut *tx, &ctx.tenant_id, c).await.is_err()
+    {
+        return Err(ApiError::invalid("contact_id is not a contact of this tenant"));
+    }
+    if let Some(l) = &lead {
+        let lead_contact: Option<Option<String>> = sqlx::query_scalar("SELECT contact_id FROM crm_lead WHERE tenant_id = $1 AND lead_id = $2")
+            .bind(&ctx.tenant_id)
+            .bind(l)
+            .fetch_optional(&mut *tx)
+            .await?;
+        match (lead_contact, &contact) {
+            (None, _) => return Err(ApiError::invalid("lead_id is not a lead of this tenant")),
+            (Some(Some(of_lead)), Some(given)) if &of_lead != given => return Err(ApiError::invalid("lead_id is a lead of another contact")),
+            (Some(of_lead), None) => contact = of_lead,
+            _ => {}
+        }
+    }
+    if let Some(p) = &provider_id {
+        let seen: Option<String> = sqlx::query_scalar("SELECT call_id FROM crm_call WHERE tenant_id = $1 AND provider_call_id = $2")
+            .bind(&ctx.tenant_id)
+            .bind(p)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(call) = seen {
+            return Err(ApiError::Conflict(format!("provider_call_id {p} is logged already (call {call})")));
+        }
+    }
+    let sql = format!(
+        "INSERT INTO crm_call (call_id, tenant_id, contact_id, lead_id, direction, disposition, duration_seconds, phone_number, recording_url, \
+         recording_consent, provider_call_id, occurred_at, logged_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+         RETURNING {CALL_COLUMNS}"
+    );
+    let call: Call = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&contact)
+        .bind(&lead)
+        .bind(&direction)
+        .bind(&disposition)
+        .bind(duration)
+        .bind(&phone)
+        .bind(&recording)
+        .bind(i64::from(consent))
+        .bind(&provider_id)
+        .bind(&occurred_at)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({
+        "call_id": call.call_id, "contact_id": contact, "lead_id": lead, "direction": direction, "disposition": disposition,
+        "duration_seconds": duration, "recording_consent": consent, "provider_call_id": provider_id, "occurred_at": occurred_at,
+    });
+    audit::record(&mut tx, &ctx, events::CRM_CALL_LOGGED, payload.clone()).await?;
+    if MISSED.contains(&disposition.as_str()) {
+        audit::record(&mut tx, &ctx, events::CRM_CALL_MISSED, payload).await?;
+    }
+    tx.commit().await?;
+    Ok(created(call))
+}

@@ -1,0 +1,167 @@
+//! sdk-lead-scoring: scoring models of a tenant, numbered per vertical
+//! (`saas`, `real_estate`, ...), with at most one active per (tenant,
+//! vertical), which is what `GET /api/lead-scoring/models/active` resolves.
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create_model)).routes(routes!(activate)).routes(routes!(active))
+}
+
+/// The most weights a model holds.
+const MAX_WEIGHTS: usize = 200;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = LeadScoringModel)]
+struct Model {
+    model_id: String,
+    vertical: String,
+    name: String,
+    /// 1, 2, ... within the vertical.
+    version: i64,
+    /// Signal name → weight (a number).
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Object)]
+    weights: JsonText,
+    /// The score (0–100) at which a lead counts as qualified.
+    threshold: i64,
+    #[sqlx(try_from = "i64")]
+    #[schema(value_type = bool)]
+    active: Flag,
+    activated_at: Option<String>,
+    created_by: String,
+    created_at: String,
+}
+
+const COLUMNS: &str = "model_id, vertical, name, version, weights, threshold, active, activated_at, created_by, created_at";
+
+fn valid_vertical(s: &str) -> bool {
+    (1..=64).contains(&s.len()) && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewLeadScoringModel)]
+struct NewModel {
+    /// 1–64 of `a-z 0-9 . _ -`.
+    #[schema(required = true)]
+    vertical: Option<String>,
+    /// At most 200 characters.
+    #[schema(required = true)]
+    name: Option<String>,
+    /// 1–200 signals, each name (≤ 64 characters) with a numeric weight.
+    #[schema(required = true, value_type = Object)]
+    weights: Option<Value>,
+    /// 0–100; 50 when absent.
+    #[schema(value_type = Option<i64>)]
+    threshold: Option<Value>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Creates the next version of a vertical's model, inactive.
+#[utoipa::path(post, path = "/api/lead-scoring/models", tag = "sdk-lead-scoring", request_body = NewModel,
+    responses((status = 201, description = "the model, inactive", body = Data<Model>)))]
+async fn create_model(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewModel>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let vertical = check.required("vertical", &body.vertical);
+    if !vertical.is_empty() && !valid_vertical(&vertical) {
+        check.fail("vertical must be 1 to 64 of a-z, 0-9, '.', '_', '-'");
+    }
+    let name = check.required("name", &body.name);
+    if name.chars().count() > 200 {
+        check.fail("name must be at most 200 characters");
+    }
+    match &body.weights {
+        Some(Value::Object(w)) if (1..=MAX_WEIGHTS).contains(&w.len()) => {
+            for (signal, weight) in w {
+                if signal.is_empty() || signal.chars().count() > 64 || !weight.is_number() {
+                    check.fail(format!("weights.{signal} must be a number named by 1 to 64 characters"));
+                }
+            }
+        }
+        None | Some(Value::Null) => check.fail("weights is required"),
+        Some(_) => check.fail(format!("weights must be an object of 1 to {MAX_WEIGHTS} numbers")),
+    }
+    let threshold = check.optional_int("threshold", body.threshold.as_ref(), 0, 100).unwrap_or(50);
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM lead_scoring_model WHERE tenant_id = $1 AND vertical = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&vertical)
+        .fetch_one(&mut *tx)
+        .await?;
+    let sql = format!(
+        "INSERT INTO lead_scoring_model (model_id, tenant_id, vertical, name, version, weights, threshold, active, created_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9) RETURNING {COLUMNS}"
+    );
+    let model: Model = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&vertical)
+        .bind(&name)
+        .bind(version)
+        .bind(body.weights.unwrap_or_default().to_string())
+        .bind(threshold)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "model_id": model.model_id, "vertical": vertical, "version": version });
+    audit::record(&mut tx, &ctx, events::LEAD_SCORING_MODEL_CREATED, payload).await?;
+    tx.commit().await?;
+    Ok(created(model))
+}
+
+/// Makes a model its vertical's active one (the one active before is not
+/// any more); activating the active model changes nothing.
+#[utoipa::path(post, path = "/api/lead-scoring/models/{model_id}/activate", tag = "sdk-lead-scoring",
+    params(("model_id" = String, Path, description = "the model")),
+    responses((status = 200, description = "the model, active", body = Data<Model>)))]
+async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let sql = format!("SELECT {COLUMNS} FROM lead_scoring_model WHERE tenant_id = $1 AND model_id = $2");
+    let model: Model = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
+    if model.active.0 {
+        return Ok(ok(model));
+    }
+    let previous: Option<String> =
+        sqlx::query_scalar("UPDATE lead_scoring_model SET active = 0 WHERE tenant_id = $1 AND vertical = $2 AND active = 1 RETURNING model_id")
+            .bind(&ctx.tenant_id)
+            .bind(&model.vertical)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let sql = format!("UPDATE lead_scoring_model SET active = 1, activated_at = $2 WHERE model_id = $1 RETURNING {COLUMNS}");
+    let model: Model = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(db::now()).fetch_one(&mut *tx).await?;
+    let payload = json!({ "model_id": model.model_id, "vertical": model.vertical, "version": model.version, "previous_model_id": previous });
+    audit::record(&mut tx, &ctx, events::LEAD_SCORING_MODEL_ACTIVATED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(model))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ActiveQuery {
+    /// Required: the caller's tenant.
+    #[param(required = true)]
+    tenant_id: Option<String>,
+    /// Required: the vertical.
+    #[param(required = true)]
+    vertical: Option<String>,
+}
+
+/// The active model of a vertical; 404 `no active model` when it has none.
+#[utoipa::path(get, path = "/api/lead-scoring/models/active", tag = "sdk-lead-scoring", params(ActiveQuery),
+    responses((status = 200, description = "the active model", body = Data<Model>)))]
+async fn active(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ActiveQuery>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    check.required("tenant_id", &q.tenant_id);
+    let vertical = check.required("vertical", &q.vertical);
+    check.finish()?;
+    ctx.required_tenant(&q.tenant_id)?;
+    let sql = format!("SELECT {COLUMNS} FROM lead_scoring_model WHERE tenant_id = $1 AND vertical = $2 AND active = 1");
+    let model: Option<Model> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&vertical).fetch_optional(&state.db.read).await?;
+    Ok(ok(model.ok_or(ApiError::Missing("no active model"))?))
+}

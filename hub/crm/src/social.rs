@@ -1,0 +1,129 @@
+//! sdk-social: social-network handles the tenant has authorised, each bound
+//! to the persona that authorised it (once per network and handle).
+
+use hub_identity::personas;
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(authorise, list))
+}
+
+const NETWORKS: [&str; 9] = ["x", "linkedin", "facebook", "instagram", "tiktok", "youtube", "threads", "bluesky", "mastodon"];
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = SocialHandle)]
+struct Handle {
+    handle_id: String,
+    tenant_id: String,
+    /// `x`, `linkedin`, `facebook`, `instagram`, `tiktok`, `youtube`,
+    /// `threads`, `bluesky` or `mastodon`.
+    network: String,
+    /// The network's own id of the handle.
+    external_handle_id: String,
+    display_name: Option<String>,
+    authorized_persona_id: String,
+    /// `authorised`.
+    status: String,
+    authorized_at: String,
+}
+
+const COLUMNS: &str = "handle_id, tenant_id, network, external_handle_id, display_name, authorized_persona_id, status, authorized_at";
+
+const HANDLES: Listing = Listing {
+    table: "social_handle",
+    columns: COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR network = $2) AND ($3 = '' OR authorized_persona_id = $3)",
+    order: "authorized_at DESC, handle_id DESC",
+};
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewSocialHandle)]
+struct NewHandle {
+    /// The caller's tenant (required).
+    #[schema(required = true, format = "uuid")]
+    tenant_id: Option<String>,
+    #[schema(required = true)]
+    network: Option<String>,
+    /// At most 256 characters; once per network in a tenant (409).
+    #[schema(required = true)]
+    external_handle_id: Option<String>,
+    /// The persona of the tenant that authorised the handle.
+    #[schema(required = true, format = "uuid")]
+    authorized_persona_id: Option<String>,
+    /// At most 200 characters (`@acme`).
+    display_name: Option<String>,
+}
+
+/// Authorises a handle and binds it to the persona that authorised it.
+#[utoipa::path(post, path = "/api/social/handles", tag = "sdk-social", request_body = NewHandle,
+    responses((status = 201, description = "the handle", body = Data<Handle>)))]
+async fn authorise(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewHandle>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    // `Body` has refused another tenant's id already.
+    check.required("tenant_id", &body.tenant_id);
+    let network = check.required("network", &body.network);
+    check.one_of("network", &network, &NETWORKS);
+    let external = check.required("external_handle_id", &body.external_handle_id);
+    if external.chars().count() > 256 {
+        check.fail("external_handle_id must be at most 256 characters");
+    }
+    let persona = check.required_uuid("authorized_persona_id", &body.authorized_persona_id).map(|u| u.to_string()).unwrap_or_default();
+    let display = Check::optional(&body.display_name);
+    if display.as_ref().is_some_and(|d| d.chars().count() > 200) {
+        check.fail("display_name must be at most 200 characters");
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    if !personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, &persona).await? {
+        return Err(ApiError::invalid("authorized_persona_id is not a persona of this tenant"));
+    }
+    let taken: Option<String> = sqlx::query_scalar("SELECT handle_id FROM social_handle WHERE tenant_id = $1 AND network = $2 AND external_handle_id = $3")
+        .bind(&ctx.tenant_id)
+        .bind(&network)
+        .bind(&external)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if taken.is_some() {
+        return Err(ApiError::Conflict(format!("this tenant has authorised the {network} handle {external} already")));
+    }
+    let sql = format!(
+        "INSERT INTO social_handle (handle_id, tenant_id, network, external_handle_id, display_name, authorized_persona_id, status, authorized_by, \
+         authorized_at) VALUES ($1, $2, $3, $4, $5, $6, 'authorised', $7, $8) RETURNING {COLUMNS}"
+    );
+    let handle: Handle = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&network)
+        .bind(&external)
+        .bind(&display)
+        .bind(&persona)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "handle_id": handle.handle_id, "network": network, "authorized_persona_id": persona });
+    audit::record(&mut tx, &ctx, events::SOCIAL_HANDLE_AUTHORISED, payload).await?;
+    tx.commit().await?;
+    Ok(created(handle))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct HandleQuery {
+    /// Only the handles of this network.
+    network: Option<String>,
+    /// Only the handles this persona authorised.
+    authorized_persona_id: Option<String>,
+}
+
+/// The tenant's authorised handles, newest first.
+#[utoipa::path(get, path = "/api/social/handles", tag = "sdk-social", params(HandleQuery, Page),
+    responses((status = 200, description = "one page of handles", body = ListOf<Handle>)))]
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<HandleQuery>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let network = Check::optional(&q.network).unwrap_or_default();
+    check.one_of("network", &network, &NETWORKS);
+    let persona = check.optional_uuid("authorized_persona_id", &q.authorized_persona_id).map(|u| u.to_string()).unwrap_or_default();
+    check.finish()?;
+    page.list::<Handle>(&state.db.read, &HANDLES, &[&ctx.tenant_id, &network, &persona]).await
+}

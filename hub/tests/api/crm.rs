@@ -1,0 +1,233 @@
+//! sdk-crm: contacts (emails unique in a tenant), leads, calls with their
+//! missed-call event, and a contact's timeline, newest first.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::{db_test, helpers::*};
+
+async fn contact(app: &TestApp, token: &str, body: Value) -> Value {
+    let (s, c) = app.post("/api/crm/contacts", Some(token), body).await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    c["data"].clone()
+}
+
+async fn contacts_are_created_listed_newest_first_and_kept_to_their_tenant(app: TestApp) {
+    let t = app.two_tenants("crm").await;
+    let a = t.a_token.as_str();
+    let ada = contact(
+        &app,
+        a,
+        json!({
+            "name": "Ada Lovelace", "emails": ["Ada@Example.com", "ada@example.com"], "phones": ["+14155550123"], "company": "Engines",
+            "owner_persona_id": t.a["persona_id"], "attributes": { "tier": "gold" },
+        }),
+    )
+    .await;
+    assert_eq!(ada["emails"], json!(["ada@example.com"]), "lowercased, the repeat dropped");
+    assert_eq!((&ada["phones"], &ada["company"], &ada["attributes"]), (&json!(["+14155550123"]), &json!("Engines"), &json!({ "tier": "gold" })));
+    let grace = contact(&app, a, json!({ "name": "Grace Hopper", "emails": ["grace@navy.example"] })).await;
+    assert_eq!((&grace["emails"], &grace["phones"], &grace["attributes"]), (&json!(["grace@navy.example"]), &json!([]), &json!({})));
+
+    let (s, list) = app.get("/api/crm/contacts", Some(a)).await;
+    assert_eq!((s, list["total"].as_i64()), (StatusCode::OK, Some(2)));
+    let names: Vec<&str> = list["data"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["Grace Hopper", "Ada Lovelace"], "newest first");
+    let (_, one) = app.get("/api/crm/contacts?email=ADA@example.com", Some(a)).await;
+    assert_eq!((one["total"].as_i64(), &one["data"][0]["contact_id"]), (Some(1), &ada["contact_id"]));
+    let (_, one) = app.get(&format!("/api/crm/contacts?owner_persona_id={}", t.a["persona_id"].as_str().unwrap()), Some(a)).await;
+    assert_eq!((one["total"].as_i64(), &one["data"][0]["name"]), (Some(1), &json!("Ada Lovelace")));
+    let (_, one) = app.get("/api/crm/contacts?company=Engines&limit=1&offset=0", Some(a)).await;
+    assert_eq!(one["total"].as_i64(), Some(1));
+    let (_, page) = app.get("/api/crm/contacts?limit=1&offset=1", Some(a)).await;
+    assert_eq!((page["total"].as_i64(), &page["data"][0]["name"]), (Some(2), &json!("Ada Lovelace")));
+    let b = assert_error(app.get("/api/crm/contacts?limit=many&owner_persona_id=x", Some(a)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["limit must be an integer"]));
+    let b = assert_error(app.get("/api/crm/contacts?owner_persona_id=x", Some(a)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["owner_persona_id must be a UUID"]));
+
+    let id = ada["contact_id"].as_str().unwrap();
+    let (s, got) = app.get(&format!("/api/crm/contacts/{id}"), Some(a)).await;
+    assert_eq!((s, &got["data"]), (StatusCode::OK, &ada));
+    assert_error(app.get(&format!("/api/crm/contacts/{id}"), Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get("/api/crm/contacts/not-a-uuid", Some(a)).await, 404, "NotFound");
+    let (_, none) = app.get("/api/crm/contacts", Some(&t.b_token)).await;
+    assert_eq!(none["total"], 0, "another tenant sees none of them");
+
+    // An address names one contact of a tenant; another tenant may use it.
+    let b = assert_error(app.post("/api/crm/contacts", Some(a), json!({ "name": "Ada again", "emails": ["ADA@example.com"] })).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["another contact of this tenant has the email ada@example.com"]));
+    contact(&app, &t.b_token, json!({ "name": "Ada at B", "emails": ["ada@example.com"] })).await;
+
+    let b = assert_error(
+        app.post("/api/crm/contacts", Some(a), json!({ "emails": ["nope", 3], "phones": ["4155550123"], "owner_persona_id": "x", "attributes": [1] })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        b["details"],
+        json!([
+            "name is required",
+            "emails[0] must be an email address",
+            "emails[1] must be an email address",
+            "phones[0] must be an E.164 phone number (e.g. +14155550123)",
+            "owner_persona_id must be a UUID",
+            "attributes must be an object"
+        ])
+    );
+    let b = assert_error(app.post("/api/crm/contacts", Some(a), json!({ "name": "X", "owner_persona_id": t.b["persona_id"] })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["owner_persona_id is not a persona of this tenant"]));
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "crm.contact.created.v1").count(), 2);
+}
+db_test!(contacts_are_created_listed_newest_first_and_kept_to_their_tenant);
+
+async fn calls_are_logged_with_their_missed_event_and_merged_into_the_timeline(app: TestApp) {
+    let t = app.two_tenants("crmcalls").await;
+    let a = t.a_token.as_str();
+    let ada = contact(&app, a, json!({ "name": "Ada", "emails": ["ada@example.com"] })).await;
+    let ada_id = ada["contact_id"].as_str().unwrap();
+    let (s, lead) = app.post("/api/crm/leads", Some(a), json!({ "name": "Engine order", "contact_id": ada_id, "source": "web" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{lead}");
+    assert_eq!((&lead["data"]["status"], &lead["data"]["contact_id"], &lead["data"]["source"]), (&json!("new"), &json!(ada_id), &json!("web")));
+    let lead_id = lead["data"]["lead_id"].as_str().unwrap();
+    let (s, loose) = app.post("/api/crm/leads", Some(a), json!({ "name": "Cold lead", "status": "contacted" })).await;
+    assert_eq!((s, &loose["data"]["contact_id"]), (StatusCode::CREATED, &Value::Null));
+
+    let (s, call) = app
+        .post(
+            "/api/crm/calls",
+            Some(a),
+            json!({
+                "contact_id": ada_id, "direction": "outbound", "disposition": "answered", "duration_seconds": 95, "phone_number": "+14155550123",
+                "recording_url": "https://rec.example.com/1.mp3", "recording_consent": true, "provider_call_id": "CA1", "occurred_at": "2099-01-01T00:00:00Z",
+            }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "a call far in the future is refused: {call}");
+    let (s, call) = app
+        .post(
+            "/api/crm/calls",
+            Some(a),
+            json!({
+                "contact_id": ada_id, "direction": "outbound", "disposition": "answered", "duration_seconds": 95, "phone_number": "+14155550123",
+                "recording_url": "https://rec.example.com/1.mp3", "recording_consent": true, "provider_call_id": "CA1",
+            }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{call}");
+    let call = &call["data"];
+    assert_eq!(
+        (&call["direction"], &call["disposition"], &call["duration_seconds"], &call["recording_consent"], &call["provider_call_id"]),
+        (&json!("outbound"), &json!("answered"), &json!(95), &json!(true), &json!("CA1"))
+    );
+    // A call of the lead lands on its contact's timeline.
+    let (s, missed) =
+        app.post("/api/crm/calls", Some(a), json!({ "lead_id": lead_id, "direction": "inbound", "disposition": "no_answer", "provider_call_id": "CA2" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{missed}");
+    assert_eq!(
+        (&missed["data"]["contact_id"], &missed["data"]["duration_seconds"], &missed["data"]["recording_consent"]),
+        (&json!(ada_id), &json!(0), &json!(false))
+    );
+    let b = assert_error(
+        app.post("/api/crm/calls", Some(a), json!({ "contact_id": ada_id, "direction": "inbound", "disposition": "busy", "provider_call_id": "CA1" })).await,
+        409,
+        "Conflict",
+    );
+    assert!(b["details"][0].as_str().unwrap().starts_with("provider_call_id CA1 is logged already"), "{b}");
+    let (s, _) = app.post("/api/crm/calls", Some(&t.b_token), json!({ "lead_id": lead_id, "direction": "inbound", "disposition": "busy" })).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "another tenant's lead");
+    let (s, _) = app.post("/api/crm/calls", Some(a), json!({ "lead_id": loose["data"]["lead_id"], "direction": "inbound", "disposition": "busy" })).await;
+    assert_eq!(s, StatusCode::CREATED, "a lead without a contact takes calls too");
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    let crm: Vec<&str> = events.iter().map(String::as_str).filter(|e| e.starts_with("crm.")).collect();
+    assert_eq!(
+        crm,
+        [
+            "crm.contact.created.v1",
+            "crm.lead.created.v1",
+            "crm.lead.created.v1",
+            "crm.call.logged.v1",
+            "crm.call.logged.v1",
+            "crm.call.missed.v1",
+            "crm.call.logged.v1",
+            "crm.call.missed.v1"
+        ]
+    );
+
+    let (s, line) = app.get(&format!("/api/crm/contacts/{ada_id}/timeline"), Some(a)).await;
+    assert_eq!((s, line["total"].as_i64()), (StatusCode::OK, Some(4)), "{line}");
+    let kinds: Vec<&str> = line["data"].as_array().unwrap().iter().map(|t| t["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["call", "call", "lead_created", "contact_created"], "newest first");
+    assert_eq!((&line["data"][0]["disposition"], &line["data"][0]["direction"]), (&json!("no_answer"), &json!("inbound")));
+    assert_eq!((&line["data"][1]["duration_seconds"], &line["data"][2]["ref_id"]), (&json!(95), &json!(lead_id)));
+    assert_eq!((&line["data"][3]["ref_id"], &line["data"][3]["duration_seconds"]), (&json!(ada_id), &Value::Null));
+    let (_, page) = app.get(&format!("/api/crm/contacts/{ada_id}/timeline?limit=1&offset=3"), Some(a)).await;
+    assert_eq!((page["total"].as_i64(), &page["data"][0]["kind"]), (Some(4), &json!("contact_created")));
+    assert_error(app.get(&format!("/api/crm/contacts/{ada_id}/timeline?offset=-1"), Some(a)).await, 400, "ValidationError");
+    assert_error(app.get(&format!("/api/crm/contacts/{ada_id}/timeline"), Some(&t.b_token)).await, 404, "NotFound");
+}
+db_test!(calls_are_logged_with_their_missed_event_and_merged_into_the_timeline);
+
+async fn calls_and_leads_report_every_problem_at_once(app: TestApp) {
+    let t = app.two_tenants("crmbad").await;
+    let a = t.a_token.as_str();
+    let b = assert_error(
+        app.post(
+            "/api/crm/calls",
+            Some(a),
+            json!({ "direction": "sideways", "disposition": "hung_up", "duration_seconds": -1, "phone_number": "+1 415 555 0123",
+                    "recording_url": "ftp://x" }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        b["details"],
+        json!([
+            "a call needs a contact_id or a lead_id",
+            "direction must be one of: inbound, outbound",
+            "disposition must be one of: answered, no_answer, busy, failed, voicemail",
+            "duration_seconds must be an integer from 0 to 86400",
+            "phone_number must be an E.164 phone number (e.g. +14155550123)",
+            "recording_url must be an http or https URL",
+            "recording_url needs recording_consent: true"
+        ])
+    );
+    let b = assert_error(
+        app.post("/api/crm/calls", Some(a), json!({ "contact_id": "x", "lead_id": "y", "direction": "inbound", "disposition": "busy" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["contact_id must be a UUID", "lead_id must be a UUID"]));
+    let other = contact(&app, &t.b_token, json!({ "name": "B's" })).await;
+    let b = assert_error(
+        app.post("/api/crm/calls", Some(a), json!({ "contact_id": other["contact_id"], "direction": "inbound", "disposition": "busy" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["contact_id is not a contact of this tenant"]));
+    let mine = contact(&app, a, json!({ "name": "Mine" })).await;
+    let theirs = contact(&app, a, json!({ "name": "Theirs" })).await;
+    let (_, lead) = app.post("/api/crm/leads", Some(a), json!({ "name": "L", "contact_id": theirs["contact_id"] })).await;
+    let b = assert_error(
+        app.post(
+            "/api/crm/calls",
+            Some(a),
+            json!({ "contact_id": mine["contact_id"], "lead_id": lead["data"]["lead_id"], "direction": "inbound", "disposition": "busy" }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["lead_id is a lead of another contact"]));
+    let b = assert_error(app.post("/api/crm/leads", Some(a), json!({ "status": "hot", "contact_id": "x" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["name is required", "contact_id must be a UUID", "status must be one of: new, contacted, qualified, unqualified"]));
+    let b = assert_error(app.post("/api/crm/leads", Some(a), json!({ "name": "L", "contact_id": other["contact_id"] })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["contact_id is not a contact of this tenant"]));
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| e.starts_with("crm.call.")).count(), 0, "nothing refused was recorded");
+}
+db_test!(calls_and_leads_report_every_problem_at_once);
