@@ -30,10 +30,6 @@ fn operations(doc: &Value) -> BTreeSet<(String, String)> {
 fn registered() -> BTreeSet<(String, String)> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = BTreeSet::new();
-    let mut dirs: Vec<_> =
-        ["identity/src", "platform/src", "device/src", "governance/src", "provenance/src", "outreach/src", "ai/src", "billing/src", "operator/src", "src"]
-            .map(|d| root.join(d))
-            .into();
     let mut dirs: Vec<_> = [
         "identity/src",
         "platform/src",
