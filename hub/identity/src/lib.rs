@@ -23,7 +23,7 @@ use utoipa_axum::router::OpenApiRouter;
 use hub_kernel::{
     db::Db,
     gate::{
-        directory::{KeyDirectory, Lookup},
+        directory::{KeyDirectory, Lookup, TenantStanding},
         keys::KeyRecord,
     },
     state::AppState,
@@ -57,8 +57,10 @@ impl KeyDirectory for Directory {
         Box::pin(roles::resolve(&db.read, persona_id))
     }
 
-    fn tenant_deadline<'a>(&'a self, db: &'a Db, tenant_id: &'a str) -> Lookup<'a, Option<chrono::DateTime<chrono::Utc>>> {
-        Box::pin(tenant_lifecycle::deadline(db, tenant_id))
+    fn tenant_standing<'a>(&'a self, db: &'a Db, tenant_id: &'a str) -> Lookup<'a, TenantStanding> {
+        Box::pin(async move {
+            Ok(TenantStanding { deadline: tenant_lifecycle::deadline(db, tenant_id).await?, suspended: tenant_lifecycle::suspended(db, tenant_id).await? })
+        })
     }
 }
 

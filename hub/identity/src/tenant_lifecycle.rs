@@ -203,6 +203,72 @@ pub async fn deadline(db: &Db, tenant_id: &str) -> ApiResult<Option<DateTime<Utc
     Ok(found.as_deref().and_then(db::parse_time))
 }
 
+/// Whether the operator suspended the tenant (or, for a sandbox, its tenant).
+pub async fn suspended(db: &Db, tenant_id: &str) -> ApiResult<bool> {
+    let sql = format!("SELECT COUNT(*) FROM tenant_suspension WHERE {}", tenancy::own_or_sandbox_owner("tenant_id", 1));
+    let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(tenant_id).fetch_one(&db.read).await?;
+    Ok(n > 0)
+}
+
+/// A tenant's suspension, as the operator routes answer it.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = TenantSuspension)]
+pub struct Suspension {
+    pub tenant_id: String,
+    pub suspended: bool,
+    pub reason: Option<String>,
+    pub suspended_by: Option<String>,
+    pub suspended_at: Option<String>,
+}
+
+/// Suspends a tenant (404 unknown, 409 already suspended): its
+/// credentials answer 423 on every replica, its data stays as it is.
+pub async fn suspend(state: &AppState, tenant_id: &str, operator: &str, reason: &str) -> ApiResult<Suspension> {
+    let mut tx = state.db.begin().await?;
+    if tenancy::find(&mut *tx, tenant_id).await?.is_none() {
+        return Err(ApiError::NotFound);
+    }
+    let now = db::now();
+    let done =
+        sqlx::query("INSERT INTO tenant_suspension (tenant_id, reason, suspended_by, suspended_at) VALUES ($1, $2, $3, $4) ON CONFLICT (tenant_id) DO NOTHING")
+            .bind(tenant_id)
+            .bind(reason)
+            .bind(operator)
+            .bind(&now)
+            .execute(&mut *tx)
+            .await?;
+    if done.rows_affected() == 0 {
+        return Err(ApiError::Conflict("the tenant is already suspended".into()));
+    }
+    hub_kernel::gate::ops_tokens::record_in(&mut tx, tenant_id, operator, events::TENANT_SUSPENDED, json!({ "tenant_id": tenant_id, "reason": reason }))
+        .await?;
+    tx.commit().await?;
+    state.invalidate(Invalidation::Tenants).await;
+    Ok(Suspension {
+        tenant_id: tenant_id.to_string(),
+        suspended: true,
+        reason: Some(reason.to_string()),
+        suspended_by: Some(operator.to_string()),
+        suspended_at: Some(now),
+    })
+}
+
+/// Resumes a suspended tenant (404 unknown, 409 not suspended).
+pub async fn resume(state: &AppState, tenant_id: &str, operator: &str) -> ApiResult<Suspension> {
+    let mut tx = state.db.begin().await?;
+    if tenancy::find(&mut *tx, tenant_id).await?.is_none() {
+        return Err(ApiError::NotFound);
+    }
+    let done = sqlx::query("DELETE FROM tenant_suspension WHERE tenant_id = $1").bind(tenant_id).execute(&mut *tx).await?;
+    if done.rows_affected() == 0 {
+        return Err(ApiError::Conflict("the tenant is not suspended".into()));
+    }
+    hub_kernel::gate::ops_tokens::record_in(&mut tx, tenant_id, operator, events::TENANT_RESUMED, json!({ "tenant_id": tenant_id })).await?;
+    tx.commit().await?;
+    state.invalidate(Invalidation::Tenants).await;
+    Ok(Suspension { tenant_id: tenant_id.to_string(), suspended: false, reason: None, suspended_by: None, suspended_at: None })
+}
+
 /// Completes the offboardings whose deadline has passed: stamps
 /// `completed_at`, sets the tenant `offboarded` and records
 /// `tenant.offboarding.completed.v1` in its chain, once, whichever replica

@@ -54,7 +54,7 @@ pub struct Inner {
     pub permissions: Cache<String, Arc<Vec<String>>>,
     /// When each tenant's credentials stop working (its offboarding
     /// deadline; None while it is not offboarding), by tenant_id.
-    pub tenant_deadlines: Cache<String, Option<chrono::DateTime<chrono::Utc>>>,
+    pub tenant_deadlines: Cache<String, crate::gate::directory::TenantStanding>,
     /// A tenant's feature flags as the platform area compiles them for
     /// evaluation, by tenant_id (the area's own type: the kernel only holds
     /// and drops them).

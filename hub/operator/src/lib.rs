@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod security;
+pub mod tenants;
 pub mod webhooks;
 
 use utoipa_axum::router::OpenApiRouter;
@@ -10,5 +11,5 @@ use utoipa_axum::router::OpenApiRouter;
 use hub_kernel::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(audit::routes()).merge(webhooks::routes()).merge(security::routes())
+    OpenApiRouter::new().merge(audit::routes()).merge(webhooks::routes()).merge(security::routes()).merge(tenants::routes())
 }

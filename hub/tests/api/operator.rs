@@ -101,3 +101,44 @@ async fn a_token_revoked_on_one_hub_is_refused_by_another_at_once() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+async fn a_suspended_tenants_credentials_answer_423_until_it_is_resumed(app: TestApp) {
+    let t = app.two_tenants("suspend").await;
+    let (a, tenant) = (t.a_token.as_str(), t.a["tenant_id"].as_str().unwrap());
+    let (_, key) = app.key(a, "suspend-key", json!(["*"])).await;
+    let key = key["api_key"].as_str().unwrap().to_string();
+    let (s, w) = app.post("/api/workflows/definitions", Some(a), json!({ "name": "kept", "step_specs": [{ "name": "one" }] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{w}");
+    assert_eq!(app.get("/api/me", Some(&key)).await.0, StatusCode::OK, "cached before the suspension");
+
+    let path = |verb: &str| format!("/admin/tenants/{tenant}/{verb}");
+    let b = assert_error(app.operator(BREAK_GLASS, Method::POST, &path("suspend"), Some(json!({}))).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["reason is required"]));
+    let (s, r) = app.operator(BREAK_GLASS, Method::POST, &path("suspend"), Some(json!({ "reason": "unpaid invoices" }))).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!((r["data"]["suspended"].as_bool(), r["data"]["suspended_by"].as_str()), (Some(true), Some("break-glass")));
+    assert_error(app.operator(BREAK_GLASS, Method::POST, &path("suspend"), Some(json!({ "reason": "again" }))).await, 409, "Conflict");
+
+    for token in [a, key.as_str()] {
+        let b = assert_error(app.get("/api/me", Some(token)).await, 423, "Locked");
+        assert_eq!(b["details"], json!(["the tenant of this credential is suspended"]));
+    }
+    assert_error(app.post("/api/auth/token", None, json!({ "grant_type": "client_credentials", "client_secret": key })).await, 423, "Locked");
+    // Another tenant is untouched.
+    assert_eq!(app.get("/api/me", Some(&t.b_token)).await.0, StatusCode::OK);
+
+    let (s, r) = app.operator(BREAK_GLASS, Method::POST, &path("resume"), None).await;
+    assert_eq!((s, r["data"]["suspended"].as_bool()), (StatusCode::OK, Some(false)));
+    assert_error(app.operator(BREAK_GLASS, Method::POST, &path("resume"), None).await, 409, "Conflict");
+    // The data is as it was.
+    let (s, w) = app.get("/api/workflows/definitions/kept", Some(a)).await;
+    assert_eq!((s, w["data"]["name"].as_str()), (StatusCode::OK, Some("kept")));
+    assert_error(
+        app.operator(BREAK_GLASS, Method::POST, "/admin/tenants/0190a000-0000-7000-8000-000000000000/suspend", Some(json!({ "reason": "x" }))).await,
+        404,
+        "NotFound",
+    );
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert!(events.ends_with(&["tenant.tenant.suspended.v1".to_string(), "tenant.tenant.resumed.v1".to_string()]), "{events:?}");
+}
+db_test!(a_suspended_tenants_credentials_answer_423_until_it_is_resumed);

@@ -77,6 +77,8 @@ event_types! {
     TAXONOMY_SCHEMA_OVERRIDDEN = "taxonomy.schema.overridden.v1";
     ADMIN_OPS_TOKEN_ISSUED = "security.admin_ops_token.issued.v1";
     ADMIN_OPS_TOKEN_REVOKED = "security.admin_ops_token.revoked.v1";
+    TENANT_SUSPENDED = "tenant.tenant.suspended.v1";
+    TENANT_RESUMED = "tenant.tenant.resumed.v1";
     EVIDENCE_CAPTURE_RECORDED = "evidence.capture.recorded.v1";
     SOURCE_CLAIM_ASSERTED = "source-record.claim.asserted.v1";
     SOURCE_CLAIM_SUPERSEDED = "source-record.claim.superseded.v1";

@@ -192,6 +192,8 @@ mod tests {
         "webhook.endpoint.deleted.v1",
         "webhook.inbound_secret.set.v1",
         "approval.step.decided.v1",
+        "tenant.tenant.suspended.v1",
+        "tenant.tenant.resumed.v1",
         "identity.link.proposed.v1",
         "identity.link.review_opened.v1",
         "identity.merge.reverted.v1",

@@ -22,10 +22,20 @@ pub trait KeyDirectory: Send + Sync + 'static {
     /// parents' and the tenant's overrides; empty for an unknown or
     /// inactive persona.
     fn permissions<'a>(&'a self, db: &'a Db, persona_id: &'a str) -> Lookup<'a, Vec<String>>;
-    /// When the credentials of tenant `tenant_id` stop working: the
-    /// deadline of its offboarding (a sandbox's is its tenant's), or None
-    /// while it is not offboarding.
-    fn tenant_deadline<'a>(&'a self, db: &'a Db, tenant_id: &'a str) -> Lookup<'a, Option<chrono::DateTime<chrono::Utc>>>;
+    /// Whether the credentials of tenant `tenant_id` work: the deadline
+    /// of its offboarding and whether the operator suspended it (a
+    /// sandbox's standing is its tenant's).
+    fn tenant_standing<'a>(&'a self, db: &'a Db, tenant_id: &'a str) -> Lookup<'a, TenantStanding>;
+}
+
+/// What decides whether a tenant's credentials work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TenantStanding {
+    /// When its offboarding completes (credentials stop then); None while
+    /// it is not offboarding.
+    pub deadline: Option<chrono::DateTime<chrono::Utc>>,
+    /// Suspended by the operator: credentials answer 423 until resumed.
+    pub suspended: bool,
 }
 
 /// Per-robot credentials (implemented by the platform area).

@@ -3,6 +3,7 @@
 //! against a credential's per-minute limit, and permission resolution.
 //! The rows come from the identity area through `KeyDirectory`.
 
+use super::directory::TenantStanding;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -85,17 +86,18 @@ pub const OFFBOARDED: &str = "the tenant of this credential was offboarded";
 /// the deadline passing needs no invalidation, since each request compares
 /// it with the clock.
 pub async fn tenant_open(state: &AppState, tenant_id: &str) -> ApiResult<()> {
-    let deadline = match state.tenant_deadlines.get(tenant_id) {
+    let standing = match state.tenant_deadlines.get(tenant_id) {
         Some(d) => d,
         None => {
             let generation = state.tenant_deadlines.generation();
-            let d = state.directories.keys.tenant_deadline(&state.db, tenant_id).await?;
+            let d = state.directories.keys.tenant_standing(&state.db, tenant_id).await?;
             state.tenant_deadlines.put(generation, tenant_id.to_string(), d);
             d
         }
     };
-    match deadline {
-        Some(t) if t <= chrono::Utc::now() => Err(ApiError::Unauthorized(OFFBOARDED)),
+    match standing {
+        TenantStanding { deadline: Some(t), .. } if t <= chrono::Utc::now() => Err(ApiError::Unauthorized(OFFBOARDED)),
+        TenantStanding { suspended: true, .. } => Err(ApiError::Locked("the tenant of this credential is suspended")),
         _ => Ok(()),
     }
 }

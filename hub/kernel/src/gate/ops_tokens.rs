@@ -134,10 +134,16 @@ pub async fn revoke(state: &AppState, operator: &str, id: &str) -> ApiResult<Ops
 
 /// Records an operator action in the platform chain, the operator as actor.
 pub async fn record(tx: &mut db::Tx, operator: &str, event_type: &str, payload: serde_json::Value) -> ApiResult<audit::Appended> {
+    record_in(tx, PLATFORM_CHAIN, operator, event_type, payload).await
+}
+
+/// Records an operator action in a tenant's chain (what was done to it),
+/// the operator as actor.
+pub async fn record_in(tx: &mut db::Tx, chain: &str, operator: &str, event_type: &str, payload: serde_json::Value) -> ApiResult<audit::Appended> {
     audit::emit(
         tx,
         audit::Event {
-            tenant_id: PLATFORM_CHAIN,
+            tenant_id: chain,
             pool_index: None,
             event_type,
             actor_kind: "operator",

@@ -1,0 +1,43 @@
+//! Tenant suspension (beyond the documents, as operators of ZITADEL and
+//! Supabase expect): a suspended tenant's credentials answer 423 on every
+//! replica, and its data stays intact until it is resumed. The standing
+//! itself is the identity area's (`tenant_lifecycle`).
+
+use hub_identity::tenant_lifecycle::{self, Suspension};
+use hub_kernel::gate::Operator;
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(suspend)).routes(routes!(resume))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AdminTenantSuspend)]
+struct Suspend {
+    /// Why (1–500 characters).
+    #[schema(required = true)]
+    reason: Option<String>,
+}
+
+/// Suspends a tenant: its credentials answer 423 until it is resumed.
+#[utoipa::path(post, path = "/admin/tenants/{tenant_id}/suspend", tag = "admin-tenants", request_body = Suspend,
+    params(("tenant_id" = String, Path, description = "the tenant")),
+    responses((status = 200, description = "the tenant, suspended", body = Data<Suspension>)))]
+async fn suspend(State(state): State<AppState>, Operator(who): Operator, Path(tenant_id): Path<String>, Body(body): Body<Suspend>) -> ApiResult<Response> {
+    let tenant_id = path_id(&tenant_id)?.to_string();
+    let mut check = Check::new();
+    let reason = check.required("reason", &body.reason);
+    if reason.chars().count() > 500 {
+        check.fail("reason must be at most 500 characters");
+    }
+    check.finish()?;
+    Ok(ok(tenant_lifecycle::suspend(&state, &tenant_id, &who, &reason).await?))
+}
+
+/// Resumes a suspended tenant.
+#[utoipa::path(post, path = "/admin/tenants/{tenant_id}/resume", tag = "admin-tenants", params(("tenant_id" = String, Path, description = "the tenant")),
+    responses((status = 200, description = "the tenant, resumed", body = Data<Suspension>)))]
+async fn resume(State(state): State<AppState>, Operator(who): Operator, Path(tenant_id): Path<String>) -> ApiResult<Response> {
+    let tenant_id = path_id(&tenant_id)?.to_string();
+    Ok(ok(tenant_lifecycle::resume(&state, &tenant_id, &who).await?))
+}
