@@ -44,6 +44,7 @@ mod offers;
 mod operations;
 mod operator;
 mod parsing;
+mod payments;
 mod policy;
 mod process;
 mod profiles;
