@@ -4,6 +4,7 @@ mod helpers;
 
 mod abuse;
 mod agents;
+mod analytics;
 mod approval;
 mod assets;
 mod assignment;

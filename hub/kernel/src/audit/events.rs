@@ -94,6 +94,9 @@ event_types! {
     PAYMENT_METHOD_STORED = "payment.method.stored.v1";
     PAYMENT_CHARGE_CAPTURED = "payment.charge.captured.v1";
     PAYMENT_CHARGE_FAILED = "payment.charge.failed.v1";
+    ANALYTICS_BUILD_MATERIALISED = "analytics.build.materialised.v1";
+    ANALYTICS_EXPORT_REQUESTED = "analytics.export.requested.v1";
+    ANALYTICS_EXPORT_COMPLETED = "analytics.export.completed.v1";
     WEBHOOK_INBOUND_SECRET_SET = "webhook.inbound_secret.set.v1";
     DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
     TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";
