@@ -493,6 +493,17 @@ async fn get_invoice(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
     Ok(ok(invoice))
 }
 
+/// The tenant's invoices whose period lies within `first` to `last` (UTC
+/// days, both inclusive), without their line items, by period then
+/// catalog (sdk-analytics reads them).
+pub async fn invoices_within(tx: &mut Tx, tenant_id: &str, first: &str, last: &str) -> ApiResult<Vec<Invoice>> {
+    let sql = format!(
+        "SELECT {INVOICE_COLUMNS} FROM billing_invoice WHERE tenant_id = $1 AND period_start >= $2 AND period_end <= $3 \
+         ORDER BY period_start, period_end, catalog_id"
+    );
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(first).bind(last).fetch_all(&mut **tx).await?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

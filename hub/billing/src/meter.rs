@@ -478,6 +478,32 @@ async fn usage(State(state): State<AppState>, Tenant(ctx): Tenant, Path(asset): 
     Ok(ok(rows))
 }
 
+/// One row of a tenant's daily roll-up.
+#[derive(Debug, Clone, FromRow, Serialize)]
+pub struct DailyUsage {
+    pub day: String,
+    pub asset_id: String,
+    pub sensor_id: Option<String>,
+    pub sku: String,
+    pub units: i64,
+    pub events: i64,
+}
+
+/// The tenant's daily roll-up from `first` to `last` (UTC days, both
+/// inclusive), by day, asset, sku and sensor; at most `limit` rows.
+pub async fn daily_usage(tx: &mut Tx, tenant_id: &str, first: &str, last: &str, limit: i64) -> ApiResult<Vec<DailyUsage>> {
+    Ok(sqlx::query_as(
+        "SELECT day, asset_id, NULLIF(sensor_id, '') AS sensor_id, sku, units, events FROM meter_usage_rollup \
+         WHERE tenant_id = $1 AND day >= $2 AND day <= $3 ORDER BY day, asset_id, sku, sensor_id LIMIT $4",
+    )
+    .bind(tenant_id)
+    .bind(first)
+    .bind(last)
+    .bind(limit)
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
 /// A tenant's usage of one sku over whole UTC days (both inclusive).
 #[derive(Debug, Clone, FromRow)]
 pub struct SkuUsage {

@@ -332,6 +332,13 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/data-credits/holds", Some(a), json!({ "capability": "mx.lookup" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("hold_id", data(&r, "hold_id"));
+    let m = crate::payments::method(app, a, "tok_visa").await;
+    let (s, r) = app.post("/api/payments/charges", Some(a), json!({ "amount": 100, "currency": "EUR", "payment_method_id": m, "idempotency_key": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("charge_id", data(&r, "charge_id"));
+    let (s, r) = app.post("/api/analytics/builds", Some(a), json!({ "kind": "usage_daily", "period_start": "2026-01-01", "period_end": "2026-01-31" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("build_id", data(&r, "build_id"));
     let (s, r) = app.post("/api/offers", Some(a), json!({ "tenant_id": t.a["tenant_id"], "name": "mx", "slug": "mx" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("offer_id", data(&r, "offer_id"));

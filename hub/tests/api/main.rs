@@ -4,6 +4,7 @@ mod helpers;
 
 mod abuse;
 mod agents;
+mod analytics;
 mod approval;
 mod assets;
 mod assignment;
@@ -49,6 +50,7 @@ mod offers;
 mod operations;
 mod operator;
 mod parsing;
+mod payments;
 mod policy;
 mod process;
 mod profiles;

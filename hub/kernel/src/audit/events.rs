@@ -93,6 +93,12 @@ event_types! {
     DATA_CREDITS_RESERVED = "data-credits.credit.reserved.v1";
     DATA_CREDITS_CONSUMED = "data-credits.credit.consumed.v1";
     DATA_CREDITS_RELEASED = "data-credits.credit.released.v1";
+    PAYMENT_METHOD_STORED = "payment.method.stored.v1";
+    PAYMENT_CHARGE_CAPTURED = "payment.charge.captured.v1";
+    PAYMENT_CHARGE_FAILED = "payment.charge.failed.v1";
+    ANALYTICS_BUILD_MATERIALISED = "analytics.build.materialised.v1";
+    ANALYTICS_EXPORT_REQUESTED = "analytics.export.requested.v1";
+    ANALYTICS_EXPORT_COMPLETED = "analytics.export.completed.v1";
     WEBHOOK_INBOUND_SECRET_SET = "webhook.inbound_secret.set.v1";
     DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
     TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";

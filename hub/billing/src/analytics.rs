@@ -1,0 +1,229 @@
+//! sdk-analytics: dataset builds materialised from the tenant's own data
+//! and their exports. A build computes its rows when it is made (the meter's
+//! daily roll-up, or the tenant's invoices, over a period of UTC days) and
+//! keeps them as JSON Lines with their SHA-256; an export writes those very
+//! bytes to the object store, so the file hashes to the build's digest.
+
+use hub_kernel::prelude::*;
+use object_store::{PutPayload, path::Path as ObjectPath};
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(build)).routes(routes!(get_build)).routes(routes!(export))
+}
+
+/// `usage_daily`: the meter's daily roll-up; `invoices`: issued invoices
+/// whose period lies within the build's.
+const KINDS: [&str; 2] = ["usage_daily", "invoices"];
+const TARGETS: [&str; 1] = ["object_store"];
+const MAX_PERIOD_DAYS: i64 = 366;
+/// Rows one build holds at most.
+const MAX_ROWS: i64 = 100_000;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = AnalyticsBuild)]
+struct Build {
+    build_id: String,
+    /// `usage_daily` or `invoices`.
+    kind: String,
+    /// The first UTC day, inclusive.
+    period_start: String,
+    /// The last UTC day, inclusive.
+    period_end: String,
+    row_count: i64,
+    /// SHA-256 (hex) of the rows as JSON Lines: the exported file's digest.
+    sha256: String,
+    created_at: String,
+    /// The rows, as computed when the build was made.
+    #[sqlx(skip)]
+    #[schema(value_type = Vec<Object>)]
+    rows: Vec<Value>,
+    #[serde(skip)]
+    content: String,
+}
+
+const COLUMNS: &str = "build_id, kind, period_start, period_end, row_count, sha256, created_at, content";
+
+impl Build {
+    fn with_rows(mut self) -> ApiResult<Self> {
+        self.rows = self.content.lines().map(serde_json::from_str).collect::<Result<_, _>>().map_err(|e| ApiError::Internal(e.into()))?;
+        Ok(self)
+    }
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = AnalyticsExport)]
+struct Export {
+    export_id: String,
+    build_id: String,
+    /// `object_store`.
+    target: String,
+    /// The file's key in the object store.
+    destination_key: String,
+    bytes: i64,
+    /// SHA-256 (hex) of the file: the build's.
+    sha256: String,
+    created_at: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewAnalyticsBuild)]
+struct NewBuild {
+    /// `usage_daily` or `invoices`.
+    #[schema(required = true)]
+    kind: Option<String>,
+    /// `YYYY-MM-DD`, inclusive.
+    #[schema(required = true)]
+    period_start: Option<String>,
+    /// `YYYY-MM-DD`, inclusive; at most 366 days after `period_start`.
+    #[schema(required = true)]
+    period_end: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// The rows of a build of `kind`, one JSON object each.
+async fn compute(tx: &mut Tx, tenant_id: &str, kind: &str, first: &str, last: &str) -> ApiResult<Vec<Value>> {
+    let rows: Vec<Value> = if kind == "usage_daily" {
+        let usage = crate::meter::daily_usage(tx, tenant_id, first, last, MAX_ROWS + 1).await?;
+        usage.into_iter().map(|u| json!(u)).collect()
+    } else {
+        let invoices = crate::billing::invoices_within(tx, tenant_id, first, last).await?;
+        invoices
+            .into_iter()
+            .map(|i| {
+                json!({ "invoice_id": i.invoice_id, "catalog_id": i.catalog_id, "catalog_version": i.catalog_version, "currency": i.currency,
+                    "period_start": i.period_start, "period_end": i.period_end, "total": i.total, "unrated_skus": i.unrated_skus.0,
+                    "generated_at": i.generated_at })
+            })
+            .collect()
+    };
+    if rows.len() as i64 > MAX_ROWS {
+        return Err(ApiError::invalid(format!("the build would hold more than {MAX_ROWS} rows: narrow the period")));
+    }
+    Ok(rows)
+}
+
+/// Materialises a dataset build from the tenant's data over a period.
+#[utoipa::path(post, path = "/api/analytics/builds", tag = "sdk-analytics", request_body = NewBuild,
+    responses((status = 201, description = "the build, with its rows", body = Data<Build>)))]
+async fn build(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewBuild>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let kind = check.required("kind", &body.kind);
+    check.one_of("kind", &kind, &KINDS);
+    if body.period_start.is_none() {
+        check.fail("period_start is required");
+    }
+    if body.period_end.is_none() {
+        check.fail("period_end is required");
+    }
+    let first = crate::meter::parse_day(&mut check, "period_start", &body.period_start);
+    let last = crate::meter::parse_day(&mut check, "period_end", &body.period_end);
+    if let (Some(f), Some(l)) = (first, last)
+        && !(0..MAX_PERIOD_DAYS).contains(&(l - f).num_days())
+    {
+        check.fail(format!("period_end must be from period_start to {} days after it", MAX_PERIOD_DAYS - 1));
+    }
+    check.finish()?;
+    let (first, last) = (first.unwrap_or_default().to_string(), last.unwrap_or_default().to_string());
+    let mut tx = state.db.begin().await?;
+    let rows = compute(&mut tx, &ctx.tenant_id, &kind, &first, &last).await?;
+    let content: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    let sha256 = hub_kernel::crypto::sha256_hex(content.as_bytes());
+    let sql = format!(
+        "INSERT INTO analytics_build (build_id, tenant_id, kind, period_start, period_end, row_count, sha256, content, created_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {COLUMNS}"
+    );
+    let b: Build = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&kind)
+        .bind(&first)
+        .bind(&last)
+        .bind(rows.len() as i64)
+        .bind(&sha256)
+        .bind(&content)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "build_id": b.build_id, "kind": kind, "period_start": first, "period_end": last, "row_count": b.row_count, "sha256": sha256 });
+    audit::record(&mut tx, &ctx, events::ANALYTICS_BUILD_MATERIALISED, payload).await?;
+    tx.commit().await?;
+    Ok(created(Build { rows, ..b }))
+}
+
+async fn find(db: &Db, ctx: &TenantCtx, id: &str) -> ApiResult<Build> {
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {COLUMNS} FROM analytics_build WHERE tenant_id = $1 AND build_id = $2");
+    let found: Option<Build> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&db.read).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// A build of the caller's tenant with its rows; another tenant's is 404.
+#[utoipa::path(get, path = "/api/analytics/builds/{build_id}", tag = "sdk-analytics", params(("build_id" = String, Path, description = "the build")),
+    responses((status = 200, description = "the build", body = Data<Build>)))]
+async fn get_build(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    Ok(ok(find(&state.db, &ctx, &id).await?.with_rows()?))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewAnalyticsExport)]
+#[allow(dead_code)]
+struct NewExport {
+    /// `object_store` (the default, also when the body is absent).
+    target: Option<String>,
+}
+
+/// Exports a build as a JSON Lines file; the body is optional and `target`
+/// defaults to the object store.
+#[utoipa::path(post, path = "/api/analytics/builds/{build_id}/export", tag = "sdk-analytics", request_body(content = Option<NewExport>),
+    params(("build_id" = String, Path, description = "the build")),
+    responses((status = 201, description = "the export", body = Data<Export>)))]
+async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, raw: axum::body::Bytes) -> ApiResult<Response> {
+    let b = find(&state.db, &ctx, &id).await?;
+    let body: Value = if raw.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(&raw).map_err(|e| ApiError::invalid(format!("request body must be JSON: {e}")))?
+    };
+    if !body.is_object() {
+        return Err(ApiError::invalid("request body must be a JSON object"));
+    }
+    ctx.check_tenant(body.get("tenant_id").and_then(Value::as_str))?;
+    let target = match body.get("target") {
+        None | Some(Value::Null) => "object_store".to_string(),
+        Some(Value::String(t)) if TARGETS.contains(&t.as_str()) => t.clone(),
+        Some(_) => return Err(ApiError::invalid(format!("target must be one of: {}", TARGETS.join(", ")))),
+    };
+    let key = format!("analytics/{}/{}.jsonl", ctx.tenant_id, b.build_id);
+    let bytes = b.content.into_bytes();
+    let (size, sha256) = (bytes.len() as i64, hub_kernel::crypto::sha256_hex(&bytes));
+    state
+        .media
+        .put(&ObjectPath::from(key.as_str()), PutPayload::from(bytes))
+        .await
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("storing the export: {e}")))?;
+    let mut tx = state.db.begin().await?;
+    let sql = "INSERT INTO analytics_export (export_id, tenant_id, build_id, target, destination_key, bytes, sha256, created_by, created_at) \
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING export_id, build_id, target, destination_key, bytes, sha256, created_at";
+    let e: Export = sqlx::query_as(sql)
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&b.build_id)
+        .bind(&target)
+        .bind(&key)
+        .bind(size)
+        .bind(&sha256)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    // The export runs while the request waits: requested and completed are recorded together.
+    audit::record(&mut tx, &ctx, events::ANALYTICS_EXPORT_REQUESTED, json!({ "export_id": e.export_id, "build_id": b.build_id, "target": target })).await?;
+    let payload = json!({ "export_id": e.export_id, "build_id": b.build_id, "destination_key": key, "bytes": size, "sha256": sha256 });
+    audit::record(&mut tx, &ctx, events::ANALYTICS_EXPORT_COMPLETED, payload).await?;
+    tx.commit().await?;
+    Ok(created(e))
+}

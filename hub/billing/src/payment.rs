@@ -1,0 +1,329 @@
+//! sdk-payment: payment methods and charges. A method keeps the provider's
+//! token and the card's display facts (brand, last four, expiry), never its
+//! number: anything that looks like a card number is refused. A charge is
+//! captured or declined by the method's provider, once per idempotency key.
+//! The default provider is `sandbox`, which decides from documented test
+//! tokens as processors' test modes do.
+
+use std::{future::Future, pin::Pin};
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(store_method)).routes(routes!(charge)).routes(routes!(get_charge))
+}
+
+const BRANDS: [&str; 7] = ["visa", "mastercard", "amex", "discover", "jcb", "diners", "unionpay"];
+const MAX_AMOUNT: i64 = 1_000_000_000_000;
+
+/// What a provider answers to a charge.
+pub struct ProviderResult {
+    /// The provider's reference for the attempt.
+    pub reference: String,
+    /// `None` when captured, else the decline code.
+    pub decline_code: Option<String>,
+}
+
+/// A payment processor. A real one calls out, hence the future.
+pub trait PaymentProvider: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Whether the provider knows the token (checked when a method is stored).
+    fn knows(&self, token: &str) -> bool;
+    fn charge<'a>(&'a self, token: &'a str, amount: i64, currency: &'a str) -> Pin<Box<dyn Future<Output = ApiResult<ProviderResult>> + Send + 'a>>;
+}
+
+/// The test tokens of the sandbox and the decline each one causes (`None`:
+/// captured). Listed in docs/compatibility.md.
+pub const SANDBOX_TOKENS: [(&str, Option<&str>); 7] = [
+    ("tok_visa", None),
+    ("tok_mastercard", None),
+    ("tok_amex", None),
+    ("tok_chargeDeclined", Some("card_declined")),
+    ("tok_insufficientFunds", Some("insufficient_funds")),
+    ("tok_expiredCard", Some("expired_card")),
+    ("tok_processingError", Some("processing_error")),
+];
+
+/// The default provider: decides from the token alone, moves no money.
+pub struct Sandbox;
+
+impl PaymentProvider for Sandbox {
+    fn name(&self) -> &'static str {
+        "sandbox"
+    }
+    fn knows(&self, token: &str) -> bool {
+        SANDBOX_TOKENS.iter().any(|(t, _)| *t == token)
+    }
+    fn charge<'a>(&'a self, token: &'a str, _: i64, _: &'a str) -> Pin<Box<dyn Future<Output = ApiResult<ProviderResult>> + Send + 'a>> {
+        Box::pin(async move {
+            let decline = SANDBOX_TOKENS.iter().find(|(t, _)| *t == token).map_or(Some("invalid_token"), |(_, d)| *d);
+            Ok(ProviderResult { reference: format!("sbx_{}", db::new_id().replace('-', "")), decline_code: decline.map(str::to_string) })
+        })
+    }
+}
+
+/// The provider a method names.
+fn provider(name: &str) -> ApiResult<&'static dyn PaymentProvider> {
+    match name {
+        "sandbox" => Ok(&Sandbox),
+        other => Err(ApiError::Internal(anyhow::anyhow!("unknown payment provider {other}"))),
+    }
+}
+
+/// Whether the text holds a card number: 13 to 19 digits (spaces and
+/// dashes between them allowed) passing the Luhn check.
+pub fn looks_like_pan(text: &str) -> bool {
+    let digits: Vec<u32> = text.chars().filter(|c| !matches!(c, ' ' | '-')).map(|c| c.to_digit(10).unwrap_or(99)).collect();
+    digits.split(|d| *d == 99).any(|run| (13..=19).contains(&run.len()) && luhn(run))
+}
+
+fn luhn(digits: &[u32]) -> bool {
+    let sum: u32 = digits.iter().rev().enumerate().map(|(i, d)| if i % 2 == 1 { if d * 2 > 9 { d * 2 - 9 } else { d * 2 } } else { *d }).sum();
+    sum.is_multiple_of(10)
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = PaymentMethod)]
+struct Method {
+    payment_method_id: String,
+    /// `sandbox`.
+    provider: String,
+    brand: String,
+    last4: String,
+    exp_month: i64,
+    exp_year: i64,
+    label: Option<String>,
+    created_at: String,
+}
+
+const METHOD_COLUMNS: &str = "method_id AS payment_method_id, provider, brand, last4, exp_month, exp_year, label, created_at";
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = PaymentCharge)]
+struct Charge {
+    charge_id: String,
+    payment_method_id: String,
+    /// Minor units of `currency`.
+    amount: i64,
+    currency: String,
+    description: Option<String>,
+    idempotency_key: String,
+    provider: String,
+    provider_reference: String,
+    /// `captured` or `declined`.
+    status: String,
+    /// Why the provider declined (`card_declined`, `insufficient_funds`, ...).
+    decline_code: Option<String>,
+    created_at: String,
+}
+
+const CHARGE_COLUMNS: &str =
+    "charge_id, payment_method_id, amount, currency, description, idempotency_key, provider, provider_reference, status, decline_code, created_at";
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewPaymentMethod)]
+struct NewMethod {
+    /// The provider's token for the card (a sandbox test token), never its number.
+    #[schema(required = true)]
+    token: Option<String>,
+    #[schema(required = true)]
+    brand: Option<String>,
+    /// The card's last four digits.
+    #[schema(required = true)]
+    last4: Option<String>,
+    #[schema(required = true, value_type = i64)]
+    exp_month: Option<Value>,
+    #[schema(required = true, value_type = i64)]
+    exp_year: Option<Value>,
+    /// At most 200 characters.
+    label: Option<String>,
+}
+
+/// Stores a payment method: the provider's token and the card's display
+/// facts. A card number anywhere is 400.
+#[utoipa::path(post, path = "/api/payments/methods", tag = "sdk-payment", request_body = NewMethod,
+    responses((status = 201, description = "the method", body = Data<Method>)))]
+async fn store_method(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewMethod>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let token = check.required("token", &body.token);
+    let brand = check.required("brand", &body.brand);
+    let last4 = check.required("last4", &body.last4);
+    let label = Check::optional(&body.label);
+    if [&token, &last4].into_iter().chain(label.as_ref()).any(|t| looks_like_pan(t)) {
+        check.fail("a card number is never stored: send the provider's token");
+    } else if !token.is_empty() && !Sandbox.knows(&token) {
+        check.fail(format!("token is not a token of the sandbox provider (one of: {})", SANDBOX_TOKENS.map(|(t, _)| t).join(", ")));
+    }
+    check.one_of("brand", &brand, &BRANDS);
+    if !last4.is_empty() && (last4.len() != 4 || !last4.bytes().all(|b| b.is_ascii_digit())) {
+        check.fail("last4 must be four digits");
+    }
+    let month = check.optional_int("exp_month", body.exp_month.as_ref(), 1, 12);
+    let year = check.optional_int("exp_year", body.exp_year.as_ref(), 2000, 2100);
+    for (name, v) in [("exp_month", &body.exp_month), ("exp_year", &body.exp_year)] {
+        if v.as_ref().is_none_or(Value::is_null) {
+            check.fail(format!("{name} is required"));
+        }
+    }
+    let today = chrono::Utc::now().date_naive();
+    if let (Some(m), Some(y)) = (month, year)
+        && (y, m) < (i64::from(chrono::Datelike::year(&today)), i64::from(chrono::Datelike::month(&today)))
+    {
+        check.fail(format!("the card expired in {m:02}/{y}"));
+    }
+    if label.as_ref().is_some_and(|l| l.chars().count() > 200) {
+        check.fail("label must be at most 200 characters");
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO payment_method (method_id, tenant_id, provider, token, brand, last4, exp_month, exp_year, label, created_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {METHOD_COLUMNS}"
+    );
+    let m: Method = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(Sandbox.name())
+        .bind(&token)
+        .bind(&brand)
+        .bind(&last4)
+        .bind(month)
+        .bind(year)
+        .bind(&label)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    audit::record(&mut tx, &ctx, events::PAYMENT_METHOD_STORED, json!({ "payment_method_id": m.payment_method_id, "provider": m.provider, "brand": brand }))
+        .await?;
+    tx.commit().await?;
+    Ok(created(m))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewPaymentCharge)]
+struct NewCharge {
+    /// Minor units (cents, yen), more than 0.
+    #[schema(required = true, value_type = i64)]
+    amount: Option<Value>,
+    /// ISO 4217, three capital letters.
+    #[schema(required = true)]
+    currency: Option<String>,
+    /// A payment method of the caller's tenant.
+    #[schema(required = true, format = "uuid")]
+    payment_method_id: Option<String>,
+    /// At most 1000 characters.
+    description: Option<String>,
+    /// At most 200 characters; a repeat answers the first charge.
+    #[schema(required = true)]
+    idempotency_key: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+async fn charge_by_key(tx: &mut Tx, tenant_id: &str, key: &str) -> ApiResult<Option<Charge>> {
+    let sql = format!("SELECT {CHARGE_COLUMNS} FROM payment_charge WHERE tenant_id = $1 AND idempotency_key = $2");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(key).fetch_optional(&mut **tx).await?)
+}
+
+/// The first charge of a key, when the repeat asks for the same charge.
+fn repeat(first: Charge, method: &str, amount: i64, currency: &str) -> ApiResult<Response> {
+    if (first.payment_method_id.as_str(), first.amount, first.currency.as_str()) != (method, amount, currency) {
+        return Err(ApiError::Conflict("idempotency_key was used for another charge (method, amount or currency differ)".into()));
+    }
+    Ok(ok(first))
+}
+
+/// Captures a charge against a stored method: 201 when captured, 200 with
+/// `declined` and the provider's code otherwise; a repeated key answers
+/// the first charge (200).
+#[utoipa::path(post, path = "/api/payments/charges", tag = "sdk-payment", request_body = NewCharge,
+    responses((status = 201, description = "the charge, captured", body = Data<Charge>),
+        (status = 200, description = "the charge, declined, or the first charge of the key", body = Data<Charge>)))]
+async fn charge(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCharge>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let amount = check.optional_int("amount", body.amount.as_ref(), 1, MAX_AMOUNT);
+    if body.amount.as_ref().is_none_or(Value::is_null) {
+        check.fail("amount is required");
+    }
+    let currency = check.required("currency", &body.currency);
+    if !currency.is_empty() && (currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase())) {
+        check.fail("currency must be an ISO 4217 code (three capital letters)");
+    }
+    let method_id = check.required_uuid("payment_method_id", &body.payment_method_id).map(|u| u.to_string());
+    let description = Check::optional(&body.description);
+    if description.as_ref().is_some_and(|d| d.chars().count() > 1000) {
+        check.fail("description must be at most 1000 characters");
+    }
+    if description.as_deref().is_some_and(looks_like_pan) {
+        check.fail("a card number is never stored: description holds one");
+    }
+    let key = check.required("idempotency_key", &body.idempotency_key);
+    if key.chars().count() > 200 {
+        check.fail("idempotency_key must be at most 200 characters");
+    }
+    check.finish()?;
+    let (amount, method_id) = (amount.unwrap_or_default(), method_id.unwrap_or_default());
+    let mut tx = state.db.begin().await?;
+    if let Some(first) = charge_by_key(&mut tx, &ctx.tenant_id, &key).await? {
+        return repeat(first, &method_id, amount, &currency);
+    }
+    let found: Option<(String, String)> = sqlx::query_as("SELECT provider, token FROM payment_method WHERE tenant_id = $1 AND method_id = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&method_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let (provider_name, token) = found.ok_or_else(|| ApiError::invalid("payment_method_id is not a payment method of the tenant"))?;
+    tx.commit().await?;
+
+    // The provider is called outside any transaction (a real one answers
+    // over the network).
+    let p = provider(&provider_name)?;
+    let result = p.charge(&token, amount, &currency).await?;
+    let status = if result.decline_code.is_none() { "captured" } else { "declined" };
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO payment_charge (charge_id, tenant_id, payment_method_id, amount, currency, description, idempotency_key, provider, provider_reference, \
+         status, decline_code, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+         ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING {CHARGE_COLUMNS}"
+    );
+    let inserted: Option<Charge> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&method_id)
+        .bind(amount)
+        .bind(&currency)
+        .bind(&description)
+        .bind(&key)
+        .bind(p.name())
+        .bind(&result.reference)
+        .bind(status)
+        .bind(&result.decline_code)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(c) = inserted else {
+        // A concurrent twin of the key won: its charge is the answer.
+        let first = charge_by_key(&mut tx, &ctx.tenant_id, &key).await?.ok_or(ApiError::NotFound)?;
+        return repeat(first, &method_id, amount, &currency);
+    };
+    let event = if c.status == "captured" { events::PAYMENT_CHARGE_CAPTURED } else { events::PAYMENT_CHARGE_FAILED };
+    let payload = json!({ "charge_id": c.charge_id, "payment_method_id": c.payment_method_id, "amount": c.amount, "currency": c.currency,
+        "status": c.status, "decline_code": c.decline_code });
+    audit::record(&mut tx, &ctx, event, payload).await?;
+    tx.commit().await?;
+    Ok(if c.status == "captured" { created(c) } else { ok(c) })
+}
+
+/// A charge of the caller's tenant; another tenant's is 404.
+#[utoipa::path(get, path = "/api/payments/charges/{charge_id}", tag = "sdk-payment", params(("charge_id" = String, Path, description = "the charge")),
+    responses((status = 200, description = "the charge", body = Data<Charge>)))]
+async fn get_charge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {CHARGE_COLUMNS} FROM payment_charge WHERE tenant_id = $1 AND charge_id = $2");
+    let c: Option<Charge> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(c.ok_or(ApiError::NotFound)?))
+}

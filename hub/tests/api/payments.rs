@@ -1,0 +1,143 @@
+//! sdk-payment: stored methods (a provider token, never a card number) and
+//! charges decided by the sandbox provider's test tokens, once per
+//! idempotency key.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::{db_test, helpers::*};
+
+/// Stores a method of `token` and answers its id.
+pub async fn method(app: &TestApp, token: &str, card: &str) -> String {
+    let body = json!({ "token": card, "brand": "visa", "last4": "4242", "exp_month": 12, "exp_year": 2099, "label": "office card" });
+    let (s, m) = app.post("/api/payments/methods", Some(token), body).await;
+    assert_eq!(s, StatusCode::CREATED, "{m}");
+    m["data"]["payment_method_id"].as_str().unwrap().to_string()
+}
+
+fn charge_body(method: &str, key: &str) -> Value {
+    json!({ "amount": 1250, "currency": "EUR", "payment_method_id": method, "description": "May usage", "idempotency_key": key })
+}
+
+async fn each_sandbox_token_captures_or_declines_with_its_code(app: TestApp) {
+    let t = app.two_tenants("pay-tokens").await;
+    let a = t.a_token.as_str();
+    let cases = [
+        ("tok_visa", StatusCode::CREATED, "captured", None),
+        ("tok_mastercard", StatusCode::CREATED, "captured", None),
+        ("tok_amex", StatusCode::CREATED, "captured", None),
+        ("tok_chargeDeclined", StatusCode::OK, "declined", Some("card_declined")),
+        ("tok_insufficientFunds", StatusCode::OK, "declined", Some("insufficient_funds")),
+        ("tok_expiredCard", StatusCode::OK, "declined", Some("expired_card")),
+        ("tok_processingError", StatusCode::OK, "declined", Some("processing_error")),
+    ];
+    for (card, status, outcome, code) in cases {
+        let m = method(&app, a, card).await;
+        let (s, c) = app.post("/api/payments/charges", Some(a), charge_body(&m, card)).await;
+        assert_eq!(s, status, "{card}: {c}");
+        let c = &c["data"];
+        assert_eq!((c["status"].as_str(), c["decline_code"].as_str()), (Some(outcome), code), "{card}");
+        assert_eq!((c["amount"].as_i64(), c["currency"].as_str(), c["payment_method_id"].as_str()), (Some(1250), Some("EUR"), Some(m.as_str())));
+        assert_eq!((c["provider"].as_str(), c["description"].as_str()), (Some("sandbox"), Some("May usage")));
+        assert!(c["provider_reference"].as_str().unwrap().starts_with("sbx_"), "{c}");
+        let (s, got) = app.get(&format!("/api/payments/charges/{}", c["charge_id"].as_str().unwrap()), Some(a)).await;
+        assert_eq!((s, &got["data"]), (StatusCode::OK, c));
+    }
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    let count = |e: &str| events.iter().filter(|x| *x == e).count();
+    assert_eq!((count("payment.method.stored.v1"), count("payment.charge.captured.v1"), count("payment.charge.failed.v1")), (7, 3, 4));
+}
+db_test!(each_sandbox_token_captures_or_declines_with_its_code);
+
+async fn a_repeated_idempotency_key_answers_the_first_charge(app: TestApp) {
+    let t = app.two_tenants("pay-repeat").await;
+    let a = t.a_token.as_str();
+    let m = method(&app, a, "tok_visa").await;
+    let (s, first) = app.post("/api/payments/charges", Some(a), charge_body(&m, "order-1")).await;
+    assert_eq!(s, StatusCode::CREATED, "{first}");
+    let (s, again) = app.post("/api/payments/charges", Some(a), charge_body(&m, "order-1")).await;
+    assert_eq!((s, &again["data"]), (StatusCode::OK, &first["data"]));
+    let mut other = charge_body(&m, "order-1");
+    other["amount"] = json!(99);
+    let b = assert_error(app.post("/api/payments/charges", Some(a), other).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["idempotency_key was used for another charge (method, amount or currency differ)"]));
+    let declined = method(&app, a, "tok_chargeDeclined").await;
+    let (s, d) = app.post("/api/payments/charges", Some(a), charge_body(&declined, "order-2")).await;
+    let (s2, d2) = app.post("/api/payments/charges", Some(a), charge_body(&declined, "order-2")).await;
+    assert_eq!((s, s2, &d2["data"]), (StatusCode::OK, StatusCode::OK, &d["data"]));
+    // B's key of the same name is B's own.
+    let mb = method(&app, &t.b_token, "tok_visa").await;
+    let (s, theirs) = app.post("/api/payments/charges", Some(&t.b_token), charge_body(&mb, "order-1")).await;
+    assert_eq!(s, StatusCode::CREATED, "{theirs}");
+    assert_ne!(theirs["data"]["charge_id"], first["data"]["charge_id"]);
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    let count = |e: &str| events.iter().filter(|x| *x == e).count();
+    assert_eq!((count("payment.charge.captured.v1"), count("payment.charge.failed.v1")), (1, 1));
+}
+db_test!(a_repeated_idempotency_key_answers_the_first_charge);
+
+async fn a_card_number_is_refused_and_every_problem_reported(app: TestApp) {
+    let t = app.two_tenants("pay-pan").await;
+    let a = t.a_token.as_str();
+    let pan = json!({ "token": "4242 4242 4242 4242", "brand": "visa", "last4": "4242", "exp_month": 12, "exp_year": 2099 });
+    let b = assert_error(app.post("/api/payments/methods", Some(a), pan).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["a card number is never stored: send the provider's token"]));
+    let in_label = json!({ "token": "tok_visa", "brand": "visa", "last4": "4242", "exp_month": 12, "exp_year": 2099, "label": "card 5555-5555-5555-4444" });
+    let b = assert_error(app.post("/api/payments/methods", Some(a), in_label).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["a card number is never stored: send the provider's token"]));
+    let bad = json!({ "token": "tok_unknown", "brand": "visa-ish", "last4": "42", "exp_month": 13, "exp_year": 2000 });
+    let b = assert_error(app.post("/api/payments/methods", Some(a), bad).await, 400, "ValidationError");
+    assert_eq!(
+        b["details"],
+        json!([
+            "token is not a token of the sandbox provider (one of: tok_visa, tok_mastercard, tok_amex, tok_chargeDeclined, tok_insufficientFunds, tok_expiredCard, tok_processingError)",
+            "brand must be one of: visa, mastercard, amex, discover, jcb, diners, unionpay",
+            "last4 must be four digits",
+            "exp_month must be an integer from 1 to 12",
+        ])
+    );
+    let expired = json!({ "token": "tok_visa", "brand": "visa", "last4": "4242", "exp_month": 1, "exp_year": 2001 });
+    let b = assert_error(app.post("/api/payments/methods", Some(a), expired).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["the card expired in 01/2001"]));
+    let b = assert_error(app.post("/api/payments/methods", Some(a), json!({})).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["token is required", "brand is required", "last4 is required", "exp_month is required", "exp_year is required"]));
+    let m = method(&app, a, "tok_visa").await;
+    let bad = json!({ "amount": 0, "currency": "eur", "payment_method_id": "nope", "description": "4000056655665556" });
+    let b = assert_error(app.post("/api/payments/charges", Some(a), bad).await, 400, "ValidationError");
+    assert_eq!(
+        b["details"],
+        json!([
+            "amount must be an integer from 1 to 1000000000000",
+            "currency must be an ISO 4217 code (three capital letters)",
+            "payment_method_id must be a UUID",
+            "a card number is never stored: description holds one",
+            "idempotency_key is required",
+        ])
+    );
+    let b = assert_error(app.post("/api/payments/charges", Some(a), json!({ "amount": 1.5, "payment_method_id": m })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["amount must be an integer from 1 to 1000000000000", "currency is required", "idempotency_key is required"]));
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| e.starts_with("payment.")).count(), 1, "only the stored method: {events:?}");
+}
+db_test!(a_card_number_is_refused_and_every_problem_reported);
+
+async fn another_tenants_method_and_charge_are_not_the_callers(app: TestApp) {
+    let t = app.two_tenants("pay-tenants").await;
+    let a = t.a_token.as_str();
+    let mine = method(&app, a, "tok_visa").await;
+    let theirs = method(&app, &t.b_token, "tok_visa").await;
+    let b = assert_error(app.post("/api/payments/charges", Some(a), charge_body(&theirs, "k1")).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["payment_method_id is not a payment method of the tenant"]));
+    let mut foreign = charge_body(&mine, "k2");
+    foreign["tenant_id"] = t.b["tenant_id"].clone();
+    assert_error(app.post("/api/payments/charges", Some(a), foreign).await, 403, "TenantMismatch");
+    let (s, c) = app.post("/api/payments/charges", Some(a), charge_body(&mine, "k3")).await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    let charge = c["data"]["charge_id"].as_str().unwrap();
+    assert_error(app.get(&format!("/api/payments/charges/{charge}"), Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get("/api/payments/charges/not-a-uuid", Some(a)).await, 404, "NotFound");
+    let stored: String =
+        sqlx::query_scalar("SELECT tenant_id FROM payment_charge WHERE charge_id = $1").bind(charge).fetch_one(&app.state().db.read).await.unwrap();
+    assert_eq!(stored, t.a["tenant_id"].as_str().unwrap());
+}
+db_test!(another_tenants_method_and_charge_are_not_the_callers);
