@@ -22,6 +22,7 @@ mod conversations;
 mod credentials;
 mod data_credits;
 mod data_rights;
+mod deliverability;
 mod device_sync;
 mod devices;
 mod dispatch;
