@@ -4,12 +4,14 @@
 //! worked from open to resolved), sdk-conversation (the compose check
 //! over consent, a suppression list and quiet hours) and
 //! sdk-deliverability (bounces and complaints from signed inbound
-//! webhooks).
+//! webhooks) and sdk-notification (notifications sent through a provider,
+//! and their delivery receipts).
 
 pub mod conversation;
 pub mod deliverability;
 pub mod handoff;
 pub mod incident;
+pub mod notification;
 pub mod offer;
 pub mod sequence;
 
@@ -25,9 +27,11 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(incident::routes())
         .merge(conversation::routes())
         .merge(deliverability::routes())
+        .merge(notification::routes())
 }
 
 /// Registers the area's handlers of signed inbound webhooks, by kind.
 pub fn register_inbound(registry: &Registry) {
     registry.register(deliverability::KIND, deliverability::EmailEvents::new());
+    registry.register(notification::KIND, std::sync::Arc::new(notification::Receipts));
 }

@@ -41,6 +41,7 @@ mod mail;
 mod mcp_client;
 mod media;
 mod meter;
+mod notifications;
 mod offers;
 mod operations;
 mod operator;
