@@ -4,8 +4,9 @@
 //! worked from open to resolved), sdk-conversation (the compose check
 //! over consent, a suppression list and quiet hours) and
 //! sdk-deliverability (bounces and complaints from signed inbound
-//! webhooks) and sdk-notification (notifications sent through a provider,
-//! and their delivery receipts).
+//! webhooks), sdk-notification (notifications sent through a provider,
+//! and their delivery receipts) and connector-<provider>-voice (call legs
+//! from signed inbound webhooks).
 
 pub mod conversation;
 pub mod deliverability;
@@ -14,6 +15,7 @@ pub mod incident;
 pub mod notification;
 pub mod offer;
 pub mod sequence;
+pub mod voice;
 
 use utoipa_axum::router::OpenApiRouter;
 
@@ -28,10 +30,12 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(conversation::routes())
         .merge(deliverability::routes())
         .merge(notification::routes())
+        .merge(voice::routes())
 }
 
 /// Registers the area's handlers of signed inbound webhooks, by kind.
 pub fn register_inbound(registry: &Registry) {
     registry.register(deliverability::KIND, deliverability::EmailEvents::new());
     registry.register(notification::KIND, std::sync::Arc::new(notification::Receipts));
+    registry.register(voice::KIND, voice::CallLegs::new());
 }

@@ -63,5 +63,6 @@ mod taxonomy;
 mod tenant_lifecycle;
 mod trace;
 mod vault;
+mod voice;
 mod webhooks;
 mod workflow;
