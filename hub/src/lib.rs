@@ -118,6 +118,7 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
     db.migrate().await?;
     let mail = mail::from_config(&config)?;
     let state = AppState::new(config, db, master, mail, directories()).await?;
+    hub_outreach::register_inbound(&state.inbound);
     spawn_background(&state);
     Ok(state)
 }

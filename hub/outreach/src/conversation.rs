@@ -34,8 +34,8 @@ fn normal_address(channel: &str, address: &str) -> String {
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ConversationSuppression)]
-struct Suppression {
-    suppression_id: String,
+pub(crate) struct Suppression {
+    pub(crate) suppression_id: String,
     channel: String,
     address: String,
     reason: Option<String>,
@@ -77,25 +77,40 @@ async fn suppress(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
     }
     check.finish()?;
     let mut tx = state.db.begin().await?;
-    let sql = format!(
-        "INSERT INTO conversation_suppression (suppression_id, tenant_id, channel, address, reason, created_by, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (tenant_id, channel, address) DO NOTHING RETURNING {SUPPRESSION_COLUMNS}"
-    );
-    let made: Option<Suppression> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(db::new_id())
-        .bind(&ctx.tenant_id)
-        .bind(&channel)
-        .bind(&address)
-        .bind(&reason)
-        .bind(audit::actor_of(&ctx).1)
-        .bind(db::now())
-        .fetch_optional(&mut *tx)
-        .await?;
+    let made = add_suppression(&mut tx, &ctx.tenant_id, &channel, &address, reason.as_deref(), audit::actor_of(&ctx).1).await?;
     let made = made.ok_or_else(|| ApiError::Conflict(format!("the address is suppressed on {channel} already")))?;
     // The address is personal data: the event names the row, not the address.
     audit::record(&mut tx, &ctx, events::ADDRESS_SUPPRESSED, json!({ "suppression_id": made.suppression_id, "channel": channel })).await?;
     tx.commit().await?;
     Ok(created(made))
+}
+
+/// Adds an address (normalised here) to the tenant's suppression list, in
+/// the caller's transaction; `None` when it is suppressed on the channel
+/// already. sdk-deliverability suppresses hard bounces and complaints
+/// through it.
+pub(crate) async fn add_suppression(
+    tx: &mut Tx,
+    tenant_id: &str,
+    channel: &str,
+    address: &str,
+    reason: Option<&str>,
+    created_by: &str,
+) -> ApiResult<Option<Suppression>> {
+    let sql = format!(
+        "INSERT INTO conversation_suppression (suppression_id, tenant_id, channel, address, reason, created_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (tenant_id, channel, address) DO NOTHING RETURNING {SUPPRESSION_COLUMNS}"
+    );
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(tenant_id)
+        .bind(channel)
+        .bind(normal_address(channel, address))
+        .bind(reason)
+        .bind(created_by)
+        .bind(db::now())
+        .fetch_optional(&mut **tx)
+        .await?)
 }
 
 #[derive(Deserialize, IntoParams)]

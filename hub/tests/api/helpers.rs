@@ -221,6 +221,20 @@ impl TestApp {
         TwoTenants { a_token: a["token"].as_str().unwrap().to_string(), b_key: key["api_key"].as_str().unwrap().to_string(), a, b, b_token }
     }
 
+    /// Sets a generated inbound-webhook secret for (kind, provider) in the
+    /// token's tenant; returns a sender of signed payloads of that pair,
+    /// answering (status, body) for a `webhook-id` and a JSON payload.
+    pub async fn inbound_sender(&self, token: &str, tenant_id: &Value, kind: &str, provider: &str) -> InboundSender<'_> {
+        let (s, set) = self.post("/api/webhooks/inbound-secrets", Some(token), json!({ "kind": kind, "provider": provider })).await;
+        assert_eq!(s, StatusCode::CREATED, "{set}");
+        let tenant_id = tenant_id.as_str().expect("a tenant id");
+        InboundSender {
+            app: self,
+            secret: set["data"]["secret"].as_str().unwrap().to_string(),
+            url: format!("/api/webhooks/inbound/{kind}/{provider}?tenant_id={tenant_id}"),
+        }
+    }
+
     /// Registers a person and admits them to the owner's tenant (as a
     /// member holding no role); returns (their token for that tenant,
     /// their persona id).
@@ -344,4 +358,32 @@ pub async fn run_python(script: &str, args: &[&str], input: Value) -> Value {
     })
     .await
     .unwrap()
+}
+
+/// Sends signed inbound webhooks of one (kind, provider) to one tenant.
+pub struct InboundSender<'a> {
+    app: &'a TestApp,
+    secret: String,
+    url: String,
+}
+
+impl InboundSender<'_> {
+    pub async fn send(&self, webhook_id: &str, payload: Value) -> (StatusCode, Value) {
+        let body = payload.to_string();
+        let at = chrono::Utc::now().timestamp();
+        let signature = standardwebhooks::Webhook::new(&self.secret).unwrap().sign(webhook_id, at, body.as_bytes()).unwrap();
+        let res = self
+            .app
+            .client
+            .post(format!("{}{}", self.app.base, self.url))
+            .header("webhook-id", webhook_id)
+            .header("webhook-timestamp", at.to_string())
+            .header("webhook-signature", signature)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("request");
+        (res.status(), res.json().await.unwrap_or(Value::Null))
+    }
 }

@@ -145,6 +145,13 @@ event_types! {
     INCIDENT_ESCALATED = "incident.incident.escalated.v1";
     INCIDENT_RESOLVED = "incident.incident.resolved.v1";
     ADDRESS_SUPPRESSED = "deliverability.address.suppressed.v1";
+    BOUNCE_PROCESSED = "deliverability.bounce.processed.v1";
+    COMPLAINT_PROCESSED = "deliverability.complaint.processed.v1";
+    NOTIFICATION_SENT = "notification.message.sent.v1";
+    NOTIFICATION_DELIVERED = "notification.message.delivered.v1";
+    NOTIFICATION_FAILED = "notification.message.failed.v1";
+    CALL_LOGGED = "crm.call.logged.v1";
+    CALL_MISSED = "crm.call.missed.v1";
     QUIET_HOURS_SET = "notification.quiet_hours.set.v1";
     CRM_CONTACT_CREATED = "crm.contact.created.v1";
     CRM_LEAD_CREATED = "crm.lead.created.v1";

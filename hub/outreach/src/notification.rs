@@ -1,0 +1,282 @@
+//! sdk-notification: notifications sent through a provider, and the
+//! delivery receipts providers send back. `POST /api/notifications` hands
+//! the message to a [`NotificationProvider`] (the default, `log`, writes
+//! ids to the log) and keeps the notification `sent` with the provider's
+//! message id, or `failed` with the provider's error; the content goes to
+//! the provider and is not kept. Receipts arrive through the signed inbound
+//! webhook of kind `notification`, one per message:
+//! `{ "message_id", "status", "reason", "occurred_at" }`; one matching a
+//! notification of the tenant sent through that provider moves it to
+//! `delivered`, `failed` or `bounced`.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use hub_kernel::{inbound::InboundHandler, prelude::*};
+
+use crate::sequence::CHANNELS;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(send)).routes(routes!(list_receipts))
+}
+
+/// The kind whose inbound webhooks carry receipts.
+pub const KIND: &str = "notification";
+
+const RECEIPT_STATUSES: [&str; 6] = ["delivered", "deferred", "failed", "bounced", "opened", "clicked"];
+/// The receipts that settle a notification's status.
+const FINAL: [&str; 3] = ["delivered", "failed", "bounced"];
+
+/// One message handed to a provider.
+pub struct Outgoing<'a> {
+    pub notification_id: &'a str,
+    pub tenant_id: &'a str,
+    pub channel: &'a str,
+    pub recipient: &'a str,
+    pub subject: Option<&'a str>,
+    pub body: &'a str,
+}
+
+/// Sends notifications: answers the provider's message id, or why not.
+pub trait NotificationProvider: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn send<'a>(&'a self, message: &'a Outgoing<'a>) -> BoxFuture<'a, Result<String, String>>;
+}
+
+/// The default provider: writes the notification's ids (never its
+/// recipient or content) to the log.
+pub struct LogProvider;
+
+impl NotificationProvider for LogProvider {
+    fn name(&self) -> &'static str {
+        "log"
+    }
+
+    fn send<'a>(&'a self, m: &'a Outgoing<'a>) -> BoxFuture<'a, Result<String, String>> {
+        Box::pin(async move {
+            let message_id = format!("log-{}", db::new_id());
+            tracing::info!(notification_id = m.notification_id, tenant_id = m.tenant_id, channel = m.channel, message_id, "notification sent");
+            Ok(message_id)
+        })
+    }
+}
+
+/// The providers a notification may name.
+fn providers() -> Vec<Arc<dyn NotificationProvider>> {
+    vec![Arc::new(LogProvider)]
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+struct Notification {
+    notification_id: String,
+    channel: String,
+    recipient: String,
+    provider: String,
+    provider_message_id: Option<String>,
+    /// `sent` or `failed`, then as its receipts settle it: `delivered`, `bounced`.
+    status: String,
+    /// The provider's error when `failed` at sending.
+    error: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+const COLUMNS: &str = "notification_id, channel, recipient, provider, provider_message_id, status, error, created_at, updated_at";
+
+#[derive(Deserialize, ToSchema)]
+struct NewNotification {
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+    /// `email`, `sms`, `whatsapp`, `push` or `voice`.
+    #[schema(required = true)]
+    channel: Option<String>,
+    /// The address on that channel (at most 320).
+    #[schema(required = true)]
+    recipient: Option<String>,
+    /// At most 300 characters.
+    subject: Option<String>,
+    /// At most 20000 characters; handed to the provider, not kept.
+    #[schema(required = true)]
+    body: Option<String>,
+    /// `log` (the default).
+    provider: Option<String>,
+}
+
+/// Sends a notification through a provider and keeps it, `sent` or `failed`.
+#[utoipa::path(post, path = "/api/notifications", tag = "sdk-notification", request_body = NewNotification,
+    responses((status = 201, description = "the notification, sent or failed", body = Data<Notification>)))]
+async fn send(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewNotification>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let channel = check.required("channel", &body.channel);
+    check.one_of("channel", &channel, &CHANNELS);
+    let recipient = check.required("recipient", &body.recipient);
+    let subject = Check::optional(&body.subject);
+    let content = check.required("body", &body.body);
+    for (field, value, most) in [("recipient", Some(&recipient), 320), ("subject", subject.as_ref(), 300), ("body", Some(&content), 20000)] {
+        if value.is_some_and(|v| v.chars().count() > most) {
+            check.fail(format!("{field} must be at most {most} characters"));
+        }
+    }
+    let name = Check::optional(&body.provider).unwrap_or_else(|| "log".into());
+    let known = providers();
+    let provider = known.iter().find(|p| p.name() == name).cloned();
+    if provider.is_none() {
+        check.fail(format!("provider must be one of: {}", known.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")));
+    }
+    check.finish()?;
+    let notification_id = db::new_id();
+    let message = Outgoing {
+        notification_id: &notification_id,
+        tenant_id: &ctx.tenant_id,
+        channel: &channel,
+        recipient: &recipient,
+        subject: subject.as_deref(),
+        body: &content,
+    };
+    let sent = provider.expect("checked").send(&message).await;
+    let (status, message_id, error) = match sent {
+        Ok(id) => ("sent", Some(id), None),
+        Err(e) => ("failed", None, Some(e.chars().take(500).collect::<String>())),
+    };
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO notification_notification (notification_id, tenant_id, channel, recipient, provider, provider_message_id, status, error, created_by, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) RETURNING {COLUMNS}"
+    );
+    let made: Notification = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&notification_id)
+        .bind(&ctx.tenant_id)
+        .bind(&channel)
+        .bind(&recipient)
+        .bind(&name)
+        .bind(&message_id)
+        .bind(status)
+        .bind(&error)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let event = if status == "sent" { events::NOTIFICATION_SENT } else { events::NOTIFICATION_FAILED };
+    audit::record(&mut tx, &ctx, event, json!({ "notification_id": notification_id, "channel": channel, "provider": name, "status": status })).await?;
+    tx.commit().await?;
+    Ok(created(made))
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = NotificationReceipt)]
+struct Receipt {
+    receipt_id: String,
+    /// The notification it matched; null when none of the tenant's has that provider message id.
+    notification_id: Option<String>,
+    provider: String,
+    provider_message_id: String,
+    /// `delivered`, `deferred`, `failed`, `bounced`, `opened` or `clicked`.
+    status: String,
+    reason: Option<String>,
+    occurred_at: String,
+    received_at: String,
+}
+
+const RECEIPT_COLUMNS: &str = "receipt_id, notification_id, provider, provider_message_id, status, reason, occurred_at, received_at";
+
+#[derive(Deserialize)]
+struct ReceiptPayload {
+    message_id: Option<String>,
+    status: Option<String>,
+    reason: Option<String>,
+    occurred_at: Option<String>,
+}
+
+/// The handler registered for kind `notification`.
+pub struct Receipts;
+
+impl InboundHandler for Receipts {
+    fn handle<'a>(&'a self, tx: &'a mut Tx, tenant_id: &'a str, provider: &'a str, payload: &'a Value) -> BoxFuture<'a, ApiResult<Value>> {
+        Box::pin(record_receipt(tx, tenant_id, provider, payload))
+    }
+}
+
+async fn record_receipt(tx: &mut Tx, tenant_id: &str, provider: &str, payload: &Value) -> ApiResult<Value> {
+    let p: ReceiptPayload = serde_json::from_value(payload.clone()).map_err(|_| ApiError::invalid("the payload must be an object of string fields"))?;
+    let mut check = Check::new();
+    let message_id = check.required("message_id", &p.message_id);
+    if message_id.len() > 256 {
+        check.fail("message_id must be at most 256 characters");
+    }
+    let status = check.required("status", &p.status);
+    check.one_of("status", &status, &RECEIPT_STATUSES);
+    let reason = Check::optional(&p.reason).map(|r| r.chars().take(500).collect::<String>());
+    let occurred_at = match Check::optional(&p.occurred_at) {
+        None => db::now(),
+        Some(raw) => db::parse_time(&raw).map(db::format_time).unwrap_or_else(|| {
+            check.fail("occurred_at must be an RFC 3339 timestamp");
+            String::new()
+        }),
+    };
+    check.finish()?;
+    let notification_id: Option<String> =
+        sqlx::query_scalar("SELECT notification_id FROM notification_notification WHERE tenant_id = $1 AND provider = $2 AND provider_message_id = $3")
+            .bind(tenant_id)
+            .bind(provider)
+            .bind(&message_id)
+            .fetch_optional(&mut **tx)
+            .await?;
+    let receipt_id = db::new_id();
+    sqlx::query(
+        "INSERT INTO notification_receipt (receipt_id, tenant_id, provider, provider_message_id, notification_id, status, reason, occurred_at, received_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(&receipt_id)
+    .bind(tenant_id)
+    .bind(provider)
+    .bind(&message_id)
+    .bind(&notification_id)
+    .bind(&status)
+    .bind(&reason)
+    .bind(&occurred_at)
+    .bind(db::now())
+    .execute(&mut **tx)
+    .await?;
+    if let Some(id) = notification_id.as_ref().filter(|_| FINAL.contains(&status.as_str())) {
+        sqlx::query("UPDATE notification_notification SET status = $1, updated_at = $2 WHERE notification_id = $3")
+            .bind(&status)
+            .bind(db::now())
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+        let event = if status == "delivered" { events::NOTIFICATION_DELIVERED } else { events::NOTIFICATION_FAILED };
+        let payload = json!({ "notification_id": id, "receipt_id": receipt_id, "provider": provider, "status": status });
+        audit::record_system(tx, tenant_id, &format!("{KIND}:{provider}"), event, payload).await?;
+    }
+    Ok(json!({ "recorded": true, "receipt_id": receipt_id, "notification_id": notification_id }))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ReceiptFilter {
+    /// The caller's tenant (required).
+    #[param(required = true, format = "uuid")]
+    tenant_id: Option<String>,
+    /// `delivered`, `deferred`, `failed`, `bounced`, `opened` or `clicked`.
+    status: Option<String>,
+}
+
+/// The tenant's delivery receipts, newest first.
+#[utoipa::path(get, path = "/api/notifications/receipts", tag = "sdk-notification", params(ReceiptFilter, Page),
+    responses((status = 200, description = "one page of delivery receipts", body = ListOf<Receipt>)))]
+async fn list_receipts(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ReceiptFilter>, page: Page) -> ApiResult<Response> {
+    ctx.required_tenant(&q.tenant_id)?;
+    let mut check = Check::new();
+    let status = Check::optional(&q.status).unwrap_or_default();
+    check.one_of("status", &status, &RECEIPT_STATUSES);
+    check.finish()?;
+    let listing = Listing {
+        table: "notification_receipt",
+        columns: RECEIPT_COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR status = $2)",
+        order: "occurred_at DESC, receipt_id DESC",
+    };
+    page.list::<Receipt>(&state.db.read, &listing, &[&ctx.tenant_id, &status]).await
+}
