@@ -72,12 +72,22 @@ struct NewEvent {
     idempotency_key: Option<String>,
 }
 
-/// One event, or a batch of up to 1000 under `events`.
-#[derive(ToSchema)]
+/// A batch of up to 1000 events.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = MeterUsageBatch)]
+#[allow(dead_code)]
+struct UsageBatch {
+    events: Vec<NewEvent>,
+}
+
+/// One event, or a batch of up to 1000 under `events` (what the document
+/// says the body is; the handler reads it as JSON and tells them apart).
+#[derive(Deserialize, ToSchema)]
 #[schema(as = MeterUsageRequest)]
+#[serde(untagged)]
 #[allow(dead_code)]
 enum UsageRequest {
-    Batch { events: Vec<NewEvent> },
+    Batch(UsageBatch),
     One(NewEvent),
 }
 

@@ -5,9 +5,13 @@
 //! The active bundle is compiled once per tenant and kept in the state's
 //! `policies` cache, dropped on every replica when activation changes.
 
-use std::{any::Any, str::FromStr, sync::Arc};
+use std::{
+    any::Any,
+    str::FromStr,
+    sync::{Arc, LazyLock},
+};
 
-use cedar_policy::{Authorizer, Context, Decision, Entities, EntityUid, PolicyId, PolicySet, Request};
+use cedar_policy::{Authorizer, Context, Decision, Entities, EntityId, EntityTypeName, EntityUid, PolicyId, PolicySet, Request, RestrictedExpression};
 use hub_kernel::{
     gate::directory::{AbacRequest, Lookup, PolicyDirectory},
     prelude::*,
@@ -338,6 +342,13 @@ async fn active(state: &AppState, tenant_id: &str) -> ApiResult<Arc<Active>> {
     Ok(compiled)
 }
 
+/// The entity types of the gate's requests, parsed once (parsing a type
+/// name runs Cedar's parser).
+static GATE_TYPES: LazyLock<(EntityTypeName, EntityTypeName, EntityTypeName)> =
+    LazyLock::new(|| ["Persona", "Action", "Route"].map(|t| EntityTypeName::from_str(t).expect("a valid type name")).into());
+static AUTHORIZER: LazyLock<Authorizer> = LazyLock::new(Authorizer::new);
+static NO_ENTITIES: LazyLock<Entities> = LazyLock::new(Entities::empty);
+
 /// The gate's ABAC step: principal `Persona::"<persona>"`, action
 /// `Action::"<scope>"`, resource `Route::"<route template>"`, context
 /// `{ tenant_id, actor_kind, method, path }`.
@@ -348,12 +359,19 @@ impl PolicyDirectory for Policies {
         Box::pin(async move {
             let active = active(state, r.tenant_id).await?;
             let Some((label, set)) = &active.0 else { return Ok(None) };
-            let uid = |kind: &str, id: &str| EntityUid::from_type_name_and_id(kind.parse().expect("a valid type name"), id.parse().expect("any id"));
-            let context = json!({ "tenant_id": r.tenant_id, "actor_kind": r.actor_kind, "method": r.method, "path": r.path });
-            let context = Context::from_json_value(context, None).map_err(|e| ApiError::Internal(e.into()))?;
-            let request = Request::new(uid("Persona", r.persona_id), uid("Action", r.action), uid("Route", r.route), context, None)
+            let uid = |kind: &EntityTypeName, id: &str| EntityUid::from_type_name_and_id(kind.clone(), EntityId::new(id));
+            let string = |v: &str| RestrictedExpression::new_string(v.to_string());
+            let context = Context::from_pairs([
+                ("tenant_id".to_string(), string(r.tenant_id)),
+                ("actor_kind".to_string(), string(r.actor_kind)),
+                ("method".to_string(), string(r.method)),
+                ("path".to_string(), string(r.path)),
+            ])
+            .map_err(|e| ApiError::Internal(e.into()))?;
+            let types = &*GATE_TYPES;
+            let request = Request::new(uid(&types.0, r.persona_id), uid(&types.1, r.action), uid(&types.2, r.route), context, None)
                 .map_err(|e| ApiError::Internal(e.into()))?;
-            let response = Authorizer::new().is_authorized(&request, set, &Entities::empty());
+            let response = AUTHORIZER.is_authorized(&request, set, &NO_ENTITIES);
             if response.decision() == Decision::Allow {
                 return Ok(None);
             }
