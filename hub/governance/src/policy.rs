@@ -318,7 +318,16 @@ async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
 }
 
 /// A tenant's active bundle, compiled (None: no ABAC restriction).
-struct Active(Option<(String, PolicySet)>);
+struct Active(Option<(String, PolicySet)>, Decisions);
+
+/// The gate's decisions under one compiled bundle. A decision is a pure
+/// function of the bundle and the request (no entity store is consulted),
+/// so it is kept until the bundle changes, which drops this whole value.
+#[derive(Default)]
+struct Decisions(std::sync::Mutex<std::collections::HashMap<String, Option<String>>>);
+
+/// Decisions kept per tenant at most (then the map starts afresh).
+const DECISIONS_CAP: usize = 10_000;
 
 async fn active(state: &AppState, tenant_id: &str) -> ApiResult<Arc<Active>> {
     if let Some(found) = state.policies.get(tenant_id).and_then(|any| any.downcast::<Active>().ok()) {
@@ -331,10 +340,10 @@ async fn active(state: &AppState, tenant_id: &str) -> ApiResult<Arc<Active>> {
             .fetch_optional(&state.db.read)
             .await?;
     let compiled = match row {
-        None => Active(None),
+        None => Active(None, Decisions::default()),
         Some((name, version, source)) => {
             let (set, _) = compile(&source).map_err(|e| ApiError::Internal(anyhow::anyhow!("a stored bundle no longer compiles: {e:?}")))?;
-            Active(Some((format!("{name} version {version}"), set)))
+            Active(Some((format!("{name} version {version}"), set)), Decisions::default())
         }
     };
     let compiled = Arc::new(compiled);
@@ -359,6 +368,10 @@ impl PolicyDirectory for Policies {
         Box::pin(async move {
             let active = active(state, r.tenant_id).await?;
             let Some((label, set)) = &active.0 else { return Ok(None) };
+            let key = [r.persona_id, r.actor_kind, r.action, r.method, r.route, r.path].join("\u{1f}");
+            if let Some(known) = active.1.0.lock().expect("decisions").get(&key) {
+                return Ok(known.clone());
+            }
             let uid = |kind: &EntityTypeName, id: &str| EntityUid::from_type_name_and_id(kind.clone(), EntityId::new(id));
             let string = |v: &str| RestrictedExpression::new_string(v.to_string());
             let context = Context::from_pairs([
@@ -372,16 +385,24 @@ impl PolicyDirectory for Policies {
             let request = Request::new(uid(&types.0, r.persona_id), uid(&types.1, r.action), uid(&types.2, r.route), context, None)
                 .map_err(|e| ApiError::Internal(e.into()))?;
             let response = AUTHORIZER.is_authorized(&request, set, &NO_ENTITIES);
-            if response.decision() == Decision::Allow {
-                return Ok(None);
+            let refusal = (response.decision() != Decision::Allow).then(|| refusal(&response, label, &r));
+            let mut kept = active.1.0.lock().expect("decisions");
+            if kept.len() >= DECISIONS_CAP {
+                kept.clear();
             }
-            let mut forbids: Vec<String> = response.diagnostics().reason().map(ToString::to_string).collect();
-            forbids.sort();
-            Ok(Some(if forbids.is_empty() {
-                format!("no policy of the tenant's bundle {label} permits {} on {}", r.action, r.route)
-            } else {
-                format!("the tenant's bundle {label} forbids {} on {} (policies {})", r.action, r.route, forbids.join(", "))
-            }))
+            kept.insert(key, refusal.clone());
+            Ok(refusal)
         })
+    }
+}
+
+/// Why the bundle refuses: the forbidding policies, or that none permits.
+fn refusal(response: &cedar_policy::Response, label: &str, r: &AbacRequest<'_>) -> String {
+    let mut forbids: Vec<String> = response.diagnostics().reason().map(ToString::to_string).collect();
+    forbids.sort();
+    if forbids.is_empty() {
+        format!("no policy of the tenant's bundle {label} permits {} on {}", r.action, r.route)
+    } else {
+        format!("the tenant's bundle {label} forbids {} on {} (policies {})", r.action, r.route, forbids.join(", "))
     }
 }
