@@ -1,6 +1,7 @@
 //! Operator routes under `/admin/*`, one module per section of the operator
 //! document. The gate admits only the operator credential here.
 
+pub mod approvals;
 pub mod audit;
 pub mod security;
 pub mod tenants;
@@ -11,5 +12,5 @@ use utoipa_axum::router::OpenApiRouter;
 use hub_kernel::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(audit::routes()).merge(webhooks::routes()).merge(security::routes()).merge(tenants::routes())
+    OpenApiRouter::new().merge(audit::routes()).merge(webhooks::routes()).merge(security::routes()).merge(tenants::routes()).merge(approvals::routes())
 }

@@ -142,3 +142,67 @@ async fn a_suspended_tenants_credentials_answer_423_until_it_is_resumed(app: Tes
     assert!(events.ends_with(&["tenant.tenant.suspended.v1".to_string(), "tenant.tenant.resumed.v1".to_string()]), "{events:?}");
 }
 db_test!(a_suspended_tenants_credentials_answer_423_until_it_is_resumed);
+
+async fn the_operator_sees_approval_routes_and_breaches_and_overrides_a_pending_request(app: TestApp) {
+    let t = app.two_tenants("op-approvals").await;
+    let a = t.a_token.as_str();
+    let step = |sla: Option<i64>| json!({ "approver_persona_id": t.a["persona_id"], "sla_minutes": sla });
+    let (_, slow) = app.post("/api/approvals/routes", Some(a), json!({ "name": "slow", "steps": [step(Some(30)), step(Some(90))] })).await;
+    let (_, none) = app.post("/api/approvals/routes", Some(a), json!({ "name": "no-sla", "steps": [step(None)] })).await;
+    let open = |route: &Value, subject: &str| json!({ "route_id": route["data"]["route_id"], "subject_kind": "refund", "subject_id": subject });
+    let (_, late) = app.post("/api/approvals/requests", Some(a), open(&slow, "r-late")).await;
+    let (_, fresh) = app.post("/api/approvals/requests", Some(a), open(&slow, "r-fresh")).await;
+    let (_, unbound) = app.post("/api/approvals/requests", Some(a), open(&none, "r-none")).await;
+    let (late, fresh) = (late["data"]["request_id"].as_str().unwrap().to_string(), fresh["data"]["request_id"].as_str().unwrap().to_string());
+    // The late one waited two hours; the route's SLA is its largest step's, 90 minutes.
+    let two_hours_ago = hub_kernel::db::format_time(chrono::Utc::now() - chrono::TimeDelta::minutes(120));
+    sqlx::query("UPDATE approval_request SET requested_at = $1 WHERE request_id = $2")
+        .bind(&two_hours_ago)
+        .bind(&late)
+        .execute(app.state().db.writer())
+        .await
+        .unwrap();
+    sqlx::query("UPDATE approval_request SET requested_at = $1 WHERE request_id = $2")
+        .bind(&two_hours_ago)
+        .bind(unbound["data"]["request_id"].as_str().unwrap())
+        .execute(app.state().db.writer())
+        .await
+        .unwrap();
+
+    let (s, routes) = app.operator(BREAK_GLASS, Method::GET, "/admin/approvals/routes", None).await;
+    assert_eq!(s, StatusCode::OK);
+    let names: Vec<(&str, i64)> =
+        routes["data"].as_array().unwrap().iter().map(|r| (r["name"].as_str().unwrap(), r["sla_minutes"].as_i64().unwrap())).collect();
+    assert_eq!(names, [("no-sla", 0), ("slow", 90)], "newest first");
+    let (s, b) = app.operator(BREAK_GLASS, Method::GET, "/admin/approvals/breaches", None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let list = b["data"].as_array().unwrap();
+    assert_eq!(list.len(), 1, "only the late request of a route with an SLA: {b}");
+    assert_eq!(
+        (list[0]["request_id"].as_str(), list[0]["subject_ref"].as_str(), list[0]["sla_minutes"].as_i64()),
+        (Some(late.as_str()), Some("refund:r-late"), Some(90))
+    );
+    assert!(list[0]["elapsed_minutes"].as_i64().unwrap() >= 119);
+
+    let path = |id: &str| format!("/admin/approvals/requests/{id}/operator-override");
+    let b = assert_error(app.operator(BREAK_GLASS, Method::POST, &path(&late), Some(json!({ "decision": "maybe" }))).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["decision must be one of: approved, rejected", "reason is required", "operator_id is required"]));
+    let body = json!({ "decision": "approved", "reason": "customer escalated", "operator_id": "ops-ada" });
+    let (s, done) = app.operator(BREAK_GLASS, Method::POST, &path(&late), Some(body.clone())).await;
+    assert_eq!((s, done), (StatusCode::OK, json!({ "success": true })));
+    assert_error(app.operator(BREAK_GLASS, Method::POST, &path(&late), Some(body.clone())).await, 409, "Conflict");
+    assert_error(app.operator(BREAK_GLASS, Method::POST, &path("0190a000-0000-7000-8000-000000000000"), Some(body.clone())).await, 404, "NotFound");
+    let (_, read) = app.get(&format!("/api/approvals/requests/{late}"), Some(a)).await;
+    assert_eq!(
+        (read["data"]["status"].as_str(), read["data"]["reason"].as_str()),
+        (Some("approved"), Some("[operator-override by ops-ada] customer escalated"))
+    );
+    assert_eq!(read["data"]["steps"][0]["status"], "skipped");
+    let (_, b) = app.operator(BREAK_GLASS, Method::GET, "/admin/approvals/breaches", None).await;
+    assert_eq!(b["data"], json!([]), "decided requests are no breach");
+    let (_, still) = app.get(&format!("/api/approvals/requests/{fresh}"), Some(a)).await;
+    assert_eq!(still["data"]["status"], "pending");
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "approval.request.overridden.v1").count(), 1);
+}
+db_test!(the_operator_sees_approval_routes_and_breaches_and_overrides_a_pending_request);

@@ -66,6 +66,7 @@ event_types! {
     APPROVAL_STEP_DECIDED = "approval.step.decided.v1";
     APPROVAL_REQUEST_APPROVED = "approval.request.approved.v1";
     APPROVAL_REQUEST_REJECTED = "approval.request.rejected.v1";
+    APPROVAL_REQUEST_OVERRIDDEN = "approval.request.overridden.v1";
     REBAC_RELATIONSHIP_CREATED = "rebac.relationship.created.v1";
     REBAC_RELATIONSHIP_DELETED = "rebac.relationship.deleted.v1";
     POLICY_BUNDLE_CREATED = "policy.bundle.created.v1";

@@ -1,0 +1,164 @@
+//! "Approvals": every tenant's approval routes, the pending requests past
+//! their route's SLA (worst first), and the operator's override of a
+//! pending request (RULINGS 1: a decision outside `approved`/`rejected` is
+//! 400, an unknown request 404, a decided one 409).
+
+use chrono::Utc;
+use hub_kernel::gate::{Operator, ops_tokens};
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_routes)).routes(routes!(breaches)).routes(routes!(overridden))
+}
+
+const ROUTES_CAP: i64 = 200;
+const BREACHES_CAP: usize = 100;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = AdminApprovalRoute)]
+struct RouteRow {
+    route_id: String,
+    tenant_id: String,
+    name: String,
+    status: String,
+    created_at: String,
+    /// The largest SLA of the route's steps, 0 when none.
+    sla_minutes: i64,
+}
+
+/// Approval routes of every tenant, newest first, at most 200.
+#[utoipa::path(get, path = "/admin/approvals/routes", tag = "admin-approvals",
+    responses((status = 200, description = "the routes", body = Data<Vec<RouteRow>>)))]
+async fn list_routes(State(state): State<AppState>, _: Operator) -> ApiResult<Response> {
+    let rows: Vec<RouteRow> = sqlx::query_as(
+        "SELECT route_id, tenant_id, name, status, created_at, sla_minutes FROM approval_route ORDER BY created_at DESC, route_id DESC LIMIT $1",
+    )
+    .bind(ROUTES_CAP)
+    .fetch_all(&state.db.read)
+    .await?;
+    Ok(ok(rows))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AdminApprovalBreach)]
+struct Breach {
+    request_id: String,
+    tenant_id: String,
+    route_id: String,
+    /// `subject_kind:subject_id`.
+    subject_ref: String,
+    requested_at: String,
+    status: String,
+    elapsed_minutes: i64,
+    sla_minutes: i64,
+}
+
+/// A pending request of a route with an SLA.
+#[derive(FromRow)]
+struct Pending {
+    request_id: String,
+    tenant_id: String,
+    route_id: String,
+    subject_kind: String,
+    subject_id: String,
+    requested_at: String,
+    status: String,
+    sla_minutes: i64,
+}
+
+/// Pending requests whose route has an SLA above 0 and that have waited
+/// strictly longer than it, worst (most minutes over) first, at most 100.
+#[utoipa::path(get, path = "/admin/approvals/breaches", tag = "admin-approvals",
+    responses((status = 200, description = "the breaches", body = Data<Vec<Breach>>)))]
+async fn breaches(State(state): State<AppState>, _: Operator) -> ApiResult<Response> {
+    let rows: Vec<Pending> = sqlx::query_as(
+        "SELECT r.request_id, r.tenant_id, r.route_id, r.subject_kind, r.subject_id, r.requested_at, r.status, t.sla_minutes \
+         FROM approval_request r JOIN approval_route t ON t.route_id = r.route_id \
+         WHERE r.status = 'pending' AND t.sla_minutes > 0 ORDER BY r.requested_at",
+    )
+    .fetch_all(&state.db.read)
+    .await?;
+    let now = Utc::now();
+    let mut out: Vec<Breach> = rows
+        .into_iter()
+        .filter_map(|p| {
+            let elapsed_minutes = (now - db::parse_time(&p.requested_at)?).num_minutes();
+            (elapsed_minutes > p.sla_minutes).then(|| Breach {
+                subject_ref: format!("{}:{}", p.subject_kind, p.subject_id),
+                request_id: p.request_id,
+                tenant_id: p.tenant_id,
+                route_id: p.route_id,
+                requested_at: p.requested_at,
+                status: p.status,
+                elapsed_minutes,
+                sla_minutes: p.sla_minutes,
+            })
+        })
+        .collect();
+    out.sort_by_key(|b| std::cmp::Reverse(b.elapsed_minutes - b.sla_minutes));
+    out.truncate(BREACHES_CAP);
+    Ok(ok(out))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AdminApprovalOverride)]
+struct Override {
+    /// `approved` or `rejected`.
+    #[schema(required = true)]
+    decision: Option<String>,
+    /// At most 2000 characters.
+    #[schema(required = true)]
+    reason: Option<String>,
+    /// Who decided (at most 200 characters).
+    #[schema(required = true)]
+    operator_id: Option<String>,
+}
+
+/// The bare success answer.
+#[derive(Serialize, ToSchema)]
+#[schema(as = AdminOverrideDone)]
+struct Done {
+    success: bool,
+}
+
+/// Decides a pending request over its steps: the request is approved or
+/// rejected, its undecided steps skipped, the reason stamped with the
+/// operator.
+#[utoipa::path(post, path = "/admin/approvals/requests/{request_id}/operator-override", tag = "admin-approvals", request_body = Override,
+    params(("request_id" = String, Path, description = "the request")),
+    responses((status = 200, description = "decided", body = Done)))]
+async fn overridden(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Body(body): Body<Override>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let decision = check.required("decision", &body.decision);
+    check.one_of("decision", &decision, &["approved", "rejected"]);
+    let reason = check.required("reason", &body.reason);
+    if reason.chars().count() > 2000 {
+        check.fail("reason must be at most 2000 characters");
+    }
+    let operator_id = check.required("operator_id", &body.operator_id);
+    if operator_id.chars().count() > 200 {
+        check.fail("operator_id must be at most 200 characters");
+    }
+    check.finish()?;
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let found: Option<(String, String)> =
+        sqlx::query_as("SELECT tenant_id, status FROM approval_request WHERE request_id = $1").bind(&id).fetch_optional(&mut *tx).await?;
+    let (tenant_id, status) = found.ok_or(ApiError::Missing("request not found"))?;
+    let stamped = format!("[operator-override by {operator_id}] {reason}");
+    let moved = sqlx::query("UPDATE approval_request SET status = $2, reason = $3, resolved_at = $4 WHERE request_id = $1 AND status = 'pending'")
+        .bind(&id)
+        .bind(&decision)
+        .bind(&stamped)
+        .bind(db::now())
+        .execute(&mut *tx)
+        .await?;
+    if moved.rows_affected() == 0 {
+        return Err(ApiError::Conflict(format!("the request is already {status}")));
+    }
+    sqlx::query("UPDATE approval_step SET status = 'skipped' WHERE request_id = $1 AND status = 'pending'").bind(&id).execute(&mut *tx).await?;
+    let payload = json!({ "request_id": id, "decision": decision, "operator_id": operator_id });
+    ops_tokens::record_in(&mut tx, &tenant_id, &who, events::APPROVAL_REQUEST_OVERRIDDEN, payload).await?;
+    tx.commit().await?;
+    Ok(axum::response::IntoResponse::into_response(axum::Json(Done { success: true })))
+}
