@@ -108,10 +108,7 @@ async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body):
         check.fail("document_kind must be 1 to 64 of a-z, 0-9, '.', '_', '-'");
     }
     let fields = fields(&mut check, body.fields.as_ref());
-    let description = Check::optional(&body.description);
-    if description.as_ref().is_some_and(|d| d.chars().count() > 500) {
-        check.fail("description must be at most 500 characters");
-    }
+    let description = check.optional_bounded("description", &body.description, 500);
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let last: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM taxonomy_schema WHERE tenant_id = $1 AND document_kind = $2")

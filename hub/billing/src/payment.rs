@@ -253,10 +253,7 @@ async fn charge(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
         check.fail("currency must be an ISO 4217 code (three capital letters)");
     }
     let method_id = check.required_uuid("payment_method_id", &body.payment_method_id).map(|u| u.to_string());
-    let description = Check::optional(&body.description);
-    if description.as_ref().is_some_and(|d| d.chars().count() > 1000) {
-        check.fail("description must be at most 1000 characters");
-    }
+    let description = check.optional_bounded("description", &body.description, 1000);
     if description.as_deref().is_some_and(looks_like_pan) {
         check.fail("a card number is never stored: description holds one");
     }

@@ -72,10 +72,7 @@ async fn create_campaign(State(state): State<AppState>, Tenant(ctx): Tenant, Bod
     if name.chars().count() > 200 {
         check.fail("name must be at most 200 characters");
     }
-    let description = Check::optional(&body.description);
-    if description.as_ref().is_some_and(|d| d.chars().count() > 2000) {
-        check.fail("description must be at most 2000 characters");
-    }
+    let description = check.optional_bounded("description", &body.description, 2000);
     let attributes = check.optional_object("attributes", body.attributes.as_ref());
     check.finish()?;
     let mut tx = state.db.begin().await?;
@@ -150,10 +147,7 @@ async fn create_journey(State(state): State<AppState>, Tenant(ctx): Tenant, Path
     let mut tx = state.db.begin().await?;
     let campaign = find(&mut *tx, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();
-    let name = Check::optional(&body.name);
-    if name.as_ref().is_some_and(|n| n.chars().count() > 200) {
-        check.fail("name must be at most 200 characters");
-    }
+    let name = check.optional_bounded("name", &body.name, 200);
     let steps = match body.steps {
         None | Some(Value::Null) => json!([]),
         Some(Value::Array(s)) if s.len() <= MAX_STEPS => Value::Array(s),

@@ -68,10 +68,7 @@ async fn authorise(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body
         check.fail("external_handle_id must be at most 256 characters");
     }
     let persona = check.required_uuid("authorized_persona_id", &body.authorized_persona_id).map(|u| u.to_string()).unwrap_or_default();
-    let display = Check::optional(&body.display_name);
-    if display.as_ref().is_some_and(|d| d.chars().count() > 200) {
-        check.fail("display_name must be at most 200 characters");
-    }
+    let display = check.optional_bounded("display_name", &body.display_name, 200);
     check.finish()?;
     let mut tx = state.db.begin().await?;
     if !personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, &persona).await? {

@@ -192,10 +192,7 @@ async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, Body
     if subject.chars().count() > 256 {
         check.fail("subject_id must be at most 256 characters");
     }
-    let reason = Check::optional(&body.reason);
-    if reason.as_ref().is_some_and(|r| r.chars().count() > 2000) {
-        check.fail("reason must be at most 2000 characters");
-    }
+    let reason = check.optional_bounded("reason", &body.reason, 2000);
     check.finish()?;
     let route_id = route_id.unwrap_or_default();
     let mut tx = state.db.begin().await?;
@@ -297,10 +294,7 @@ async fn decide(
     let mut check = Check::new();
     let decision = check.required("decision", &body.decision);
     check.one_of("decision", &decision, &DECISIONS);
-    let comment = Check::optional(&body.comment);
-    if comment.as_ref().is_some_and(|c| c.chars().count() > 2000) {
-        check.fail("comment must be at most 2000 characters");
-    }
+    let comment = check.optional_bounded("comment", &body.comment, 2000);
     check.finish()?;
     if step.approver_persona_id != ctx.persona_id {
         return Err(ApiError::forbidden("only the step's approver persona decides it"));

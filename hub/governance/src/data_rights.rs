@@ -210,10 +210,7 @@ async fn outcome(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
     let status = check.required("status", &body.status);
     check.one_of("status", &status, &OUTCOMES);
     let entry = check.optional_uuid("audit_entry_id", &body.audit_entry_id).map(|u| u.to_string());
-    let detail = Check::optional(&body.error_detail);
-    if detail.as_ref().is_some_and(|d| d.chars().count() > 2000) {
-        check.fail("error_detail must be at most 2000 characters");
-    }
+    let detail = check.optional_bounded("error_detail", &body.error_detail, 2000);
     check.finish()?;
     if let Some(e) = &entry {
         let known: Option<String> = sqlx::query_scalar("SELECT entry_id FROM audit_entry WHERE tenant_id = $1 AND entry_id = $2")

@@ -72,10 +72,7 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let kind = check.required("kind", &body.kind);
     check.one_of("kind", &kind, &KINDS);
     let blob = check.optional_uuid("blob_id", &body.blob_id).map(|u| u.to_string());
-    let note = Check::optional(&body.note);
-    if note.as_ref().is_some_and(|n| n.chars().count() > 4000) {
-        check.fail("note must be at most 4000 characters");
-    }
+    let note = check.optional_bounded("note", &body.note, 4000);
     if blob.is_none() && note.is_none() {
         check.fail("a capture needs a blob_id or a note");
     }

@@ -153,10 +153,7 @@ async fn start_offboarding(
     let mut check = Check::new();
     let now = Utc::now();
     let deadline = db::format_time(requested_deadline(&mut check, &body.deadline_at, now));
-    let reason = Check::optional(&body.reason);
-    if reason.as_ref().is_some_and(|r| r.chars().count() > 500) {
-        check.fail("reason must be at most 500 characters");
-    }
+    let reason = check.optional_bounded("reason", &body.reason, 500);
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let sql = format!(

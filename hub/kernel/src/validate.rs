@@ -52,6 +52,16 @@ impl Check {
         value.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_string)
     }
 
+    /// An optional string ([`Check::optional`]) of at most `max`
+    /// characters.
+    pub fn optional_bounded(&mut self, name: &str, value: &Option<String>, max: usize) -> Option<String> {
+        let v = Self::optional(value);
+        if v.as_ref().is_some_and(|v| v.chars().count() > max) {
+            self.errors.push(format!("{name} must be at most {max} characters"));
+        }
+        v
+    }
+
     /// A required UUID field of a body or query.
     pub fn required_uuid(&mut self, name: &str, value: &Option<String>) -> Option<Uuid> {
         let v = self.required(name, value);

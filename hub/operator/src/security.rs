@@ -45,14 +45,8 @@ async fn mint(State(state): State<AppState>, Operator(who): Operator, Body(body)
     }
     // RULINGS 1: 0 or a negative TTL would mint an expired token.
     let ttl = check.optional_int("ttl_seconds", body.ttl_seconds.as_ref(), 1, 10 * 365 * 24 * 3600);
-    let reason = Check::optional(&body.reason);
-    if reason.as_ref().is_some_and(|r| r.chars().count() > 500) {
-        check.fail("reason must be at most 500 characters");
-    }
-    let created_by = Check::optional(&body.created_by);
-    if created_by.as_ref().is_some_and(|c| c.chars().count() > 200) {
-        check.fail("created_by must be at most 200 characters");
-    }
+    let reason = check.optional_bounded("reason", &body.reason, 500);
+    let created_by = check.optional_bounded("created_by", &body.created_by, 200);
     check.finish()?;
     let (token, plaintext) = ops_tokens::mint(&state, &who, &label, ttl, reason, created_by).await?;
     Ok(created(Minted { id: token.id, label: token.label, token: plaintext, expires_at: token.expires_at }))

@@ -71,10 +71,7 @@ async fn suppress(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
     if address.chars().count() > 320 {
         check.fail("address must be at most 320 characters");
     }
-    let reason = Check::optional(&body.reason);
-    if reason.as_ref().is_some_and(|r| r.chars().count() > 500) {
-        check.fail("reason must be at most 500 characters");
-    }
+    let reason = check.optional_bounded("reason", &body.reason, 500);
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let made = add_suppression(&mut tx, &ctx.tenant_id, &channel, &address, reason.as_deref(), audit::actor_of(&ctx).1).await?;

@@ -67,10 +67,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     if from.is_some() && from == to {
         check.fail("to_persona_id must differ from from_persona_id");
     }
-    let notes = Check::optional(&body.notes);
-    if notes.as_ref().is_some_and(|n| n.chars().count() > 4000) {
-        check.fail("notes must be at most 4000 characters");
-    }
+    let notes = check.optional_bounded("notes", &body.notes, 4000);
     check.finish()?;
     let (deal, from, to) = (deal.unwrap_or_default(), from.unwrap_or_default(), to.unwrap_or_default());
     let mut tx = state.db.begin().await?;
@@ -134,10 +131,7 @@ async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
     let mut check = Check::new();
     let status = check.required("status", &body.status);
     check.one_of("status", &status, &STATUSES);
-    let reason = Check::optional(&body.reason);
-    if reason.as_ref().is_some_and(|r| r.chars().count() > 2000) {
-        check.fail("reason must be at most 2000 characters");
-    }
+    let reason = check.optional_bounded("reason", &body.reason, 2000);
     check.finish()?;
     if !next(&current).contains(&status.as_str()) {
         return Err(ApiError::Conflict(format!("a {current} handoff cannot become {status}")));

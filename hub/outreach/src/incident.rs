@@ -72,10 +72,7 @@ async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Bo
     }
     let severity = check.required("severity", &body.severity);
     check.one_of("severity", &severity, &SEVERITIES);
-    let description = Check::optional(&body.description);
-    if description.as_ref().is_some_and(|d| d.chars().count() > 8000) {
-        check.fail("description must be at most 8000 characters");
-    }
+    let description = check.optional_bounded("description", &body.description, 8000);
     let owner = check.optional_uuid("owner_persona_id", &body.owner_persona_id).map(|u| u.to_string());
     check.finish()?;
     let mut tx = state.db.begin().await?;
@@ -137,10 +134,7 @@ async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
     let mut check = Check::new();
     let status = check.required("status", &body.status);
     check.one_of("status", &status, &STATUSES);
-    let note = Check::optional(&body.note);
-    if note.as_ref().is_some_and(|n| n.chars().count() > 2000) {
-        check.fail("note must be at most 2000 characters");
-    }
+    let note = check.optional_bounded("note", &body.note, 2000);
     check.finish()?;
     if !next(&current).contains(&status.as_str()) {
         return Err(ApiError::Conflict(format!("an incident {current} cannot become {status}")));

@@ -78,10 +78,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     if !slug.is_empty() && !valid_slug(&slug) {
         check.fail("slug must be 1 to 128 of a-z, 0-9, '.', '_' or '-'");
     }
-    let description = Check::optional(&body.description);
-    if description.as_ref().is_some_and(|d| d.chars().count() > 4000) {
-        check.fail("description must be at most 4000 characters");
-    }
+    let description = check.optional_bounded("description", &body.description, 4000);
     let price = check.optional_int("price_minor", body.price_minor.as_ref(), 0, 1_000_000_000_000_000);
     let currency = Check::optional(&body.currency);
     match (&currency, body.price_minor.as_ref().is_some_and(|p| !p.is_null())) {

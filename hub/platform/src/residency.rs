@@ -68,10 +68,7 @@ async fn create_node(State(state): State<AppState>, Tenant(ctx): Tenant, Body(bo
     }
     let kind = check.required("kind", &body.kind);
     check.one_of("kind", &kind, &KINDS);
-    let code = Check::optional(&body.code);
-    if code.as_ref().is_some_and(|c| c.chars().count() > 32) {
-        check.fail("code must be at most 32 characters");
-    }
+    let code = check.optional_bounded("code", &body.code, 32);
     let class = Check::optional(&body.residency_class).unwrap_or_else(|| "open".into());
     check.one_of("residency_class", &class, &CLASSES);
     let parent = check.optional_uuid("parent_geo_node_id", &body.parent_geo_node_id).map(|u| u.to_string());

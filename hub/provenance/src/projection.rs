@@ -207,10 +207,7 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Path(subject
         Some(v) if v.to_string().len() > MAX_VALUE_BYTES => check.fail(format!("value must be at most {MAX_VALUE_BYTES} bytes of JSON")),
         Some(_) => {}
     }
-    let source = Check::optional(&body.source);
-    if source.as_ref().is_some_and(|s| s.chars().count() > 128) {
-        check.fail("source must be at most 128 characters");
-    }
+    let source = check.optional_bounded("source", &body.source, 128);
     let asserted_at = check.time_or_now("asserted_at", &body.asserted_at);
     check.finish()?;
     let sql = format!(
