@@ -45,13 +45,15 @@ struct Export {
 
 const COLUMNS: &str = "export_id, trace_id, format, status, artifact_key, sha256, signature_hex, key_id, size_bytes, requested_by, created_at, ready_at";
 
-/// The tenant's trace key, made on first use.
+/// The tenant's trace key, made on first use (only then through the
+/// writer: a read of an existing key takes no write lock).
 async fn trace_key(state: &AppState, tenant_id: &str) -> ApiResult<DataKey> {
-    let mut tx = state.db.begin().await?;
-    let key_id: Option<String> = sqlx::query_scalar("SELECT key_id FROM trace_key WHERE tenant_id = $1").bind(tenant_id).fetch_optional(&mut *tx).await?;
-    let key_id = match key_id {
+    const SELECT: &str = "SELECT key_id FROM trace_key WHERE tenant_id = $1";
+    let existing: Option<String> = sqlx::query_scalar(SELECT).bind(tenant_id).fetch_optional(&state.db.read).await?;
+    let key_id = match existing {
         Some(k) => k,
         None => {
+            let mut tx = state.db.begin().await?;
             let key = DataKey::create(&mut tx, &state.master).await?;
             sqlx::query("INSERT INTO trace_key (tenant_id, key_id, created_at) VALUES ($1, $2, $3) ON CONFLICT (tenant_id) DO NOTHING")
                 .bind(tenant_id)
@@ -59,12 +61,12 @@ async fn trace_key(state: &AppState, tenant_id: &str) -> ApiResult<DataKey> {
                 .bind(db::now())
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query_scalar("SELECT key_id FROM trace_key WHERE tenant_id = $1").bind(tenant_id).fetch_one(&mut *tx).await?
+            let k = sqlx::query_scalar(SELECT).bind(tenant_id).fetch_one(&mut *tx).await?;
+            tx.commit().await?;
+            k
         }
     };
-    let key = DataKey::load(&mut *tx, &state.master, &key_id).await?.ok_or_else(|| ApiError::Conflict("the tenant's trace key was destroyed".into()))?;
-    tx.commit().await?;
-    Ok(key)
+    DataKey::load(&state.db.read, &state.master, &key_id).await?.ok_or_else(|| ApiError::Conflict("the tenant's trace key was destroyed".into()))
 }
 
 #[derive(Deserialize, ToSchema)]
