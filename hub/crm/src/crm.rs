@@ -174,15 +174,6 @@ fn strings(check: &mut Check, name: &str, value: Option<&Value>, valid: fn(&str)
     out
 }
 
-/// An optional text of at most `max` characters.
-fn bounded(check: &mut Check, name: &str, value: &Option<String>, max: usize) -> Option<String> {
-    let v = Check::optional(value);
-    if v.as_ref().is_some_and(|v| v.chars().count() > max) {
-        check.fail(format!("{name} must be at most {max} characters"));
-    }
-    v
-}
-
 async fn owner_of_tenant(tx: &mut Tx, ctx: &TenantCtx, owner: &Option<String>) -> ApiResult<()> {
     match owner {
         Some(p) if !personas::exists_in_tenant(&mut **tx, &ctx.tenant_id, p).await? => {
@@ -236,7 +227,7 @@ async fn create_contact(State(state): State<AppState>, Tenant(ctx): Tenant, Body
         },
     );
     let phones = strings(&mut check, "phones", body.phones.as_ref(), is_e164, "an E.164 phone number (e.g. +14155550123)");
-    let company = bounded(&mut check, "company", &body.company, 200);
+    let company = check.optional_bounded("company", &body.company, 200);
     let owner = check.optional_uuid("owner_persona_id", &body.owner_persona_id).map(|u| u.to_string());
     let attributes = check.optional_object("attributes", body.attributes.as_ref());
     check.finish()?;
@@ -369,8 +360,8 @@ async fn create_lead(State(state): State<AppState>, Tenant(ctx): Tenant, Body(bo
         check.fail("name must be at most 200 characters");
     }
     let contact = check.optional_uuid("contact_id", &body.contact_id).map(|u| u.to_string());
-    let company = bounded(&mut check, "company", &body.company, 200);
-    let source = bounded(&mut check, "source", &body.source, 64);
+    let company = check.optional_bounded("company", &body.company, 200);
+    let source = check.optional_bounded("source", &body.source, 64);
     let status = Check::optional(&body.status).unwrap_or_else(|| "new".to_string());
     check.one_of("status", &status, &LEAD_STATUSES);
     let owner = check.optional_uuid("owner_persona_id", &body.owner_persona_id).map(|u| u.to_string());
@@ -462,7 +453,7 @@ async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
     if phone.as_deref().is_some_and(|p| !is_e164(p)) {
         check.fail("phone_number must be an E.164 phone number (e.g. +14155550123)");
     }
-    let recording = bounded(&mut check, "recording_url", &body.recording_url, 2000);
+    let recording = check.optional_bounded("recording_url", &body.recording_url, 2000);
     if recording.as_deref().is_some_and(|u| !(u.starts_with("https://") || u.starts_with("http://")) || u.chars().any(char::is_whitespace)) {
         check.fail("recording_url must be an http or https URL");
     }
@@ -470,7 +461,7 @@ async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
     if recording.is_some() && !consent {
         check.fail("recording_url needs recording_consent: true");
     }
-    let provider_id = bounded(&mut check, "provider_call_id", &body.provider_call_id, 256);
+    let provider_id = check.optional_bounded("provider_call_id", &body.provider_call_id, 256);
     let occurred_at = check.time_or_now("occurred_at", &body.occurred_at);
     check.finish()?;
     let mut tx = state.db.begin().await?;

@@ -154,7 +154,7 @@ async fn record(tx: &mut Tx, tenant_id: &str, provider: &str, payload: &Value) -
     // An inbound call nobody took is missed; the numbers are personal data
     // and stay out of the event.
     let missed = direction == "inbound" && (is_voicemail || matches!(status.as_str(), "no_answer" | "busy"));
-    let event = if missed { events::CALL_MISSED } else { events::CALL_LOGGED };
+    let event = if missed { events::CRM_CALL_MISSED } else { events::CRM_CALL_LOGGED };
     let payload = json!({ "call_leg_id": call_leg_id, "provider": provider, "direction": direction, "status": status, "is_voicemail": is_voicemail });
     audit::record_system(tx, tenant_id, &format!("{KIND}:{provider}"), event, payload).await?;
     Ok(json!({ "recorded": true, "call_leg_id": call_leg_id, "updated": existing.is_some() }))

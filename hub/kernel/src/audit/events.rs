@@ -151,8 +151,6 @@ event_types! {
     NOTIFICATION_SENT = "notification.message.sent.v1";
     NOTIFICATION_DELIVERED = "notification.message.delivered.v1";
     NOTIFICATION_FAILED = "notification.message.failed.v1";
-    CALL_LOGGED = "crm.call.logged.v1";
-    CALL_MISSED = "crm.call.missed.v1";
     QUIET_HOURS_SET = "notification.quiet_hours.set.v1";
     CRM_CONTACT_CREATED = "crm.contact.created.v1";
     CRM_LEAD_CREATED = "crm.lead.created.v1";
