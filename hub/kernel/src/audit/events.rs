@@ -177,4 +177,11 @@ mod tests {
         let unknown: Vec<&str> = ALL.iter().copied().filter(|t| !baseline.contains(t)).collect();
         assert!(unknown.is_empty(), "event types missing from baseline.txt: {unknown:?}");
     }
+
+    #[test]
+    fn every_type_has_one_constant() {
+        let mut seen = std::collections::HashSet::new();
+        let twice: Vec<&str> = ALL.iter().copied().filter(|t| !seen.insert(*t)).collect();
+        assert!(twice.is_empty(), "event types with two constants: {twice:?}");
+    }
 }
