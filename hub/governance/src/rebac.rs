@@ -6,11 +6,11 @@
 //! The gate asks the same question (see `Relations`) where a route names a
 //! persona the caller's roles do not cover.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use hub_identity::personas;
 use hub_kernel::{
-    db::Db,
+    db::{Backend, Db},
     gate::directory::{Lookup, RelationDirectory},
     prelude::*,
 };
@@ -197,30 +197,54 @@ async fn check(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): B
         Some(_) => check.fail("budget must be an object"),
     }
     check.finish()?;
-    let decision = reaches(&state.db.read, &ctx.tenant_id, &subject.unwrap_or_default(), &relation, &target.unwrap_or_default(), depth, nodes).await?;
+    let decision = reaches(&state.db, &ctx.tenant_id, &subject.unwrap_or_default(), &relation, &target.unwrap_or_default(), depth, nodes).await?;
     Ok(ok(decision))
 }
 
-/// The walk: breadth first from the subject along `relation`, one query
-/// per step (in chunks), stopping at the target, at the end of the graph,
-/// or when the budget is spent.
-pub async fn reaches(pool: &sqlx::AnyPool, tenant: &str, subject: &str, relation: &str, target: &str, max_depth: i64, max_nodes: i64) -> ApiResult<Decision> {
-    let mut parent: HashMap<String, String> = HashMap::new();
-    let mut seen: HashSet<String> = HashSet::from([subject.to_string()]);
-    let mut frontier = vec![subject.to_string()];
-    let mut depth = 0;
-    let answer = |decision: &'static str, path: Option<Vec<String>>, depth: i64, seen: usize, exhausted: bool| Decision {
+/// The walk: breadth first from the subject along `relation`, level by
+/// level, stopping at the target, at the end of the graph, or when the
+/// budget is spent. A level that reaches the target allows, through the
+/// smallest subject leading there; otherwise its new personas join the
+/// walk (each with the smallest subject leading to it as parent), unless
+/// they would pass `max_nodes`. PostgreSQL runs the walk as the function
+/// `rebac_reaches` (migration 0055), one round trip per check; SQLite, in
+/// process, runs it here with one query per level. Both answer alike.
+pub async fn reaches(db: &Db, tenant: &str, subject: &str, relation: &str, target: &str, max_depth: i64, max_nodes: i64) -> ApiResult<Decision> {
+    let answer = |decision: &'static str, path: Option<Vec<String>>, depth_used: i64, nodes_visited: i64| Decision {
         decision,
         allowed: decision == "allow",
         path,
-        budget: BudgetUse { max_depth, max_nodes, depth_used: depth, nodes_visited: seen as i64, exhausted },
+        budget: BudgetUse { max_depth, max_nodes, depth_used, nodes_visited, exhausted: decision == "indeterminate" },
     };
+    if db.backend == Backend::Postgres {
+        let (decision, path, depth, nodes): (String, Option<String>, i64, i64) =
+            sqlx::query_as("SELECT decision, path, depth_used, nodes_visited FROM rebac_reaches($1, $2, $3, $4, $5, $6)")
+                .bind(tenant)
+                .bind(subject)
+                .bind(relation)
+                .bind(target)
+                .bind(max_depth)
+                .bind(max_nodes)
+                .fetch_one(&db.read)
+                .await?;
+        let decision = match decision.as_str() {
+            "allow" => "allow",
+            "deny" => "deny",
+            _ => "indeterminate",
+        };
+        return Ok(answer(decision, path.map(|p| p.split(',').map(str::to_string).collect()), depth, nodes));
+    }
+    // persona -> the persona it was reached from (the subject has none).
+    let mut parent: HashMap<String, Option<String>> = HashMap::from([(subject.to_string(), None)]);
+    let mut frontier = vec![subject.to_string()];
+    let mut depth = 0;
     while !frontier.is_empty() {
         if depth == max_depth {
-            return Ok(answer("indeterminate", None, depth, seen.len(), true));
+            return Ok(answer("indeterminate", None, depth, parent.len() as i64));
         }
         depth += 1;
-        let mut next = Vec::new();
+        // object -> the smallest subject of this level leading to it.
+        let mut level: BTreeMap<String, String> = BTreeMap::new();
         for chunk in frontier.chunks(CHUNK) {
             let sql = format!(
                 "SELECT subject_persona_id, object_persona_id FROM rebac_relationship WHERE tenant_id = $1 AND relation = $2 AND subject_persona_id IN ({})",
@@ -230,29 +254,35 @@ pub async fn reaches(pool: &sqlx::AnyPool, tenant: &str, subject: &str, relation
             for s in chunk {
                 q = q.bind(s);
             }
-            for (from, to) in q.fetch_all(pool).await? {
-                if to == target {
-                    let mut path = vec![to, from.clone()];
-                    let mut at = from;
-                    while let Some(p) = parent.get(&at) {
-                        path.push(p.clone());
-                        at = p.clone();
+            for (from, to) in q.fetch_all(&db.read).await? {
+                match level.get_mut(&to) {
+                    Some(best) if *best <= from => {}
+                    Some(best) => *best = from,
+                    None => {
+                        level.insert(to, from);
                     }
-                    path.reverse();
-                    return Ok(answer("allow", Some(path), depth, seen.len() + 1, false));
-                }
-                if seen.insert(to.clone()) {
-                    if seen.len() as i64 > max_nodes {
-                        return Ok(answer("indeterminate", None, depth, seen.len() - 1, true));
-                    }
-                    parent.insert(to.clone(), from);
-                    next.push(to);
                 }
             }
         }
-        frontier = next;
+        if let Some(hit) = level.get(target) {
+            let mut path = vec![target.to_string()];
+            let mut at = Some(hit.clone());
+            while let Some(p) = at {
+                at = parent.get(&p).cloned().flatten();
+                path.push(p);
+            }
+            path.reverse();
+            let nodes = parent.len() as i64 + i64::from(!parent.contains_key(target));
+            return Ok(answer("allow", Some(path), depth, nodes));
+        }
+        level.retain(|to, _| !parent.contains_key(to));
+        if (parent.len() + level.len()) as i64 > max_nodes {
+            return Ok(answer("indeterminate", None, depth, max_nodes));
+        }
+        frontier = level.keys().cloned().collect();
+        parent.extend(level.into_iter().map(|(to, from)| (to, Some(from))));
     }
-    Ok(answer("deny", None, depth, seen.len(), false))
+    Ok(answer("deny", None, depth, parent.len() as i64))
 }
 
 /// The gate's ReBAC step over this group's tuples.
@@ -260,6 +290,6 @@ pub struct Relations;
 
 impl RelationDirectory for Relations {
     fn reaches<'a>(&'a self, db: &'a Db, tenant: &'a str, subject: &'a str, relation: &'a str, target: &'a str) -> Lookup<'a, bool> {
-        Box::pin(async move { Ok(reaches(&db.read, tenant, subject, relation, target, DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES).await?.allowed) })
+        Box::pin(async move { Ok(reaches(db, tenant, subject, relation, target, DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES).await?.allowed) })
     }
 }

@@ -183,7 +183,7 @@ fn main() -> anyhow::Result<()> {
         let (mut allowed, mut depth) = (0, 0);
         for (s, t) in &pairs {
             let started = Instant::now();
-            let d = hub_governance::rebac::reaches(&state.db.read, &tenant, s, "member", t, 25, 10_000).await?;
+            let d = hub_governance::rebac::reaches(&state.db, &tenant, s, "member", t, 25, 10_000).await?;
             lat.push(started.elapsed().as_secs_f64() * 1000.0);
             allowed += usize::from(d.allowed);
             depth += d.budget.depth_used;
