@@ -151,6 +151,17 @@ fn spawn_background(state: &AppState) {
             }
         }
     });
+    // Rate-limit leases a replica no longer draws on go back to the
+    // shared counters (see `gate::rate`).
+    let s = state.clone();
+    db::every(Duration::from_millis(500), move || {
+        let s = s.clone();
+        async move {
+            if let Err(e) = gate::rate::return_idle(&s).await {
+                tracing::warn!(error = %e, "returning idle rate leases");
+            }
+        }
+    });
     // Audit retention: shred expired payloads at start and then hourly.
     let s = state.clone();
     db::every(Duration::from_secs(3600), move || {

@@ -26,7 +26,7 @@ use hub_kernel::{
     gate::{
         BasicCredentials, Caller, ClientAddr, MaybeCaller,
         keys::{self, KeyRecord},
-        scope, throttle,
+        rate, scope, throttle,
         tokens::{self, Actor, Claims, TenantClaims},
     },
 };
@@ -655,7 +655,7 @@ async fn exchange(state: &AppState, addr: std::net::IpAddr, basic: Option<(Strin
     {
         return Err(ApiError::InvalidClient);
     }
-    keys::count_use(state, &key.key_id, key.rate_limit_rpm).await?;
+    rate::count_use(state, &key.key_id, key.rate_limit_rpm).await?;
     let scopes: Vec<String> = match Check::optional(&body.scope) {
         None => key.scopes.clone(),
         Some(requested) => {

@@ -77,6 +77,8 @@ pub struct Inner {
     /// The areas' answers to the gate's lookups (API keys, permissions,
     /// robot credentials).
     pub directories: Directories,
+    /// This replica's leases on credentials' rate windows.
+    pub rate: crate::gate::rate::RateLeases,
 }
 
 /// What changed, so other replicas can drop what they cached of it.
@@ -143,6 +145,7 @@ impl AppState {
             mail,
             streams: Default::default(),
             directories,
+            rate: Default::default(),
         })))
     }
 

@@ -69,4 +69,21 @@ async fn a_revocation_on_one_replica_reaches_the_others() {
     assert_eq!(a.get("/api/me", Some(s)).await.0, StatusCode::OK);
     assert_eq!(b.get("/api/me", Some(s)).await.0, StatusCode::OK);
     assert_eq!(a.get("/api/me", Some(s)).await.0, StatusCode::TOO_MANY_REQUESTS);
+    // A larger limit is leased to replicas in blocks: never more than the
+    // limit in all, and a lease one replica stops drawing on goes back.
+    let (_, wide) = a.post(&format!("/api/applications/{id}/keys"), Some(owner), json!({ "name": "w", "scopes": ["*"], "rate_limit_rpm": 100 })).await;
+    let w = wide["data"]["api_key"].as_str().unwrap();
+    let secs = chrono::Utc::now().timestamp() % 60;
+    if secs > 50 {
+        tokio::time::sleep(Duration::from_secs((61 - secs) as u64)).await;
+    }
+    for _ in 0..60 {
+        assert_eq!(a.get("/api/me", Some(w)).await.0, StatusCode::OK);
+    }
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    for i in 0..40 {
+        assert_eq!(b.get("/api/me", Some(w)).await.0, StatusCode::OK, "request {i} on B");
+    }
+    assert_eq!(b.get("/api/me", Some(w)).await.0, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(a.get("/api/me", Some(w)).await.0, StatusCode::TOO_MANY_REQUESTS);
 }

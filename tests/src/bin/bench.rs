@@ -1,223 +1,421 @@
-//! The project's load benchmark. Starts one hub on a fresh SQLite database
-//! (in this process, on its own runtime) and drives it over loopback HTTP:
-//! requests/s and latency percentiles for `GET /health`, an API-key GET, an
-//! ES256-JWT GET and a feature-flag evaluation (API key), then
-//! client-credentials grants/s and password logins/s.
+//! The project's gateway benchmark, driven from outside the hub: the
+//! release `hub` binary runs as its own process and `wrk` (a C load
+//! generator, one thread) sends the requests, so the client neither shares
+//! the hub's runtime nor costs more than the routes it measures. SQLite
+//! runs one hub; PostgreSQL (when `--postgres-url` or
+//! `HUB_TEST_POSTGRES_URL` is set) runs two replicas on one fresh database,
+//! each driven by its own `wrk` with half the connections, and adds them up.
 //!
-//! `cargo run --release -p tests --bin bench -- --seconds 10 --concurrency 64`
+//! Scenarios, interleaved in rounds so background load affects them alike:
+//! `GET /health`, `GET /api/me` with an API key, with a rate-limited API
+//! key, and with an ES256 JWT, and a feature-flag evaluation (API key);
+//! then client-credentials grants/s and password logins/s. Each is given
+//! as a share of `/health` in the same run.
+//!
+//! `tests/bench/gateway.sh` installs `wrk` when missing, builds and runs it:
+//! `cargo build --release -p hub -p tests && target/release/bench --seconds 10`
 
 use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, ensure};
+use anyhow::{Context, bail, ensure};
 use clap::Parser;
 use serde_json::{Value, json};
 
-#[derive(Parser, Clone, Copy)]
-#[command(about = "Load benchmark of the hub's gateway and credential paths")]
+#[derive(Parser, Clone)]
+#[command(about = "Load benchmark of the hub's gateway and credential paths, from outside the hub's process")]
 struct Args {
-    /// Seconds each scenario runs.
-    #[arg(long, default_value_t = 10)]
-    seconds: u64,
-    /// Concurrent client connections.
-    #[arg(long, default_value_t = 64)]
-    concurrency: usize,
-    /// Concurrent clients for password logins (argon2id is CPU-bound).
+    /// Seconds each scenario runs per round.
     #[arg(long, default_value_t = 4)]
-    login_concurrency: usize,
-    /// The four gateway scenarios run interleaved in this many rounds, so a
-    /// change in background load affects them alike.
+    seconds: u64,
+    /// Open connections (split between the replicas on PostgreSQL).
+    #[arg(long, default_value_t = 64)]
+    connections: usize,
+    /// Connections for password logins (argon2id is CPU-bound).
+    #[arg(long, default_value_t = 4)]
+    login_connections: usize,
+    /// The gateway scenarios run interleaved in this many rounds.
     #[arg(long, default_value_t = 3)]
     rounds: u32,
-    /// Worker threads of the hub's runtime.
-    #[arg(long, default_value_t = 2)]
-    server_threads: usize,
+    /// The hub binary (default: `hub` beside this one).
+    #[arg(long)]
+    hub: Option<PathBuf>,
+    /// A PostgreSQL server (`postgres://…`, any database): the benchmark
+    /// creates a fresh database there and drops it after. Defaults to
+    /// `HUB_TEST_POSTGRES_URL`.
+    #[arg(long, env = "HUB_TEST_POSTGRES_URL")]
+    postgres_url: Option<String>,
+    /// Skip SQLite (only PostgreSQL).
+    #[arg(long)]
+    no_sqlite: bool,
+    /// Also run every gateway scenario with the hub's metrics recorder off
+    /// (`HUB_METRICS=false`) and compare.
+    #[arg(long)]
+    compare_metrics: bool,
 }
 
-/// One scenario's request factory.
-type MakeRequest = Arc<dyn Fn(&reqwest::Client) -> reqwest::RequestBuilder + Send + Sync>;
-
-#[derive(Default)]
-struct Outcome {
-    name: &'static str,
-    requests: u64,
-    errors: u64,
-    seconds: f64,
-    latencies_us: Vec<u64>,
+/// One hub process.
+struct Hub {
+    child: Child,
+    base: String,
 }
 
-impl Outcome {
-    /// Adds another run of the same scenario.
-    fn absorb(&mut self, other: Outcome) {
-        self.name = other.name;
-        self.requests += other.requests;
-        self.errors += other.errors;
-        self.seconds += other.seconds;
-        self.latencies_us.extend(other.latencies_us);
-        self.latencies_us.sort_unstable();
-    }
-
-    fn rate(&self) -> f64 {
-        self.requests as f64 / self.seconds
-    }
-
-    fn percentile(&self, p: f64) -> f64 {
-        if self.latencies_us.is_empty() {
-            return f64::NAN;
-        }
-        let i = ((self.latencies_us.len() as f64 - 1.0) * p).round() as usize;
-        self.latencies_us[i] as f64 / 1000.0
+impl Drop for Hub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
-async fn run(name: &'static str, client: &reqwest::Client, make: MakeRequest, concurrency: usize, seconds: u64, expect: u16) -> Outcome {
-    // A short warm-up fills connection pools and caches.
-    let warm = Instant::now();
-    while warm.elapsed() < Duration::from_millis(300) {
-        let _ = make(client).send().await;
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Starts `hub serve` and waits for its `/health`.
+async fn start_hub(bin: &Path, data: &Path, database_url: Option<&str>, extra: &[(&str, &str)]) -> anyhow::Result<Hub> {
+    let port = free_port()?;
+    std::fs::create_dir_all(data)?;
+    let log = std::fs::File::create(data.join("hub.log"))?;
+    let mut cmd = Command::new(bin);
+    cmd.arg("serve")
+        .env("HUB_LISTEN", format!("127.0.0.1:{port}"))
+        .env("HUB_DATA_DIR", data)
+        .env("HUB_DEV", "true")
+        .env("HUB_MASTER_KEY", "11".repeat(32))
+        .env("HUB_PUBLIC_URL", "http://bench.local")
+        .env("HUB_QUIC_LISTEN", "off")
+        .env("HUB_LOG", "warn")
+        .env_remove("DATABASE_URL")
+        .stdout(Stdio::null())
+        .stderr(log);
+    if let Some(url) = database_url {
+        cmd.env("DATABASE_URL", url);
     }
-    let stop = Arc::new(AtomicBool::new(false));
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().with_context(|| format!("starting {}", bin.display()))?;
+    let hub = Hub { child, base: format!("http://127.0.0.1:{port}") };
+    let client = reqwest::Client::new();
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..concurrency {
-        let (client, make, stop) = (client.clone(), make.clone(), stop.clone());
-        tasks.push(tokio::spawn(async move {
-            let (mut lat, mut errors) = (Vec::with_capacity(100_000), 0u64);
-            while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                match make(&client).send().await {
-                    Ok(res) if res.status().as_u16() == expect => {
-                        let _ = res.bytes().await;
-                        lat.push(t.elapsed().as_micros() as u64);
-                    }
-                    _ => errors += 1,
-                }
-            }
-            (lat, errors)
-        }));
+    loop {
+        if let Ok(r) = client.get(format!("{}/health", hub.base)).send().await
+            && r.status() == 200
+        {
+            return Ok(hub);
+        }
+        ensure!(started.elapsed() < Duration::from_secs(60), "the hub did not answer /health; see {}", data.join("hub.log").display());
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_secs(seconds)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut latencies_us = Vec::new();
-    let mut errors = 0;
-    for t in tasks {
-        let (lat, e) = t.await.expect("client task");
-        latencies_us.extend(lat);
-        errors += e;
-    }
-    let seconds = started.elapsed().as_secs_f64();
-    latencies_us.sort_unstable();
-    Outcome { name, requests: latencies_us.len() as u64, errors, seconds, latencies_us }
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+/// What one `wrk` run measured.
+#[derive(Clone, Copy, Default)]
+struct Measured {
+    rate: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    errors: u64,
+}
+
+/// A scenario as `wrk` sends it.
+#[derive(Clone)]
+struct Scenario {
+    name: &'static str,
+    method: &'static str,
+    path: &'static str,
+    bearer: Option<String>,
+    body: Option<String>,
+}
+
+impl Scenario {
+    fn lua(&self) -> String {
+        let quote = |s: &str| format!("{s:?}");
+        let mut lua = format!("wrk.method = {}\n", quote(self.method));
+        if let Some(b) = &self.bearer {
+            lua += &format!("wrk.headers[\"Authorization\"] = {}\n", quote(&format!("Bearer {b}")));
+        }
+        if let Some(body) = &self.body {
+            lua += "wrk.headers[\"Content-Type\"] = \"application/json\"\n";
+            lua += &format!("wrk.body = {}\n", quote(body));
+        }
+        lua
+    }
+}
+
+fn duration_ms(text: &str) -> anyhow::Result<f64> {
+    let split = text.find(|c: char| c.is_ascii_alphabetic()).context("a unit")?;
+    let (n, unit) = text.split_at(split);
+    let n: f64 = n.parse()?;
+    Ok(match unit {
+        "us" => n / 1000.0,
+        "ms" => n,
+        "s" => n * 1000.0,
+        "m" => n * 60_000.0,
+        _ => bail!("unknown unit {unit}"),
+    })
+}
+
+/// Reads `wrk --latency` output.
+fn parse_wrk(out: &str) -> anyhow::Result<Measured> {
+    let mut m = Measured::default();
+    for line in out.lines().map(str::trim) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["Requests/sec:", r] => m.rate = r.parse()?,
+            ["50.000%" | "50%", t] => m.p50_ms = duration_ms(t)?,
+            ["99.000%" | "99%", t] => m.p99_ms = duration_ms(t)?,
+            ["Non-2xx", "or", "3xx", "responses:", n] => m.errors += n.parse::<u64>()?,
+            ["Socket", "errors:", rest @ ..] => {
+                m.errors += rest.iter().filter_map(|w| w.trim_end_matches(',').parse::<u64>().ok()).sum::<u64>();
+            }
+            _ => {}
+        }
+    }
+    ensure!(m.rate > 0.0, "no rate in wrk's output:\n{out}");
+    Ok(m)
+}
+
+/// Runs the scenario against every replica at once (connections split
+/// between them) and adds the rates up (latencies: the worst replica's).
+async fn drive(dir: &Path, bases: &[String], s: &Scenario, connections: usize, seconds: u64) -> anyhow::Result<Measured> {
+    let script = dir.join(format!("{}.lua", s.name.replace(|c: char| !c.is_ascii_alphanumeric(), "_")));
+    std::fs::write(&script, s.lua())?;
+    let per = (connections / bases.len()).max(1);
+    let runs: Vec<_> = bases
+        .iter()
+        .map(|base| {
+            tokio::process::Command::new("wrk")
+                .args(["-t1", &format!("-c{per}"), &format!("-d{seconds}s"), "--latency", "-s"])
+                .arg(&script)
+                .arg(format!("{base}{}", s.path))
+                .output()
+        })
+        .collect();
+    let mut total = Measured::default();
+    for run in runs {
+        let out = run.await.context("running wrk (install it: apt-get install wrk)")?;
+        ensure!(out.status.success(), "wrk: {}", String::from_utf8_lossy(&out.stderr));
+        let m = parse_wrk(&String::from_utf8_lossy(&out.stdout))?;
+        total.rate += m.rate;
+        total.p50_ms = total.p50_ms.max(m.p50_ms);
+        total.p99_ms = total.p99_ms.max(m.p99_ms);
+        total.errors += m.errors;
+    }
+    Ok(total)
+}
+
+async fn post(client: &reqwest::Client, url: String, token: Option<&str>, body: Value) -> anyhow::Result<Value> {
+    let mut req = client.post(&url).json(&body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let res = req.send().await?;
+    let status = res.status();
+    let body: Value = res.json().await.unwrap_or(Value::Null);
+    ensure!(status.is_success(), "{url}: {status}: {body}");
+    Ok(body)
+}
+
+/// A tenant with an API key, a rate-limited one, a JWT and a flag.
+async fn scenarios(base: &str) -> anyhow::Result<(Vec<Scenario>, Vec<Scenario>)> {
+    let client = &reqwest::Client::new();
+    let url = |p: &str| format!("{base}{p}");
+    let signup = post(
+        client,
+        url("/api/auth/signup-tenant"),
+        None,
+        json!({ "email": "bench@example.com", "password": "bench password", "org_name": "Bench", "app_id": "bench", "display_name": "Bench", "region": "eu-west-1" }),
+    )
+    .await?;
+    let jwt = signup["data"]["token"].as_str().context("signup token")?.to_string();
+    let app = post(client, url("/api/applications"), Some(&jwt), json!({ "name": "bench", "slug": "bench", "environment": "live" })).await?;
+    let app_id = app["data"]["application_id"].as_str().context("application")?.to_string();
+    let key = post(client, url(&format!("/api/applications/{app_id}/keys")), Some(&jwt), json!({ "name": "bench", "scopes": ["*"] })).await?;
+    let api_key = key["data"]["api_key"].as_str().context("api key")?.to_string();
+    // Limited, but far above what the run sends: every request is counted.
+    let limited = post(
+        client,
+        url(&format!("/api/applications/{app_id}/keys")),
+        Some(&jwt),
+        json!({ "name": "limited", "scopes": ["*"], "rate_limit_rpm": 1_000_000_000 }),
+    )
+    .await?;
+    let limited = limited["data"]["api_key"].as_str().context("limited key")?.to_string();
+    // A flag with a rollout whose predicate fails and a 50% rollout
+    // behind it, so an evaluation walks constraints and a bucket.
+    post(client, url("/api/feature-flags"), Some(&jwt), json!({ "flag_key": "bench-flag", "default_value": "control" })).await?;
+    for rollout in [
+        json!({ "priority": 1, "predicate": [{ "context_name": "attributes.plan", "operator": "in", "values": ["enterprise"] }], "value": "enterprise" }),
+        json!({ "priority": 2, "percentage": 50, "predicate": [{ "context_name": "bu_id", "operator": "in", "values": ["bu-1", "bu-2"] }], "value": "treatment" }),
+    ] {
+        post(client, url("/api/feature-flags/bench-flag/rollouts"), Some(&jwt), rollout).await?;
+    }
+    let get = |name, bearer: Option<&String>| Scenario { name, method: "GET", path: "/api/me", bearer: bearer.cloned(), body: None };
+    let gateway = vec![
+        Scenario { name: "GET /health", method: "GET", path: "/health", bearer: None, body: None },
+        get("GET /api/me (API key)", Some(&api_key)),
+        get("GET /api/me (rate-limited key)", Some(&limited)),
+        get("GET /api/me (ES256 JWT)", Some(&jwt)),
+        Scenario {
+            name: "POST …/feature-flags/…/evaluate",
+            method: "POST",
+            path: "/api/feature-flags/bench-flag/evaluate",
+            bearer: Some(api_key.clone()),
+            body: Some(json!({ "persona_id": "user-42", "bu_id": "bu-1", "attributes": { "plan": "pro", "seats": 12 } }).to_string()),
+        },
+    ];
+    let credentials = vec![
+        Scenario {
+            name: "POST /api/auth/token (grant)",
+            method: "POST",
+            path: "/api/auth/token",
+            bearer: None,
+            body: Some(json!({ "grant_type": "client_credentials", "client_secret": api_key }).to_string()),
+        },
+        Scenario {
+            name: "POST /api/auth/login (argon2id)",
+            method: "POST",
+            path: "/api/auth/login",
+            bearer: None,
+            body: Some(json!({ "email": "bench@example.com", "password": "bench password" }).to_string()),
+        },
+    ];
+    Ok((gateway, credentials))
+}
+
+/// A fresh PostgreSQL database on the server `server` names, dropped
+/// with it.
+struct FreshDb {
+    admin: sqlx::PgPool,
+    name: String,
+    url: String,
+}
+
+impl FreshDb {
+    async fn create(server: &str, n: usize) -> anyhow::Result<FreshDb> {
+        let name = format!("hubbench_{}_{n}", std::process::id());
+        let admin = sqlx::PgPool::connect(server).await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await?;
+        let mut url = reqwest::Url::parse(server)?;
+        url.set_path(&name);
+        Ok(FreshDb { admin, name, url: url.to_string() })
+    }
+
+    async fn drop(self) -> anyhow::Result<()> {
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))).execute(&self.admin).await?;
+        Ok(())
+    }
+}
+
+/// One backend: its hubs (a fresh database for each metrics setting),
+/// every scenario, the table.
+async fn bench(args: &Args, bin: &Path, label: &str, server: Option<&str>) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let server_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(args.server_threads).enable_all().build()?;
-    let mut config = hub_kernel::config::Config::for_tests(dir.path().into(), None);
-    config.listen = "127.0.0.1:0".parse()?;
-    let server = server_rt.block_on(async {
-        let state = hub::prepare(config).await?;
-        hub::start(state).await
-    })?;
-    let base = format!("http://{}", server.addr);
-    println!("hub on {base} (SQLite, {} server threads); {}s per scenario, {} connections", args.server_threads, args.seconds, args.concurrency);
-
-    let client_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let outcomes = client_rt.block_on(async move {
-        let client = reqwest::Client::builder().pool_max_idle_per_host(args.concurrency * 2).build()?;
-        let signup: Value = client
-            .post(format!("{base}/api/auth/signup-tenant"))
-            .json(&json!({ "email": "bench@example.com", "password": "bench password", "org_name": "Bench", "app_id": "bench", "display_name": "Bench", "region": "eu-west-1" }))
-            .send()
-            .await?
-            .json()
-            .await?;
-        let jwt = signup["data"]["token"].as_str().context("signup token")?.to_string();
-        let app: Value = client
-            .post(format!("{base}/api/applications"))
-            .bearer_auth(&jwt)
-            .json(&json!({ "name": "bench", "slug": "bench", "environment": "live" }))
-            .send()
-            .await?
-            .json()
-            .await?;
-        let app_id = app["data"]["application_id"].as_str().context("application")?;
-        let key: Value = client
-            .post(format!("{base}/api/applications/{app_id}/keys"))
-            .bearer_auth(&jwt)
-            .json(&json!({ "name": "bench", "scopes": ["*"] }))
-            .send()
-            .await?
-            .json()
-            .await?;
-        let api_key = key["data"]["api_key"].as_str().context("api key")?.to_string();
-        let me = client.get(format!("{base}/api/me")).bearer_auth(&api_key).send().await?;
-        ensure!(me.status() == 200, "the API key does not authenticate");
-        // A flag with a rollout whose predicate fails and a 50% rollout
-        // behind it, so an evaluation walks constraints and a bucket.
-        let flag = client
-            .post(format!("{base}/api/feature-flags"))
-            .bearer_auth(&jwt)
-            .json(&json!({ "flag_key": "bench-flag", "default_value": "control" }))
-            .send()
-            .await?;
-        ensure!(flag.status() == 201, "creating the benchmark's flag: {}", flag.text().await?);
-        for rollout in [
-            json!({ "priority": 1, "predicate": [{ "context_name": "attributes.plan", "operator": "in", "values": ["enterprise"] }], "value": "enterprise" }),
-            json!({ "priority": 2, "percentage": 50, "predicate": [{ "context_name": "bu_id", "operator": "in", "values": ["bu-1", "bu-2"] }], "value": "treatment" }),
-        ] {
-            let r = client.post(format!("{base}/api/feature-flags/bench-flag/rollouts")).bearer_auth(&jwt).json(&rollout).send().await?;
-            ensure!(r.status() == 201, "adding the benchmark's rollouts: {}", r.text().await?);
-        }
-
-        let url = |p: &str| format!("{base}{p}");
-        let health: MakeRequest = { let u = url("/health"); Arc::new(move |c| c.get(&u)) };
-        let by_key: MakeRequest = { let (u, k) = (url("/api/me"), api_key.clone()); Arc::new(move |c| c.get(&u).bearer_auth(&k)) };
-        let by_jwt: MakeRequest = { let (u, t) = (url("/api/me"), jwt.clone()); Arc::new(move |c| c.get(&u).bearer_auth(&t)) };
-        let evaluate: MakeRequest = {
-            let (u, k) = (url("/api/feature-flags/bench-flag/evaluate"), api_key.clone());
-            let body = json!({ "persona_id": "user-42", "bu_id": "bu-1", "attributes": { "plan": "pro", "seats": 12 } }).to_string();
-            Arc::new(move |c| c.post(&u).bearer_auth(&k).header("content-type", "application/json").body(body.clone()))
-        };
-        let grant: MakeRequest = {
-            let (u, k) = (url("/api/auth/token"), api_key.clone());
-            Arc::new(move |c| c.post(&u).json(&json!({ "grant_type": "client_credentials", "client_secret": k })))
-        };
-        let login: MakeRequest = {
-            let u = url("/api/auth/login");
-            Arc::new(move |c| c.post(&u).json(&json!({ "email": "bench@example.com", "password": "bench password" })))
-        };
-        let mut out: Vec<Outcome> = (0..4).map(|_| Outcome::default()).collect();
-        let slice = (args.seconds / u64::from(args.rounds)).max(1);
-        for _ in 0..args.rounds {
-            out[0].absorb(run("GET /health", &client, health.clone(), args.concurrency, slice, 200).await);
-            out[1].absorb(run("GET /api/me (API key)", &client, by_key.clone(), args.concurrency, slice, 200).await);
-            out[2].absorb(run("GET /api/me (ES256 JWT)", &client, by_jwt.clone(), args.concurrency, slice, 200).await);
-            out[3].absorb(run("POST /api/feature-flags/…/evaluate", &client, evaluate.clone(), args.concurrency, slice, 200).await);
-        }
-        out.push(run("POST /api/auth/token (grant)", &client, grant, args.concurrency, args.seconds, 200).await);
-        out.push(run("POST /api/auth/login (argon2id)", &client, login, args.login_concurrency, args.seconds, 200).await);
-        anyhow::Ok(out)
-    })?;
-
-    println!("\n{:<34} {:>12} {:>9} {:>9} {:>9} {:>8}", "scenario", "requests/s", "p50 ms", "p99 ms", "max ms", "errors");
-    for o in &outcomes {
-        println!("{:<34} {:>12.0} {:>9.2} {:>9.2} {:>9.2} {:>8}", o.name, o.rate(), o.percentile(0.50), o.percentile(0.99), o.percentile(1.0), o.errors);
+    let replicas = if server.is_some() { 2 } else { 1 };
+    let mut variants: Vec<(&str, Vec<(&str, &str)>)> = vec![("metrics on", vec![])];
+    if args.compare_metrics {
+        variants.push(("metrics off", vec![("HUB_METRICS", "false")]));
     }
-    let health = outcomes[0].rate();
-    println!();
-    for o in &outcomes[1..3] {
-        println!("{}: {:.1}% of /health throughput (target: within 10%)", o.name, 100.0 * o.rate() / health);
+    let mut gateway_rates: Vec<Vec<f64>> = Vec::new();
+    for (n, (variant, env)) in variants.iter().enumerate() {
+        let db = match server {
+            Some(server) => Some(FreshDb::create(server, n).await?),
+            None => None,
+        };
+        println!(
+            "\n{label}, {variant}: {replicas} hub process(es), wrk -t1 -c{} ({}), {} rounds of {} s per scenario",
+            args.connections,
+            if replicas > 1 { "split between the replicas" } else { "one hub" },
+            args.rounds,
+            args.seconds
+        );
+        let outcome = bench_variant(args, bin, dir.path(), db.as_ref().map(|d| d.url.as_str()), replicas, env, n == 0).await;
+        if let Some(db) = db {
+            db.drop().await?;
+        }
+        let totals = outcome?;
+        gateway_rates.push(totals);
     }
-    println!("{}: {:.1}% of /health throughput (target: at least 75%)", outcomes[3].name, 100.0 * outcomes[3].rate() / health);
-    println!("grants/s: {:.0} (target: at least 5,000)", outcomes[4].rate());
-    println!("password logins/s: {:.0} (argon2id, m=19 MiB, t=2: bounded by design)", outcomes[5].rate());
-    server_rt.block_on(server.stop())?;
+    if let [on, off] = gateway_rates.as_slice() {
+        println!("\n{label}: metrics on against off (target: within 3%)");
+        for (i, s) in
+            ["GET /health", "GET /api/me (API key)", "GET /api/me (rate-limited key)", "GET /api/me (ES256 JWT)", "POST …/evaluate"].iter().enumerate()
+        {
+            println!("  {s:<34} {:+.1}%", 100.0 * (on[i] - off[i]) / off[i]);
+        }
+    }
+    Ok(())
+}
+
+/// The hubs of one setting, every scenario; answers the gateway rates.
+async fn bench_variant(
+    args: &Args,
+    bin: &Path,
+    dir: &Path,
+    database_url: Option<&str>,
+    replicas: usize,
+    env: &[(&str, &str)],
+    credentials_too: bool,
+) -> anyhow::Result<Vec<f64>> {
+    let mut hubs = Vec::new();
+    for i in 0..replicas {
+        let data = dir.join(format!("hub-{}-{i}", env.len()));
+        let _ = std::fs::remove_dir_all(&data);
+        hubs.push(start_hub(bin, &data, database_url, env).await?);
+    }
+    let bases: Vec<String> = hubs.iter().map(|h| h.base.clone()).collect();
+    let (gateway, credentials) = scenarios(&bases[0]).await?;
+    // Warm-up: caches filled, connections made.
+    for s in &gateway {
+        drive(dir, &bases, s, args.connections, 1).await?;
+    }
+    let mut totals = vec![(0.0, 0.0f64, 0.0f64, 0u64); gateway.len()];
+    for _ in 0..args.rounds {
+        for (i, s) in gateway.iter().enumerate() {
+            let m = drive(dir, &bases, s, args.connections, args.seconds).await?;
+            totals[i].0 += m.rate / f64::from(args.rounds);
+            totals[i].1 = totals[i].1.max(m.p50_ms);
+            totals[i].2 = totals[i].2.max(m.p99_ms);
+            totals[i].3 += m.errors;
+        }
+    }
+    let mut rows: Vec<(&str, f64, f64, f64, u64)> = gateway.iter().zip(&totals).map(|(s, t)| (s.name, t.0, t.1, t.2, t.3)).collect();
+    if credentials_too {
+        let grant = drive(dir, &bases, &credentials[0], args.connections, args.seconds).await?;
+        rows.push((credentials[0].name, grant.rate, grant.p50_ms, grant.p99_ms, grant.errors));
+        let login = drive(dir, &bases, &credentials[1], args.login_connections.max(replicas), args.seconds).await?;
+        rows.push((credentials[1].name, login.rate, login.p50_ms, login.p99_ms, login.errors));
+    }
+    println!("{:<36} {:>12} {:>10} {:>9} {:>9} {:>8}", "scenario", "requests/s", "of /health", "p50 ms", "p99 ms", "errors");
+    let health = totals[0].0;
+    for (name, rate, p50, p99, errors) in &rows {
+        println!("{name:<36} {rate:>12.0} {:>9.1}% {p50:>9.2} {p99:>9.2} {errors:>8}", 100.0 * rate / health);
+    }
+    let share = |i: usize| 100.0 * totals[i].0 / health;
+    println!("authenticated routes: API key {:.1}%, JWT {:.1}%, flag evaluation {:.1}% of /health (target: at least 75%)", share(1), share(3), share(4));
+    println!("rate-limited key: {:.1}% of the same route with an unlimited key (target: at least 90%)", 100.0 * totals[2].0 / totals[1].0);
+    Ok(totals.iter().map(|t| t.0).collect())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let bin = match &args.hub {
+        Some(b) => b.clone(),
+        None => std::env::current_exe()?.with_file_name("hub"),
+    };
+    ensure!(bin.exists(), "no hub binary at {} (cargo build --release -p hub)", bin.display());
+    let wrk = Command::new("wrk").arg("--version").output();
+    ensure!(wrk.is_ok(), "wrk is not installed (apt-get install wrk, or run tests/bench/gateway.sh)");
+    if !args.no_sqlite {
+        bench(&args, &bin, "SQLite", None).await?;
+    }
+    if let Some(server) = &args.postgres_url {
+        bench(&args, &bin, "PostgreSQL", Some(server)).await?;
+    }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! API keys at the gate: verification of a secret (cached, compared in
-//! constant time), the key behind an exchanged token, usage counting
-//! against a credential's per-minute limit, and permission resolution.
+//! constant time), the key behind an exchanged token, the sweep of rate
+//! windows (counted in `rate`), and permission resolution.
 //! The rows come from the identity area through `KeyDirectory`.
 
 use super::directory::TenantStanding;
@@ -112,28 +112,6 @@ pub async fn by_id(state: &AppState, key_id: &str) -> ApiResult<Arc<KeyRecord>> 
     let key = Arc::new(found.ok_or(ApiError::Unauthorized("invalid token"))?);
     state.api_keys_by_id.put(generation, key_id.to_string(), key.clone());
     Ok(key)
-}
-
-/// Counts one use of the credential `id` in its current one-minute window
-/// (`credential_rate_window`, which every hub replica shares, owned by the
-/// gate) and refuses it over `limit` with 429 and the seconds to the next
-/// window. No limit: nothing is counted.
-pub async fn count_use(state: &AppState, id: &str, limit: Option<i64>) -> ApiResult<()> {
-    let Some(limit) = limit else { return Ok(()) };
-    let now = chrono::Utc::now().timestamp();
-    let window = now / 60;
-    let hits: i64 = sqlx::query_scalar(
-        "INSERT INTO credential_rate_window (key_id, window_start, hits) VALUES ($1, $2, 1) \
-         ON CONFLICT (key_id, window_start) DO UPDATE SET hits = credential_rate_window.hits + 1 RETURNING hits",
-    )
-    .bind(id)
-    .bind(window)
-    .fetch_one(state.db.writer())
-    .await?;
-    if hits > limit {
-        return Err(ApiError::RateLimited((60 - now % 60) as u64));
-    }
-    Ok(())
 }
 
 /// Deletes rate windows that can no longer matter.

@@ -10,6 +10,7 @@
 pub mod directory;
 pub mod keys;
 pub mod ops_tokens;
+pub mod rate;
 pub mod robots;
 pub mod scope;
 pub mod throttle;
@@ -135,7 +136,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     match outcome {
         Ok(caller) => {
             if let Caller::Machine { key, .. } = &caller
-                && let Err(e) = keys::count_use(&state, &key.key_id, key.rate_limit_rpm).await
+                && let Err(e) = rate::count_use(&state, &key.key_id, key.rate_limit_rpm).await
             {
                 return e.into_response();
             }

@@ -7,10 +7,7 @@ use std::sync::Arc;
 
 use axum::{extract::FromRequestParts, http::request::Parts};
 
-use super::{
-    bearer,
-    keys::{count_use, tenant_open},
-};
+use super::{bearer, keys::tenant_open, rate::count_use};
 use crate::{
     crypto,
     error::{ApiError, ApiResult},
