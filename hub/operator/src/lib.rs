@@ -3,8 +3,10 @@
 
 pub mod approvals;
 pub mod audit;
+mod fields;
 pub mod multi_region;
 pub mod security;
+pub mod sovereign;
 pub mod tenants;
 pub mod webhooks;
 
@@ -20,4 +22,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(tenants::routes())
         .merge(approvals::routes())
         .merge(multi_region::routes())
+        .merge(sovereign::routes())
 }
