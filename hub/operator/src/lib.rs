@@ -5,6 +5,7 @@ pub mod approvals;
 pub mod audit;
 mod fields;
 pub mod multi_region;
+pub mod onprem;
 pub mod security;
 pub mod sovereign;
 pub mod tenants;
@@ -23,4 +24,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(approvals::routes())
         .merge(multi_region::routes())
         .merge(sovereign::routes())
+        .merge(onprem::routes())
 }

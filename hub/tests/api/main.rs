@@ -52,6 +52,7 @@ mod offers;
 mod operations;
 mod operator;
 mod operator_multi_region;
+mod operator_onprem;
 mod operator_sovereign;
 mod parsing;
 mod payments;
