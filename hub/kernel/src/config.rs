@@ -119,6 +119,18 @@ pub struct Config {
     /// release is refused (503).
     #[arg(long, env = "HUB_SOVEREIGN_BUNDLE_PUBLIC_KEY", value_parser = ed25519_public_key)]
     pub sovereign_bundle_public_key: Option<String>,
+    /// Storm report feeds `POST /admin/storm/ingest-now` asks in order
+    /// (comma-separated http(s) URLs) before its synthetic last provider.
+    #[arg(long, env = "HUB_STORM_FEED_URLS", value_delimiter = ',', value_parser = http_url)]
+    pub storm_feed_urls: Vec<String>,
+}
+
+/// An http or https URL.
+fn http_url(s: &str) -> Result<String, String> {
+    match url::Url::parse(s.trim()) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => Ok(s.trim().to_string()),
+        _ => Err("must be an http or https URL".into()),
+    }
 }
 
 /// An Ed25519 public key: 32 bytes as 64 hexadecimal characters.
@@ -186,6 +198,7 @@ impl Config {
             smtp_url: None,
             mail_from: None,
             sovereign_bundle_public_key: None,
+            storm_feed_urls: Vec::new(),
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod multi_region;
 pub mod onprem;
 pub mod security;
 pub mod sovereign;
+pub mod storm;
 pub mod tenants;
 pub mod webhooks;
 
@@ -25,4 +26,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(multi_region::routes())
         .merge(sovereign::routes())
         .merge(onprem::routes())
+        .merge(storm::routes())
 }

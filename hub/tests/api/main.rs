@@ -54,6 +54,7 @@ mod operator;
 mod operator_multi_region;
 mod operator_onprem;
 mod operator_sovereign;
+mod operator_storm;
 mod parsing;
 mod payments;
 mod policy;
