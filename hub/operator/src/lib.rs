@@ -4,6 +4,7 @@
 pub mod approvals;
 pub mod audit;
 mod fields;
+pub mod lineage;
 pub mod multi_region;
 pub mod onprem;
 pub mod security;
@@ -27,4 +28,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(sovereign::routes())
         .merge(onprem::routes())
         .merge(storm::routes())
+        .merge(lineage::routes())
 }
