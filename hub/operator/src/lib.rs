@@ -3,6 +3,7 @@
 
 pub mod approvals;
 pub mod audit;
+pub mod federation;
 mod fields;
 pub mod lineage;
 pub mod multi_region;
@@ -29,4 +30,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(onprem::routes())
         .merge(storm::routes())
         .merge(lineage::routes())
+        .merge(federation::routes())
 }

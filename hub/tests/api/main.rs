@@ -51,6 +51,7 @@ mod notifications;
 mod offers;
 mod operations;
 mod operator;
+mod operator_federation;
 mod operator_lineage;
 mod operator_multi_region;
 mod operator_onprem;
