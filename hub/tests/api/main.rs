@@ -57,6 +57,7 @@ mod operator_multi_region;
 mod operator_onprem;
 mod operator_sovereign;
 mod operator_storm;
+mod operator_webhooks;
 mod parsing;
 mod payments;
 mod policy;
