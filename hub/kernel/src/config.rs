@@ -114,6 +114,33 @@ pub struct Config {
     /// replica that only serves the API while others deliver).
     #[arg(long, env = "HUB_WEBHOOK_WORKER", default_value = "true", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
     pub webhook_worker: bool,
+    /// The operator's Ed25519 public key (64 hex characters) that
+    /// sovereign bundle releases must be signed with; without it, a
+    /// release is refused (503).
+    #[arg(long, env = "HUB_SOVEREIGN_BUNDLE_PUBLIC_KEY", value_parser = ed25519_public_key)]
+    pub sovereign_bundle_public_key: Option<String>,
+    /// Storm report feeds `POST /admin/storm/ingest-now` asks in order
+    /// (comma-separated http(s) URLs) before its synthetic last provider.
+    #[arg(long, env = "HUB_STORM_FEED_URLS", value_delimiter = ',', value_parser = http_url)]
+    pub storm_feed_urls: Vec<String>,
+}
+
+/// An http or https URL.
+fn http_url(s: &str) -> Result<String, String> {
+    match url::Url::parse(s.trim()) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => Ok(s.trim().to_string()),
+        _ => Err("must be an http or https URL".into()),
+    }
+}
+
+/// An Ed25519 public key: 32 bytes as 64 hexadecimal characters.
+fn ed25519_public_key(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(s.to_ascii_lowercase())
+    } else {
+        Err("must be an Ed25519 public key: 64 hexadecimal characters".into())
+    }
 }
 
 /// A drive speed: a number of km/h above 0 and at most 300.
@@ -170,6 +197,8 @@ impl Config {
             webhook_worker: true,
             smtp_url: None,
             mail_from: None,
+            sovereign_bundle_public_key: None,
+            storm_feed_urls: Vec::new(),
         }
     }
 }

@@ -3,7 +3,14 @@
 
 pub mod approvals;
 pub mod audit;
+pub mod federation;
+mod fields;
+pub mod lineage;
+pub mod multi_region;
+pub mod onprem;
 pub mod security;
+pub mod sovereign;
+pub mod storm;
 pub mod tenants;
 pub mod webhooks;
 
@@ -12,5 +19,16 @@ use utoipa_axum::router::OpenApiRouter;
 use hub_kernel::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(audit::routes()).merge(webhooks::routes()).merge(security::routes()).merge(tenants::routes()).merge(approvals::routes())
+    OpenApiRouter::new()
+        .merge(audit::routes())
+        .merge(webhooks::routes())
+        .merge(security::routes())
+        .merge(tenants::routes())
+        .merge(approvals::routes())
+        .merge(multi_region::routes())
+        .merge(sovereign::routes())
+        .merge(onprem::routes())
+        .merge(storm::routes())
+        .merge(lineage::routes())
+        .merge(federation::routes())
 }

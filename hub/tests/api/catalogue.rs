@@ -362,6 +362,11 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/lead-scoring/models", Some(a), json!({ "vertical": "mx", "name": "mx", "weights": { "a": 1 } })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("model_id", data(&r, "model_id"));
+    // Parameters of operator routes only: the matrix checks their 401s,
+    // which come before any lookup.
+    for p in ["profile_id", "region_id", "release_id", "install_id"] {
+        ids.insert(p, uuid::Uuid::now_v7().to_string());
+    }
     ids
 }
 
@@ -407,6 +412,9 @@ async fn every_operation_is_gated_scoped_and_isolated(app: TestApp) {
             "adminToken" => {
                 let res = app.call(m.clone(), &url, Some(&t.a_token), probe_body(&m)).await;
                 assert_eq!(res.0.as_u16(), 401, "{what} with a tenant token: {}", res.1);
+                let res = app.operator("not-the-ops-token", m.clone(), &url, probe_body(&m)).await;
+                assert_eq!(res.0.as_u16(), 401, "{what} with a wrong operator token: {}", res.1);
+                assert_eq!(res.1["details"], json!(["admin token required"]), "{what}");
             }
             "robotCredential" => {
                 let res = app.call(m.clone(), &url, Some(&t.a_token), probe_body(&m)).await;

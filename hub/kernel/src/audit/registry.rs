@@ -202,6 +202,19 @@ mod tests {
         "assignment.coverage_rule.set.v1",
         "crm.scoring_model.created.v1",
         "crm.scoring_model.activated.v1",
+        "tenant.active_active_profile.created.v1",
+        "tenant.failover_drill.completed.v1",
+        "security.sovereign_region.registered.v1",
+        "security.sovereign_attestation.recorded.v1",
+        "security.sovereign_bundle.released.v1",
+        "security.sovereign_bundle.applied.v1",
+        "security.sovereign_leak.reported.v1",
+        "security.onprem_install.registered.v1",
+        "security.onprem_billing_report.generated.v1",
+        "security.onprem_bundle.applied.v1",
+        "ingest.storm.ingested.v1",
+        "audit.lineage.backfilled.v1",
+        "security.federation_profile.created.v1",
     ];
 
     #[test]

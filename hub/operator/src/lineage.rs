@@ -1,0 +1,256 @@
+//! Lineage backfill: copies the audit entries of the lineage-tracked
+//! producers into lineage records, resumably.
+//!
+//! Each (pool_index, event_type) has a checkpoint: the (occurred_at,
+//! entry_id) of the last entry a run processed. A run takes, for each
+//! pair, at most `batch_size` entries after the checkpoint in that order
+//! (within `from`/`to` when given), writes a record for each one not yet
+//! recorded, and advances the checkpoint, all in one transaction; a dry
+//! run reports the same counts and writes nothing. A pool unknown to the
+//! hub yields zero counts. A run with `from` moves the checkpoint past the
+//! entries before it for good.
+
+use hub_kernel::gate::{Operator, ops_tokens};
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(backfill))
+}
+
+/// The lineage-tracked event types (the documents' enumeration).
+const TYPES: [&str; 4] = ["parsing.field.extracted.v1", "recommendation.suggestion.generated.v1", "semantic.intent.planned.v1", "ai-gateway.complete.v1"];
+/// The same list as the partial index `audit_entry_lineage` states it:
+/// the scan repeats it so both databases can use the index.
+const TYPES_SQL: &str =
+    "event_type IN ('parsing.field.extracted.v1', 'recommendation.suggestion.generated.v1', 'semantic.intent.planned.v1', 'ai-gateway.complete.v1')";
+const DEFAULT_BATCH: i64 = 1000;
+/// Larger batch sizes are reduced to this.
+const MAX_BATCH: i64 = 10_000;
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = LineageBackfillRequest)]
+struct Request {
+    /// One pool (default: every pool).
+    #[schema(value_type = Option<i64>)]
+    pool_index: Option<Value>,
+    /// One of the lineage event types (default: all four).
+    event_type: Option<String>,
+    /// Entries per (pool_index, event_type) this run, at least 1
+    /// (default 1000; more than 10000 is reduced to 10000).
+    #[schema(value_type = Option<i64>)]
+    batch_size: Option<Value>,
+    /// Default false: true reports the counts and writes nothing.
+    #[schema(value_type = Option<bool>)]
+    dry_run: Option<Value>,
+    /// RFC 3339: only entries that occurred at or after it.
+    from: Option<String>,
+    /// RFC 3339: only entries that occurred at or before it.
+    to: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[schema(as = LineageCheckpointCounts)]
+struct PairCounts {
+    pool_index: i64,
+    event_type: String,
+    /// Entries taken after the checkpoint.
+    scanned: i64,
+    /// Records written (a dry run: that would be written).
+    backfilled: i64,
+    /// Entries already recorded.
+    already_present: i64,
+    /// No entry is left after this run's last.
+    complete: bool,
+    /// The checkpoint after this run (a dry run: where it would be).
+    last_occurred_at: Option<String>,
+    last_entry_id: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[schema(as = LineageBackfillCounts)]
+struct Counts {
+    dry_run: bool,
+    batch_size: i64,
+    scanned: i64,
+    backfilled: i64,
+    already_present: i64,
+    complete: bool,
+    checkpoints: Vec<PairCounts>,
+}
+
+#[derive(FromRow)]
+struct Entry {
+    entry_id: String,
+    tenant_id: String,
+    occurred_at: String,
+    actor_kind: String,
+    actor_id: String,
+    payload_digest: Vec<u8>,
+}
+
+fn time(check: &mut Check, name: &str, value: &Option<String>) -> Option<String> {
+    let v = Check::optional(value)?;
+    match db::parse_time(&v) {
+        Some(t) => Some(db::format_time(t)),
+        None => {
+            check.fail(format!("{name} must be an RFC 3339 timestamp"));
+            None
+        }
+    }
+}
+
+/// Backfills lineage records from the audit chains, resumably.
+#[utoipa::path(post, path = "/admin/lineage/backfill", tag = "admin-lineage", request_body = Request,
+    responses((status = 200, description = "the counts", body = Data<Counts>)))]
+async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: axum::body::Bytes) -> ApiResult<Response> {
+    // Every field is optional, the body too.
+    let body: Request = if raw.iter().all(u8::is_ascii_whitespace) {
+        hub_kernel::error::parse_body(json!({}))?
+    } else {
+        let value: Value = serde_json::from_slice(&raw).map_err(|e| ApiError::invalid(format!("request body must be a JSON object: {e}")))?;
+        hub_kernel::error::parse_body(value)?
+    };
+    let mut check = Check::new();
+    let pool = check.optional_int("pool_index", body.pool_index.as_ref(), 0, i64::from(i32::MAX));
+    let event_type = Check::optional(&body.event_type);
+    if let Some(t) = &event_type {
+        check.one_of("event_type", t, &TYPES);
+    }
+    let batch = match body.batch_size.as_ref() {
+        None | Some(Value::Null) => DEFAULT_BATCH,
+        Some(v) => match v.as_i64() {
+            Some(n) if n >= 1 => n.min(MAX_BATCH),
+            _ => {
+                check.fail("batch_size must be a positive integer");
+                DEFAULT_BATCH
+            }
+        },
+    };
+    let dry_run = match body.dry_run.as_ref() {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            check.fail("dry_run must be a boolean");
+            false
+        }
+    };
+    let from = time(&mut check, "from", &body.from);
+    let to = time(&mut check, "to", &body.to);
+    if let (Some(f), Some(t)) = (&from, &to)
+        && f > t
+    {
+        check.fail("from must not be after to");
+    }
+    check.finish()?;
+
+    let mut tx = state.db.begin().await?;
+    let pools: Vec<i64> = match pool {
+        Some(p) => sqlx::query_scalar("SELECT pool_index FROM platform_pool WHERE pool_index = $1").bind(p).fetch_all(&mut *tx).await?,
+        None => sqlx::query_scalar("SELECT pool_index FROM platform_pool ORDER BY pool_index").fetch_all(&mut *tx).await?,
+    };
+    let types: Vec<&str> = match &event_type {
+        Some(t) => vec![t.as_str()],
+        None => TYPES.to_vec(),
+    };
+    let now = db::now();
+    let scan = format!(
+        "SELECT entry_id, tenant_id, occurred_at, actor_kind, actor_id, payload_digest FROM audit_entry \
+         WHERE pool_index = $1 AND event_type = $2 AND {TYPES_SQL} AND (occurred_at > $3 OR (occurred_at = $3 AND entry_id > $4)) \
+         AND ($5 = '' OR occurred_at >= $5) AND ($6 = '' OR occurred_at <= $6) ORDER BY occurred_at, entry_id LIMIT $7"
+    );
+    let mut out = Vec::new();
+    for &p in &pools {
+        for &t in &types {
+            let at: Option<(String, String)> =
+                sqlx::query_as("SELECT last_occurred_at, last_entry_id FROM lineage_checkpoint WHERE pool_index = $1 AND event_type = $2")
+                    .bind(p)
+                    .bind(t)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            let (after_at, after_id) = at.clone().unwrap_or_default();
+            let mut entries: Vec<Entry> = sqlx::query_as(sqlx::AssertSqlSafe(scan.clone()))
+                .bind(p)
+                .bind(t)
+                .bind(&after_at)
+                .bind(&after_id)
+                .bind(from.as_deref().unwrap_or(""))
+                .bind(to.as_deref().unwrap_or(""))
+                .bind(batch + 1)
+                .fetch_all(&mut *tx)
+                .await?;
+            let complete = entries.len() as i64 <= batch;
+            entries.truncate(batch as usize);
+            let mut backfilled = 0;
+            for e in &entries {
+                let written = if dry_run {
+                    let present: Option<i64> =
+                        sqlx::query_scalar("SELECT 1 FROM lineage_record WHERE entry_id = $1").bind(&e.entry_id).fetch_optional(&mut *tx).await?;
+                    u64::from(present.is_none())
+                } else {
+                    sqlx::query(
+                        "INSERT INTO lineage_record (entry_id, tenant_id, pool_index, event_type, occurred_at, actor_kind, actor_id, payload_digest, \
+                         backfilled_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (entry_id) DO NOTHING",
+                    )
+                    .bind(&e.entry_id)
+                    .bind(&e.tenant_id)
+                    .bind(p)
+                    .bind(t)
+                    .bind(&e.occurred_at)
+                    .bind(&e.actor_kind)
+                    .bind(&e.actor_id)
+                    .bind(hex::encode(&e.payload_digest))
+                    .bind(&now)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected()
+                };
+                backfilled += written as i64;
+            }
+            let last = entries.last().map(|e| (e.occurred_at.clone(), e.entry_id.clone())).or(at);
+            if !dry_run && let Some(last_entry) = entries.last() {
+                sqlx::query(
+                    "INSERT INTO lineage_checkpoint (pool_index, event_type, last_occurred_at, last_entry_id, processed, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (pool_index, event_type) DO UPDATE SET last_occurred_at = excluded.last_occurred_at, \
+                     last_entry_id = excluded.last_entry_id, processed = lineage_checkpoint.processed + excluded.processed, updated_at = excluded.updated_at",
+                )
+                .bind(p)
+                .bind(t)
+                .bind(&last_entry.occurred_at)
+                .bind(&last_entry.entry_id)
+                .bind(entries.len() as i64)
+                .bind(&now)
+                .execute(&mut *tx)
+                .await?;
+            }
+            let scanned = entries.len() as i64;
+            out.push(PairCounts {
+                pool_index: p,
+                event_type: t.to_string(),
+                scanned,
+                backfilled,
+                already_present: scanned - backfilled,
+                complete,
+                last_occurred_at: last.as_ref().map(|l| l.0.clone()),
+                last_entry_id: last.map(|l| l.1),
+            });
+        }
+    }
+    let counts = Counts {
+        dry_run,
+        batch_size: batch,
+        scanned: out.iter().map(|c| c.scanned).sum(),
+        backfilled: out.iter().map(|c| c.backfilled).sum(),
+        already_present: out.iter().map(|c| c.already_present).sum(),
+        complete: out.iter().all(|c| c.complete),
+        checkpoints: out,
+    };
+    if !dry_run {
+        let payload = json!({
+            "pool_index": pool, "event_type": event_type, "batch_size": batch, "from": from, "to": to,
+            "scanned": counts.scanned, "backfilled": counts.backfilled,
+        });
+        ops_tokens::record(&mut tx, &who, events::LINEAGE_BACKFILLED, payload).await?;
+        tx.commit().await?;
+    }
+    Ok(ok(counts))
+}
