@@ -31,7 +31,8 @@ struct Args {
     /// Agents connected while latency is measured.
     #[arg(long, default_value_t = 1000)]
     agents: usize,
-    /// Agents connected (all idle) when the hub's memory is read.
+    /// Agents connected in all (the measured ones included) when the hub's
+    /// memory is read; at most `--agents` connects no more.
     #[arg(long, default_value_t = 10_000)]
     idle_agents: usize,
     /// Commands timed.
@@ -58,7 +59,8 @@ async fn post(client: &reqwest::Client, base: &str, path: &str, token: &str, bod
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    anyhow::ensure!(args.idle_agents >= args.agents, "--idle-agents must be at least --agents");
+    anyhow::ensure!(args.agents >= 1 && args.samples >= 1, "--agents and --samples must be at least 1");
+    let fleet = args.idle_agents.max(args.agents);
     let quic_port = std::net::UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port();
     let hub = HubProcess::start(&hub_binary(args.hub)?, &format!("127.0.0.1:{quic_port}"), args.database_url.as_deref()).await?;
     let base = hub.base.clone();
@@ -75,10 +77,10 @@ async fn main() -> anyhow::Result<()> {
     let token = signup["data"]["token"].as_str().context("signup token")?.to_string();
 
     // Assets and credentials, created over HTTP a few at a time.
-    eprintln!("creating {} assets and credentials...", args.idle_agents);
-    let mut robots: Vec<(String, String)> = Vec::with_capacity(args.idle_agents);
+    eprintln!("creating {fleet} assets and credentials...");
+    let mut robots: Vec<(String, String)> = Vec::with_capacity(fleet);
     let mut pending = tokio::task::JoinSet::new();
-    for i in 0..args.idle_agents {
+    for i in 0..fleet {
         let (http, base, token) = (http.clone(), base.clone(), token.clone());
         pending.spawn(async move {
             let a = post(&http, &base, "/api/assets", &token, json!({ "display_name": format!("bot-{i}") })).await?;
@@ -156,8 +158,8 @@ async fn main() -> anyhow::Result<()> {
     }
     lat.sort();
 
-    eprintln!("connecting {} more idle agents...", args.idle_agents - args.agents);
-    let mut set = connect(args.agents, args.idle_agents);
+    eprintln!("connecting {} more idle agents...", fleet - args.agents);
+    let mut set = connect(args.agents, fleet);
     let mut idle = Vec::new();
     while let Some(r) = set.join_next().await {
         let (_, s) = r?.map_err(|e| anyhow::anyhow!("{e}"))?;
