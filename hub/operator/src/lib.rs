@@ -3,6 +3,7 @@
 
 pub mod approvals;
 pub mod audit;
+pub mod pricing;
 pub mod security;
 pub mod tenants;
 pub mod webhooks;
@@ -12,5 +13,11 @@ use utoipa_axum::router::OpenApiRouter;
 use hub_kernel::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(audit::routes()).merge(webhooks::routes()).merge(security::routes()).merge(tenants::routes()).merge(approvals::routes())
+    OpenApiRouter::new()
+        .merge(audit::routes())
+        .merge(webhooks::routes())
+        .merge(security::routes())
+        .merge(tenants::routes())
+        .merge(approvals::routes())
+        .merge(pricing::routes())
 }
