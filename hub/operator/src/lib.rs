@@ -3,6 +3,7 @@
 
 pub mod approvals;
 pub mod audit;
+pub mod invoices;
 pub mod pricing;
 pub mod security;
 pub mod tenants;
@@ -20,4 +21,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(tenants::routes())
         .merge(approvals::routes())
         .merge(pricing::routes())
+        .merge(invoices::routes())
 }
