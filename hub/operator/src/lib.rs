@@ -2,6 +2,7 @@
 //! document. The gate admits only the operator credential here.
 
 pub mod approvals;
+pub mod apps;
 pub mod audit;
 pub mod invoices;
 pub mod pricing;
@@ -22,4 +23,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(approvals::routes())
         .merge(pricing::routes())
         .merge(invoices::routes())
+        .merge(apps::routes())
 }

@@ -51,6 +51,7 @@ mod notifications;
 mod offers;
 mod operations;
 mod operator;
+mod operator_apps;
 mod operator_invoices;
 mod operator_pricing;
 mod parsing;

@@ -13,6 +13,7 @@ macro_rules! event_types {
 
 event_types! {
     TENANT_CREATED = "tenant.tenant.created.v1";
+    TENANT_POOL_MAP_CHANGED = "tenant.pool_map.changed.v1";
     API_KEY_ISSUED = "identity.api_key.issued.v1";
     API_KEY_ROTATED = "identity.api_key.rotated.v1";
     API_KEY_REVOKED = "identity.api_key.revoked.v1";
