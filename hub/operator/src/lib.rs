@@ -4,6 +4,7 @@
 pub mod approvals;
 pub mod apps;
 pub mod audit;
+pub mod byok;
 pub mod invoices;
 pub mod pricing;
 pub mod security;
@@ -24,4 +25,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(pricing::routes())
         .merge(invoices::routes())
         .merge(apps::routes())
+        .merge(byok::routes())
 }

@@ -52,6 +52,7 @@ mod offers;
 mod operations;
 mod operator;
 mod operator_apps;
+mod operator_byok;
 mod operator_invoices;
 mod operator_pricing;
 mod parsing;

@@ -92,6 +92,9 @@ event_types! {
     METER_HARDCAP_REACHED = "meter.hardcap.reached.v1";
     BILLING_HARDCAP_OVERRIDDEN = "billing.hardcap.overridden.v1";
     BILLING_CATALOG_ACTIVATED = "billing.catalog.activated.v1";
+    SECURITY_BYOK_BOUND = "security.byok.bound.v1";
+    SECURITY_BYOK_REVOKED = "security.byok.revoked.v1";
+    SECURITY_BYOK_ROTATED = "security.byok.rotated.v1";
     BILLING_INVOICE_GENERATED = "billing.invoice.generated.v1";
     DATA_CREDITS_RESERVED = "data-credits.credit.reserved.v1";
     DATA_CREDITS_CONSUMED = "data-credits.credit.consumed.v1";
