@@ -55,6 +55,7 @@ mod operator_apps;
 mod operator_byok;
 mod operator_invoices;
 mod operator_pricing;
+mod operator_signing;
 mod parsing;
 mod payments;
 mod policy;

@@ -95,6 +95,7 @@ event_types! {
     SECURITY_BYOK_BOUND = "security.byok.bound.v1";
     SECURITY_BYOK_REVOKED = "security.byok.revoked.v1";
     SECURITY_BYOK_ROTATED = "security.byok.rotated.v1";
+    SECURITY_SIGNING_KEY_ROTATED = "security.signing_key.rotated.v1";
     BILLING_INVOICE_GENERATED = "billing.invoice.generated.v1";
     DATA_CREDITS_RESERVED = "data-credits.credit.reserved.v1";
     DATA_CREDITS_CONSUMED = "data-credits.credit.consumed.v1";
