@@ -1,5 +1,7 @@
 //! The `hub` command: `hub serve` runs the gateway, `hub migrate` applies
-//! the database migrations and exits.
+//! the database migrations and exits, `hub rotate-signing-key` rotates the
+//! token signing key with the hub down (as the operator route does with it
+//! up).
 
 use clap::{Parser, Subcommand};
 use hub_kernel::{config::Config, db::Db};
@@ -17,24 +19,68 @@ enum Command {
     Serve(Config),
     /// Apply pending database migrations and exit.
     Migrate(Config),
+    /// Rotate the token signing key and exit (for a hub that is down; with
+    /// it up, `POST /admin/security/rotate-signing-key`). Prints the
+    /// rotation as JSON; the retired key verifies for the human token
+    /// lifetime.
+    RotateSigningKey(RotateArgs),
+}
+
+#[derive(clap::Args)]
+struct RotateArgs {
+    #[command(flatten)]
+    config: Config,
+    /// Why the key is rotated.
+    #[arg(long, default_value = "manual emergency rotation")]
+    reason: String,
+    /// Who rotates it.
+    #[arg(long, default_value = "ops-emergency")]
+    actor_id: String,
+}
+
+/// The operator a CLI rotation is recorded under in the platform chain.
+const CLI_OPERATOR: &str = "hub-cli";
+
+/// A text argument trimmed; blank: the default.
+fn or_default(value: &str, default: &str) -> String {
+    let v = value.trim();
+    if v.is_empty() { default.to_string() } else { v.to_string() }
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("HUB_LOG").unwrap_or_else(|_| "info,sqlx=warn".into());
+    // A subcommand whose answer is its standard output logs to stderr.
+    let writer = match cli.command {
+        Command::RotateSigningKey(_) => tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stderr),
+        _ => tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stdout),
+    };
     // HUB_LOG_FORMAT=json: one JSON object a line, the request's span (its
     // id) included, for log collectors.
     match std::env::var("HUB_LOG_FORMAT").as_deref() {
-        Ok("json") => tracing_subscriber::fmt().json().with_env_filter(filter).init(),
-        _ => tracing_subscriber::fmt().with_env_filter(filter).init(),
+        Ok("json") => tracing_subscriber::fmt().json().with_env_filter(filter).with_writer(writer).init(),
+        _ => tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).init(),
     }
-    match Cli::parse().command {
+    match cli.command {
         Command::Serve(config) => hub::serve(config).await,
         Command::Migrate(config) => {
             std::fs::create_dir_all(&config.data_dir)?;
             let db = Db::connect(&config.database_url()).await?;
             db.migrate().await?;
             tracing::info!("migrations applied");
+            Ok(())
+        }
+        Command::RotateSigningKey(args) => {
+            let config = args.config;
+            std::fs::create_dir_all(&config.data_dir)?;
+            let db = Db::connect(&config.database_url()).await?;
+            db.migrate().await?;
+            let master = hub_kernel::crypto::MasterKey::load(config.master_key.as_deref(), &config.data_dir, config.dev)?;
+            let grace = chrono::Duration::seconds(config.token_ttl_seconds);
+            let (reason, actor_id) = (or_default(&args.reason, "manual emergency rotation"), or_default(&args.actor_id, "ops-emergency"));
+            let rotation = hub_kernel::crypto::signing::rotate_recorded(&db, &master, grace, CLI_OPERATOR, &reason, &actor_id).await?;
+            println!("{}", serde_json::to_string(&rotation)?);
             Ok(())
         }
     }

@@ -181,23 +181,53 @@ pub async fn create_catalog(db: &Db, catalog_id: &str, version: i64, currency: O
 async fn latest(tx: &mut Tx, catalog_id: &str) -> ApiResult<Catalog> {
     let sql = format!("SELECT {CATALOG_COLUMNS} FROM billing_catalog WHERE catalog_id = $1 ORDER BY version DESC LIMIT 1");
     let found: Option<Catalog> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(catalog_id).fetch_optional(&mut **tx).await?;
-    found.ok_or(ApiError::NotFound)
+    found.ok_or(ApiError::Missing("catalog not found"))
+}
+
+/// Every version of every catalog, by catalog_id then version.
+pub async fn catalogs(db: &Db) -> ApiResult<Vec<Catalog>> {
+    let sql = format!("SELECT {CATALOG_COLUMNS} FROM billing_catalog ORDER BY catalog_id, version");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_all(&db.read).await?)
+}
+
+/// The latest version of a catalog and its rates by sku (404 'catalog not
+/// found').
+pub async fn catalog_with_rates(db: &Db, catalog_id: &str) -> ApiResult<(Catalog, Vec<Rate>)> {
+    let mut tx = db.read.begin().await?;
+    let catalog = latest(&mut tx, catalog_id).await?;
+    let sql = format!("SELECT {RATE_COLUMNS} FROM billing_rate WHERE catalog_id = $1 AND version = $2 ORDER BY sku");
+    let rates = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(catalog_id).bind(catalog.version).fetch_all(&mut *tx).await?;
+    tx.commit().await?;
+    Ok((catalog, rates))
 }
 
 /// Sets the status of a catalog's latest version (the operator's `PATCH
 /// …/pricing-catalogs/{catalog_id}/status`): any of the three from any
 /// state; an unknown catalog is 404.
 pub async fn set_catalog_status(db: &Db, catalog_id: &str, status: &str, operator_id: &str) -> ApiResult<Catalog> {
-    let mut check = Check::new();
-    check.one_of("status", status, &STATUSES);
-    check.finish()?;
     let mut tx = db.begin().await?;
-    let current = latest(&mut tx, catalog_id).await?;
+    let catalog = set_catalog_status_in(&mut tx, catalog_id, status, operator_id).await?;
+    tx.commit().await?;
+    Ok(catalog)
+}
+
+/// [`set_catalog_status`] inside the caller's transaction (which records
+/// the operator's event with it).
+pub async fn set_catalog_status_in(tx: &mut Tx, catalog_id: &str, status: &str, operator_id: &str) -> ApiResult<Catalog> {
+    let mut check = Check::new();
+    if status.is_empty() {
+        check.fail("status is required");
+    }
+    check.one_of("status", status, &STATUSES);
+    if operator_id.trim().is_empty() {
+        check.fail("operator_id is required");
+    }
+    check.finish()?;
+    let current = latest(tx, catalog_id).await?;
     let sql = format!("UPDATE billing_catalog SET status = $3, updated_at = $4 WHERE catalog_id = $1 AND version = $2 RETURNING {CATALOG_COLUMNS}");
     let catalog: Catalog =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(catalog_id).bind(current.version).bind(status).bind(db::now()).fetch_one(&mut *tx).await?;
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(catalog_id).bind(current.version).bind(status).bind(db::now()).fetch_one(&mut **tx).await?;
     tracing::info!(catalog_id, version = catalog.version, status, operator_id, "pricing catalog status set");
-    tx.commit().await?;
     Ok(catalog)
 }
 
@@ -277,6 +307,9 @@ pub async fn put_rate(db: &Db, catalog_id: &str, sku: &str, body: &NewRate, oper
     }
     if mode == "tiered_per_call" && tiers.is_none() {
         check.fail("tiers are required for mode tiered_per_call");
+    }
+    if operator_id.trim().is_empty() {
+        check.fail("operator_id is required");
     }
     check.finish()?;
     let mut tx = db.begin().await?;
@@ -491,6 +524,26 @@ async fn get_invoice(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
     let invoice = find(&mut tx, "tenant_id = $1 AND invoice_id = $2", &[&ctx.tenant_id, &id]).await?.ok_or(ApiError::NotFound)?;
     tx.commit().await?;
     Ok(ok(invoice))
+}
+
+/// Invoices of every tenant (or of `tenant_id`) whose period meets the
+/// range (`period_end` on or after `from`, `period_start` on or before
+/// `to`, both UTC days, inclusive), newest `generated_at` first, at most
+/// `limit`, without their line items (the operator's `GET /admin/invoices`).
+pub async fn invoices_across(db: &Db, tenant_id: Option<&str>, from: Option<&str>, to: Option<&str>, limit: i64) -> ApiResult<Vec<Invoice>> {
+    let sql = format!(
+        "SELECT {INVOICE_COLUMNS} FROM billing_invoice WHERE ($1 IS NULL OR tenant_id = $1) AND ($2 IS NULL OR period_end >= $2) \
+         AND ($3 IS NULL OR period_start <= $3) ORDER BY generated_at DESC, invoice_id DESC LIMIT $4"
+    );
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(from).bind(to).bind(limit).fetch_all(&db.read).await?)
+}
+
+/// Any tenant's invoice with its line items (by sku), for the operator.
+pub async fn invoice_by_id(db: &Db, invoice_id: &str) -> ApiResult<Option<Invoice>> {
+    let mut tx = db.read.begin().await?;
+    let invoice = find(&mut tx, "invoice_id = $1", &[invoice_id]).await?;
+    tx.commit().await?;
+    Ok(invoice)
 }
 
 /// The tenant's invoices whose period lies within `first` to `last` (UTC

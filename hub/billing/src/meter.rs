@@ -591,42 +591,45 @@ pub struct Override {
     pub created_at: String,
 }
 
+/// An operator's hard-cap override as the operator route takes it.
+pub struct NewOverride<'a> {
+    pub tenant_id: &'a str,
+    pub sku: &'a str,
+    /// RFC 3339.
+    pub until: &'a str,
+    pub operator_id: &'a str,
+    pub reason: &'a str,
+    pub trace_id: Option<&'a str>,
+}
+
 /// Records an operator's hard-cap override (`POST
 /// /admin/meter/hardcap/override`'s work) and its event in the tenant's
-/// chain. `until` is RFC 3339.
-pub async fn override_hardcap(
-    db: &Db,
-    tenant_id: &str,
-    sku: &str,
-    until: &str,
-    operator_id: &str,
-    reason: &str,
-    trace_id: Option<&str>,
-) -> ApiResult<Override> {
+/// chain, `actor` (the operator credential) as its actor.
+pub async fn override_hardcap(db: &Db, actor: &str, o: NewOverride<'_>) -> ApiResult<Override> {
     let mut check = Check::new();
-    check_sku(&mut check, sku);
-    let until = check.optional_expiry("until", &Some(until.to_string()));
-    if operator_id.trim().is_empty() || reason.trim().is_empty() {
+    check_sku(&mut check, o.sku);
+    let until = check.optional_expiry("until", &Some(o.until.to_string()));
+    if o.operator_id.trim().is_empty() || o.reason.trim().is_empty() {
         check.fail("operator_id and reason are required");
     }
     check.finish()?;
     let mut tx = db.begin().await?;
-    let o: Override = sqlx::query_as(
+    let row: Override = sqlx::query_as(
         "INSERT INTO meter_hardcap_override (override_id, tenant_id, sku, until, operator_id, reason, trace_id, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING override_id, tenant_id, sku, until, operator_id, reason, trace_id, created_at",
     )
     .bind(db::new_id())
-    .bind(tenant_id)
-    .bind(sku)
+    .bind(o.tenant_id)
+    .bind(o.sku)
     .bind(&until)
-    .bind(operator_id)
-    .bind(reason)
-    .bind(trace_id)
+    .bind(o.operator_id)
+    .bind(o.reason)
+    .bind(o.trace_id)
     .bind(db::now())
     .fetch_one(&mut *tx)
     .await?;
-    let payload = json!({ "override_id": o.override_id, "sku": sku, "until": o.until, "trace_id": trace_id });
-    audit::record_system(&mut tx, tenant_id, operator_id, events::BILLING_HARDCAP_OVERRIDDEN, payload).await?;
+    let payload = json!({ "override_id": row.override_id, "sku": o.sku, "until": row.until, "operator_id": o.operator_id, "trace_id": o.trace_id });
+    hub_kernel::gate::ops_tokens::record_in(&mut tx, o.tenant_id, actor, events::BILLING_HARDCAP_OVERRIDDEN, payload).await?;
     tx.commit().await?;
-    Ok(o)
+    Ok(row)
 }

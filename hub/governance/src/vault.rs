@@ -4,7 +4,9 @@
 //! master key); `decrypt` is its inverse. Both bind the envelope to the
 //! tenant and its `ref`, so an envelope opens only for the tenant and the
 //! ref it was made for. Nothing of it is stored: the caller keeps the
-//! envelope.
+//! envelope. A tenant bound to a customer-managed key (BYOK) has its vault
+//! key wrapped under that key: once the binding is revoked, encrypt and
+//! decrypt answer 409 `UndecryptableError`.
 
 use base64::{Engine, engine::general_purpose::STANDARD as B64};
 use hub_kernel::{crypto, crypto::DataKey, prelude::*};
@@ -25,7 +27,7 @@ async fn tenant_key(state: &AppState, tx: &mut Tx, tenant_id: &str) -> ApiResult
     let key_id = match existing {
         Some(id) => id,
         None => {
-            let key = DataKey::create(tx, &state.master).await?;
+            let key = DataKey::create_for_tenant(tx, &state.master, tenant_id).await?;
             let made = sqlx::query("INSERT INTO vault_tenant_key (tenant_id, data_key_id, created_at) VALUES ($1, $2, $3) ON CONFLICT (tenant_id) DO NOTHING")
                 .bind(tenant_id)
                 .bind(&key.key_id)
@@ -40,7 +42,11 @@ async fn tenant_key(state: &AppState, tx: &mut Tx, tenant_id: &str) -> ApiResult
             sqlx::query_scalar("SELECT data_key_id FROM vault_tenant_key WHERE tenant_id = $1").bind(tenant_id).fetch_one(&mut **tx).await?
         }
     };
-    DataKey::load(&mut **tx, &state.master, &key_id).await?.ok_or_else(|| ApiError::Conflict("the tenant's vault key was destroyed".into()))
+    // A key under a revoked customer-managed key (BYOK) answers 409.
+    DataKey::load(&mut **tx, &state.master, &key_id)
+        .await
+        .map_err(crypto::byok::refusal)?
+        .ok_or_else(|| ApiError::Conflict("the tenant's vault key was destroyed".into()))
 }
 
 fn aad(kind: &str, tenant_id: &str, reference: &str) -> Vec<u8> {

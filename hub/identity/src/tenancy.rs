@@ -240,7 +240,147 @@ pub async fn set_status(tx: &mut Tx, tenant_id: &str, status: &str) -> ApiResult
     Ok(())
 }
 
-fn valid_app_id(s: &str) -> bool {
+/// An app as the operator sees it.
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = AdminApp)]
+pub struct App {
+    pub app_id: String,
+    pub org_id: String,
+    pub display_name: String,
+    /// `active`.
+    pub status: String,
+    pub created_at: String,
+}
+
+const APP_COLUMNS: &str = "app_id, org_id, display_name, status, created_at";
+
+/// The app `app_id`, if it exists.
+pub async fn find_app<'e, E>(exec: E, app_id: &str) -> ApiResult<Option<App>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let sql = format!("SELECT {APP_COLUMNS} FROM tenant_app WHERE app_id = $1");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(app_id).fetch_optional(exec).await?)
+}
+
+/// The app `app_id`, created (in a new org named `org_name`, with the
+/// platform's default role templates) unless it exists; an existing app is
+/// answered unchanged. True when this call created it.
+pub async fn ensure_app(db: &Db, app_id: &str, display_name: &str, org_name: &str) -> ApiResult<(App, bool)> {
+    if let Some(app) = find_app(&db.read, app_id).await? {
+        return Ok((app, false));
+    }
+    let mut tx = db.begin().await?;
+    let org_id = insert_org(&mut tx, org_name).await?;
+    let sql = format!(
+        "INSERT INTO tenant_app (app_id, org_id, display_name, status, created_at) VALUES ($1, $2, $3, 'active', $4) \
+         ON CONFLICT (app_id) DO NOTHING RETURNING {APP_COLUMNS}"
+    );
+    let made: Option<App> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(app_id).bind(&org_id).bind(display_name).bind(db::now()).fetch_optional(&mut *tx).await?;
+    let Some(app) = made else {
+        // Created meanwhile by a concurrent request: that one stands.
+        tx.rollback().await?;
+        return Ok((find_app(db.writer(), app_id).await?.ok_or(ApiError::NotFound)?, false));
+    };
+    roles::seed_platform_defaults(&mut tx, app_id).await?;
+    tx.commit().await?;
+    Ok((app, true))
+}
+
+/// Every tenant, newest first, at most `limit`.
+pub async fn tenants(db: &Db, limit: i64) -> ApiResult<Vec<Tenant>> {
+    let sql = format!("SELECT {TENANT_COLUMNS} FROM tenant_tenant ORDER BY created_at DESC, tenant_id DESC LIMIT $1");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(limit).fetch_all(&db.read).await?)
+}
+
+/// Inserts a root tenant on an existing app (the operator's `POST
+/// /admin/tenants`): `trial`, pool 0, the app writing to pool 0.
+pub async fn insert_tenant(tx: &mut Tx, app: &App, t: NewTenantRow<'_>, isolation_tier: &str) -> ApiResult<Tenant> {
+    let sql = format!(
+        "INSERT INTO tenant_tenant (tenant_id, app_id, org_id, display_name, isolation_tier, status, parent_tenant_id, \
+         root_tenant_id, reseller_id, admin_pool_index, app_pool_index, region, brand_domain, module_subscriptions, created_at) \
+         VALUES ($1, $2, $3, $4, $5, 'trial', $6, $7, $8, 0, $9, $10, $11, $12, $13) RETURNING {TENANT_COLUMNS}"
+    );
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(t.tenant_id)
+        .bind(&app.app_id)
+        .bind(&app.org_id)
+        .bind(t.display_name)
+        .bind(isolation_tier)
+        .bind(t.parent_tenant_id)
+        .bind(t.root_tenant_id)
+        .bind(t.reseller_id)
+        .bind(json!({ app.app_id.as_str(): 0 }).to_string())
+        .bind(t.region)
+        .bind(t.brand_domain)
+        .bind(t.module_subscriptions.to_string())
+        .bind(db::now())
+        .fetch_one(&mut **tx)
+        .await?)
+}
+
+/// Where a tenant's data goes: its admin (audit) pool, its evidence pool,
+/// each app's pool, its region, and the map's standing.
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = AdminPoolMap)]
+pub struct PoolMap {
+    pub tenant_id: String,
+    pub admin_pool_index: i64,
+    pub evidence_pool_index: Option<i64>,
+    /// The pool each app writes to, by app_id.
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = HashMap<String, i64>)]
+    pub app_pool_index: JsonText,
+    pub region: Option<String>,
+    /// `ACTIVE`, `MIGRATING` or `QUARANTINED`.
+    pub status: String,
+}
+
+const POOL_MAP_COLUMNS: &str = "tenant_id, admin_pool_index, evidence_pool_index, app_pool_index, region, pool_status AS status";
+
+/// A change of a tenant's pool map; `None` keeps the current value.
+pub struct PoolMapChange<'a> {
+    pub admin_pool_index: i64,
+    pub region: &'a str,
+    pub evidence_pool_index: Option<i64>,
+    pub app_pool_index: Option<&'a Value>,
+    pub status: Option<&'a str>,
+}
+
+/// Sets a tenant's pool map (the pools were checked by the caller); `None`
+/// for an unknown tenant. The tenant's sandbox follows it.
+pub async fn set_pool_map(tx: &mut Tx, tenant_id: &str, c: PoolMapChange<'_>) -> ApiResult<Option<PoolMap>> {
+    let sql = format!(
+        "UPDATE tenant_tenant SET admin_pool_index = $2, region = $3, evidence_pool_index = COALESCE($4, evidence_pool_index), \
+         app_pool_index = COALESCE($5, app_pool_index), pool_status = COALESCE($6, pool_status) WHERE tenant_id = $1 RETURNING {POOL_MAP_COLUMNS}"
+    );
+    let map: Option<PoolMap> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(tenant_id)
+        .bind(c.admin_pool_index)
+        .bind(c.region)
+        .bind(c.evidence_pool_index)
+        .bind(c.app_pool_index.map(Value::to_string))
+        .bind(c.status)
+        .fetch_optional(&mut **tx)
+        .await?;
+    if map.is_some() {
+        sqlx::query(
+            "UPDATE tenant_tenant SET admin_pool_index = $2, region = $3, evidence_pool_index = COALESCE($4, evidence_pool_index), \
+             pool_status = COALESCE($5, pool_status) WHERE sandbox_of = $1",
+        )
+        .bind(tenant_id)
+        .bind(c.admin_pool_index)
+        .bind(c.region)
+        .bind(c.evidence_pool_index)
+        .bind(c.status)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(map)
+}
+
+pub fn valid_app_id(s: &str) -> bool {
     (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
 }
 

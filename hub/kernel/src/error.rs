@@ -35,6 +35,10 @@ pub enum ApiError {
     Missing(&'static str),
     #[error("conflict: {0}")]
     Conflict(String),
+    /// 409: key material cannot be unwrapped (a customer-managed key whose
+    /// grant is revoked, or a rotation from a key no longer in use).
+    #[error("undecryptable: {0}")]
+    Undecryptable(String),
     #[error("tenant mismatch")]
     TenantMismatch,
     #[error("no membership")]
@@ -135,7 +139,7 @@ impl ApiError {
             Forbidden { .. } | TenantMismatch | NoMembership => StatusCode::FORBIDDEN,
             Locked(_) => StatusCode::LOCKED,
             NotFound | Missing(_) => StatusCode::NOT_FOUND,
-            Conflict(_) | PersonExists => StatusCode::CONFLICT,
+            Conflict(_) | PersonExists | Undecryptable(_) => StatusCode::CONFLICT,
             RateLimited(_) | TooManyStreams(_) | HardCapReached { .. } => StatusCode::TOO_MANY_REQUESTS,
             Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             PayloadTooLarge | ContentTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -165,6 +169,7 @@ impl ApiError {
             Locked(why) => json!({ "success": false, "error": "Locked", "details": [why] }),
             Missing(why) => json!({ "success": false, "error": "NotFound", "details": [why] }),
             Conflict(what) => json!({ "success": false, "error": "Conflict", "details": [what] }),
+            Undecryptable(what) => json!({ "success": false, "error": "UndecryptableError", "details": [what] }),
             TenantMismatch => json!({
                 "success": false, "error": "TenantMismatch",
                 "details": ["tenant_id does not match the credential's tenant"],

@@ -181,6 +181,18 @@ impl AppState {
         Ok(rotation)
     }
 
+    /// The operator's emergency rotation ([`signing::rotate_recorded`]),
+    /// the previous key verifying for the human token lifetime; every
+    /// replica loads the new keys.
+    pub async fn rotate_signing_key_recorded(&self, operator: &str, reason: &str, actor_id: &str) -> crate::error::ApiResult<signing::Rotation> {
+        let grace = chrono::Duration::seconds(self.config.token_ttl_seconds);
+        let rotation = signing::rotate_recorded(&self.db, &self.master, grace, operator, reason, actor_id).await?;
+        let keys = signing::load(&self.db, &self.master).await?.ok_or_else(|| anyhow::anyhow!("no current key after rotation"))?;
+        self.set_keys(Arc::new(keys));
+        self.invalidate(Invalidation::SigningKeys).await;
+        Ok(rotation)
+    }
+
     /// Reloads the signing keys from the database (another replica may have
     /// rotated), at most once a second so unknown `kid`s cannot hammer it.
     /// Anyone can send a token with a made-up `kid`, so a reload that finds

@@ -2,12 +2,16 @@
 //! document. The gate admits only the operator credential here.
 
 pub mod approvals;
+pub mod apps;
 pub mod audit;
+pub mod byok;
 pub mod federation;
 mod fields;
+pub mod invoices;
 pub mod lineage;
 pub mod multi_region;
 pub mod onprem;
+pub mod pricing;
 pub mod security;
 pub mod sovereign;
 pub mod storm;
@@ -31,4 +35,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(storm::routes())
         .merge(lineage::routes())
         .merge(federation::routes())
+        .merge(pricing::routes())
+        .merge(invoices::routes())
+        .merge(apps::routes())
+        .merge(byok::routes())
 }

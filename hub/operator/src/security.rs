@@ -1,13 +1,14 @@
 //! "Key management and security": database operator tokens, minted with
 //! an operator credential (the plaintext shown once) and revoked by id.
 //! The tokens themselves, their cache and the platform chain their events
-//! go to are the kernel's (`gate::ops_tokens`).
+//! go to are the kernel's (`gate::ops_tokens`). And the emergency rotation
+//! of the token signing key (`crypto::signing`).
 
 use hub_kernel::gate::{Operator, ops_tokens};
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(mint)).routes(routes!(revoke))
+    OpenApiRouter::new().routes(routes!(mint)).routes(routes!(revoke)).routes(routes!(rotate_signing_key))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -67,4 +68,42 @@ async fn revoke(State(state): State<AppState>, Operator(who): Operator, Path(id)
     let id = path_id(&id).map_err(|_| ApiError::Missing("token not found or already revoked"))?.to_string();
     let token = ops_tokens::revoke(&state, &who, &id).await?;
     Ok(ok(Revoked { id: token.id, status: token.status }))
+}
+
+/// Defaults of the rotation's optional fields.
+const DEFAULT_REASON: &str = "manual emergency rotation";
+const DEFAULT_ACTOR: &str = "ops-emergency";
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AdminRotateSigningKey)]
+#[allow(dead_code)]
+struct RotateBody {
+    /// Default `manual emergency rotation` (blank, absent or not a string;
+    /// at most 500 characters kept).
+    reason: Option<String>,
+    /// Default `ops-emergency` (at most 200 characters kept).
+    actor_id: Option<String>,
+}
+
+/// A string field of a lenient body, trimmed and cut to `max`
+/// characters; blank, absent or not a string: `default`.
+fn or_default(body: &Value, name: &str, max: usize, default: &str) -> String {
+    match body.get(name).and_then(Value::as_str).map(str::trim).filter(|v| !v.is_empty()) {
+        Some(v) => v.chars().take(max).collect(),
+        None => default.to_string(),
+    }
+}
+
+/// Rotates the token signing key now: a new key signs, the retired one
+/// verifies for the human token lifetime (so every token minted before
+/// stays valid until it expires). Every call rotates again. The body is
+/// optional and never refused (no 400). Event
+/// `security.signing_key.rotated.v1` in the platform chain.
+#[utoipa::path(post, path = "/admin/security/rotate-signing-key", tag = "admin-security", request_body(content = Option<RotateBody>),
+    responses((status = 200, description = "the rotation", body = Data<hub_kernel::crypto::signing::Rotation>)))]
+async fn rotate_signing_key(State(state): State<AppState>, Operator(who): Operator, raw: axum::body::Bytes) -> ApiResult<Response> {
+    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    let reason = or_default(&body, "reason", 500, DEFAULT_REASON);
+    let actor_id = or_default(&body, "actor_id", 200, DEFAULT_ACTOR);
+    Ok(ok(state.rotate_signing_key_recorded(&who, &reason, &actor_id).await?))
 }

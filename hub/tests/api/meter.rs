@@ -150,7 +150,20 @@ async fn a_tenant_over_its_hard_cap_is_refused_naming_the_sku_until_an_override(
     assert_eq!(usage(&app, b, event("sms", 50, "b1")).await.0, StatusCode::CREATED, "another tenant is not capped");
 
     let until = hub_kernel::db::format_time(chrono::Utc::now() + chrono::Duration::hours(1));
-    let o = hub_billing::meter::override_hardcap(db, tenant_a, "sms", &until, "op-1", "incident 7", Some("trace-1")).await.unwrap();
+    let o = hub_billing::meter::override_hardcap(
+        db,
+        "op-1",
+        hub_billing::meter::NewOverride {
+            tenant_id: tenant_a,
+            sku: "sms",
+            until: &until,
+            operator_id: "op-1",
+            reason: "incident 7",
+            trace_id: Some("trace-1"),
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!((o.sku.as_str(), o.reason.as_str(), o.trace_id.as_deref()), ("sms", "incident 7", Some("trace-1")));
     let (s, e) = usage(&app, a, event("sms", 5, "s2")).await;
     assert_eq!((s, e["data"]["quantity"].as_i64()), (StatusCode::CREATED, Some(5)), "a refused key is judged afresh: {e}");

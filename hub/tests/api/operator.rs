@@ -33,7 +33,7 @@ impl TestApp {
     }
 }
 
-const BREAK_GLASS: &str = "test-ops-token";
+pub const BREAK_GLASS: &str = "test-ops-token";
 
 async fn database_operator_tokens_are_minted_shown_once_and_revoked(app: TestApp) {
     let mint = |body: Value| app.operator(BREAK_GLASS, Method::POST, "/admin/security/ops-tokens", Some(body));

@@ -13,6 +13,7 @@ macro_rules! event_types {
 
 event_types! {
     TENANT_CREATED = "tenant.tenant.created.v1";
+    TENANT_POOL_MAP_CHANGED = "tenant.pool_map.changed.v1";
     API_KEY_ISSUED = "identity.api_key.issued.v1";
     API_KEY_ROTATED = "identity.api_key.rotated.v1";
     API_KEY_REVOKED = "identity.api_key.revoked.v1";
@@ -103,6 +104,11 @@ event_types! {
     METER_USAGE_RECORDED = "meter.usage.recorded.v1";
     METER_HARDCAP_REACHED = "meter.hardcap.reached.v1";
     BILLING_HARDCAP_OVERRIDDEN = "billing.hardcap.overridden.v1";
+    BILLING_CATALOG_ACTIVATED = "billing.catalog.activated.v1";
+    SECURITY_BYOK_BOUND = "security.byok.bound.v1";
+    SECURITY_BYOK_REVOKED = "security.byok.revoked.v1";
+    SECURITY_BYOK_ROTATED = "security.byok.rotated.v1";
+    SECURITY_SIGNING_KEY_ROTATED = "security.signing_key.rotated.v1";
     BILLING_INVOICE_GENERATED = "billing.invoice.generated.v1";
     DATA_CREDITS_RESERVED = "data-credits.credit.reserved.v1";
     DATA_CREDITS_CONSUMED = "data-credits.credit.consumed.v1";

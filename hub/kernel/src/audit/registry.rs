@@ -215,6 +215,7 @@ mod tests {
         "ingest.storm.ingested.v1",
         "audit.lineage.backfilled.v1",
         "security.federation_profile.created.v1",
+        "security.byok.rotated.v1",
     ];
 
     #[test]

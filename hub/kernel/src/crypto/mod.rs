@@ -2,6 +2,7 @@
 //! random secrets, hashes, constant-time comparison, the master key, envelope
 //! encryption under per-subject data keys, and password hashing.
 
+pub mod byok;
 pub mod signing;
 
 use anyhow::{Context, anyhow};
@@ -176,16 +177,56 @@ impl DataKey {
         Ok(DataKey { key_id, key: Zeroizing::new(key) })
     }
 
-    /// Loads a data key; `None` once it has been destroyed.
+    /// Loads a data key; `None` once it has been destroyed. A key wrapped
+    /// under a customer-managed key (BYOK) opens only while that key's
+    /// grant is active: otherwise the error is [`byok::NotGranted`].
     pub async fn load<'e, E>(exec: E, master: &MasterKey, key_id: &str) -> anyhow::Result<Option<DataKey>>
     where
         E: sqlx::Executor<'e, Database = sqlx::Any>,
     {
-        let wrapped: Option<Option<Vec<u8>>> =
-            sqlx::query_scalar("SELECT wrapped_key FROM crypto_data_key WHERE key_id = $1").bind(key_id).fetch_optional(exec).await?;
-        let Some(Some(wrapped)) = wrapped else { return Ok(None) };
-        let key: [u8; 32] = master.open(&wrapped, key_id.as_bytes())?.try_into().map_err(|_| anyhow!("data key has the wrong length"))?;
+        type Row = (Option<Vec<u8>>, Option<String>, Option<Vec<u8>>, Option<String>);
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT d.wrapped_key, d.wrapped_by, k.kek_sealed, b.grant_status FROM crypto_data_key d \
+             LEFT JOIN crypto_byok_key k ON k.tenant_key_id = d.wrapped_by LEFT JOIN crypto_byok_binding b ON b.binding_id = k.binding_id \
+             WHERE d.key_id = $1",
+        )
+        .bind(key_id)
+        .fetch_optional(exec)
+        .await?;
+        let Some((Some(wrapped), wrapped_by, kek, grant)) = row else { return Ok(None) };
+        let key = match wrapped_by {
+            None => master.open(&wrapped, key_id.as_bytes())?,
+            Some(tenant_key_id) => {
+                let (Some(kek), Some("active")) = (kek, grant.as_deref()) else { return Err(byok::NotGranted(tenant_key_id).into()) };
+                let kek = byok::open_kek(master, &tenant_key_id, &kek)?;
+                open(&kek, &wrapped, key_id.as_bytes())?
+            }
+        };
+        let key: [u8; 32] = key.try_into().map_err(|_| anyhow!("data key has the wrong length"))?;
         Ok(Some(DataKey { key_id: key_id.to_string(), key: Zeroizing::new(key) }))
+    }
+
+    /// Creates a data key of a tenant: wrapped under the key of its active
+    /// customer-managed key binding when it has one, otherwise under the
+    /// master key. A tenant whose latest binding's grant is revoked gets
+    /// no new key (409 `UndecryptableError`).
+    pub async fn create_for_tenant(tx: &mut Tx, master: &MasterKey, tenant_id: &str) -> crate::error::ApiResult<DataKey> {
+        let kek = byok::tenant_kek(tx, master, tenant_id).await?;
+        let key_id = db::new_id();
+        let key: [u8; 32] = random_bytes(32).try_into().expect("32 bytes");
+        let (wrapped, wrapped_by) = match &kek {
+            Some((tenant_key_id, kek)) => (seal(kek, &key, key_id.as_bytes()), Some(tenant_key_id.as_str())),
+            None => (master.seal(&key, key_id.as_bytes()), None),
+        };
+        sqlx::query("INSERT INTO crypto_data_key (key_id, wrapped_key, created_at, tenant_id, wrapped_by) VALUES ($1, $2, $3, $4, $5)")
+            .bind(&key_id)
+            .bind(wrapped)
+            .bind(db::now())
+            .bind(tenant_id)
+            .bind(wrapped_by)
+            .execute(&mut **tx)
+            .await?;
+        Ok(DataKey { key_id, key: Zeroizing::new(key) })
     }
 
     /// Destroys a data key: the wrapped key is erased, so nothing sealed

@@ -75,7 +75,8 @@ impl KeySet {
 }
 
 /// The outcome of a rotation.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+#[schema(as = SigningKeyRotation)]
 pub struct Rotation {
     pub rotated_at: String,
     pub fingerprint_current: String,
@@ -164,30 +165,56 @@ pub async fn load(db: &Db, master: &MasterKey) -> anyhow::Result<Option<KeySet>>
 /// verifying for `grace` so every token minted before the rotation stays
 /// valid until it expires.
 pub async fn rotate(db: &Db, master: &MasterKey, grace: chrono::Duration, emergency: bool) -> anyhow::Result<(Rotation, Arc<KeySet>)> {
-    let now = chrono::Utc::now();
     let mut tx = db.begin().await?;
+    let rotation = rotate_in(&mut tx, master, grace, emergency).await?;
+    tx.commit().await?;
+    let set = load(db, master).await?.context("no current key after rotation")?;
+    Ok((rotation, Arc::new(set)))
+}
+
+/// [`rotate`] inside the caller's transaction (which records the event
+/// with it); the caller loads the keys once it has committed.
+pub async fn rotate_in(tx: &mut db::Tx, master: &MasterKey, grace: chrono::Duration, emergency: bool) -> anyhow::Result<Rotation> {
+    let now = chrono::Utc::now();
     let previous: Option<String> =
-        sqlx::query_scalar("SELECT kid FROM crypto_signing_key WHERE status = 'current' ORDER BY created_at DESC LIMIT 1").fetch_optional(&mut *tx).await?;
+        sqlx::query_scalar("SELECT kid FROM crypto_signing_key WHERE status = 'current' ORDER BY created_at DESC LIMIT 1").fetch_optional(&mut **tx).await?;
     // Keys whose window has closed are retired for good.
     sqlx::query("UPDATE crypto_signing_key SET status = 'retired' WHERE status = 'previous' AND verify_until <= $1")
         .bind(db::format_time(now))
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
     sqlx::query("UPDATE crypto_signing_key SET status = 'previous', verify_until = $1 WHERE status = 'current'")
         .bind(db::format_time(now + grace))
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
-    let kid = insert_current(&mut *tx, master, &db::format_time(now)).await?;
+    let kid = insert_current(&mut **tx, master, &db::format_time(now)).await?;
+    Ok(Rotation {
+        rotated_at: db::format_time(now),
+        fingerprint_current: kid,
+        fingerprint_previous: previous,
+        grace_window_ms: grace.num_milliseconds(),
+        emergency,
+    })
+}
+
+/// The operator's rotation (`POST /admin/security/rotate-signing-key` and
+/// `hub rotate-signing-key`): an emergency rotation with the given grace
+/// window, recorded in the platform chain as `security.signing_key.rotated.v1`
+/// (the operator as actor; `reason` and `actor_id` in the payload) in the
+/// rotation's own transaction.
+pub async fn rotate_recorded(
+    db: &Db,
+    master: &MasterKey,
+    grace: chrono::Duration,
+    operator: &str,
+    reason: &str,
+    actor_id: &str,
+) -> crate::error::ApiResult<Rotation> {
+    let mut tx = db.begin().await?;
+    let rotation = rotate_in(&mut tx, master, grace, true).await?;
+    let payload = json!({ "reason": reason, "actor_id": actor_id, "fingerprint_current": rotation.fingerprint_current,
+        "fingerprint_previous": rotation.fingerprint_previous, "grace_window_ms": rotation.grace_window_ms, "emergency": rotation.emergency });
+    crate::gate::ops_tokens::record(&mut tx, operator, crate::audit::events::SECURITY_SIGNING_KEY_ROTATED, payload).await?;
     tx.commit().await?;
-    let set = load(db, master).await?.context("no current key after rotation")?;
-    Ok((
-        Rotation {
-            rotated_at: db::format_time(now),
-            fingerprint_current: kid,
-            fingerprint_previous: previous,
-            grace_window_ms: grace.num_milliseconds(),
-            emergency,
-        },
-        Arc::new(set),
-    ))
+    Ok(rotation)
 }

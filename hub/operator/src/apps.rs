@@ -1,0 +1,303 @@
+//! "Apps, tenants and routing": apps (an idempotent 201), the tenant list
+//! (newest first, 200) and the operator's tenant creation on an existing
+//! app, each tenant's pool map, and the pools themselves (RULINGS 3:
+//! `{ pool_index, kind, region }`; pool 0 exists from the first
+//! migration). Apps and tenants are the identity area's
+//! (`tenancy::{ensure_app, insert_tenant, set_pool_map, ..}`); this module
+//! owns `platform_pool`.
+
+use hub_identity::tenancy::{self, App, NewTenantRow, PoolMap, PoolMapChange, Tenant};
+use hub_kernel::gate::{Operator, ops_tokens};
+use hub_kernel::prelude::*;
+use hub_kernel::state::Invalidation;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_app))
+        .routes(routes!(list_tenants, create_tenant))
+        .routes(routes!(pool_map))
+        .routes(routes!(list_pools, create_pool))
+}
+
+/// Tenants listed at most.
+const TENANTS_CAP: i64 = 200;
+const TIERS: [&str; 3] = ["S", "P", "G"];
+const POOL_KINDS: [&str; 3] = ["admin", "app", "evidence"];
+const POOL_STATUSES: [&str; 3] = ["ACTIVE", "MIGRATING", "QUARANTINED"];
+/// The largest pool index.
+const MAX_POOL: i64 = 1_000_000;
+
+/// A required text of at most `max` characters.
+fn bounded(check: &mut Check, name: &str, value: &Option<String>, max: usize) -> String {
+    let v = check.required(name, value);
+    if v.chars().count() > max {
+        check.fail(format!("{name} must be at most {max} characters"));
+    }
+    v
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AdminNewApp)]
+struct NewApp {
+    /// 1–64 letters, digits, `-`, `_` or `.`.
+    #[schema(required = true)]
+    app_id: Option<String>,
+    /// At most 200 characters.
+    #[schema(required = true)]
+    display_name: Option<String>,
+    /// The new org's name, at first creation only (default: display_name).
+    org_name: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[schema(as = AdminAppAnswer)]
+struct AppAnswer {
+    app: App,
+}
+
+/// Creates an app with its org, or answers the existing one unchanged;
+/// 201 either way.
+#[utoipa::path(post, path = "/admin/apps", tag = "admin-apps", request_body = NewApp,
+    responses((status = 201, description = "the app, new or as it was", body = Data<AppAnswer>)))]
+async fn create_app(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewApp>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let app_id = check.required("app_id", &body.app_id);
+    if !app_id.is_empty() && !tenancy::valid_app_id(&app_id) {
+        check.fail("app_id must be 1-64 characters of letters, digits, '-', '_' or '.'");
+    }
+    let display_name = bounded(&mut check, "display_name", &body.display_name, 200);
+    let org_name = check.optional_bounded("org_name", &body.org_name, 200);
+    check.finish()?;
+    let (app, made) = tenancy::ensure_app(&state.db, &app_id, &display_name, org_name.as_deref().unwrap_or(&display_name)).await?;
+    if made {
+        tracing::info!(app_id, operator = %who, "app created");
+    }
+    Ok(created(AppAnswer { app }))
+}
+
+#[derive(Serialize, ToSchema)]
+#[schema(as = AdminTenantList)]
+struct TenantList {
+    /// Newest first, at most 200.
+    tenants: Vec<Tenant>,
+}
+
+/// Every tenant, newest first, at most 200 (no paging; a query is ignored).
+#[utoipa::path(get, path = "/admin/tenants", tag = "admin-tenants",
+    responses((status = 200, description = "the tenants", body = Data<TenantList>)))]
+async fn list_tenants(State(state): State<AppState>, _: Operator) -> ApiResult<Response> {
+    Ok(ok(TenantList { tenants: tenancy::tenants(&state.db, TENANTS_CAP).await? }))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AdminNewTenant)]
+struct NewTenant {
+    /// An existing app.
+    #[schema(required = true)]
+    app_id: Option<String>,
+    /// At most 200 characters.
+    #[schema(required = true)]
+    display_name: Option<String>,
+    /// At most 64 characters.
+    #[schema(required = true)]
+    region: Option<String>,
+    /// `S` (default), `P` or `G`.
+    isolation_tier: Option<String>,
+    /// Strings; `[]` by default.
+    #[schema(value_type = Option<Vec<String>>)]
+    module_subscriptions: Option<Value>,
+    /// At most 253 characters.
+    brand_domain: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[schema(as = AdminTenantAnswer)]
+struct TenantAnswer {
+    tenant: Tenant,
+}
+
+/// Creates a root tenant on an existing app (not idempotent). Event
+/// `tenant.tenant.created.v1` in the new tenant's chain.
+#[utoipa::path(post, path = "/admin/tenants", tag = "admin-tenants", request_body = NewTenant,
+    responses((status = 201, description = "the tenant", body = Data<TenantAnswer>)))]
+async fn create_tenant(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewTenant>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let app_id = check.required("app_id", &body.app_id);
+    let display_name = bounded(&mut check, "display_name", &body.display_name, 200);
+    let region = bounded(&mut check, "region", &body.region, 64);
+    let tier = Check::optional(&body.isolation_tier).unwrap_or_else(|| "S".into());
+    check.one_of("isolation_tier", &tier, &TIERS);
+    let modules = match &body.module_subscriptions {
+        None | Some(Value::Null) => json!([]),
+        Some(v) => v.clone(),
+    };
+    if !modules.as_array().is_some_and(|a| a.len() <= 100 && a.iter().all(|m| m.as_str().is_some_and(|m| (1..=128).contains(&m.len())))) {
+        check.fail("module_subscriptions must be an array of at most 100 strings of 1-128 characters");
+    }
+    let brand = check.optional_bounded("brand_domain", &body.brand_domain, 253);
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let app = tenancy::find_app(&mut *tx, &app_id).await?.ok_or_else(|| ApiError::invalid("app_id must name an existing app"))?;
+    let id = db::new_id();
+    let row = NewTenantRow {
+        tenant_id: &id,
+        app_id: &app.app_id,
+        org_id: &app.org_id,
+        display_name: &display_name,
+        parent_tenant_id: None,
+        root_tenant_id: &id,
+        reseller_id: None,
+        region: Some(&region),
+        brand_domain: brand.as_deref(),
+        module_subscriptions: &modules,
+    };
+    let tenant = tenancy::insert_tenant(&mut tx, &app, row, &tier).await?;
+    let payload = json!({ "tenant_id": tenant.tenant_id, "org_id": tenant.org_id, "app_id": tenant.app_id, "status": tenant.status,
+        "isolation_tier": tenant.isolation_tier, "region": tenant.region });
+    ops_tokens::record_in(&mut tx, &tenant.tenant_id, &who, events::TENANT_CREATED, payload).await?;
+    tx.commit().await?;
+    Ok(created(TenantAnswer { tenant }))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AdminNewPoolMap)]
+struct NewPoolMap {
+    /// An existing pool.
+    #[schema(required = true, value_type = i64)]
+    admin_pool_index: Option<Value>,
+    /// At most 64 characters.
+    #[schema(required = true)]
+    region: Option<String>,
+    /// An existing pool; absent keeps the current one.
+    #[schema(value_type = Option<i64>)]
+    evidence_pool_index: Option<Value>,
+    /// `{ app_id: pool_index }` of existing pools; absent keeps the
+    /// current map.
+    #[schema(value_type = Option<HashMap<String, i64>>)]
+    app_pool_index: Option<Value>,
+    /// `ACTIVE`, `MIGRATING` or `QUARANTINED`; absent keeps the current.
+    status: Option<String>,
+}
+
+/// Sets a tenant's pool map (one row a tenant; an upsert): 201. The
+/// pools named must exist (400); a path id that is not a UUID is 400
+/// 'tenant_id must be a UUID' as documented, an unknown tenant 404. Event
+/// `tenant.pool_map.changed.v1` in the tenant's chain (in its new admin
+/// pool).
+#[utoipa::path(post, path = "/admin/tenants/{tenant_id}/pool-map", tag = "admin-tenants", request_body = NewPoolMap,
+    params(("tenant_id" = String, Path, description = "the tenant")),
+    responses((status = 201, description = "the pool map", body = Data<PoolMap>)))]
+async fn pool_map(State(state): State<AppState>, Operator(who): Operator, Path(tenant_id): Path<String>, Body(body): Body<NewPoolMap>) -> ApiResult<Response> {
+    let tenant_id = uuid::Uuid::parse_str(&tenant_id).map_err(|_| ApiError::invalid("tenant_id must be a UUID"))?.to_string();
+    let mut check = Check::new();
+    let admin = match body.admin_pool_index.as_ref() {
+        None | Some(Value::Null) => {
+            check.fail("admin_pool_index is required");
+            None
+        }
+        v => check.optional_int("admin_pool_index", v, 0, MAX_POOL),
+    };
+    let region = bounded(&mut check, "region", &body.region, 64);
+    let evidence = check.optional_int("evidence_pool_index", body.evidence_pool_index.as_ref(), 0, MAX_POOL);
+    let apps = match &body.app_pool_index {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(m)) if m.len() <= 1000 && m.values().all(|v| v.as_i64().is_some_and(|p| (0..=MAX_POOL).contains(&p))) => Some(m.clone()),
+        Some(_) => {
+            check.fail(format!("app_pool_index must be an object of app_id to a pool_index from 0 to {MAX_POOL}"));
+            None
+        }
+    };
+    let status = Check::optional(&body.status);
+    check.one_of("status", status.as_deref().unwrap_or_default(), &POOL_STATUSES);
+    check.finish()?;
+    let admin = admin.unwrap_or_default();
+    let mut tx = state.db.begin().await?;
+    let mut named: Vec<(&str, i64)> = vec![("admin_pool_index", admin)];
+    named.extend(evidence.map(|e| ("evidence_pool_index", e)));
+    named.extend(apps.iter().flat_map(|m| m.values().filter_map(Value::as_i64)).map(|p| ("app_pool_index", p)));
+    let mut missing = Vec::new();
+    for (field, pool) in named {
+        let found: Option<i64> = sqlx::query_scalar("SELECT pool_index FROM platform_pool WHERE pool_index = $1").bind(pool).fetch_optional(&mut *tx).await?;
+        if found.is_none() {
+            missing.push(format!("{field} {pool} names no pool"));
+        }
+    }
+    missing.dedup();
+    if !missing.is_empty() {
+        return Err(ApiError::Validation(missing));
+    }
+    let app_map = apps.map(Value::Object);
+    let change =
+        PoolMapChange { admin_pool_index: admin, region: &region, evidence_pool_index: evidence, app_pool_index: app_map.as_ref(), status: status.as_deref() };
+    let map = tenancy::set_pool_map(&mut tx, &tenant_id, change).await?.ok_or(ApiError::NotFound)?;
+    ops_tokens::record_in(&mut tx, &tenant_id, &who, events::TENANT_POOL_MAP_CHANGED, json!(map)).await?;
+    tx.commit().await?;
+    state.invalidate(Invalidation::Tenants).await;
+    Ok(created(map))
+}
+
+/// A routing pool.
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = AdminPool)]
+struct Pool {
+    pool_index: i64,
+    /// `admin`, `app` or `evidence`.
+    kind: String,
+    region: Option<String>,
+    created_at: String,
+}
+
+/// Every pool, by index (beyond the documents: the pools a pool map can
+/// name).
+#[utoipa::path(get, path = "/admin/pools", tag = "admin-pools",
+    responses((status = 200, description = "the pools", body = Data<Vec<Pool>>)))]
+async fn list_pools(State(state): State<AppState>, _: Operator) -> ApiResult<Response> {
+    let pools: Vec<Pool> =
+        sqlx::query_as("SELECT pool_index, kind, region, created_at FROM platform_pool ORDER BY pool_index").fetch_all(&state.db.read).await?;
+    Ok(ok(pools))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AdminNewPool)]
+struct NewPool {
+    /// An integer of 0 or more, unique (409 when taken).
+    #[schema(required = true, value_type = i64)]
+    pool_index: Option<Value>,
+    /// `admin`, `app` or `evidence`.
+    #[schema(required = true)]
+    kind: Option<String>,
+    /// At most 64 characters.
+    #[schema(required = true)]
+    region: Option<String>,
+}
+
+/// Creates a pool (RULINGS 3): 201; a taken pool_index is 409.
+#[utoipa::path(post, path = "/admin/pools", tag = "admin-pools", request_body = NewPool,
+    responses((status = 201, description = "the pool", body = Data<Pool>)))]
+async fn create_pool(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewPool>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let index = match body.pool_index.as_ref() {
+        None | Some(Value::Null) => {
+            check.fail("pool_index is required");
+            None
+        }
+        v => check.optional_int("pool_index", v, 0, MAX_POOL),
+    };
+    let kind = check.required("kind", &body.kind);
+    check.one_of("kind", &kind, &POOL_KINDS);
+    let region = bounded(&mut check, "region", &body.region, 64);
+    check.finish()?;
+    let pool: Option<Pool> = sqlx::query_as(
+        "INSERT INTO platform_pool (pool_index, kind, region, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (pool_index) DO NOTHING \
+         RETURNING pool_index, kind, region, created_at",
+    )
+    .bind(index)
+    .bind(&kind)
+    .bind(&region)
+    .bind(db::now())
+    .fetch_optional(state.db.writer())
+    .await?;
+    let pool = pool.ok_or_else(|| ApiError::Conflict(format!("pool {} exists", index.unwrap_or_default())))?;
+    tracing::info!(pool_index = pool.pool_index, kind, operator = %who, "pool created");
+    Ok(created(pool))
+}

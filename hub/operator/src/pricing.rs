@@ -1,0 +1,217 @@
+//! "Metering and pricing": the pricing catalogs (versioned; `draft`,
+//! `active`, `retired`), their rates per sku, and the hard-cap overrides
+//! metering honours. The tables and their rules are the billing area's
+//! (`billing::{create_catalog, put_rate, set_catalog_status_in, ..}`,
+//! `meter::override_hardcap`); this module is the operator's door to them.
+//! RULINGS 1: a duplicate (catalog_id, version) is 409, a status change of
+//! an unknown catalog 404 'catalog not found'.
+
+use axum::http::HeaderMap;
+use hub_billing::{billing, meter};
+use hub_kernel::gate::{Operator, ops_tokens};
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_catalogs, create_catalog))
+        .routes(routes!(get_catalog))
+        .routes(routes!(put_rate))
+        .routes(routes!(set_status))
+        .routes(routes!(override_hardcap))
+}
+
+/// The bare success answer.
+#[derive(Serialize, ToSchema)]
+#[schema(as = AdminPricingDone)]
+struct Done {
+    success: bool,
+}
+
+/// `operator_id`: required, at most 200 characters.
+fn operator_id(check: &mut Check, value: &Option<String>) -> String {
+    let id = check.required("operator_id", value);
+    if id.chars().count() > 200 {
+        check.fail("operator_id must be at most 200 characters");
+    }
+    id
+}
+
+/// Every catalog version of every status, by catalog_id then version
+/// (unpaginated, as documented).
+#[utoipa::path(get, path = "/admin/meter/pricing-catalogs", tag = "admin-meter",
+    responses((status = 200, description = "the catalogs", body = Data<Vec<billing::Catalog>>)))]
+async fn list_catalogs(State(state): State<AppState>, _: Operator) -> ApiResult<Response> {
+    Ok(ok(billing::catalogs(&state.db).await?))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AdminNewPricingCatalog)]
+struct NewCatalog {
+    /// 1–128 letters, digits or `. _ -`.
+    #[schema(required = true)]
+    catalog_id: Option<String>,
+    /// A positive integer; (catalog_id, version) is unique.
+    #[schema(required = true, value_type = i64)]
+    version: Option<Value>,
+    /// ISO 4217 (default `USD`).
+    currency: Option<String>,
+    /// Who creates it (kept as `created_by`).
+    #[schema(required = true)]
+    operator_id: Option<String>,
+}
+
+/// Creates a catalog version, `draft`; a taken (catalog_id, version) is 409.
+#[utoipa::path(post, path = "/admin/meter/pricing-catalogs", tag = "admin-meter", request_body = NewCatalog,
+    responses((status = 200, description = "the created version", body = Data<billing::Catalog>)))]
+async fn create_catalog(State(state): State<AppState>, _: Operator, Body(body): Body<NewCatalog>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let catalog_id = check.required("catalog_id", &body.catalog_id);
+    let version = match body.version.as_ref() {
+        None | Some(Value::Null) => {
+            check.fail("version is required");
+            None
+        }
+        v => check.optional_int("version", v, 1, i64::from(i32::MAX)),
+    };
+    let operator = operator_id(&mut check, &body.operator_id);
+    let currency = check.optional_bounded("currency", &body.currency, 3);
+    check.finish()?;
+    let catalog = billing::create_catalog(&state.db, &catalog_id, version.unwrap_or_default(), currency.as_deref(), &operator).await?;
+    Ok(ok(catalog))
+}
+
+/// A catalog's latest version with its rates.
+#[derive(Serialize, ToSchema)]
+#[schema(as = AdminPricingCatalog)]
+struct CatalogView {
+    catalog: billing::Catalog,
+    /// By sku; empty when none.
+    rates: Vec<billing::Rate>,
+}
+
+/// A catalog (its latest version) and its rates; 404 'catalog not found'.
+#[utoipa::path(get, path = "/admin/meter/pricing-catalogs/{catalog_id}", tag = "admin-meter",
+    params(("catalog_id" = String, Path, description = "the catalog")),
+    responses((status = 200, description = "the catalog and its rates", body = Data<CatalogView>)))]
+async fn get_catalog(State(state): State<AppState>, _: Operator, Path(catalog_id): Path<String>) -> ApiResult<Response> {
+    let (catalog, rates) = billing::catalog_with_rates(&state.db, &catalog_id).await?;
+    Ok(ok(CatalogView { catalog, rates }))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AdminPutPricingRate)]
+struct PutRate {
+    #[serde(flatten)]
+    rate: billing::NewRate,
+    /// Who sets it (kept as `updated_by`).
+    #[schema(required = true)]
+    operator_id: Option<String>,
+}
+
+/// Sets (inserts or replaces) the rate of a sku in the catalog's latest
+/// version; idempotent.
+#[utoipa::path(put, path = "/admin/meter/pricing-catalogs/{catalog_id}/rates/{sku}", tag = "admin-meter", request_body = PutRate,
+    params(("catalog_id" = String, Path, description = "the catalog"), ("sku" = String, Path, description = "the sku")),
+    responses((status = 200, description = "the rate", body = Data<billing::Rate>)))]
+async fn put_rate(
+    State(state): State<AppState>,
+    _: Operator,
+    Path((catalog_id, sku)): Path<(String, String)>,
+    Body(body): Body<PutRate>,
+) -> ApiResult<Response> {
+    let operator = Check::optional(&body.operator_id).unwrap_or_default();
+    if operator.chars().count() > 200 {
+        return Err(ApiError::invalid("operator_id must be at most 200 characters"));
+    }
+    Ok(ok(billing::put_rate(&state.db, &catalog_id, &sku, &body.rate, &operator).await?))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AdminPricingCatalogStatus)]
+struct NewStatus {
+    /// `draft`, `active` or `retired`, from any state.
+    #[schema(required = true)]
+    status: Option<String>,
+    #[schema(required = true)]
+    operator_id: Option<String>,
+}
+
+/// Sets the status of the catalog's latest version: 200 bare `{ success:
+/// true }`; 404 'catalog not found'. Activation records
+/// `billing.catalog.activated.v1` in the platform chain.
+#[utoipa::path(patch, path = "/admin/meter/pricing-catalogs/{catalog_id}/status", tag = "admin-meter", request_body = NewStatus,
+    params(("catalog_id" = String, Path, description = "the catalog")),
+    responses((status = 200, description = "set", body = Done)))]
+async fn set_status(
+    State(state): State<AppState>,
+    Operator(who): Operator,
+    Path(catalog_id): Path<String>,
+    Body(body): Body<NewStatus>,
+) -> ApiResult<Response> {
+    let status = Check::optional(&body.status).unwrap_or_default();
+    let operator = Check::optional(&body.operator_id).unwrap_or_default();
+    if operator.chars().count() > 200 {
+        return Err(ApiError::invalid("operator_id must be at most 200 characters"));
+    }
+    let mut tx = state.db.begin().await?;
+    let catalog = billing::set_catalog_status_in(&mut tx, &catalog_id, &status, &operator).await?;
+    if status == "active" {
+        let payload = json!({ "catalog_id": catalog.catalog_id, "version": catalog.version, "operator_id": operator });
+        ops_tokens::record(&mut tx, &who, events::BILLING_CATALOG_ACTIVATED, payload).await?;
+    }
+    tx.commit().await?;
+    Ok(axum::response::IntoResponse::into_response(axum::Json(Done { success: true })))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AdminHardcapOverride)]
+struct NewOverride {
+    #[schema(required = true, format = "uuid")]
+    tenant_id: Option<String>,
+    #[schema(required = true)]
+    sku: Option<String>,
+    /// RFC 3339, in the future: the tenant's cap on the sku does not apply
+    /// until then.
+    #[schema(required = true)]
+    until: Option<String>,
+    #[schema(required = true)]
+    operator_id: Option<String>,
+    /// At most 2000 characters.
+    #[schema(required = true)]
+    reason: Option<String>,
+}
+
+/// Lifts a tenant's hard cap on a sku until `until` (metering admits the
+/// tenant's usage of it meanwhile). The `x-trace-id` header, when given,
+/// is kept with it. Event `billing.hardcap.overridden.v1` in the tenant's
+/// chain.
+#[utoipa::path(post, path = "/admin/meter/hardcap/override", tag = "admin-meter", request_body = NewOverride,
+    params(("x-trace-id" = Option<String>, Header, description = "threaded through to the override")),
+    responses((status = 200, description = "the override", body = Data<meter::Override>)))]
+async fn override_hardcap(State(state): State<AppState>, Operator(who): Operator, headers: HeaderMap, Body(body): Body<NewOverride>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let tenant_id = check.required_uuid("tenant_id", &body.tenant_id).map(|u| u.to_string());
+    let sku = check.required("sku", &body.sku);
+    let until = check.required("until", &body.until);
+    let operator = operator_id(&mut check, &body.operator_id);
+    let reason = check.required("reason", &body.reason);
+    if reason.chars().count() > 2000 {
+        check.fail("reason must be at most 2000 characters");
+    }
+    if !until.is_empty() {
+        match db::parse_time(&until) {
+            Some(t) if t > chrono::Utc::now() => {}
+            Some(_) => check.fail("until must be in the future"),
+            None => check.fail("until must be an RFC 3339 timestamp"),
+        }
+    }
+    let trace_id =
+        headers.get("x-trace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty()).map(|v| v.chars().take(200).collect::<String>());
+    check.finish()?;
+    let tenant_id = tenant_id.unwrap_or_default();
+    if hub_identity::tenancy::find(&state.db.read, &tenant_id).await?.is_none() {
+        return Err(ApiError::invalid("tenant_id must name an existing tenant"));
+    }
+    let o = meter::NewOverride { tenant_id: &tenant_id, sku: &sku, until: &until, operator_id: &operator, reason: &reason, trace_id: trace_id.as_deref() };
+    Ok(ok(meter::override_hardcap(&state.db, &who, o).await?))
+}
