@@ -4,12 +4,14 @@
 //! sdk-coverage (a primary, a backup and an acceptance window per kind of
 //! work; `coverage::rule_for` is the lookup other crates call), sdk-social
 //! (authorised handles bound to a persona), sdk-lead-scoring (models per
-//! vertical, one active per tenant and vertical).
+//! vertical, one active per tenant and vertical), sdk-engagement
+//! (encounters opened, closed and sealed, with their retention).
 
 pub mod campaign;
 pub mod content;
 pub mod coverage;
 pub mod crm;
+pub mod engagement;
 pub mod lead_scoring;
 pub mod social;
 
@@ -25,4 +27,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(coverage::routes())
         .merge(social::routes())
         .merge(lead_scoring::routes())
+        .merge(engagement::routes())
 }

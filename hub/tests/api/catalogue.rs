@@ -362,6 +362,9 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/lead-scoring/models", Some(a), json!({ "vertical": "mx", "name": "mx", "weights": { "a": 1 } })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("model_id", data(&r, "model_id"));
+    let (s, r) = app.post("/api/engagement/encounters", Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("encounter_id", data(&r, "encounter_id"));
     ids
 }
 

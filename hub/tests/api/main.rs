@@ -31,6 +31,7 @@ mod deliverability;
 mod device_sync;
 mod devices;
 mod dispatch;
+mod engagement;
 mod evidence;
 mod exchange;
 mod feature_flags;

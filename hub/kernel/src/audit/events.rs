@@ -165,6 +165,9 @@ event_types! {
     SOCIAL_HANDLE_AUTHORISED = "social.handle.authorised.v1";
     LEAD_SCORING_MODEL_CREATED = "crm.scoring_model.created.v1";
     LEAD_SCORING_MODEL_ACTIVATED = "crm.scoring_model.activated.v1";
+    ENGAGEMENT_ENCOUNTER_OPENED = "engagement.encounter.opened.v1";
+    ENGAGEMENT_ENCOUNTER_CLOSED = "engagement.encounter.closed.v1";
+    ENGAGEMENT_ENCOUNTER_SEALED = "engagement.encounter.sealed.v1";
 }
 
 #[cfg(test)]
