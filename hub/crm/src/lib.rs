@@ -5,7 +5,8 @@
 //! work; `coverage::rule_for` is the lookup other crates call), sdk-social
 //! (authorised handles bound to a persona), sdk-lead-scoring (models per
 //! vertical, one active per tenant and vertical), sdk-engagement
-//! (encounters opened, closed and sealed, with their retention).
+//! (encounters opened, closed and sealed, with their retention), sdk-event
+//! (events, tickets with a qr_token, check-in once).
 
 pub mod campaign;
 pub mod content;
@@ -14,6 +15,7 @@ pub mod crm;
 pub mod engagement;
 pub mod lead_scoring;
 pub mod social;
+pub mod ticket;
 
 use utoipa_axum::router::OpenApiRouter;
 
@@ -28,4 +30,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(social::routes())
         .merge(lead_scoring::routes())
         .merge(engagement::routes())
+        .merge(ticket::routes())
 }

@@ -365,6 +365,11 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/engagement/encounters", Some(a), json!({})).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("encounter_id", data(&r, "encounter_id"));
+    let (s, r) = app.post("/api/tickets/events", Some(a), json!({ "name": "mx", "starts_at": "2027-01-01T00:00:00Z" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, r) = app.post("/api/tickets", Some(a), json!({ "event_id": r["data"]["event_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("ticket_id", data(&r, "ticket_id"));
     ids
 }
 

@@ -25,11 +25,18 @@ async fn encounters_open_close_and_seal_with_their_retention(app: TestApp) {
         (e["data"]["state"].as_str(), e["data"]["retention_policy"].as_str(), e["data"]["retention_days"].as_i64(), e["data"]["address_id"].clone()),
         (Some("open"), Some("regulated"), Some(2557), address.clone())
     );
-    assert_eq!((e["data"]["closed_at"].clone(), e["data"]["retention_expires_at"].clone(), e["data"]["sealed_at"].clone()), (Value::Null, Value::Null, Value::Null));
-    let (s, f) = app.post("/api/engagement/encounters", Some(a), json!({ "parent_encounter_id": first, "retention_policy": "custom", "retention_days": 30 })).await;
+    assert_eq!(
+        (e["data"]["closed_at"].clone(), e["data"]["retention_expires_at"].clone(), e["data"]["sealed_at"].clone()),
+        (Value::Null, Value::Null, Value::Null)
+    );
+    let (s, f) =
+        app.post("/api/engagement/encounters", Some(a), json!({ "parent_encounter_id": first, "retention_policy": "custom", "retention_days": 30 })).await;
     assert_eq!(s, StatusCode::CREATED, "{f}");
     let second = f["data"]["encounter_id"].as_str().unwrap().to_string();
-    assert_eq!((f["data"]["kind"].as_str(), f["data"]["parent_encounter_id"].as_str(), f["data"]["retention_days"].as_i64()), (Some("visit"), Some(first.as_str()), Some(30)));
+    assert_eq!(
+        (f["data"]["kind"].as_str(), f["data"]["parent_encounter_id"].as_str(), f["data"]["retention_days"].as_i64()),
+        (Some("visit"), Some(first.as_str()), Some(30))
+    );
 
     let b = assert_error(
         app.post(
@@ -108,9 +115,6 @@ async fn encounters_open_close_and_seal_with_their_retention(app: TestApp) {
 
     let events = app.events_of(&t.a["tenant_id"]).await;
     let count = |ty: &str| events.iter().filter(|e| *e == ty).count();
-    assert_eq!(
-        (count("engagement.encounter.opened.v1"), count("engagement.encounter.closed.v1"), count("engagement.encounter.sealed.v1")),
-        (2, 1, 1)
-    );
+    assert_eq!((count("engagement.encounter.opened.v1"), count("engagement.encounter.closed.v1"), count("engagement.encounter.sealed.v1")), (2, 1, 1));
 }
 db_test!(encounters_open_close_and_seal_with_their_retention);

@@ -70,6 +70,7 @@ mod source_records;
 mod spine;
 mod taxonomy;
 mod tenant_lifecycle;
+mod tickets;
 mod trace;
 mod vault;
 mod voice;

@@ -168,6 +168,10 @@ event_types! {
     ENGAGEMENT_ENCOUNTER_OPENED = "engagement.encounter.opened.v1";
     ENGAGEMENT_ENCOUNTER_CLOSED = "engagement.encounter.closed.v1";
     ENGAGEMENT_ENCOUNTER_SEALED = "engagement.encounter.sealed.v1";
+    EVENT_CREATED = "event.event.created.v1";
+    EVENT_TICKET_ISSUED = "event.ticket.issued.v1";
+    EVENT_TICKET_CHECKED_IN = "event.ticket.checked_in.v1";
+    EVENT_TICKET_VOIDED = "event.ticket.voided.v1";
 }
 
 #[cfg(test)]
