@@ -6,7 +6,8 @@
 //! (authorised handles bound to a persona), sdk-lead-scoring (models per
 //! vertical, one active per tenant and vertical), sdk-engagement
 //! (encounters opened, closed and sealed, with their retention), sdk-event
-//! (events, tickets with a qr_token, check-in once).
+//! (events, tickets with a qr_token, check-in once), sdk-service-request
+//! (queues and the requests filed into them).
 
 pub mod campaign;
 pub mod content;
@@ -14,6 +15,7 @@ pub mod coverage;
 pub mod crm;
 pub mod engagement;
 pub mod lead_scoring;
+pub mod service_request;
 pub mod social;
 pub mod ticket;
 
@@ -31,4 +33,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(lead_scoring::routes())
         .merge(engagement::routes())
         .merge(ticket::routes())
+        .merge(service_request::routes())
 }

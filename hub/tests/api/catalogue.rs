@@ -370,6 +370,11 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/tickets", Some(a), json!({ "event_id": r["data"]["event_id"] })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("ticket_id", data(&r, "ticket_id"));
+    let (s, r) = app.post("/api/service-requests/queues", Some(a), json!({ "tenant_id": t.a["tenant_id"], "name": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, r) = app.post("/api/service-requests", Some(a), json!({ "queue_id": r["data"]["queue_id"], "title": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("service_request_id", data(&r, "request_id"));
     ids
 }
 

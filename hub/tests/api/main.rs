@@ -65,6 +65,7 @@ mod residency;
 mod schema;
 mod secrets;
 mod sequences;
+mod service_requests;
 mod social;
 mod source_records;
 mod spine;

@@ -172,6 +172,9 @@ event_types! {
     EVENT_TICKET_ISSUED = "event.ticket.issued.v1";
     EVENT_TICKET_CHECKED_IN = "event.ticket.checked_in.v1";
     EVENT_TICKET_VOIDED = "event.ticket.voided.v1";
+    SERVICE_REQUEST_QUEUE_CREATED = "service-request.queue.created.v1";
+    SERVICE_REQUEST_OPENED = "service-request.request.opened.v1";
+    SERVICE_REQUEST_CLOSED = "service-request.request.closed.v1";
 }
 
 #[cfg(test)]
