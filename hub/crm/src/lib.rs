@@ -7,7 +7,8 @@
 //! vertical, one active per tenant and vertical), sdk-engagement
 //! (encounters opened, closed and sealed, with their retention), sdk-event
 //! (events, tickets with a qr_token, check-in once), sdk-service-request
-//! (queues and the requests filed into them).
+//! (queues and the requests filed into them), sdk-sla (policies with
+//! escalation rungs, clocks, and the clocks at risk).
 
 pub mod campaign;
 pub mod content;
@@ -16,6 +17,7 @@ pub mod crm;
 pub mod engagement;
 pub mod lead_scoring;
 pub mod service_request;
+pub mod sla;
 pub mod social;
 pub mod ticket;
 
@@ -34,4 +36,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(engagement::routes())
         .merge(ticket::routes())
         .merge(service_request::routes())
+        .merge(sla::routes())
 }

@@ -375,6 +375,12 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/service-requests", Some(a), json!({ "queue_id": r["data"]["queue_id"], "title": "mx" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("service_request_id", data(&r, "request_id"));
+    let (s, r) = app.post("/api/sla/policies", Some(a), json!({ "name": "mx", "target_minutes": 60 })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("policy_id", data(&r, "policy_id"));
+    let (s, r) = app.post("/api/sla/clocks", Some(a), json!({ "policy_id": ids["policy_id"], "subject_ref": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("clock_id", data(&r, "clock_id"));
     ids
 }
 

@@ -66,6 +66,7 @@ mod schema;
 mod secrets;
 mod sequences;
 mod service_requests;
+mod sla;
 mod social;
 mod source_records;
 mod spine;

@@ -175,6 +175,11 @@ event_types! {
     SERVICE_REQUEST_QUEUE_CREATED = "service-request.queue.created.v1";
     SERVICE_REQUEST_OPENED = "service-request.request.opened.v1";
     SERVICE_REQUEST_CLOSED = "service-request.request.closed.v1";
+    SLA_POLICY_CREATED = "sla.policy.created.v1";
+    SLA_RUNG_CREATED = "sla.rung.created.v1";
+    SLA_CLOCK_STARTED = "sla.clock.started.v1";
+    SLA_CLOCK_STOPPED = "sla.clock.stopped.v1";
+    SLA_CLOCK_BREACHED = "sla.clock.breached.v1";
 }
 
 #[cfg(test)]

@@ -203,6 +203,9 @@ mod tests {
         "crm.scoring_model.created.v1",
         "crm.scoring_model.activated.v1",
         "event.event.created.v1",
+        "sla.policy.created.v1",
+        "sla.rung.created.v1",
+        "sla.clock.stopped.v1",
     ];
 
     #[test]
