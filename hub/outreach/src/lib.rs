@@ -6,8 +6,10 @@
 //! sdk-deliverability (bounces and complaints from signed inbound
 //! webhooks), sdk-notification (notifications sent through a provider,
 //! and their delivery receipts) and connector-<provider>-voice (call legs
-//! from signed inbound webhooks).
+//! from signed inbound webhooks). It also holds sdk-connectors (sync items,
+//! dead letters and replays), which `hub` serves as the area `connectors`.
 
+pub mod connectors;
 pub mod conversation;
 pub mod deliverability;
 pub mod handoff;

@@ -17,6 +17,7 @@ mod catalogue;
 mod commands;
 mod config;
 mod connections;
+mod connectors;
 mod consent;
 mod containment;
 mod content;

@@ -180,6 +180,10 @@ event_types! {
     SLA_CLOCK_STARTED = "sla.clock.started.v1";
     SLA_CLOCK_STOPPED = "sla.clock.stopped.v1";
     SLA_CLOCK_BREACHED = "sla.clock.breached.v1";
+    CONNECTOR_SYNC_COMPLETED = "connector.sync.completed.v1";
+    CONNECTOR_SYNC_FAILED = "connector.sync.failed.v1";
+    CONNECTOR_ITEM_DEAD_LETTERED = "connector.item.dead_lettered.v1";
+    CONNECTOR_ITEM_REPLAYED = "connector.item.replayed.v1";
 }
 
 #[cfg(test)]
