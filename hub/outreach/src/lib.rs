@@ -6,7 +6,8 @@
 //! sdk-deliverability (bounces and complaints from signed inbound
 //! webhooks), sdk-notification (notifications sent through a provider,
 //! and their delivery receipts) and connector-<provider>-voice (call legs
-//! from signed inbound webhooks). It also holds sdk-connectors (sync items,
+//! from signed inbound webhooks), sdk-scheduling (appointments pushed to
+//! CalDAV calendars). It also holds sdk-connectors (sync items,
 //! dead letters and replays), which `hub` serves as the area `connectors`.
 
 pub mod connectors;
@@ -16,6 +17,7 @@ pub mod handoff;
 pub mod incident;
 pub mod notification;
 pub mod offer;
+pub mod scheduling;
 pub mod sequence;
 pub mod voice;
 
@@ -33,6 +35,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(deliverability::routes())
         .merge(notification::routes())
         .merge(voice::routes())
+        .merge(scheduling::routes())
 }
 
 /// Registers the area's handlers of signed inbound webhooks, by kind.

@@ -381,6 +381,11 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/sla/clocks", Some(a), json!({ "policy_id": ids["policy_id"], "subject_ref": "mx" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("clock_id", data(&r, "clock_id"));
+    let (s, r) = app
+        .post("/api/scheduling/appointments", Some(a), json!({ "title": "mx", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" }))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("appointment_id", data(&r, "appointment_id"));
     ids
 }
 

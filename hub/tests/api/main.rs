@@ -63,6 +63,7 @@ mod quic;
 mod rebac;
 mod replicas;
 mod residency;
+mod scheduling;
 mod schema;
 mod secrets;
 mod sequences;

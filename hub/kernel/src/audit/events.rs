@@ -184,6 +184,11 @@ event_types! {
     CONNECTOR_SYNC_FAILED = "connector.sync.failed.v1";
     CONNECTOR_ITEM_DEAD_LETTERED = "connector.item.dead_lettered.v1";
     CONNECTOR_ITEM_REPLAYED = "connector.item.replayed.v1";
+    SCHEDULING_CONNECTION_CREATED = "scheduling.connection.created.v1";
+    SCHEDULING_APPOINTMENT_BOOKED = "scheduling.appointment.booked.v1";
+    SCHEDULING_APPOINTMENT_RESCHEDULED = "scheduling.appointment.rescheduled.v1";
+    SCHEDULING_APPOINTMENT_CANCELLED = "scheduling.appointment.cancelled.v1";
+    SCHEDULING_CALENDAR_PUSHED = "scheduling.calendar.pushed.v1";
 }
 
 #[cfg(test)]

@@ -206,6 +206,7 @@ mod tests {
         "sla.policy.created.v1",
         "sla.rung.created.v1",
         "sla.clock.stopped.v1",
+        "scheduling.connection.created.v1",
     ];
 
     #[test]
