@@ -5,6 +5,12 @@
 //! client-credentials grants/s and password logins/s.
 //!
 //! `cargo run --release -p tests --bin bench -- --seconds 10 --concurrency 64`
+//!
+//! With `--crm` it runs the CRM scenarios instead (`bench_crm.rs`): a
+//! write-heavy mix and list latency over 100,000 rows of the caller's
+//! tenant and 1,000,000 of others, on SQLite and, given `--postgres-url`,
+//! on a fresh database of that PostgreSQL server:
+//! `cargo run --release -p tests --bin bench -- --crm --seconds 10 --postgres-url postgres://…/postgres`
 
 use std::{
     sync::{
@@ -18,7 +24,10 @@ use anyhow::{Context, ensure};
 use clap::Parser;
 use serde_json::{Value, json};
 
-#[derive(Parser, Clone, Copy)]
+#[path = "../bench_crm.rs"]
+mod crm;
+
+#[derive(Parser, Clone)]
 #[command(about = "Load benchmark of the hub's gateway and credential paths")]
 struct Args {
     /// Seconds each scenario runs.
@@ -37,6 +46,21 @@ struct Args {
     /// Worker threads of the hub's runtime.
     #[arg(long, default_value_t = 2)]
     server_threads: usize,
+    /// Run the CRM scenarios (write mix, list latency over seeded rows) instead.
+    #[arg(long)]
+    crm: bool,
+    /// With --crm: also on a fresh database of this PostgreSQL server (dropped after).
+    #[arg(long)]
+    postgres_url: Option<String>,
+    /// With --crm: contacts (and calls) seeded in the caller's tenant.
+    #[arg(long, default_value_t = 100_000)]
+    tenant_rows: u64,
+    /// With --crm: contacts (and calls) seeded in ten other tenants together.
+    #[arg(long, default_value_t = 1_000_000)]
+    other_rows: u64,
+    /// With --crm: concurrent clients of the list scenarios.
+    #[arg(long, default_value_t = 1)]
+    list_concurrency: usize,
 }
 
 /// One scenario's request factory.
@@ -117,6 +141,25 @@ async fn run(name: &'static str, client: &reqwest::Client, make: MakeRequest, co
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.crm {
+        let crm_args = crm::CrmArgs {
+            seconds: args.seconds,
+            concurrency: args.concurrency,
+            list_concurrency: args.list_concurrency,
+            tenant_rows: args.tenant_rows,
+            other_rows: args.other_rows,
+            server_threads: args.server_threads,
+        };
+        crm::bench("SQLite", None, crm_args)?;
+        if let Some(admin) = &args.postgres_url {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let (url, name) = rt.block_on(crm::fresh_postgres(admin))?;
+            let result = crm::bench("PostgreSQL", Some(url), crm_args);
+            rt.block_on(crm::drop_postgres(admin, &name))?;
+            result?;
+        }
+        return Ok(());
+    }
     let dir = tempfile::tempdir()?;
     let server_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(args.server_threads).enable_all().build()?;
     let mut config = hub_kernel::config::Config::for_tests(dir.path().into(), None);
