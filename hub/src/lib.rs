@@ -46,6 +46,7 @@ pub fn catalogue(published: catalogue::Published) -> (Router<AppState>, utoipa::
         .merge(catalogue::area("provenance", hub_provenance::routes()))
         .merge(catalogue::area("outreach", hub_outreach::routes()))
         .merge(catalogue::area("crm", hub_crm::routes()))
+        .merge(catalogue::area("connectors", hub_outreach::connectors::routes()))
         .merge(catalogue::area("ai", hub_ai::routes()))
         .merge(catalogue::area("billing", hub_billing::routes()))
         .merge(catalogue::area("operator", hub_operator::routes()))

@@ -6,14 +6,18 @@
 //! sdk-deliverability (bounces and complaints from signed inbound
 //! webhooks), sdk-notification (notifications sent through a provider,
 //! and their delivery receipts) and connector-<provider>-voice (call legs
-//! from signed inbound webhooks).
+//! from signed inbound webhooks), sdk-scheduling (appointments pushed to
+//! CalDAV calendars). It also holds sdk-connectors (sync items,
+//! dead letters and replays), which `hub` serves as the area `connectors`.
 
+pub mod connectors;
 pub mod conversation;
 pub mod deliverability;
 pub mod handoff;
 pub mod incident;
 pub mod notification;
 pub mod offer;
+pub mod scheduling;
 pub mod sequence;
 pub mod voice;
 
@@ -31,6 +35,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(deliverability::routes())
         .merge(notification::routes())
         .merge(voice::routes())
+        .merge(scheduling::routes())
 }
 
 /// Registers the area's handlers of signed inbound webhooks, by kind.

@@ -371,6 +371,30 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     for p in ["profile_id", "region_id", "release_id", "install_id"] {
         ids.insert(p, uuid::Uuid::now_v7().to_string());
     }
+    let (s, r) = app.post("/api/engagement/encounters", Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("encounter_id", data(&r, "encounter_id"));
+    let (s, r) = app.post("/api/tickets/events", Some(a), json!({ "name": "mx", "starts_at": "2027-01-01T00:00:00Z" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, r) = app.post("/api/tickets", Some(a), json!({ "event_id": r["data"]["event_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("ticket_id", data(&r, "ticket_id"));
+    let (s, r) = app.post("/api/service-requests/queues", Some(a), json!({ "tenant_id": t.a["tenant_id"], "name": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, r) = app.post("/api/service-requests", Some(a), json!({ "queue_id": r["data"]["queue_id"], "title": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("service_request_id", data(&r, "request_id"));
+    let (s, r) = app.post("/api/sla/policies", Some(a), json!({ "name": "mx", "target_minutes": 60 })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("policy_id", data(&r, "policy_id"));
+    let (s, r) = app.post("/api/sla/clocks", Some(a), json!({ "policy_id": ids["policy_id"], "subject_ref": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("clock_id", data(&r, "clock_id"));
+    let (s, r) = app
+        .post("/api/scheduling/appointments", Some(a), json!({ "title": "mx", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" }))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("appointment_id", data(&r, "appointment_id"));
     ids
 }
 

@@ -184,6 +184,30 @@ event_types! {
     SOCIAL_HANDLE_AUTHORISED = "social.handle.authorised.v1";
     LEAD_SCORING_MODEL_CREATED = "crm.scoring_model.created.v1";
     LEAD_SCORING_MODEL_ACTIVATED = "crm.scoring_model.activated.v1";
+    ENGAGEMENT_ENCOUNTER_OPENED = "engagement.encounter.opened.v1";
+    ENGAGEMENT_ENCOUNTER_CLOSED = "engagement.encounter.closed.v1";
+    ENGAGEMENT_ENCOUNTER_SEALED = "engagement.encounter.sealed.v1";
+    EVENT_CREATED = "event.event.created.v1";
+    EVENT_TICKET_ISSUED = "event.ticket.issued.v1";
+    EVENT_TICKET_CHECKED_IN = "event.ticket.checked_in.v1";
+    EVENT_TICKET_VOIDED = "event.ticket.voided.v1";
+    SERVICE_REQUEST_QUEUE_CREATED = "service-request.queue.created.v1";
+    SERVICE_REQUEST_OPENED = "service-request.request.opened.v1";
+    SERVICE_REQUEST_CLOSED = "service-request.request.closed.v1";
+    SLA_POLICY_CREATED = "sla.policy.created.v1";
+    SLA_RUNG_CREATED = "sla.rung.created.v1";
+    SLA_CLOCK_STARTED = "sla.clock.started.v1";
+    SLA_CLOCK_STOPPED = "sla.clock.stopped.v1";
+    SLA_CLOCK_BREACHED = "sla.clock.breached.v1";
+    CONNECTOR_SYNC_COMPLETED = "connector.sync.completed.v1";
+    CONNECTOR_SYNC_FAILED = "connector.sync.failed.v1";
+    CONNECTOR_ITEM_DEAD_LETTERED = "connector.item.dead_lettered.v1";
+    CONNECTOR_ITEM_REPLAYED = "connector.item.replayed.v1";
+    SCHEDULING_CONNECTION_CREATED = "scheduling.connection.created.v1";
+    SCHEDULING_APPOINTMENT_BOOKED = "scheduling.appointment.booked.v1";
+    SCHEDULING_APPOINTMENT_RESCHEDULED = "scheduling.appointment.rescheduled.v1";
+    SCHEDULING_APPOINTMENT_CANCELLED = "scheduling.appointment.cancelled.v1";
+    SCHEDULING_CALENDAR_PUSHED = "scheduling.calendar.pushed.v1";
 }
 
 #[cfg(test)]

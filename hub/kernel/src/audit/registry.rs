@@ -216,6 +216,11 @@ mod tests {
         "audit.lineage.backfilled.v1",
         "security.federation_profile.created.v1",
         "security.byok.rotated.v1",
+        "event.event.created.v1",
+        "sla.policy.created.v1",
+        "sla.rung.created.v1",
+        "sla.clock.stopped.v1",
+        "scheduling.connection.created.v1",
     ];
 
     #[test]

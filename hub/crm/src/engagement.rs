@@ -1,0 +1,259 @@
+//! sdk-engagement: encounters (a visit, a session, a case worked with a
+//! customer) from `open` through `closed` to `sealed`. Closing stamps the
+//! retention deadline from the encounter's retention policy; sealing makes
+//! it final (nothing changes a sealed encounter). The content of an
+//! encounter lives elsewhere, encrypted under the key `vault_key_ref`
+//! names; the hub keeps the reference only.
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(open, list)).routes(routes!(get_encounter)).routes(routes!(close)).routes(routes!(seal))
+}
+
+const STATES: [&str; 3] = ["open", "closed", "sealed"];
+/// Retention policies and how long each keeps a closed encounter, in days:
+/// `operational` 90 days, `regulated` seven years (as the audit retention
+/// classes of the same names), `custom` the body's `retention_days`.
+const POLICIES: [&str; 3] = ["operational", "regulated", "custom"];
+const REGULATED_DAYS: i64 = 2557;
+const OPERATIONAL_DAYS: i64 = 90;
+const MAX_RETENTION_DAYS: i64 = 36_500;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = EngagementEncounter)]
+struct Encounter {
+    encounter_id: String,
+    /// `open`, `closed` or `sealed`.
+    state: String,
+    /// What the encounter is about (at most 64 of `a-z 0-9 . _ -`: `visit`, `consultation`, ...).
+    kind: String,
+    /// The key (an sdk-vault or sdk-secrets reference) the encounter's content is encrypted under.
+    vault_key_ref: Option<String>,
+    /// `operational`, `regulated` or `custom`.
+    retention_policy: String,
+    /// Days the encounter is kept after it closes.
+    retention_days: i64,
+    /// `closed_at` plus `retention_days` (null while open).
+    retention_expires_at: Option<String>,
+    /// The encounter this one follows up (same tenant).
+    parent_encounter_id: Option<String>,
+    /// A canonical address of the tenant (sdk-geo).
+    address_id: Option<String>,
+    /// The billing account or order the encounter is charged to (opaque).
+    billing_ref: Option<String>,
+    /// A contact of the tenant's CRM.
+    contact_id: Option<String>,
+    opened_by: String,
+    opened_at: String,
+    closed_at: Option<String>,
+    sealed_at: Option<String>,
+    updated_at: String,
+}
+
+const COLUMNS: &str = "encounter_id, state, kind, vault_key_ref, retention_policy, retention_days, retention_expires_at, parent_encounter_id, \
+                       address_id, billing_ref, contact_id, opened_by, opened_at, closed_at, sealed_at, updated_at";
+
+fn valid_kind(s: &str) -> bool {
+    (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewEngagementEncounter)]
+struct NewEncounter {
+    /// At most 64 of `a-z 0-9 . _ -`; `visit` when absent.
+    kind: Option<String>,
+    /// At most 256 characters.
+    vault_key_ref: Option<String>,
+    /// `operational` (default: 90 days), `regulated` (seven years) or `custom` (with `retention_days`).
+    retention_policy: Option<String>,
+    /// 1 to 36500; required with `custom`, refused otherwise.
+    #[schema(value_type = Option<i64>)]
+    retention_days: Option<Value>,
+    #[schema(format = "uuid")]
+    parent_encounter_id: Option<String>,
+    #[schema(format = "uuid")]
+    address_id: Option<String>,
+    /// At most 256 characters.
+    billing_ref: Option<String>,
+    #[schema(format = "uuid")]
+    contact_id: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+async fn exists(tx: &mut Tx, sql: &'static str, tenant: &str, id: &Option<String>) -> ApiResult<bool> {
+    let Some(id) = id else { return Ok(true) };
+    let found: Option<i64> = sqlx::query_scalar(sql).bind(tenant).bind(id).fetch_optional(&mut **tx).await?;
+    Ok(found.is_some())
+}
+
+/// Opens an encounter.
+#[utoipa::path(post, path = "/api/engagement/encounters", tag = "sdk-engagement", request_body = NewEncounter,
+    responses((status = 201, description = "the encounter, open", body = Data<Encounter>)))]
+async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewEncounter>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let kind = Check::optional(&body.kind).unwrap_or_else(|| "visit".to_string());
+    if !valid_kind(&kind) {
+        check.fail("kind must be 1 to 64 of a-z, 0-9, '.', '_' or '-'");
+    }
+    let vault_key_ref = check.optional_bounded("vault_key_ref", &body.vault_key_ref, 256);
+    let policy = Check::optional(&body.retention_policy).unwrap_or_else(|| "operational".to_string());
+    check.one_of("retention_policy", &policy, &POLICIES);
+    let days = check.optional_int("retention_days", body.retention_days.as_ref(), 1, MAX_RETENTION_DAYS);
+    let days = match (policy.as_str(), days) {
+        ("custom", Some(d)) => d,
+        ("custom", None) => {
+            if body.retention_days.as_ref().is_none_or(Value::is_null) {
+                check.fail("retention_days is required with retention_policy custom");
+            }
+            0
+        }
+        (_, Some(_)) => {
+            check.fail("retention_days is only for retention_policy custom");
+            0
+        }
+        ("regulated", None) => REGULATED_DAYS,
+        _ => OPERATIONAL_DAYS,
+    };
+    let parent = check.optional_uuid("parent_encounter_id", &body.parent_encounter_id).map(|u| u.to_string());
+    let address = check.optional_uuid("address_id", &body.address_id).map(|u| u.to_string());
+    let billing_ref = check.optional_bounded("billing_ref", &body.billing_ref, 256);
+    let contact = check.optional_uuid("contact_id", &body.contact_id).map(|u| u.to_string());
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let mut check = Check::new();
+    if !exists(&mut tx, "SELECT 1 FROM engagement_encounter WHERE tenant_id = $1 AND encounter_id = $2", &ctx.tenant_id, &parent).await? {
+        check.fail("parent_encounter_id is not an encounter of this tenant");
+    }
+    if !exists(&mut tx, "SELECT 1 FROM geo_address WHERE tenant_id = $1 AND address_id = $2", &ctx.tenant_id, &address).await? {
+        check.fail("address_id is not an address of this tenant");
+    }
+    if !exists(&mut tx, "SELECT 1 FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2", &ctx.tenant_id, &contact).await? {
+        check.fail("contact_id is not a contact of this tenant");
+    }
+    check.finish()?;
+    let now = db::now();
+    let sql = format!(
+        "INSERT INTO engagement_encounter (encounter_id, tenant_id, state, kind, vault_key_ref, retention_policy, retention_days, parent_encounter_id, \
+         address_id, billing_ref, contact_id, opened_by, opened_at, updated_at) VALUES ($1, $2, 'open', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12) \
+         RETURNING {COLUMNS}"
+    );
+    let encounter: Encounter = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&kind)
+        .bind(&vault_key_ref)
+        .bind(&policy)
+        .bind(days)
+        .bind(&parent)
+        .bind(&address)
+        .bind(&billing_ref)
+        .bind(&contact)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "encounter_id": encounter.encounter_id, "kind": kind, "retention_policy": policy, "parent_encounter_id": parent });
+    audit::record(&mut tx, &ctx, events::ENGAGEMENT_ENCOUNTER_OPENED, payload).await?;
+    tx.commit().await?;
+    Ok(created(encounter))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct Filter {
+    /// `open`, `closed` or `sealed`.
+    state: Option<String>,
+    /// Only the encounters of this contact.
+    contact_id: Option<String>,
+}
+
+/// The tenant's encounters, most recently opened first.
+#[utoipa::path(get, path = "/api/engagement/encounters", tag = "sdk-engagement", params(Filter, Page),
+    responses((status = 200, description = "one page of encounters", body = ListOf<Encounter>)))]
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let st = Check::optional(&q.state).unwrap_or_default();
+    check.one_of("state", &st, &STATES);
+    let contact = check.optional_uuid("contact_id", &q.contact_id).map(|u| u.to_string()).unwrap_or_default();
+    check.finish()?;
+    let listing = Listing {
+        table: "engagement_encounter",
+        columns: COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR state = $2) AND ($3 = '' OR contact_id = $3)",
+        order: "opened_at DESC, encounter_id DESC",
+    };
+    page.list::<Encounter>(&state.db.read, &listing, &[&ctx.tenant_id, &st, &contact]).await
+}
+
+async fn find<'e, E>(exec: E, tenant_id: &str, id: &str) -> ApiResult<Encounter>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {COLUMNS} FROM engagement_encounter WHERE tenant_id = $1 AND encounter_id = $2");
+    let found: Option<Encounter> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(exec).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// One encounter.
+#[utoipa::path(get, path = "/api/engagement/encounters/{encounter_id}", tag = "sdk-engagement",
+    params(("encounter_id" = String, Path, description = "the encounter")),
+    responses((status = 200, description = "the encounter", body = Data<Encounter>)))]
+async fn get_encounter(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
+}
+
+/// Moves an encounter from `from` to `to`, stamping `stamp` (and the
+/// retention deadline on closing), with its event: 404 unknown, 409 in
+/// any other state.
+async fn transition(state: &AppState, ctx: &TenantCtx, id: &str, from: &str, to: &'static str, event: &'static str) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let encounter = find(&mut *tx, &ctx.tenant_id, id).await?;
+    if encounter.state != from {
+        return Err(ApiError::Conflict(format!("the encounter is {}: only {from} encounters can be {to}", encounter.state)));
+    }
+    let now = chrono::Utc::now();
+    let at = db::format_time(now);
+    let sql = if to == "closed" {
+        let expires = db::add_seconds(now, encounter.retention_days * 86_400).map(db::format_time);
+        sqlx::query(
+            "UPDATE engagement_encounter SET state = 'closed', closed_at = $3, retention_expires_at = $4, updated_at = $3 \
+             WHERE tenant_id = $1 AND encounter_id = $2",
+        )
+        .bind(&ctx.tenant_id)
+        .bind(&encounter.encounter_id)
+        .bind(&at)
+        .bind(expires)
+    } else {
+        sqlx::query("UPDATE engagement_encounter SET state = 'sealed', sealed_at = $3, updated_at = $3 WHERE tenant_id = $1 AND encounter_id = $2")
+            .bind(&ctx.tenant_id)
+            .bind(&encounter.encounter_id)
+            .bind(&at)
+    };
+    sql.execute(&mut *tx).await?;
+    let updated = find(&mut *tx, &ctx.tenant_id, id).await?;
+    let payload = json!({ "encounter_id": updated.encounter_id, "state": to, "retention_expires_at": updated.retention_expires_at });
+    audit::record(&mut tx, ctx, event, payload).await?;
+    tx.commit().await?;
+    Ok(ok(updated))
+}
+
+/// Closes an open encounter and stamps its retention deadline; 409 unless open.
+#[utoipa::path(post, path = "/api/engagement/encounters/{encounter_id}/close", tag = "sdk-engagement",
+    params(("encounter_id" = String, Path, description = "the encounter")),
+    responses((status = 200, description = "the encounter, closed", body = Data<Encounter>)))]
+async fn close(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    transition(&state, &ctx, &id, "open", "closed", events::ENGAGEMENT_ENCOUNTER_CLOSED).await
+}
+
+/// Seals a closed encounter: final; 409 unless closed.
+#[utoipa::path(post, path = "/api/engagement/encounters/{encounter_id}/seal", tag = "sdk-engagement",
+    params(("encounter_id" = String, Path, description = "the encounter")),
+    responses((status = 200, description = "the encounter, sealed", body = Data<Encounter>)))]
+async fn seal(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    transition(&state, &ctx, &id, "closed", "sealed", events::ENGAGEMENT_ENCOUNTER_SEALED).await
+}

@@ -1,0 +1,269 @@
+//! sdk-service-request: queues of a tenant (one name each, with a numeric
+//! priority) and the requests filed into them, `open` until closed.
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_queue, list_queues))
+        .routes(routes!(open_request, list_requests))
+        .routes(routes!(get_request))
+        .routes(routes!(close_request))
+}
+
+const STATUSES: [&str; 2] = ["open", "closed"];
+const MAX_PRIORITY: i64 = 1000;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ServiceRequestQueue)]
+struct Queue {
+    queue_id: String,
+    name: String,
+    description: Option<String>,
+    /// 0 to 1000, higher first; 0 when not given.
+    priority: i64,
+    created_by: String,
+    created_at: String,
+}
+
+const QUEUE_COLUMNS: &str = "queue_id, name, description, priority, created_by, created_at";
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+struct ServiceRequest {
+    request_id: String,
+    queue_id: String,
+    title: String,
+    description: Option<String>,
+    /// The request's own priority; the queue's when not given.
+    priority: i64,
+    /// `open` or `closed`.
+    status: String,
+    contact_id: Option<String>,
+    resolution: Option<String>,
+    opened_by: String,
+    opened_at: String,
+    closed_at: Option<String>,
+}
+
+const REQUEST_COLUMNS: &str = "request_id, queue_id, title, description, priority, status, contact_id, resolution, opened_by, opened_at, closed_at";
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewServiceRequestQueue)]
+struct NewQueue {
+    /// The caller's tenant.
+    #[schema(required = true, format = "uuid")]
+    tenant_id: Option<String>,
+    /// At most 200 characters, unique in the tenant.
+    #[schema(required = true)]
+    name: Option<String>,
+    /// At most 2000 characters.
+    description: Option<String>,
+    /// An integer from 0 to 1000 (higher is more urgent); 0 when absent.
+    #[schema(value_type = Option<i64>)]
+    priority: Option<Value>,
+}
+
+/// Creates a queue.
+#[utoipa::path(post, path = "/api/service-requests/queues", tag = "sdk-service-request", request_body = NewQueue,
+    responses((status = 201, description = "the queue", body = Data<Queue>)))]
+async fn create_queue(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewQueue>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    check.required("tenant_id", &body.tenant_id);
+    let name = check.required("name", &body.name);
+    if name.chars().count() > 200 {
+        check.fail("name must be at most 200 characters");
+    }
+    let description = check.optional_bounded("description", &body.description, 2000);
+    let priority = check.optional_int("priority", body.priority.as_ref(), 0, MAX_PRIORITY).unwrap_or(0);
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO service_request_queue (queue_id, tenant_id, name, description, priority, created_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (tenant_id, name) DO NOTHING RETURNING {QUEUE_COLUMNS}"
+    );
+    let made: Option<Queue> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&name)
+        .bind(&description)
+        .bind(priority)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let queue = made.ok_or_else(|| ApiError::Conflict(format!("the tenant has a queue named {name}")))?;
+    audit::record(&mut tx, &ctx, events::SERVICE_REQUEST_QUEUE_CREATED, json!({ "queue_id": queue.queue_id, "name": name, "priority": priority })).await?;
+    tx.commit().await?;
+    Ok(created(queue))
+}
+
+/// The tenant's queues, newest first.
+#[utoipa::path(get, path = "/api/service-requests/queues", tag = "sdk-service-request", params(Page),
+    responses((status = 200, description = "one page of queues", body = ListOf<Queue>)))]
+async fn list_queues(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<Response> {
+    let listing = Listing { table: "service_request_queue", columns: QUEUE_COLUMNS, filter: "tenant_id = $1", order: "created_at DESC, queue_id DESC" };
+    page.list::<Queue>(&state.db.read, &listing, &[&ctx.tenant_id]).await
+}
+
+#[derive(Deserialize, ToSchema)]
+struct NewServiceRequest {
+    /// A queue of the tenant.
+    #[schema(required = true, format = "uuid")]
+    queue_id: Option<String>,
+    /// At most 300 characters.
+    #[schema(required = true)]
+    title: Option<String>,
+    /// At most 8000 characters.
+    description: Option<String>,
+    /// 0 to 1000; the queue's when absent.
+    #[schema(value_type = Option<i64>)]
+    priority: Option<Value>,
+    /// The requesting contact (a contact of the tenant's CRM).
+    #[schema(format = "uuid")]
+    contact_id: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Files a request into a queue: `open`.
+#[utoipa::path(post, path = "/api/service-requests", tag = "sdk-service-request", request_body = NewServiceRequest,
+    responses((status = 201, description = "the request", body = Data<ServiceRequest>)))]
+async fn open_request(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewServiceRequest>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let queue = check.required_uuid("queue_id", &body.queue_id).map(|u| u.to_string()).unwrap_or_default();
+    let title = check.required("title", &body.title);
+    if title.chars().count() > 300 {
+        check.fail("title must be at most 300 characters");
+    }
+    let description = check.optional_bounded("description", &body.description, 8000);
+    let priority = check.optional_int("priority", body.priority.as_ref(), 0, MAX_PRIORITY);
+    let contact = check.optional_uuid("contact_id", &body.contact_id).map(|u| u.to_string());
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let queue_priority: Option<i64> = sqlx::query_scalar("SELECT priority FROM service_request_queue WHERE tenant_id = $1 AND queue_id = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&queue)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let mut check = Check::new();
+    if queue_priority.is_none() {
+        check.fail("queue_id is not a queue of this tenant");
+    }
+    if let Some(c) = &contact {
+        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2")
+            .bind(&ctx.tenant_id)
+            .bind(c)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if found.is_none() {
+            check.fail("contact_id is not a contact of this tenant");
+        }
+    }
+    check.finish()?;
+    let priority = priority.or(queue_priority).unwrap_or(0);
+    let sql = format!(
+        "INSERT INTO service_request (request_id, tenant_id, queue_id, title, description, priority, status, contact_id, opened_by, opened_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, 'open', $7, $8, $9) RETURNING {REQUEST_COLUMNS}"
+    );
+    let request: ServiceRequest = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&queue)
+        .bind(&title)
+        .bind(&description)
+        .bind(priority)
+        .bind(&contact)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "request_id": request.request_id, "queue_id": queue, "priority": priority, "contact_id": contact });
+    audit::record(&mut tx, &ctx, events::SERVICE_REQUEST_OPENED, payload).await?;
+    tx.commit().await?;
+    Ok(created(request))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct Filter {
+    /// Only the requests of this queue.
+    queue_id: Option<String>,
+    /// `open` or `closed`.
+    status: Option<String>,
+}
+
+/// The tenant's requests, most recently opened first.
+#[utoipa::path(get, path = "/api/service-requests", tag = "sdk-service-request", params(Filter, Page),
+    responses((status = 200, description = "one page of requests", body = ListOf<ServiceRequest>)))]
+async fn list_requests(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let queue = check.optional_uuid("queue_id", &q.queue_id).map(|u| u.to_string()).unwrap_or_default();
+    let status = Check::optional(&q.status).unwrap_or_default();
+    check.one_of("status", &status, &STATUSES);
+    check.finish()?;
+    let listing = Listing {
+        table: "service_request",
+        columns: REQUEST_COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR queue_id = $2) AND ($3 = '' OR status = $3)",
+        order: "opened_at DESC, request_id DESC",
+    };
+    page.list::<ServiceRequest>(&state.db.read, &listing, &[&ctx.tenant_id, &queue, &status]).await
+}
+
+async fn find<'e, E>(exec: E, tenant_id: &str, id: &str) -> ApiResult<ServiceRequest>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {REQUEST_COLUMNS} FROM service_request WHERE tenant_id = $1 AND request_id = $2");
+    let found: Option<ServiceRequest> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(exec).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// One request.
+#[utoipa::path(get, path = "/api/service-requests/{service_request_id}", tag = "sdk-service-request",
+    params(("service_request_id" = String, Path, description = "the request")),
+    responses((status = 200, description = "the request", body = Data<ServiceRequest>)))]
+async fn get_request(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
+}
+
+#[derive(Deserialize, ToSchema)]
+struct CloseServiceRequest {
+    /// At most 2000 characters.
+    resolution: Option<String>,
+}
+
+/// Closes an open request; 409 when it is closed already.
+#[utoipa::path(post, path = "/api/service-requests/{service_request_id}/close", tag = "sdk-service-request",
+    params(("service_request_id" = String, Path, description = "the request")), request_body = CloseServiceRequest,
+    responses((status = 200, description = "the request, closed", body = Data<ServiceRequest>)))]
+async fn close_request(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    Body(body): Body<CloseServiceRequest>,
+) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let resolution = check.optional_bounded("resolution", &body.resolution, 2000);
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let request = find(&mut *tx, &ctx.tenant_id, &id).await?;
+    let sql = format!(
+        "UPDATE service_request SET status = 'closed', resolution = $3, closed_at = $4 WHERE tenant_id = $1 AND request_id = $2 AND status = 'open' \
+         RETURNING {REQUEST_COLUMNS}"
+    );
+    let closed: Option<ServiceRequest> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&request.request_id)
+        .bind(&resolution)
+        .bind(db::now())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let closed = closed.ok_or_else(|| ApiError::Conflict("the request is closed already".into()))?;
+    audit::record(&mut tx, &ctx, events::SERVICE_REQUEST_CLOSED, json!({ "request_id": closed.request_id, "queue_id": closed.queue_id })).await?;
+    tx.commit().await?;
+    Ok(ok(closed))
+}

@@ -1,0 +1,434 @@
+//! sdk-sla: policies (a target in minutes) with escalation rungs, clocks
+//! started against a policy (due at start plus the target) and stopped once
+//! the work is done, and the at-risk list: running clocks within
+//! `within_minutes` of their deadline or past it, nearest deadline first.
+//!
+//! A rung fires `offset_minutes` from the deadline (negative: before it).
+//! Which rungs have fired is computed when the list is read, from the
+//! clock's deadline and the time of reading: nothing runs in the
+//! background, so the answer is exact whenever it is asked.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+
+use hub_identity::personas;
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_policy))
+        .routes(routes!(get_policy))
+        .routes(routes!(add_rung))
+        .routes(routes!(start_clock))
+        .routes(routes!(stop_clock))
+        .routes(routes!(at_risk))
+}
+
+/// Severities, least to most severe.
+const SEVERITIES: [&str; 4] = ["low", "medium", "high", "critical"];
+/// A year, in minutes: the longest target and the furthest rung.
+const MAX_MINUTES: i64 = 525_600;
+/// Rungs of one policy at most.
+const MAX_RUNGS: i64 = 20;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+struct SlaPolicy {
+    policy_id: String,
+    name: String,
+    description: Option<String>,
+    /// Minutes from a clock's start to its deadline.
+    target_minutes: i64,
+    created_by: String,
+    created_at: String,
+}
+
+const POLICY_COLUMNS: &str = "policy_id, name, description, target_minutes, created_by, created_at";
+
+#[derive(Debug, Clone, FromRow, Serialize, ToSchema)]
+struct SlaRung {
+    rung_id: String,
+    #[serde(skip)]
+    policy_id: String,
+    /// Minutes from the deadline at which the rung fires (negative: before it).
+    offset_minutes: i64,
+    /// `low`, `medium`, `high` or `critical`.
+    severity: String,
+    /// Who the escalation goes to.
+    notify_persona_id: Option<String>,
+    created_at: String,
+}
+
+const RUNG_COLUMNS: &str = "rung_id, policy_id, offset_minutes, severity, notify_persona_id, created_at";
+
+/// A policy with its rungs, earliest first.
+#[derive(Serialize, ToSchema)]
+struct SlaPolicyWithRungs {
+    #[serde(flatten)]
+    policy: SlaPolicy,
+    rungs: Vec<SlaRung>,
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+struct SlaClock {
+    clock_id: String,
+    policy_id: String,
+    /// What the clock times (a request, a ticket, ...): opaque.
+    subject_ref: String,
+    /// `running` or `stopped`.
+    state: String,
+    started_at: String,
+    due_at: String,
+    stopped_at: Option<String>,
+    /// Whether it stopped after its deadline (false while running).
+    #[sqlx(try_from = "i64")]
+    #[schema(value_type = bool)]
+    breached: Flag,
+    created_by: String,
+}
+
+const CLOCK_COLUMNS: &str = "clock_id, policy_id, subject_ref, state, started_at, due_at, stopped_at, breached, created_by";
+
+async fn find_policy(tx: &mut Tx, tenant: &str, id: &str) -> ApiResult<SlaPolicy> {
+    let sql = format!("SELECT {POLICY_COLUMNS} FROM sla_policy WHERE tenant_id = $1 AND policy_id = $2");
+    let found: Option<SlaPolicy> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant).bind(id).fetch_optional(&mut **tx).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+#[derive(Deserialize, ToSchema)]
+struct NewSlaPolicy {
+    /// At most 200 characters, unique in the tenant.
+    #[schema(required = true)]
+    name: Option<String>,
+    /// 1 to 525600 (a year).
+    #[schema(required = true, value_type = i64)]
+    target_minutes: Option<Value>,
+    /// At most 2000 characters.
+    description: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Creates a policy.
+#[utoipa::path(post, path = "/api/sla/policies", tag = "sdk-sla", request_body = NewSlaPolicy,
+    responses((status = 201, description = "the policy", body = Data<SlaPolicy>)))]
+async fn create_policy(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSlaPolicy>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let name = check.required("name", &body.name);
+    if name.chars().count() > 200 {
+        check.fail("name must be at most 200 characters");
+    }
+    if body.target_minutes.as_ref().is_none_or(Value::is_null) {
+        check.fail("target_minutes is required");
+    }
+    let target = check.optional_int("target_minutes", body.target_minutes.as_ref(), 1, MAX_MINUTES).unwrap_or(0);
+    let description = check.optional_bounded("description", &body.description, 2000);
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO sla_policy (policy_id, tenant_id, name, description, target_minutes, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+         ON CONFLICT (tenant_id, name) DO NOTHING RETURNING {POLICY_COLUMNS}"
+    );
+    let made: Option<SlaPolicy> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&name)
+        .bind(&description)
+        .bind(target)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let policy = made.ok_or_else(|| ApiError::Conflict(format!("the tenant has a policy named {name}")))?;
+    audit::record(&mut tx, &ctx, events::SLA_POLICY_CREATED, json!({ "policy_id": policy.policy_id, "target_minutes": target })).await?;
+    tx.commit().await?;
+    Ok(created(policy))
+}
+
+/// A policy with its rungs.
+#[utoipa::path(get, path = "/api/sla/policies/{policy_id}", tag = "sdk-sla", params(("policy_id" = String, Path, description = "the policy")),
+    responses((status = 200, description = "the policy and its rungs, earliest first", body = Data<SlaPolicyWithRungs>)))]
+async fn get_policy(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {POLICY_COLUMNS} FROM sla_policy WHERE tenant_id = $1 AND policy_id = $2");
+    let policy: Option<SlaPolicy> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    let policy = policy.ok_or(ApiError::NotFound)?;
+    let rungs = rungs_of(&state.db.read, &ctx.tenant_id, std::slice::from_ref(&id)).await?;
+    Ok(ok(SlaPolicyWithRungs { policy, rungs }))
+}
+
+/// The rungs of the given policies, earliest first.
+async fn rungs_of(pool: &sqlx::AnyPool, tenant: &str, policies: &[String]) -> ApiResult<Vec<SlaRung>> {
+    if policies.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT {RUNG_COLUMNS} FROM sla_rung WHERE tenant_id = $1 AND policy_id IN ({}) ORDER BY offset_minutes, rung_id",
+        db::placeholders(2, policies.len())
+    );
+    let mut q = sqlx::query_as::<_, SlaRung>(sqlx::AssertSqlSafe(sql)).bind(tenant);
+    for p in policies {
+        q = q.bind(p);
+    }
+    Ok(q.fetch_all(pool).await?)
+}
+
+#[derive(Deserialize, ToSchema)]
+struct NewSlaRung {
+    /// Minutes from the deadline, -525600 to 525600 (negative: before it); one rung per offset in a policy.
+    #[schema(required = true, value_type = i64)]
+    offset_minutes: Option<Value>,
+    /// `low`, `medium`, `high` or `critical`.
+    #[schema(required = true)]
+    severity: Option<String>,
+    /// A persona of the tenant the escalation goes to.
+    #[schema(format = "uuid")]
+    notify_persona_id: Option<String>,
+}
+
+/// Adds an escalation rung to a policy (at most 20).
+#[utoipa::path(post, path = "/api/sla/policies/{policy_id}/rungs", tag = "sdk-sla", params(("policy_id" = String, Path, description = "the policy")),
+    request_body = NewSlaRung, responses((status = 201, description = "the rung", body = Data<SlaRung>)))]
+async fn add_rung(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewSlaRung>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let mut check = Check::new();
+    if body.offset_minutes.as_ref().is_none_or(Value::is_null) {
+        check.fail("offset_minutes is required");
+    }
+    let offset = check.optional_int("offset_minutes", body.offset_minutes.as_ref(), -MAX_MINUTES, MAX_MINUTES).unwrap_or(0);
+    let severity = check.required("severity", &body.severity);
+    check.one_of("severity", &severity, &SEVERITIES);
+    let notify = check.optional_uuid("notify_persona_id", &body.notify_persona_id).map(|u| u.to_string());
+    let mut tx = state.db.begin().await?;
+    let policy = find_policy(&mut tx, &ctx.tenant_id, &id).await?;
+    check.finish()?;
+    if let Some(p) = &notify
+        && !personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, p).await?
+    {
+        return Err(ApiError::invalid("notify_persona_id is not a persona of this tenant"));
+    }
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sla_rung WHERE tenant_id = $1 AND policy_id = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&policy.policy_id)
+        .fetch_one(&mut *tx)
+        .await?;
+    if count >= MAX_RUNGS {
+        return Err(ApiError::Conflict(format!("the policy has {MAX_RUNGS} rungs, the most it may have")));
+    }
+    let sql = format!(
+        "INSERT INTO sla_rung (rung_id, tenant_id, policy_id, offset_minutes, severity, notify_persona_id, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+         ON CONFLICT (policy_id, offset_minutes) DO NOTHING RETURNING {RUNG_COLUMNS}"
+    );
+    let made: Option<SlaRung> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&policy.policy_id)
+        .bind(offset)
+        .bind(&severity)
+        .bind(&notify)
+        .bind(db::now())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let rung = made.ok_or_else(|| ApiError::Conflict(format!("the policy has a rung at offset {offset}")))?;
+    let payload = json!({ "policy_id": policy.policy_id, "rung_id": rung.rung_id, "offset_minutes": offset, "severity": severity });
+    audit::record(&mut tx, &ctx, events::SLA_RUNG_CREATED, payload).await?;
+    tx.commit().await?;
+    Ok(created(rung))
+}
+
+#[derive(Deserialize, ToSchema)]
+struct NewSlaClock {
+    /// A policy of the tenant.
+    #[schema(required = true, format = "uuid")]
+    policy_id: Option<String>,
+    /// What the clock times (at most 256 characters: `service_request:<id>`, ...).
+    #[schema(required = true)]
+    subject_ref: Option<String>,
+    /// RFC 3339, when the clock started (not in the future); now when absent.
+    started_at: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Starts a clock: due at `started_at` plus the policy's target.
+#[utoipa::path(post, path = "/api/sla/clocks", tag = "sdk-sla", request_body = NewSlaClock,
+    responses((status = 201, description = "the clock, running", body = Data<SlaClock>)))]
+async fn start_clock(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSlaClock>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let policy = check.required_uuid("policy_id", &body.policy_id).map(|u| u.to_string()).unwrap_or_default();
+    let subject = check.required("subject_ref", &body.subject_ref);
+    if subject.chars().count() > 256 {
+        check.fail("subject_ref must be at most 256 characters");
+    }
+    let started = check.time_or_now("started_at", &body.started_at);
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let policy = find_policy(&mut tx, &ctx.tenant_id, &policy).await.map_err(|_| ApiError::invalid("policy_id is not a policy of this tenant"))?;
+    let due = db::parse_time(&started).and_then(|t| db::add_seconds(t, policy.target_minutes * 60)).map(db::format_time).unwrap_or_default();
+    let sql = format!(
+        "INSERT INTO sla_clock (clock_id, tenant_id, policy_id, subject_ref, state, started_at, due_at, breached, created_by) \
+         VALUES ($1, $2, $3, $4, 'running', $5, $6, 0, $7) RETURNING {CLOCK_COLUMNS}"
+    );
+    let clock: SlaClock = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&policy.policy_id)
+        .bind(&subject)
+        .bind(&started)
+        .bind(&due)
+        .bind(audit::actor_of(&ctx).1)
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "clock_id": clock.clock_id, "policy_id": policy.policy_id, "subject_ref": subject, "due_at": due });
+    audit::record(&mut tx, &ctx, events::SLA_CLOCK_STARTED, payload).await?;
+    tx.commit().await?;
+    Ok(created(clock))
+}
+
+/// Stops a running clock; `breached` when it stops after its deadline
+/// (`sla.clock.breached.v1` too). 409 when stopped already.
+#[utoipa::path(post, path = "/api/sla/clocks/{clock_id}/stop", tag = "sdk-sla", params(("clock_id" = String, Path, description = "the clock")),
+    responses((status = 200, description = "the clock, stopped", body = Data<SlaClock>)))]
+async fn stop_clock(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let sql = format!("SELECT {CLOCK_COLUMNS} FROM sla_clock WHERE tenant_id = $1 AND clock_id = $2");
+    let clock: Option<SlaClock> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    let clock = clock.ok_or(ApiError::NotFound)?;
+    let now = db::now();
+    let breached = now > clock.due_at;
+    let sql = format!(
+        "UPDATE sla_clock SET state = 'stopped', stopped_at = $3, breached = $4 WHERE tenant_id = $1 AND clock_id = $2 AND state = 'running' \
+         RETURNING {CLOCK_COLUMNS}"
+    );
+    let stopped: Option<SlaClock> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(&now).bind(i64::from(breached)).fetch_optional(&mut *tx).await?;
+    let stopped = stopped.ok_or_else(|| ApiError::Conflict("the clock is stopped already".into()))?;
+    let payload = json!({ "clock_id": id, "policy_id": stopped.policy_id, "due_at": stopped.due_at, "stopped_at": now, "breached": breached });
+    audit::record(&mut tx, &ctx, events::SLA_CLOCK_STOPPED, payload.clone()).await?;
+    if breached {
+        audit::record(&mut tx, &ctx, events::SLA_CLOCK_BREACHED, payload).await?;
+    }
+    tx.commit().await?;
+    Ok(ok(stopped))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct RiskQuery {
+    /// How near the deadline counts as at risk, in minutes (0 to 10080; 60 when absent).
+    within_minutes: Option<String>,
+    /// Only the clocks of this policy.
+    policy_id: Option<String>,
+}
+
+/// A rung still to fire.
+#[derive(Serialize, ToSchema)]
+struct SlaNextRung {
+    rung_id: String,
+    offset_minutes: i64,
+    severity: String,
+    fires_at: String,
+}
+
+/// A running clock near or past its deadline.
+#[derive(Serialize, ToSchema)]
+struct SlaClockAtRisk {
+    #[serde(flatten)]
+    clock: SlaClock,
+    /// Whole minutes to the deadline (negative past it).
+    minutes_to_due: i64,
+    is_overdue: bool,
+    /// How many of the policy's rungs have fired.
+    rungs_fired: i64,
+    /// The highest severity among them (null when none has).
+    highest_severity_fired: Option<String>,
+    /// The next rung to fire (null when all have).
+    next_rung: Option<SlaNextRung>,
+}
+
+const DEFAULT_WITHIN_MINUTES: i64 = 60;
+const MAX_WITHIN_MINUTES: i64 = 10_080;
+
+/// Running clocks within `within_minutes` of their deadline or past it,
+/// nearest deadline first, with the rungs fired and the next one.
+#[utoipa::path(get, path = "/api/sla/clocks/at-risk", tag = "sdk-sla", params(RiskQuery, Page),
+    responses((status = 200, description = "one page of clocks at risk", body = ListOf<SlaClockAtRisk>)))]
+async fn at_risk(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RiskQuery>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let within = match Check::optional(&q.within_minutes) {
+        None => DEFAULT_WITHIN_MINUTES,
+        Some(w) => match w.parse::<i64>() {
+            Ok(n) if (0..=MAX_WITHIN_MINUTES).contains(&n) => n,
+            _ => {
+                check.fail(format!("within_minutes must be an integer from 0 to {MAX_WITHIN_MINUTES}"));
+                0
+            }
+        },
+    };
+    let policy = check.optional_uuid("policy_id", &q.policy_id).map(|u| u.to_string()).unwrap_or_default();
+    check.finish()?;
+    let now = Utc::now();
+    let horizon = db::format_time(now + chrono::TimeDelta::minutes(within));
+    let filter = "tenant_id = $1 AND state = 'running' AND due_at <= $2 AND ($3 = '' OR policy_id = $3)";
+    let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM sla_clock WHERE {filter}")))
+        .bind(&ctx.tenant_id)
+        .bind(&horizon)
+        .bind(&policy)
+        .fetch_one(&state.db.read)
+        .await?;
+    let sql = format!("SELECT {CLOCK_COLUMNS} FROM sla_clock WHERE {filter} ORDER BY due_at, clock_id LIMIT $4 OFFSET $5");
+    let clocks: Vec<SlaClock> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&horizon)
+        .bind(&policy)
+        .bind(page.limit)
+        .bind(page.offset)
+        .fetch_all(&state.db.read)
+        .await?;
+    let mut policies: Vec<String> = clocks.iter().map(|c| c.policy_id.clone()).collect();
+    policies.sort();
+    policies.dedup();
+    let mut by_policy: HashMap<String, Vec<SlaRung>> = HashMap::new();
+    for rung in rungs_of(&state.db.read, &ctx.tenant_id, &policies).await? {
+        by_policy.entry(rung.policy_id.clone()).or_default().push(rung);
+    }
+    let rows: Vec<SlaClockAtRisk> = clocks.into_iter().map(|clock| assess(clock, now, &by_policy)).collect();
+    Ok(list(rows, total))
+}
+
+/// What the at-risk list says of one clock at `now`, given the rungs of
+/// every policy (earliest first).
+fn assess(clock: SlaClock, now: DateTime<Utc>, rungs: &HashMap<String, Vec<SlaRung>>) -> SlaClockAtRisk {
+    let due = db::parse_time(&clock.due_at).unwrap_or(now);
+    let mut fired = 0;
+    let mut highest: Option<usize> = None;
+    let mut next = None;
+    for rung in rungs.get(&clock.policy_id).into_iter().flatten() {
+        let fires_at = due + chrono::TimeDelta::minutes(rung.offset_minutes);
+        if fires_at <= now {
+            fired += 1;
+            let rank = SEVERITIES.iter().position(|s| *s == rung.severity).unwrap_or(0);
+            highest = Some(highest.map_or(rank, |h| h.max(rank)));
+        } else if next.is_none() {
+            next = Some(SlaNextRung {
+                rung_id: rung.rung_id.clone(),
+                offset_minutes: rung.offset_minutes,
+                severity: rung.severity.clone(),
+                fires_at: db::format_time(fires_at),
+            });
+        }
+    }
+    SlaClockAtRisk {
+        minutes_to_due: (due - now).num_minutes(),
+        is_overdue: now > due,
+        rungs_fired: fired,
+        highest_severity_fired: highest.map(|h| SEVERITIES[h].to_string()),
+        next_rung: next,
+        clock,
+    }
+}

@@ -1,0 +1,328 @@
+//! sdk-event: events of a tenant, the tickets issued for them, each with a
+//! `qr_token` shown once at issue (only its SHA-256 is stored, as for an
+//! API key), and check-in by that token: `issued` → `used`. The check-in
+//! row's UNIQUE ticket_id blocks a second check-in of one ticket (409),
+//! however many scanners race.
+
+use hub_identity::personas;
+use hub_kernel::{crypto, prelude::*};
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create_event)).routes(routes!(issue, list_tickets)).routes(routes!(check_in)).routes(routes!(void))
+}
+
+const STATUSES: [&str; 3] = ["issued", "used", "voided"];
+const MAX_CAPACITY: i64 = 1_000_000;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = TicketedEvent)]
+struct Event {
+    event_id: String,
+    name: String,
+    venue: Option<String>,
+    starts_at: String,
+    ends_at: Option<String>,
+    /// Tickets that may be issued (voided ones not counted); null: no limit.
+    capacity: Option<i64>,
+    created_by: String,
+    created_at: String,
+}
+
+const EVENT_COLUMNS: &str = "event_id, name, venue, starts_at, ends_at, capacity, created_by, created_at";
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+struct Ticket {
+    ticket_id: String,
+    event_id: String,
+    holder_name: Option<String>,
+    contact_id: Option<String>,
+    /// `issued`, `used` or `voided`.
+    status: String,
+    issued_at: String,
+    checked_in_at: Option<String>,
+    voided_at: Option<String>,
+}
+
+const TICKET_COLUMNS: &str = "ticket_id, event_id, holder_name, contact_id, status, issued_at, checked_in_at, voided_at";
+
+/// A ticket at issue: the one answer carrying its `qr_token`.
+#[derive(Serialize, ToSchema)]
+struct IssuedTicket {
+    #[serde(flatten)]
+    ticket: Ticket,
+    /// The token the ticket's QR code encodes; shown only here.
+    qr_token: String,
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = TicketCheckIn)]
+struct CheckIn {
+    checkin_id: String,
+    ticket_id: String,
+    event_id: String,
+    checked_in_by_persona_id: String,
+    /// The scanning device; null when the request named none.
+    device_uuid: Option<String>,
+    checked_in_at: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewTicketedEvent)]
+struct NewEvent {
+    /// At most 200 characters.
+    #[schema(required = true)]
+    name: Option<String>,
+    /// RFC 3339.
+    #[schema(required = true)]
+    starts_at: Option<String>,
+    /// RFC 3339, after `starts_at`.
+    ends_at: Option<String>,
+    /// At most 300 characters.
+    venue: Option<String>,
+    /// 1 to 1000000.
+    #[schema(value_type = Option<i64>)]
+    capacity: Option<Value>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Creates an event tickets are issued for.
+#[utoipa::path(post, path = "/api/tickets/events", tag = "sdk-event", request_body = NewEvent,
+    responses((status = 201, description = "the event", body = Data<Event>)))]
+async fn create_event(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewEvent>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let name = check.required("name", &body.name);
+    if name.chars().count() > 200 {
+        check.fail("name must be at most 200 characters");
+    }
+    let starts_raw = check.required("starts_at", &body.starts_at);
+    let starts = if starts_raw.is_empty() { None } else { check.optional_expiry("starts_at", &body.starts_at) };
+    let ends = check.optional_expiry("ends_at", &body.ends_at);
+    if let (Some(s), Some(e)) = (&starts, &ends)
+        && e <= s
+    {
+        check.fail("ends_at must be after starts_at");
+    }
+    let venue = check.optional_bounded("venue", &body.venue, 300);
+    let capacity = check.optional_int("capacity", body.capacity.as_ref(), 1, MAX_CAPACITY);
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO event_event (event_id, tenant_id, name, venue, starts_at, ends_at, capacity, created_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {EVENT_COLUMNS}"
+    );
+    let event: Event = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&name)
+        .bind(&venue)
+        .bind(&starts)
+        .bind(&ends)
+        .bind(capacity)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "event_id": event.event_id, "starts_at": starts, "capacity": capacity });
+    audit::record(&mut tx, &ctx, events::EVENT_CREATED, payload).await?;
+    tx.commit().await?;
+    Ok(created(event))
+}
+
+#[derive(Deserialize, ToSchema)]
+struct NewTicket {
+    /// An event of the tenant.
+    #[schema(required = true, format = "uuid")]
+    event_id: Option<String>,
+    /// At most 200 characters.
+    holder_name: Option<String>,
+    /// A contact of the tenant's CRM.
+    #[schema(format = "uuid")]
+    contact_id: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Issues a ticket with its `qr_token` (shown only in this answer); 409
+/// when the event's capacity is taken.
+#[utoipa::path(post, path = "/api/tickets", tag = "sdk-event", request_body = NewTicket,
+    responses((status = 201, description = "the ticket and its qr_token", body = Data<IssuedTicket>)))]
+async fn issue(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewTicket>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let event_id = check.required_uuid("event_id", &body.event_id).map(|u| u.to_string());
+    let holder = check.optional_bounded("holder_name", &body.holder_name, 200);
+    let contact = check.optional_uuid("contact_id", &body.contact_id).map(|u| u.to_string());
+    check.finish()?;
+    let event_id = event_id.unwrap_or_default();
+    let mut tx = state.db.begin().await?;
+    let capacity: Option<Option<i64>> = sqlx::query_scalar("SELECT capacity FROM event_event WHERE tenant_id = $1 AND event_id = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&event_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(capacity) = capacity else { return Err(ApiError::invalid("event_id is not an event of this tenant")) };
+    if let Some(c) = &contact {
+        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2")
+            .bind(&ctx.tenant_id)
+            .bind(c)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if found.is_none() {
+            return Err(ApiError::invalid("contact_id is not a contact of this tenant"));
+        }
+    }
+    if let Some(cap) = capacity {
+        let issued: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM event_ticket WHERE tenant_id = $1 AND event_id = $2 AND status <> 'voided'")
+            .bind(&ctx.tenant_id)
+            .bind(&event_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        if issued >= cap {
+            return Err(ApiError::Conflict(format!("the event's {cap} tickets are issued")));
+        }
+    }
+    let token = format!("qr_{}", crypto::random_base62(32));
+    let sql = format!(
+        "INSERT INTO event_ticket (ticket_id, tenant_id, event_id, qr_hash, holder_name, contact_id, status, issued_by, issued_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, 'issued', $7, $8) RETURNING {TICKET_COLUMNS}"
+    );
+    let ticket: Ticket = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&event_id)
+        .bind(crypto::sha256_hex(token.as_bytes()))
+        .bind(&holder)
+        .bind(&contact)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    audit::record(&mut tx, &ctx, events::EVENT_TICKET_ISSUED, json!({ "ticket_id": ticket.ticket_id, "event_id": event_id })).await?;
+    tx.commit().await?;
+    Ok(created(IssuedTicket { ticket, qr_token: token }))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct Filter {
+    /// Only the tickets of this event.
+    event_id: Option<String>,
+    /// `issued`, `used` or `voided`.
+    status: Option<String>,
+}
+
+/// The tenant's tickets, most recently issued first (never their tokens).
+#[utoipa::path(get, path = "/api/tickets", tag = "sdk-event", params(Filter, Page),
+    responses((status = 200, description = "one page of tickets", body = ListOf<Ticket>)))]
+async fn list_tickets(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let event = check.optional_uuid("event_id", &q.event_id).map(|u| u.to_string()).unwrap_or_default();
+    let status = Check::optional(&q.status).unwrap_or_default();
+    check.one_of("status", &status, &STATUSES);
+    check.finish()?;
+    let listing = Listing {
+        table: "event_ticket",
+        columns: TICKET_COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR event_id = $2) AND ($3 = '' OR status = $3)",
+        order: "issued_at DESC, ticket_id DESC",
+    };
+    page.list::<Ticket>(&state.db.read, &listing, &[&ctx.tenant_id, &event, &status]).await
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewTicketCheckIn)]
+struct NewCheckIn {
+    /// The token of the ticket's QR code.
+    #[schema(required = true)]
+    qr_token: Option<String>,
+    /// The persona checking the holder in (a persona of the tenant).
+    #[schema(required = true, format = "uuid")]
+    checked_in_by_persona_id: Option<String>,
+    /// The scanning device, if any.
+    #[schema(format = "uuid")]
+    device_uuid: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Checks a ticket in by its `qr_token`: `issued` → `used`. 404 for a token
+/// of no ticket of the tenant; 409 for a ticket used or voided already.
+#[utoipa::path(post, path = "/api/tickets/check-in", tag = "sdk-event", request_body = NewCheckIn,
+    responses((status = 201, description = "the check-in", body = Data<CheckIn>)))]
+async fn check_in(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCheckIn>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let token = check.required("qr_token", &body.qr_token);
+    let by = check.required_uuid("checked_in_by_persona_id", &body.checked_in_by_persona_id).map(|u| u.to_string());
+    let device = check.optional_uuid("device_uuid", &body.device_uuid).map(|u| u.to_string());
+    check.finish()?;
+    let by = by.unwrap_or_default();
+    let mut tx = state.db.begin().await?;
+    if !personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, &by).await? {
+        return Err(ApiError::invalid("checked_in_by_persona_id is not a persona of this tenant"));
+    }
+    let sql = format!("SELECT {TICKET_COLUMNS} FROM event_ticket WHERE tenant_id = $1 AND qr_hash = $2");
+    let ticket: Option<Ticket> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(crypto::sha256_hex(token.as_bytes())).fetch_optional(&mut *tx).await?;
+    let ticket = ticket.ok_or(ApiError::NotFound)?;
+    if ticket.status == "voided" {
+        return Err(ApiError::Conflict("the ticket is voided".into()));
+    }
+    let now = db::now();
+    let checkin: Option<CheckIn> = sqlx::query_as(
+        "INSERT INTO event_checkin (checkin_id, tenant_id, ticket_id, event_id, checked_in_by_persona_id, device_uuid, checked_in_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (ticket_id) DO NOTHING \
+         RETURNING checkin_id, ticket_id, event_id, checked_in_by_persona_id, device_uuid, checked_in_at",
+    )
+    .bind(db::new_id())
+    .bind(&ctx.tenant_id)
+    .bind(&ticket.ticket_id)
+    .bind(&ticket.event_id)
+    .bind(&by)
+    .bind(&device)
+    .bind(&now)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let checkin = checkin.ok_or_else(|| ApiError::Conflict("the ticket is checked in already".into()))?;
+    let used = sqlx::query("UPDATE event_ticket SET status = 'used', checked_in_at = $3 WHERE tenant_id = $1 AND ticket_id = $2 AND status = 'issued'")
+        .bind(&ctx.tenant_id)
+        .bind(&ticket.ticket_id)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+    if used.rows_affected() != 1 {
+        // Voided meanwhile: the transaction (and its check-in row) is dropped.
+        return Err(ApiError::Conflict("the ticket is voided".into()));
+    }
+    let payload = json!({ "ticket_id": ticket.ticket_id, "event_id": ticket.event_id, "checked_in_by_persona_id": by, "device_uuid": device });
+    audit::record(&mut tx, &ctx, events::EVENT_TICKET_CHECKED_IN, payload).await?;
+    tx.commit().await?;
+    Ok(created(checkin))
+}
+
+/// Voids an issued ticket (it can no longer check in); 409 once used or voided.
+#[utoipa::path(post, path = "/api/tickets/{ticket_id}/void", tag = "sdk-event", params(("ticket_id" = String, Path, description = "the ticket")),
+    responses((status = 200, description = "the ticket, voided", body = Data<Ticket>)))]
+async fn void(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let sql = format!("SELECT {TICKET_COLUMNS} FROM event_ticket WHERE tenant_id = $1 AND ticket_id = $2");
+    let ticket: Option<Ticket> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    let ticket = ticket.ok_or(ApiError::NotFound)?;
+    if ticket.status != "issued" {
+        return Err(ApiError::Conflict(format!("the ticket is {}: only issued tickets can be voided", ticket.status)));
+    }
+    let sql = format!(
+        "UPDATE event_ticket SET status = 'voided', voided_at = $3 WHERE tenant_id = $1 AND ticket_id = $2 AND status = 'issued' RETURNING {TICKET_COLUMNS}"
+    );
+    let voided: Option<Ticket> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(db::now()).fetch_optional(&mut *tx).await?;
+    let voided = voided.ok_or_else(|| ApiError::Conflict("the ticket is checked in already".into()))?;
+    audit::record(&mut tx, &ctx, events::EVENT_TICKET_VOIDED, json!({ "ticket_id": id, "event_id": voided.event_id })).await?;
+    tx.commit().await?;
+    Ok(ok(voided))
+}

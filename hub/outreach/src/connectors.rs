@@ -1,0 +1,403 @@
+//! sdk-connectors: what a tenant's connectors (a CRM, a calendar, a
+//! billing system, each a `connector_kind`) report of the items they sync.
+//! A failed item is dead-lettered: one open dead letter per item, which a
+//! replay resolves by putting the item back to `pending` for its connector
+//! to sync again. A replay takes one dead letter or every one still open
+//! of the tenant (optionally of one kind); replaying never touches a dead
+//! letter twice, and a replay with an `idempotency_key` answers its first
+//! result again on a repeat.
+
+use hub_kernel::prelude::*;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(report, list_items)).routes(routes!(list_deadletters)).routes(routes!(replay))
+}
+
+const OUTCOMES: [&str; 2] = ["succeeded", "failed"];
+const DIRECTIONS: [&str; 2] = ["inbound", "outbound"];
+const ITEM_STATUSES: [&str; 3] = ["synced", "dead_lettered", "pending"];
+const DEADLETTER_STATUSES: [&str; 3] = ["dead_lettered", "replayed", "resolved"];
+/// The largest payload an item carries, in bytes of JSON.
+const MAX_PAYLOAD: usize = 64 * 1024;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ConnectorSyncItem)]
+struct SyncItem {
+    item_id: String,
+    connector_kind: String,
+    external_id: String,
+    /// `inbound` (into the hub's tenant) or `outbound`.
+    direction: String,
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Object)]
+    payload: JsonText,
+    /// `synced`, `dead_lettered` or `pending` (replayed, to be synced again).
+    status: String,
+    /// Outcomes reported.
+    attempts: i64,
+    /// Times the item was replayed.
+    replays: i64,
+    last_error: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+const ITEM_COLUMNS: &str = "item_id, connector_kind, external_id, direction, payload, status, attempts, replays, last_error, created_at, updated_at";
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+struct ConnectorDeadLetter {
+    deadletter_id: String,
+    item_id: String,
+    connector_kind: String,
+    external_id: String,
+    /// The latest failure's error.
+    error: String,
+    /// Failures reported while the dead letter was open.
+    failures: i64,
+    /// `dead_lettered`, `replayed` or `resolved` (the item synced without a replay).
+    status: String,
+    dead_lettered_at: String,
+    replayed_at: Option<String>,
+    updated_at: String,
+}
+
+const DEADLETTER_COLUMNS: &str = "deadletter_id, item_id, connector_kind, external_id, error, failures, status, dead_lettered_at, replayed_at, updated_at";
+
+fn valid_kind(s: &str) -> bool {
+    (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+#[derive(Deserialize, ToSchema)]
+struct NewSyncItem {
+    /// The connector: 1 to 64 of `a-z 0-9 . _ -` (`hubspot`, `google-calendar`, ...).
+    #[schema(required = true)]
+    connector_kind: Option<String>,
+    /// The item's id in the other system (at most 256 characters): one item per (connector_kind, external_id).
+    #[schema(required = true)]
+    external_id: Option<String>,
+    /// `succeeded` or `failed`.
+    #[schema(required = true)]
+    outcome: Option<String>,
+    /// Why it failed (at most 2000 characters); required with `failed`.
+    error: Option<String>,
+    /// `inbound` (default) or `outbound`.
+    direction: Option<String>,
+    /// What was synced (a JSON object of at most 64 KiB).
+    #[schema(value_type = Object)]
+    payload: Option<Value>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// The item as recorded, with the dead letter a failure opened or kept open.
+#[derive(Serialize, ToSchema)]
+struct SyncReport {
+    #[serde(flatten)]
+    item: SyncItem,
+    /// The item's open dead letter (null when it synced).
+    deadletter_id: Option<String>,
+}
+
+/// Records a sync outcome of an item: 201 for a new item, 200 for one
+/// reported before. A failure dead-letters the item (one open dead letter
+/// per item); a success resolves an open one.
+#[utoipa::path(post, path = "/api/connectors/sync-items", tag = "sdk-connectors", request_body = NewSyncItem,
+    responses((status = 201, description = "the item, first reported", body = Data<SyncReport>),
+              (status = 200, description = "the item, reported again", body = Data<SyncReport>)))]
+async fn report(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSyncItem>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let kind = check.required("connector_kind", &body.connector_kind);
+    if !kind.is_empty() && !valid_kind(&kind) {
+        check.fail("connector_kind must be 1 to 64 of a-z, 0-9, '.', '_' or '-'");
+    }
+    let external = check.required("external_id", &body.external_id);
+    if external.chars().count() > 256 {
+        check.fail("external_id must be at most 256 characters");
+    }
+    let outcome = check.required("outcome", &body.outcome);
+    check.one_of("outcome", &outcome, &OUTCOMES);
+    let error = check.optional_bounded("error", &body.error, 2000);
+    if outcome == "failed" && error.is_none() {
+        check.fail("error is required when the outcome is failed");
+    }
+    let direction = Check::optional(&body.direction).unwrap_or_else(|| "inbound".to_string());
+    check.one_of("direction", &direction, &DIRECTIONS);
+    let payload = check.optional_object("payload", body.payload.as_ref()).to_string();
+    if payload.len() > MAX_PAYLOAD {
+        check.fail(format!("payload must be at most {MAX_PAYLOAD} bytes of JSON"));
+    }
+    check.finish()?;
+    let failed = outcome == "failed";
+    let status = if failed { "dead_lettered" } else { "synced" };
+    let error = if failed { error } else { None };
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    let existing: Option<String> =
+        sqlx::query_scalar("SELECT item_id FROM connector_sync_item WHERE tenant_id = $1 AND connector_kind = $2 AND external_id = $3")
+            .bind(&ctx.tenant_id)
+            .bind(&kind)
+            .bind(&external)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let is_new = existing.is_none();
+    let item: SyncItem = match existing {
+        None => {
+            let sql = format!(
+                "INSERT INTO connector_sync_item (item_id, tenant_id, connector_kind, external_id, direction, payload, status, attempts, replays, \
+                 last_error, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 1, 0, $8, $9, $9) RETURNING {ITEM_COLUMNS}"
+            );
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(db::new_id())
+                .bind(&ctx.tenant_id)
+                .bind(&kind)
+                .bind(&external)
+                .bind(&direction)
+                .bind(&payload)
+                .bind(status)
+                .bind(&error)
+                .bind(&now)
+                .fetch_one(&mut *tx)
+                .await?
+        }
+        Some(id) => {
+            let sql = format!(
+                "UPDATE connector_sync_item SET direction = $3, payload = $4, status = $5, attempts = attempts + 1, last_error = $6, updated_at = $7 \
+                 WHERE tenant_id = $1 AND item_id = $2 RETURNING {ITEM_COLUMNS}"
+            );
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(&ctx.tenant_id)
+                .bind(&id)
+                .bind(&direction)
+                .bind(&payload)
+                .bind(status)
+                .bind(&error)
+                .bind(&now)
+                .fetch_one(&mut *tx)
+                .await?
+        }
+    };
+    let open: Option<String> =
+        sqlx::query_scalar("SELECT deadletter_id FROM connector_deadletter WHERE tenant_id = $1 AND item_id = $2 AND status = 'dead_lettered'")
+            .bind(&ctx.tenant_id)
+            .bind(&item.item_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let payload = json!({ "item_id": item.item_id, "connector_kind": kind, "external_id": external, "attempts": item.attempts });
+    let deadletter = match (failed, open) {
+        (false, open) => {
+            if let Some(d) = open {
+                sqlx::query("UPDATE connector_deadletter SET status = 'resolved', updated_at = $3 WHERE tenant_id = $1 AND deadletter_id = $2")
+                    .bind(&ctx.tenant_id)
+                    .bind(&d)
+                    .bind(&now)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            audit::record(&mut tx, &ctx, events::CONNECTOR_SYNC_COMPLETED, payload).await?;
+            None
+        }
+        (true, Some(d)) => {
+            sqlx::query("UPDATE connector_deadletter SET error = $3, failures = failures + 1, updated_at = $4 WHERE tenant_id = $1 AND deadletter_id = $2")
+                .bind(&ctx.tenant_id)
+                .bind(&d)
+                .bind(&error)
+                .bind(&now)
+                .execute(&mut *tx)
+                .await?;
+            audit::record(&mut tx, &ctx, events::CONNECTOR_SYNC_FAILED, payload).await?;
+            Some(d)
+        }
+        (true, None) => {
+            let d = db::new_id();
+            sqlx::query(
+                "INSERT INTO connector_deadletter (deadletter_id, tenant_id, item_id, connector_kind, external_id, error, failures, status, \
+                 dead_lettered_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 1, 'dead_lettered', $7, $7)",
+            )
+            .bind(&d)
+            .bind(&ctx.tenant_id)
+            .bind(&item.item_id)
+            .bind(&kind)
+            .bind(&external)
+            .bind(&error)
+            .bind(&now)
+            .execute(&mut *tx)
+            .await?;
+            audit::record(&mut tx, &ctx, events::CONNECTOR_SYNC_FAILED, payload.clone()).await?;
+            let mut dead = payload;
+            dead["deadletter_id"] = json!(d);
+            audit::record(&mut tx, &ctx, events::CONNECTOR_ITEM_DEAD_LETTERED, dead).await?;
+            Some(d)
+        }
+    };
+    tx.commit().await?;
+    let report = SyncReport { item, deadletter_id: deadletter };
+    Ok(if is_new { created(report) } else { ok(report) })
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ItemFilter {
+    connector_kind: Option<String>,
+    /// `synced`, `dead_lettered` or `pending`.
+    status: Option<String>,
+}
+
+/// The tenant's sync items, most recently reported first (`status=pending`:
+/// what replays put back for the connectors).
+#[utoipa::path(get, path = "/api/connectors/sync-items", tag = "sdk-connectors", params(ItemFilter, Page),
+    responses((status = 200, description = "one page of items", body = ListOf<SyncItem>)))]
+async fn list_items(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ItemFilter>, page: Page) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let status = Check::optional(&q.status).unwrap_or_default();
+    check.one_of("status", &status, &ITEM_STATUSES);
+    check.finish()?;
+    let kind = Check::optional(&q.connector_kind).unwrap_or_default();
+    let listing = Listing {
+        table: "connector_sync_item",
+        columns: ITEM_COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR connector_kind = $2) AND ($3 = '' OR status = $3)",
+        order: "updated_at DESC, item_id DESC",
+    };
+    page.list::<SyncItem>(&state.db.read, &listing, &[&ctx.tenant_id, &kind, &status]).await
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct DeadLetterFilter {
+    /// Required: the caller's tenant.
+    #[param(required = true, format = "uuid")]
+    tenant_id: Option<String>,
+    connector_kind: Option<String>,
+    /// `dead_lettered` (default: the ones still open), `replayed` or `resolved`.
+    status: Option<String>,
+}
+
+/// The tenant's dead letters, newest first; by default those still open.
+#[utoipa::path(get, path = "/api/connectors/deadletters", tag = "sdk-connectors", params(DeadLetterFilter, Page),
+    responses((status = 200, description = "one page of dead letters", body = ListOf<ConnectorDeadLetter>)))]
+async fn list_deadletters(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DeadLetterFilter>, page: Page) -> ApiResult<Response> {
+    ctx.required_tenant(&q.tenant_id)?;
+    let mut check = Check::new();
+    let status = Check::optional(&q.status).unwrap_or_else(|| "dead_lettered".to_string());
+    check.one_of("status", &status, &DEADLETTER_STATUSES);
+    check.finish()?;
+    let kind = Check::optional(&q.connector_kind).unwrap_or_default();
+    let listing = Listing {
+        table: "connector_deadletter",
+        columns: DEADLETTER_COLUMNS,
+        filter: "tenant_id = $1 AND status = $2 AND ($3 = '' OR connector_kind = $3)",
+        order: "dead_lettered_at DESC, deadletter_id DESC",
+    };
+    page.list::<ConnectorDeadLetter>(&state.db.read, &listing, &[&ctx.tenant_id, &status, &kind]).await
+}
+
+#[derive(Deserialize, ToSchema)]
+struct ConnectorReplayRequest {
+    /// One dead letter to replay (404 when unknown or no longer open).
+    #[schema(format = "uuid")]
+    deadletter_id: Option<String>,
+    /// Without `deadletter_id`: replay every open dead letter of this tenant (the caller's).
+    #[schema(format = "uuid")]
+    tenant_id: Option<String>,
+    /// With `tenant_id`: only this connector's.
+    connector_kind: Option<String>,
+    /// At most 128 characters: a repeat with the same key answers the first replay's result and replays nothing.
+    idempotency_key: Option<String>,
+}
+
+/// What a replay did.
+#[derive(Serialize, Deserialize, ToSchema)]
+struct ConnectorReplay {
+    replay_id: String,
+    /// How many dead letters it replayed.
+    replayed: i64,
+    deadletter_ids: Vec<String>,
+    /// Whether this answer repeats an earlier replay with the same idempotency_key.
+    #[serde(default)]
+    repeated: bool,
+}
+
+/// Replays dead letters: one by `deadletter_id`, or every open one of the
+/// tenant (optionally of one `connector_kind`); each replayed item goes
+/// back to `pending`.
+#[utoipa::path(post, path = "/api/connectors/deadletters/replay", tag = "sdk-connectors", request_body = ConnectorReplayRequest,
+    responses((status = 200, description = "what was replayed", body = Data<ConnectorReplay>)))]
+async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<ConnectorReplayRequest>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let one = check.optional_uuid("deadletter_id", &body.deadletter_id).map(|u| u.to_string());
+    let tenant = Check::optional(&body.tenant_id);
+    let kind = Check::optional(&body.connector_kind);
+    if Check::optional(&body.deadletter_id).is_none() && tenant.is_none() {
+        check.fail("deadletter_id or tenant_id is required");
+    }
+    if Check::optional(&body.deadletter_id).is_some() && kind.is_some() {
+        check.fail("connector_kind goes with tenant_id, not with deadletter_id");
+    }
+    let key = check.optional_bounded("idempotency_key", &body.idempotency_key, 128);
+    check.finish()?;
+    let request = json!({ "deadletter_id": one, "connector_kind": kind }).to_string();
+    let mut tx = state.db.begin().await?;
+    if let Some(k) = &key {
+        let seen: Option<(String, String)> = sqlx::query_as("SELECT request, result FROM connector_replay WHERE tenant_id = $1 AND idempotency_key = $2")
+            .bind(&ctx.tenant_id)
+            .bind(k)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some((earlier, result)) = seen {
+            if earlier != request {
+                return Err(ApiError::Conflict("idempotency_key was used for another replay".into()));
+            }
+            let mut answer: ConnectorReplay = serde_json::from_str(&result).map_err(|e| ApiError::Internal(e.into()))?;
+            answer.repeated = true;
+            return Ok(ok(answer));
+        }
+    }
+    let replay_id = db::new_id();
+    let now = db::now();
+    let replayed: Vec<(String, String, String)> = sqlx::query_as(
+        "UPDATE connector_deadletter SET status = 'replayed', replay_id = $2, replayed_at = $3, updated_at = $3 \
+         WHERE tenant_id = $1 AND status = 'dead_lettered' AND ($4 = '' OR deadletter_id = $4) AND ($5 = '' OR connector_kind = $5) \
+         RETURNING deadletter_id, item_id, connector_kind",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&replay_id)
+    .bind(&now)
+    .bind(one.clone().unwrap_or_default())
+    .bind(kind.clone().unwrap_or_default())
+    .fetch_all(&mut *tx)
+    .await?;
+    if one.is_some() && replayed.is_empty() {
+        return Err(ApiError::NotFound);
+    }
+    sqlx::query(
+        "UPDATE connector_sync_item SET status = 'pending', replays = replays + 1, updated_at = $3 \
+         WHERE tenant_id = $1 AND item_id IN (SELECT item_id FROM connector_deadletter WHERE tenant_id = $1 AND replay_id = $2)",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&replay_id)
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    for (deadletter_id, item_id, connector_kind) in &replayed {
+        let payload = json!({ "deadletter_id": deadletter_id, "item_id": item_id, "connector_kind": connector_kind, "replay_id": replay_id });
+        audit::record(&mut tx, &ctx, events::CONNECTOR_ITEM_REPLAYED, payload).await?;
+    }
+    let mut ids: Vec<String> = replayed.into_iter().map(|(d, _, _)| d).collect();
+    ids.sort();
+    let answer = ConnectorReplay { replay_id: replay_id.clone(), replayed: ids.len() as i64, deadletter_ids: ids, repeated: false };
+    if let Some(k) = &key {
+        sqlx::query("INSERT INTO connector_replay (replay_id, tenant_id, idempotency_key, request, result, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
+            .bind(&replay_id)
+            .bind(&ctx.tenant_id)
+            .bind(k)
+            .bind(&request)
+            .bind(serde_json::to_string(&answer).map_err(|e| ApiError::Internal(e.into()))?)
+            .bind(&now)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(ok(answer))
+}

@@ -1,0 +1,620 @@
+//! sdk-scheduling: calendar connections (a CalDAV collection and its
+//! credential, sealed under the master key) and appointments, which `push`
+//! mirrors onto a connection's calendar: it creates the mapped event
+//! (`PUT` of an iCalendar object with `If-None-Match: *`), updates it
+//! (`PUT` with the next `SEQUENCE`) or, for a cancelled appointment,
+//! removes it (`DELETE`). The object's URL and ETag are kept per
+//! (appointment, connection).
+//!
+//! The calendar is called outside any database transaction (a slow server
+//! must not hold the writer); two pushes of one appointment at once may
+//! both reach the server, each writing the whole event, so the later wins.
+
+use std::{sync::Arc, time::Duration};
+
+use hub_kernel::prelude::*;
+use hub_platform::webhook::target;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_connection, list_connections))
+        .routes(routes!(book))
+        .routes(routes!(get_appointment))
+        .routes(routes!(reschedule))
+        .routes(routes!(cancel))
+        .routes(routes!(push))
+}
+
+/// The longest appointment: 31 days, in seconds.
+const MAX_LENGTH_SECONDS: i64 = 31 * 86_400;
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = SchedulingConnection)]
+struct Connection {
+    connection_id: String,
+    name: String,
+    /// `caldav`.
+    provider: String,
+    /// The calendar collection events are written into.
+    collection_url: String,
+    /// `basic`, `bearer` or `none`; the credential itself is never shown.
+    auth_scheme: String,
+    created_by: String,
+    created_at: String,
+}
+
+const CONNECTION_COLUMNS: &str = "connection_id, name, provider, collection_url, auth_scheme, created_by, created_at";
+
+/// What the sealed credential holds.
+#[derive(Serialize, Deserialize)]
+struct Credential {
+    username: Option<String>,
+    password: Option<String>,
+    token: Option<String>,
+}
+
+fn aad(connection_id: &str) -> Vec<u8> {
+    format!("scheduling-connection:{connection_id}").into_bytes()
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewSchedulingConnection)]
+struct NewConnection {
+    /// At most 200 characters.
+    #[schema(required = true)]
+    name: Option<String>,
+    /// `caldav` (the default and only provider).
+    provider: Option<String>,
+    /// The CalDAV calendar collection (`http` or `https`, at most 2000 characters; a trailing `/` is added).
+    #[schema(required = true)]
+    collection_url: Option<String>,
+    /// With `password`: HTTP Basic authentication.
+    username: Option<String>,
+    password: Option<String>,
+    /// Instead: a bearer token.
+    token: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Connects a calendar (its credential sealed at rest, never shown again).
+#[utoipa::path(post, path = "/api/scheduling/connections", tag = "sdk-scheduling", request_body = NewConnection,
+    responses((status = 201, description = "the connection", body = Data<Connection>)))]
+async fn create_connection(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewConnection>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let name = check.required("name", &body.name);
+    if name.chars().count() > 200 {
+        check.fail("name must be at most 200 characters");
+    }
+    let provider = Check::optional(&body.provider).unwrap_or_else(|| "caldav".to_string());
+    check.one_of("provider", &provider, &["caldav"]);
+    let raw = check.required("collection_url", &body.collection_url);
+    let mut url = String::new();
+    if !raw.is_empty() {
+        match target::check_url(&state.config, &raw) {
+            Ok(u) => url = if u.as_str().ends_with('/') { u.to_string() } else { format!("{u}/") },
+            Err(e) => check.fail(e.replacen("url", "collection_url", 1)),
+        }
+    }
+    let username = check.optional_bounded("username", &body.username, 256);
+    let password = check.optional_bounded("password", &body.password, 1024);
+    let token = check.optional_bounded("token", &body.token, 4096);
+    let scheme = match (&username, &password, &token) {
+        (None, None, None) => "none",
+        (Some(_), Some(_), None) => "basic",
+        (None, None, Some(_)) => "bearer",
+        _ => {
+            check.fail("give username with password, or token, or neither");
+            "none"
+        }
+    };
+    check.finish()?;
+    let id = db::new_id();
+    let sealed = (scheme != "none").then(|| {
+        let credential = serde_json::to_vec(&Credential { username, password, token }).expect("a credential serialises");
+        state.master.seal(&credential, &aad(&id))
+    });
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "INSERT INTO scheduling_connection (connection_id, tenant_id, name, provider, collection_url, auth_scheme, credential_sealed, created_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {CONNECTION_COLUMNS}"
+    );
+    let connection: Connection = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&id)
+        .bind(&ctx.tenant_id)
+        .bind(&name)
+        .bind(&provider)
+        .bind(&url)
+        .bind(scheme)
+        .bind(sealed)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "connection_id": id, "provider": provider, "auth_scheme": scheme });
+    audit::record(&mut tx, &ctx, events::SCHEDULING_CONNECTION_CREATED, payload).await?;
+    tx.commit().await?;
+    Ok(created(connection))
+}
+
+/// The tenant's connections, newest first.
+#[utoipa::path(get, path = "/api/scheduling/connections", tag = "sdk-scheduling", params(Page),
+    responses((status = 200, description = "one page of connections", body = ListOf<Connection>)))]
+async fn list_connections(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<Response> {
+    let listing =
+        Listing { table: "scheduling_connection", columns: CONNECTION_COLUMNS, filter: "tenant_id = $1", order: "created_at DESC, connection_id DESC" };
+    page.list::<Connection>(&state.db.read, &listing, &[&ctx.tenant_id]).await
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = SchedulingAppointment)]
+struct Appointment {
+    appointment_id: String,
+    title: String,
+    description: Option<String>,
+    location: Option<String>,
+    starts_at: String,
+    ends_at: String,
+    /// `booked` or `cancelled`.
+    status: String,
+    contact_id: Option<String>,
+    /// Increases with every change (the iCalendar `SEQUENCE`).
+    revision: i64,
+    created_by: String,
+    created_at: String,
+    updated_at: String,
+}
+
+const APPOINTMENT_COLUMNS: &str =
+    "appointment_id, title, description, location, starts_at, ends_at, status, contact_id, revision, created_by, created_at, updated_at";
+
+/// Checks a start and end: RFC 3339, the end after the start, at most 31 days apart.
+fn window(check: &mut Check, starts: &Option<String>, ends: &Option<String>) -> (String, String) {
+    let s = check.required("starts_at", starts);
+    let e = check.required("ends_at", ends);
+    let s = if s.is_empty() { None } else { check.optional_expiry("starts_at", starts) };
+    let e = if e.is_empty() { None } else { check.optional_expiry("ends_at", ends) };
+    if let (Some(a), Some(b)) = (s.as_deref().and_then(db::parse_time), e.as_deref().and_then(db::parse_time)) {
+        if b <= a {
+            check.fail("ends_at must be after starts_at");
+        } else if (b - a).num_seconds() > MAX_LENGTH_SECONDS {
+            check.fail("an appointment lasts at most 31 days");
+        }
+    }
+    (s.unwrap_or_default(), e.unwrap_or_default())
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewSchedulingAppointment)]
+struct NewAppointment {
+    /// At most 300 characters.
+    #[schema(required = true)]
+    title: Option<String>,
+    /// RFC 3339.
+    #[schema(required = true)]
+    starts_at: Option<String>,
+    /// RFC 3339, after `starts_at`, at most 31 days later.
+    #[schema(required = true)]
+    ends_at: Option<String>,
+    /// At most 4000 characters.
+    description: Option<String>,
+    /// At most 500 characters.
+    location: Option<String>,
+    /// A contact of the tenant's CRM.
+    #[schema(format = "uuid")]
+    contact_id: Option<String>,
+    /// When given, the caller's tenant (checked by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: Option<String>,
+}
+
+/// Books an appointment.
+#[utoipa::path(post, path = "/api/scheduling/appointments", tag = "sdk-scheduling", request_body = NewAppointment,
+    responses((status = 201, description = "the appointment, booked", body = Data<Appointment>)))]
+async fn book(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAppointment>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let title = check.required("title", &body.title);
+    if title.chars().count() > 300 {
+        check.fail("title must be at most 300 characters");
+    }
+    let (starts, ends) = window(&mut check, &body.starts_at, &body.ends_at);
+    let description = check.optional_bounded("description", &body.description, 4000);
+    let location = check.optional_bounded("location", &body.location, 500);
+    let contact = check.optional_uuid("contact_id", &body.contact_id).map(|u| u.to_string());
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    if let Some(c) = &contact {
+        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2")
+            .bind(&ctx.tenant_id)
+            .bind(c)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if found.is_none() {
+            return Err(ApiError::invalid("contact_id is not a contact of this tenant"));
+        }
+    }
+    let sql = format!(
+        "INSERT INTO scheduling_appointment (appointment_id, tenant_id, title, description, location, starts_at, ends_at, status, contact_id, revision, \
+         created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'booked', $8, 0, $9, $10, $10) RETURNING {APPOINTMENT_COLUMNS}"
+    );
+    let appointment: Appointment = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&title)
+        .bind(&description)
+        .bind(&location)
+        .bind(&starts)
+        .bind(&ends)
+        .bind(&contact)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(db::now())
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "appointment_id": appointment.appointment_id, "starts_at": starts, "ends_at": ends, "contact_id": contact });
+    audit::record(&mut tx, &ctx, events::SCHEDULING_APPOINTMENT_BOOKED, payload).await?;
+    tx.commit().await?;
+    Ok(created(appointment))
+}
+
+async fn find<'e, E>(exec: E, tenant_id: &str, id: &str) -> ApiResult<Appointment>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {APPOINTMENT_COLUMNS} FROM scheduling_appointment WHERE tenant_id = $1 AND appointment_id = $2");
+    let found: Option<Appointment> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(exec).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// One appointment.
+#[utoipa::path(get, path = "/api/scheduling/appointments/{appointment_id}", tag = "sdk-scheduling",
+    params(("appointment_id" = String, Path, description = "the appointment")),
+    responses((status = 200, description = "the appointment", body = Data<Appointment>)))]
+async fn get_appointment(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = SchedulingReschedule)]
+struct Reschedule {
+    #[schema(required = true)]
+    starts_at: Option<String>,
+    #[schema(required = true)]
+    ends_at: Option<String>,
+}
+
+/// Moves a booked appointment (409 once cancelled); push it to update the calendars.
+#[utoipa::path(post, path = "/api/scheduling/appointments/{appointment_id}/reschedule", tag = "sdk-scheduling",
+    params(("appointment_id" = String, Path, description = "the appointment")), request_body = Reschedule,
+    responses((status = 200, description = "the appointment", body = Data<Appointment>)))]
+async fn reschedule(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Reschedule>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let current = find(&mut *tx, &ctx.tenant_id, &id).await?;
+    let mut check = Check::new();
+    let (starts, ends) = window(&mut check, &body.starts_at, &body.ends_at);
+    check.finish()?;
+    let sql = format!(
+        "UPDATE scheduling_appointment SET starts_at = $3, ends_at = $4, revision = revision + 1, updated_at = $5 \
+         WHERE tenant_id = $1 AND appointment_id = $2 AND status = 'booked' RETURNING {APPOINTMENT_COLUMNS}"
+    );
+    let moved: Option<Appointment> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&current.appointment_id)
+        .bind(&starts)
+        .bind(&ends)
+        .bind(db::now())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let moved = moved.ok_or_else(|| ApiError::Conflict("the appointment is cancelled".into()))?;
+    let payload = json!({ "appointment_id": moved.appointment_id, "starts_at": starts, "ends_at": ends, "revision": moved.revision });
+    audit::record(&mut tx, &ctx, events::SCHEDULING_APPOINTMENT_RESCHEDULED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(moved))
+}
+
+/// Cancels an appointment (409 when cancelled already); push it to remove it from the calendars.
+#[utoipa::path(post, path = "/api/scheduling/appointments/{appointment_id}/cancel", tag = "sdk-scheduling",
+    params(("appointment_id" = String, Path, description = "the appointment")),
+    responses((status = 200, description = "the appointment, cancelled", body = Data<Appointment>)))]
+async fn cancel(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    let current = find(&mut *tx, &ctx.tenant_id, &id).await?;
+    let sql = format!(
+        "UPDATE scheduling_appointment SET status = 'cancelled', revision = revision + 1, updated_at = $3 \
+         WHERE tenant_id = $1 AND appointment_id = $2 AND status = 'booked' RETURNING {APPOINTMENT_COLUMNS}"
+    );
+    let cancelled: Option<Appointment> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&current.appointment_id).bind(db::now()).fetch_optional(&mut *tx).await?;
+    let cancelled = cancelled.ok_or_else(|| ApiError::Conflict("the appointment is cancelled already".into()))?;
+    audit::record(&mut tx, &ctx, events::SCHEDULING_APPOINTMENT_CANCELLED, json!({ "appointment_id": cancelled.appointment_id })).await?;
+    tx.commit().await?;
+    Ok(ok(cancelled))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = SchedulingPushRequest)]
+struct PushRequest {
+    /// The caller's tenant.
+    #[schema(required = true, format = "uuid")]
+    tenant_id: Option<String>,
+    /// A connection of the tenant.
+    #[schema(required = true, format = "uuid")]
+    connection_id: Option<String>,
+}
+
+/// What a push did on the connection's calendar.
+#[derive(Serialize, ToSchema)]
+#[schema(as = SchedulingPush)]
+struct PushResult {
+    appointment_id: String,
+    connection_id: String,
+    /// `created`, `updated`, `cancelled` (the event removed) or `unchanged`
+    /// (a cancelled appointment never pushed there).
+    action: String,
+    /// The iCalendar object's URL on the calendar.
+    href: Option<String>,
+    /// The calendar's ETag of the object, when it gave one.
+    etag: Option<String>,
+    /// The iCalendar `SEQUENCE` written.
+    sequence: Option<i64>,
+    pushed_at: String,
+}
+
+#[derive(FromRow)]
+struct Mapping {
+    href: String,
+    state: String,
+}
+
+#[derive(FromRow)]
+struct Target {
+    collection_url: String,
+    auth_scheme: String,
+    credential_sealed: Option<Vec<u8>>,
+}
+
+/// Pushes an appointment to a connection's calendar: creates the mapped
+/// event, updates it, or removes it when the appointment is cancelled.
+/// 503 when the calendar server does not accept the change.
+#[utoipa::path(post, path = "/api/scheduling/appointments/{appointment_id}/push", tag = "sdk-scheduling",
+    params(("appointment_id" = String, Path, description = "the appointment")), request_body = PushRequest,
+    responses((status = 200, description = "what was done on the calendar", body = Data<PushResult>)))]
+async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<PushRequest>) -> ApiResult<Response> {
+    let appointment = find(&state.db.read, &ctx.tenant_id, &id).await?;
+    let mut check = Check::new();
+    check.required("tenant_id", &body.tenant_id);
+    let connection = check.required_uuid("connection_id", &body.connection_id).map(|u| u.to_string()).unwrap_or_default();
+    check.finish()?;
+    let target: Option<Target> =
+        sqlx::query_as("SELECT collection_url, auth_scheme, credential_sealed FROM scheduling_connection WHERE tenant_id = $1 AND connection_id = $2")
+            .bind(&ctx.tenant_id)
+            .bind(&connection)
+            .fetch_optional(&state.db.read)
+            .await?;
+    let target = target.ok_or_else(|| ApiError::invalid("connection_id is not a connection of this tenant"))?;
+    let mapping: Option<Mapping> =
+        sqlx::query_as("SELECT href, state FROM scheduling_push WHERE tenant_id = $1 AND appointment_id = $2 AND connection_id = $3")
+            .bind(&ctx.tenant_id)
+            .bind(&appointment.appointment_id)
+            .bind(&connection)
+            .fetch_optional(&state.db.read)
+            .await?;
+    let credential: Option<Credential> = match &target.credential_sealed {
+        Some(sealed) => {
+            let plain = state.master.open(sealed, &aad(&connection)).map_err(ApiError::Internal)?;
+            Some(serde_json::from_slice(&plain).map_err(|e| ApiError::Internal(e.into()))?)
+        }
+        None => None,
+    };
+    let caldav = CalDav { client: client(&state), scheme: target.auth_scheme.clone(), credential };
+    let uid = format!("{}@hub", appointment.appointment_id);
+    let live = mapping.as_ref().filter(|m| m.state == "present");
+    let (action, href, etag, sequence) = if appointment.status == "cancelled" {
+        match live {
+            Some(m) => {
+                caldav.delete(&m.href).await?;
+                ("cancelled", Some(m.href.clone()), None, None)
+            }
+            None => ("unchanged", mapping.as_ref().map(|m| m.href.clone()), None, None),
+        }
+    } else {
+        let href = match &mapping {
+            Some(m) => m.href.clone(),
+            None => format!("{}{}.ics", target.collection_url, appointment.appointment_id),
+        };
+        let object = ical::event(&appointment, &uid, chrono::Utc::now());
+        let etag = caldav.put(&href, object, live.is_none()).await?;
+        (if live.is_some() { "updated" } else { "created" }, Some(href), etag, Some(appointment.revision))
+    };
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    if let Some(h) = &href {
+        sqlx::query(
+            "INSERT INTO scheduling_push (tenant_id, appointment_id, connection_id, href, uid, etag, sequence, state, pushed_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (appointment_id, connection_id) \
+             DO UPDATE SET etag = excluded.etag, sequence = excluded.sequence, state = excluded.state, pushed_at = excluded.pushed_at",
+        )
+        .bind(&ctx.tenant_id)
+        .bind(&appointment.appointment_id)
+        .bind(&connection)
+        .bind(h)
+        .bind(&uid)
+        .bind(&etag)
+        .bind(sequence.unwrap_or(appointment.revision))
+        .bind(if appointment.status == "cancelled" { "deleted" } else { "present" })
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+    }
+    let result = PushResult {
+        appointment_id: appointment.appointment_id.clone(),
+        connection_id: connection.clone(),
+        action: action.to_string(),
+        href,
+        etag,
+        sequence,
+        pushed_at: now,
+    };
+    let payload = json!({ "appointment_id": result.appointment_id, "connection_id": connection, "action": action, "sequence": sequence });
+    audit::record(&mut tx, &ctx, events::SCHEDULING_CALENDAR_PUSHED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(result))
+}
+
+/// The calendar client: rustls, no redirects, the webhook delivery policy's
+/// resolver (no private addresses outside development unless allowed).
+fn client(state: &AppState) -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(state.config.webhook_timeout_seconds))
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(Arc::new(target::Guard(target::Policy::of(&state.config))))
+        .user_agent("hub-scheduling/1")
+        .build()
+        .expect("the calendar client builds")
+}
+
+struct CalDav {
+    client: reqwest::Client,
+    scheme: String,
+    credential: Option<Credential>,
+}
+
+impl CalDav {
+    fn request(&self, method: reqwest::Method, href: &str) -> reqwest::RequestBuilder {
+        let req = self.client.request(method, href);
+        match (self.scheme.as_str(), &self.credential) {
+            ("basic", Some(c)) => req.basic_auth(c.username.clone().unwrap_or_default(), c.password.clone()),
+            ("bearer", Some(c)) => req.bearer_auth(c.token.clone().unwrap_or_default()),
+            _ => req,
+        }
+    }
+
+    /// `PUT` of the object: `If-None-Match: *` when creating (an object
+    /// already there is the server's 412). The ETag the server answers.
+    async fn put(&self, href: &str, object: String, create: bool) -> ApiResult<Option<String>> {
+        let mut req = self.request(reqwest::Method::PUT, href).header(reqwest::header::CONTENT_TYPE, "text/calendar; charset=utf-8").body(object);
+        if create {
+            req = req.header(reqwest::header::IF_NONE_MATCH, "*");
+        }
+        let res = req.send().await.map_err(|e| refused(href, e.to_string()))?;
+        if !res.status().is_success() {
+            return Err(refused(href, format!("PUT answered {}", res.status())));
+        }
+        Ok(res.headers().get(reqwest::header::ETAG).and_then(|v| v.to_str().ok()).map(str::to_string))
+    }
+
+    /// `DELETE` of the object; one already gone (404, 410) is removed.
+    async fn delete(&self, href: &str) -> ApiResult<()> {
+        let res = self.request(reqwest::Method::DELETE, href).send().await.map_err(|e| refused(href, e.to_string()))?;
+        match res.status().as_u16() {
+            200..=299 | 404 | 410 => Ok(()),
+            s => Err(refused(href, format!("DELETE answered {s}"))),
+        }
+    }
+}
+
+fn refused(href: &str, why: String) -> ApiError {
+    tracing::warn!(href, why, "calendar push refused");
+    ApiError::Unavailable("the calendar server did not accept the change; retry the push later")
+}
+
+/// A small iCalendar (RFC 5545) writer: one VEVENT, text escaped (§3.3.11)
+/// and content lines folded at 75 octets (§3.1).
+pub mod ical {
+    use chrono::{DateTime, Utc};
+
+    /// Escapes a TEXT value: backslash, semicolon, comma and newlines.
+    pub fn escape(text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                ';' => out.push_str("\\;"),
+                ',' => out.push_str("\\,"),
+                '\r' => {
+                    if chars.peek() == Some(&'\n') {
+                        chars.next();
+                    }
+                    out.push_str("\\n");
+                }
+                '\n' => out.push_str("\\n"),
+                c if c.is_control() && c != '\t' => {}
+                c => out.push(c),
+            }
+        }
+        out
+    }
+
+    /// Folds one content line: at most 75 octets a line, never inside a
+    /// UTF-8 sequence, continuations starting with a space; CRLF after each.
+    pub fn fold(line: &str) -> String {
+        let mut out = String::with_capacity(line.len() + line.len() / 70 * 3 + 2);
+        let mut width = 0;
+        for c in line.chars() {
+            let n = c.len_utf8();
+            if width + n > 75 {
+                out.push_str("\r\n ");
+                width = 1;
+            }
+            out.push(c);
+            width += n;
+        }
+        out.push_str("\r\n");
+        out
+    }
+
+    fn stamp(t: DateTime<Utc>) -> String {
+        t.format("%Y%m%dT%H%M%SZ").to_string()
+    }
+
+    fn utc(stored: &str) -> String {
+        hub_kernel::db::parse_time(stored).map(stamp).unwrap_or_default()
+    }
+
+    pub(super) fn event(a: &super::Appointment, uid: &str, now: DateTime<Utc>) -> String {
+        let mut lines = vec![
+            "BEGIN:VCALENDAR".to_string(),
+            "VERSION:2.0".to_string(),
+            "PRODID:-//Platform hub//sdk-scheduling//EN".to_string(),
+            "BEGIN:VEVENT".to_string(),
+            format!("UID:{}", escape(uid)),
+            format!("DTSTAMP:{}", stamp(now)),
+            format!("DTSTART:{}", utc(&a.starts_at)),
+            format!("DTEND:{}", utc(&a.ends_at)),
+            format!("SEQUENCE:{}", a.revision),
+            format!("SUMMARY:{}", escape(&a.title)),
+        ];
+        if let Some(d) = &a.description {
+            lines.push(format!("DESCRIPTION:{}", escape(d)));
+        }
+        if let Some(l) = &a.location {
+            lines.push(format!("LOCATION:{}", escape(l)));
+        }
+        lines.push("STATUS:CONFIRMED".to_string());
+        lines.extend(["END:VEVENT".to_string(), "END:VCALENDAR".to_string()]);
+        lines.iter().map(|l| fold(l)).collect()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn text_is_escaped_and_lines_fold_at_75_octets_on_character_boundaries() {
+            assert_eq!(escape("a,b;c\\d\ne\r\nf"), "a\\,b\\;c\\\\d\\ne\\nf");
+            let long = format!("SUMMARY:{}", "é".repeat(60));
+            let folded = fold(&long);
+            assert!(folded.ends_with("\r\n"));
+            for line in folded.trim_end_matches("\r\n").split("\r\n") {
+                assert!(line.len() <= 75, "{} octets", line.len());
+            }
+            let unfolded: String = folded.trim_end_matches("\r\n").replace("\r\n ", "");
+            assert_eq!(unfolded, long);
+            assert_eq!(fold("SHORT:x"), "SHORT:x\r\n");
+        }
+    }
+}

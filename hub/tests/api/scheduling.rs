@@ -1,0 +1,265 @@
+//! sdk-scheduling: connections (credentials sealed), appointments, and push
+//! to a CalDAV calendar, tested against a small CalDAV server started here
+//! that stores what is PUT and checks it as a calendar server would.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use axum::{
+    body::Bytes,
+    extract::{Path, State},
+    http::{HeaderMap, StatusCode as Http, header},
+    response::{IntoResponse, Response},
+    routing::put,
+};
+use base64::Engine;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::{db_test, helpers::*};
+
+/// The objects of one calendar collection, by name; ETags count writes.
+#[derive(Clone, Default)]
+struct Calendar {
+    objects: Arc<Mutex<HashMap<String, String>>>,
+    writes: Arc<Mutex<u64>>,
+}
+
+const USER: &str = "cal-user";
+const PASSWORD: &str = "s3cret-cal";
+
+fn authorised(headers: &HeaderMap) -> bool {
+    let expected = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}")));
+    headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) == Some(expected.as_str())
+}
+
+/// What a calendar server checks of an iCalendar object: CRLF lines of at
+/// most 75 octets, one VEVENT in a VCALENDAR, a UID.
+fn well_formed(text: &str) -> bool {
+    text.ends_with("\r\n")
+        && text.trim_end_matches("\r\n").split("\r\n").all(|l| l.len() <= 75 && !l.contains('\n'))
+        && text.starts_with("BEGIN:VCALENDAR\r\nVERSION:2.0\r\n")
+        && text.ends_with("END:VEVENT\r\nEND:VCALENDAR\r\n")
+        && text.contains("\r\nUID:")
+}
+
+async fn put_object(State(cal): State<Calendar>, Path(name): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
+    if !authorised(&headers) {
+        return Http::UNAUTHORIZED.into_response();
+    }
+    if !headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/calendar")) {
+        return Http::UNSUPPORTED_MEDIA_TYPE.into_response();
+    }
+    let Ok(text) = String::from_utf8(body.to_vec()) else { return Http::BAD_REQUEST.into_response() };
+    if !well_formed(&text) {
+        return Http::BAD_REQUEST.into_response();
+    }
+    let mut objects = cal.objects.lock().unwrap();
+    let exists = objects.contains_key(&name);
+    if exists && headers.get(header::IF_NONE_MATCH).is_some_and(|v| v == "*") {
+        return Http::PRECONDITION_FAILED.into_response();
+    }
+    objects.insert(name, text);
+    let mut writes = cal.writes.lock().unwrap();
+    *writes += 1;
+    let status = if exists { Http::NO_CONTENT } else { Http::CREATED };
+    (status, [(header::ETAG, format!("\"{writes}\""))]).into_response()
+}
+
+async fn delete_object(State(cal): State<Calendar>, Path(name): Path<String>, headers: HeaderMap) -> Response {
+    if !authorised(&headers) {
+        return Http::UNAUTHORIZED.into_response();
+    }
+    match cal.objects.lock().unwrap().remove(&name) {
+        Some(_) => Http::NO_CONTENT.into_response(),
+        None => Http::NOT_FOUND.into_response(),
+    }
+}
+
+/// Starts the calendar server; its collection URL (no trailing slash).
+async fn calendar_server() -> (String, Calendar) {
+    let cal = Calendar::default();
+    let router = axum::Router::new().route("/dav/cal/{name}", put(put_object).delete(delete_object)).with_state(cal.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    (format!("http://{addr}/dav/cal"), cal)
+}
+
+/// The object's content lines, unfolded.
+fn unfolded(text: &str) -> Vec<String> {
+    text.replace("\r\n ", "").trim_end_matches("\r\n").split("\r\n").map(str::to_string).collect()
+}
+
+async fn appointments_push_to_a_caldav_calendar(app: TestApp) {
+    let t = app.two_tenants("scheduling").await;
+    let (a, tenant) = (t.a_token.as_str(), t.a["tenant_id"].clone());
+    let (collection, cal) = calendar_server().await;
+
+    let (s, c) = app
+        .post("/api/scheduling/connections", Some(a), json!({ "name": "Front desk", "collection_url": collection, "username": USER, "password": PASSWORD }))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    let connection = c["data"]["connection_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        (c["data"]["provider"].as_str(), c["data"]["auth_scheme"].as_str(), c["data"]["collection_url"].as_str()),
+        (Some("caldav"), Some("basic"), Some(format!("{collection}/").as_str()))
+    );
+    assert!(!c.to_string().contains(PASSWORD));
+    let sealed: Vec<u8> = sqlx::query_scalar("SELECT credential_sealed FROM scheduling_connection WHERE connection_id = $1")
+        .bind(&connection)
+        .fetch_one(&app.state().db.read)
+        .await
+        .unwrap();
+    assert!(!sealed.windows(PASSWORD.len()).any(|w| w == PASSWORD.as_bytes()), "the credential is sealed at rest");
+    let (s, wrong) =
+        app.post("/api/scheduling/connections", Some(a), json!({ "name": "Wrong", "collection_url": collection, "username": USER, "password": "nope" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{wrong}");
+    let b = assert_error(
+        app.post("/api/scheduling/connections", Some(a), json!({ "collection_url": "ftp://cal.example.com/", "username": USER, "provider": "exchange" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        b["details"],
+        json!([
+            "name is required",
+            "provider must be one of: caldav",
+            "collection_url must be an http or https URL of at most 2000 characters",
+            "give username with password, or token, or neither"
+        ])
+    );
+    let (_, l) = app.get("/api/scheduling/connections", Some(a)).await;
+    assert_eq!((l["total"].as_i64(), l["data"][1]["connection_id"].as_str()), (Some(2), Some(connection.as_str())));
+    assert!(!l.to_string().contains(PASSWORD));
+
+    let description = format!("Bring notes, results; and the card.\nSecond line: {}", "long text ".repeat(20));
+    let (s, ap) = app
+        .post(
+            "/api/scheduling/appointments",
+            Some(a),
+            json!({
+                "title": "Check-up, room 4; bring notes", "starts_at": "2027-05-03T09:00:00+02:00", "ends_at": "2027-05-03T09:30:00+02:00",
+                "description": description, "location": "Clinic\\Main",
+            }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{ap}");
+    let id = ap["data"]["appointment_id"].as_str().unwrap().to_string();
+    assert_eq!((ap["data"]["status"].as_str(), ap["data"]["revision"].as_i64()), (Some("booked"), Some(0)));
+    let b = assert_error(
+        app.post("/api/scheduling/appointments", Some(a), json!({ "starts_at": "2027-05-03T10:00:00Z", "ends_at": "2027-05-03T09:00:00Z" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["title is required", "ends_at must be after starts_at"]));
+
+    // Push: created, with the text escaped and long lines folded.
+    let push = |conn: &str| json!({ "tenant_id": tenant, "connection_id": conn });
+    let b = assert_error(app.post(&format!("/api/scheduling/appointments/{id}/push"), Some(a), json!({})).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["tenant_id is required", "connection_id is required"]));
+    // Another tenant's credential with this tenant's id in the body: refused first.
+    assert_error(app.post(&format!("/api/scheduling/appointments/{id}/push"), Some(&t.b_token), push(&connection)).await, 403, "TenantMismatch");
+    let (s, p) = app.post(&format!("/api/scheduling/appointments/{id}/push"), Some(a), push(&connection)).await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    let href = format!("{collection}/{id}.ics");
+    assert_eq!(
+        (p["data"]["action"].as_str(), p["data"]["href"].as_str(), p["data"]["etag"].as_str(), p["data"]["sequence"].as_i64()),
+        (Some("created"), Some(href.as_str()), Some("\"1\""), Some(0))
+    );
+    let stored = cal.objects.lock().unwrap().get(&format!("{id}.ics")).cloned().expect("the event is on the calendar");
+    assert!(stored.split("\r\n").any(|l| l.starts_with(' ')), "the description's line is folded: {stored}");
+    let lines = unfolded(&stored);
+    for expected in [
+        format!("UID:{id}@hub"),
+        "DTSTART:20270503T070000Z".to_string(),
+        "DTEND:20270503T073000Z".to_string(),
+        "SEQUENCE:0".to_string(),
+        "SUMMARY:Check-up\\, room 4\\; bring notes".to_string(),
+        // Trimmed, as every text field is.
+        format!("DESCRIPTION:Bring notes\\, results\\; and the card.\\nSecond line: {}", "long text ".repeat(20).trim_end()),
+        "LOCATION:Clinic\\\\Main".to_string(),
+    ] {
+        assert!(lines.contains(&expected), "{expected} in {lines:?}");
+    }
+
+    // Rescheduled and pushed again: the same object, updated, SEQUENCE 1.
+    let (s, r) = app
+        .post(
+            &format!("/api/scheduling/appointments/{id}/reschedule"),
+            Some(a),
+            json!({ "starts_at": "2027-05-04T09:00:00Z", "ends_at": "2027-05-04T10:00:00Z" }),
+        )
+        .await;
+    assert_eq!((s, r["data"]["revision"].as_i64()), (StatusCode::OK, Some(1)), "{r}");
+    let (s, p) = app.post(&format!("/api/scheduling/appointments/{id}/push"), Some(a), push(&connection)).await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    assert_eq!((p["data"]["action"].as_str(), p["data"]["etag"].as_str(), p["data"]["sequence"].as_i64()), (Some("updated"), Some("\"2\""), Some(1)));
+    let lines = unfolded(&cal.objects.lock().unwrap()[&format!("{id}.ics")]);
+    assert!(lines.contains(&"SEQUENCE:1".to_string()) && lines.contains(&"DTSTART:20270504T090000Z".to_string()), "{lines:?}");
+    assert_eq!(cal.objects.lock().unwrap().len(), 1);
+
+    // The calendar refusing (a wrong password) is 503, and nothing is mapped.
+    let b = assert_error(
+        app.post(&format!("/api/scheduling/appointments/{id}/push"), Some(a), push(wrong["data"]["connection_id"].as_str().unwrap())).await,
+        503,
+        "ServiceUnavailable",
+    );
+    assert_eq!(b["details"], json!(["the calendar server did not accept the change; retry the push later"]));
+    let mapped: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM scheduling_push WHERE appointment_id = $1").bind(&id).fetch_one(&app.state().db.read).await.unwrap();
+    assert_eq!(mapped, 1);
+    let b = assert_error(
+        app.post(&format!("/api/scheduling/appointments/{id}/push"), Some(&t.b_token), json!({ "tenant_id": t.b["tenant_id"], "connection_id": connection }))
+            .await,
+        404,
+        "NotFound",
+    );
+    assert_eq!(b["error"], "NotFound");
+
+    // Cancelled: the push removes the event; once more changes nothing.
+    let (s, c) = app.post(&format!("/api/scheduling/appointments/{id}/cancel"), Some(a), json!({})).await;
+    assert_eq!((s, c["data"]["status"].as_str()), (StatusCode::OK, Some("cancelled")));
+    assert_error(app.post(&format!("/api/scheduling/appointments/{id}/cancel"), Some(a), json!({})).await, 409, "Conflict");
+    assert_error(
+        app.post(
+            &format!("/api/scheduling/appointments/{id}/reschedule"),
+            Some(a),
+            json!({ "starts_at": "2027-05-04T09:00:00Z", "ends_at": "2027-05-04T10:00:00Z" }),
+        )
+        .await,
+        409,
+        "Conflict",
+    );
+    let (s, p) = app.post(&format!("/api/scheduling/appointments/{id}/push"), Some(a), push(&connection)).await;
+    assert_eq!((s, p["data"]["action"].as_str()), (StatusCode::OK, Some("cancelled")), "{p}");
+    assert!(cal.objects.lock().unwrap().is_empty(), "the event is removed from the calendar");
+    let (_, p) = app.post(&format!("/api/scheduling/appointments/{id}/push"), Some(a), push(&connection)).await;
+    assert_eq!((p["data"]["action"].as_str(), p["data"]["etag"].clone()), (Some("unchanged"), Value::Null));
+
+    let (s, g) = app.get(&format!("/api/scheduling/appointments/{id}"), Some(a)).await;
+    assert_eq!((s, g["data"]["status"].as_str(), g["data"]["revision"].as_i64()), (StatusCode::OK, Some("cancelled"), Some(2)));
+    assert_error(app.get(&format!("/api/scheduling/appointments/{id}"), Some(&t.b_token)).await, 404, "NotFound");
+    let b = assert_error(
+        app.post(&format!("/api/scheduling/appointments/{id}/push"), Some(a), push(&uuid::Uuid::now_v7().to_string())).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["connection_id is not a connection of this tenant"]));
+
+    let events = app.events_of(&tenant).await;
+    let count = |ty: &str| events.iter().filter(|e| *e == ty).count();
+    assert_eq!(
+        (
+            count("scheduling.connection.created.v1"),
+            count("scheduling.appointment.booked.v1"),
+            count("scheduling.appointment.rescheduled.v1"),
+            count("scheduling.appointment.cancelled.v1"),
+            count("scheduling.calendar.pushed.v1")
+        ),
+        (2, 1, 1, 1, 4)
+    );
+}
+db_test!(appointments_push_to_a_caldav_calendar);

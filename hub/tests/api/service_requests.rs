@@ -1,0 +1,79 @@
+//! sdk-service-request: queues (one name each, an optional numeric
+//! priority) and requests filed into them, open until closed.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::{db_test, helpers::*};
+
+async fn queues_take_requests_that_open_and_close(app: TestApp) {
+    let t = app.two_tenants("servicereq").await;
+    let (a, tenant) = (t.a_token.as_str(), t.a["tenant_id"].clone());
+    let (s, q) = app.post("/api/service-requests/queues", Some(a), json!({ "tenant_id": tenant, "name": "Support", "priority": 7 })).await;
+    assert_eq!(s, StatusCode::CREATED, "{q}");
+    let support = q["data"]["queue_id"].as_str().unwrap().to_string();
+    assert_eq!((q["data"]["name"].as_str(), q["data"]["priority"].as_i64()), (Some("Support"), Some(7)));
+    let (s, q2) = app.post("/api/service-requests/queues", Some(a), json!({ "tenant_id": tenant, "name": "Billing" })).await;
+    assert_eq!((s, q2["data"]["priority"].as_i64()), (StatusCode::CREATED, Some(0)));
+    let billing = q2["data"]["queue_id"].as_str().unwrap().to_string();
+    let b = assert_error(app.post("/api/service-requests/queues", Some(a), json!({ "tenant_id": tenant, "name": "Support" })).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["the tenant has a queue named Support"]));
+    let b = assert_error(app.post("/api/service-requests/queues", Some(a), json!({ "priority": "high" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["tenant_id is required", "name is required", "priority must be an integer from 0 to 1000"]));
+    assert_error(app.post("/api/service-requests/queues", Some(a), json!({ "tenant_id": t.b["tenant_id"], "name": "x" })).await, 403, "TenantMismatch");
+    let (s, _) = app.post("/api/service-requests/queues", Some(&t.b_token), json!({ "tenant_id": t.b["tenant_id"], "name": "Support" })).await;
+    assert_eq!(s, StatusCode::CREATED, "names are per tenant");
+
+    let (s, l) = app.get("/api/service-requests/queues", Some(a)).await;
+    assert_eq!(s, StatusCode::OK);
+    let ids: Vec<&str> = l["data"].as_array().unwrap().iter().map(|q| q["queue_id"].as_str().unwrap()).collect();
+    assert_eq!((ids, l["total"].as_i64()), (vec![billing.as_str(), support.as_str()], Some(2)));
+    let (_, l) = app.get("/api/service-requests/queues?limit=1&offset=1", Some(a)).await;
+    assert_eq!(l["data"][0]["queue_id"].as_str(), Some(support.as_str()));
+    assert_error(app.get("/api/service-requests/queues?offset=x", Some(a)).await, 400, "ValidationError");
+
+    let (s, r) = app.post("/api/service-requests", Some(a), json!({ "queue_id": support, "title": "Printer on fire" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let first = r["data"]["request_id"].as_str().unwrap().to_string();
+    assert_eq!((r["data"]["status"].as_str(), r["data"]["priority"].as_i64(), r["data"]["closed_at"].clone()), (Some("open"), Some(7), Value::Null));
+    let (s, r2) = app.post("/api/service-requests", Some(a), json!({ "queue_id": billing, "title": "Refund", "priority": 900 })).await;
+    assert_eq!((s, r2["data"]["priority"].as_i64()), (StatusCode::CREATED, Some(900)));
+    let second = r2["data"]["request_id"].as_str().unwrap().to_string();
+    let b = assert_error(app.post("/api/service-requests", Some(a), json!({ "queue_id": "q", "priority": 1001 })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["queue_id must be a UUID", "title is required", "priority must be an integer from 0 to 1000"]));
+    let b = assert_error(
+        app.post("/api/service-requests", Some(&t.b_token), json!({ "queue_id": support, "title": "x", "contact_id": uuid::Uuid::now_v7() })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["queue_id is not a queue of this tenant", "contact_id is not a contact of this tenant"]));
+
+    let (s, c) = app.post(&format!("/api/service-requests/{first}/close"), Some(a), json!({ "resolution": "extinguished" })).await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    assert_eq!((c["data"]["status"].as_str(), c["data"]["resolution"].as_str()), (Some("closed"), Some("extinguished")));
+    assert!(c["data"]["closed_at"].is_string());
+    let b = assert_error(app.post(&format!("/api/service-requests/{first}/close"), Some(a), json!({})).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["the request is closed already"]));
+    assert_error(app.post(&format!("/api/service-requests/{second}/close"), Some(&t.b_token), json!({})).await, 404, "NotFound");
+    assert_error(app.post("/api/service-requests/nope/close", Some(a), json!({})).await, 404, "NotFound");
+    let (s, g) = app.get(&format!("/api/service-requests/{first}"), Some(a)).await;
+    assert_eq!((s, g["data"]["title"].as_str()), (StatusCode::OK, Some("Printer on fire")));
+    assert_error(app.get(&format!("/api/service-requests/{first}"), Some(&t.b_token)).await, 404, "NotFound");
+
+    let (_, l) = app.get("/api/service-requests", Some(a)).await;
+    let ids: Vec<&str> = l["data"].as_array().unwrap().iter().map(|r| r["request_id"].as_str().unwrap()).collect();
+    assert_eq!((ids, l["total"].as_i64()), (vec![second.as_str(), first.as_str()], Some(2)));
+    let (_, l) = app.get(&format!("/api/service-requests?queue_id={support}&status=closed"), Some(a)).await;
+    assert_eq!((l["data"][0]["request_id"].as_str(), l["total"].as_i64()), (Some(first.as_str()), Some(1)));
+    let (_, l) = app.get("/api/service-requests?status=open", Some(a)).await;
+    assert_eq!((l["data"][0]["request_id"].as_str(), l["total"].as_i64()), (Some(second.as_str()), Some(1)));
+    let b = assert_error(app.get("/api/service-requests?status=pending&queue_id=1", Some(a)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["queue_id must be a UUID", "status must be one of: open, closed"]));
+    let (_, l) = app.get("/api/service-requests", Some(&t.b_token)).await;
+    assert_eq!(l["total"], 0);
+
+    let events = app.events_of(&tenant).await;
+    let count = |ty: &str| events.iter().filter(|e| *e == ty).count();
+    assert_eq!((count("service-request.queue.created.v1"), count("service-request.request.opened.v1"), count("service-request.request.closed.v1")), (2, 2, 1));
+}
+db_test!(queues_take_requests_that_open_and_close);

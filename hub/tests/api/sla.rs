@@ -1,0 +1,128 @@
+//! sdk-sla: policies with escalation rungs, clocks started and stopped, and
+//! the at-risk list computed at the time of reading.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::{db_test, helpers::*};
+
+fn minutes_ago(m: i64) -> String {
+    (chrono::Utc::now() - chrono::TimeDelta::minutes(m)).to_rfc3339()
+}
+
+async fn sla_clocks_at_risk_show_the_rungs_fired_and_the_next(app: TestApp) {
+    let t = app.two_tenants("sla").await;
+    let a = t.a_token.as_str();
+    let (s, p) = app.post("/api/sla/policies", Some(a), json!({ "name": "Support P1", "target_minutes": 60 })).await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    let policy = p["data"]["policy_id"].as_str().unwrap().to_string();
+    assert_error(app.post("/api/sla/policies", Some(a), json!({ "name": "Support P1", "target_minutes": 5 })).await, 409, "Conflict");
+    let b = assert_error(app.post("/api/sla/policies", Some(a), json!({ "target_minutes": 0 })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["name is required", "target_minutes must be an integer from 1 to 525600"]));
+    let b = assert_error(app.post("/api/sla/policies", Some(a), json!({ "name": "x" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["target_minutes is required"]));
+
+    let rung = |offset: i64, severity: &str| json!({ "offset_minutes": offset, "severity": severity, "notify_persona_id": t.a["persona_id"] });
+    for (offset, severity) in [(0, "high"), (-30, "medium"), (30, "critical")] {
+        let (s, r) = app.post(&format!("/api/sla/policies/{policy}/rungs"), Some(a), rung(offset, severity)).await;
+        assert_eq!(s, StatusCode::CREATED, "{r}");
+        assert_eq!((r["data"]["offset_minutes"].as_i64(), r["data"]["severity"].as_str()), (Some(offset), Some(severity)));
+    }
+    let b = assert_error(app.post(&format!("/api/sla/policies/{policy}/rungs"), Some(a), rung(0, "low")).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["the policy has a rung at offset 0"]));
+    let b = assert_error(app.post(&format!("/api/sla/policies/{policy}/rungs"), Some(a), json!({ "severity": "urgent" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["offset_minutes is required", "severity must be one of: low, medium, high, critical"]));
+    let b = assert_error(
+        app.post(
+            &format!("/api/sla/policies/{policy}/rungs"),
+            Some(a),
+            json!({ "offset_minutes": 5, "severity": "low", "notify_persona_id": t.b["persona_id"] }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["notify_persona_id is not a persona of this tenant"]));
+    assert_error(app.post(&format!("/api/sla/policies/{policy}/rungs"), Some(&t.b_token), rung(5, "low")).await, 404, "NotFound");
+    let (s, g) = app.get(&format!("/api/sla/policies/{policy}"), Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{g}");
+    let offsets: Vec<i64> = g["data"]["rungs"].as_array().unwrap().iter().map(|r| r["offset_minutes"].as_i64().unwrap()).collect();
+    assert_eq!((g["data"]["target_minutes"].as_i64(), offsets), (Some(60), vec![-30, 0, 30]));
+
+    // Due in 10 minutes: the -30 rung has fired. Overdue by 40: all three.
+    // Just started: due in an hour, within the default 60 minutes only.
+    let clock = |started: String, subject: &str| json!({ "policy_id": policy, "subject_ref": subject, "started_at": started });
+    let (s, near) = app.post("/api/sla/clocks", Some(a), clock(minutes_ago(50), "request:near")).await;
+    assert_eq!(s, StatusCode::CREATED, "{near}");
+    assert_eq!((near["data"]["state"].as_str(), near["data"]["breached"].as_bool()), (Some("running"), Some(false)));
+    let (_, late) = app.post("/api/sla/clocks", Some(a), clock(minutes_ago(100), "request:late")).await;
+    let (_, fresh) = app.post("/api/sla/clocks", Some(a), json!({ "policy_id": policy, "subject_ref": "request:fresh" })).await;
+    let started = chrono::DateTime::parse_from_rfc3339(fresh["data"]["started_at"].as_str().unwrap()).unwrap();
+    let due = chrono::DateTime::parse_from_rfc3339(fresh["data"]["due_at"].as_str().unwrap()).unwrap();
+    assert_eq!((due - started).num_minutes(), 60);
+    let b = assert_error(app.post("/api/sla/clocks", Some(a), json!({ "policy_id": "p", "started_at": "2099-01-01T00:00:00Z" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["policy_id must be a UUID", "subject_ref is required", "started_at must not be more than 5 minutes in the future"]));
+    let b = assert_error(app.post("/api/sla/clocks", Some(&t.b_token), json!({ "policy_id": policy, "subject_ref": "x" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["policy_id is not a policy of this tenant"]));
+
+    let (s, l) = app.get("/api/sla/clocks/at-risk", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{l}");
+    let subjects: Vec<&str> = l["data"].as_array().unwrap().iter().map(|c| c["subject_ref"].as_str().unwrap()).collect();
+    assert_eq!((subjects, l["total"].as_i64()), (vec!["request:late", "request:near", "request:fresh"], Some(3)));
+    let late_row = &l["data"][0];
+    assert_eq!(
+        (late_row["is_overdue"].as_bool(), late_row["rungs_fired"].as_i64(), late_row["highest_severity_fired"].as_str(), late_row["next_rung"].clone()),
+        (Some(true), Some(3), Some("critical"), Value::Null)
+    );
+    assert!((-41..=-39).contains(&late_row["minutes_to_due"].as_i64().unwrap()), "{late_row}");
+    let near_row = &l["data"][1];
+    assert_eq!(
+        (near_row["is_overdue"].as_bool(), near_row["rungs_fired"].as_i64(), near_row["highest_severity_fired"].as_str()),
+        (Some(false), Some(1), Some("medium"))
+    );
+    assert!((9..=10).contains(&near_row["minutes_to_due"].as_i64().unwrap()), "{near_row}");
+    assert_eq!((near_row["next_rung"]["offset_minutes"].as_i64(), near_row["next_rung"]["severity"].as_str()), (Some(0), Some("high")));
+    assert_eq!(near_row["next_rung"]["fires_at"], near_row["due_at"]);
+    let fresh_row = &l["data"][2];
+    assert_eq!((fresh_row["rungs_fired"].as_i64(), fresh_row["highest_severity_fired"].clone()), (Some(0), Value::Null));
+    assert_eq!(fresh_row["next_rung"]["offset_minutes"].as_i64(), Some(-30));
+
+    let (_, l) = app.get("/api/sla/clocks/at-risk?within_minutes=30&limit=1", Some(a)).await;
+    assert_eq!((l["data"][0]["subject_ref"].as_str(), l["total"].as_i64()), (Some("request:late"), Some(2)));
+    let (_, l) = app.get("/api/sla/clocks/at-risk?within_minutes=0", Some(a)).await;
+    assert_eq!(l["total"], 1);
+    let (_, l) = app.get(&format!("/api/sla/clocks/at-risk?policy_id={}", uuid::Uuid::now_v7()), Some(a)).await;
+    assert_eq!(l["total"], 0);
+    let b = assert_error(app.get("/api/sla/clocks/at-risk?within_minutes=soon&policy_id=x", Some(a)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["within_minutes must be an integer from 0 to 10080", "policy_id must be a UUID"]));
+    assert_error(app.get("/api/sla/clocks/at-risk?limit=many", Some(a)).await, 400, "ValidationError");
+    let (_, l) = app.get("/api/sla/clocks/at-risk", Some(&t.b_token)).await;
+    assert_eq!(l["total"], 0);
+
+    // Stopping: in time, then late (breached); twice is 409.
+    let near_id = near["data"]["clock_id"].as_str().unwrap();
+    let (s, st) = app.post(&format!("/api/sla/clocks/{near_id}/stop"), Some(a), json!({})).await;
+    assert_eq!((s, st["data"]["state"].as_str(), st["data"]["breached"].as_bool()), (StatusCode::OK, Some("stopped"), Some(false)), "{st}");
+    let late_id = late["data"]["clock_id"].as_str().unwrap();
+    assert_error(app.post(&format!("/api/sla/clocks/{late_id}/stop"), Some(&t.b_token), json!({})).await, 404, "NotFound");
+    let (s, st) = app.post(&format!("/api/sla/clocks/{late_id}/stop"), Some(a), json!({})).await;
+    assert_eq!((s, st["data"]["breached"].as_bool()), (StatusCode::OK, Some(true)), "{st}");
+    let b = assert_error(app.post(&format!("/api/sla/clocks/{late_id}/stop"), Some(a), json!({})).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["the clock is stopped already"]));
+    let (_, l) = app.get("/api/sla/clocks/at-risk", Some(a)).await;
+    assert_eq!((l["total"].as_i64(), l["data"][0]["subject_ref"].as_str()), (Some(1), Some("request:fresh")));
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    let count = |ty: &str| events.iter().filter(|e| *e == ty).count();
+    assert_eq!(
+        (
+            count("sla.policy.created.v1"),
+            count("sla.rung.created.v1"),
+            count("sla.clock.started.v1"),
+            count("sla.clock.stopped.v1"),
+            count("sla.clock.breached.v1")
+        ),
+        (1, 3, 3, 2, 1)
+    );
+}
+db_test!(sla_clocks_at_risk_show_the_rungs_fired_and_the_next);
