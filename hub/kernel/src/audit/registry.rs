@@ -202,6 +202,7 @@ mod tests {
         "assignment.coverage_rule.set.v1",
         "crm.scoring_model.created.v1",
         "crm.scoring_model.activated.v1",
+        "ai-gateway.route.set.v1",
     ];
 
     #[test]

@@ -2,6 +2,7 @@
 //! random secrets, hashes, constant-time comparison, the master key, envelope
 //! encryption under per-subject data keys, and password hashing.
 
+pub mod envelope;
 pub mod signing;
 
 use anyhow::{Context, anyhow};
