@@ -146,11 +146,19 @@ async fn create_item(State(state): State<AppState>, Tenant(ctx): Tenant, Body(bo
         .fetch_one(&mut *tx)
         .await?;
     audit::record(&mut tx, &ctx, events::CONTENT_ITEM_CREATED, json!({ "item_id": item.item_id, "kind": kind })).await?;
-    if let Some((text, note)) = first {
-        item.versions.push(insert_version(&mut tx, &ctx, &item.item_id, 1, &text, &note).await?);
+    if let Some((text, note)) = &first {
+        item.versions.push(insert_version(&mut tx, &ctx, &item.item_id, 1, text, note).await?);
     }
+    index(&mut tx, &ctx.tenant_id, &item, first.as_ref().map(|f| f.0.as_str()), &now).await?;
     tx.commit().await?;
     Ok(created(item))
+}
+
+/// The item in the search index (sdk-search): its title, kind and latest
+/// version's text, in the write's transaction.
+async fn index(tx: &mut Tx, tenant_id: &str, item: &Item, latest: Option<&str>, now: &str) -> ApiResult<()> {
+    let text = latest.and_then(|t| serde_json::from_str::<Value>(t).ok()).map(|v| hub_kernel::search::text_of(&v)).unwrap_or_default();
+    hub_kernel::search::index(tx, tenant_id, "content_item", &item.item_id, &item.title, &format!("{} {text}", item.kind), now).await
 }
 
 async fn find(tx: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Item> {
@@ -213,6 +221,7 @@ async fn add_version(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
     .await?;
     let Some(next) = next else { return Err(ApiError::Conflict("the item is archived: it takes no new version".to_string())) };
     let version = insert_version(&mut tx, &ctx, &item.item_id, next, &text, &note).await?;
+    index(&mut tx, &ctx.tenant_id, &item, Some(&text), &version.created_at).await?;
     tx.commit().await?;
     Ok(created(version))
 }

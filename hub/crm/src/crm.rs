@@ -27,8 +27,8 @@ const MAX_ADDRESSES: usize = 20;
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = CrmContact)]
-struct Contact {
-    contact_id: String,
+pub struct Contact {
+    pub contact_id: String,
     name: String,
     /// Lowercased; each names this contact only, within the tenant.
     #[sqlx(try_from = "String")]
@@ -52,8 +52,8 @@ const CONTACT_COLUMNS: &str = "contact_id, name, emails, phones, company, owner_
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = CrmLead)]
-struct Lead {
-    lead_id: String,
+pub struct Lead {
+    pub lead_id: String,
     contact_id: Option<String>,
     name: String,
     company: Option<String>,
@@ -208,40 +208,72 @@ struct NewContact {
     tenant_id: Option<String>,
 }
 
-/// Creates a contact.
-#[utoipa::path(post, path = "/api/crm/contacts", tag = "sdk-crm", request_body = NewContact,
-    responses((status = 201, description = "the contact", body = Data<Contact>)))]
-async fn create_contact(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewContact>) -> ApiResult<Response> {
-    let mut check = Check::new();
+/// A contact as a request or an ingested record (sdk-ingest) gives it,
+/// checked.
+pub struct ContactInput {
+    pub name: String,
+    /// Lowercased, repeats dropped.
+    pub emails: Vec<String>,
+    phones: Vec<String>,
+    company: Option<String>,
+    owner: Option<String>,
+    attributes: Value,
+}
+
+fn contact_input(check: &mut Check, body: &NewContact) -> ContactInput {
     let name = check.required("name", &body.name);
     if name.chars().count() > 200 {
         check.fail("name must be at most 200 characters");
     }
-    let emails: Vec<String> = strings(&mut check, "emails", body.emails.as_ref(), is_email, "an email address").into_iter().map(|e| e.to_lowercase()).fold(
-        Vec::new(),
-        |mut out, e| {
+    let emails: Vec<String> =
+        strings(check, "emails", body.emails.as_ref(), is_email, "an email address").into_iter().map(|e| e.to_lowercase()).fold(Vec::new(), |mut out, e| {
             if !out.contains(&e) {
                 out.push(e);
             }
             out
-        },
-    );
-    let phones = strings(&mut check, "phones", body.phones.as_ref(), is_e164, "an E.164 phone number (e.g. +14155550123)");
+        });
+    let phones = strings(check, "phones", body.phones.as_ref(), is_e164, "an E.164 phone number (e.g. +14155550123)");
     let company = check.optional_bounded("company", &body.company, 200);
     let owner = check.optional_uuid("owner_persona_id", &body.owner_persona_id).map(|u| u.to_string());
     let attributes = check.optional_object("attributes", body.attributes.as_ref());
-    check.finish()?;
-    let mut tx = state.db.begin().await?;
-    owner_of_tenant(&mut tx, &ctx, &owner).await?;
-    for email in &emails {
-        let taken: Option<String> = sqlx::query_scalar("SELECT contact_id FROM crm_contact_email WHERE tenant_id = $1 AND email = $2")
-            .bind(&ctx.tenant_id)
+    ContactInput { name, emails, phones, company, owner, attributes }
+}
+
+/// A record with the fields of `POST /api/crm/contacts`, checked: the
+/// input, or every problem.
+pub fn contact_record(record: &Value) -> Result<ContactInput, Vec<String>> {
+    let body: NewContact = serde_json::from_value(record.clone()).map_err(|e| vec![format!("the record is not a contact: {e}")])?;
+    let mut check = Check::new();
+    let input = contact_input(&mut check, &body);
+    match check.finish() {
+        Ok(()) => Ok(input),
+        Err(ApiError::Validation(details)) => Err(details),
+        Err(e) => Err(vec![e.to_string()]),
+    }
+}
+
+/// The contacts of the tenant holding any of `emails`.
+pub async fn contacts_with_emails(tx: &mut Tx, tenant_id: &str, emails: &[String]) -> ApiResult<Vec<String>> {
+    let mut ids: Vec<String> = Vec::new();
+    for email in emails {
+        let holder: Option<String> = sqlx::query_scalar("SELECT contact_id FROM crm_contact_email WHERE tenant_id = $1 AND email = $2")
+            .bind(tenant_id)
             .bind(email)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut **tx)
             .await?;
-        if taken.is_some() {
-            return Err(ApiError::Conflict(format!("another contact of this tenant has the email {email}")));
+        if let Some(h) = holder.filter(|h| !ids.contains(h)) {
+            ids.push(h);
         }
+    }
+    Ok(ids)
+}
+
+/// Inserts a contact (no event: the caller records its own); 409 when an
+/// address names another contact of the tenant.
+pub async fn insert_contact(tx: &mut Tx, ctx: &TenantCtx, input: &ContactInput) -> ApiResult<Contact> {
+    owner_of_tenant(tx, ctx, &input.owner).await?;
+    if let Some(email) = first_taken(tx, &ctx.tenant_id, &input.emails, None).await? {
+        return Err(ApiError::Conflict(format!("another contact of this tenant has the email {email}")));
     }
     let now = db::now();
     let sql = format!(
@@ -251,25 +283,99 @@ async fn create_contact(State(state): State<AppState>, Tenant(ctx): Tenant, Body
     let contact: Contact = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&name)
-        .bind(json!(emails).to_string())
-        .bind(json!(phones).to_string())
-        .bind(&company)
-        .bind(&owner)
-        .bind(attributes.to_string())
-        .bind(audit::actor_of(&ctx).1)
+        .bind(&input.name)
+        .bind(json!(input.emails).to_string())
+        .bind(json!(input.phones).to_string())
+        .bind(&input.company)
+        .bind(&input.owner)
+        .bind(input.attributes.to_string())
+        .bind(audit::actor_of(ctx).1)
         .bind(&now)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut **tx)
         .await?;
-    for email in &emails {
-        sqlx::query("INSERT INTO crm_contact_email (tenant_id, email, contact_id) VALUES ($1, $2, $3)")
-            .bind(&ctx.tenant_id)
+    add_emails(tx, &ctx.tenant_id, &contact.contact_id, &input.emails).await?;
+    index_contact(tx, &ctx.tenant_id, &contact.contact_id, input, &input.emails, &now).await?;
+    Ok(contact)
+}
+
+/// The contact in the search index (sdk-search), in the write's transaction.
+async fn index_contact(tx: &mut Tx, tenant_id: &str, contact_id: &str, input: &ContactInput, emails: &[String], now: &str) -> ApiResult<()> {
+    let body = [emails.join(" "), input.phones.join(" "), input.company.clone().unwrap_or_default()].join(" ");
+    hub_kernel::search::index(tx, tenant_id, "contact", contact_id, &input.name, &body, now).await
+}
+
+/// The first of `emails` naming a contact of the tenant other than `except`.
+async fn first_taken(tx: &mut Tx, tenant_id: &str, emails: &[String], except: Option<&str>) -> ApiResult<Option<String>> {
+    for email in emails {
+        let holder: Option<String> = sqlx::query_scalar("SELECT contact_id FROM crm_contact_email WHERE tenant_id = $1 AND email = $2")
+            .bind(tenant_id)
             .bind(email)
-            .bind(&contact.contact_id)
-            .execute(&mut *tx)
+            .fetch_optional(&mut **tx)
+            .await?;
+        if holder.is_some_and(|h| Some(h.as_str()) != except) {
+            return Ok(Some(email.clone()));
+        }
+    }
+    Ok(None)
+}
+
+async fn add_emails(tx: &mut Tx, tenant_id: &str, contact_id: &str, emails: &[String]) -> ApiResult<()> {
+    for email in emails {
+        sqlx::query("INSERT INTO crm_contact_email (tenant_id, email, contact_id) VALUES ($1, $2, $3) ON CONFLICT (tenant_id, email) DO NOTHING")
+            .bind(tenant_id)
+            .bind(email)
+            .bind(contact_id)
+            .execute(&mut **tx)
             .await?;
     }
-    let payload = json!({ "contact_id": contact.contact_id, "owner_persona_id": owner });
+    Ok(())
+}
+
+/// Updates a contact of the tenant from `input`: its fields replaced, its
+/// addresses those it had and the input's (409 when one names another
+/// contact).
+pub async fn update_contact(tx: &mut Tx, ctx: &TenantCtx, contact_id: &str, input: &ContactInput) -> ApiResult<()> {
+    owner_of_tenant(tx, ctx, &input.owner).await?;
+    if let Some(email) = first_taken(tx, &ctx.tenant_id, &input.emails, Some(contact_id)).await? {
+        return Err(ApiError::Conflict(format!("another contact of this tenant has the email {email}")));
+    }
+    let current = find_contact(&mut **tx, &ctx.tenant_id, contact_id).await?;
+    let mut emails: Vec<String> = current.emails.0.as_array().into_iter().flatten().filter_map(|e| e.as_str().map(str::to_string)).collect();
+    for e in &input.emails {
+        if !emails.contains(e) {
+            emails.push(e.clone());
+        }
+    }
+    let now = db::now();
+    index_contact(tx, &ctx.tenant_id, contact_id, input, &emails, &now).await?;
+    sqlx::query(
+        "UPDATE crm_contact SET name = $3, emails = $4, phones = $5, company = $6, owner_persona_id = $7, attributes = $8, updated_at = $9 \
+         WHERE tenant_id = $1 AND contact_id = $2",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(contact_id)
+    .bind(&input.name)
+    .bind(json!(emails).to_string())
+    .bind(json!(input.phones).to_string())
+    .bind(&input.company)
+    .bind(&input.owner)
+    .bind(input.attributes.to_string())
+    .bind(&now)
+    .execute(&mut **tx)
+    .await?;
+    add_emails(tx, &ctx.tenant_id, contact_id, &input.emails).await
+}
+
+/// Creates a contact.
+#[utoipa::path(post, path = "/api/crm/contacts", tag = "sdk-crm", request_body = NewContact,
+    responses((status = 201, description = "the contact", body = Data<Contact>)))]
+async fn create_contact(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewContact>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let input = contact_input(&mut check, &body);
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let contact = insert_contact(&mut tx, &ctx, &input).await?;
+    let payload = json!({ "contact_id": contact.contact_id, "owner_persona_id": input.owner });
     audit::record(&mut tx, &ctx, events::CRM_CONTACT_CREATED, payload).await?;
     tx.commit().await?;
     Ok(created(contact))
@@ -350,11 +456,18 @@ struct NewLead {
     tenant_id: Option<String>,
 }
 
-/// Creates a lead, linked to a contact or not.
-#[utoipa::path(post, path = "/api/crm/leads", tag = "sdk-crm", request_body = NewLead,
-    responses((status = 201, description = "the lead", body = Data<Lead>)))]
-async fn create_lead(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewLead>) -> ApiResult<Response> {
-    let mut check = Check::new();
+/// A lead as a request or an ingested record gives it, checked.
+pub struct LeadInput {
+    name: String,
+    contact: Option<String>,
+    company: Option<String>,
+    source: Option<String>,
+    status: String,
+    owner: Option<String>,
+    attributes: Value,
+}
+
+fn lead_input(check: &mut Check, body: &NewLead) -> LeadInput {
     let name = check.required("name", &body.name);
     if name.chars().count() > 200 {
         check.fail("name must be at most 200 characters");
@@ -366,14 +479,33 @@ async fn create_lead(State(state): State<AppState>, Tenant(ctx): Tenant, Body(bo
     check.one_of("status", &status, &LEAD_STATUSES);
     let owner = check.optional_uuid("owner_persona_id", &body.owner_persona_id).map(|u| u.to_string());
     let attributes = check.optional_object("attributes", body.attributes.as_ref());
-    check.finish()?;
-    let mut tx = state.db.begin().await?;
-    if let Some(c) = &contact
-        && find_contact(&mut *tx, &ctx.tenant_id, c).await.is_err()
+    LeadInput { name, contact, company, source, status, owner, attributes }
+}
+
+/// A record with the fields of `POST /api/crm/leads`, checked.
+pub fn lead_record(record: &Value) -> Result<LeadInput, Vec<String>> {
+    let body: NewLead = serde_json::from_value(record.clone()).map_err(|e| vec![format!("the record is not a lead: {e}")])?;
+    let mut check = Check::new();
+    let input = lead_input(&mut check, &body);
+    match check.finish() {
+        Ok(()) => Ok(input),
+        Err(ApiError::Validation(details)) => Err(details),
+        Err(e) => Err(vec![e.to_string()]),
+    }
+}
+
+async fn lead_refs(tx: &mut Tx, ctx: &TenantCtx, input: &LeadInput) -> ApiResult<()> {
+    if let Some(c) = &input.contact
+        && find_contact(&mut **tx, &ctx.tenant_id, c).await.is_err()
     {
         return Err(ApiError::invalid("contact_id is not a contact of this tenant"));
     }
-    owner_of_tenant(&mut tx, &ctx, &owner).await?;
+    owner_of_tenant(tx, ctx, &input.owner).await
+}
+
+/// Inserts a lead (no event: the caller records its own).
+pub async fn insert_lead(tx: &mut Tx, ctx: &TenantCtx, input: &LeadInput) -> ApiResult<Lead> {
+    lead_refs(tx, ctx, input).await?;
     let sql = format!(
         "INSERT INTO crm_lead (lead_id, tenant_id, contact_id, name, company, source, status, owner_persona_id, attributes, created_by, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {LEAD_COLUMNS}"
@@ -381,18 +513,68 @@ async fn create_lead(State(state): State<AppState>, Tenant(ctx): Tenant, Body(bo
     let lead: Lead = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&contact)
-        .bind(&name)
-        .bind(&company)
-        .bind(&source)
-        .bind(&status)
-        .bind(&owner)
-        .bind(attributes.to_string())
-        .bind(audit::actor_of(&ctx).1)
+        .bind(&input.contact)
+        .bind(&input.name)
+        .bind(&input.company)
+        .bind(&input.source)
+        .bind(&input.status)
+        .bind(&input.owner)
+        .bind(input.attributes.to_string())
+        .bind(audit::actor_of(ctx).1)
         .bind(db::now())
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut **tx)
         .await?;
-    let payload = json!({ "lead_id": lead.lead_id, "contact_id": contact, "status": status, "source": source });
+    index_lead(tx, &ctx.tenant_id, &lead.lead_id, input, &lead.created_at).await?;
+    Ok(lead)
+}
+
+/// The lead in the search index (sdk-search), in the write's transaction.
+async fn index_lead(tx: &mut Tx, tenant_id: &str, lead_id: &str, input: &LeadInput, now: &str) -> ApiResult<()> {
+    let body = [input.company.as_deref().unwrap_or_default(), input.source.as_deref().unwrap_or_default(), &input.status].join(" ");
+    hub_kernel::search::index(tx, tenant_id, "lead", lead_id, &input.name, &body, now).await
+}
+
+/// Whether `lead_id` is a lead of the tenant.
+pub async fn lead_exists(tx: &mut Tx, tenant_id: &str, lead_id: &str) -> ApiResult<bool> {
+    let found: Option<String> = sqlx::query_scalar("SELECT lead_id FROM crm_lead WHERE tenant_id = $1 AND lead_id = $2")
+        .bind(tenant_id)
+        .bind(lead_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(found.is_some())
+}
+
+/// Replaces the fields of a lead of the tenant with `input`'s.
+pub async fn update_lead(tx: &mut Tx, ctx: &TenantCtx, lead_id: &str, input: &LeadInput) -> ApiResult<()> {
+    lead_refs(tx, ctx, input).await?;
+    sqlx::query(
+        "UPDATE crm_lead SET contact_id = $3, name = $4, company = $5, source = $6, status = $7, owner_persona_id = $8, attributes = $9 \
+         WHERE tenant_id = $1 AND lead_id = $2",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(lead_id)
+    .bind(&input.contact)
+    .bind(&input.name)
+    .bind(&input.company)
+    .bind(&input.source)
+    .bind(&input.status)
+    .bind(&input.owner)
+    .bind(input.attributes.to_string())
+    .execute(&mut **tx)
+    .await?;
+    index_lead(tx, &ctx.tenant_id, lead_id, input, &db::now()).await
+}
+
+/// Creates a lead, linked to a contact or not.
+#[utoipa::path(post, path = "/api/crm/leads", tag = "sdk-crm", request_body = NewLead,
+    responses((status = 201, description = "the lead", body = Data<Lead>)))]
+async fn create_lead(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewLead>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let input = lead_input(&mut check, &body);
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let lead = insert_lead(&mut tx, &ctx, &input).await?;
+    let payload = json!({ "lead_id": lead.lead_id, "contact_id": input.contact, "status": input.status, "source": input.source });
     audit::record(&mut tx, &ctx, events::CRM_LEAD_CREATED, payload).await?;
     tx.commit().await?;
     Ok(created(lead))

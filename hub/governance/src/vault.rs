@@ -9,7 +9,7 @@
 //! decrypt answer 409 `UndecryptableError`.
 
 use base64::{Engine, engine::general_purpose::STANDARD as B64};
-use hub_kernel::{crypto, crypto::DataKey, prelude::*};
+use hub_kernel::{crypto::envelope, prelude::*};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(encrypt)).routes(routes!(decrypt))
@@ -17,41 +17,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// The largest plaintext sealed in one call, bytes.
 const MAX_PLAINTEXT: usize = 1024 * 1024;
-const NONCE: usize = 12;
-const TAG: usize = 16;
-
-/// The tenant's vault key, made on first use.
-async fn tenant_key(state: &AppState, tx: &mut Tx, tenant_id: &str) -> ApiResult<DataKey> {
-    let existing: Option<String> =
-        sqlx::query_scalar("SELECT data_key_id FROM vault_tenant_key WHERE tenant_id = $1").bind(tenant_id).fetch_optional(&mut **tx).await?;
-    let key_id = match existing {
-        Some(id) => id,
-        None => {
-            let key = DataKey::create_for_tenant(tx, &state.master, tenant_id).await?;
-            let made = sqlx::query("INSERT INTO vault_tenant_key (tenant_id, data_key_id, created_at) VALUES ($1, $2, $3) ON CONFLICT (tenant_id) DO NOTHING")
-                .bind(tenant_id)
-                .bind(&key.key_id)
-                .bind(db::now())
-                .execute(&mut **tx)
-                .await?;
-            if made.rows_affected() == 1 {
-                return Ok(key);
-            }
-            // Another request made it first: use that one.
-            DataKey::destroy(tx, &key.key_id).await?;
-            sqlx::query_scalar("SELECT data_key_id FROM vault_tenant_key WHERE tenant_id = $1").bind(tenant_id).fetch_one(&mut **tx).await?
-        }
-    };
-    // A key under a revoked customer-managed key (BYOK) answers 409.
-    DataKey::load(&mut **tx, &state.master, &key_id)
-        .await
-        .map_err(crypto::byok::refusal)?
-        .ok_or_else(|| ApiError::Conflict("the tenant's vault key was destroyed".into()))
-}
-
-fn aad(kind: &str, tenant_id: &str, reference: &str) -> Vec<u8> {
-    format!("vault-{kind}:{tenant_id}:{reference}").into_bytes()
-}
+const NONCE: usize = envelope::NONCE;
+const TAG: usize = envelope::TAG;
 
 fn check_ref(check: &mut Check, value: &Option<String>) -> String {
     let r = check.required("ref", value);
@@ -110,18 +77,13 @@ async fn encrypt(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body):
     }
     check.finish()?;
     let mut tx = state.db.begin().await?;
-    let key = tenant_key(&state, &mut tx, &ctx.tenant_id).await?;
-    let dek: [u8; 32] = crypto::random_bytes(32).try_into().expect("32 bytes");
-    let sealed = crypto::seal(&dek, &plaintext, &aad("data", &ctx.tenant_id, &reference));
-    let wrapped = key.seal(&dek, &aad("dek", &ctx.tenant_id, &reference));
-    let (iv, rest) = sealed.split_at(NONCE);
-    let (ciphertext, tag) = rest.split_at(rest.len() - TAG);
+    let sealed = envelope::seal(&state, &mut tx, &ctx.tenant_id, &reference, &plaintext).await?;
     let envelope = Envelope {
-        r#ref: reference.clone(),
-        ciphertext_b64: B64.encode(ciphertext),
-        wrapped_dek_b64: B64.encode(wrapped),
-        iv_b64: B64.encode(iv),
-        tag_b64: B64.encode(tag),
+        r#ref: sealed.reference,
+        ciphertext_b64: sealed.ciphertext_b64,
+        wrapped_dek_b64: sealed.wrapped_dek_b64,
+        iv_b64: sealed.iv_b64,
+        tag_b64: sealed.tag_b64,
     };
     audit::record(&mut tx, &ctx, events::VAULT_ENVELOPE_ENCRYPTED, json!({ "ref": reference, "bytes": plaintext.len() })).await?;
     tx.commit().await?;
@@ -166,12 +128,17 @@ async fn decrypt(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body):
         check.fail(format!("tag_b64 must decode to {TAG} bytes"));
     }
     check.finish()?;
-    let unopened = || ApiError::invalid("the envelope does not open for this tenant and ref");
+    let sealed = envelope::Envelope {
+        reference: reference.clone(),
+        ciphertext_b64: B64.encode(ciphertext),
+        wrapped_dek_b64: B64.encode(wrapped),
+        iv_b64: B64.encode(iv),
+        tag_b64: B64.encode(tag),
+    };
     let mut tx = state.db.begin().await?;
-    let key = tenant_key(&state, &mut tx, &ctx.tenant_id).await?;
-    let dek: [u8; 32] = key.open(&wrapped, &aad("dek", &ctx.tenant_id, &reference)).ok().and_then(|d| d.try_into().ok()).ok_or_else(unopened)?;
-    let sealed = [iv.as_slice(), ciphertext.as_slice(), tag.as_slice()].concat();
-    let plaintext = crypto::open(&dek, &sealed, &aad("data", &ctx.tenant_id, &reference)).map_err(|_| unopened())?;
+    let plaintext = envelope::open(&state, &mut tx, &ctx.tenant_id, &sealed)
+        .await?
+        .ok_or_else(|| ApiError::invalid("the envelope does not open for this tenant and ref"))?;
     audit::record(&mut tx, &ctx, events::VAULT_ENVELOPE_DECRYPTED, json!({ "ref": reference, "bytes": plaintext.len() })).await?;
     tx.commit().await?;
     Ok(ok(Plaintext { plaintext_b64: B64.encode(plaintext) }))

@@ -68,6 +68,10 @@ pub enum ApiError {
     /// A service this hub is not configured for (verification email).
     #[error("service unavailable: {0}")]
     Unavailable(&'static str),
+    /// A service the hub called on the caller's behalf failed (a model
+    /// provider, after its retries): 502 naming what went wrong.
+    #[error("upstream failure: {0}")]
+    Upstream(String),
     /// A robot credential already holds this many command streams open.
     #[error("too many open streams (at most {0})")]
     TooManyStreams(u64),
@@ -151,6 +155,7 @@ impl ApiError {
             },
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Upstream(_) => StatusCode::BAD_GATEWAY,
         }
     }
 
@@ -216,6 +221,7 @@ impl ApiError {
             },
             Internal(_) => json!({ "success": false, "error": "InternalError" }),
             Unavailable(why) => json!({ "success": false, "error": "ServiceUnavailable", "details": [why] }),
+            Upstream(why) => json!({ "success": false, "error": "BadGateway", "details": [why] }),
         }
     }
 }

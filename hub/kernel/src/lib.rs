@@ -19,6 +19,7 @@ pub mod gate;
 pub mod inbound;
 pub mod mail;
 pub mod prelude;
+pub mod search;
 pub mod state;
 pub mod storage;
 pub mod validate;

@@ -42,6 +42,12 @@ struct Incident {
 
 const COLUMNS: &str = "incident_id, title, description, severity, status, owner_persona_id, status_note, created_at, updated_at, resolved_at";
 
+/// The incident in the search index (sdk-search), in the write's transaction.
+async fn index(tx: &mut Tx, tenant_id: &str, i: &Incident) -> ApiResult<()> {
+    let body = [i.description.as_deref().unwrap_or_default(), &i.severity, &i.status, i.status_note.as_deref().unwrap_or_default()].join(" ");
+    hub_kernel::search::index(tx, tenant_id, "incident", &i.incident_id, &i.title, &body, &i.updated_at).await
+}
+
 #[derive(Deserialize, ToSchema)]
 struct NewIncident {
     /// When given, the caller's tenant (checked by `Body`).
@@ -97,6 +103,7 @@ async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Bo
         .bind(&now)
         .fetch_one(&mut *tx)
         .await?;
+    index(&mut tx, &ctx.tenant_id, &incident).await?;
     let payload = json!({ "incident_id": incident.incident_id, "severity": severity, "owner_persona_id": owner });
     audit::record(&mut tx, &ctx, events::INCIDENT_OPENED, payload).await?;
     tx.commit().await?;
@@ -156,6 +163,7 @@ async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
         .fetch_optional(&mut *tx)
         .await?;
     let incident = moved.ok_or_else(|| ApiError::Conflict("the incident changed meanwhile".to_string()))?;
+    index(&mut tx, &ctx.tenant_id, &incident).await?;
     let event = match status.as_str() {
         "acknowledged" => events::INCIDENT_ACKNOWLEDGED,
         "escalated" => events::INCIDENT_ESCALATED,

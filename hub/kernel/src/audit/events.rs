@@ -24,6 +24,10 @@ event_types! {
     EVENT_TYPE_REGISTERED = "audit.event_type.registered.v1";
     AGENT_DEFINED = "agent.definition.created.v1";
     AGENT_RUN_STARTED = "agent.run.started.v1";
+    AI_GATEWAY_ROUTE_SET = "ai-gateway.route.set.v1";
+    AI_GATEWAY_PII_REDACTED = "ai-gateway.pii.redacted.v1";
+    AI_GATEWAY_COMPLETE = "ai-gateway.complete.v1";
+    INGEST_BATCH_RECEIVED = "ingest.batch.received.v1";
     WORKFLOW_DEFINITION_REGISTERED = "workflow.definition.registered.v1";
     ADDRESS_CANONICALISED = "geo.address.canonicalised.v1";
     CONFIG_SET = "config.value.set.v1";

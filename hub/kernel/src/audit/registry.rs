@@ -221,6 +221,7 @@ mod tests {
         "sla.rung.created.v1",
         "sla.clock.stopped.v1",
         "scheduling.connection.created.v1",
+        "ai-gateway.route.set.v1",
     ];
 
     #[test]

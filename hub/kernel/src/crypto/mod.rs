@@ -3,6 +3,7 @@
 //! encryption under per-subject data keys, and password hashing.
 
 pub mod byok;
+pub mod envelope;
 pub mod signing;
 
 use anyhow::{Context, anyhow};

@@ -1,0 +1,434 @@
+//! sdk-ai-gateway: non-streaming completions through the tenant's model
+//! routes. A route names an OpenAI-compatible provider (its base URL, the
+//! model) and the credential: a vault envelope bound to the tenant and a
+//! sdk-secrets reference, stored as such and opened only for the call.
+//! A completion resolves the route, redacts PII from every message,
+//! unwraps the credential, calls `{base}/chat/completions` (a timeout per
+//! attempt; transport errors, 408, 429 and 5xx retried with backoff), then
+//! inserts its record and `ai-gateway.complete.v1` in one transaction.
+
+use std::time::{Duration, Instant};
+
+use hub_kernel::{crypto::envelope, prelude::*};
+use hub_platform::webhook::target;
+
+use crate::redact;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(put_route)).routes(routes!(complete))
+}
+
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ModelRoute)]
+struct Route {
+    route_id: String,
+    name: String,
+    provider_base_url: String,
+    model: String,
+    /// The sdk-secrets reference the credential envelope is bound to.
+    credential_ref: Option<String>,
+    timeout_ms: i64,
+    max_attempts: i64,
+    created_at: String,
+    updated_at: String,
+}
+
+const COLUMNS: &str = "route_id, name, provider_base_url, model, credential_ref, timeout_ms, max_attempts, created_at, updated_at";
+
+fn valid_name(s: &str) -> bool {
+    (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// A vault envelope as `POST /api/vault/encrypt` answers it.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = ModelRouteCredentialEnvelope)]
+struct EnvelopeIn {
+    ciphertext_b64: Option<String>,
+    wrapped_dek_b64: Option<String>,
+    iv_b64: Option<String>,
+    tag_b64: Option<String>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewModelRoute)]
+struct NewRoute {
+    #[schema(format = "uuid")]
+    tenant_id: Option<String>,
+    /// 1 to 64 of `a-z 0-9 . _ -`; a route of the same name is replaced.
+    #[schema(required = true)]
+    name: Option<String>,
+    /// The provider's OpenAI-compatible base (`https://api.openai.com/v1`);
+    /// `/chat/completions` is appended. Private addresses follow the
+    /// webhook policy (`HUB_WEBHOOK_ALLOWED_HOSTS`).
+    #[schema(required = true)]
+    provider_base_url: Option<String>,
+    /// The provider's model name (at most 200 characters).
+    #[schema(required = true)]
+    model: Option<String>,
+    /// A sdk-secrets reference of the tenant; with exactly one of
+    /// `api_key` or `credential_envelope`. No reference: no credential.
+    credential_ref: Option<String>,
+    /// The provider's key, sealed at once by the vault under
+    /// `credential_ref` and never stored in clear.
+    api_key: Option<String>,
+    /// An envelope the vault made for `credential_ref`.
+    credential_envelope: Option<EnvelopeIn>,
+    /// Per attempt, 1000 to 120000 (default 30000).
+    #[schema(value_type = Option<i64>)]
+    timeout_ms: Option<Value>,
+    /// 1 to 5 (default 3).
+    #[schema(value_type = Option<i64>)]
+    max_attempts: Option<Value>,
+}
+
+/// Registers (or replaces, by name) a model route.
+#[utoipa::path(post, path = "/api/ai/routes", tag = "sdk-ai-gateway", request_body = NewRoute,
+    responses((status = 201, description = "the route, new", body = Data<Route>), (status = 200, description = "the route, replaced", body = Data<Route>)))]
+async fn put_route(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRoute>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let name = check.required("name", &body.name);
+    if !name.is_empty() && !valid_name(&name) {
+        check.fail("name must be 1 to 64 of a-z, 0-9, '.', '_' or '-'");
+    }
+    let base = check.required("provider_base_url", &body.provider_base_url);
+    if !base.is_empty()
+        && let Err(e) = target::check_url(&state.config, &base)
+    {
+        check.fail(e.replacen("url", "provider_base_url", 1));
+    }
+    let model = check.required("model", &body.model);
+    if model.chars().count() > 200 {
+        check.fail("model must be at most 200 characters");
+    }
+    let reference = Check::optional(&body.credential_ref);
+    let api_key = Check::optional(&body.api_key);
+    let envelope_in = body
+        .credential_envelope
+        .as_ref()
+        .map(|e| [&e.ciphertext_b64, &e.wrapped_dek_b64, &e.iv_b64, &e.tag_b64].map(|p| Check::optional(p).unwrap_or_default()));
+    match (&reference, api_key.is_some(), envelope_in.is_some()) {
+        (Some(_), true, true) | (Some(_), false, false) => check.fail("credential_ref needs exactly one of api_key or credential_envelope"),
+        (None, true, _) | (None, _, true) => check.fail("api_key and credential_envelope need a credential_ref"),
+        _ => {}
+    }
+    if api_key.as_ref().is_some_and(|k| k.len() > 4096) {
+        check.fail("api_key must be at most 4096 characters");
+    }
+    if envelope_in.as_ref().is_some_and(|parts| parts.iter().any(String::is_empty)) {
+        check.fail("credential_envelope needs ciphertext_b64, wrapped_dek_b64, iv_b64 and tag_b64");
+    }
+    let timeout = check.optional_int("timeout_ms", body.timeout_ms.as_ref(), 1000, 120_000).unwrap_or(30_000);
+    let attempts = check.optional_int("max_attempts", body.max_attempts.as_ref(), 1, 5).unwrap_or(3);
+    check.finish()?;
+    ctx.check_tenant(body.tenant_id.as_deref())?;
+    let mut tx = state.db.begin().await?;
+    let sealed = match (&reference, api_key, envelope_in) {
+        (Some(r), key, parts) => {
+            let known: Option<i64> = sqlx::query_scalar("SELECT version FROM secrets_reference WHERE tenant_id = $1 AND ref = $2")
+                .bind(&ctx.tenant_id)
+                .bind(r)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if known.is_none() {
+                return Err(ApiError::invalid(format!("credential_ref {r} is no secret reference of the tenant (POST /api/secrets/refs)")));
+            }
+            let sealed = match (key, parts) {
+                (Some(key), _) => envelope::seal(&state, &mut tx, &ctx.tenant_id, r, key.as_bytes()).await?,
+                (None, Some([ciphertext_b64, wrapped_dek_b64, iv_b64, tag_b64])) => {
+                    let e = envelope::Envelope { reference: r.clone(), ciphertext_b64, wrapped_dek_b64, iv_b64, tag_b64 };
+                    if envelope::open(&state, &mut tx, &ctx.tenant_id, &e).await?.is_none() {
+                        return Err(ApiError::invalid("credential_envelope does not open for this tenant and credential_ref"));
+                    }
+                    e
+                }
+                (None, None) => unreachable!("checked above"),
+            };
+            Some(sealed)
+        }
+        (None, ..) => None,
+    };
+    let now = db::now();
+    let id = db::new_id();
+    let sql = format!(
+        "INSERT INTO ai_gateway_route (route_id, tenant_id, name, provider_base_url, model, credential_ref, credential_ciphertext, credential_wrapped_dek, \
+         credential_iv, credential_tag, timeout_ms, max_attempts, created_by, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14) \
+         ON CONFLICT (tenant_id, name) DO UPDATE SET provider_base_url = excluded.provider_base_url, model = excluded.model, \
+         credential_ref = excluded.credential_ref, credential_ciphertext = excluded.credential_ciphertext, credential_wrapped_dek = excluded.credential_wrapped_dek, \
+         credential_iv = excluded.credential_iv, credential_tag = excluded.credential_tag, timeout_ms = excluded.timeout_ms, \
+         max_attempts = excluded.max_attempts, updated_at = excluded.updated_at RETURNING {COLUMNS}"
+    );
+    let part = |f: fn(&envelope::Envelope) -> &String| sealed.as_ref().map(|e| f(e).clone());
+    let route: Route = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&id)
+        .bind(&ctx.tenant_id)
+        .bind(&name)
+        .bind(&base)
+        .bind(&model)
+        .bind(&reference)
+        .bind(part(|e| &e.ciphertext_b64))
+        .bind(part(|e| &e.wrapped_dek_b64))
+        .bind(part(|e| &e.iv_b64))
+        .bind(part(|e| &e.tag_b64))
+        .bind(timeout)
+        .bind(attempts)
+        .bind(audit::actor_of(&ctx).1)
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+    let payload = json!({ "route_id": route.route_id, "name": name, "provider_base_url": base, "model": model, "credential_ref": reference });
+    audit::record(&mut tx, &ctx, events::AI_GATEWAY_ROUTE_SET, payload).await?;
+    tx.commit().await?;
+    Ok(if route.route_id == id { created(route) } else { ok(route) })
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = CompletionRequest)]
+struct CompletionRequest {
+    #[schema(format = "uuid")]
+    tenant_id: Option<String>,
+    /// The route by name; when absent, the newest route serving `model`;
+    /// when both are absent, the route named `default`.
+    route: Option<String>,
+    model: Option<String>,
+    /// `[{ role, content }]` (1 to 100; role `system`, `user`, `assistant`
+    /// or `tool`), or `prompt` for one user message.
+    #[schema(value_type = Option<Vec<Object>>)]
+    messages: Option<Value>,
+    prompt: Option<String>,
+    /// 1 to 1000000.
+    #[schema(value_type = Option<i64>)]
+    max_tokens: Option<Value>,
+    /// 0 to 2.
+    temperature: Option<f64>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[schema(as = Completion)]
+struct Completion {
+    completion_id: String,
+    route: String,
+    model: String,
+    content: String,
+    finish_reason: Option<String>,
+    /// `{ prompt_tokens, completion_tokens, total_tokens }` as the provider
+    /// reported them.
+    #[schema(value_type = Object)]
+    usage: Value,
+    /// What was redacted before the prompt left: `[{ kind, message_index }]`,
+    /// kind `email`, `phone` or `card`.
+    #[schema(value_type = Vec<Object>)]
+    redactions: Value,
+    attempts: i64,
+}
+
+const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
+const MAX_MESSAGE: usize = 200_000;
+
+/// The messages asked for, checked.
+fn messages(check: &mut Check, body: &CompletionRequest) -> Vec<(String, String)> {
+    if let Some(prompt) = Check::optional(&body.prompt) {
+        if body.messages.as_ref().is_some_and(|m| !m.is_null()) {
+            check.fail("give messages or prompt, not both");
+        }
+        if prompt.len() > MAX_MESSAGE {
+            check.fail(format!("prompt must be at most {MAX_MESSAGE} bytes"));
+        }
+        return vec![("user".into(), prompt)];
+    }
+    let Some(list) = body.messages.as_ref().and_then(Value::as_array).filter(|l| (1..=100).contains(&l.len())) else {
+        check.fail("messages must be an array of 1 to 100 messages (or give prompt)");
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, m) in list.iter().enumerate() {
+        let role = m.get("role").and_then(Value::as_str).unwrap_or_default();
+        check.one_of(&format!("messages[{i}].role"), role, &ROLES);
+        match m.get("content").and_then(Value::as_str) {
+            Some(c) if c.len() <= MAX_MESSAGE => out.push((role.to_string(), c.to_string())),
+            _ => check.fail(format!("messages[{i}].content must be a string of at most {MAX_MESSAGE} bytes")),
+        }
+    }
+    out
+}
+
+#[derive(FromRow)]
+struct Resolved {
+    route_id: String,
+    name: String,
+    provider_base_url: String,
+    model: String,
+    credential_ref: Option<String>,
+    credential_ciphertext: Option<String>,
+    credential_wrapped_dek: Option<String>,
+    credential_iv: Option<String>,
+    credential_tag: Option<String>,
+    timeout_ms: i64,
+    max_attempts: i64,
+}
+
+/// The route a request names, and its credential opened.
+async fn resolve(state: &AppState, tenant_id: &str, route: Option<&str>, model: Option<&str>) -> ApiResult<(Resolved, Option<String>)> {
+    let (filter, key) = match (route, model) {
+        (Some(r), _) => ("name = $2", r),
+        (None, Some(m)) => ("model = $2", m),
+        (None, None) => ("name = $2", "default"),
+    };
+    let sql = format!(
+        "SELECT route_id, name, provider_base_url, model, credential_ref, credential_ciphertext, credential_wrapped_dek, credential_iv, credential_tag, \
+         timeout_ms, max_attempts FROM ai_gateway_route WHERE tenant_id = $1 AND {filter} ORDER BY updated_at DESC, route_id DESC LIMIT 1"
+    );
+    let mut tx = state.db.begin().await?;
+    let found: Option<Resolved> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(key).fetch_optional(&mut *tx).await?;
+    let found = found.ok_or_else(|| ApiError::invalid(format!("no model route matches {key}; register one with POST /api/ai/routes")))?;
+    let credential = match (&found.credential_ref, &found.credential_ciphertext, &found.credential_wrapped_dek, &found.credential_iv, &found.credential_tag) {
+        (Some(r), Some(c), Some(w), Some(i), Some(t)) => {
+            let e = envelope::Envelope { reference: r.clone(), ciphertext_b64: c.clone(), wrapped_dek_b64: w.clone(), iv_b64: i.clone(), tag_b64: t.clone() };
+            let opened = envelope::open(state, &mut tx, tenant_id, &e)
+                .await?
+                .ok_or_else(|| ApiError::Conflict(format!("the credential of route {} no longer opens", found.name)))?;
+            Some(String::from_utf8(opened).map_err(|_| ApiError::Conflict(format!("the credential of route {} is not text", found.name)))?)
+        }
+        _ => None,
+    };
+    tx.commit().await?;
+    Ok((found, credential))
+}
+
+/// What the provider answered, or why it did not.
+struct Outcome {
+    attempts: i64,
+    answer: Result<Value, String>,
+}
+
+fn retryable(status: reqwest::StatusCode) -> bool {
+    status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS || status == reqwest::StatusCode::REQUEST_TIMEOUT
+}
+
+/// `POST {base}/chat/completions`, up to the route's attempts.
+async fn call(state: &AppState, route: &Resolved, credential: Option<&str>, request: &Value) -> Outcome {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_millis(route.timeout_ms as u64))
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(std::sync::Arc::new(target::Guard(target::Policy::of(&state.config))))
+        .user_agent("hub-ai-gateway/1")
+        .build();
+    let client = match client {
+        Ok(c) => c,
+        Err(e) => return Outcome { attempts: 0, answer: Err(format!("the provider client: {e}")) },
+    };
+    let url = format!("{}/chat/completions", route.provider_base_url.trim_end_matches('/'));
+    let mut last = String::new();
+    for attempt in 1..=route.max_attempts {
+        if attempt > 1 {
+            tokio::time::sleep(Duration::from_millis(100 << (attempt - 2).min(4))).await;
+        }
+        let mut req = client.post(&url).json(request);
+        if let Some(key) = credential {
+            req = req.bearer_auth(key);
+        }
+        match req.send().await {
+            Ok(res) if res.status().is_success() => {
+                return match res.json::<Value>().await {
+                    Ok(v) if v.pointer("/choices/0/message").is_some() => Outcome { attempts: attempt, answer: Ok(v) },
+                    _ => Outcome { attempts: attempt, answer: Err("the provider answered no chat completion".into()) },
+                };
+            }
+            Ok(res) if retryable(res.status()) => last = format!("the provider answered {}", res.status().as_u16()),
+            Ok(res) => return Outcome { attempts: attempt, answer: Err(format!("the provider answered {}", res.status().as_u16())) },
+            Err(e) if e.is_timeout() => last = format!("the provider did not answer within {} ms", route.timeout_ms),
+            Err(_) => last = "the provider could not be reached".into(),
+        }
+    }
+    Outcome { attempts: route.max_attempts, answer: Err(format!("{last} (after {} attempts)", route.max_attempts)) }
+}
+
+/// A completion through the tenant's model route.
+#[utoipa::path(post, path = "/api/ai/completions", tag = "sdk-ai-gateway", request_body = CompletionRequest,
+    responses((status = 200, description = "the completion", body = Data<Completion>),
+        (status = 502, description = "the provider failed after its retries (the failure is recorded)", body = ErrorBody)))]
+async fn complete(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<CompletionRequest>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let asked = messages(&mut check, &body);
+    let max_tokens = check.optional_int("max_tokens", body.max_tokens.as_ref(), 1, 1_000_000);
+    if body.temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
+        check.fail("temperature must be from 0 to 2");
+    }
+    let route_name = Check::optional(&body.route);
+    let model = Check::optional(&body.model);
+    check.finish()?;
+    ctx.check_tenant(body.tenant_id.as_deref())?;
+    let (route, credential) = resolve(&state, &ctx.tenant_id, route_name.as_deref(), model.as_deref()).await?;
+    let mut redactions = Vec::new();
+    let sent: Vec<Value> = asked
+        .iter()
+        .enumerate()
+        .map(|(i, (role, content))| {
+            let (clean, kinds) = redact::redact(content);
+            redactions.extend(kinds.into_iter().map(|kind| json!({ "kind": kind, "message_index": i })));
+            json!({ "role": role, "content": clean })
+        })
+        .collect();
+    let mut request = json!({ "model": route.model, "messages": sent });
+    if let Some(n) = max_tokens {
+        request["max_tokens"] = json!(n);
+    }
+    if let Some(t) = body.temperature {
+        request["temperature"] = json!(t);
+    }
+    let started = Instant::now();
+    let outcome = call(&state, &route, credential.as_deref(), &request).await;
+    let latency = started.elapsed().as_millis() as i64;
+    let answer = outcome.answer.as_ref().ok();
+    let usage = answer.and_then(|a| a.get("usage")).cloned().unwrap_or(json!({}));
+    let tokens = |k: &str| usage.get(k).and_then(Value::as_i64);
+    let finish = answer.and_then(|a| a.pointer("/choices/0/finish_reason")).and_then(Value::as_str).map(str::to_string);
+    let content = answer.and_then(|a| a.pointer("/choices/0/message/content")).and_then(Value::as_str).unwrap_or_default().to_string();
+    let status = if answer.is_some() { "completed" } else { "failed" };
+    let error = outcome.answer.as_ref().err().cloned();
+    let redactions = Value::Array(redactions);
+    let id = db::new_id();
+    let mut tx = state.db.begin().await?;
+    sqlx::query(
+        "INSERT INTO ai_gateway_completion (completion_id, tenant_id, route_id, model, status, attempts, redactions, finish_reason, prompt_tokens, \
+         completion_tokens, total_tokens, latency_ms, error, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+    )
+    .bind(&id)
+    .bind(&ctx.tenant_id)
+    .bind(&route.route_id)
+    .bind(&route.model)
+    .bind(status)
+    .bind(outcome.attempts)
+    .bind(redactions.to_string())
+    .bind(&finish)
+    .bind(tokens("prompt_tokens"))
+    .bind(tokens("completion_tokens"))
+    .bind(tokens("total_tokens"))
+    .bind(latency)
+    .bind(&error)
+    .bind(audit::actor_of(&ctx).1)
+    .bind(db::now())
+    .execute(&mut *tx)
+    .await?;
+    if let Some(list) = redactions.as_array().filter(|l| !l.is_empty()) {
+        let kinds: std::collections::BTreeSet<&str> = list.iter().filter_map(|r| r["kind"].as_str()).collect();
+        audit::record(&mut tx, &ctx, events::AI_GATEWAY_PII_REDACTED, json!({ "completion_id": id, "count": list.len(), "kinds": kinds })).await?;
+    }
+    let payload = json!({ "completion_id": id, "route_id": route.route_id, "model": route.model, "status": status, "attempts": outcome.attempts,
+        "redactions": redactions.as_array().map_or(0, Vec::len), "total_tokens": tokens("total_tokens"), "latency_ms": latency });
+    audit::record(&mut tx, &ctx, events::AI_GATEWAY_COMPLETE, payload).await?;
+    tx.commit().await?;
+    if let Some(e) = error {
+        return Err(ApiError::Upstream(e));
+    }
+    Ok(ok(Completion {
+        completion_id: id,
+        route: route.name,
+        model: route.model,
+        content,
+        finish_reason: finish,
+        usage,
+        redactions,
+        attempts: outcome.attempts,
+    }))
+}

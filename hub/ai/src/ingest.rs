@@ -1,0 +1,222 @@
+//! sdk-ingest: a batch of records into one entity of the tenant, in one
+//! transaction. Entities: `crm.contact` (matched by email address) and
+//! `crm.lead` (matched by `lead_id`), each record checked as its create
+//! route checks it (the crm module's own functions write it). `insert`
+//! skips a record that matches one already there; `upsert` updates it. A
+//! record's problems go to `errors[]` and the others are imported all the
+//! same. The tenant's `idempotency_key` names one batch: a replay answers
+//! the first result (the same body), another batch under the key is 409.
+//! Each written record keeps its provenance (the batch, the SHA-256 of the
+//! record as received); the batch records one audit entry.
+
+use hub_crm::crm;
+use hub_kernel::{crypto, prelude::*};
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(ingest))
+}
+
+const ENTITIES: [&str; 2] = ["crm.contact", "crm.lead"];
+const MODES: [&str; 2] = ["upsert", "insert"];
+const MAX_RECORDS: usize = 1000;
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = IngestBatch)]
+struct Batch {
+    #[schema(format = "uuid")]
+    tenant_id: Option<String>,
+    /// `crm.contact` or `crm.lead`.
+    #[schema(required = true)]
+    entity: Option<String>,
+    /// `upsert` or `insert`.
+    #[schema(required = true)]
+    mode: Option<String>,
+    /// 1 to 255 characters, unique per batch in the tenant.
+    #[schema(required = true)]
+    idempotency_key: Option<String>,
+    /// 1 to 1000 objects, each with the fields of the entity's create
+    /// route (`POST /api/crm/contacts`, `POST /api/crm/leads`; a lead may
+    /// carry its `lead_id` to be matched by).
+    #[schema(required = true, value_type = Vec<Object>)]
+    records: Option<Value>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = IngestResult)]
+struct Outcome {
+    batch_id: String,
+    entity: String,
+    mode: String,
+    /// Records written (inserted or updated).
+    imported: i64,
+    /// Records matching one already there, in `insert` mode.
+    skipped: i64,
+    /// `[{ index, details: [...] }]`, one per record not written.
+    #[schema(value_type = Vec<Object>)]
+    errors: Vec<Value>,
+    /// `[{ index, outcome, id }]`: outcome `inserted`, `updated`,
+    /// `skipped` or `error`; `id` the entity written or matched.
+    #[schema(value_type = Vec<Object>)]
+    results: Vec<Value>,
+}
+
+enum Written {
+    Inserted(String),
+    Updated(String),
+    Skipped(String),
+}
+
+/// A record's fate: written or skipped (`Ok`), or its problems (`Err`);
+/// the outer error (the database's) fails the batch.
+type Fate = ApiResult<Result<Written, Vec<String>>>;
+
+/// A refusal of the crm module as the record's problems.
+fn refused<T>(r: ApiResult<T>) -> ApiResult<Result<T, Vec<String>>> {
+    match r {
+        Ok(v) => Ok(Ok(v)),
+        Err(ApiError::Validation(d)) => Ok(Err(d)),
+        Err(ApiError::Conflict(m)) => Ok(Err(vec![m])),
+        Err(e) => Err(e),
+    }
+}
+
+async fn contact(tx: &mut Tx, ctx: &TenantCtx, upsert: bool, record: &Value) -> Fate {
+    let input = match crm::contact_record(record) {
+        Ok(i) => i,
+        Err(d) => return Ok(Err(d)),
+    };
+    let matched = crm::contacts_with_emails(tx, &ctx.tenant_id, &input.emails).await?;
+    Ok(match matched.as_slice() {
+        [] => refused(crm::insert_contact(tx, ctx, &input).await)?.map(|c| Written::Inserted(c.contact_id)),
+        [one] if !upsert => Ok(Written::Skipped(one.clone())),
+        [one] => refused(crm::update_contact(tx, ctx, one, &input).await)?.map(|_| Written::Updated(one.clone())),
+        _ => Err(vec![format!("the emails name {} different contacts", matched.len())]),
+    })
+}
+
+async fn lead(tx: &mut Tx, ctx: &TenantCtx, upsert: bool, record: &Value) -> Fate {
+    let input = match crm::lead_record(record) {
+        Ok(i) => i,
+        Err(d) => return Ok(Err(d)),
+    };
+    let Some(id) = record.get("lead_id").filter(|v| !v.is_null()) else {
+        return Ok(refused(crm::insert_lead(tx, ctx, &input).await)?.map(|l| Written::Inserted(l.lead_id)));
+    };
+    let Some(id) = id.as_str().filter(|s| uuid::Uuid::parse_str(s).is_ok()) else {
+        return Ok(Err(vec!["lead_id must be a UUID".to_string()]));
+    };
+    if !crm::lead_exists(tx, &ctx.tenant_id, id).await? {
+        return Ok(Err(vec![format!("lead_id {id} is not a lead of this tenant")]));
+    }
+    if !upsert {
+        return Ok(Ok(Written::Skipped(id.to_string())));
+    }
+    Ok(refused(crm::update_lead(tx, ctx, id, &input).await)?.map(|_| Written::Updated(id.to_string())))
+}
+
+/// Imports a batch of records into one entity.
+#[utoipa::path(post, path = "/api/ingest/batches", tag = "sdk-ingest", request_body = Batch,
+    responses((status = 200, description = "what became of each record (a replay: the first answer)", body = Data<Outcome>)))]
+async fn ingest(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Batch>) -> ApiResult<Response> {
+    let mut check = Check::new();
+    let entity = check.required("entity", &body.entity);
+    if !entity.is_empty() {
+        check.one_of("entity", &entity, &ENTITIES);
+    }
+    let mode = check.required("mode", &body.mode);
+    if !mode.is_empty() {
+        check.one_of("mode", &mode, &MODES);
+    }
+    let key = check.required("idempotency_key", &body.idempotency_key);
+    if key.chars().count() > 255 {
+        check.fail("idempotency_key must be at most 255 characters");
+    }
+    let records = body.records.as_ref().and_then(Value::as_array).filter(|r| (1..=MAX_RECORDS).contains(&r.len()));
+    if records.is_none() {
+        check.fail(format!("records must be an array of 1 to {MAX_RECORDS} records"));
+    }
+    check.finish()?;
+    ctx.check_tenant(body.tenant_id.as_deref())?;
+    let records = records.expect("checked");
+    let hash = crypto::sha256_hex(json!({ "entity": entity, "mode": mode, "records": records }).to_string().as_bytes());
+    let now = db::now();
+    let batch_id = db::new_id();
+    let mut tx = state.db.begin().await?;
+    // The key first: a concurrent batch under it waits here, then replays.
+    let claimed = sqlx::query(
+        "INSERT INTO ingest_batch (batch_id, tenant_id, idempotency_key, request_hash, entity, mode, record_count, result, created_by, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, '{}', $8, $9) ON CONFLICT (tenant_id, idempotency_key) DO NOTHING",
+    )
+    .bind(&batch_id)
+    .bind(&ctx.tenant_id)
+    .bind(&key)
+    .bind(&hash)
+    .bind(&entity)
+    .bind(&mode)
+    .bind(records.len() as i64)
+    .bind(audit::actor_of(&ctx).1)
+    .bind(&now)
+    .execute(&mut *tx)
+    .await?;
+    if claimed.rows_affected() == 0 {
+        let (first_hash, result): (String, String) =
+            sqlx::query_as("SELECT request_hash, result FROM ingest_batch WHERE tenant_id = $1 AND idempotency_key = $2")
+                .bind(&ctx.tenant_id)
+                .bind(&key)
+                .fetch_one(&mut *tx)
+                .await?;
+        if first_hash != hash {
+            return Err(ApiError::Conflict(format!("idempotency_key {key} was used for another batch")));
+        }
+        let first: Outcome = serde_json::from_str(&result).map_err(|e| ApiError::Internal(e.into()))?;
+        return Ok(ok(first));
+    }
+    let upsert = mode == "upsert";
+    let mut out =
+        Outcome { batch_id: batch_id.clone(), entity: entity.clone(), mode: mode.clone(), imported: 0, skipped: 0, errors: Vec::new(), results: Vec::new() };
+    for (index, record) in records.iter().enumerate() {
+        let written = if !record.is_object() {
+            Err(vec!["the record must be an object".to_string()])
+        } else if entity == "crm.contact" {
+            contact(&mut tx, &ctx, upsert, record).await?
+        } else {
+            lead(&mut tx, &ctx, upsert, record).await?
+        };
+        let (outcome, id) = match written {
+            Ok(Written::Inserted(id)) => ("inserted", id),
+            Ok(Written::Updated(id)) => ("updated", id),
+            Ok(Written::Skipped(id)) => {
+                out.skipped += 1;
+                out.results.push(json!({ "index": index, "outcome": "skipped", "id": id }));
+                continue;
+            }
+            Err(details) => {
+                out.errors.push(json!({ "index": index, "details": details }));
+                out.results.push(json!({ "index": index, "outcome": "error", "id": null }));
+                continue;
+            }
+        };
+        out.imported += 1;
+        sqlx::query(
+            "INSERT INTO ingest_record (batch_id, record_index, tenant_id, entity, entity_id, outcome, record_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(&batch_id)
+        .bind(index as i64)
+        .bind(&ctx.tenant_id)
+        .bind(&entity)
+        .bind(&id)
+        .bind(outcome)
+        .bind(crypto::sha256_hex(record.to_string().as_bytes()))
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+        out.results.push(json!({ "index": index, "outcome": outcome, "id": id }));
+    }
+    let result = serde_json::to_string(&out).map_err(|e| ApiError::Internal(e.into()))?;
+    sqlx::query("UPDATE ingest_batch SET result = $2 WHERE batch_id = $1").bind(&batch_id).bind(&result).execute(&mut *tx).await?;
+    let payload = json!({ "batch_id": batch_id, "entity": entity, "mode": mode, "idempotency_key": key, "records": records.len(),
+        "imported": out.imported, "skipped": out.skipped, "errors": out.errors.len() });
+    audit::record(&mut tx, &ctx, events::INGEST_BATCH_RECEIVED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(out))
+}

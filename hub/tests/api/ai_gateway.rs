@@ -1,0 +1,230 @@
+//! sdk-ai-gateway: model routes with a vault-sealed credential, and
+//! completions through a fake OpenAI-compatible provider that fails as
+//! scripted, then answers; the prompt it receives is redacted.
+
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex},
+};
+
+use axum::{extract::State as AxumState, http::HeaderMap, routing::post};
+use base64::{Engine, engine::general_purpose::STANDARD as B64};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::{db_test, helpers::*};
+
+type Shared = (Arc<Mutex<Vec<(String, Value)>>>, Arc<Mutex<VecDeque<u16>>>);
+
+/// A chat-completions provider: each request gets the next status of its
+/// script (200 with a completion once the script is used up); it keeps
+/// each request's Authorization header and body.
+struct Provider {
+    base: String,
+    got: Arc<Mutex<Vec<(String, Value)>>>,
+}
+
+impl Provider {
+    async fn start(script: Vec<u16>) -> Provider {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let got: Shared = (Arc::default(), Arc::new(Mutex::new(VecDeque::from(script))));
+        let app = axum::Router::new()
+            .route(
+                "/v1/chat/completions",
+                post(|AxumState((got, script)): AxumState<Shared>, headers: HeaderMap, axum::Json(body): axum::Json<Value>| async move {
+                    let auth = headers.get("authorization").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+                    got.lock().unwrap().push((auth, body.clone()));
+                    let status = script.lock().unwrap().pop_front().unwrap_or(200);
+                    let answer = json!({
+                        "id": "chatcmpl-1", "object": "chat.completion", "model": body["model"],
+                        "choices": [{ "index": 0, "message": { "role": "assistant", "content": "Noted." }, "finish_reason": "stop" }],
+                        "usage": { "prompt_tokens": 21, "completion_tokens": 2, "total_tokens": 23 }
+                    });
+                    (axum::http::StatusCode::from_u16(status).unwrap(), axum::Json(if status == 200 { answer } else { json!({ "error": "busy" }) }))
+                }),
+            )
+            .with_state(got.clone());
+        let base = format!("http://{}/v1", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Provider { base, got: got.0 }
+    }
+
+    fn got(&self) -> Vec<(String, Value)> {
+        self.got.lock().unwrap().clone()
+    }
+}
+
+async fn secret_ref(app: &TestApp, token: &str, reference: &str) {
+    let (s, r) = app.post("/api/secrets/refs", Some(token), json!({ "ref": reference, "kms_key_id": "kms://providers/openai" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+}
+
+async fn completions_are_redacted_retried_recorded_and_audited(app: TestApp) {
+    let t = app.two_tenants("aigw").await;
+    let (a, tenant) = (t.a_token.as_str(), t.a["tenant_id"].clone());
+    let provider = Provider::start(vec![503]).await;
+    secret_ref(&app, a, "ai/openai").await;
+    let (s, r) = app
+        .post(
+            "/api/ai/routes",
+            Some(a),
+            json!({ "tenant_id": tenant, "name": "default", "provider_base_url": provider.base, "model": "gpt-test", "credential_ref": "ai/openai", "api_key": "sk-test-123456" }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    assert_eq!(
+        (r["data"]["name"].as_str(), r["data"]["model"].as_str(), r["data"]["credential_ref"].as_str()),
+        (Some("default"), Some("gpt-test"), Some("ai/openai"))
+    );
+    assert_eq!((r["data"]["timeout_ms"].as_i64(), r["data"]["max_attempts"].as_i64()), (Some(30000), Some(3)));
+    assert!(r["data"].get("api_key").is_none(), "{r}");
+    // Stored sealed: no column holds the key.
+    let row: (String, String) = sqlx::query_as("SELECT credential_ciphertext, credential_wrapped_dek FROM ai_gateway_route WHERE tenant_id = $1")
+        .bind(tenant.as_str().unwrap())
+        .fetch_one(&app.state().db.read)
+        .await
+        .unwrap();
+    assert!(!row.0.contains("sk-test") && !String::from_utf8_lossy(&B64.decode(&row.0).unwrap()).contains("sk-test"));
+
+    let prompt = "Reach Ana at ana.lopez@example.com or +33 6 12 34 56 78; card 4111 1111 1111 1111. Order 1234-5678 ships 2026-11-25.";
+    let (s, c) = app
+        .post(
+            "/api/ai/completions",
+            Some(a),
+            json!({ "messages": [{ "role": "system", "content": "Be brief." }, { "role": "user", "content": prompt }], "max_tokens": 64 }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    let d = &c["data"];
+    assert_eq!(
+        (d["content"].as_str(), d["finish_reason"].as_str(), d["route"].as_str(), d["model"].as_str()),
+        (Some("Noted."), Some("stop"), Some("default"), Some("gpt-test"))
+    );
+    assert_eq!(d["attempts"], 2, "the first attempt got 503");
+    assert_eq!(d["usage"], json!({ "prompt_tokens": 21, "completion_tokens": 2, "total_tokens": 23 }));
+    assert_eq!(
+        d["redactions"],
+        json!([{ "kind": "email", "message_index": 1 }, { "kind": "card", "message_index": 1 }, { "kind": "phone", "message_index": 1 }])
+    );
+    // What left the hub: twice the same redacted prompt, with the unwrapped key.
+    let got = provider.got();
+    assert_eq!(got.len(), 2);
+    for (auth, body) in &got {
+        assert_eq!(auth, "Bearer sk-test-123456");
+        assert_eq!((body["model"].as_str(), body["max_tokens"].as_i64()), (Some("gpt-test"), Some(64)));
+        assert_eq!(body["messages"][0], json!({ "role": "system", "content": "Be brief." }));
+        assert_eq!(body["messages"][1]["content"], "Reach Ana at [EMAIL] or [PHONE]; card [CARD]. Order 1234-5678 ships 2026-11-25.");
+    }
+    let record: (String, String, i64, Option<i64>, String) =
+        sqlx::query_as("SELECT status, model, attempts, total_tokens, redactions FROM ai_gateway_completion WHERE completion_id = $1")
+            .bind(d["completion_id"].as_str().unwrap())
+            .fetch_one(&app.state().db.read)
+            .await
+            .unwrap();
+    assert_eq!((record.0.as_str(), record.1.as_str(), record.2, record.3), ("completed", "gpt-test", 2, Some(23)));
+    assert_eq!(serde_json::from_str::<Value>(&record.4).unwrap(), d["redactions"]);
+    let events = app.events_of(&tenant).await;
+    let tail: Vec<&str> = events.iter().rev().take(3).rev().map(String::as_str).collect();
+    assert_eq!(tail, ["ai-gateway.route.set.v1", "ai-gateway.pii.redacted.v1", "ai-gateway.complete.v1"]);
+
+    // A provider that keeps failing: 502 after the route's attempts, recorded as failed.
+    let down = Provider::start(vec![500, 500]).await;
+    let (s, r) = app
+        .post("/api/ai/routes", Some(a), json!({ "name": "flaky", "provider_base_url": down.base, "model": "m2", "max_attempts": 2, "timeout_ms": 2000 }))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let b = assert_error(app.post("/api/ai/completions", Some(a), json!({ "route": "flaky", "prompt": "hello" })).await, 502, "BadGateway");
+    assert_eq!(b["details"], json!(["the provider answered 500 (after 2 attempts)"]));
+    assert_eq!(down.got().len(), 2);
+    assert_eq!(down.got()[0].0, "", "a route without a credential sends none");
+    let failed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM ai_gateway_completion WHERE tenant_id = $1 AND status = 'failed' AND attempts = 2")
+        .bind(tenant.as_str().unwrap())
+        .fetch_one(&app.state().db.read)
+        .await
+        .unwrap();
+    assert_eq!(failed, 1);
+    // Resolution by model; replacing a route by name answers 200.
+    let (s, c) = app.post("/api/ai/completions", Some(a), json!({ "model": "m2", "prompt": "again" })).await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    assert_eq!((c["data"]["route"].as_str(), c["data"]["attempts"].as_i64(), c["data"]["redactions"].clone()), (Some("flaky"), Some(1), json!([])));
+    let (s, r) = app.post("/api/ai/routes", Some(a), json!({ "name": "flaky", "provider_base_url": down.base, "model": "m3" })).await;
+    assert_eq!((s, r["data"]["model"].as_str()), (StatusCode::OK, Some("m3")));
+
+    // The other tenant has no route of that name, and cannot open A's credential.
+    let b = assert_error(app.post("/api/ai/completions", Some(&t.b_token), json!({ "prompt": "hi" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["no model route matches default; register one with POST /api/ai/routes"]));
+}
+db_test!(completions_are_redacted_retried_recorded_and_audited);
+
+async fn a_route_takes_a_vault_envelope_and_checks_its_fields(app: TestApp) {
+    let t = app.two_tenants("aigwv").await;
+    let a = t.a_token.as_str();
+    let provider = Provider::start(vec![]).await;
+    secret_ref(&app, a, "ai/vaulted").await;
+    let (s, e) = app.post("/api/vault/encrypt", Some(a), json!({ "ref": "ai/vaulted", "plaintext_b64": B64.encode("sk-vaulted") })).await;
+    assert_eq!(s, StatusCode::OK, "{e}");
+    let envelope = json!({ "ciphertext_b64": e["data"]["ciphertext_b64"], "wrapped_dek_b64": e["data"]["wrapped_dek_b64"], "iv_b64": e["data"]["iv_b64"], "tag_b64": e["data"]["tag_b64"] });
+    let route = json!({ "name": "vaulted", "provider_base_url": provider.base, "model": "m", "credential_ref": "ai/vaulted", "credential_envelope": envelope });
+    let (s, r) = app.post("/api/ai/routes", Some(a), route.clone()).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, c) = app.post("/api/ai/completions", Some(a), json!({ "route": "vaulted", "prompt": "no pii here" })).await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    assert_eq!(provider.got()[0].0, "Bearer sk-vaulted");
+    assert_eq!(provider.got()[0].1["messages"], json!([{ "role": "user", "content": "no pii here" }]));
+
+    // The envelope is bound to its ref and tenant.
+    secret_ref(&app, a, "ai/other").await;
+    let mut wrong = route.clone();
+    wrong["credential_ref"] = json!("ai/other");
+    let b = assert_error(app.post("/api/ai/routes", Some(a), wrong).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["credential_envelope does not open for this tenant and credential_ref"]));
+    secret_ref(&app, &t.b_token, "ai/vaulted").await;
+    let b = assert_error(app.post("/api/ai/routes", Some(&t.b_token), route).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["credential_envelope does not open for this tenant and credential_ref"]));
+    let b = assert_error(
+        app.post(
+            "/api/ai/routes",
+            Some(a),
+            json!({ "name": "x", "provider_base_url": provider.base, "model": "m", "credential_ref": "ai/unknown", "api_key": "k" }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["credential_ref ai/unknown is no secret reference of the tenant (POST /api/secrets/refs)"]));
+
+    let b = assert_error(
+        app.post("/api/ai/routes", Some(a), json!({ "name": "Bad Name", "provider_base_url": "ftp://x", "api_key": "k", "max_attempts": 9, "timeout_ms": 5 }))
+            .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        b["details"],
+        json!([
+            "name must be 1 to 64 of a-z, 0-9, '.', '_' or '-'",
+            "provider_base_url must be an http or https URL of at most 2000 characters",
+            "model is required",
+            "api_key and credential_envelope need a credential_ref",
+            "timeout_ms must be an integer from 1000 to 120000",
+            "max_attempts must be an integer from 1 to 5"
+        ])
+    );
+    let b = assert_error(
+        app.post("/api/ai/completions", Some(a), json!({ "messages": [{ "role": "robot", "content": 1 }], "temperature": 3.0, "max_tokens": 0 })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        b["details"],
+        json!([
+            "messages[0].role must be one of: system, user, assistant, tool",
+            "messages[0].content must be a string of at most 200000 bytes",
+            "max_tokens must be an integer from 1 to 1000000",
+            "temperature must be from 0 to 2"
+        ])
+    );
+    let b = assert_error(app.post("/api/ai/completions", Some(a), json!({})).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["messages must be an array of 1 to 100 messages (or give prompt)"]));
+}
+db_test!(a_route_takes_a_vault_envelope_and_checks_its_fields);
