@@ -24,9 +24,10 @@ async fn main() -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("HUB_LOG").unwrap_or_else(|_| "info,sqlx=warn".into());
     // HUB_LOG_FORMAT=json: one JSON object a line, the request's span (its
     // id) included, for log collectors.
-    match std::env::var("HUB_LOG_FORMAT").as_deref() {
+    match std::env::var("HUB_LOG_FORMAT").as_deref().map(str::trim) {
         Ok("json") => tracing_subscriber::fmt().json().with_env_filter(filter).init(),
-        _ => tracing_subscriber::fmt().with_env_filter(filter).init(),
+        Ok("text" | "") | Err(_) => tracing_subscriber::fmt().with_env_filter(filter).init(),
+        Ok(other) => anyhow::bail!("HUB_LOG_FORMAT must be text or json, not {other:?}"),
     }
     match Cli::parse().command {
         Command::Serve(config) => hub::serve(config).await,

@@ -30,6 +30,10 @@ pub struct Config {
     /// operator's `x-admin-ops-token`, like `/admin/*`).
     #[arg(long, env = "HUB_METRICS_PUBLIC", value_parser = clap::builder::BoolishValueParser::new())]
     pub metrics_public: bool,
+    /// Record metrics (`false`: no recorder, no per-request series, and
+    /// `GET /metrics` answers 404).
+    #[arg(long, env = "HUB_METRICS", default_value = "true", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
+    pub metrics: bool,
     /// The operator secret for `/admin/*` (header `x-admin-ops-token`).
     #[arg(long, env = "ADMIN_OPS_TOKEN", hide_env_values = true)]
     pub admin_ops_token: Option<String>,
@@ -150,6 +154,7 @@ impl Config {
             admin_ops_token: Some("test-ops-token".into()),
             ops_token_cache_ttl_ms: 30_000,
             metrics_public: false,
+            metrics: true,
             gate_mode: GateMode::Enforce,
             dev: true,
             master_key: Some("00".repeat(32)),

@@ -47,6 +47,7 @@ mod mail;
 mod mcp_client;
 mod media;
 mod meter;
+mod metrics;
 mod notifications;
 mod offers;
 mod operations;
