@@ -12,6 +12,7 @@ pub mod mcp;
 pub mod mcp_rpc;
 pub mod observe;
 pub mod server;
+pub mod telemetry;
 
 use std::{
     sync::{Arc, OnceLock},

@@ -21,15 +21,15 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let (Command::Serve(config) | Command::Migrate(config)) = &cli.command;
     let filter = tracing_subscriber::EnvFilter::try_from_env("HUB_LOG").unwrap_or_else(|_| "info,sqlx=warn".into());
-    // HUB_LOG_FORMAT=json: one JSON object a line, the request's span (its
-    // id) included, for log collectors.
-    match std::env::var("HUB_LOG_FORMAT").as_deref().map(str::trim) {
-        Ok("json") => tracing_subscriber::fmt().json().with_env_filter(filter).init(),
-        Ok("text" | "") | Err(_) => tracing_subscriber::fmt().with_env_filter(filter).init(),
-        Ok(other) => anyhow::bail!("HUB_LOG_FORMAT must be text or json, not {other:?}"),
-    }
-    match Cli::parse().command {
+    let export = match config.otlp_endpoint.as_deref().map(str::trim).filter(|e| !e.is_empty()) {
+        Some(endpoint) => Some(hub::telemetry::otlp(endpoint)?),
+        None => None,
+    };
+    hub::telemetry::init(filter, config.log_format, export.as_ref());
+    let done = match cli.command {
         Command::Serve(config) => hub::serve(config).await,
         Command::Migrate(config) => {
             std::fs::create_dir_all(&config.data_dir)?;
@@ -38,5 +38,11 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!("migrations applied");
             Ok(())
         }
+    };
+    // The last spans go out before the process ends (the SDK blocks on
+    // its export thread, which needs the runtime).
+    if let Some(export) = export {
+        let _ = tokio::task::spawn_blocking(move || export.shutdown()).await;
     }
+    done
 }

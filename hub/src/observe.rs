@@ -243,13 +243,15 @@ async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The answer of a hub still starting (its migrations running): `/health`
-/// as always, anything else 503.
+/// as always, anything else 503 (not logged as an error: a load balancer
+/// asks often, and nothing is wrong).
 pub fn starting(path: &str) -> Response {
-    match path {
-        "/health" => Json(crate::catalogue::health_answer()).into_response(),
-        "/ready" => ApiError::Unavailable("migrations are running").into_response(),
-        _ => ApiError::Unavailable("the hub is starting: migrations are running").into_response(),
-    }
+    let why = match path {
+        "/health" => return Json(crate::catalogue::health_answer()).into_response(),
+        "/ready" => ApiError::Unavailable("migrations are running"),
+        _ => ApiError::Unavailable("the hub is starting: migrations are running"),
+    };
+    (axum::http::StatusCode::SERVICE_UNAVAILABLE, Json(why.body())).into_response()
 }
 
 pub fn routes() -> OpenApiRouter<AppState> {
