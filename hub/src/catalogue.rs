@@ -178,7 +178,12 @@ async fn capabilities(State(published): State<Published>) -> Response {
 /// Liveness: 200 whatever credential is sent, or none.
 #[utoipa::path(get, path = "/health", tag = "catalogue", responses((status = 200, description = "the hub is up", body = Object)))]
 async fn health() -> Json<Value> {
-    Json(json!({ "success": true, "data": { "status": "ok" } }))
+    Json(health_answer())
+}
+
+/// `/health`'s answer (also a starting hub's).
+pub(crate) fn health_answer() -> Value {
+    json!({ "success": true, "data": { "status": "ok" } })
 }
 
 /// The routes of the catalogue's own documents and of `/health`.

@@ -12,12 +12,17 @@ pub mod mcp;
 pub mod mcp_rpc;
 pub mod observe;
 pub mod server;
+pub mod telemetry;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
 
 use anyhow::Context;
 use axum::{Router, middleware, response::IntoResponse};
 use tokio::net::TcpListener;
+use tower::ServiceExt;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use hub_kernel::{
@@ -55,7 +60,9 @@ pub fn catalogue(published: catalogue::Published) -> (Router<AppState>, utoipa::
 
 /// The whole HTTP surface for a state.
 pub fn app(state: AppState) -> Router {
-    observe::recorder();
+    if state.config.metrics {
+        observe::recorder();
+    }
     let (registry, published) = (mcp::Registry::default(), catalogue::Published::default());
     let (api, mut openapi) = catalogue(published.clone());
     let (mcp_api, mcp_openapi) = catalogue::area("platform", mcp::routes(registry.clone())).split_for_parts();
@@ -74,7 +81,11 @@ pub fn app(state: AppState) -> Router {
 /// the panic catcher.
 fn surface(api: Router<AppState>, state: AppState) -> Router {
     // Per-route authority checks need the matched route template.
-    let api = api.route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize)).route_layer(middleware::from_fn(observe::mark_route));
+    let metrics = state.config.metrics;
+    let mut api = api.route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
+    if metrics {
+        api = api.route_layer(middleware::from_fn(observe::mark_route));
+    }
     let router = Router::new()
         .merge(api)
         .fallback(|| async { ApiError::NotFound })
@@ -82,7 +93,7 @@ fn surface(api: Router<AppState>, state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), gate::authenticate))
         .layer(middleware::map_response(error::envelope_framework_errors))
         .with_state(state);
-    catch_panics(router).layer(middleware::from_fn(observe::observe))
+    catch_panics(router).layer(middleware::from_fn_with_state(metrics, observe::observe))
 }
 
 /// Answers a panic in a handler (or in the gate) with the opaque 500
@@ -136,7 +147,10 @@ pub fn directories() -> Directories {
 
 /// Housekeeping and, on PostgreSQL, the cache invalidation listener.
 fn spawn_background(state: &AppState) {
-    observe::spawn_upkeep();
+    if state.config.metrics {
+        observe::spawn_upkeep();
+        observe::spawn_pool_probe(state);
+    }
     bus::spawn_background(state);
     hub_platform::spawn_background(state);
     hub_identity::spawn_background(state);
@@ -232,11 +246,71 @@ pub async fn start(state: AppState) -> anyhow::Result<Server> {
     Ok(Server { addr, quic_addr, quic, state, shutdown: tx, task })
 }
 
-/// Serves until SIGTERM or SIGINT, then drains in-flight requests.
+/// A hub listening before it is prepared: while its migrations run it
+/// answers `/health` (alive), and 503 to `/ready` and every other path,
+/// so a load balancer sends it nothing yet and an orchestrator does not
+/// take a long migration for a hung process. `serve` then switches every
+/// connection, open ones included, to the whole router.
+pub struct Booting {
+    pub addr: std::net::SocketAddr,
+    app: Arc<OnceLock<Router>>,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Booting {
+    /// Starts answering on `listener` as a starting hub.
+    pub fn start(listener: TcpListener, limits: server::Limits) -> anyhow::Result<Booting> {
+        let addr = listener.local_addr()?;
+        let app = Arc::new(OnceLock::<Router>::new());
+        let slot = app.clone();
+        let router = Router::new().fallback_service(tower::service_fn(move |req: axum::extract::Request| {
+            let app = slot.get().cloned();
+            async move {
+                Ok::<_, std::convert::Infallible>(match app {
+                    Some(app) => app.oneshot(req).await.unwrap_or_else(|e| match e {}),
+                    None => observe::starting(req.uri().path()),
+                })
+            }
+        }));
+        let (shutdown, rx) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(server::run(listener, router, limits, rx));
+        Ok(Booting { addr, app, shutdown, task })
+    }
+
+    /// Serves the prepared state from now on (and starts its QUIC endpoint).
+    pub async fn serve(self, state: AppState) -> anyhow::Result<Server> {
+        let quic = quic::start(&state).await?;
+        let quic_addr = quic.as_ref().map(|q| q.addr);
+        if self.app.set(app(state.clone())).is_err() {
+            anyhow::bail!("a booting hub is served once");
+        }
+        Ok(Server { addr: self.addr, quic_addr, quic, state, shutdown: self.shutdown, task: self.task })
+    }
+
+    /// Stops a hub that never got ready.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.shutdown.send(true);
+        self.task.await??;
+        Ok(())
+    }
+}
+
+/// Serves until SIGTERM or SIGINT, then drains in-flight requests. Listens
+/// from the start: see `Booting`.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
-    let state = prepare(config).await?;
-    let server = start(state).await?;
-    tracing::info!(addr = %server.addr, quic = ?server.quic_addr, "hub listening");
+    let listener = TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
+    let booting = Booting::start(listener, server::Limits::from_config(&config))?;
+    tracing::info!(addr = %booting.addr, "hub starting: /health answers, /ready once the migrations are applied");
+    let state = match prepare(config).await {
+        Ok(state) => state,
+        Err(e) => {
+            let _ = booting.stop().await;
+            return Err(e);
+        }
+    };
+    let server = booting.serve(state).await?;
+    tracing::info!(addr = %server.addr, quic = ?server.quic_addr, "hub ready");
     shutdown_signal().await;
     tracing::info!("shutting down: draining in-flight requests");
     server.stop().await?;

@@ -50,19 +50,18 @@ fn or_default(value: &str, default: &str) -> String {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_env("HUB_LOG").unwrap_or_else(|_| "info,sqlx=warn".into());
-    // A subcommand whose answer is its standard output logs to stderr.
-    let writer = match cli.command {
-        Command::RotateSigningKey(_) => tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stderr),
-        _ => tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stdout),
+    let config = match &cli.command {
+        Command::Serve(config) | Command::Migrate(config) => config,
+        Command::RotateSigningKey(args) => &args.config,
     };
-    // HUB_LOG_FORMAT=json: one JSON object a line, the request's span (its
-    // id) included, for log collectors.
-    match std::env::var("HUB_LOG_FORMAT").as_deref() {
-        Ok("json") => tracing_subscriber::fmt().json().with_env_filter(filter).with_writer(writer).init(),
-        _ => tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).init(),
-    }
-    match cli.command {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HUB_LOG").unwrap_or_else(|_| "info,sqlx=warn".into());
+    let export = match config.otlp_endpoint.as_deref().map(str::trim).filter(|e| !e.is_empty()) {
+        Some(endpoint) => Some(hub::telemetry::otlp(endpoint)?),
+        None => None,
+    };
+    // A subcommand whose answer is its standard output logs to stderr.
+    hub::telemetry::init(filter, config.log_format, export.as_ref(), matches!(cli.command, Command::RotateSigningKey(_)));
+    let done = match cli.command {
         Command::Serve(config) => hub::serve(config).await,
         Command::Migrate(config) => {
             std::fs::create_dir_all(&config.data_dir)?;
@@ -83,5 +82,11 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", serde_json::to_string(&rotation)?);
             Ok(())
         }
+    };
+    // The last spans go out before the process ends (the SDK blocks on
+    // its export thread, which needs the runtime).
+    if let Some(export) = export {
+        let _ = tokio::task::spawn_blocking(move || export.shutdown()).await;
     }
+    done
 }

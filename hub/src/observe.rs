@@ -8,7 +8,7 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, LazyLock, OnceLock, RwLock},
+    sync::{LazyLock, Mutex, OnceLock, RwLock},
     time::{Duration, Instant},
 };
 
@@ -24,7 +24,10 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use hub_kernel::{error::ApiError, state::AppState};
+use hub_kernel::{
+    error::{ApiError, ApiResult},
+    state::AppState,
+};
 
 /// Latency buckets, in seconds.
 const LATENCY: &[f64] = &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
@@ -67,78 +70,166 @@ pub async fn mark_route(req: Request, next: Next) -> Response {
 }
 
 /// The two series of one (route, method, status class), registered once:
-/// a request then costs a read lock and two atomic updates, not a label
-/// set built and hashed anew.
+/// a request then costs a read lock, a map lookup by the template (no
+/// allocation) and two atomic updates, not a label set built and hashed
+/// anew.
 type Series = (metrics::Counter, metrics::Histogram);
-type SeriesKey = (Arc<str>, Method, &'static str);
-static SERIES: LazyLock<RwLock<HashMap<SeriesKey, Series>>> = LazyLock::new(Default::default);
+type RouteSeries = Vec<(&'static str, &'static str, Series)>;
+static SERIES: LazyLock<RwLock<HashMap<Box<str>, RouteSeries>>> = LazyLock::new(Default::default);
 
-fn series(route: Arc<str>, method: Method, status: &'static str) -> Series {
-    let key = (route, method, status);
-    if let Some(s) = SERIES.read().expect("series lock").get(&key) {
-        return s.clone();
+/// Counts one answer of `route` with its latency.
+fn count(route: &str, method: &'static str, status: &'static str, seconds: f64) {
+    let find = |list: &RouteSeries| list.iter().find(|(m, s, _)| *m == method && *s == status).map(|(_, _, series)| series.clone());
+    let known = SERIES.read().expect("series lock").get(route).and_then(|list| {
+        list.iter().find(|(m, s, _)| *m == method && *s == status).map(|(_, _, (c, h))| {
+            c.increment(1);
+            h.record(seconds);
+        })
+    });
+    if known.is_some() {
+        return;
     }
-    let labels = [("route", key.0.to_string()), ("method", key.1.as_str().to_owned()), ("status", status.to_owned())];
-    let made = (metrics::counter!("hub_http_requests_total", &labels), metrics::histogram!("hub_http_request_duration_seconds", &labels));
-    SERIES.write().expect("series lock").entry(key).or_insert(made).clone()
+    let mut map = SERIES.write().expect("series lock");
+    let list = map.entry(route.into()).or_default();
+    let (c, h) = find(list).unwrap_or_else(|| {
+        let labels = [("route", route.to_owned()), ("method", method.to_owned()), ("status", status.to_owned())];
+        let made = (metrics::counter!("hub_http_requests_total", &labels), metrics::histogram!("hub_http_request_duration_seconds", &labels));
+        list.push((method, status, made.clone()));
+        made
+    });
+    c.increment(1);
+    h.record(seconds);
+}
+
+/// A method as a label: the standard ones by name, any other `other` (a
+/// client's invented method must not add series).
+fn method_label(m: &Method) -> &'static str {
+    match *m {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
 }
 
 /// Outermost layer: the request id, from `x-request-id` when the caller
 /// sends a usable one (1 to 128 visible ASCII characters), otherwise a new
 /// UUID; every log line of the request carries it (a span), and so does
-/// the answer's `x-request-id`. Then the count of the answer by route
-/// template, method and status class, with its latency; answers refused
-/// before routing (the gate's 401s, unknown paths) have the route
-/// `unmatched`.
-pub async fn observe(req: Request, next: Next) -> Response {
+/// the answer's `x-request-id`. Then, when metrics are on (the state), the
+/// count of the answer by route template, method and status class, with
+/// its latency; answers refused before routing (the gate's 401s, unknown
+/// paths) have the route `unmatched`.
+pub async fn observe(State(metrics_on): State<bool>, req: Request, next: Next) -> Response {
     let given =
         req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).filter(|v| (1..=128).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_graphic()));
     let id = given.map(str::to_owned).unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-    let method = req.method().clone();
-    let span = tracing::info_span!("request", id = %id, method = %method, path = %req.uri().path());
+    let method = method_label(req.method());
+    let span = tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path());
     let start = Instant::now();
     let mut res = next.run(req).instrument(span).await;
-    let status = match res.status().as_u16() {
-        100..=199 => "1xx",
-        200..=299 => "2xx",
-        300..=399 => "3xx",
-        400..=499 => "4xx",
-        _ => "5xx",
-    };
-    let route: Arc<str> = match res.extensions().get::<Route>() {
-        Some(Route(m)) => Arc::from(m.as_str()),
-        None => Arc::from("unmatched"),
-    };
-    let (count, latency) = series(route, method, status);
-    count.increment(1);
-    latency.record(start.elapsed().as_secs_f64());
+    if metrics_on {
+        let status = match res.status().as_u16() {
+            100..=199 => "1xx",
+            200..=299 => "2xx",
+            300..=399 => "3xx",
+            400..=499 => "4xx",
+            _ => "5xx",
+        };
+        let route = res.extensions().get::<Route>().map_or("unmatched", |Route(m)| m.as_str());
+        count(route, method, status, start.elapsed().as_secs_f64());
+    }
     if let Ok(value) = HeaderValue::from_str(&id) {
         res.headers_mut().insert("x-request-id", value);
     }
     res
 }
 
+/// Samples the time to acquire a connection from each of the state's
+/// pools every five seconds (`hub_db_pool_acquire_seconds`): the wait a
+/// query would have had at that moment. sqlx reports no acquire times of
+/// its own but in its logs.
+pub fn spawn_pool_probe(state: &AppState) {
+    let db = state.db.clone();
+    hub_kernel::db::every(Duration::from_secs(5), move || {
+        let db = db.clone();
+        async move {
+            for (name, pool) in [("read", &db.read), ("write", db.writer())] {
+                let start = Instant::now();
+                if let Ok(Ok(conn)) = tokio::time::timeout(Duration::from_secs(30), pool.acquire()).await {
+                    metrics::histogram!("hub_db_pool_acquire_seconds", "pool" => name).record(start.elapsed().as_secs_f64());
+                    drop(conn);
+                }
+            }
+        }
+    });
+}
+
+/// Gauges read from the database at a scrape, at most once a second:
+/// commands not yet finished by state, and the webhook backlog.
+async fn refresh_from_database(state: &AppState) {
+    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+    {
+        let mut last = LAST.lock().expect("refresh lock");
+        if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+            return;
+        }
+        *last = Some(Instant::now());
+    }
+    let read = &state.db.read;
+    let work = async {
+        let open: Vec<(String, i64)> =
+            sqlx::query_as("SELECT status, COUNT(*) FROM command_command WHERE status IN ('awaiting_approval', 'queued', 'delivered') GROUP BY status")
+                .fetch_all(read)
+                .await?;
+        for state in ["awaiting_approval", "queued", "delivered"] {
+            let n = open.iter().find(|(s, _)| s == state).map_or(0, |(_, n)| *n);
+            metrics::gauge!("hub_commands", "state" => state).set(n as f64);
+        }
+        let outbox: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM webhook_outbox").fetch_one(read).await?;
+        let pending: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM webhook_delivery WHERE status = 'pending'").fetch_one(read).await?;
+        metrics::gauge!("hub_webhook_backlog", "stage" => "outbox").set(outbox as f64);
+        metrics::gauge!("hub_webhook_backlog", "stage" => "pending").set(pending as f64);
+        Ok::<_, sqlx::Error>(())
+    };
+    match tokio::time::timeout(Duration::from_secs(2), work).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "metrics: reading command and webhook figures"),
+        Err(_) => tracing::warn!("metrics: the command and webhook figures took over 2 s"),
+    }
+}
+
 /// Prometheus metrics in the text format. For the operator
 /// (`x-admin-ops-token`) unless `HUB_METRICS_PUBLIC` makes it public.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "the metrics, Prometheus text format 0.0.4", content_type = "text/plain", body = String)))]
-async fn metrics(State(state): State<AppState>) -> Response {
+async fn metrics(State(state): State<AppState>) -> ApiResult<Response> {
+    if !state.config.metrics {
+        return Err(ApiError::NotFound);
+    }
     for (name, pool) in [("read", &state.db.read), ("write", state.db.writer())] {
         let (size, idle) = (pool.size() as f64, pool.num_idle() as f64);
         metrics::gauge!("hub_db_pool_connections", "pool" => name, "state" => "idle").set(idle);
         metrics::gauge!("hub_db_pool_connections", "pool" => name, "state" => "in_use").set(size - idle);
+        metrics::gauge!("hub_db_pool_max_connections", "pool" => name).set(f64::from(pool.options().get_max_connections()));
     }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], recorder().render()).into_response()
+    refresh_from_database(&state).await;
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], recorder().render()).into_response())
 }
 
-/// Readiness: 200 when this replica can reach its database within two
-/// seconds, 503 otherwise. A replica listens only once its migrations are
-/// applied, so it is never ready before. `/health` stays the liveness answer.
+/// Readiness: 200 when this replica answers requests and reaches its
+/// database (`SELECT 1` on the read pool within two seconds), 503
+/// otherwise. `hub serve` listens before it applies its migrations and
+/// answers 503 here until they are done (see `Booting`). `/health` stays
+/// the liveness answer.
 #[utoipa::path(get, path = "/ready", tag = "operations",
-    responses((status = 200, description = "ready to serve", body = Object), (status = 503, description = "the database is unreachable", body = hub_kernel::catalogue::ErrorBody)))]
+    responses((status = 200, description = "ready to serve", body = Object), (status = 503, description = "migrations are running, or the database is unreachable", body = hub_kernel::catalogue::ErrorBody)))]
 async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let probe = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(state.db.writer());
-    match tokio::time::timeout(Duration::from_secs(2), probe).await {
+    let probe = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&state.db.read);
+    match tokio::time::timeout(READY_TIMEOUT, probe).await {
         Ok(Ok(_)) => Ok(Json(json!({ "success": true, "data": { "status": "ready" } }))),
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "readiness: the database is unreachable");
@@ -148,6 +239,92 @@ async fn ready(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     }
 }
 
+/// How long readiness waits for the database.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The answer of a hub still starting (its migrations running): `/health`
+/// as always, anything else 503 (not logged as an error: a load balancer
+/// asks often, and nothing is wrong).
+pub fn starting(path: &str) -> Response {
+    let why = match path {
+        "/health" => return Json(crate::catalogue::health_answer()).into_response(),
+        "/ready" => ApiError::Unavailable("migrations are running"),
+        _ => ApiError::Unavailable("the hub is starting: migrations are running"),
+    };
+    (axum::http::StatusCode::SERVICE_UNAVAILABLE, Json(why.body())).into_response()
+}
+
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(metrics)).routes(routes!(ready))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use axum::{Router, body::Body, middleware, routing::get};
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// A log sink the test reads back.
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    async fn broken() -> Result<(), ApiError> {
+        tracing::info!("about to fail");
+        Err(ApiError::Internal(anyhow::anyhow!("the disk is on fire")))
+    }
+
+    /// The opaque 500 names nothing; its error log line carries the
+    /// request's id, as does the answer, so the two can be matched.
+    #[test]
+    fn every_log_line_of_a_request_carries_its_id_the_error_log_of_an_opaque_500_included() {
+        let sink = Sink::default();
+        let writer = sink.clone();
+        let subscriber = tracing_subscriber::fmt().json().with_writer(move || writer.clone()).finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        // One thread: the subscriber set here sees the whole request.
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let router = Router::new().route("/broken", get(broken)).layer(middleware::from_fn_with_state(true, observe));
+        let call = |id: Option<&str>| {
+            let mut req = Request::get("/broken");
+            if let Some(id) = id {
+                req = req.header("x-request-id", id);
+            }
+            rt.block_on(router.clone().oneshot(req.body(Body::empty()).unwrap())).unwrap()
+        };
+        let res = call(Some("req-500-abc"));
+        assert_eq!(res.status(), 500);
+        assert_eq!(res.headers()["x-request-id"], "req-500-abc");
+        let body = rt.block_on(axum::body::to_bytes(res.into_body(), 1024)).unwrap();
+        assert_eq!(serde_json::from_slice::<Value>(&body).unwrap(), json!({ "success": false, "error": "InternalError" }));
+        let generated = call(None).headers()["x-request-id"].to_str().unwrap().to_string();
+
+        let logs = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<Value> = logs.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        for id in ["req-500-abc", generated.as_str()] {
+            let mine: Vec<&Value> = lines.iter().filter(|l| l["span"]["id"] == id).collect();
+            assert_eq!(mine.len(), 2, "{id}: {logs}");
+            assert_eq!(mine[0]["fields"]["message"], "about to fail");
+            assert_eq!(mine[1]["level"], "ERROR");
+            assert!(mine[1]["fields"]["error"].as_str().unwrap().contains("the disk is on fire"), "{}", mine[1]);
+            assert_eq!(
+                (mine[1]["span"]["name"].as_str(), mine[1]["span"]["method"].as_str(), mine[1]["span"]["path"].as_str()),
+                (Some("request"), Some("GET"), Some("/broken"))
+            );
+        }
+        assert_eq!(lines.len(), 4, "{logs}");
+    }
 }

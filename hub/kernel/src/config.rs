@@ -15,6 +15,15 @@ pub enum GateMode {
     Off,
 }
 
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// For people.
+    Text,
+    /// One JSON object a line, the request's span included, for collectors.
+    Json,
+}
+
 #[derive(Clone, Debug, clap::Args)]
 pub struct Config {
     /// Address the HTTP server listens on.
@@ -30,6 +39,18 @@ pub struct Config {
     /// operator's `x-admin-ops-token`, like `/admin/*`).
     #[arg(long, env = "HUB_METRICS_PUBLIC", value_parser = clap::builder::BoolishValueParser::new())]
     pub metrics_public: bool,
+    /// Record metrics (`false`: no recorder, no per-request series, and
+    /// `GET /metrics` answers 404).
+    #[arg(long, env = "HUB_METRICS", default_value = "true", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
+    pub metrics: bool,
+    /// `text`, or `json` (one JSON object a line, with the request's span).
+    #[arg(long, env = "HUB_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Base URL of an OpenTelemetry collector (`http://collector:4318`):
+    /// spans are exported to `<url>/v1/traces` as OTLP over HTTP. Off
+    /// without it.
+    #[arg(long, env = "HUB_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
     /// The operator secret for `/admin/*` (header `x-admin-ops-token`).
     #[arg(long, env = "ADMIN_OPS_TOKEN", hide_env_values = true)]
     pub admin_ops_token: Option<String>,
@@ -177,6 +198,9 @@ impl Config {
             admin_ops_token: Some("test-ops-token".into()),
             ops_token_cache_ttl_ms: 30_000,
             metrics_public: false,
+            metrics: true,
+            log_format: LogFormat::Text,
+            otlp_endpoint: None,
             gate_mode: GateMode::Enforce,
             dev: true,
             master_key: Some("00".repeat(32)),

@@ -337,6 +337,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     if !needs_approval {
         state.streams.wake(&asset_id);
     }
+    entered(if needs_approval { "awaiting_approval" } else { "queued" }, 1);
     Ok(created(row))
 }
 
@@ -384,6 +385,7 @@ async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        entered("expired", 1);
         return Err(ApiError::Conflict("the command expired before a decision".into()));
     }
     if status != "awaiting_approval" {
@@ -415,6 +417,7 @@ async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     if approved {
         state.streams.wake(&asset_id);
     }
+    entered(if approved { "queued" } else { "rejected" }, 1);
     Ok(ok(row))
 }
 
@@ -494,6 +497,7 @@ pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &st
             )
             .await?;
             tx.commit().await?;
+            entered(if ack.ok { "acknowledged_ok" } else { "acknowledged_failed" }, 1);
             Ok(row)
         }
         "acknowledged_ok" | "acknowledged_failed" => {
@@ -571,7 +575,7 @@ pub async fn pending(state: &AppState, asset_id: &str, after: i64, limit: i64) -
 /// Marks the asset's queued commands up to `seq` as delivered.
 pub async fn mark_delivered(state: &AppState, asset_id: &str, upto: i64) -> ApiResult<()> {
     let now = db::now();
-    sqlx::query(
+    let done = sqlx::query(
         "UPDATE command_command SET status = 'delivered', delivered_at = $1, updated_at = $1 \
          WHERE target_asset_id = $2 AND status = 'queued' AND seq <= $3",
     )
@@ -580,6 +584,7 @@ pub async fn mark_delivered(state: &AppState, asset_id: &str, upto: i64) -> ApiR
     .bind(upto)
     .execute(state.db.writer())
     .await?;
+    entered("delivered", done.rows_affected());
     Ok(())
 }
 
@@ -591,7 +596,15 @@ pub async fn sweep_expired(state: &AppState) -> Result<u64, sqlx::Error> {
             .bind(&now)
             .execute(state.db.writer())
             .await?;
+    entered("expired", done.rows_affected());
     Ok(done.rows_affected())
+}
+
+/// Counts `n` commands entering `state` (`hub_command_transitions_total`).
+fn entered(state: &'static str, n: u64) {
+    if n > 0 {
+        metrics::counter!("hub_command_transitions_total", "state" => state).increment(n);
+    }
 }
 
 /// Parses an ack sent as a frame into the validated form.

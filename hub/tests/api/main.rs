@@ -51,6 +51,7 @@ mod mail;
 mod mcp_client;
 mod media;
 mod meter;
+mod metrics;
 mod notifications;
 mod offers;
 mod operations;

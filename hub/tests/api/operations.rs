@@ -1,82 +1,9 @@
-//! Operations: `/metrics` (Prometheus text, for the operator unless made
-//! public), request ids, readiness.
+//! Operations: request ids, readiness (`/metrics` is in `metrics`).
 
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::{db_test, helpers::*};
-
-/// Scrapes `/metrics`, with the operator token if given, and parses it with
-/// the official Prometheus client's parser: `{ families, samples }`.
-async fn scrape(app: &TestApp, token: Option<&str>) -> (StatusCode, Value) {
-    let mut req = app.client.get(format!("{}/metrics", app.base));
-    if let Some(t) = token {
-        req = req.header("x-admin-ops-token", t);
-    }
-    let res = req.send().await.unwrap();
-    let status = res.status();
-    if status != StatusCode::OK {
-        return (status, Value::Null);
-    }
-    assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/plain"), "{:?}", res.headers());
-    let text = res.text().await.unwrap();
-    (status, run_python("prometheus_parse.py", &[], json!(text)).await)
-}
-
-/// The value of the first sample named `name` with all of `labels`.
-fn sample(scraped: &Value, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    scraped["samples"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name && labels.iter().all(|(k, v)| s["labels"][*k] == *v))
-        .map(|s| s["value"].as_f64().unwrap())
-}
-
-async fn metrics_count_requests_by_route_template_for_the_operator(app: TestApp) {
-    let t = app.signup("ops@example.com", "ops").await;
-    let token = t["token"].as_str().unwrap();
-    // Without the operator token, or with a tenant's credential: 401.
-    let (s, _) = scrape(&app, None).await;
-    assert_eq!(s, StatusCode::UNAUTHORIZED);
-    let (s, _) = scrape(&app, Some("wrong")).await;
-    assert_eq!(s, StatusCode::UNAUTHORIZED);
-    assert_error(app.get("/metrics", Some(token)).await, 401, "Unauthorized");
-
-    assert_eq!(app.get("/api/me", Some(token)).await.0, StatusCode::OK);
-    assert_error(app.get("/api/me", None).await, 401, "Unauthorized");
-    let unknown = uuid::Uuid::now_v7().to_string();
-    assert_error(app.get(&format!("/api/geo/addresses/{unknown}"), Some(token)).await, 404, "NotFound");
-
-    let (s, scraped) = scrape(&app, Some("test-ops-token")).await;
-    assert_eq!(s, StatusCode::OK);
-    // The metrics are the process's: other tests' hubs count too.
-    let at_least_one = |name: &str, labels: &[(&str, &str)]| {
-        let n = sample(&scraped, name, labels).unwrap_or_else(|| panic!("{name}{labels:?} in {}", scraped["families"]));
-        assert!(n >= 1.0, "{name}{labels:?} = {n}");
-    };
-    at_least_one("hub_http_requests_total", &[("route", "/api/me"), ("method", "GET"), ("status", "2xx")]);
-    at_least_one("hub_http_requests_total", &[("route", "/api/geo/addresses/{address_id}"), ("status", "4xx")]);
-    at_least_one("hub_gate_refusals_total", &[("reason", "missing bearer token")]);
-    at_least_one("hub_http_request_duration_seconds_count", &[("route", "/api/me"), ("status", "2xx")]);
-    at_least_one("hub_http_request_duration_seconds_bucket", &[("route", "/api/me"), ("status", "2xx"), ("le", "+Inf")]);
-    assert_eq!(scraped["families"]["hub_http_request_duration_seconds"], "histogram");
-    assert_eq!(scraped["families"]["hub_http_requests"], "counter");
-    for pool in ["read", "write"] {
-        assert!(sample(&scraped, "hub_db_pool_connections", &[("pool", pool), ("state", "in_use")]).is_some(), "{pool}");
-    }
-    // Labels are templates: no raw id, no tenant.
-    let tenant = t["tenant_id"].as_str().unwrap();
-    for s in scraped["samples"].as_array().unwrap() {
-        let labels = s["labels"].to_string();
-        assert!(!labels.contains(&unknown) && !labels.contains(tenant), "{s}");
-    }
-
-    // Made public by its setting, it needs no credential.
-    let public = app.variant(|c| c.metrics_public = true).await;
-    assert_eq!(scrape(&public, None).await.0, StatusCode::OK);
-}
-db_test!(metrics_count_requests_by_route_template_for_the_operator);
 
 async fn every_answer_carries_a_request_id_and_readiness_answers(app: TestApp) {
     let get = |id: Option<&str>| {
@@ -101,3 +28,51 @@ async fn every_answer_carries_a_request_id_and_readiness_answers(app: TestApp) {
     assert_eq!((res.status(), res.headers()["x-request-id"].to_str().unwrap()), (StatusCode::UNAUTHORIZED, "r-401"));
 }
 db_test!(every_answer_carries_a_request_id_and_readiness_answers);
+
+async fn readiness_fails_when_the_database_is_unreachable(app: TestApp) {
+    let lost = app.variant(|_| {}).await;
+    assert_eq!(lost.get("/ready", None).await.0, StatusCode::OK);
+    lost.state().db.read.close().await;
+    let body = assert_error(lost.get("/ready", None).await, 503, "ServiceUnavailable");
+    assert_eq!(body["details"], json!(["the database is unreachable"]));
+    // Liveness is not readiness: the process still answers.
+    assert_eq!(lost.get("/health", None).await, (StatusCode::OK, json!({ "success": true, "data": { "status": "ok" } })));
+    // Another hub is unaffected.
+    assert_eq!(app.get("/ready", None).await.0, StatusCode::OK);
+}
+db_test!(readiness_fails_when_the_database_is_unreachable);
+
+/// `hub serve` listens before its migrations: alive, not ready, and every
+/// connection (an open keep-alive one included) switches to the whole
+/// router once the hub is prepared.
+async fn a_starting_hub_is_alive_but_not_ready_until_its_migrations_are_applied(app: TestApp) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = match app.backend {
+        Backend::Postgres => fresh_postgres_url().await.expect("postgres"),
+        Backend::Sqlite => format!("sqlite://{}?mode=rwc", dir.path().join("hub.db").display()),
+    };
+    let config = hub_kernel::config::Config::for_tests(dir.path().to_path_buf(), Some(url));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let booting = hub::Booting::start(listener, hub::server::Limits::from_config(&config)).unwrap();
+    let base = format!("http://{}", booting.addr);
+    // One connection throughout.
+    let client = reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
+    let get = |path: &str| {
+        let req = client.get(format!("{base}{path}"));
+        async move {
+            let res = req.send().await.unwrap();
+            (res.status(), res.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    assert_eq!(get("/health").await, (StatusCode::OK, json!({ "success": true, "data": { "status": "ok" } })));
+    let body = assert_error(get("/ready").await, 503, "ServiceUnavailable");
+    assert_eq!(body["details"], json!(["migrations are running"]));
+    assert_error(get("/api/me").await, 503, "ServiceUnavailable");
+
+    let state = hub::prepare(config).await.expect("prepare hub");
+    let server = booting.serve(state).await.unwrap();
+    assert_eq!(get("/ready").await, (StatusCode::OK, json!({ "success": true, "data": { "status": "ready" } })));
+    assert_error(get("/api/me").await, 401, "Unauthorized");
+    server.stop().await.unwrap();
+}
+db_test!(a_starting_hub_is_alive_but_not_ready_until_its_migrations_are_applied);

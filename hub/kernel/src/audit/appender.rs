@@ -179,7 +179,7 @@ async fn sql_commits(db: Db, mut batches: mpsc::Receiver<Batch>) {
             let answers = write_sql(&mut tx, db.backend, entries).await?;
             tx.commit().await?;
             metrics::histogram!("hub_audit_commit_batch_size").record(size as f64);
-            metrics::counter!("hub_audit_appends_total").increment(size as u64);
+            metrics::counter!("hub_audit_appends_total", "path" => "group_commit").increment(size as u64);
             Ok(answers)
         };
         answer(replies, result.await);
@@ -241,7 +241,7 @@ fn sqlite_commits(
         match chains.write(&entries) {
             Ok(sealed) => {
                 metrics::histogram!("hub_audit_commit_batch_size").record(entries.len() as f64);
-                metrics::counter!("hub_audit_appends_total").increment(entries.len() as u64);
+                metrics::counter!("hub_audit_appends_total", "path" => "group_commit").increment(entries.len() as u64);
                 if synced.send(Written { replies, answers: answers(entries, sealed) }).is_err() {
                     return;
                 }

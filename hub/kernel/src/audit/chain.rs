@@ -263,6 +263,8 @@ pub const INSERT_COLUMNS: &str = "INSERT INTO audit_entry (entry_id, tenant_id, 
 pub async fn emit(tx: &mut Tx, ev: Event<'_>) -> ApiResult<Appended> {
     let p = prepare(tx, &ev).await?;
     let mut appended = super::appender::write_sql(tx, db::Backend::of(tx), vec![p]).await?;
+    // Counted when written: a transaction rolled back afterwards included.
+    metrics::counter!("hub_audit_appends_total", "path" => "transaction").increment(1);
     Ok(appended.pop().expect("one entry in, one out"))
 }
 

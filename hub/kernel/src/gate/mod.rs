@@ -138,6 +138,9 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
             if let Caller::Machine { key, .. } = &caller
                 && let Err(e) = rate::count_use(&state, &key.key_id, key.rate_limit_rpm).await
             {
+                if matches!(e, ApiError::RateLimited(_)) {
+                    metrics::counter!("hub_gate_refusals_total", "reason" => "rate limit").increment(1);
+                }
                 return e.into_response();
             }
             req.extensions_mut().insert(caller);

@@ -328,6 +328,7 @@ async fn record(state: &AppState, outcomes: Vec<Outcome>) -> ApiResult<()> {
     let now_text = db::format_time(now);
     let cutoff = db::format_time(now - TimeDelta::days(FAILING_DAYS));
     let mut tx = state.db.begin().await?;
+    let mut counted = Vec::with_capacity(outcomes.len());
     for o in outcomes {
         let j = &o.job;
         let attempts = j.attempts + 1;
@@ -345,6 +346,12 @@ async fn record(state: &AppState, outcomes: Vec<Outcome>) -> ApiResult<()> {
         .execute(&mut *tx)
         .await?;
         let step = next(attempts, o.status, o.retry_after, rand_unit());
+        counted.push(match step {
+            Next::Succeeded => "succeeded",
+            Next::Retry(_) => "retry",
+            Next::Dead => "dead",
+            Next::Gone => "gone",
+        });
         let (status, next_at, finished) = match step {
             Next::Succeeded => ("succeeded", now_text.clone(), Some(now_text.clone())),
             Next::Retry(secs) => ("pending", db::format_time(now + TimeDelta::seconds(secs)), None),
@@ -395,6 +402,9 @@ async fn record(state: &AppState, outcomes: Vec<Outcome>) -> ApiResult<()> {
         }
     }
     tx.commit().await?;
+    for outcome in counted {
+        metrics::counter!("hub_webhook_attempts_total", "outcome" => outcome).increment(1);
+    }
     Ok(())
 }
 
