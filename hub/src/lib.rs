@@ -310,7 +310,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         }
     };
     let server = booting.serve(state).await?;
-    tracing::info!(addr = %server.addr, quic = ?server.quic_addr, "hub ready");
+    tracing::info!(addr = %server.addr, quic = ?server.quic_addr, "hub listening: ready");
     shutdown_signal().await;
     tracing::info!("shutting down: draining in-flight requests");
     server.stop().await?;

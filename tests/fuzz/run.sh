@@ -22,7 +22,7 @@ HUB_LISTEN="127.0.0.1:$port" HUB_DATA_DIR="$data" ADMIN_OPS_TOKEN="$admin" HUB_Q
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$data"' EXIT
 for _ in $(seq 1 100); do
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+    curl -sf "http://127.0.0.1:$port/ready" >/dev/null && break
     sleep 0.1
 done
 token=$(curl -sf "http://127.0.0.1:$port/api/auth/signup-tenant" -H 'content-type: application/json' \

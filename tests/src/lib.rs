@@ -43,7 +43,8 @@ impl HubProcess {
         let hub = HubProcess { child, base: format!("http://127.0.0.1:{port}"), _dir: dir };
         let http = reqwest::Client::new();
         let start = Instant::now();
-        while !http.get(format!("{}/health", hub.base)).send().await.is_ok_and(|r| r.status() == 200) {
+        // Ready: /health answers already while the migrations run.
+        while !http.get(format!("{}/ready", hub.base)).send().await.is_ok_and(|r| r.status() == 200) {
             anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "the hub did not start");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -17,7 +17,7 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// Starts the hub binary and waits for its health route; the caller owns
+/// Starts the hub binary and waits for it to be ready; the caller owns
 /// the child (and kills and waits for it), so clippy's path analysis,
 /// which cannot see that, is told.
 #[allow(clippy::zombie_processes)]
@@ -44,7 +44,7 @@ async fn spawn_hub(dir: &Path, port: u16, database_url: Option<&str>, log: &str)
     let client = reqwest::Client::new();
     let start = Instant::now();
     loop {
-        if client.get(format!("http://127.0.0.1:{port}/health")).send().await.is_ok_and(|r| r.status() == 200) {
+        if client.get(format!("http://127.0.0.1:{port}/ready")).send().await.is_ok_and(|r| r.status() == 200) {
             return child;
         }
         if start.elapsed() > Duration::from_secs(60) {

@@ -46,7 +46,7 @@ fn sigterm_drains_in_flight_requests_and_exits_zero_without_logging_secrets() {
     let start = Instant::now();
     let client = reqwest::blocking_client();
     loop {
-        if client.get(format!("{base}/health")).send().is_ok_and(|r| r.status() == 200) {
+        if client.get(format!("{base}/ready")).send().is_ok_and(|r| r.status() == 200) {
             break;
         }
         assert!(start.elapsed() < Duration::from_secs(30), "hub did not start");

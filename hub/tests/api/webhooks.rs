@@ -421,7 +421,7 @@ fn hub_process(dir: &std::path::Path, port: u16) -> std::process::Child {
 
 async fn wait_healthy(client: &reqwest::Client, base: &str) {
     for _ in 0..600 {
-        if client.get(format!("{base}/health")).send().await.is_ok_and(|r| r.status() == 200) {
+        if client.get(format!("{base}/ready")).send().await.is_ok_and(|r| r.status() == 200) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
