@@ -60,16 +60,6 @@ struct Outcome {
 }
 
 impl Outcome {
-    /// Adds another run of the same scenario.
-    fn absorb(&mut self, other: Outcome) {
-        self.name = other.name;
-        self.requests += other.requests;
-        self.errors += other.errors;
-        self.seconds += other.seconds;
-        self.latencies_us.extend(other.latencies_us);
-        self.latencies_us.sort_unstable();
-    }
-
     fn rate(&self) -> f64 {
         self.requests as f64 / self.seconds
     }
