@@ -78,6 +78,11 @@ fn digit_run(s: &[u8], i: usize, seps: &[u8], gap: usize) -> Option<(usize, Vec<
     if !s[i].is_ascii_digit() || (i > 0 && s[i - 1].is_ascii_alphanumeric()) {
         return None;
     }
+    // Nor inside a longer run: a digit a few separators back starts it.
+    let back = s[..i].iter().rev().take(gap + 1).take_while(|b| seps.contains(b)).count();
+    if (1..=gap).contains(&back) && i > back && s[i - back - 1].is_ascii_digit() {
+        return None;
+    }
     let (mut end, mut digits) = (i, Vec::new());
     let mut j = i;
     while j < s.len() {
