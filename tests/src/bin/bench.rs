@@ -74,7 +74,7 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// Starts `hub serve` and waits for its `/health`.
+/// Starts `hub serve` and waits until it is ready (`/ready`: migrations done).
 async fn start_hub(bin: &Path, data: &Path, database_url: Option<&str>, extra: &[(&str, &str)]) -> anyhow::Result<Hub> {
     let port = free_port()?;
     std::fs::create_dir_all(data)?;
@@ -102,12 +102,12 @@ async fn start_hub(bin: &Path, data: &Path, database_url: Option<&str>, extra: &
     let client = reqwest::Client::new();
     let started = Instant::now();
     loop {
-        if let Ok(r) = client.get(format!("{}/health", hub.base)).send().await
+        if let Ok(r) = client.get(format!("{}/ready", hub.base)).send().await
             && r.status() == 200
         {
             return Ok(hub);
         }
-        ensure!(started.elapsed() < Duration::from_secs(60), "the hub did not answer /health; see {}", data.join("hub.log").display());
+        ensure!(started.elapsed() < Duration::from_secs(60), "the hub did not get ready; see {}", data.join("hub.log").display());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
