@@ -151,7 +151,7 @@ impl Hub {
         self.child = Some(cmd.spawn().expect("spawning the hub"));
         let start = Instant::now();
         loop {
-            if self.client.get(format!("{}/health", self.base())).send().await.is_ok_and(|r| r.status() == 200) {
+            if self.client.get(format!("{}/ready", self.base())).send().await.is_ok_and(|r| r.status() == 200) {
                 break;
             }
             assert!(start.elapsed() < Duration::from_secs(30), "hub did not start: {}", self.log());
