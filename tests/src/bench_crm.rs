@@ -291,25 +291,3 @@ async fn plans(db: &hub_kernel::db::Db, tenant: &str, contact: &str) -> anyhow::
     }
     Ok(())
 }
-
-/// A fresh database on the PostgreSQL server of `admin` (dropped by `drop_postgres`).
-pub async fn fresh_postgres(admin: &str) -> anyhow::Result<(String, String)> {
-    use sqlx::Connection;
-    let mut conn = sqlx::PgConnection::connect(admin).await.context("connecting to --postgres-url")?;
-    let name = format!("crmbench_{}", uuid::Uuid::now_v7().simple());
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await?;
-    let (base, query) = admin.split_once('?').map(|(b, q)| (b.to_string(), format!("?{q}"))).unwrap_or((admin.to_string(), String::new()));
-    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
-    let root = match base[scheme_end..].find('/') {
-        Some(i) => base[..scheme_end + i].to_string(),
-        None => base.clone(),
-    };
-    Ok((format!("{root}/{name}{query}"), name))
-}
-
-pub async fn drop_postgres(admin: &str, name: &str) -> anyhow::Result<()> {
-    use sqlx::Connection;
-    let mut conn = sqlx::PgConnection::connect(admin).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut conn).await?;
-    Ok(())
-}

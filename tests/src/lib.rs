@@ -91,3 +91,24 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     }
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
+
+/// Creates a fresh database `<prefix>_<uuid>` on the PostgreSQL server
+/// `server` (a `postgres://` URL of any of its databases): its URL and
+/// name. Drop it with `drop_postgres`.
+pub async fn fresh_postgres(server: &str, prefix: &str) -> anyhow::Result<(String, String)> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(server).await.context("connecting to the PostgreSQL server")?;
+    let name = format!("{prefix}_{}", uuid::Uuid::now_v7().simple());
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await?;
+    let mut url = reqwest::Url::parse(server)?;
+    url.set_path(&name);
+    Ok((url.to_string(), name))
+}
+
+/// Drops a database `fresh_postgres` made.
+pub async fn drop_postgres(server: &str, name: &str) -> anyhow::Result<()> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(server).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut conn).await?;
+    Ok(())
+}

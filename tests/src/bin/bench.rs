@@ -287,30 +287,6 @@ async fn scenarios(base: &str) -> anyhow::Result<(Vec<Scenario>, Vec<Scenario>)>
     Ok((gateway, credentials))
 }
 
-/// A fresh PostgreSQL database on the server `server` names, dropped
-/// with it.
-struct FreshDb {
-    admin: sqlx::PgPool,
-    name: String,
-    url: String,
-}
-
-impl FreshDb {
-    async fn create(server: &str, n: usize) -> anyhow::Result<FreshDb> {
-        let name = format!("hubbench_{}_{n}", std::process::id());
-        let admin = sqlx::PgPool::connect(server).await?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await?;
-        let mut url = reqwest::Url::parse(server)?;
-        url.set_path(&name);
-        Ok(FreshDb { admin, name, url: url.to_string() })
-    }
-
-    async fn drop(self) -> anyhow::Result<()> {
-        sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))).execute(&self.admin).await?;
-        Ok(())
-    }
-}
-
 /// One backend: its hubs (a fresh database for each metrics setting),
 /// every scenario, the table.
 async fn bench(args: &Args, bin: &Path, label: &str, server: Option<&str>) -> anyhow::Result<()> {
@@ -323,7 +299,7 @@ async fn bench(args: &Args, bin: &Path, label: &str, server: Option<&str>) -> an
     let mut gateway_rates: Vec<Vec<f64>> = Vec::new();
     for (n, (variant, env)) in variants.iter().enumerate() {
         let db = match server {
-            Some(server) => Some(FreshDb::create(server, n).await?),
+            Some(server) => Some(tests::fresh_postgres(server, "hubbench").await?),
             None => None,
         };
         println!(
@@ -333,9 +309,9 @@ async fn bench(args: &Args, bin: &Path, label: &str, server: Option<&str>) -> an
             args.rounds,
             args.seconds
         );
-        let outcome = bench_variant(args, bin, dir.path(), db.as_ref().map(|d| d.url.as_str()), replicas, env, n == 0).await;
-        if let Some(db) = db {
-            db.drop().await?;
+        let outcome = bench_variant(args, bin, dir.path(), db.as_ref().map(|(url, _)| url.as_str()), replicas, env, n == 0).await;
+        if let (Some(server), Some((_, name))) = (server, db) {
+            tests::drop_postgres(server, &name).await?;
         }
         let totals = outcome?;
         gateway_rates.push(totals);

@@ -126,9 +126,9 @@ fn main() -> anyhow::Result<()> {
     crm::bench("SQLite", None, crm_args)?;
     if let Some(admin) = &args.postgres_url {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let (url, name) = rt.block_on(crm::fresh_postgres(admin))?;
+        let (url, name) = rt.block_on(tests::fresh_postgres(admin, "crmbench"))?;
         let result = crm::bench("PostgreSQL", Some(url), crm_args);
-        rt.block_on(crm::drop_postgres(admin, &name))?;
+        rt.block_on(tests::drop_postgres(admin, &name))?;
         result?;
     }
     Ok(())
