@@ -252,6 +252,18 @@ async fn seed(db: &hub_kernel::db::Db, tenant: &str, owner: Option<&str>, first:
         .execute(&mut *tx)
         .await
         .context("seeding calls")?;
+    // The contact counts the writes keep (hub_kernel::db::counts), recounted.
+    for (name, filter) in [
+        ("'crm_contact'", "tenant_id = $1 GROUP BY tenant_id"),
+        ("'crm_contact owner ' || owner_persona_id", "tenant_id = $1 AND owner_persona_id IS NOT NULL GROUP BY tenant_id, owner_persona_id"),
+        ("'crm_contact company ' || company", "tenant_id = $1 AND company IS NOT NULL GROUP BY tenant_id, company"),
+    ] {
+        let recount = format!(
+            "INSERT INTO list_count (tenant_id, name, n) SELECT tenant_id, {name}, COUNT(*) FROM crm_contact WHERE {filter} \
+             ON CONFLICT (tenant_id, name) DO UPDATE SET n = excluded.n"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(recount)).bind(tenant).execute(&mut *tx).await.context("recounting contacts")?;
+    }
     tx.commit().await?;
     Ok(())
 }
@@ -265,7 +277,10 @@ async fn analyze(db: &hub_kernel::db::Db) -> anyhow::Result<()> {
 async fn plans(db: &hub_kernel::db::Db, tenant: &str, contact: &str) -> anyhow::Result<()> {
     let queries = [
         ("contacts, newest first", "SELECT contact_id FROM crm_contact WHERE tenant_id = $1 ORDER BY created_at DESC, contact_id DESC LIMIT 50"),
-        ("contacts, count", "SELECT COUNT(*) FROM crm_contact WHERE tenant_id = $1"),
+        (
+            "contacts of an owner",
+            "SELECT contact_id FROM crm_contact WHERE tenant_id = $1 AND owner_persona_id = $2 ORDER BY created_at DESC, contact_id DESC LIMIT 50",
+        ),
         ("calls of a contact", "SELECT call_id FROM crm_call WHERE tenant_id = $1 AND contact_id = $2 ORDER BY occurred_at DESC LIMIT 50"),
     ];
     let explain = match db.backend {

@@ -7,7 +7,11 @@
 //! attempt; transport errors, 408, 429 and 5xx retried with backoff), then
 //! inserts its record and `ai-gateway.complete.v1` in one transaction.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::HashMap,
+    sync::{LazyLock, Mutex},
+    time::{Duration, Instant},
+};
 
 use hub_kernel::{crypto::envelope, prelude::*};
 use hub_platform::webhook::target;
@@ -305,17 +309,33 @@ fn retryable(status: reqwest::StatusCode) -> bool {
     status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS || status == reqwest::StatusCode::REQUEST_TIMEOUT
 }
 
+/// The providers' HTTP client, built once per address policy (one in a
+/// hub process; tests run hubs of several): its connections are reused
+/// across completions. No redirects, the webhook targets' resolver guard;
+/// each call sets its route's timeout.
+fn client(config: &hub_kernel::config::Config) -> Result<reqwest::Client, String> {
+    type Clients = Mutex<HashMap<(bool, Vec<String>), reqwest::Client>>;
+    static CLIENTS: LazyLock<Clients> = LazyLock::new(Default::default);
+    let key = (config.dev, config.webhook_allowed_hosts.clone());
+    let mut clients = CLIENTS.lock().expect("client cache lock");
+    if let Some(c) = clients.get(&key) {
+        return Ok(c.clone());
+    }
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(std::sync::Arc::new(target::Guard(target::Policy::of(config))))
+        .user_agent("hub-ai-gateway/1")
+        .build()
+        .map_err(|e| format!("the provider client: {e}"))?;
+    clients.insert(key, client.clone());
+    Ok(client)
+}
+
 /// `POST {base}/chat/completions`, up to the route's attempts.
 async fn call(state: &AppState, route: &Resolved, credential: Option<&str>, request: &Value) -> Outcome {
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_millis(route.timeout_ms as u64))
-        .redirect(reqwest::redirect::Policy::none())
-        .dns_resolver(std::sync::Arc::new(target::Guard(target::Policy::of(&state.config))))
-        .user_agent("hub-ai-gateway/1")
-        .build();
-    let client = match client {
+    let client = match client(&state.config) {
         Ok(c) => c,
-        Err(e) => return Outcome { attempts: 0, answer: Err(format!("the provider client: {e}")) },
+        Err(e) => return Outcome { attempts: 0, answer: Err(e) },
     };
     let url = format!("{}/chat/completions", route.provider_base_url.trim_end_matches('/'));
     let mut last = String::new();
@@ -323,7 +343,7 @@ async fn call(state: &AppState, route: &Resolved, credential: Option<&str>, requ
         if attempt > 1 {
             tokio::time::sleep(Duration::from_millis(100 << (attempt - 2).min(4))).await;
         }
-        let mut req = client.post(&url).json(request);
+        let mut req = client.post(&url).timeout(Duration::from_millis(route.timeout_ms as u64)).json(request);
         if let Some(key) = credential {
             req = req.bearer_auth(key);
         }

@@ -6,7 +6,7 @@
 use phonenumber::Mode;
 
 use hub_identity::personas;
-use hub_kernel::prelude::*;
+use hub_kernel::{db::counts, prelude::*};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -122,13 +122,24 @@ const TIMELINE: Listing = Listing {
     order: "occurred_at DESC, ref_id DESC",
 };
 
-const CONTACTS: Listing = Listing {
-    table: "crm_contact",
-    columns: CONTACT_COLUMNS,
-    filter: "tenant_id = $1 AND ($2 = '' OR contact_id IN (SELECT contact_id FROM crm_contact_email WHERE tenant_id = $1 AND email = $2)) \
-             AND ($3 = '' OR company = $3) AND ($4 = '' OR owner_persona_id = $4)",
-    order: "created_at DESC, contact_id DESC",
-};
+/// The contacts, newest first; `list_contacts` composes the filter.
+const CONTACTS: Listing = Listing { table: "crm_contact", columns: CONTACT_COLUMNS, filter: "tenant_id = $1", order: "created_at DESC, contact_id DESC" };
+
+/// The name of a tenant's count of contacts (`hub_kernel::db::counts`).
+const ALL_CONTACTS: &str = "crm_contact";
+
+/// The counts by owner and by company that a contact with this owner and
+/// company is in, each with `delta`.
+fn contact_counts(owner: Option<&str>, company: Option<&str>, delta: i64) -> Vec<(String, i64)> {
+    let mut counts = Vec::new();
+    if let Some(owner) = owner {
+        counts.push((format!("{ALL_CONTACTS} owner {owner}"), delta));
+    }
+    if let Some(company) = company {
+        counts.push((format!("{ALL_CONTACTS} company {company}"), delta));
+    }
+    counts
+}
 
 /// Whether `s` is a phone number written in E.164 (`+` and its digits) that
 /// libphonenumber's metadata knows as valid.
@@ -272,9 +283,16 @@ pub async fn contacts_with_emails(tx: &mut Tx, tenant_id: &str, emails: &[String
 /// address names another contact of the tenant.
 pub async fn insert_contact(tx: &mut Tx, ctx: &TenantCtx, input: &ContactInput) -> ApiResult<Contact> {
     owner_of_tenant(tx, ctx, &input.owner).await?;
+    // The tenant's contact counts first (their lock, on PostgreSQL); the
+    // deltas once nothing can refuse the contact (sdk-ingest goes on with
+    // the transaction after a refusal).
+    counts::add(tx, &ctx.tenant_id, &mut vec![(ALL_CONTACTS.to_string(), 0)]).await?;
     if let Some(email) = first_taken(tx, &ctx.tenant_id, &input.emails, None).await? {
         return Err(ApiError::Conflict(format!("another contact of this tenant has the email {email}")));
     }
+    let mut deltas = contact_counts(input.owner.as_deref(), input.company.as_deref(), 1);
+    deltas.push((ALL_CONTACTS.to_string(), 1));
+    counts::add(tx, &ctx.tenant_id, &mut deltas).await?;
     let now = db::now();
     let sql = format!(
         "INSERT INTO crm_contact (contact_id, tenant_id, name, emails, phones, company, owner_persona_id, attributes, created_by, created_at, updated_at) \
@@ -336,10 +354,16 @@ async fn add_emails(tx: &mut Tx, tenant_id: &str, contact_id: &str, emails: &[St
 /// contact).
 pub async fn update_contact(tx: &mut Tx, ctx: &TenantCtx, contact_id: &str, input: &ContactInput) -> ApiResult<()> {
     owner_of_tenant(tx, ctx, &input.owner).await?;
+    // The tenant's contact counts first (their lock, on PostgreSQL), then
+    // the contact as it is now.
+    counts::add(tx, &ctx.tenant_id, &mut vec![(ALL_CONTACTS.to_string(), 0)]).await?;
     if let Some(email) = first_taken(tx, &ctx.tenant_id, &input.emails, Some(contact_id)).await? {
         return Err(ApiError::Conflict(format!("another contact of this tenant has the email {email}")));
     }
     let current = find_contact(&mut **tx, &ctx.tenant_id, contact_id).await?;
+    let mut deltas = contact_counts(current.owner_persona_id.as_deref(), current.company.as_deref(), -1);
+    deltas.extend(contact_counts(input.owner.as_deref(), input.company.as_deref(), 1));
+    counts::add(tx, &ctx.tenant_id, &mut deltas).await?;
     let mut emails: Vec<String> = current.emails.0.as_array().into_iter().flatten().filter_map(|e| e.as_str().map(str::to_string)).collect();
     for e in &input.emails {
         if !emails.contains(e) {
@@ -399,9 +423,45 @@ async fn list_contacts(State(state): State<AppState>, Tenant(ctx): Tenant, Param
     let mut check = Check::new();
     let owner = check.optional_uuid("owner_persona_id", &q.owner_persona_id).map(|u| u.to_string()).unwrap_or_default();
     check.finish()?;
-    let email = Check::optional(&q.email).unwrap_or_default().to_lowercase();
-    let company = Check::optional(&q.company).unwrap_or_default();
-    page.list::<Contact>(&state.db.read, &CONTACTS, &[&ctx.tenant_id, &email, &company, &owner]).await
+    let email = Check::optional(&q.email).map(|e| e.to_lowercase());
+    let company = Check::optional(&q.company);
+    let owner = (!owner.is_empty()).then_some(owner);
+    // One filter per combination given, so that each plan reads its index.
+    let mut filter = CONTACTS.filter.to_string();
+    let mut args: Vec<&str> = vec![&ctx.tenant_id];
+    let conditions = [
+        (" AND contact_id IN (SELECT contact_id FROM crm_contact_email WHERE tenant_id = $1 AND email = $", &email),
+        (" AND company = $", &company),
+        (" AND owner_persona_id = $", &owner),
+    ];
+    for (condition, value) in conditions {
+        if let Some(value) = value {
+            args.push(value);
+            filter.push_str(condition);
+            filter.push_str(&args.len().to_string());
+            if condition.contains('(') {
+                filter.push(')');
+            }
+        }
+    }
+    // The total from the kept counts when one filter or none is given
+    // (an address names one contact at most: those are counted).
+    let kept = match (&email, &company, &owner) {
+        (None, None, None) => Some(ALL_CONTACTS.to_string()),
+        (None, company, owner) if company.is_some() != owner.is_some() => contact_counts(owner.as_deref(), company.as_deref(), 1).pop().map(|c| c.0),
+        _ => None,
+    };
+    let total = match kept {
+        Some(name) => counts::get(&state.db.read, &ctx.tenant_id, &name).await?,
+        None => {
+            let mut count = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM crm_contact WHERE {filter}")));
+            for a in &args {
+                count = count.bind(*a);
+            }
+            count.fetch_one(&state.db.read).await?
+        }
+    };
+    page.list_counted::<Contact>(&state.db.read, &CONTACTS, &filter, &args, total).await
 }
 
 async fn find_contact<'e, E>(exec: E, tenant_id: &str, id: &str) -> ApiResult<Contact>

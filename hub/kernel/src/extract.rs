@@ -108,12 +108,23 @@ impl<const DEFAULT: i64, const MAX: i64> Page<DEFAULT, MAX> {
     where
         T: for<'r> FromRow<'r, AnyRow> + Serialize + Send + Unpin,
     {
-        let Listing { table, columns, filter, order } = listing;
+        let Listing { table, filter, .. } = listing;
         let mut count = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table} WHERE {filter}")));
         for a in args {
             count = count.bind(*a);
         }
         let total = count.fetch_one(pool).await?;
+        self.list_counted::<T>(pool, listing, filter, args, total).await
+    }
+
+    /// This page of the rows of `listing` matching `filter` (which the
+    /// caller composed of constant parts, in place of `listing.filter`),
+    /// with a `total` the caller knows without counting the rows.
+    pub async fn list_counted<T>(self, pool: &AnyPool, listing: &Listing, filter: &str, args: &[&str], total: i64) -> ApiResult<Response>
+    where
+        T: for<'r> FromRow<'r, AnyRow> + Serialize + Send + Unpin,
+    {
+        let Listing { table, columns, order, .. } = listing;
         let (l, o) = (args.len() + 1, args.len() + 2);
         let mut rows =
             sqlx::query_as::<_, T>(sqlx::AssertSqlSafe(format!("SELECT {columns} FROM {table} WHERE {filter} ORDER BY {order} LIMIT ${l} OFFSET ${o}")));

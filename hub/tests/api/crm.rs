@@ -82,6 +82,53 @@ async fn contacts_are_created_listed_newest_first_and_kept_to_their_tenant(app: 
 }
 db_test!(contacts_are_created_listed_newest_first_and_kept_to_their_tenant);
 
+/// The totals of the contact list unfiltered, by company `Engines`, by
+/// `Looms`, by `owner`, and by both `Engines` and `owner`, each checked
+/// against the rows of the page.
+async fn contact_totals(app: &TestApp, token: &str, owner: &str) -> Vec<i64> {
+    let mut totals = Vec::new();
+    for query in [
+        "".to_string(),
+        "company=Engines".into(),
+        "company=Looms".into(),
+        format!("owner_persona_id={owner}"),
+        format!("company=Engines&owner_persona_id={owner}"),
+    ] {
+        let (s, page) = app.get(&format!("/api/crm/contacts?limit=500&{query}"), Some(token)).await;
+        assert_eq!(s, StatusCode::OK, "{page}");
+        assert_eq!(page["total"].as_u64(), Some(page["data"].as_array().unwrap().len() as u64), "{query}: {page}");
+        totals.push(page["total"].as_i64().unwrap());
+    }
+    totals
+}
+
+/// The contacts' totals come from counts the writes keep (every filter of
+/// one dimension): each must equal the rows the list holds, after creates,
+/// a refused create, and an ingested update moving a contact's owner and
+/// company.
+async fn contact_totals_follow_creates_updates_and_refusals(app: TestApp) {
+    let t = app.two_tenants("crm-counts").await;
+    let a = t.a_token.as_str();
+    let owner = t.a["persona_id"].as_str().unwrap();
+    contact(&app, a, json!({ "name": "Ada", "emails": ["ada@example.com"], "company": "Engines", "owner_persona_id": owner })).await;
+    contact(&app, a, json!({ "name": "Bea", "emails": ["bea@example.com"], "company": "Engines" })).await;
+    contact(&app, a, json!({ "name": "Cy", "owner_persona_id": owner })).await;
+    assert_error(
+        app.post("/api/crm/contacts", Some(a), json!({ "name": "Ada again", "emails": ["ada@example.com"], "company": "Engines" })).await,
+        409,
+        "Conflict",
+    );
+    assert_eq!(contact_totals(&app, a, owner).await, [3, 2, 0, 2, 1]);
+    let batch = json!({ "entity": "crm.contact", "mode": "upsert", "idempotency_key": "move-ada",
+                        "records": [{ "name": "Ada", "emails": ["ada@example.com"], "company": "Looms" }] });
+    let (s, r) = app.post("/api/ingest/batches", Some(a), batch).await;
+    assert_eq!((s, r["data"]["results"][0]["outcome"].as_str()), (StatusCode::OK, Some("updated")), "{r}");
+    assert_eq!(contact_totals(&app, a, owner).await, [3, 1, 1, 1, 0], "Ada moved to Looms and lost her owner");
+    let (_, other) = app.get("/api/crm/contacts?company=Engines", Some(&t.b_token)).await;
+    assert_eq!(other["total"], 0, "another tenant's counts are its own");
+}
+db_test!(contact_totals_follow_creates_updates_and_refusals);
+
 async fn calls_are_logged_with_their_missed_event_and_merged_into_the_timeline(app: TestApp) {
     let t = app.two_tenants("crmcalls").await;
     let a = t.a_token.as_str();
