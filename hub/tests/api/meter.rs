@@ -118,8 +118,15 @@ async fn a_batch_answers_each_event_and_a_bad_event_fails_alone(app: TestApp) {
     }
     // A full batch of distinct keys lands in one request.
     let many: Vec<Value> = (0..1000).map(|i| event(1, &format!("many-{i}"))).collect();
-    let (s, r) = usage(&app, a, json!({ "events": many })).await;
+    let (s, r) = usage(&app, a, json!({ "events": many.clone() })).await;
     assert_eq!((s, r["data"]["recorded"].as_i64()), (StatusCode::OK, Some(1000)));
+    // Its replay (the keys claimed and read back over several statements)
+    // answers every event's first record.
+    let (s, again) = usage(&app, a, json!({ "events": many })).await;
+    assert_eq!((s, again["data"]["recorded"].as_i64(), again["data"]["repeated"].as_i64()), (StatusCode::OK, Some(0), Some(1000)));
+    let first: Vec<&Value> = r["data"]["results"].as_array().unwrap().iter().map(|o| &o["event"]["event_id"]).collect();
+    let replayed: Vec<&Value> = again["data"]["results"].as_array().unwrap().iter().map(|o| &o["event"]["event_id"]).collect();
+    assert_eq!((first.len(), first == replayed), (1000, true));
     let (_, rows) = app.get(&format!("/api/meter/assets/{asset}/usage"), Some(a)).await;
     assert_eq!(rows["data"][0]["units"].as_i64(), Some(1003));
     let events = app.events_of(&t.a["tenant_id"]).await;
