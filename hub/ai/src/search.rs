@@ -134,7 +134,10 @@ async fn run(state: &AppState, ctx: &TenantCtx, search: Search) -> ApiResult<Res
     let sqlite = state.db.backend == db::Backend::Sqlite;
     let (from, matches, score, q) = if sqlite {
         let q = search.words.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(" ");
-        ("search_fts JOIN search_document d ON d.doc_id = search_fts.rowid", "search_fts MATCH $1", "-bm25(search_fts, 10.0, 1.0)", q)
+        // CROSS JOIN keeps the full-text index the outer loop: SQLite's
+        // planner otherwise may walk the tenant's documents by the unique
+        // (tenant, kind, ref) index and probe the index once per document.
+        ("search_fts CROSS JOIN search_document d ON d.doc_id = search_fts.rowid", "search_fts MATCH $1", "-bm25(search_fts, 10.0, 1.0)", q)
     } else {
         (
             "search_document d",
