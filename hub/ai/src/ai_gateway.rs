@@ -321,12 +321,7 @@ fn client(config: &hub_kernel::config::Config) -> Result<reqwest::Client, String
     if let Some(c) = clients.get(&key) {
         return Ok(c.clone());
     }
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .dns_resolver(std::sync::Arc::new(target::Guard(target::Policy::of(config))))
-        .user_agent("hub-ai-gateway/1")
-        .build()
-        .map_err(|e| format!("the provider client: {e}"))?;
+    let client = target::guarded_client(config).user_agent("hub-ai-gateway/1").build().map_err(|e| format!("the provider client: {e}"))?;
     clients.insert(key, client.clone());
     Ok(client)
 }

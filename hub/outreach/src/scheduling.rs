@@ -10,7 +10,7 @@
 //! must not hold the writer); two pushes of one appointment at once may
 //! both reach the server, each writing the whole event, so the later wins.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use hub_kernel::prelude::*;
 use hub_platform::webhook::target;
@@ -467,10 +467,8 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path
 /// The calendar client: rustls, no redirects, the webhook delivery policy's
 /// resolver (no private addresses outside development unless allowed).
 fn client(state: &AppState) -> reqwest::Client {
-    reqwest::Client::builder()
+    target::guarded_client(&state.config)
         .timeout(Duration::from_secs(state.config.webhook_timeout_seconds))
-        .redirect(reqwest::redirect::Policy::none())
-        .dns_resolver(Arc::new(target::Guard(target::Policy::of(&state.config))))
         .user_agent("hub-scheduling/1")
         .build()
         .expect("the calendar client builds")

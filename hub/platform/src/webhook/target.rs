@@ -93,6 +93,13 @@ pub fn check_url(config: &Config, raw: &str) -> Result<url::Url, String> {
     }
 }
 
+/// The start of every client that calls an address a tenant configured
+/// (webhook deliveries, CalDAV pushes, AI providers): no redirects, and
+/// the policy's resolver. The caller adds its user agent and timeout.
+pub fn guarded_client(config: &Config) -> reqwest::ClientBuilder {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).dns_resolver(Arc::new(Guard(Policy::of(config))))
+}
+
 /// The delivery client's resolver: a name's addresses, less those the
 /// policy refuses; none left is an error, so no connection is made.
 #[derive(Clone, Debug)]

@@ -10,7 +10,7 @@
 //! outlives the timeout, so a hub that dies mid-attempt (even `kill -9`)
 //! leaves the delivery to be attempted again: at least once.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use futures_util::future::join_all;
@@ -23,7 +23,7 @@ use hub_kernel::{
 use serde_json::{Value, json};
 use sqlx::FromRow;
 
-use super::target::{Guard, Policy};
+use super::target;
 
 /// Seconds to wait before attempts 2 to 8 (the first is immediate):
 /// 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
@@ -79,10 +79,8 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<i64> {
 
 /// The delivery client: no redirects, the policy's resolver, the timeout.
 pub fn client(state: &AppState) -> reqwest::Client {
-    reqwest::Client::builder()
+    target::guarded_client(&state.config)
         .timeout(Duration::from_secs(state.config.webhook_timeout_seconds))
-        .redirect(reqwest::redirect::Policy::none())
-        .dns_resolver(Arc::new(Guard(Policy::of(&state.config))))
         .user_agent("hub-webhooks/1")
         .build()
         .expect("the webhook client builds")
