@@ -6,7 +6,7 @@
 use phonenumber::Mode;
 
 use hub_identity::personas;
-use hub_kernel::{db::counts, prelude::*};
+use hub_kernel::{db::counts, extract, prelude::*};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -429,19 +429,16 @@ async fn list_contacts(State(state): State<AppState>, Tenant(ctx): Tenant, Param
     // One filter per combination given, so that each plan reads its index.
     let mut filter = CONTACTS.filter.to_string();
     let mut args: Vec<&str> = vec![&ctx.tenant_id];
+    // Each condition's value is parameter `$#`, numbered as it is bound.
     let conditions = [
-        (" AND contact_id IN (SELECT contact_id FROM crm_contact_email WHERE tenant_id = $1 AND email = $", &email),
-        (" AND company = $", &company),
-        (" AND owner_persona_id = $", &owner),
+        (" AND contact_id IN (SELECT contact_id FROM crm_contact_email WHERE tenant_id = $1 AND email = $#)", &email),
+        (" AND company = $#", &company),
+        (" AND owner_persona_id = $#", &owner),
     ];
     for (condition, value) in conditions {
         if let Some(value) = value {
             args.push(value);
-            filter.push_str(condition);
-            filter.push_str(&args.len().to_string());
-            if condition.contains('(') {
-                filter.push(')');
-            }
+            filter.push_str(&condition.replace('#', &args.len().to_string()));
         }
     }
     // The total from the kept counts when one filter or none is given
@@ -453,13 +450,7 @@ async fn list_contacts(State(state): State<AppState>, Tenant(ctx): Tenant, Param
     };
     let total = match kept {
         Some(name) => counts::get(&state.db.read, &ctx.tenant_id, &name).await?,
-        None => {
-            let mut count = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM crm_contact WHERE {filter}")));
-            for a in &args {
-                count = count.bind(*a);
-            }
-            count.fetch_one(&state.db.read).await?
-        }
+        None => extract::count(&state.db.read, CONTACTS.table, &filter, &args).await?,
     };
     page.list_counted::<Contact>(&state.db.read, &CONTACTS, &filter, &args, total).await
 }

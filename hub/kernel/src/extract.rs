@@ -100,6 +100,16 @@ pub struct Listing {
     pub order: &'static str,
 }
 
+/// The rows of `table` matching `filter` (constant parts of the group,
+/// its `$1..$n` bound to `args` in order).
+pub async fn count(pool: &AnyPool, table: &str, filter: &str, args: &[&str]) -> ApiResult<i64> {
+    let mut count = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table} WHERE {filter}")));
+    for a in args {
+        count = count.bind(*a);
+    }
+    Ok(count.fetch_one(pool).await?)
+}
+
 impl<const DEFAULT: i64, const MAX: i64> Page<DEFAULT, MAX> {
     /// This page of the rows matching `listing.filter` (its `$1..$n` bound
     /// to `args` in order), as the list envelope with the count of all
@@ -108,13 +118,8 @@ impl<const DEFAULT: i64, const MAX: i64> Page<DEFAULT, MAX> {
     where
         T: for<'r> FromRow<'r, AnyRow> + Serialize + Send + Unpin,
     {
-        let Listing { table, filter, .. } = listing;
-        let mut count = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table} WHERE {filter}")));
-        for a in args {
-            count = count.bind(*a);
-        }
-        let total = count.fetch_one(pool).await?;
-        self.list_counted::<T>(pool, listing, filter, args, total).await
+        let total = count(pool, listing.table, listing.filter, args).await?;
+        self.list_counted::<T>(pool, listing, listing.filter, args, total).await
     }
 
     /// This page of the rows of `listing` matching `filter` (which the
