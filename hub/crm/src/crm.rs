@@ -586,6 +586,17 @@ async fn index_lead(tx: &mut Tx, tenant_id: &str, lead_id: &str, input: &LeadInp
 }
 
 /// Whether `lead_id` is a lead of the tenant.
+/// Whether `contact_id` names a contact of the tenant (a reference another
+/// group's row makes to one).
+pub async fn contact_exists(tx: &mut Tx, tenant_id: &str, contact_id: &str) -> ApiResult<bool> {
+    let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2")
+        .bind(tenant_id)
+        .bind(contact_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(found.is_some())
+}
+
 pub async fn lead_exists(tx: &mut Tx, tenant_id: &str, lead_id: &str) -> ApiResult<bool> {
     let found: Option<String> = sqlx::query_scalar("SELECT lead_id FROM crm_lead WHERE tenant_id = $1 AND lead_id = $2")
         .bind(tenant_id)

@@ -151,15 +151,10 @@ async fn open_request(State(state): State<AppState>, Tenant(ctx): Tenant, Body(b
     if queue_priority.is_none() {
         check.fail("queue_id is not a queue of this tenant");
     }
-    if let Some(c) = &contact {
-        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2")
-            .bind(&ctx.tenant_id)
-            .bind(c)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if found.is_none() {
-            check.fail("contact_id is not a contact of this tenant");
-        }
+    if let Some(c) = &contact
+        && !crate::crm::contact_exists(&mut tx, &ctx.tenant_id, c).await?
+    {
+        check.fail("contact_id is not a contact of this tenant");
     }
     check.finish()?;
     let priority = priority.or(queue_priority).unwrap_or(0);

@@ -165,15 +165,10 @@ async fn issue(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): B
         .fetch_optional(&mut *tx)
         .await?;
     let Some(capacity) = capacity else { return Err(ApiError::invalid("event_id is not an event of this tenant")) };
-    if let Some(c) = &contact {
-        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2")
-            .bind(&ctx.tenant_id)
-            .bind(c)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if found.is_none() {
-            return Err(ApiError::invalid("contact_id is not a contact of this tenant"));
-        }
+    if let Some(c) = &contact
+        && !crate::crm::contact_exists(&mut tx, &ctx.tenant_id, c).await?
+    {
+        return Err(ApiError::invalid("contact_id is not a contact of this tenant"));
     }
     if let Some(cap) = capacity {
         let issued: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM event_ticket WHERE tenant_id = $1 AND event_id = $2 AND status <> 'voided'")
