@@ -239,6 +239,29 @@ async fn deliveries_are_signed_retried_and_kept_with_their_attempts(app: TestApp
 }
 db_test!(deliveries_are_signed_retried_and_kept_with_their_attempts);
 
+/// An entry appended through the group-commit writer (`/api/audit/append`)
+/// is delivered like one a route records in its own transaction; another
+/// tenant's appends reach nothing of this tenant's.
+async fn appended_entries_are_delivered_like_recorded_ones(app: TestApp) {
+    let rx = Receiver::start(vec![]).await;
+    let t = app.two_tenants("hooks-append").await;
+    let a = t.a_token.as_str();
+    let (s, ep) = app.post("/api/webhooks/endpoints", Some(a), json!({ "url": rx.url, "event_types": ["crm.call.*"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{ep}");
+    app.append(&t.b_token, 1, "crm.call.logged.v1", json!({ "call": "theirs" })).await;
+    app.append(a, 1, "crm.contact.created.v1", json!({ "contact": "not subscribed" })).await;
+    let appended = app.append(a, 1, "crm.call.logged.v1", json!({ "call": "ours" })).await;
+    let got = rx.wait_for(1).await;
+    let body: Value = serde_json::from_str(&got[0].body).unwrap();
+    assert_eq!(
+        (body["type"].as_str(), body["data"].clone(), body["event_id"].clone()),
+        (Some("crm.call.logged.v1"), json!({ "call": "ours" }), appended["entry_id"].clone())
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(rx.got().len(), 1, "only the subscribed type of this tenant: {:?}", rx.got());
+}
+db_test!(appended_entries_are_delivered_like_recorded_ones);
+
 async fn failed_deliveries_are_dead_lettered_then_replayed(app: TestApp) {
     let t = app.two_tenants("deadletter").await;
     let a = t.a_token.as_str();

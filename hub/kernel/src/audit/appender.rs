@@ -28,7 +28,7 @@ use super::{
     registry::{self, EventType},
 };
 use crate::{
-    db::{Backend, Db, Tx},
+    db::{self, Backend, Db, Tx},
     error::{ApiError, ApiResult},
 };
 
@@ -305,15 +305,25 @@ impl WalFile {
 }
 
 /// Checkpoints the SQLite WAL into the database file on a connection and
-/// thread of its own, so the commit stage never stops to copy pages: a
-/// PASSIVE checkpoint whenever the commit stage reports progress, at most
-/// every [`CHECKPOINT_EVERY`]. The checkpoint syncs the WAL before copying
-/// and the database after (`synchronous = NORMAL`).
+/// thread of its own, for every writer of the file: a PASSIVE checkpoint
+/// whenever the appender's commit stage reports progress, at most every
+/// [`CHECKPOINT_EVERY`], and at least every [`CHECKPOINT_IDLE`] for the
+/// hub's sqlx write connection, which reports nothing. Both writers raise
+/// their own automatic checkpoint to [`db::WAL_AUTOCHECKPOINT`] frames, so
+/// a request's commit copies pages only when this thread falls behind
+/// (before, every thousandth page written made one request's commit run a
+/// checkpoint, syncs included: the command path's p99). A checkpoint with
+/// nothing new to copy costs a look at the WAL index. The checkpoint syncs
+/// the WAL before copying and the database after (`synchronous = NORMAL`).
 fn sqlite_checkpoints(conn: rusqlite::Connection, progress: std::sync::mpsc::Receiver<()>) {
-    while progress.recv().is_ok() {
+    use std::sync::mpsc::RecvTimeoutError;
+    loop {
+        if let Err(RecvTimeoutError::Disconnected) = progress.recv_timeout(CHECKPOINT_IDLE) {
+            return;
+        }
         let started = std::time::Instant::now();
         if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-            tracing::warn!(error = %e, "audit WAL checkpoint failed");
+            tracing::warn!(error = %e, "WAL checkpoint failed");
         }
         std::thread::sleep(CHECKPOINT_EVERY.saturating_sub(started.elapsed()));
         // Progress reported meanwhile is covered by the next checkpoint.
@@ -321,6 +331,8 @@ fn sqlite_checkpoints(conn: rusqlite::Connection, progress: std::sync::mpsc::Rec
     }
 }
 
+/// The longest time between two checkpoints.
+const CHECKPOINT_IDLE: std::time::Duration = std::time::Duration::from_millis(200);
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Answers every caller of a committed (or failed) batch.
@@ -380,28 +392,60 @@ fn answers(entries: Vec<Prepared>, sealed: Vec<Sealed>) -> Vec<Appended> {
 /// Writes a batch inside `tx` through sqlx: per group of chains, one head
 /// advance (which takes the heads' row locks on PostgreSQL), the entries
 /// chained in arrival order, one head-hash update; then the entries in
-/// multi-row inserts.
+/// multi-row inserts, each followed by its outbox marks. On PostgreSQL the
+/// head-hash update, the first insert and its marks are one statement
+/// (data-modifying `WITH` parts), as is every later insert with its marks:
+/// an event recorded in a route's transaction costs three round trips
+/// (pool, head advance, the rest) instead of five.
 pub(crate) async fn write_sql(tx: &mut Tx, backend: Backend, entries: Vec<Prepared>) -> ApiResult<Vec<Appended>> {
     let mut sealed = vec![Sealed::default(); entries.len()];
-    {
-        let chains = by_chain(&entries);
-        let mut heads: Vec<(&str, i64, i64, Hash)> = Vec::with_capacity(chains.len());
-        for group in chains.chunks(CHAINS_PER_STATEMENT) {
-            let advanced = advance_heads(tx, backend, group).await?;
-            for ((tenant_id, pool_index), members) in group {
-                let (chain_id, last, head) =
-                    advanced.get(&(tenant_id.to_string(), *pool_index)).ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a chain head was not returned")))?;
-                let new_head = seal_chain(&entries, members, *chain_id, last - members.len() as i64, chain::hash_from(head)?, &mut sealed);
-                heads.push((tenant_id, *pool_index, *last, new_head));
-            }
+    let chains = by_chain(&entries);
+    let mut heads: Vec<(&str, i64, i64, Hash)> = Vec::with_capacity(chains.len());
+    for group in chains.chunks(CHAINS_PER_STATEMENT) {
+        let advanced = advance_heads(tx, backend, group).await?;
+        for ((tenant_id, pool_index), members) in group {
+            let (chain_id, last, head) =
+                advanced.get(&(tenant_id.to_string(), *pool_index)).ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a chain head was not returned")))?;
+            let new_head = seal_chain(&entries, members, *chain_id, last - members.len() as i64, chain::hash_from(head)?, &mut sealed);
+            heads.push((tenant_id, *pool_index, *last, new_head));
         }
+    }
+    // The head updates the first insert carries (PostgreSQL, one group).
+    let mut carried: &[(&str, i64, i64, Hash)] = &[];
+    if backend == Backend::Postgres && heads.len() <= CHAINS_PER_STATEMENT {
+        carried = &heads;
+    } else {
         for group in heads.chunks(CHAINS_PER_STATEMENT) {
             set_heads(tx, backend, group).await?;
         }
     }
     for (chunk, positions) in entries.chunks(ROWS_PER_INSERT).zip(sealed.chunks(ROWS_PER_INSERT)) {
-        let sql = multi_row_insert(chain::INSERT_COLUMNS, backend, chunk.len(), chain::INSERT_COLUMN_COUNT);
+        let insert = multi_row_insert(chain::INSERT_COLUMNS, backend, chunk.len(), chain::INSERT_COLUMN_COUNT);
+        let now = crate::db::now();
+        let sql = match backend {
+            Backend::Sqlite => insert,
+            Backend::Postgres => {
+                let mut sql = String::from("WITH ");
+                if !carried.is_empty() {
+                    sql.push_str("h AS (");
+                    sql.push_str(&head_hash_update(backend, carried.len()));
+                    sql.push_str("), ");
+                }
+                // The entries' parameters follow the heads'.
+                let before = carried.len() * 5;
+                let numbered = (0..chunk.len()).map(|n| row_placeholders(backend, before + n * chain::INSERT_COLUMN_COUNT, chain::INSERT_COLUMN_COUNT));
+                sql.push_str("a AS (");
+                sql.push_str(chain::INSERT_COLUMNS);
+                sql.push_str(&numbered.collect::<Vec<_>>().join(","));
+                sql.push_str(" RETURNING entry_id, tenant_id, event_type) ");
+                sql.push_str(&super::outbox::marks_of("a", before + chunk.len() * chain::INSERT_COLUMN_COUNT + 1));
+                sql
+            }
+        };
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (tenant_id, pool_index, seq, hash) in carried {
+            q = q.bind(*tenant_id).bind(*pool_index).bind(*seq).bind(hash.to_vec()).bind(now.clone());
+        }
         for (p, s) in chunk.iter().zip(positions) {
             q = q
                 .bind(&p.entry_id)
@@ -420,9 +464,15 @@ pub(crate) async fn write_sql(tx: &mut Tx, backend: Backend, entries: Vec<Prepar
                 .bind(s.prev.to_vec())
                 .bind(s.hash.to_vec());
         }
+        if backend == Backend::Postgres {
+            q = q.bind(now);
+        }
         q.execute(&mut **tx).await?;
-        let ids: Vec<&str> = chunk.iter().map(|p| p.entry_id.as_str()).collect();
-        super::outbox::enqueue(tx, backend, &ids).await?;
+        carried = &[];
+        if backend == Backend::Sqlite {
+            let ids: Vec<&str> = chunk.iter().map(|p| p.entry_id.as_str()).collect();
+            super::outbox::enqueue(tx, backend, &ids).await?;
+        }
     }
     Ok(answers(entries, sealed))
 }
@@ -452,9 +502,7 @@ async fn advance_heads(tx: &mut Tx, backend: Backend, group: &[((&str, i64), Vec
 /// Stores the new head hashes of several chains in one statement.
 async fn set_heads(tx: &mut Tx, backend: Backend, group: &[(&str, i64, i64, Hash)]) -> ApiResult<()> {
     let now = crate::db::now();
-    let mut sql = multi_row_insert(HEAD_INSERT, backend, group.len(), 5);
-    sql.push_str(" ON CONFLICT (tenant_id, pool_index) DO UPDATE SET head_hash = excluded.head_hash");
-    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(head_hash_update(backend, group.len())));
     for (tenant_id, pool_index, seq, hash) in group {
         q = q.bind(*tenant_id).bind(*pool_index).bind(*seq).bind(hash.to_vec()).bind(now.clone());
     }
@@ -463,6 +511,14 @@ async fn set_heads(tx: &mut Tx, backend: Backend, group: &[(&str, i64, i64, Hash
 }
 
 const HEAD_INSERT: &str = "INSERT INTO audit_chain_head (tenant_id, pool_index, seq, head_hash, updated_at) VALUES ";
+
+/// The statement that stores the new head hashes of `chains` chains (five
+/// parameters each, numbered from 1).
+fn head_hash_update(backend: Backend, chains: usize) -> String {
+    let mut sql = multi_row_insert(HEAD_INSERT, backend, chains, 5);
+    sql.push_str(" ON CONFLICT (tenant_id, pool_index) DO UPDATE SET head_hash = excluded.head_hash");
+    sql
+}
 
 /// `head` (an `INSERT ... VALUES ` prefix) followed by `rows` placeholder
 /// rows of `cols` parameters each.
@@ -507,16 +563,13 @@ fn row_placeholders(backend: Backend, before: usize, n: usize) -> String {
 /// commits do not fsync (`synchronous = NORMAL`): the sync stage makes the
 /// WAL durable before any caller is answered, so a 201 still survives a
 /// power cut. It leaves checkpoints to [`sqlite_checkpoints`] and runs one
-/// itself only once the WAL reaches [`WAL_FRAMES_MAX`] frames, which
+/// itself only once the WAL reaches [`db::WAL_AUTOCHECKPOINT`] frames, which
 /// bounds the WAL when the background checkpoints never catch up with a
 /// busy writer (the WAL restarts only after a checkpoint copied all of it).
 pub(crate) struct SqliteChains {
     conn: rusqlite::Connection,
     checkpoint: std::sync::mpsc::SyncSender<()>,
 }
-
-/// WAL frames (pages) after which the commit stage checkpoints itself.
-const WAL_FRAMES_MAX: u32 = 10_000;
 
 const SQLITE_HEAD_SELECT: &str = "SELECT chain_id, seq, head_hash FROM audit_chain_head WHERE tenant_id = ?1 AND pool_index = ?2";
 const SQLITE_HEAD_CREATE: &str = "INSERT INTO audit_chain_head (tenant_id, pool_index, seq, head_hash, updated_at) VALUES (?1, ?2, 0, ?3, ?4) \
@@ -526,7 +579,7 @@ const SQLITE_HEAD_UPDATE: &str = "UPDATE audit_chain_head SET seq = ?2, head_has
 impl SqliteChains {
     fn open(path: &std::path::Path, checkpoint: std::sync::mpsc::SyncSender<()>) -> anyhow::Result<SqliteChains> {
         let conn = SqliteChains::connect(path)?;
-        conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {WAL_FRAMES_MAX}"))?;
+        conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {}", db::WAL_AUTOCHECKPOINT))?;
         Ok(SqliteChains { conn, checkpoint })
     }
 
@@ -553,6 +606,7 @@ impl SqliteChains {
             let mut head_create = tx.prepare_cached(SQLITE_HEAD_CREATE).map_err(fault)?;
             let mut head_update = tx.prepare_cached(SQLITE_HEAD_UPDATE).map_err(fault)?;
             let mut insert = tx.prepare_cached(&multi_row_insert(chain::INSERT_COLUMNS, Backend::Sqlite, 1, chain::INSERT_COLUMN_COUNT)).map_err(fault)?;
+            let mut mark = tx.prepare_cached(&format!("{} AND a.entry_id = $2", super::outbox::marks_of("audit_entry", 1))).map_err(fault)?;
             for ((tenant_id, pool_index), members) in by_chain(entries) {
                 let head: Option<(i64, i64, Vec<u8>)> =
                     head_select.query_row((tenant_id, pool_index), |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional().map_err(fault)?;
@@ -582,6 +636,7 @@ impl SqliteChains {
                             &s.hash[..],
                         ])
                         .map_err(fault)?;
+                    mark.execute((&now, &p.entry_id)).map_err(fault)?;
                 }
                 head_update.execute(rusqlite::params![chain_id, last + members.len() as i64, &new_head[..], now]).map_err(fault)?;
             }

@@ -155,6 +155,14 @@ impl Db {
     }
 }
 
+/// WAL frames (pages) after which a SQLite writer checkpoints in its own
+/// commit. The audit appender's checkpoint thread copies the WAL into the
+/// database in the background long before that; this bounds the WAL when
+/// it cannot keep up (the WAL restarts only after a checkpoint copied all
+/// of it). SQLite's default, 1,000, put a checkpoint with its syncs into
+/// one request's commit every few hundred writes.
+pub const WAL_AUTOCHECKPOINT: u32 = 10_000;
+
 fn sqlite_pool(max: u32) -> AnyPoolOptions {
     AnyPoolOptions::new()
         .max_connections(max)
@@ -165,11 +173,11 @@ fn sqlite_pool(max: u32) -> AnyPoolOptions {
         .after_connect(|conn, _meta| {
             Box::pin(async move {
                 use sqlx::Executor;
-                conn.execute(
-                    "PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; \
-                     PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL;",
-                )
-                .await?;
+                let pragmas = format!(
+                    "PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000; \
+                     PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT};"
+                );
+                conn.execute(sqlx::AssertSqlSafe(pragmas)).await?;
                 Ok(())
             })
         })
