@@ -24,7 +24,8 @@ use crate::{
 };
 
 /// The PostgreSQL notification channel of deliverable commands; the
-/// payload is the asset id.
+/// payload is the sending hub's origin id, a space, and the asset id (a
+/// payload of the asset id alone, from an older replica, is taken too).
 pub const COMMAND_CHANNEL: &str = "hub_commands";
 
 /// Wake-ups by asset: every stream of an asset holds a receiver of the
@@ -36,11 +37,15 @@ pub struct Bus {
     closing: watch::Sender<bool>,
     /// Open SSE streams by robot credential on this hub.
     sse_open: Arc<Mutex<HashMap<String, u64>>>,
+    /// This hub's id in its notifications: the listener skips its own,
+    /// whose streams the sender woke already after its commit (a second
+    /// wake-up would only make each stream read the database again).
+    origin: String,
 }
 
 impl Default for Bus {
     fn default() -> Self {
-        Bus { assets: Mutex::default(), closing: watch::channel(false).0, sse_open: Arc::default() }
+        Bus { assets: Mutex::default(), closing: watch::channel(false).0, sse_open: Arc::default(), origin: crate::db::new_id() }
     }
 }
 
@@ -119,15 +124,25 @@ impl Bus {
     }
 }
 
-/// Tells the streams of `asset_id` on every replica to look again once
-/// `tx` commits: on PostgreSQL a NOTIFY, which the database delivers at
-/// commit and not before. The caller also wakes this hub's own streams
-/// after the commit (`Bus::wake`), which is all SQLite (one hub) needs.
-pub async fn notify(backend: Backend, tx: &mut Tx, asset_id: &str) -> ApiResult<()> {
-    if backend == Backend::Postgres {
-        sqlx::query("SELECT pg_notify($1, $2)").bind(COMMAND_CHANNEL).bind(asset_id).execute(&mut **tx).await?;
+/// Tells the streams of `asset_id` on every other replica to look again
+/// once `tx` commits: on PostgreSQL a NOTIFY, which the database delivers
+/// at commit and not before. The caller wakes this hub's own streams after
+/// the commit (`Bus::wake`), which is all SQLite (one hub) needs.
+pub async fn notify(state: &AppState, tx: &mut Tx, asset_id: &str) -> ApiResult<()> {
+    if state.db.backend == Backend::Postgres {
+        let payload = format!("{} {asset_id}", state.streams.origin);
+        sqlx::query("SELECT pg_notify($1, $2)").bind(COMMAND_CHANNEL).bind(payload).execute(&mut **tx).await?;
     }
     Ok(())
+}
+
+/// The asset a notification names, or None for this hub's own.
+fn foreign_asset<'a>(origin: &str, payload: &'a str) -> Option<&'a str> {
+    match payload.split_once(' ') {
+        Some((from, _)) if from == origin => None,
+        Some((_, asset)) => Some(asset),
+        None => Some(payload),
+    }
 }
 
 /// The pruning of idle wake-up channels and, on PostgreSQL, the listener
@@ -142,8 +157,10 @@ pub fn spawn_background(state: &AppState) {
         let s = state.clone();
         tokio::spawn(async move {
             let woken = s.clone();
-            let wake = move |asset: String| {
-                woken.streams.wake(&asset);
+            let wake = move |payload: String| {
+                if let Some(asset) = foreign_asset(&woken.streams.origin, &payload) {
+                    woken.streams.wake(asset);
+                }
                 std::future::ready(())
             };
             db::follow(s.db.url.clone(), COMMAND_CHANNEL, wake, || s.streams.wake_all()).await
@@ -157,3 +174,15 @@ pub const SAFETY_RECHECK: Duration = Duration::from_secs(30);
 
 /// Most commands read per look.
 pub const BATCH: i64 = 256;
+
+#[cfg(test)]
+mod tests {
+    use super::foreign_asset;
+
+    #[test]
+    fn a_hub_skips_its_own_notifications_and_takes_the_others() {
+        assert_eq!(foreign_asset("hub-a", "hub-a asset-1"), None);
+        assert_eq!(foreign_asset("hub-a", "hub-b asset-1"), Some("asset-1"));
+        assert_eq!(foreign_asset("hub-a", "asset-1"), Some("asset-1"));
+    }
+}

@@ -122,6 +122,24 @@ where
     by_path(exec, ASSET_COLUMNS, tenant_id, asset_id).await
 }
 
+/// One of a tenant's assets with the stream position just taken for it.
+#[derive(FromRow)]
+pub struct Positioned {
+    #[sqlx(flatten)]
+    pub asset: Asset,
+    pub queue_seq: i64,
+}
+
+/// Takes the next stream position of the caller's tenant's asset with
+/// this path id (404 when there is none), answering the asset with it:
+/// the lookup and the position in one statement. The row stays locked to
+/// the transaction, so positions are handed out in commit order.
+pub async fn take_position(tx: &mut Tx, tenant_id: &str, asset_id: &str) -> ApiResult<Positioned> {
+    let id = path_id(asset_id)?;
+    let sql = format!("UPDATE asset_asset SET queue_seq = queue_seq + 1 WHERE asset_id = $1 AND tenant_id = $2 RETURNING {ASSET_COLUMNS}, queue_seq");
+    sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id.to_string()).bind(tenant_id).fetch_optional(&mut **tx).await?.ok_or(ApiError::NotFound)
+}
+
 /// Registers an asset (a robot) with its twin.
 #[utoipa::path(post, path = "/api/assets", tag = "sdk-asset", request_body = NewAsset,
     responses((status = 201, description = "the asset", body = Data<Asset>)))]
@@ -563,7 +581,7 @@ async fn revoke_credential(State(state): State<AppState>, Tenant(ctx): Tenant, P
         json!({ "credential_id": credential_id, "asset_id": asset_id, "revoked_at": cred.revoked_at }),
     )
     .await?;
-    bus::notify(state.db.backend, &mut tx, &asset_id).await?;
+    bus::notify(&state, &mut tx, &asset_id).await?;
     tx.commit().await?;
     state.streams.wake(&asset_id);
     Ok(ok(cred))

@@ -261,7 +261,7 @@ async fn enqueue(state: &AppState, tx: &mut Tx, command_id: &str, asset_id: &str
     let seq = asset::next_queue_seq(tx, asset_id).await?;
     let sql = format!("UPDATE command_command SET status = 'queued', seq = $1, queued_at = $2, updated_at = $2 WHERE command_id = $3 RETURNING {COLUMNS}");
     let row = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(seq).bind(now).bind(command_id).fetch_one(&mut **tx).await?;
-    bus::notify(state.db.backend, tx, asset_id).await?;
+    bus::notify(state, tx, asset_id).await?;
     Ok(row)
 }
 
@@ -283,9 +283,15 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     check.finish()?;
     ctx.check_tenant(body.tenant_id.as_deref())?;
     let asset_id = asset_id.expect("checked").to_string();
+    let needs_approval = matches!(risk.as_str(), "high" | "critical");
     let mut tx = state.db.begin().await?;
+    // Low and medium risk go in queued, at the asset's next stream position.
+    let (target, seq) = match needs_approval {
+        true => asset::find(&mut *tx, &ctx.tenant_id, &asset_id).await.map(|a| (a, None)),
+        false => asset::take_position(&mut tx, &ctx.tenant_id, &asset_id).await.map(|p| (p.asset, Some(p.queue_seq))),
+    }
     // An asset of another tenant is as unknown as a missing one: 400 for a body field.
-    let target = asset::find(&mut *tx, &ctx.tenant_id, &asset_id).await.map_err(|e| match e {
+    .map_err(|e| match e {
         ApiError::NotFound => ApiError::invalid("target_asset_id does not name an asset of this tenant"),
         other => other,
     })?;
@@ -299,13 +305,13 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let now_t = chrono::Utc::now();
     let now = db::format_time(now_t);
     let expires_at = db::format_time(db::add_seconds(now_t, ttl).ok_or_else(|| anyhow::anyhow!("command expiry out of range"))?);
-    let needs_approval = matches!(risk.as_str(), "high" | "critical");
+    let (status, queued_at) = if needs_approval { ("awaiting_approval", None) } else { ("queued", Some(&now)) };
     let sql = format!(
         "INSERT INTO command_command (command_id, tenant_id, target_asset_id, target_component_id, type, params, risk_class, status, \
-         ttl_seconds, expires_at, created_by, actor_kind, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'awaiting_approval', $8, $9, $10, $11, $12, $12) RETURNING {COLUMNS}"
+         ttl_seconds, expires_at, created_by, actor_kind, created_at, updated_at, seq, queued_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $15) RETURNING {COLUMNS}"
     );
-    let mut row: Command = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let row: Command = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&command_id)
         .bind(&ctx.tenant_id)
         .bind(&asset_id)
@@ -313,15 +319,18 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
         .bind(&kind)
         .bind(params.to_string())
         .bind(&risk)
+        .bind(status)
         .bind(ttl)
         .bind(&expires_at)
         .bind(&ctx.persona_id)
         .bind(ctx.actor_kind)
         .bind(&now)
+        .bind(seq)
+        .bind(queued_at)
         .fetch_one(&mut *tx)
         .await?;
     if !needs_approval {
-        row = enqueue(&state, &mut tx, &command_id, &asset_id, &now).await?;
+        bus::notify(&state, &mut tx, &asset_id).await?;
     }
     audit::record(
         &mut tx,

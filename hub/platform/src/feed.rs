@@ -1,7 +1,8 @@
 //! The feed of one robot's command stream, shared by its two transports
 //! (`sse` and `quic`): each turn checks the credential again, so a
-//! revocation ends the stream at once, then reads the deliverable commands
-//! after the last position sent; with none, it waits for the asset's
+//! revocation ends the stream at once, and reads the deliverable commands
+//! after the last position sent (both at once; nothing is sent unless the
+//! credential still holds); with none, it waits for the asset's
 //! wake-up (or the safety re-check). A database error is retried after a
 //! second rather than ending the stream.
 
@@ -38,7 +39,11 @@ impl Feed {
     /// future loses nothing.
     pub async fn next(&mut self) -> Option<Vec<Command>> {
         loop {
-            match robots::still_usable(&self.state, &self.cred.credential_id).await {
+            self.wake.borrow_and_update();
+            // Both reads at once: the check decides whether the batch is sent.
+            let (usable, batch) =
+                tokio::join!(robots::still_usable(&self.state, &self.cred.credential_id), command::pending(&self.state, &self.cred.asset_id, self.last, BATCH));
+            match usable {
                 Ok(true) => {}
                 Ok(false) => return None,
                 Err(e) => {
@@ -47,8 +52,7 @@ impl Feed {
                     continue;
                 }
             }
-            self.wake.borrow_and_update();
-            match command::pending(&self.state, &self.cred.asset_id, self.last, BATCH).await {
+            match batch {
                 Ok(batch) if !batch.is_empty() => return Some(batch),
                 Ok(_) => {}
                 Err(e) => {
