@@ -287,94 +287,127 @@ async fn scenarios(base: &str) -> anyhow::Result<(Vec<Scenario>, Vec<Scenario>)>
     Ok((gateway, credentials))
 }
 
-/// One backend: its hubs (a fresh database for each metrics setting),
-/// every scenario, the table.
+/// The hubs of one metrics setting, with the scenarios made on them.
+struct Variant {
+    name: &'static str,
+    /// Held for their lifetime: the hub processes end when dropped.
+    _hubs: Vec<Hub>,
+    bases: Vec<String>,
+    gateway: Vec<Scenario>,
+    credentials: Vec<Scenario>,
+    /// PostgreSQL: the fresh database's name, dropped at the end.
+    database: Option<String>,
+    /// Per gateway scenario: the mean rate, the worst p50 and p99, errors.
+    totals: Vec<(f64, f64, f64, u64)>,
+}
+
+const GATEWAY_NAMES: [&str; 5] = ["GET /health", "GET /api/me (API key)", "GET /api/me (rate-limited key)", "GET /api/me (ES256 JWT)", "POST …/evaluate"];
+
+/// One backend: the hubs of each metrics setting (a fresh database for
+/// each), all started before the first round; every scenario, the table.
+/// With `--compare-metrics` the settings take turns within each round, so
+/// drift over the run (disk, caches, the machine's other work) falls on
+/// both alike instead of on whichever ran second.
 async fn bench(args: &Args, bin: &Path, label: &str, server: Option<&str>) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let replicas = if server.is_some() { 2 } else { 1 };
-    let mut variants: Vec<(&str, Vec<(&str, &str)>)> = vec![("metrics on", vec![])];
+    let mut settings: Vec<(&'static str, Vec<(&str, &str)>)> = vec![("metrics on", vec![])];
     if args.compare_metrics {
-        variants.push(("metrics off", vec![("HUB_METRICS", "false")]));
+        settings.push(("metrics off", vec![("HUB_METRICS", "false")]));
     }
-    let mut gateway_rates: Vec<Vec<f64>> = Vec::new();
-    for (n, (variant, env)) in variants.iter().enumerate() {
-        let db = match server {
-            Some(server) => Some(tests::fresh_postgres(server, "hubbench").await?),
-            None => None,
+    let mut variants = Vec::new();
+    for (name, env) in &settings {
+        let (database_url, database) = match server {
+            Some(server) => {
+                let (url, name) = tests::fresh_postgres(server, "hubbench").await?;
+                (Some(url), Some(name))
+            }
+            None => (None, None),
         };
-        println!(
-            "\n{label}, {variant}: {replicas} hub process(es), wrk -t1 -c{} ({}), {} rounds of {} s per scenario",
-            args.connections,
-            if replicas > 1 { "split between the replicas" } else { "one hub" },
-            args.rounds,
-            args.seconds
-        );
-        let outcome = bench_variant(args, bin, dir.path(), db.as_ref().map(|(url, _)| url.as_str()), replicas, env, n == 0).await;
-        if let (Some(server), Some((_, name))) = (server, db) {
+        let mut hubs = Vec::new();
+        for i in 0..replicas {
+            let data = dir.path().join(format!("hub-{}-{i}", env.len()));
+            let _ = std::fs::remove_dir_all(&data);
+            hubs.push(start_hub(bin, &data, database_url.as_deref(), env).await?);
+        }
+        let bases: Vec<String> = hubs.iter().map(|h| h.base.clone()).collect();
+        let (gateway, credentials) = scenarios(&bases[0]).await?;
+        let totals = vec![(0.0, 0.0, 0.0, 0); gateway.len()];
+        variants.push(Variant { name, _hubs: hubs, bases, gateway, credentials, database, totals });
+    }
+    let outcome = run_rounds(args, dir.path(), &mut variants).await;
+    let mut gateway_rates = Vec::new();
+    if outcome.is_ok() {
+        for (n, v) in variants.iter().enumerate() {
+            println!(
+                "\n{label}, {}: {replicas} hub process(es), wrk -t1 -c{} ({}), {} rounds of {} s per scenario",
+                v.name,
+                args.connections,
+                if replicas > 1 { "split between the replicas" } else { "one hub" },
+                args.rounds,
+                args.seconds
+            );
+            let extra = if n == 0 { outcome.as_ref().map(Vec::as_slice).unwrap_or_default() } else { &[] };
+            table(v, extra);
+            gateway_rates.push(v.totals.iter().map(|t| t.0).collect::<Vec<f64>>());
+        }
+    }
+    let databases: Vec<String> = variants.iter_mut().filter_map(|v| v.database.take()).collect();
+    drop(variants);
+    if let Some(server) = server {
+        for name in databases {
             tests::drop_postgres(server, &name).await?;
         }
-        let totals = outcome?;
-        gateway_rates.push(totals);
     }
+    outcome?;
     if let [on, off] = gateway_rates.as_slice() {
-        println!("\n{label}: metrics on against off (target: within 3%)");
-        for (i, s) in
-            ["GET /health", "GET /api/me (API key)", "GET /api/me (rate-limited key)", "GET /api/me (ES256 JWT)", "POST …/evaluate"].iter().enumerate()
-        {
+        println!("\n{label}: metrics on against off, rounds interleaved (target: within 3%)");
+        for (i, s) in GATEWAY_NAMES.iter().enumerate() {
             println!("  {s:<34} {:+.1}%", 100.0 * (on[i] - off[i]) / off[i]);
         }
     }
     Ok(())
 }
 
-/// The hubs of one setting, every scenario; answers the gateway rates.
-async fn bench_variant(
-    args: &Args,
-    bin: &Path,
-    dir: &Path,
-    database_url: Option<&str>,
-    replicas: usize,
-    env: &[(&str, &str)],
-    credentials_too: bool,
-) -> anyhow::Result<Vec<f64>> {
-    let mut hubs = Vec::new();
-    for i in 0..replicas {
-        let data = dir.join(format!("hub-{}-{i}", env.len()));
-        let _ = std::fs::remove_dir_all(&data);
-        hubs.push(start_hub(bin, &data, database_url, env).await?);
-    }
-    let bases: Vec<String> = hubs.iter().map(|h| h.base.clone()).collect();
-    let (gateway, credentials) = scenarios(&bases[0]).await?;
-    // Warm-up: caches filled, connections made.
-    for s in &gateway {
-        drive(dir, &bases, s, args.connections, 1).await?;
-    }
-    let mut totals = vec![(0.0, 0.0f64, 0.0f64, 0u64); gateway.len()];
-    for _ in 0..args.rounds {
-        for (i, s) in gateway.iter().enumerate() {
-            let m = drive(dir, &bases, s, args.connections, args.seconds).await?;
-            totals[i].0 += m.rate / f64::from(args.rounds);
-            totals[i].1 = totals[i].1.max(m.p50_ms);
-            totals[i].2 = totals[i].2.max(m.p99_ms);
-            totals[i].3 += m.errors;
+/// Warms every variant up, then runs the rounds: each gateway scenario on
+/// each variant in turn. Then the credential scenarios on the first
+/// variant, whose rows it answers.
+async fn run_rounds(args: &Args, dir: &Path, variants: &mut [Variant]) -> anyhow::Result<Vec<(&'static str, Measured)>> {
+    for v in variants.iter() {
+        for s in &v.gateway {
+            drive(dir, &v.bases, s, args.connections, 1).await?;
         }
     }
-    let mut rows: Vec<(&str, f64, f64, f64, u64)> = gateway.iter().zip(&totals).map(|(s, t)| (s.name, t.0, t.1, t.2, t.3)).collect();
-    if credentials_too {
-        let grant = drive(dir, &bases, &credentials[0], args.connections, args.seconds).await?;
-        rows.push((credentials[0].name, grant.rate, grant.p50_ms, grant.p99_ms, grant.errors));
-        let login = drive(dir, &bases, &credentials[1], args.login_connections.max(replicas), args.seconds).await?;
-        rows.push((credentials[1].name, login.rate, login.p50_ms, login.p99_ms, login.errors));
+    for _ in 0..args.rounds {
+        for i in 0..GATEWAY_NAMES.len() {
+            for v in variants.iter_mut() {
+                let m = drive(dir, &v.bases, &v.gateway[i], args.connections, args.seconds).await?;
+                let t = &mut v.totals[i];
+                t.0 += m.rate / f64::from(args.rounds);
+                t.1 = t.1.max(m.p50_ms);
+                t.2 = t.2.max(m.p99_ms);
+                t.3 += m.errors;
+            }
+        }
     }
+    let v = &variants[0];
+    let grant = drive(dir, &v.bases, &v.credentials[0], args.connections, args.seconds).await?;
+    let login = drive(dir, &v.bases, &v.credentials[1], args.login_connections.max(v.bases.len()), args.seconds).await?;
+    Ok(vec![(v.credentials[0].name, grant), (v.credentials[1].name, login)])
+}
+
+/// One variant's table: each scenario's rate as a share of `/health`.
+fn table(v: &Variant, extra: &[(&str, Measured)]) {
+    let mut rows: Vec<(&str, f64, f64, f64, u64)> = v.gateway.iter().zip(&v.totals).map(|(s, t)| (s.name, t.0, t.1, t.2, t.3)).collect();
+    rows.extend(extra.iter().map(|(name, m)| (*name, m.rate, m.p50_ms, m.p99_ms, m.errors)));
     println!("{:<36} {:>12} {:>10} {:>9} {:>9} {:>8}", "scenario", "requests/s", "of /health", "p50 ms", "p99 ms", "errors");
-    let health = totals[0].0;
+    let health = v.totals[0].0;
     for (name, rate, p50, p99, errors) in &rows {
         println!("{name:<36} {rate:>12.0} {:>9.1}% {p50:>9.2} {p99:>9.2} {errors:>8}", 100.0 * rate / health);
     }
-    let share = |i: usize| 100.0 * totals[i].0 / health;
+    let share = |i: usize| 100.0 * v.totals[i].0 / health;
     println!("authenticated routes: API key {:.1}%, JWT {:.1}%, flag evaluation {:.1}% of /health (target: at least 75%)", share(1), share(3), share(4));
-    println!("rate-limited key: {:.1}% of the same route with an unlimited key (target: at least 90%)", 100.0 * totals[2].0 / totals[1].0);
-    Ok(totals.iter().map(|t| t.0).collect())
+    println!("rate-limited key: {:.1}% of the same route with an unlimited key (target: at least 90%)", 100.0 * v.totals[2].0 / v.totals[1].0);
 }
 
 #[tokio::main(flavor = "current_thread")]
