@@ -3,6 +3,7 @@
 
 use axum::{
     Json,
+    body::Bytes,
     extract::{FromRequest, Request, rejection::JsonRejection},
     http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
@@ -269,15 +270,65 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let tenant = crate::gate::body_tenant_check(&req);
-        let value = json_value(req, state).await?;
-        if let Some(ctx) = tenant {
-            match value.get("tenant_id") {
-                None | Some(Value::Null) => {}
-                Some(Value::String(t)) => ctx.check_tenant(Some(t))?,
-                Some(_) => return Err(ApiError::invalid("tenant_id must be a UUID")),
+        if !plain_json(&req) {
+            return Body::checked(tenant, json_value(req, state).await?);
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| body_refusal(e.status(), e.body_text()))?;
+        // The common case in one pass: an object that is `T` as it stands.
+        // Anything else (a type error, a repeated key, not an object) takes
+        // the path through a `Value`, whose answers it keeps.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+            && let Ok(parsed) = serde_json::from_slice::<T>(&bytes)
+            && let Ok(probe) = serde_json::from_slice::<TenantProbe>(&bytes)
+        {
+            if let Some(ctx) = tenant {
+                check_body_tenant(&ctx, probe.tenant_id.as_ref())?;
             }
+            return Ok(Body(parsed));
+        }
+        let Json(value) = Json::<Value>::from_bytes(&bytes).map_err(|e| body_refusal(e.status(), e.body_text()))?;
+        Body::checked(tenant, value)
+    }
+}
+
+impl<T: DeserializeOwned> Body<T> {
+    /// Gateway rule 6 on a parsed body, then `T` from it.
+    fn checked(tenant: Option<crate::gate::TenantCtx>, value: Value) -> ApiResult<Body<T>> {
+        if let Some(ctx) = tenant {
+            check_body_tenant(&ctx, value.get("tenant_id"))?;
         }
         parse_body(value).map(Body)
+    }
+}
+
+/// A body's `tenant_id` against the caller's tenant.
+fn check_body_tenant(ctx: &crate::gate::TenantCtx, tenant_id: Option<&Value>) -> ApiResult<()> {
+    match tenant_id {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(t)) => ctx.check_tenant(Some(t)),
+        Some(_) => Err(ApiError::invalid("tenant_id must be a UUID")),
+    }
+}
+
+/// The one field of a body the gate reads, the rest skipped unparsed.
+#[derive(serde::Deserialize)]
+struct TenantProbe {
+    tenant_id: Option<Value>,
+}
+
+/// Whether the request says `Content-Type: application/json` exactly (the
+/// fast path of [`Body`]); any other spelling goes through axum's `Json`,
+/// which decides whether it is JSON.
+fn plain_json(req: &Request) -> bool {
+    req.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"application/json"))
+}
+
+/// A body that could not be read or parsed: 413 when too large, otherwise
+/// 400 with the reason.
+fn body_refusal(status: StatusCode, why: String) -> ApiError {
+    match status {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+        _ => ApiError::invalid(format!("request body must be a JSON object: {why}")),
     }
 }
 
@@ -295,10 +346,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for TargetTenantBody<T>
 }
 
 async fn json_value<S: Send + Sync>(req: Request, state: &S) -> ApiResult<Value> {
-    let Json(value) = Json::<Value>::from_request(req, state).await.map_err(|e: JsonRejection| match e.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
-        _ => ApiError::invalid(format!("request body must be a JSON object: {}", e.body_text())),
-    })?;
+    let Json(value) = Json::<Value>::from_request(req, state).await.map_err(|e: JsonRejection| body_refusal(e.status(), e.body_text()))?;
     Ok(value)
 }
 

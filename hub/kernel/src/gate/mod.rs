@@ -76,8 +76,10 @@ pub fn is_operator_route(path: &str) -> bool {
 /// (the command stream and command acks): the gate lets them through and
 /// their handlers verify the robot credential (RULINGS 1 and 3).
 pub fn is_robot_route(path: &str) -> bool {
-    let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
-    matches!(segments.as_slice(), ["", "api", "commands", "stream", _] | ["", "api", "commands", _, "ack"])
+    // Asked up to three times a request: no allocation.
+    let Some(rest) = path.trim_end_matches('/').strip_prefix("/api/commands/") else { return false };
+    let mut segments = rest.split('/');
+    matches!((segments.next(), segments.next(), segments.next()), (Some("stream"), Some(_), None) | (Some(_), Some("ack"), None))
 }
 
 /// The value of the single `Authorization: Bearer` header, if any.
@@ -218,7 +220,7 @@ pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) 
     let (Some(route), Some(caller)) = (route, req.extensions().get::<Caller>().cloned()) else {
         return next.run(req).await;
     };
-    let Some(required) = scope::required(req.method().as_str(), &route) else {
+    let Some(required) = scope::required_for_route(req.method().as_str(), &route) else {
         return next.run(req).await;
     };
     let verdict = match &caller {
@@ -228,7 +230,7 @@ pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) 
             } else {
                 Err(ApiError::Forbidden {
                     details: vec![format!("API key {} lacks the scope {required}", key.masked())],
-                    scopes: Some((vec![required.clone()], scopes.to_vec())),
+                    scopes: Some((vec![required.to_string()], scopes.to_vec())),
                 })
             }
         }
@@ -495,6 +497,29 @@ impl<S: Send + Sync> FromRequestParts<S> for Operator {
         match parts.extensions.get::<Caller>() {
             Some(Caller::Operator(who)) => Ok(Operator(who.clone())),
             _ => Err(ApiError::Unauthorized("admin token required")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_robot_route;
+
+    #[test]
+    fn robot_routes_are_the_stream_and_the_ack() {
+        for path in ["/api/commands/stream/a1", "/api/commands/stream/a1/", "/api/commands/c1/ack", "/api/commands/c1/ack/", "/api/commands//ack"] {
+            assert!(is_robot_route(path), "{path}");
+        }
+        for path in [
+            "/api/commands",
+            "/api/commands/stream",
+            "/api/commands/c1",
+            "/api/commands/c1/ack/x",
+            "/api/commands/stream/a1/b",
+            "/api/command/c1/ack",
+            "/x/api/commands/c1/ack",
+        ] {
+            assert!(!is_robot_route(path), "{path}");
         }
     }
 }

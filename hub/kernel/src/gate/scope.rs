@@ -2,6 +2,11 @@
 //! needs from its route, the format a granted scope must have, and the
 //! matching of granted scopes (with tail wildcards) against a required one.
 
+use std::{
+    collections::HashMap,
+    sync::{Arc, LazyLock, RwLock},
+};
+
 /// The scope a request needs: `<domain>.<resource>.<action>`.
 ///
 /// `route` is the matched route template (`/api/sla/policies/{id}/rungs`).
@@ -20,6 +25,23 @@ pub fn required(method: &str, route: &str) -> Option<String> {
     };
     let action = if method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD") { "read" } else { "write" };
     Some(format!("{domain}.{resource}.{action}"))
+}
+
+/// [`required`] for a request's matched route, remembered per route
+/// template and action: the gate asks on every request, and the templates
+/// are the catalogue's, a bounded set.
+pub fn required_for_route(method: &str, route: &str) -> Option<Arc<str>> {
+    /// Per action (read, write): the scope of each template asked about.
+    type Known = [RwLock<HashMap<Box<str>, Option<Arc<str>>>>; 2];
+    static KNOWN: LazyLock<Known> = LazyLock::new(Default::default);
+    let read = method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD");
+    let known = &KNOWN[usize::from(read)];
+    if let Some(scope) = known.read().expect("scope lock").get(route) {
+        return scope.clone();
+    }
+    let scope: Option<Arc<str>> = required(method, route).map(Arc::from);
+    known.write().expect("scope lock").insert(route.into(), scope.clone());
+    scope
 }
 
 fn is_param(segment: &str) -> bool {
@@ -99,6 +121,15 @@ pub fn intersect<A: AsRef<str>, B: AsRef<str>>(a: &[A], b: &[B]) -> Vec<String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_remembered_scope_is_the_derived_one_per_action() {
+        for (method, route) in [("GET", "/api/sla/policies/{id}/rungs"), ("POST", "/api/sla/policies/{id}/rungs"), ("HEAD", "/api/me"), ("GET", "/health")] {
+            for _ in 0..2 {
+                assert_eq!(required_for_route(method, route).as_deref(), required(method, route).as_deref(), "{method} {route}");
+            }
+        }
+    }
 
     #[test]
     fn the_four_documented_examples_derive_their_scopes() {
