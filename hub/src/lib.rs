@@ -80,12 +80,10 @@ pub fn app(state: AppState) -> Router {
 /// authority check, the body limit, the envelope over framework errors and
 /// the panic catcher.
 fn surface(api: Router<AppState>, state: AppState) -> Router {
-    // Per-route authority checks need the matched route template.
+    // Per-route authority checks need the matched route template (the
+    // layer also hands it to the metrics, on the answer).
     let metrics = state.config.metrics;
-    let mut api = api.route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
-    if metrics {
-        api = api.route_layer(middleware::from_fn(observe::mark_route));
-    }
+    let api = api.route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
     let router = Router::new()
         .merge(api)
         .fallback(|| async { ApiError::NotFound })

@@ -55,20 +55,6 @@ pub fn spawn_upkeep() {
     STARTED.call_once(|| hub_kernel::db::every(Duration::from_secs(5), || async { recorder().run_upkeep() }));
 }
 
-/// The route template a request matched, carried out on its answer.
-#[derive(Clone)]
-struct Route(MatchedPath);
-
-/// Per route (inner layer): puts the matched template on the answer.
-pub async fn mark_route(req: Request, next: Next) -> Response {
-    let route = req.extensions().get::<MatchedPath>().cloned().map(Route);
-    let mut res = next.run(req).await;
-    if let Some(route) = route {
-        res.extensions_mut().insert(route);
-    }
-    res
-}
-
 /// The two series of one (route, method, status class), registered once:
 /// a request then costs a read lock, a map lookup by the template (no
 /// allocation) and two atomic updates, not a label set built and hashed
@@ -139,7 +125,8 @@ pub async fn observe(State(metrics_on): State<bool>, req: Request, next: Next) -
             400..=499 => "4xx",
             _ => "5xx",
         };
-        let route = res.extensions().get::<Route>().map_or("unmatched", |Route(m)| m.as_str());
+        // The gate's per-route layer puts the matched template on the answer.
+        let route = res.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str);
         count(route, method, status, start.elapsed().as_secs_f64());
     }
     if let Ok(value) = HeaderValue::from_str(&id) {

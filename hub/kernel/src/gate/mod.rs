@@ -213,6 +213,19 @@ const SELF_ROUTES: &[&str] = &["/api/me", "/api/memberships"];
 /// Inner layer (per route): the scope a machine needs, or the role
 /// authority a person needs, for the matched route.
 pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    // The matched template rides out on the answer for the metrics layer,
+    // which runs outside routing: here rather than in a route layer of its
+    // own, which would cost every request another clone of the route's
+    // service stack.
+    let route = state.config.metrics.then(|| req.extensions().get::<MatchedPath>().cloned()).flatten();
+    let mut res = check(&state, req, next).await;
+    if let Some(route) = route {
+        res.extensions_mut().insert(route);
+    }
+    res
+}
+
+async fn check(state: &AppState, req: Request, next: Next) -> Response {
     if state.config.gate_mode == GateMode::Off || is_public(req.uri().path()) {
         return next.run(req).await;
     }
@@ -237,7 +250,7 @@ pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) 
         // A person may always read their own identity, whatever their roles.
         Caller::Human(_) if req.method() == Method::GET && SELF_ROUTES.contains(&route.as_str()) => Ok(()),
         Caller::Human(claims) => match &claims.tenant {
-            Some(t) => person_may(&state, t, &required, persona_in_path(&route, req.uri().path())).await,
+            Some(t) => person_may(state, t, &required, persona_in_path(&route, req.uri().path())).await,
             // A person-level token reaches only the routes that take one;
             // their extractors refuse it everywhere else.
             None => Ok(()),
@@ -245,7 +258,7 @@ pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) 
         Caller::Operator(_) => Ok(()),
     };
     let verdict = match verdict {
-        Ok(()) => abac(&state, &caller, &required, &route, req.method().as_str(), req.uri().path()).await,
+        Ok(()) => abac(state, &caller, &required, &route, req.method().as_str(), req.uri().path()).await,
         refused => refused,
     };
     match verdict {
