@@ -217,23 +217,23 @@ pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) 
     // which runs outside routing: here rather than in a route layer of its
     // own, which would cost every request another clone of the route's
     // service stack.
-    let route = state.config.metrics.then(|| req.extensions().get::<MatchedPath>().cloned()).flatten();
-    let mut res = check(&state, req, next).await;
-    if let Some(route) = route {
+    let matched = req.extensions().get::<MatchedPath>().cloned();
+    let mut res = check(&state, matched.as_ref().map(MatchedPath::as_str), req, next).await;
+    if let Some(route) = matched.filter(|_| state.config.metrics) {
         res.extensions_mut().insert(route);
     }
     res
 }
 
-async fn check(state: &AppState, req: Request, next: Next) -> Response {
+/// The checks of [`authorize`] for the matched route template `route`.
+async fn check(state: &AppState, route: Option<&str>, req: Request, next: Next) -> Response {
     if state.config.gate_mode == GateMode::Off || is_public(req.uri().path()) {
         return next.run(req).await;
     }
-    let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_string());
     let (Some(route), Some(caller)) = (route, req.extensions().get::<Caller>().cloned()) else {
         return next.run(req).await;
     };
-    let Some(required) = scope::required_for_route(req.method().as_str(), &route) else {
+    let Some(required) = scope::required_for_route(req.method().as_str(), route) else {
         return next.run(req).await;
     };
     let verdict = match &caller {
@@ -248,9 +248,9 @@ async fn check(state: &AppState, req: Request, next: Next) -> Response {
             }
         }
         // A person may always read their own identity, whatever their roles.
-        Caller::Human(_) if req.method() == Method::GET && SELF_ROUTES.contains(&route.as_str()) => Ok(()),
+        Caller::Human(_) if req.method() == Method::GET && SELF_ROUTES.contains(&route) => Ok(()),
         Caller::Human(claims) => match &claims.tenant {
-            Some(t) => person_may(state, t, &required, persona_in_path(&route, req.uri().path())).await,
+            Some(t) => person_may(state, t, &required, persona_in_path(route, req.uri().path())).await,
             // A person-level token reaches only the routes that take one;
             // their extractors refuse it everywhere else.
             None => Ok(()),
@@ -258,7 +258,7 @@ async fn check(state: &AppState, req: Request, next: Next) -> Response {
         Caller::Operator(_) => Ok(()),
     };
     let verdict = match verdict {
-        Ok(()) => abac(state, &caller, &required, &route, req.method().as_str(), req.uri().path()).await,
+        Ok(()) => abac(state, &caller, &required, route, req.method().as_str(), req.uri().path()).await,
         refused => refused,
     };
     match verdict {
