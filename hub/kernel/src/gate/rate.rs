@@ -15,12 +15,21 @@
 //! in the last second; a replica that crashes keeps its lease until the
 //! window ends. Once the counter is spent, a replica refuses from memory
 //! and asks the database again at most every 100 ms.
+//!
+//! A replica has at most one claim per key on its way: the request that
+//! finds the lease empty claims, and the others wait for its answer instead
+//! of each queueing an upsert on the same row (two busy replicas doing that
+//! put hundreds of milliseconds on one request in a hundred). The next
+//! block is claimed when a quarter of the last one is left, by a request
+//! already admitted, so a busy key rarely waits at all.
 
 use std::{
     collections::HashMap,
     sync::Mutex,
     time::{Duration, Instant},
 };
+
+use tokio::sync::Notify;
 
 use crate::{
     error::{ApiError, ApiResult},
@@ -37,17 +46,27 @@ struct Lease {
     /// Refuse from memory until then (the counter was spent).
     spent_until: Option<Instant>,
     last_use: Instant,
+    /// One claim of this replica is on its way to the counter: the other
+    /// requests wait for it instead of each sending their own.
+    claiming: bool,
+    /// The size of the last block granted: the next claim goes out when a
+    /// quarter of it is left, so that busy keys rarely wait.
+    last_block: i64,
 }
 
 impl Lease {
     fn new(window: i64) -> Lease {
-        Lease { window, left: 0, known: 0, spent_until: None, last_use: Instant::now() }
+        Lease { window, left: 0, known: 0, spent_until: None, last_use: Instant::now(), claiming: false, last_block: 0 }
     }
 }
 
 /// The leases of one replica, by credential id.
 #[derive(Default)]
-pub struct RateLeases(Mutex<HashMap<String, Lease>>);
+pub struct RateLeases {
+    leases: Mutex<HashMap<String, Lease>>,
+    /// Woken whenever a claim ends.
+    claimed: Notify,
+}
 
 /// How long a spent window is refused from memory before asking again.
 const SPENT_RECHECK: Duration = Duration::from_millis(100);
@@ -55,11 +74,31 @@ const SPENT_RECHECK: Duration = Duration::from_millis(100);
 const IDLE: Duration = Duration::from_secs(1);
 const MAX_BLOCK: i64 = 1_000;
 
+/// What one request does with the lease.
+#[derive(Debug, PartialEq)]
+enum Take {
+    /// Admitted from the lease.
+    Admit,
+    /// Admitted from the lease, and the lease is running low: this request
+    /// claims the next block (of this size) before it goes on.
+    AdmitAndRefill(i64),
+    /// The lease is empty: this request claims a block of this size, its
+    /// own hit included.
+    Claim(i64),
+    /// The lease is empty and another request's claim is on its way.
+    Wait,
+    /// The counter is spent.
+    Refuse,
+}
+
 impl RateLeases {
-    /// Takes one hit from the lease of `id` in `window`, or says how many
-    /// hits to claim (None: refuse from memory).
-    fn take(&self, id: &str, window: i64, limit: i64) -> Result<(), Option<i64>> {
-        let mut leases = self.0.lock().unwrap_or_else(|e| e.into_inner());
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Lease>> {
+        self.leases.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes one hit from the lease of `id` in `window`, or says what to do.
+    fn take(&self, id: &str, window: i64, limit: i64) -> Take {
+        let mut leases = self.lock();
         let lease = match leases.get_mut(id) {
             Some(l) => l,
             None => leases.entry(id.to_string()).or_insert_with(|| Lease::new(window)),
@@ -69,44 +108,66 @@ impl RateLeases {
         }
         let now = Instant::now();
         lease.last_use = now;
+        let block = ((limit - lease.known) / 16).clamp(1, MAX_BLOCK);
         if lease.left > 0 {
             lease.left -= 1;
-            return Ok(());
+            if !lease.claiming && lease.left < lease.last_block / 4 && lease.known < limit {
+                lease.claiming = true;
+                return Take::AdmitAndRefill(block);
+            }
+            return Take::Admit;
         }
         if lease.spent_until.is_some_and(|t| t > now) {
-            return Err(None);
+            return Take::Refuse;
         }
-        Err(Some(((limit - lease.known) / 16).clamp(1, MAX_BLOCK)))
+        if lease.claiming {
+            return Take::Wait;
+        }
+        lease.claiming = true;
+        Take::Claim(block)
     }
 
-    /// Records a claim's outcome: `granted` hits (one of them for the
-    /// request at hand) with the counter now at `counter`.
-    fn claimed(&self, id: &str, window: i64, granted: i64, counter: i64) -> bool {
-        let mut leases = self.0.lock().unwrap_or_else(|e| e.into_inner());
+    /// Records a claim's outcome: `granted` hits with the counter now at
+    /// `counter`; with `own`, one of them is the claiming request's (it
+    /// was not admitted yet). Answers whether that request is admitted.
+    fn claimed(&self, id: &str, window: i64, granted: i64, counter: i64, own: bool) -> bool {
+        let mut leases = self.lock();
         let lease = leases.entry(id.to_string()).or_insert_with(|| Lease::new(window));
         if lease.window != window {
-            *lease = Lease::new(window);
+            // A claim for a window that has ended since: the new one's
+            // lease is not this claim's business.
+            return granted > 0;
         }
+        lease.claiming = false;
         lease.known = counter;
         if granted == 0 {
             lease.spent_until = Some(Instant::now() + SPENT_RECHECK);
             return false;
         }
         lease.spent_until = None;
-        lease.left += granted - 1;
+        lease.last_block = granted;
+        lease.left += granted - i64::from(own);
         true
     }
 
+    /// A claim that ended without an answer (a database error, or its
+    /// request went away): the next request claims again.
+    fn abandoned(&self, id: &str, window: i64) {
+        if let Some(lease) = self.lock().get_mut(id).filter(|l| l.window == window) {
+            lease.claiming = false;
+        }
+    }
+
     /// Removes the leases idle for `IDLE` or of past windows, answering the
-    /// unused hits of the current window's ones to give back.
+    /// unused hits of the current window's ones to give back. A lease with
+    /// a claim on its way stays: the claim's answer is still to come.
     fn drain_idle(&self, window: i64) -> Vec<(String, i64)> {
-        let mut leases = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let mut back = Vec::new();
-        leases.retain(|id, l| {
+        self.lock().retain(|id, l| {
             if l.window != window {
                 return false;
             }
-            if l.last_use.elapsed() < IDLE {
+            if l.claiming || l.last_use.elapsed() < IDLE {
                 return true;
             }
             if l.left > 0 {
@@ -118,6 +179,24 @@ impl RateLeases {
     }
 }
 
+/// Ends a claim however its request ends: the waiting requests are woken
+/// to find the new block, or to claim again if this one failed.
+struct Claiming<'a> {
+    leases: &'a RateLeases,
+    id: &'a str,
+    window: i64,
+    answered: bool,
+}
+
+impl Drop for Claiming<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.leases.abandoned(self.id, self.window);
+        }
+        self.leases.claimed.notify_waiters();
+    }
+}
+
 /// Counts one use of the credential `id` in its current one-minute window
 /// and refuses it over `limit` with 429 and the seconds to the next
 /// window. No limit: nothing is counted.
@@ -126,24 +205,48 @@ pub async fn count_use(state: &AppState, id: &str, limit: Option<i64>) -> ApiRes
     let now = chrono::Utc::now().timestamp();
     let window = now / 60;
     let refused = || ApiError::RateLimited((60 - now % 60) as u64);
-    let block = match state.rate.take(id, window, limit) {
-        Ok(()) => return Ok(()),
-        Err(None) => return Err(refused()),
-        Err(Some(block)) => block,
-    };
-    let counter: i64 = sqlx::query_scalar(
-        "INSERT INTO credential_rate_window (key_id, window_start, hits) VALUES ($1, $2, $3) \
-         ON CONFLICT (key_id, window_start) DO UPDATE SET hits = credential_rate_window.hits + $3 RETURNING hits",
-    )
-    .bind(id)
-    .bind(window)
-    .bind(block)
-    .fetch_one(state.db.writer())
-    .await?;
-    // What the claim took beyond the limit is not granted (and stays on
-    // the counter, which is spent either way).
-    let granted = (block - (counter - limit).max(0)).max(0);
-    if state.rate.claimed(id, window, granted, counter) { Ok(()) } else { Err(refused()) }
+    loop {
+        // Registered before the lease is read: a claim that ends between
+        // the two still wakes this request.
+        let woken = state.rate.claimed.notified();
+        let (block, own) = match state.rate.take(id, window, limit) {
+            Take::Admit => return Ok(()),
+            Take::Refuse => return Err(refused()),
+            Take::Wait => {
+                woken.await;
+                continue;
+            }
+            Take::AdmitAndRefill(block) => (block, false),
+            Take::Claim(block) => (block, true),
+        };
+        let mut claim = Claiming { leases: &state.rate, id, window, answered: false };
+        let counter: Result<i64, sqlx::Error> = sqlx::query_scalar(
+            "INSERT INTO credential_rate_window (key_id, window_start, hits) VALUES ($1, $2, $3) \
+             ON CONFLICT (key_id, window_start) DO UPDATE SET hits = credential_rate_window.hits + $3 RETURNING hits",
+        )
+        .bind(id)
+        .bind(window)
+        .bind(block)
+        .fetch_one(state.db.writer())
+        .await;
+        let counter = match counter {
+            Ok(c) => c,
+            Err(e) if own => return Err(e.into()),
+            // This request was admitted from the lease already; the next
+            // one claims again.
+            Err(e) => {
+                tracing::warn!(error = %e, "claiming a rate limit block");
+                return Ok(());
+            }
+        };
+        // What the claim took beyond the limit is not granted (and stays on
+        // the counter, which is spent either way).
+        let granted = (block - (counter - limit).max(0)).max(0);
+        claim.answered = true;
+        let admitted = state.rate.claimed(id, window, granted, counter, own);
+        drop(claim);
+        return if admitted || !own { Ok(()) } else { Err(refused()) };
+    }
 }
 
 /// Gives the unused hits of idle leases back to their windows' counters.
@@ -170,35 +273,63 @@ mod tests {
     use super::*;
 
     #[test]
-    fn blocks_shrink_as_the_limit_nears_and_a_spent_window_refuses_from_memory() {
+    fn one_claim_at_a_time_refilled_early_and_blocks_shrink_as_the_limit_nears() {
         let leases = RateLeases::default();
-        // 1,000 a minute: the first claim asks for 62.
-        assert_eq!(leases.take("k", 7, 1000), Err(Some(62)));
-        assert!(leases.claimed("k", 7, 62, 62));
-        for _ in 0..61 {
-            assert_eq!(leases.take("k", 7, 1000), Ok(()));
+        // 1,000 a minute: the first request claims 62; the others wait for it.
+        assert_eq!(leases.take("k", 7, 1000), Take::Claim(62));
+        assert_eq!(leases.take("k", 7, 1000), Take::Wait);
+        assert!(leases.claimed("k", 7, 62, 62, true));
+        // 61 left: admitted from memory until a quarter of the block is left,
+        // then one request claims the next block while the rest go on.
+        for _ in 0..46 {
+            assert_eq!(leases.take("k", 7, 1000), Take::Admit);
         }
-        // Spent: the next claim is sized on what the counter has left.
-        assert_eq!(leases.take("k", 7, 1000), Err(Some(58)));
-        // Near the limit, one hit at a time.
-        assert!(leases.claimed("k", 7, 1, 995));
-        assert_eq!(leases.take("k", 7, 1000), Err(Some(1)));
-        // Nothing granted: refused from memory for a while.
-        assert!(!leases.claimed("k", 7, 0, 1001));
-        assert_eq!(leases.take("k", 7, 1000), Err(None));
+        assert_eq!(leases.take("k", 7, 1000), Take::AdmitAndRefill(58));
+        for _ in 0..14 {
+            assert_eq!(leases.take("k", 7, 1000), Take::Admit);
+        }
+        assert_eq!(leases.take("k", 7, 1000), Take::Wait);
+        assert!(leases.claimed("k", 7, 58, 120, false));
+        assert_eq!(leases.take("k", 7, 1000), Take::Admit);
+
+        // Near the limit, one hit at a time; nothing granted: refused from
+        // memory for a while.
+        assert_eq!(leases.take("n", 7, 1000), Take::Claim(62));
+        assert!(leases.claimed("n", 7, 1, 995, true));
+        assert_eq!(leases.take("n", 7, 1000), Take::Claim(1));
+        assert!(!leases.claimed("n", 7, 0, 1001, true));
+        assert_eq!(leases.take("n", 7, 1000), Take::Refuse);
         // A new window starts afresh.
-        assert_eq!(leases.take("k", 8, 1000), Err(Some(62)));
+        assert_eq!(leases.take("n", 8, 1000), Take::Claim(62));
+    }
+
+    #[test]
+    fn a_failed_claim_lets_the_next_request_claim_and_a_late_one_leaves_the_new_window_alone() {
+        let leases = RateLeases::default();
+        assert_eq!(leases.take("k", 7, 1000), Take::Claim(62));
+        assert_eq!(leases.take("k", 7, 1000), Take::Wait);
+        leases.abandoned("k", 7);
+        assert_eq!(leases.take("k", 7, 1000), Take::Claim(62));
+        // The window turns while that claim is out: the new window's lease
+        // has a claim of its own, which the old answer does not end.
+        assert_eq!(leases.take("k", 8, 1000), Take::Claim(62));
+        assert!(leases.claimed("k", 7, 62, 62, true));
+        assert_eq!(leases.take("k", 8, 1000), Take::Wait);
     }
 
     #[test]
     fn idle_leases_go_back_and_past_windows_are_dropped() {
         let leases = RateLeases::default();
-        assert!(leases.claimed("busy", 3, 10, 10));
-        assert!(leases.claimed("idle", 3, 10, 20));
-        assert!(leases.claimed("old", 2, 10, 10));
-        leases.0.lock().unwrap().get_mut("idle").unwrap().last_use -= IDLE;
+        assert!(leases.claimed("busy", 3, 10, 10, true));
+        assert!(leases.claimed("idle", 3, 10, 20, true));
+        assert!(leases.claimed("old", 2, 10, 10, true));
+        assert_eq!(leases.take("claiming", 3, 1000), Take::Claim(62));
+        for id in ["idle", "claiming"] {
+            leases.lock().get_mut(id).unwrap().last_use -= IDLE;
+        }
         assert_eq!(leases.drain_idle(3), vec![("idle".to_string(), 9)]);
-        let left: Vec<String> = leases.0.lock().unwrap().keys().cloned().collect();
-        assert_eq!(left, vec!["busy".to_string()]);
+        let mut left: Vec<String> = leases.lock().keys().cloned().collect();
+        left.sort();
+        assert_eq!(left, vec!["busy".to_string(), "claiming".to_string()]);
     }
 }
