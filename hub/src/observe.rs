@@ -57,49 +57,59 @@ pub fn spawn_upkeep() {
 
 /// The two series of one (route, method, status class), registered once:
 /// a request then costs a read lock, a map lookup by the template (no
-/// allocation) and two atomic updates, not a label set built and hashed
-/// anew.
+/// allocation), a slot by method and status class, and two atomic
+/// updates, not a label set built and hashed anew.
 type Series = (metrics::Counter, metrics::Histogram);
-type RouteSeries = Vec<(&'static str, &'static str, Series)>;
-static SERIES: LazyLock<RwLock<HashMap<Box<str>, RouteSeries>>> = LazyLock::new(Default::default);
+/// One route's series, by `METHODS` index and then `CLASSES` index.
+type RouteSeries = [OnceLock<Series>; METHODS.len() * CLASSES.len()];
+/// Every route's series by template. The templates are the router's (and
+/// `unmatched`): a bounded set that callers cannot grow, so the quicker
+/// hash is safe here.
+type SeriesMap = HashMap<Box<str>, Box<RouteSeries>, foldhash::fast::RandomState>;
+static SERIES: LazyLock<RwLock<SeriesMap>> = LazyLock::new(Default::default);
 
-/// Counts one answer of `route` with its latency.
-fn count(route: &str, method: &'static str, status: &'static str, seconds: f64) {
-    let find = |list: &RouteSeries| list.iter().find(|(m, s, _)| *m == method && *s == status).map(|(_, _, series)| series.clone());
-    let known = SERIES.read().expect("series lock").get(route).and_then(|list| {
-        list.iter().find(|(m, s, _)| *m == method && *s == status).map(|(_, _, (c, h))| {
-            c.increment(1);
-            h.record(seconds);
-        })
-    });
-    if known.is_some() {
-        return;
+/// Method labels: the standard methods by name; any other is `other` (a
+/// client's invented method must not add series).
+const METHODS: [&str; 8] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "other"];
+/// Status labels: the class of the status code.
+const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// Counts one answer of `route` with its latency (`method` and `class`
+/// index `METHODS` and `CLASSES`).
+fn count(route: &str, method: usize, class: usize, seconds: f64) {
+    let record = |list: &RouteSeries| {
+        let (c, h) = list[method * CLASSES.len() + class].get_or_init(|| {
+            let labels = [("route", route.to_owned()), ("method", METHODS[method].to_owned()), ("status", CLASSES[class].to_owned())];
+            (metrics::counter!("hub_http_requests_total", &labels), metrics::histogram!("hub_http_request_duration_seconds", &labels))
+        });
+        c.increment(1);
+        h.record(seconds);
+    };
+    if let Some(list) = SERIES.read().expect("series lock").get(route) {
+        return record(list);
     }
     let mut map = SERIES.write().expect("series lock");
-    let list = map.entry(route.into()).or_default();
-    let (c, h) = find(list).unwrap_or_else(|| {
-        let labels = [("route", route.to_owned()), ("method", method.to_owned()), ("status", status.to_owned())];
-        let made = (metrics::counter!("hub_http_requests_total", &labels), metrics::histogram!("hub_http_request_duration_seconds", &labels));
-        list.push((method, status, made.clone()));
-        made
-    });
-    c.increment(1);
-    h.record(seconds);
+    record(map.entry(route.into()).or_insert_with(|| Box::new(std::array::from_fn(|_| OnceLock::new()))));
 }
 
-/// A method as a label: the standard ones by name, any other `other` (a
-/// client's invented method must not add series).
-fn method_label(m: &Method) -> &'static str {
+/// The index in `METHODS` of a request's method.
+fn method_index(m: &Method) -> usize {
     match *m {
-        Method::GET => "GET",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::PATCH => "PATCH",
-        Method::DELETE => "DELETE",
-        Method::HEAD => "HEAD",
-        Method::OPTIONS => "OPTIONS",
-        _ => "other",
+        Method::GET => 0,
+        Method::POST => 1,
+        Method::PUT => 2,
+        Method::PATCH => 3,
+        Method::DELETE => 4,
+        Method::HEAD => 5,
+        Method::OPTIONS => 6,
+        _ => 7,
     }
+}
+
+/// The index in `CLASSES` of a status code's class (anything past 5xx
+/// counts as 5xx).
+fn class_index(status: u16) -> usize {
+    usize::from(status / 100).clamp(1, 5) - 1
 }
 
 /// Outermost layer: the request id, from `x-request-id` when the caller
@@ -113,21 +123,14 @@ pub async fn observe(State(metrics_on): State<bool>, req: Request, next: Next) -
     let given =
         req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).filter(|v| (1..=128).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_graphic()));
     let id = given.map(str::to_owned).unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-    let method = method_label(req.method());
+    let method = method_index(req.method());
     let span = tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path());
     let start = Instant::now();
     let mut res = next.run(req).instrument(span).await;
     if metrics_on {
-        let status = match res.status().as_u16() {
-            100..=199 => "1xx",
-            200..=299 => "2xx",
-            300..=399 => "3xx",
-            400..=499 => "4xx",
-            _ => "5xx",
-        };
         // The gate's per-route layer puts the matched template on the answer.
         let route = res.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str);
-        count(route, method, status, start.elapsed().as_secs_f64());
+        count(route, method, class_index(res.status().as_u16()), start.elapsed().as_secs_f64());
     }
     if let Ok(value) = HeaderValue::from_str(&id) {
         res.headers_mut().insert("x-request-id", value);
@@ -253,6 +256,17 @@ mod tests {
     use tower::ServiceExt;
 
     use super::*;
+
+    #[test]
+    fn methods_and_status_codes_map_to_their_labels() {
+        let label = |m: Method| METHODS[method_index(&m)];
+        assert_eq!(label(Method::GET), "GET");
+        assert_eq!(label(Method::PATCH), "PATCH");
+        assert_eq!(label(Method::OPTIONS), "OPTIONS");
+        assert_eq!(label(Method::from_bytes(b"BREW").unwrap()), "other");
+        let class = |s: u16| CLASSES[class_index(s)];
+        assert_eq!([class(101), class(200), class(308), class(404), class(503), class(999)], ["1xx", "2xx", "3xx", "4xx", "5xx", "5xx"]);
+    }
 
     /// A log sink the test reads back.
     #[derive(Clone, Default)]
