@@ -179,6 +179,16 @@ impl TestApp {
     }
 }
 
+/// Waits into the next one-minute rate-limit window unless at least
+/// `needed` seconds of the current one are left, so a test's requests are
+/// not split between two windows.
+pub async fn within_one_minute(needed: i64) {
+    let secs = chrono::Utc::now().timestamp() % 60;
+    if secs > 60 - needed {
+        tokio::time::sleep(std::time::Duration::from_secs((61 - secs) as u64)).await;
+    }
+}
+
 /// Decodes a JWT's claims without checking it (the hub checks it).
 pub fn claims(token: &str) -> Value {
     use base64::Engine;

@@ -62,10 +62,7 @@ async fn a_revocation_on_one_replica_reaches_the_others() {
     let (id, _) = a.key(owner, "rl", json!(["*"])).await;
     let (_, slow) = a.post(&format!("/api/applications/{id}/keys"), Some(owner), json!({ "name": "s", "scopes": ["*"], "rate_limit_rpm": 2 })).await;
     let s = slow["data"]["api_key"].as_str().unwrap();
-    let secs = chrono::Utc::now().timestamp() % 60;
-    if secs > 57 {
-        tokio::time::sleep(Duration::from_secs((61 - secs) as u64)).await;
-    }
+    within_one_minute(3).await;
     assert_eq!(a.get("/api/me", Some(s)).await.0, StatusCode::OK);
     assert_eq!(b.get("/api/me", Some(s)).await.0, StatusCode::OK);
     assert_eq!(a.get("/api/me", Some(s)).await.0, StatusCode::TOO_MANY_REQUESTS);
@@ -73,10 +70,7 @@ async fn a_revocation_on_one_replica_reaches_the_others() {
     // limit in all, and a lease one replica stops drawing on goes back.
     let (_, wide) = a.post(&format!("/api/applications/{id}/keys"), Some(owner), json!({ "name": "w", "scopes": ["*"], "rate_limit_rpm": 100 })).await;
     let w = wide["data"]["api_key"].as_str().unwrap();
-    let secs = chrono::Utc::now().timestamp() % 60;
-    if secs > 50 {
-        tokio::time::sleep(Duration::from_secs((61 - secs) as u64)).await;
-    }
+    within_one_minute(10).await;
     for _ in 0..60 {
         assert_eq!(a.get("/api/me", Some(w)).await.0, StatusCode::OK);
     }
@@ -100,10 +94,7 @@ async fn concurrent_requests_on_two_replicas_stay_within_the_limit() {
     let (id, _) = a.key(owner, "rl", json!(["*"])).await;
     let (_, k) = a.post(&format!("/api/applications/{id}/keys"), Some(owner), json!({ "name": "c", "scopes": ["*"], "rate_limit_rpm": 300 })).await;
     let key = k["data"]["api_key"].as_str().unwrap().to_string();
-    let secs = chrono::Utc::now().timestamp() % 60;
-    if secs > 45 {
-        tokio::time::sleep(Duration::from_secs((61 - secs) as u64)).await;
-    }
+    within_one_minute(15).await;
     // 16 callers on each replica, 25 requests each: 800 requests for 300 hits.
     let callers = [&a, &b].into_iter().flat_map(|app| (0..16).map(move |_| app)).map(|app| {
         let key = key.clone();

@@ -23,7 +23,7 @@ pub fn required(method: &str, route: &str) -> Option<String> {
         Some(s) if !is_param(s) => singular(s),
         _ => domain.clone(),
     };
-    let action = if method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD") { "read" } else { "write" };
+    let action = if is_read(method) { "read" } else { "write" };
     Some(format!("{domain}.{resource}.{action}"))
 }
 
@@ -34,14 +34,18 @@ pub fn required_for_route(method: &str, route: &str) -> Option<Arc<str>> {
     /// Per action (read, write): the scope of each template asked about.
     type Known = [RwLock<HashMap<Box<str>, Option<Arc<str>>>>; 2];
     static KNOWN: LazyLock<Known> = LazyLock::new(Default::default);
-    let read = method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD");
-    let known = &KNOWN[usize::from(read)];
+    let known = &KNOWN[usize::from(is_read(method))];
     if let Some(scope) = known.read().expect("scope lock").get(route) {
         return scope.clone();
     }
     let scope: Option<Arc<str>> = required(method, route).map(Arc::from);
     known.write().expect("scope lock").insert(route.into(), scope.clone());
     scope
+}
+
+/// Whether a method reads (GET, HEAD): the action of its scope.
+fn is_read(method: &str) -> bool {
+    method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD")
 }
 
 fn is_param(segment: &str) -> bool {
