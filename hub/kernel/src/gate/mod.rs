@@ -210,19 +210,27 @@ async fn resolve(state: &AppState, value: &str) -> Result<Caller, &'static str> 
 /// Routes about the calling person themselves.
 const SELF_ROUTES: &[&str] = &["/api/me", "/api/memberships"];
 
+tokio::task_local! {
+    /// The matched route template of the request being answered, for the
+    /// metrics layer, which runs outside routing: that layer opens the slot
+    /// around the request (when metrics are on) and reads it once the
+    /// answer is made; [`authorize`] fills it. A task-local rather than an
+    /// extension of the answer, which would allocate the answer's
+    /// extension map on every request, and rather than a route layer of
+    /// its own, which would clone the route's service stack on every
+    /// request.
+    pub static MATCHED_ROUTE: std::cell::Cell<Option<MatchedPath>>;
+}
+
 /// Inner layer (per route): the scope a machine needs, or the role
 /// authority a person needs, for the matched route.
 pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    // The matched template rides out on the answer for the metrics layer,
-    // which runs outside routing: here rather than in a route layer of its
-    // own, which would cost every request another clone of the route's
-    // service stack.
     let matched = req.extensions().get::<MatchedPath>().cloned();
-    let mut res = check(&state, matched.as_ref().map(MatchedPath::as_str), req, next).await;
-    if let Some(route) = matched.filter(|_| state.config.metrics) {
-        res.extensions_mut().insert(route);
+    if let Some(route) = &matched {
+        // Outside the metrics layer's scope (metrics off) there is no slot.
+        let _ = MATCHED_ROUTE.try_with(|slot| slot.set(Some(route.clone())));
     }
-    res
+    check(&state, matched.as_ref().map(MatchedPath::as_str), req, next).await
 }
 
 /// The checks of [`authorize`] for the matched route template `route`.
