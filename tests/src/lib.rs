@@ -84,6 +84,33 @@ pub fn hub_binary(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     }
 }
 
+/// The CPU time a process has used so far (user and system), in clock
+/// ticks of 10 ms (the kernel's `USER_HZ`, 100 on every Linux ABI), from
+/// `/proc/<pid>/stat`.
+pub fn process_ticks(pid: u32) -> anyhow::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')').context("a /proc stat line")? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    Ok(fields.get(11).context("utime")?.parse::<u64>()? + fields.get(12).context("stime")?.parse::<u64>()?)
+}
+
+/// Milliseconds per clock tick of `process_ticks`.
+pub const MS_PER_TICK: f64 = 10.0;
+
+/// The machine's CPU time so far in clock ticks: all of it, and the part
+/// stolen by the hypervisor for other guests (`/proc/stat`). A benchmark
+/// reports the stolen share of its run: the time its processes were ready
+/// to run and could not, which makes throughput figures noisy.
+pub fn machine_ticks() -> anyhow::Result<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let line = stat.lines().next().context("/proc/stat")?;
+    let n: Vec<u64> = line.split_whitespace().skip(1).map(str::parse).collect::<Result<_, _>>()?;
+    // user nice system idle iowait irq softirq steal (guest time is inside user).
+    Ok((n.iter().take(8).sum(), n.get(7).copied().unwrap_or(0)))
+}
+
 /// The `p` quantile of sorted durations (zero when there are none).
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {

@@ -119,6 +119,14 @@ struct Measured {
     p50_ms: f64,
     p99_ms: f64,
     errors: u64,
+    /// Requests completed.
+    requests: u64,
+    /// The hub processes' CPU time (user and system) per request, in µs:
+    /// the route's cost, which time stolen by the hypervisor does not
+    /// inflate as it does the rate.
+    cpu_us: f64,
+    /// The machine's CPU time stolen by the hypervisor during the run, in %.
+    steal: f64,
 }
 
 /// A scenario as `wrk` sends it.
@@ -166,6 +174,7 @@ fn parse_wrk(out: &str) -> anyhow::Result<Measured> {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             ["Requests/sec:", r] => m.rate = r.parse()?,
+            [n, "requests", "in", ..] => m.requests = n.parse()?,
             ["50.000%" | "50%", t] => m.p50_ms = duration_ms(t)?,
             ["99.000%" | "99%", t] => m.p99_ms = duration_ms(t)?,
             ["Non-2xx", "or", "3xx", "responses:", n] => m.errors += n.parse::<u64>()?,
@@ -180,14 +189,17 @@ fn parse_wrk(out: &str) -> anyhow::Result<Measured> {
 }
 
 /// Runs the scenario against every replica at once (connections split
-/// between them) and adds the rates up (latencies: the worst replica's).
-async fn drive(dir: &Path, bases: &[String], s: &Scenario, connections: usize, seconds: u64) -> anyhow::Result<Measured> {
+/// between them) and adds the rates up (latencies: the worst replica's),
+/// with the hubs' CPU time per request and the machine's stolen time.
+async fn drive(dir: &Path, hubs: &[Hub], s: &Scenario, connections: usize, seconds: u64) -> anyhow::Result<Measured> {
     let script = dir.join(format!("{}.lua", s.name.replace(|c: char| !c.is_ascii_alphanumeric(), "_")));
     std::fs::write(&script, s.lua())?;
-    let per = (connections / bases.len()).max(1);
-    let runs: Vec<_> = bases
+    let per = (connections / hubs.len()).max(1);
+    let cpu = || hubs.iter().map(|h| tests::process_ticks(h.child.id())).sum::<anyhow::Result<u64>>();
+    let (cpu_before, machine_before) = (cpu()?, tests::machine_ticks()?);
+    let runs: Vec<_> = hubs
         .iter()
-        .map(|base| {
+        .map(|Hub { base, .. }| {
             tokio::process::Command::new("wrk")
                 .args(["-t1", &format!("-c{per}"), &format!("-d{seconds}s"), "--latency", "-s"])
                 .arg(&script)
@@ -204,7 +216,11 @@ async fn drive(dir: &Path, bases: &[String], s: &Scenario, connections: usize, s
         total.p50_ms = total.p50_ms.max(m.p50_ms);
         total.p99_ms = total.p99_ms.max(m.p99_ms);
         total.errors += m.errors;
+        total.requests += m.requests;
     }
+    let (cpu_after, machine_after) = (cpu()?, tests::machine_ticks()?);
+    total.cpu_us = (cpu_after - cpu_before) as f64 * tests::MS_PER_TICK * 1000.0 / total.requests.max(1) as f64;
+    total.steal = 100.0 * (machine_after.1 - machine_before.1) as f64 / (machine_after.0 - machine_before.0).max(1) as f64;
     Ok(total)
 }
 
@@ -290,24 +306,42 @@ async fn scenarios(base: &str) -> anyhow::Result<(Vec<Scenario>, Vec<Scenario>)>
 /// The hubs of one metrics setting, with the scenarios made on them.
 struct Variant {
     name: &'static str,
-    /// Held for their lifetime: the hub processes end when dropped.
-    _hubs: Vec<Hub>,
-    bases: Vec<String>,
+    /// The hub processes, which end when dropped.
+    hubs: Vec<Hub>,
     gateway: Vec<Scenario>,
     credentials: Vec<Scenario>,
     /// PostgreSQL: the fresh database's name, dropped at the end.
     database: Option<String>,
-    /// Per gateway scenario: the mean rate, the worst p50 and p99, errors.
-    totals: Vec<(f64, f64, f64, u64)>,
+    /// Per gateway scenario, what each round measured.
+    runs: Vec<Vec<Measured>>,
 }
 
 const GATEWAY_NAMES: [&str; 5] = ["GET /health", "GET /api/me (API key)", "GET /api/me (rate-limited key)", "GET /api/me (ES256 JWT)", "POST …/evaluate"];
 
+/// The median (NaN of nothing).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// The median over the rounds of `f(a) / f(b)`, each round's `a` against
+/// the same round's `b`: two figures measured minutes apart on a shared
+/// machine differ by more than two measured seconds apart, so each ratio
+/// is taken within its round, and one disturbed round moves the median
+/// little where it would move a mean.
+fn paired(a: &[Measured], b: &[Measured], f: impl Fn(&Measured) -> f64) -> f64 {
+    median(a.iter().zip(b).map(|(x, y)| f(x) / f(y)).collect())
+}
+
 /// One backend: the hubs of each metrics setting (a fresh database for
 /// each), all started before the first round; every scenario, the table.
-/// With `--compare-metrics` the settings take turns within each round, so
-/// drift over the run (disk, caches, the machine's other work) falls on
-/// both alike instead of on whichever ran second.
+/// With `--compare-metrics` the settings take turns within each round,
+/// the first one every other round, so drift over the run (disk, caches,
+/// the machine's other work) falls on both alike.
 async fn bench(args: &Args, bin: &Path, label: &str, server: Option<&str>) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let replicas = if server.is_some() { 2 } else { 1 };
@@ -330,13 +364,11 @@ async fn bench(args: &Args, bin: &Path, label: &str, server: Option<&str>) -> an
             let _ = std::fs::remove_dir_all(&data);
             hubs.push(start_hub(bin, &data, database_url.as_deref(), env).await?);
         }
-        let bases: Vec<String> = hubs.iter().map(|h| h.base.clone()).collect();
-        let (gateway, credentials) = scenarios(&bases[0]).await?;
-        let totals = vec![(0.0, 0.0, 0.0, 0); gateway.len()];
-        variants.push(Variant { name, _hubs: hubs, bases, gateway, credentials, database, totals });
+        let (gateway, credentials) = scenarios(&hubs[0].base).await?;
+        let runs = vec![Vec::new(); gateway.len()];
+        variants.push(Variant { name, hubs, gateway, credentials, database, runs });
     }
     let outcome = run_rounds(args, dir.path(), &mut variants).await;
-    let mut gateway_rates = Vec::new();
     if outcome.is_ok() {
         for (n, v) in variants.iter().enumerate() {
             println!(
@@ -349,7 +381,17 @@ async fn bench(args: &Args, bin: &Path, label: &str, server: Option<&str>) -> an
             );
             let extra = if n == 0 { outcome.as_ref().map(Vec::as_slice).unwrap_or_default() } else { &[] };
             table(v, extra);
-            gateway_rates.push(v.totals.iter().map(|t| t.0).collect::<Vec<f64>>());
+        }
+    }
+    if let (Ok(_), [on, off]) = (&outcome, variants.as_slice()) {
+        println!("\n{label}: metrics on against off, the median over the rounds of each round's ratio (target: within 3%)");
+        println!("  {:<34} {:>11} {:>19} {:>13}", "scenario", "requests/s", "(rounds, min..max)", "CPU/request");
+        for (i, s) in GATEWAY_NAMES.iter().enumerate() {
+            let each: Vec<f64> = on.runs[i].iter().zip(&off.runs[i]).map(|(a, b)| 100.0 * (a.rate / b.rate - 1.0)).collect();
+            let (lo, hi) = each.iter().fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
+            let rate = 100.0 * (paired(&on.runs[i], &off.runs[i], |m| m.rate) - 1.0);
+            let cpu = 100.0 * (paired(&on.runs[i], &off.runs[i], |m| m.cpu_us) - 1.0);
+            println!("  {s:<34} {rate:>+10.1}% {:>19} {cpu:>+12.1}%", format!("({lo:+.1}..{hi:+.1}%)"));
         }
     }
     let databases: Vec<String> = variants.iter_mut().filter_map(|v| v.database.take()).collect();
@@ -359,55 +401,87 @@ async fn bench(args: &Args, bin: &Path, label: &str, server: Option<&str>) -> an
             tests::drop_postgres(server, &name).await?;
         }
     }
-    outcome?;
-    if let [on, off] = gateway_rates.as_slice() {
-        println!("\n{label}: metrics on against off, rounds interleaved (target: within 3%)");
-        for (i, s) in GATEWAY_NAMES.iter().enumerate() {
-            println!("  {s:<34} {:+.1}%", 100.0 * (on[i] - off[i]) / off[i]);
-        }
-    }
-    Ok(())
+    outcome.map(drop)
 }
 
 /// Warms every variant up, then runs the rounds: each gateway scenario on
-/// each variant in turn. Then the credential scenarios on the first
-/// variant, whose rows it answers.
+/// each variant in turn (in reverse order every other round). Then the
+/// credential scenarios on the first variant, whose rows it answers.
 async fn run_rounds(args: &Args, dir: &Path, variants: &mut [Variant]) -> anyhow::Result<Vec<(&'static str, Measured)>> {
     for v in variants.iter() {
         for s in &v.gateway {
-            drive(dir, &v.bases, s, args.connections, 1).await?;
+            drive(dir, &v.hubs, s, args.connections, 1).await?;
         }
     }
-    for _ in 0..args.rounds {
+    for round in 0..args.rounds {
         for i in 0..GATEWAY_NAMES.len() {
-            for v in variants.iter_mut() {
-                let m = drive(dir, &v.bases, &v.gateway[i], args.connections, args.seconds).await?;
-                let t = &mut v.totals[i];
-                t.0 += m.rate / f64::from(args.rounds);
-                t.1 = t.1.max(m.p50_ms);
-                t.2 = t.2.max(m.p99_ms);
-                t.3 += m.errors;
+            let mut order: Vec<usize> = (0..variants.len()).collect();
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for n in order {
+                let v = &mut variants[n];
+                let m = drive(dir, &v.hubs, &v.gateway[i], args.connections, args.seconds).await?;
+                v.runs[i].push(m);
             }
         }
     }
     let v = &variants[0];
-    let grant = drive(dir, &v.bases, &v.credentials[0], args.connections, args.seconds).await?;
-    let login = drive(dir, &v.bases, &v.credentials[1], args.login_connections.max(v.bases.len()), args.seconds).await?;
+    let grant = drive(dir, &v.hubs, &v.credentials[0], args.connections, args.seconds).await?;
+    let login = drive(dir, &v.hubs, &v.credentials[1], args.login_connections.max(v.hubs.len()), args.seconds).await?;
     Ok(vec![(v.credentials[0].name, grant), (v.credentials[1].name, login)])
 }
 
-/// One variant's table: each scenario's rate as a share of `/health`.
+/// One variant's table. Each gateway scenario: the median rate, its share
+/// of `/health` (the median of each round's share), the hubs' CPU time per
+/// request and the share of `/health` it allows (`/health`'s CPU per
+/// request over the route's), the worst p50 and p99 of the rounds, and
+/// the errors of all rounds; then the credential scenarios, run once.
 fn table(v: &Variant, extra: &[(&str, Measured)]) {
-    let mut rows: Vec<(&str, f64, f64, f64, u64)> = v.gateway.iter().zip(&v.totals).map(|(s, t)| (s.name, t.0, t.1, t.2, t.3)).collect();
-    rows.extend(extra.iter().map(|(name, m)| (*name, m.rate, m.p50_ms, m.p99_ms, m.errors)));
-    println!("{:<36} {:>12} {:>10} {:>9} {:>9} {:>8}", "scenario", "requests/s", "of /health", "p50 ms", "p99 ms", "errors");
-    let health = v.totals[0].0;
-    for (name, rate, p50, p99, errors) in &rows {
-        println!("{name:<36} {rate:>12.0} {:>9.1}% {p50:>9.2} {p99:>9.2} {errors:>8}", 100.0 * rate / health);
+    let health = &v.runs[0];
+    println!(
+        "{:<36} {:>11} {:>10} {:>13} {:>10} {:>8} {:>8} {:>7}",
+        "scenario", "requests/s", "of /health", "hub CPU µs/req", "by CPU", "p50 ms", "p99 ms", "errors"
+    );
+    let row = |name: &str, rate: f64, share: f64, cpu: f64, cpu_share: f64, p50: f64, p99: f64, errors: u64| {
+        println!("{name:<36} {rate:>11.0} {share:>9.1}% {cpu:>13.1} {cpu_share:>9.1}% {p50:>8.2} {p99:>8.2} {errors:>7}");
+    };
+    let health_cpu = median(health.iter().map(|m| m.cpu_us).collect());
+    for (s, runs) in v.gateway.iter().zip(&v.runs) {
+        row(
+            s.name,
+            median(runs.iter().map(|m| m.rate).collect()),
+            100.0 * paired(runs, health, |m| m.rate),
+            median(runs.iter().map(|m| m.cpu_us).collect()),
+            100.0 / paired(runs, health, |m| m.cpu_us),
+            runs.iter().map(|m| m.p50_ms).fold(0.0, f64::max),
+            runs.iter().map(|m| m.p99_ms).fold(0.0, f64::max),
+            runs.iter().map(|m| m.errors).sum(),
+        );
     }
-    let share = |i: usize| 100.0 * v.totals[i].0 / health;
-    println!("authenticated routes: API key {:.1}%, JWT {:.1}%, flag evaluation {:.1}% of /health (target: at least 75%)", share(1), share(3), share(4));
-    println!("rate-limited key: {:.1}% of the same route with an unlimited key (target: at least 90%)", 100.0 * v.totals[2].0 / v.totals[1].0);
+    let health_rate = median(health.iter().map(|m| m.rate).collect());
+    for (name, m) in extra {
+        row(name, m.rate, 100.0 * m.rate / health_rate, m.cpu_us, 100.0 * health_cpu / m.cpu_us, m.p50_ms, m.p99_ms, m.errors);
+    }
+    let share = |i: usize| 100.0 * paired(&v.runs[i], health, |m| m.rate);
+    let cpu_share = |i: usize| 100.0 / paired(&v.runs[i], health, |m| m.cpu_us);
+    println!(
+        "authenticated routes: API key {:.1}%, JWT {:.1}%, flag evaluation {:.1}% of /health by requests/s; {:.1}%, {:.1}%, {:.1}% by CPU (target: at least 75%)",
+        share(1),
+        share(3),
+        share(4),
+        cpu_share(1),
+        cpu_share(3),
+        cpu_share(4)
+    );
+    println!(
+        "rate-limited key: {:.1}% of the same route with an unlimited key by requests/s, {:.1}% by CPU (target: at least 90%)",
+        100.0 * paired(&v.runs[2], &v.runs[1], |m| m.rate),
+        100.0 / paired(&v.runs[2], &v.runs[1], |m| m.cpu_us)
+    );
+    let steal: Vec<f64> = v.runs.iter().flatten().map(|m| m.steal).collect();
+    let worst = steal.iter().copied().fold(0.0, f64::max);
+    println!("the machine's CPU time stolen by its hypervisor during these runs: median {:.1}%, worst {worst:.1}%", median(steal));
 }
 
 #[tokio::main(flavor = "current_thread")]
