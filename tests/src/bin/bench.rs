@@ -55,6 +55,11 @@ struct Args {
     /// (`HUB_METRICS=false`) and compare.
     #[arg(long)]
     compare_metrics: bool,
+    /// With `--compare-metrics`: leave metrics on in the second setting
+    /// too, so that the comparison shows its own noise (two alike
+    /// settings measured the same way).
+    #[arg(long)]
+    noise_floor: bool,
 }
 
 /// One hub process.
@@ -347,7 +352,10 @@ async fn bench(args: &Args, bin: &Path, label: &str, server: Option<&str>) -> an
     let replicas = if server.is_some() { 2 } else { 1 };
     let mut settings: Vec<(&'static str, Vec<(&str, &str)>)> = vec![("metrics on", vec![])];
     if args.compare_metrics {
-        settings.push(("metrics off", vec![("HUB_METRICS", "false")]));
+        settings.push(match args.noise_floor {
+            true => ("metrics on (again)", vec![("HUB_METRICS", "true")]),
+            false => ("metrics off", vec![("HUB_METRICS", "false")]),
+        });
     }
     let mut variants = Vec::new();
     for (name, env) in &settings {
@@ -384,7 +392,7 @@ async fn bench(args: &Args, bin: &Path, label: &str, server: Option<&str>) -> an
         }
     }
     if let (Ok(_), [on, off]) = (&outcome, variants.as_slice()) {
-        println!("\n{label}: metrics on against off, the median over the rounds of each round's ratio (target: within 3%)");
+        println!("\n{label}: {} against {}, the median over the rounds of each round's ratio (target: within 3%)", on.name, off.name);
         println!("  {:<34} {:>11} {:>19} {:>13}", "scenario", "requests/s", "(rounds, min..max)", "CPU/request");
         for (i, s) in GATEWAY_NAMES.iter().enumerate() {
             let each: Vec<f64> = on.runs[i].iter().zip(&off.runs[i]).map(|(a, b)| 100.0 * (a.rate / b.rate - 1.0)).collect();
