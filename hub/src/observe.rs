@@ -147,17 +147,19 @@ fn render_http() -> String {
     if all.is_empty() {
         return String::new();
     }
-    let labels = |route: &str, slot: usize| {
-        let route = route.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
-        format!("route=\"{route}\",method=\"{}\",status=\"{}\"", METHODS[slot / CLASSES.len()], CLASSES[slot % CLASSES.len()])
-    };
+    let series: Vec<(String, Tally)> = all
+        .into_iter()
+        .map(|((route, slot), t)| {
+            let route = route.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+            (format!("route=\"{route}\",method=\"{}\",status=\"{}\"", METHODS[slot / CLASSES.len()], CLASSES[slot % CLASSES.len()]), t)
+        })
+        .collect();
     let mut out = String::from("# TYPE hub_http_requests_total counter\n");
-    for ((route, slot), t) in &all {
-        let _ = writeln!(out, "hub_http_requests_total{{{}}} {}", labels(route, *slot), t.count);
+    for (labels, t) in &series {
+        let _ = writeln!(out, "hub_http_requests_total{{{labels}}} {}", t.count);
     }
     out.push_str("# TYPE hub_http_request_duration_seconds histogram\n");
-    for ((route, slot), t) in &all {
-        let labels = labels(route, *slot);
+    for (labels, t) in &series {
         let mut below = 0;
         for (le, n) in LATENCY.iter().zip(t.buckets) {
             below += n;

@@ -99,16 +99,39 @@ pub fn process_ticks(pid: u32) -> anyhow::Result<u64> {
 /// Milliseconds per clock tick of `process_ticks`.
 pub const MS_PER_TICK: f64 = 10.0;
 
-/// The machine's CPU time so far in clock ticks: all of it, and the part
-/// stolen by the hypervisor for other guests (`/proc/stat`). A benchmark
+/// The machine's CPU time so far in clock ticks (`/proc/stat`): all of
+/// it, and the part stolen by the hypervisor for other guests. A benchmark
 /// reports the stolen share of its run: the time its processes were ready
 /// to run and could not, which makes throughput figures noisy.
-pub fn machine_ticks() -> anyhow::Result<(u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/stat")?;
-    let line = stat.lines().next().context("/proc/stat")?;
-    let n: Vec<u64> = line.split_whitespace().skip(1).map(str::parse).collect::<Result<_, _>>()?;
-    // user nice system idle iowait irq softirq steal (guest time is inside user).
-    Ok((n.iter().take(8).sum(), n.get(7).copied().unwrap_or(0)))
+#[derive(Clone, Copy)]
+pub struct MachineTicks {
+    total: u64,
+    stolen: u64,
+}
+
+impl MachineTicks {
+    pub fn now() -> anyhow::Result<MachineTicks> {
+        let stat = std::fs::read_to_string("/proc/stat")?;
+        let line = stat.lines().next().context("/proc/stat")?;
+        let n: Vec<u64> = line.split_whitespace().skip(1).map(str::parse).collect::<Result<_, _>>()?;
+        // user nice system idle iowait irq softirq steal (guest time is inside user).
+        Ok(MachineTicks { total: n.iter().take(8).sum(), stolen: n.get(7).copied().unwrap_or(0) })
+    }
+
+    /// The share of the machine's CPU time stolen since `earlier`, in %.
+    pub fn stolen_percent_since(&self, earlier: &MachineTicks) -> f64 {
+        100.0 * (self.stolen - earlier.stolen) as f64 / (self.total - earlier.total).max(1) as f64
+    }
+}
+
+/// The median (NaN of nothing).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// The `p` quantile of sorted durations (zero when there are none).

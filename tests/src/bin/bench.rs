@@ -24,6 +24,7 @@ use std::{
 use anyhow::{Context, bail, ensure};
 use clap::Parser;
 use serde_json::{Value, json};
+use tests::{MachineTicks, median};
 
 #[derive(Parser, Clone)]
 #[command(about = "Load benchmark of the hub's gateway and credential paths, from outside the hub's process")]
@@ -201,7 +202,7 @@ async fn drive(dir: &Path, hubs: &[Hub], s: &Scenario, connections: usize, secon
     std::fs::write(&script, s.lua())?;
     let per = (connections / hubs.len()).max(1);
     let cpu = || hubs.iter().map(|h| tests::process_ticks(h.child.id())).sum::<anyhow::Result<u64>>();
-    let (cpu_before, machine_before) = (cpu()?, tests::machine_ticks()?);
+    let (cpu_before, machine_before) = (cpu()?, MachineTicks::now()?);
     let runs: Vec<_> = hubs
         .iter()
         .map(|Hub { base, .. }| {
@@ -223,9 +224,9 @@ async fn drive(dir: &Path, hubs: &[Hub], s: &Scenario, connections: usize, secon
         total.errors += m.errors;
         total.requests += m.requests;
     }
-    let (cpu_after, machine_after) = (cpu()?, tests::machine_ticks()?);
+    let cpu_after = cpu()?;
     total.cpu_us = (cpu_after - cpu_before) as f64 * tests::MS_PER_TICK * 1000.0 / total.requests.max(1) as f64;
-    total.steal = 100.0 * (machine_after.1 - machine_before.1) as f64 / (machine_after.0 - machine_before.0).max(1) as f64;
+    total.steal = MachineTicks::now()?.stolen_percent_since(&machine_before);
     Ok(total)
 }
 
@@ -322,16 +323,6 @@ struct Variant {
 }
 
 const GATEWAY_NAMES: [&str; 5] = ["GET /health", "GET /api/me (API key)", "GET /api/me (rate-limited key)", "GET /api/me (ES256 JWT)", "POST …/evaluate"];
-
-/// The median (NaN of nothing).
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
 
 /// The median over the rounds of `f(a) / f(b)`, each round's `a` against
 /// the same round's `b`: two figures measured minutes apart on a shared

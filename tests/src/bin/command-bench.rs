@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use edge_agent::protocol;
-use tests::{HubProcess, hub_binary, percentile};
+use tests::{HubProcess, MachineTicks, hub_binary, median, percentile};
 
 #[derive(Parser)]
 #[command(about = "Robot command path benchmark")]
@@ -168,7 +168,7 @@ async fn main() -> anyhow::Result<()> {
     for run in 0..args.runs {
         eprintln!("run {}: timing {} commands...", run + 1, args.samples);
         let (mut lat, mut answered) = (Vec::with_capacity(args.samples), Vec::with_capacity(args.samples));
-        let machine_before = tests::machine_ticks()?;
+        let machine_before = MachineTicks::now()?;
         for i in 0..args.samples {
             let asset = &robots[(run * args.samples + i) % args.agents].0;
             let (tx, rx) = oneshot::channel();
@@ -179,10 +179,9 @@ async fn main() -> anyhow::Result<()> {
             let at = tokio::time::timeout(Duration::from_secs(10), rx).await.context("a command never reached its agent")??;
             lat.push(at.saturating_duration_since(t0));
         }
-        let machine_after = tests::machine_ticks()?;
+        let steal = MachineTicks::now()?.stolen_percent_since(&machine_before);
         lat.sort();
         answered.sort();
-        let steal = 100.0 * (machine_after.1 - machine_before.1) as f64 / (machine_after.0 - machine_before.0).max(1) as f64;
         runs.push(Run { lat, answered, steal });
     }
 
@@ -211,13 +210,11 @@ async fn main() -> anyhow::Result<()> {
             r.steal
         );
     }
-    let mut p99s: Vec<f64> = runs.iter().map(|r| ms(percentile(&r.lat, 0.99))).collect();
-    p99s.sort_by(f64::total_cmp);
-    let p50s: Vec<f64> = runs.iter().map(|r| ms(percentile(&r.lat, 0.50))).collect();
-    let n = p99s.len();
-    let median_p99 = if n % 2 == 1 { p99s[n / 2] } else { (p99s[n / 2 - 1] + p99s[n / 2]) / 2.0 };
+    let p99s: Vec<f64> = runs.iter().map(|r| ms(percentile(&r.lat, 0.99))).collect();
+    let median_p99 = median(p99s.clone());
     if runs.len() > 1 {
-        println!("    p99 over the {} runs: median {median_p99:.3} ms, worst {:.3} ms (target: under 5 ms)", runs.len(), p99s[p99s.len() - 1]);
+        let worst = p99s.iter().copied().fold(0.0, f64::max);
+        println!("    p99 over the {} runs: median {median_p99:.3} ms, worst {worst:.3} ms (target: under 5 ms)", runs.len());
     }
     println!(
         "  hub resident memory: {:.1} MiB at start, {:.1} MiB with {} agents, {:.1} MiB with {} idle agents connected",
@@ -230,7 +227,7 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "{}",
         json!({
-            "p50_ms": p50s, "p99_ms": runs.iter().map(|r| ms(percentile(&r.lat, 0.99))).collect::<Vec<f64>>(), "median_p99_ms": median_p99,
+            "p50_ms": runs.iter().map(|r| ms(percentile(&r.lat, 0.50))).collect::<Vec<f64>>(), "p99_ms": p99s, "median_p99_ms": median_p99,
             "answered_p99_ms": runs.iter().map(|r| ms(percentile(&r.answered, 0.99))).collect::<Vec<f64>>(),
             "steal_percent": runs.iter().map(|r| r.steal).collect::<Vec<f64>>(),
             "agents": args.agents, "idle_agents": total, "rss_mib_idle": rss_idle as f64 / 1024.0,
