@@ -136,6 +136,18 @@ pub async fn notify(state: &AppState, tx: &mut Tx, asset_id: &str) -> ApiResult<
     Ok(())
 }
 
+/// [`notify`] as an item of the `RETURNING` list of the statement that
+/// makes a command deliverable (a round trip fewer; PostgreSQL delivers it
+/// at commit all the same): the item, whose parameters are `$first` and
+/// `$first + 1`, and their values. `None` on SQLite, where waking this
+/// hub's streams after the commit is all there is to do.
+pub fn notify_item(state: &AppState, asset_id: &str, first: usize) -> Option<(String, [String; 2])> {
+    (state.db.backend == Backend::Postgres).then(|| {
+        let item = format!("pg_notify(${first}, ${})::text AS notified", first + 1);
+        (item, [COMMAND_CHANNEL.to_string(), format!("{} {asset_id}", state.streams.origin)])
+    })
+}
+
 /// The asset a notification names, or None for this hub's own.
 fn foreign_asset<'a>(origin: &str, payload: &'a str) -> Option<&'a str> {
     match payload.split_once(' ') {

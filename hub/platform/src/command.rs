@@ -306,12 +306,15 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let now = db::format_time(now_t);
     let expires_at = db::format_time(db::add_seconds(now_t, ttl).ok_or_else(|| anyhow::anyhow!("command expiry out of range"))?);
     let (status, queued_at) = if needs_approval { ("awaiting_approval", None) } else { ("queued", Some(&now)) };
+    // A queued command tells the streams from within its insert.
+    let notify = if needs_approval { None } else { bus::notify_item(&state, &asset_id, 16) };
     let sql = format!(
         "INSERT INTO command_command (command_id, tenant_id, target_asset_id, target_component_id, type, params, risk_class, status, \
          ttl_seconds, expires_at, created_by, actor_kind, created_at, updated_at, seq, queued_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $15) RETURNING {COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $15) RETURNING {COLUMNS}{}",
+        notify.as_ref().map_or(String::new(), |(item, _)| format!(", {item}"))
     );
-    let row: Command = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let mut insert = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&command_id)
         .bind(&ctx.tenant_id)
         .bind(&asset_id)
@@ -326,12 +329,11 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
         .bind(ctx.actor_kind)
         .bind(&now)
         .bind(seq)
-        .bind(queued_at)
-        .fetch_one(&mut *tx)
-        .await?;
-    if !needs_approval {
-        bus::notify(&state, &mut tx, &asset_id).await?;
+        .bind(queued_at);
+    if let Some((_, [channel, payload])) = &notify {
+        insert = insert.bind(channel).bind(payload);
     }
+    let row: Command = insert.fetch_one(&mut *tx).await?;
     audit::record(
         &mut tx,
         &ctx,

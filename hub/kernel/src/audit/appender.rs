@@ -391,12 +391,7 @@ fn answers(entries: Vec<Prepared>, sealed: Vec<Sealed>) -> Vec<Appended> {
 
 /// Writes a batch inside `tx` through sqlx: per group of chains, one head
 /// advance (which takes the heads' row locks on PostgreSQL), the entries
-/// chained in arrival order, one head-hash update; then the entries in
-/// multi-row inserts, each followed by its outbox marks. On PostgreSQL the
-/// head-hash update, the first insert and its marks are one statement
-/// (data-modifying `WITH` parts), as is every later insert with its marks:
-/// an event recorded in a route's transaction costs three round trips
-/// (pool, head advance, the rest) instead of five.
+/// chained in arrival order, then [`store`].
 pub(crate) async fn write_sql(tx: &mut Tx, backend: Backend, entries: Vec<Prepared>) -> ApiResult<Vec<Appended>> {
     let mut sealed = vec![Sealed::default(); entries.len()];
     let chains = by_chain(&entries);
@@ -410,10 +405,47 @@ pub(crate) async fn write_sql(tx: &mut Tx, backend: Backend, entries: Vec<Prepar
             heads.push((tenant_id, *pool_index, *last, new_head));
         }
     }
+    store(tx, backend, &entries, &sealed, &heads).await?;
+    Ok(answers(entries, sealed))
+}
+
+/// One event of a route's transaction on PostgreSQL, in its tenant's pool:
+/// the head advance reads the pool (`admin_pool_index`, 0 for an unknown
+/// tenant) as it locks the head, so the event costs two round trips (head
+/// advance, then [`store`]'s one statement).
+pub(crate) async fn write_in_tenant_pool(tx: &mut Tx, mut entry: Prepared) -> ApiResult<Appended> {
+    let advanced = sqlx::query(
+        "INSERT INTO audit_chain_head (tenant_id, pool_index, seq, head_hash, updated_at) \
+         SELECT $1, COALESCE((SELECT admin_pool_index FROM tenant_tenant WHERE tenant_id = $1), 0), 1, $2, $3 \
+         ON CONFLICT (tenant_id, pool_index) DO UPDATE SET seq = audit_chain_head.seq + 1, updated_at = excluded.updated_at \
+         RETURNING pool_index, chain_id, seq, head_hash",
+    )
+    .bind(&entry.tenant_id)
+    .bind(ZERO_HASH.to_vec())
+    .bind(crate::db::now())
+    .fetch_one(&mut **tx)
+    .await?;
+    entry.pool_index = advanced.try_get(0)?;
+    let (chain_id, seq, head): (i64, i64, Vec<u8>) = (advanced.try_get(1)?, advanced.try_get(2)?, advanced.try_get(3)?);
+    let entries = [entry];
+    let mut sealed = [Sealed::default()];
+    let new_head = seal_chain(&entries, &[0], chain_id, seq - 1, chain::hash_from(&head)?, &mut sealed);
+    store(tx, Backend::Postgres, &entries, &sealed, &[(&entries[0].tenant_id, entries[0].pool_index, seq, new_head)]).await?;
+    let [entry] = entries;
+    let [sealed] = sealed;
+    Ok(entry.into_appended(sealed.seq, sealed.prev, sealed.hash))
+}
+
+/// Stores chained entries and their chains' new `heads` (tenant, pool,
+/// last seq, hash): the head hashes, then the entries in multi-row
+/// inserts, each followed by its outbox marks. On PostgreSQL the head-hash
+/// update, the first insert and its marks are one statement
+/// (data-modifying `WITH` parts), as is every later insert with its marks.
+async fn store(tx: &mut Tx, backend: Backend, entries: &[Prepared], sealed: &[Sealed], heads: &[(&str, i64, i64, Hash)]) -> ApiResult<()> {
     // The head updates the first insert carries (PostgreSQL, one group).
     let mut carried: &[(&str, i64, i64, Hash)] = &[];
     if backend == Backend::Postgres && heads.len() <= CHAINS_PER_STATEMENT {
-        carried = &heads;
+        carried = heads;
     } else {
         for group in heads.chunks(CHAINS_PER_STATEMENT) {
             set_heads(tx, backend, group).await?;
@@ -474,7 +506,7 @@ pub(crate) async fn write_sql(tx: &mut Tx, backend: Backend, entries: Vec<Prepar
             super::outbox::enqueue(tx, backend, &ids).await?;
         }
     }
-    Ok(answers(entries, sealed))
+    Ok(())
 }
 
 /// Advances the heads of several chains by their entry counts in one
