@@ -223,28 +223,37 @@ tokio::task_local! {
 }
 
 /// Inner layer (per route): the scope a machine needs, or the role
-/// authority a person needs, for the matched route.
+/// authority a person needs, for the matched route. The checks borrow the
+/// request's parts (the caller and the template are not cloned: their
+/// shared reference counts would move between the cores on every request),
+/// and the template then goes to the metrics' slot, when there is one.
 pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let matched = req.extensions().get::<MatchedPath>().cloned();
-    if let Some(route) = &matched {
+    let (mut parts, body) = req.into_parts();
+    let matched = parts.extensions.remove::<MatchedPath>();
+    let verdict = check(&state, matched.as_ref().map(MatchedPath::as_str), &parts).await;
+    if let Some(route) = matched {
         // Outside the metrics layer's scope (metrics off) there is no slot.
-        let _ = MATCHED_ROUTE.try_with(|slot| slot.set(Some(route.clone())));
+        let _ = MATCHED_ROUTE.try_with(|slot| slot.set(Some(route)));
     }
-    check(&state, matched.as_ref().map(MatchedPath::as_str), req, next).await
+    match verdict {
+        Ok(()) => next.run(Request::from_parts(parts, body)).await,
+        Err(refused) => refused,
+    }
 }
 
-/// The checks of [`authorize`] for the matched route template `route`.
-async fn check(state: &AppState, route: Option<&str>, req: Request, next: Next) -> Response {
-    if state.config.gate_mode == GateMode::Off || is_public(req.uri().path()) {
-        return next.run(req).await;
+/// The checks of [`authorize`] for the matched route template `route`:
+/// `Err` is the refusal to answer.
+async fn check(state: &AppState, route: Option<&str>, req: &axum::http::request::Parts) -> Result<(), Response> {
+    if state.config.gate_mode == GateMode::Off || is_public(req.uri.path()) {
+        return Ok(());
     }
-    let (Some(route), Some(caller)) = (route, req.extensions().get::<Caller>().cloned()) else {
-        return next.run(req).await;
+    let (Some(route), Some(caller)) = (route, req.extensions.get::<Caller>()) else {
+        return Ok(());
     };
-    let Some(required) = scope::required_for_route(req.method().as_str(), route) else {
-        return next.run(req).await;
+    let Some(required) = scope::required_for_route(req.method.as_str(), route) else {
+        return Ok(());
     };
-    let verdict = match &caller {
+    let verdict = match caller {
         Caller::Machine { key, scopes } => {
             if scope::any_covers(scopes, &required) {
                 Ok(())
@@ -256,9 +265,9 @@ async fn check(state: &AppState, route: Option<&str>, req: Request, next: Next) 
             }
         }
         // A person may always read their own identity, whatever their roles.
-        Caller::Human(_) if req.method() == Method::GET && SELF_ROUTES.contains(&route) => Ok(()),
+        Caller::Human(_) if req.method == Method::GET && SELF_ROUTES.contains(&route) => Ok(()),
         Caller::Human(claims) => match &claims.tenant {
-            Some(t) => person_may(state, t, &required, persona_in_path(route, req.uri().path())).await,
+            Some(t) => person_may(state, t, &required, persona_in_path(route, req.uri.path())).await,
             // A person-level token reaches only the routes that take one;
             // their extractors refuse it everywhere else.
             None => Ok(()),
@@ -266,25 +275,25 @@ async fn check(state: &AppState, route: Option<&str>, req: Request, next: Next) 
         Caller::Operator(_) => Ok(()),
     };
     let verdict = match verdict {
-        Ok(()) => abac(state, &caller, &required, route, req.method().as_str(), req.uri().path()).await,
+        Ok(()) => abac(state, caller, &required, route, req.method.as_str(), req.uri.path()).await,
         refused => refused,
     };
     match verdict {
-        Ok(()) => next.run(req).await,
+        Ok(()) => Ok(()),
         Err(e) if state.config.gate_mode == GateMode::Report && !matches!(e, ApiError::Db(_) | ApiError::Internal(_)) => {
             tracing::warn!(route = %route, scope = %required, "gate (report mode): would refuse with 403");
-            next.run(req).await
+            Ok(())
         }
         Err(e) => {
             if matches!(e, ApiError::Forbidden { .. }) {
-                let reason = match (&e, &caller) {
+                let reason = match (&e, caller) {
                     (ApiError::Forbidden { scopes: None, .. }, _) => "policy",
                     (_, Caller::Machine { .. }) => "scope",
                     _ => "role",
                 };
                 metrics::counter!("hub_gate_refusals_total", "reason" => reason).increment(1);
             }
-            e.into_response()
+            Err(e.into_response())
         }
     }
 }

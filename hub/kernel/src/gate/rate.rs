@@ -20,8 +20,9 @@
 //! finds the lease empty claims, and the others wait for its answer instead
 //! of each queueing an upsert on the same row (two busy replicas doing that
 //! put hundreds of milliseconds on one request in a hundred). The next
-//! block is claimed when a quarter of the last one is left, by a request
-//! already admitted, so a busy key rarely waits at all.
+//! block is claimed when half of the last one is left, in a task of
+//! its own beside a request already admitted, so a busy key rarely waits
+//! at all.
 
 use std::{
     collections::HashMap,
@@ -50,13 +51,37 @@ struct Lease {
     /// requests wait for it instead of each sending their own.
     claiming: bool,
     /// The size of the last block granted: the next claim goes out when a
-    /// quarter of it is left, so that busy keys rarely wait.
+    /// half of it is left, so that busy keys rarely wait (a commit slowed
+    /// by a checkpoint has half a block's time to land).
     last_block: i64,
 }
 
 impl Lease {
     fn new(window: i64) -> Lease {
         Lease { window, left: 0, known: 0, spent_until: None, last_use: Instant::now(), claiming: false, last_block: 0 }
+    }
+
+    /// Takes one hit, or says what to do.
+    fn take(&mut self, limit: i64) -> Take {
+        let now = Instant::now();
+        self.last_use = now;
+        let block = ((limit - self.known) / 16).clamp(1, MAX_BLOCK);
+        if self.left > 0 {
+            self.left -= 1;
+            if !self.claiming && self.left < self.last_block / 2 && self.known < limit {
+                self.claiming = true;
+                return Take::AdmitAndRefill(block);
+            }
+            return Take::Admit;
+        }
+        if self.spent_until.is_some_and(|t| t > now) {
+            return Take::Refuse;
+        }
+        if self.claiming {
+            return Take::Wait;
+        }
+        self.claiming = true;
+        Take::Claim(block)
     }
 }
 
@@ -96,37 +121,23 @@ impl RateLeases {
         self.leases.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes one hit from the lease of `id` in `window`, or says what to do.
-    fn take(&self, id: &str, window: i64, limit: i64) -> Take {
+    /// Takes one hit from the lease of `id` in `window`, or says what to do,
+    /// with the window it counts in: a request that read the clock just
+    /// before the minute turned, and reaches the lease after another turned
+    /// it, counts in the new window (turning the lease back would drop the
+    /// new window's lease and claim, and the two windows would take turns).
+    fn take(&self, id: &str, window: i64, limit: i64) -> (i64, Take) {
         let mut leases = self.lock();
         let lease = match leases.get_mut(id) {
             Some(l) => l,
             None => leases.entry(id.to_string()).or_insert_with(|| Lease::new(window)),
         };
-        if lease.window != window {
+        if lease.window < window {
             *lease = Lease::new(window);
         }
-        let now = Instant::now();
-        lease.last_use = now;
-        let block = ((limit - lease.known) / 16).clamp(1, MAX_BLOCK);
-        if lease.left > 0 {
-            lease.left -= 1;
-            if !lease.claiming && lease.left < lease.last_block / 4 && lease.known < limit {
-                lease.claiming = true;
-                return Take::AdmitAndRefill(block);
-            }
-            return Take::Admit;
-        }
-        if lease.spent_until.is_some_and(|t| t > now) {
-            return Take::Refuse;
-        }
-        if lease.claiming {
-            return Take::Wait;
-        }
-        lease.claiming = true;
-        Take::Claim(block)
+        let window = lease.window;
+        (window, lease.take(limit))
     }
-
     /// Records a claim's outcome: `granted` hits with the counter now at
     /// `counter`; with `own`, one of them is the claiming request's (it
     /// was not admitted yet). Answers whether that request is admitted.
@@ -209,44 +220,45 @@ pub async fn count_use(state: &AppState, id: &str, limit: Option<i64>) -> ApiRes
         // Registered before the lease is read: a claim that ends between
         // the two still wakes this request.
         let woken = state.rate.claimed.notified();
-        let (block, own) = match state.rate.take(id, window, limit) {
+        let (window, take) = state.rate.take(id, window, limit);
+        match take {
             Take::Admit => return Ok(()),
             Take::Refuse => return Err(refused()),
-            Take::Wait => {
-                woken.await;
-                continue;
-            }
-            Take::AdmitAndRefill(block) => (block, false),
-            Take::Claim(block) => (block, true),
-        };
-        let mut claim = Claiming { leases: &state.rate, id, window, answered: false };
-        let counter: Result<i64, sqlx::Error> = sqlx::query_scalar(
-            "INSERT INTO credential_rate_window (key_id, window_start, hits) VALUES ($1, $2, $3) \
-             ON CONFLICT (key_id, window_start) DO UPDATE SET hits = credential_rate_window.hits + $3 RETURNING hits",
-        )
-        .bind(id)
-        .bind(window)
-        .bind(block)
-        .fetch_one(state.db.writer())
-        .await;
-        let counter = match counter {
-            Ok(c) => c,
-            Err(e) if own => return Err(e.into()),
-            // This request was admitted from the lease already; the next
-            // one claims again.
-            Err(e) => {
-                tracing::warn!(error = %e, "claiming a rate limit block");
+            Take::Wait => woken.await,
+            // The request goes on at once; the next block is claimed beside it.
+            Take::AdmitAndRefill(block) => {
+                let (state, id) = (state.clone(), id.to_string());
+                tokio::spawn(async move {
+                    if let Err(e) = claim(&state, &id, window, limit, block, false).await {
+                        tracing::warn!(error = %e, "claiming a rate limit block");
+                    }
+                });
                 return Ok(());
             }
-        };
-        // What the claim took beyond the limit is not granted (and stays on
-        // the counter, which is spent either way).
-        let granted = (block - (counter - limit).max(0)).max(0);
-        claim.answered = true;
-        let admitted = state.rate.claimed(id, window, granted, counter, own);
-        drop(claim);
-        return if admitted || !own { Ok(()) } else { Err(refused()) };
+            Take::Claim(block) => return if claim(state, id, window, limit, block, true).await? { Ok(()) } else { Err(refused()) },
+        }
     }
+}
+
+/// Claims a block of `block` hits of `id`'s window from the shared counter
+/// and adds what is granted to the lease; with `own`, one of them is the
+/// claiming request's, and the answer says whether it is admitted.
+async fn claim(state: &AppState, id: &str, window: i64, limit: i64, block: i64, own: bool) -> Result<bool, sqlx::Error> {
+    let mut claim = Claiming { leases: &state.rate, id, window, answered: false };
+    let counter: i64 = sqlx::query_scalar(
+        "INSERT INTO credential_rate_window (key_id, window_start, hits) VALUES ($1, $2, $3) \
+         ON CONFLICT (key_id, window_start) DO UPDATE SET hits = credential_rate_window.hits + $3 RETURNING hits",
+    )
+    .bind(id)
+    .bind(window)
+    .bind(block)
+    .fetch_one(state.db.writer())
+    .await?;
+    // What the claim took beyond the limit is not granted (and stays on
+    // the counter, which is spent either way).
+    let granted = (block - (counter - limit).max(0)).max(0);
+    claim.answered = true;
+    Ok(state.rate.claimed(id, window, granted, counter, own))
 }
 
 /// Gives the unused hits of idle leases back to their windows' counters.
@@ -276,45 +288,50 @@ mod tests {
     fn one_claim_at_a_time_refilled_early_and_blocks_shrink_as_the_limit_nears() {
         let leases = RateLeases::default();
         // 1,000 a minute: the first request claims 62; the others wait for it.
-        assert_eq!(leases.take("k", 7, 1000), Take::Claim(62));
-        assert_eq!(leases.take("k", 7, 1000), Take::Wait);
+        assert_eq!(leases.take("k", 7, 1000).1, Take::Claim(62));
+        assert_eq!(leases.take("k", 7, 1000).1, Take::Wait);
         assert!(leases.claimed("k", 7, 62, 62, true));
-        // 61 left: admitted from memory until a quarter of the block is left,
+        // 61 left: admitted from memory until half of the block is left,
         // then one request claims the next block while the rest go on.
-        for _ in 0..46 {
-            assert_eq!(leases.take("k", 7, 1000), Take::Admit);
+        for _ in 0..30 {
+            assert_eq!(leases.take("k", 7, 1000).1, Take::Admit);
         }
-        assert_eq!(leases.take("k", 7, 1000), Take::AdmitAndRefill(58));
-        for _ in 0..14 {
-            assert_eq!(leases.take("k", 7, 1000), Take::Admit);
+        assert_eq!(leases.take("k", 7, 1000).1, Take::AdmitAndRefill(58));
+        for _ in 0..30 {
+            assert_eq!(leases.take("k", 7, 1000).1, Take::Admit);
         }
-        assert_eq!(leases.take("k", 7, 1000), Take::Wait);
+        assert_eq!(leases.take("k", 7, 1000).1, Take::Wait);
         assert!(leases.claimed("k", 7, 58, 120, false));
-        assert_eq!(leases.take("k", 7, 1000), Take::Admit);
+        assert_eq!(leases.take("k", 7, 1000).1, Take::Admit);
 
         // Near the limit, one hit at a time; nothing granted: refused from
         // memory for a while.
-        assert_eq!(leases.take("n", 7, 1000), Take::Claim(62));
+        assert_eq!(leases.take("n", 7, 1000).1, Take::Claim(62));
         assert!(leases.claimed("n", 7, 1, 995, true));
-        assert_eq!(leases.take("n", 7, 1000), Take::Claim(1));
+        assert_eq!(leases.take("n", 7, 1000).1, Take::Claim(1));
         assert!(!leases.claimed("n", 7, 0, 1001, true));
-        assert_eq!(leases.take("n", 7, 1000), Take::Refuse);
+        assert_eq!(leases.take("n", 7, 1000).1, Take::Refuse);
         // A new window starts afresh.
-        assert_eq!(leases.take("n", 8, 1000), Take::Claim(62));
+        assert_eq!(leases.take("n", 8, 1000).1, Take::Claim(62));
     }
 
     #[test]
     fn a_failed_claim_lets_the_next_request_claim_and_a_late_one_leaves_the_new_window_alone() {
         let leases = RateLeases::default();
-        assert_eq!(leases.take("k", 7, 1000), Take::Claim(62));
-        assert_eq!(leases.take("k", 7, 1000), Take::Wait);
+        assert_eq!(leases.take("k", 7, 1000).1, Take::Claim(62));
+        assert_eq!(leases.take("k", 7, 1000).1, Take::Wait);
         leases.abandoned("k", 7);
-        assert_eq!(leases.take("k", 7, 1000), Take::Claim(62));
+        assert_eq!(leases.take("k", 7, 1000).1, Take::Claim(62));
         // The window turns while that claim is out: the new window's lease
         // has a claim of its own, which the old answer does not end.
-        assert_eq!(leases.take("k", 8, 1000), Take::Claim(62));
+        assert_eq!(leases.take("k", 8, 1000).1, Take::Claim(62));
         assert!(leases.claimed("k", 7, 62, 62, true));
-        assert_eq!(leases.take("k", 8, 1000), Take::Wait);
+        assert_eq!(leases.take("k", 8, 1000).1, Take::Wait);
+        // A request that read the clock before the turn counts in the new
+        // window: it waits for that window's claim, which stays on its way.
+        assert_eq!(leases.take("k", 7, 1000), (8, Take::Wait));
+        assert!(leases.claimed("k", 8, 62, 62, true));
+        assert_eq!(leases.take("k", 7, 1000), (8, Take::Admit));
     }
 
     #[test]
@@ -323,7 +340,7 @@ mod tests {
         assert!(leases.claimed("busy", 3, 10, 10, true));
         assert!(leases.claimed("idle", 3, 10, 20, true));
         assert!(leases.claimed("old", 2, 10, 10, true));
-        assert_eq!(leases.take("claiming", 3, 1000), Take::Claim(62));
+        assert_eq!(leases.take("claiming", 3, 1000).1, Take::Claim(62));
         for id in ["idle", "claiming"] {
             leases.lock().get_mut(id).unwrap().last_use -= IDLE;
         }
