@@ -129,9 +129,8 @@ impl Bus {
 /// at commit and not before. The caller wakes this hub's own streams after
 /// the commit (`Bus::wake`), which is all SQLite (one hub) needs.
 pub async fn notify(state: &AppState, tx: &mut Tx, asset_id: &str) -> ApiResult<()> {
-    if state.db.backend == Backend::Postgres {
-        let payload = format!("{} {asset_id}", state.streams.origin);
-        sqlx::query("SELECT pg_notify($1, $2)").bind(COMMAND_CHANNEL).bind(payload).execute(&mut **tx).await?;
+    if let Some((item, [channel, payload])) = notify_item(state, asset_id, 1) {
+        sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {item}"))).bind(channel).bind(payload).execute(&mut **tx).await?;
     }
     Ok(())
 }

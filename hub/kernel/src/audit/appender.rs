@@ -414,19 +414,13 @@ pub(crate) async fn write_sql(tx: &mut Tx, backend: Backend, entries: Vec<Prepar
 /// tenant) as it locks the head, so the event costs two round trips (head
 /// advance, then [`store`]'s one statement).
 pub(crate) async fn write_in_tenant_pool(tx: &mut Tx, mut entry: Prepared) -> ApiResult<Appended> {
-    let advanced = sqlx::query(
+    let sql = format!(
         "INSERT INTO audit_chain_head (tenant_id, pool_index, seq, head_hash, updated_at) \
-         SELECT $1, COALESCE((SELECT admin_pool_index FROM tenant_tenant WHERE tenant_id = $1), 0), 1, $2, $3 \
-         ON CONFLICT (tenant_id, pool_index) DO UPDATE SET seq = audit_chain_head.seq + 1, updated_at = excluded.updated_at \
-         RETURNING pool_index, chain_id, seq, head_hash",
-    )
-    .bind(&entry.tenant_id)
-    .bind(ZERO_HASH.to_vec())
-    .bind(crate::db::now())
-    .fetch_one(&mut **tx)
-    .await?;
-    entry.pool_index = advanced.try_get(0)?;
-    let (chain_id, seq, head): (i64, i64, Vec<u8>) = (advanced.try_get(1)?, advanced.try_get(2)?, advanced.try_get(3)?);
+         SELECT $1, COALESCE((SELECT admin_pool_index FROM tenant_tenant WHERE tenant_id = $1), 0), 1, $2, $3{HEAD_ADVANCE}"
+    );
+    let advanced = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(&entry.tenant_id).bind(ZERO_HASH.to_vec()).bind(crate::db::now()).fetch_one(&mut **tx).await?;
+    entry.pool_index = advanced.try_get(1)?;
+    let (chain_id, seq, head): (i64, i64, Vec<u8>) = (advanced.try_get(2)?, advanced.try_get(3)?, advanced.try_get(4)?);
     let entries = [entry];
     let mut sealed = [Sealed::default()];
     let new_head = seal_chain(&entries, &[0], chain_id, seq - 1, chain::hash_from(&head)?, &mut sealed);
@@ -516,10 +510,7 @@ async fn store(tx: &mut Tx, backend: Backend, entries: &[Prepared], sealed: &[Se
 async fn advance_heads(tx: &mut Tx, backend: Backend, group: &[((&str, i64), Vec<usize>)]) -> ApiResult<HashMap<(String, i64), (i64, i64, Vec<u8>)>> {
     let now = crate::db::now();
     let mut sql = multi_row_insert(HEAD_INSERT, backend, group.len(), 5);
-    sql.push_str(
-        " ON CONFLICT (tenant_id, pool_index) DO UPDATE SET seq = audit_chain_head.seq + excluded.seq, updated_at = excluded.updated_at \
-         RETURNING tenant_id, pool_index, chain_id, seq, head_hash",
-    );
+    sql.push_str(HEAD_ADVANCE);
     let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
     for ((tenant_id, pool_index), members) in group {
         q = q.bind(*tenant_id).bind(*pool_index).bind(members.len() as i64).bind(ZERO_HASH.to_vec()).bind(now.clone());
@@ -543,6 +534,12 @@ async fn set_heads(tx: &mut Tx, backend: Backend, group: &[(&str, i64, i64, Hash
 }
 
 const HEAD_INSERT: &str = "INSERT INTO audit_chain_head (tenant_id, pool_index, seq, head_hash, updated_at) VALUES ";
+
+/// What ends a head advance: an existing head moves on by the inserted
+/// row's `seq` (its entry count), and every head answers its id, new last
+/// seq and the hash it had before.
+const HEAD_ADVANCE: &str = " ON CONFLICT (tenant_id, pool_index) DO UPDATE SET seq = audit_chain_head.seq + excluded.seq, \
+     updated_at = excluded.updated_at RETURNING tenant_id, pool_index, chain_id, seq, head_hash";
 
 /// The statement that stores the new head hashes of `chains` chains (five
 /// parameters each, numbered from 1).

@@ -138,6 +138,7 @@ impl RateLeases {
         let window = lease.window;
         (window, lease.take(limit))
     }
+
     /// Records a claim's outcome: `granted` hits with the counter now at
     /// `counter`; with `own`, one of them is the claiming request's (it
     /// was not admitted yet). Answers whether that request is admitted.
