@@ -79,27 +79,32 @@ pub fn app(state: AppState) -> Router {
 /// Routes under the gate: authentication of every request, the per-route
 /// authority check, the body limit, the envelope over framework errors and
 /// the panic catcher.
+///
+/// Only the authority check is a route layer: it needs the matched route
+/// template. The others wrap the router whole, before routing, so each
+/// request passes through each of them once. Added with `Router::layer`
+/// they would wrap every route's service one by one, and a request would
+/// clone that nested stack of boxed services for each layer.
 fn surface(api: Router<AppState>, state: AppState) -> Router {
-    // Per-route authority checks need the matched route template (the
-    // layer also hands it to the metrics, on the answer).
-    let metrics = state.config.metrics;
+    // The authority check also hands the template to the metrics, on the answer.
     let api = api.route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
-    let router = Router::new()
-        .merge(api)
-        .fallback(|| async { ApiError::NotFound })
-        .layer(axum::extract::DefaultBodyLimit::max(error::BODY_LIMIT))
-        .layer(middleware::from_fn_with_state(state.clone(), gate::authenticate))
+    let routed = Router::new().merge(api).fallback(|| async { ApiError::NotFound }).with_state(state.clone());
+    let stack = tower::ServiceBuilder::new()
+        .layer(middleware::from_fn_with_state(state.config.metrics, observe::observe))
+        .layer(panic_catcher())
         .layer(middleware::map_response(error::envelope_framework_errors))
-        .with_state(state);
-    catch_panics(router).layer(middleware::from_fn_with_state(metrics, observe::observe))
+        .layer(middleware::from_fn_with_state(state, gate::authenticate))
+        .layer(axum::extract::DefaultBodyLimit::max(error::BODY_LIMIT))
+        .service(routed);
+    Router::new().fallback_service(stack)
 }
 
 /// Answers a panic in a handler (or in the gate) with the opaque 500
 /// envelope, its message in the server log only. Without this the panic
 /// unwinds through the connection's task and the client sees the
 /// connection drop with no answer at all.
-pub fn catch_panics(router: Router) -> Router {
-    router.layer(CatchPanicLayer::custom(panic_answer))
+pub fn panic_catcher() -> CatchPanicLayer<fn(Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response> {
+    CatchPanicLayer::custom(panic_answer)
 }
 
 fn panic_answer(panic: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
@@ -375,7 +380,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_panicking_handler_answers_500_in_the_envelope_and_the_connection_serves_on() {
-        let router = catch_panics(Router::new().route("/boom", get(boom)).route("/fine", get(|| async { "fine" })));
+        let router = Router::new().route("/boom", get(boom)).route("/fine", get(|| async { "fine" })).layer(panic_catcher());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopping) = tokio::sync::watch::channel(false);
