@@ -46,6 +46,22 @@ async fn a_foreign_tenant_id_in_any_body_is_refused(app: TestApp) {
         let res = app.call(method.clone(), &path, Some(token), Some(json!({ "tenant_id": 7 }))).await;
         assert_error(res, 400, "ValidationError");
     }
+    // A key spelt with escapes is the same key: the body's tenant is found
+    // by parsing, not by looking for its plain spelling.
+    let b_tenant = b["tenant_id"].as_str().unwrap();
+    for body in [format!(r#"{{"tenant\u005fid": "{b_tenant}", "kind": "agent"}}"#), format!(r#"{{"kind": "agent", "\u0074enant_id": "{b_tenant}"}}"#)] {
+        let res = app
+            .client
+            .post(format!("{}/api/personas", app.base))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::FORBIDDEN);
+        assert_eq!(res.json::<serde_json::Value>().await.unwrap()["error"], "TenantMismatch");
+    }
     // The caller's own tenant_id passes on to the route's own validation.
     let (s, p) = app.post("/api/personas", Some(token), json!({ "tenant_id": a["tenant_id"], "kind": "agent" })).await;
     assert_eq!(s, StatusCode::CREATED, "{p}");
