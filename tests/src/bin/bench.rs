@@ -61,6 +61,11 @@ struct Args {
     /// settings measured the same way).
     #[arg(long)]
     noise_floor: bool,
+    /// With `--compare-metrics`: start the second setting's hubs first and
+    /// list it first, to show whether a difference follows the setting or
+    /// the hubs' place in the run.
+    #[arg(long)]
+    swap: bool,
 }
 
 /// One hub process.
@@ -347,6 +352,9 @@ async fn bench(args: &Args, bin: &Path, label: &str, server: Option<&str>) -> an
             true => ("metrics on (again)", vec![("HUB_METRICS", "true")]),
             false => ("metrics off", vec![("HUB_METRICS", "false")]),
         });
+    }
+    if args.swap {
+        settings.reverse();
     }
     let mut variants = Vec::new();
     for (name, env) in &settings {
