@@ -62,8 +62,9 @@ struct Args {
     #[arg(long)]
     noise_floor: bool,
     /// With `--compare-metrics`: start the second setting's hubs first and
-    /// list it first, to show whether a difference follows the setting or
-    /// the hubs' place in the run.
+    /// list it first. A difference that changes sign with this belongs to
+    /// the hub processes (two with the same setting can differ by several
+    /// percent), not to the setting.
     #[arg(long)]
     swap: bool,
 }
