@@ -259,10 +259,17 @@ struct NewCommand {
 /// every hub replica hears it). Answers the command as it now stands.
 async fn enqueue(state: &AppState, tx: &mut Tx, command_id: &str, asset_id: &str, now: &str) -> ApiResult<Command> {
     let seq = asset::next_queue_seq(tx, asset_id).await?;
-    let sql = format!("UPDATE command_command SET status = 'queued', seq = $1, queued_at = $2, updated_at = $2 WHERE command_id = $3 RETURNING {COLUMNS}");
-    let row = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(seq).bind(now).bind(command_id).fetch_one(&mut **tx).await?;
-    bus::notify(state, tx, asset_id).await?;
-    Ok(row)
+    // As in `create`, the update itself tells the streams.
+    let notify = bus::notify_item(state, asset_id, 4);
+    let sql = format!(
+        "UPDATE command_command SET status = 'queued', seq = $1, queued_at = $2, updated_at = $2 WHERE command_id = $3 RETURNING {COLUMNS}{}",
+        notify.as_ref().map_or(String::new(), |(item, _)| format!(", {item}"))
+    );
+    let mut update = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(seq).bind(now).bind(command_id);
+    if let Some((_, [channel, payload])) = &notify {
+        update = update.bind(channel).bind(payload);
+    }
+    Ok(update.fetch_one(&mut **tx).await?)
 }
 
 /// Issues a command to one of the tenant's assets.

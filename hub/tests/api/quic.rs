@@ -127,6 +127,17 @@ async fn a_command_created_through_one_hub_reaches_an_agent_on_another_at_once()
     // The safety recheck runs every 30 s: arriving well within a second
     // proves the database notification carried it.
     assert!(took < Duration::from_secs(1), "took {took:?}");
+    // A high-risk command is announced when it is approved, not before.
+    let (status, c) = a.post("/api/commands", Some(token), json!({ "type": "risky", "risk_class": "high", "target_asset_id": asset })).await;
+    assert_eq!(status, StatusCode::CREATED, "{c}");
+    let risky = c["data"]["command_id"].as_str().unwrap().to_string();
+    assert!(tokio::time::timeout(Duration::from_millis(300), s.receiver.recv()).await.is_err(), "delivered before its approval");
+    let started = Instant::now();
+    let (status, d) = a.post(&format!("/api/commands/{risky}/decision"), Some(token), json!({ "approved": true })).await;
+    assert_eq!(status, StatusCode::OK, "{d}");
+    let HubFrame::Command(c) = next(&mut s).await else { panic!("expected a command") };
+    assert_eq!(c.command_id, risky);
+    assert!(started.elapsed() < Duration::from_secs(1), "took {:?}", started.elapsed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
