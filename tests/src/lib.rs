@@ -162,3 +162,60 @@ pub async fn drop_postgres(server: &str, name: &str) -> anyhow::Result<()> {
     sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut conn).await?;
     Ok(())
 }
+
+/// A request of the gateway benchmarks (`bench` over HTTP, `observe-bench`
+/// into the router).
+#[derive(Clone)]
+pub struct Scenario {
+    pub name: &'static str,
+    pub method: &'static str,
+    pub path: &'static str,
+    pub bearer: Option<String>,
+    pub body: Option<String>,
+}
+
+/// The gateway benchmarks' tenant on a fresh hub, made with `post(path,
+/// bearer, body)` (one request, the body of its 2xx answer): the owner's
+/// ES256 JWT, an API key with every scope, a rate-limited one (limited far
+/// above what a run sends, so every request is counted), and a flag with a
+/// rollout whose predicate fails and a 50% rollout behind it, so an
+/// evaluation walks constraints and a bucket. Answers the gateway
+/// scenarios (`/health`, `GET /api/me` with the API key, the rate-limited
+/// key and the JWT, a flag evaluation), and the API key.
+pub async fn gateway_tenant(
+    post: impl AsyncFn(&str, Option<&str>, serde_json::Value) -> anyhow::Result<serde_json::Value>,
+) -> anyhow::Result<(Vec<Scenario>, String)> {
+    use serde_json::json;
+    let signup = json!({ "email": "bench@example.com", "password": "bench password", "org_name": "Bench", "app_id": "bench", "display_name": "Bench", "region": "eu-west-1" });
+    let signup = post("/api/auth/signup-tenant", None, signup).await?;
+    let jwt = signup["data"]["token"].as_str().context("signup token")?.to_string();
+    let auth = Some(jwt.as_str());
+    let app = post("/api/applications", auth, json!({ "name": "bench", "slug": "bench", "environment": "live" })).await?;
+    let keys = format!("/api/applications/{}/keys", app["data"]["application_id"].as_str().context("application")?);
+    let key = post(&keys, auth, json!({ "name": "bench", "scopes": ["*"] })).await?;
+    let api_key = key["data"]["api_key"].as_str().context("api key")?.to_string();
+    let limited = post(&keys, auth, json!({ "name": "limited", "scopes": ["*"], "rate_limit_rpm": 1_000_000_000 })).await?;
+    let limited = limited["data"]["api_key"].as_str().context("limited key")?.to_string();
+    post("/api/feature-flags", auth, json!({ "flag_key": "bench-flag", "default_value": "control" })).await?;
+    for rollout in [
+        json!({ "priority": 1, "predicate": [{ "context_name": "attributes.plan", "operator": "in", "values": ["enterprise"] }], "value": "enterprise" }),
+        json!({ "priority": 2, "percentage": 50, "predicate": [{ "context_name": "bu_id", "operator": "in", "values": ["bu-1", "bu-2"] }], "value": "treatment" }),
+    ] {
+        post("/api/feature-flags/bench-flag/rollouts", auth, rollout).await?;
+    }
+    let me = |name, bearer: &String| Scenario { name, method: "GET", path: "/api/me", bearer: Some(bearer.clone()), body: None };
+    let scenarios = vec![
+        Scenario { name: "GET /health", method: "GET", path: "/health", bearer: None, body: None },
+        me("GET /api/me (API key)", &api_key),
+        me("GET /api/me (rate-limited key)", &limited),
+        me("GET /api/me (ES256 JWT)", &jwt),
+        Scenario {
+            name: "POST …/feature-flags/…/evaluate",
+            method: "POST",
+            path: "/api/feature-flags/bench-flag/evaluate",
+            bearer: Some(api_key.clone()),
+            body: Some(json!({ "persona_id": "user-42", "bu_id": "bu-1", "attributes": { "plan": "pro", "seats": 12 } }).to_string()),
+        },
+    ];
+    Ok((scenarios, api_key))
+}

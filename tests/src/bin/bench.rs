@@ -24,7 +24,7 @@ use std::{
 use anyhow::{Context, bail, ensure};
 use clap::Parser;
 use serde_json::{Value, json};
-use tests::{MachineTicks, median};
+use tests::{MachineTicks, Scenario, median};
 
 #[derive(Parser, Clone)]
 #[command(about = "Load benchmark of the hub's gateway and credential paths, from outside the hub's process")]
@@ -142,28 +142,17 @@ struct Measured {
 }
 
 /// A scenario as `wrk` sends it.
-#[derive(Clone)]
-struct Scenario {
-    name: &'static str,
-    method: &'static str,
-    path: &'static str,
-    bearer: Option<String>,
-    body: Option<String>,
-}
-
-impl Scenario {
-    fn lua(&self) -> String {
-        let quote = |s: &str| format!("{s:?}");
-        let mut lua = format!("wrk.method = {}\n", quote(self.method));
-        if let Some(b) = &self.bearer {
-            lua += &format!("wrk.headers[\"Authorization\"] = {}\n", quote(&format!("Bearer {b}")));
-        }
-        if let Some(body) = &self.body {
-            lua += "wrk.headers[\"Content-Type\"] = \"application/json\"\n";
-            lua += &format!("wrk.body = {}\n", quote(body));
-        }
-        lua
+fn lua(s: &Scenario) -> String {
+    let quote = |s: &str| format!("{s:?}");
+    let mut lua = format!("wrk.method = {}\n", quote(s.method));
+    if let Some(b) = &s.bearer {
+        lua += &format!("wrk.headers[\"Authorization\"] = {}\n", quote(&format!("Bearer {b}")));
     }
+    if let Some(body) = &s.body {
+        lua += "wrk.headers[\"Content-Type\"] = \"application/json\"\n";
+        lua += &format!("wrk.body = {}\n", quote(body));
+    }
+    lua
 }
 
 fn duration_ms(text: &str) -> anyhow::Result<f64> {
@@ -205,7 +194,7 @@ fn parse_wrk(out: &str) -> anyhow::Result<Measured> {
 /// with the hubs' CPU time per request and the machine's stolen time.
 async fn drive(dir: &Path, hubs: &[Hub], s: &Scenario, connections: usize, seconds: u64) -> anyhow::Result<Measured> {
     let script = dir.join(format!("{}.lua", s.name.replace(|c: char| !c.is_ascii_alphanumeric(), "_")));
-    std::fs::write(&script, s.lua())?;
+    std::fs::write(&script, lua(s))?;
     let per = (connections / hubs.len()).max(1);
     let cpu = || hubs.iter().map(|h| tests::process_ticks(h.child.id())).sum::<anyhow::Result<u64>>();
     let (cpu_before, machine_before) = (cpu()?, MachineTicks::now()?);
@@ -248,54 +237,12 @@ async fn post(client: &reqwest::Client, url: String, token: Option<&str>, body: 
     Ok(body)
 }
 
-/// A tenant with an API key, a rate-limited one, a JWT and a flag.
+/// The gateway scenarios on the benchmarks' tenant (see
+/// `tests::gateway_tenant`), and the credential ones.
 async fn scenarios(base: &str) -> anyhow::Result<(Vec<Scenario>, Vec<Scenario>)> {
     let client = &reqwest::Client::new();
-    let url = |p: &str| format!("{base}{p}");
-    let signup = post(
-        client,
-        url("/api/auth/signup-tenant"),
-        None,
-        json!({ "email": "bench@example.com", "password": "bench password", "org_name": "Bench", "app_id": "bench", "display_name": "Bench", "region": "eu-west-1" }),
-    )
-    .await?;
-    let jwt = signup["data"]["token"].as_str().context("signup token")?.to_string();
-    let app = post(client, url("/api/applications"), Some(&jwt), json!({ "name": "bench", "slug": "bench", "environment": "live" })).await?;
-    let app_id = app["data"]["application_id"].as_str().context("application")?.to_string();
-    let key = post(client, url(&format!("/api/applications/{app_id}/keys")), Some(&jwt), json!({ "name": "bench", "scopes": ["*"] })).await?;
-    let api_key = key["data"]["api_key"].as_str().context("api key")?.to_string();
-    // Limited, but far above what the run sends: every request is counted.
-    let limited = post(
-        client,
-        url(&format!("/api/applications/{app_id}/keys")),
-        Some(&jwt),
-        json!({ "name": "limited", "scopes": ["*"], "rate_limit_rpm": 1_000_000_000 }),
-    )
-    .await?;
-    let limited = limited["data"]["api_key"].as_str().context("limited key")?.to_string();
-    // A flag with a rollout whose predicate fails and a 50% rollout
-    // behind it, so an evaluation walks constraints and a bucket.
-    post(client, url("/api/feature-flags"), Some(&jwt), json!({ "flag_key": "bench-flag", "default_value": "control" })).await?;
-    for rollout in [
-        json!({ "priority": 1, "predicate": [{ "context_name": "attributes.plan", "operator": "in", "values": ["enterprise"] }], "value": "enterprise" }),
-        json!({ "priority": 2, "percentage": 50, "predicate": [{ "context_name": "bu_id", "operator": "in", "values": ["bu-1", "bu-2"] }], "value": "treatment" }),
-    ] {
-        post(client, url("/api/feature-flags/bench-flag/rollouts"), Some(&jwt), rollout).await?;
-    }
-    let get = |name, bearer: Option<&String>| Scenario { name, method: "GET", path: "/api/me", bearer: bearer.cloned(), body: None };
-    let gateway = vec![
-        Scenario { name: "GET /health", method: "GET", path: "/health", bearer: None, body: None },
-        get("GET /api/me (API key)", Some(&api_key)),
-        get("GET /api/me (rate-limited key)", Some(&limited)),
-        get("GET /api/me (ES256 JWT)", Some(&jwt)),
-        Scenario {
-            name: "POST …/feature-flags/…/evaluate",
-            method: "POST",
-            path: "/api/feature-flags/bench-flag/evaluate",
-            bearer: Some(api_key.clone()),
-            body: Some(json!({ "persona_id": "user-42", "bu_id": "bu-1", "attributes": { "plan": "pro", "seats": 12 } }).to_string()),
-        },
-    ];
+    let (gateway, api_key) =
+        tests::gateway_tenant(async |path: &str, token: Option<&str>, body: Value| post(client, format!("{base}{path}"), token, body).await).await?;
     let credentials = vec![
         Scenario {
             name: "POST /api/auth/token (grant)",

@@ -24,11 +24,11 @@ use anyhow::{Context, ensure};
 use axum::{
     Router,
     body::{Body, to_bytes},
-    http::{Method, Request, header},
+    http::{Request, header},
 };
 use clap::Parser;
-use serde_json::{Value, json};
-use tests::median;
+use serde_json::Value;
+use tests::{Scenario, median};
 use tower::ServiceExt;
 
 #[derive(Parser, Clone)]
@@ -57,79 +57,29 @@ struct Args {
     only: Option<String>,
 }
 
-/// A request as a scenario sends it.
-#[derive(Clone)]
-struct Scenario {
-    name: &'static str,
-    method: Method,
-    path: &'static str,
-    bearer: Option<String>,
-    body: Option<String>,
-}
-
-impl Scenario {
-    fn request(&self) -> Request<Body> {
-        let mut req = Request::builder().method(self.method.clone()).uri(self.path);
-        if let Some(b) = &self.bearer {
-            req = req.header(header::AUTHORIZATION, format!("Bearer {b}"));
-        }
-        match &self.body {
-            Some(body) => req.header(header::CONTENT_TYPE, "application/json").body(Body::from(body.clone())),
-            None => req.body(Body::empty()),
-        }
-        .expect("a valid request")
+/// A request as `oneshot` sends it into the router.
+fn request(method: &str, path: &str, bearer: Option<&str>, body: Option<&str>) -> anyhow::Result<Request<Body>> {
+    let mut req = Request::builder().method(method).uri(path);
+    if let Some(b) = bearer {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {b}"));
     }
+    Ok(match body {
+        Some(body) => req.header(header::CONTENT_TYPE, "application/json").body(Body::from(body.to_owned()))?,
+        None => req.body(Body::empty())?,
+    })
 }
 
-/// Sends one request through the router: the status and the JSON body.
-async fn call(router: &Router, method: Method, path: &str, bearer: Option<&str>, body: Value) -> anyhow::Result<Value> {
-    let scenario = Scenario { name: "", method, path: "/", bearer: bearer.map(str::to_owned), body: Some(body.to_string()) };
-    let mut req = scenario.request();
-    *req.uri_mut() = path.parse()?;
-    let res = router.clone().oneshot(req).await?;
-    let status = res.status();
-    let body: Value = serde_json::from_slice(&to_bytes(res.into_body(), usize::MAX).await?).unwrap_or(Value::Null);
-    ensure!(status.is_success(), "{path}: {status}: {body}");
-    Ok(body)
-}
-
-/// The gateway benchmark's scenarios (see `bench`), made on one hub.
+/// The gateway benchmark's tenant and scenarios (`tests::gateway_tenant`),
+/// made on one hub through its router.
 async fn scenarios(router: &Router) -> anyhow::Result<Vec<Scenario>> {
-    let signup = json!({ "email": "bench@example.com", "password": "bench password", "org_name": "Bench", "app_id": "bench", "display_name": "Bench", "region": "eu-west-1" });
-    let signup = call(router, Method::POST, "/api/auth/signup-tenant", None, signup).await?;
-    let jwt = signup["data"]["token"].as_str().context("signup token")?.to_string();
-    let post = |path: String, body: Value| {
-        let jwt = jwt.clone();
-        async move { call(router, Method::POST, &path, Some(&jwt), body).await }
+    let post = async |path: &str, bearer: Option<&str>, body: Value| {
+        let res = router.clone().oneshot(request("POST", path, bearer, Some(&body.to_string()))?).await?;
+        let status = res.status();
+        let body: Value = serde_json::from_slice(&to_bytes(res.into_body(), usize::MAX).await?).unwrap_or(Value::Null);
+        ensure!(status.is_success(), "{path}: {status}: {body}");
+        Ok(body)
     };
-    let app = post("/api/applications".into(), json!({ "name": "bench", "slug": "bench", "environment": "live" })).await?;
-    let app_id = app["data"]["application_id"].as_str().context("application")?.to_string();
-    let key = post(format!("/api/applications/{app_id}/keys"), json!({ "name": "bench", "scopes": ["*"] })).await?;
-    let api_key = key["data"]["api_key"].as_str().context("api key")?.to_string();
-    let limited = json!({ "name": "limited", "scopes": ["*"], "rate_limit_rpm": 1_000_000_000 });
-    let limited = post(format!("/api/applications/{app_id}/keys"), limited).await?;
-    let limited = limited["data"]["api_key"].as_str().context("limited key")?.to_string();
-    post("/api/feature-flags".into(), json!({ "flag_key": "bench-flag", "default_value": "control" })).await?;
-    for rollout in [
-        json!({ "priority": 1, "predicate": [{ "context_name": "attributes.plan", "operator": "in", "values": ["enterprise"] }], "value": "enterprise" }),
-        json!({ "priority": 2, "percentage": 50, "predicate": [{ "context_name": "bu_id", "operator": "in", "values": ["bu-1", "bu-2"] }], "value": "treatment" }),
-    ] {
-        post("/api/feature-flags/bench-flag/rollouts".into(), rollout).await?;
-    }
-    let me = |name, bearer: &String| Scenario { name, method: Method::GET, path: "/api/me", bearer: Some(bearer.clone()), body: None };
-    Ok(vec![
-        Scenario { name: "GET /health", method: Method::GET, path: "/health", bearer: None, body: None },
-        me("GET /api/me (API key)", &api_key),
-        me("GET /api/me (rate-limited key)", &limited),
-        me("GET /api/me (ES256 JWT)", &jwt),
-        Scenario {
-            name: "POST …/evaluate",
-            method: Method::POST,
-            path: "/api/feature-flags/bench-flag/evaluate",
-            bearer: Some(api_key),
-            body: Some(json!({ "persona_id": "user-42", "bu_id": "bu-1", "attributes": { "plan": "pro", "seats": 12 } }).to_string()),
-        },
-    ])
+    Ok(tests::gateway_tenant(post).await?.0)
 }
 
 /// The CPU time of every thread of this process so far, in nanoseconds
@@ -154,7 +104,7 @@ async fn drive(router: &Router, s: &Scenario, batch: usize, threads: usize) -> a
             let (router, s) = (router.clone(), s.clone());
             tokio::spawn(async move {
                 for _ in 0..batch / threads {
-                    let res = router.clone().oneshot(s.request()).await?;
+                    let res = router.clone().oneshot(request(s.method, s.path, s.bearer.as_deref(), s.body.as_deref())?).await?;
                     ensure!(res.status().is_success(), "{}: {}", s.name, res.status());
                     to_bytes(res.into_body(), usize::MAX).await?;
                 }
