@@ -8,10 +8,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use hub_identity::personas;
+use hub_identity::{personas, roles};
 use hub_kernel::{
     db::{Backend, Db},
-    gate::directory::{Lookup, RelationDirectory},
+    gate::{
+        directory::{Lookup, RelationDirectory},
+        scope,
+    },
     prelude::*,
 };
 
@@ -79,12 +82,22 @@ async fn parse(tx: &mut Tx, ctx: &TenantCtx, body: &Tuple) -> ApiResult<(String,
     Ok((subject, relation, object))
 }
 
+/// Containment for relationships: the gate lets a person act on a persona
+/// they reach through relationships whose kind is the scope the route
+/// needs, so a relation shaped like a permission is a grant of it. Writing
+/// or deleting one takes holding that permission, as a role grant does;
+/// other relation kinds (`manages`, `team-lead`) confer nothing at the gate.
+async fn contain(state: &AppState, ctx: &TenantCtx, relation: &str) -> ApiResult<()> {
+    if scope::is_valid(relation) { roles::contain(state, ctx, &[relation.to_string()], "the relationship").await } else { Ok(()) }
+}
+
 /// Writes a relationship: 201 when new, 200 when it was already there.
 #[utoipa::path(post, path = "/api/rebac/relationships", tag = "sdk-rebac", request_body = Tuple,
     responses((status = 201, description = "the relationship, new", body = Data<Relationship>), (status = 200, description = "the relationship, already there", body = Data<Relationship>)))]
 async fn write(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Tuple>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let (subject, relation, object) = parse(&mut tx, &ctx, &body).await?;
+    contain(&state, &ctx, &relation).await?;
     let sql = format!(
         "INSERT INTO rebac_relationship (tenant_id, relation, subject_persona_id, object_persona_id, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6) \
          ON CONFLICT (tenant_id, relation, subject_persona_id, object_persona_id) DO NOTHING RETURNING {COLUMNS}"
@@ -120,6 +133,7 @@ async fn find(tx: &mut Tx, tenant: &str, subject: &str, relation: &str, object: 
 async fn delete(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Tuple>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let (subject, relation, object) = parse(&mut tx, &ctx, &body).await?;
+    contain(&state, &ctx, &relation).await?;
     let gone = find(&mut tx, &ctx.tenant_id, &subject, &relation, &object).await?.ok_or(ApiError::NotFound)?;
     sqlx::query("DELETE FROM rebac_relationship WHERE tenant_id = $1 AND relation = $2 AND subject_persona_id = $3 AND object_persona_id = $4")
         .bind(&ctx.tenant_id)

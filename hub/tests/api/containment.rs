@@ -225,3 +225,44 @@ async fn rotating_a_key_ends_the_tokens_exchanged_for_it(app: TestApp) {
     assert_eq!(app.get("/api/me", Some(&after)).await.0, StatusCode::OK);
 }
 db_test!(rotating_a_key_ends_the_tokens_exchanged_for_it);
+
+/// A relationship whose kind is a permission is a grant of it at the gate
+/// (ReBAC): writing or deleting one takes holding that permission.
+async fn a_relationship_cannot_grant_a_permission_its_writer_lacks(app: TestApp) {
+    let t = tenant_with_narrow_person(&app, "rel", json!({ "rebac.relationship.write": true })).await;
+    let (_, me) = app.get("/api/me", Some(&t.owner)).await;
+    let owner_persona = me["data"]["persona_id"].as_str().expect("the owner's persona").to_string();
+    let tuple = |relation: &str| json!({ "subject_persona_id": t.narrow_persona, "relation": relation, "object_persona_id": owner_persona });
+    let read_owner = format!("/api/personas/{owner_persona}");
+
+    // Before: the narrow person cannot read the owner's persona.
+    assert_error(app.get(&read_owner, Some(&t.narrow)).await, 403, "Forbidden");
+    // The attack: relations named after a read and a write scope.
+    for relation in ["persona.persona.read", "assignment.workload.write"] {
+        assert_contained(app.post("/api/rebac/relationships", Some(&t.narrow), tuple(relation)).await, json!([relation]));
+    }
+    // Nothing was written: the read is still refused.
+    assert_error(app.get(&read_owner, Some(&t.narrow)).await, 403, "Forbidden");
+    // A relation kind that is no permission confers nothing at the gate and stays free.
+    let (s, manages) = app.post("/api/rebac/relationships", Some(&t.narrow), tuple("manages")).await;
+    assert_eq!(s, StatusCode::CREATED, "{manages}");
+    // A key whose scope allows the route but whose persona holds nothing is contained too.
+    let (_, key) = app.key(&t.owner, "relkey", json!(["rebac.relationship.write"])).await;
+    let key = key["api_key"].as_str().unwrap();
+    assert_contained(app.post("/api/rebac/relationships", Some(key), tuple("persona.persona.read")).await, json!(["persona.persona.read"]));
+
+    // The owner holds the permission: the grant is written and works.
+    let (s, granted) = app.post("/api/rebac/relationships", Some(&t.owner), tuple("persona.persona.read")).await;
+    assert_eq!(s, StatusCode::CREATED, "{granted}");
+    let (s, read) = app.get(&read_owner, Some(&t.narrow)).await;
+    assert_eq!(s, StatusCode::OK, "{read}");
+    assert_eq!(read["data"]["persona_id"], json!(owner_persona), "{read}");
+    // Deleting it takes the permission too: the narrow person cannot, the owner can.
+    assert_contained(app.post("/api/rebac/relationships/delete", Some(&t.narrow), tuple("persona.persona.read")).await, json!(["persona.persona.read"]));
+    let (s, gone) = app.post("/api/rebac/relationships/delete", Some(&t.owner), tuple("persona.persona.read")).await;
+    assert_eq!(s, StatusCode::OK, "{gone}");
+    assert_error(app.get(&read_owner, Some(&t.narrow)).await, 403, "Forbidden");
+    let (s, gone) = app.post("/api/rebac/relationships/delete", Some(&t.narrow), tuple("manages")).await;
+    assert_eq!(s, StatusCode::OK, "{gone}");
+}
+db_test!(a_relationship_cannot_grant_a_permission_its_writer_lacks);
