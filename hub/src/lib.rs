@@ -384,7 +384,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopping) = tokio::sync::watch::channel(false);
-        let limits = server::Limits { header_read_timeout: Duration::from_secs(5), idle_timeout: Duration::from_secs(5), max_connections: 4 };
+        let limits = server::Limits::for_tests(4);
         let task = tokio::spawn(server::run(listener, router, limits, stopping));
         let mut tcp = TcpStream::connect(addr).await.unwrap();
         tcp.write_all(b"GET /boom HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();

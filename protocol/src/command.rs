@@ -110,7 +110,7 @@ pub fn frame_len(prefix: [u8; 4]) -> Result<usize, FrameError> {
 
 /// Decodes a frame body (without its prefix).
 pub fn unframe<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
-    ciborium::from_reader(body).map_err(|e| FrameError::Decode(e.to_string()))
+    crate::decode(body).map_err(|e| FrameError::Decode(e.to_string()))
 }
 
 #[derive(Debug, PartialEq)]
@@ -136,6 +136,38 @@ impl std::error::Error for FrameError {}
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_frame_nested_past_the_bound_is_refused_on_a_small_stack() {
+        // A state report whose state is an array of one array of one array
+        // ... 100,000 deep: one byte a level, so about 100 KB of CBOR. The
+        // state is the frame's last field, so its null (0xf6) is last.
+        let mut body = Vec::new();
+        ciborium::into_writer(&AgentFrame::ReportState { report_id: "r".into(), state: Value::Null }, &mut body).unwrap();
+        assert_eq!(body.pop(), Some(0xf6));
+        body.extend(std::iter::repeat_n(0x81u8, 100_000));
+        body.push(0x01);
+        // On a thread with a worker's stack: refused, not an overflow.
+        let outcome = std::thread::Builder::new()
+            .stack_size(2 * 1024 * 1024)
+            .spawn(move || unframe::<AgentFrame>(&body))
+            .unwrap()
+            .join()
+            .expect("the decoder did not overflow its stack");
+        match outcome {
+            Err(FrameError::Decode(e)) => assert!(e.to_lowercase().contains("recursion"), "{e}"),
+            other => panic!("expected a decode error, got {other:?}"),
+        }
+        // A state at the hub's JSON bound (64 levels) decodes, on the same stack.
+        let mut state = json!(1);
+        for _ in 0..64 {
+            state = json!([state]);
+        }
+        let mut ok = Vec::new();
+        ciborium::into_writer(&AgentFrame::ReportState { report_id: "r".into(), state }, &mut ok).unwrap();
+        let decoded = std::thread::Builder::new().stack_size(2 * 1024 * 1024).spawn(move || unframe::<AgentFrame>(&ok).is_ok()).unwrap().join();
+        assert_eq!(decoded.ok(), Some(true));
+    }
 
     #[test]
     fn frames_round_trip_through_cbor_with_their_length_prefix() {

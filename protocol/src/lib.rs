@@ -12,9 +12,15 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, ciborium::ser::Error<s
     Ok(out)
 }
 
-/// Decodes a CBOR frame.
+/// How deeply a CBOR frame may nest arrays and maps: the decoder recurses
+/// once per level, on the stack of whoever reads the frame (the hub's
+/// workers), so a peer's frame must not choose how deep. Room for the
+/// frame's own levels around a JSON value at the hub's JSON bound (64).
+pub const MAX_NESTING: usize = 72;
+
+/// Decodes a CBOR frame, refusing one nested deeper than [`MAX_NESTING`].
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ciborium::de::Error<std::io::Error>> {
-    ciborium::from_reader(bytes)
+    ciborium::de::from_reader_with_recursion_limit(bytes, MAX_NESTING)
 }
 
 /// Device sync wire types: what device-core sends to and reads from the hub's

@@ -25,6 +25,150 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// Cedar text above this is refused (a bundle is policy, not data).
 const MAX_SOURCE: usize = 256 * 1024;
 
+/// How deeply Cedar text may nest brackets and `if` expressions. Cedar's
+/// parser and the conversion of its syntax tree recurse once per level
+/// through a dozen grammar rules, without a bound of their own: about 150
+/// parentheses overflowed a worker's stack and aborted the process.
+const MAX_NESTING: usize = 32;
+
+/// How many operators (`.`, `+`, `-`, `*`, comparisons, `in`, `has`,
+/// `like`, `is`) one path into Cedar text may chain: each is a level of the
+/// syntax tree, walked recursively as well. `&&` and `||` are not counted:
+/// Cedar keeps their chains flat.
+const MAX_CHAIN: usize = 1024;
+
+/// The stack of the thread that parses Cedar text: with the bounds above,
+/// room for an unoptimised build's frames many times over.
+const PARSE_STACK: usize = 32 * 1024 * 1024;
+
+/// How deeply the JSON of an evaluation's context and entities may nest
+/// (Cedar converts it recursively too).
+const MAX_JSON_NESTING: usize = 32;
+
+/// Checks Cedar text against [`MAX_NESTING`] and [`MAX_CHAIN`] by reading
+/// its tokens, before any parser sees it. String literals and `//`
+/// comments are skipped; brackets that do not match are left for the
+/// parser to report.
+fn within_bounds(source: &str) -> Result<(), String> {
+    /// One open bracket (or the text outside any): the `if`s and the
+    /// chained operators met in it so far.
+    #[derive(Default)]
+    struct Level {
+        ifs: usize,
+        chain: usize,
+    }
+    let bytes = source.as_bytes();
+    let mut levels = vec![Level::default()];
+    let (mut nesting, mut chain) = (0usize, 0usize);
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match b {
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'(' | b'[' | b'{' => {
+                levels.push(Level::default());
+                nesting += 1;
+            }
+            b')' | b']' | b'}' if levels.len() > 1 => {
+                let closed = levels.pop().expect("more than one level");
+                nesting -= 1 + closed.ifs;
+                chain -= closed.chain;
+            }
+            // A policy's end, or an element's: what follows starts afresh.
+            b';' | b',' => {
+                let top = levels.last_mut().expect("the outer level");
+                nesting -= top.ifs;
+                chain -= top.chain;
+                *top = Level::default();
+            }
+            // A two-character operator (`==`, `<=`, `!=`) counts once.
+            b'=' if i > 0 && matches!(bytes[i - 1], b'=' | b'<' | b'>' | b'!') => {}
+            b'.' | b'+' | b'-' | b'*' | b'<' | b'>' | b'=' | b'!' => {
+                levels.last_mut().expect("a level").chain += 1;
+                chain += 1;
+            }
+            b if b.is_ascii_alphabetic() || b == b'_' => {
+                let start = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                let top = levels.last_mut().expect("a level");
+                match &source[start..i] {
+                    "if" => {
+                        top.ifs += 1;
+                        nesting += 1;
+                    }
+                    "in" | "has" | "like" | "is" => {
+                        top.chain += 1;
+                        chain += 1;
+                    }
+                    _ => {}
+                }
+                if nesting > MAX_NESTING || chain > MAX_CHAIN {
+                    break;
+                }
+                continue;
+            }
+            _ => {}
+        }
+        if nesting > MAX_NESTING || chain > MAX_CHAIN {
+            break;
+        }
+        i += 1;
+    }
+    if nesting > MAX_NESTING {
+        Err(format!("iql_source nests brackets and if-expressions more than {MAX_NESTING} levels deep"))
+    } else if chain > MAX_CHAIN {
+        Err(format!("iql_source chains more than {MAX_CHAIN} operators in one expression"))
+    } else {
+        Ok(())
+    }
+}
+
+/// [`compile`], after the bounds, on a thread of its own with a stack
+/// sized for Cedar's recursion: a tokio worker's stack is small, and an
+/// overflow there aborts every tenant's requests.
+fn compile_bounded(source: &str) -> Result<(PolicySet, Vec<String>), Vec<String>> {
+    if source.len() > MAX_SOURCE {
+        return Err(vec![format!("iql_source must be at most {MAX_SOURCE} bytes")]);
+    }
+    within_bounds(source).map_err(|e| vec![e])?;
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("cedar-parse".into())
+            .stack_size(PARSE_STACK)
+            .spawn_scoped(scope, || compile(source))
+            .map_err(|e| vec![format!("iql_source could not be parsed now: {e}")])?
+            .join()
+            .unwrap_or_else(|_| Err(vec!["iql_source could not be parsed".into()]))
+    })
+}
+
+/// How deeply a JSON value nests, walked without recursion.
+fn json_depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 1usize)];
+    while let Some((v, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        match v {
+            Value::Array(items) => stack.extend(items.iter().map(|i| (i, depth + 1))),
+            Value::Object(fields) => stack.extend(fields.values().map(|i| (i, depth + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = PolicyBundle)]
 struct Bundle {
@@ -119,10 +263,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let source = check.required("iql_source", &body.iql_source);
     let obligations = check.optional_object("obligations", body.obligations.as_ref());
     check.finish()?;
-    if source.len() > MAX_SOURCE {
-        return Err(ApiError::invalid(format!("iql_source must be at most {MAX_SOURCE} bytes")));
-    }
-    let (_, ids) = compile(&source).map_err(ApiError::Validation)?;
+    let (_, ids) = compile_bounded(&source).map_err(ApiError::Validation)?;
     let now = db::now();
     let activate = body.activate.unwrap_or(false);
     let mut tx = state.db.begin().await?;
@@ -265,7 +406,15 @@ async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
         }
     };
     let (principal, action, resource) = (entity("principal", &body.principal), entity("action", &body.action), entity("resource", &body.resource));
+    let mut too_deep = false;
+    for (field, value) in [("context", &body.context), ("entities", &body.entities)] {
+        if value.as_ref().is_some_and(|v| json_depth(v) > MAX_JSON_NESTING) {
+            check.fail(format!("{field} nests more than {MAX_JSON_NESTING} levels deep"));
+            too_deep = true;
+        }
+    }
     let context = match &body.context {
+        _ if too_deep => None,
         None | Some(Value::Null) => Some(Context::empty()),
         Some(v @ Value::Object(_)) => Context::from_json_value(v.clone(), None).map_err(|e| check.fail(format!("context: {e}"))).ok(),
         Some(_) => {
@@ -274,6 +423,7 @@ async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
         }
     };
     let entities = match &body.entities {
+        _ if too_deep => None,
         None | Some(Value::Null) => Some(Entities::empty()),
         Some(v @ Value::Array(_)) => Entities::from_json_value(v.clone(), None).map_err(|e| check.fail(format!("entities: {e}"))).ok(),
         Some(_) => {
@@ -296,7 +446,7 @@ async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
         (None, Some(_)) => return Err(ApiError::invalid("bundle_id is not a policy bundle of this tenant")),
         (None, None) => return Err(ApiError::invalid("no policy bundle is active: name one with bundle_id")),
     };
-    let (set, _) = compile(&bundle.iql_source).map_err(|e| ApiError::Internal(anyhow::anyhow!("a stored bundle no longer compiles: {e:?}")))?;
+    let (set, _) = compile_bounded(&bundle.iql_source).map_err(|e| ApiError::Internal(anyhow::anyhow!("a stored bundle no longer compiles: {e:?}")))?;
     let response = Authorizer::new().is_authorized(&request, &set, &entities);
     let mut determining: Vec<String> = response.diagnostics().reason().map(ToString::to_string).collect();
     determining.sort();
@@ -342,7 +492,7 @@ async fn active(state: &AppState, tenant_id: &str) -> ApiResult<Arc<Active>> {
     let compiled = match row {
         None => Active(None, Decisions::default()),
         Some((name, version, source)) => {
-            let (set, _) = compile(&source).map_err(|e| ApiError::Internal(anyhow::anyhow!("a stored bundle no longer compiles: {e:?}")))?;
+            let (set, _) = compile_bounded(&source).map_err(|e| ApiError::Internal(anyhow::anyhow!("a stored bundle no longer compiles: {e:?}")))?;
             Active(Some((format!("{name} version {version}"), set)), Decisions::default())
         }
     };

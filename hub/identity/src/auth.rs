@@ -40,6 +40,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(send_verification_email))
         .routes(routes!(verify_email))
         .routes(routes!(verification_status))
+        // The public forms above take small bodies: before any credential
+        // is known, none makes the hub read more than that.
+        .route_layer(axum::middleware::from_fn(hub_kernel::error::limit_body::<{ hub_kernel::error::PUBLIC_BODY_LIMIT }>))
         .routes(routes!(me))
         .routes(routes!(jwks))
 }
@@ -599,7 +602,7 @@ async fn token_request(req: Request, basic: Option<(String, String)>) -> ApiResu
     } else if bytes.is_empty() {
         TokenRequest::default()
     } else {
-        let value: Value = serde_json::from_slice(&bytes).map_err(|e| ApiError::invalid(format!("request body must be JSON or a form: {e}")))?;
+        let value = hub_kernel::nesting::parse_json(&bytes, "request body")?;
         parse_body(value)?
     };
     if let Some((id, secret)) = basic {

@@ -95,6 +95,19 @@ pub struct Config {
     /// Most HTTP connections open at once; further ones wait to be accepted.
     #[arg(long, env = "HUB_MAX_CONNECTIONS", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_connections: u64,
+    /// Milliseconds a client has to send a request's whole body, counted
+    /// from its head; a body still incomplete then is answered 408 and its
+    /// connection closed, so a body that never finishes holds nothing.
+    #[arg(long, env = "HUB_BODY_READ_TIMEOUT_MS", default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_read_timeout_ms: u64,
+    /// Mebibytes that the request bodies being received may hold across
+    /// the whole process; a body that would take more is answered 503 with
+    /// `Retry-After` instead of more memory.
+    #[arg(long, env = "HUB_BODY_MEMORY_MIB", default_value_t = 128, value_parser = clap::value_parser!(u64).range(4..=65_536))]
+    pub body_memory_mib: u64,
+    /// Most concurrent streams a client may open on one HTTP/2 connection.
+    #[arg(long, env = "HUB_HTTP2_MAX_STREAMS", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub http2_max_streams: u32,
     /// SMTP relay for verification mail: `smtp://[user:pass@]host[:port]`
     /// (add `?tls=required` for STARTTLS) or `smtps://...`. Without it,
     /// development mode writes tokens to the log and production switches
@@ -212,6 +225,9 @@ impl Config {
             header_read_timeout_ms: 10_000,
             idle_timeout_seconds: 60,
             max_connections: 4096,
+            body_read_timeout_ms: 15_000,
+            body_memory_mib: 128,
+            http2_max_streams: 64,
             max_sse_per_credential: 4,
             dispatch_avg_speed_kmh: 35.0,
             media_store: "file".into(),

@@ -82,6 +82,17 @@ pub enum ApiError {
     /// A path that exists, with a method it does not take.
     #[error("method not allowed")]
     MethodNotAllowed,
+    /// 413: a request body over a route's own limit, below `BODY_LIMIT`.
+    #[error("payload above {0} bytes")]
+    BodyTooLarge(usize),
+    /// 408: a request body still incomplete when the body read timeout
+    /// (milliseconds) ran out.
+    #[error("request body incomplete after {0} ms")]
+    BodyTimeout(u64),
+    /// 503: the request bodies being received already hold the memory the
+    /// hub allows them; retry after the given seconds.
+    #[error("request body memory exhausted, retry after {0}s")]
+    BodyMemory(u64),
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
     #[error("internal error: {0:#}")]
@@ -92,6 +103,26 @@ pub type ApiResult<T> = Result<T, ApiError>;
 
 /// The one limit on request bodies across the API, in bytes.
 pub const BODY_LIMIT: usize = 2 * 1024 * 1024;
+
+/// The body limit of the public routes that take a small form (sign-up,
+/// login, the token exchange): before a credential can be checked, a
+/// request may make the hub read no more than this.
+pub const PUBLIC_BODY_LIMIT: usize = 64 * 1024;
+
+/// A route layer that bounds request bodies to `MAX` bytes (below
+/// [`BODY_LIMIT`]): a declared length above it is refused before a byte of
+/// the body is read, and a body that grows past it while read is refused
+/// by the extractor, answered with this limit.
+pub async fn limit_body<const MAX: usize>(req: Request, next: axum::middleware::Next) -> Response {
+    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX as u64) {
+        return ApiError::BodyTooLarge(MAX).into_response();
+    }
+    let limited = tower::Layer::layer(&axum::extract::DefaultBodyLimit::max(MAX), next);
+    let res = tower::ServiceExt::oneshot(limited, req).await.unwrap_or_else(|never| match never {});
+    // The extractor's 413 names the API's limit; this route's is lower.
+    if res.status() == StatusCode::PAYLOAD_TOO_LARGE { ApiError::BodyTooLarge(MAX).into_response() } else { res }
+}
 
 /// Writes the envelope over the framework's own error answers (a 405 with
 /// an empty body, a plain-text 413 or 400 from an extractor), keeping their
@@ -146,8 +177,9 @@ impl ApiError {
             NotFound | Missing(_) => StatusCode::NOT_FOUND,
             Conflict(_) | PersonExists | Undecryptable(_) => StatusCode::CONFLICT,
             RateLimited(_) | TooManyStreams(_) | HardCapReached { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
-            PayloadTooLarge | ContentTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Busy(_) | BodyMemory(_) => StatusCode::SERVICE_UNAVAILABLE,
+            BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            PayloadTooLarge | ContentTooLarge(_) | BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Db(e) => match db_error_kind(e) {
                 Some(DbKind::Unique) => StatusCode::CONFLICT,
@@ -200,9 +232,21 @@ impl ApiError {
                 "details": [format!("the tenant's hard cap for sku {sku} is reached for {period}")],
             }),
             Busy(_) => json!({ "success": false, "error": "ServiceUnavailable", "details": ["the hub is busy; retry shortly"] }),
+            BodyMemory(_) => json!({
+                "success": false, "error": "ServiceUnavailable",
+                "details": ["the hub is receiving as many request bodies as its memory bound allows; retry shortly"],
+            }),
+            BodyTimeout(ms) => json!({
+                "success": false, "error": "RequestTimeout",
+                "details": [format!("the request body did not arrive in full within {ms} ms")],
+            }),
             PayloadTooLarge => json!({
                 "success": false, "error": "PayloadTooLarge",
                 "details": [format!("request bodies are limited to {} bytes", BODY_LIMIT)],
+            }),
+            BodyTooLarge(max) => json!({
+                "success": false, "error": "PayloadTooLarge",
+                "details": [format!("request bodies of this route are limited to {max} bytes")],
             }),
             ContentTooLarge(max) => json!({
                 "success": false, "error": "PayloadTooLarge",
@@ -244,12 +288,12 @@ fn db_error_kind(e: &sqlx::Error) -> Option<DbKind> {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status.is_server_error() && !matches!(self, ApiError::Busy(_)) {
+        if status.is_server_error() && !matches!(self, ApiError::Busy(_) | ApiError::BodyMemory(_)) {
             // The cause goes to the log only; the client sees an opaque body.
             tracing::error!(error = %self, "request failed");
         }
         let mut res = (status, Json(self.body())).into_response();
-        if let ApiError::RateLimited(secs) | ApiError::Busy(secs) = self {
+        if let ApiError::RateLimited(secs) | ApiError::Busy(secs) | ApiError::BodyMemory(secs) = self {
             res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
         }
         res
@@ -274,6 +318,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
             return Body::checked(tenant, json_value(req, state).await?);
         }
         let bytes = Bytes::from_request(req, state).await.map_err(|e| body_refusal(e.status(), e.body_text()))?;
+        crate::nesting::check_json(&bytes, "request body")?;
         // The common case in one pass: an object that is `T` as it stands.
         // Anything else (a type error, a repeated key, not an object) takes
         // the path through a `Value`, whose answers it keeps.
@@ -358,7 +403,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for TargetTenantBody<T>
 }
 
 async fn json_value<S: Send + Sync>(req: Request, state: &S) -> ApiResult<Value> {
-    let Json(value) = Json::<Value>::from_request(req, state).await.map_err(|e: JsonRejection| body_refusal(e.status(), e.body_text()))?;
+    // The bytes first, for the nesting bound; then axum's `Json` on them
+    // with the request's headers, which decides on the content type.
+    let headers = req.headers().clone();
+    let bytes = Bytes::from_request(req, state).await.map_err(|e| body_refusal(e.status(), e.body_text()))?;
+    crate::nesting::check_json(&bytes, "request body")?;
+    let mut again = Request::new(axum::body::Body::from(bytes));
+    *again.headers_mut() = headers;
+    let Json(value) = Json::<Value>::from_request(again, state).await.map_err(|e: JsonRejection| body_refusal(e.status(), e.body_text()))?;
     Ok(value)
 }
 

@@ -107,7 +107,7 @@ async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: a
     let body: Request = if raw.iter().all(u8::is_ascii_whitespace) {
         hub_kernel::error::parse_body(json!({}))?
     } else {
-        let value: Value = serde_json::from_slice(&raw).map_err(|e| ApiError::invalid(format!("request body must be a JSON object: {e}")))?;
+        let value = hub_kernel::nesting::parse_json(&raw, "request body")?;
         hub_kernel::error::parse_body(value)?
     };
     let mut check = Check::new();

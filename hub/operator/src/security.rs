@@ -102,6 +102,7 @@ fn or_default(body: &Value, name: &str, max: usize, default: &str) -> String {
 #[utoipa::path(post, path = "/admin/security/rotate-signing-key", tag = "admin-security", request_body(content = Option<RotateBody>),
     responses((status = 200, description = "the rotation", body = Data<hub_kernel::crypto::signing::Rotation>)))]
 async fn rotate_signing_key(State(state): State<AppState>, Operator(who): Operator, raw: axum::body::Bytes) -> ApiResult<Response> {
+    hub_kernel::nesting::check_json(&raw, "request body")?;
     let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
     let reason = or_default(&body, "reason", 500, DEFAULT_REASON);
     let actor_id = or_default(&body, "actor_id", 200, DEFAULT_ACTOR);

@@ -153,7 +153,7 @@ async fn ingest_now(State(state): State<AppState>, Operator(who): Operator, raw:
     let body: IngestRequest = if raw.iter().all(u8::is_ascii_whitespace) {
         IngestRequest { lookback_hours: None }
     } else {
-        let value: Value = serde_json::from_slice(&raw).map_err(|e| ApiError::invalid(format!("request body must be a JSON object: {e}")))?;
+        let value = hub_kernel::nesting::parse_json(&raw, "request body")?;
         hub_kernel::error::parse_body(value)?
     };
     let mut check = Check::new();

@@ -40,6 +40,7 @@ mod feature_flags;
 mod gate;
 mod geo;
 mod handoffs;
+mod hardening;
 mod identity;
 mod identity_resolver;
 mod import_templates;

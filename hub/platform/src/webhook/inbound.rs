@@ -6,7 +6,7 @@
 //! (`hub_kernel::inbound`), in the transaction that records the receipt.
 //! Tenants register their secrets per (kind, provider).
 
-use axum::{body::Bytes, http::HeaderMap};
+use axum::http::HeaderMap;
 use base64::Engine;
 use chrono::{TimeDelta, Utc};
 use hub_kernel::{crypto, prelude::*};
@@ -166,7 +166,7 @@ async fn receive(
     Path((kind, provider)): Path<(String, String)>,
     Params(q): Params<Receiver>,
     headers: HeaderMap,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> ApiResult<Response> {
     let mut check = Check::new();
     let tenant_id = check.required_uuid("tenant_id", &q.tenant_id).map(|u| u.to_string()).unwrap_or_default();
@@ -182,9 +182,12 @@ async fn receive(
     let Some(sealed) = sealed else {
         return Err(ApiError::Unauthorized(NO_MATCH));
     };
+    // The body is read only now that the receiver is known: a request for
+    // no tenant's secret costs the hub no more than its head.
+    let body = axum::body::to_bytes(body, hub_kernel::error::BODY_LIMIT).await.map_err(|_| ApiError::PayloadTooLarge)?;
     let key = state.master.open(&sealed, &aad(&tenant_id, &kind, &provider)).map_err(ApiError::Internal)?;
     standardwebhooks::Webhook::from_bytes(key).map_err(refused)?.verify(&body, &headers).map_err(refused)?;
-    let payload: Value = serde_json::from_slice(&body).map_err(|_| ApiError::invalid("the payload must be JSON"))?;
+    let payload = hub_kernel::nesting::parse_json(&body, "the payload")?;
     let webhook_id = headers.get("webhook-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     if webhook_id.is_empty() || webhook_id.len() > 256 {
         return Err(ApiError::invalid("webhook-id must be 1 to 256 characters"));
