@@ -18,6 +18,7 @@ pub mod extract;
 pub mod gate;
 pub mod inbound;
 pub mod mail;
+pub mod nul;
 pub mod prelude;
 pub mod search;
 pub mod state;
