@@ -191,6 +191,7 @@ async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     if !body.is_object() {
         return Err(ApiError::invalid("request body must be a JSON object"));
     }
+    hub_kernel::nul::check_value(&body)?;
     ctx.check_tenant(body.get("tenant_id").and_then(Value::as_str))?;
     let target = match body.get("target") {
         None | Some(Value::Null) => "object_store".to_string(),

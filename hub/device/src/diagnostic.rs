@@ -146,6 +146,7 @@ async fn drain(State(state): State<AppState>, Tenant(ctx): Tenant, raw: axum::bo
     } else {
         serde_json::from_slice(&raw).map_err(|e| ApiError::invalid(format!("request body must be JSON: {e}")))?
     };
+    hub_kernel::nul::check_value(&body)?;
     let mut check = Check::new();
     let limit = check.optional_int("limit", body.get("limit"), 1, MAX_DRAIN).unwrap_or(DEFAULT_DRAIN);
     check.finish()?;

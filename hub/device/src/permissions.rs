@@ -30,7 +30,9 @@ struct NewSnapshot {
 }
 
 /// Records a device's permission snapshot (`permission_set`: an object or
-/// an array).
+/// an array). A `persona_id` must name a persona of the caller's tenant,
+/// as on every route that takes one. Event
+/// `device.permission_snapshot.recorded.v1`.
 #[utoipa::path(post, path = "/api/hdk/permissions/snapshots", tag = "hdk-permissions", request_body = NewSnapshot,
     responses((status = 201, description = "the snapshot", body = Data<Snapshot>)))]
 async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSnapshot>) -> ApiResult<Response> {
@@ -46,6 +48,13 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     };
     let taken_at = check.time_or_now("taken_at", &body.taken_at);
     check.finish()?;
+    let persona = persona.map(|p| p.to_string());
+    let mut tx = state.db.begin().await?;
+    if let Some(p) = &persona
+        && !hub_identity::personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, p).await?
+    {
+        return Err(ApiError::invalid("persona_id is not a persona of this tenant"));
+    }
     let sql = format!(
         "INSERT INTO hdk_permission_snapshot (snapshot_id, tenant_id, device_uuid, persona_id, permission_set, taken_at, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
@@ -54,12 +63,17 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
         .bind(device.map(|d| d.to_string()))
-        .bind(persona.map(|p| p.to_string()))
+        .bind(&persona)
         .bind(set)
         .bind(&taken_at)
         .bind(db::now())
-        .fetch_one(state.db.writer())
+        .fetch_one(&mut *tx)
         .await?;
+    // What the device reported is in the row; the event says that it was
+    // reported, for whom and when.
+    let payload = json!({ "snapshot_id": row.snapshot_id, "device_uuid": row.device_uuid, "persona_id": row.persona_id, "taken_at": row.taken_at });
+    audit::record(&mut tx, &ctx, events::DEVICE_PERMISSION_SNAPSHOT_RECORDED, payload).await?;
+    tx.commit().await?;
     Ok(created(row))
 }
 

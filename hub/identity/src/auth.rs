@@ -598,7 +598,10 @@ async fn token_request(req: Request, basic: Option<(String, String)>) -> ApiResu
     let is_form = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| ct.starts_with("application/x-www-form-urlencoded"));
     let bytes = axum::body::to_bytes(req.into_body(), 64 * 1024).await.map_err(|_| ApiError::invalid("request body too large or unreadable"))?;
     let mut parsed: TokenRequest = if is_form {
-        serde_urlencoded::from_bytes(&bytes).map_err(|e| ApiError::invalid(format!("malformed form body: {e}")))?
+        let malformed = |e: serde_urlencoded::de::Error| ApiError::invalid(format!("malformed form body: {e}"));
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes).map_err(malformed)?;
+        hub_kernel::nul::check_pairs(&pairs, "form field")?;
+        serde_urlencoded::from_bytes(&bytes).map_err(malformed)?
     } else if bytes.is_empty() {
         TokenRequest::default()
     } else {

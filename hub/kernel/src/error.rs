@@ -320,9 +320,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
         let bytes = Bytes::from_request(req, state).await.map_err(|e| body_refusal(e.status(), e.body_text()))?;
         crate::nesting::check_json(&bytes, "request body")?;
         // The common case in one pass: an object that is `T` as it stands.
-        // Anything else (a type error, a repeated key, not an object) takes
-        // the path through a `Value`, whose answers it keeps.
+        // Anything else (a type error, a repeated key, not an object, a NUL
+        // in some string) takes the path through a `Value`, whose answers
+        // it keeps and which names where the NUL is.
         if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+            && !crate::nul::in_json_text(&bytes)
             && let Ok(parsed) = serde_json::from_slice::<T>(&bytes)
             && let Ok(probe) = TenantProbe::of(&bytes)
         {
@@ -415,11 +417,13 @@ async fn json_value<S: Send + Sync>(req: Request, state: &S) -> ApiResult<Value>
 }
 
 /// Turns a JSON value into `T`, reporting a type error as a 400 naming the
-/// offending field.
+/// offending field. A NUL in any string or key of the body is 400 naming
+/// where, whether `T` reads that field or keeps it as a `Value` to store.
 pub fn parse_body<T: DeserializeOwned>(value: Value) -> ApiResult<T> {
     if !value.is_object() {
         return Err(ApiError::invalid("request body must be a JSON object"));
     }
+    crate::nul::check_value(&value)?;
     serde_json::from_value(value).map_err(|e| ApiError::invalid(e.to_string()))
 }
 

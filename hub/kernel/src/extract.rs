@@ -20,10 +20,12 @@ use sqlx::{AnyPool, FromRow, any::AnyRow};
 use crate::error::{ApiError, ApiResult};
 
 /// The query string as name-value pairs; a name given twice is 400 (which
-/// value was meant cannot be told), as is a string that does not parse.
+/// value was meant cannot be told), as is a string that does not parse,
+/// and one whose names or values hold a NUL (`%00`).
 fn pairs(parts: &Parts) -> ApiResult<Vec<(String, String)>> {
     let query = parts.uri.query().unwrap_or("");
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).map_err(|e| ApiError::invalid(format!("malformed query string: {e}")))?;
+    crate::nul::check_pairs(&pairs, "query parameter")?;
     let mut seen = HashSet::new();
     let repeated: Vec<&str> = pairs.iter().filter(|(k, _)| !seen.insert(k.as_str())).map(|(k, _)| k.as_str()).collect();
     if !repeated.is_empty() {

@@ -19,6 +19,7 @@ pub mod gate;
 pub mod inbound;
 pub mod mail;
 pub mod nesting;
+pub mod nul;
 pub mod prelude;
 pub mod search;
 pub mod state;

@@ -78,17 +78,19 @@ const DEFAULT_ACTOR: &str = "ops-emergency";
 #[schema(as = AdminRotateSigningKey)]
 #[allow(dead_code)]
 struct RotateBody {
-    /// Default `manual emergency rotation` (blank, absent or not a string;
-    /// at most 500 characters kept).
+    /// Default `manual emergency rotation` (blank, absent, not a string or
+    /// holding a NUL; at most 500 characters kept).
     reason: Option<String>,
     /// Default `ops-emergency` (at most 200 characters kept).
     actor_id: Option<String>,
 }
 
 /// A string field of a lenient body, trimmed and cut to `max`
-/// characters; blank, absent or not a string: `default`.
+/// characters; blank, absent, not a string or holding a NUL: `default`.
 fn or_default(body: &Value, name: &str, max: usize, default: &str) -> String {
-    match body.get(name).and_then(Value::as_str).map(str::trim).filter(|v| !v.is_empty()) {
+    // An emergency rotation is never refused: a value holding a NUL, which
+    // the audit chain's text columns cannot store, falls back as a blank one.
+    match body.get(name).and_then(Value::as_str).map(str::trim).filter(|v| !v.is_empty() && !v.contains('\0')) {
         Some(v) => v.chars().take(max).collect(),
         None => default.to_string(),
     }

@@ -267,6 +267,10 @@ pub async fn record_readings(state: &AppState, asset_id: &str, readings: &[proto
         if r.sensor_id.trim().is_empty() {
             check.fail(format!("readings[{i}].sensor_id is required"));
         }
+        // Readings also come in QUIC frames, which no JSON extractor sees.
+        if r.sensor_id.contains('\0') {
+            check.fail(hub_kernel::nul::refusal(&format!("readings[{i}].sensor_id")));
+        }
         if !r.value.is_finite() {
             check.fail(format!("readings[{i}].value must be a finite number"));
         }

@@ -480,6 +480,15 @@ fn parse_ack(body: &Value) -> ApiResult<AckBody> {
 /// changes nothing and answers the same; a different one is 409.
 pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &str, ack: AckBody) -> ApiResult<Command> {
     let id = path_id(command_id)?.to_string();
+    // An ack also comes in a QUIC frame, which no JSON extractor sees; its
+    // `data` is stored as JSON text, where a NUL is an escape.
+    let mut check = Check::new();
+    for (name, text) in [("code", &ack.code), ("message", &ack.message)] {
+        if text.as_deref().is_some_and(|t| t.contains('\0')) {
+            check.fail(hub_kernel::nul::refusal(name));
+        }
+    }
+    check.finish()?;
     let mut tx = state.db.begin().await?;
     let command = fetch(&mut *tx, &id).await?.filter(|c| c.target_asset_id == cred.asset_id).ok_or(ApiError::NotFound)?;
     match command.status.as_str() {

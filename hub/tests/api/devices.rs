@@ -519,3 +519,45 @@ async fn the_public_health_read_speaks_for_the_registering_tenant_only(app: Test
     assert_eq!(ack["data"]["rejected"], json!([{ "idempotency_key": "future", "reason": "occurred_at must not be more than 5 minutes in the future" }]));
 }
 db_test!(the_public_health_read_speaks_for_the_registering_tenant_only);
+
+/// A permission snapshot names a persona of the caller's tenant, as every
+/// route that takes one: another tenant's persona is refused as an unknown
+/// one is, and nothing is stored; the caller's own is recorded with its
+/// event in the tenant's chain.
+async fn a_permission_snapshot_takes_only_a_persona_of_the_tenant(app: TestApp) {
+    let t = app.two_tenants("hdk-perm").await;
+    let a = t.a_token.as_str();
+    let device = device_id();
+    let snapshot = |persona: &Value| json!({ "device_uuid": device, "persona_id": persona, "permission_set": { "camera": "granted" } });
+    let refused = |actual| {
+        let body = assert_error(actual, 400, "ValidationError");
+        assert_eq!(body["details"], json!(["persona_id is not a persona of this tenant"]));
+    };
+    refused(app.post("/api/hdk/permissions/snapshots", Some(a), snapshot(&t.b["persona_id"])).await);
+    refused(app.post("/api/hdk/permissions/snapshots", Some(a), snapshot(&json!(device_id()))).await);
+    assert_error(app.get(&format!("/api/hdk/permissions/snapshots/latest?device_uuid={device}"), Some(a)).await, 404, "NotFound");
+    let recorded = "device.permission_snapshot.recorded.v1";
+    assert!(!app.events_of(&t.a["tenant_id"]).await.iter().any(|e| e == recorded));
+
+    let (s, own) = app.post("/api/hdk/permissions/snapshots", Some(a), snapshot(&t.a["persona_id"])).await;
+    assert_eq!(s, StatusCode::CREATED, "{own}");
+    assert_eq!((&own["data"]["persona_id"], &own["data"]["tenant_id"]), (&t.a["persona_id"], &t.a["tenant_id"]));
+    // Without a persona the snapshot is the device's alone, and recorded too.
+    let (s, bare) = app.post("/api/hdk/permissions/snapshots", Some(a), json!({ "device_uuid": device, "permission_set": [] })).await;
+    assert_eq!((s, &bare["data"]["persona_id"]), (StatusCode::CREATED, &Value::Null), "{bare}");
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == recorded).count(), 2, "{events:?}");
+    let payload: String = sqlx::query_scalar("SELECT payload FROM audit_entry WHERE tenant_id = $1 AND event_type = $2 ORDER BY seq LIMIT 1")
+        .bind(t.a["tenant_id"].as_str().unwrap())
+        .bind(recorded)
+        .fetch_one(&app.state().db.read)
+        .await
+        .unwrap();
+    let payload: Value = serde_json::from_str(&payload).unwrap();
+    assert_eq!(
+        payload,
+        json!({ "snapshot_id": own["data"]["snapshot_id"], "device_uuid": device, "persona_id": t.a["persona_id"], "taken_at": own["data"]["taken_at"] })
+    );
+    assert!(!app.events_of(&t.b["tenant_id"]).await.iter().any(|e| e == recorded), "nothing in the other tenant's chain");
+}
+db_test!(a_permission_snapshot_takes_only_a_persona_of_the_tenant);

@@ -54,6 +54,7 @@ mod media;
 mod meter;
 mod metrics;
 mod notifications;
+mod nul;
 mod offers;
 mod operations;
 mod operator;

@@ -139,6 +139,7 @@ event_types! {
     DEVICE_ATTESTED = "device.device.attested.v1";
     DEVICE_REVOKED = "device.device.revoked.v1";
     DEVICE_PERSON_LINKED = "device.person.linked.v1";
+    DEVICE_PERMISSION_SNAPSHOT_RECORDED = "device.permission_snapshot.recorded.v1";
     CRASH_REPORTED = "diagnostic.crash.reported.v1";
     HEALTH_REPORTED = "diagnostic.health.reported.v1";
     OUTBOX_DRAINED = "diagnostic.outbox.drained.v1";

@@ -222,6 +222,7 @@ mod tests {
         "sla.clock.stopped.v1",
         "scheduling.connection.created.v1",
         "ai-gateway.route.set.v1",
+        "device.permission_snapshot.recorded.v1",
     ];
 
     #[test]

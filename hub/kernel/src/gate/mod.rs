@@ -227,10 +227,16 @@ tokio::task_local! {
 /// request's parts (the caller and the template are not cloned: their
 /// shared reference counts would move between the cores on every request),
 /// and the template then goes to the metrics' slot, when there is one.
+///
+/// First of all, a path parameter holding a NUL is refused (400 naming
+/// it), before the checks read the path and before any handler binds it.
 pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let (mut parts, body) = req.into_parts();
     let matched = parts.extensions.remove::<MatchedPath>();
-    let verdict = check(&state, matched.as_ref().map(MatchedPath::as_str), &parts).await;
+    let verdict = match nul_in_path(&mut parts).await {
+        Ok(()) => check(&state, matched.as_ref().map(MatchedPath::as_str), &parts).await,
+        Err(refused) => Err(refused.into_response()),
+    };
     if let Some(route) = matched {
         // Outside the metrics layer's scope (metrics off) there is no slot.
         let _ = MATCHED_ROUTE.try_with(|slot| slot.set(Some(route)));
@@ -238,6 +244,22 @@ pub async fn authorize(State(state): State<AppState>, req: Request, next: Next) 
     match verdict {
         Ok(()) => next.run(Request::from_parts(parts, body)).await,
         Err(refused) => refused,
+    }
+}
+
+/// 400 when a path parameter holds a NUL once percent-decoded. A NUL in a
+/// URI can only be written `%00` (hyper refuses the raw byte), and a literal
+/// segment of a route never matches one, so only a path with `%00` in it
+/// has its parameters decoded here.
+async fn nul_in_path(parts: &mut Parts) -> ApiResult<()> {
+    if !parts.uri.path().contains("%00") {
+        return Ok(());
+    }
+    match axum::extract::RawPathParams::from_request_parts(parts, &()).await {
+        Ok(params) => crate::nul::check_path_params(params.iter()),
+        // A parameter that is not UTF-8 once decoded: the route's `Path`
+        // refuses the request with its own 400.
+        Err(_) => Ok(()),
     }
 }
 

@@ -188,6 +188,8 @@ async fn receive(
     let key = state.master.open(&sealed, &aad(&tenant_id, &kind, &provider)).map_err(ApiError::Internal)?;
     standardwebhooks::Webhook::from_bytes(key).map_err(refused)?.verify(&body, &headers).map_err(refused)?;
     let payload = hub_kernel::nesting::parse_json(&body, "the payload")?;
+    // The kind's handler stores what it reads of the payload.
+    hub_kernel::nul::check_value(&payload)?;
     let webhook_id = headers.get("webhook-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     if webhook_id.is_empty() || webhook_id.len() > 256 {
         return Err(ApiError::invalid("webhook-id must be 1 to 256 characters"));
