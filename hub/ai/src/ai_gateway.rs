@@ -62,8 +62,9 @@ struct NewRoute {
     #[schema(required = true)]
     name: Option<String>,
     /// The provider's OpenAI-compatible base (`https://api.openai.com/v1`);
-    /// `/chat/completions` is appended. Private addresses follow the
-    /// webhook policy (`HUB_WEBHOOK_ALLOWED_HOSTS`).
+    /// `/chat/completions` is appended. No user information (the key is
+    /// `api_key`); private addresses follow the webhook policy
+    /// (`HUB_WEBHOOK_ALLOWED_HOSTS`).
     #[schema(required = true)]
     provider_base_url: Option<String>,
     /// The provider's model name (at most 200 characters).

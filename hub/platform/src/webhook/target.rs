@@ -74,9 +74,22 @@ impl Policy {
     }
 }
 
-/// Checks an endpoint URL: `http` or `https`, a host, and no address the
-/// policy refuses. The error is a `ValidationError` detail.
+/// Checks a URL a tenant or operator is saving for the hub to call:
+/// [`check_target`], and no user information (a credential in clear in a
+/// column nobody seals and in every log line showing the URL; see
+/// `hub_kernel::outbound`). The error is a `ValidationError` detail
+/// naming `url`, which callers rename to their field.
 pub fn check_url(config: &Config, raw: &str) -> Result<url::Url, String> {
+    let url = check_target(config, raw)?;
+    hub_kernel::outbound::no_userinfo("url", raw)?;
+    Ok(url)
+}
+
+/// Checks a URL the hub is about to call (or saving, through
+/// [`check_url`]): `http` or `https`, a host, and no address the policy
+/// refuses. A URL stored before user information was refused still
+/// passes here, so its calls go on.
+pub fn check_target(config: &Config, raw: &str) -> Result<url::Url, String> {
     let url = url::Url::parse(raw).map_err(|_| "url must be an absolute http or https URL".to_string())?;
     if !matches!(url.scheme(), "http" | "https") || raw.len() > 2000 {
         return Err("url must be an http or https URL of at most 2000 characters".into());
@@ -149,6 +162,10 @@ mod tests {
         }
         for malformed in ["ftp://example.com/x", "example.com/x", "file:///etc/passwd"] {
             assert!(check_url(&prod, malformed).is_err(), "{malformed}");
+        }
+        for credentialed in ["https://user:PW@hooks.example.com/x", "https://user@hooks.example.com/x"] {
+            assert!(check_url(&prod, credentialed).unwrap_err().starts_with("url must not carry user information"), "{credentialed}");
+            assert!(check_target(&prod, credentialed).is_ok(), "a stored URL with user information is still called: {credentialed}");
         }
         assert!(check_url(&config(false, &["127.0.0.1", "localhost"]), "http://127.0.0.1:9000/x").is_ok());
         assert!(check_url(&config(false, &["localhost"]), "http://localhost:9000/x").is_ok());
