@@ -1,7 +1,8 @@
 //! URLs the hub calls out to, as tenants and the operator save them:
 //! user information (`user:password@`) is refused wherever a URL is
 //! stored (the credential has its own field, or the receiver checks a
-//! signature), naming the field.
+//! signature), naming the field; outside development mode, a literal
+//! address that is not global, or an IPv6 form carrying one, is refused.
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -71,3 +72,59 @@ async fn a_url_with_user_information_is_refused_naming_its_field(app: TestApp) {
     assert_eq!((s, none["details"].clone()), (StatusCode::NOT_FOUND, json!(["no binding for tenant"])));
 }
 db_test!(a_url_with_user_information_is_refused_naming_its_field);
+
+/// The refusal of an address the policy does not admit, as `field` names it.
+fn inward(field: &str, url: &str) -> Value {
+    let host = url::Url::parse(url).unwrap().host_str().unwrap().to_string();
+    json!([format!("{field} must not point at a private, loopback or link-local address ({host}); see HUB_WEBHOOK_ALLOWED_HOSTS")])
+}
+
+async fn ipv6_literals_carrying_an_inward_address_are_refused_outside_development(dev: TestApp) {
+    let app = dev
+        .variant(|c| {
+            c.dev = false;
+            // Outside development mode QUIC would need a certificate.
+            c.quic_listen = "off".into();
+        })
+        .await;
+    let t = app.signup("a@ssrf6.example.com", "ssrf6-a").await;
+    let a = t["token"].as_str().unwrap();
+    let refused = [
+        // NAT64 of the metadata service, IPv4-compatible loopback, 6to4 of loopback and of 192.168.1.1.
+        "http://[64:ff9b::a9fe:a9fe]/latest/meta-data/",
+        "http://[::127.0.0.1]:9000/x",
+        "http://[2002:7f00:1::1]/x",
+        "http://[2002:c0a8:101::1]/x",
+        // Teredo (public server and client here), the local-use NAT64 prefix, site-local, discard-only, ORCHIDv2.
+        "http://[2001:0:808:808::fefe:fefe]/x",
+        "http://[64:ff9b:1::808:808]/x",
+        "http://[fec0::1]/x",
+        "http://[100::1]/x",
+        "http://[2001:20::1]/x",
+    ];
+    for url in refused {
+        let b = assert_error(app.post("/api/webhooks/endpoints", Some(a), json!({ "url": url, "event_types": ["*"] })).await, 400, "ValidationError");
+        assert_eq!(b["details"], inward("url", url), "{url}");
+        let b = assert_error(app.post("/api/scheduling/connections", Some(a), json!({ "name": "Desk", "collection_url": url })).await, 400, "ValidationError");
+        assert_eq!(b["details"], inward("collection_url", url), "{url}");
+        let b = assert_error(
+            app.post("/api/ai/routes", Some(a), json!({ "name": "default", "provider_base_url": url, "model": "m" })).await,
+            400,
+            "ValidationError",
+        );
+        assert_eq!(b["details"], inward("provider_base_url", url), "{url}");
+    }
+    let (_, listed) = app.get("/api/webhooks/endpoints", Some(a)).await;
+    assert_eq!(listed["total"], 0, "nothing refused was stored: {listed}");
+
+    // What such a form carries decides: NAT64 and 6to4 of a public address are accepted.
+    for url in ["http://[64:ff9b::808:808]/x", "http://[2002:808:808::1]/x"] {
+        let (s, ep) = app.post("/api/webhooks/endpoints", Some(a), json!({ "url": url, "event_types": ["*"] })).await;
+        assert_eq!((s, ep["data"]["url"].as_str()), (StatusCode::CREATED, Some(url)), "{ep}");
+    }
+    // Development mode reaches anything.
+    let d = dev.signup("a@ssrf6dev.example.com", "ssrf6dev-a").await;
+    let (s, ep) = dev.post("/api/webhooks/endpoints", d["token"].as_str(), json!({ "url": refused[0], "event_types": ["*"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{ep}");
+}
+db_test!(ipv6_literals_carrying_an_inward_address_are_refused_outside_development);
