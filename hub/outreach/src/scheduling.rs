@@ -410,6 +410,12 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path
         }
         None => None,
     };
+    // The client's resolver judges a name's addresses; a literal address is
+    // never resolved, so it is judged here, at every push: a connection
+    // saved before the policy refused its address is not called.
+    if let Err(why) = target::check_target(&state.config, &target.collection_url) {
+        return Err(refused(&target.collection_url, why));
+    }
     let caldav = CalDav { client: client(&state), scheme: target.auth_scheme.clone(), credential };
     let uid = format!("{}@hub", appointment.appointment_id);
     let live = mapping.as_ref().filter(|m| m.state == "present");

@@ -128,3 +128,51 @@ async fn ipv6_literals_carrying_an_inward_address_are_refused_outside_developmen
     assert_eq!(s, StatusCode::CREATED, "{ep}");
 }
 db_test!(ipv6_literals_carrying_an_inward_address_are_refused_outside_development);
+
+/// A server on loopback that counts every request it gets.
+async fn counting_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    let router = axum::Router::new().fallback(move || async move {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        axum::http::StatusCode::NO_CONTENT
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    (base, hits)
+}
+
+async fn a_stored_address_the_policy_refuses_is_not_called(dev: TestApp) {
+    let app = dev
+        .variant(|c| {
+            c.dev = false;
+            c.quic_listen = "off".into();
+        })
+        .await;
+    let (inside, hits) = counting_server().await;
+    let t = app.signup("a@stored.example.com", "stored-a").await;
+    let (a, tenant) = (t["token"].as_str().unwrap(), t["tenant_id"].clone());
+    // Rows saved when their address was admitted (another policy, or
+    // before a form was recognised), then pointed inward in the database.
+    let (s, r) = app.post("/api/ai/routes", Some(a), json!({ "name": "default", "provider_base_url": "http://[64:ff9b::808:808]/v1", "model": "m" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, c) = app.post("/api/scheduling/connections", Some(a), json!({ "name": "Desk", "collection_url": "http://[64:ff9b::808:808]/dav/" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    let db = app.state().db.writer();
+    sqlx::query("UPDATE ai_gateway_route SET provider_base_url = $1").bind(format!("{inside}/v1")).execute(db).await.unwrap();
+    sqlx::query("UPDATE scheduling_connection SET collection_url = $1").bind(format!("{inside}/dav/")).execute(db).await.unwrap();
+
+    let b = assert_error(app.post("/api/ai/completions", Some(a), json!({ "route": "default", "prompt": "hello" })).await, 502, "BadGateway");
+    assert_eq!(b["details"], inward("provider_base_url", &inside));
+    let (s, ap) = app
+        .post("/api/scheduling/appointments", Some(a), json!({ "title": "Visit", "starts_at": "2030-01-01T10:00:00Z", "ends_at": "2030-01-01T11:00:00Z" }))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{ap}");
+    let push = format!("/api/scheduling/appointments/{}/push", ap["data"]["appointment_id"].as_str().unwrap());
+    let b =
+        assert_error(app.post(&push, Some(a), json!({ "tenant_id": tenant, "connection_id": c["data"]["connection_id"] })).await, 503, "ServiceUnavailable");
+    assert_eq!(b["details"], json!(["the calendar server did not accept the change; retry the push later"]));
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing reached the loopback server");
+}
+db_test!(a_stored_address_the_policy_refuses_is_not_called);
