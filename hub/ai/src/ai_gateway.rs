@@ -62,8 +62,9 @@ struct NewRoute {
     #[schema(required = true)]
     name: Option<String>,
     /// The provider's OpenAI-compatible base (`https://api.openai.com/v1`);
-    /// `/chat/completions` is appended. Private addresses follow the
-    /// webhook policy (`HUB_WEBHOOK_ALLOWED_HOSTS`).
+    /// `/chat/completions` is appended. No user information (the key is
+    /// `api_key`); private addresses follow the webhook policy
+    /// (`HUB_WEBHOOK_ALLOWED_HOSTS`).
     #[schema(required = true)]
     provider_base_url: Option<String>,
     /// The provider's model name (at most 200 characters).
@@ -333,6 +334,12 @@ async fn call(state: &AppState, route: &Resolved, credential: Option<&str>, requ
         Err(e) => return Outcome { attempts: 0, answer: Err(e) },
     };
     let url = format!("{}/chat/completions", route.provider_base_url.trim_end_matches('/'));
+    // The client's resolver judges a name's addresses; a literal address is
+    // never resolved, so it is judged here, at every call: a route saved
+    // before the policy refused its address is not called.
+    if let Err(why) = target::check_target(&state.config, &url) {
+        return Outcome { attempts: 0, answer: Err(why.replacen("url", "provider_base_url", 1)) };
+    }
     let mut last = String::new();
     for attempt in 1..=route.max_attempts {
         if attempt > 1 {

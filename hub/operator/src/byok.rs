@@ -46,7 +46,8 @@ struct NewBindingBody {
     /// 1 to 86400 (default 60).
     #[schema(value_type = Option<i64>)]
     sla_revoke_propagation_seconds: Option<Value>,
-    /// An `https://` URL of at most 2048 characters.
+    /// An `https://` URL of at most 2048 characters, without user
+    /// information (`user:password@`).
     siem_forwarder_endpoint: Option<String>,
 }
 
@@ -68,6 +69,8 @@ async fn bind(State(state): State<AppState>, Operator(who): Operator, Body(body)
     let siem = check.optional_bounded("siem_forwarder_endpoint", &body.siem_forwarder_endpoint, 2048);
     if siem.as_deref().is_some_and(|u| !u.starts_with("https://") || u.len() <= "https://".len()) {
         check.fail("siem_forwarder_endpoint must be an https:// URL");
+    } else if let Some(Err(why)) = siem.as_deref().map(|u| hub_kernel::outbound::no_userinfo("siem_forwarder_endpoint", u)) {
+        check.fail(why);
     }
     check.finish()?;
     let tenant_id = tenant_id.unwrap_or_default();

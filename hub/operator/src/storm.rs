@@ -5,8 +5,11 @@
 //! synthetic provider. A feed is asked `GET <url>?from=<RFC 3339>&to=<RFC
 //! 3339>` and answers `{ "events": [{ "id", "kind", "occurred_at", "lat",
 //! "lon", "magnitude" }] }`; a feed that fails (no answer within 10 s, a
-//! status other than 2xx, a body of another shape) passes the turn to the
-//! next. The synthetic provider always answers, so an outage of every
+//! status other than 2xx, a redirect among them, an answer longer than 4
+//! MiB, a body of another shape, an address the outbound policy refuses)
+//! passes the turn to the next. Feeds are called as webhook receivers
+//! are: through the guarded client, so outside development mode a private
+//! or loopback address needs `HUB_WEBHOOK_ALLOWED_HOSTS`. The synthetic provider always answers, so an outage of every
 //! feed is no 4xx: it derives 0 to 2 reports for each whole UTC hour of
 //! the window from a SHA-256 of the hour, the same for the same hour on
 //! every run. Its reports are stored under the provider `synthetic` and
@@ -23,6 +26,7 @@ use std::time::Duration;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use hub_kernel::gate::{Operator, ops_tokens};
 use hub_kernel::prelude::*;
+use hub_platform::webhook::target;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(ingest_now))
@@ -72,23 +76,59 @@ fn cell_of(lat: f64, lon: f64) -> String {
     format!("{}:{}", (lat * 10.0).floor() as i64, (lon * 10.0).floor() as i64)
 }
 
-async fn from_feed(client: &reqwest::Client, url: &str, from: DateTime<Utc>, to: DateTime<Utc>) -> Option<Vec<Report>> {
+/// A feed's answer is read up to this many bytes (4 MiB: 10000 reports
+/// of a hundred-odd bytes each fit with room); a longer one is refused
+/// once read that far, so a feed cannot make the hub hold more.
+pub const MAX_FEED_BYTES: usize = 4 << 20;
+
+/// Asks one feed. Every failure is logged once, with the feed's URL
+/// redacted, and passes the turn (`None`).
+async fn from_feed(state: &AppState, client: &reqwest::Client, url: &str, from: DateTime<Utc>, to: DateTime<Utc>) -> Option<Vec<Report>> {
+    let feed = hub_kernel::outbound::redact_url(url);
+    // The client's resolver judges the addresses a name resolves to; a
+    // literal address is never resolved, so it is judged here.
+    if let Err(why) = target::check_target(&state.config, url) {
+        tracing::warn!(feed, why, "storm feed refused: its address is not admitted");
+        return None;
+    }
     let res = client.get(url).query(&[("from", db::format_time(from)), ("to", db::format_time(to))]).send().await;
-    let res = match res {
+    let mut res = match res {
+        // A redirect is not followed (the guarded client's policy): it is
+        // a non-2xx answer like any other.
         Ok(r) if r.status().is_success() => r,
         Ok(r) => {
-            tracing::warn!(status = %r.status(), "storm feed refused");
+            tracing::warn!(feed, status = %r.status(), "storm feed refused");
             return None;
         }
         Err(e) => {
-            tracing::warn!(error = %e.without_url(), "storm feed unreachable");
+            tracing::warn!(feed, error = %e.without_url(), "storm feed unreachable");
             return None;
         }
     };
-    match res.json::<FeedAnswer>().await {
+    let too_long = || tracing::warn!(feed, limit = MAX_FEED_BYTES, "storm feed answer refused: longer than the limit");
+    if res.content_length().is_some_and(|n| n > MAX_FEED_BYTES as u64) {
+        too_long();
+        return None;
+    }
+    let mut body = Vec::new();
+    loop {
+        match res.chunk().await {
+            Ok(Some(chunk)) if body.len() + chunk.len() > MAX_FEED_BYTES => {
+                too_long();
+                return None;
+            }
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(feed, error = %e.without_url(), "storm feed answer unreadable");
+                return None;
+            }
+        }
+    }
+    match serde_json::from_slice::<FeedAnswer>(&body) {
         Ok(a) => Some(a.events),
         Err(e) => {
-            tracing::warn!(error = %e.without_url(), "storm feed answer unreadable");
+            tracing::warn!(feed, error = %e, "storm feed answer unreadable");
             None
         }
     }
@@ -165,11 +205,13 @@ async fn ingest_now(State(state): State<AppState>, Operator(who): Operator, raw:
     let mut tried = Vec::new();
     let mut answer = None;
     if !state.config.storm_feed_urls.is_empty() {
-        let client = reqwest::Client::builder().timeout(FEED_TIMEOUT).build().map_err(anyhow::Error::from)?;
+        // The guarded client of every call to a configured address: no
+        // redirects, and a resolver that drops addresses the policy refuses.
+        let client = target::guarded_client(&state.config).timeout(FEED_TIMEOUT).user_agent("hub-storm/1").build().map_err(anyhow::Error::from)?;
         for (i, url) in state.config.storm_feed_urls.iter().enumerate() {
             let name = format!("feed-{}", i + 1);
             tried.push(name.clone());
-            if let Some(reports) = from_feed(&client, url, from, to).await {
+            if let Some(reports) = from_feed(&state, &client, url, from, to).await {
                 answer = Some((name, reports));
                 break;
             }

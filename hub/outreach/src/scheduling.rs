@@ -65,7 +65,8 @@ struct NewConnection {
     name: Option<String>,
     /// `caldav` (the default and only provider).
     provider: Option<String>,
-    /// The CalDAV calendar collection (`http` or `https`, at most 2000 characters; a trailing `/` is added).
+    /// The CalDAV calendar collection (`http` or `https`, at most 2000 characters, no user information:
+    /// the credential is `username`/`password` or `token`; a trailing `/` is added).
     #[schema(required = true)]
     collection_url: Option<String>,
     /// With `password`: HTTP Basic authentication.
@@ -409,6 +410,12 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path
         }
         None => None,
     };
+    // The client's resolver judges a name's addresses; a literal address is
+    // never resolved, so it is judged here, at every push: a connection
+    // saved before the policy refused its address is not called.
+    if let Err(why) = target::check_target(&state.config, &target.collection_url) {
+        return Err(refused(&target.collection_url, why));
+    }
     let caldav = CalDav { client: client(&state), scheme: target.auth_scheme.clone(), credential };
     let uid = format!("{}@hub", appointment.appointment_id);
     let live = mapping.as_ref().filter(|m| m.state == "present");
@@ -497,7 +504,7 @@ impl CalDav {
         if create {
             req = req.header(reqwest::header::IF_NONE_MATCH, "*");
         }
-        let res = req.send().await.map_err(|e| refused(href, e.to_string()))?;
+        let res = req.send().await.map_err(|e| refused(href, e.without_url().to_string()))?;
         if !res.status().is_success() {
             return Err(refused(href, format!("PUT answered {}", res.status())));
         }
@@ -506,7 +513,7 @@ impl CalDav {
 
     /// `DELETE` of the object; one already gone (404, 410) is removed.
     async fn delete(&self, href: &str) -> ApiResult<()> {
-        let res = self.request(reqwest::Method::DELETE, href).send().await.map_err(|e| refused(href, e.to_string()))?;
+        let res = self.request(reqwest::Method::DELETE, href).send().await.map_err(|e| refused(href, e.without_url().to_string()))?;
         match res.status().as_u16() {
             200..=299 | 404 | 410 => Ok(()),
             s => Err(refused(href, format!("DELETE answered {s}"))),
@@ -514,8 +521,10 @@ impl CalDav {
     }
 }
 
+/// `why` names no URL (reqwest's errors are stripped of theirs): the log
+/// shows the href once, redacted.
 fn refused(href: &str, why: String) -> ApiError {
-    tracing::warn!(href, why, "calendar push refused");
+    tracing::warn!(href = %hub_kernel::outbound::redact_url(href), why, "calendar push refused");
     ApiError::Unavailable("the calendar server did not accept the change; retry the push later")
 }
 

@@ -70,6 +70,7 @@ mod operator_signing;
 mod operator_sovereign;
 mod operator_storm;
 mod operator_webhooks;
+mod outbound;
 mod parsing;
 mod payments;
 mod policy;

@@ -117,3 +117,76 @@ async fn the_first_feed_that_answers_is_ingested_and_an_outage_falls_through_to_
     assert_eq!(synthetic, last["events_ingested"].as_i64().unwrap());
 }
 db_test!(the_first_feed_that_answers_is_ingested_and_an_outage_falls_through_to_the_synthetic_provider);
+
+/// A valid feed answer of about `bytes` bytes: one report and padding in a
+/// field the feed format does not have (ignored when read).
+fn padded(bytes: usize) -> String {
+    let head = json!({ "events": [report("p1", "hail", 2, 35.47, -97.52)] }).to_string();
+    format!("{},\"pad\":\"{}\"}}", &head[..head.len() - 1], "x".repeat(bytes.saturating_sub(head.len() + 9)))
+}
+
+async fn a_feed_is_called_through_the_guarded_client_without_redirects_and_with_a_bounded_answer(app: TestApp) {
+    let limit = hub_operator::storm::MAX_FEED_BYTES;
+    let asked = Arc::new(Mutex::new(0));
+    let counted = asked.clone();
+    let router = axum::Router::new()
+        .route(
+            "/reports",
+            get(move || async move {
+                *counted.lock().unwrap() += 1;
+                padded(1000)
+            }),
+        )
+        .route("/redirect", get(|| async { (Code::FOUND, [("location", "/reports")]) }))
+        .route("/big", get(move || async move { padded(limit + 1) }))
+        // Chunked, no Content-Length: the bound holds while streaming.
+        .route(
+            "/big-stream",
+            get(move || async move {
+                let body = padded(limit + 64 * 1024).into_bytes();
+                let chunks: Vec<Result<Vec<u8>, std::io::Error>> = body.chunks(64 * 1024).map(|c| Ok(c.to_vec())).collect();
+                axum::body::Body::from_stream(futures_util::stream::iter(chunks))
+            }),
+        )
+        .route("/fits", get(move || async move { padded(limit) }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    assert_eq!(padded(limit).len(), limit);
+
+    let feeds = ["redirect", "big", "big-stream", "fits"].map(|p| format!("{base}/{p}"));
+    let hub = app.variant(|c| c.storm_feed_urls = feeds.to_vec()).await;
+    let (s, r) = hub.operator(OPS, Method::POST, "/admin/storm/ingest-now", None).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(
+        r["data"],
+        json!({ "events_from": "feed-4", "events_ingested": 1, "cells_ingested": 1, "providers_tried": ["feed-1", "feed-2", "feed-3", "feed-4"] }),
+        "the redirect is not followed, the answers past the bound are refused, the one at the bound is read"
+    );
+    assert_eq!(*asked.lock().unwrap(), 0, "the redirect's target was never asked");
+
+    // Outside development mode a loopback feed needs the allow-list: the
+    // literal address is refused without a connection.
+    let production = |allowed: Vec<String>| {
+        let feeds = vec![format!("{base}/reports")];
+        app.variant(move |c| {
+            c.dev = false;
+            // Outside development mode QUIC would need a certificate.
+            c.quic_listen = "off".into();
+            c.storm_feed_urls = feeds;
+            c.webhook_allowed_hosts = allowed;
+        })
+    };
+    let hub = production(vec![]).await;
+    let (s, r) = hub.operator(OPS, Method::POST, "/admin/storm/ingest-now", None).await;
+    assert_eq!(
+        (s, r["data"]["events_from"].as_str(), r["data"]["providers_tried"].clone()),
+        (StatusCode::OK, Some("synthetic"), json!(["feed-1", "synthetic"]))
+    );
+    assert_eq!(*asked.lock().unwrap(), 0, "a refused address is not called");
+    let hub = production(vec!["127.0.0.1".into()]).await;
+    let (s, r) = hub.operator(OPS, Method::POST, "/admin/storm/ingest-now", None).await;
+    assert_eq!((s, r["data"]["events_from"].as_str(), r["data"]["providers_tried"].clone()), (StatusCode::OK, Some("feed-1"), json!(["feed-1"])));
+    assert_eq!(*asked.lock().unwrap(), 1);
+}
+db_test!(a_feed_is_called_through_the_guarded_client_without_redirects_and_with_a_bounded_answer);

@@ -135,9 +135,10 @@ async fn subscribe(tx: &mut Tx, tenant_id: &str, endpoint_id: &str, patterns: &[
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewWebhookEndpoint)]
 struct NewEndpoint {
-    /// `http` or `https`; private, loopback and link-local addresses are
-    /// refused outside development mode unless `HUB_WEBHOOK_ALLOWED_HOSTS`
-    /// names them.
+    /// `http` or `https`, without user information (`user:password@`; the
+    /// receiver checks the signature); private, loopback and link-local
+    /// addresses are refused outside development mode unless
+    /// `HUB_WEBHOOK_ALLOWED_HOSTS` names them.
     #[schema(required = true)]
     url: Option<String>,
     /// 1 to 100 event types or patterns (`crm.*`, `*`).

@@ -15,8 +15,11 @@ use std::{
 use hub_kernel::config::Config;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
+/// Judged against the IANA IPv4 special-purpose address registry: a block
+/// whose "globally reachable" is false is refused, and so are the few
+/// blocks marked reachable that no webhook receiver lives in.
 fn global_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, ..] = ip.octets();
+    let [a, b, c, _] = ip.octets();
     !(ip.is_private()
         || ip.is_loopback()
         || ip.is_link_local()
@@ -26,21 +29,52 @@ fn global_v4(ip: Ipv4Addr) -> bool {
         || ip.is_multicast()
         || a == 0
         || (a == 100 && (64..128).contains(&b))
+        // 192.0.0.0/24, IETF protocol assignments (DS-Lite, NAT64
+        // discovery, the PCP and TURN anycasts among them).
+        || (a == 192 && b == 0 && c == 0)
+        // 192.88.99.0/24, the deprecated 6to4 relay anycast (RFC 7526).
+        || (a == 192 && b == 88 && c == 99)
         || (a == 198 && (18..20).contains(&b))
         || a >= 240)
 }
 
+/// The IPv4 address an IPv6 address carries and is routed to, for the
+/// forms that carry one: IPv4-mapped `::ffff:0:0/96`, IPv4-compatible
+/// `::/96` (deprecated; `::` and `::1` fall in it, their IPv4 reading
+/// `0.0.0.0`/`0.0.0.1` is refused as well), the NAT64 well-known prefix
+/// `64:ff9b::/96` (RFC 6052: a translator forwards to the last 32 bits)
+/// and 6to4 `2002::/16` (RFC 3056: bits 16 to 48).
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let last = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    match s {
+        [0, 0, 0, 0, 0, 0xffff, ..] | [0, 0, 0, 0, 0, 0, ..] | [0x64, 0xff9b, 0, 0, 0, 0, ..] => Some(last),
+        [0x2002, hi, lo, ..] => Some(Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8)),
+        _ => None,
+    }
+}
+
+/// Judged against the IANA IPv6 special-purpose address registry. An
+/// address that carries an IPv4 address ([`embedded_v4`]) is judged by
+/// it. Otherwise only global unicast `2000::/3` is global, less
+/// `2001::/23` (IETF protocol assignments: Teredo `2001::/32`, whose
+/// tunnels reach a client through a server of the operator's choosing and
+/// are no webhook receiver, benchmarking `2001:2::/48`, ORCHID
+/// `2001:10::/28` and ORCHIDv2 `2001:20::/28`, identifiers that route
+/// nowhere, and the anycast services there), documentation `2001:db8::/32`
+/// and `3fff::/20`. That leaves out, among others, the unspecified and
+/// loopback addresses, `::/8` (SIIT `::ffff:0:0:0/96` too), discard-only
+/// `100::/64`, the local-use NAT64 prefix `64:ff9b:1::/48` (RFC 8215: what
+/// it translates to is the network's own choice, so it is not judged by
+/// the address it carries), SRv6 SIDs `5f00::/16`, unique-local
+/// `fc00::/7`, link-local `fe80::/10`, site-local `fec0::/10` and
+/// multicast `ff00::/8`.
 fn global_v6(ip: Ipv6Addr) -> bool {
-    if let Some(v4) = ip.to_ipv4_mapped() {
+    if let Some(v4) = embedded_v4(ip) {
         return global_v4(v4);
     }
-    let first = ip.segments()[0];
-    !(ip.is_loopback()
-        || ip.is_unspecified()
-        || ip.is_multicast()
-        || (first & 0xfe00) == 0xfc00
-        || (first & 0xffc0) == 0xfe80
-        || first == 0x2001 && ip.segments()[1] == 0xdb8)
+    let s = ip.segments();
+    (s[0] & 0xe000) == 0x2000 && !(s[0] == 0x2001 && s[1] < 0x200) && !(s[0] == 0x2001 && s[1] == 0xdb8) && !(s[0] == 0x3fff && s[1] < 0x1000)
 }
 
 /// Whether an address is on the public internet.
@@ -74,9 +108,22 @@ impl Policy {
     }
 }
 
-/// Checks an endpoint URL: `http` or `https`, a host, and no address the
-/// policy refuses. The error is a `ValidationError` detail.
+/// Checks a URL a tenant or operator is saving for the hub to call:
+/// [`check_target`], and no user information (a credential in clear in a
+/// column nobody seals and in every log line showing the URL; see
+/// `hub_kernel::outbound`). The error is a `ValidationError` detail
+/// naming `url`, which callers rename to their field.
 pub fn check_url(config: &Config, raw: &str) -> Result<url::Url, String> {
+    let url = check_target(config, raw)?;
+    hub_kernel::outbound::no_userinfo("url", raw)?;
+    Ok(url)
+}
+
+/// Checks a URL the hub is about to call (or saving, through
+/// [`check_url`]): `http` or `https`, a host, and no address the policy
+/// refuses. A URL stored before user information was refused still
+/// passes here, so its calls go on.
+pub fn check_target(config: &Config, raw: &str) -> Result<url::Url, String> {
     let url = url::Url::parse(raw).map_err(|_| "url must be an absolute http or https URL".to_string())?;
     if !matches!(url.scheme(), "http" | "https") || raw.len() > 2000 {
         return Err("url must be an http or https URL of at most 2000 characters".into());
@@ -132,6 +179,98 @@ mod tests {
     }
 
     #[test]
+    fn ipv6_forms_that_carry_an_ipv4_address_are_judged_by_it() {
+        let refused = [
+            // NAT64 (RFC 6052) of 127.0.0.1, 169.254.169.254, 10.0.0.1.
+            "64:ff9b::7f00:1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::10.0.0.1",
+            // The local-use NAT64 prefix: refused whatever it carries.
+            "64:ff9b:1::8.8.8.8",
+            "64:ff9b:1:ffff::1",
+            // IPv4-compatible (deprecated) and IPv4-mapped.
+            "::127.0.0.1",
+            "::169.254.169.254",
+            "::ffff:10.1.2.3",
+            // SIIT's IPv4-translated form is in ::/8.
+            "::ffff:0:808:808",
+            // 6to4 of 127.0.0.1, 192.168.1.1, 169.254.169.254.
+            "2002:7f00:1::1",
+            "2002:c0a8:101::",
+            "2002:a9fe:a9fe:1234::1",
+            // Teredo, with a public server and client (8.8.8.8 and 1.1.1.1 inverted): refused all the same.
+            "2001:0:808:808:0:0:fefe:fefe",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+        ];
+        for inward in refused {
+            assert!(!is_global(inward.parse().unwrap()), "{inward}");
+        }
+        let carried = ["64:ff9b::8.8.8.8", "64:ff9b::101:101", "::ffff:8.8.8.8", "2002:808:808::1"];
+        for outward in carried {
+            assert!(is_global(outward.parse().unwrap()), "{outward}");
+        }
+    }
+
+    #[test]
+    fn ipv6_special_purpose_blocks_are_not_global() {
+        let refused = [
+            "::",
+            "::1",
+            "::2:3:4:5:6",
+            "100::1",
+            "100::ffff:ffff:ffff:ffff",
+            "100:0:0:1::1",
+            "2001::1",
+            "2001:1::1",
+            "2001:2::1",
+            "2001:3::1",
+            "2001:4:112::1",
+            "2001:10::1",
+            "2001:20::1",
+            "2001:2f::1",
+            "2001:30::1",
+            "2001:1ff:ffff::1",
+            "2001:db8::1",
+            "3fff::1",
+            "3fff:fff::1",
+            "5f00::1",
+            "fc00::1",
+            "fd12:3456::1",
+            "fe80::1",
+            "febf::1",
+            "fec0::1",
+            "feff::1",
+            "ff02::1",
+            "ff0e::1",
+            "4000::1",
+            "1fff::1",
+        ];
+        for inward in refused {
+            assert!(!is_global(inward.parse().unwrap()), "{inward}");
+        }
+        for outward in ["2606:4700::1111", "2001:200::1", "2001:4860:4860::8888", "2620:4f:8000::1", "3fff:1000::1", "2a00:1450::1"] {
+            assert!(is_global(outward.parse().unwrap()), "{outward}");
+        }
+        let prod = config(false, &[]);
+        for refused in
+            ["http://[64:ff9b::7f00:1]/x", "http://[2002:a9fe:a9fe::1]/x", "http://[2001:0:808:808::fefe:fefe]/x", "http://[fec0::1]/x", "http://[100::1]/x"]
+        {
+            assert!(check_url(&prod, refused).unwrap_err().contains("private"), "{refused}");
+        }
+        assert!(check_url(&config(false, &["64:ff9b::7f00:1"]), "http://[64:ff9b::7f00:1]/x").is_ok(), "the allow-list names an address");
+    }
+
+    #[test]
+    fn ipv4_special_purpose_blocks_are_not_global() {
+        for inward in ["192.0.0.1", "192.0.0.170", "192.88.99.1", "198.18.0.1", "192.0.2.1", "240.0.0.1", "255.255.255.255"] {
+            assert!(!is_global(inward.parse().unwrap()), "{inward}");
+        }
+        for outward in ["192.0.1.1", "192.88.98.1", "192.31.196.1", "9.9.9.9"] {
+            assert!(is_global(outward.parse().unwrap()), "{outward}");
+        }
+    }
+
+    #[test]
     fn only_global_addresses_are_reached_outside_development() {
         for inward in
             ["127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "::1", "fd00::1", "fe80::1", "::ffff:127.0.0.1"]
@@ -149,6 +288,10 @@ mod tests {
         }
         for malformed in ["ftp://example.com/x", "example.com/x", "file:///etc/passwd"] {
             assert!(check_url(&prod, malformed).is_err(), "{malformed}");
+        }
+        for credentialed in ["https://user:PW@hooks.example.com/x", "https://user@hooks.example.com/x"] {
+            assert!(check_url(&prod, credentialed).unwrap_err().starts_with("url must not carry user information"), "{credentialed}");
+            assert!(check_target(&prod, credentialed).is_ok(), "a stored URL with user information is still called: {credentialed}");
         }
         assert!(check_url(&config(false, &["127.0.0.1", "localhost"]), "http://127.0.0.1:9000/x").is_ok());
         assert!(check_url(&config(false, &["localhost"]), "http://localhost:9000/x").is_ok());

@@ -271,7 +271,10 @@ async fn attempt(state: &AppState, client: &reqwest::Client, job: Job) -> Outcom
     let mut out = Outcome { job, started_at: db::format_time(started), duration_ms: 0, status: None, retry_after: None, error: None, response: None };
     let body = body(&out.job);
     let signed = signatures(state, &out.job, started.timestamp(), &body);
-    let refused = super::target::check_url(&state.config, &out.job.url).err();
+    // The address is checked again at every attempt (a name's addresses are
+    // checked by the client's resolver); user information is refused when
+    // an endpoint is saved, not here, so an endpoint saved before goes on.
+    let refused = super::target::check_target(&state.config, &out.job.url).err();
     match (signed, refused) {
         (Err(e), _) => out.error = Some(format!("signing failed: {e}")),
         (_, Some(why)) => out.error = Some(why),
@@ -311,6 +314,11 @@ async fn attempt(state: &AppState, client: &reqwest::Client, job: Job) -> Outcom
 
 fn describe(e: &reqwest::Error) -> String {
     let mut text = if e.is_timeout() { "no answer within the timeout".to_string() } else { e.to_string() };
+    // reqwest names the URL it failed on; the text is stored and shown to
+    // the tenant and the operator, so it names it as the log would.
+    if let Some(url) = e.url() {
+        text = text.replace(url.as_str(), &hub_kernel::outbound::redact(url));
+    }
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         text.push_str(": ");
