@@ -23,6 +23,11 @@ impl HubProcess {
     /// file when `None`), logging to `hub.log` in its data directory, and
     /// waits until its health route answers.
     pub async fn start(hub_bin: &Path, quic_listen: &str, database_url: Option<&str>) -> anyhow::Result<HubProcess> {
+        HubProcess::start_with_env(hub_bin, quic_listen, database_url, &[]).await
+    }
+
+    /// [`HubProcess::start`] with more settings in the hub's environment.
+    pub async fn start_with_env(hub_bin: &Path, quic_listen: &str, database_url: Option<&str>, env: &[(&str, String)]) -> anyhow::Result<HubProcess> {
         let dir = tempfile::tempdir()?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let log = std::fs::File::create(dir.path().join("hub.log"))?;
@@ -33,6 +38,7 @@ impl HubProcess {
             .env("HUB_DATA_DIR", dir.path())
             .env("HUB_DEV", "1")
             .env("HUB_LOG", "warn")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log));
         match database_url {

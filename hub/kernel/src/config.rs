@@ -103,7 +103,7 @@ pub struct Config {
     /// Mebibytes that the request bodies being received may hold across
     /// the whole process; a body that would take more is answered 503 with
     /// `Retry-After` instead of more memory.
-    #[arg(long, env = "HUB_BODY_MEMORY_MIB", default_value_t = 128, value_parser = clap::value_parser!(u64).range(4..=65_536))]
+    #[arg(long, env = "HUB_BODY_MEMORY_MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(4..=65_536))]
     pub body_memory_mib: u64,
     /// Most concurrent streams a client may open on one HTTP/2 connection.
     #[arg(long, env = "HUB_HTTP2_MAX_STREAMS", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -226,7 +226,7 @@ impl Config {
             idle_timeout_seconds: 60,
             max_connections: 4096,
             body_read_timeout_ms: 15_000,
-            body_memory_mib: 128,
+            body_memory_mib: 64,
             http2_max_streams: 64,
             max_sse_per_credential: 4,
             dispatch_avg_speed_kmh: 35.0,
