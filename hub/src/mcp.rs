@@ -183,8 +183,9 @@ pub struct Call {
 /// content is read from its own route, which streams it.
 pub const ANSWER_LIMIT: usize = 4 * 1024 * 1024;
 
-/// The bytes of tool answers the whole process holds at once: four answers
-/// at the limit. A call's share is taken once its route has answered and
+/// The bytes of tool answers the whole process holds at once, each counted
+/// at the size of its base64 form: four binary answers at the limit. A
+/// call's share is taken once its route has answered and
 /// kept until its answer has been sent, so concurrent large calls queue
 /// instead of multiplying memory (an answer held is a few times its size
 /// while it is read, encoded and written out).
@@ -428,7 +429,9 @@ pub async fn dispatch(
         return Err(too_large(declared));
     }
     let bound = declared.map_or(limit, |n| n as usize);
-    let share = |n: usize| if json_typed { n } else { n.div_ceil(3) * 4 };
+    // An answer is counted at the size of its base64 form, the larger of
+    // the two: content labelled JSON may turn out not to be.
+    let share = |n: usize| n.div_ceil(3) * 4;
     let mut held = in_flight().clone().acquire_many_owned(share(bound).max(1) as u32).await.expect("the budget is never closed");
 
     let Some(bytes) = read_at_most(response.into_body(), limit, declared).await? else {

@@ -169,5 +169,10 @@ async fn an_answer_over_the_limit_is_a_tool_error_naming_it(app: TestApp) {
     let id = blob(&app, a, "application/json", json_of(LIMIT + 1)).await;
     let b = assert_error(call(&app, a, "sdk_media_get_content", json!({ "blob_id": id })).await, 400, "ValidationError");
     assert!(b["details"][0].as_str().unwrap().contains(&format!("({} bytes) is over", LIMIT + 1)), "{b}");
+    // Content labelled JSON that is not is held to the limit of its base64 form.
+    let size = LIMIT / 4 * 3 + 1;
+    let id = blob(&app, a, "application/json", content(size)).await;
+    let b = assert_error(call(&app, a, "sdk_media_get_content", json!({ "blob_id": id })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!([detail(&id, size)]));
 }
 db_test!(an_answer_over_the_limit_is_a_tool_error_naming_it);
