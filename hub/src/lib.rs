@@ -72,7 +72,7 @@ pub fn app(state: AppState) -> Router {
     // A tool call goes through the same routes, gate included, less the
     // registry's own: the registry holds that router, so it must not hold
     // the registry (a cycle would keep every hub's pools alive).
-    registry.set(mcp::tools(&doc), surface(api.clone(), state.clone()));
+    registry.set(mcp::tools(&doc), surface(api.clone(), state.clone()), &state.config.public_url);
     surface(api.merge(mcp_api), state)
 }
 

@@ -11,7 +11,7 @@
 
 use std::{
     net::SocketAddr,
-    sync::{Arc, OnceLock},
+    sync::{Arc, Mutex, OnceLock},
 };
 
 use axum::{
@@ -21,8 +21,8 @@ use axum::{
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-        ServerConfig, Tool as McpTool, ToolAnnotations,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams, ResourceContents,
+        ServerCapabilities, ServerConfig, Tool as McpTool, ToolAnnotations,
     },
     service::RequestContext,
     transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager},
@@ -30,7 +30,7 @@ use rmcp::{
 use serde_json::Value;
 use tower::ServiceExt;
 
-use crate::mcp::{self, Registry};
+use crate::mcp::{self, Answer, Called, Holding, Registry};
 
 /// The MCP server: the registry, seen through the protocol.
 #[derive(Clone)]
@@ -76,9 +76,31 @@ impl ServerHandler for Server {
         let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().cloned();
         let arguments = call.arguments.map(Value::Object).unwrap_or(Value::Null);
         let result = match mcp::dispatch(&self.registry, &parts.headers, peer, &call.name, arguments).await {
-            Ok(r) if r.is_error => CallToolResult::error(vec![ContentBlock::text(r.text())]),
-            Ok(r) => CallToolResult::success(vec![ContentBlock::text(r.text())]),
-            // Arguments the route cannot be called with: the caller's to fix.
+            Ok(Called { answer, is_error, held }) => {
+                // The share of the in-flight budget stays until `rpc` has sent the answer.
+                if let Some(holds) = parts.extensions.get::<Holds>() {
+                    holds.0.lock().expect("the holds are never poisoned").push(held);
+                }
+                let mut result = match answer {
+                    Answer::Empty => CallToolResult::success(vec![]),
+                    Answer::Json { text, object } => {
+                        // The text item for clients that predate structured content, and the object itself.
+                        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+                        result.structured_content = object;
+                        result
+                    }
+                    Answer::Blob { uri, mime_type, base64 } => CallToolResult::success(vec![ContentBlock::resource(ResourceContents::BlobResourceContents {
+                        uri,
+                        mime_type: Some(mime_type),
+                        blob: base64,
+                        meta: None,
+                    })]),
+                };
+                result.is_error = Some(is_error);
+                result
+            }
+            // Arguments the route cannot be called with, or an answer over
+            // the limit: the caller's to fix, named in the route's envelope.
             Err(e) => CallToolResult::error(vec![ContentBlock::text(e.body().to_string())]),
         };
         Ok(result.into())
@@ -110,6 +132,21 @@ pub fn endpoint(registry: Registry) -> Endpoint {
         (status = 200, description = "the JSON-RPC response", body = Object),
         (status = 202, description = "a notification, accepted"),
     ))]
-pub async fn rpc(State(endpoint): State<Endpoint>, req: Request) -> Response {
-    endpoint.oneshot(req).await.into_response()
+pub async fn rpc(State(endpoint): State<Endpoint>, mut req: Request) -> Response {
+    let holds = Holds::default();
+    req.extensions_mut().insert(holds.clone());
+    let response = endpoint.oneshot(req).await.into_response();
+    let held = std::mem::take(&mut *holds.0.lock().expect("the holds are never poisoned"));
+    if held.is_empty() {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    Response::from_parts(parts, Holding::wrap(body, held))
 }
+
+/// The shares of the in-flight budget that the tool calls of one `/mcp`
+/// request took: the SDK builds the response from the tool's result, so
+/// the shares come back to `rpc` this way, through the request's
+/// extensions that the SDK hands to the tool.
+#[derive(Clone, Default)]
+struct Holds(Arc<Mutex<Vec<tokio::sync::OwnedSemaphorePermit>>>);

@@ -49,6 +49,7 @@ mod ingest;
 mod isolation;
 mod lead_scoring;
 mod mail;
+mod mcp_answers;
 mod mcp_client;
 mod media;
 mod meter;

@@ -1,6 +1,8 @@
 //! A stock MCP client (the official Python `mcp` package) lists and calls
 //! the hub's tools through its JSON-RPC endpoint, `POST /mcp`.
 
+use aws_lc_rs::digest;
+use base64::{Engine, engine::general_purpose::STANDARD as BASE64};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -11,11 +13,26 @@ fn answer(result: &Value) -> Value {
     serde_json::from_str(result["text"].as_str().unwrap_or_else(|| panic!("a tool result: {result}"))).unwrap()
 }
 
+/// A ready media blob of the caller's tenant holding `bytes` (no content type).
+async fn ready_blob(app: &TestApp, token: &str, bytes: &[u8]) -> String {
+    let (_, started) = app.post("/api/media/blobs", Some(token), json!({})).await;
+    let id = started["data"]["blob_id"].as_str().unwrap_or_else(|| panic!("a blob: {started}")).to_string();
+    let res = app.client.put(format!("{}/api/media/blobs/{id}/content", app.base)).bearer_auth(token).body(bytes.to_vec()).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let sum = hex::encode(digest::digest(&digest::SHA256, bytes));
+    let (s, done) = app.post(&format!("/api/media/blobs/{id}/commit"), Some(token), json!({ "checksum_hex": sum })).await;
+    assert_eq!(s, StatusCode::OK, "{done}");
+    id
+}
+
 async fn a_stock_mcp_client_lists_and_calls_tools(app: TestApp) {
     let t = app.two_tenants("mcp-rpc").await;
     let a = t.a_token.as_str();
     let (_, narrow) = app.key(a, "mcp-rpc-narrow", json!(["hdk.measure.read"])).await;
     let (_, registry) = app.get("/api/registry/tools", Some(a)).await;
+    // A small binary blob, to come back as an embedded resource.
+    let bytes: Vec<u8> = (0..3000u32).map(|i| (i * 7 % 256) as u8).collect();
+    let blob = ready_blob(&app, a, &bytes).await;
 
     let measurement = json!({ "body": { "capture_id": "cap-9", "kind": "length", "value": 4.0, "unit": "m" } });
     let call = |name: &str, arguments: Value| json!({ "name": name, "arguments": arguments });
@@ -25,6 +42,7 @@ async fn a_stock_mcp_client_lists_and_calls_tools(app: TestApp) {
             call("hdk_measure_list_by_capture", json!({ "capture_id": "cap-9" })),
             call("hdk_measure_record", json!({ "body": { "capture_id": "cap-9" } })),
             call("no_such_tool", json!({})),
+            call("sdk_media_get_content", json!({ "blob_id": blob })),
         ] },
         { "token": narrow["api_key"], "calls": [call("hdk_measure_record", measurement)] },
         { "token": t.b_token, "calls": [call("hdk_measure_list_by_capture", json!({ "capture_id": "cap-9" }))] },
@@ -50,6 +68,14 @@ async fn a_stock_mcp_client_lists_and_calls_tools(app: TestApp) {
     let made = answer(&results[0]);
     assert_eq!((made["data"]["kind"].as_str(), made["data"]["value"].as_f64()), (Some("length"), Some(4.0)));
     assert_eq!(answer(&results[1])["total"], 1);
+    // The stock client reads the JSON answer as structured content too.
+    assert_eq!(results[1]["structured"], answer(&results[1]), "{}", results[1]);
+    // And a binary answer as a blob resource, the bytes exact.
+    let resource = &results[4]["content"][0];
+    assert_eq!((results[4]["isError"].as_bool(), resource["type"].as_str()), (Some(false), Some("resource")), "{}", results[4]);
+    assert_eq!(resource["resource"]["mimeType"], "application/octet-stream");
+    assert_eq!(resource["resource"]["uri"], format!("http://localhost/api/media/blobs/{blob}/content"));
+    assert!(BASE64.decode(resource["resource"]["blob"].as_str().unwrap()).unwrap() == bytes);
     // The route's own refusal of bad input is the tool's error.
     assert_eq!(results[2]["isError"], true);
     assert_eq!(answer(&results[2])["error"], "ValidationError", "{}", results[2]);

@@ -7,8 +7,10 @@ what this prints. argv[1] is the endpoint URL; stdin is a JSON plan:
 Each session connects with its own bearer credential, initialises, lists
 the tools and makes its calls in order. stdout is one JSON report:
     {"sessions": [{"server": {...}, "tools": [...], "results": [...]}]}
-where a result is {"isError": bool, "text": str} or, for a JSON-RPC error,
-{"error": {"code": int, "message": str}}.
+where a result is {"isError": bool, "text": str (of a first text item, or
+null), "structured": the structured content (or null), "content": [the
+content items as the client parsed them, in the protocol's JSON]} or, for a
+JSON-RPC error, {"error": {"code": int, "message": str}}.
 """
 
 import asyncio
@@ -31,7 +33,15 @@ async def run_session(url, token, calls):
                 for call in calls:
                     try:
                         r = await session.call_tool(call["name"], call.get("arguments"))
-                        results.append({"isError": r.is_error, "text": r.content[0].text})
+                        first = r.content[0] if r.content else None
+                        results.append(
+                            {
+                                "isError": r.is_error,
+                                "text": first.text if getattr(first, "type", None) == "text" else None,
+                                "structured": r.structured_content,
+                                "content": [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in r.content],
+                            }
+                        )
                     except MCPError as e:
                         results.append({"error": {"code": e.error.code, "message": e.error.message}})
                 return {
