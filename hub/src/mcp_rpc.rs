@@ -132,7 +132,18 @@ pub fn endpoint(registry: Registry) -> Endpoint {
         (status = 200, description = "the JSON-RPC response", body = Object),
         (status = 202, description = "a notification, accepted"),
     ))]
-pub async fn rpc(State(endpoint): State<Endpoint>, mut req: Request) -> Response {
+pub async fn rpc(State(endpoint): State<Endpoint>, req: Request) -> Response {
+    // rmcp parses the message with serde_json, whose own recursion limit a
+    // workspace build can switch off (see `hub_kernel::nesting`): the
+    // nesting is bounded here, before any parser sees the message.
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, hub_kernel::error::BODY_LIMIT).await else {
+        return hub_kernel::error::ApiError::PayloadTooLarge.into_response();
+    };
+    if let Err(refused) = hub_kernel::nesting::check_json(&bytes, "the JSON-RPC message") {
+        return refused.into_response();
+    }
+    let mut req = Request::from_parts(parts, axum::body::Body::from(bytes));
     let holds = Holds::default();
     req.extensions_mut().insert(holds.clone());
     let response = endpoint.oneshot(req).await.into_response();

@@ -100,6 +100,10 @@ async fn deeply_nested_text_is_refused_by_every_parser_and_the_hub_stays_up(app:
         let b = assert_error(post_raw(&app, path, token, body).await, 400, "ValidationError");
         assert_eq!(b["details"], json!(["request body nests arrays and objects more than 64 levels deep"]), "{path}");
     }
+    // The MCP endpoint, whose JSON-RPC messages rmcp parses.
+    let message = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"x","arguments":{}}}}}"#, nested(100_000));
+    let b = assert_error(post_raw(&app, "/mcp", Some(a), message).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["the JSON-RPC message nests arrays and objects more than 64 levels deep"]));
     // At the bound a body is read as usual.
     let (s, c) = post_raw(&app, "/api/crm/contacts", Some(a), format!(r#"{{"name":"x","attributes":{{"a":{}}}}}"#, nested(62))).await;
     assert_eq!(s, StatusCode::CREATED, "{c}");

@@ -200,7 +200,8 @@ async fn main() -> anyhow::Result<()> {
     let token = signup["data"]["token"].as_str().context("token")?.to_string();
     let tenant_id = signup["data"]["tenant_id"].as_str().context("tenant_id")?.to_string();
     // A signed-webhook receiver of the tenant: it reads the bodies sent to it.
-    let secret = http.post(format!("{base}/api/webhooks/inbound-secrets")).bearer_auth(&token).json(&json!({ "kind": "email", "provider": "acme" })).send().await?;
+    let secret =
+        http.post(format!("{base}/api/webhooks/inbound-secrets")).bearer_auth(&token).json(&json!({ "kind": "email", "provider": "acme" })).send().await?;
     anyhow::ensure!(secret.status().is_success(), "inbound secret: {}", secret.status());
 
     let probes = nesting_probes(&http, &base, &token).await?;
@@ -234,7 +235,11 @@ async fn main() -> anyhow::Result<()> {
             let until = Instant::now() + timeout + Duration::from_secs(2);
             while Instant::now() < until {
                 let sent = Instant::now();
-                let login = client.post(format!("{base}/api/auth/login")).json(&json!({ "email": "real@example.com", "password": "correct horse battery" })).send().await;
+                let login = client
+                    .post(format!("{base}/api/auth/login"))
+                    .json(&json!({ "email": "real@example.com", "password": "correct horse battery" }))
+                    .send()
+                    .await;
                 out.push(("login", login.map(|r| r.status().as_u16()).unwrap_or(0), sent.elapsed()));
                 let sent = Instant::now();
                 let me = client.get(format!("{base}/api/me")).bearer_auth(&token).send().await;
@@ -252,7 +257,8 @@ async fn main() -> anyhow::Result<()> {
         async move {
             loop {
                 if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/status"))
-                    && let Some(kib) = text.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                    && let Some(kib) =
+                        text.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
                 {
                     let mut p = peak.lock().unwrap();
                     *p = (*p).max(kib);
@@ -296,7 +302,9 @@ async fn main() -> anyhow::Result<()> {
         if args.database_url.is_some() { "PostgreSQL" } else { "SQLite" },
         started.elapsed().as_secs_f64()
     );
-    println!("slow requests by protocol and answer (0: closed or reset without one, 1: still open when the bench gave up): {by:?}; connection errors: {errors}");
+    println!(
+        "slow requests by protocol and answer (0: closed or reset without one, 1: still open when the bench gave up): {by:?}; connection errors: {errors}"
+    );
     println!("last slow request ended {:.0} ms after its head", ms(slowest));
     println!("hub resident memory: start {} MiB, peak {} MiB, end {} MiB", rss_start / 1024, peak / 1024, rss_end / 1024);
     let worst = normal.iter().map(|(_, _, d)| *d).max().unwrap_or_default();
