@@ -117,8 +117,11 @@ async fn blobs_are_uploaded_verified_committed_and_read_back(app: TestApp) {
     let (s, e) = app.post(&format!("/api/media/blobs/{empty}/commit"), Some(a), json!({ "checksum_hex": sha256_hex(b"") })).await;
     assert_eq!((s, e["data"]["size_bytes"].as_u64()), (StatusCode::OK, Some(0)));
 
+    // A NUL is refused at the edge, before the route's own checks.
+    let b = assert_error(app.post("/api/media/blobs", Some(a), json!({ "filename": "a\u{0}b" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["filename must not contain the NUL character (U+0000)"]));
     let b = assert_error(
-        app.post("/api/media/blobs", Some(a), json!({ "content_type": "png", "filename": "a\u{0}b", "size_bytes": -1 })).await,
+        app.post("/api/media/blobs", Some(a), json!({ "content_type": "png", "filename": "a\u{1}b", "size_bytes": -1 })).await,
         400,
         "ValidationError",
     );
