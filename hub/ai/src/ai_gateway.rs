@@ -13,7 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use hub_kernel::{crypto::envelope, prelude::*};
+use hub_kernel::{crypto::envelope, nesting, prelude::*};
 use hub_platform::webhook::target;
 
 use crate::redact;
@@ -306,6 +306,10 @@ struct Outcome {
     answer: Result<Value, String>,
 }
 
+/// The most a provider's answer may hold: a chat completion is text, and
+/// the hub reads it whole before answering.
+pub const MAX_ANSWER: usize = 4 << 20;
+
 fn retryable(status: reqwest::StatusCode) -> bool {
     status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS || status == reqwest::StatusCode::REQUEST_TIMEOUT
 }
@@ -351,10 +355,20 @@ async fn call(state: &AppState, route: &Resolved, credential: Option<&str>, requ
         }
         match req.send().await {
             Ok(res) if res.status().is_success() => {
-                return match res.json::<Value>().await {
-                    Ok(v) if v.pointer("/choices/0/message").is_some() => Outcome { attempts: attempt, answer: Ok(v) },
-                    _ => Outcome { attempts: attempt, answer: Err("the provider answered no chat completion".into()) },
+                // The provider is a tenant's choice: its answer is read
+                // within a bound and its nesting checked before parsing.
+                let answer = match target::read_bounded(res, MAX_ANSWER).await {
+                    Err(target::Unread::TooLong) => Err(format!("the provider's answer is longer than {MAX_ANSWER} bytes")),
+                    Err(target::Unread::Failed(_)) => Err("the provider's answer could not be read".into()),
+                    Ok(bytes) if nesting::json_depth(&bytes, nesting::JSON_NESTING_LIMIT) > nesting::JSON_NESTING_LIMIT => {
+                        Err(format!("the provider's answer nests more than {} levels deep", nesting::JSON_NESTING_LIMIT))
+                    }
+                    Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
+                        Ok(v) if v.pointer("/choices/0/message").is_some() => Ok(v),
+                        _ => Err("the provider answered no chat completion".into()),
+                    },
                 };
+                return Outcome { attempts: attempt, answer };
             }
             Ok(res) if retryable(res.status()) => last = format!("the provider answered {}", res.status().as_u16()),
             Ok(res) => return Outcome { attempts: attempt, answer: Err(format!("the provider answered {}", res.status().as_u16())) },

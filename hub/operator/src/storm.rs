@@ -92,7 +92,7 @@ async fn from_feed(state: &AppState, client: &reqwest::Client, url: &str, from: 
         return None;
     }
     let res = client.get(url).query(&[("from", db::format_time(from)), ("to", db::format_time(to))]).send().await;
-    let mut res = match res {
+    let res = match res {
         // A redirect is not followed (the guarded client's policy): it is
         // a non-2xx answer like any other.
         Ok(r) if r.status().is_success() => r,
@@ -106,25 +106,17 @@ async fn from_feed(state: &AppState, client: &reqwest::Client, url: &str, from: 
         }
     };
     let too_long = || tracing::warn!(feed, limit = MAX_FEED_BYTES, "storm feed answer refused: longer than the limit");
-    if res.content_length().is_some_and(|n| n > MAX_FEED_BYTES as u64) {
-        too_long();
-        return None;
-    }
-    let mut body = Vec::new();
-    loop {
-        match res.chunk().await {
-            Ok(Some(chunk)) if body.len() + chunk.len() > MAX_FEED_BYTES => {
-                too_long();
-                return None;
-            }
-            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-            Ok(None) => break,
-            Err(e) => {
-                tracing::warn!(feed, error = %e.without_url(), "storm feed answer unreadable");
-                return None;
-            }
+    let body = match target::read_bounded(res, MAX_FEED_BYTES).await {
+        Ok(body) => body,
+        Err(target::Unread::TooLong) => {
+            too_long();
+            return None;
         }
-    }
+        Err(target::Unread::Failed(e)) => {
+            tracing::warn!(feed, error = %e.without_url(), "storm feed answer unreadable");
+            return None;
+        }
+    };
     match serde_json::from_slice::<FeedAnswer>(&body) {
         Ok(a) => Some(a.events),
         Err(e) => {

@@ -228,3 +228,39 @@ async fn a_route_takes_a_vault_envelope_and_checks_its_fields(app: TestApp) {
     assert_eq!(b["details"], json!(["messages must be an array of 1 to 100 messages (or give prompt)"]));
 }
 db_test!(a_route_takes_a_vault_envelope_and_checks_its_fields);
+
+/// A provider that answers 200 with `answer` as its body, whatever it is asked.
+async fn answering(answer: String) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let app = axum::Router::new().route("/v1/chat/completions", post(move || async move { ([("content-type", "application/json")], answer) }));
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    base
+}
+
+async fn a_providers_answer_is_read_within_a_bound_of_size_and_nesting(app: TestApp) {
+    let t = app.two_tenants("aibound").await;
+    let (a, tenant) = (t.a_token.as_str(), t.a["tenant_id"].clone());
+    secret_ref(&app, a, "ai/openai").await;
+    let limit = hub_ai::ai_gateway::MAX_ANSWER;
+    let long = format!(r#"{{"choices":[{{"message":{{"role":"assistant","content":"{}"}}}}]}}"#, "x".repeat(limit));
+    let deep = format!(r#"{{"choices":[{{"message":{{"role":"assistant","content":"x"}}}}],"extra":{}1{}}}"#, "[".repeat(100_000), "]".repeat(100_000));
+    for (name, answer, why) in [
+        ("long", long, format!("the provider's answer is longer than {limit} bytes")),
+        ("deep", deep, "the provider's answer nests more than 64 levels deep".to_string()),
+    ] {
+        let base = answering(answer).await;
+        let route = json!({ "tenant_id": tenant, "name": name, "provider_base_url": base, "model": "m", "credential_ref": "ai/openai", "api_key": "sk-test-123456", "max_attempts": 1 });
+        let (s, r) = app.post("/api/ai/routes", Some(a), route).await;
+        assert_eq!(s, StatusCode::CREATED, "{r}");
+        let b = assert_error(
+            app.post("/api/ai/completions", Some(a), json!({ "route": name, "messages": [{ "role": "user", "content": "hi" }] })).await,
+            502,
+            "BadGateway",
+        );
+        assert!(b["details"][0].as_str().unwrap().contains(&why), "{b}");
+    }
+    let (s, _) = app.get("/health", None).await;
+    assert_eq!(s, StatusCode::OK);
+}
+db_test!(a_providers_answer_is_read_within_a_bound_of_size_and_nesting);

@@ -147,6 +147,33 @@ pub fn guarded_client(config: &Config) -> reqwest::ClientBuilder {
     reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).dns_resolver(Arc::new(Guard(Policy::of(config))))
 }
 
+/// Why the answer of an outbound call was not read.
+#[derive(Debug)]
+pub enum Unread {
+    /// Longer than the caller's bound (declared, or as it arrived).
+    TooLong,
+    /// The connection failed while the answer was read.
+    Failed(reqwest::Error),
+}
+
+/// Reads the answer of an outbound call, at most `max` bytes: a declared
+/// length above it is refused before a byte is read, and an answer that
+/// grows past it as soon as it does, so a peer cannot make the hub hold
+/// more than `max` for it.
+pub async fn read_bounded(mut res: reqwest::Response, max: usize) -> Result<Vec<u8>, Unread> {
+    if res.content_length().is_some_and(|n| n > max as u64) {
+        return Err(Unread::TooLong);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = res.chunk().await.map_err(Unread::Failed)? {
+        if body.len() + chunk.len() > max {
+            return Err(Unread::TooLong);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// The delivery client's resolver: a name's addresses, less those the
 /// policy refuses; none left is an error, so no connection is made.
 #[derive(Clone, Debug)]
