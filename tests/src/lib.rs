@@ -68,10 +68,21 @@ impl HubProcess {
 
     /// The hub's resident memory, in KiB.
     pub fn rss_kib(&self) -> anyhow::Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
-        let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS")?;
-        Ok(line.split_whitespace().nth(1).context("VmRSS value")?.parse()?)
+        rss_kib_of(self.child.id())
     }
+}
+
+/// A process's resident memory, in KiB (for a sampler that runs apart from
+/// the [`HubProcess`]).
+pub fn rss_kib_of(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS")?;
+    Ok(line.split_whitespace().nth(1).context("VmRSS value")?.parse()?)
+}
+
+/// A duration in milliseconds, for reports.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
 
 impl Drop for HubProcess {

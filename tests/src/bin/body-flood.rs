@@ -23,7 +23,7 @@ use std::{
 use anyhow::Context;
 use clap::Parser;
 use serde_json::{Value, json};
-use tests::{HubProcess, hub_binary};
+use tests::{HubProcess, hub_binary, ms, rss_kib_of};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,
@@ -62,10 +62,6 @@ struct Args {
 struct Ended {
     status: u16,
     after: Duration,
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 /// One slow HTTP/1.1 request: the head, `sent` bytes of a body of
@@ -256,10 +252,7 @@ async fn main() -> anyhow::Result<()> {
         let pid = hub.pid();
         async move {
             loop {
-                if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/status"))
-                    && let Some(kib) =
-                        text.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-                {
+                if let Ok(kib) = rss_kib_of(pid) {
                     let mut p = peak.lock().unwrap();
                     *p = (*p).max(kib);
                 }

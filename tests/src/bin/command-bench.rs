@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use edge_agent::protocol;
-use tests::{HubProcess, MachineTicks, hub_binary, median, percentile};
+use tests::{HubProcess, MachineTicks, hub_binary, median, ms, percentile};
 
 #[derive(Parser)]
 #[command(about = "Robot command path benchmark")]
@@ -58,10 +58,6 @@ struct Run {
     lat: Vec<Duration>,
     answered: Vec<Duration>,
     steal: f64,
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 async fn post(client: &reqwest::Client, base: &str, path: &str, token: &str, body: Value) -> anyhow::Result<Value> {

@@ -21,7 +21,7 @@ use std::{
 use anyhow::Context;
 use clap::Parser;
 use serde_json::json;
-use tests::{HubProcess, hub_binary, percentile};
+use tests::{HubProcess, hub_binary, ms, percentile};
 
 #[derive(Parser)]
 #[command(about = "Wrong-password flood: hub memory, refusals, and a correct login meanwhile")]
@@ -46,10 +46,6 @@ struct Args {
 
 fn client_from(addr: IpAddr) -> anyhow::Result<reqwest::Client> {
     Ok(reqwest::Client::builder().local_address(Some(addr)).timeout(Duration::from_secs(30)).build()?)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 #[derive(Default)]
