@@ -111,11 +111,10 @@ async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body):
     let description = check.optional_bounded("description", &body.description, 500);
     check.finish()?;
     let mut tx = state.db.begin().await?;
-    let last: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM taxonomy_schema WHERE tenant_id = $1 AND document_kind = $2")
-        .bind(&ctx.tenant_id)
-        .bind(&kind)
-        .fetch_one(&mut *tx)
-        .await?;
+    // Concurrent publishes of one kind each get a version of their own and
+    // queue on the sequence, so each retires the version before it.
+    let floor = "SELECT MAX(version) FROM taxonomy_schema WHERE tenant_id = $1 AND document_kind = $3";
+    let version = next_number(&mut tx, &ctx.tenant_id, &format!("taxonomy_schema {kind}"), floor, &kind).await?;
     sqlx::query("UPDATE taxonomy_schema SET status = 'retired' WHERE tenant_id = $1 AND document_kind = $2 AND status = 'active'")
         .bind(&ctx.tenant_id)
         .bind(&kind)
@@ -125,7 +124,6 @@ async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body):
         "INSERT INTO taxonomy_schema (schema_id, tenant_id, document_kind, version, description, fields, status, created_by, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, 'active', $7, $8) RETURNING {COLUMNS}"
     );
-    let version = last.unwrap_or(0) + 1;
     let schema: Schema = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)

@@ -111,25 +111,32 @@ async fn set_rule(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
         }
     }
     check.finish()?;
-    let existed = rule_for(&mut *tx, &ctx.tenant_id, &kind).await?.is_some();
     let now = db::now();
-    let sql = format!(
+    // The first set of a kind inserts the rule (201); any other, concurrent
+    // or later, finds it and replaces its personas and window (200).
+    let insert = format!(
         "INSERT INTO coverage_rule (rule_id, tenant_id, subject_kind, primary_persona_id, backup_persona_id, acceptance_window_minutes, created_by, \
-         created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (tenant_id, subject_kind) DO UPDATE SET \
-         primary_persona_id = excluded.primary_persona_id, backup_persona_id = excluded.backup_persona_id, \
-         acceptance_window_minutes = excluded.acceptance_window_minutes, updated_at = excluded.updated_at RETURNING {COLUMNS}"
+         created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (tenant_id, subject_kind) DO NOTHING RETURNING {COLUMNS}"
     );
-    let rule: CoverageRule = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(db::new_id())
-        .bind(&ctx.tenant_id)
-        .bind(&kind)
-        .bind(&primary)
-        .bind(&backup)
-        .bind(window)
-        .bind(audit::actor_of(&ctx).1)
-        .bind(&now)
-        .fetch_one(&mut *tx)
-        .await?;
+    let replace = format!(
+        "UPDATE coverage_rule SET primary_persona_id = $3, backup_persona_id = $4, acceptance_window_minutes = $5, updated_at = $6 \
+         WHERE tenant_id = $1 AND subject_kind = $2 RETURNING {COLUMNS}"
+    );
+    let (rule, written): (CoverageRule, _) = insert_or_read(
+        &mut tx,
+        sqlx::query_as(sqlx::AssertSqlSafe(insert))
+            .bind(db::new_id())
+            .bind(&ctx.tenant_id)
+            .bind(&kind)
+            .bind(&primary)
+            .bind(&backup)
+            .bind(window)
+            .bind(audit::actor_of(&ctx).1)
+            .bind(&now),
+        sqlx::query_as(sqlx::AssertSqlSafe(replace)).bind(&ctx.tenant_id).bind(&kind).bind(&primary).bind(&backup).bind(window).bind(&now),
+    )
+    .await?;
+    let existed = written == Written::Found;
     let payload = json!({
         "rule_id": rule.rule_id, "subject_kind": kind, "primary_persona_id": primary, "backup_persona_id": backup,
         "acceptance_window_minutes": window, "replaced": existed,

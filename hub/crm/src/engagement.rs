@@ -207,35 +207,39 @@ async fn get_encounter(State(state): State<AppState>, Tenant(ctx): Tenant, Path(
     Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
 }
 
-/// Moves an encounter from `from` to `to`, stamping `stamp` (and the
-/// retention deadline on closing), with its event: 404 unknown, 409 in
-/// any other state.
+/// The encounter as guarded writes name it.
+const ENCOUNTER: Stateful = Stateful { noun: "encounter", table: "engagement_encounter", key: "encounter_id", state: "state" };
+
+/// Moves an encounter from `from` to `to` in one guarded statement,
+/// stamping the time (and, on closing, the retention deadline), with its
+/// event: 404 unknown, 409 in any other state. Of several requests at
+/// once, one moves it and records the event.
 async fn transition(state: &AppState, ctx: &TenantCtx, id: &str, from: &str, to: &'static str, event: &'static str) -> ApiResult<Response> {
+    let id = path_id(id)?.to_string();
     let mut tx = state.db.begin().await?;
-    let encounter = find(&mut *tx, &ctx.tenant_id, id).await?;
-    if encounter.state != from {
-        return Err(ApiError::Conflict(format!("the encounter is {}: only {from} encounters can be {to}", encounter.state)));
-    }
+    // `retention_days` never changes once the encounter is opened, so the
+    // deadline may be computed from a read; the state is decided below.
+    let encounter = find(&mut *tx, &ctx.tenant_id, &id).await?;
     let now = chrono::Utc::now();
     let at = db::format_time(now);
+    let expires = if to == "closed" { db::add_seconds(now, encounter.retention_days * 86_400).map(db::format_time) } else { None };
     let sql = if to == "closed" {
-        let expires = db::add_seconds(now, encounter.retention_days * 86_400).map(db::format_time);
-        sqlx::query(
-            "UPDATE engagement_encounter SET state = 'closed', closed_at = $3, retention_expires_at = $4, updated_at = $3 \
-             WHERE tenant_id = $1 AND encounter_id = $2",
+        format!(
+            "UPDATE engagement_encounter SET state = 'closed', closed_at = $4, retention_expires_at = $5, updated_at = $4 \
+             WHERE tenant_id = $1 AND encounter_id = $2 AND state = $3 RETURNING {COLUMNS}"
         )
-        .bind(&ctx.tenant_id)
-        .bind(&encounter.encounter_id)
-        .bind(&at)
-        .bind(expires)
     } else {
-        sqlx::query("UPDATE engagement_encounter SET state = 'sealed', sealed_at = $3, updated_at = $3 WHERE tenant_id = $1 AND encounter_id = $2")
-            .bind(&ctx.tenant_id)
-            .bind(&encounter.encounter_id)
-            .bind(&at)
+        format!(
+            "UPDATE engagement_encounter SET state = 'sealed', sealed_at = $4, updated_at = $4 \
+             WHERE tenant_id = $1 AND encounter_id = $2 AND state = $3 RETURNING {COLUMNS}"
+        )
     };
-    sql.execute(&mut *tx).await?;
-    let updated = find(&mut *tx, &ctx.tenant_id, id).await?;
+    let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(from).bind(&at);
+    if to == "closed" {
+        query = query.bind(expires);
+    }
+    let moved: Option<Encounter> = query.fetch_optional(&mut *tx).await?;
+    let updated = ENCOUNTER.settle(&mut tx, &ctx.tenant_id, &id, moved, &format!("only {from} encounters can be {to}")).await?;
     let payload = json!({ "encounter_id": updated.encounter_id, "state": to, "retention_expires_at": updated.retention_expires_at });
     audit::record(&mut tx, ctx, event, payload).await?;
     tx.commit().await?;

@@ -87,11 +87,9 @@ async fn create_model(State(state): State<AppState>, Tenant(ctx): Tenant, Body(b
     let threshold = check.optional_int("threshold", body.threshold.as_ref(), 0, 100).unwrap_or(50);
     check.finish()?;
     let mut tx = state.db.begin().await?;
-    let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM lead_scoring_model WHERE tenant_id = $1 AND vertical = $2")
-        .bind(&ctx.tenant_id)
-        .bind(&vertical)
-        .fetch_one(&mut *tx)
-        .await?;
+    // Concurrent publishes of one vertical each get a version of their own.
+    let floor = "SELECT MAX(version) FROM lead_scoring_model WHERE tenant_id = $1 AND vertical = $3";
+    let version = next_number(&mut tx, &ctx.tenant_id, &format!("lead_scoring_model {vertical}"), floor, &vertical).await?;
     let sql = format!(
         "INSERT INTO lead_scoring_model (model_id, tenant_id, vertical, name, version, weights, threshold, active, created_by, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9) RETURNING {COLUMNS}"

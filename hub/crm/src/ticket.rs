@@ -147,6 +147,9 @@ struct NewTicket {
     tenant_id: Option<String>,
 }
 
+/// An event as the issue of its tickets locks it: the row owns the capacity.
+const EVENT: Stateful = Stateful { noun: "event", table: "event_event", key: "event_id", state: "capacity" };
+
 /// Issues a ticket with its `qr_token` (shown only in this answer); 409
 /// when the event's capacity is taken.
 #[utoipa::path(post, path = "/api/tickets", tag = "sdk-event", request_body = NewTicket,
@@ -159,11 +162,9 @@ async fn issue(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): B
     check.finish()?;
     let event_id = event_id.unwrap_or_default();
     let mut tx = state.db.begin().await?;
-    let capacity: Option<Option<i64>> = sqlx::query_scalar("SELECT capacity FROM event_event WHERE tenant_id = $1 AND event_id = $2")
-        .bind(&ctx.tenant_id)
-        .bind(&event_id)
-        .fetch_optional(&mut *tx)
-        .await?;
+    // The event's row is locked until the ticket is committed: issues
+    // against one capacity count the tickets one after another.
+    let capacity: Option<Option<i64>> = EVENT.lock(&mut tx, &ctx.tenant_id, &event_id).await?;
     let Some(capacity) = capacity else { return Err(ApiError::invalid("event_id is not an event of this tenant")) };
     if let Some(c) = &contact
         && !crate::crm::contact_exists(&mut tx, &ctx.tenant_id, c).await?

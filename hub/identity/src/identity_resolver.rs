@@ -173,7 +173,7 @@ async fn propose(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body):
         .bind(&b)
         .bind(&pair)
         .bind(evidence.to_string())
-        .bind(confidence)
+        .bind(hub_kernel::db::rows::Real(confidence))
         .bind(audit::actor_of(&ctx).1)
         .bind(&now)
         .fetch_one(&mut *tx)

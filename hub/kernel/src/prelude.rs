@@ -20,6 +20,7 @@ pub use crate::{
     catalogue::{Data, ErrorBody, ListOf},
     db::{
         self, Db, Tx,
+        change::{Stateful, Written, insert_or_read, next_number},
         rows::{Flag, JsonText},
     },
     error::{ApiError, ApiResult, Body, created, ok},

@@ -134,50 +134,43 @@ async fn report(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let error = if failed { error } else { None };
     let now = db::now();
     let mut tx = state.db.begin().await?;
-    let existing: Option<String> =
-        sqlx::query_scalar("SELECT item_id FROM connector_sync_item WHERE tenant_id = $1 AND connector_kind = $2 AND external_id = $3")
+    // The first report of an item inserts it (201); any other, concurrent
+    // or later, finds it and records another attempt (200). Either way the
+    // item's row stays locked until the commit, so the reports of one item
+    // open and resolve its dead letter one after another.
+    let insert = format!(
+        "INSERT INTO connector_sync_item (item_id, tenant_id, connector_kind, external_id, direction, payload, status, attempts, replays, \
+         last_error, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 1, 0, $8, $9, $9) \
+         ON CONFLICT (tenant_id, connector_kind, external_id) DO NOTHING RETURNING {ITEM_COLUMNS}"
+    );
+    let again = format!(
+        "UPDATE connector_sync_item SET direction = $4, payload = $5, status = $6, attempts = attempts + 1, last_error = $7, updated_at = $8 \
+         WHERE tenant_id = $1 AND connector_kind = $2 AND external_id = $3 RETURNING {ITEM_COLUMNS}"
+    );
+    let (item, written): (SyncItem, _) = insert_or_read(
+        &mut tx,
+        sqlx::query_as(sqlx::AssertSqlSafe(insert))
+            .bind(db::new_id())
             .bind(&ctx.tenant_id)
             .bind(&kind)
             .bind(&external)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let is_new = existing.is_none();
-    let item: SyncItem = match existing {
-        None => {
-            let sql = format!(
-                "INSERT INTO connector_sync_item (item_id, tenant_id, connector_kind, external_id, direction, payload, status, attempts, replays, \
-                 last_error, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 1, 0, $8, $9, $9) RETURNING {ITEM_COLUMNS}"
-            );
-            sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(db::new_id())
-                .bind(&ctx.tenant_id)
-                .bind(&kind)
-                .bind(&external)
-                .bind(&direction)
-                .bind(&payload)
-                .bind(status)
-                .bind(&error)
-                .bind(&now)
-                .fetch_one(&mut *tx)
-                .await?
-        }
-        Some(id) => {
-            let sql = format!(
-                "UPDATE connector_sync_item SET direction = $3, payload = $4, status = $5, attempts = attempts + 1, last_error = $6, updated_at = $7 \
-                 WHERE tenant_id = $1 AND item_id = $2 RETURNING {ITEM_COLUMNS}"
-            );
-            sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(&ctx.tenant_id)
-                .bind(&id)
-                .bind(&direction)
-                .bind(&payload)
-                .bind(status)
-                .bind(&error)
-                .bind(&now)
-                .fetch_one(&mut *tx)
-                .await?
-        }
-    };
+            .bind(&direction)
+            .bind(&payload)
+            .bind(status)
+            .bind(&error)
+            .bind(&now),
+        sqlx::query_as(sqlx::AssertSqlSafe(again))
+            .bind(&ctx.tenant_id)
+            .bind(&kind)
+            .bind(&external)
+            .bind(&direction)
+            .bind(&payload)
+            .bind(status)
+            .bind(&error)
+            .bind(&now),
+    )
+    .await?;
+    let is_new = written == Written::Made;
     let open: Option<String> =
         sqlx::query_scalar("SELECT deadletter_id FROM connector_deadletter WHERE tenant_id = $1 AND item_id = $2 AND status = 'dead_lettered'")
             .bind(&ctx.tenant_id)

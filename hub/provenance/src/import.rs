@@ -89,11 +89,9 @@ async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body):
     check.finish()?;
     let active = body.active != Some(false);
     let mut tx = state.db.begin().await?;
-    let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM import_template WHERE tenant_id = $1 AND slug = $2")
-        .bind(&ctx.tenant_id)
-        .bind(&slug)
-        .fetch_one(&mut *tx)
-        .await?;
+    // Concurrent publishes of one slug each get a version of their own.
+    let floor = "SELECT MAX(version) FROM import_template WHERE tenant_id = $1 AND slug = $3";
+    let version = next_number(&mut tx, &ctx.tenant_id, &format!("import_template {slug}"), floor, &slug).await?;
     if active {
         sqlx::query("UPDATE import_template SET active = 0 WHERE tenant_id = $1 AND slug = $2 AND active = 1")
             .bind(&ctx.tenant_id)

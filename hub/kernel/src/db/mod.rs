@@ -5,6 +5,7 @@
 //! `RETURNING`, `ON CONFLICT`). Ids are UUIDv7 text, times RFC 3339 UTC text
 //! with microseconds (they sort as text), JSON is text, booleans INTEGER 0/1.
 
+pub mod change;
 pub mod counts;
 pub mod rows;
 

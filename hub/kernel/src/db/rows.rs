@@ -37,6 +37,38 @@ impl From<i64> for Flag {
     }
 }
 
+/// A nullable DOUBLE PRECISION to bind: `Option<f64>` binds the same
+/// parameter type whether it holds a number or not.
+///
+/// sqlx 0.9's Any driver hands PostgreSQL a null `Option<f64>` as a
+/// `real` (float4) null but a number as a `double precision`: one SQL text
+/// then arrives with two parameter types, and a connection that prepared
+/// it with the first refuses the other (`incorrect binary data format in
+/// bind parameter`). `Real` binds its null as the driver's float8 null
+/// (which it keeps under the float4 name). The workload and identity-link
+/// tests alternate both on PostgreSQL, so a driver that changes this
+/// fails them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Real(pub Option<f64>);
+
+impl sqlx::Type<sqlx::Any> for Real {
+    fn type_info() -> sqlx::any::AnyTypeInfo {
+        <f64 as sqlx::Type<sqlx::Any>>::type_info()
+    }
+}
+
+impl<'q> sqlx::Encode<'q, sqlx::Any> for Real {
+    fn encode_by_ref(
+        &self,
+        buf: &mut <sqlx::Any as sqlx::Database>::ArgumentBuffer,
+    ) -> Result<sqlx::encode::IsNull, Box<dyn std::error::Error + Send + Sync>> {
+        match self.0 {
+            Some(v) => <f64 as sqlx::Encode<'q, sqlx::Any>>::encode_by_ref(&v, buf),
+            None => <Option<f32> as sqlx::Encode<'q, sqlx::Any>>::encode_by_ref(&None, buf),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

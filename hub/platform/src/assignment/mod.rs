@@ -110,11 +110,9 @@ async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body):
     check.finish()?;
     let published_by = Check::optional(&body.published_by).unwrap_or_else(|| audit::actor_of(&ctx).1.to_string());
     let mut tx = state.db.begin().await?;
-    let version: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) + 1 FROM assignment_rule_set WHERE tenant_id = $1 AND name = $2")
-        .bind(&ctx.tenant_id)
-        .bind(&name)
-        .fetch_one(&mut *tx)
-        .await?;
+    // Concurrent publishes of one name each get a version of their own.
+    let floor = "SELECT MAX(version) FROM assignment_rule_set WHERE tenant_id = $1 AND name = $3";
+    let version = next_number(&mut tx, &ctx.tenant_id, &format!("assignment_rule_set {name}"), floor, &name).await?;
     let sql = format!(
         "INSERT INTO assignment_rule_set (rule_set_id, tenant_id, name, version, rules, active, published_by, created_at) \
          VALUES ($1, $2, $3, $4, $5, 0, $6, $7) RETURNING {RULE_SET_COLUMNS}"
@@ -677,31 +675,37 @@ async fn put_workload(State(state): State<AppState>, Tenant(ctx): Tenant, Path(i
         .fetch_optional(&mut *tx)
         .await?;
     persona.ok_or(ApiError::NotFound)?;
-    let existed: Option<String> =
-        sqlx::query_scalar("SELECT persona_id FROM assignment_workload WHERE persona_id = $1").bind(&id).fetch_optional(&mut *tx).await?;
     let now = db::now();
-    let sql = format!(
+    // The first set inserts the workload (201); any other, concurrent or
+    // later, finds it and replaces the whole of it (200).
+    let insert = format!(
         "INSERT INTO assignment_workload (persona_id, tenant_id, skills, available_from, available_to, capacity_per_day, lat, lng, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) \
-         ON CONFLICT (persona_id) DO UPDATE SET skills = $3, available_from = $4, available_to = $5, capacity_per_day = $6, lat = $7, lng = $8, updated_at = $9 \
-         RETURNING {WORKLOAD_COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) ON CONFLICT (persona_id) DO NOTHING RETURNING {WORKLOAD_COLUMNS}"
     );
-    let row: WorkloadRow = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(&id)
-        .bind(&ctx.tenant_id)
-        .bind(json!(skills).to_string())
-        .bind(from)
-        .bind(to)
-        .bind(capacity)
-        .bind(at.map(|p| p.lat))
-        .bind(at.map(|p| p.lng))
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await?;
+    let replace = format!(
+        "UPDATE assignment_workload SET skills = $3, available_from = $4, available_to = $5, capacity_per_day = $6, lat = $7, lng = $8, updated_at = $9 \
+         WHERE persona_id = $1 AND tenant_id = $2 RETURNING {WORKLOAD_COLUMNS}"
+    );
+    let skills_text = json!(skills).to_string();
+    let (lat, lng) = (db::rows::Real(at.map(|p| p.lat)), db::rows::Real(at.map(|p| p.lng)));
+    let bind = |sql: String| {
+        sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(id.clone())
+            .bind(ctx.tenant_id.clone())
+            .bind(skills_text.clone())
+            .bind(from.clone())
+            .bind(to.clone())
+            .bind(capacity)
+            .bind(lat)
+            .bind(lng)
+            .bind(now.clone())
+    };
+    let (row, written): (WorkloadRow, _) = insert_or_read(&mut tx, bind(insert), bind(replace)).await?;
+    let existed = written == Written::Found;
     let payload = json!({ "persona_id": id, "skills": skills, "capacity_per_day": capacity });
     audit::record(&mut tx, &ctx, events::ASSIGNMENT_WORKLOAD_UPDATED, payload).await?;
     tx.commit().await?;
-    Ok(if existed.is_some() { ok(row) } else { created(row) })
+    Ok(if existed { ok(row) } else { created(row) })
 }
 
 /// A persona's workload.
