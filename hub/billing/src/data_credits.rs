@@ -159,6 +159,9 @@ async fn hold(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Bo
     Ok(created(h))
 }
 
+/// A hold as guarded writes name it.
+const HOLD: Stateful = Stateful { noun: "hold", table: "data_credits_hold", key: "hold_id", state: "status" };
+
 /// A hold of the caller's tenant; another tenant's is 404.
 async fn find(tx: &mut Tx, ctx: &TenantCtx, id: &str) -> ApiResult<Hold> {
     let id = path_id(id)?.to_string();
@@ -182,7 +185,9 @@ async fn close(tx: &mut Tx, ctx: &TenantCtx, id: &str, status: &str, consumed: O
     let sql =
         format!("UPDATE data_credits_hold SET status = $2, consumed = $3, closed_at = $4 WHERE hold_id = $1 AND status = 'held' RETURNING {HOLD_COLUMNS}");
     let closed: Option<Hold> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(status).bind(consumed).bind(&now).fetch_optional(&mut **tx).await?;
-    let closed = closed.ok_or_else(|| ApiError::Conflict(format!("the hold is {}: it is closed once", current.status)))?;
+    // The guard decides: of two closes at once, one closes the hold and
+    // the other finds it closed (409 naming its state).
+    let closed = HOLD.settle(tx, &ctx.tenant_id, &id, closed, "a hold is closed once").await?;
     sqlx::query("UPDATE data_credits_account SET balance = balance - $2, reserved = reserved - $3, updated_at = $4 WHERE tenant_id = $1")
         .bind(&ctx.tenant_id)
         .bind(consumed.unwrap_or(0))

@@ -191,6 +191,8 @@ fn validate(index: usize, raw: Value, recorded_at: &str) -> Result<Valid, Vec<St
 /// record; 429 naming the sku over its hard cap) or `{ events: [...] }`
 /// (200 with each event's outcome).
 #[utoipa::path(post, path = "/api/meter/usage", tag = "sdk-meter", request_body = UsageRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 1, "given": [],
+        "body": { "asset_id": "{unique}", "sku": "race.units", "quantity": 1, "idempotency_key": "k-{unique}" } }))),
     responses((status = 201, description = "the event, recorded", body = Data<UsageEvent>),
         (status = 200, description = "a repeated event's first record, or a batch's outcomes", body = Data<BatchResult>)))]
 async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(mut body): Body<Value>) -> ApiResult<Response> {

@@ -29,7 +29,17 @@ pub trait PaymentProvider: Send + Sync {
     fn name(&self) -> &'static str;
     /// Whether the provider knows the token (checked when a method is stored).
     fn knows(&self, token: &str) -> bool;
-    fn charge<'a>(&'a self, token: &'a str, amount: i64, currency: &'a str) -> Pin<Box<dyn Future<Output = ApiResult<ProviderResult>> + Send + 'a>>;
+    /// Charges once per `idempotency_key` (the tenant's id and the
+    /// client's key): concurrent first uses of one key both reach the
+    /// provider, which must charge the card at most once for it, as
+    /// processors' own idempotency keys do.
+    fn charge<'a>(
+        &'a self,
+        token: &'a str,
+        amount: i64,
+        currency: &'a str,
+        idempotency_key: &'a str,
+    ) -> Pin<Box<dyn Future<Output = ApiResult<ProviderResult>> + Send + 'a>>;
 }
 
 /// The test tokens of the sandbox and the decline each one causes (`None`:
@@ -54,7 +64,7 @@ impl PaymentProvider for Sandbox {
     fn knows(&self, token: &str) -> bool {
         SANDBOX_TOKENS.iter().any(|(t, _)| *t == token)
     }
-    fn charge<'a>(&'a self, token: &'a str, _: i64, _: &'a str) -> Pin<Box<dyn Future<Output = ApiResult<ProviderResult>> + Send + 'a>> {
+    fn charge<'a>(&'a self, token: &'a str, _: i64, _: &'a str, _: &'a str) -> Pin<Box<dyn Future<Output = ApiResult<ProviderResult>> + Send + 'a>> {
         Box::pin(async move {
             let decline = SANDBOX_TOKENS.iter().find(|(t, _)| *t == token).map_or(Some("invalid_token"), |(_, d)| *d);
             Ok(ProviderResult { reference: format!("sbx_{}", db::new_id().replace('-', "")), decline_code: decline.map(str::to_string) })
@@ -278,7 +288,8 @@ async fn charge(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     // The provider is called outside any transaction (a real one answers
     // over the network).
     let p = provider(&provider_name)?;
-    let result = p.charge(&token, amount, &currency).await?;
+    // The key passed on is the tenant's: two tenants' equal keys are two charges.
+    let result = p.charge(&token, amount, &currency, &format!("{}:{key}", ctx.tenant_id)).await?;
     let status = if result.decline_code.is_none() { "captured" } else { "declined" };
     let mut tx = state.db.begin().await?;
     let sql = format!(

@@ -249,6 +249,7 @@ async fn transition(state: &AppState, ctx: &TenantCtx, id: &str, from: &str, to:
 /// Closes an open encounter and stamps its retention deadline; 409 unless open.
 #[utoipa::path(post, path = "/api/engagement/encounters/{encounter_id}/close", tag = "sdk-engagement",
     params(("encounter_id" = String, Path, description = "the encounter")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/engagement/encounters", {}]] }))),
     responses((status = 200, description = "the encounter, closed", body = Data<Encounter>)))]
 async fn close(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     transition(&state, &ctx, &id, "open", "closed", events::ENGAGEMENT_ENCOUNTER_CLOSED).await
@@ -257,6 +258,7 @@ async fn close(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pat
 /// Seals a closed encounter: final; 409 unless closed.
 #[utoipa::path(post, path = "/api/engagement/encounters/{encounter_id}/seal", tag = "sdk-engagement",
     params(("encounter_id" = String, Path, description = "the encounter")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/engagement/encounters", {}], ["POST", "/api/engagement/encounters/{encounter_id}/close", null]] }))),
     responses((status = 200, description = "the encounter, sealed", body = Data<Encounter>)))]
 async fn seal(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     transition(&state, &ctx, &id, "closed", "sealed", events::ENGAGEMENT_ENCOUNTER_SEALED).await

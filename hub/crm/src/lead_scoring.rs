@@ -62,6 +62,7 @@ struct NewModel {
 
 /// Creates the next version of a vertical's model, inactive.
 #[utoipa::path(post, path = "/api/lead-scoring/models", tag = "sdk-lead-scoring", request_body = NewModel,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "vertical": "race-{unique}", "name": "race", "weights": { "a": 1 } } }))),
     responses((status = 201, description = "the model, inactive", body = Data<Model>)))]
 async fn create_model(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewModel>) -> ApiResult<Response> {
     let mut check = Check::new();

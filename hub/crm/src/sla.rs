@@ -188,6 +188,10 @@ struct NewSlaRung {
     notify_persona_id: Option<String>,
 }
 
+/// A policy as the addition of its rungs locks it: the row owns the
+/// bound on their number.
+const POLICY: Stateful = Stateful { noun: "policy", table: "sla_policy", key: "policy_id", state: "policy_id" };
+
 /// Adds an escalation rung to a policy (at most 20).
 #[utoipa::path(post, path = "/api/sla/policies/{policy_id}/rungs", tag = "sdk-sla", params(("policy_id" = String, Path, description = "the policy")),
     request_body = NewSlaRung, responses((status = 201, description = "the rung", body = Data<SlaRung>)))]
@@ -209,6 +213,9 @@ async fn add_rung(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
     {
         return Err(ApiError::invalid("notify_persona_id is not a persona of this tenant"));
     }
+    // The policy's row is locked until the rung is committed: additions
+    // to one policy count its rungs one after another.
+    POLICY.lock::<String>(&mut tx, &ctx.tenant_id, &policy.policy_id).await?;
     let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sla_rung WHERE tenant_id = $1 AND policy_id = $2")
         .bind(&ctx.tenant_id)
         .bind(&policy.policy_id)

@@ -147,12 +147,16 @@ struct NewTicket {
     tenant_id: Option<String>,
 }
 
+/// A ticket as guarded writes name it.
+const TICKET: Stateful = Stateful { noun: "ticket", table: "event_ticket", key: "ticket_id", state: "status" };
+
 /// An event as the issue of its tickets locks it: the row owns the capacity.
 const EVENT: Stateful = Stateful { noun: "event", table: "event_event", key: "event_id", state: "capacity" };
 
 /// Issues a ticket with its `qr_token` (shown only in this answer); 409
 /// when the event's capacity is taken.
 #[utoipa::path(post, path = "/api/tickets", tag = "sdk-event", request_body = NewTicket,
+    extensions(("x-concurrency" = json!({ "outcome": "capacity", "wins": 3, "given": [["POST", "/api/tickets/events", { "name": "race", "starts_at": "2027-01-01T00:00:00Z", "capacity": 3 }]], "body": { "event_id": "{event_id}" } }))),
     responses((status = 201, description = "the ticket and its qr_token", body = Data<IssuedTicket>)))]
 async fn issue(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewTicket>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -250,6 +254,7 @@ struct NewCheckIn {
 /// Checks a ticket in by its `qr_token`: `issued` → `used`. 404 for a token
 /// of no ticket of the tenant; 409 for a ticket used or voided already.
 #[utoipa::path(post, path = "/api/tickets/check-in", tag = "sdk-event", request_body = NewCheckIn,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/tickets/events", { "name": "race", "starts_at": "2027-01-01T00:00:00Z" }], ["POST", "/api/tickets", { "event_id": "{event_id}" }]], "body": { "qr_token": "{qr_token}", "checked_in_by_persona_id": "{persona_id}" } }))),
     responses((status = 201, description = "the check-in", body = Data<CheckIn>)))]
 async fn check_in(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCheckIn>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -303,21 +308,16 @@ async fn check_in(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
 
 /// Voids an issued ticket (it can no longer check in); 409 once used or voided.
 #[utoipa::path(post, path = "/api/tickets/{ticket_id}/void", tag = "sdk-event", params(("ticket_id" = String, Path, description = "the ticket")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/tickets/events", { "name": "race", "starts_at": "2027-01-01T00:00:00Z" }], ["POST", "/api/tickets", { "event_id": "{event_id}" }]] }))),
     responses((status = 200, description = "the ticket, voided", body = Data<Ticket>)))]
 async fn void(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
-    let sql = format!("SELECT {TICKET_COLUMNS} FROM event_ticket WHERE tenant_id = $1 AND ticket_id = $2");
-    let ticket: Option<Ticket> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
-    let ticket = ticket.ok_or(ApiError::NotFound)?;
-    if ticket.status != "issued" {
-        return Err(ApiError::Conflict(format!("the ticket is {}: only issued tickets can be voided", ticket.status)));
-    }
     let sql = format!(
         "UPDATE event_ticket SET status = 'voided', voided_at = $3 WHERE tenant_id = $1 AND ticket_id = $2 AND status = 'issued' RETURNING {TICKET_COLUMNS}"
     );
     let voided: Option<Ticket> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(db::now()).fetch_optional(&mut *tx).await?;
-    let voided = voided.ok_or_else(|| ApiError::Conflict("the ticket is checked in already".into()))?;
+    let voided = TICKET.settle(&mut tx, &ctx.tenant_id, &id, voided, "only issued tickets can be voided").await?;
     audit::record(&mut tx, &ctx, events::EVENT_TICKET_VOIDED, json!({ "ticket_id": id, "event_id": voided.event_id })).await?;
     tx.commit().await?;
     Ok(ok(voided))

@@ -55,6 +55,8 @@ fn aad(tenant: &str, device: &str, field: &str) -> Vec<u8> {
 /// Binds a device to a person, with optional sealed credential envelopes
 /// (base64); 201 for a new claim, 200 when it replaces the device's claim.
 #[utoipa::path(post, path = "/api/hdk/idp/claims", tag = "hdk-idp", request_body = Claim,
+    extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 0, "given": [],
+        "body": { "device_uuid": "{unique}", "person_id": "{person_id}" } }))),
     responses((status = 201, description = "a new claim", body = Data<ClaimRow>), (status = 200, description = "the device's claim, replaced", body = Data<ClaimRow>)))]
 async fn upsert(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Claim>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -67,28 +69,25 @@ async fn upsert(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let sealed_bio = biometric.map(|b| state.master.seal(&b, &aad(&ctx.tenant_id, &device, "biometric")));
     let sealed_pin = pin.map(|p| state.master.seal(&p, &aad(&ctx.tenant_id, &device, "pin")));
     let mut tx = state.db.begin().await?;
-    let existed: Option<String> = sqlx::query_scalar("SELECT person_id FROM hdk_idp_claim WHERE tenant_id = $1 AND device_uuid = $2")
-        .bind(&ctx.tenant_id)
-        .bind(&device)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let sql = format!(
+    // The device's first claim inserts it (201); any other, concurrent or
+    // later, finds it and replaces it (200).
+    let now = db::now();
+    let insert = format!(
         "INSERT INTO hdk_idp_claim (tenant_id, device_uuid, person_id, biometric_envelope, pin_envelope, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (tenant_id, device_uuid) DO UPDATE SET person_id = excluded.person_id, \
-         biometric_envelope = excluded.biometric_envelope, pin_envelope = excluded.pin_envelope, updated_at = excluded.updated_at \
-         RETURNING {COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (tenant_id, device_uuid) DO NOTHING RETURNING {COLUMNS}"
     );
-    let claim: ClaimRow = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(&ctx.tenant_id)
-        .bind(&device)
-        .bind(&person)
-        .bind(&sealed_bio)
-        .bind(&sealed_pin)
-        .bind(db::now())
-        .fetch_one(&mut *tx)
-        .await?;
+    let replace = format!(
+        "UPDATE hdk_idp_claim SET person_id = $3, biometric_envelope = $4, pin_envelope = $5, updated_at = $6 \
+         WHERE tenant_id = $1 AND device_uuid = $2 RETURNING {COLUMNS}"
+    );
+    let (claim, written): (ClaimRow, _) = insert_or_read(
+        &mut tx,
+        sqlx::query_as(sqlx::AssertSqlSafe(insert)).bind(&ctx.tenant_id).bind(&device).bind(&person).bind(&sealed_bio).bind(&sealed_pin).bind(&now),
+        sqlx::query_as(sqlx::AssertSqlSafe(replace)).bind(&ctx.tenant_id).bind(&device).bind(&person).bind(&sealed_bio).bind(&sealed_pin).bind(&now),
+    )
+    .await?;
     tx.commit().await?;
-    Ok(if existed.is_some() { ok(claim) } else { created(claim) })
+    Ok(if written == Written::Found { ok(claim) } else { created(claim) })
 }
 
 #[derive(Deserialize, IntoParams)]

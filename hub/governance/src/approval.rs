@@ -96,7 +96,8 @@ struct NewRoute {
 
 /// Creates an approval route.
 #[utoipa::path(post, path = "/api/approvals/routes", tag = "sdk-approval", request_body = NewRoute,
-    responses((status = 201, description = "the route", body = Data<ApprovalRoute>)))]
+    responses((status = 201, description = "the route", body = Data<ApprovalRoute>)),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "r-{unique}", "steps": [{ "approver_persona_id": "{persona_id}" }] } }))))]
 async fn create_route(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRoute>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("name", &body.name);
@@ -275,6 +276,9 @@ struct Decision {
     tenant_id: Option<String>,
 }
 
+/// A step as guarded writes name it.
+const STEP: Stateful = Stateful { noun: "step", table: "approval_step", key: "step_id", state: "status" };
+
 /// Decides one step. Only the step's approver persona (the caller's
 /// persona) decides it, once, after the steps before it approved.
 #[utoipa::path(post, path = "/api/approvals/requests/{request_id}/steps/{step_id}/decision", tag = "sdk-approval", request_body = Decision,
@@ -299,25 +303,28 @@ async fn decide(
     if step.approver_persona_id != ctx.persona_id {
         return Err(ApiError::forbidden("only the step's approver persona decides it"));
     }
-    if step.status != "pending" {
-        return Err(ApiError::Conflict(format!("the step is already {}", step.status)));
-    }
+    // A step before it that was read pending may be decided meanwhile, but
+    // a step never returns to pending: the order check only errs on the
+    // side of a 409.
     if let Some(before) = steps.iter().find(|s| s.seq < step.seq && s.status == "pending") {
         return Err(ApiError::Conflict(format!("step {} is not decided yet: steps are decided in order", before.seq)));
     }
     let now = db::now();
-    // Guarded by the step's status: of two decisions at once, one wins.
-    let moved = sqlx::query("UPDATE approval_step SET status = $2, comment = $3, decided_by = $4, decided_at = $5 WHERE step_id = $1 AND status = 'pending'")
-        .bind(&step_id)
-        .bind(&decision)
-        .bind(&comment)
-        .bind(&ctx.persona_id)
-        .bind(&now)
-        .execute(&mut *tx)
-        .await?;
-    if moved.rows_affected() == 0 {
-        return Err(ApiError::Conflict("the step was decided meanwhile".into()));
-    }
+    // Guarded by the step's status: of two decisions at once, one wins and
+    // the other is told the state the winner left.
+    let moved: Option<String> = sqlx::query_scalar(
+        "UPDATE approval_step SET status = $3, comment = $4, decided_by = $5, decided_at = $6 \
+         WHERE tenant_id = $1 AND step_id = $2 AND status = 'pending' RETURNING step_id",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&step_id)
+    .bind(&decision)
+    .bind(&comment)
+    .bind(&ctx.persona_id)
+    .bind(&now)
+    .fetch_optional(&mut *tx)
+    .await?;
+    STEP.settle(&mut tx, &ctx.tenant_id, &step_id, moved, "only a pending step can be decided").await?;
     let payload = json!({ "request_id": request_id, "step_id": step_id, "seq": step.seq, "decision": decision, "approver_persona_id": ctx.persona_id });
     audit::record(&mut tx, &ctx, events::APPROVAL_STEP_DECIDED, payload).await?;
     let last = steps.iter().all(|s| s.seq <= step.seq);

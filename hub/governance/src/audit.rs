@@ -181,7 +181,8 @@ struct EventTypeRegistered {
 /// a repeat. A baseline name is 400.
 #[utoipa::path(post, path = "/api/events/types", tag = "sdk-audit", request_body = NewEventType,
     responses((status = 201, description = "registered", body = Data<EventTypeRegistered>),
-        (status = 200, description = "already registered", body = Data<EventTypeRegistered>)))]
+        (status = 200, description = "already registered", body = Data<EventTypeRegistered>)),
+    extensions(("x-concurrency" = json!({ "outcome": "first-creates", "body": { "event_type": "races.t{unique}.made.v1", "retention_class": "operational", "conflict_policy": "lww" }, "events": 1 }))))]
 async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.text(&body, "event_type");

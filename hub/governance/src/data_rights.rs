@@ -140,11 +140,16 @@ struct NewExecution {
     executor: Option<String>,
 }
 
+/// A request and an execution as guarded writes name them.
+const REQUEST: Stateful = Stateful { noun: "request", table: "data_rights_request", key: "request_id", state: "status" };
+const EXECUTION: Stateful = Stateful { noun: "execution", table: "data_rights_execution", key: "execution_id", state: "status" };
+
 /// Starts carrying out a request (one execution at a time; a completed
 /// request is done).
 #[utoipa::path(post, path = "/api/data-rights/requests/{request_id}/executions", tag = "sdk-data-rights", request_body = NewExecution,
     params(("request_id" = String, Path, description = "the request")),
-    responses((status = 201, description = "the execution, running", body = Data<Execution>)))]
+    responses((status = 201, description = "the execution, running", body = Data<Execution>)),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/data-rights/requests", { "subject": "s-{unique}", "kind": "access" }]], "body": {}, "events": 0 }))))]
 async fn start_execution(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewExecution>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let request = find(&mut tx, &ctx.tenant_id, &id).await?;
@@ -153,16 +158,18 @@ async fn start_execution(State(state): State<AppState>, Tenant(ctx): Tenant, Pat
         return Err(ApiError::invalid("executor must be at most 256 characters"));
     }
     let now = db::now();
-    // The request moves first, guarded by its status: of two starts at once, one wins.
-    let moved =
-        sqlx::query("UPDATE data_rights_request SET status = 'in_progress', updated_at = $2 WHERE request_id = $1 AND status IN ('received', 'failed')")
-            .bind(&request.request_id)
-            .bind(&now)
-            .execute(&mut *tx)
-            .await?;
-    if moved.rows_affected() == 0 {
-        return Err(ApiError::Conflict(format!("the request is {}: it takes no new execution", request.status)));
-    }
+    // The request moves first, guarded by its status: of two starts at
+    // once, one wins and the other is told the state the winner left.
+    let moved: Option<String> = sqlx::query_scalar(
+        "UPDATE data_rights_request SET status = 'in_progress', updated_at = $3 \
+         WHERE tenant_id = $1 AND request_id = $2 AND status IN ('received', 'failed') RETURNING request_id",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&request.request_id)
+    .bind(&now)
+    .fetch_optional(&mut *tx)
+    .await?;
+    REQUEST.settle(&mut tx, &ctx.tenant_id, &request.request_id, moved, "it takes no new execution").await?;
     let sql = format!(
         "INSERT INTO data_rights_execution (execution_id, request_id, tenant_id, status, executor, started_at) VALUES ($1, $2, $3, 'running', $4, $5) \
          RETURNING {EXECUTION_COLUMNS}"
@@ -199,13 +206,14 @@ struct Outcome {
 /// becomes `completed` or `failed`.
 #[utoipa::path(post, path = "/api/data-rights/executions/{execution_id}/outcome", tag = "sdk-data-rights", request_body = Outcome,
     params(("execution_id" = String, Path, description = "the execution")),
-    responses((status = 200, description = "the execution with its outcome", body = Data<Execution>)))]
+    responses((status = 200, description = "the execution with its outcome", body = Data<Execution>)),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/data-rights/requests", { "subject": "s-{unique}", "kind": "access" }], ["POST", "/api/data-rights/requests/{request_id}/executions", {}]], "body": { "status": "succeeded" } }))))]
 async fn outcome(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Outcome>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
-    let sql = format!("SELECT {EXECUTION_COLUMNS} FROM data_rights_execution WHERE tenant_id = $1 AND execution_id = $2");
-    let current: Execution =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
+    if EXECUTION.state_of(&mut tx, &ctx.tenant_id, &id).await?.is_none() {
+        return Err(ApiError::NotFound);
+    }
     let mut check = Check::new();
     let status = check.required("status", &body.status);
     check.one_of("status", &status, &OUTCOMES);
@@ -222,12 +230,21 @@ async fn outcome(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
     }
     let now = db::now();
     let sql = format!(
-        "UPDATE data_rights_execution SET status = $2, audit_entry_id = $3, error_detail = $4, finished_at = $5 WHERE execution_id = $1 AND status = 'running' \
-         RETURNING {EXECUTION_COLUMNS}"
+        "UPDATE data_rights_execution SET status = $3, audit_entry_id = $4, error_detail = $5, finished_at = $6 \
+         WHERE tenant_id = $1 AND execution_id = $2 AND status = 'running' RETURNING {EXECUTION_COLUMNS}"
     );
-    let done: Option<Execution> =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(&status).bind(&entry).bind(&detail).bind(&now).fetch_optional(&mut *tx).await?;
-    let done = done.ok_or_else(|| ApiError::Conflict(format!("the execution already {}: its outcome is recorded once", current.status)))?;
+    let done: Option<Execution> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .bind(&status)
+        .bind(&entry)
+        .bind(&detail)
+        .bind(&now)
+        .fetch_optional(&mut *tx)
+        .await?;
+    // Of two outcomes at once, one is recorded; the other is told the
+    // outcome the winner recorded.
+    let done = EXECUTION.settle(&mut tx, &ctx.tenant_id, &id, done, "its outcome is recorded once").await?;
     let request_status = if status == "succeeded" { "completed" } else { "failed" };
     sqlx::query("UPDATE data_rights_request SET status = $2, updated_at = $3 WHERE request_id = $1")
         .bind(&done.request_id)

@@ -324,13 +324,23 @@ async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Par
     }
 }
 
+/// The tenant as activations of its bundles lock it.
+const TENANT: Stateful = Stateful { noun: "tenant", table: "tenant_tenant", key: "tenant_id", state: "status" };
+
 /// Makes a bundle the tenant's active one (the one before it becomes
 /// inactive); activating the active bundle changes nothing.
 #[utoipa::path(post, path = "/api/policies/bundles/{bundle_id}/activate", tag = "sdk-policy", params(("bundle_id" = String, Path, description = "the bundle")),
-    responses((status = 200, description = "the bundle, active", body = Data<Bundle>)))]
+    responses((status = 200, description = "the bundle, active", body = Data<Bundle>)),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/policies/bundles", { "name": "p-{unique}", "version": 1, "iql_source": "permit (principal, action, resource);" }]] }))))]
 async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
+    // The tenant's row owns "one active bundle": activations of the
+    // tenant's bundles queue on it, so of several at once for one bundle
+    // the first activates it (and records the event) and the others find
+    // it active, and activations of two bundles never both deactivate the
+    // same predecessor.
+    TENANT.lock::<String>(&mut tx, &ctx.tenant_id, &ctx.tenant_id).await?;
     let select = format!("SELECT {COLUMNS} FROM policy_bundle WHERE tenant_id = $1 AND bundle_id = $2");
     let bundle: Bundle =
         sqlx::query_as(sqlx::AssertSqlSafe(select.as_str())).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;

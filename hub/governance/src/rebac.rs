@@ -93,7 +93,8 @@ async fn contain(state: &AppState, ctx: &TenantCtx, relation: &str) -> ApiResult
 
 /// Writes a relationship: 201 when new, 200 when it was already there.
 #[utoipa::path(post, path = "/api/rebac/relationships", tag = "sdk-rebac", request_body = Tuple,
-    responses((status = 201, description = "the relationship, new", body = Data<Relationship>), (status = 200, description = "the relationship, already there", body = Data<Relationship>)))]
+    responses((status = 201, description = "the relationship, new", body = Data<Relationship>), (status = 200, description = "the relationship, already there", body = Data<Relationship>)),
+    extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [["POST", "/api/personas", { "kind": "human" }]], "body": { "subject_persona_id": "{owner_persona_id}", "relation": "manages", "object_persona_id": "{persona_id}" }, "events": 1 }))))]
 async fn write(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Tuple>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let (subject, relation, object) = parse(&mut tx, &ctx, &body).await?;
@@ -134,14 +135,14 @@ async fn delete(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let mut tx = state.db.begin().await?;
     let (subject, relation, object) = parse(&mut tx, &ctx, &body).await?;
     contain(&state, &ctx, &relation).await?;
-    let gone = find(&mut tx, &ctx.tenant_id, &subject, &relation, &object).await?.ok_or(ApiError::NotFound)?;
-    sqlx::query("DELETE FROM rebac_relationship WHERE tenant_id = $1 AND relation = $2 AND subject_persona_id = $3 AND object_persona_id = $4")
-        .bind(&ctx.tenant_id)
-        .bind(&relation)
-        .bind(&subject)
-        .bind(&object)
-        .execute(&mut *tx)
-        .await?;
+    // The delete decides: of two deletes at once, one removes the
+    // relationship (and records the event), the other finds none (404).
+    let sql = format!(
+        "DELETE FROM rebac_relationship WHERE tenant_id = $1 AND relation = $2 AND subject_persona_id = $3 AND object_persona_id = $4 RETURNING {COLUMNS}"
+    );
+    let gone: Option<Relationship> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&relation).bind(&subject).bind(&object).fetch_optional(&mut *tx).await?;
+    let gone = gone.ok_or(ApiError::NotFound)?;
     let payload = json!({ "subject_persona_id": subject, "relation": relation, "object_persona_id": object });
     audit::record(&mut tx, &ctx, events::REBAC_RELATIONSHIP_DELETED, payload).await?;
     tx.commit().await?;

@@ -202,10 +202,13 @@ where
         .ok_or(ApiError::NotFound)
 }
 
-/// The tenant's application with this slug, if any.
-async fn application_by_slug(tx: &mut Tx, tenant_id: &str, slug: &str) -> ApiResult<Option<Application>> {
-    Ok(sqlx::query_as(applications("tenant_id = $1 AND slug = $2")).bind(tenant_id).bind(slug).fetch_optional(&mut **tx).await?)
-}
+/// An application as guarded writes name it: its row owns the right to
+/// issue keys under it.
+const APPLICATION: Stateful = Stateful { noun: "application", table: "credential_application", key: "application_id", state: "status" };
+
+/// A key as guarded writes name it (`tenant_id` is the tenant the key acts
+/// in: its application's, or that tenant's sandbox).
+const KEY: Stateful = Stateful { noun: "key", table: "credential_api_key", key: "key_id", state: "status" };
 
 /// A new application.
 #[derive(Deserialize, ToSchema)]
@@ -236,34 +239,46 @@ fn valid_slug(s: &str) -> bool {
     (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_') && !s.starts_with('-')
 }
 
-/// Creates an application of the caller's tenant and records its event.
-async fn insert_application(tx: &mut Tx, ctx: &TenantCtx, name: &str, slug: &str, description: Option<&str>, environment: &str) -> ApiResult<Application> {
+/// Creates an application of the caller's tenant and records its event,
+/// or finds the one that has the slug already (no event). The unique slug
+/// decides: of two creations at once, one makes the application.
+async fn insert_application(
+    tx: &mut Tx,
+    ctx: &TenantCtx,
+    name: &str,
+    slug: &str,
+    description: Option<&str>,
+    environment: &str,
+) -> ApiResult<(Application, Written)> {
     let tenant_id = ctx.tenant_id.as_str();
-    if application_by_slug(tx, tenant_id, slug).await?.is_some() {
-        return Err(ApiError::Conflict(format!("an application with slug '{slug}' already exists")));
-    }
     let sql = format!(
         "INSERT INTO credential_application (application_id, tenant_id, name, slug, description, environment, status, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, 'active', $7) RETURNING {APPLICATION_COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, $6, 'active', $7) ON CONFLICT (tenant_id, slug) DO NOTHING RETURNING {APPLICATION_COLUMNS}"
     );
-    let app: Application = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(db::new_id())
-        .bind(tenant_id)
-        .bind(name)
-        .bind(slug)
-        .bind(description)
-        .bind(environment)
-        .bind(db::now())
-        .fetch_one(&mut **tx)
-        .await?;
-    let payload = json!({ "application_id": app.application_id, "slug": slug, "environment": environment });
-    audit::record(tx, ctx, events::APPLICATION_CREATED, payload).await?;
-    Ok(app)
+    let (app, written): (Application, _) = insert_or_read(
+        tx,
+        sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(db::new_id())
+            .bind(tenant_id)
+            .bind(name)
+            .bind(slug)
+            .bind(description)
+            .bind(environment)
+            .bind(db::now()),
+        sqlx::query_as(applications("tenant_id = $1 AND slug = $2")).bind(tenant_id).bind(slug),
+    )
+    .await?;
+    if written == Written::Made {
+        let payload = json!({ "application_id": app.application_id, "slug": slug, "environment": environment });
+        audit::record(tx, ctx, events::APPLICATION_CREATED, payload).await?;
+    }
+    Ok((app, written))
 }
 
 /// Registers an application (an API-key client) of the caller's tenant.
 #[utoipa::path(post, path = "/api/applications", tag = "sdk-api-keys", request_body = NewApplication,
-    responses((status = 201, description = "the application", body = Data<Application>)))]
+    responses((status = 201, description = "the application", body = Data<Application>)),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "Races", "slug": "r-{unique}", "environment": "live" } }))))]
 async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Body(body): Body<NewApplication>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("name", &body.name);
@@ -275,7 +290,10 @@ async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): 
     }
     check.finish()?;
     let mut tx = state.db.begin().await?;
-    let app = insert_application(&mut tx, &ctx, &name, &slug, Check::optional(&body.description).as_deref(), &environment).await?;
+    let (app, written) = insert_application(&mut tx, &ctx, &name, &slug, Check::optional(&body.description).as_deref(), &environment).await?;
+    if written == Written::Found {
+        return Err(ApiError::Conflict(format!("an application with slug '{slug}' already exists")));
+    }
     tx.commit().await?;
     Ok(created(app))
 }
@@ -388,7 +406,11 @@ impl Issued {
 
 /// Issues a key and its synthetic persona in one transaction.
 async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeySpec) -> ApiResult<Issued> {
-    if app.status != "active" {
+    // The application's row stays locked until the key is committed: a
+    // disable waits for the key and then disables it too, or goes first
+    // and this issue sees the application disabled.
+    let status: Option<String> = APPLICATION.lock(tx, &app.tenant_id, &app.application_id).await?;
+    if status.as_deref() != Some("active") {
         return Err(ApiError::Conflict("the application is disabled".into()));
     }
     // A test application's keys act in the tenant's sandbox (Authentication 10).
@@ -465,11 +487,10 @@ async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): Hu
     Ok(created(issued))
 }
 
+/// The tenant's `default` application, made by the first issue that needs
+/// it: two first issues at once share the one made.
 async fn default_application(tx: &mut Tx, ctx: &TenantCtx) -> ApiResult<Application> {
-    match application_by_slug(tx, &ctx.tenant_id, "default").await? {
-        Some(app) => Ok(app),
-        None => insert_application(tx, ctx, "Default", "default", Some("created for tenant-level key issue"), "live").await,
-    }
+    Ok(insert_application(tx, ctx, "Default", "default", Some("created for tenant-level key issue"), "live").await?.0)
 }
 
 /// An API key as its application's list shows it: masked, never its hash.
@@ -522,20 +543,35 @@ struct DisabledApplication {
 /// Disables an application and every key of it.
 #[utoipa::path(post, path = "/api/applications/{application_id}/disable", tag = "sdk-api-keys",
     params(("application_id" = String, Path, description = "the application")),
-    responses((status = 200, description = "the application, disabled", body = Data<DisabledApplication>)))]
+    responses((status = 200, description = "the application, disabled", body = Data<DisabledApplication>)),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/applications", { "name": "Races", "slug": "r-{unique}", "environment": "live" }]] }))))]
 async fn disable_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
-    let app = find_application(&mut *tx, &ctx.tenant_id, &id).await?;
-    sqlx::query("UPDATE credential_application SET status = 'disabled' WHERE application_id = $1").bind(&app.application_id).execute(&mut *tx).await?;
-    let disabled = sqlx::query("UPDATE credential_api_key SET status = 'disabled' WHERE application_id = $1 AND status = 'active'")
-        .bind(&app.application_id)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    audit::record(&mut tx, &ctx, events::APPLICATION_DISABLED, json!({ "application_id": app.application_id, "keys_disabled": disabled })).await?;
+    // The application moves once: of several disables at once, the one
+    // that moves it disables its keys and records the event; the others,
+    // like a repeat, answer it disabled with none of its keys.
+    let moved: Option<String> = sqlx::query_scalar(
+        "UPDATE credential_application SET status = 'disabled' WHERE tenant_id = $1 AND application_id = $2 AND status = 'active' RETURNING application_id",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let mut disabled = 0;
+    if moved.is_some() {
+        disabled = sqlx::query("UPDATE credential_api_key SET status = 'disabled' WHERE application_id = $1 AND status = 'active'")
+            .bind(&id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        audit::record(&mut tx, &ctx, events::APPLICATION_DISABLED, json!({ "application_id": id, "keys_disabled": disabled })).await?;
+    } else if APPLICATION.state_of(&mut tx, &ctx.tenant_id, &id).await?.is_none() {
+        return Err(ApiError::NotFound);
+    }
     tx.commit().await?;
     state.invalidate(Invalidation::ApiKeys).await;
-    Ok(ok(DisabledApplication { application_id: app.application_id, status: "disabled", keys_disabled: disabled }))
+    Ok(ok(DisabledApplication { application_id: id, status: "disabled", keys_disabled: disabled }))
 }
 
 /// What rotate and revoke need of a key: its state, its application's
@@ -543,7 +579,8 @@ async fn disable_application(State(state): State<AppState>, HumanTenant(ctx, _):
 #[derive(Debug, FromRow)]
 struct FoundKey {
     key_id: String,
-    status: String,
+    /// The tenant the key acts in (its application's, or that tenant's sandbox).
+    tenant_id: String,
     revoked_at: Option<String>,
     environment: String,
     scopes: String,
@@ -553,7 +590,7 @@ struct FoundKey {
 async fn find_key(tx: &mut Tx, tenant_id: &str, key_id: &str) -> ApiResult<FoundKey> {
     let id = path_id(key_id)?;
     sqlx::query_as(
-        "SELECT k.key_id, k.status, k.revoked_at, a.environment, k.scopes FROM credential_api_key k \
+        "SELECT k.key_id, k.tenant_id, k.revoked_at, a.environment, k.scopes FROM credential_api_key k \
          JOIN credential_application a ON a.application_id = k.application_id WHERE k.key_id = $1 AND a.tenant_id = $2",
     )
     .bind(id.to_string())
@@ -576,24 +613,30 @@ struct RotatedApiKey {
 
 /// Gives an active key a new secret: the secret is shown this once.
 #[utoipa::path(post, path = "/api/api-keys/{key_id}/rotate", tag = "sdk-api-keys", params(("key_id" = String, Path, description = "the key")),
-    responses((status = 200, description = "the key's new secret", body = Data<RotatedApiKey>)))]
+    responses((status = 200, description = "the key's new secret", body = Data<RotatedApiKey>)),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/applications", { "name": "Races", "slug": "r-{unique}", "environment": "live" }], ["POST", "/api/applications/{application_id}/keys", { "name": "k", "scopes": ["crm.*"] }]] }))))]
 async fn rotate(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
-    let FoundKey { key_id, status, environment, scopes, .. } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
-    if status != "active" {
-        return Err(ApiError::Conflict(format!("a {status} key cannot be rotated")));
-    }
-    // A new secret is a new grant of the key's scopes.
-    roles::contain(&state, &ctx, &scope_list(&scopes), "the key's scopes").await?;
+    let FoundKey { key_id, tenant_id, environment, scopes, .. } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
     let (prefix, secret, last4) = new_secret(&environment);
     let now = db::now();
-    sqlx::query("UPDATE credential_api_key SET key_hash = $1, last4 = $2, rotated_at = $3 WHERE key_id = $4")
-        .bind(crypto::sha256_hex(secret.as_bytes()))
-        .bind(&last4)
-        .bind(&now)
-        .bind(&key_id)
-        .execute(&mut *tx)
-        .await?;
+    // Only an active key takes a new secret, decided by the write itself:
+    // a rotation racing a revocation never hands out a secret of a revoked
+    // key. Rotations at once each take effect, the last one's secret stays.
+    let moved: Option<String> = sqlx::query_scalar(
+        "UPDATE credential_api_key SET key_hash = $3, last4 = $4, rotated_at = $5 WHERE tenant_id = $1 AND key_id = $2 AND status = 'active' RETURNING key_id",
+    )
+    .bind(&tenant_id)
+    .bind(&key_id)
+    .bind(crypto::sha256_hex(secret.as_bytes()))
+    .bind(&last4)
+    .bind(&now)
+    .fetch_optional(&mut *tx)
+    .await?;
+    KEY.settle(&mut tx, &tenant_id, &key_id, moved, "only an active key can be rotated").await?;
+    // A new secret is a new grant of the key's scopes (refused: the
+    // transaction, and the new secret with it, is rolled back).
+    roles::contain(&state, &ctx, &scope_list(&scopes), "the key's scopes").await?;
     audit::record(&mut tx, &ctx, events::API_KEY_ROTATED, json!({ "key_id": key_id, "rotated_at": now })).await?;
     tx.commit().await?;
     state.invalidate(Invalidation::ApiKeys).await;
@@ -614,16 +657,30 @@ struct RevokedApiKey {
 ///
 /// Revoking it again answers the same, with the first revocation's time.
 #[utoipa::path(post, path = "/api/api-keys/{key_id}/revoke", tag = "sdk-api-keys", params(("key_id" = String, Path, description = "the key")),
-    responses((status = 200, description = "the key, revoked", body = Data<RevokedApiKey>)))]
+    responses((status = 200, description = "the key, revoked", body = Data<RevokedApiKey>)),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/applications", { "name": "Races", "slug": "r-{unique}", "environment": "live" }], ["POST", "/api/applications/{application_id}/keys", { "name": "k", "scopes": ["crm.*"] }]] }))))]
 async fn revoke(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
-    let FoundKey { key_id, status, mut revoked_at, .. } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
-    if status != "revoked" {
-        let now = db::now();
-        sqlx::query("UPDATE credential_api_key SET status = 'revoked', revoked_at = $1 WHERE key_id = $2").bind(&now).bind(&key_id).execute(&mut *tx).await?;
-        audit::record(&mut tx, &ctx, events::API_KEY_REVOKED, json!({ "key_id": key_id, "revoked_at": now })).await?;
-        revoked_at = Some(now);
-    }
+    let FoundKey { key_id, tenant_id, .. } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
+    // The key is revoked once: of several revocations at once, the one
+    // that moves it records the event; the others, like a repeat, answer
+    // the first revocation's time.
+    let now = db::now();
+    let moved: Option<Option<String>> = sqlx::query_scalar(
+        "UPDATE credential_api_key SET status = 'revoked', revoked_at = $3 WHERE tenant_id = $1 AND key_id = $2 AND status <> 'revoked' RETURNING revoked_at",
+    )
+    .bind(&tenant_id)
+    .bind(&key_id)
+    .bind(&now)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let revoked_at = match moved {
+        Some(at) => {
+            audit::record(&mut tx, &ctx, events::API_KEY_REVOKED, json!({ "key_id": key_id, "revoked_at": now })).await?;
+            at
+        }
+        None => find_key(&mut tx, &ctx.tenant_id, &key_id).await?.revoked_at,
+    };
     tx.commit().await?;
     state.invalidate(Invalidation::ApiKeys).await;
     Ok(ok(RevokedApiKey { key_id, status: "revoked", revoked_at }))

@@ -792,31 +792,27 @@ async fn verify_email(State(state): State<AppState>, Body(body): Body<VerifyEmai
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let token_hash = crypto::sha256_hex(token.as_bytes());
-    let found: Option<Verification> =
-        sqlx::query_as("SELECT alias_id, expires_at, used_at FROM identity_verification WHERE token_hash = $1 AND purpose = 'verify-email'")
-            .bind(&token_hash)
-            .fetch_optional(&mut *tx)
-            .await?;
     let now = db::now();
-    let Some(v) = found.filter(|v| v.used_at.is_none() && v.expires_at > now) else {
+    // The token is spent by the write that checks it: of two redemptions
+    // at once, one verifies and the other finds it used.
+    let alias: Option<String> = sqlx::query_scalar(
+        "UPDATE identity_verification SET used_at = $1 WHERE token_hash = $2 AND purpose = 'verify-email' AND used_at IS NULL AND expires_at > $1 \
+         RETURNING alias_id",
+    )
+    .bind(&now)
+    .bind(&token_hash)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(alias_id) = alias else {
         return Err(ApiError::invalid("token is invalid, expired or already used"));
     };
-    sqlx::query("UPDATE identity_verification SET used_at = $1 WHERE token_hash = $2").bind(&now).bind(&token_hash).execute(&mut *tx).await?;
     let verified_at: String = sqlx::query_scalar("UPDATE identity_alias SET verified_at = COALESCE(verified_at, $1) WHERE alias_id = $2 RETURNING verified_at")
         .bind(&now)
-        .bind(&v.alias_id)
+        .bind(&alias_id)
         .fetch_one(&mut *tx)
         .await?;
     tx.commit().await?;
     Ok(ok(EmailVerified { verified: true, verified_at }))
-}
-
-/// A verification token's row: the alias it verifies and its life.
-#[derive(Debug, FromRow)]
-struct Verification {
-    alias_id: String,
-    expires_at: String,
-    used_at: Option<String>,
 }
 
 #[derive(Deserialize, IntoParams)]

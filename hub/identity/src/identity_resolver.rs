@@ -69,6 +69,9 @@ struct Step {
 
 const STEP_COLUMNS: &str = "step_id, link_id, approver_persona_id, status, acting_persona_id, opened_by, opened_at, decided_at";
 
+/// A link as guarded writes name it.
+const LINK: Stateful = Stateful { noun: "link", table: "identity_link", key: "link_id", state: "status" };
+
 /// The link of the caller's tenant, with its steps.
 async fn find(tx: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Link> {
     let id = path_id(id)?.to_string();
@@ -125,7 +128,8 @@ struct NewLink {
 
 /// Proposes that two members of the caller's tenant are one human.
 #[utoipa::path(post, path = "/api/identity-resolver/links", tag = "sdk-identity-resolver", request_body = NewLink,
-    responses((status = 201, description = "the link, proposed", body = Data<Link>)))]
+    responses((status = 201, description = "the link, proposed", body = Data<Link>)),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }]], "body": { "person_id_a": "{owner_person_id}", "person_id_b": "{person_id}" } }))))]
 async fn propose(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewLink>) -> ApiResult<Response> {
     let mut check = Check::new();
     let a = check.required_uuid("person_id_a", &body.person_id_a);
@@ -153,20 +157,15 @@ async fn propose(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body):
     check.finish()?;
     check_mergeable(&mut tx, &a, &b).await?;
     let pair = if a < b { format!("{a}:{b}") } else { format!("{b}:{a}") };
-    let live: Option<String> = sqlx::query_scalar("SELECT status FROM identity_link WHERE pair_key = $1 AND status IN ('proposed', 'in_review', 'merged')")
-        .bind(&pair)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if let Some(status) = live {
-        return Err(ApiError::Conflict(format!("the pair already has a link that is {status}")));
-    }
     let now = db::now();
-    // Of two proposals at once, the unique live pair makes the second 409.
+    // The unique live pair decides: of two proposals at once, one inserts
+    // and the other finds the live link and answers 409 naming its state.
     let sql = format!(
         "INSERT INTO identity_link (link_id, tenant_id, person_id_a, person_id_b, pair_key, evidence, confidence, status, proposed_by, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'proposed', $8, $9, $9) RETURNING {COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'proposed', $8, $9, $9) \
+         ON CONFLICT (pair_key) WHERE status IN ('proposed', 'in_review', 'merged') DO NOTHING RETURNING {COLUMNS}"
     );
-    let link: Link = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let link: Option<Link> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
         .bind(&a)
@@ -176,8 +175,15 @@ async fn propose(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body):
         .bind(hub_kernel::db::rows::Real(confidence))
         .bind(audit::actor_of(&ctx).1)
         .bind(&now)
-        .fetch_one(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
+    let Some(link) = link else {
+        let live: String = sqlx::query_scalar("SELECT status FROM identity_link WHERE pair_key = $1 AND status IN ('proposed', 'in_review', 'merged')")
+            .bind(&pair)
+            .fetch_one(&mut *tx)
+            .await?;
+        return Err(ApiError::Conflict(format!("the pair already has a link that is {live}")));
+    };
     let payload = json!({ "link_id": link.link_id, "person_id_a": a, "person_id_b": b, "confidence": confidence });
     audit::record(&mut tx, &ctx, events::LINK_PROPOSED, payload).await?;
     tx.commit().await?;
@@ -210,7 +216,8 @@ struct NewReview {
 /// until the named steward's verdict.
 #[utoipa::path(post, path = "/api/identity-resolver/links/{link_id}/steward-review", tag = "sdk-identity-resolver", request_body = NewReview,
     params(("link_id" = String, Path, description = "the link")),
-    responses((status = 201, description = "the review step, open", body = Data<Step>)))]
+    responses((status = 201, description = "the review step, open", body = Data<Step>)),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }], ["POST", "/api/identity-resolver/links", { "person_id_a": "{owner_person_id}", "person_id_b": "{person_id}" }]], "body": { "approver_persona_id": "{owner_persona_id}" } }))))]
 async fn steward_review(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewReview>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let link = find(&mut tx, &ctx.tenant_id, &id).await?;
@@ -221,14 +228,15 @@ async fn steward_review(State(state): State<AppState>, Tenant(ctx): Tenant, Path
     let persona = personas::find(&mut *tx, &approver).await?.filter(|p| p.tenant_id == ctx.tenant_id && p.status == "active");
     persona.ok_or_else(|| ApiError::invalid("approver_persona_id is not an active persona of this tenant"))?;
     let now = db::now();
-    let moved = sqlx::query("UPDATE identity_link SET status = 'in_review', updated_at = $2 WHERE link_id = $1 AND status = 'proposed'")
-        .bind(&link.link_id)
-        .bind(&now)
-        .execute(&mut *tx)
-        .await?;
-    if moved.rows_affected() == 0 {
-        return Err(ApiError::Conflict(format!("the link is {}: a review opens on a proposed link only", link.status)));
-    }
+    let moved: Option<String> = sqlx::query_scalar(
+        "UPDATE identity_link SET status = 'in_review', updated_at = $3 WHERE tenant_id = $1 AND link_id = $2 AND status = 'proposed' RETURNING link_id",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&link.link_id)
+    .bind(&now)
+    .fetch_optional(&mut *tx)
+    .await?;
+    LINK.settle(&mut tx, &ctx.tenant_id, &link.link_id, moved, "a review opens on a proposed link only").await?;
     let sql = format!(
         "INSERT INTO identity_link_step (step_id, link_id, approver_persona_id, status, opened_by, opened_at) VALUES ($1, $2, $3, 'open', $4, $5) \
          RETURNING {STEP_COLUMNS}"
@@ -270,7 +278,8 @@ struct Verdict {
 /// merges the pair (person_id_a survives), `reject` closes the link.
 #[utoipa::path(post, path = "/api/identity-resolver/links/{link_id}/verdict", tag = "sdk-identity-resolver", request_body = Verdict,
     params(("link_id" = String, Path, description = "the link")),
-    responses((status = 200, description = "the link, decided", body = Data<Link>)))]
+    responses((status = 200, description = "the link, decided", body = Data<Link>)),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }], ["POST", "/api/identity-resolver/links", { "person_id_a": "{owner_person_id}", "person_id_b": "{person_id}" }], ["POST", "/api/identity-resolver/links/{link_id}/steward-review", { "approver_persona_id": "{owner_persona_id}" }]], "body": { "step_id": "{step_id}", "decision": "approve" } }))))]
 async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Verdict>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let link = find(&mut tx, &ctx.tenant_id, &id).await?;
@@ -298,7 +307,11 @@ async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
         .execute(&mut *tx)
         .await?;
     if decided.rows_affected() == 0 {
-        return Err(ApiError::Conflict(format!("the step is already {}", step.status)));
+        // A step row has no tenant column of its own (its link has), so
+        // this is `settle` by hand: the state read after the write is the
+        // one the winning verdict committed, not the one read before it.
+        let current: String = sqlx::query_scalar("SELECT status FROM identity_link_step WHERE step_id = $1").bind(&step_id).fetch_one(&mut *tx).await?;
+        return Err(ApiError::Conflict(format!("the step is already {current}")));
     }
     let (a, b) = (&link.person_id_a, &link.person_id_b);
     let mut payload = json!({ "link_id": link.link_id, "step_id": step_id, "acting_persona_id": ctx.persona_id });
@@ -344,21 +357,22 @@ async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
 /// prior status back; nothing else had moved.
 #[utoipa::path(post, path = "/api/identity-resolver/links/{link_id}/unmerge", tag = "sdk-identity-resolver",
     params(("link_id" = String, Path, description = "the link")),
-    responses((status = 200, description = "the link, unmerged", body = Data<Link>)))]
+    responses((status = 200, description = "the link, unmerged", body = Data<Link>)),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }], ["POST", "/api/identity-resolver/links", { "person_id_a": "{owner_person_id}", "person_id_b": "{person_id}" }], ["POST", "/api/identity-resolver/links/{link_id}/steward-review", { "approver_persona_id": "{owner_persona_id}" }], ["POST", "/api/identity-resolver/links/{link_id}/verdict", { "step_id": "{step_id}", "decision": "approve" }]] }))))]
 async fn unmerge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let link = find(&mut tx, &ctx.tenant_id, &id).await?;
     let now = db::now();
-    let moved = sqlx::query(
-        "UPDATE identity_link SET status = 'unmerged', survivor_person_id = NULL, unmerged_at = $2, updated_at = $2 WHERE link_id = $1 AND status = 'merged'",
+    let moved: Option<String> = sqlx::query_scalar(
+        "UPDATE identity_link SET status = 'unmerged', survivor_person_id = NULL, unmerged_at = $3, updated_at = $3 \
+         WHERE tenant_id = $1 AND link_id = $2 AND status = 'merged' RETURNING link_id",
     )
+    .bind(&ctx.tenant_id)
     .bind(&link.link_id)
     .bind(&now)
-    .execute(&mut *tx)
+    .fetch_optional(&mut *tx)
     .await?;
-    if moved.rows_affected() == 0 {
-        return Err(ApiError::Conflict(format!("the link is {}: only a merged link is unmerged", link.status)));
-    }
+    LINK.settle(&mut tx, &ctx.tenant_id, &link.link_id, moved, "only a merged link is unmerged").await?;
     let (absorbed, prior): (String, String) = sqlx::query_as(
         "UPDATE identity_person_merge SET unmerged_at = $2 WHERE link_id = $1 AND unmerged_at IS NULL RETURNING absorbed_person_id, absorbed_prior_status",
     )

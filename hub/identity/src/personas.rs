@@ -76,6 +76,10 @@ where
     Ok(sqlx::query_as(select("persona_id = $1 AND tenant_id = $2")).bind(persona_id).bind(tenant_id).fetch_optional(exec).await?)
 }
 
+/// A persona as guarded writes name it: a grant to it locks its row, so a
+/// shred and a grant never both pass.
+pub const PERSONA: Stateful = Stateful { noun: "persona", table: "persona_persona", key: "persona_id", state: "status" };
+
 /// The persona `persona_id` if `tenant_id` administers it: the tenant's
 /// own, or a test key's in the tenant's sandbox.
 pub async fn find_administered<'e, E>(exec: E, tenant_id: &str, persona_id: &str) -> ApiResult<Option<Persona>>
@@ -275,18 +279,27 @@ async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
 /// untouched. Repeating it answers the same.
 #[utoipa::path(post, path = "/api/personas/{persona_id}/shred", tag = "sdk-persona",
     params(("persona_id" = String, Path, description = "the persona")),
-    responses((status = 200, description = "the persona, shredded (its attributes null)", body = Data<Described>)))]
+    responses((status = 200, description = "the persona, shredded (its attributes null)", body = Data<Described>)),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/personas", { "kind": "human" }]] }))))]
 async fn shred(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "persona.persona.write").await?;
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
-    let mut persona = find_in_tenant(&mut *tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
-    if persona.status != "shredded" {
-        DataKey::destroy(&mut tx, &persona.data_key_id).await?;
-        let sql = format!("UPDATE persona_persona SET status = 'shredded', shredded_at = $1 WHERE persona_id = $2 RETURNING {COLUMNS}");
-        persona = sqlx::query_as(AssertSqlSafe(sql)).bind(db::now()).bind(&id).fetch_one(&mut *tx).await?;
-        audit::record(&mut tx, &ctx, events::PERSONA_SHREDDED, json!({ "persona_id": id })).await?;
-    }
+    // The persona is shredded once: of several shreds at once, the one that
+    // moves it destroys its key and records the event; the others, like a
+    // repeat, answer the persona as that one left it.
+    let sql = format!(
+        "UPDATE persona_persona SET status = 'shredded', shredded_at = $3 WHERE tenant_id = $1 AND persona_id = $2 AND status <> 'shredded' RETURNING {COLUMNS}"
+    );
+    let moved: Option<Persona> = sqlx::query_as(AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(db::now()).fetch_optional(&mut *tx).await?;
+    let persona = match moved {
+        Some(persona) => {
+            DataKey::destroy(&mut tx, &persona.data_key_id).await?;
+            audit::record(&mut tx, &ctx, events::PERSONA_SHREDDED, json!({ "persona_id": id })).await?;
+            persona
+        }
+        None => find_in_tenant(&mut *tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?,
+    };
     tx.commit().await?;
     state.invalidate(Invalidation::Roles).await;
     // A shredded persona's key is gone: its attributes can never be opened.

@@ -183,41 +183,43 @@ async fn put_band(
     check.finish()?;
     let key = auth::person_key(&mut tx, &state.master, &identity.person_id).await?;
     let key = key.ok_or_else(|| ApiError::Conflict("the person's data key is destroyed: their bands can no longer be written".into()))?;
-    let prior = find(&mut tx, &identity.app_identity_id, &kind).await?;
-    let before = match &prior {
-        Some(row) => open(row, Some(&key))?.unwrap_or_else(|| json!({})),
-        None => json!({}),
-    };
-    let names = changed(&before, &fields);
-    let first = prior.is_none();
     let sealed = key.seal(fields.to_string().as_bytes(), identity.app_identity_id.as_bytes());
     let now = db::now();
-    let row: Row = match prior {
-        // The same content again: nothing is written, nothing recorded.
-        Some(row) if names.is_empty() => return Ok(ok(answer(row, Some(fields)))),
-        // Two first writes at once: the unique (identity, kind) makes the second 409.
-        None => {
-            let sql = format!(
-                "INSERT INTO profile_band (band_id, app_identity_id, band_kind, fields_envelope, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $5) RETURNING {COLUMNS}"
-            );
-            sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(db::new_id())
-                .bind(&identity.app_identity_id)
-                .bind(&kind)
-                .bind(sealed)
-                .bind(&now)
-                .fetch_one(&mut *tx)
-                .await?
+    // The band's first content is a first write: of two at once, one
+    // inserts it (201) and the other finds it and replaces it as any later
+    // write would (200), never a 409 from the unique (identity, kind).
+    let insert = format!(
+        "INSERT INTO profile_band (band_id, app_identity_id, band_kind, fields_envelope, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5) \
+         ON CONFLICT (app_identity_id, band_kind) DO NOTHING RETURNING {COLUMNS}"
+    );
+    let stored = format!("SELECT {COLUMNS} FROM profile_band WHERE app_identity_id = $1 AND band_kind = $2");
+    let (row, written): (Row, _) = insert_or_read(
+        &mut tx,
+        sqlx::query_as(sqlx::AssertSqlSafe(insert))
+            .bind(db::new_id())
+            .bind(&identity.app_identity_id)
+            .bind(&kind)
+            .bind(sealed.clone())
+            .bind(&now),
+        sqlx::query_as(sqlx::AssertSqlSafe(stored)).bind(&identity.app_identity_id).bind(&kind),
+    )
+    .await?;
+    let first = written == Written::Made;
+    let (row, names) = if first {
+        (row, changed(&json!({}), &fields))
+    } else {
+        let before = open(&row, Some(&key))?.unwrap_or_else(|| json!({}));
+        let names = changed(&before, &fields);
+        if names.is_empty() {
+            // The same content again: nothing is written, nothing recorded.
+            return Ok(ok(answer(row, Some(fields))));
         }
         // Replaced only if nobody replaced it since it was read (each
         // envelope has a fresh nonce), so the recorded names are right.
-        Some(p) => {
-            let sql = format!("UPDATE profile_band SET fields_envelope = $1, updated_at = $2 WHERE band_id = $3 AND fields_envelope = $4 RETURNING {COLUMNS}");
-            let row: Option<Row> =
-                sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(sealed).bind(&now).bind(&p.band_id).bind(&p.fields_envelope).fetch_optional(&mut *tx).await?;
-            row.ok_or_else(|| ApiError::Conflict("the band was replaced meanwhile: read it and try again".into()))?
-        }
+        let sql = format!("UPDATE profile_band SET fields_envelope = $1, updated_at = $2 WHERE band_id = $3 AND fields_envelope = $4 RETURNING {COLUMNS}");
+        let replaced: Option<Row> =
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(sealed).bind(&now).bind(&row.band_id).bind(&row.fields_envelope).fetch_optional(&mut *tx).await?;
+        (replaced.ok_or_else(|| ApiError::Conflict("the band was replaced meanwhile: read it and try again".into()))?, names)
     };
     // Names of the fields, never their values.
     let payload = json!({ "app_identity_id": row.app_identity_id, "band_id": row.band_id, "band_kind": kind, "changed_fields": names });

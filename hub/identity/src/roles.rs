@@ -261,7 +261,8 @@ fn parse_permissions(value: &Option<Value>, check: &mut Check) -> Map<String, Va
 
 /// Defines a role template of the caller's tenant.
 #[utoipa::path(post, path = "/api/role-templates", tag = "sdk-persona", request_body = NewTemplate,
-    responses((status = 201, description = "the template", body = Data<Template>)))]
+    responses((status = 201, description = "the template", body = Data<Template>)),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "t-{unique}", "permissions": { "crm.contact.read": true } }, "events": 0 }))))]
 async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewTemplate>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "role-template.role-template.write").await?;
     let mut check = Check::new();
@@ -280,9 +281,6 @@ async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Bod
     {
         return Err(ApiError::invalid("parent_role_template_id does not name a role template of this app"));
     }
-    if template_named(&mut tx, &ctx.tenant_id, &app_id, &name).await?.is_some() {
-        return Err(ApiError::Conflict(format!("the tenant already has a role template named '{name}'")));
-    }
     // What the template will confer: its own grants and its parent's. A
     // template named after a platform default replaces that default for
     // the tenant, which edits every holder's roles: the caller must also
@@ -296,11 +294,13 @@ async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Bod
         confers.extend(template_permissions(&state, &ctx.tenant_id, &replaced).await?);
     }
     contain(&state, &ctx, &confers, "the role template").await?;
+    // The unique name decides: of two templates of one name at once, one
+    // is made and the other is 409.
     let sql = format!(
         "INSERT INTO tenant_role_template (role_template_id, tenant_id, tenant_key, app_id, name, parent_role_template_id, permissions, created_at) \
-         VALUES ($1, $2, $2, $3, $4, $5, $6, $7) RETURNING {TEMPLATE_COLUMNS}"
+         VALUES ($1, $2, $2, $3, $4, $5, $6, $7) ON CONFLICT (tenant_key, app_id, name) DO NOTHING RETURNING {TEMPLATE_COLUMNS}"
     );
-    let template: Template = sqlx::query_as(AssertSqlSafe(sql))
+    let template: Option<Template> = sqlx::query_as(AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
         .bind(&app_id)
@@ -308,8 +308,9 @@ async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Bod
         .bind(&parent)
         .bind(permissions)
         .bind(db::now())
-        .fetch_one(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
+    let template = template.ok_or_else(|| ApiError::Conflict(format!("the tenant already has a role template named '{name}'")))?;
     tx.commit().await?;
     // A new template may override a platform default in force.
     state.invalidate(Invalidation::Roles).await;
@@ -368,9 +369,13 @@ async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let (persona, template) = (persona.expect("checked").to_string(), template.expect("checked").to_string());
     let mut tx = state.db.begin().await?;
     // The persona is the tenant's own, or a test key's in its sandbox.
-    let Some(Persona { status, tenant_id: persona_tenant, .. }) = personas::find_administered(&mut *tx, &ctx.tenant_id, &persona).await? else {
+    let Some(Persona { tenant_id: persona_tenant, .. }) = personas::find_administered(&mut *tx, &ctx.tenant_id, &persona).await? else {
         return Err(ApiError::invalid("persona_id does not name a persona of this tenant"));
     };
+    // The persona's row stays locked until the grant is committed: a shred
+    // at the same time waits for it (and the grant dies with the persona),
+    // or goes first and the grant is refused.
+    let status: String = personas::PERSONA.lock(&mut tx, &persona_tenant, &persona).await?.ok_or(ApiError::NotFound)?;
     if status != "active" {
         return Err(ApiError::Conflict(format!("the persona is {status}")));
     }
@@ -407,19 +412,31 @@ async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
 /// Withdraws a role grant; repeating it answers the same.
 #[utoipa::path(post, path = "/api/role-assignments/{assignment_id}/revoke", tag = "sdk-persona",
     params(("assignment_id" = String, Path, description = "the assignment")),
-    responses((status = 200, description = "the assignment, revoked", body = Data<Grant>)))]
+    responses((status = 200, description = "the assignment, revoked", body = Data<Grant>)),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/personas", { "kind": "human" }], ["POST", "/api/role-templates", { "name": "t-{unique}", "permissions": { "crm.contact.read": true } }], ["POST", "/api/role-assignments", { "persona_id": "{persona_id}", "role_template_id": "{role_template_id}" }]] }))))]
 async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
-    let sql = format!("SELECT {GRANT_COLUMNS} FROM persona_role_assignment WHERE assignment_id = $1 AND {}", tenancy::own_or_sandbox("tenant_id", 2));
-    let mut grant: Grant = sqlx::query_as(AssertSqlSafe(sql)).bind(&id).bind(&ctx.tenant_id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
-    if grant.revoked_at.is_none() {
-        let now = db::now();
-        sqlx::query("UPDATE persona_role_assignment SET revoked_at = $1 WHERE assignment_id = $2").bind(&now).bind(&id).execute(&mut *tx).await?;
-        audit::record(&mut tx, &ctx, events::ROLE_REVOKED, json!({ "assignment_id": id, "revoked_at": now })).await?;
-        grant.revoked_at = Some(now);
-    }
+    // The grant is revoked once: of several revocations at once, the one
+    // that stamps it records the event; the others, like a repeat, answer
+    // the grant as that one left it.
+    let now = db::now();
+    let sql = format!(
+        "UPDATE persona_role_assignment SET revoked_at = $3 WHERE assignment_id = $1 AND {} AND revoked_at IS NULL RETURNING {GRANT_COLUMNS}",
+        tenancy::own_or_sandbox("tenant_id", 2)
+    );
+    let revoked: Option<Grant> = sqlx::query_as(AssertSqlSafe(sql)).bind(&id).bind(&ctx.tenant_id).bind(&now).fetch_optional(&mut *tx).await?;
+    let grant = match revoked {
+        Some(grant) => {
+            audit::record(&mut tx, &ctx, events::ROLE_REVOKED, json!({ "assignment_id": id, "revoked_at": now })).await?;
+            grant
+        }
+        None => {
+            let sql = format!("SELECT {GRANT_COLUMNS} FROM persona_role_assignment WHERE assignment_id = $1 AND {}", tenancy::own_or_sandbox("tenant_id", 2));
+            sqlx::query_as(AssertSqlSafe(sql)).bind(&id).bind(&ctx.tenant_id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?
+        }
+    };
     tx.commit().await?;
     state.invalidate(Invalidation::Roles).await;
     Ok(ok(grant))

@@ -118,19 +118,22 @@ where
 /// `role_template_id`. The caller has checked that the person is not yet a
 /// member and that the role may be handed on.
 pub async fn insert_membership(tx: &mut Tx, person_id: &str, tenant_id: &str, bu_id: Option<&str>, role_template_id: &str) -> ApiResult<Membership> {
+    // The unique (person, tenant) decides: of two admissions of one person
+    // at once, one is made and the other is 409.
     let sql = format!(
         "INSERT INTO tenant_membership (membership_id, person_id, tenant_id, bu_id, role_template_id, status, joined_at) \
-         VALUES ($1, $2, $3, $4, $5, 'active', $6) RETURNING {MEMBERSHIP_COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, 'active', $6) ON CONFLICT (person_id, tenant_id) DO NOTHING RETURNING {MEMBERSHIP_COLUMNS}"
     );
-    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let made: Option<Membership> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(person_id)
         .bind(tenant_id)
         .bind(bu_id)
         .bind(role_template_id)
         .bind(db::now())
-        .fetch_one(&mut **tx)
-        .await?)
+        .fetch_optional(&mut **tx)
+        .await?;
+    made.ok_or_else(|| ApiError::Conflict("the person is already a member of this tenant".into()))
 }
 
 /// Inserts an org; returns its id.
@@ -158,18 +161,19 @@ pub struct NewTenantRow<'a> {
 /// tenant on it (`trial`, tier `S`, pool 0). Returns the tenant and the
 /// app's owner template.
 pub async fn insert_app_and_tenant(tx: &mut Tx, t: NewTenantRow<'_>) -> ApiResult<(Tenant, String)> {
-    let taken: Option<String> = sqlx::query_scalar("SELECT app_id FROM tenant_app WHERE app_id = $1").bind(t.app_id).fetch_optional(&mut **tx).await?;
-    if taken.is_some() {
-        return Err(ApiError::Conflict(format!("app_id '{}' is already taken", t.app_id)));
-    }
     let now = db::now();
-    sqlx::query("INSERT INTO tenant_app (app_id, org_id, display_name, status, created_at) VALUES ($1, $2, $3, 'active', $4)")
+    // The app_id decides: of two tenants claiming one app_id at once, one
+    // takes it and the other is 409.
+    let made = sqlx::query("INSERT INTO tenant_app (app_id, org_id, display_name, status, created_at) VALUES ($1, $2, $3, 'active', $4) ON CONFLICT (app_id) DO NOTHING")
         .bind(t.app_id)
         .bind(t.org_id)
         .bind(t.display_name)
         .bind(&now)
         .execute(&mut **tx)
         .await?;
+    if made.rows_affected() == 0 {
+        return Err(ApiError::Conflict(format!("app_id '{}' is already taken", t.app_id)));
+    }
     let owner = roles::seed_platform_defaults(tx, t.app_id).await?;
     let sql = format!(
         "INSERT INTO tenant_tenant (tenant_id, app_id, org_id, display_name, isolation_tier, status, parent_tenant_id, \
@@ -511,9 +515,6 @@ async fn admit(state: &AppState, ctx: &TenantCtx, tx: &mut Tx, m: NewMember<'_>)
     // Containment: the membership's role may carry only what the caller holds.
     let confers = roles::template_permissions(state, tenant_id, &template).await?;
     roles::contain(state, ctx, &confers, "the membership's role").await?;
-    if person_membership(&mut **tx, tenant_id, person_id).await?.is_some() {
-        return Err(ApiError::Conflict("the person is already a member of this tenant".into()));
-    }
     let membership = insert_membership(tx, person_id, tenant_id, bu_id, &template).await?;
     let persona = personas::insert(tx, &state.master, tenant_id, Some(&membership.membership_id), "human", Some(&template), None).await?;
     let payload = json!({
@@ -656,13 +657,15 @@ async fn create_app_identity(State(state): State<AppState>, TenantCaller(ctx): T
     if !auth::person_exists(&mut *tx, &person).await? {
         return Err(ApiError::invalid("person_id does not name a person"));
     }
-    if app_identity_of(&mut tx, &person, &app_id).await?.is_some() {
-        return Err(ApiError::Conflict("the person already has an app identity for this app".into()));
-    }
-    let sql =
-        format!("INSERT INTO identity_app_identity (app_identity_id, person_id, app_id, created_at) VALUES ($1, $2, $3, $4) RETURNING {APP_IDENTITY_COLUMNS}");
-    let identity: AppIdentity =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(db::new_id()).bind(&person).bind(&app_id).bind(db::now()).fetch_one(&mut *tx).await?;
+    // The unique (person, app) decides: of two creations at once, one is
+    // made and the other is 409.
+    let sql = format!(
+        "INSERT INTO identity_app_identity (app_identity_id, person_id, app_id, created_at) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (person_id, app_id) DO NOTHING RETURNING {APP_IDENTITY_COLUMNS}"
+    );
+    let identity: Option<AppIdentity> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(db::new_id()).bind(&person).bind(&app_id).bind(db::now()).fetch_optional(&mut *tx).await?;
+    let identity = identity.ok_or_else(|| ApiError::Conflict("the person already has an app identity for this app".into()))?;
     tx.commit().await?;
     Ok(created(identity))
 }

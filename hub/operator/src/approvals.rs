@@ -142,20 +142,26 @@ async fn overridden(State(state): State<AppState>, Operator(who): Operator, Path
     check.finish()?;
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
-    let found: Option<(String, String)> =
-        sqlx::query_as("SELECT tenant_id, status FROM approval_request WHERE request_id = $1").bind(&id).fetch_optional(&mut *tx).await?;
-    let (tenant_id, status) = found.ok_or(ApiError::Missing("request not found"))?;
     let stamped = format!("[operator-override by {operator_id}] {reason}");
-    let moved = sqlx::query("UPDATE approval_request SET status = $2, reason = $3, resolved_at = $4 WHERE request_id = $1 AND status = 'pending'")
-        .bind(&id)
-        .bind(&decision)
-        .bind(&stamped)
-        .bind(db::now())
-        .execute(&mut *tx)
-        .await?;
-    if moved.rows_affected() == 0 {
-        return Err(ApiError::Conflict(format!("the request is already {status}")));
-    }
+    // Decided by its write: of an override and a decision (or two
+    // overrides) at once, one resolves the request and the other is told
+    // the state it left, read after the write.
+    let moved: Option<String> = sqlx::query_scalar(
+        "UPDATE approval_request SET status = $2, reason = $3, resolved_at = $4 WHERE request_id = $1 AND status = 'pending' RETURNING tenant_id",
+    )
+    .bind(&id)
+    .bind(&decision)
+    .bind(&stamped)
+    .bind(db::now())
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(tenant_id) = moved else {
+        let status: Option<String> = sqlx::query_scalar("SELECT status FROM approval_request WHERE request_id = $1").bind(&id).fetch_optional(&mut *tx).await?;
+        return Err(match status {
+            Some(status) => ApiError::Conflict(format!("the request is already {status}")),
+            None => ApiError::Missing("request not found"),
+        });
+    };
     sqlx::query("UPDATE approval_step SET status = 'skipped' WHERE request_id = $1 AND status = 'pending'").bind(&id).execute(&mut *tx).await?;
     let payload = json!({ "request_id": id, "decision": decision, "operator_id": operator_id });
     ops_tokens::record_in(&mut tx, &tenant_id, &who, events::APPROVAL_REQUEST_OVERRIDDEN, payload).await?;

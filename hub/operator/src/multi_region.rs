@@ -237,13 +237,23 @@ async fn drill(State(state): State<AppState>, Operator(who): Operator, Path(id):
     // The move: the target becomes home, the old home a paired region.
     paired.retain(|r| *r != to);
     paired.push(home.clone());
-    sqlx::query("UPDATE active_active_profile SET home_region = $2, paired_regions = $3, updated_at = $4 WHERE profile_id = $1")
-        .bind(&id)
-        .bind(&to)
-        .bind(json!(paired).to_string())
-        .bind(db::now())
-        .execute(&mut *tx)
-        .await?;
+    // The move is made only from the home region it was computed from: of
+    // two drills at once, one moves the profile and the other is told the
+    // home region the winner left.
+    let moved: Option<String> = sqlx::query_scalar(
+        "UPDATE active_active_profile SET home_region = $2, paired_regions = $3, updated_at = $4 WHERE profile_id = $1 AND home_region = $5 RETURNING profile_id",
+    )
+    .bind(&id)
+    .bind(&to)
+    .bind(json!(paired).to_string())
+    .bind(db::now())
+    .bind(&home)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if moved.is_none() {
+        let now_home: String = sqlx::query_scalar("SELECT home_region FROM active_active_profile WHERE profile_id = $1").bind(&id).fetch_one(&mut *tx).await?;
+        return Err(ApiError::Conflict(format!("the profile's home region is {now_home}")));
+    }
     tx.commit().await?;
     let committed = Instant::now();
     // The read path serves the moved profile: traffic has moved.

@@ -332,13 +332,29 @@ async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     check.finish()?;
     let request = json!({ "deadletter_id": one, "connector_kind": kind }).to_string();
     let mut tx = state.db.begin().await?;
+    let replay_id = db::new_id();
+    let now = db::now();
     if let Some(k) = &key {
-        let seen: Option<(String, String)> = sqlx::query_as("SELECT request, result FROM connector_replay WHERE tenant_id = $1 AND idempotency_key = $2")
+        // The first replay with the key claims it (its result is written
+        // below, in the same transaction); any other, concurrent or later,
+        // finds the claim once that transaction committed, and answers its
+        // result.
+        let (stored, written): ((String, String), _) = insert_or_read(
+            &mut tx,
+            sqlx::query_as(
+                "INSERT INTO connector_replay (replay_id, tenant_id, idempotency_key, request, result, created_at) VALUES ($1, $2, $3, $4, '{}', $5) \
+                 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING request, result",
+            )
+            .bind(&replay_id)
             .bind(&ctx.tenant_id)
             .bind(k)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if let Some((earlier, result)) = seen {
+            .bind(&request)
+            .bind(&now),
+            sqlx::query_as("SELECT request, result FROM connector_replay WHERE tenant_id = $1 AND idempotency_key = $2").bind(&ctx.tenant_id).bind(k),
+        )
+        .await?;
+        if written == Written::Found {
+            let (earlier, result) = stored;
             if earlier != request {
                 return Err(ApiError::Conflict("idempotency_key was used for another replay".into()));
             }
@@ -347,8 +363,6 @@ async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
             return Ok(ok(answer));
         }
     }
-    let replay_id = db::new_id();
-    let now = db::now();
     let replayed: Vec<(String, String, String)> = sqlx::query_as(
         "UPDATE connector_deadletter SET status = 'replayed', replay_id = $2, replayed_at = $3, updated_at = $3 \
          WHERE tenant_id = $1 AND status = 'dead_lettered' AND ($4 = '' OR deadletter_id = $4) AND ($5 = '' OR connector_kind = $5) \
@@ -380,14 +394,11 @@ async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let mut ids: Vec<String> = replayed.into_iter().map(|(d, _, _)| d).collect();
     ids.sort();
     let answer = ConnectorReplay { replay_id: replay_id.clone(), replayed: ids.len() as i64, deadletter_ids: ids, repeated: false };
-    if let Some(k) = &key {
-        sqlx::query("INSERT INTO connector_replay (replay_id, tenant_id, idempotency_key, request, result, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
-            .bind(&replay_id)
+    if key.is_some() {
+        sqlx::query("UPDATE connector_replay SET result = $3 WHERE tenant_id = $1 AND replay_id = $2")
             .bind(&ctx.tenant_id)
-            .bind(k)
-            .bind(&request)
+            .bind(&replay_id)
             .bind(serde_json::to_string(&answer).map_err(|e| ApiError::Internal(e.into()))?)
-            .bind(&now)
             .execute(&mut *tx)
             .await?;
     }

@@ -115,6 +115,9 @@ struct StatusChange {
     tenant_id: Option<String>,
 }
 
+/// A handoff as its status changes lock it.
+const HANDOFF: Stateful = Stateful { noun: "handoff", table: "handoff_handoff", key: "handoff_id", state: "status" };
+
 /// Moves a handoff along its state machine.
 #[utoipa::path(post, path = "/api/handoffs/{handoff_id}/status", tag = "sdk-handoff", request_body = StatusChange,
     params(("handoff_id" = String, Path, description = "the handoff")),
@@ -122,12 +125,10 @@ struct StatusChange {
 async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<StatusChange>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
-    let current: Option<String> = sqlx::query_scalar("SELECT status FROM handoff_handoff WHERE tenant_id = $1 AND handoff_id = $2")
-        .bind(&ctx.tenant_id)
-        .bind(&id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let current = current.ok_or(ApiError::NotFound)?;
+    // The handoff's row is locked until the change is committed: changes
+    // of one handoff check its status one after another, so the state
+    // machine below reads what the previous change committed.
+    let current: String = HANDOFF.lock(&mut tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
     let mut check = Check::new();
     let status = check.required("status", &body.status);
     check.one_of("status", &status, &STATUSES);
@@ -136,11 +137,9 @@ async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
     if !next(&current).contains(&status.as_str()) {
         return Err(ApiError::Conflict(format!("a {current} handoff cannot become {status}")));
     }
-    // Guarded by the status read: of two changes at once, one wins.
     let sql = format!("UPDATE handoff_handoff SET status = $3, status_reason = $4, updated_at = $5 WHERE handoff_id = $1 AND status = $2 RETURNING {COLUMNS}");
-    let moved: Option<Handoff> =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(&current).bind(&status).bind(&reason).bind(db::now()).fetch_optional(&mut *tx).await?;
-    let handoff = moved.ok_or_else(|| ApiError::Conflict("the handoff changed meanwhile".to_string()))?;
+    let handoff: Handoff =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(&current).bind(&status).bind(&reason).bind(db::now()).fetch_one(&mut *tx).await?;
     let event = match status.as_str() {
         "accepted" => events::HANDOFF_ACCEPTED,
         "declined" => events::HANDOFF_DECLINED,

@@ -125,19 +125,22 @@ struct StatusChange {
     tenant_id: Option<String>,
 }
 
+/// An incident as its status changes lock it.
+const INCIDENT: Stateful = Stateful { noun: "incident", table: "incident_incident", key: "incident_id", state: "status" };
+
 /// Moves an incident along its state machine.
 #[utoipa::path(post, path = "/api/incidents/{incident_id}/status", tag = "sdk-incident", request_body = StatusChange,
     params(("incident_id" = String, Path, description = "the incident")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/incidents", { "title": "race", "severity": "low" }]],
+        "body": { "status": "acknowledged" } }))),
     responses((status = 200, description = "the incident in its new status", body = Data<Incident>)))]
 async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<StatusChange>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
-    let current: Option<String> = sqlx::query_scalar("SELECT status FROM incident_incident WHERE tenant_id = $1 AND incident_id = $2")
-        .bind(&ctx.tenant_id)
-        .bind(&id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let current = current.ok_or(ApiError::NotFound)?;
+    // The incident's row is locked until the change is committed: changes
+    // of one incident check its status one after another, so the state
+    // machine below reads what the previous change committed.
+    let current: String = INCIDENT.lock(&mut tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
     let mut check = Check::new();
     let status = check.required("status", &body.status);
     check.one_of("status", &status, &STATUSES);
@@ -148,21 +151,19 @@ async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
     }
     let now = db::now();
     let resolved_at = (status == "resolved").then(|| now.clone());
-    // Guarded by the status read: of two changes at once, one wins.
     let sql = format!(
         "UPDATE incident_incident SET status = $3, status_note = $4, updated_at = $5, resolved_at = $6 WHERE incident_id = $1 AND status = $2 \
          RETURNING {COLUMNS}"
     );
-    let moved: Option<Incident> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let incident: Incident = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&id)
         .bind(&current)
         .bind(&status)
         .bind(&note)
         .bind(&now)
         .bind(&resolved_at)
-        .fetch_optional(&mut *tx)
+        .fetch_one(&mut *tx)
         .await?;
-    let incident = moved.ok_or_else(|| ApiError::Conflict("the incident changed meanwhile".to_string()))?;
     index(&mut tx, &ctx.tenant_id, &incident).await?;
     let event = match status.as_str() {
         "acknowledged" => events::INCIDENT_ACKNOWLEDGED,

@@ -287,6 +287,9 @@ struct Reschedule {
     ends_at: Option<String>,
 }
 
+/// An appointment as guarded writes name it.
+const APPOINTMENT: Stateful = Stateful { noun: "appointment", table: "scheduling_appointment", key: "appointment_id", state: "status" };
+
 /// Moves a booked appointment (409 once cancelled); push it to update the calendars.
 #[utoipa::path(post, path = "/api/scheduling/appointments/{appointment_id}/reschedule", tag = "sdk-scheduling",
     params(("appointment_id" = String, Path, description = "the appointment")), request_body = Reschedule,
@@ -309,7 +312,7 @@ async fn reschedule(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
         .bind(db::now())
         .fetch_optional(&mut *tx)
         .await?;
-    let moved = moved.ok_or_else(|| ApiError::Conflict("the appointment is cancelled".into()))?;
+    let moved = APPOINTMENT.settle(&mut tx, &ctx.tenant_id, &current.appointment_id, moved, "only a booked appointment can be rescheduled").await?;
     let payload = json!({ "appointment_id": moved.appointment_id, "starts_at": starts, "ends_at": ends, "revision": moved.revision });
     audit::record(&mut tx, &ctx, events::SCHEDULING_APPOINTMENT_RESCHEDULED, payload).await?;
     tx.commit().await?;
@@ -319,6 +322,8 @@ async fn reschedule(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
 /// Cancels an appointment (409 when cancelled already); push it to remove it from the calendars.
 #[utoipa::path(post, path = "/api/scheduling/appointments/{appointment_id}/cancel", tag = "sdk-scheduling",
     params(("appointment_id" = String, Path, description = "the appointment")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins",
+        "given": [["POST", "/api/scheduling/appointments", { "title": "race", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" }]] }))),
     responses((status = 200, description = "the appointment, cancelled", body = Data<Appointment>)))]
 async fn cancel(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
@@ -329,7 +334,9 @@ async fn cancel(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     );
     let cancelled: Option<Appointment> =
         sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&current.appointment_id).bind(db::now()).fetch_optional(&mut *tx).await?;
-    let cancelled = cancelled.ok_or_else(|| ApiError::Conflict("the appointment is cancelled already".into()))?;
+    // The guard decides: of two cancels at once, one cancels and the
+    // other finds the appointment cancelled (409).
+    let cancelled = APPOINTMENT.settle(&mut tx, &ctx.tenant_id, &current.appointment_id, cancelled, "only a booked appointment can be cancelled").await?;
     audit::record(&mut tx, &ctx, events::SCHEDULING_APPOINTMENT_CANCELLED, json!({ "appointment_id": cancelled.appointment_id })).await?;
     tx.commit().await?;
     Ok(ok(cancelled))

@@ -560,6 +560,9 @@ async fn list_credentials(State(state): State<AppState>, Tenant(ctx): Tenant, Pa
 /// event.
 #[utoipa::path(post, path = "/api/assets/{asset_id}/credentials/{credential_id}/revoke", tag = "sdk-asset",
     params(("asset_id" = String, Path, description = "the asset"), ("credential_id" = String, Path, description = "the credential")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [
+        ["POST", "/api/assets", { "display_name": "race robot" }],
+        ["POST", "/api/assets/{asset_id}/credentials", {}]] }))),
     responses((status = 200, description = "the credential, revoked", body = Data<RobotCredentialRow>)))]
 async fn revoke_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path((asset, credential)): Path<(String, String)>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;

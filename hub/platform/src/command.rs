@@ -379,7 +379,11 @@ struct NewCommandDecision {
 /// persona holds a grant covering `command.command.approve` (the owner
 /// role's `*` does).
 #[utoipa::path(post, path = "/api/commands/{command_id}/decision", tag = "sdk-command", params(("command_id" = String, Path, description = "the command")),
-    request_body = NewCommandDecision, responses((status = 200, description = "the command, queued or rejected", body = Data<CommandView>)))]
+    request_body = NewCommandDecision,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [
+        ["POST", "/api/assets", { "display_name": "race robot" }],
+        ["POST", "/api/commands", { "type": "unlock", "risk_class": "high", "target_asset_id": "{asset_id}" }]],
+        "body": { "approved": true } }))), responses((status = 200, description = "the command, queued or rejected", body = Data<CommandView>)))]
 async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewCommandDecision>) -> ApiResult<Response> {
     let approved = match body.approved {
         Some(Value::Bool(b)) => b,
@@ -394,38 +398,47 @@ async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
         return Err(ApiError::forbidden("a person decides on commands: this route requires a human JWT; API keys are rejected"));
     }
     keys::require_grant(&state, &ctx, APPROVE_PERMISSION).await?;
-    let Command { command_id, target_asset_id: asset_id, status, risk_class: risk, expires_at, .. } = command;
+    let Command { command_id, target_asset_id: asset_id, risk_class: risk, .. } = command;
+    // The risk class never changes: a low or medium command never waits.
+    if matches!(risk.as_str(), "low" | "medium") {
+        return Err(ApiError::Conflict(format!("a {risk}-risk command needs no decision")));
+    }
     let now = db::now();
-    if status == "awaiting_approval" && expires_at <= now {
-        sqlx::query("UPDATE command_command SET status = 'expired', updated_at = $1 WHERE command_id = $2")
-            .bind(&now)
-            .bind(&command_id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        entered("expired", 1);
-        return Err(ApiError::Conflict("the command expired before a decision".into()));
-    }
-    if status != "awaiting_approval" {
-        return Err(ApiError::Conflict(if matches!(risk.as_str(), "low" | "medium") {
-            format!("a {risk}-risk command needs no decision")
-        } else {
-            format!("the command is already {status}")
-        }));
-    }
+    // The decision is one guarded statement: of two decisions at once, one
+    // moves the command out of `awaiting_approval` and the other finds it
+    // decided. An approval keeps the state until `enqueue` queues it below.
     let sql = format!(
-        "UPDATE command_command SET status = $1, decided_by = $2, decision_approved = $3, decision_reason = $4, decided_at = $5, updated_at = $5 \
-         WHERE command_id = $6 RETURNING {COLUMNS}"
+        "UPDATE command_command SET status = $3, decided_by = $4, decision_approved = $5, decision_reason = $6, decided_at = $7, updated_at = $7 \
+         WHERE tenant_id = $1 AND command_id = $2 AND status = 'awaiting_approval' AND expires_at > $7 RETURNING {COLUMNS}"
     );
-    let mut row: Command = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let decided: Option<Command> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&command_id)
         .bind(if approved { "awaiting_approval" } else { "rejected" })
         .bind(&ctx.persona_id)
         .bind(approved as i64)
         .bind(&reason)
         .bind(&now)
-        .bind(&command_id)
-        .fetch_one(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
+    if decided.is_none() {
+        // A waiting command whose time to live ran out is written down as
+        // expired here, before the sweeper does.
+        let expired = sqlx::query(
+            "UPDATE command_command SET status = 'expired', updated_at = $3 WHERE tenant_id = $1 AND command_id = $2 AND status = 'awaiting_approval' AND expires_at <= $3",
+        )
+        .bind(&ctx.tenant_id)
+        .bind(&command_id)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+        if expired.rows_affected() > 0 {
+            tx.commit().await?;
+            entered("expired", 1);
+            return Err(ApiError::Conflict("the command expired before a decision".into()));
+        }
+    }
+    let mut row = COMMAND.settle(&mut tx, &ctx.tenant_id, &command_id, decided, "only a command awaiting approval can be decided").await?;
     if approved {
         row = enqueue(&state, &mut tx, &command_id, &asset_id, &now).await?;
     }
@@ -475,6 +488,9 @@ fn parse_ack(body: &Value) -> ApiResult<AckBody> {
     Ok(AckBody { ok, code, message, data })
 }
 
+/// The command as guarded writes name it.
+const COMMAND: Stateful = Stateful { noun: "command", table: "command_command", key: "command_id", state: "status" };
+
 /// Records a robot's ack. The command must target the credential's asset
 /// (otherwise 404, as if unknown). The first ack wins: the same ack again
 /// changes nothing and answers the same; a different one is 409.
@@ -490,52 +506,58 @@ pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &st
     }
     check.finish()?;
     let mut tx = state.db.begin().await?;
-    let command = fetch(&mut *tx, &id).await?.filter(|c| c.target_asset_id == cred.asset_id).ok_or(ApiError::NotFound)?;
-    match command.status.as_str() {
-        "queued" | "delivered" => {
-            let sql = format!(
-                "UPDATE command_command SET status = $1, ack_ok = $2, ack_code = $3, ack_message = $4, ack_data = $5, acked_at = $6, \
-                 delivered_at = COALESCE(delivered_at, $6), updated_at = $6 WHERE command_id = $7 RETURNING {COLUMNS}"
-            );
-            let row: Command = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(if ack.ok { "acknowledged_ok" } else { "acknowledged_failed" })
-                .bind(ack.ok as i64)
-                .bind(&ack.code)
-                .bind(&ack.message)
-                .bind(ack.data.as_ref().map(Value::to_string))
-                .bind(db::now())
-                .bind(&id)
-                .fetch_one(&mut *tx)
-                .await?;
-            // The robot acts through its credential.
-            audit::emit(
-                &mut tx,
-                audit::Event {
-                    tenant_id: &cred.tenant_id,
-                    pool_index: None,
-                    event_type: events::COMMAND_ACKNOWLEDGED,
-                    actor_kind: "robot",
-                    actor_id: &cred.credential_id,
-                    actor_chain: None,
-                    payload: &json!({ "command_id": id, "asset_id": cred.asset_id, "ok": ack.ok, "code": ack.code }),
-                    retention_class: None,
-                    occurred_at: None,
-                },
-            )
-            .await?;
-            tx.commit().await?;
-            entered(if ack.ok { "acknowledged_ok" } else { "acknowledged_failed" }, 1);
-            Ok(row)
-        }
-        "acknowledged_ok" | "acknowledged_failed" => {
-            let same = command.ack_ok == Some(ack.ok as i64)
-                && command.ack_code == ack.code
-                && command.ack_message == ack.message
-                && command.ack_data.0 == ack.data.unwrap_or(Value::Null);
-            if same { Ok(command) } else { Err(ApiError::Conflict("the command was already acknowledged with a different outcome".into())) }
-        }
-        other => Err(ApiError::Conflict(format!("the command is {other} and cannot be acknowledged"))),
-    }
+    // The first ack is one guarded statement: of two acks at once, one
+    // moves the command out of `queued`/`delivered` and the other reads the
+    // ack it stored, below.
+    let sql = format!(
+        "UPDATE command_command SET status = $1, ack_ok = $2, ack_code = $3, ack_message = $4, ack_data = $5, acked_at = $6, \
+         delivered_at = COALESCE(delivered_at, $6), updated_at = $6 \
+         WHERE command_id = $7 AND target_asset_id = $8 AND status IN ('queued', 'delivered') RETURNING {COLUMNS}"
+    );
+    let acked: Option<Command> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(if ack.ok { "acknowledged_ok" } else { "acknowledged_failed" })
+        .bind(ack.ok as i64)
+        .bind(&ack.code)
+        .bind(&ack.message)
+        .bind(ack.data.as_ref().map(Value::to_string))
+        .bind(db::now())
+        .bind(&id)
+        .bind(&cred.asset_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(row) = acked else {
+        // Not acknowledgeable: the command as committed says why.
+        let command = fetch(&mut *tx, &id).await?.filter(|c| c.target_asset_id == cred.asset_id).ok_or(ApiError::NotFound)?;
+        return match command.status.as_str() {
+            "acknowledged_ok" | "acknowledged_failed" => {
+                let same = command.ack_ok == Some(ack.ok as i64)
+                    && command.ack_code == ack.code
+                    && command.ack_message == ack.message
+                    && command.ack_data.0 == ack.data.unwrap_or(Value::Null);
+                if same { Ok(command) } else { Err(ApiError::Conflict("the command was already acknowledged with a different outcome".into())) }
+            }
+            other => Err(ApiError::Conflict(format!("the command is {other} and cannot be acknowledged"))),
+        };
+    };
+    // The robot acts through its credential.
+    audit::emit(
+        &mut tx,
+        audit::Event {
+            tenant_id: &cred.tenant_id,
+            pool_index: None,
+            event_type: events::COMMAND_ACKNOWLEDGED,
+            actor_kind: "robot",
+            actor_id: &cred.credential_id,
+            actor_chain: None,
+            payload: &json!({ "command_id": id, "asset_id": cred.asset_id, "ok": ack.ok, "code": ack.code }),
+            retention_class: None,
+            occurred_at: None,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    entered(if ack.ok { "acknowledged_ok" } else { "acknowledged_failed" }, 1);
+    Ok(row)
 }
 
 /// A robot acknowledges a command of its asset (per-robot credential).

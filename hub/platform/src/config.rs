@@ -163,6 +163,8 @@ async fn list_values(State(state): State<AppState>, Tenant(ctx): Tenant, Params(
 /// Sets a value: a new active row (201), or a new version of the active
 /// one (200).
 #[utoipa::path(post, path = "/api/config", tag = "sdk-config", request_body = KeyRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [],
+        "body": { "key": "race.{unique}", "scope": "tenant", "value": { "on": true } } }))),
     responses((status = 201, description = "a new key at this scope", body = Data<Row>), (status = 200, description = "a new version of the value", body = Data<Row>)))]
 async fn set_value(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req): Body<KeyRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -179,33 +181,41 @@ async fn set_value(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req)
     };
     let (key, scope, scope_id) = target(&ctx, &req, check, true)?;
     let now = db::now();
+    let owner = owner(&scope, &ctx);
     let mut tx = state.db.begin().await?;
-    let (row, fresh): (Row, bool) = match active(&mut tx, &ctx, &key, &scope, &scope_id).await? {
-        Some(old) => {
-            let sql = format!(
-                "UPDATE config_value SET value = $1, secret_ref = NULL, version = version + 1, updated_by = $2, updated_at = $3 WHERE config_id = $4 RETURNING {COLUMNS}"
-            );
-            (sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&value).bind(&ctx.persona_id).bind(&now).bind(&old.config_id).fetch_one(&mut *tx).await?, false)
-        }
-        None => {
-            let sql = format!(
-                "INSERT INTO config_value (config_id, tenant_id, scope, scope_id, key, value, status, version, updated_by, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, 'active', 1, $7, $8, $8) RETURNING {COLUMNS}"
-            );
-            let row = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(db::new_id())
-                .bind(owner(&scope, &ctx))
-                .bind(&scope)
-                .bind(&scope_id)
-                .bind(&key)
-                .bind(&value)
-                .bind(&ctx.persona_id)
-                .bind(&now)
-                .fetch_one(&mut *tx)
-                .await?;
-            (row, true)
-        }
-    };
+    // The first set of a key at a scope inserts its active row (201); any
+    // other, concurrent or later, finds it (the unique index on the active
+    // row) and writes the next version over it (200).
+    let insert = format!(
+        "INSERT INTO config_value (config_id, tenant_id, scope, scope_id, key, value, status, version, updated_by, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, 'active', 1, $7, $8, $8) ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
+    );
+    let next = format!(
+        "UPDATE config_value SET value = $5, secret_ref = NULL, version = version + 1, updated_by = $6, updated_at = $7 \
+         WHERE COALESCE(tenant_id, '') = $1 AND scope = $2 AND scope_id = $3 AND key = $4 AND status = 'active' RETURNING {COLUMNS}"
+    );
+    let (row, written): (Row, _) = insert_or_read(
+        &mut tx,
+        sqlx::query_as(sqlx::AssertSqlSafe(insert))
+            .bind(db::new_id())
+            .bind(&owner)
+            .bind(&scope)
+            .bind(&scope_id)
+            .bind(&key)
+            .bind(&value)
+            .bind(&ctx.persona_id)
+            .bind(&now),
+        sqlx::query_as(sqlx::AssertSqlSafe(next))
+            .bind(owner.clone().unwrap_or_default())
+            .bind(&scope)
+            .bind(&scope_id)
+            .bind(&key)
+            .bind(&value)
+            .bind(&ctx.persona_id)
+            .bind(&now),
+    )
+    .await?;
+    let fresh = written == Written::Made;
     // The event names the row, never its value.
     let fact = json!({ "config_id": row.config_id, "key": key, "scope": scope, "scope_id": scope_id, "version": row.version });
     audit::record(&mut tx, &ctx, events::CONFIG_SET, fact).await?;
@@ -282,9 +292,22 @@ async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): 
 async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req): Body<KeyRequest>) -> ApiResult<Response> {
     let (key, scope, scope_id) = target(&ctx, &req, Check::new(), true)?;
     let mut tx = state.db.begin().await?;
-    let old = active(&mut tx, &ctx, &key, &scope, &scope_id).await?.ok_or(ApiError::NotFound)?;
-    let sql = format!("UPDATE config_value SET status = 'revoked', revoked_at = $1, updated_at = $1, updated_by = $2 WHERE config_id = $3 RETURNING {COLUMNS}");
-    let row: Row = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(db::now()).bind(&ctx.persona_id).bind(&old.config_id).fetch_one(&mut *tx).await?;
+    // One guarded statement ends the active row: of two revokes at once,
+    // one ends it and the other finds no active row (404, as after it).
+    let sql = format!(
+        "UPDATE config_value SET status = 'revoked', revoked_at = $5, updated_at = $5, updated_by = $6 \
+         WHERE COALESCE(tenant_id, '') = $1 AND scope = $2 AND scope_id = $3 AND key = $4 AND status = 'active' RETURNING {COLUMNS}"
+    );
+    let row: Row = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(owner(&scope, &ctx).unwrap_or_default())
+        .bind(&scope)
+        .bind(&scope_id)
+        .bind(&key)
+        .bind(db::now())
+        .bind(&ctx.persona_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(ApiError::NotFound)?;
     audit::record(&mut tx, &ctx, events::CONFIG_REVOKED, json!({ "config_id": row.config_id, "key": key, "scope": scope, "scope_id": scope_id })).await?;
     tx.commit().await?;
     Ok(ok(row))
@@ -302,12 +325,23 @@ async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req): B
     }
     let (key, scope, scope_id) = target(&ctx, &req, check, true)?;
     let mut tx = state.db.begin().await?;
-    let old = active(&mut tx, &ctx, &key, &scope, &scope_id).await?.ok_or(ApiError::NotFound)?;
+    // Guarded by the active state, so a rotate racing a revoke never
+    // writes a secret_ref onto the revoked row (404, as after the revoke).
     let sql = format!(
-        "UPDATE config_value SET value = 'null', secret_ref = $1, version = version + 1, updated_at = $2, updated_by = $3 WHERE config_id = $4 RETURNING {COLUMNS}"
+        "UPDATE config_value SET value = 'null', secret_ref = $5, version = version + 1, updated_at = $6, updated_by = $7 \
+         WHERE COALESCE(tenant_id, '') = $1 AND scope = $2 AND scope_id = $3 AND key = $4 AND status = 'active' RETURNING {COLUMNS}"
     );
-    let row: Row =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&secret_ref).bind(db::now()).bind(&ctx.persona_id).bind(&old.config_id).fetch_one(&mut *tx).await?;
+    let row: Row = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(owner(&scope, &ctx).unwrap_or_default())
+        .bind(&scope)
+        .bind(&scope_id)
+        .bind(&key)
+        .bind(&secret_ref)
+        .bind(db::now())
+        .bind(&ctx.persona_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(ApiError::NotFound)?;
     let fact = json!({ "config_id": row.config_id, "key": key, "scope": scope, "scope_id": scope_id, "version": row.version });
     audit::record(&mut tx, &ctx, events::CONFIG_ROTATED, fact).await?;
     tx.commit().await?;

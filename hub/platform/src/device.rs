@@ -196,23 +196,32 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
     let device = device.expect("checked").to_string();
     let now = db::now();
     let mut tx = state.db.begin().await?;
-    let existed = registered(&mut *tx, &ctx.tenant_id, &device).await?;
-    let sql = format!(
+    // The first registration inserts the device; any other, concurrent or
+    // later, finds it and refreshes what a re-registration updates, so
+    // exactly one call answers `created: true`.
+    let insert = format!(
         "INSERT INTO platform_device (tenant_id, device_uuid, platform, os_version, app_version, device_key_ref, status, last_seen_at, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, 'active', $7, $7) \
-         ON CONFLICT (tenant_id, device_uuid) DO UPDATE SET os_version = excluded.os_version, app_version = excluded.app_version, \
-         last_seen_at = excluded.last_seen_at, device_key_ref = COALESCE(excluded.device_key_ref, platform_device.device_key_ref) RETURNING {COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, $6, 'active', $7, $7) ON CONFLICT (tenant_id, device_uuid) DO NOTHING RETURNING {COLUMNS}"
     );
-    let device: Device = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(&ctx.tenant_id)
-        .bind(&device)
-        .bind(&platform)
-        .bind(Check::optional(&body.os_version))
-        .bind(Check::optional(&body.app_version))
-        .bind(Check::optional(&body.device_key_ref))
-        .bind(&now)
-        .fetch_one(&mut *tx)
-        .await?;
+    let again = format!(
+        "UPDATE platform_device SET os_version = $3, app_version = $4, last_seen_at = $6, device_key_ref = COALESCE($5, device_key_ref) \
+         WHERE tenant_id = $1 AND device_uuid = $2 RETURNING {COLUMNS}"
+    );
+    let (os_version, app_version, key_ref) = (Check::optional(&body.os_version), Check::optional(&body.app_version), Check::optional(&body.device_key_ref));
+    let (device, written): (Device, _) = insert_or_read(
+        &mut tx,
+        sqlx::query_as(sqlx::AssertSqlSafe(insert))
+            .bind(&ctx.tenant_id)
+            .bind(&device)
+            .bind(&platform)
+            .bind(&os_version)
+            .bind(&app_version)
+            .bind(&key_ref)
+            .bind(&now),
+        sqlx::query_as(sqlx::AssertSqlSafe(again)).bind(&ctx.tenant_id).bind(&device).bind(&os_version).bind(&app_version).bind(&key_ref).bind(&now),
+    )
+    .await?;
+    let existed = written == Written::Found;
     let payload = json!({ "device_uuid": device.device_uuid, "platform": platform, "created": !existed });
     audit::record(&mut tx, &ctx, events::DEVICE_REGISTERED, payload).await?;
     tx.commit().await?;
@@ -298,18 +307,23 @@ async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     let mut tx = state.db.begin().await?;
     let pinned = find(&mut *tx, &ctx.tenant_id, &id).await?.attested_public_key;
     let outcome = verify(&mut tx, &ctx.tenant_id, &id, &method, &envelope, &claimed_challenge, pinned.as_deref()).await?;
-    let (verified, reason) = match &outcome {
-        Ok(key) => {
-            if pinned.is_none() {
-                sqlx::query("UPDATE platform_device SET attested_public_key = $1 WHERE tenant_id = $2 AND device_uuid = $3")
-                    .bind(key)
-                    .bind(&ctx.tenant_id)
-                    .bind(&id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            (true, None)
+    let mut outcome = outcome;
+    if let (Ok(key), None) = (&outcome, &pinned) {
+        // The first verified key is pinned in one guarded statement: of two
+        // first attestations at once, the one that pins second is checked
+        // against the key the other pinned.
+        let pinned_now = sqlx::query("UPDATE platform_device SET attested_public_key = $1 WHERE tenant_id = $2 AND device_uuid = $3 AND attested_public_key IS NULL")
+            .bind(key)
+            .bind(&ctx.tenant_id)
+            .bind(&id)
+            .execute(&mut *tx)
+            .await?;
+        if pinned_now.rows_affected() == 0 && find(&mut *tx, &ctx.tenant_id, &id).await?.attested_public_key.as_deref() != Some(key.as_str()) {
+            outcome = Err("the envelope is signed by a key other than the device's attested key".into());
         }
+    }
+    let (verified, reason) = match &outcome {
+        Ok(_) => (true, None),
         Err(reason) => (false, Some(reason.clone())),
     };
     let attestation: DeviceAttestation = sqlx::query_as(
@@ -347,18 +361,26 @@ async fn verify(
     challenge: &str,
     pinned: Option<&str>,
 ) -> ApiResult<Result<String, String>> {
-    let issued: Option<(String, Option<String>)> =
-        sqlx::query_as("SELECT expires_at, used_at FROM platform_device_challenge WHERE challenge = $1 AND tenant_id = $2 AND device_uuid = $3")
+    // The challenge is consumed in one guarded statement: of two
+    // attestations carrying it at once, exactly one uses it.
+    let consumed: Option<String> = sqlx::query_scalar(
+        "UPDATE platform_device_challenge SET used_at = $4 WHERE challenge = $1 AND tenant_id = $2 AND device_uuid = $3 AND used_at IS NULL RETURNING expires_at",
+    )
+    .bind(challenge)
+    .bind(tenant_id)
+    .bind(device)
+    .bind(db::now())
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(expires_at) = consumed else {
+        let issued: Option<String> = sqlx::query_scalar("SELECT expires_at FROM platform_device_challenge WHERE challenge = $1 AND tenant_id = $2 AND device_uuid = $3")
             .bind(challenge)
             .bind(tenant_id)
             .bind(device)
             .fetch_optional(&mut **tx)
             .await?;
-    let Some((expires_at, used_at)) = issued else { return Ok(Err("the challenge was not issued for this device".into())) };
-    if used_at.is_some() {
-        return Ok(Err("the challenge has already been used".into()));
-    }
-    sqlx::query("UPDATE platform_device_challenge SET used_at = $1 WHERE challenge = $2").bind(db::now()).bind(challenge).execute(&mut **tx).await?;
+        return Ok(Err(if issued.is_some() { "the challenge has already been used" } else { "the challenge was not issued for this device" }.into()));
+    };
     if expires_at <= db::now() {
         return Ok(Err("the challenge has expired".into()));
     }
@@ -390,6 +412,8 @@ struct NewDevicePersonLink {
 /// Linking again reactivates the link: 200 instead of 201.
 #[utoipa::path(post, path = "/api/devices/{device_uuid}/link-person", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")),
     request_body = NewDevicePersonLink,
+    extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]],
+        "body": { "person_id": "{person_id}" } }))),
     responses((status = 201, description = "a new link", body = Data<DevicePersonLink>), (status = 200, description = "the link, active again", body = Data<DevicePersonLink>)))]
 async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewDevicePersonLink>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
@@ -404,21 +428,25 @@ async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
     if hub_identity::tenancy::membership_of(&mut *tx, &ctx.tenant_id, &person).await?.is_none() {
         return Err(ApiError::invalid("person_id does not name a member of this tenant"));
     }
-    let existed: Option<String> = sqlx::query_scalar("SELECT status FROM platform_device_person WHERE tenant_id = $1 AND device_uuid = $2 AND person_id = $3")
-        .bind(&ctx.tenant_id)
-        .bind(&id)
-        .bind(&person)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let sql = format!(
+    // The first link inserts it (201); any other, concurrent or later,
+    // finds it and makes it active again (200).
+    let now = db::now();
+    let insert = format!(
         "INSERT INTO platform_device_person (tenant_id, device_uuid, person_id, status, linked_at, updated_at) VALUES ($1, $2, $3, 'active', $4, $4) \
-         ON CONFLICT (tenant_id, device_uuid, person_id) DO UPDATE SET status = 'active', updated_at = excluded.updated_at RETURNING {LINK_COLUMNS}"
+         ON CONFLICT (tenant_id, device_uuid, person_id) DO NOTHING RETURNING {LINK_COLUMNS}"
     );
-    let link: DevicePersonLink =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(&person).bind(db::now()).fetch_one(&mut *tx).await?;
+    let again = format!(
+        "UPDATE platform_device_person SET status = 'active', updated_at = $4 WHERE tenant_id = $1 AND device_uuid = $2 AND person_id = $3 RETURNING {LINK_COLUMNS}"
+    );
+    let (link, written): (DevicePersonLink, _) = insert_or_read(
+        &mut tx,
+        sqlx::query_as(sqlx::AssertSqlSafe(insert)).bind(&ctx.tenant_id).bind(&id).bind(&person).bind(&now),
+        sqlx::query_as(sqlx::AssertSqlSafe(again)).bind(&ctx.tenant_id).bind(&id).bind(&person).bind(&now),
+    )
+    .await?;
     audit::record(&mut tx, &ctx, events::DEVICE_PERSON_LINKED, json!({ "device_uuid": id, "person_id": person })).await?;
     tx.commit().await?;
-    Ok(if existed.is_some() { ok(link) } else { created(link) })
+    Ok(if written == Written::Found { ok(link) } else { created(link) })
 }
 
 /// The persons linked to the device, first linked first.

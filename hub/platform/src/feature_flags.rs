@@ -416,6 +416,8 @@ struct KillSwitchRequest {
 /// state it already has changes nothing and records no event.
 #[utoipa::path(post, path = "/api/feature-flags/{flag_key}/kill-switch", tag = "sdk-feature-flags", params(("flag_key" = String, Path, description = "the flag's key")),
     request_body = KillSwitchRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/feature-flags", { "flag_key": "race-{unique}" }]],
+        "body": { "engaged": true, "reason": "race" } }))),
     responses((status = 200, description = "the flag", body = Data<FlagRow>)))]
 async fn kill_switch(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, Body(req): Body<KillSwitchRequest>) -> ApiResult<Response> {
     if !valid_key(&key) {
@@ -440,16 +442,20 @@ async fn kill_switch(State(state): State<AppState>, Tenant(ctx): Tenant, Path(ke
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let flag = own_flag(&mut tx, &ctx.tenant_id, &key).await?;
-    if flag.kill_switch_engaged.0 == engaged {
-        return Ok(ok(flag));
-    }
     let now = db::now();
+    // The switch moves in one guarded statement: of two requests setting it
+    // at once, one changes it (with the event) and the other finds it set.
     let sql = format!(
         "UPDATE feature_flag SET kill_switch_engaged = $1, kill_switch_reason = $2, kill_switch_changed_at = $3, updated_at = $3 \
-         WHERE flag_id = $4 RETURNING {FLAG_COLUMNS}"
+         WHERE flag_id = $4 AND kill_switch_engaged <> $1 RETURNING {FLAG_COLUMNS}"
     );
-    let flag: FlagRow =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(i64::from(engaged)).bind(&reason).bind(&now).bind(&flag.flag_id).fetch_one(&mut *tx).await?;
+    let moved: Option<FlagRow> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(i64::from(engaged)).bind(&reason).bind(&now).bind(&flag.flag_id).fetch_optional(&mut *tx).await?;
+    let Some(flag) = moved else {
+        // Already in that state: nothing changes, no event; the flag as
+        // committed (the winner's, when another request just set it).
+        return Ok(ok(own_flag(&mut tx, &ctx.tenant_id, &key).await?));
+    };
     let event = if engaged { events::FEATURE_FLAG_KILL_SWITCH_ENGAGED } else { events::FEATURE_FLAG_KILL_SWITCH_RELEASED };
     audit::record(&mut tx, &ctx, event, json!({ "flag_id": flag.flag_id, "flag_key": key, "reason": reason })).await?;
     tx.commit().await?;

@@ -296,7 +296,17 @@ async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
         .bind(db::now())
         .fetch_optional(&mut *tx)
         .await?;
-    let committed = committed.ok_or_else(|| ApiError::Conflict("the blob changed meanwhile (a new upload or a commit); read it and try again".into()))?;
+    let Some(committed) = committed else {
+        // Another commit won: the same checksum answers its blob as a
+        // repeated commit does, anything else changed meanwhile.
+        let sql = format!("SELECT {COLUMNS} FROM media_blob WHERE tenant_id = $1 AND blob_id = $2");
+        let now: Blob = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&blob.blob_id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
+        return if now.status == "ready" && now.sha256.as_deref() == Some(stored.as_str()) && now.object_key.as_deref() == Some(key.as_str()) {
+            Ok(ok(now))
+        } else {
+            Err(ApiError::Conflict("the blob changed meanwhile (a new upload or a commit); read it and try again".into()))
+        };
+    };
     let payload = json!({ "blob_id": committed.blob_id, "size_bytes": committed.size_bytes, "sha256": stored });
     audit::record(&mut tx, &ctx, events::MEDIA_BLOB_COMMITTED, payload).await?;
     tx.commit().await?;

@@ -63,6 +63,7 @@ struct NewTemplate {
 
 /// Publishes the next version of a template.
 #[utoipa::path(post, path = "/api/import/templates", tag = "sdk-import", request_body = NewTemplate,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "slug": "race-{unique}", "kind": "csv", "entity": "contact", "mapping": { "name": "Name" } } }))),
     responses((status = 201, description = "the version published", body = Data<Template>)))]
 async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewTemplate>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -180,14 +180,24 @@ struct Superseded {
     successor: Claim,
 }
 
+/// A claim as supersedes lock it.
+const CLAIM: Stateful = Stateful { noun: "claim", table: "source_claim", key: "claim_id", state: "status" };
+
 /// Replaces an active claim: its successor is inserted and the claim
 /// stamped `SUPERSEDED`, in one transaction (a claim already superseded
 /// is 409).
 #[utoipa::path(post, path = "/api/source-records/claims/{claim_id}/supersede", tag = "sdk-source-record", request_body = Successor,
     params(("claim_id" = String, Path, description = "the active claim")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins",
+        "given": [["POST", "/api/source-records/claims", { "subject_id": "s-{unique}", "attribute": "colour", "value": { "name": "red" }, "source": "race" }]],
+        "body": { "value": { "name": "blue" } } }))),
     responses((status = 201, description = "the superseded claim and its successor", body = Data<Superseded>)))]
 async fn supersede(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Successor>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
+    // The prior claim's row is locked until its successor is committed:
+    // supersedes of one claim check its status one after another, so of
+    // two at once one supersedes it and the other finds it superseded.
+    CLAIM.lock::<String>(&mut tx, &ctx.tenant_id, &id).await?;
     let prior = find(&mut tx, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();
     let value = required_value(&mut check, &body.value);

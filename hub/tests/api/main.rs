@@ -79,6 +79,7 @@ mod process;
 mod profiles;
 mod projection;
 mod quic;
+mod races;
 mod rebac;
 mod replicas;
 mod residency;

@@ -33,7 +33,7 @@ pub async fn sweep(db: &Db, now: DateTime<Utc>) -> Result<u64, sqlx::Error> {
                  (retention_class = 'transient' AND occurred_at < $2) OR \
                  (retention_class = 'operational' AND occurred_at < $3) OR \
                  (retention_class = 'regulated' AND occurred_at < $4)) \
-               LIMIT $5)",
+               LIMIT $5) AND payload IS NOT NULL",
         )
         .bind(&stamp)
         .bind(&transient)

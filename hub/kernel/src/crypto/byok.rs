@@ -128,22 +128,15 @@ async fn key_in_use(tx: &mut Tx, tenant_key_id: &str) -> ApiResult<bool> {
 /// used before. Event `security.byok.bound.v1` in the tenant's chain.
 pub async fn bind(db: &Db, master: &MasterKey, actor: &str, b: NewBinding<'_>) -> ApiResult<Binding> {
     let mut tx = db.begin().await?;
-    let in_force: Option<String> = sqlx::query_scalar("SELECT binding_id FROM crypto_byok_binding WHERE tenant_id = $1 AND grant_status <> 'revoked'")
-        .bind(b.tenant_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if in_force.is_some() {
-        return Err(ApiError::Conflict("the tenant already has a BYOK binding in force".into()));
-    }
-    if key_in_use(&mut tx, b.tenant_key_id).await? {
-        return Err(ApiError::Conflict(format!("tenant_key_id {} is already in use", b.tenant_key_id)));
-    }
     let binding_id = db::new_id();
+    // The one binding in force a tenant may have is decided by its unique
+    // index: of two bindings at once, one is made and the other is 409.
     let sql = format!(
         "INSERT INTO crypto_byok_binding (binding_id, tenant_id, provider, customer_kms_key_arn, tenant_key_id, grant_status, bound_at, \
-         sla_revoke_propagation_seconds, siem_forwarder_endpoint, operator_id) VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $8, $9) RETURNING {BINDING_COLUMNS}"
+         sla_revoke_propagation_seconds, siem_forwarder_endpoint, operator_id) VALUES ($1, $2, $3, $4, $5, 'active', $6, $7, $8, $9) \
+         ON CONFLICT (tenant_id) WHERE grant_status <> 'revoked' DO NOTHING RETURNING {BINDING_COLUMNS}"
     );
-    let binding: Binding = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let binding: Option<Binding> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&binding_id)
         .bind(b.tenant_id)
         .bind(b.provider)
@@ -153,8 +146,14 @@ pub async fn bind(db: &Db, master: &MasterKey, actor: &str, b: NewBinding<'_>) -
         .bind(b.sla_revoke_propagation_seconds)
         .bind(b.siem_forwarder_endpoint)
         .bind(b.operator_id)
-        .fetch_one(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
+    let binding = binding.ok_or_else(|| ApiError::Conflict("the tenant already has a BYOK binding in force".into()))?;
+    // A tenant key used before (by any tenant) is refused; two bindings of
+    // one new key at once meet at the key's primary key.
+    if key_in_use(&mut tx, b.tenant_key_id).await? {
+        return Err(ApiError::Conflict(format!("tenant_key_id {} is already in use", b.tenant_key_id)));
+    }
     let kek = insert_kek(&mut tx, master, &binding_id, b.tenant_key_id).await?;
     let keys: Vec<(String, Vec<u8>)> =
         sqlx::query_as("SELECT key_id, wrapped_key FROM crypto_data_key WHERE tenant_id = $1 AND wrapped_by IS NULL AND wrapped_key IS NOT NULL")
@@ -202,42 +201,34 @@ pub async fn binding_of_tenant(db: &Db, tenant_id: &str) -> ApiResult<Option<Bin
 /// one is 409.
 pub async fn revoke(db: &Db, actor: &str, binding_id: &str, reason: &str, operator_id: &str) -> ApiResult<Binding> {
     let mut tx = db.begin().await?;
-    let current = find(&mut tx, binding_id).await?;
-    match current.grant_status.as_str() {
-        "revoked" => return Err(ApiError::Conflict("the binding is already revoked".into())),
-        "active" => {
-            let moved = sqlx::query(
-                "UPDATE crypto_byok_binding SET grant_status = 'revoking', revoke_requested_at = $2, revoke_reason = $3, revoked_by = $4 \
-                 WHERE binding_id = $1 AND grant_status = 'active'",
-            )
-            .bind(binding_id)
-            .bind(db::now())
-            .bind(reason)
-            .bind(operator_id)
-            .execute(&mut *tx)
-            .await?;
-            if moved.rows_affected() == 1 {
-                let payload = json!({ "binding_id": binding_id, "tenant_key_id": current.tenant_key_id, "reason": reason, "operator_id": operator_id });
-                ops_tokens::record_in(&mut tx, &current.tenant_id, actor, events::SECURITY_BYOK_REVOKED, payload).await?;
-            }
-        }
-        _ => {}
+    // The first step is decided by its write: of several revocations at
+    // once, one moves the grant to `revoking` and records the event.
+    let moved: Option<(String, String)> = sqlx::query_as(
+        "UPDATE crypto_byok_binding SET grant_status = 'revoking', revoke_requested_at = $2, revoke_reason = $3, revoked_by = $4 \
+         WHERE binding_id = $1 AND grant_status = 'active' RETURNING tenant_id, tenant_key_id",
+    )
+    .bind(binding_id)
+    .bind(db::now())
+    .bind(reason)
+    .bind(operator_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some((tenant_id, tenant_key_id)) = moved {
+        let payload = json!({ "binding_id": binding_id, "tenant_key_id": tenant_key_id, "reason": reason, "operator_id": operator_id });
+        ops_tokens::record_in(&mut tx, &tenant_id, actor, events::SECURITY_BYOK_REVOKED, payload).await?;
+    } else {
+        // Read after the write: 404 unknown; a `revoking` binding (left by a
+        // crash, or being completed now) goes on to the second step.
+        find(&mut tx, binding_id).await?;
     }
     tx.commit().await?;
+    // The second step decides which revocation answers: the one that
+    // completes it; any other finds it revoked (409).
     let sql = format!(
         "UPDATE crypto_byok_binding SET grant_status = 'revoked', revoked_at = $2 WHERE binding_id = $1 AND grant_status = 'revoking' RETURNING {BINDING_COLUMNS}"
     );
     let done: Option<Binding> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(binding_id).bind(db::now()).fetch_optional(db.writer()).await?;
-    match done {
-        Some(b) => Ok(b),
-        // Completed meanwhile by a concurrent revocation.
-        None => {
-            let mut tx = db.read.begin().await?;
-            let b = find(&mut tx, binding_id).await?;
-            tx.commit().await?;
-            Ok(b)
-        }
-    }
+    done.ok_or_else(|| ApiError::Conflict("the binding is already revoked".into()))
 }
 
 /// A rotation of a binding's tenant key.
@@ -270,25 +261,27 @@ const ROTATION_COLUMNS: &str =
 pub async fn rotate(db: &Db, master: &MasterKey, actor: &str, binding_id: &str, previous: &str, new: &str, operator_id: &str) -> ApiResult<Rotation> {
     let started_at = db::now();
     let mut tx = db.begin().await?;
-    let binding = find(&mut tx, binding_id).await?;
-    if binding.grant_status != "active" {
-        return Err(ApiError::Undecryptable(format!("the binding's grant is {}: its keys cannot be unwrapped", binding.grant_status)));
-    }
-    let not_under = || ApiError::Undecryptable(format!("the tenant's keys are wrapped under {}, not {previous}", binding.tenant_key_id));
-    if binding.tenant_key_id != previous {
-        return Err(not_under());
-    }
+    // The move from `previous` to `new` is decided by its write: of two
+    // rotations at once, one moves the binding and the other is refused
+    // with the state the winner left, read after the write.
+    let moved: Option<String> = sqlx::query_scalar(
+        "UPDATE crypto_byok_binding SET tenant_key_id = $3 WHERE binding_id = $1 AND tenant_key_id = $2 AND grant_status = 'active' RETURNING tenant_id",
+    )
+    .bind(binding_id)
+    .bind(previous)
+    .bind(new)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let not_under = |current: &str| ApiError::Undecryptable(format!("the tenant's keys are wrapped under {current}, not {previous}"));
+    let Some(tenant_id) = moved else {
+        let binding = find(&mut tx, binding_id).await?;
+        if binding.grant_status != "active" {
+            return Err(ApiError::Undecryptable(format!("the binding's grant is {}: its keys cannot be unwrapped", binding.grant_status)));
+        }
+        return Err(not_under(&binding.tenant_key_id));
+    };
     if key_in_use(&mut tx, new).await? {
         return Err(ApiError::Conflict(format!("new_tenant_key_id {new} is already in use")));
-    }
-    let moved = sqlx::query("UPDATE crypto_byok_binding SET tenant_key_id = $3 WHERE binding_id = $1 AND tenant_key_id = $2 AND grant_status = 'active'")
-        .bind(binding_id)
-        .bind(previous)
-        .bind(new)
-        .execute(&mut *tx)
-        .await?;
-    if moved.rows_affected() == 0 {
-        return Err(not_under());
     }
     let sealed: Vec<u8> = sqlx::query_scalar("SELECT kek_sealed FROM crypto_byok_key WHERE tenant_key_id = $1").bind(previous).fetch_one(&mut *tx).await?;
     let old = open_kek(master, previous, &sealed)?;
@@ -298,7 +291,7 @@ pub async fn rotate(db: &Db, master: &MasterKey, actor: &str, binding_id: &str, 
         .fetch_all(&mut *tx)
         .await?;
     for (key_id, wrapped) in &keys {
-        let key = Zeroizing::new(open(&old, wrapped, key_id.as_bytes()).map_err(|_| not_under())?);
+        let key = Zeroizing::new(open(&old, wrapped, key_id.as_bytes()).map_err(|_| not_under(previous))?);
         rewrap(&mut tx, key_id, &seal(&kek, &key, key_id.as_bytes()), new).await?;
     }
     let sql = format!(
@@ -318,7 +311,7 @@ pub async fn rotate(db: &Db, master: &MasterKey, actor: &str, binding_id: &str, 
         .await?;
     let payload = json!({ "binding_id": binding_id, "rotation_id": rotation.rotation_id, "previous_tenant_key_id": previous,
         "new_tenant_key_id": new, "rewrapped_keys": keys.len(), "operator_id": operator_id });
-    ops_tokens::record_in(&mut tx, &binding.tenant_id, actor, events::SECURITY_BYOK_ROTATED, payload).await?;
+    ops_tokens::record_in(&mut tx, &tenant_id, actor, events::SECURITY_BYOK_ROTATED, payload).await?;
     tx.commit().await?;
     Ok(rotation)
 }

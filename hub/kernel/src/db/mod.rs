@@ -32,6 +32,16 @@ impl Backend {
     pub fn of(conn: &sqlx::AnyConnection) -> Backend {
         if conn.backend_name().eq_ignore_ascii_case("sqlite") { Backend::Sqlite } else { Backend::Postgres }
     }
+
+    /// What a `SELECT` of work items ends with so that replicas sweeping
+    /// at once take disjoint rows: ` FOR UPDATE SKIP LOCKED` on
+    /// PostgreSQL; nothing on SQLite, whose one writer sweeps alone.
+    pub fn skip_locked(self) -> &'static str {
+        match self {
+            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+            Backend::Sqlite => "",
+        }
+    }
 }
 
 /// The hub's database handle.

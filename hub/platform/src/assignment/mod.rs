@@ -153,14 +153,30 @@ async fn list_rule_sets(State(state): State<AppState>, Tenant(ctx): Tenant, Para
     page.list::<RuleSet>(&state.db.read, &listing, &[&ctx.tenant_id, &name]).await
 }
 
+/// The first version of a rule set name, as activations lock it.
+const RULE_SET_NAME: Stateful = Stateful { noun: "rule set", table: "assignment_rule_set", key: "rule_set_id", state: "active" };
+
 /// Makes a published version the active one (a rollback, or a version
 /// published inactive and simulated first).
 #[utoipa::path(post, path = "/api/assignment/routes/{rule_set_id}/activate", tag = "sdk-assignment",
     params(("rule_set_id" = String, Path, description = "the version to activate")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [
+        ["POST", "/api/assignment/routes", { "name": "race-{unique}", "rules": [{ "name": "any" }], "activate": true }],
+        ["POST", "/api/assignment/routes", { "name": "race-{unique}", "rules": [{ "name": "any" }] }]] }))),
     responses((status = 200, description = "the version, now active", body = Data<RuleSet>)))]
 async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
+    let set = rule_set(&mut tx, &ctx.tenant_id, "rule_set_id = $2", &id).await?.ok_or(ApiError::NotFound)?;
+    // The first version of the name owns "one active version": locking it
+    // queues the activations of the name one after another, so the check
+    // below reads what the previous one committed.
+    let first: String = sqlx::query_scalar("SELECT rule_set_id FROM assignment_rule_set WHERE tenant_id = $1 AND name = $2 ORDER BY version LIMIT 1")
+        .bind(&ctx.tenant_id)
+        .bind(&set.name)
+        .fetch_one(&mut *tx)
+        .await?;
+    RULE_SET_NAME.lock::<i64>(&mut tx, &ctx.tenant_id, &first).await?;
     let set = rule_set(&mut tx, &ctx.tenant_id, "rule_set_id = $2", &id).await?.ok_or(ApiError::NotFound)?;
     if set.active.0 {
         return Ok(ok(set));

@@ -419,6 +419,9 @@ struct Accept {
 /// The persona the offer is with accepts it.
 #[utoipa::path(post, path = "/api/assignments/{record_id}/accept", tag = "sdk-assignment", request_body = Accept,
     params(("record_id" = String, Path, description = "the record")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins",
+        "given": [["POST", "/api/assignments", { "subject_ref": "race-{unique}", "primary_persona_id": "{persona_id}" }]],
+        "body": { "persona_id": "{persona_id}" } }))),
     responses((status = 200, description = "the record, accepted", body = Data<Record>)))]
 async fn accept(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Accept>) -> ApiResult<Response> {
     ensure_exists(&state, &ctx.tenant_id, &id).await?;
@@ -456,6 +459,8 @@ struct Decline {
 /// the backup; otherwise the record is declined.
 #[utoipa::path(post, path = "/api/assignments/{record_id}/decline", tag = "sdk-assignment", request_body = Decline,
     params(("record_id" = String, Path, description = "the record")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins",
+        "given": [["POST", "/api/assignments", { "subject_ref": "race-{unique}", "primary_persona_id": "{persona_id}" }]], "body": {} }))),
     responses((status = 200, description = "the record: offered to the backup, or declined", body = Data<Record>)))]
 async fn decline(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Decline>) -> ApiResult<Response> {
     ensure_exists(&state, &ctx.tenant_id, &id).await?;
@@ -558,10 +563,15 @@ async fn sweep(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): B
     check.finish()?;
     let now = Utc::now();
     let mut tx = state.db.begin().await?;
-    let due: Vec<String> = sqlx::query_scalar(
+    // Sweeps at once (two replicas, or a retry) take disjoint records: a
+    // record another sweep holds is left to it rather than answered 409
+    // when its revision moves.
+    let sql = format!(
         "SELECT record_id FROM assignment_record WHERE tenant_id = $1 AND state IN ('offered', 'reassigned') AND offer_expires_at <= $2 \
-         ORDER BY offer_expires_at, record_id LIMIT $3",
-    )
+         ORDER BY offer_expires_at, record_id LIMIT $3{}",
+        state.db.backend.skip_locked()
+    );
+    let due: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
     .bind(&ctx.tenant_id)
     .bind(db::format_time(now))
     .bind(limit)

@@ -66,6 +66,7 @@ struct NewSecret {
 /// Sets the secret a provider signs a kind's inbound webhooks with for
 /// this tenant (replacing one set before).
 #[utoipa::path(post, path = "/api/webhooks/inbound-secrets", tag = "sdk-webhook", request_body = NewSecret,
+    extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [], "body": { "kind": "race", "provider": "p-{unique}" } }))),
     responses((status = 201, description = "set", body = Data<SetAnswer>), (status = 200, description = "replaced", body = Data<SetAnswer>)))]
 async fn set_secret(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSecret>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -90,28 +91,36 @@ async fn set_secret(State(state): State<AppState>, Tenant(ctx): Tenant, Body(bod
     check.finish()?;
     let now = db::now();
     let mut tx = state.db.begin().await?;
-    let existed: Option<String> = sqlx::query_scalar("SELECT kind FROM webhook_inbound_secret WHERE tenant_id = $1 AND kind = $2 AND provider = $3")
+    // The first set inserts the secret (201); any other, concurrent or
+    // later, finds it and replaces it (200).
+    let sealed = state.master.seal(&key, &aad(&ctx.tenant_id, &kind, &provider));
+    let (registered, written): (Registered, _) = insert_or_read(
+        &mut tx,
+        sqlx::query_as(
+            "INSERT INTO webhook_inbound_secret (tenant_id, kind, provider, secret_sealed, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5) \
+             ON CONFLICT (tenant_id, kind, provider) DO NOTHING RETURNING kind, provider, created_at, updated_at",
+        )
         .bind(&ctx.tenant_id)
         .bind(&kind)
         .bind(&provider)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let registered: Registered = sqlx::query_as(
-        "INSERT INTO webhook_inbound_secret (tenant_id, kind, provider, secret_sealed, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5) \
-         ON CONFLICT (tenant_id, kind, provider) DO UPDATE SET secret_sealed = $4, updated_at = $5 RETURNING kind, provider, created_at, updated_at",
+        .bind(&sealed)
+        .bind(&now),
+        sqlx::query_as(
+            "UPDATE webhook_inbound_secret SET secret_sealed = $4, updated_at = $5 WHERE tenant_id = $1 AND kind = $2 AND provider = $3 \
+             RETURNING kind, provider, created_at, updated_at",
+        )
+        .bind(&ctx.tenant_id)
+        .bind(&kind)
+        .bind(&provider)
+        .bind(&sealed)
+        .bind(&now),
     )
-    .bind(&ctx.tenant_id)
-    .bind(&kind)
-    .bind(&provider)
-    .bind(state.master.seal(&key, &aad(&ctx.tenant_id, &kind, &provider)))
-    .bind(&now)
-    .fetch_one(&mut *tx)
     .await?;
     audit::record(&mut tx, &ctx, events::WEBHOOK_INBOUND_SECRET_SET, json!({ "kind": kind, "provider": provider })).await?;
     tx.commit().await?;
     let secret = given.is_none().then(|| format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(&key)));
     let answer = SetAnswer { registered, secret };
-    Ok(if existed.is_some() { ok(answer) } else { created(answer) })
+    Ok(if written == Written::Found { ok(answer) } else { created(answer) })
 }
 
 /// The (kind, provider) pairs the tenant has a secret for (never the

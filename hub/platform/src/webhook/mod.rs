@@ -436,17 +436,20 @@ async fn dead_letters(State(state): State<AppState>, Tenant(ctx): Tenant, Params
 /// schedule from its start; the attempt history is kept.
 const REQUEUE: &str = "status = 'pending', attempts = 0, next_attempt_at = $1, leased_until = NULL, finished_at = NULL";
 
+/// A delivery as guarded writes name it.
+const DELIVERY: Stateful = Stateful { noun: "delivery", table: "webhook_delivery", key: "delivery_id", state: "status" };
+
 /// Sends a dead-lettered delivery again.
 #[utoipa::path(post, path = "/api/webhooks/deadletters/{delivery_id}/retry", tag = "sdk-webhook", params(("delivery_id" = String, Path, description = "a dead delivery")),
     responses((status = 200, description = "the delivery, pending again", body = Data<Delivery>)))]
 async fn retry_dead_letter(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
-    let d = delivery(&mut tx, &ctx.tenant_id, &id).await?;
-    if d.status != "dead" {
-        return Err(ApiError::Conflict(format!("the delivery is {}, not dead-lettered", d.status)));
-    }
-    let sql = format!("UPDATE webhook_delivery SET {REQUEUE} WHERE delivery_id = $2 AND status = 'dead' RETURNING {DELIVERY_COLUMNS}");
-    let d: Delivery = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(db::now()).bind(&d.delivery_id).fetch_one(&mut *tx).await?;
+    // One guarded statement: of two retries at once, one requeues the
+    // delivery and the other finds it pending (409).
+    let sql = format!("UPDATE webhook_delivery SET {REQUEUE} WHERE tenant_id = $2 AND delivery_id = $3 AND status = 'dead' RETURNING {DELIVERY_COLUMNS}");
+    let requeued: Option<Delivery> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(db::now()).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    let d = DELIVERY.settle(&mut tx, &ctx.tenant_id, &id, requeued, "only a dead-lettered delivery can be retried").await?;
     tx.commit().await?;
     Ok(ok(d))
 }

@@ -157,7 +157,7 @@ async fn fan_out(state: &AppState) -> ApiResult<usize> {
         return Ok(0);
     }
     let backend = state.db.backend;
-    let lock = if backend == Backend::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
+    let lock = backend.skip_locked();
     let mut tx = state.db.begin().await?;
     let sql = format!("SELECT entry_id FROM webhook_outbox ORDER BY entry_id LIMIT $1{lock}");
     let ids: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(FAN_OUT).fetch_all(&mut *tx).await?;
@@ -218,11 +218,13 @@ async fn lease(state: &AppState) -> ApiResult<Vec<Job>> {
         return Ok(Vec::new());
     }
     let lock = if state.db.backend == Backend::Postgres { " FOR UPDATE OF d SKIP LOCKED" } else { "" };
+    // The outer conditions repeat the lease's: PostgreSQL re-checks them
+    // (not the subquery's) on a row another replica leased meanwhile.
     let sql = format!(
         "UPDATE webhook_delivery SET leased_until = $2 WHERE delivery_id IN (\
          SELECT d.delivery_id FROM webhook_delivery d JOIN webhook_endpoint e ON e.endpoint_id = d.endpoint_id AND e.status = 'active' \
          WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND (d.leased_until IS NULL OR d.leased_until <= $1) \
-         ORDER BY d.next_attempt_at LIMIT $3{lock}) RETURNING delivery_id"
+         ORDER BY d.next_attempt_at LIMIT $3{lock}) AND status = 'pending' AND (leased_until IS NULL OR leased_until <= $1) RETURNING delivery_id"
     );
     let ids: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(db::format_time(now)).bind(until).bind(BATCH).fetch_all(state.db.writer()).await?;
     if ids.is_empty() {
