@@ -100,6 +100,7 @@ struct NewSchema {
 /// Publishes the tenant's next schema version for a document kind and
 /// makes it the active one (the previous one is retired).
 #[utoipa::path(post, path = "/api/taxonomy/extraction-schemas", tag = "sdk-taxonomy", request_body = NewSchema,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "document_kind": "race-{unique}", "fields": [{ "name": "n", "type": "string" }] } }))),
     responses((status = 201, description = "the schema, active", body = Data<Schema>)))]
 async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSchema>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -203,6 +203,7 @@ struct NewVersion {
 /// Adds the next version of an item; an archived item takes none (409).
 #[utoipa::path(post, path = "/api/content/items/{item_id}/versions", tag = "sdk-content", request_body = NewVersion,
     params(("item_id" = String, Path, description = "the item")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/content/items", { "title": "race", "body": "v1" }]], "body": { "body": "v2" } }))),
     responses((status = 201, description = "the version", body = Data<Version>)))]
 async fn add_version(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewVersion>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
@@ -229,6 +230,7 @@ async fn add_version(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
 /// Archives an item (a soft state change: it and its versions stay
 /// readable). Archiving an archived item changes nothing and answers 200.
 #[utoipa::path(post, path = "/api/content/items/{item_id}/archive", tag = "sdk-content", params(("item_id" = String, Path, description = "the item")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/content/items", { "title": "race", "body": "v1" }]] }))),
     responses((status = 200, description = "the item, archived, with its versions", body = Data<Item>)))]
 async fn archive(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;

@@ -113,16 +113,31 @@ async fn create_model(State(state): State<AppState>, Tenant(ctx): Tenant, Body(b
     Ok(created(model))
 }
 
+/// The first version of a vertical, as activations lock it.
+const VERTICAL: Stateful = Stateful { noun: "model", table: "lead_scoring_model", key: "model_id", state: "active" };
+
 /// Makes a model its vertical's active one (the one active before is not
 /// any more); activating the active model changes nothing.
 #[utoipa::path(post, path = "/api/lead-scoring/models/{model_id}/activate", tag = "sdk-lead-scoring",
     params(("model_id" = String, Path, description = "the model")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/lead-scoring/models", { "vertical": "race-{unique}", "name": "one", "weights": { "a": 1 } }], ["POST", "/api/lead-scoring/models", { "vertical": "race-{unique}", "name": "two", "weights": { "a": 2 } }]] }))),
     responses((status = 200, description = "the model, active", body = Data<Model>)))]
 async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     let sql = format!("SELECT {COLUMNS} FROM lead_scoring_model WHERE tenant_id = $1 AND model_id = $2");
     let model: Model = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
+    // The vertical's first version owns "one active model": locking it
+    // queues the activations of the vertical one after another, so the
+    // model is read again as the previous activation committed it.
+    let first: String = sqlx::query_scalar("SELECT model_id FROM lead_scoring_model WHERE tenant_id = $1 AND vertical = $2 ORDER BY version LIMIT 1")
+        .bind(&ctx.tenant_id)
+        .bind(&model.vertical)
+        .fetch_one(&mut *tx)
+        .await?;
+    VERTICAL.lock::<i64>(&mut tx, &ctx.tenant_id, &first).await?;
+    let sql = format!("SELECT {COLUMNS} FROM lead_scoring_model WHERE tenant_id = $1 AND model_id = $2");
+    let model: Model = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_one(&mut *tx).await?;
     if model.active.0 {
         return Ok(ok(model));
     }

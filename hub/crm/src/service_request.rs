@@ -231,9 +231,13 @@ struct CloseServiceRequest {
     resolution: Option<String>,
 }
 
+/// A service request as guarded writes name it.
+const REQUEST: Stateful = Stateful { noun: "request", table: "service_request", key: "request_id", state: "status" };
+
 /// Closes an open request; 409 when it is closed already.
 #[utoipa::path(post, path = "/api/service-requests/{service_request_id}/close", tag = "sdk-service-request",
     params(("service_request_id" = String, Path, description = "the request")), request_body = CloseServiceRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/service-requests/queues", { "tenant_id": "{tenant_id}", "name": "race-{unique}" }], ["POST", "/api/service-requests", { "queue_id": "{queue_id}", "title": "race" }]], "params": { "service_request_id": "{request_id}" }, "body": {} }))),
     responses((status = 200, description = "the request, closed", body = Data<ServiceRequest>)))]
 async fn close_request(
     State(state): State<AppState>,
@@ -245,19 +249,19 @@ async fn close_request(
     let resolution = check.optional_bounded("resolution", &body.resolution, 2000);
     check.finish()?;
     let mut tx = state.db.begin().await?;
-    let request = find(&mut *tx, &ctx.tenant_id, &id).await?;
+    let id = path_id(&id)?.to_string();
     let sql = format!(
         "UPDATE service_request SET status = 'closed', resolution = $3, closed_at = $4 WHERE tenant_id = $1 AND request_id = $2 AND status = 'open' \
          RETURNING {REQUEST_COLUMNS}"
     );
     let closed: Option<ServiceRequest> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&ctx.tenant_id)
-        .bind(&request.request_id)
+        .bind(&id)
         .bind(&resolution)
         .bind(db::now())
         .fetch_optional(&mut *tx)
         .await?;
-    let closed = closed.ok_or_else(|| ApiError::Conflict("the request is closed already".into()))?;
+    let closed = REQUEST.settle(&mut tx, &ctx.tenant_id, &id, closed, "only an open request can be closed").await?;
     audit::record(&mut tx, &ctx, events::SERVICE_REQUEST_CLOSED, json!({ "request_id": closed.request_id, "queue_id": closed.queue_id })).await?;
     tx.commit().await?;
     Ok(ok(closed))

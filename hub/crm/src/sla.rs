@@ -194,7 +194,8 @@ const POLICY: Stateful = Stateful { noun: "policy", table: "sla_policy", key: "p
 
 /// Adds an escalation rung to a policy (at most 20).
 #[utoipa::path(post, path = "/api/sla/policies/{policy_id}/rungs", tag = "sdk-sla", params(("policy_id" = String, Path, description = "the policy")),
-    request_body = NewSlaRung, responses((status = 201, description = "the rung", body = Data<SlaRung>)))]
+    request_body = NewSlaRung, extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/sla/policies", { "name": "race-{unique}", "target_minutes": 60 }]], "body": { "offset_minutes": -10, "severity": "high" } }))),
+    responses((status = 201, description = "the rung", body = Data<SlaRung>)))]
 async fn add_rung(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewSlaRung>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();
@@ -296,25 +297,27 @@ async fn start_clock(State(state): State<AppState>, Tenant(ctx): Tenant, Body(bo
     Ok(created(clock))
 }
 
+/// A clock as guarded writes name it.
+const CLOCK: Stateful = Stateful { noun: "clock", table: "sla_clock", key: "clock_id", state: "state" };
+
 /// Stops a running clock; `breached` when it stops after its deadline
 /// (`sla.clock.breached.v1` too). 409 when stopped already.
 #[utoipa::path(post, path = "/api/sla/clocks/{clock_id}/stop", tag = "sdk-sla", params(("clock_id" = String, Path, description = "the clock")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/sla/policies", { "name": "race-{unique}", "target_minutes": 60 }], ["POST", "/api/sla/clocks", { "policy_id": "{policy_id}", "subject_ref": "race" }]] }))),
     responses((status = 200, description = "the clock, stopped", body = Data<SlaClock>)))]
 async fn stop_clock(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
-    let sql = format!("SELECT {CLOCK_COLUMNS} FROM sla_clock WHERE tenant_id = $1 AND clock_id = $2");
-    let clock: Option<SlaClock> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
-    let clock = clock.ok_or(ApiError::NotFound)?;
     let now = db::now();
-    let breached = now > clock.due_at;
+    // Breached is decided by the statement from the row it stops: stored
+    // times sort as text.
     let sql = format!(
-        "UPDATE sla_clock SET state = 'stopped', stopped_at = $3, breached = $4 WHERE tenant_id = $1 AND clock_id = $2 AND state = 'running' \
-         RETURNING {CLOCK_COLUMNS}"
+        "UPDATE sla_clock SET state = 'stopped', stopped_at = $3, breached = CASE WHEN $3 > due_at THEN 1 ELSE 0 END \
+         WHERE tenant_id = $1 AND clock_id = $2 AND state = 'running' RETURNING {CLOCK_COLUMNS}"
     );
-    let stopped: Option<SlaClock> =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(&now).bind(i64::from(breached)).fetch_optional(&mut *tx).await?;
-    let stopped = stopped.ok_or_else(|| ApiError::Conflict("the clock is stopped already".into()))?;
+    let stopped: Option<SlaClock> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(&now).fetch_optional(&mut *tx).await?;
+    let stopped = CLOCK.settle(&mut tx, &ctx.tenant_id, &id, stopped, "only a running clock can be stopped").await?;
+    let breached = stopped.breached.0;
     let payload = json!({ "clock_id": id, "policy_id": stopped.policy_id, "due_at": stopped.due_at, "stopped_at": now, "breached": breached });
     audit::record(&mut tx, &ctx, events::SLA_CLOCK_STOPPED, payload.clone()).await?;
     if breached {

@@ -283,6 +283,7 @@ const STEP: Stateful = Stateful { noun: "step", table: "approval_step", key: "st
 /// persona) decides it, once, after the steps before it approved.
 #[utoipa::path(post, path = "/api/approvals/requests/{request_id}/steps/{step_id}/decision", tag = "sdk-approval", request_body = Decision,
     params(("request_id" = String, Path, description = "the request"), ("step_id" = String, Path, description = "the step")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "events": 2, "given": [["POST", "/api/approvals/routes", { "name": "r-{unique}", "steps": [{ "approver_persona_id": "{persona_id}" }] }], ["POST", "/api/approvals/requests", { "route_id": "{route_id}", "subject_kind": "x", "subject_id": "1" }]], "params": { "step_id": "{steps.0.step_id}" }, "body": { "decision": "approved" } }))),
     responses((status = 200, description = "the request with its steps", body = Data<ApprovalRequest>)))]
 async fn decide(
     State(state): State<AppState>,

@@ -162,6 +162,7 @@ fn changed(before: &Value, after: &Value) -> Vec<String> {
 #[utoipa::path(put, path = "/api/profiles/{app_identity_id}/bands/{band_kind}", tag = "sdk-profile", request_body = Write,
     params(("app_identity_id" = String, Path, description = "the app identity"),
         ("band_kind" = String, Path, description = "`profile`, `preference` or `notification_routing`")),
+    extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 2, "params": { "band_kind": "preference" }, "body": { "fields": { "theme": "dark" } } }))),
     responses((status = 200, description = "the band, replaced", body = Data<ProfileBandAnswer>),
         (status = 201, description = "the band, written for the first time", body = Data<ProfileBandAnswer>)))]
 async fn put_band(

@@ -104,6 +104,7 @@ struct SyncReport {
 /// reported before. A failure dead-letters the item (one open dead letter
 /// per item); a success resolves an open one.
 #[utoipa::path(post, path = "/api/connectors/sync-items", tag = "sdk-connectors", request_body = NewSyncItem,
+    extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 9, "body": { "connector_kind": "race", "external_id": "e-{unique}", "outcome": "failed", "error": "timeout" } }))),
     responses((status = 201, description = "the item, first reported", body = Data<SyncReport>),
               (status = 200, description = "the item, reported again", body = Data<SyncReport>)))]
 async fn report(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSyncItem>) -> ApiResult<Response> {

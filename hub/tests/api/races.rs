@@ -12,7 +12,7 @@
 //! `{ "outcome": O, "given": [[METHOD, path, body|null], ...], "params": {...}, "body": {...}, "events": N, "wins": N }`
 //! - `given` runs in order as tenant A's owner; after each, the string
 //!   fields of the answer's `data` become variables by name. `{tenant_id}`,
-//!   `{persona_id}`, `{person_id}`, `{membership_id}` (the owner's, also
+//!   `{persona_id}`, `{person_id}`, `{membership_id}`, `{app_identity_id}` (the owner's, also
 //!   as `{owner_persona_id}` and so on, which no answer overrides) and
 //!   `{unique}` (a fresh UUID) are set from the start; `{a.0.b}` is a path
 //!   into the last answer's `data`. Variables fill path segments and JSON
@@ -131,7 +131,7 @@ async fn every_marked_operation_keeps_its_outcome_under_eight_identical_requests
                 continue;
             }
             let mut scope = Scope { vars: HashMap::new(), last: Value::Null };
-            for f in ["tenant_id", "persona_id", "person_id", "membership_id"] {
+            for f in ["tenant_id", "persona_id", "person_id", "membership_id", "app_identity_id"] {
                 scope.vars.insert(f.to_string(), owner[f].clone());
                 scope.vars.insert(format!("owner_{f}"), owner[f].clone());
             }

@@ -53,7 +53,7 @@ async fn queues_take_requests_that_open_and_close(app: TestApp) {
     assert_eq!((c["data"]["status"].as_str(), c["data"]["resolution"].as_str()), (Some("closed"), Some("extinguished")));
     assert!(c["data"]["closed_at"].is_string());
     let b = assert_error(app.post(&format!("/api/service-requests/{first}/close"), Some(a), json!({})).await, 409, "Conflict");
-    assert_eq!(b["details"], json!(["the request is closed already"]));
+    assert_eq!(b["details"], json!(["the request is closed: only an open request can be closed"]));
     assert_error(app.post(&format!("/api/service-requests/{second}/close"), Some(&t.b_token), json!({})).await, 404, "NotFound");
     assert_error(app.post("/api/service-requests/nope/close", Some(a), json!({})).await, 404, "NotFound");
     let (s, g) = app.get(&format!("/api/service-requests/{first}"), Some(a)).await;

@@ -108,7 +108,7 @@ async fn sla_clocks_at_risk_show_the_rungs_fired_and_the_next(app: TestApp) {
     let (s, st) = app.post(&format!("/api/sla/clocks/{late_id}/stop"), Some(a), json!({})).await;
     assert_eq!((s, st["data"]["breached"].as_bool()), (StatusCode::OK, Some(true)), "{st}");
     let b = assert_error(app.post(&format!("/api/sla/clocks/{late_id}/stop"), Some(a), json!({})).await, 409, "Conflict");
-    assert_eq!(b["details"], json!(["the clock is stopped already"]));
+    assert_eq!(b["details"], json!(["the clock is stopped: only a running clock can be stopped"]));
     let (_, l) = app.get("/api/sla/clocks/at-risk", Some(a)).await;
     assert_eq!((l["total"].as_i64(), l["data"][0]["subject_ref"].as_str()), (Some(1), Some("request:fresh")));
 

@@ -70,12 +70,15 @@ impl Stateful {
     /// answers its `state` column (a capacity, where the row has no state),
     /// or `None` when there is no such row: the writes that depend on the
     /// row (a capacity counted over other rows) queue behind one another.
-    /// On SQLite the one writer already excludes the others.
+    /// On SQLite the one writer already excludes the others. The lock is
+    /// PostgreSQL's `FOR NO KEY UPDATE`: lockers queue on one another, but
+    /// rows that reference the locked one by a foreign key (a ticket of
+    /// the event, any row of the tenant) are still inserted meanwhile.
     pub async fn lock<T>(&self, tx: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Option<T>>
     where
         T: Send + Unpin + sqlx::Type<Any> + for<'r> sqlx::Decode<'r, Any>,
     {
-        let lock = if Backend::of(tx) == Backend::Postgres { " FOR UPDATE" } else { "" };
+        let lock = if Backend::of(tx) == Backend::Postgres { " FOR NO KEY UPDATE" } else { "" };
         let sql = format!("SELECT {} FROM {} WHERE tenant_id = $1 AND {} = $2{lock}", self.state, self.table, self.key);
         Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(id).fetch_optional(&mut **tx).await?)
     }

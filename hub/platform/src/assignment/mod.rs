@@ -99,6 +99,7 @@ async fn make_active(tx: &mut Tx, tenant_id: &str, set: &RuleSet) -> ApiResult<R
 
 /// Publishes the next version of a rule set, active at once when asked.
 #[utoipa::path(post, path = "/api/assignment/routes", tag = "sdk-assignment", request_body = NewRuleSet,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race-{unique}", "rules": [{ "name": "any" }], "activate": true } }))),
     responses((status = 201, description = "the version published", body = Data<RuleSet>)))]
 async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRuleSet>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -669,6 +670,7 @@ struct WorkloadUpdate {
 /// and location (the whole of it: what is absent is cleared).
 #[utoipa::path(put, path = "/api/assignment/workload/{persona_id}", tag = "sdk-assignment", request_body = WorkloadUpdate,
     params(("persona_id" = String, Path, description = "a persona of the caller's tenant")),
+    extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [["POST", "/api/personas", { "kind": "service" }]], "body": { "skills": ["a"], "location": { "lat": 52.37, "lng": 4.89 } } }))),
     responses((status = 201, description = "the workload, first set", body = Data<WorkloadRow>), (status = 200, description = "the workload, replaced", body = Data<WorkloadRow>)))]
 async fn put_workload(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<WorkloadUpdate>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
