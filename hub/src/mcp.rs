@@ -324,6 +324,7 @@ impl<B: http_body::Body<Data = axum::body::Bytes> + Unpin> http_body::Body for H
 
 /// Calls a tool: the request its route takes, with the caller's credential.
 #[utoipa::path(post, path = "/mcp/v1/call", tag = "registry-mcp", request_body = Call,
+    extensions(("x-concurrency" = json!({"outcome": "exempt", "reason": "a dispatcher: it sends the request of the operation its tool names, whose own marker declares the outcome"}))),
     responses(
         (status = 200, description = "the tool's answer; isError when the route refused it", body = CallResult),
         (status = 400, description = "an unknown tool, arguments the route cannot be called with, or an answer over the limit of what a tool call carries back (`ANSWER_LIMIT`, 4 MiB)", body = hub_kernel::catalogue::ErrorBody),

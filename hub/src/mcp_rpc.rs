@@ -128,6 +128,7 @@ pub fn endpoint(registry: Registry) -> Endpoint {
 /// `Accept: application/json, text/event-stream`.
 #[utoipa::path(post, path = "/mcp", tag = "registry-mcp",
     request_body(content = Object, description = "one JSON-RPC 2.0 request or notification"),
+    extensions(("x-concurrency" = json!({"outcome": "exempt", "reason": "JSON-RPC; the tools it calls are the operations above"}))),
     responses(
         (status = 200, description = "the JSON-RPC response", body = Object),
         (status = 202, description = "a notification, accepted"),

@@ -88,6 +88,7 @@ struct NewRoute {
 
 /// Registers (or replaces, by name) a model route.
 #[utoipa::path(post, path = "/api/ai/routes", tag = "sdk-ai-gateway", request_body = NewRoute,
+    extensions(("x-concurrency" = json!({ "outcome": "first-creates", "body": { "name": "r-{unique}", "provider_base_url": "https://llm.races.example.com/v1", "model": "race" } }))),
     responses((status = 201, description = "the route, new", body = Data<Route>), (status = 200, description = "the route, replaced", body = Data<Route>)))]
 async fn put_route(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRoute>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -381,6 +382,7 @@ async fn call(state: &AppState, route: &Resolved, credential: Option<&str>, requ
 
 /// A completion through the tenant's model route.
 #[utoipa::path(post, path = "/api/ai/completions", tag = "sdk-ai-gateway", request_body = CompletionRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a completion calls the route's model provider over the network, an outside service this harness cannot reach" }))),
     responses((status = 200, description = "the completion", body = Data<Completion>),
         (status = 502, description = "the provider failed after its retries (the failure is recorded)", body = ErrorBody)))]
 async fn complete(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<CompletionRequest>) -> ApiResult<Response> {

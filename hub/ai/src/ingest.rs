@@ -116,6 +116,7 @@ async fn lead(tx: &mut Tx, ctx: &TenantCtx, upsert: bool, record: &Value) -> Fat
 
 /// Imports a batch of records into one entity.
 #[utoipa::path(post, path = "/api/ingest/batches", tag = "sdk-ingest", request_body = Batch,
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "body": { "entity": "crm.lead", "mode": "insert", "idempotency_key": "k-{unique}", "records": [{ "name": "race" }] } }))),
     responses((status = 200, description = "what became of each record (a replay: the first answer)", body = Data<Outcome>)))]
 async fn ingest(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Batch>) -> ApiResult<Response> {
     let mut check = Check::new();

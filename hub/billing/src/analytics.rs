@@ -107,6 +107,7 @@ async fn compute(tx: &mut Tx, tenant_id: &str, kind: &str, first: &str, last: &s
 
 /// Materialises a dataset build from the tenant's data over a period.
 #[utoipa::path(post, path = "/api/analytics/builds", tag = "sdk-analytics", request_body = NewBuild,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "kind": "usage_daily", "period_start": "2025-01-01", "period_end": "2025-01-31" } }))),
     responses((status = 201, description = "the build, with its rows", body = Data<Build>)))]
 async fn build(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewBuild>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -180,6 +181,7 @@ struct NewExport {
 /// defaults to the object store.
 #[utoipa::path(post, path = "/api/analytics/builds/{build_id}/export", tag = "sdk-analytics", request_body(content = Option<NewExport>),
     params(("build_id" = String, Path, description = "the build")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 16, "given": [["POST", "/api/analytics/builds", { "kind": "usage_daily", "period_start": "2025-01-01", "period_end": "2025-01-31" }]], "body": {} }))),
     responses((status = 201, description = "the export", body = Data<Export>)))]
 async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, raw: axum::body::Bytes) -> ApiResult<Response> {
     let b = find(&state.db, &ctx, &id).await?;

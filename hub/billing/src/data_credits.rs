@@ -111,6 +111,7 @@ async fn balance(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResul
 /// Prices a capability before anything is held: its credit price, the
 /// credits available, and whether it is affordable.
 #[utoipa::path(post, path = "/api/data-credits/quotes", tag = "sdk-data-credits", request_body = Use,
+    extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a quote needs a capability with a credit price, which only the library function hub_billing::data_credits::set_price sets: no route sets one up" }))),
     responses((status = 200, description = "the quote", body = Data<Quote>)))]
 async fn quote(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Use>) -> ApiResult<Response> {
     let mut tx = state.db.read.begin().await?;
@@ -124,6 +125,7 @@ async fn quote(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): B
 /// Reserves a capability's price out of the available credits (409 when
 /// they do not suffice).
 #[utoipa::path(post, path = "/api/data-credits/holds", tag = "sdk-data-credits", request_body = Use,
+    extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a hold needs a credit price and granted credits, which only the library functions hub_billing::data_credits::set_price and grant_credits set: no route sets them up" }))),
     responses((status = 201, description = "the hold", body = Data<Hold>)))]
 async fn hold(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Use>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
@@ -210,6 +212,7 @@ struct Settlement {
 /// rest.
 #[utoipa::path(post, path = "/api/data-credits/holds/{hold_id}/settle", tag = "sdk-data-credits", request_body = Settlement,
     params(("hold_id" = String, Path, description = "the hold")),
+    extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a hold to settle needs a credit price and granted credits, which only the library functions hub_billing::data_credits::set_price and grant_credits set: no route sets them up" }))),
     responses((status = 200, description = "the hold, settled", body = Data<Hold>)))]
 async fn settle(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Settlement>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
@@ -230,6 +233,7 @@ async fn settle(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
 /// Releases a hold: its credits return to the available ones.
 #[utoipa::path(post, path = "/api/data-credits/holds/{hold_id}/release", tag = "sdk-data-credits",
     params(("hold_id" = String, Path, description = "the hold")),
+    extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a hold to release needs a credit price and granted credits, which only the library functions hub_billing::data_credits::set_price and grant_credits set: no route sets them up" }))),
     responses((status = 200, description = "the hold, released", body = Data<Hold>)))]
 async fn release(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;

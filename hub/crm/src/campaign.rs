@@ -65,6 +65,7 @@ struct NewCampaign {
 
 /// Creates a campaign.
 #[utoipa::path(post, path = "/api/campaigns", tag = "sdk-campaign", request_body = NewCampaign,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "race-{unique}" } }))),
     responses((status = 201, description = "the campaign", body = Data<Campaign>)))]
 async fn create_campaign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCampaign>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -142,6 +143,7 @@ struct NewJourney {
 /// Creates a journey of a campaign: its steps stored in order, as given.
 #[utoipa::path(post, path = "/api/campaigns/{campaign_id}/journeys", tag = "sdk-campaign", request_body = NewJourney,
     params(("campaign_id" = String, Path, description = "the campaign")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/campaigns", { "name": "race-{unique}" }]], "body": { "name": "race", "steps": [{ "wait": "1d" }] } }))),
     responses((status = 201, description = "the journey", body = Data<Journey>)))]
 async fn create_journey(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewJourney>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;

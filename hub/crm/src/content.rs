@@ -115,6 +115,7 @@ struct NewItem {
 
 /// Creates a content item, with its version 1 when a body is given.
 #[utoipa::path(post, path = "/api/content/items", tag = "sdk-content", request_body = NewItem,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 16, "body": { "title": "race", "body": "v1" } }))),
     responses((status = 201, description = "the item with its versions", body = Data<Item>)))]
 async fn create_item(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewItem>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -392,6 +392,7 @@ pub async fn update_contact(tx: &mut Tx, ctx: &TenantCtx, contact_id: &str, inpu
 
 /// Creates a contact.
 #[utoipa::path(post, path = "/api/crm/contacts", tag = "sdk-crm", request_body = NewContact,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "race", "emails": ["c-{unique}@races.example.com"] } }))),
     responses((status = 201, description = "the contact", body = Data<Contact>)))]
 async fn create_contact(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewContact>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -629,6 +630,7 @@ pub async fn update_lead(tx: &mut Tx, ctx: &TenantCtx, lead_id: &str, input: &Le
 
 /// Creates a lead, linked to a contact or not.
 #[utoipa::path(post, path = "/api/crm/leads", tag = "sdk-crm", request_body = NewLead,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race" } }))),
     responses((status = 201, description = "the lead", body = Data<Lead>)))]
 async fn create_lead(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewLead>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -680,6 +682,7 @@ struct NewCall {
 /// `crm.call.missed.v1` as well when nobody answered (`no_answer`, `busy`,
 /// `failed`).
 #[utoipa::path(post, path = "/api/crm/calls", tag = "sdk-crm", request_body = NewCall,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/crm/contacts", { "name": "race" }]], "body": { "contact_id": "{contact_id}", "direction": "inbound", "disposition": "answered", "provider_call_id": "p-{unique}" } }))),
     responses((status = 201, description = "the call", body = Data<Call>)))]
 async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCall>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -65,6 +65,7 @@ struct NewQueue {
 
 /// Creates a queue.
 #[utoipa::path(post, path = "/api/service-requests/queues", tag = "sdk-service-request", request_body = NewQueue,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "tenant_id": "{tenant_id}", "name": "race-{unique}" } }))),
     responses((status = 201, description = "the queue", body = Data<Queue>)))]
 async fn create_queue(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewQueue>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -129,6 +130,7 @@ struct NewServiceRequest {
 
 /// Files a request into a queue: `open`.
 #[utoipa::path(post, path = "/api/service-requests", tag = "sdk-service-request", request_body = NewServiceRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/service-requests/queues", { "tenant_id": "{tenant_id}", "name": "race-{unique}" }]], "body": { "queue_id": "{queue_id}", "title": "race" } }))),
     responses((status = 201, description = "the request", body = Data<ServiceRequest>)))]
 async fn open_request(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewServiceRequest>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -113,6 +113,7 @@ struct NewSlaPolicy {
 
 /// Creates a policy.
 #[utoipa::path(post, path = "/api/sla/policies", tag = "sdk-sla", request_body = NewSlaPolicy,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "race-{unique}", "target_minutes": 60 } }))),
     responses((status = 201, description = "the policy", body = Data<SlaPolicy>)))]
 async fn create_policy(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSlaPolicy>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -264,6 +265,7 @@ struct NewSlaClock {
 
 /// Starts a clock: due at `started_at` plus the policy's target.
 #[utoipa::path(post, path = "/api/sla/clocks", tag = "sdk-sla", request_body = NewSlaClock,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/sla/policies", { "name": "race-{unique}", "target_minutes": 60 }]], "body": { "policy_id": "{policy_id}", "subject_ref": "race" } }))),
     responses((status = 201, description = "the clock, running", body = Data<SlaClock>)))]
 async fn start_clock(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSlaClock>) -> ApiResult<Response> {
     let mut check = Check::new();

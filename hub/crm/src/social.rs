@@ -56,6 +56,7 @@ struct NewHandle {
 
 /// Authorises a handle and binds it to the persona that authorised it.
 #[utoipa::path(post, path = "/api/social/handles", tag = "sdk-social", request_body = NewHandle,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "tenant_id": "{tenant_id}", "network": "x", "external_handle_id": "h-{unique}", "authorized_persona_id": "{owner_persona_id}" } }))),
     responses((status = 201, description = "the handle", body = Data<Handle>)))]
 async fn authorise(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewHandle>) -> ApiResult<Response> {
     let mut check = Check::new();

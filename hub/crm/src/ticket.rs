@@ -90,6 +90,7 @@ struct NewEvent {
 
 /// Creates an event tickets are issued for.
 #[utoipa::path(post, path = "/api/tickets/events", tag = "sdk-event", request_body = NewEvent,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race", "starts_at": "2027-01-01T00:00:00Z", "capacity": 10 } }))),
     responses((status = 201, description = "the event", body = Data<Event>)))]
 async fn create_event(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewEvent>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -69,6 +69,8 @@ const MAX_DRAIN: i64 = 1000;
 
 /// Pushes rows: `{ device_uuid?, rows: [{ event_type, payload, idempotency_key }] }`.
 #[utoipa::path(post, path = "/api/hdk/diagnostic/outbox", tag = "hdk-diagnostic", request_body = Push,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0,
+        "body": { "rows": [{ "event_type": "diagnostic.health.reported.v1", "payload": { "race": true }, "idempotency_key": "k-{unique}" }] } }))),
     responses((status = 201, description = "the keys stored and those already there", body = Data<Pushed>)))]
 async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -139,6 +141,9 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Bo
 
 /// Drains: body optional, `{ limit }` (default 100, at most 1000).
 #[utoipa::path(post, path = "/api/hdk/diagnostic/drain", tag = "hdk-diagnostic", request_body(content = Option<DrainRequest>),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 1, "given": [
+        ["POST", "/api/hdk/diagnostic/outbox", { "rows": [{ "event_type": "diagnostic.health.reported.v1", "payload": { "race": true }, "idempotency_key": "d-{unique}" }] }]],
+        "body": {} }))),
     responses((status = 200, description = "the rows taken, oldest first", body = Data<Drained>)))]
 async fn drain(State(state): State<AppState>, Tenant(ctx): Tenant, raw: axum::body::Bytes) -> ApiResult<Response> {
     let body: Value = if raw.iter().all(u8::is_ascii_whitespace) {

@@ -34,6 +34,7 @@ struct NewSnapshot {
 /// as on every route that takes one. Event
 /// `device.permission_snapshot.recorded.v1`.
 #[utoipa::path(post, path = "/api/hdk/permissions/snapshots", tag = "hdk-permissions", request_body = NewSnapshot,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "device_uuid": "{unique}", "permission_set": { "camera": "granted" } } }))),
     responses((status = 201, description = "the snapshot", body = Data<Snapshot>)))]
 async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSnapshot>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -37,6 +37,9 @@ fn present(v: Option<&Value>) -> bool {
 /// Resolves `input_a` against `input_b` with the event type's registered
 /// policy; the resolution is recorded (a `human-review` one as pending).
 #[utoipa::path(post, path = "/api/hdk/sync/resolve", tag = "hdk-sync", request_body = ResolveRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [
+        ["POST", "/api/events/types", { "event_type": "races.t{unique}.noted.v1", "retention_class": "operational", "conflict_policy": "lww" }]],
+        "body": { "event_type": "races.t{unique}.noted.v1", "input_a": { "timestamp": "2026-01-01T00:00:00Z", "text": "a" }, "input_b": { "timestamp": "2026-01-02T00:00:00Z", "text": "b" } } }))),
     responses((status = 200, description = "the resolution, shaped by the policy", body = Data<Value>)))]
 async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -95,6 +98,8 @@ async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body):
 /// device resuming an interrupted sync loses and duplicates nothing.
 #[utoipa::path(post, path = "/api/hdk/sync/batches", tag = "hdk-sync",
     request_body(content = Value, description = "a `SyncBatch`: `{ batch_id, device_uuid, events: [{ idempotency_key, event_id, event_type, payload, occurred_at }] }` (at most 500 events)"),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 1, "body": { "batch_id": "b-{unique}", "device_uuid": "{unique}", "events": [
+        { "idempotency_key": "k-{unique}", "event_id": "{unique}", "event_type": "diagnostic.health.reported.v1", "payload": { "race": true }, "occurred_at": "2026-05-01T10:00:00Z" }] } }))),
     responses((status = 200, description = "every key in exactly one of accepted, duplicates, rejected", body = Data<Value>)))]
 async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -181,6 +181,7 @@ struct NewRequest {
 /// Opens an approval request on a route: its steps are the route's, all
 /// pending, decided in order.
 #[utoipa::path(post, path = "/api/approvals/requests", tag = "sdk-approval", request_body = NewRequest,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/approvals/routes", {"name": "r-{unique}", "steps": [{"approver_persona_id": "{persona_id}"}]}]], "body": {"route_id": "{route_id}", "subject_kind": "x", "subject_id": "1"}}))),
     responses((status = 201, description = "the request with its steps", body = Data<ApprovalRequest>)))]
 async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRequest>) -> ApiResult<Response> {
     let mut check = Check::new();

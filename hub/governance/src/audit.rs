@@ -269,6 +269,7 @@ fn pool_index(check: &mut Check, body: &Value) -> i64 {
 ///
 /// Through the group-commit writer: the 201 comes after the commit.
 #[utoipa::path(post, path = "/api/audit/append", tag = "sdk-audit", request_body = NewAuditEntry,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"pool_index": 7, "event_type": "crm.call.logged.v1", "payload": {"race": true}}}))),
     responses((status = 201, description = "the entry, committed", body = Data<Appended>)))]
 async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -316,6 +317,7 @@ async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
 
 /// Verifies the caller's chain in one pool.
 #[utoipa::path(post, path = "/api/audit/verify", tag = "sdk-audit", request_body = AuditVerifyRequest,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "body": {"pool_index": 0}}))),
     responses((status = 200, description = "the verdict", body = Data<AuditPoolVerdict>)))]
 async fn verify(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();

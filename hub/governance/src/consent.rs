@@ -64,6 +64,7 @@ struct NewPurpose {
 
 /// Adds a purpose to the tenant's catalogue.
 #[utoipa::path(post, path = "/api/consent/purposes", tag = "sdk-consent", request_body = NewPurpose,
+    extensions(("x-concurrency" = json!({"outcome": "one-wins", "body": {"purpose_id": "p-{unique}", "description": "races", "legal_basis": "consent"}}))),
     responses((status = 201, description = "the purpose", body = Data<Purpose>)))]
 async fn create_purpose(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewPurpose>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -174,6 +175,7 @@ struct NewRecord {
 /// Records a subject's grant or withdrawal for a purpose (appended to the
 /// history; the latest decides).
 #[utoipa::path(post, path = "/api/consent/grants", tag = "sdk-consent", request_body = NewRecord,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/consent/purposes", {"purpose_id": "p-{unique}", "description": "races", "legal_basis": "consent"}]], "body": {"subject": "s-{unique}", "purpose_id": "{purpose_id}"}}))),
     responses((status = 201, description = "the record", body = Data<Record>)))]
 async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRecord>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -79,6 +79,7 @@ struct NewRequest {
 
 /// Records a data subject request.
 #[utoipa::path(post, path = "/api/data-rights/requests", tag = "sdk-data-rights", request_body = NewRequest,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"subject": "s-{unique}", "kind": "access"}}))),
     responses((status = 201, description = "the request, received", body = Data<Request>)))]
 async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRequest>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -62,6 +62,7 @@ struct NewCapture {
 
 /// Records a capture of an encounter.
 #[utoipa::path(post, path = "/api/evidence/captures", tag = "sdk-evidence", request_body = NewCapture,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"encounter_id": "e-{unique}", "kind": "note", "note": "races"}}))),
     responses((status = 201, description = "the capture", body = Data<Capture>)))]
 async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCapture>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -241,6 +241,7 @@ struct NewBundle {
 
 /// Creates a policy bundle version (immutable: a taken version is 409).
 #[utoipa::path(post, path = "/api/policies/bundles", tag = "sdk-policy", request_body = NewBundle,
+    extensions(("x-concurrency" = json!({"outcome": "one-wins", "body": {"name": "p-{unique}", "version": 1, "iql_source": "permit (principal, action, resource);"}}))),
     responses((status = 201, description = "the bundle", body = Data<Bundle>)))]
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewBundle>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -401,6 +402,7 @@ struct Verdict {
 
 /// Evaluates a request against a bundle and records the decision.
 #[utoipa::path(post, path = "/api/policies/evaluate", tag = "sdk-policy", request_body = Evaluation,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/policies/bundles", {"name": "p-{unique}", "version": 1, "iql_source": "permit (principal, action, resource);"}]], "body": {"principal": "Persona::\"a\"", "action": "Action::\"crm.contact.read\"", "resource": "Route::\"/api/crm/contacts\"", "bundle_id": "{bundle_id}"}}))),
     responses((status = 200, description = "the decision and the policies that determined it", body = Data<Verdict>)))]
 async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Evaluation>) -> ApiResult<Response> {
     let mut check = Check::new();

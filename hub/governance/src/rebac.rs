@@ -130,6 +130,7 @@ async fn find(tx: &mut Tx, tenant: &str, subject: &str, relation: &str, object: 
 
 /// Deletes a relationship (404 when there is none).
 #[utoipa::path(post, path = "/api/rebac/relationships/delete", tag = "sdk-rebac", request_body = Tuple,
+    extensions(("x-concurrency" = json!({"outcome": "one-wins", "losers": 404, "given": [["POST", "/api/personas", {"kind": "human"}], ["POST", "/api/rebac/relationships", {"subject_persona_id": "{owner_persona_id}", "relation": "manages", "object_persona_id": "{persona_id}"}]], "body": {"subject_persona_id": "{owner_persona_id}", "relation": "manages", "object_persona_id": "{persona_id}"}}))),
     responses((status = 200, description = "the relationship deleted", body = Data<Relationship>)))]
 async fn delete(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Tuple>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
@@ -193,6 +194,7 @@ pub struct BudgetUse {
 
 /// Whether the subject reaches the target through relationships of one kind.
 #[utoipa::path(post, path = "/api/rebac/check", tag = "sdk-rebac", request_body = CheckRequest,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "given": [["POST", "/api/personas", {"kind": "human"}], ["POST", "/api/rebac/relationships", {"subject_persona_id": "{owner_persona_id}", "relation": "manages", "object_persona_id": "{persona_id}"}]], "body": {"subject_persona_id": "{owner_persona_id}", "relation": "manages", "target_persona_id": "{persona_id}"}}))),
     responses((status = 200, description = "the decision and the budget used", body = Data<Decision>)))]
 async fn check(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<CheckRequest>) -> ApiResult<Response> {
     let mut check = Check::new();

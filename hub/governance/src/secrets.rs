@@ -78,6 +78,7 @@ struct NewReference {
 
 /// Registers a secret reference.
 #[utoipa::path(post, path = "/api/secrets/refs", tag = "sdk-secrets", request_body = NewReference,
+    extensions(("x-concurrency" = json!({"outcome": "one-wins", "body": {"ref": "r-{unique}", "kms_key_id": "kms/races"}}))),
     responses((status = 201, description = "the reference", body = Data<Reference>)))]
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewReference>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -145,6 +146,7 @@ struct Rotation {
 /// Records a rotation: the next version, rotated now.
 #[utoipa::path(post, path = "/api/secrets/refs/{ref}/rotate", tag = "sdk-secrets", request_body = Rotation,
     params(("ref" = String, Path, description = "the reference, URL-encoded")),
+    extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/secrets/refs", {"ref": "r-{unique}", "kms_key_id": "kms/races"}]], "body": {}}))),
     responses((status = 200, description = "the reference, rotated", body = Data<Reference>)))]
 async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(reference): Path<String>, Body(body): Body<Rotation>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;

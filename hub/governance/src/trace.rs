@@ -84,6 +84,7 @@ struct NewExport {
 /// of that trace).
 #[utoipa::path(post, path = "/api/traces/{trace_id}/exports", tag = "sdk-trace", request_body = NewExport,
     params(("trace_id" = String, Path, description = "the trace")),
+    extensions(("x-concurrency" = json!({"outcome": "independent", "events": 16, "given": [["POST", "/api/agent-runtime/agents", {"name": "Racer", "acting_persona_id": "{persona_id}", "tier": "gold", "vector_namespace": "races", "created_by": "races"}], ["POST", "/api/agent-runtime/runs", {"agent_id": "{agent_id}", "persona_id": "{owner_persona_id}", "trace_id": "t-{unique}", "actor_id": "races", "actor_kind": "human"}], ["GET", "/api/traces/verification-key", null]], "body": {}}))),
     responses((status = 201, description = "the export, ready", body = Data<Export>)))]
 async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(trace_id): Path<String>, Body(body): Body<NewExport>) -> ApiResult<Response> {
     let runs = hub_ai::agent_runtime::runs_of_trace(&state.db.read, &ctx.tenant_id, &trace_id).await?;

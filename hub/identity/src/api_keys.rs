@@ -446,6 +446,7 @@ async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeyS
 /// Issues a key of the application: the secret is shown this once.
 #[utoipa::path(post, path = "/api/applications/{application_id}/keys", tag = "sdk-api-keys",
     params(("application_id" = String, Path, description = "the application")), request_body = NewApiKey,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/applications", {"name": "Races", "slug": "r-{unique}", "environment": "live"}]], "body": {"name": "k", "scopes": ["crm.*"]}}))),
     responses((status = 201, description = "the key and its secret", body = Data<Issued>)))]
 async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
@@ -465,6 +466,7 @@ async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, 
 /// `tenant_id` is required and must be the caller's; `application_id`
 /// defaults to the tenant's `default` live application, created on first use.
 #[utoipa::path(post, path = "/api/api-keys", tag = "sdk-api-keys", request_body = NewTenantApiKey,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/api-keys", {"tenant_id": "{tenant_id}", "name": "k", "scopes": ["crm.*"]}]], "body": {"tenant_id": "{owner_tenant_id}", "name": "k", "scopes": ["crm.*"]}}))),
     responses((status = 201, description = "the key and its secret", body = Data<Issued>)))]
 async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();

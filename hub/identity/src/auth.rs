@@ -171,6 +171,9 @@ async fn insert_person(state: &AppState, tx: &mut Tx, email: &str, password_hash
     .execute(&mut **tx)
     .await?;
     let alias_id = db::new_id();
+    // The unique (kind, value_hash) decides: of two registrations of one
+    // email at once, the one that did not see the other's person meets it
+    // here, and is answered as any registration of a known email is.
     sqlx::query("INSERT INTO identity_alias (alias_id, person_id, kind, value_hash, value_enc, created_at) VALUES ($1, $2, 'email', $3, $4, $5)")
         .bind(&alias_id)
         .bind(&person_id)
@@ -178,7 +181,11 @@ async fn insert_person(state: &AppState, tx: &mut Tx, email: &str, password_hash
         .bind(key.seal(email.as_bytes(), alias_id.as_bytes()))
         .bind(&now)
         .execute(&mut **tx)
-        .await?;
+        .await
+        .map_err(|e| match &e {
+            sqlx::Error::Database(d) if d.kind() == sqlx::error::ErrorKind::UniqueViolation => ApiError::PersonExists,
+            _ => ApiError::from(e),
+        })?;
     sqlx::query("INSERT INTO identity_credential (person_id, kind, secret_hash, created_at, updated_at) VALUES ($1, 'password', $2, $3, $3)")
         .bind(&person_id)
         .bind(password_hash)
@@ -233,6 +240,7 @@ struct SignedUpTenant {
 /// of the alias's own person the person is reused; otherwise an existing
 /// alias is 409 `PersonExistsError`.
 #[utoipa::path(post, path = "/api/auth/signup-tenant", tag = "sdk-identity", request_body = Signup,
+    extensions(("x-concurrency" = json!({"outcome": "one-wins", "given": [["GET", "/api/me", null]], "body": {"email": "{email}", "password": "correct horse battery", "org_name": "Races", "app_id": "a-{unique}", "display_name": "Racer", "region": "eu-west-1"}}))),
     responses((status = 201, description = "the tenant's spine and the owner's token", body = Data<SignedUpTenant>)))]
 async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): MaybeCaller, Body(body): Body<Signup>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -260,7 +268,8 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
         (Some(p), _) => p,
         (None, Some(h)) => {
             // Re-checked inside the transaction: a concurrent signup of the
-            // same email meets the UNIQUE (kind, value_hash) constraint.
+            // same email meets the UNIQUE (kind, value_hash) constraint
+            // (answered alike, `PersonExists`).
             if person_by_email(&mut *tx, &state, &email).await?.is_some() {
                 return Err(ApiError::PersonExists);
             }
@@ -344,6 +353,7 @@ struct RegisteredPerson {
 
 /// Creates an end user's person, alias and credential (no tenant).
 #[utoipa::path(post, path = "/api/auth/register", tag = "sdk-identity", request_body = Register,
+    extensions(("x-concurrency" = json!({"outcome": "one-wins", "loser_error": "PersonExistsError", "events": 0, "body": {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}}))),
     responses((status = 201, description = "the new person", body = Data<RegisteredPerson>)))]
 async fn register(State(state): State<AppState>, Body(body): Body<Register>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -395,6 +405,7 @@ struct LoginToken {
 
 /// Password login: a person token, or a tenant token with `tenant_id`.
 #[utoipa::path(post, path = "/api/auth/login", tag = "sdk-identity", request_body = Login,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"email": "m-{unique}@races.example.com", "password": "correct horse battery"}}))),
     responses((status = 200, description = "the token", body = Data<LoginToken>)))]
 async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body(body): Body<Login>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -622,6 +633,7 @@ async fn token_request(req: Request, basic: Option<(String, String)>) -> ApiResu
 /// `Cache-Control: no-store`.
 #[utoipa::path(post, path = "/api/auth/token", tag = "sdk-identity",
     request_body(content((TokenRequest = "application/json"), (TokenRequest = "application/x-www-form-urlencoded"))),
+    extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "given": [["POST", "/api/applications", {"name": "Races", "slug": "r-{unique}", "environment": "live"}], ["POST", "/api/applications/{application_id}/keys", {"name": "k", "scopes": ["crm.*"]}]], "body": {"grant_type": "client_credentials", "client_secret": "{api_key}"}}))),
     responses(
         (status = 200, description = "the token (RFC 6749 5.1, not in the `data` envelope)", body = ClientCredentialsToken,
             headers(("Cache-Control" = String, description = "`no-store`"))),
@@ -734,6 +746,7 @@ struct VerificationSent {
 /// be used to probe for accounts; in development mode a known email's token
 /// is also returned as `dev_token`.
 #[utoipa::path(post, path = "/api/auth/send-verification-email", tag = "sdk-identity", request_body = SendVerification,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"email": "m-{unique}@races.example.com"}}))),
     responses((status = 200, description = "sent (or not, for an unknown email: the answer is the same)", body = Data<VerificationSent>)))]
 async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body(body): Body<SendVerification>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -785,6 +798,7 @@ struct EmailVerified {
 
 /// Redeems a verification token: its email is verified.
 #[utoipa::path(post, path = "/api/auth/verify-email", tag = "sdk-identity", request_body = VerifyEmail,
+    extensions(("x-concurrency" = json!({"outcome": "one-wins", "losers": 400, "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}], ["POST", "/api/auth/send-verification-email", {"email": "m-{unique}@races.example.com"}]], "body": {"token": "{dev_token}"}}))),
     responses((status = 200, description = "the email, verified", body = Data<EmailVerified>)))]
 async fn verify_email(State(state): State<AppState>, Body(body): Body<VerifyEmail>) -> ApiResult<Response> {
     let mut check = Check::new();

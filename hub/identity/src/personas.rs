@@ -226,6 +226,7 @@ async fn record_created(tx: &mut Tx, ctx: &TenantCtx, persona: &Persona) -> ApiR
 
 /// Creates a persona in the caller's tenant (under the caller's membership, for a person).
 #[utoipa::path(post, path = "/api/personas", tag = "sdk-persona", request_body = NewPersona,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"kind": "human"}}))),
     responses((status = 201, description = "the persona", body = Data<Described>)))]
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewPersona>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "persona.persona.write").await?;
@@ -243,6 +244,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
 /// Creates a further persona under a membership of the caller's tenant.
 #[utoipa::path(post, path = "/api/memberships/{membership_id}/personas", tag = "sdk-persona",
     params(("membership_id" = String, Path, description = "the membership")), request_body = NewPersona,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}], ["POST", "/api/memberships", {"person_id": "{person_id}"}]], "body": {"kind": "human"}}))),
     responses((status = 201, description = "the persona", body = Data<Described>)))]
 async fn create_under_membership(
     State(state): State<AppState>,

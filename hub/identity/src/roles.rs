@@ -359,6 +359,7 @@ struct NewAssignment {
 
 /// Grants a role to a persona.
 #[utoipa::path(post, path = "/api/role-assignments", tag = "sdk-persona", request_body = NewAssignment,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/personas", {"kind": "human"}], ["POST", "/api/role-templates", {"name": "t-{unique}", "permissions": {"crm.contact.read": true}}]], "body": {"persona_id": "{persona_id}", "role_template_id": "{role_template_id}"}}))),
     responses((status = 201, description = "the assignment", body = Data<Assignment>)))]
 async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAssignment>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;

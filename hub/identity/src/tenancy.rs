@@ -413,6 +413,7 @@ struct NewTenant {
 
 /// Creates a child tenant of the caller's tenant, with its own app row.
 #[utoipa::path(post, path = "/api/tenants", tag = "sdk-tenant", request_body = NewTenant,
+    extensions(("x-concurrency" = json!({"outcome": "one-wins", "body": {"app_id": "a-{unique}", "display_name": "Races child"}}))),
     responses((status = 201, description = "the tenant", body = Data<Tenant>)))]
 async fn create_tenant(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Body(body): Body<NewTenant>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "tenant.tenant.write").await?;
@@ -541,6 +542,7 @@ struct NewMembership {
 
 /// Binds an existing person to the caller's tenant or a child tenant.
 #[utoipa::path(post, path = "/api/memberships", tag = "sdk-tenant", request_body = NewMembership,
+    extensions(("x-concurrency" = json!({"outcome": "one-wins", "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"person_id": "{person_id}"}}))),
     responses((status = 201, description = "the membership and its persona", body = Data<Admitted>)))]
 async fn create_membership(
     State(state): State<AppState>,
@@ -642,6 +644,7 @@ struct NewAppIdentity {
 
 /// Creates a person's identity in the caller's tenant's app.
 #[utoipa::path(post, path = "/api/app-identities", tag = "sdk-tenant", request_body = NewAppIdentity,
+    extensions(("x-concurrency" = json!({"outcome": "one-wins", "events": 0, "given": [["GET", "/api/app-identities/{app_identity_id}", null], ["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"person_id": "{person_id}", "app_id": "{app_id}"}}))),
     responses((status = 201, description = "the app identity", body = Data<AppIdentity>)))]
 async fn create_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Body(body): Body<NewAppIdentity>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "app-identity.app-identity.write").await?;
@@ -731,6 +734,7 @@ struct NewIdentityMembership {
 /// Admits the person of an app identity into a tenant of that app.
 #[utoipa::path(post, path = "/api/app-identities/{app_identity_id}/memberships", tag = "sdk-tenant",
     params(("app_identity_id" = String, Path, description = "the app identity")), request_body = NewIdentityMembership,
+    extensions(("x-concurrency" = json!({"outcome": "one-wins", "given": [["GET", "/api/app-identities/{app_identity_id}", null], ["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}], ["POST", "/api/app-identities", {"person_id": "{person_id}", "app_id": "{app_id}"}]], "body": {}}))),
     responses((status = 201, description = "the membership and its persona", body = Data<Admitted>)))]
 async fn membership_for_app_identity(
     State(state): State<AppState>,

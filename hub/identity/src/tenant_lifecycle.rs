@@ -139,6 +139,7 @@ fn requested_deadline(check: &mut Check, raw: &Option<String>, now: DateTime<Utc
 /// Starts the offboarding of the caller's tenant or of a child of it.
 #[utoipa::path(post, path = "/api/tenants/{tenant_id}/offboarding", tag = "sdk-tenant-lifecycle",
     params(("tenant_id" = String, Path, description = "the caller's tenant or a direct child of it")), request_body = StartOffboarding,
+    extensions(("x-concurrency" = json!({"outcome": "one-wins", "given": [["POST", "/api/tenants", {"app_id": "a-{unique}", "display_name": "Races child"}]], "body": {"reason": "races"}}))),
     responses((status = 201, description = "started", body = Data<Offboarding>)))]
 async fn start_offboarding(
     State(state): State<AppState>,

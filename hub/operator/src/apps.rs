@@ -58,6 +58,7 @@ struct AppAnswer {
 /// Creates an app with its org, or answers the existing one unchanged;
 /// 201 either way.
 #[utoipa::path(post, path = "/admin/apps", tag = "admin-apps", request_body = NewApp,
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "events": 0, "body": { "app_id": "r-{unique}", "display_name": "Races" } }))),
     responses((status = 201, description = "the app, new or as it was", body = Data<AppAnswer>)))]
 async fn create_app(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewApp>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -119,6 +120,7 @@ struct TenantAnswer {
 /// Creates a root tenant on an existing app (not idempotent). Event
 /// `tenant.tenant.created.v1` in the new tenant's chain.
 #[utoipa::path(post, path = "/admin/tenants", tag = "admin-tenants", request_body = NewTenant,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }]], "body": { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" } }))),
     responses((status = 201, description = "the tenant", body = Data<TenantAnswer>)))]
 async fn create_tenant(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewTenant>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -186,6 +188,7 @@ struct NewPoolMap {
 /// pool).
 #[utoipa::path(post, path = "/admin/tenants/{tenant_id}/pool-map", tag = "admin-tenants", request_body = NewPoolMap,
     params(("tenant_id" = String, Path, description = "the tenant")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "params": { "tenant_id": "{tenant.tenant_id}" }, "body": { "admin_pool_index": 0, "region": "eu-west-1" } }))),
     responses((status = 201, description = "the pool map", body = Data<PoolMap>)))]
 async fn pool_map(State(state): State<AppState>, Operator(who): Operator, Path(tenant_id): Path<String>, Body(body): Body<NewPoolMap>) -> ApiResult<Response> {
     let tenant_id = uuid::Uuid::parse_str(&tenant_id).map_err(|_| ApiError::invalid("tenant_id must be a UUID"))?.to_string();
@@ -273,6 +276,7 @@ struct NewPool {
 
 /// Creates a pool (RULINGS 3): 201; a taken pool_index is 409.
 #[utoipa::path(post, path = "/admin/pools", tag = "admin-pools", request_body = NewPool,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "events": 0, "body": { "pool_index": 4242, "kind": "app", "region": "eu-west-1" } }))),
     responses((status = 201, description = "the pool", body = Data<Pool>)))]
 async fn create_pool(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewPool>) -> ApiResult<Response> {
     let mut check = Check::new();

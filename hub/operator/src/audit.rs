@@ -231,6 +231,7 @@ async fn get_one(State(state): State<AppState>, _: Operator, Path(id): Path<Stri
 /// One chain per pool the tenant wrote to, each streamed; the first
 /// failure is reported with its pool.
 #[utoipa::path(post, path = "/admin/audit/verify", tag = "admin-audit", params(VerifyQuery),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "query": "tenant_id={tenant_id}" }))),
     responses((status = 200, description = "the verdicts", body = Data<AdminTenantVerification>)))]
 async fn verify(State(state): State<AppState>, _: Operator, Params(q): Params<HashMap<String, String>>) -> ApiResult<Response> {
     let Some(raw) = param(&q, "tenant_id") else {

@@ -56,6 +56,7 @@ struct NewBindingBody {
 /// not verified. 409 when the tenant has a binding in force or the tenant
 /// key was used before.
 #[utoipa::path(post, path = "/admin/byok/bindings", tag = "admin-byok", request_body = NewBindingBody,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "body": { "tenant_id": "{tenant.tenant_id}", "provider": "aws-kms", "customer_kms_key_arn": "arn:aws:kms:eu-west-1:1:key/race", "tenant_key_id": "tk-{unique}", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the binding", body = Data<Binding>)))]
 async fn bind(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewBindingBody>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -104,6 +105,7 @@ struct RevokeBody {
 /// already revoked. Event `security.byok.revoked.v1` in the tenant's chain.
 #[utoipa::path(post, path = "/admin/byok/bindings/{binding_id}/revoke", tag = "admin-byok", request_body = RevokeBody,
     params(("binding_id" = String, Path, description = "the binding")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }], ["POST", "/admin/byok/bindings", { "tenant_id": "{tenant.tenant_id}", "provider": "aws-kms", "customer_kms_key_arn": "arn:aws:kms:eu-west-1:1:key/race", "tenant_key_id": "tk-{unique}", "operator_id": "ops-race" }]], "body": { "reason": "race", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the binding, revoked", body = Data<Binding>)))]
 async fn revoke(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Body(body): Body<RevokeBody>) -> ApiResult<Response> {
     let id = path_id(&id).map_err(|_| ApiError::Missing("binding not found"))?.to_string();
@@ -134,6 +136,7 @@ struct RotateBody {
 /// `Conflict`; 404 'binding not found'.
 #[utoipa::path(post, path = "/admin/byok/bindings/{binding_id}/rotate", tag = "admin-byok", request_body = RotateBody,
     params(("binding_id" = String, Path, description = "the binding")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "loser_error": "UndecryptableError", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }], ["POST", "/admin/byok/bindings", { "tenant_id": "{tenant.tenant_id}", "provider": "aws-kms", "customer_kms_key_arn": "arn:aws:kms:eu-west-1:1:key/race", "tenant_key_id": "tk-{unique}", "operator_id": "ops-race" }]], "body": { "previous_tenant_key_id": "tk-{unique}", "new_tenant_key_id": "tk2-{unique}", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the rotation", body = Data<Rotation>)))]
 async fn rotate(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Body(body): Body<RotateBody>) -> ApiResult<Response> {
     let id = path_id(&id).map_err(|_| ApiError::Missing("binding not found"))?.to_string();

@@ -101,6 +101,7 @@ fn time(check: &mut Check, name: &str, value: &Option<String>) -> Option<String>
 
 /// Backfills lineage records from the audit chains, resumably.
 #[utoipa::path(post, path = "/admin/lineage/backfill", tag = "admin-lineage", request_body = Request,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "batch_size": 100 } }))),
     responses((status = 200, description = "the counts", body = Data<Counts>)))]
 async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: axum::body::Bytes) -> ApiResult<Response> {
     // Every field is optional, the body too.
@@ -144,6 +145,9 @@ async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: a
     check.finish()?;
 
     let mut tx = state.db.begin().await?;
+    // Backfills queue: each reads the checkpoints the one before it moved,
+    // so no entry is counted twice, whatever the number of replicas.
+    db::change::serialize(&mut tx, "lineage backfill").await?;
     let pools: Vec<i64> = match pool {
         Some(p) => sqlx::query_scalar("SELECT pool_index FROM platform_pool WHERE pool_index = $1").bind(p).fetch_all(&mut *tx).await?,
         None => sqlx::query_scalar("SELECT pool_index FROM platform_pool ORDER BY pool_index").fetch_all(&mut *tx).await?,

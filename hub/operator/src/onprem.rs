@@ -57,6 +57,7 @@ struct NewInstall {
 
 /// Registers an install; not idempotent.
 #[utoipa::path(post, path = "/admin/onprem/installs", tag = "admin-onprem", request_body = NewInstall,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "customer_id": "race", "cluster_name": "race", "k8s_distribution": "vanilla", "installed_version": "1.0.0" } }))),
     responses((status = 201, description = "the install", body = Data<Install>)))]
 async fn create(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewInstall>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -149,6 +150,7 @@ fn date(check: &mut Check, name: &str, value: &Option<String>) -> Option<NaiveDa
 /// appends one.
 #[utoipa::path(post, path = "/admin/onprem/installs/{install_id}/billing-reports", tag = "admin-onprem", request_body = NewReport,
     params(("install_id" = String, Path, description = "the install")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/onprem/installs", { "customer_id": "race", "cluster_name": "race", "k8s_distribution": "vanilla", "installed_version": "1.0.0" }]], "body": { "period_start": "2026-01-01", "period_end": "2026-01-31", "artifact_local_path": "/var/race/report.json" } }))),
     responses((status = 201, description = "the report", body = Data<Report>)))]
 async fn report(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Body(body): Body<NewReport>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -238,6 +240,7 @@ fn migrations(check: &mut Check, value: Option<&Value>) -> Value {
 /// Records a bundle an install applied.
 #[utoipa::path(post, path = "/admin/onprem/installs/{install_id}/bundles", tag = "admin-onprem", request_body = NewApplication,
     params(("install_id" = String, Path, description = "the install")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/onprem/installs", { "customer_id": "race", "cluster_name": "race", "k8s_distribution": "vanilla", "installed_version": "1.0.0" }]], "body": { "bundle_version": "1.1.0", "signature_verified": true } }))),
     responses((status = 201, description = "the application", body = Data<Application>)))]
 async fn bundle(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Body(body): Body<NewApplication>) -> ApiResult<Response> {
     let mut check = Check::new();

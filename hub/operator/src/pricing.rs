@@ -62,6 +62,7 @@ struct NewCatalog {
 
 /// Creates a catalog version, `draft`; a taken (catalog_id, version) is 409.
 #[utoipa::path(post, path = "/admin/meter/pricing-catalogs", tag = "admin-meter", request_body = NewCatalog,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "events": 0, "body": { "catalog_id": "r-{unique}", "version": 1, "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the created version", body = Data<billing::Catalog>)))]
 async fn create_catalog(State(state): State<AppState>, _: Operator, Body(body): Body<NewCatalog>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -112,6 +113,7 @@ struct PutRate {
 /// version; idempotent.
 #[utoipa::path(put, path = "/admin/meter/pricing-catalogs/{catalog_id}/rates/{sku}", tag = "admin-meter", request_body = PutRate,
     params(("catalog_id" = String, Path, description = "the catalog"), ("sku" = String, Path, description = "the sku")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["POST", "/admin/meter/pricing-catalogs", { "catalog_id": "r-{unique}", "version": 1, "operator_id": "ops-race" }]], "params": { "sku": "race.calls" }, "body": { "unit": "call", "mode": "flat_per_call", "price": 5, "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the rate", body = Data<billing::Rate>)))]
 async fn put_rate(
     State(state): State<AppState>,
@@ -141,6 +143,7 @@ struct NewStatus {
 /// `billing.catalog.activated.v1` in the platform chain.
 #[utoipa::path(patch, path = "/admin/meter/pricing-catalogs/{catalog_id}/status", tag = "admin-meter", request_body = NewStatus,
     params(("catalog_id" = String, Path, description = "the catalog")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/meter/pricing-catalogs", { "catalog_id": "r-{unique}", "version": 1, "operator_id": "ops-race" }]], "body": { "status": "active", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "set", body = Done)))]
 async fn set_status(
     State(state): State<AppState>,
@@ -187,6 +190,7 @@ struct NewOverride {
 /// chain.
 #[utoipa::path(post, path = "/admin/meter/hardcap/override", tag = "admin-meter", request_body = NewOverride,
     params(("x-trace-id" = Option<String>, Header, description = "threaded through to the override")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "body": { "tenant_id": "{tenant.tenant_id}", "sku": "race.calls", "until": "2099-01-01T00:00:00Z", "operator_id": "ops-race", "reason": "race" } }))),
     responses((status = 200, description = "the override", body = Data<meter::Override>)))]
 async fn override_hardcap(State(state): State<AppState>, Operator(who): Operator, headers: HeaderMap, Body(body): Body<NewOverride>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -37,6 +37,7 @@ struct Minted {
 
 /// Mints a database operator token.
 #[utoipa::path(post, path = "/admin/security/ops-tokens", tag = "admin-security", request_body = NewToken,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "label": "race" } }))),
     responses((status = 201, description = "the token, its plaintext shown once", body = Data<Minted>)))]
 async fn mint(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewToken>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -63,6 +64,7 @@ struct Revoked {
 
 /// Revokes a database operator token, on every replica at once.
 #[utoipa::path(delete, path = "/admin/security/ops-tokens/{id}", tag = "admin-security", params(("id" = String, Path, description = "the token")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/admin/security/ops-tokens", { "label": "race" }]] }))),
     responses((status = 200, description = "the token, revoked", body = Data<Revoked>)))]
 async fn revoke(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id).map_err(|_| ApiError::Missing("token not found or already revoked"))?.to_string();
@@ -102,6 +104,7 @@ fn or_default(body: &Value, name: &str, max: usize, default: &str) -> String {
 /// optional and never refused (no 400). Event
 /// `security.signing_key.rotated.v1` in the platform chain.
 #[utoipa::path(post, path = "/admin/security/rotate-signing-key", tag = "admin-security", request_body(content = Option<RotateBody>),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "reason": "race" } }))),
     responses((status = 200, description = "the rotation", body = Data<hub_kernel::crypto::signing::Rotation>)))]
 async fn rotate_signing_key(State(state): State<AppState>, Operator(who): Operator, raw: axum::body::Bytes) -> ApiResult<Response> {
     hub_kernel::nesting::check_json(&raw, "request body")?;

@@ -102,6 +102,7 @@ struct RegionInput {
 
 /// Registers a region, or updates it when its id is known (no 409).
 #[utoipa::path(post, path = "/admin/sovereign/regions", tag = "admin-sovereign", request_body = RegionInput,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "region_id": "r-{unique}", "regime": "il5", "operator_partner": "race", "kms_provider": "race", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the region", body = Data<Region>)))]
 async fn put_region(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<RegionInput>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -178,6 +179,7 @@ struct NewAttestation {
 /// the latest expiry of its attestations.
 #[utoipa::path(post, path = "/admin/sovereign/regions/{region_id}/attestations", tag = "admin-sovereign", request_body = NewAttestation,
     params(("region_id" = String, Path, description = "the region")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/sovereign/regions", { "region_id": "r-{unique}", "regime": "il5", "operator_partner": "race", "kms_provider": "race", "operator_id": "ops-race" }]], "body": { "regime": "il5", "auditor_id": "race", "issued_at": "2026-01-01T00:00:00Z", "expires_at": "2030-01-01T00:00:00Z", "artifact_ref": "race" } }))),
     responses((status = 201, description = "the attestation", body = Data<Attestation>)))]
 async fn attest(
     State(state): State<AppState>,
@@ -270,6 +272,7 @@ struct NewRelease {
 /// against the configured release key.
 #[utoipa::path(post, path = "/admin/sovereign/regions/{region_id}/bundles", tag = "admin-sovereign", request_body = NewRelease,
     params(("region_id" = String, Path, description = "the region")),
+    extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a release carries an Ed25519 signature by the operator release key, which the race hub is not configured with (HUB_SOVEREIGN_BUNDLE_PUBLIC_KEY): every release answers 503" }))),
     responses((status = 201, description = "the release", body = Data<Release>)))]
 async fn release(State(state): State<AppState>, Operator(who): Operator, Path(region_id): Path<String>, Body(body): Body<NewRelease>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -322,6 +325,7 @@ async fn release(State(state): State<AppState>, Operator(who): Operator, Path(re
 /// as it is.
 #[utoipa::path(post, path = "/admin/sovereign/bundles/{release_id}/applied", tag = "admin-sovereign",
     params(("release_id" = String, Path, description = "the release")),
+    extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "it needs a bundle release, which only the signed release route makes, and the race hub has no release key (HUB_SOVEREIGN_BUNDLE_PUBLIC_KEY) to accept one" }))),
     responses((status = 200, description = "the release", body = Data<Release>)))]
 async fn applied(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id).map_err(|_| ApiError::Missing("release not found"))?.to_string();
@@ -372,6 +376,7 @@ struct NewLeak {
 /// Raises a leak alert in a region; every call appends one.
 #[utoipa::path(post, path = "/admin/sovereign/regions/{region_id}/leaks", tag = "admin-sovereign", request_body = NewLeak,
     params(("region_id" = String, Path, description = "the region")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/sovereign/regions", { "region_id": "r-{unique}", "regime": "il5", "operator_partner": "race", "kms_provider": "race", "operator_id": "ops-race" }]], "body": { "kind": "egress-attempt", "severity": "warn" } }))),
     responses((status = 201, description = "the alert", body = Data<Leak>)))]
 async fn leak(State(state): State<AppState>, Operator(who): Operator, Path(region_id): Path<String>, Body(body): Body<NewLeak>) -> ApiResult<Response> {
     let mut check = Check::new();

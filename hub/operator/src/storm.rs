@@ -179,6 +179,7 @@ struct IngestResult {
 
 /// Ingests the storm reports of the last `lookback_hours` now.
 #[utoipa::path(post, path = "/admin/storm/ingest-now", tag = "admin-storm", request_body = IngestRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "lookback_hours": 2 } }))),
     responses((status = 200, description = "what was ingested", body = Data<IngestResult>)))]
 async fn ingest_now(State(state): State<AppState>, Operator(who): Operator, raw: axum::body::Bytes) -> ApiResult<Response> {
     // The body is optional: none at all means every default.

@@ -22,6 +22,7 @@ struct Suspend {
 /// Suspends a tenant: its credentials answer 423 until it is resumed.
 #[utoipa::path(post, path = "/admin/tenants/{tenant_id}/suspend", tag = "admin-tenants", request_body = Suspend,
     params(("tenant_id" = String, Path, description = "the tenant")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "params": { "tenant_id": "{tenant.tenant_id}" }, "body": { "reason": "race" } }))),
     responses((status = 200, description = "the tenant, suspended", body = Data<Suspension>)))]
 async fn suspend(State(state): State<AppState>, Operator(who): Operator, Path(tenant_id): Path<String>, Body(body): Body<Suspend>) -> ApiResult<Response> {
     let tenant_id = path_id(&tenant_id)?.to_string();
@@ -36,6 +37,7 @@ async fn suspend(State(state): State<AppState>, Operator(who): Operator, Path(te
 
 /// Resumes a suspended tenant.
 #[utoipa::path(post, path = "/admin/tenants/{tenant_id}/resume", tag = "admin-tenants", params(("tenant_id" = String, Path, description = "the tenant")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }], ["POST", "/admin/tenants/{tenant.tenant_id}/suspend", { "reason": "race" }]], "params": { "tenant_id": "{tenant_id}" } }))),
     responses((status = 200, description = "the tenant, resumed", body = Data<Suspension>)))]
 async fn resume(State(state): State<AppState>, Operator(who): Operator, Path(tenant_id): Path<String>) -> ApiResult<Response> {
     let tenant_id = path_id(&tenant_id)?.to_string();

@@ -317,6 +317,7 @@ struct ConnectorReplay {
 /// tenant (optionally of one `connector_kind`); each replayed item goes
 /// back to `pending`.
 #[utoipa::path(post, path = "/api/connectors/deadletters/replay", tag = "sdk-connectors", request_body = ConnectorReplayRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/api/connectors/sync-items", { "connector_kind": "race", "external_id": "e-{unique}", "outcome": "failed", "error": "timeout" }]], "body": { "deadletter_id": "{deadletter_id}" } }))),
     responses((status = 200, description = "what was replayed", body = Data<ConnectorReplay>)))]
 async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<ConnectorReplayRequest>) -> ApiResult<Response> {
     let mut check = Check::new();

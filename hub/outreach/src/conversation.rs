@@ -62,6 +62,7 @@ struct NewSuppression {
 
 /// Adds an address of a channel to the tenant's suppression list.
 #[utoipa::path(post, path = "/api/conversations/suppressions", tag = "sdk-conversation", request_body = NewSuppression,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "channel": "email", "address": "s-{unique}@races.example.com", "reason": "race" } }))),
     responses((status = 201, description = "the suppression", body = Data<Suppression>)))]
 async fn suppress(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSuppression>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -179,6 +180,7 @@ struct QuietHoursSetting {
 
 /// Sets (replaces) the tenant's quiet hours.
 #[utoipa::path(put, path = "/api/conversations/quiet-hours", tag = "sdk-conversation", request_body = QuietHoursSetting,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "timezone": "Europe/Amsterdam", "starts": "22:00", "ends": "07:00", "channels": ["voice"] } }))),
     responses((status = 200, description = "the quiet hours", body = Data<QuietHours>)))]
 async fn set_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<QuietHoursSetting>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -277,6 +279,7 @@ struct ComposeDecision {
 
 /// Decides, per channel, whether the tenant may compose to the subject.
 #[utoipa::path(post, path = "/api/conversations/compose-check", tag = "sdk-conversation", request_body = ComposeCheck,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["POST", "/api/consent/purposes", { "purpose_id": "p-{unique}", "description": "race", "legal_basis": "contract" }]], "body": { "subject": "s-{unique}", "purpose_id": "p-{unique}", "channels": ["email", "sms"], "addresses": { "email": "s-{unique}@races.example.com" } } }))),
     responses((status = 200, description = "a decision per channel, with its reasons", body = Data<ComposeDecision>)))]
 async fn compose_check(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<ComposeCheck>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -58,6 +58,7 @@ struct NewHandoff {
 
 /// Hands a deal over; the handoff is `pending`.
 #[utoipa::path(post, path = "/api/handoffs", tag = "sdk-handoff", request_body = NewHandoff,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/personas", { "kind": "human" }]], "body": { "deal_id": "{unique}", "from_persona_id": "{owner_persona_id}", "to_persona_id": "{persona_id}" } }))),
     responses((status = 201, description = "the handoff, pending", body = Data<Handoff>)))]
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewHandoff>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -121,6 +122,7 @@ const HANDOFF: Stateful = Stateful { noun: "handoff", table: "handoff_handoff", 
 /// Moves a handoff along its state machine.
 #[utoipa::path(post, path = "/api/handoffs/{handoff_id}/status", tag = "sdk-handoff", request_body = StatusChange,
     params(("handoff_id" = String, Path, description = "the handoff")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/personas", { "kind": "human" }], ["POST", "/api/handoffs", { "deal_id": "{unique}", "from_persona_id": "{owner_persona_id}", "to_persona_id": "{persona_id}" }]], "body": { "status": "accepted" } }))),
     responses((status = 200, description = "the handoff in its new status", body = Data<Handoff>)))]
 async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<StatusChange>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();

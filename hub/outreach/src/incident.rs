@@ -69,6 +69,7 @@ struct NewIncident {
 
 /// Opens an incident.
 #[utoipa::path(post, path = "/api/incidents", tag = "sdk-incident", request_body = NewIncident,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "title": "race", "severity": "low" } }))),
     responses((status = 201, description = "the incident, open", body = Data<Incident>)))]
 async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewIncident>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -82,6 +82,7 @@ struct NewConnection {
 
 /// Connects a calendar (its credential sealed at rest, never shown again).
 #[utoipa::path(post, path = "/api/scheduling/connections", tag = "sdk-scheduling", request_body = NewConnection,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race", "collection_url": "https://calendar.races.example.com/race/", "token": "t" } }))),
     responses((status = 201, description = "the connection", body = Data<Connection>)))]
 async fn create_connection(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewConnection>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -214,6 +215,7 @@ struct NewAppointment {
 
 /// Books an appointment.
 #[utoipa::path(post, path = "/api/scheduling/appointments", tag = "sdk-scheduling", request_body = NewAppointment,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "title": "race", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" } }))),
     responses((status = 201, description = "the appointment, booked", body = Data<Appointment>)))]
 async fn book(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAppointment>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -293,6 +295,7 @@ const APPOINTMENT: Stateful = Stateful { noun: "appointment", table: "scheduling
 /// Moves a booked appointment (409 once cancelled); push it to update the calendars.
 #[utoipa::path(post, path = "/api/scheduling/appointments/{appointment_id}/reschedule", tag = "sdk-scheduling",
     params(("appointment_id" = String, Path, description = "the appointment")), request_body = Reschedule,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/scheduling/appointments", { "title": "race", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" }]], "body": { "starts_at": "2027-01-02T09:00:00Z", "ends_at": "2027-01-02T10:00:00Z" } }))),
     responses((status = 200, description = "the appointment", body = Data<Appointment>)))]
 async fn reschedule(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Reschedule>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
@@ -389,6 +392,7 @@ struct Target {
 /// 503 when the calendar server does not accept the change.
 #[utoipa::path(post, path = "/api/scheduling/appointments/{appointment_id}/push", tag = "sdk-scheduling",
     params(("appointment_id" = String, Path, description = "the appointment")), request_body = PushRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/scheduling/connections", { "name": "race", "collection_url": "https://calendar.races.example.com/race/" }], ["POST", "/api/scheduling/appointments", { "title": "race", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" }], ["POST", "/api/scheduling/appointments/{appointment_id}/cancel", null]], "body": { "tenant_id": "{tenant_id}", "connection_id": "{connection_id}" } }))),
     responses((status = 200, description = "what was done on the calendar", body = Data<PushResult>)))]
 async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<PushRequest>) -> ApiResult<Response> {
     let appointment = find(&state.db.read, &ctx.tenant_id, &id).await?;

@@ -54,6 +54,7 @@ struct NewTemplate {
 
 /// Creates a message template.
 #[utoipa::path(post, path = "/api/sequences/templates", tag = "sdk-sequence", request_body = NewTemplate,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "tenant_id": "{tenant_id}", "name": "t-{unique}", "subject": "race", "body": "hello" } }))),
     responses((status = 201, description = "the template", body = Data<Template>)))]
 async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewTemplate>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -155,6 +156,7 @@ struct NewSequence {
 
 /// Creates a sequence of template steps.
 #[utoipa::path(post, path = "/api/sequences", tag = "sdk-sequence", request_body = NewSequence,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/sequences/templates", { "tenant_id": "{tenant_id}", "name": "t-{unique}", "body": "hello" }]], "body": { "name": "s-{unique}", "steps": [{ "template_id": "{template_id}", "delay_seconds": 60 }] } }))),
     responses((status = 201, description = "the sequence", body = Data<Sequence>)))]
 async fn create_sequence(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSequence>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -142,6 +142,7 @@ pub async fn take_position(tx: &mut Tx, tenant_id: &str, asset_id: &str) -> ApiR
 
 /// Registers an asset (a robot) with its twin.
 #[utoipa::path(post, path = "/api/assets", tag = "sdk-asset", request_body = NewAsset,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "display_name": "race robot" } }))),
     responses((status = 201, description = "the asset", body = Data<Asset>)))]
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAsset>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -221,7 +222,10 @@ struct NewDesired {
 /// A supporting route: the document names the twin's read only, but a twin
 /// nobody can set is of no use.
 #[utoipa::path(put, path = "/api/assets/{asset_id}/twin", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")),
-    request_body = NewDesired, responses((status = 200, description = "the twin", body = Data<Twin>)))]
+    request_body = NewDesired,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/assets", { "display_name": "race robot" }]],
+        "body": { "desired": { "speed": 1 } } }))),
+    responses((status = 200, description = "the twin", body = Data<Twin>)))]
 async fn set_desired(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewDesired>) -> ApiResult<Response> {
     let desired = match body.desired {
         Some(v @ Value::Object(_)) => v,
@@ -509,7 +513,9 @@ struct IssuedRobotCredential {
 
 /// Issues a per-robot credential for the asset; its secret is shown this once.
 #[utoipa::path(post, path = "/api/assets/{asset_id}/credentials", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")),
-    request_body = NewRobotCredential, responses((status = 201, description = "the credential and its secret", body = Data<IssuedRobotCredential>)))]
+    request_body = NewRobotCredential,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/assets", { "display_name": "race robot" }]], "body": {} }))),
+    responses((status = 201, description = "the credential and its secret", body = Data<IssuedRobotCredential>)))]
 async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let rate_limit_rpm = check.optional_positive_int("rate_limit_rpm", body.get("rate_limit_rpm"));

@@ -277,6 +277,8 @@ async fn enqueue(state: &AppState, tx: &mut Tx, command_id: &str, asset_id: &str
 /// Low and medium risk are queued at once; high and critical wait for a
 /// person's decision.
 #[utoipa::path(post, path = "/api/commands", tag = "sdk-command", request_body = NewCommand,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/assets", { "display_name": "race robot" }]],
+        "body": { "type": "move", "risk_class": "low", "target_asset_id": "{asset_id}" } }))),
     responses((status = 201, description = "the command", body = Data<CommandView>)))]
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCommand>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -565,7 +567,9 @@ pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &st
 /// The first ack wins: the same ack again answers the same; a different
 /// one is 409.
 #[utoipa::path(post, path = "/api/commands/{command_id}/ack", tag = "sdk-command", params(("command_id" = String, Path, description = "the command")),
-    request_body = NewCommandAck, responses((status = 200, description = "the command, acknowledged", body = Data<CommandView>)))]
+    request_body = NewCommandAck,
+    extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a robot acknowledges with its per-robot credential (rc_...), which this harness never sends: it sends the owner's JWT" }))),
+    responses((status = 200, description = "the command, acknowledged", body = Data<CommandView>)))]
 async fn ack(State(state): State<AppState>, Robot(cred): Robot, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
     let parsed = parse_ack(&body)?;
     Ok(ok(apply_ack(&state, &cred, &id, parsed).await?))

@@ -288,6 +288,9 @@ async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): 
 
 /// Ends the active row of a key at a scope (history stays).
 #[utoipa::path(post, path = "/api/config/revoke", tag = "sdk-config", request_body = KeyRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404,
+        "given": [["POST", "/api/config", { "key": "race.{unique}", "scope": "tenant", "value": { "on": true } }]],
+        "body": { "key": "race.{unique}", "scope": "tenant" } }))),
     responses((status = 200, description = "the revoked row", body = Data<Row>)))]
 async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req): Body<KeyRequest>) -> ApiResult<Response> {
     let (key, scope, scope_id) = target(&ctx, &req, Check::new(), true)?;
@@ -316,6 +319,9 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req): B
 /// Swaps the active value of a key for a `secret_ref`: the value is
 /// dropped, the reference answered from now on.
 #[utoipa::path(post, path = "/api/config/rotate", tag = "sdk-config", request_body = KeyRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "independent",
+        "given": [["POST", "/api/config", { "key": "race.{unique}", "scope": "tenant", "value": { "on": true } }]],
+        "body": { "key": "race.{unique}", "scope": "tenant", "secret_ref": "vault://race/{unique}" } }))),
     responses((status = 200, description = "the row, its value now a secret_ref", body = Data<Row>)))]
 async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req): Body<KeyRequest>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -186,6 +186,7 @@ struct DeviceRegistration {
 /// updated, an omitted device_key_ref keeps the stored one, and a revoked
 /// or stolen device stays so.
 #[utoipa::path(post, path = "/api/devices", tag = "sdk-device", request_body = DeviceRegistration,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "device_uuid": "{unique}", "platform": "ios" } }))),
     responses((status = 201, description = "the device, and whether this call created it", body = Data<DeviceRegistered>)))]
 async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<DeviceRegistration>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -238,6 +239,7 @@ async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
 
 /// Issues a single-use attestation challenge for the device to sign.
 #[utoipa::path(post, path = "/api/devices/{device_uuid}/challenge", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]] }))),
     responses((status = 201, description = "the challenge", body = Data<AttestationChallenge>)))]
 async fn challenge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
@@ -283,7 +285,12 @@ struct NewDeviceAttestation {
 /// attestation); `verified` in the body is ignored. A failed verification
 /// is recorded too, with its reason.
 #[utoipa::path(post, path = "/api/devices/{device_uuid}/attest", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")),
-    request_body = NewDeviceAttestation, responses((status = 201, description = "the attestation and the hub's verdict", body = Data<DeviceAttestation>)))]
+    request_body = NewDeviceAttestation,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [
+        ["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }],
+        ["POST", "/api/devices/{device_uuid}/challenge", null]],
+        "body": { "method": "secure-enclave", "signature_envelope": { "challenge": "{challenge}" } } }))),
+    responses((status = 201, description = "the attestation and the hub's verdict", body = Data<DeviceAttestation>)))]
 async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewDeviceAttestation>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();
@@ -469,8 +476,13 @@ struct DeviceRevocation {
 }
 
 /// Revokes a device: reason `revoked` or `stolen` becomes its status.
+/// Revoking it again with the reason it has changes nothing and records
+/// no event.
 #[utoipa::path(post, path = "/api/devices/{device_uuid}/revoke", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")),
-    request_body = DeviceRevocation, responses((status = 200, description = "the device, revoked", body = Data<Device>)))]
+    request_body = DeviceRevocation,
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]],
+        "body": { "reason": "stolen" } }))),
+    responses((status = 200, description = "the device, revoked", body = Data<Device>)))]
 async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<DeviceRevocation>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();
@@ -478,9 +490,14 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     check.one_of("reason", &reason, REVOCATION_REASONS);
     check.finish()?;
     let mut tx = state.db.begin().await?;
-    let sql = format!("UPDATE platform_device SET status = $1 WHERE tenant_id = $2 AND device_uuid = $3 RETURNING {COLUMNS}");
-    let device: Device =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&reason).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
+    // One guarded statement: of two revocations with one reason at once,
+    // one changes the status (with the event) and the other finds it so
+    // and answers the device as committed.
+    let sql = format!("UPDATE platform_device SET status = $1 WHERE tenant_id = $2 AND device_uuid = $3 AND status <> $1 RETURNING {COLUMNS}");
+    let moved: Option<Device> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&reason).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    let Some(device) = moved else {
+        return Ok(ok(find(&mut *tx, &ctx.tenant_id, &id).await?));
+    };
     audit::record(&mut tx, &ctx, events::DEVICE_REVOKED, json!({ "device_uuid": id, "reason": reason })).await?;
     tx.commit().await?;
     Ok(ok(device))

@@ -77,6 +77,8 @@ struct NewCrash {
 
 /// Records a crash of a registered device of the caller's tenant.
 #[utoipa::path(post, path = "/api/diagnostic/crash", tag = "sdk-diagnostic-telemetry", request_body = NewCrash,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]],
+        "body": { "device_uuid": "{unique}", "stack_envelope": "race stack" } }))),
     responses((status = 201, description = "the crash", body = Data<Crash>)))]
 async fn report_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCrash>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -177,6 +179,8 @@ enum HealthLevel {
 
 /// Records a health snapshot of a registered device of the caller's tenant.
 #[utoipa::path(post, path = "/api/diagnostic/snapshots", tag = "sdk-diagnostic-telemetry", request_body = NewHealthSnapshot,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]],
+        "body": { "device_uuid": "{unique}", "status": "ok" } }))),
     responses((status = 201, description = "the snapshot", body = Data<HealthSnapshot>)))]
 async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewHealthSnapshot>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -172,6 +172,7 @@ struct NewFlag {
 /// Creates a flag of the caller's tenant (its kill switch released, no
 /// rollout yet).
 #[utoipa::path(post, path = "/api/feature-flags", tag = "sdk-feature-flags", request_body = NewFlag,
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "flag_key": "race-{unique}" } }))),
     responses((status = 201, description = "the flag", body = Data<FlagRow>)))]
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req): Body<NewFlag>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -316,6 +317,8 @@ fn check_predicate(check: &mut Check, value: Option<&Value>) -> Vec<Constraint> 
 /// rollouts named by `rollout_id` (200).
 #[utoipa::path(post, path = "/api/feature-flags/{flag_key}/rollouts", tag = "sdk-feature-flags", params(("flag_key" = String, Path, description = "the flag's key")),
     request_body = RolloutRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/feature-flags", { "flag_key": "race-{unique}" }]],
+        "body": { "percentage": 50 } }))),
     responses((status = 201, description = "a new rollout", body = Data<RolloutRow>), (status = 200, description = "the changed rollout", body = Data<RolloutRow>)))]
 async fn set_rollout(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, Body(req): Body<RolloutRequest>) -> ApiResult<Response> {
     if !valid_key(&key) {
@@ -501,6 +504,8 @@ struct Evaluation {
 /// priority) whose predicate matches, then the default value.
 #[utoipa::path(post, path = "/api/feature-flags/{flag_key}/evaluate", tag = "sdk-feature-flags", params(("flag_key" = String, Path, description = "the flag's key")),
     request_body = ContextRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["POST", "/api/feature-flags", { "flag_key": "race-{unique}" }]],
+        "body": {} }))),
     responses((status = 200, description = "the value for this context and what decided it", body = Data<Evaluation>)))]
 async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, Body(req): Body<ContextRequest>) -> ApiResult<Response> {
     // `Body` refused another tenant's id already; the context's tenant is

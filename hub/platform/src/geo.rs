@@ -62,6 +62,7 @@ fn tidy(s: &str) -> Option<String> {
 /// Canonicalises and stores an address (201), or answers the stored one
 /// with the same canonical form (200).
 #[utoipa::path(post, path = "/api/geo/addresses", tag = "sdk-geo", request_body = NewAddress,
+    extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 1, "body": { "lines": ["{unique} Race Lane"], "locality": "Amsterdam", "country_code": "NL" } }))),
     responses((status = 201, description = "stored", body = Data<Answer>), (status = 200, description = "already stored", body = Data<Answer>)))]
 async fn canonicalise(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAddress>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -88,22 +89,32 @@ async fn canonicalise(State(state): State<AppState>, Tenant(ctx): Tenant, Body(b
     if let Some(address) = stored {
         return Ok(ok(Answer { address, created: Some(false) }));
     }
-    let sql = format!(
+    // The first store of a canonical form inserts it (201); any other,
+    // concurrent or later, finds it (the unique canonical form) and
+    // answers it (200), never a unique violation.
+    let insert = format!(
         "INSERT INTO geo_address (address_id, tenant_id, canonical, lines, locality, region, postal_code, country_code, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (tenant_id, canonical) DO NOTHING RETURNING {COLUMNS}"
     );
-    let address: Address = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(db::new_id())
-        .bind(&ctx.tenant_id)
-        .bind(&canonical)
-        .bind(json!(lines).to_string())
-        .bind(&locality)
-        .bind(&region)
-        .bind(&postal)
-        .bind(&country)
-        .bind(db::now())
-        .fetch_one(&mut *tx)
-        .await?;
+    let read = format!("SELECT {COLUMNS} FROM geo_address WHERE tenant_id = $1 AND canonical = $2");
+    let (address, written): (Address, _) = insert_or_read(
+        &mut tx,
+        sqlx::query_as(sqlx::AssertSqlSafe(insert))
+            .bind(db::new_id())
+            .bind(&ctx.tenant_id)
+            .bind(&canonical)
+            .bind(json!(lines).to_string())
+            .bind(&locality)
+            .bind(&region)
+            .bind(&postal)
+            .bind(&country)
+            .bind(db::now()),
+        sqlx::query_as(sqlx::AssertSqlSafe(read)).bind(&ctx.tenant_id).bind(&canonical),
+    )
+    .await?;
+    if written == Written::Found {
+        return Ok(ok(Answer { address, created: Some(false) }));
+    }
     // The event names the address, never its text (personal data).
     audit::record(&mut tx, &ctx, events::ADDRESS_CANONICALISED, json!({ "address_id": address.address_id, "country_code": country })).await?;
     tx.commit().await?;

@@ -97,6 +97,7 @@ fn valid_content_type(s: &str) -> bool {
 
 /// Starts an upload: a `pending` blob to `PUT` the content to.
 #[utoipa::path(post, path = "/api/media/blobs", tag = "sdk-media", request_body = NewBlob,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "content_type": "text/plain", "filename": "race.txt" } }))),
     responses((status = 201, description = "the blob, pending", body = Data<Started>)))]
 async fn start(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewBlob>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -185,6 +186,7 @@ async fn store(store: &dyn ObjectStore, key: &ObjectPath, body: RawBody, max: u6
 #[utoipa::path(put, path = "/api/media/blobs/{blob_id}/content", tag = "sdk-media",
     params(("blob_id" = String, Path, description = "a pending blob")),
     request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "the content, any media type"),
+    extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "the content is a raw body of any media type, streamed to the store; this harness sends JSON bodies only" }))),
     responses((status = 200, description = "the blob, content uploaded and still pending", body = Data<Blob>)))]
 async fn put_content(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, headers: HeaderMap, body: RawBody) -> ApiResult<Response> {
     let blob = find(&state.db, &ctx.tenant_id, &id).await?;
@@ -253,6 +255,7 @@ fn checksum(raw: &str) -> Option<String> {
 /// mismatch is 400 and the blob stays `pending`.
 #[utoipa::path(post, path = "/api/media/blobs/{blob_id}/commit", tag = "sdk-media", request_body = Commit,
     params(("blob_id" = String, Path, description = "the blob")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/media/blobs", { "content_type": "application/json" }], ["PUT", "/api/media/blobs/{blob_id}/content", "race"]], "body": { "checksum_hex": "6d221f60522398aa5026a27012f91c6dbdf26c4e6c36ff2e385380dea8eaa77d" } }))),
     responses((status = 200, description = "the blob, ready (again, for a repeated commit of the same checksum)", body = Data<Blob>)))]
 async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Commit>) -> ApiResult<Response> {
     let blob = find(&state.db, &ctx.tenant_id, &id).await?;

@@ -89,9 +89,37 @@ async fn find(exec: &mut Tx, tenant_id: &str, namespace: &str, name: &str, versi
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(namespace).bind(name).bind(version.unwrap_or(0)).fetch_optional(&mut **exec).await?)
 }
 
+/// The next version of a name: the name's sequence (concurrent
+/// registrations queue on it, each taking a version of its own), moved past
+/// a version registered explicitly ahead of it.
+async fn next_version(tx: &mut Tx, tenant_id: &str, namespace: &str, name: &str) -> ApiResult<i64> {
+    let floor = "SELECT MAX(version) FROM workflow_definition WHERE tenant_id = $1 AND namespace || '/' || name = $3";
+    let sequence = format!("workflow_definition {namespace}/{name}");
+    let next = next_number(tx, tenant_id, &sequence, floor, &format!("{namespace}/{name}")).await?;
+    let highest: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM workflow_definition WHERE tenant_id = $1 AND namespace = $2 AND name = $3")
+        .bind(tenant_id)
+        .bind(namespace)
+        .bind(name)
+        .fetch_one(&mut **tx)
+        .await?;
+    match highest {
+        Some(h) if h >= next => {
+            sqlx::query("UPDATE tenant_sequence SET last = $3 WHERE tenant_id = $1 AND name = $2")
+                .bind(tenant_id)
+                .bind(&sequence)
+                .bind(h + 1)
+                .execute(&mut **tx)
+                .await?;
+            Ok(h + 1)
+        }
+        _ => Ok(next),
+    }
+}
+
 /// Registers a definition, or answers the stored one when the same steps
 /// are registered again under its version.
 #[utoipa::path(post, path = "/api/workflows/definitions", tag = "sdk-workflow", request_body = NewDefinition,
+    extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 1, "body": { "name": "race-{unique}", "version": 1, "step_specs": [{ "name": "one" }] } }))),
     responses((status = 201, description = "stored", body = Data<Registered>), (status = 200, description = "the same definition, already stored", body = Data<Registered>)))]
 async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewDefinition>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -105,32 +133,37 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body)
     let steps = Value::Array(steps);
     let mut tx = state.db.begin().await?;
     let version = match version {
-        Some(v) => {
-            if let Some(stored) = find(&mut tx, &ctx.tenant_id, &namespace, &name, Some(v)).await? {
-                if stored.step_specs.0 == steps {
-                    return Ok(ok(Registered { definition: stored, created: false }));
-                }
-                return Err(ApiError::Conflict(format!("{namespace}/{name} version {v} is registered with other steps; definitions are immutable")));
-            }
-            v
-        }
-        None => find(&mut tx, &ctx.tenant_id, &namespace, &name, None).await?.map_or(1, |d| d.version + 1),
+        Some(v) => v,
+        None => next_version(&mut tx, &ctx.tenant_id, &namespace, &name).await?,
     };
-    let sql = format!(
+    // The first registration of a version stores it (201); any other,
+    // concurrent or later, finds it (the unique version) and answers it
+    // when its steps are the same (200), or 409: never a unique violation.
+    let insert = format!(
         "INSERT INTO workflow_definition (definition_id, tenant_id, namespace, name, version, step_specs, created_by, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (tenant_id, namespace, name, version) DO NOTHING RETURNING {COLUMNS}"
     );
-    let definition: Definition = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(db::new_id())
-        .bind(&ctx.tenant_id)
-        .bind(&namespace)
-        .bind(&name)
-        .bind(version)
-        .bind(steps.to_string())
-        .bind(audit::actor_of(&ctx).1)
-        .bind(db::now())
-        .fetch_one(&mut *tx)
-        .await?;
+    let read = format!("SELECT {COLUMNS} FROM workflow_definition WHERE tenant_id = $1 AND namespace = $2 AND name = $3 AND version = $4");
+    let (definition, written): (Definition, _) = insert_or_read(
+        &mut tx,
+        sqlx::query_as(sqlx::AssertSqlSafe(insert))
+            .bind(db::new_id())
+            .bind(&ctx.tenant_id)
+            .bind(&namespace)
+            .bind(&name)
+            .bind(version)
+            .bind(steps.to_string())
+            .bind(audit::actor_of(&ctx).1)
+            .bind(db::now()),
+        sqlx::query_as(sqlx::AssertSqlSafe(read)).bind(&ctx.tenant_id).bind(&namespace).bind(&name).bind(version),
+    )
+    .await?;
+    if written == Written::Found {
+        if definition.step_specs.0 == steps {
+            return Ok(ok(Registered { definition, created: false }));
+        }
+        return Err(ApiError::Conflict(format!("{namespace}/{name} version {version} is registered with other steps; definitions are immutable")));
+    }
     let payload = json!({ "definition_id": definition.definition_id, "namespace": namespace, "name": name, "version": version });
     audit::record(&mut tx, &ctx, events::WORKFLOW_DEFINITION_REGISTERED, payload).await?;
     tx.commit().await?;

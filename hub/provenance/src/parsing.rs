@@ -108,6 +108,7 @@ fn read(index: usize, capture: &Value, batch_region: Option<Id>) -> CaptureResul
 /// Extracts the contacts of each capture: names, email addresses and
 /// phone numbers in E.164. 200 whenever the batch itself is well formed.
 #[utoipa::path(post, path = "/api/parsing/contacts/extract", tag = "sdk-parsing", request_body = Batch,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"captures": [{"source_kind": "text", "raw": "Ada Lovelace <ada@example.com> +31 20 123 4567"}], "default_region": "NL"}}))),
     responses((status = 200, description = "one result per capture", body = Data<Outcome>)))]
 async fn extract_contacts(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Batch>) -> ApiResult<Response> {
     let mut check = Check::new();

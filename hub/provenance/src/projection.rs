@@ -122,6 +122,7 @@ struct NewSubject {
 
 /// Registers a subject (a name already registered is 409).
 #[utoipa::path(post, path = "/api/projections", tag = "sdk-projection", request_body = NewSubject,
+    extensions(("x-concurrency" = json!({"outcome": "one-wins", "events": 0, "body": {"subject_id": "s-{unique}"}}))),
     responses((status = 201, description = "the subject, with no assertion yet", body = Data<Subject>)))]
 async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSubject>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -193,6 +194,7 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
 /// Appends an assertion to the subject's log.
 #[utoipa::path(post, path = "/api/projections/{subject_id}/assertions", tag = "sdk-projection", request_body = NewAssertion,
     params(("subject_id" = String, Path, description = "the tenant's subject")),
+    extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/projections", {"subject_id": "s-{unique}"}]], "body": {"attribute": "colour", "value": "red"}}))),
     responses((status = 201, description = "the assertion, recorded", body = Data<Assertion>)))]
 async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Path(subject_id): Path<String>, Body(body): Body<NewAssertion>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
@@ -259,6 +261,7 @@ async fn get_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Path(s
 /// Folds the subject's log into its snapshot. Idempotent: 200 every time;
 /// the same content as the current snapshot writes nothing.
 #[utoipa::path(post, path = "/api/projections/{subject_id}/rebuild", tag = "sdk-projection", params(("subject_id" = String, Path, description = "the tenant's subject")),
+    extensions(("x-concurrency" = json!({"outcome": "independent", "events": 1, "given": [["POST", "/api/projections", {"subject_id": "s-{unique}"}], ["POST", "/api/projections/{subject_id}/assertions", {"attribute": "colour", "value": "red"}]]}))),
     responses((status = 200, description = "the snapshot, and whether it changed", body = Data<Rebuilt>)))]
 async fn rebuild(State(state): State<AppState>, Tenant(ctx): Tenant, Path(subject_id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;

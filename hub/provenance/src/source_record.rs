@@ -107,6 +107,7 @@ async fn insert(tx: &mut Tx, ctx: &TenantCtx, c: &Claim) -> ApiResult<Claim> {
 
 /// Records a claim a source made.
 #[utoipa::path(post, path = "/api/source-records/claims", tag = "sdk-source-record", request_body = NewClaim,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"subject_id": "s-{unique}", "attribute": "colour", "value": {"name": "red"}, "source": "race"}}))),
     responses((status = 201, description = "the claim, active", body = Data<Claim>)))]
 async fn assert_claim(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewClaim>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -104,7 +104,9 @@ impl TestApp {
     /// A second hub on the same database (several replicas).
     pub async fn replica(&self) -> TestApp {
         let dir = tempfile::tempdir().expect("tempdir");
-        Self::spawn_on(self.backend, self.database_url.clone(), dir, |_| {}).await
+        // Replicas share one object store, as they do behind S3.
+        let media = format!("file://{}", self._dir.path().join("media").display());
+        Self::spawn_on(self.backend, self.database_url.clone(), dir, |c| c.media_store = media).await
     }
 
     async fn spawn_on(backend: Backend, database_url: String, dir: tempfile::TempDir, tweak: impl FnOnce(&mut hub_kernel::config::Config)) -> TestApp {

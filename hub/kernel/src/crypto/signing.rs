@@ -175,6 +175,9 @@ pub async fn rotate(db: &Db, master: &MasterKey, grace: chrono::Duration, emerge
 /// [`rotate`] inside the caller's transaction (which records the event
 /// with it); the caller loads the keys once it has committed.
 pub async fn rotate_in(tx: &mut db::Tx, master: &MasterKey, grace: chrono::Duration, emergency: bool) -> anyhow::Result<Rotation> {
+    // Rotations queue: each demotes the current key the one before it made,
+    // so one key is current whatever the number of replicas rotating.
+    db::change::serialize(tx, "crypto_signing_key rotation").await.map_err(|e| anyhow::anyhow!("{e}"))?;
     let now = chrono::Utc::now();
     let previous: Option<String> =
         sqlx::query_scalar("SELECT kid FROM crypto_signing_key WHERE status = 'current' ORDER BY created_at DESC LIMIT 1").fetch_optional(&mut **tx).await?;

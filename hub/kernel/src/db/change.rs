@@ -11,6 +11,9 @@
 //!   n = n + 1 WHERE n < cap RETURNING`), or, where one statement cannot
 //!   say it (a count over other rows), [`Stateful::lock`]: the row that
 //!   owns the capacity is locked for the rest of the transaction.
+//! - Where no row exists to lock (a run over many rows, "one current row of
+//!   a table"), [`serialize`] queues the transactions that name the same
+//!   thing.
 //! - A **first write wins** is [`insert_or_read`]: `INSERT ... ON CONFLICT
 //!   DO NOTHING RETURNING ...`, and when another write won, its row, read in
 //!   the same transaction: never a unique violation surfacing as 409 where
@@ -122,4 +125,15 @@ pub async fn next_number(tx: &mut Tx, tenant_id: &str, name: &str, floor: &str, 
          ON CONFLICT (tenant_id, name) DO UPDATE SET last = tenant_sequence.last + 1 RETURNING last"
     );
     Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(name).bind(floor_arg).fetch_one(&mut **tx).await?)
+}
+
+/// Queues the transactions that name the same `name` one after another,
+/// until each commits, where no row exists to lock (a run over many rows,
+/// a table's "one current row"): PostgreSQL's transaction advisory lock on
+/// the name's hash. SQLite's one writer already runs them one at a time.
+pub async fn serialize(tx: &mut Tx, name: &str) -> ApiResult<()> {
+    if Backend::of(tx) == Backend::Postgres {
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))").bind(name).execute(&mut **tx).await?;
+    }
+    Ok(())
 }

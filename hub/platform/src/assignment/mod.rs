@@ -393,6 +393,9 @@ struct RouteRequest {
 /// Routes a subject through the active version of a rule set; recorded
 /// unless `dry_run`.
 #[utoipa::path(post, path = "/api/assignment/route", tag = "sdk-assignment", request_body = RouteRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "independent",
+        "given": [["POST", "/api/assignment/routes", { "name": "race-{unique}", "rules": [{ "name": "any" }], "activate": true }]],
+        "body": { "rule_set_name": "race-{unique}", "subject": { "topic": "race" }, "candidate_persona_ids": ["{owner_persona_id}"] } }))),
     responses((status = 201, description = "the decision, recorded", body = Data<Decision>), (status = 200, description = "a dry run's decision, not recorded", body = Data<Decision>)))]
 async fn route(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<RouteRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -480,6 +483,8 @@ fn location(check: &mut Check, name: &str, value: Option<&Value>) -> Option<Poin
 /// Assigns a task: the gates (skills, availability window, capacity left
 /// today) first, then the strategy picks among those left.
 #[utoipa::path(post, path = "/api/assignment/assign-by-task", tag = "sdk-assignment", request_body = TaskRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "independent",
+        "body": { "task_id": "t-{unique}", "candidate_persona_ids": ["{owner_persona_id}"], "strategy": "round_robin", "pool_key": "race-{unique}" } }))),
     responses((status = 201, description = "the decision, recorded: ASSIGNED, or UNROUTABLE when no candidate passed the gates", body = Data<Decision>)))]
 async fn assign_by_task(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<TaskRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -794,6 +799,9 @@ struct Replayed {
 /// Replays the newest recorded decisions of a rule set through a candidate
 /// version and stores the report.
 #[utoipa::path(post, path = "/api/assignment/simulate", tag = "sdk-assignment", request_body = SimulateRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "independent",
+        "given": [["POST", "/api/assignment/routes", { "name": "race-{unique}", "rules": [{ "name": "any" }], "activate": true }]],
+        "body": { "rule_set_name": "race-{unique}" } }))),
     responses((status = 201, description = "the simulation and its report", body = Data<Simulation>)))]
 async fn simulate(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<SimulateRequest>) -> ApiResult<Response> {
     let mut check = Check::new();

@@ -270,6 +270,7 @@ struct NewRecord {
 /// Offers a subject to its primary persona (and backup, at once, when the
 /// window is 0).
 #[utoipa::path(post, path = "/api/assignments", tag = "sdk-assignment", request_body = NewRecord,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "subject_ref": "race-{unique}", "primary_persona_id": "{persona_id}" } }))),
     responses((status = 201, description = "the record, offered", body = Data<Record>)))]
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRecord>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -502,6 +503,10 @@ struct Reassign {
 /// acceptance window.
 #[utoipa::path(post, path = "/api/assignments/{record_id}/reassign", tag = "sdk-assignment", request_body = Reassign,
     params(("record_id" = String, Path, description = "the record")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [
+        ["POST", "/api/personas", { "kind": "service" }],
+        ["POST", "/api/assignments", { "subject_ref": "race-{unique}", "primary_persona_id": "{owner_persona_id}" }]],
+        "body": { "to_persona_id": "{persona_id}" } }))),
     responses((status = 200, description = "the record, reassigned", body = Data<Record>)))]
 async fn reassign(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Reassign>) -> ApiResult<Response> {
     ensure_exists(&state, &ctx.tenant_id, &id).await?;
@@ -556,6 +561,7 @@ struct Swept {
 /// oldest deadline first: the primary's offer falls to the backup, any
 /// other expires.
 #[utoipa::path(post, path = "/api/assignments/sweep", tag = "sdk-assignment", request_body = Sweep,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": {} }))),
     responses((status = 200, description = "what the sweep did", body = Data<Swept>)))]
 async fn sweep(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Sweep>) -> ApiResult<Response> {
     let mut check = Check::new();

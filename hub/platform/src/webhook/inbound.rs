@@ -169,6 +169,7 @@ fn refused(e: WebhookError) -> ApiError {
 #[utoipa::path(post, path = "/api/webhooks/inbound/{kind}/{provider}", tag = "sdk-webhook",
     params(("kind" = String, Path, description = "the receiving group's kind"), ("provider" = String, Path, description = "the sender"), Receiver),
     request_body(content = Object, description = "the provider's JSON payload, signed with webhook-id, webhook-timestamp and webhook-signature"),
+    extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "the provider signs the body with the tenant's inbound secret (webhook-signature), which this harness cannot compute" }))),
     responses((status = 200, description = "verified and handled", body = Data<Receipt>)))]
 async fn receive(
     State(state): State<AppState>,

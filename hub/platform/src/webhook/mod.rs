@@ -163,6 +163,7 @@ fn check_description(check: &mut Check, value: &Option<String>) -> Option<String
 /// Registers an endpoint; the answer carries its signing secret, shown
 /// this once.
 #[utoipa::path(post, path = "/api/webhooks/endpoints", tag = "sdk-webhook", request_body = NewEndpoint,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] } }))),
     responses((status = 201, description = "the endpoint and its secret", body = Data<WithSecret>)))]
 async fn create_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewEndpoint>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -257,9 +258,16 @@ async fn changed(mut tx: Tx, ctx: &TenantCtx, id: &str, set: &str, args: &[Optio
 /// absent stays).
 #[utoipa::path(patch, path = "/api/webhooks/endpoints/{endpoint_id}", tag = "sdk-webhook", request_body = Update,
     params(("endpoint_id" = String, Path, description = "the endpoint")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent",
+        "given": [["POST", "/api/webhooks/endpoints", { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] }]],
+        "body": { "event_types": ["races.never.sent.v1", "races.never.*"], "description": "race" } }))),
     responses((status = 200, description = "the endpoint", body = Data<Endpoint>)))]
 async fn update_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Update>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
+    // Changes of one endpoint queue on its row: the subscriptions are
+    // replaced (deleted, then inserted) by one change at a time, never two
+    // inserting the same pattern at once.
+    ENDPOINT.lock::<String>(&mut tx, &ctx.tenant_id, &path_id(&id)?.to_string()).await?.ok_or(ApiError::NotFound)?;
     let current = find(&mut tx, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();
     let url = Check::optional(&body.url);
@@ -283,12 +291,21 @@ async fn update_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Pat
 
 /// Deletes an endpoint with its deliveries.
 #[utoipa::path(delete, path = "/api/webhooks/endpoints/{endpoint_id}", tag = "sdk-webhook", params(("endpoint_id" = String, Path, description = "the endpoint")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404,
+        "given": [["POST", "/api/webhooks/endpoints", { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] }]] }))),
     responses((status = 200, description = "deleted", body = Data<Object>)))]
 async fn delete_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let endpoint = find(&mut tx, &ctx.tenant_id, &id).await?;
-    // Subscriptions, deliveries and their attempts go with it (ON DELETE CASCADE).
-    sqlx::query("DELETE FROM webhook_endpoint WHERE endpoint_id = $1").bind(&endpoint.endpoint_id).execute(&mut *tx).await?;
+    // Subscriptions, deliveries and their attempts go with it (ON DELETE
+    // CASCADE). The delete itself says whether this request removed the
+    // row: of two deletes at once, the other finds nothing (404).
+    let deleted: Option<String> = sqlx::query_scalar("DELETE FROM webhook_endpoint WHERE tenant_id = $1 AND endpoint_id = $2 RETURNING endpoint_id")
+        .bind(&ctx.tenant_id)
+        .bind(&endpoint.endpoint_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    deleted.ok_or(ApiError::NotFound)?;
     audit::record(&mut tx, &ctx, events::WEBHOOK_ENDPOINT_DELETED, json!({ "endpoint_id": endpoint.endpoint_id })).await?;
     tx.commit().await?;
     Ok(ok(json!({ "endpoint_id": endpoint.endpoint_id, "deleted": true })))
@@ -296,24 +313,55 @@ async fn delete_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Pat
 
 /// Stops deliveries to an endpoint: events of the time it is disabled
 /// are not delivered to it, and deliveries already pending wait until it
-/// is enabled again.
+/// is enabled again. Disabling an endpoint the tenant disabled already
+/// changes nothing and records no event.
 #[utoipa::path(post, path = "/api/webhooks/endpoints/{endpoint_id}/disable", tag = "sdk-webhook", params(("endpoint_id" = String, Path, description = "the endpoint")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer",
+        "given": [["POST", "/api/webhooks/endpoints", { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] }]] }))),
     responses((status = 200, description = "the endpoint, disabled", body = Data<Endpoint>)))]
 async fn disable(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
-    let mut tx = state.db.begin().await?;
-    let current = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let tx = state.db.begin().await?;
     let set = "status = 'disabled', disabled_reason = $1";
-    Ok(ok(changed(tx, &ctx, &current.endpoint_id, set, &[Some("disabled by the tenant")], json!({ "status": "disabled" })).await?))
+    let unless = "status = 'disabled' AND COALESCE(disabled_reason, '') = $1";
+    Ok(ok(switched(tx, &ctx, &id, set, unless, Some("disabled by the tenant"), json!({ "status": "disabled" })).await?))
 }
 
 /// Resumes deliveries to an endpoint, its failure streak cleared.
+/// Enabling an active endpoint without a failure streak changes nothing
+/// and records no event.
 #[utoipa::path(post, path = "/api/webhooks/endpoints/{endpoint_id}/enable", tag = "sdk-webhook", params(("endpoint_id" = String, Path, description = "the endpoint")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [
+        ["POST", "/api/webhooks/endpoints", { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] }],
+        ["POST", "/api/webhooks/endpoints/{endpoint_id}/disable", null]] }))),
     responses((status = 200, description = "the endpoint, active", body = Data<Endpoint>)))]
 async fn enable(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
-    let mut tx = state.db.begin().await?;
-    let current = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let tx = state.db.begin().await?;
     let set = "status = 'active', disabled_reason = $1, failure_streak = 0, failing_since = NULL";
-    Ok(ok(changed(tx, &ctx, &current.endpoint_id, set, &[None], json!({ "status": "active" })).await?))
+    let unless = "status = 'active' AND disabled_reason IS NULL AND failure_streak = 0 AND failing_since IS NULL";
+    Ok(ok(switched(tx, &ctx, &id, set, unless, None, json!({ "status": "active" })).await?))
+}
+
+/// The endpoint as guarded writes name it.
+const ENDPOINT: Stateful = Stateful { noun: "endpoint", table: "webhook_endpoint", key: "endpoint_id", state: "status" };
+
+/// Switches an endpoint on or off in one guarded statement (`set`, with
+/// `arg` as `$1`, unless it already is as `unless` says): of two requests
+/// at once, one changes it, with the event, and the other finds it
+/// switched and answers it as committed, without an event (as a repeat
+/// does).
+async fn switched(mut tx: Tx, ctx: &TenantCtx, id: &str, set: &str, unless: &str, arg: Option<&str>, what: Value) -> ApiResult<Endpoint> {
+    let id = path_id(id)?.to_string();
+    let sql = format!("UPDATE webhook_endpoint SET {set}, updated_at = $2 WHERE tenant_id = $3 AND endpoint_id = $4 AND NOT ({unless}) RETURNING {COLUMNS}");
+    let moved: Option<Endpoint> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(arg).bind(db::now()).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    let Some(endpoint) = moved else {
+        return find(&mut tx, &ctx.tenant_id, &id).await;
+    };
+    let mut payload = json!({ "endpoint_id": id });
+    payload.as_object_mut().expect("an object").extend(what.as_object().cloned().unwrap_or_default());
+    audit::record(&mut tx, ctx, events::WEBHOOK_ENDPOINT_UPDATED, payload).await?;
+    tx.commit().await?;
+    Ok(endpoint)
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -329,6 +377,8 @@ struct Rotation {
 /// grace period.
 #[utoipa::path(post, path = "/api/webhooks/endpoints/{endpoint_id}/rotate-secret", tag = "sdk-webhook", request_body = Rotation,
     params(("endpoint_id" = String, Path, description = "the endpoint")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent",
+        "given": [["POST", "/api/webhooks/endpoints", { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] }]], "body": {} }))),
     responses((status = 200, description = "the endpoint and its new secret", body = Data<WithSecret>)))]
 async fn rotate_secret(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Rotation>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
@@ -441,6 +491,7 @@ const DELIVERY: Stateful = Stateful { noun: "delivery", table: "webhook_delivery
 
 /// Sends a dead-lettered delivery again.
 #[utoipa::path(post, path = "/api/webhooks/deadletters/{delivery_id}/retry", tag = "sdk-webhook", params(("delivery_id" = String, Path, description = "a dead delivery")),
+    extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a dead-lettered delivery exists only after the delivery worker's failed attempts at a receiver, which no request of this harness can bring about or wait for" }))),
     responses((status = 200, description = "the delivery, pending again", body = Data<Delivery>)))]
 async fn retry_dead_letter(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
@@ -471,6 +522,7 @@ struct Replay {
 
 /// Sends the dead letters of a time range again.
 #[utoipa::path(post, path = "/api/webhooks/deadletters/replay", tag = "sdk-webhook", request_body = Replay,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": { "from": "2000-01-01T00:00:00Z" } }))),
     responses((status = 200, description = "how many were requeued", body = Data<Object>)))]
 async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Replay>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -484,8 +536,11 @@ async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
     let limit = check.optional_int("limit", body.limit.as_ref(), 1, 10_000).unwrap_or(1000);
     check.finish()?;
     let mut tx = state.db.begin().await?;
+    // The outer `status = 'dead'` re-check makes replays at once on
+    // PostgreSQL skip deliveries another replay requeued first: none is
+    // counted twice.
     let sql = format!(
-        "UPDATE webhook_delivery SET {REQUEUE} WHERE delivery_id IN (SELECT delivery_id FROM webhook_delivery \
+        "UPDATE webhook_delivery SET {REQUEUE} WHERE status = 'dead' AND delivery_id IN (SELECT delivery_id FROM webhook_delivery \
          WHERE tenant_id = $2 AND status = 'dead' AND finished_at >= $3 AND finished_at < $4 AND ($5 = '' OR endpoint_id = $5) \
          ORDER BY finished_at LIMIT $6)"
     );
