@@ -2,13 +2,22 @@
 //! capability against what is available (balance minus what open holds
 //! reserve); a hold reserves the price, with one conditional UPDATE, so
 //! concurrent holds never overdraw; settling consumes at most the hold and
-//! releases the rest; releasing returns it all. Credits are granted by the
-//! operator.
+//! releases the rest; releasing returns it all. Credits are granted and
+//! capabilities priced by the operator (`/admin/data-credits/*`, whose
+//! work is [`grant_credits_as`] and [`set_price_as`] here); a tenant reads
+//! the prices.
 
+use hub_kernel::gate::ops_tokens;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(balance)).routes(routes!(quote)).routes(routes!(hold)).routes(routes!(settle)).routes(routes!(release))
+    OpenApiRouter::new()
+        .routes(routes!(balance))
+        .routes(routes!(prices))
+        .routes(routes!(quote))
+        .routes(routes!(hold))
+        .routes(routes!(settle))
+        .routes(routes!(release))
 }
 
 const MAX_QUANTITY: i64 = 1_000_000;
@@ -83,11 +92,17 @@ async fn account(tx: &mut Tx, tenant_id: &str) -> ApiResult<Balance> {
     Ok(found.unwrap_or(Balance { balance: 0, reserved: 0, available: 0, updated_at: None }))
 }
 
+/// A capability's name as prices, quotes and holds take it: 1 to 128
+/// letters, digits or `. _ : / -` (a meter sku's form).
+pub fn valid_capability(s: &str) -> bool {
+    crate::meter::valid_sku(s)
+}
+
 /// The capability, quantity and price of a quote or hold request.
 async fn priced(tx: &mut Tx, body: &Use) -> ApiResult<(String, i64, i64, i64)> {
     let mut check = Check::new();
     let capability = check.required("capability", &body.capability);
-    if !capability.is_empty() && !crate::meter::valid_sku(&capability) {
+    if !capability.is_empty() && !valid_capability(&capability) {
         check.fail("capability must be 1 to 128 letters, digits or . _ : / -");
     }
     let quantity = check.optional_int("quantity", body.quantity.as_ref(), 1, MAX_QUANTITY).unwrap_or(1);
@@ -108,10 +123,31 @@ async fn balance(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResul
     Ok(ok(b))
 }
 
+/// A capability's price, as a tenant reads it.
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = DataCreditsPrice)]
+struct Price {
+    capability: String,
+    /// Credits for one use.
+    credits: i64,
+    updated_at: String,
+}
+
+/// The prices are the platform's, the same for every tenant.
+const PRICES: Listing = Listing { table: "data_credits_price", columns: "capability, credits, updated_at", filter: "1 = 1", order: "capability" };
+
+/// The priced capabilities (the platform's, the same for every tenant), by
+/// capability: what a quote or hold can name.
+#[utoipa::path(get, path = "/api/data-credits/prices", tag = "sdk-data-credits", params(Page),
+    responses((status = 200, description = "one page of prices", body = ListOf<Price>)))]
+async fn prices(State(state): State<AppState>, _: Tenant, page: Page) -> ApiResult<Response> {
+    page.list::<Price>(&state.db.read, &PRICES, &[]).await
+}
+
 /// Prices a capability before anything is held: its credit price, the
 /// credits available, and whether it is affordable.
 #[utoipa::path(post, path = "/api/data-credits/quotes", tag = "sdk-data-credits", request_body = Use,
-    extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a quote needs a capability with a credit price, which only the library function hub_billing::data_credits::set_price sets: no route sets one up" }))),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["PUT", "/admin/data-credits/prices/q.{unique}", { "credits": 1, "operator_id": "ops-race" }], ["POST", "/admin/data-credits/grants", { "tenant_id": "{tenant_id}", "credits": 2, "reason": "race", "operator_id": "ops-race" }]], "body": { "capability": "q.{unique}", "quantity": 2 } }))),
     responses((status = 200, description = "the quote", body = Data<Quote>)))]
 async fn quote(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Use>) -> ApiResult<Response> {
     let mut tx = state.db.read.begin().await?;
@@ -122,10 +158,14 @@ async fn quote(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): B
     Ok(ok(Quote { capability, quantity, unit_price, credits, balance: b.balance, reserved: b.reserved, available: b.available, affordable }))
 }
 
+// The race marker's tenant (tenant A) keeps what the group's other
+// scenarios leave of their grants (a few credits), so its capability costs
+// a million: of the three million granted, three holds win, whatever was
+// left before.
 /// Reserves a capability's price out of the available credits (409 when
 /// they do not suffice).
 #[utoipa::path(post, path = "/api/data-credits/holds", tag = "sdk-data-credits", request_body = Use,
-    extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a hold needs a credit price and granted credits, which only the library functions hub_billing::data_credits::set_price and grant_credits set: no route sets them up" }))),
+    extensions(("x-concurrency" = json!({ "outcome": "capacity", "wins": 3, "given": [["PUT", "/admin/data-credits/prices/h.{unique}", { "credits": 1000000, "operator_id": "ops-race" }], ["POST", "/admin/data-credits/grants", { "tenant_id": "{tenant_id}", "credits": 3000000, "reason": "race", "operator_id": "ops-race" }]], "body": { "capability": "h.{unique}" } }))),
     responses((status = 201, description = "the hold", body = Data<Hold>)))]
 async fn hold(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Use>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
@@ -212,7 +252,7 @@ struct Settlement {
 /// rest.
 #[utoipa::path(post, path = "/api/data-credits/holds/{hold_id}/settle", tag = "sdk-data-credits", request_body = Settlement,
     params(("hold_id" = String, Path, description = "the hold")),
-    extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a hold to settle needs a credit price and granted credits, which only the library functions hub_billing::data_credits::set_price and grant_credits set: no route sets them up" }))),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["PUT", "/admin/data-credits/prices/s.{unique}", { "credits": 1, "operator_id": "ops-race" }], ["POST", "/admin/data-credits/grants", { "tenant_id": "{tenant_id}", "credits": 1, "reason": "race", "operator_id": "ops-race" }], ["POST", "/api/data-credits/holds", { "capability": "s.{unique}" }]], "body": { "credits": 1 } }))),
     responses((status = 200, description = "the hold, settled", body = Data<Hold>)))]
 async fn settle(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Settlement>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
@@ -233,7 +273,7 @@ async fn settle(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
 /// Releases a hold: its credits return to the available ones.
 #[utoipa::path(post, path = "/api/data-credits/holds/{hold_id}/release", tag = "sdk-data-credits",
     params(("hold_id" = String, Path, description = "the hold")),
-    extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a hold to release needs a credit price and granted credits, which only the library functions hub_billing::data_credits::set_price and grant_credits set: no route sets them up" }))),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["PUT", "/admin/data-credits/prices/r.{unique}", { "credits": 1, "operator_id": "ops-race" }], ["POST", "/admin/data-credits/grants", { "tenant_id": "{tenant_id}", "credits": 1, "reason": "race", "operator_id": "ops-race" }], ["POST", "/api/data-credits/holds", { "capability": "r.{unique}" }]] }))),
     responses((status = 200, description = "the hold, released", body = Data<Hold>)))]
 async fn release(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
@@ -243,26 +283,61 @@ async fn release(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
     Ok(ok(h))
 }
 
-/// Grants a tenant credits (the operator's door; no tenant route grants):
-/// the balance grows and the grant is kept in a ledger. Returns the new
-/// balance.
-pub async fn grant_credits(db: &Db, tenant_id: &str, credits: i64, operator_id: &str, reason: &str) -> ApiResult<i64> {
+/// A grant of credits, as the ledger keeps it, with the tenant's balance
+/// right after it.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = DataCreditsGrant)]
+pub struct Grant {
+    pub grant_id: String,
+    pub tenant_id: String,
+    /// Credits granted, at least 1.
+    pub credits: i64,
+    pub reason: String,
+    /// Who granted them, as the operator named themself.
+    pub operator_id: String,
+    pub created_at: String,
+    /// The tenant's balance after the grant.
+    pub balance: i64,
+}
+
+/// What an operator grants.
+pub struct NewGrant<'a> {
+    pub tenant_id: &'a str,
+    pub credits: i64,
+    pub reason: &'a str,
+    pub operator_id: &'a str,
+}
+
+/// Grants a tenant credits (the library's door: the operator named by
+/// `operator_id` is also the event's actor). See [`grant_credits_as`].
+pub async fn grant_credits(db: &Db, tenant_id: &str, credits: i64, operator_id: &str, reason: &str) -> ApiResult<Grant> {
+    grant_credits_as(db, operator_id, NewGrant { tenant_id, credits, reason, operator_id }).await
+}
+
+/// Grants a tenant credits (`POST /admin/data-credits/grants`' work; no
+/// tenant route grants): the grant goes into the ledger, the balance grows
+/// by it in one upsert (concurrent grants add up, none is lost), and
+/// `data-credits.credit.granted.v1` goes into the tenant's chain with
+/// `actor` (the operator credential) as its actor, all in one transaction.
+/// An unknown tenant is the foreign key's 400.
+pub async fn grant_credits_as(db: &Db, actor: &str, g: NewGrant<'_>) -> ApiResult<Grant> {
     let mut check = Check::new();
-    if !(1..=MAX_CREDITS).contains(&credits) {
+    if !(1..=MAX_CREDITS).contains(&g.credits) {
         check.fail(format!("credits must be an integer from 1 to {MAX_CREDITS}"));
     }
-    if operator_id.trim().is_empty() || reason.trim().is_empty() {
+    if g.operator_id.trim().is_empty() || g.reason.trim().is_empty() {
         check.fail("operator_id and reason are required");
     }
     check.finish()?;
     let now = db::now();
+    let grant_id = db::new_id();
     let mut tx = db.begin().await?;
     sqlx::query("INSERT INTO data_credits_grant (grant_id, tenant_id, credits, reason, operator_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
-        .bind(db::new_id())
-        .bind(tenant_id)
-        .bind(credits)
-        .bind(reason)
-        .bind(operator_id)
+        .bind(&grant_id)
+        .bind(g.tenant_id)
+        .bind(g.credits)
+        .bind(g.reason)
+        .bind(g.operator_id)
         .bind(&now)
         .execute(&mut *tx)
         .await?;
@@ -270,36 +345,83 @@ pub async fn grant_credits(db: &Db, tenant_id: &str, credits: i64, operator_id: 
         "INSERT INTO data_credits_account (tenant_id, balance, reserved, updated_at) VALUES ($1, $2, 0, $3) \
          ON CONFLICT (tenant_id) DO UPDATE SET balance = data_credits_account.balance + excluded.balance, updated_at = excluded.updated_at RETURNING balance",
     )
-    .bind(tenant_id)
-    .bind(credits)
+    .bind(g.tenant_id)
+    .bind(g.credits)
     .bind(&now)
     .fetch_one(&mut *tx)
     .await?;
+    let grant = Grant {
+        grant_id,
+        tenant_id: g.tenant_id.to_string(),
+        credits: g.credits,
+        reason: g.reason.to_string(),
+        operator_id: g.operator_id.to_string(),
+        created_at: now,
+        balance,
+    };
+    let payload = json!({
+        "grant_id": grant.grant_id, "credits": grant.credits, "reason": grant.reason, "operator_id": grant.operator_id, "balance": balance,
+    });
+    ops_tokens::record_in(&mut tx, g.tenant_id, actor, events::DATA_CREDITS_GRANTED, payload).await?;
     tx.commit().await?;
-    Ok(balance)
+    Ok(grant)
 }
 
-/// Sets a capability's price in credits (the operator's door).
-pub async fn set_price(db: &Db, capability: &str, credits: i64, operator_id: &str) -> ApiResult<()> {
+/// A capability's price as the operator set it.
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = DataCreditsPriceRecord)]
+pub struct PriceRecord {
+    pub capability: String,
+    /// Credits for one use.
+    pub credits: i64,
+    /// The operator who set it last.
+    pub updated_by: String,
+    pub updated_at: String,
+}
+
+const PRICE_RECORD_COLUMNS: &str = "capability, credits, updated_by, updated_at";
+
+/// Sets a capability's price in credits (the library's door: the operator
+/// named by `operator_id` is also the event's actor). See [`set_price_as`].
+pub async fn set_price(db: &Db, capability: &str, credits: i64, operator_id: &str) -> ApiResult<(PriceRecord, Written)> {
+    set_price_as(db, operator_id, capability, credits, operator_id).await
+}
+
+/// Sets a capability's price in credits (`PUT
+/// /admin/data-credits/prices/{capability}`' work): the first set of a
+/// capability inserts its price (`Written::Made`), any other, concurrent or
+/// later, replaces it (`Written::Found`). Records
+/// `data-credits.price.set.v1` in the platform chain (a price is no
+/// tenant's), `actor` (the operator credential) as its actor. Quotes and
+/// holds made before keep the price they were made at.
+pub async fn set_price_as(db: &Db, actor: &str, capability: &str, credits: i64, operator_id: &str) -> ApiResult<(PriceRecord, Written)> {
     let mut check = Check::new();
-    if !crate::meter::valid_sku(capability) {
+    if !valid_capability(capability) {
         check.fail("capability must be 1 to 128 letters, digits or . _ : / -");
     }
     if !(0..=MAX_CREDITS).contains(&credits) {
         check.fail(format!("credits must be an integer from 0 to {MAX_CREDITS}"));
     }
+    if operator_id.trim().is_empty() {
+        check.fail("operator_id is required");
+    }
     check.finish()?;
-    let mut tx = db.begin().await?;
-    sqlx::query(
+    let now = db::now();
+    let insert = format!(
         "INSERT INTO data_credits_price (capability, credits, updated_by, updated_at) VALUES ($1, $2, $3, $4) \
-         ON CONFLICT (capability) DO UPDATE SET credits = excluded.credits, updated_by = excluded.updated_by, updated_at = excluded.updated_at",
+         ON CONFLICT (capability) DO NOTHING RETURNING {PRICE_RECORD_COLUMNS}"
+    );
+    let replace =
+        format!("UPDATE data_credits_price SET credits = $2, updated_by = $3, updated_at = $4 WHERE capability = $1 RETURNING {PRICE_RECORD_COLUMNS}");
+    let mut tx = db.begin().await?;
+    let (price, written): (PriceRecord, _) = insert_or_read(
+        &mut tx,
+        sqlx::query_as(sqlx::AssertSqlSafe(insert)).bind(capability).bind(credits).bind(operator_id).bind(&now),
+        sqlx::query_as(sqlx::AssertSqlSafe(replace)).bind(capability).bind(credits).bind(operator_id).bind(&now),
     )
-    .bind(capability)
-    .bind(credits)
-    .bind(operator_id)
-    .bind(db::now())
-    .execute(&mut *tx)
     .await?;
+    let payload = json!({ "capability": capability, "credits": credits, "operator_id": operator_id, "replaced": written == Written::Found });
+    ops_tokens::record(&mut tx, actor, events::DATA_CREDITS_PRICE_SET, payload).await?;
     tx.commit().await?;
-    Ok(())
+    Ok((price, written))
 }

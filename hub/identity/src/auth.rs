@@ -746,7 +746,7 @@ struct VerificationSent {
 /// be used to probe for accounts; in development mode a known email's token
 /// is also returned as `dev_token`.
 #[utoipa::path(post, path = "/api/auth/send-verification-email", tag = "sdk-identity", request_body = SendVerification,
-    extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"email": "m-{unique}@races.example.com"}}))),
+    extensions(("x-concurrency" = json!({"outcome": "capacity", "wins": 4, "losers": 429, "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"email": "m-{unique}@races.example.com"}}))),
     responses((status = 200, description = "sent (or not, for an unknown email: the answer is the same)", body = Data<VerificationSent>)))]
 async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body(body): Body<SendVerification>) -> ApiResult<Response> {
     let mut check = Check::new();
@@ -756,8 +756,7 @@ async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr)
     // Every request counts, known email or not, so the throttle's answers
     // tell nothing about which accounts exist.
     let keys = [throttle::Key::address("verify", addr, FREE_PER_ADDRESS), throttle::Key::account(&state, "verify", &email, VERIFY_FREE_PER_ACCOUNT)];
-    throttle::check(&state, &keys).await?;
-    throttle::fail(&state, &keys).await?;
+    throttle::take(&state, &keys).await?;
     let expires_at = db::format_time(chrono::Utc::now() + chrono::Duration::minutes(VERIFICATION_TTL_MINUTES));
     let mut data = VerificationSent { sent: true, expires_at, dev_token: None };
     let expires_at = &data.expires_at;

@@ -5,6 +5,7 @@ pub mod approvals;
 pub mod apps;
 pub mod audit;
 pub mod byok;
+pub mod data_credits;
 pub mod federation;
 mod fields;
 pub mod invoices;
@@ -39,4 +40,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(invoices::routes())
         .merge(apps::routes())
         .merge(byok::routes())
+        .merge(data_credits::routes())
 }

@@ -331,6 +331,7 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     ids.insert("sku", "mx".to_string());
     // Operator routes: only their 401s are probed.
     ids.insert("binding_id", uuid::Uuid::now_v7().to_string());
+    ids.insert("capability", "mx.lookup".to_string());
     hub_billing::data_credits::set_price(&app.state().db, "mx.lookup", 1, "op").await.unwrap();
     hub_billing::data_credits::grant_credits(&app.state().db, t.a["tenant_id"].as_str().unwrap(), 5, "op", "matrix").await.unwrap();
     let (s, r) = app.post("/api/data-credits/holds", Some(a), json!({ "capability": "mx.lookup" })).await;

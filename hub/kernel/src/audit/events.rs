@@ -117,6 +117,8 @@ event_types! {
     DATA_CREDITS_RESERVED = "data-credits.credit.reserved.v1";
     DATA_CREDITS_CONSUMED = "data-credits.credit.consumed.v1";
     DATA_CREDITS_RELEASED = "data-credits.credit.released.v1";
+    DATA_CREDITS_GRANTED = "data-credits.credit.granted.v1";
+    DATA_CREDITS_PRICE_SET = "data-credits.price.set.v1";
     PAYMENT_METHOD_STORED = "payment.method.stored.v1";
     PAYMENT_CHARGE_CAPTURED = "payment.charge.captured.v1";
     PAYMENT_CHARGE_FAILED = "payment.charge.failed.v1";

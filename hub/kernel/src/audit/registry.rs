@@ -223,6 +223,8 @@ mod tests {
         "scheduling.connection.created.v1",
         "ai-gateway.route.set.v1",
         "device.permission_snapshot.recorded.v1",
+        "data-credits.credit.granted.v1",
+        "data-credits.price.set.v1",
     ];
 
     #[test]

@@ -88,6 +88,7 @@ async fn rule_set(tx: &mut Tx, tenant_id: &str, filter: &str, arg: &str) -> ApiR
 
 /// Makes `rule_set_id` the active version of its name.
 async fn make_active(tx: &mut Tx, tenant_id: &str, set: &RuleSet) -> ApiResult<RuleSet> {
+    queue_on_name(tx, tenant_id, &set.name).await?;
     sqlx::query("UPDATE assignment_rule_set SET active = 0 WHERE tenant_id = $1 AND name = $2 AND active = 1")
         .bind(tenant_id)
         .bind(&set.name)
@@ -157,6 +158,20 @@ async fn list_rule_sets(State(state): State<AppState>, Tenant(ctx): Tenant, Para
 /// The first version of a rule set name, as activations lock it.
 const RULE_SET_NAME: Stateful = Stateful { noun: "rule set", table: "assignment_rule_set", key: "rule_set_id", state: "active" };
 
+/// Locks the first version of the name, which owns "one active version":
+/// activations of the name (the activate route, and publishes that
+/// activate) queue one after another, so each reads what the previous one
+/// committed and none meets the one-active index.
+async fn queue_on_name(tx: &mut Tx, tenant_id: &str, name: &str) -> ApiResult<()> {
+    let first: String = sqlx::query_scalar("SELECT rule_set_id FROM assignment_rule_set WHERE tenant_id = $1 AND name = $2 ORDER BY version LIMIT 1")
+        .bind(tenant_id)
+        .bind(name)
+        .fetch_one(&mut **tx)
+        .await?;
+    RULE_SET_NAME.lock::<i64>(tx, tenant_id, &first).await?;
+    Ok(())
+}
+
 /// Makes a published version the active one (a rollback, or a version
 /// published inactive and simulated first).
 #[utoipa::path(post, path = "/api/assignment/routes/{rule_set_id}/activate", tag = "sdk-assignment",
@@ -169,15 +184,7 @@ async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     let set = rule_set(&mut tx, &ctx.tenant_id, "rule_set_id = $2", &id).await?.ok_or(ApiError::NotFound)?;
-    // The first version of the name owns "one active version": locking it
-    // queues the activations of the name one after another, so the check
-    // below reads what the previous one committed.
-    let first: String = sqlx::query_scalar("SELECT rule_set_id FROM assignment_rule_set WHERE tenant_id = $1 AND name = $2 ORDER BY version LIMIT 1")
-        .bind(&ctx.tenant_id)
-        .bind(&set.name)
-        .fetch_one(&mut *tx)
-        .await?;
-    RULE_SET_NAME.lock::<i64>(&mut tx, &ctx.tenant_id, &first).await?;
+    queue_on_name(&mut tx, &ctx.tenant_id, &set.name).await?;
     let set = rule_set(&mut tx, &ctx.tenant_id, "rule_set_id = $2", &id).await?.ok_or(ApiError::NotFound)?;
     if set.active.0 {
         return Ok(ok(set));
