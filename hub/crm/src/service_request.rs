@@ -256,13 +256,8 @@ async fn close_request(
         "UPDATE service_request SET status = 'closed', resolution = $3, closed_at = $4 WHERE tenant_id = $1 AND request_id = $2 AND status = 'open' \
          RETURNING {REQUEST_COLUMNS}"
     );
-    let closed: Option<ServiceRequest> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(&ctx.tenant_id)
-        .bind(&id)
-        .bind(&resolution)
-        .bind(db::now())
-        .fetch_optional(&mut *tx)
-        .await?;
+    let closed: Option<ServiceRequest> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(&resolution).bind(db::now()).fetch_optional(&mut *tx).await?;
     let closed = REQUEST.settle(&mut tx, &ctx.tenant_id, &id, closed, "only an open request can be closed").await?;
     audit::record(&mut tx, &ctx, events::SERVICE_REQUEST_CLOSED, json!({ "request_id": closed.request_id, "queue_id": closed.queue_id })).await?;
     tx.commit().await?;

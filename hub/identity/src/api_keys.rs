@@ -257,14 +257,7 @@ async fn insert_application(
     );
     let (app, written): (Application, _) = insert_or_read(
         tx,
-        sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(db::new_id())
-            .bind(tenant_id)
-            .bind(name)
-            .bind(slug)
-            .bind(description)
-            .bind(environment)
-            .bind(db::now()),
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(db::new_id()).bind(tenant_id).bind(name).bind(slug).bind(description).bind(environment).bind(db::now()),
         sqlx::query_as(applications("tenant_id = $1 AND slug = $2")).bind(tenant_id).bind(slug),
     )
     .await?;

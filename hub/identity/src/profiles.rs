@@ -196,12 +196,7 @@ async fn put_band(
     let stored = format!("SELECT {COLUMNS} FROM profile_band WHERE app_identity_id = $1 AND band_kind = $2");
     let (row, written): (Row, _) = insert_or_read(
         &mut tx,
-        sqlx::query_as(sqlx::AssertSqlSafe(insert))
-            .bind(db::new_id())
-            .bind(&identity.app_identity_id)
-            .bind(&kind)
-            .bind(sealed.clone())
-            .bind(&now),
+        sqlx::query_as(sqlx::AssertSqlSafe(insert)).bind(db::new_id()).bind(&identity.app_identity_id).bind(&kind).bind(sealed.clone()).bind(&now),
         sqlx::query_as(sqlx::AssertSqlSafe(stored)).bind(&identity.app_identity_id).bind(&kind),
     )
     .await?;

@@ -164,13 +164,15 @@ pub async fn insert_app_and_tenant(tx: &mut Tx, t: NewTenantRow<'_>) -> ApiResul
     let now = db::now();
     // The app_id decides: of two tenants claiming one app_id at once, one
     // takes it and the other is 409.
-    let made = sqlx::query("INSERT INTO tenant_app (app_id, org_id, display_name, status, created_at) VALUES ($1, $2, $3, 'active', $4) ON CONFLICT (app_id) DO NOTHING")
-        .bind(t.app_id)
-        .bind(t.org_id)
-        .bind(t.display_name)
-        .bind(&now)
-        .execute(&mut **tx)
-        .await?;
+    let made = sqlx::query(
+        "INSERT INTO tenant_app (app_id, org_id, display_name, status, created_at) VALUES ($1, $2, $3, 'active', $4) ON CONFLICT (app_id) DO NOTHING",
+    )
+    .bind(t.app_id)
+    .bind(t.org_id)
+    .bind(t.display_name)
+    .bind(&now)
+    .execute(&mut **tx)
+    .await?;
     if made.rows_affected() == 0 {
         return Err(ApiError::Conflict(format!("app_id '{}' is already taken", t.app_id)));
     }

@@ -156,15 +156,8 @@ async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
         "UPDATE incident_incident SET status = $3, status_note = $4, updated_at = $5, resolved_at = $6 WHERE incident_id = $1 AND status = $2 \
          RETURNING {COLUMNS}"
     );
-    let incident: Incident = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(&id)
-        .bind(&current)
-        .bind(&status)
-        .bind(&note)
-        .bind(&now)
-        .bind(&resolved_at)
-        .fetch_one(&mut *tx)
-        .await?;
+    let incident: Incident =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(&current).bind(&status).bind(&note).bind(&now).bind(&resolved_at).fetch_one(&mut *tx).await?;
     index(&mut tx, &ctx.tenant_id, &incident).await?;
     let event = match status.as_str() {
         "acknowledged" => events::INCIDENT_ACKNOWLEDGED,

@@ -319,12 +319,13 @@ async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
         // The first verified key is pinned in one guarded statement: of two
         // first attestations at once, the one that pins second is checked
         // against the key the other pinned.
-        let pinned_now = sqlx::query("UPDATE platform_device SET attested_public_key = $1 WHERE tenant_id = $2 AND device_uuid = $3 AND attested_public_key IS NULL")
-            .bind(key)
-            .bind(&ctx.tenant_id)
-            .bind(&id)
-            .execute(&mut *tx)
-            .await?;
+        let pinned_now =
+            sqlx::query("UPDATE platform_device SET attested_public_key = $1 WHERE tenant_id = $2 AND device_uuid = $3 AND attested_public_key IS NULL")
+                .bind(key)
+                .bind(&ctx.tenant_id)
+                .bind(&id)
+                .execute(&mut *tx)
+                .await?;
         if pinned_now.rows_affected() == 0 && find(&mut *tx, &ctx.tenant_id, &id).await?.attested_public_key.as_deref() != Some(key.as_str()) {
             outcome = Err("the envelope is signed by a key other than the device's attested key".into());
         }
@@ -380,12 +381,13 @@ async fn verify(
     .fetch_optional(&mut **tx)
     .await?;
     let Some(expires_at) = consumed else {
-        let issued: Option<String> = sqlx::query_scalar("SELECT expires_at FROM platform_device_challenge WHERE challenge = $1 AND tenant_id = $2 AND device_uuid = $3")
-            .bind(challenge)
-            .bind(tenant_id)
-            .bind(device)
-            .fetch_optional(&mut **tx)
-            .await?;
+        let issued: Option<String> =
+            sqlx::query_scalar("SELECT expires_at FROM platform_device_challenge WHERE challenge = $1 AND tenant_id = $2 AND device_uuid = $3")
+                .bind(challenge)
+                .bind(tenant_id)
+                .bind(device)
+                .fetch_optional(&mut **tx)
+                .await?;
         return Ok(Err(if issued.is_some() { "the challenge has already been used" } else { "the challenge was not issued for this device" }.into()));
     };
     if expires_at <= db::now() {

@@ -303,7 +303,8 @@ async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
         // Another commit won: the same checksum answers its blob as a
         // repeated commit does, anything else changed meanwhile.
         let sql = format!("SELECT {COLUMNS} FROM media_blob WHERE tenant_id = $1 AND blob_id = $2");
-        let now: Blob = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&blob.blob_id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
+        let now: Blob =
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&blob.blob_id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
         return if now.status == "ready" && now.sha256.as_deref() == Some(stored.as_str()) && now.object_key.as_deref() == Some(key.as_str()) {
             Ok(ok(now))
         } else {

@@ -58,10 +58,7 @@ impl sqlx::Type<sqlx::Any> for Real {
 }
 
 impl<'q> sqlx::Encode<'q, sqlx::Any> for Real {
-    fn encode_by_ref(
-        &self,
-        buf: &mut <sqlx::Any as sqlx::Database>::ArgumentBuffer,
-    ) -> Result<sqlx::encode::IsNull, Box<dyn std::error::Error + Send + Sync>> {
+    fn encode_by_ref(&self, buf: &mut <sqlx::Any as sqlx::Database>::ArgumentBuffer) -> Result<sqlx::encode::IsNull, Box<dyn std::error::Error + Send + Sync>> {
         match self.0 {
             Some(v) => <f64 as sqlx::Encode<'q, sqlx::Any>>::encode_by_ref(&v, buf),
             None => <Option<f32> as sqlx::Encode<'q, sqlx::Any>>::encode_by_ref(&None, buf),

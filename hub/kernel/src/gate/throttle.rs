@@ -148,11 +148,9 @@ pub async fn take(state: &AppState, keys: &[Key]) -> ApiResult<()> {
             first = blocked_until_sql("1", k.free, "$2"),
             block = blocked_until_sql(counted, k.free, "$2"),
         );
-        let admitted: Option<i64> =
-            sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(&k.key).bind(now).bind(forget).fetch_optional(&mut *tx).await?;
+        let admitted: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(&k.key).bind(now).bind(forget).fetch_optional(&mut *tx).await?;
         if admitted.is_none() {
-            let until: i64 =
-                sqlx::query_scalar("SELECT blocked_until FROM auth_throttle WHERE throttle_key = $1").bind(&k.key).fetch_one(&mut *tx).await?;
+            let until: i64 = sqlx::query_scalar("SELECT blocked_until FROM auth_throttle WHERE throttle_key = $1").bind(&k.key).fetch_one(&mut *tx).await?;
             return Err(ApiError::RateLimited(((until - now).max(1) as u64).div_ceil(1000)));
         }
     }

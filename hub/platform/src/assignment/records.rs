@@ -577,12 +577,7 @@ async fn sweep(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): B
          ORDER BY offer_expires_at, record_id LIMIT $3{}",
         state.db.backend.skip_locked()
     );
-    let due: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-    .bind(&ctx.tenant_id)
-    .bind(db::format_time(now))
-    .bind(limit)
-    .fetch_all(&mut *tx)
-    .await?;
+    let due: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(db::format_time(now)).bind(limit).fetch_all(&mut *tx).await?;
     let mut out = Swept { swept: 0, fell_to_backup: 0, expired: 0, record_ids: Vec::new() };
     let sweeper = actor(&ctx, &None);
     for id in due {
