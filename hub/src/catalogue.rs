@@ -62,16 +62,31 @@ pub fn document(api: OpenApi) -> Value {
         "robotCredential": { "type": "http", "scheme": "bearer", "description": "a per-robot credential, rc_…, as the bearer value" },
         "adminToken": { "type": "apiKey", "in": "header", "name": "x-admin-ops-token" },
     });
+    let schemas = doc["components"]["schemas"].clone();
     if let Some(paths) = doc["paths"].as_object_mut() {
         for (path, item) in paths.iter_mut() {
             for method in METHODS {
                 if let Some(op) = item.get_mut(method) {
                     complete(path, method, op);
+                    optional_body(op, &schemas);
                 }
             }
         }
     }
     doc
+}
+
+/// A JSON body whose type has no required field may be left out: `Body`
+/// takes an absent body as the empty object, so the document says the
+/// body is not required, as the type does.
+fn optional_body(op: &mut Value, schemas: &Value) {
+    let Some(body) = op.get_mut("requestBody") else { return };
+    let schema = &body["content"]["application/json"]["schema"];
+    let Some(name) = schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/schemas/")) else { return };
+    let resolved = &schemas[name];
+    if resolved["type"] == "object" && resolved["required"].as_array().is_none_or(|r| r.is_empty()) {
+        body["required"] = json!(false);
+    }
 }
 
 fn error(description: &str) -> Value {

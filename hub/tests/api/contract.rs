@@ -202,3 +202,55 @@ async fn method_and_size_refusals_use_the_envelope(app: TestApp) {
     }
 }
 db_test!(method_and_size_refusals_use_the_envelope);
+
+/// A POST without a body (and so without a content type) is the empty
+/// object: a route whose every field is optional takes it, a route with
+/// required fields names each one, and the document says which bodies may
+/// be left out.
+async fn a_bodiless_post_is_the_empty_object(app: TestApp) {
+    let t = app.signup("bodiless@example.com", "bodiless").await;
+    let token = t["token"].as_str().unwrap();
+    let (s, b) = app.call(Method::POST, "/api/assignments/sweep", Some(token), None).await;
+    assert_eq!((s, &b["data"]["swept"]), (StatusCode::OK, &json!(0)), "{b}");
+    let (s, b) = app.call(Method::POST, "/api/media/blobs", Some(token), None).await;
+    assert_eq!((s, b["data"]["status"].as_str()), (StatusCode::CREATED, Some("pending")), "{b}");
+    let (s, f) = app.post("/api/feature-flags", Some(token), json!({ "flag_key": "bodiless" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{f}");
+    let (s, b) = app.call(Method::POST, "/api/feature-flags/bodiless/evaluate", Some(token), None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, e) = app.post("/api/webhooks/endpoints", Some(token), json!({ "url": "http://127.0.0.1:9/hook", "event_types": ["*"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{e}");
+    let rotate = format!("/api/webhooks/endpoints/{}/rotate-secret", e["data"]["endpoint_id"].as_str().unwrap());
+    let (s, b) = app.call(Method::POST, &rotate, Some(token), None).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    // Required fields are named, not the content type.
+    let b = assert_error(app.call(Method::POST, "/api/crm/contacts", Some(token), None).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["name is required"]));
+    // Whitespace is no body either; text that is not JSON still is refused.
+    let res = app
+        .client
+        .post(format!("{}/api/assignments/sweep", app.base))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .body("  ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let res = app
+        .client
+        .post(format!("{}/api/assignments/sweep", app.base))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+
+    let (_, doc) = app.get("/openapi.json", None).await;
+    assert_eq!(doc["paths"]["/api/assignments/sweep"]["post"]["requestBody"]["required"], json!(false));
+    assert_eq!(doc["paths"]["/api/media/blobs"]["post"]["requestBody"]["required"], json!(false));
+    assert_eq!(doc["paths"]["/api/crm/contacts"]["post"]["requestBody"]["required"], json!(true));
+}
+db_test!(a_bodiless_post_is_the_empty_object);
