@@ -169,7 +169,7 @@ struct KindQuery {
 /// The schema in force for a document kind: the tenant's own active one,
 /// else the platform's default.
 #[utoipa::path(get, path = "/api/taxonomy/extraction-schemas/active", tag = "sdk-taxonomy", params(KindQuery),
-    responses((status = 200, description = "the schema in force", body = Data<Schema>)))]
+    responses((status = 200, description = "the schema in force", body = Data<Schema>), (status = 404, description = "NotFound: no schema of the kind, the tenant's or the platform's", body = ErrorBody)))]
 async fn active(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<KindQuery>) -> ApiResult<Response> {
     let mut check = Check::new();
     let kind = check.required("document_kind", &q.document_kind);

@@ -168,7 +168,7 @@ struct ActiveQuery {
 
 /// The active model of a vertical; 404 `no active model` when it has none.
 #[utoipa::path(get, path = "/api/lead-scoring/models/active", tag = "sdk-lead-scoring", params(ActiveQuery),
-    responses((status = 200, description = "the active model", body = Data<Model>)))]
+    responses((status = 200, description = "the active model", body = Data<Model>), (status = 404, description = "NotFound: no active model for the vertical", body = ErrorBody)))]
 async fn active(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ActiveQuery>) -> ApiResult<Response> {
     let mut check = Check::new();
     check.required("tenant_id", &q.tenant_id);

@@ -241,7 +241,7 @@ struct SignedUpTenant {
 /// alias is 409 `PersonExistsError`.
 #[utoipa::path(post, path = "/api/auth/signup-tenant", tag = "sdk-identity", request_body = Signup,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "given": [["GET", "/api/me", null]], "body": {"email": "{email}", "password": "correct horse battery", "org_name": "Races", "app_id": "a-{unique}", "display_name": "Racer", "region": "eu-west-1"}}))),
-    responses((status = 201, description = "the tenant's spine and the owner's token", body = Data<SignedUpTenant>)))]
+    responses((status = 201, description = "the tenant's spine and the owner's token", body = Data<SignedUpTenant>), (status = 409, description = "Conflict: the app_id is taken; PersonExistsError: a person has the email (log in and create the tenant instead)", body = ErrorBody)))]
 async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): MaybeCaller, Body(body): Body<Signup>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check_email(&mut check, &body.email);
@@ -354,7 +354,7 @@ struct RegisteredPerson {
 /// Creates an end user's person, alias and credential (no tenant).
 #[utoipa::path(post, path = "/api/auth/register", tag = "sdk-identity", request_body = Register,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "loser_error": "PersonExistsError", "events": 0, "body": {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}}))),
-    responses((status = 201, description = "the new person", body = Data<RegisteredPerson>)))]
+    responses((status = 201, description = "the new person", body = Data<RegisteredPerson>), (status = 409, description = "PersonExistsError: a person has the email", body = ErrorBody)))]
 async fn register(State(state): State<AppState>, Body(body): Body<Register>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check_email(&mut check, &body.email);
@@ -406,7 +406,7 @@ struct LoginToken {
 /// Password login: a person token, or a tenant token with `tenant_id`.
 #[utoipa::path(post, path = "/api/auth/login", tag = "sdk-identity", request_body = Login,
     extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"email": "m-{unique}@races.example.com", "password": "correct horse battery"}}))),
-    responses((status = 200, description = "the token", body = Data<LoginToken>)))]
+    responses((status = 200, description = "the token", body = Data<LoginToken>), (status = 401, description = "Unauthorized: invalid email or password", body = ErrorBody), (status = 403, description = "NoMembership: the person is no active member of the tenant", body = ErrorBody), (status = 429, description = "RateLimited: too many failed logins from the address or for the account (Retry-After)", body = ErrorBody), (status = 503, description = "Busy: password checks are at their bound (Retry-After)", body = ErrorBody)))]
 async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body(body): Body<Login>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check.required("email", &body.email);
@@ -747,7 +747,7 @@ struct VerificationSent {
 /// is also returned as `dev_token`.
 #[utoipa::path(post, path = "/api/auth/send-verification-email", tag = "sdk-identity", request_body = SendVerification,
     extensions(("x-concurrency" = json!({"outcome": "capacity", "wins": 4, "losers": 429, "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"email": "m-{unique}@races.example.com"}}))),
-    responses((status = 200, description = "sent (or not, for an unknown email: the answer is the same)", body = Data<VerificationSent>)))]
+    responses((status = 200, description = "sent (or not, for an unknown email: the answer is the same)", body = Data<VerificationSent>), (status = 429, description = "RateLimited: too many verification emails for the address or the account (Retry-After)", body = ErrorBody), (status = 503, description = "Unavailable: no mail sender is configured", body = ErrorBody)))]
 async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body(body): Body<SendVerification>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check_email(&mut check, &body.email);

@@ -230,7 +230,7 @@ async fn quiet_hours(db: &Db, tenant_id: &str) -> ApiResult<Option<QuietHours>> 
 
 /// The tenant's quiet hours (404 when it has none).
 #[utoipa::path(get, path = "/api/conversations/quiet-hours", tag = "sdk-conversation",
-    responses((status = 200, description = "the quiet hours", body = Data<QuietHours>)))]
+    responses((status = 200, description = "the quiet hours", body = Data<QuietHours>), (status = 404, description = "NotFound: the tenant has set no quiet hours", body = ErrorBody)))]
 async fn get_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Response> {
     Ok(ok(quiet_hours(&state.db, &ctx.tenant_id).await?.ok_or(ApiError::NotFound)?))
 }

@@ -321,7 +321,7 @@ async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
 /// rendered in a browser on the hub's origin).
 #[utoipa::path(get, path = "/api/media/blobs/{blob_id}/content", tag = "sdk-media",
     params(("blob_id" = String, Path, description = "a ready blob")),
-    responses((status = 200, description = "the content, with the blob's content type", content_type = "application/octet-stream", body = Vec<u8>)))]
+    responses((status = 200, description = "the content, with the blob's content type", content_type = "application/octet-stream", body = Vec<u8>), (status = 409, description = "Conflict: the blob is not committed yet", body = ErrorBody)))]
 async fn get_content(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let blob = find(&state.db, &ctx.tenant_id, &id).await?;
     let (true, Some(key)) = (blob.status == "ready", blob.object_key.as_deref()) else {

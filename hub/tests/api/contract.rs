@@ -254,3 +254,29 @@ async fn a_bodiless_post_is_the_empty_object(app: TestApp) {
     assert_eq!(doc["paths"]["/api/crm/contacts"]["post"]["requestBody"]["required"], json!(true));
 }
 db_test!(a_bodiless_post_is_the_empty_object);
+
+/// The statuses the public routes and the "active"/content lookups answer
+/// are in the document, so a generated client expects them.
+async fn the_document_lists_the_refusals_of_public_routes_and_lookups(app: TestApp) {
+    let (_, doc) = app.get("/openapi.json", None).await;
+    let listed = |path: &str, method: &str, status: &str| !doc["paths"][path][method]["responses"][status].is_null();
+    for (path, method, statuses) in [
+        ("/api/auth/login", "post", &["401", "403", "429", "503"][..]),
+        ("/api/auth/signup-tenant", "post", &["409"]),
+        ("/api/auth/register", "post", &["409"]),
+        ("/api/auth/send-verification-email", "post", &["429", "503"]),
+        ("/api/conversations/quiet-hours", "get", &["404"]),
+        ("/api/lead-scoring/models/active", "get", &["404"]),
+        ("/api/taxonomy/extraction-schemas/active", "get", &["404"]),
+        ("/api/media/blobs/{blob_id}/content", "get", &["409"]),
+    ] {
+        for status in statuses {
+            assert!(listed(path, method, status), "{method} {path} lists {status}");
+        }
+    }
+    // A refusal the document lists is the one the route answers.
+    let b =
+        assert_error(app.post("/api/auth/login", None, json!({ "email": "nobody@example.com", "password": "not the password" })).await, 401, "Unauthorized");
+    assert_eq!(b["details"], json!(["invalid email or password"]));
+}
+db_test!(the_document_lists_the_refusals_of_public_routes_and_lookups);
