@@ -211,7 +211,7 @@ struct NewContact {
     /// A persona of the tenant.
     #[schema(format = "uuid")]
     owner_persona_id: Option<String>,
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     attributes: Option<Value>,
     /// When given, the caller's tenant (checked by `Body`).
     #[schema(format = "uuid")]
@@ -500,7 +500,7 @@ struct NewLead {
     status: Option<String>,
     #[schema(format = "uuid")]
     owner_persona_id: Option<String>,
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     attributes: Option<Value>,
     /// When given, the caller's tenant (checked by `Body`).
     #[schema(format = "uuid")]

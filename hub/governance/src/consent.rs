@@ -164,7 +164,7 @@ struct NewRecord {
     action: Option<String>,
     /// ISO 3166-1 alpha-2.
     jurisdiction: Option<String>,
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     evidence: Option<Value>,
     /// When given, the caller's tenant (checked by `Body`).
     #[schema(format = "uuid")]

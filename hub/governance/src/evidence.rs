@@ -50,7 +50,7 @@ struct NewCapture {
     blob_id: Option<String>,
     /// At most 4000 characters; required for a `note` without a blob.
     note: Option<String>,
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Value>,
     /// RFC 3339: when it was captured; now when absent.
     captured_at: Option<String>,

@@ -83,7 +83,7 @@ struct NewSyncItem {
     /// `inbound` (default) or `outbound`.
     direction: Option<String>,
     /// What was synced (a JSON object of at most 64 KiB).
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     payload: Option<Value>,
     /// When given, the caller's tenant (checked by `Body`).
     #[schema(format = "uuid")]

@@ -280,3 +280,35 @@ async fn the_document_lists_the_refusals_of_public_routes_and_lookups(app: TestA
     assert_eq!(b["details"], json!(["invalid email or password"]));
 }
 db_test!(the_document_lists_the_refusals_of_public_routes_and_lookups);
+
+/// Fields the server takes as optional are optional in the document too,
+/// so a generated client does not force a caller to invent them.
+async fn optional_fields_are_not_required_by_the_document(app: TestApp) {
+    let (_, doc) = app.get("/openapi.json", None).await;
+    for (schema, field) in [
+        ("NewCrmContact", "attributes"),
+        ("NewCrmLead", "attributes"),
+        ("NewSyncItem", "payload"),
+        ("NewAssignmentRecord", "metadata"),
+        ("AssignmentRouteRequest", "candidate_persona_ids"),
+        ("AssignmentRouteRequest", "persona_specialties"),
+        ("AssignByTaskRequest", "required_skills"),
+        ("AssignmentSimulationRequest", "candidate_persona_ids"),
+        ("AssignmentSimulationRequest", "persona_specialties"),
+        ("NewConsentRecord", "evidence"),
+        ("NewEvidenceCapture", "metadata"),
+    ] {
+        let s = &doc["components"]["schemas"][schema];
+        assert!(s["properties"].get(field).is_some(), "{schema}.{field} is in the document");
+        let required = s["required"].as_array().cloned().unwrap_or_default();
+        assert!(!required.contains(&json!(field)), "{schema}.{field} is optional: {required:?}");
+    }
+    // What the server does need stays required.
+    let task = doc["components"]["schemas"]["AssignByTaskRequest"]["required"].as_array().cloned().unwrap_or_default();
+    assert!(task.contains(&json!("candidate_persona_ids")), "{task:?}");
+    // And a contact without attributes is stored.
+    let t = app.signup("optional@example.com", "optional").await;
+    let (s, c) = app.post("/api/crm/contacts", t["token"].as_str(), json!({ "name": "No Attributes" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+}
+db_test!(optional_fields_are_not_required_by_the_document);

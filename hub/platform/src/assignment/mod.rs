@@ -384,10 +384,10 @@ struct RouteRequest {
     subject: Option<Value>,
     subject_ref: Option<String>,
     /// Personas of the tenant that may be given the subject (at most 100).
-    #[schema(value_type = Vec<String>)]
+    #[schema(value_type = Option<Vec<String>>)]
     candidate_persona_ids: Option<Value>,
     /// Persona id to its specialties.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     persona_specialties: Option<Value>,
     /// Decide without recording (default false).
     dry_run: Option<bool>,
@@ -461,7 +461,7 @@ struct TaskRequest {
     #[schema(required = true, value_type = Vec<String>)]
     candidate_persona_ids: Option<Value>,
     /// Skills the winner must hold, all of them.
-    #[schema(value_type = Vec<String>)]
+    #[schema(value_type = Option<Vec<String>>)]
     required_skills: Option<Value>,
     /// `default` (when absent), `round_robin` or `fair_share`.
     strategy: Option<String>,
@@ -781,9 +781,9 @@ struct SimulateRequest {
     #[schema(value_type = Option<i64>)]
     limit: Option<Value>,
     /// The pool to replay with; each decision's own when absent.
-    #[schema(value_type = Vec<String>)]
+    #[schema(value_type = Option<Vec<String>>)]
     candidate_persona_ids: Option<Value>,
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     persona_specialties: Option<Value>,
     /// The skew (0 to 1) the report accepts; default 0.2.
     #[schema(value_type = Option<f64>)]

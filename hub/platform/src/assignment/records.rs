@@ -255,7 +255,7 @@ struct NewRecord {
     acceptance_window_minutes: Option<Value>,
     /// The decision the record follows, of this tenant.
     routing_decision_id: Option<String>,
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     metadata: Option<Value>,
     /// RFC 3339: when the source system produced the subject.
     source_timestamp: Option<String>,
