@@ -54,6 +54,9 @@ pub fn document(api: OpenApi) -> Value {
         "version": API_VERSION,
         "description": "The tenant API catalogue and the operator routes. Every error answers the envelope `ErrorBody`.",
     });
+    // Relative to where the document is served: the hub answers every
+    // route beside `/openapi.json`.
+    doc["servers"] = json!([{ "url": "/", "description": "this hub" }]);
     let error_schema = serde_json::to_value(<ErrorBody as utoipa::PartialSchema>::schema()).expect("schema serialises");
     doc["components"]["schemas"]["ErrorBody"] = error_schema;
     doc["components"]["securitySchemes"] = json!({

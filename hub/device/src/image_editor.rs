@@ -9,6 +9,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_manifest))
 }
 
+/// The image editor surface's static capability manifest, which a device reads
+/// before it offers the surface.
 #[utoipa::path(get, path = "/api/hdk/image-editor/manifest", tag = "hdk-image-editor", responses((status = 200, description = "the manifest", body = Data<Value>)))]
 async fn get_manifest() -> Response {
     ok(manifest())

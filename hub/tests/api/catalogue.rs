@@ -76,6 +76,13 @@ async fn the_openapi_document_describes_every_route_and_what_the_gate_needs(app:
         doc["paths"].as_object().unwrap().values().flat_map(|item| METHODS.iter().filter_map(|m| item.get(*m)?["operationId"].as_str())).collect();
     let unique: BTreeSet<&str> = ids.iter().copied().collect();
     assert_eq!(unique.len(), ids.len(), "operation ids are unique: {ids:?}");
+    assert_eq!(doc["servers"], json!([{ "url": "/", "description": "this hub" }]));
+    let unsummarised: Vec<String> = operations(&doc)
+        .into_iter()
+        .filter(|(m, p)| doc["paths"][p][m.to_lowercase()]["summary"].as_str().is_none_or(str::is_empty))
+        .map(|(m, p)| format!("{m} {p}"))
+        .collect();
+    assert!(unsummarised.is_empty(), "every operation has a summary: {unsummarised:?}");
     let documented = operations(&doc);
     let registered = registered();
     let missing: Vec<_> = registered.difference(&documented).collect();
