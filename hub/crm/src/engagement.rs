@@ -218,12 +218,18 @@ const ENCOUNTER: Stateful = Stateful { noun: "encounter", table: "engagement_enc
 async fn transition(state: &AppState, ctx: &TenantCtx, id: &str, from: &str, to: &'static str, event: &'static str) -> ApiResult<Response> {
     let id = path_id(id)?.to_string();
     let mut tx = state.db.begin().await?;
-    // `retention_days` never changes once the encounter is opened, so the
-    // deadline may be computed from a read; the state is decided below.
-    let encounter = find(&mut *tx, &ctx.tenant_id, &id).await?;
     let now = chrono::Utc::now();
     let at = db::format_time(now);
-    let expires = if to == "closed" { db::add_seconds(now, encounter.retention_days * 86_400).map(db::format_time) } else { None };
+    // Closing stamps the retention deadline. `retention_days` never changes
+    // once the encounter is opened, so it may come from a read; the state
+    // is decided by the statement below. Sealing needs no read.
+    let expires = match to {
+        "closed" => {
+            let encounter = find(&mut *tx, &ctx.tenant_id, &id).await?;
+            db::add_seconds(now, encounter.retention_days * 86_400).map(db::format_time)
+        }
+        _ => None,
+    };
     let sql = if to == "closed" {
         format!(
             "UPDATE engagement_encounter SET state = 'closed', closed_at = $4, retention_expires_at = $5, updated_at = $4 \
