@@ -92,6 +92,33 @@ impl Drop for HubProcess {
     }
 }
 
+/// The hub a tool starts, as every tool's flags name it: its binary and
+/// its database.
+#[derive(clap::Args)]
+pub struct HubTarget {
+    /// Database of the hub (default: a fresh SQLite file).
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// The hub binary (default: `hub` beside this program).
+    #[arg(long)]
+    pub hub: Option<PathBuf>,
+}
+
+impl HubTarget {
+    pub fn binary(&self) -> anyhow::Result<PathBuf> {
+        hub_binary(self.hub.clone())
+    }
+
+    pub fn database(&self) -> Option<&str> {
+        self.database_url.as_deref()
+    }
+
+    /// The backend's name, for a report.
+    pub fn backend(&self) -> &'static str {
+        if self.database_url.is_some() { "PostgreSQL" } else { "SQLite" }
+    }
+}
+
 /// The `hub` binary to benchmark: the one given, else the one beside this
 /// program (so a release benchmark measures a release hub).
 pub fn hub_binary(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {

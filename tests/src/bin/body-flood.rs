@@ -15,7 +15,6 @@
 
 use std::{
     collections::BTreeMap,
-    path::PathBuf,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -23,7 +22,7 @@ use std::{
 use anyhow::Context;
 use clap::Parser;
 use serde_json::{Value, json};
-use tests::{HubProcess, hub_binary, ms, rss_kib_of};
+use tests::{HubProcess, HubTarget, ms, rss_kib_of};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,
@@ -44,12 +43,8 @@ struct Args {
     /// The hub's stream cap per HTTP/2 connection (HUB_HTTP2_MAX_STREAMS).
     #[arg(long, default_value_t = 64)]
     h2_streams: u32,
-    /// Database of the hub (default: a fresh SQLite file).
-    #[arg(long)]
-    database_url: Option<String>,
-    /// The hub binary (default: `hub` beside this program).
-    #[arg(long)]
-    hub: Option<PathBuf>,
+    #[command(flatten)]
+    target: HubTarget,
     /// Exit non-zero unless every nesting probe is a 4xx, peak memory stays
     /// under 400 MiB, every slow connection is closed within the body read
     /// timeout (and 2 s of slack), and every normal request succeeds within 1 s.
@@ -182,7 +177,7 @@ async fn nesting_probes(http: &reqwest::Client, base: &str, token: &str) -> anyh
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let env = [("HUB_BODY_READ_TIMEOUT_MS", args.body_timeout_ms.to_string()), ("HUB_HTTP2_MAX_STREAMS", args.h2_streams.to_string())];
-    let hub = HubProcess::start_with_env(&hub_binary(args.hub)?, "off", args.database_url.as_deref(), &env).await?;
+    let hub = HubProcess::start_with_env(&args.target.binary()?, "off", args.target.database(), &env).await?;
     let base = hub.base.clone();
     let addr = base.trim_start_matches("http://").to_string();
     let http = reqwest::Client::new();
@@ -292,7 +287,7 @@ async fn main() -> anyhow::Result<()> {
         args.h2_connections,
         args.h2_streams,
         args.body_timeout_ms,
-        if args.database_url.is_some() { "PostgreSQL" } else { "SQLite" },
+        args.target.backend(),
         started.elapsed().as_secs_f64()
     );
     println!(

@@ -10,7 +10,6 @@
 
 use std::{
     collections::HashMap,
-    path::PathBuf,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -23,7 +22,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use edge_agent::protocol;
-use tests::{HubProcess, MachineTicks, hub_binary, median, ms, percentile};
+use tests::{HubProcess, HubTarget, MachineTicks, median, ms, percentile};
 
 #[derive(Parser)]
 #[command(about = "Robot command path benchmark")]
@@ -42,12 +41,8 @@ struct Args {
     /// run's figures are printed, then their median and worst.
     #[arg(long, default_value_t = 1)]
     runs: usize,
-    /// Database of the hub (default: a fresh SQLite file).
-    #[arg(long)]
-    database_url: Option<String>,
-    /// The hub binary (default: `hub` beside this program).
-    #[arg(long)]
-    hub: Option<PathBuf>,
+    #[command(flatten)]
+    target: HubTarget,
 }
 
 type Waiters = Arc<Mutex<HashMap<String, oneshot::Sender<Instant>>>>;
@@ -74,7 +69,7 @@ async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(args.agents >= 1 && args.samples >= 1 && args.runs >= 1, "--agents, --samples and --runs must be at least 1");
     let fleet = args.idle_agents.max(args.agents);
     let quic_port = std::net::UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port();
-    let hub = HubProcess::start(&hub_binary(args.hub)?, &format!("127.0.0.1:{quic_port}"), args.database_url.as_deref()).await?;
+    let hub = HubProcess::start(&args.target.binary()?, &format!("127.0.0.1:{quic_port}"), args.target.database()).await?;
     let base = hub.base.clone();
     let http = reqwest::Client::new();
     let rss_start = hub.rss_kib()?;
@@ -192,7 +187,7 @@ async fn main() -> anyhow::Result<()> {
     let rss_idle = hub.rss_kib()?;
     let total = live.len() + idle.len();
 
-    println!("robot command benchmark (loopback, hub pid {}, {})", hub.pid(), if args.database_url.is_some() { "PostgreSQL" } else { "SQLite" });
+    println!("robot command benchmark (loopback, hub pid {}, {})", hub.pid(), args.target.backend());
     println!("  latency POST /api/commands -> handler start, {} samples per run, {} agents connected:", args.samples, args.agents);
     for (n, r) in runs.iter().enumerate() {
         println!(

@@ -13,7 +13,6 @@
 use std::{
     collections::BTreeMap,
     net::{IpAddr, Ipv4Addr},
-    path::PathBuf,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -21,7 +20,7 @@ use std::{
 use anyhow::Context;
 use clap::Parser;
 use serde_json::json;
-use tests::{HubProcess, hub_binary, ms, percentile};
+use tests::{HubProcess, HubTarget, ms, percentile};
 
 #[derive(Parser)]
 #[command(about = "Wrong-password flood: hub memory, refusals, and a correct login meanwhile")]
@@ -32,12 +31,8 @@ struct Args {
     /// Concurrent flooding clients, each from its own loopback address.
     #[arg(long, default_value_t = 500)]
     concurrency: usize,
-    /// Database of the hub (default: a fresh SQLite file).
-    #[arg(long)]
-    database_url: Option<String>,
-    /// The hub binary (default: `hub` beside this program).
-    #[arg(long)]
-    hub: Option<PathBuf>,
+    #[command(flatten)]
+    target: HubTarget,
     /// Exit non-zero unless peak memory stays under 300 MiB and every
     /// correct login succeeds within 1 s.
     #[arg(long)]
@@ -59,7 +54,7 @@ struct Tally {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     anyhow::ensure!(args.concurrency <= 60_000, "--concurrency is at most 60000 (one loopback address each)");
-    let hub = HubProcess::start(&hub_binary(args.hub)?, "off", args.database_url.as_deref()).await?;
+    let hub = HubProcess::start(&args.target.binary()?, "off", args.target.database()).await?;
     let base = hub.base.clone();
     let http = reqwest::Client::new();
     let signup = http
@@ -146,13 +141,7 @@ async fn main() -> anyhow::Result<()> {
     let mut t = Arc::try_unwrap(tally).ok().context("tally still shared")?.into_inner().unwrap();
     t.refusal_latency.sort();
     let total: u64 = t.by_status.values().sum();
-    println!(
-        "login flood: {} clients from {} addresses, {} s, hub on {}",
-        args.concurrency,
-        args.concurrency,
-        args.seconds,
-        if args.database_url.is_some() { "PostgreSQL" } else { "SQLite" }
-    );
+    println!("login flood: {} clients from {} addresses, {} s, hub on {}", args.concurrency, args.concurrency, args.seconds, args.target.backend());
     println!("requests: {total} ({:.0}/s), by status: {:?}, transport errors: {}", total as f64 / args.seconds as f64, t.by_status, t.errors);
     println!("429/503 answers: p50 {:.1} ms, p99 {:.1} ms", ms(percentile(&t.refusal_latency, 0.5)), ms(percentile(&t.refusal_latency, 0.99)));
     println!("hub resident memory: start {} MiB, peak {} MiB, end {} MiB", rss_start / 1024, peak / 1024, rss_end / 1024);

@@ -14,7 +14,6 @@
 
 use std::{
     collections::BTreeMap,
-    path::PathBuf,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -22,7 +21,7 @@ use std::{
 use anyhow::Context;
 use clap::Parser;
 use serde_json::{Value, json};
-use tests::{HubProcess, hub_binary, percentile};
+use tests::{HubProcess, HubTarget, percentile};
 
 #[derive(Parser)]
 #[command(about = "Concurrent MCP tool calls for large media blobs: hub memory and answers")]
@@ -33,12 +32,8 @@ struct Args {
     /// Concurrent clients for each of the 15 MiB and the 3 MiB blobs.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
-    /// Database of the hub (default: a fresh SQLite file).
-    #[arg(long)]
-    database_url: Option<String>,
-    /// The hub binary (default: `hub` beside this program).
-    #[arg(long)]
-    hub: Option<PathBuf>,
+    #[command(flatten)]
+    target: HubTarget,
     /// Exit non-zero unless peak memory stays under 300 MiB, no answer is
     /// a 5xx or a transport error, and every answer is the expected one.
     #[arg(long)]
@@ -129,7 +124,7 @@ async fn call(http: &reqwest::Client, base: &str, token: &str, blob: &str, rpc: 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let hub = HubProcess::start(&hub_binary(args.hub)?, "off", args.database_url.as_deref()).await?;
+    let hub = HubProcess::start(&args.target.binary()?, "off", args.target.database()).await?;
     let base = hub.base.clone();
     let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?;
     let signup = http
@@ -201,7 +196,7 @@ async fn main() -> anyhow::Result<()> {
         "mcp flood: {} clients each for the 15 MiB and the 3 MiB blob, one for the 20 MiB blob, {} s, hub on {}",
         args.concurrency,
         args.seconds,
-        if args.database_url.is_some() { "PostgreSQL" } else { "SQLite" }
+        args.target.backend()
     );
     println!("calls: {total} ({:.0}/s), transport errors: {}", total as f64 / args.seconds as f64, t.errors);
     for ((blob, endpoint, status), n) in &t.by_status {
