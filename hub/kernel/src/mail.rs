@@ -11,7 +11,10 @@ use std::{sync::Arc, time::Duration};
 use anyhow::Context;
 use lettre::{
     AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor,
-    message::{Mailbox, header::ContentType},
+    message::{
+        Mailbox,
+        header::{ContentType, MIME_VERSION_1_0},
+    },
 };
 
 use crate::config::Config;
@@ -77,6 +80,9 @@ impl SmtpMailSender {
             .from(self.from.clone())
             .to(to)
             .subject("Verify your email address")
+            .message_id(Some(message_id(&self.from)))
+            // RFC 2045: a message with MIME header fields says which MIME.
+            .header(MIME_VERSION_1_0)
             .header(ContentType::TEXT_PLAIN)
             .body(format!(
                 "Your email verification token is:\n\n    {token}\n\nIt can be used once, until {expires_at}.\n\
@@ -86,6 +92,12 @@ impl SmtpMailSender {
         self.transport.send(message).await.context("sending through the SMTP relay")?;
         Ok(())
     }
+}
+
+/// A `Message-ID` (RFC 5322 3.6.4): a random left part, unique to the
+/// message, at the sender's domain.
+fn message_id(from: &Mailbox) -> String {
+    format!("<{}@{}>", uuid::Uuid::new_v4().simple(), from.email.domain())
 }
 
 impl MailSender for SmtpMailSender {
@@ -159,6 +171,17 @@ mod tests {
         assert!(plain.contains("plain connection"), "{plain}");
         let bad = refusal(&config(false, Some("imap://user:s3cret@mail.example.com"), Some("hub@example.com")));
         assert!(bad.contains("HUB_SMTP_URL") && !bad.contains("s3cret"), "{bad}");
+    }
+
+    #[test]
+    fn message_ids_are_unique_at_the_senders_domain() {
+        let from: Mailbox = "Hub <hub@mail.example.com>".parse().unwrap();
+        let (a, b) = (message_id(&from), message_id(&from));
+        assert_ne!(a, b);
+        for id in [a, b] {
+            let left = id.strip_prefix('<').and_then(|i| i.strip_suffix("@mail.example.com>")).unwrap_or_else(|| panic!("{id}"));
+            assert!(left.len() == 32 && left.bytes().all(|c| c.is_ascii_hexdigit()), "{id}");
+        }
     }
 
     /// A writer that keeps what the log subscriber writes.

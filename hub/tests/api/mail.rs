@@ -106,6 +106,16 @@ async fn verification_mail_goes_through_smtp_outside_development_mode(app: TestA
     assert_eq!(mail.from, "<hub@example.com>");
     assert_eq!(mail.to, vec!["<mail@example.com>".to_string()]);
     assert!(mail.data.contains("Subject: Verify your email address"), "{}", mail.data);
+    // RFC 5322 3.6.4: a Message-ID, unique on the left, the sender's domain
+    // on the right; RFC 2045: MIME-Version beside the Content-Type.
+    let head: Vec<&str> = mail.data.split("\n\n").next().unwrap().lines().collect();
+    let header = |name: &str| -> Vec<&str> { head.iter().filter_map(|l| l.strip_prefix(name)?.strip_prefix(": ")).collect() };
+    let ids = header("Message-ID");
+    assert_eq!(ids.len(), 1, "{}", mail.data);
+    let left = ids[0].strip_prefix('<').and_then(|id| id.strip_suffix("@example.com>")).unwrap_or_else(|| panic!("Message-ID {}", ids[0]));
+    assert!(left.len() >= 16 && !left.contains(['@', '<', '>', ' ']), "Message-ID {}", ids[0]);
+    assert_eq!(header("MIME-Version"), ["1.0"], "{}", mail.data);
+    assert_eq!(header("Content-Type"), ["text/plain; charset=utf-8"], "{}", mail.data);
     assert!(mail.data.contains(sent["data"]["expires_at"].as_str().unwrap()), "{}", mail.data);
     let token = token_in(&mail.data);
     let (s, v) = app.post("/api/auth/verify-email", None, json!({ "token": token })).await;
