@@ -65,6 +65,7 @@ pub fn document(api: OpenApi) -> Value {
         "robotCredential": { "type": "http", "scheme": "bearer", "description": "a per-robot credential, rc_…, as the bearer value" },
         "adminToken": { "type": "apiKey", "in": "header", "name": "x-admin-ops-token" },
     });
+    hub_kernel::contract::non_blank_required_strings(&mut doc);
     let schemas = doc["components"]["schemas"].clone();
     if let Some(paths) = doc["paths"].as_object_mut() {
         for (path, item) in paths.iter_mut() {
@@ -132,6 +133,7 @@ fn complete(path: &str, method: &str, op: &mut Value) {
     }
     if !public && !admin {
         add("403", "Forbidden: the credential lacks the scope or role (required_scopes, granted_scopes)");
+        add("423", "Locked: the operator has suspended the credential's tenant");
         add("429", "RateLimited: the credential's per-minute limit is spent (Retry-After)");
     }
     if path.contains('{') {

@@ -29,8 +29,9 @@ use tower::ServiceExt;
 use utoipa::ToSchema;
 
 use hub_kernel::{
+    body::Lenient,
     catalogue::ListOf,
-    error::{ApiError, ApiResult, Body},
+    error::{ApiError, ApiResult},
     extract::list,
 };
 
@@ -332,7 +333,7 @@ impl<B: http_body::Body<Data = axum::body::Bytes> + Unpin> http_body::Body for H
 pub async fn call(State(registry): State<Registry>, req: Request) -> ApiResult<Response> {
     let peer = req.extensions().get::<ConnectInfo<std::net::SocketAddr>>().cloned();
     let headers = req.headers().clone();
-    let Body(call) = Body::<Call>::from_request(req, &()).await?;
+    let Lenient(call) = Lenient::<Call>::from_request(req, &()).await?;
     let Called { answer, is_error, held } = dispatch(&registry, &headers, peer, &call.name, call.arguments).await?;
     let result = CallResult { is_error, ..answer.into() };
     let body = serde_json::to_vec(&result).map_err(|e| ApiError::Internal(e.into()))?;

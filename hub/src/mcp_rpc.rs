@@ -8,6 +8,14 @@
 //! Stateless (no `Mcp-Session-Id`, so any replica answers any request) and
 //! answered as plain JSON. The endpoint itself sits behind the gate: no
 //! valid credential, no JSON-RPC.
+//!
+//! The transport asks a client to list both `application/json` and
+//! `text/event-stream` in `Accept`; the SDK refuses a request that does not
+//! (406). This endpoint only ever answers JSON, so it serves any client
+//! that accepts JSON (`application/json`, `application/*`, `*/*`, or no
+//! `Accept` at all) and refuses the others with 406 `NotAcceptable` in the
+//! envelope (the official Python SDK's server, in its JSON response mode,
+//! likewise asks for `application/json` alone).
 
 use std::{
     net::SocketAddr,
@@ -16,6 +24,7 @@ use std::{
 
 use axum::{
     extract::{ConnectInfo, Request, State},
+    http::{HeaderMap, HeaderValue, header},
     response::{IntoResponse, Response},
 };
 use rmcp::{
@@ -29,6 +38,7 @@ use rmcp::{
 };
 use serde_json::Value;
 use tower::ServiceExt;
+use tracing::Instrument;
 
 use crate::mcp::{self, Answer, Called, Holding, Registry};
 
@@ -75,7 +85,10 @@ impl ServerHandler for Server {
         let parts = context.extensions.get::<axum::http::request::Parts>().ok_or_else(|| ErrorData::internal_error("no HTTP request behind the call", None))?;
         let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().cloned();
         let arguments = call.arguments.map(Value::Object).unwrap_or(Value::Null);
-        let result = match mcp::dispatch(&self.registry, &parts.headers, peer, &call.name, arguments).await {
+        // The SDK runs the call in a task of its own: the route's request
+        // span goes inside the `/mcp` request's span, as on `/mcp/v1/call`.
+        let span = parts.extensions.get::<tracing::Span>().cloned().unwrap_or_else(tracing::Span::none);
+        let result = match mcp::dispatch(&self.registry, &parts.headers, peer, &call.name, arguments).instrument(span).await {
             Ok(Called { answer, is_error, held }) => {
                 // The share of the in-flight budget stays until `rpc` has sent the answer.
                 if let Some(holds) = parts.extensions.get::<Holds>() {
@@ -125,19 +138,28 @@ pub fn endpoint(registry: Registry) -> Endpoint {
 
 /// MCP over JSON-RPC 2.0 (streamable HTTP, stateless): `initialize`,
 /// `tools/list`, `tools/call`. The body is one JSON-RPC message; send
-/// `Accept: application/json, text/event-stream`.
+/// `Accept: application/json, text/event-stream` (the transport's), or any
+/// `Accept` that admits `application/json`, the one media type answered.
 #[utoipa::path(post, path = "/mcp", tag = "registry-mcp",
     request_body(content = Object, description = "one JSON-RPC 2.0 request or notification"),
     extensions(("x-concurrency" = json!({"outcome": "exempt", "reason": "JSON-RPC; the tools it calls are the operations above"}))),
     responses(
         (status = 200, description = "the JSON-RPC response", body = Object),
         (status = 202, description = "a notification, accepted"),
+        (status = 406, description = "the Accept header does not admit application/json", body = hub_kernel::catalogue::ErrorBody),
     ))]
 pub async fn rpc(State(endpoint): State<Endpoint>, req: Request) -> Response {
+    if !accepts_json(req.headers()) {
+        return hub_kernel::error::ApiError::NotAcceptable("this endpoint answers application/json, which the Accept header does not admit").into_response();
+    }
     // rmcp parses the message with serde_json, whose own recursion limit a
     // workspace build can switch off (see `hub_kernel::nesting`): the
     // nesting is bounded here, before any parser sees the message.
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    // The SDK wants both media types listed. It answers this client in
+    // JSON, which it accepts: the JSON response mode, and no tool sends a
+    // message before its result (which would turn the answer into a stream).
+    parts.headers.insert(header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
     let Ok(bytes) = axum::body::to_bytes(body, hub_kernel::error::BODY_LIMIT).await else {
         return hub_kernel::error::ApiError::PayloadTooLarge.into_response();
     };
@@ -147,6 +169,7 @@ pub async fn rpc(State(endpoint): State<Endpoint>, req: Request) -> Response {
     let mut req = Request::from_parts(parts, axum::body::Body::from(bytes));
     let holds = Holds::default();
     req.extensions_mut().insert(holds.clone());
+    req.extensions_mut().insert(tracing::Span::current());
     let response = endpoint.oneshot(req).await.into_response();
     let held = std::mem::take(&mut *holds.0.lock().expect("the holds are never poisoned"));
     if held.is_empty() {
@@ -154,6 +177,47 @@ pub async fn rpc(State(endpoint): State<Endpoint>, req: Request) -> Response {
     }
     let (parts, body) = response.into_parts();
     Response::from_parts(parts, Holding::wrap(body, held))
+}
+
+/// Whether `Accept` admits `application/json` (RFC 9110, 12.5.1): the most
+/// specific range that covers it decides (`application/json`, then
+/// `application/*`, then `*/*`), a weight of 0 refusing; no `Accept` (or
+/// one listing nothing) admits anything.
+fn accepts_json(headers: &HeaderMap) -> bool {
+    let mut listed = false;
+    // The specificity of the best range covering JSON, and whether it admits it.
+    let mut best: Option<(u8, bool)> = None;
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else {
+            listed = true;
+            continue;
+        };
+        for range in value.split(',') {
+            let mut parameters = range.split(';');
+            let essence = parameters.next().unwrap_or_default().trim();
+            if essence.is_empty() {
+                continue;
+            }
+            listed = true;
+            let specificity = if essence.eq_ignore_ascii_case("application/json") {
+                3
+            } else if essence.eq_ignore_ascii_case("application/*") {
+                2
+            } else if essence == "*/*" {
+                1
+            } else {
+                continue;
+            };
+            let weight_zero = parameters
+                .any(|p| p.split_once('=').is_some_and(|(name, q)| name.trim().eq_ignore_ascii_case("q") && q.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)));
+            best = match best {
+                Some((s, admitted)) if s > specificity => Some((s, admitted)),
+                Some((s, admitted)) if s == specificity => Some((s, admitted || !weight_zero)),
+                _ => Some((specificity, !weight_zero)),
+            };
+        }
+    }
+    !listed || best.is_some_and(|(_, admitted)| admitted)
 }
 
 /// The shares of the in-flight budget that the tool calls of one `/mcp`

@@ -25,7 +25,7 @@ use axum::{
 };
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde_json::{Value, json};
-use tracing::Instrument;
+use tracing::{Instrument, field::Empty};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use hub_kernel::{
@@ -44,13 +44,100 @@ const SIZES: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.
 pub fn recorder() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE.get_or_init(|| {
-        PrometheusBuilder::new()
+        let handle = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY)
             .and_then(|b| b.set_buckets_for_metric(Matcher::Full("hub_audit_commit_batch_size".into()), SIZES))
             .expect("static buckets")
             .install_recorder()
-            .expect("the only metrics recorder of the process")
+            .expect("the only metrics recorder of the process");
+        describe_and_publish();
+        handle
     })
+}
+
+/// The recorder's families: name, kind and help text (README.md's
+/// Operations section lists them; the per-request HTTP series are
+/// `render_http`'s).
+const FAMILIES: &[(&str, Kind, &str)] = &[
+    ("hub_gate_refusals_total", Kind::Counter, "Requests the gate refused, by reason: its fixed texts (the 401 reasons, rate limit, scope, role, policy)."),
+    (
+        "hub_audit_appends_total",
+        Kind::Counter,
+        "Audit entries appended, by path: transaction (in a request's transaction) or group_commit (the group-commit appender, at its commit).",
+    ),
+    ("hub_audit_commit_batch_size", Kind::Histogram, "Entries written by each commit of the audit group-commit appender."),
+    ("hub_command_transitions_total", Kind::Counter, "Commands entering each state."),
+    ("hub_commands", Kind::Gauge, "Commands not yet finished, by state; read from the database at a scrape, at most once a second."),
+    ("hub_agents_connected", Kind::Gauge, "Edge agents connected to this hub now, by transport (quic, sse)."),
+    ("hub_sync_batches_total", Kind::Counter, "Device sync batches received."),
+    ("hub_sync_events_total", Kind::Counter, "Device sync events received, by outcome (accepted, duplicate, rejected)."),
+    ("hub_db_pool_connections", Kind::Gauge, "Connections of each database pool (read, write), by state (idle, in_use)."),
+    ("hub_db_pool_max_connections", Kind::Gauge, "The most connections each database pool (read, write) may open."),
+    ("hub_db_pool_acquire_seconds", Kind::Histogram, "Time to acquire a connection from each database pool (read, write), sampled every 5 s."),
+    ("hub_webhook_attempts_total", Kind::Counter, "Webhook delivery attempts, by outcome (succeeded, retry, dead, gone)."),
+    (
+        "hub_webhook_backlog",
+        Kind::Gauge,
+        "Webhook work waiting, by stage: outbox (events not yet fanned out), pending (deliveries awaiting an attempt); read at a scrape.",
+    ),
+];
+
+/// What a family of [`FAMILIES`] is.
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// One series: its family, the family's kind, and its one label (name,
+/// value) if it has one.
+type Series = (&'static str, Kind, Option<(&'static str, &'static str)>);
+
+/// The series published from the start, at zero until used: each
+/// family's label values known in advance (the code that counts them names
+/// them as constants). The gate's 401 reasons come from several places
+/// and appear when first counted; its other refusals are these. The gauges
+/// read at a scrape (`hub_commands`, `hub_webhook_backlog`, the pool
+/// sizes) are set by every scrape before it renders.
+fn zero_series() -> Vec<Series> {
+    let mut series = Vec::new();
+    let mut add = |name: &'static str, kind: Kind, label: &'static str, values: &[&'static str]| {
+        series.extend(values.iter().map(|v| (name, kind, Some((label, *v)))));
+    };
+    add("hub_gate_refusals_total", Kind::Counter, "reason", &["rate limit", "scope", "role", "policy"]);
+    add("hub_audit_appends_total", Kind::Counter, "path", &["transaction", "group_commit"]);
+    add("hub_command_transitions_total", Kind::Counter, "state", hub_platform::command::STATES);
+    add("hub_agents_connected", Kind::Gauge, "transport", &["quic", "sse"]);
+    add("hub_sync_events_total", Kind::Counter, "outcome", &["accepted", "duplicate", "rejected"]);
+    add("hub_db_pool_acquire_seconds", Kind::Histogram, "pool", &["read", "write"]);
+    add("hub_webhook_attempts_total", Kind::Counter, "outcome", &["succeeded", "retry", "dead", "gone"]);
+    series.push(("hub_audit_commit_batch_size", Kind::Histogram, None));
+    series.push(("hub_sync_batches_total", Kind::Counter, None));
+    series
+}
+
+/// Gives every family of the recorder its help text and publishes the
+/// series of [`zero_series`]; once, when the recorder is installed.
+fn describe_and_publish() {
+    for &(name, kind, help) in FAMILIES {
+        match kind {
+            Kind::Counter => metrics::describe_counter!(name, help),
+            Kind::Gauge => metrics::describe_gauge!(name, help),
+            Kind::Histogram => metrics::describe_histogram!(name, help),
+        }
+    }
+    for (name, kind, label) in zero_series() {
+        let labels: Vec<metrics::Label> = label.map(|(k, v)| metrics::Label::new(k, v)).into_iter().collect();
+        // Registering a series is enough: it renders at zero until used.
+        match kind {
+            Kind::Counter => metrics::counter!(name, labels).increment(0),
+            Kind::Gauge => metrics::gauge!(name, labels).increment(0.0),
+            Kind::Histogram => {
+                let _ = metrics::histogram!(name, labels);
+            }
+        }
+    }
 }
 
 /// Drains the recorder's histograms now and then, as its docs ask; once
@@ -130,6 +217,12 @@ fn count(route: &str, method: usize, class: usize, seconds: f64) {
     });
 }
 
+/// The help and type lines of the two HTTP families.
+const HTTP_REQUESTS_HEAD: &str = "# HELP hub_http_requests_total Answers of the HTTP API, by route template (unmatched before routing), method and status class.\n\
+                                  # TYPE hub_http_requests_total counter\n";
+const HTTP_DURATION_HEAD: &str = "# HELP hub_http_request_duration_seconds Time to answer a request of the HTTP API, by route template (unmatched before routing), method and status class.\n\
+                                  # TYPE hub_http_request_duration_seconds histogram\n";
+
 /// The HTTP series of every thread added up, in the Prometheus text
 /// format: `hub_http_requests_total` and the histogram
 /// `hub_http_request_duration_seconds`, by route, method and status class.
@@ -144,9 +237,6 @@ fn render_http() -> String {
             }
         }
     }
-    if all.is_empty() {
-        return String::new();
-    }
     let series: Vec<(String, Tally)> = all
         .into_iter()
         .map(|((route, slot), t)| {
@@ -154,11 +244,13 @@ fn render_http() -> String {
             (format!("route=\"{route}\",method=\"{}\",status=\"{}\"", METHODS[slot / CLASSES.len()], CLASSES[slot % CLASSES.len()]), t)
         })
         .collect();
-    let mut out = String::from("# TYPE hub_http_requests_total counter\n");
+    // The families are written even before their first answer, so a
+    // scrape always describes them.
+    let mut out = String::from(HTTP_REQUESTS_HEAD);
     for (labels, t) in &series {
         let _ = writeln!(out, "hub_http_requests_total{{{labels}}} {}", t.count);
     }
-    out.push_str("# TYPE hub_http_request_duration_seconds histogram\n");
+    out.push_str(HTTP_DURATION_HEAD);
     for (labels, t) in &series {
         let mut below = 0;
         for (le, n) in LATENCY.iter().zip(t.buckets) {
@@ -198,27 +290,38 @@ fn class_index(status: u16) -> usize {
 /// the answer's `x-request-id`. Then, when metrics are on (the state), the
 /// count of the answer by route template, method and status class, with
 /// its latency; answers refused before routing (the gate's 401s, unknown
-/// paths) have the route `unmatched`.
+/// paths) have the route `unmatched`. When spans are exported, the span is
+/// an HTTP server span with the route and the status of the answer (see
+/// `telemetry::server_span`).
 pub async fn observe(State(metrics_on): State<bool>, req: Request, next: Next) -> Response {
     let given =
         req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).filter(|v| (1..=128).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_graphic()));
     let id = given.map(str::to_owned).unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     let method = method_index(req.method());
-    let span = tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path());
-    let mut res = if metrics_on {
-        let start = Instant::now();
+    // The fields OpenTelemetry's HTTP conventions name; the rest of the
+    // server span's are for the export alone (`telemetry::server_span`).
+    let span = tracing::info_span!("request", id = %id,
+        http.request.method = %crate::telemetry::known_method(req.method()).unwrap_or("_OTHER"), url.path = %req.uri().path(),
+        http.request.method_original = Empty, otel.name = Empty, otel.kind = Empty);
+    let exported = crate::telemetry::server_span(&span, &req);
+    let start = metrics_on.then(Instant::now);
+    let (mut res, route) = if metrics_on || exported.is_some() {
         // The gate's per-route layer fills the slot with the matched template.
         let answer = async move {
             let res = next.run(req).await;
             (res, MATCHED_ROUTE.with(Cell::take))
         };
-        let (res, route) = MATCHED_ROUTE.scope(Cell::new(None), answer).instrument(span).await;
+        MATCHED_ROUTE.scope(Cell::new(None), answer).instrument(span).await
+    } else {
+        (next.run(req).instrument(span).await, None)
+    };
+    if let Some(start) = start {
         let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
         count(route, method, class_index(res.status().as_u16()), start.elapsed().as_secs_f64());
-        res
-    } else {
-        next.run(req).instrument(span).await
-    };
+    }
+    if let Some(exported) = exported {
+        exported.end(route.as_ref().map(MatchedPath::as_str), res.status().as_u16());
+    }
     if let Ok(value) = HeaderValue::from_str(&id) {
         res.headers_mut().insert("x-request-id", value);
     }
@@ -440,7 +543,7 @@ mod tests {
             assert_eq!(mine[1]["level"], "ERROR");
             assert!(mine[1]["fields"]["error"].as_str().unwrap().contains("the disk is on fire"), "{}", mine[1]);
             assert_eq!(
-                (mine[1]["span"]["name"].as_str(), mine[1]["span"]["method"].as_str(), mine[1]["span"]["path"].as_str()),
+                (mine[1]["span"]["name"].as_str(), mine[1]["span"]["http.request.method"].as_str(), mine[1]["span"]["url.path"].as_str()),
                 (Some("request"), Some("GET"), Some("/broken"))
             );
         }

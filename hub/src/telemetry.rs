@@ -7,13 +7,25 @@
 //! batches from a thread of the SDK's. The requests go through the hub's
 //! own `reqwest` client (rustls) on the Tokio runtime: no gRPC stack and no
 //! second HTTP client in the build. Off by default.
+//!
+//! Exported, the request span is an HTTP server span after OpenTelemetry's
+//! semantic conventions ([`server_span`]); it continues the trace of an
+//! incoming W3C `traceparent`, and the hub's own requests to other servers
+//! carry theirs (`hub_kernel::outbound::send`, through the propagator set
+//! here).
 
 use std::{future::Future, pin::Pin};
 
-use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_http::{Bytes, HttpError, Request, Response};
+use axum::http::{Method, Version, header, uri::Authority};
+use opentelemetry::{
+    Context, KeyValue,
+    propagation::TextMapPropagator,
+    trace::{Status, TraceContextExt, TracerProvider as _},
+};
+use opentelemetry_http::{Bytes, HeaderExtractor, HttpError, Request, Response};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
-use opentelemetry_sdk::{Resource, trace::SdkTracerProvider};
+use opentelemetry_sdk::{Resource, propagation::TraceContextPropagator, trace::SdkTracerProvider};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::{EnvFilter, Layer, layer::SubscriberExt, registry::Registry, util::SubscriberInitExt};
 
 use hub_kernel::config::LogFormat;
@@ -58,8 +70,110 @@ pub fn init(filter: EnvFilter, format: LogFormat, provider: Option<&SdkTracerPro
     }];
     if let Some(provider) = provider {
         layers.push(otlp_layer(provider).boxed());
+        // The hub's own requests carry their span's context as W3C Trace
+        // Context (`hub_kernel::outbound::send` asks the global propagator).
+        opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     }
     tracing_subscriber::registry().with(layers).with(filter).init();
+}
+
+/// A request's method as OpenTelemetry's HTTP conventions name it: one of
+/// the methods of RFC 9110, PATCH and QUERY, else `None` (written
+/// `_OTHER`, the method itself going in `http.request.method_original`).
+pub fn known_method(method: &Method) -> Option<&'static str> {
+    Some(match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ if method.as_str() == "QUERY" => "QUERY",
+        _ => return None,
+    })
+}
+
+/// The request span (`observe`'s, whose fields `http.request.method` and
+/// `url.path` the log shows too) made an HTTP server span, when spans are
+/// exported; `None` otherwise, at the cost of a failed lookup. Call before
+/// the span is first entered.
+///
+/// Exported, the span is of kind SERVER (INTERNAL for a request the hub
+/// sends itself through its router, a tool call of MCP, whose span is
+/// inside the caller's), named by its method until [`ServerSpan::end`]
+/// adds the route, with `url.scheme`, `server.address` and `server.port`
+/// (from `Host`), `user_agent.original` and `network.protocol.version`.
+/// A W3C `traceparent` (with its `tracestate`) on the request makes the
+/// span a child of the caller's: the trace goes on.
+pub fn server_span(span: &tracing::Span, req: &axum::extract::Request) -> Option<ServerSpan> {
+    let (headers, method) = (req.headers(), req.method());
+    let verb = known_method(method);
+    if verb.is_none() {
+        span.record("http.request.method_original", method.as_str());
+    }
+    let (parent, nested) = if headers.contains_key("traceparent") {
+        (TraceContextPropagator::new().extract_with_context(&Context::new(), &HeaderExtractor(headers)), false)
+    } else {
+        // The default parent: a span of the hub's when it sent the request.
+        let current = Context::current();
+        let nested = current.has_active_span();
+        (current, nested)
+    };
+    span.set_parent(parent).ok()?;
+    span.record("otel.kind", if nested { "internal" } else { "server" });
+    let verb = verb.unwrap_or("HTTP");
+    span.record("otel.name", verb);
+    span.set_attribute("url.scheme", req.uri().scheme_str().unwrap_or("http").to_owned());
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<Authority>().ok());
+    if let Some(host) = host.as_ref().or(req.uri().authority()) {
+        span.set_attribute("server.address", host.host().trim_start_matches('[').trim_end_matches(']').to_owned());
+        if let Some(port) = host.port_u16() {
+            span.set_attribute("server.port", i64::from(port));
+        }
+    }
+    if let Some(agent) = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()) {
+        span.set_attribute("user_agent.original", agent.to_owned());
+    }
+    let protocol = match req.version() {
+        Version::HTTP_09 => "0.9",
+        Version::HTTP_10 => "1.0",
+        Version::HTTP_11 => "1.1",
+        Version::HTTP_2 => "2",
+        Version::HTTP_3 => "3",
+        _ => "",
+    };
+    if !protocol.is_empty() {
+        span.set_attribute("network.protocol.version", protocol);
+    }
+    Some(ServerSpan { span: span.clone(), verb })
+}
+
+/// An exported request span, waiting for its answer.
+pub struct ServerSpan {
+    span: tracing::Span,
+    verb: &'static str,
+}
+
+impl ServerSpan {
+    /// The answer: the span named `{method} {route}` when a route matched
+    /// (`route`, the template, also `http.route`), the status code, and for
+    /// a 5xx `error.type` (the code) and an error status.
+    pub fn end(self, route: Option<&str>, status: u16) {
+        let context = self.span.context();
+        let span = context.span();
+        if let Some(route) = route {
+            span.update_name(format!("{} {route}", self.verb));
+            span.set_attribute(KeyValue::new("http.route", route.to_owned()));
+        }
+        span.set_attribute(KeyValue::new("http.response.status_code", i64::from(status)));
+        if status >= 500 {
+            span.set_attribute(KeyValue::new("error.type", status.to_string()));
+            span.set_status(Status::error(""));
+        }
+    }
 }
 
 /// The exporter's HTTP client: the hub's `reqwest`, each request run on the

@@ -222,7 +222,7 @@ pub async fn runs_of_trace(pool: &sqlx::AnyPool, tenant_id: &str, trace_id: &str
 #[utoipa::path(post, path = "/api/agent-runtime/agents", tag = "sdk-agent-runtime", request_body = NewAgent,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race", "acting_persona_id": "{owner_persona_id}", "tier": "standard", "vector_namespace": "race", "created_by": "races" } }))),
     responses((status = 201, description = "the agent", body = Data<Agent>)))]
-async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
+async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required_text(&body, "name");
     let persona = check.required_text(&body, "acting_persona_id");
@@ -298,7 +298,7 @@ async fn list_agents(State(state): State<AppState>, Tenant(ctx): Tenant, Params(
 #[utoipa::path(post, path = "/api/agent-runtime/runs", tag = "sdk-agent-runtime", request_body = NewAgentRun,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/agent-runtime/agents", { "name": "race", "acting_persona_id": "{owner_persona_id}", "tier": "standard", "vector_namespace": "race", "created_by": "races" }]], "body": { "agent_id": "{agent_id}", "persona_id": "{owner_persona_id}", "trace_id": "t-{unique}", "actor_id": "races", "actor_kind": "human" } }))),
     responses((status = 201, description = "the run", body = Data<AgentRun>)))]
-async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
+async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let agent_id = check.required_text(&body, "agent_id");
     uuid_text(&mut check, "agent_id", &agent_id);

@@ -90,7 +90,7 @@ struct NewRoute {
 #[utoipa::path(post, path = "/api/ai/routes", tag = "sdk-ai-gateway", request_body = NewRoute,
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "body": { "name": "r-{unique}", "provider_base_url": "https://llm.races.example.com/v1", "model": "race" } }))),
     responses((status = 201, description = "the route, new", body = Data<Route>), (status = 200, description = "the route, replaced", body = Data<Route>)))]
-async fn put_route(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRoute>) -> ApiResult<Response> {
+async fn put_route(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewRoute>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("name", &body.name);
     if !name.is_empty() && !valid_name(&name) {
@@ -354,7 +354,7 @@ async fn call(state: &AppState, route: &Resolved, credential: Option<&str>, requ
         if let Some(key) = credential {
             req = req.bearer_auth(key);
         }
-        match req.send().await {
+        match hub_kernel::outbound::send(req).await {
             Ok(res) if res.status().is_success() => {
                 // The provider is a tenant's choice: its answer is read
                 // within a bound and its nesting checked before parsing.
@@ -385,7 +385,7 @@ async fn call(state: &AppState, route: &Resolved, credential: Option<&str>, requ
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a completion calls the route's model provider over the network, an outside service this harness cannot reach" }))),
     responses((status = 200, description = "the completion", body = Data<Completion>),
         (status = 502, description = "the provider failed after its retries (the failure is recorded)", body = ErrorBody)))]
-async fn complete(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<CompletionRequest>) -> ApiResult<Response> {
+async fn complete(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<CompletionRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
     let asked = messages(&mut check, &body);
     let max_tokens = check.optional_int("max_tokens", body.max_tokens.as_ref(), 1, 1_000_000);

@@ -118,7 +118,7 @@ async fn lead(tx: &mut Tx, ctx: &TenantCtx, upsert: bool, record: &Value) -> Fat
 #[utoipa::path(post, path = "/api/ingest/batches", tag = "sdk-ingest", request_body = Batch,
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "body": { "entity": "crm.lead", "mode": "insert", "idempotency_key": "k-{unique}", "records": [{ "name": "race" }] } }))),
     responses((status = 200, description = "what became of each record (a replay: the first answer)", body = Data<Outcome>)))]
-async fn ingest(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Batch>) -> ApiResult<Response> {
+async fn ingest(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Batch>) -> ApiResult<Response> {
     let mut check = Check::new();
     let entity = check.required("entity", &body.entity);
     if !entity.is_empty() {

@@ -100,7 +100,7 @@ fn number(v: &Option<String>) -> Option<Value> {
 #[utoipa::path(post, path = "/api/search", tag = "sdk-search", request_body = Dsl,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": { "query": "race" } }))),
     responses((status = 200, description = "one page of hits, with the count of all", body = ListOf<Hit>)))]
-async fn search_post(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Dsl>) -> ApiResult<Response> {
+async fn search_post(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Dsl>) -> ApiResult<Response> {
     let mut check = Check::new();
     let search = checked(&mut check, "query", &body.query, body.size, body.from, &body.sort);
     check.finish()?;

@@ -102,7 +102,7 @@ struct NewSchema {
 #[utoipa::path(post, path = "/api/taxonomy/extraction-schemas", tag = "sdk-taxonomy", request_body = NewSchema,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "document_kind": "race-{unique}", "fields": [{ "name": "n", "type": "string" }] } }))),
     responses((status = 201, description = "the schema, active", body = Data<Schema>)))]
-async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSchema>) -> ApiResult<Response> {
+async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSchema>) -> ApiResult<Response> {
     let mut check = Check::new();
     let kind = check.required("document_kind", &body.document_kind);
     if !kind.is_empty() && !valid_kind(&kind) {

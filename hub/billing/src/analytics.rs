@@ -109,7 +109,7 @@ async fn compute(tx: &mut Tx, tenant_id: &str, kind: &str, first: &str, last: &s
 #[utoipa::path(post, path = "/api/analytics/builds", tag = "sdk-analytics", request_body = NewBuild,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "kind": "usage_daily", "period_start": "2025-01-01", "period_end": "2025-01-31" } }))),
     responses((status = 201, description = "the build, with its rows", body = Data<Build>)))]
-async fn build(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewBuild>) -> ApiResult<Response> {
+async fn build(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewBuild>) -> ApiResult<Response> {
     let mut check = Check::new();
     let kind = check.required("kind", &body.kind);
     check.one_of("kind", &kind, &KINDS);
@@ -182,7 +182,8 @@ struct NewExport {
 #[utoipa::path(post, path = "/api/analytics/builds/{build_id}/export", tag = "sdk-analytics", request_body(content = Option<NewExport>),
     params(("build_id" = String, Path, description = "the build")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 16, "given": [["POST", "/api/analytics/builds", { "kind": "usage_daily", "period_start": "2025-01-01", "period_end": "2025-01-31" }]], "body": {} }))),
-    responses((status = 201, description = "the export", body = Data<Export>)))]
+    responses((status = 201, description = "the export", body = Data<Export>),
+        (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
 async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, raw: axum::body::Bytes) -> ApiResult<Response> {
     let b = find(&state.db, &ctx, &id).await?;
     let body: Value = if raw.iter().all(u8::is_ascii_whitespace) {
@@ -203,11 +204,7 @@ async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     let key = format!("analytics/{}/{}.jsonl", ctx.tenant_id, b.build_id);
     let bytes = b.content.into_bytes();
     let (size, sha256) = (bytes.len() as i64, hub_kernel::crypto::sha256_hex(&bytes));
-    state
-        .media
-        .put(&ObjectPath::from(key.as_str()), PutPayload::from(bytes))
-        .await
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!("storing the export: {e}")))?;
+    state.media.put(&ObjectPath::from(key.as_str()), PutPayload::from(bytes)).await.map_err(|e| hub_kernel::storage::failure(e, "storing the export"))?;
     let mut tx = state.db.begin().await?;
     let sql = "INSERT INTO analytics_export (export_id, tenant_id, build_id, target, destination_key, bytes, sha256, created_by, created_at) \
                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING export_id, build_id, target, destination_key, bytes, sha256, created_at";

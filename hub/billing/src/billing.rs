@@ -404,7 +404,7 @@ const BY_PERIOD: &str = "tenant_id = $1 AND catalog_id = $2 AND period_start = $
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 1, "given": [["POST", "/admin/meter/pricing-catalogs", { "catalog_id": "c-{unique}", "version": 1, "currency": "EUR", "operator_id": "races" }], ["PATCH", "/admin/meter/pricing-catalogs/c-{unique}/status", { "status": "active", "operator_id": "races" }]], "body": { "catalog": "c-{unique}", "period_start": "2025-01-01", "period_end": "2025-01-31" } }))),
     responses((status = 201, description = "the invoice with its line items", body = Data<Invoice>),
         (status = 200, description = "the invoice generated before for this catalog and period", body = Data<Invoice>)))]
-async fn generate(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewInvoice>) -> ApiResult<Response> {
+async fn generate(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewInvoice>) -> ApiResult<Response> {
     let mut check = Check::new();
     let catalog = check.required("catalog", &body.catalog);
     let mut day = |name: &str, value: &Option<String>| {

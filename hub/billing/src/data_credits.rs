@@ -149,7 +149,7 @@ async fn prices(State(state): State<AppState>, _: Tenant, page: Page) -> ApiResu
 #[utoipa::path(post, path = "/api/data-credits/quotes", tag = "sdk-data-credits", request_body = Use,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["PUT", "/admin/data-credits/prices/q.{unique}", { "credits": 1, "operator_id": "ops-race" }], ["POST", "/admin/data-credits/grants", { "tenant_id": "{tenant_id}", "credits": 2, "reason": "race", "operator_id": "ops-race" }]], "body": { "capability": "q.{unique}", "quantity": 2 } }))),
     responses((status = 200, description = "the quote", body = Data<Quote>)))]
-async fn quote(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Use>) -> ApiResult<Response> {
+async fn quote(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Use>) -> ApiResult<Response> {
     let mut tx = state.db.read.begin().await?;
     let (capability, quantity, unit_price, credits) = priced(&mut tx, &body).await?;
     let b = account(&mut tx, &ctx.tenant_id).await?;
@@ -167,7 +167,7 @@ async fn quote(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): B
 #[utoipa::path(post, path = "/api/data-credits/holds", tag = "sdk-data-credits", request_body = Use,
     extensions(("x-concurrency" = json!({ "outcome": "capacity", "wins": 3, "given": [["PUT", "/admin/data-credits/prices/h.{unique}", { "credits": 1000000, "operator_id": "ops-race" }], ["POST", "/admin/data-credits/grants", { "tenant_id": "{tenant_id}", "credits": 3000000, "reason": "race", "operator_id": "ops-race" }]], "body": { "capability": "h.{unique}" } }))),
     responses((status = 201, description = "the hold", body = Data<Hold>)))]
-async fn hold(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Use>) -> ApiResult<Response> {
+async fn hold(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Use>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let (capability, quantity, _, credits) = priced(&mut tx, &body).await?;
     let now = db::now();
@@ -254,7 +254,7 @@ struct Settlement {
     params(("hold_id" = String, Path, description = "the hold")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["PUT", "/admin/data-credits/prices/s.{unique}", { "credits": 1, "operator_id": "ops-race" }], ["POST", "/admin/data-credits/grants", { "tenant_id": "{tenant_id}", "credits": 1, "reason": "race", "operator_id": "ops-race" }], ["POST", "/api/data-credits/holds", { "capability": "s.{unique}" }]], "body": { "credits": 1 } }))),
     responses((status = 200, description = "the hold, settled", body = Data<Hold>)))]
-async fn settle(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Settlement>) -> ApiResult<Response> {
+async fn settle(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Settlement>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     find(&mut tx, &ctx, &id).await?;
     let mut check = Check::new();

@@ -195,7 +195,7 @@ fn validate(index: usize, raw: Value, recorded_at: &str) -> Result<Valid, Vec<St
         "body": { "asset_id": "{unique}", "sku": "race.units", "quantity": 1, "idempotency_key": "k-{unique}" } }))),
     responses((status = 201, description = "the event, recorded", body = Data<UsageEvent>),
         (status = 200, description = "a repeated event's first record, or a batch's outcomes", body = Data<BatchResult>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(mut body): Body<Value>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(mut body): Lenient<Value>) -> ApiResult<Response> {
     let now = db::now();
     let single = body.get("events").is_none();
     let raws = match body.get_mut("events").map(Value::take) {

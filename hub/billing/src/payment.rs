@@ -154,7 +154,7 @@ struct NewMethod {
 #[utoipa::path(post, path = "/api/payments/methods", tag = "sdk-payment", request_body = NewMethod,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "token": "tok_visa", "brand": "visa", "last4": "4242", "exp_month": 12, "exp_year": 2099 } }))),
     responses((status = 201, description = "the method", body = Data<Method>)))]
-async fn store_method(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewMethod>) -> ApiResult<Response> {
+async fn store_method(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewMethod>) -> ApiResult<Response> {
     let mut check = Check::new();
     let token = check.required("token", &body.token);
     let brand = check.required("brand", &body.brand);
@@ -254,7 +254,7 @@ fn repeat(first: Charge, method: &str, amount: i64, currency: &str) -> ApiResult
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 1, "given": [["POST", "/api/payments/methods", { "token": "tok_visa", "brand": "visa", "last4": "4242", "exp_month": 12, "exp_year": 2099 }]], "body": { "amount": 1250, "currency": "EUR", "payment_method_id": "{payment_method_id}", "idempotency_key": "k-{unique}" } }))),
     responses((status = 201, description = "the charge, captured", body = Data<Charge>),
         (status = 200, description = "the charge, declined, or the first charge of the key", body = Data<Charge>)))]
-async fn charge(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCharge>) -> ApiResult<Response> {
+async fn charge(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewCharge>) -> ApiResult<Response> {
     let mut check = Check::new();
     let amount = check.optional_int("amount", body.amount.as_ref(), 1, MAX_AMOUNT);
     if body.amount.as_ref().is_none_or(Value::is_null) {

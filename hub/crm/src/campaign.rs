@@ -67,7 +67,7 @@ struct NewCampaign {
 #[utoipa::path(post, path = "/api/campaigns", tag = "sdk-campaign", request_body = NewCampaign,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "race-{unique}" } }))),
     responses((status = 201, description = "the campaign", body = Data<Campaign>)))]
-async fn create_campaign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCampaign>) -> ApiResult<Response> {
+async fn create_campaign(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewCampaign>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("name", &body.name);
     if name.chars().count() > 200 {
@@ -145,7 +145,7 @@ struct NewJourney {
     params(("campaign_id" = String, Path, description = "the campaign")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/campaigns", { "name": "race-{unique}" }]], "body": { "name": "race", "steps": [{ "wait": "1d" }] } }))),
     responses((status = 201, description = "the journey", body = Data<Journey>)))]
-async fn create_journey(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewJourney>) -> ApiResult<Response> {
+async fn create_journey(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<NewJourney>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let campaign = find(&mut *tx, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();

@@ -117,7 +117,7 @@ struct NewItem {
 #[utoipa::path(post, path = "/api/content/items", tag = "sdk-content", request_body = NewItem,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 16, "body": { "title": "race", "body": "v1" } }))),
     responses((status = 201, description = "the item with its versions", body = Data<Item>)))]
-async fn create_item(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewItem>) -> ApiResult<Response> {
+async fn create_item(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewItem>) -> ApiResult<Response> {
     let mut check = Check::new();
     let title = check.required("title", &body.title);
     if title.chars().count() > 200 {
@@ -206,7 +206,7 @@ struct NewVersion {
     params(("item_id" = String, Path, description = "the item")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/content/items", { "title": "race", "body": "v1" }]], "body": { "body": "v2" } }))),
     responses((status = 201, description = "the version", body = Data<Version>)))]
-async fn add_version(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewVersion>) -> ApiResult<Response> {
+async fn add_version(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<NewVersion>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let item = find(&mut tx, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();

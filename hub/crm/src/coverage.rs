@@ -89,7 +89,7 @@ struct NewRule {
 #[utoipa::path(post, path = "/api/coverage/rules", tag = "sdk-coverage", request_body = NewRule,
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [["POST", "/api/personas", { "kind": "service" }]], "body": { "subject_kind": "race-{unique}", "primary_persona_id": "{owner_persona_id}", "backup_persona_id": "{persona_id}" } }))),
     responses((status = 201, description = "the rule, new", body = Data<CoverageRule>), (status = 200, description = "the rule, replaced", body = Data<CoverageRule>)))]
-async fn set_rule(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRule>) -> ApiResult<Response> {
+async fn set_rule(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewRule>) -> ApiResult<Response> {
     let mut check = Check::new();
     let kind = check.required("subject_kind", &body.subject_kind);
     if !kind.is_empty() && !valid_kind(&kind) {

@@ -394,7 +394,7 @@ pub async fn update_contact(tx: &mut Tx, ctx: &TenantCtx, contact_id: &str, inpu
 #[utoipa::path(post, path = "/api/crm/contacts", tag = "sdk-crm", request_body = NewContact,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "race", "emails": ["c-{unique}@races.example.com"] } }))),
     responses((status = 201, description = "the contact", body = Data<Contact>)))]
-async fn create_contact(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewContact>) -> ApiResult<Response> {
+async fn create_contact(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewContact>) -> ApiResult<Response> {
     let mut check = Check::new();
     let input = contact_input(&mut check, &body);
     check.finish()?;
@@ -632,7 +632,7 @@ pub async fn update_lead(tx: &mut Tx, ctx: &TenantCtx, lead_id: &str, input: &Le
 #[utoipa::path(post, path = "/api/crm/leads", tag = "sdk-crm", request_body = NewLead,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race" } }))),
     responses((status = 201, description = "the lead", body = Data<Lead>)))]
-async fn create_lead(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewLead>) -> ApiResult<Response> {
+async fn create_lead(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewLead>) -> ApiResult<Response> {
     let mut check = Check::new();
     let input = lead_input(&mut check, &body);
     check.finish()?;
@@ -684,7 +684,7 @@ struct NewCall {
 #[utoipa::path(post, path = "/api/crm/calls", tag = "sdk-crm", request_body = NewCall,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/crm/contacts", { "name": "race" }]], "body": { "contact_id": "{contact_id}", "direction": "inbound", "disposition": "answered", "provider_call_id": "p-{unique}" } }))),
     responses((status = 201, description = "the call", body = Data<Call>)))]
-async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCall>) -> ApiResult<Response> {
+async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewCall>) -> ApiResult<Response> {
     let mut check = Check::new();
     let mut contact = check.optional_uuid("contact_id", &body.contact_id).map(|u| u.to_string());
     let lead = check.optional_uuid("lead_id", &body.lead_id).map(|u| u.to_string());

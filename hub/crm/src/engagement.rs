@@ -94,7 +94,7 @@ async fn exists(tx: &mut Tx, sql: &'static str, tenant: &str, id: &Option<String
 #[utoipa::path(post, path = "/api/engagement/encounters", tag = "sdk-engagement", request_body = NewEncounter,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": {} }))),
     responses((status = 201, description = "the encounter, open", body = Data<Encounter>)))]
-async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewEncounter>) -> ApiResult<Response> {
+async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewEncounter>) -> ApiResult<Response> {
     let mut check = Check::new();
     let kind = Check::optional(&body.kind).unwrap_or_else(|| "visit".to_string());
     if !valid_kind(&kind) {

@@ -64,7 +64,7 @@ struct NewModel {
 #[utoipa::path(post, path = "/api/lead-scoring/models", tag = "sdk-lead-scoring", request_body = NewModel,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "vertical": "race-{unique}", "name": "race", "weights": { "a": 1 } } }))),
     responses((status = 201, description = "the model, inactive", body = Data<Model>)))]
-async fn create_model(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewModel>) -> ApiResult<Response> {
+async fn create_model(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewModel>) -> ApiResult<Response> {
     let mut check = Check::new();
     let vertical = check.required("vertical", &body.vertical);
     if !vertical.is_empty() && !valid_vertical(&vertical) {

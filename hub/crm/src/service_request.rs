@@ -67,7 +67,7 @@ struct NewQueue {
 #[utoipa::path(post, path = "/api/service-requests/queues", tag = "sdk-service-request", request_body = NewQueue,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "tenant_id": "{tenant_id}", "name": "race-{unique}" } }))),
     responses((status = 201, description = "the queue", body = Data<Queue>)))]
-async fn create_queue(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewQueue>) -> ApiResult<Response> {
+async fn create_queue(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewQueue>) -> ApiResult<Response> {
     let mut check = Check::new();
     check.required("tenant_id", &body.tenant_id);
     let name = check.required("name", &body.name);
@@ -132,7 +132,7 @@ struct NewServiceRequest {
 #[utoipa::path(post, path = "/api/service-requests", tag = "sdk-service-request", request_body = NewServiceRequest,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/service-requests/queues", { "tenant_id": "{tenant_id}", "name": "race-{unique}" }]], "body": { "queue_id": "{queue_id}", "title": "race" } }))),
     responses((status = 201, description = "the request", body = Data<ServiceRequest>)))]
-async fn open_request(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewServiceRequest>) -> ApiResult<Response> {
+async fn open_request(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewServiceRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
     let queue = check.required_uuid("queue_id", &body.queue_id).map(|u| u.to_string()).unwrap_or_default();
     let title = check.required("title", &body.title);
@@ -245,7 +245,7 @@ async fn close_request(
     State(state): State<AppState>,
     Tenant(ctx): Tenant,
     Path(id): Path<String>,
-    Body(body): Body<CloseServiceRequest>,
+    Lenient(body): Lenient<CloseServiceRequest>,
 ) -> ApiResult<Response> {
     let mut check = Check::new();
     let resolution = check.optional_bounded("resolution", &body.resolution, 2000);

@@ -115,7 +115,7 @@ struct NewSlaPolicy {
 #[utoipa::path(post, path = "/api/sla/policies", tag = "sdk-sla", request_body = NewSlaPolicy,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "race-{unique}", "target_minutes": 60 } }))),
     responses((status = 201, description = "the policy", body = Data<SlaPolicy>)))]
-async fn create_policy(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSlaPolicy>) -> ApiResult<Response> {
+async fn create_policy(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSlaPolicy>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("name", &body.name);
     if name.chars().count() > 200 {
@@ -197,7 +197,7 @@ const POLICY: Stateful = Stateful { noun: "policy", table: "sla_policy", key: "p
 #[utoipa::path(post, path = "/api/sla/policies/{policy_id}/rungs", tag = "sdk-sla", params(("policy_id" = String, Path, description = "the policy")),
     request_body = NewSlaRung, extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/sla/policies", { "name": "race-{unique}", "target_minutes": 60 }]], "body": { "offset_minutes": -10, "severity": "high" } }))),
     responses((status = 201, description = "the rung", body = Data<SlaRung>)))]
-async fn add_rung(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewSlaRung>) -> ApiResult<Response> {
+async fn add_rung(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<NewSlaRung>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();
     if body.offset_minutes.as_ref().is_none_or(Value::is_null) {
@@ -267,7 +267,7 @@ struct NewSlaClock {
 #[utoipa::path(post, path = "/api/sla/clocks", tag = "sdk-sla", request_body = NewSlaClock,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/sla/policies", { "name": "race-{unique}", "target_minutes": 60 }]], "body": { "policy_id": "{policy_id}", "subject_ref": "race" } }))),
     responses((status = 201, description = "the clock, running", body = Data<SlaClock>)))]
-async fn start_clock(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSlaClock>) -> ApiResult<Response> {
+async fn start_clock(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSlaClock>) -> ApiResult<Response> {
     let mut check = Check::new();
     let policy = check.required_uuid("policy_id", &body.policy_id).map(|u| u.to_string()).unwrap_or_default();
     let subject = check.required("subject_ref", &body.subject_ref);

@@ -58,7 +58,7 @@ struct NewHandle {
 #[utoipa::path(post, path = "/api/social/handles", tag = "sdk-social", request_body = NewHandle,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "tenant_id": "{tenant_id}", "network": "x", "external_handle_id": "h-{unique}", "authorized_persona_id": "{owner_persona_id}" } }))),
     responses((status = 201, description = "the handle", body = Data<Handle>)))]
-async fn authorise(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewHandle>) -> ApiResult<Response> {
+async fn authorise(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewHandle>) -> ApiResult<Response> {
     let mut check = Check::new();
     // `Body` has refused another tenant's id already.
     check.required("tenant_id", &body.tenant_id);

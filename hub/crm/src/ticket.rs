@@ -92,7 +92,7 @@ struct NewEvent {
 #[utoipa::path(post, path = "/api/tickets/events", tag = "sdk-event", request_body = NewEvent,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race", "starts_at": "2027-01-01T00:00:00Z", "capacity": 10 } }))),
     responses((status = 201, description = "the event", body = Data<Event>)))]
-async fn create_event(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewEvent>) -> ApiResult<Response> {
+async fn create_event(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewEvent>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("name", &body.name);
     if name.chars().count() > 200 {
@@ -159,7 +159,7 @@ const EVENT: Stateful = Stateful { noun: "event", table: "event_event", key: "ev
 #[utoipa::path(post, path = "/api/tickets", tag = "sdk-event", request_body = NewTicket,
     extensions(("x-concurrency" = json!({ "outcome": "capacity", "wins": 3, "given": [["POST", "/api/tickets/events", { "name": "race", "starts_at": "2027-01-01T00:00:00Z", "capacity": 3 }]], "body": { "event_id": "{event_id}" } }))),
     responses((status = 201, description = "the ticket and its qr_token", body = Data<IssuedTicket>)))]
-async fn issue(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewTicket>) -> ApiResult<Response> {
+async fn issue(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewTicket>) -> ApiResult<Response> {
     let mut check = Check::new();
     let event_id = check.required_uuid("event_id", &body.event_id).map(|u| u.to_string());
     let holder = check.optional_bounded("holder_name", &body.holder_name, 200);
@@ -257,7 +257,7 @@ struct NewCheckIn {
 #[utoipa::path(post, path = "/api/tickets/check-in", tag = "sdk-event", request_body = NewCheckIn,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/tickets/events", { "name": "race", "starts_at": "2027-01-01T00:00:00Z" }], ["POST", "/api/tickets", { "event_id": "{event_id}" }]], "body": { "qr_token": "{qr_token}", "checked_in_by_persona_id": "{persona_id}" } }))),
     responses((status = 201, description = "the check-in", body = Data<CheckIn>)))]
-async fn check_in(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCheckIn>) -> ApiResult<Response> {
+async fn check_in(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewCheckIn>) -> ApiResult<Response> {
     let mut check = Check::new();
     let token = check.required("qr_token", &body.qr_token);
     let by = check.required_uuid("checked_in_by_persona_id", &body.checked_in_by_persona_id).map(|u| u.to_string());

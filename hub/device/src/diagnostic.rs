@@ -56,23 +56,22 @@ struct Pushed {
 }
 
 /// A drain's body, all optional.
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Deserialize, ToSchema)]
 struct DrainRequest {
     /// Rows to take: 1 to 1000, default 100.
+    #[schema(minimum = 1, maximum = 1000)]
     limit: Option<i64>,
 }
 
 const MAX_ROWS: usize = 500;
 const DEFAULT_DRAIN: i64 = 100;
-const MAX_DRAIN: i64 = 1000;
 
 /// Pushes rows: `{ device_uuid?, rows: [{ event_type, payload, idempotency_key }] }`.
 #[utoipa::path(post, path = "/api/hdk/diagnostic/outbox", tag = "hdk-diagnostic", request_body = Push,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0,
         "body": { "rows": [{ "event_type": "diagnostic.health.reported.v1", "payload": { "race": true }, "idempotency_key": "k-{unique}" }] } }))),
     responses((status = 201, description = "the keys stored and those already there", body = Data<Pushed>)))]
-async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
+async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.optional_uuid("device_uuid", &body.get("device_uuid").and_then(Value::as_str).map(str::to_string));
     let rows = match body.get("rows") {
@@ -140,21 +139,13 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Bo
 }
 
 /// Drains: body optional, `{ limit }` (default 100, at most 1000).
-#[utoipa::path(post, path = "/api/hdk/diagnostic/drain", tag = "hdk-diagnostic", request_body(content = Option<DrainRequest>),
+#[utoipa::path(post, path = "/api/hdk/diagnostic/drain", tag = "hdk-diagnostic", request_body = DrainRequest,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 1, "given": [
         ["POST", "/api/hdk/diagnostic/outbox", { "rows": [{ "event_type": "diagnostic.health.reported.v1", "payload": { "race": true }, "idempotency_key": "d-{unique}" }] }]],
         "body": {} }))),
     responses((status = 200, description = "the rows taken, oldest first", body = Data<Drained>)))]
-async fn drain(State(state): State<AppState>, Tenant(ctx): Tenant, raw: axum::body::Bytes) -> ApiResult<Response> {
-    let body: Value = if raw.iter().all(u8::is_ascii_whitespace) {
-        Value::Null
-    } else {
-        serde_json::from_slice(&raw).map_err(|e| ApiError::invalid(format!("request body must be JSON: {e}")))?
-    };
-    hub_kernel::nul::check_value(&body)?;
-    let mut check = Check::new();
-    let limit = check.optional_int("limit", body.get("limit"), 1, MAX_DRAIN).unwrap_or(DEFAULT_DRAIN);
-    check.finish()?;
+async fn drain(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<DrainRequest>) -> ApiResult<Response> {
+    let limit = body.checked()?.limit.unwrap_or(DEFAULT_DRAIN);
     let drain_id = db::new_id();
     let now = db::now();
     let mut tx = state.db.begin().await?;

@@ -58,7 +58,7 @@ fn aad(tenant: &str, device: &str, field: &str) -> Vec<u8> {
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 0, "given": [],
         "body": { "device_uuid": "{unique}", "person_id": "{person_id}" } }))),
     responses((status = 201, description = "a new claim", body = Data<ClaimRow>), (status = 200, description = "the device's claim, replaced", body = Data<ClaimRow>)))]
-async fn upsert(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Claim>) -> ApiResult<Response> {
+async fn upsert(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Claim>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &body.device_uuid);
     let person = check.required_uuid("person_id", &body.person_id);

@@ -37,7 +37,7 @@ struct NewMeasurement {
 #[utoipa::path(post, path = "/api/hdk/measure/measurements", tag = "hdk-measure", request_body = NewMeasurement,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": { "capture_id": "c-{unique}", "kind": "length", "value": 1.5, "unit": "m" } }))),
     responses((status = 201, description = "the measurement", body = Data<Measurement>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewMeasurement>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewMeasurement>) -> ApiResult<Response> {
     let mut check = Check::new();
     let capture = check.required("capture_id", &body.capture_id);
     let kind = check.required("kind", &body.kind);

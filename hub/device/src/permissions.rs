@@ -36,7 +36,7 @@ struct NewSnapshot {
 #[utoipa::path(post, path = "/api/hdk/permissions/snapshots", tag = "hdk-permissions", request_body = NewSnapshot,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "device_uuid": "{unique}", "permission_set": { "camera": "granted" } } }))),
     responses((status = 201, description = "the snapshot", body = Data<Snapshot>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSnapshot>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSnapshot>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &body.device_uuid);
     let persona = check.optional_uuid("persona_id", &body.persona_id);

@@ -41,7 +41,7 @@ fn present(v: Option<&Value>) -> bool {
         ["POST", "/api/events/types", { "event_type": "races.t{unique}.noted.v1", "retention_class": "operational", "conflict_policy": "lww" }]],
         "body": { "event_type": "races.t{unique}.noted.v1", "input_a": { "timestamp": "2026-01-01T00:00:00Z", "text": "a" }, "input_b": { "timestamp": "2026-01-02T00:00:00Z", "text": "b" } } }))),
     responses((status = 200, description = "the resolution, shaped by the policy", body = Data<Value>)))]
-async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
+async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let event_type = check.required("event_type", &body.get("event_type").and_then(Value::as_str).map(str::to_string));
     for field in ["input_a", "input_b"] {
@@ -101,7 +101,7 @@ async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body):
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 1, "body": { "batch_id": "b-{unique}", "device_uuid": "{unique}", "events": [
         { "idempotency_key": "k-{unique}", "event_id": "{unique}", "event_type": "diagnostic.health.reported.v1", "payload": { "race": true }, "occurred_at": "2026-05-01T10:00:00Z" }] } }))),
     responses((status = 200, description = "every key in exactly one of accepted, duplicates, rejected", body = Data<Value>)))]
-async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
+async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let batch_id = check.required("batch_id", &body.get("batch_id").and_then(Value::as_str).map(str::to_string));
     let device = check.required_uuid("device_uuid", &body.get("device_uuid").and_then(Value::as_str).map(str::to_string));

@@ -42,7 +42,7 @@ struct NewApplication {
 #[utoipa::path(post, path = "/api/hdk/watermark/applications", tag = "hdk-watermark", request_body = NewApplication,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": { "variant_id": "v-{unique}", "watermark_kind": "visible" } }))),
     responses((status = 201, description = "the application", body = Data<Application>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewApplication>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewApplication>) -> ApiResult<Response> {
     let mut check = Check::new();
     let variant = check.required("variant_id", &body.variant_id);
     let kind = check.required("watermark_kind", &body.watermark_kind);

@@ -98,7 +98,7 @@ struct NewRoute {
 #[utoipa::path(post, path = "/api/approvals/routes", tag = "sdk-approval", request_body = NewRoute,
     responses((status = 201, description = "the route", body = Data<ApprovalRoute>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "r-{unique}", "steps": [{ "approver_persona_id": "{persona_id}" }] } }))))]
-async fn create_route(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRoute>) -> ApiResult<Response> {
+async fn create_route(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewRoute>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("name", &body.name);
     if name.chars().count() > 200 {
@@ -183,7 +183,7 @@ struct NewRequest {
 #[utoipa::path(post, path = "/api/approvals/requests", tag = "sdk-approval", request_body = NewRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/approvals/routes", {"name": "r-{unique}", "steps": [{"approver_persona_id": "{persona_id}"}]}]], "body": {"route_id": "{route_id}", "subject_kind": "x", "subject_id": "1"}}))),
     responses((status = 201, description = "the request with its steps", body = Data<ApprovalRequest>)))]
-async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRequest>) -> ApiResult<Response> {
+async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
     let route_id = check.required_uuid("route_id", &body.route_id).map(|u| u.to_string());
     let kind = check.required("subject_kind", &body.subject_kind);
@@ -290,7 +290,7 @@ async fn decide(
     State(state): State<AppState>,
     Tenant(ctx): Tenant,
     Path((request_id, step_id)): Path<(String, String)>,
-    Body(body): Body<Decision>,
+    Lenient(body): Lenient<Decision>,
 ) -> ApiResult<Response> {
     let (request_id, step_id) = (path_id(&request_id)?.to_string(), path_id(&step_id)?.to_string());
     let mut tx = state.db.begin().await?;

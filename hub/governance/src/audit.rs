@@ -183,7 +183,7 @@ struct EventTypeRegistered {
     responses((status = 201, description = "registered", body = Data<EventTypeRegistered>),
         (status = 200, description = "already registered", body = Data<EventTypeRegistered>)),
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "body": { "event_type": "races.t{unique}.made.v1", "retention_class": "operational", "conflict_policy": "lww" }, "events": 1 }))))]
-async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
+async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.text(&body, "event_type");
     match &name {
@@ -271,7 +271,7 @@ fn pool_index(check: &mut Check, body: &Value) -> i64 {
 #[utoipa::path(post, path = "/api/audit/append", tag = "sdk-audit", request_body = NewAuditEntry,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"pool_index": 7, "event_type": "crm.call.logged.v1", "payload": {"race": true}}}))),
     responses((status = 201, description = "the entry, committed", body = Data<Appended>)))]
-async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
+async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let pool = pool_index(&mut check, &body);
     let event_type = check.text(&body, "event_type");
@@ -319,7 +319,7 @@ async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): 
 #[utoipa::path(post, path = "/api/audit/verify", tag = "sdk-audit", request_body = AuditVerifyRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "body": {"pool_index": 0}}))),
     responses((status = 200, description = "the verdict", body = Data<AuditPoolVerdict>)))]
-async fn verify(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Value>) -> ApiResult<Response> {
+async fn verify(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let pool = pool_index(&mut check, &body);
     check.finish()?;

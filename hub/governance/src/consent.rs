@@ -66,7 +66,7 @@ struct NewPurpose {
 #[utoipa::path(post, path = "/api/consent/purposes", tag = "sdk-consent", request_body = NewPurpose,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "body": {"purpose_id": "p-{unique}", "description": "races", "legal_basis": "consent"}}))),
     responses((status = 201, description = "the purpose", body = Data<Purpose>)))]
-async fn create_purpose(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewPurpose>) -> ApiResult<Response> {
+async fn create_purpose(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewPurpose>) -> ApiResult<Response> {
     let mut check = Check::new();
     let id = check.required("purpose_id", &body.purpose_id);
     if !id.is_empty() && !valid_id(&id) {
@@ -177,7 +177,7 @@ struct NewRecord {
 #[utoipa::path(post, path = "/api/consent/grants", tag = "sdk-consent", request_body = NewRecord,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/consent/purposes", {"purpose_id": "p-{unique}", "description": "races", "legal_basis": "consent"}]], "body": {"subject": "s-{unique}", "purpose_id": "{purpose_id}"}}))),
     responses((status = 201, description = "the record", body = Data<Record>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRecord>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewRecord>) -> ApiResult<Response> {
     let mut check = Check::new();
     let subject = check.required("subject", &body.subject);
     if subject.chars().count() > 256 {

@@ -81,7 +81,7 @@ struct NewRequest {
 #[utoipa::path(post, path = "/api/data-rights/requests", tag = "sdk-data-rights", request_body = NewRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"subject": "s-{unique}", "kind": "access"}}))),
     responses((status = 201, description = "the request, received", body = Data<Request>)))]
-async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRequest>) -> ApiResult<Response> {
+async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
     let subject = check.required("subject", &body.subject);
     if subject.chars().count() > 256 {
@@ -151,7 +151,12 @@ const EXECUTION: Stateful = Stateful { noun: "execution", table: "data_rights_ex
     params(("request_id" = String, Path, description = "the request")),
     responses((status = 201, description = "the execution, running", body = Data<Execution>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/data-rights/requests", { "subject": "s-{unique}", "kind": "access" }]], "body": {}, "events": 0 }))))]
-async fn start_execution(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewExecution>) -> ApiResult<Response> {
+async fn start_execution(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    Lenient(body): Lenient<NewExecution>,
+) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let request = find(&mut tx, &ctx.tenant_id, &id).await?;
     let executor = Check::optional(&body.executor).unwrap_or_else(|| audit::actor_of(&ctx).1.to_string());
@@ -209,7 +214,7 @@ struct Outcome {
     params(("execution_id" = String, Path, description = "the execution")),
     responses((status = 200, description = "the execution with its outcome", body = Data<Execution>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/data-rights/requests", { "subject": "s-{unique}", "kind": "access" }], ["POST", "/api/data-rights/requests/{request_id}/executions", {}]], "body": { "status": "succeeded" } }))))]
-async fn outcome(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Outcome>) -> ApiResult<Response> {
+async fn outcome(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Outcome>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     if EXECUTION.state_of(&mut tx, &ctx.tenant_id, &id).await?.is_none() {

@@ -64,7 +64,7 @@ struct NewCapture {
 #[utoipa::path(post, path = "/api/evidence/captures", tag = "sdk-evidence", request_body = NewCapture,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"encounter_id": "e-{unique}", "kind": "note", "note": "races"}}))),
     responses((status = 201, description = "the capture", body = Data<Capture>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCapture>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewCapture>) -> ApiResult<Response> {
     let mut check = Check::new();
     let encounter = check.required("encounter_id", &body.encounter_id);
     if !encounter.is_empty() && !valid_encounter(&encounter) {

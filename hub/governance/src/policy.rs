@@ -243,7 +243,7 @@ struct NewBundle {
 #[utoipa::path(post, path = "/api/policies/bundles", tag = "sdk-policy", request_body = NewBundle,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "body": {"name": "p-{unique}", "version": 1, "iql_source": "permit (principal, action, resource);"}}))),
     responses((status = 201, description = "the bundle", body = Data<Bundle>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewBundle>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewBundle>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("name", &body.name);
     if name.chars().count() > 128 {
@@ -404,7 +404,7 @@ struct Verdict {
 #[utoipa::path(post, path = "/api/policies/evaluate", tag = "sdk-policy", request_body = Evaluation,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/policies/bundles", {"name": "p-{unique}", "version": 1, "iql_source": "permit (principal, action, resource);"}]], "body": {"principal": "Persona::\"a\"", "action": "Action::\"crm.contact.read\"", "resource": "Route::\"/api/crm/contacts\"", "bundle_id": "{bundle_id}"}}))),
     responses((status = 200, description = "the decision and the policies that determined it", body = Data<Verdict>)))]
-async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Evaluation>) -> ApiResult<Response> {
+async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Evaluation>) -> ApiResult<Response> {
     let mut check = Check::new();
     let mut entity = |name: &str, value: &Option<String>| {
         let raw = check.required(name, value);

@@ -95,7 +95,7 @@ async fn contain(state: &AppState, ctx: &TenantCtx, relation: &str) -> ApiResult
 #[utoipa::path(post, path = "/api/rebac/relationships", tag = "sdk-rebac", request_body = Tuple,
     responses((status = 201, description = "the relationship, new", body = Data<Relationship>), (status = 200, description = "the relationship, already there", body = Data<Relationship>)),
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [["POST", "/api/personas", { "kind": "human" }]], "body": { "subject_persona_id": "{owner_persona_id}", "relation": "manages", "object_persona_id": "{persona_id}" }, "events": 1 }))))]
-async fn write(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Tuple>) -> ApiResult<Response> {
+async fn write(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Tuple>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let (subject, relation, object) = parse(&mut tx, &ctx, &body).await?;
     contain(&state, &ctx, &relation).await?;
@@ -132,7 +132,7 @@ async fn find(tx: &mut Tx, tenant: &str, subject: &str, relation: &str, object: 
 #[utoipa::path(post, path = "/api/rebac/relationships/delete", tag = "sdk-rebac", request_body = Tuple,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "losers": 404, "given": [["POST", "/api/personas", {"kind": "human"}], ["POST", "/api/rebac/relationships", {"subject_persona_id": "{owner_persona_id}", "relation": "manages", "object_persona_id": "{persona_id}"}]], "body": {"subject_persona_id": "{owner_persona_id}", "relation": "manages", "object_persona_id": "{persona_id}"}}))),
     responses((status = 200, description = "the relationship deleted", body = Data<Relationship>)))]
-async fn delete(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Tuple>) -> ApiResult<Response> {
+async fn delete(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Tuple>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let (subject, relation, object) = parse(&mut tx, &ctx, &body).await?;
     contain(&state, &ctx, &relation).await?;
@@ -196,7 +196,7 @@ pub struct BudgetUse {
 #[utoipa::path(post, path = "/api/rebac/check", tag = "sdk-rebac", request_body = CheckRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "given": [["POST", "/api/personas", {"kind": "human"}], ["POST", "/api/rebac/relationships", {"subject_persona_id": "{owner_persona_id}", "relation": "manages", "object_persona_id": "{persona_id}"}]], "body": {"subject_persona_id": "{owner_persona_id}", "relation": "manages", "target_persona_id": "{persona_id}"}}))),
     responses((status = 200, description = "the decision and the budget used", body = Data<Decision>)))]
-async fn check(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<CheckRequest>) -> ApiResult<Response> {
+async fn check(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<CheckRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
     let subject = check.required_uuid("subject_persona_id", &body.subject_persona_id).map(|u| u.to_string());
     let relation = check.required("relation", &body.relation);

@@ -80,7 +80,7 @@ struct NewReference {
 #[utoipa::path(post, path = "/api/secrets/refs", tag = "sdk-secrets", request_body = NewReference,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "body": {"ref": "r-{unique}", "kms_key_id": "kms/races"}}))),
     responses((status = 201, description = "the reference", body = Data<Reference>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewReference>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewReference>) -> ApiResult<Response> {
     let mut check = Check::new();
     let reference = check.required("ref", &body.r#ref);
     if !reference.is_empty() && !valid_ref(&reference) {
@@ -148,7 +148,7 @@ struct Rotation {
     params(("ref" = String, Path, description = "the reference, URL-encoded")),
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/secrets/refs", {"ref": "r-{unique}", "kms_key_id": "kms/races"}]], "body": {}}))),
     responses((status = 200, description = "the reference, rotated", body = Data<Reference>)))]
-async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(reference): Path<String>, Body(body): Body<Rotation>) -> ApiResult<Response> {
+async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(reference): Path<String>, Lenient(body): Lenient<Rotation>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let current = find(&mut tx, &ctx.tenant_id, &reference).await?;
     let mut check = Check::new();

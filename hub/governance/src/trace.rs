@@ -85,8 +85,9 @@ struct NewExport {
 #[utoipa::path(post, path = "/api/traces/{trace_id}/exports", tag = "sdk-trace", request_body = NewExport,
     params(("trace_id" = String, Path, description = "the trace")),
     extensions(("x-concurrency" = json!({"outcome": "independent", "events": 16, "given": [["POST", "/api/agent-runtime/agents", {"name": "Racer", "acting_persona_id": "{persona_id}", "tier": "gold", "vector_namespace": "races", "created_by": "races"}], ["POST", "/api/agent-runtime/runs", {"agent_id": "{agent_id}", "persona_id": "{owner_persona_id}", "trace_id": "t-{unique}", "actor_id": "races", "actor_kind": "human"}], ["GET", "/api/traces/verification-key", null]], "body": {}}))),
-    responses((status = 201, description = "the export, ready", body = Data<Export>)))]
-async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(trace_id): Path<String>, Body(body): Body<NewExport>) -> ApiResult<Response> {
+    responses((status = 201, description = "the export, ready", body = Data<Export>),
+        (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
+async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(trace_id): Path<String>, Lenient(body): Lenient<NewExport>) -> ApiResult<Response> {
     let runs = hub_ai::agent_runtime::runs_of_trace(&state.db.read, &ctx.tenant_id, &trace_id).await?;
     if runs.is_empty() {
         return Err(ApiError::NotFound);
@@ -131,7 +132,7 @@ async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(trace_i
     if let Err(e) = stored {
         sqlx::query("UPDATE trace_export SET status = 'failed' WHERE export_id = $1").bind(&export_id).execute(&mut *tx).await?;
         tx.commit().await?;
-        return Err(ApiError::Internal(anyhow::anyhow!("storing the trace artifact: {e}")));
+        return Err(hub_kernel::storage::failure(e, "storing the trace artifact"));
     }
     let sql = format!(
         "UPDATE trace_export SET status = 'ready', artifact_key = $2, sha256 = $3, signature_hex = $4, key_id = $5, size_bytes = $6, ready_at = $7 \
@@ -155,15 +156,16 @@ async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(trace_i
 
 /// An export with its signed artifact.
 #[utoipa::path(get, path = "/api/traces/exports/{export_id}", tag = "sdk-trace", params(("export_id" = String, Path, description = "the export")),
-    responses((status = 200, description = "the export and, once ready, its artifact", body = Data<Export>)))]
+    responses((status = 200, description = "the export and, once ready, its artifact", body = Data<Export>),
+        (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
 async fn get_export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let sql = format!("SELECT {COLUMNS} FROM trace_export WHERE tenant_id = $1 AND export_id = $2");
     let mut export: Export =
         sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?.ok_or(ApiError::NotFound)?;
     if let Some(key) = &export.artifact_key {
-        let got = state.media.get(&ObjectPath::from(key.as_str())).await.map_err(|e| ApiError::Internal(anyhow::anyhow!("reading the trace artifact: {e}")))?;
-        let bytes = got.bytes().await.map_err(|e| ApiError::Internal(anyhow::anyhow!("reading the trace artifact: {e}")))?;
+        let unread = |e| hub_kernel::storage::failure(e, "reading the trace artifact");
+        let bytes = state.media.get(&ObjectPath::from(key.as_str())).await.map_err(unread)?.bytes().await.map_err(unread)?;
         export.artifact = Some(String::from_utf8(bytes.to_vec()).map_err(|e| ApiError::Internal(e.into()))?);
     }
     Ok(ok(export))

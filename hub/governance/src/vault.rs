@@ -69,7 +69,7 @@ struct Envelope {
 #[utoipa::path(post, path = "/api/vault/encrypt", tag = "sdk-vault", request_body = EncryptRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"ref": "v-{unique}", "plaintext_b64": "aGVsbG8="}}))),
     responses((status = 200, description = "the envelope", body = Data<Envelope>)))]
-async fn encrypt(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<EncryptRequest>) -> ApiResult<Response> {
+async fn encrypt(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<EncryptRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
     let reference = check_ref(&mut check, &body.r#ref);
     let plaintext = required_b64(&mut check, "plaintext_b64", &body.plaintext_b64);
@@ -116,7 +116,7 @@ struct Plaintext {
 #[utoipa::path(post, path = "/api/vault/decrypt", tag = "sdk-vault", request_body = DecryptRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/vault/encrypt", {"ref": "v-{unique}", "plaintext_b64": "aGVsbG8="}]], "body": {"ref": "{ref}", "ciphertext_b64": "{ciphertext_b64}", "wrapped_dek_b64": "{wrapped_dek_b64}", "iv_b64": "{iv_b64}", "tag_b64": "{tag_b64}"}}))),
     responses((status = 200, description = "the plaintext", body = Data<Plaintext>)))]
-async fn decrypt(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<DecryptRequest>) -> ApiResult<Response> {
+async fn decrypt(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<DecryptRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
     let reference = check_ref(&mut check, &body.r#ref);
     let ciphertext = required_b64(&mut check, "ciphertext_b64", &body.ciphertext_b64);

@@ -272,7 +272,7 @@ async fn insert_application(
 #[utoipa::path(post, path = "/api/applications", tag = "sdk-api-keys", request_body = NewApplication,
     responses((status = 201, description = "the application", body = Data<Application>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "Races", "slug": "r-{unique}", "environment": "live" } }))))]
-async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Body(body): Body<NewApplication>) -> ApiResult<Response> {
+async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Lenient(body): Lenient<NewApplication>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("name", &body.name);
     let slug = check.required("slug", &body.slug);
@@ -441,7 +441,7 @@ async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeyS
     params(("application_id" = String, Path, description = "the application")), request_body = NewApiKey,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/applications", {"name": "Races", "slug": "r-{unique}", "environment": "live"}]], "body": {"name": "k", "scopes": ["crm.*"]}}))),
     responses((status = 201, description = "the key and its secret", body = Data<Issued>)))]
-async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
+async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let app = find_application(&mut *tx, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();
@@ -461,7 +461,7 @@ async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, 
 #[utoipa::path(post, path = "/api/api-keys", tag = "sdk-api-keys", request_body = NewTenantApiKey,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/api-keys", {"tenant_id": "{tenant_id}", "name": "k", "scopes": ["crm.*"]}]], "body": {"tenant_id": "{owner_tenant_id}", "name": "k", "scopes": ["crm.*"]}}))),
     responses((status = 201, description = "the key and its secret", body = Data<Issued>)))]
-async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Body(body): Body<Value>) -> ApiResult<Response> {
+async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let tenant_id = check.required("tenant_id", &body.get("tenant_id").and_then(|v| v.as_str()).map(str::to_string));
     let application_id = check.optional_uuid("application_id", &body.get("application_id").and_then(|v| v.as_str()).map(str::to_string));

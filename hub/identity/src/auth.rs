@@ -21,8 +21,8 @@ use crate::{
 };
 use hub_kernel::prelude::*;
 use hub_kernel::{
+    body::parse_body,
     crypto::{self, DataKey, password},
-    error::parse_body,
     gate::{
         BasicCredentials, Caller, ClientAddr, MaybeCaller,
         keys::{self, KeyRecord},
@@ -242,7 +242,7 @@ struct SignedUpTenant {
 #[utoipa::path(post, path = "/api/auth/signup-tenant", tag = "sdk-identity", request_body = Signup,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "given": [["GET", "/api/me", null]], "body": {"email": "{email}", "password": "correct horse battery", "org_name": "Races", "app_id": "a-{unique}", "display_name": "Racer", "region": "eu-west-1"}}))),
     responses((status = 201, description = "the tenant's spine and the owner's token", body = Data<SignedUpTenant>), (status = 409, description = "Conflict: the app_id is taken; PersonExistsError: a person has the email (log in and create the tenant instead)", body = ErrorBody)))]
-async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): MaybeCaller, Body(body): Body<Signup>) -> ApiResult<Response> {
+async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): MaybeCaller, Lenient(body): Lenient<Signup>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check_email(&mut check, &body.email);
     let pw = check_password(&mut check, &body.password);
@@ -355,7 +355,7 @@ struct RegisteredPerson {
 #[utoipa::path(post, path = "/api/auth/register", tag = "sdk-identity", request_body = Register,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "loser_error": "PersonExistsError", "events": 0, "body": {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}}))),
     responses((status = 201, description = "the new person", body = Data<RegisteredPerson>), (status = 409, description = "PersonExistsError: a person has the email", body = ErrorBody)))]
-async fn register(State(state): State<AppState>, Body(body): Body<Register>) -> ApiResult<Response> {
+async fn register(State(state): State<AppState>, Lenient(body): Lenient<Register>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check_email(&mut check, &body.email);
     let pw = check_password(&mut check, &body.password);
@@ -407,7 +407,7 @@ struct LoginToken {
 #[utoipa::path(post, path = "/api/auth/login", tag = "sdk-identity", request_body = Login,
     extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"email": "m-{unique}@races.example.com", "password": "correct horse battery"}}))),
     responses((status = 200, description = "the token", body = Data<LoginToken>), (status = 401, description = "Unauthorized: invalid email or password", body = ErrorBody), (status = 403, description = "NoMembership: the person is no active member of the tenant", body = ErrorBody), (status = 429, description = "RateLimited: too many failed logins from the address or for the account (Retry-After)", body = ErrorBody), (status = 503, description = "Busy: password checks are at their bound (Retry-After)", body = ErrorBody)))]
-async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body(body): Body<Login>) -> ApiResult<Response> {
+async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Lenient(body): Lenient<Login>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check.required("email", &body.email);
     let pw = match &body.password {
@@ -748,7 +748,7 @@ struct VerificationSent {
 #[utoipa::path(post, path = "/api/auth/send-verification-email", tag = "sdk-identity", request_body = SendVerification,
     extensions(("x-concurrency" = json!({"outcome": "capacity", "wins": 4, "losers": 429, "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"email": "m-{unique}@races.example.com"}}))),
     responses((status = 200, description = "sent (or not, for an unknown email: the answer is the same)", body = Data<VerificationSent>), (status = 429, description = "RateLimited: too many verification emails for the address or the account (Retry-After)", body = ErrorBody), (status = 503, description = "Unavailable: no mail sender is configured", body = ErrorBody)))]
-async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Body(body): Body<SendVerification>) -> ApiResult<Response> {
+async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Lenient(body): Lenient<SendVerification>) -> ApiResult<Response> {
     let mut check = Check::new();
     let email = check_email(&mut check, &body.email);
     check.finish()?;
@@ -799,7 +799,7 @@ struct EmailVerified {
 #[utoipa::path(post, path = "/api/auth/verify-email", tag = "sdk-identity", request_body = VerifyEmail,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "losers": 400, "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}], ["POST", "/api/auth/send-verification-email", {"email": "m-{unique}@races.example.com"}]], "body": {"token": "{dev_token}"}}))),
     responses((status = 200, description = "the email, verified", body = Data<EmailVerified>)))]
-async fn verify_email(State(state): State<AppState>, Body(body): Body<VerifyEmail>) -> ApiResult<Response> {
+async fn verify_email(State(state): State<AppState>, Lenient(body): Lenient<VerifyEmail>) -> ApiResult<Response> {
     let mut check = Check::new();
     let token = check.required("token", &body.token);
     check.finish()?;

@@ -130,7 +130,7 @@ struct NewLink {
 #[utoipa::path(post, path = "/api/identity-resolver/links", tag = "sdk-identity-resolver", request_body = NewLink,
     responses((status = 201, description = "the link, proposed", body = Data<Link>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }]], "body": { "person_id_a": "{owner_person_id}", "person_id_b": "{person_id}" } }))))]
-async fn propose(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewLink>) -> ApiResult<Response> {
+async fn propose(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewLink>) -> ApiResult<Response> {
     let mut check = Check::new();
     let a = check.required_uuid("person_id_a", &body.person_id_a);
     let b = check.required_uuid("person_id_b", &body.person_id_b);
@@ -218,7 +218,7 @@ struct NewReview {
     params(("link_id" = String, Path, description = "the link")),
     responses((status = 201, description = "the review step, open", body = Data<Step>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }], ["POST", "/api/identity-resolver/links", { "person_id_a": "{owner_person_id}", "person_id_b": "{person_id}" }]], "body": { "approver_persona_id": "{owner_persona_id}" } }))))]
-async fn steward_review(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewReview>) -> ApiResult<Response> {
+async fn steward_review(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<NewReview>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let link = find(&mut tx, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();
@@ -280,7 +280,7 @@ struct Verdict {
     params(("link_id" = String, Path, description = "the link")),
     responses((status = 200, description = "the link, decided", body = Data<Link>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }], ["POST", "/api/identity-resolver/links", { "person_id_a": "{owner_person_id}", "person_id_b": "{person_id}" }], ["POST", "/api/identity-resolver/links/{link_id}/steward-review", { "approver_persona_id": "{owner_persona_id}" }]], "body": { "step_id": "{step_id}", "decision": "approve" } }))))]
-async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Verdict>) -> ApiResult<Response> {
+async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Verdict>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let link = find(&mut tx, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();

@@ -228,7 +228,7 @@ async fn record_created(tx: &mut Tx, ctx: &TenantCtx, persona: &Persona) -> ApiR
 #[utoipa::path(post, path = "/api/personas", tag = "sdk-persona", request_body = NewPersona,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"kind": "human"}}))),
     responses((status = 201, description = "the persona", body = Data<Described>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewPersona>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewPersona>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "persona.persona.write").await?;
     let mut tx = state.db.begin().await?;
     let (kind, template) = validated(&state, &mut tx, &ctx, &body).await?;
@@ -250,7 +250,7 @@ async fn create_under_membership(
     State(state): State<AppState>,
     Tenant(ctx): Tenant,
     Path(id): Path<String>,
-    Body(body): Body<NewPersona>,
+    Lenient(body): Lenient<NewPersona>,
 ) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "membership.membership.write").await?;
     let membership_id = path_id(&id)?.to_string();

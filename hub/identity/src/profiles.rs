@@ -169,7 +169,7 @@ async fn put_band(
     State(state): State<AppState>,
     Tenant(ctx): Tenant,
     Path((id, kind)): Path<(String, String)>,
-    Body(body): Body<Write>,
+    Lenient(body): Lenient<Write>,
 ) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let identity = visible(&mut tx, &ctx, &id).await?;

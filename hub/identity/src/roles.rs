@@ -263,7 +263,7 @@ fn parse_permissions(value: &Option<Value>, check: &mut Check) -> Map<String, Va
 #[utoipa::path(post, path = "/api/role-templates", tag = "sdk-persona", request_body = NewTemplate,
     responses((status = 201, description = "the template", body = Data<Template>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "t-{unique}", "permissions": { "crm.contact.read": true } }, "events": 0 }))))]
-async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewTemplate>) -> ApiResult<Response> {
+async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewTemplate>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "role-template.role-template.write").await?;
     let mut check = Check::new();
     let name = check.required("name", &body.name);
@@ -361,7 +361,7 @@ struct NewAssignment {
 #[utoipa::path(post, path = "/api/role-assignments", tag = "sdk-persona", request_body = NewAssignment,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/personas", {"kind": "human"}], ["POST", "/api/role-templates", {"name": "t-{unique}", "permissions": {"crm.contact.read": true}}]], "body": {"persona_id": "{persona_id}", "role_template_id": "{role_template_id}"}}))),
     responses((status = 201, description = "the assignment", body = Data<Assignment>)))]
-async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAssignment>) -> ApiResult<Response> {
+async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewAssignment>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;
     let mut check = Check::new();
     let persona = check.required_uuid("persona_id", &body.persona_id);

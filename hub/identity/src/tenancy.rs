@@ -10,7 +10,7 @@
 use crate::{auth, personas, roles};
 use hub_kernel::prelude::*;
 use hub_kernel::{
-    error::TargetTenantBody,
+    body::TargetTenantBody,
     gate::{Person, Tenant as TenantCaller, keys},
 };
 
@@ -417,7 +417,7 @@ struct NewTenant {
 #[utoipa::path(post, path = "/api/tenants", tag = "sdk-tenant", request_body = NewTenant,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "body": {"app_id": "a-{unique}", "display_name": "Races child"}}))),
     responses((status = 201, description = "the tenant", body = Data<Tenant>)))]
-async fn create_tenant(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Body(body): Body<NewTenant>) -> ApiResult<Response> {
+async fn create_tenant(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Lenient(body): Lenient<NewTenant>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "tenant.tenant.write").await?;
     let mut check = Check::new();
     if body.person_id.is_some() {
@@ -648,7 +648,7 @@ struct NewAppIdentity {
 #[utoipa::path(post, path = "/api/app-identities", tag = "sdk-tenant", request_body = NewAppIdentity,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "events": 0, "given": [["GET", "/api/app-identities/{app_identity_id}", null], ["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"person_id": "{person_id}", "app_id": "{app_id}"}}))),
     responses((status = 201, description = "the app identity", body = Data<AppIdentity>)))]
-async fn create_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Body(body): Body<NewAppIdentity>) -> ApiResult<Response> {
+async fn create_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Lenient(body): Lenient<NewAppIdentity>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "app-identity.app-identity.write").await?;
     let mut check = Check::new();
     let person = check.required_uuid("person_id", &body.person_id);

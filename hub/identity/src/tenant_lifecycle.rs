@@ -145,7 +145,7 @@ async fn start_offboarding(
     State(state): State<AppState>,
     Tenant(ctx): Tenant,
     Path(id): Path<String>,
-    Body(body): Body<StartOffboarding>,
+    Lenient(body): Lenient<StartOffboarding>,
 ) -> ApiResult<Response> {
     let tenant_id = owned(&state, &ctx, &id).await?;
     // Like creating a tenant, an administration of tenants: the acting

@@ -69,15 +69,23 @@ impl PartialSchema for Flag {
 
 impl ToSchema for Flag {}
 
-impl<const DEFAULT: i64, const MAX: i64> IntoParams for Page<DEFAULT, MAX> {
+impl<const DEFAULT: i64, const MAX: i64, const CLAMP: bool> IntoParams for Page<DEFAULT, MAX, CLAMP> {
     fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
-        let int = |name: &str, description: String, default: i64, max: Option<i64>| {
-            let mut schema = ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0)).default(Some(default.into()));
+        let int = |name: &str, description: String, default: i64, min: i64, max: Option<i64>| {
+            let mut schema = ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(min)).default(Some(default.into()));
             if let Some(max) = max {
                 schema = schema.maximum(Some(max));
             }
             ParameterBuilder::new().name(name).parameter_in(ParameterIn::Query).description(Some(description)).schema(Some(schema)).build()
         };
-        vec![int("limit", format!("rows per page (default {DEFAULT}, at most {MAX})"), DEFAULT, Some(MAX)), int("offset", "rows to skip".to_string(), 0, None)]
+        let limit = if CLAMP {
+            // One over the range is clamped, not refused.
+            let schema = ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0)).default(Some(DEFAULT.into()));
+            let description = format!("rows per page (default {DEFAULT}; clamped to 1..{MAX})");
+            ParameterBuilder::new().name("limit").parameter_in(ParameterIn::Query).description(Some(description)).schema(Some(schema)).build()
+        } else {
+            int("limit", format!("rows per page (default {DEFAULT}, from 1 to {MAX})"), DEFAULT, 1, Some(MAX))
+        };
+        vec![limit, int("offset", "rows to skip".to_string(), 0, 0, None)]
     }
 }

@@ -3,12 +3,10 @@
 
 use axum::{
     Json,
-    body::Bytes,
-    extract::{FromRequest, Request, rejection::JsonRejection},
+    extract::Request,
     http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 /// An HTTP answer other than success. Variants name what happened; the
@@ -69,6 +67,10 @@ pub enum ApiError {
     /// A service this hub is not configured for (verification email).
     #[error("service unavailable: {0}")]
     Unavailable(&'static str),
+    /// 503: the object store cannot serve now (`storage`, which logs the
+    /// cause once); retry after the given seconds.
+    #[error("the object store is unavailable, retry after {0}s")]
+    StoreUnavailable(u64),
     /// A service the hub called on the caller's behalf failed (a model
     /// provider, after its retries): 502 naming what went wrong.
     #[error("upstream failure: {0}")]
@@ -82,6 +84,10 @@ pub enum ApiError {
     /// A path that exists, with a method it does not take.
     #[error("method not allowed")]
     MethodNotAllowed,
+    /// 406: the request's `Accept` admits none of the media types the
+    /// route answers in (the reason names them).
+    #[error("not acceptable: {0}")]
+    NotAcceptable(&'static str),
     /// 413: a request body over a route's own limit, below `BODY_LIMIT`.
     #[error("payload above {0} bytes")]
     BodyTooLarge(usize),
@@ -138,6 +144,7 @@ pub async fn envelope_framework_errors(res: Response) -> Response {
         StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed,
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
         StatusCode::NOT_FOUND => ApiError::NotFound,
+        StatusCode::NOT_ACCEPTABLE => ApiError::NotAcceptable("the Accept header admits no media type this route answers in"),
         _ => ApiError::invalid(format!("the request could not be read ({status})")),
     };
     let (mut parts, _) = res.into_parts();
@@ -181,13 +188,14 @@ impl ApiError {
             BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             PayloadTooLarge | ContentTooLarge(_) | BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             Db(e) => match db_error_kind(e) {
                 Some(DbKind::Unique) => StatusCode::CONFLICT,
                 Some(DbKind::ForeignKey) => StatusCode::BAD_REQUEST,
                 None => StatusCode::INTERNAL_SERVER_ERROR,
             },
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Unavailable(_) | StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Upstream(_) => StatusCode::BAD_GATEWAY,
         }
     }
@@ -255,6 +263,7 @@ impl ApiError {
             MethodNotAllowed => {
                 json!({ "success": false, "error": "MethodNotAllowed", "details": ["the path does not take this method; see the Allow header"] })
             }
+            NotAcceptable(why) => json!({ "success": false, "error": "NotAcceptable", "details": [why] }),
             TooManyStreams(max) => json!({
                 "success": false, "error": "TooManyStreams",
                 "details": [format!("at most {max} command streams may be open at once per robot credential")],
@@ -266,6 +275,10 @@ impl ApiError {
             },
             Internal(_) => json!({ "success": false, "error": "InternalError" }),
             Unavailable(why) => json!({ "success": false, "error": "ServiceUnavailable", "details": [why] }),
+            StoreUnavailable(_) => json!({
+                "success": false, "error": "ServiceUnavailable",
+                "details": ["the object store is unavailable; retry after the time in Retry-After"],
+            }),
             Upstream(why) => json!({ "success": false, "error": "BadGateway", "details": [why] }),
         }
     }
@@ -288,157 +301,16 @@ fn db_error_kind(e: &sqlx::Error) -> Option<DbKind> {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status.is_server_error() && !matches!(self, ApiError::Busy(_) | ApiError::BodyMemory(_)) {
+        if status.is_server_error() && !matches!(self, ApiError::Busy(_) | ApiError::BodyMemory(_) | ApiError::StoreUnavailable(_)) {
             // The cause goes to the log only; the client sees an opaque body.
             tracing::error!(error = %self, "request failed");
         }
         let mut res = (status, Json(self.body())).into_response();
-        if let ApiError::RateLimited(secs) | ApiError::Busy(secs) | ApiError::BodyMemory(secs) = self {
+        if let ApiError::RateLimited(secs) | ApiError::Busy(secs) | ApiError::BodyMemory(secs) | ApiError::StoreUnavailable(secs) = self {
             res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
         }
         res
     }
-}
-
-/// `Json<T>` whose rejections are the platform's 400 `ValidationError`
-/// (malformed JSON, wrong types, missing content type) instead of axum's
-/// plain-text defaults.
-pub struct Body<T>(pub T);
-
-/// Gateway rule 6: a `tenant_id` a body carries must be the caller's
-/// (400 when it is not a UUID, 403 `TenantMismatch` when another tenant's),
-/// whatever the route's request type, so a foreign one is never dropped
-/// silently. Public routes and the operator's carry no tenant credential.
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let tenant = crate::gate::body_tenant_check(&req);
-        if !plain_json(&req) {
-            return Body::checked(tenant, json_value(req, state).await?);
-        }
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| body_refusal(e.status(), e.body_text()))?;
-        if is_empty(&bytes) {
-            return Body::checked(tenant, Value::Object(Default::default()));
-        }
-        crate::nesting::check_json(&bytes, "request body")?;
-        // The common case in one pass: an object that is `T` as it stands.
-        // Anything else (a type error, a repeated key, not an object, a NUL
-        // in some string) takes the path through a `Value`, whose answers
-        // it keeps and which names where the NUL is.
-        if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
-            && !crate::nul::in_json_text(&bytes)
-            && let Ok(parsed) = serde_json::from_slice::<T>(&bytes)
-            && let Ok(probe) = TenantProbe::of(&bytes)
-        {
-            if let Some(ctx) = tenant {
-                check_body_tenant(&ctx, probe.tenant_id.as_ref())?;
-            }
-            return Ok(Body(parsed));
-        }
-        let Json(value) = Json::<Value>::from_bytes(&bytes).map_err(|e| body_refusal(e.status(), e.body_text()))?;
-        Body::checked(tenant, value)
-    }
-}
-
-impl<T: DeserializeOwned> Body<T> {
-    /// Gateway rule 6 on a parsed body, then `T` from it.
-    fn checked(tenant: Option<crate::gate::TenantCtx>, value: Value) -> ApiResult<Body<T>> {
-        if let Some(ctx) = tenant {
-            check_body_tenant(&ctx, value.get("tenant_id"))?;
-        }
-        parse_body(value).map(Body)
-    }
-}
-
-/// A body's `tenant_id` against the caller's tenant.
-fn check_body_tenant(ctx: &crate::gate::TenantCtx, tenant_id: Option<&Value>) -> ApiResult<()> {
-    match tenant_id {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::String(t)) => ctx.check_tenant(Some(t)),
-        Some(_) => Err(ApiError::invalid("tenant_id must be a UUID")),
-    }
-}
-
-/// The one field of a body the gate reads, the rest skipped unparsed.
-#[derive(serde::Deserialize)]
-struct TenantProbe {
-    tenant_id: Option<Value>,
-}
-
-impl TenantProbe {
-    /// The body's `tenant_id`, parsed only when the body could hold one: a
-    /// key is written either as it is or with escapes (`\u…`), so a body
-    /// with neither `tenant_id` nor a backslash in it has no such key.
-    fn of(bytes: &[u8]) -> serde_json::Result<TenantProbe> {
-        if memchr::memchr(b'\\', bytes).is_none() && memchr::memmem::find(bytes, b"tenant_id").is_none() {
-            return Ok(TenantProbe { tenant_id: None });
-        }
-        serde_json::from_slice(bytes)
-    }
-}
-
-/// Whether the request says `Content-Type: application/json` exactly (the
-/// fast path of [`Body`]); any other spelling goes through axum's `Json`,
-/// which decides whether it is JSON.
-fn plain_json(req: &Request) -> bool {
-    req.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"application/json"))
-}
-
-/// A body that could not be read or parsed: 413 when too large, otherwise
-/// 400 with the reason.
-fn body_refusal(status: StatusCode, why: String) -> ApiError {
-    match status {
-        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
-        _ => ApiError::invalid(format!("request body must be a JSON object: {why}")),
-    }
-}
-
-/// `Body<T>` for the routes whose `tenant_id` may name another tenant than
-/// the caller's and that check it themselves (a parent tenant admitting
-/// members into a child tenant).
-pub struct TargetTenantBody<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for TargetTenantBody<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        parse_body(json_value(req, state).await?).map(TargetTenantBody)
-    }
-}
-
-/// Whether a body is absent: no bytes but whitespace. A POST without a
-/// body (and so without a content type) is the empty object, so a route
-/// whose every field is optional takes it, and a route with required
-/// fields names each one missing rather than the content type.
-fn is_empty(bytes: &[u8]) -> bool {
-    bytes.iter().all(u8::is_ascii_whitespace)
-}
-
-async fn json_value<S: Send + Sync>(req: Request, state: &S) -> ApiResult<Value> {
-    // The bytes first, for the nesting bound; then axum's `Json` on them
-    // with the request's headers, which decides on the content type.
-    let headers = req.headers().clone();
-    let bytes = Bytes::from_request(req, state).await.map_err(|e| body_refusal(e.status(), e.body_text()))?;
-    if is_empty(&bytes) && headers.get(header::CONTENT_TYPE).is_none() {
-        return Ok(Value::Object(Default::default()));
-    }
-    crate::nesting::check_json(&bytes, "request body")?;
-    let mut again = Request::new(axum::body::Body::from(bytes));
-    *again.headers_mut() = headers;
-    let Json(value) = Json::<Value>::from_request(again, state).await.map_err(|e: JsonRejection| body_refusal(e.status(), e.body_text()))?;
-    Ok(value)
-}
-
-/// Turns a JSON value into `T`, reporting a type error as a 400 naming the
-/// offending field. A NUL in any string or key of the body is 400 naming
-/// where, whether `T` reads that field or keeps it as a `Value` to store.
-pub fn parse_body<T: DeserializeOwned>(value: Value) -> ApiResult<T> {
-    if !value.is_object() {
-        return Err(ApiError::invalid("request body must be a JSON object"));
-    }
-    crate::nul::check_value(&value)?;
-    serde_json::from_value(value).map_err(|e| ApiError::invalid(e.to_string()))
 }
 
 /// A 200 answer in the success envelope.

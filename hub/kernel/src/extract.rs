@@ -47,16 +47,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
     }
 }
 
-/// The page of a list route: `limit` (default `DEFAULT`, clamped to
-/// `1..=MAX`) and `offset` (default 0). A value that is not an integer, or
-/// a negative one, is 400 naming the parameter.
+/// The page of a list route: `limit` (default `DEFAULT`, from 1 to `MAX`)
+/// and `offset` (default 0). A value that is not an integer, or one out of
+/// its range, is 400 naming the parameter, as the document's bounds say;
+/// with `CLAMP` (a group whose document says its limit is clamped) a
+/// `limit` out of range is brought into it instead, and the document says
+/// that.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Page<const DEFAULT: i64 = 50, const MAX: i64 = 500> {
+pub struct Page<const DEFAULT: i64 = 50, const MAX: i64 = 500, const CLAMP: bool = false> {
     pub limit: i64,
     pub offset: i64,
 }
 
-impl<S: Send + Sync, const DEFAULT: i64, const MAX: i64> FromRequestParts<S> for Page<DEFAULT, MAX> {
+impl<S: Send + Sync, const DEFAULT: i64, const MAX: i64, const CLAMP: bool> FromRequestParts<S> for Page<DEFAULT, MAX, CLAMP> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
@@ -73,8 +76,10 @@ impl<S: Send + Sync, const DEFAULT: i64, const MAX: i64> FromRequestParts<S> for
         };
         let limit = int("limit", DEFAULT);
         let offset = int("offset", 0);
-        if limit < 0 {
+        if CLAMP && limit < 0 {
             problems.push("limit must be 0 or more".to_string());
+        } else if !CLAMP && !(1..=MAX).contains(&limit) {
+            problems.push(format!("limit must be an integer from 1 to {MAX}"));
         }
         if offset < 0 {
             problems.push("offset must be 0 or more".to_string());
@@ -112,7 +117,7 @@ pub async fn count(pool: &AnyPool, table: &str, filter: &str, args: &[&str]) -> 
     Ok(count.fetch_one(pool).await?)
 }
 
-impl<const DEFAULT: i64, const MAX: i64> Page<DEFAULT, MAX> {
+impl<const DEFAULT: i64, const MAX: i64, const CLAMP: bool> Page<DEFAULT, MAX, CLAMP> {
     /// This page of the rows matching `listing.filter` (its `$1..$n` bound
     /// to `args` in order), as the list envelope with the count of all
     /// matching rows.
@@ -157,13 +162,26 @@ mod tests {
     #[tokio::test]
     async fn pages_default_clamp_and_refuse_what_cannot_be_a_page() {
         assert_eq!(page("").await.unwrap(), Page { limit: 50, offset: 0 });
-        assert_eq!(page("limit=9999&offset=3").await.unwrap(), Page { limit: 500, offset: 3 });
-        assert_eq!(page("limit=0").await.unwrap().limit, 1);
+        assert_eq!(page("limit=500&offset=3").await.unwrap(), Page { limit: 500, offset: 3 });
+        assert_eq!(page("limit=1").await.unwrap().limit, 1);
         let Err(ApiError::Validation(d)) = page("limit=ten&offset=-1").await else { panic!() };
         assert_eq!(d, vec!["limit must be an integer", "offset must be 0 or more"]);
-        let Err(ApiError::Validation(d)) = page("limit=-5").await else { panic!() };
-        assert_eq!(d, vec!["limit must be 0 or more"]);
+        for outside in ["limit=-5", "limit=0", "limit=501"] {
+            let Err(ApiError::Validation(d)) = page(outside).await else { panic!("{outside}") };
+            assert_eq!(d, vec!["limit must be an integer from 1 to 500"], "{outside}");
+        }
         let Err(ApiError::Validation(d)) = page("limit=1&limit=2").await else { panic!() };
         assert_eq!(d, vec!["query parameter limit is given more than once"]);
+    }
+
+    #[tokio::test]
+    async fn a_clamped_page_brings_its_limit_into_range() {
+        let clamped = |query: &'static str| async move {
+            let (mut parts, _) = Request::builder().uri(format!("/x?{query}")).body(()).unwrap().into_parts();
+            Page::<50, 500, true>::from_request_parts(&mut parts, &()).await.unwrap().limit
+        };
+        assert_eq!([clamped("limit=0").await, clamped("limit=100000").await, clamped("limit=7").await], [1, 500, 7]);
+        let (mut parts, _) = Request::builder().uri("/x?limit=-1").body(()).unwrap().into_parts();
+        assert!(Page::<50, 500, true>::from_request_parts(&mut parts, &()).await.is_err(), "a negative limit is still refused");
     }
 }

@@ -9,9 +9,11 @@
 //! `gate::directory` that the area implements and the hub binary injects.
 
 pub mod audit;
+pub mod body;
 pub mod bus;
 pub mod catalogue;
 pub mod config;
+pub mod contract;
 pub mod crypto;
 pub mod db;
 pub mod error;

@@ -5,8 +5,8 @@
 //! reach the client as a 500 on one backend and be stored on the other.
 //! So a request that carries one is 400 `ValidationError` naming where,
 //! before any handler runs: in a JSON body (values and object keys, at any
-//! depth) through [`crate::error::parse_body`] and the scan of
-//! [`crate::error::Body`]'s fast path, in the query string through
+//! depth) through [`crate::body::parse_body`] and the scan of
+//! [`crate::body::Lenient`]'s fast path, in the query string through
 //! [`crate::extract::Params`] and `Page`, in a path parameter through the
 //! gate's per-route layer, and in the few bodies a handler reads itself
 //! (a form, an optional JSON body) through [`check_value`] and

@@ -11,6 +11,13 @@
 //!
 //! Every URL, href or endpoint the hub logs goes through [`redact_url`]
 //! first, so what a log line shows of a URL is decided in one place.
+//!
+//! Every request the hub sends to another server goes through [`send`]: a
+//! client span, and that span's context in the request's `traceparent`.
+
+use opentelemetry_http::HeaderInjector;
+use tracing::{Instrument, field::Empty};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// The placeholder a query value is replaced with in the log.
 pub const REDACTED: &str = "REDACTED";
@@ -81,6 +88,77 @@ fn redact_unparsed(raw: &str) -> String {
     let (authority, path) = rest.split_at(end);
     let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
     format!("{scheme}{host}{path}")
+}
+
+/// Sends one of the hub's own requests to another server (a webhook
+/// delivery, a model provider's completion, a calendar push, a storm feed)
+/// in a client span, after OpenTelemetry's HTTP client conventions: named
+/// by its method, with `http.request.method`, `url.full` as [`redact`]
+/// writes it, `server.address`, `server.port`, `http.response.status_code`,
+/// and `error.type` with an error status when no answer came or the answer
+/// is a 4xx or 5xx. The request carries the span's context in `traceparent`
+/// (and `tracestate`), written by the process's propagator (W3C Trace
+/// Context, set by the hub binary when it exports traces; none otherwise),
+/// so the receiver's spans join the hub's trace. The span ends once the
+/// answer's head is in; the caller reads the body.
+pub async fn send(request: reqwest::RequestBuilder) -> reqwest::Result<reqwest::Response> {
+    let (client, request) = request.build_split();
+    let mut request = request?;
+    let span = client_span(request.method(), request.url());
+    let context = span.context();
+    opentelemetry::global::get_text_map_propagator(|propagator| propagator.inject_context(&context, &mut HeaderInjector(request.headers_mut())));
+    let sent = client.execute(request).instrument(span.clone()).await;
+    let failure = match &sent {
+        Ok(res) => {
+            let status = res.status();
+            span.record("http.response.status_code", i64::from(status.as_u16()));
+            (status.is_client_error() || status.is_server_error()).then(|| status.as_str().to_owned())
+        }
+        Err(e) => Some(error_type(e).to_owned()),
+    };
+    if let Some(kind) = failure {
+        span.record("error.type", kind.as_str());
+        span.record("otel.status_code", "error");
+    }
+    sent
+}
+
+/// The client span of a request to `url`. Integers are `i64`: the
+/// OpenTelemetry layer writes an unsigned field as text.
+fn client_span(method: &reqwest::Method, url: &url::Url) -> tracing::Span {
+    let address = match url.host() {
+        Some(url::Host::Ipv6(ip)) => ip.to_string(),
+        Some(host) => host.to_string(),
+        None => String::new(),
+    };
+    tracing::info_span!("outbound",
+        otel.kind = "client",
+        otel.name = %method,
+        http.request.method = %method,
+        url.full = %redact(url),
+        server.address = %address,
+        server.port = url.port_or_known_default().map(i64::from),
+        http.response.status_code = Empty,
+        error.type = Empty,
+        otel.status_code = Empty,
+    )
+}
+
+/// `error.type` of a request that got no answer.
+fn error_type(e: &reqwest::Error) -> &'static str {
+    if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connect"
+    } else if e.is_redirect() {
+        "redirect"
+    } else if e.is_body() || e.is_decode() {
+        "body"
+    } else if e.is_request() {
+        "request"
+    } else {
+        "_OTHER"
+    }
 }
 
 #[cfg(test)]

@@ -17,13 +17,14 @@ pub use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub use crate::{
     audit::{self, events},
+    body::{Body, Lenient},
     catalogue::{Data, ErrorBody, ListOf},
     db::{
         self, Db, Tx,
         change::{Stateful, Written, insert_or_read, next_number},
         rows::{Flag, JsonText},
     },
-    error::{ApiError, ApiResult, Body, created, ok},
+    error::{ApiError, ApiResult, created, ok},
     extract::{Listing, Page, Params, list},
     gate::{Tenant, TenantCtx},
     state::AppState,

@@ -128,7 +128,7 @@ struct Done {
     params(("request_id" = String, Path, description = "the request")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/approvals/routes", { "name": "r-{unique}", "steps": [{ "approver_persona_id": "{persona_id}" }] }], ["POST", "/api/approvals/requests", { "route_id": "{route_id}", "subject_kind": "race", "subject_id": "1" }]], "body": { "decision": "approved", "reason": "race", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "decided", body = Done)))]
-async fn overridden(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Body(body): Body<Override>) -> ApiResult<Response> {
+async fn overridden(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Lenient(body): Lenient<Override>) -> ApiResult<Response> {
     let mut check = Check::new();
     let decision = check.required("decision", &body.decision);
     check.one_of("decision", &decision, &["approved", "rejected"]);

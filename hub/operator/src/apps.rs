@@ -60,7 +60,7 @@ struct AppAnswer {
 #[utoipa::path(post, path = "/admin/apps", tag = "admin-apps", request_body = NewApp,
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "events": 0, "body": { "app_id": "r-{unique}", "display_name": "Races" } }))),
     responses((status = 201, description = "the app, new or as it was", body = Data<AppAnswer>)))]
-async fn create_app(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewApp>) -> ApiResult<Response> {
+async fn create_app(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewApp>) -> ApiResult<Response> {
     let mut check = Check::new();
     let app_id = check.required("app_id", &body.app_id);
     if !app_id.is_empty() && !tenancy::valid_app_id(&app_id) {
@@ -122,7 +122,7 @@ struct TenantAnswer {
 #[utoipa::path(post, path = "/admin/tenants", tag = "admin-tenants", request_body = NewTenant,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }]], "body": { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" } }))),
     responses((status = 201, description = "the tenant", body = Data<TenantAnswer>)))]
-async fn create_tenant(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewTenant>) -> ApiResult<Response> {
+async fn create_tenant(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewTenant>) -> ApiResult<Response> {
     let mut check = Check::new();
     let app_id = check.required("app_id", &body.app_id);
     let display_name = bounded(&mut check, "display_name", &body.display_name, 200);
@@ -190,7 +190,12 @@ struct NewPoolMap {
     params(("tenant_id" = String, Path, description = "the tenant")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "params": { "tenant_id": "{tenant.tenant_id}" }, "body": { "admin_pool_index": 0, "region": "eu-west-1" } }))),
     responses((status = 201, description = "the pool map", body = Data<PoolMap>)))]
-async fn pool_map(State(state): State<AppState>, Operator(who): Operator, Path(tenant_id): Path<String>, Body(body): Body<NewPoolMap>) -> ApiResult<Response> {
+async fn pool_map(
+    State(state): State<AppState>,
+    Operator(who): Operator,
+    Path(tenant_id): Path<String>,
+    Lenient(body): Lenient<NewPoolMap>,
+) -> ApiResult<Response> {
     let tenant_id = uuid::Uuid::parse_str(&tenant_id).map_err(|_| ApiError::invalid("tenant_id must be a UUID"))?.to_string();
     let mut check = Check::new();
     let admin = match body.admin_pool_index.as_ref() {
@@ -278,7 +283,7 @@ struct NewPool {
 #[utoipa::path(post, path = "/admin/pools", tag = "admin-pools", request_body = NewPool,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "events": 0, "body": { "pool_index": 4242, "kind": "app", "region": "eu-west-1" } }))),
     responses((status = 201, description = "the pool", body = Data<Pool>)))]
-async fn create_pool(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewPool>) -> ApiResult<Response> {
+async fn create_pool(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewPool>) -> ApiResult<Response> {
     let mut check = Check::new();
     let index = match body.pool_index.as_ref() {
         None | Some(Value::Null) => {

@@ -58,7 +58,7 @@ struct NewBindingBody {
 #[utoipa::path(post, path = "/admin/byok/bindings", tag = "admin-byok", request_body = NewBindingBody,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "body": { "tenant_id": "{tenant.tenant_id}", "provider": "aws-kms", "customer_kms_key_arn": "arn:aws:kms:eu-west-1:1:key/race", "tenant_key_id": "tk-{unique}", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the binding", body = Data<Binding>)))]
-async fn bind(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewBindingBody>) -> ApiResult<Response> {
+async fn bind(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewBindingBody>) -> ApiResult<Response> {
     let mut check = Check::new();
     let tenant_id = check.required_uuid("tenant_id", &body.tenant_id).map(|u| u.to_string());
     let provider = check.required("provider", &body.provider);
@@ -107,7 +107,7 @@ struct RevokeBody {
     params(("binding_id" = String, Path, description = "the binding")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }], ["POST", "/admin/byok/bindings", { "tenant_id": "{tenant.tenant_id}", "provider": "aws-kms", "customer_kms_key_arn": "arn:aws:kms:eu-west-1:1:key/race", "tenant_key_id": "tk-{unique}", "operator_id": "ops-race" }]], "body": { "reason": "race", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the binding, revoked", body = Data<Binding>)))]
-async fn revoke(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Body(body): Body<RevokeBody>) -> ApiResult<Response> {
+async fn revoke(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Lenient(body): Lenient<RevokeBody>) -> ApiResult<Response> {
     let id = path_id(&id).map_err(|_| ApiError::Missing("binding not found"))?.to_string();
     let mut check = Check::new();
     let reason = bounded(&mut check, "reason", &body.reason, 2000);
@@ -138,7 +138,7 @@ struct RotateBody {
     params(("binding_id" = String, Path, description = "the binding")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "loser_error": "UndecryptableError", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }], ["POST", "/admin/byok/bindings", { "tenant_id": "{tenant.tenant_id}", "provider": "aws-kms", "customer_kms_key_arn": "arn:aws:kms:eu-west-1:1:key/race", "tenant_key_id": "tk-{unique}", "operator_id": "ops-race" }]], "body": { "previous_tenant_key_id": "tk-{unique}", "new_tenant_key_id": "tk2-{unique}", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the rotation", body = Data<Rotation>)))]
-async fn rotate(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Body(body): Body<RotateBody>) -> ApiResult<Response> {
+async fn rotate(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Lenient(body): Lenient<RotateBody>) -> ApiResult<Response> {
     let id = path_id(&id).map_err(|_| ApiError::Missing("binding not found"))?.to_string();
     let mut check = Check::new();
     let previous = bounded(&mut check, "previous_tenant_key_id", &body.previous_tenant_key_id, 256);

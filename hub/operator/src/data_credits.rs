@@ -62,7 +62,7 @@ struct NewGrantBody {
 #[utoipa::path(post, path = "/admin/data-credits/grants", tag = "admin-data-credits", request_body = NewGrantBody,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "body": { "tenant_id": "{tenant.tenant_id}", "credits": 5, "reason": "race", "operator_id": "ops-race" } }))),
     responses((status = 201, description = "the grant and the new balance", body = Data<Grant>)))]
-async fn grant(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewGrantBody>) -> ApiResult<Response> {
+async fn grant(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewGrantBody>) -> ApiResult<Response> {
     let mut check = Check::new();
     let tenant_id = check.required_uuid("tenant_id", &body.tenant_id).map(|u| u.to_string());
     let credits = required_int(&mut check, "credits", body.credits.as_ref(), 1, MAX_CREDITS);
@@ -98,7 +98,12 @@ struct PriceBody {
     params(("capability" = String, Path, description = "the capability: 1 to 128 letters, digits or . _ : / - (a `/` percent-encoded, `%2F`)")),
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 8, "params": { "capability": "p.{unique}" }, "body": { "credits": 2, "operator_id": "ops-race" } }))),
     responses((status = 201, description = "the price, new", body = Data<PriceRecord>), (status = 200, description = "the price, replaced", body = Data<PriceRecord>)))]
-async fn set_price(State(state): State<AppState>, Operator(who): Operator, Path(capability): Path<String>, Body(body): Body<PriceBody>) -> ApiResult<Response> {
+async fn set_price(
+    State(state): State<AppState>,
+    Operator(who): Operator,
+    Path(capability): Path<String>,
+    Lenient(body): Lenient<PriceBody>,
+) -> ApiResult<Response> {
     let mut check = Check::new();
     if !data_credits::valid_capability(&capability) {
         check.fail("capability must be 1 to 128 letters, digits or . _ : / -");

@@ -103,7 +103,7 @@ fn strings(check: &mut Check, name: &str, value: Option<&Value>, max_items: usiz
 #[utoipa::path(post, path = "/admin/federation/profiles", tag = "admin-federation", request_body = NewProfile,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "r-{unique}", "home_region": "us-east-1", "peer_regions": ["eu-west-1"] } }))),
     responses((status = 201, description = "the profile", body = Data<Profile>)))]
-async fn create(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewProfile>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewProfile>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = required_bounded(&mut check, "name", &body.name, 100);
     if !name.is_empty() && !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')) {

@@ -106,10 +106,10 @@ fn time(check: &mut Check, name: &str, value: &Option<String>) -> Option<String>
 async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: axum::body::Bytes) -> ApiResult<Response> {
     // Every field is optional, the body too.
     let body: Request = if raw.iter().all(u8::is_ascii_whitespace) {
-        hub_kernel::error::parse_body(json!({}))?
+        hub_kernel::body::parse_body(json!({}))?
     } else {
         let value = hub_kernel::nesting::parse_json(&raw, "request body")?;
-        hub_kernel::error::parse_body(value)?
+        hub_kernel::body::parse_body(value)?
     };
     let mut check = Check::new();
     let pool = check.optional_int("pool_index", body.pool_index.as_ref(), 0, i64::from(i32::MAX));

@@ -114,7 +114,7 @@ struct NewProfile {
 #[utoipa::path(post, path = "/admin/active-active/profiles", tag = "admin-multi-region", request_body = NewProfile,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "body": { "tenant_id": "{tenant.tenant_id}", "home_region": "us-east-1", "paired_regions": ["eu-west-1"], "contract_addendum_ref": "race" } }))),
     responses((status = 201, description = "the profile", body = Data<Profile>)))]
-async fn create(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewProfile>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewProfile>) -> ApiResult<Response> {
     let mut check = Check::new();
     let tenant_id = check.required_uuid("tenant_id", &body.tenant_id).map(|u| u.to_string());
     let home = check.required("home_region", &body.home_region);
@@ -213,7 +213,7 @@ struct NewDrill {
     params(("profile_id" = String, Path, description = "the profile")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }], ["POST", "/admin/active-active/profiles", { "tenant_id": "{tenant.tenant_id}", "home_region": "us-east-1", "paired_regions": ["eu-west-1"], "contract_addendum_ref": "race" }]], "body": { "to_region": "eu-west-1", "from_region": "us-east-1" } }))),
     responses((status = 201, description = "the drill", body = Data<Drill>)))]
-async fn drill(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Body(body): Body<NewDrill>) -> ApiResult<Response> {
+async fn drill(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Lenient(body): Lenient<NewDrill>) -> ApiResult<Response> {
     let id = path_id(&id).map_err(|_| ApiError::Missing("profile not found"))?.to_string();
     let mut check = Check::new();
     let to = check.required("to_region", &body.to_region);

@@ -59,7 +59,7 @@ struct NewInstall {
 #[utoipa::path(post, path = "/admin/onprem/installs", tag = "admin-onprem", request_body = NewInstall,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "customer_id": "race", "cluster_name": "race", "k8s_distribution": "vanilla", "installed_version": "1.0.0" } }))),
     responses((status = 201, description = "the install", body = Data<Install>)))]
-async fn create(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewInstall>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewInstall>) -> ApiResult<Response> {
     let mut check = Check::new();
     let customer = required_bounded(&mut check, "customer_id", &body.customer_id, 200);
     let cluster = required_bounded(&mut check, "cluster_name", &body.cluster_name, 200);
@@ -152,7 +152,7 @@ fn date(check: &mut Check, name: &str, value: &Option<String>) -> Option<NaiveDa
     params(("install_id" = String, Path, description = "the install")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/onprem/installs", { "customer_id": "race", "cluster_name": "race", "k8s_distribution": "vanilla", "installed_version": "1.0.0" }]], "body": { "period_start": "2026-01-01", "period_end": "2026-01-31", "artifact_local_path": "/var/race/report.json" } }))),
     responses((status = 201, description = "the report", body = Data<Report>)))]
-async fn report(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Body(body): Body<NewReport>) -> ApiResult<Response> {
+async fn report(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Lenient(body): Lenient<NewReport>) -> ApiResult<Response> {
     let mut check = Check::new();
     let start = date(&mut check, "period_start", &body.period_start);
     let end = date(&mut check, "period_end", &body.period_end);
@@ -242,7 +242,7 @@ fn migrations(check: &mut Check, value: Option<&Value>) -> Value {
     params(("install_id" = String, Path, description = "the install")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/onprem/installs", { "customer_id": "race", "cluster_name": "race", "k8s_distribution": "vanilla", "installed_version": "1.0.0" }]], "body": { "bundle_version": "1.1.0", "signature_verified": true } }))),
     responses((status = 201, description = "the application", body = Data<Application>)))]
-async fn bundle(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Body(body): Body<NewApplication>) -> ApiResult<Response> {
+async fn bundle(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Lenient(body): Lenient<NewApplication>) -> ApiResult<Response> {
     let mut check = Check::new();
     let version = required_bounded(&mut check, "bundle_version", &body.bundle_version, 64);
     let verified = match body.signature_verified {

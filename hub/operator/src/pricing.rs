@@ -64,7 +64,7 @@ struct NewCatalog {
 #[utoipa::path(post, path = "/admin/meter/pricing-catalogs", tag = "admin-meter", request_body = NewCatalog,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "events": 0, "body": { "catalog_id": "r-{unique}", "version": 1, "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the created version", body = Data<billing::Catalog>)))]
-async fn create_catalog(State(state): State<AppState>, _: Operator, Body(body): Body<NewCatalog>) -> ApiResult<Response> {
+async fn create_catalog(State(state): State<AppState>, _: Operator, Lenient(body): Lenient<NewCatalog>) -> ApiResult<Response> {
     let mut check = Check::new();
     let catalog_id = check.required("catalog_id", &body.catalog_id);
     let version = match body.version.as_ref() {
@@ -119,7 +119,7 @@ async fn put_rate(
     State(state): State<AppState>,
     _: Operator,
     Path((catalog_id, sku)): Path<(String, String)>,
-    Body(body): Body<PutRate>,
+    Lenient(body): Lenient<PutRate>,
 ) -> ApiResult<Response> {
     let operator = Check::optional(&body.operator_id).unwrap_or_default();
     if operator.chars().count() > 200 {
@@ -149,7 +149,7 @@ async fn set_status(
     State(state): State<AppState>,
     Operator(who): Operator,
     Path(catalog_id): Path<String>,
-    Body(body): Body<NewStatus>,
+    Lenient(body): Lenient<NewStatus>,
 ) -> ApiResult<Response> {
     let status = Check::optional(&body.status).unwrap_or_default();
     let operator = Check::optional(&body.operator_id).unwrap_or_default();
@@ -192,7 +192,12 @@ struct NewOverride {
     params(("x-trace-id" = Option<String>, Header, description = "threaded through to the override")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "body": { "tenant_id": "{tenant.tenant_id}", "sku": "race.calls", "until": "2099-01-01T00:00:00Z", "operator_id": "ops-race", "reason": "race" } }))),
     responses((status = 200, description = "the override", body = Data<meter::Override>)))]
-async fn override_hardcap(State(state): State<AppState>, Operator(who): Operator, headers: HeaderMap, Body(body): Body<NewOverride>) -> ApiResult<Response> {
+async fn override_hardcap(
+    State(state): State<AppState>,
+    Operator(who): Operator,
+    headers: HeaderMap,
+    Lenient(body): Lenient<NewOverride>,
+) -> ApiResult<Response> {
     let mut check = Check::new();
     let tenant_id = check.required_uuid("tenant_id", &body.tenant_id).map(|u| u.to_string());
     let sku = check.required("sku", &body.sku);

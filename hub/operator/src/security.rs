@@ -39,7 +39,7 @@ struct Minted {
 #[utoipa::path(post, path = "/admin/security/ops-tokens", tag = "admin-security", request_body = NewToken,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "label": "race" } }))),
     responses((status = 201, description = "the token, its plaintext shown once", body = Data<Minted>)))]
-async fn mint(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<NewToken>) -> ApiResult<Response> {
+async fn mint(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewToken>) -> ApiResult<Response> {
     let mut check = Check::new();
     let label = check.required("label", &body.label);
     if label.chars().count() > 200 {
@@ -80,11 +80,15 @@ const DEFAULT_ACTOR: &str = "ops-emergency";
 #[schema(as = AdminRotateSigningKey)]
 #[allow(dead_code)]
 struct RotateBody {
-    /// Default `manual emergency rotation` (blank, absent, not a string or
-    /// holding a NUL; at most 500 characters kept).
-    reason: Option<String>,
-    /// Default `ops-emergency` (at most 200 characters kept).
-    actor_id: Option<String>,
+    /// A string; default `manual emergency rotation` (blank, absent, not a
+    /// string or holding a NUL: the operator document has no 400 for this
+    /// route, so any JSON value is taken; at most 500 characters kept).
+    #[schema(value_type = Value)]
+    reason: Option<Value>,
+    /// A string; default `ops-emergency` (as `reason`; at most 200
+    /// characters kept).
+    #[schema(value_type = Value)]
+    actor_id: Option<Value>,
 }
 
 /// A string field of a lenient body, trimmed and cut to `max`

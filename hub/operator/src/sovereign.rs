@@ -104,7 +104,7 @@ struct RegionInput {
 #[utoipa::path(post, path = "/admin/sovereign/regions", tag = "admin-sovereign", request_body = RegionInput,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "region_id": "r-{unique}", "regime": "il5", "operator_partner": "race", "kms_provider": "race", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the region", body = Data<Region>)))]
-async fn put_region(State(state): State<AppState>, Operator(who): Operator, Body(body): Body<RegionInput>) -> ApiResult<Response> {
+async fn put_region(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<RegionInput>) -> ApiResult<Response> {
     let mut check = Check::new();
     let id = check.required("region_id", &body.region_id);
     let well_formed = id.len() <= 64 && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
@@ -185,7 +185,7 @@ async fn attest(
     State(state): State<AppState>,
     Operator(who): Operator,
     Path(region_id): Path<String>,
-    Body(body): Body<NewAttestation>,
+    Lenient(body): Lenient<NewAttestation>,
 ) -> ApiResult<Response> {
     let mut check = Check::new();
     let regime = required_one_of(&mut check, "regime", &body.regime, &REGIMES);
@@ -274,7 +274,12 @@ struct NewRelease {
     params(("region_id" = String, Path, description = "the region")),
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a release carries an Ed25519 signature by the operator release key, which the race hub is not configured with (HUB_SOVEREIGN_BUNDLE_PUBLIC_KEY): every release answers 503" }))),
     responses((status = 201, description = "the release", body = Data<Release>)))]
-async fn release(State(state): State<AppState>, Operator(who): Operator, Path(region_id): Path<String>, Body(body): Body<NewRelease>) -> ApiResult<Response> {
+async fn release(
+    State(state): State<AppState>,
+    Operator(who): Operator,
+    Path(region_id): Path<String>,
+    Lenient(body): Lenient<NewRelease>,
+) -> ApiResult<Response> {
     let mut check = Check::new();
     let version = required_bounded(&mut check, "version", &body.version, 64);
     let artifact = required_bounded(&mut check, "bundle_artifact_ref", &body.bundle_artifact_ref, 1000);
@@ -378,7 +383,7 @@ struct NewLeak {
     params(("region_id" = String, Path, description = "the region")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/sovereign/regions", { "region_id": "r-{unique}", "regime": "il5", "operator_partner": "race", "kms_provider": "race", "operator_id": "ops-race" }]], "body": { "kind": "egress-attempt", "severity": "warn" } }))),
     responses((status = 201, description = "the alert", body = Data<Leak>)))]
-async fn leak(State(state): State<AppState>, Operator(who): Operator, Path(region_id): Path<String>, Body(body): Body<NewLeak>) -> ApiResult<Response> {
+async fn leak(State(state): State<AppState>, Operator(who): Operator, Path(region_id): Path<String>, Lenient(body): Lenient<NewLeak>) -> ApiResult<Response> {
     let mut check = Check::new();
     let kind = required_one_of(&mut check, "kind", &body.kind, &LEAK_KINDS);
     let severity = required_one_of(&mut check, "severity", &body.severity, &SEVERITIES);

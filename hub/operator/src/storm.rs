@@ -91,7 +91,7 @@ async fn from_feed(state: &AppState, client: &reqwest::Client, url: &str, from: 
         tracing::warn!(feed, why, "storm feed refused: its address is not admitted");
         return None;
     }
-    let res = client.get(url).query(&[("from", db::format_time(from)), ("to", db::format_time(to))]).send().await;
+    let res = hub_kernel::outbound::send(client.get(url).query(&[("from", db::format_time(from)), ("to", db::format_time(to))])).await;
     let res = match res {
         // A redirect is not followed (the guarded client's policy): it is
         // a non-2xx answer like any other.
@@ -187,7 +187,7 @@ async fn ingest_now(State(state): State<AppState>, Operator(who): Operator, raw:
         IngestRequest { lookback_hours: None }
     } else {
         let value = hub_kernel::nesting::parse_json(&raw, "request body")?;
-        hub_kernel::error::parse_body(value)?
+        hub_kernel::body::parse_body(value)?
     };
     let mut check = Check::new();
     let lookback = check.optional_int("lookback_hours", body.lookback_hours.as_ref(), 1, MAX_LOOKBACK_HOURS).unwrap_or(24);

@@ -24,7 +24,12 @@ struct Suspend {
     params(("tenant_id" = String, Path, description = "the tenant")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "params": { "tenant_id": "{tenant.tenant_id}" }, "body": { "reason": "race" } }))),
     responses((status = 200, description = "the tenant, suspended", body = Data<Suspension>)))]
-async fn suspend(State(state): State<AppState>, Operator(who): Operator, Path(tenant_id): Path<String>, Body(body): Body<Suspend>) -> ApiResult<Response> {
+async fn suspend(
+    State(state): State<AppState>,
+    Operator(who): Operator,
+    Path(tenant_id): Path<String>,
+    Lenient(body): Lenient<Suspend>,
+) -> ApiResult<Response> {
     let tenant_id = path_id(&tenant_id)?.to_string();
     let mut check = Check::new();
     let reason = check.required("reason", &body.reason);

@@ -107,7 +107,7 @@ struct SyncReport {
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 9, "body": { "connector_kind": "race", "external_id": "e-{unique}", "outcome": "failed", "error": "timeout" } }))),
     responses((status = 201, description = "the item, first reported", body = Data<SyncReport>),
               (status = 200, description = "the item, reported again", body = Data<SyncReport>)))]
-async fn report(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSyncItem>) -> ApiResult<Response> {
+async fn report(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSyncItem>) -> ApiResult<Response> {
     let mut check = Check::new();
     let kind = check.required("connector_kind", &body.connector_kind);
     if !kind.is_empty() && !valid_kind(&kind) {
@@ -319,7 +319,7 @@ struct ConnectorReplay {
 #[utoipa::path(post, path = "/api/connectors/deadletters/replay", tag = "sdk-connectors", request_body = ConnectorReplayRequest,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/api/connectors/sync-items", { "connector_kind": "race", "external_id": "e-{unique}", "outcome": "failed", "error": "timeout" }]], "body": { "deadletter_id": "{deadletter_id}" } }))),
     responses((status = 200, description = "what was replayed", body = Data<ConnectorReplay>)))]
-async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<ConnectorReplayRequest>) -> ApiResult<Response> {
+async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<ConnectorReplayRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
     let one = check.optional_uuid("deadletter_id", &body.deadletter_id).map(|u| u.to_string());
     let tenant = Check::optional(&body.tenant_id);

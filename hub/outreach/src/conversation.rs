@@ -64,7 +64,7 @@ struct NewSuppression {
 #[utoipa::path(post, path = "/api/conversations/suppressions", tag = "sdk-conversation", request_body = NewSuppression,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "channel": "email", "address": "s-{unique}@races.example.com", "reason": "race" } }))),
     responses((status = 201, description = "the suppression", body = Data<Suppression>)))]
-async fn suppress(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSuppression>) -> ApiResult<Response> {
+async fn suppress(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSuppression>) -> ApiResult<Response> {
     let mut check = Check::new();
     let channel = check.required("channel", &body.channel);
     check.one_of("channel", &channel, &CHANNELS);
@@ -182,7 +182,7 @@ struct QuietHoursSetting {
 #[utoipa::path(put, path = "/api/conversations/quiet-hours", tag = "sdk-conversation", request_body = QuietHoursSetting,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "timezone": "Europe/Amsterdam", "starts": "22:00", "ends": "07:00", "channels": ["voice"] } }))),
     responses((status = 200, description = "the quiet hours", body = Data<QuietHours>)))]
-async fn set_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<QuietHoursSetting>) -> ApiResult<Response> {
+async fn set_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<QuietHoursSetting>) -> ApiResult<Response> {
     let mut check = Check::new();
     let timezone = check.required("timezone", &body.timezone);
     if !timezone.is_empty() && jiff::tz::TimeZone::get(&timezone).is_err() {
@@ -281,7 +281,7 @@ struct ComposeDecision {
 #[utoipa::path(post, path = "/api/conversations/compose-check", tag = "sdk-conversation", request_body = ComposeCheck,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["POST", "/api/consent/purposes", { "purpose_id": "p-{unique}", "description": "race", "legal_basis": "contract" }]], "body": { "subject": "s-{unique}", "purpose_id": "p-{unique}", "channels": ["email", "sms"], "addresses": { "email": "s-{unique}@races.example.com" } } }))),
     responses((status = 200, description = "a decision per channel, with its reasons", body = Data<ComposeDecision>)))]
-async fn compose_check(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<ComposeCheck>) -> ApiResult<Response> {
+async fn compose_check(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<ComposeCheck>) -> ApiResult<Response> {
     let mut check = Check::new();
     let subject = check.required("subject", &body.subject);
     let purpose = check.required("purpose_id", &body.purpose_id);

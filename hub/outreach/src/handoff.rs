@@ -60,7 +60,7 @@ struct NewHandoff {
 #[utoipa::path(post, path = "/api/handoffs", tag = "sdk-handoff", request_body = NewHandoff,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/personas", { "kind": "human" }]], "body": { "deal_id": "{unique}", "from_persona_id": "{owner_persona_id}", "to_persona_id": "{persona_id}" } }))),
     responses((status = 201, description = "the handoff, pending", body = Data<Handoff>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewHandoff>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewHandoff>) -> ApiResult<Response> {
     let mut check = Check::new();
     let deal = check.required_uuid("deal_id", &body.deal_id).map(|u| u.to_string());
     let from = check.required_uuid("from_persona_id", &body.from_persona_id).map(|u| u.to_string());
@@ -124,7 +124,7 @@ const HANDOFF: Stateful = Stateful { noun: "handoff", table: "handoff_handoff", 
     params(("handoff_id" = String, Path, description = "the handoff")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/personas", { "kind": "human" }], ["POST", "/api/handoffs", { "deal_id": "{unique}", "from_persona_id": "{owner_persona_id}", "to_persona_id": "{persona_id}" }]], "body": { "status": "accepted" } }))),
     responses((status = 200, description = "the handoff in its new status", body = Data<Handoff>)))]
-async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<StatusChange>) -> ApiResult<Response> {
+async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<StatusChange>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     // The handoff's row is locked until the change is committed: changes

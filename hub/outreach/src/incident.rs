@@ -13,6 +13,40 @@ pub fn routes() -> OpenApiRouter<AppState> {
 const SEVERITIES: [&str; 4] = ["critical", "high", "medium", "low"];
 const STATUSES: [&str; 4] = ["open", "acknowledged", "escalated", "resolved"];
 
+/// How bad an incident is.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = IncidentSeverity)]
+enum Severity {
+    Critical,
+    High,
+    Medium,
+    Low,
+}
+
+impl Severity {
+    fn as_str(self) -> &'static str {
+        SEVERITIES[self as usize]
+    }
+}
+
+/// Where an incident is in its life.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = IncidentStatus)]
+enum Status {
+    Open,
+    Acknowledged,
+    Escalated,
+    Resolved,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        STATUSES[self as usize]
+    }
+}
+
 /// The statuses an incident in `from` may move to.
 fn next(from: &str) -> &'static [&'static str] {
     match from {
@@ -50,17 +84,10 @@ async fn index(tx: &mut Tx, tenant_id: &str, i: &Incident) -> ApiResult<()> {
 
 #[derive(Deserialize, ToSchema)]
 struct NewIncident {
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
-    /// At most 300 characters.
-    #[schema(required = true)]
-    title: Option<String>,
-    /// `critical`, `high`, `medium` or `low`.
-    #[schema(required = true)]
-    severity: Option<String>,
-    /// At most 8000 characters.
+    #[schema(max_length = 300)]
+    title: String,
+    severity: Severity,
+    #[schema(max_length = 8000)]
     description: Option<String>,
     /// A persona of the tenant who owns it.
     #[schema(format = "uuid")]
@@ -71,17 +98,12 @@ struct NewIncident {
 #[utoipa::path(post, path = "/api/incidents", tag = "sdk-incident", request_body = NewIncident,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "title": "race", "severity": "low" } }))),
     responses((status = 201, description = "the incident, open", body = Data<Incident>)))]
-async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewIncident>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let title = check.required("title", &body.title);
-    if title.chars().count() > 300 {
-        check.fail("title must be at most 300 characters");
-    }
-    let severity = check.required("severity", &body.severity);
-    check.one_of("severity", &severity, &SEVERITIES);
-    let description = check.optional_bounded("description", &body.description, 8000);
-    let owner = check.optional_uuid("owner_persona_id", &body.owner_persona_id).map(|u| u.to_string());
-    check.finish()?;
+async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewIncident>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let title = body.title.trim();
+    let severity = body.severity.as_str();
+    let description = Check::optional(&body.description);
+    let owner = Check::optional(&body.owner_persona_id);
     let mut tx = state.db.begin().await?;
     if let Some(o) = &owner
         && !hub_identity::personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, o).await?
@@ -96,9 +118,9 @@ async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Bo
     let incident: Incident = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&title)
+        .bind(title)
         .bind(&description)
-        .bind(&severity)
+        .bind(severity)
         .bind(&owner)
         .bind(audit::actor_of(&ctx).1)
         .bind(&now)
@@ -115,15 +137,11 @@ async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Bo
 #[schema(as = IncidentStatusChange)]
 struct StatusChange {
     /// `acknowledged`, `escalated` or `resolved`, as the state machine
-    /// allows.
-    #[schema(required = true)]
-    status: Option<String>,
-    /// What was done or found (at most 2000 characters).
+    /// allows (409 otherwise).
+    status: Status,
+    /// What was done or found.
+    #[schema(max_length = 2000)]
     note: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// An incident as its status changes lock it.
@@ -135,34 +153,32 @@ const INCIDENT: Stateful = Stateful { noun: "incident", table: "incident_inciden
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/incidents", { "title": "race", "severity": "low" }]],
         "body": { "status": "acknowledged" } }))),
     responses((status = 200, description = "the incident in its new status", body = Data<Incident>)))]
-async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<StatusChange>) -> ApiResult<Response> {
+async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<StatusChange>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     // The incident's row is locked until the change is committed: changes
     // of one incident check its status one after another, so the state
     // machine below reads what the previous change committed.
     let current: String = INCIDENT.lock(&mut tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
-    let mut check = Check::new();
-    let status = check.required("status", &body.status);
-    check.one_of("status", &status, &STATUSES);
-    let note = check.optional_bounded("note", &body.note, 2000);
-    check.finish()?;
-    if !next(&current).contains(&status.as_str()) {
+    let body = body.checked()?;
+    let status = body.status.as_str();
+    let note = Check::optional(&body.note);
+    if !next(&current).contains(&status) {
         return Err(ApiError::Conflict(format!("an incident {current} cannot become {status}")));
     }
     let now = db::now();
-    let resolved_at = (status == "resolved").then(|| now.clone());
+    let resolved_at = matches!(body.status, Status::Resolved).then(|| now.clone());
     let sql = format!(
         "UPDATE incident_incident SET status = $3, status_note = $4, updated_at = $5, resolved_at = $6 WHERE incident_id = $1 AND status = $2 \
          RETURNING {COLUMNS}"
     );
     let incident: Incident =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(&current).bind(&status).bind(&note).bind(&now).bind(&resolved_at).fetch_one(&mut *tx).await?;
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(&current).bind(status).bind(&note).bind(&now).bind(&resolved_at).fetch_one(&mut *tx).await?;
     index(&mut tx, &ctx.tenant_id, &incident).await?;
-    let event = match status.as_str() {
-        "acknowledged" => events::INCIDENT_ACKNOWLEDGED,
-        "escalated" => events::INCIDENT_ESCALATED,
-        _ => events::INCIDENT_RESOLVED,
+    let event = match body.status {
+        Status::Acknowledged => events::INCIDENT_ACKNOWLEDGED,
+        Status::Escalated => events::INCIDENT_ESCALATED,
+        Status::Open | Status::Resolved => events::INCIDENT_RESOLVED,
     };
     audit::record(&mut tx, &ctx, event, json!({ "incident_id": id, "severity": incident.severity, "from": current, "to": status })).await?;
     tx.commit().await?;

@@ -108,7 +108,7 @@ struct NewNotification {
 #[utoipa::path(post, path = "/api/notifications", tag = "sdk-notification", request_body = NewNotification,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "channel": "email", "recipient": "n-{unique}@races.example.com", "subject": "race", "body": "hello" } }))),
     responses((status = 201, description = "the notification, sent or failed", body = Data<Notification>)))]
-async fn send(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewNotification>) -> ApiResult<Response> {
+async fn send(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewNotification>) -> ApiResult<Response> {
     let mut check = Check::new();
     let channel = check.required("channel", &body.channel);
     check.one_of("channel", &channel, &CHANNELS);

@@ -68,7 +68,7 @@ struct NewOffer {
 #[utoipa::path(post, path = "/api/offers", tag = "sdk-offer-catalog", request_body = NewOffer,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "tenant_id": "{tenant_id}", "name": "race", "slug": "r-{unique}", "price_minor": 1000, "currency": "EUR" } }))),
     responses((status = 201, description = "the offer", body = Data<Offer>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewOffer>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewOffer>) -> ApiResult<Response> {
     let mut check = Check::new();
     check.required("tenant_id", &body.tenant_id);
     let name = check.required("name", &body.name);

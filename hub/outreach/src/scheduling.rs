@@ -84,7 +84,7 @@ struct NewConnection {
 #[utoipa::path(post, path = "/api/scheduling/connections", tag = "sdk-scheduling", request_body = NewConnection,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race", "collection_url": "https://calendar.races.example.com/race/", "token": "t" } }))),
     responses((status = 201, description = "the connection", body = Data<Connection>)))]
-async fn create_connection(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewConnection>) -> ApiResult<Response> {
+async fn create_connection(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewConnection>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("name", &body.name);
     if name.chars().count() > 200 {
@@ -217,7 +217,7 @@ struct NewAppointment {
 #[utoipa::path(post, path = "/api/scheduling/appointments", tag = "sdk-scheduling", request_body = NewAppointment,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "title": "race", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" } }))),
     responses((status = 201, description = "the appointment, booked", body = Data<Appointment>)))]
-async fn book(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAppointment>) -> ApiResult<Response> {
+async fn book(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewAppointment>) -> ApiResult<Response> {
     let mut check = Check::new();
     let title = check.required("title", &body.title);
     if title.chars().count() > 300 {
@@ -297,7 +297,7 @@ const APPOINTMENT: Stateful = Stateful { noun: "appointment", table: "scheduling
     params(("appointment_id" = String, Path, description = "the appointment")), request_body = Reschedule,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/scheduling/appointments", { "title": "race", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" }]], "body": { "starts_at": "2027-01-02T09:00:00Z", "ends_at": "2027-01-02T10:00:00Z" } }))),
     responses((status = 200, description = "the appointment", body = Data<Appointment>)))]
-async fn reschedule(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Reschedule>) -> ApiResult<Response> {
+async fn reschedule(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Reschedule>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let current = find(&mut *tx, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();
@@ -394,7 +394,7 @@ struct Target {
     params(("appointment_id" = String, Path, description = "the appointment")), request_body = PushRequest,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/scheduling/connections", { "name": "race", "collection_url": "https://calendar.races.example.com/race/" }], ["POST", "/api/scheduling/appointments", { "title": "race", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" }], ["POST", "/api/scheduling/appointments/{appointment_id}/cancel", null]], "body": { "tenant_id": "{tenant_id}", "connection_id": "{connection_id}" } }))),
     responses((status = 200, description = "what was done on the calendar", body = Data<PushResult>)))]
-async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<PushRequest>) -> ApiResult<Response> {
+async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<PushRequest>) -> ApiResult<Response> {
     let appointment = find(&state.db.read, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();
     check.required("tenant_id", &body.tenant_id);
@@ -515,7 +515,7 @@ impl CalDav {
         if create {
             req = req.header(reqwest::header::IF_NONE_MATCH, "*");
         }
-        let res = req.send().await.map_err(|e| refused(href, e.without_url().to_string()))?;
+        let res = hub_kernel::outbound::send(req).await.map_err(|e| refused(href, e.without_url().to_string()))?;
         if !res.status().is_success() {
             return Err(refused(href, format!("PUT answered {}", res.status())));
         }
@@ -524,7 +524,7 @@ impl CalDav {
 
     /// `DELETE` of the object; one already gone (404, 410) is removed.
     async fn delete(&self, href: &str) -> ApiResult<()> {
-        let res = self.request(reqwest::Method::DELETE, href).send().await.map_err(|e| refused(href, e.without_url().to_string()))?;
+        let res = hub_kernel::outbound::send(self.request(reqwest::Method::DELETE, href)).await.map_err(|e| refused(href, e.without_url().to_string()))?;
         match res.status().as_u16() {
             200..=299 | 404 | 410 => Ok(()),
             s => Err(refused(href, format!("DELETE answered {s}"))),

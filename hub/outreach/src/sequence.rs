@@ -56,7 +56,7 @@ struct NewTemplate {
 #[utoipa::path(post, path = "/api/sequences/templates", tag = "sdk-sequence", request_body = NewTemplate,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "tenant_id": "{tenant_id}", "name": "t-{unique}", "subject": "race", "body": "hello" } }))),
     responses((status = 201, description = "the template", body = Data<Template>)))]
-async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewTemplate>) -> ApiResult<Response> {
+async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewTemplate>) -> ApiResult<Response> {
     let mut check = Check::new();
     check.required("tenant_id", &body.tenant_id);
     let name = check.required("name", &body.name);
@@ -158,7 +158,7 @@ struct NewSequence {
 #[utoipa::path(post, path = "/api/sequences", tag = "sdk-sequence", request_body = NewSequence,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/sequences/templates", { "tenant_id": "{tenant_id}", "name": "t-{unique}", "body": "hello" }]], "body": { "name": "s-{unique}", "steps": [{ "template_id": "{template_id}", "delay_seconds": 60 }] } }))),
     responses((status = 201, description = "the sequence", body = Data<Sequence>)))]
-async fn create_sequence(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSequence>) -> ApiResult<Response> {
+async fn create_sequence(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSequence>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("name", &body.name);
     if name.chars().count() > 200 {

@@ -144,7 +144,7 @@ pub async fn take_position(tx: &mut Tx, tenant_id: &str, asset_id: &str) -> ApiR
 #[utoipa::path(post, path = "/api/assets", tag = "sdk-asset", request_body = NewAsset,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "display_name": "race robot" } }))),
     responses((status = 201, description = "the asset", body = Data<Asset>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAsset>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewAsset>) -> ApiResult<Response> {
     let mut check = Check::new();
     let display_name = check.required("display_name", &body.display_name);
     let components = match &body.components {
@@ -226,7 +226,7 @@ struct NewDesired {
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/assets", { "display_name": "race robot" }]],
         "body": { "desired": { "speed": 1 } } }))),
     responses((status = 200, description = "the twin", body = Data<Twin>)))]
-async fn set_desired(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewDesired>) -> ApiResult<Response> {
+async fn set_desired(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<NewDesired>) -> ApiResult<Response> {
     let desired = match body.desired {
         Some(v @ Value::Object(_)) => v,
         None | Some(Value::Null) => return Err(ApiError::invalid("desired is required")),
@@ -516,7 +516,7 @@ struct IssuedRobotCredential {
     request_body = NewRobotCredential,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/assets", { "display_name": "race robot" }]], "body": {} }))),
     responses((status = 201, description = "the credential and its secret", body = Data<IssuedRobotCredential>)))]
-async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
+async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
     let mut check = Check::new();
     let rate_limit_rpm = check.optional_positive_int("rate_limit_rpm", body.get("rate_limit_rpm"));
     let expires_at = check.optional_future_time("expires_at", body.get("expires_at"));

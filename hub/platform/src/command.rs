@@ -280,7 +280,7 @@ async fn enqueue(state: &AppState, tx: &mut Tx, command_id: &str, asset_id: &str
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/assets", { "display_name": "race robot" }]],
         "body": { "type": "move", "risk_class": "low", "target_asset_id": "{asset_id}" } }))),
     responses((status = 201, description = "the command", body = Data<CommandView>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCommand>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewCommand>) -> ApiResult<Response> {
     let mut check = Check::new();
     let kind = check.required("type", &body.kind);
     let risk = check.required("risk_class", &body.risk_class);
@@ -386,7 +386,7 @@ struct NewCommandDecision {
         ["POST", "/api/assets", { "display_name": "race robot" }],
         ["POST", "/api/commands", { "type": "unlock", "risk_class": "high", "target_asset_id": "{asset_id}" }]],
         "body": { "approved": true } }))), responses((status = 200, description = "the command, queued or rejected", body = Data<CommandView>)))]
-async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewCommandDecision>) -> ApiResult<Response> {
+async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<NewCommandDecision>) -> ApiResult<Response> {
     let approved = match body.approved {
         Some(Value::Bool(b)) => b,
         None | Some(Value::Null) => return Err(ApiError::invalid("approved is required")),
@@ -570,7 +570,7 @@ pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &st
     request_body = NewCommandAck,
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a robot acknowledges with its per-robot credential (rc_...), which this harness never sends: it sends the owner's JWT" }))),
     responses((status = 200, description = "the command, acknowledged", body = Data<CommandView>)))]
-async fn ack(State(state): State<AppState>, Robot(cred): Robot, Path(id): Path<String>, Body(body): Body<Value>) -> ApiResult<Response> {
+async fn ack(State(state): State<AppState>, Robot(cred): Robot, Path(id): Path<String>, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
     let parsed = parse_ack(&body)?;
     Ok(ok(apply_ack(&state, &cred, &id, parsed).await?))
 }

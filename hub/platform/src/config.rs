@@ -166,7 +166,7 @@ async fn list_values(State(state): State<AppState>, Tenant(ctx): Tenant, Params(
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [],
         "body": { "key": "race.{unique}", "scope": "tenant", "value": { "on": true } } }))),
     responses((status = 201, description = "a new key at this scope", body = Data<Row>), (status = 200, description = "a new version of the value", body = Data<Row>)))]
-async fn set_value(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req): Body<KeyRequest>) -> ApiResult<Response> {
+async fn set_value(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(req): Lenient<KeyRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
     let value = match &req.value {
         None => {
@@ -292,7 +292,7 @@ async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): 
         "given": [["POST", "/api/config", { "key": "race.{unique}", "scope": "tenant", "value": { "on": true } }]],
         "body": { "key": "race.{unique}", "scope": "tenant" } }))),
     responses((status = 200, description = "the revoked row", body = Data<Row>)))]
-async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req): Body<KeyRequest>) -> ApiResult<Response> {
+async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(req): Lenient<KeyRequest>) -> ApiResult<Response> {
     let (key, scope, scope_id) = target(&ctx, &req, Check::new(), true)?;
     let mut tx = state.db.begin().await?;
     // One guarded statement ends the active row: of two revokes at once,
@@ -323,7 +323,7 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req): B
         "given": [["POST", "/api/config", { "key": "race.{unique}", "scope": "tenant", "value": { "on": true } }]],
         "body": { "key": "race.{unique}", "scope": "tenant", "secret_ref": "vault://race/{unique}" } }))),
     responses((status = 200, description = "the row, its value now a secret_ref", body = Data<Row>)))]
-async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req): Body<KeyRequest>) -> ApiResult<Response> {
+async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(req): Lenient<KeyRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
     let secret_ref = check.required("secret_ref", &req.secret_ref);
     if secret_ref.len() > 512 {

@@ -188,7 +188,7 @@ struct DeviceRegistration {
 #[utoipa::path(post, path = "/api/devices", tag = "sdk-device", request_body = DeviceRegistration,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "device_uuid": "{unique}", "platform": "ios" } }))),
     responses((status = 201, description = "the device, and whether this call created it", body = Data<DeviceRegistered>)))]
-async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<DeviceRegistration>) -> ApiResult<Response> {
+async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<DeviceRegistration>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &body.device_uuid);
     let platform = check.required("platform", &body.platform);
@@ -291,7 +291,12 @@ struct NewDeviceAttestation {
         ["POST", "/api/devices/{device_uuid}/challenge", null]],
         "body": { "method": "secure-enclave", "signature_envelope": { "challenge": "{challenge}" } } }))),
     responses((status = 201, description = "the attestation and the hub's verdict", body = Data<DeviceAttestation>)))]
-async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewDeviceAttestation>) -> ApiResult<Response> {
+async fn attest(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    Lenient(body): Lenient<NewDeviceAttestation>,
+) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();
     let method = check.required("method", &body.method);
@@ -424,7 +429,12 @@ struct NewDevicePersonLink {
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]],
         "body": { "person_id": "{person_id}" } }))),
     responses((status = 201, description = "a new link", body = Data<DevicePersonLink>), (status = 200, description = "the link, active again", body = Data<DevicePersonLink>)))]
-async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<NewDevicePersonLink>) -> ApiResult<Response> {
+async fn link_person(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    Lenient(body): Lenient<NewDevicePersonLink>,
+) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();
     let person = check.required_uuid("person_id", &body.person_id);
@@ -485,7 +495,7 @@ struct DeviceRevocation {
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]],
         "body": { "reason": "stolen" } }))),
     responses((status = 200, description = "the device, revoked", body = Data<Device>)))]
-async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<DeviceRevocation>) -> ApiResult<Response> {
+async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<DeviceRevocation>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();
     let reason = check.required("reason", &body.reason);

@@ -80,7 +80,7 @@ struct NewCrash {
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]],
         "body": { "device_uuid": "{unique}", "stack_envelope": "race stack" } }))),
     responses((status = 201, description = "the crash", body = Data<Crash>)))]
-async fn report_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewCrash>) -> ApiResult<Response> {
+async fn report_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewCrash>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &body.device_uuid);
     let stack = check.required("stack_envelope", &body.stack_envelope);
@@ -182,7 +182,7 @@ enum HealthLevel {
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]],
         "body": { "device_uuid": "{unique}", "status": "ok" } }))),
     responses((status = 201, description = "the snapshot", body = Data<HealthSnapshot>)))]
-async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewHealthSnapshot>) -> ApiResult<Response> {
+async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewHealthSnapshot>) -> ApiResult<Response> {
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &body.device_uuid);
     let status = check.required("status", &body.status);

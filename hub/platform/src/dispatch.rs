@@ -362,7 +362,7 @@ fn plan(start: Option<Point>, given: Vec<Given>, speed_kmh: f64) -> Plan {
     extensions(("x-concurrency" = json!({ "outcome": "independent",
         "body": { "stops": [{ "stop_id": "s1", "lat": 52.37, "lng": 4.89 }, { "stop_id": "s2", "lat": 52.38, "lng": 4.91 }, { "stop_id": "s3", "lat": 52.36, "lng": 4.9 }] } }))),
     responses((status = 201, description = "the optimised route, stored", body = Data<Route>)))]
-async fn optimize(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<OptimizeRequest>) -> ApiResult<Response> {
+async fn optimize(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<OptimizeRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
     let persona = check.optional_uuid("persona_id", &body.persona_id).map(|u| u.to_string());
     let start = match &body.start {

@@ -174,7 +174,7 @@ struct NewFlag {
 #[utoipa::path(post, path = "/api/feature-flags", tag = "sdk-feature-flags", request_body = NewFlag,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "flag_key": "race-{unique}" } }))),
     responses((status = 201, description = "the flag", body = Data<FlagRow>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(req): Body<NewFlag>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(req): Lenient<NewFlag>) -> ApiResult<Response> {
     let mut check = Check::new();
     let key = check.required("flag_key", &req.flag_key);
     if !key.is_empty() && !valid_key(&key) {
@@ -320,7 +320,12 @@ fn check_predicate(check: &mut Check, value: Option<&Value>) -> Vec<Constraint> 
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/feature-flags", { "flag_key": "race-{unique}" }]],
         "body": { "percentage": 50 } }))),
     responses((status = 201, description = "a new rollout", body = Data<RolloutRow>), (status = 200, description = "the changed rollout", body = Data<RolloutRow>)))]
-async fn set_rollout(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, Body(req): Body<RolloutRequest>) -> ApiResult<Response> {
+async fn set_rollout(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(key): Path<String>,
+    Lenient(req): Lenient<RolloutRequest>,
+) -> ApiResult<Response> {
     if !valid_key(&key) {
         return Err(ApiError::NotFound);
     }
@@ -422,7 +427,12 @@ struct KillSwitchRequest {
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/feature-flags", { "flag_key": "race-{unique}" }]],
         "body": { "engaged": true, "reason": "race" } }))),
     responses((status = 200, description = "the flag", body = Data<FlagRow>)))]
-async fn kill_switch(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, Body(req): Body<KillSwitchRequest>) -> ApiResult<Response> {
+async fn kill_switch(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(key): Path<String>,
+    Lenient(req): Lenient<KillSwitchRequest>,
+) -> ApiResult<Response> {
     if !valid_key(&key) {
         return Err(ApiError::NotFound);
     }
@@ -507,7 +517,7 @@ struct Evaluation {
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["POST", "/api/feature-flags", { "flag_key": "race-{unique}" }]],
         "body": {} }))),
     responses((status = 200, description = "the value for this context and what decided it", body = Data<Evaluation>)))]
-async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, Body(req): Body<ContextRequest>) -> ApiResult<Response> {
+async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, Lenient(req): Lenient<ContextRequest>) -> ApiResult<Response> {
     // `Body` refused another tenant's id already; the context's tenant is
     // the caller's.
     ctx.check_tenant(req.tenant_id.as_deref())?;

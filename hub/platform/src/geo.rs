@@ -64,7 +64,7 @@ fn tidy(s: &str) -> Option<String> {
 #[utoipa::path(post, path = "/api/geo/addresses", tag = "sdk-geo", request_body = NewAddress,
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 1, "body": { "lines": ["{unique} Race Lane"], "locality": "Amsterdam", "country_code": "NL" } }))),
     responses((status = 201, description = "stored", body = Data<Answer>), (status = 200, description = "already stored", body = Data<Answer>)))]
-async fn canonicalise(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewAddress>) -> ApiResult<Response> {
+async fn canonicalise(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewAddress>) -> ApiResult<Response> {
     let mut check = Check::new();
     let lines: Vec<String> = body.lines.iter().flatten().filter_map(|l| tidy(l)).collect();
     if !(1..=4).contains(&lines.len()) {

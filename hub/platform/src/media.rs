@@ -56,8 +56,9 @@ async fn find(db: &Db, tenant_id: &str, id: &str) -> ApiResult<Blob> {
     found.ok_or(ApiError::NotFound)
 }
 
+/// 503 with `Retry-After` when the store cannot serve, else a 500.
 fn storage_error(e: object_store::Error) -> ApiError {
-    ApiError::Internal(anyhow::Error::new(e).context("the media store"))
+    hub_kernel::storage::failure(e, "the media store")
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -99,7 +100,7 @@ fn valid_content_type(s: &str) -> bool {
 #[utoipa::path(post, path = "/api/media/blobs", tag = "sdk-media", request_body = NewBlob,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "content_type": "text/plain", "filename": "race.txt" } }))),
     responses((status = 201, description = "the blob, pending", body = Data<Started>)))]
-async fn start(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewBlob>) -> ApiResult<Response> {
+async fn start(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewBlob>) -> ApiResult<Response> {
     let mut check = Check::new();
     let content_type = Check::optional(&body.content_type).unwrap_or_else(|| "application/octet-stream".into());
     if !valid_content_type(&content_type) {
@@ -187,7 +188,8 @@ async fn store(store: &dyn ObjectStore, key: &ObjectPath, body: RawBody, max: u6
     params(("blob_id" = String, Path, description = "a pending blob")),
     request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "the content, any media type"),
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "the content is a raw body of any media type, streamed to the store; this harness sends JSON bodies only" }))),
-    responses((status = 200, description = "the blob, content uploaded and still pending", body = Data<Blob>)))]
+    responses((status = 200, description = "the blob, content uploaded and still pending", body = Data<Blob>),
+        (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
 async fn put_content(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, headers: HeaderMap, body: RawBody) -> ApiResult<Response> {
     let blob = find(&state.db, &ctx.tenant_id, &id).await?;
     if blob.status != "pending" {
@@ -256,8 +258,9 @@ fn checksum(raw: &str) -> Option<String> {
 #[utoipa::path(post, path = "/api/media/blobs/{blob_id}/commit", tag = "sdk-media", request_body = Commit,
     params(("blob_id" = String, Path, description = "the blob")),
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/media/blobs", { "content_type": "application/json" }], ["PUT", "/api/media/blobs/{blob_id}/content", "race"]], "body": { "checksum_hex": "6d221f60522398aa5026a27012f91c6dbdf26c4e6c36ff2e385380dea8eaa77d" } }))),
-    responses((status = 200, description = "the blob, ready (again, for a repeated commit of the same checksum)", body = Data<Blob>)))]
-async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Commit>) -> ApiResult<Response> {
+    responses((status = 200, description = "the blob, ready (again, for a repeated commit of the same checksum)", body = Data<Blob>),
+        (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
+async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Commit>) -> ApiResult<Response> {
     let blob = find(&state.db, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();
     let given = check.required("checksum_hex", &body.checksum_hex);
@@ -321,7 +324,8 @@ async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
 /// rendered in a browser on the hub's origin).
 #[utoipa::path(get, path = "/api/media/blobs/{blob_id}/content", tag = "sdk-media",
     params(("blob_id" = String, Path, description = "a ready blob")),
-    responses((status = 200, description = "the content, with the blob's content type", content_type = "application/octet-stream", body = Vec<u8>), (status = 409, description = "Conflict: the blob is not committed yet", body = ErrorBody)))]
+    responses((status = 200, description = "the content, with the blob's content type", content_type = "application/octet-stream", body = Vec<u8>), (status = 409, description = "Conflict: the blob is not committed yet", body = ErrorBody),
+        (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
 async fn get_content(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let blob = find(&state.db, &ctx.tenant_id, &id).await?;
     let (true, Some(key)) = (blob.status == "ready", blob.object_key.as_deref()) else {

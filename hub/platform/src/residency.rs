@@ -61,7 +61,7 @@ fn level(kind: &str) -> usize {
 #[utoipa::path(post, path = "/api/residency/nodes", tag = "sdk-tenant", request_body = NewNode,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "race-{unique}", "kind": "region" } }))),
     responses((status = 201, description = "the node", body = Data<Node>)))]
-async fn create_node(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewNode>) -> ApiResult<Response> {
+async fn create_node(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewNode>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("name", &body.name);
     if name.chars().count() > 200 {

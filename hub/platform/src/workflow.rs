@@ -121,7 +121,7 @@ async fn next_version(tx: &mut Tx, tenant_id: &str, namespace: &str, name: &str)
 #[utoipa::path(post, path = "/api/workflows/definitions", tag = "sdk-workflow", request_body = NewDefinition,
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 1, "body": { "name": "race-{unique}", "version": 1, "step_specs": [{ "name": "one" }] } }))),
     responses((status = 201, description = "stored", body = Data<Registered>), (status = 200, description = "the same definition, already stored", body = Data<Registered>)))]
-async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewDefinition>) -> ApiResult<Response> {
+async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewDefinition>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("name", &body.name);
     check_name(&mut check, "name", &name);

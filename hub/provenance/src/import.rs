@@ -65,7 +65,7 @@ struct NewTemplate {
 #[utoipa::path(post, path = "/api/import/templates", tag = "sdk-import", request_body = NewTemplate,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "slug": "race-{unique}", "kind": "csv", "entity": "contact", "mapping": { "name": "Name" } } }))),
     responses((status = 201, description = "the version published", body = Data<Template>)))]
-async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewTemplate>) -> ApiResult<Response> {
+async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewTemplate>) -> ApiResult<Response> {
     let mut check = Check::new();
     let slug = check.required("slug", &body.slug);
     if !slug.is_empty() && !valid_slug(&slug) {
@@ -135,10 +135,13 @@ struct Filter {
     active: Option<String>,
 }
 
+/// The document says this list's `limit` is clamped to 1..500.
+type ClampedPage = Page<50, 500, true>;
+
 /// Templates grouped by slug, newest version first.
-#[utoipa::path(get, path = "/api/import/templates", tag = "sdk-import", params(Filter, Page),
+#[utoipa::path(get, path = "/api/import/templates", tag = "sdk-import", params(Filter, ClampedPage),
     responses((status = 200, description = "one page of templates", body = ListOf<Template>)))]
-async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<Response> {
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: ClampedPage) -> ApiResult<Response> {
     let mut check = Check::new();
     check.required("tenant_id", &q.tenant_id);
     let active = match Check::optional(&q.active).as_deref() {

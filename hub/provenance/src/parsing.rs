@@ -110,7 +110,7 @@ fn read(index: usize, capture: &Value, batch_region: Option<Id>) -> CaptureResul
 #[utoipa::path(post, path = "/api/parsing/contacts/extract", tag = "sdk-parsing", request_body = Batch,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"captures": [{"source_kind": "text", "raw": "Ada Lovelace <ada@example.com> +31 20 123 4567"}], "default_region": "NL"}}))),
     responses((status = 200, description = "one result per capture", body = Data<Outcome>)))]
-async fn extract_contacts(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Batch>) -> ApiResult<Response> {
+async fn extract_contacts(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Batch>) -> ApiResult<Response> {
     let mut check = Check::new();
     let captures = match body.captures {
         Some(Value::Array(items)) if (1..=MAX_CAPTURES).contains(&items.len()) => items,

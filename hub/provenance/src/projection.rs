@@ -124,7 +124,7 @@ struct NewSubject {
 #[utoipa::path(post, path = "/api/projections", tag = "sdk-projection", request_body = NewSubject,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "events": 0, "body": {"subject_id": "s-{unique}"}}))),
     responses((status = 201, description = "the subject, with no assertion yet", body = Data<Subject>)))]
-async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSubject>) -> ApiResult<Response> {
+async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSubject>) -> ApiResult<Response> {
     let mut check = Check::new();
     let subject = body.subject_id.filter(|s| !s.trim().is_empty());
     match &subject {
@@ -196,7 +196,12 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
     params(("subject_id" = String, Path, description = "the tenant's subject")),
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/projections", {"subject_id": "s-{unique}"}]], "body": {"attribute": "colour", "value": "red"}}))),
     responses((status = 201, description = "the assertion, recorded", body = Data<Assertion>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Path(subject_id): Path<String>, Body(body): Body<NewAssertion>) -> ApiResult<Response> {
+async fn record(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(subject_id): Path<String>,
+    Lenient(body): Lenient<NewAssertion>,
+) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let seq = lock_subject(&mut tx, &ctx, &subject_id, 1).await?;
     let mut check = Check::new();

@@ -109,7 +109,7 @@ async fn insert(tx: &mut Tx, ctx: &TenantCtx, c: &Claim) -> ApiResult<Claim> {
 #[utoipa::path(post, path = "/api/source-records/claims", tag = "sdk-source-record", request_body = NewClaim,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"subject_id": "s-{unique}", "attribute": "colour", "value": {"name": "red"}, "source": "race"}}))),
     responses((status = 201, description = "the claim, active", body = Data<Claim>)))]
-async fn assert_claim(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewClaim>) -> ApiResult<Response> {
+async fn assert_claim(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewClaim>) -> ApiResult<Response> {
     let mut check = Check::new();
     let subject = bounded(&mut check, "subject_id", &body.subject_id, 128, true);
     let attribute = bounded(&mut check, "attribute", &body.attribute, 128, true);
@@ -193,7 +193,7 @@ const CLAIM: Stateful = Stateful { noun: "claim", table: "source_claim", key: "c
         "given": [["POST", "/api/source-records/claims", { "subject_id": "s-{unique}", "attribute": "colour", "value": { "name": "red" }, "source": "race" }]],
         "body": { "value": { "name": "blue" } } }))),
     responses((status = 201, description = "the superseded claim and its successor", body = Data<Superseded>)))]
-async fn supersede(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Successor>) -> ApiResult<Response> {
+async fn supersede(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Successor>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     // The prior claim's row is locked until its successor is committed:
     // supersedes of one claim check its status one after another, so of

@@ -274,6 +274,19 @@ async fn the_document_lists_the_refusals_of_public_routes_and_lookups(app: TestA
             assert!(listed(path, method, status), "{method} {path} lists {status}");
         }
     }
+    // The routes that need the object store list its 503, with Retry-After.
+    for (path, method) in [
+        ("/api/media/blobs/{blob_id}/content", "put"),
+        ("/api/media/blobs/{blob_id}/content", "get"),
+        ("/api/media/blobs/{blob_id}/commit", "post"),
+        ("/api/traces/{trace_id}/exports", "post"),
+        ("/api/traces/exports/{export_id}", "get"),
+        ("/api/analytics/builds/{build_id}/export", "post"),
+    ] {
+        let unavailable = &doc["paths"][path][method]["responses"]["503"];
+        assert_eq!(unavailable["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/ErrorBody", "{method} {path}: {unavailable}");
+        assert!(unavailable["headers"]["Retry-After"]["schema"].is_object(), "{method} {path}: {unavailable}");
+    }
     // A refusal the document lists is the one the route answers.
     let b =
         assert_error(app.post("/api/auth/login", None, json!({ "email": "nobody@example.com", "password": "not the password" })).await, 401, "Unauthorized");

@@ -80,7 +80,7 @@ async fn handoffs_move_through_their_state_machine_and_list_by_last_update(app: 
     let b = assert_error(app.get(&format!("/api/handoffs?tenant_id={tenant}&status=open&deal_id=7"), Some(a)).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["status must be one of: pending, accepted, declined, completed", "deal_id must be a UUID"]));
     let b = assert_error(app.get(&format!("/api/handoffs?tenant_id={tenant}&limit=-1"), Some(a)).await, 400, "ValidationError");
-    assert_eq!(b["details"], json!(["limit must be 0 or more"]));
+    assert_eq!(b["details"], json!(["limit must be an integer from 1 to 500"]));
 
     let events = app.events_of(&t.a["tenant_id"]).await;
     let count = |n: &str| events.iter().filter(|e| *e == n).count();

@@ -399,3 +399,70 @@ impl InboundSender<'_> {
         (res.status(), res.json().await.unwrap_or(Value::Null))
     }
 }
+
+/// The `hub` binary as a process of its own: its own metrics recorder and
+/// environment. `hub serve` in development mode with the operator token
+/// `test-ops-token`, on SQLite in a temporary directory unless `env` sets
+/// `DATABASE_URL`; `env` is applied last. Its log is [`HubProcess::log`];
+/// it is killed when dropped.
+pub struct HubProcess {
+    pub base: String,
+    pub dir: tempfile::TempDir,
+    child: std::process::Child,
+}
+
+impl HubProcess {
+    pub async fn spawn(env: &[(&str, &str)]) -> HubProcess {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        // Logs go to a file: an unread pipe would fill up and block the hub.
+        let log = std::fs::File::create(dir.path().join("hub.log")).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hub"));
+        cmd.arg("serve")
+            .env("HUB_LISTEN", format!("127.0.0.1:{port}"))
+            .env("HUB_DATA_DIR", dir.path())
+            .env("HUB_DEV", "1")
+            // Not the default UDP port: other tests run hubs at the same time.
+            .env("HUB_QUIC_LISTEN", "127.0.0.1:0")
+            .env("ADMIN_OPS_TOKEN", "test-ops-token")
+            .env_remove("DATABASE_URL")
+            .env_remove("AUTH_GATE_MODE")
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log));
+        for (name, value) in env {
+            cmd.env(name, value);
+        }
+        let hub = HubProcess { base: format!("http://127.0.0.1:{port}"), child: cmd.spawn().expect("the hub binary starts"), dir };
+        let client = reqwest::Client::new();
+        let start = std::time::Instant::now();
+        while !client.get(format!("{}/ready", hub.base)).send().await.is_ok_and(|r| r.status() == StatusCode::OK) {
+            assert!(start.elapsed() < std::time::Duration::from_secs(60), "the hub did not start: {}", hub.log());
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        hub
+    }
+
+    /// What the hub has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("hub.log")).unwrap_or_default()
+    }
+
+    /// Signs up a tenant; returns the signup's `data` (with `token`).
+    pub async fn signup(&self, email: &str, app_id: &str) -> Value {
+        let body = json!({
+            "email": email, "password": "correct horse battery", "org_name": format!("Org {app_id}"),
+            "app_id": app_id, "display_name": "Ada Admin", "region": "eu-west-1",
+        });
+        let res = reqwest::Client::new().post(format!("{}/api/auth/signup-tenant", self.base)).json(&body).send().await.expect("request");
+        let (status, body) = (res.status(), res.json::<Value>().await.unwrap_or(Value::Null));
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body["data"].clone()
+    }
+}
+
+impl Drop for HubProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

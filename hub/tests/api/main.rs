@@ -94,6 +94,7 @@ mod social;
 mod source_records;
 mod spine;
 mod taxonomy;
+mod telemetry;
 mod tenant_lifecycle;
 mod tickets;
 mod trace;

@@ -100,3 +100,70 @@ async fn a_stock_mcp_client_lists_and_calls_tools(app: TestApp) {
     assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
 }
 db_test!(a_stock_mcp_client_lists_and_calls_tools);
+
+/// `POST /mcp` of one JSON-RPC message under `accept` (`None`: no `Accept`
+/// at all, sent by hand since reqwest would add `*/*`): the status, the
+/// content type and the body.
+async fn rpc_accepting(app: &TestApp, token: &str, accept: Option<&str>, message: &Value) -> (u16, String, Value) {
+    let Some(accept) = accept else {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let body = message.to_string();
+        let mut tcp = tokio::net::TcpStream::connect(app.base.trim_start_matches("http://")).await.unwrap();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        tcp.write_all(format!("{head}{body}").as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        tcp.read_to_string(&mut answer).await.unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or_else(|| panic!("{answer}"));
+        let header = |name: &str| head.lines().find_map(|l| l.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim().to_string()));
+        assert!(header("transfer-encoding").is_none(), "a sized answer: {head}");
+        return (head[9..12].parse().unwrap(), header("content-type").unwrap_or_default(), serde_json::from_str(body).unwrap_or_else(|_| panic!("{body}")));
+    };
+    let res = app.client.post(format!("{}/mcp", app.base)).bearer_auth(token).header("accept", accept).json(message).send().await.unwrap();
+    let status = res.status().as_u16();
+    let kind = res.headers().get("content-type").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    (status, kind, res.json().await.unwrap())
+}
+
+/// The transport asks clients to accept both JSON and an event stream; the
+/// endpoint answers JSON only, so it serves any client that accepts JSON
+/// (explicitly, by a wildcard, or by sending no `Accept`) and refuses the
+/// others with 406 in the envelope, before running anything.
+async fn the_endpoint_answers_any_client_that_accepts_json_and_refuses_the_others(app: TestApp) {
+    let t = app.two_tenants("mcp-accept").await;
+    let a = t.a_token.as_str();
+    let (_, registry) = app.get("/api/registry/tools", Some(a)).await;
+    let tools = registry["data"].as_array().unwrap().len();
+    let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
+    for accept in
+        [None, Some("application/json"), Some("*/*"), Some("application/*;q=0.5"), Some("text/html, application/json;q=0.1"), Some("APPLICATION/JSON")]
+    {
+        let (status, kind, body) = rpc_accepting(&app, a, accept, &list).await;
+        assert_eq!((status, kind.as_str(), body["id"].as_i64()), (200, "application/json", Some(1)), "{accept:?}: {body}");
+        assert_eq!(body["result"]["tools"].as_array().map(Vec::len), Some(tools), "{accept:?}");
+    }
+    let refused =
+        json!({ "success": false, "error": "NotAcceptable", "details": ["this endpoint answers application/json, which the Accept header does not admit"] });
+    for accept in ["text/html", "text/event-stream", "application/json;q=0, */*", "*/*;q=0", "application/xml, text/*"] {
+        let (status, kind, body) = rpc_accepting(&app, a, Some(accept), &list).await;
+        assert_eq!((status, kind.as_str(), &body), (406, "application/json", &refused), "{accept}");
+    }
+
+    // A call from a client accepting JSON alone runs; a refused one does not.
+    let record = |capture: &str| {
+        json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": { "name": "hdk_measure_record", "arguments": { "body": { "capture_id": capture, "kind": "length", "value": 2.0, "unit": "m" } } } })
+    };
+    let (status, _, body) = rpc_accepting(&app, a, Some("text/html"), &record("cap-refused")).await;
+    assert_eq!((status, &body), (406, &refused));
+    let (_, listed) = app.get("/api/hdk/measure/measurements?capture_id=cap-refused", Some(a)).await;
+    assert_eq!(listed["total"], 0, "the refused call ran nothing: {listed}");
+    let (status, kind, body) = rpc_accepting(&app, a, Some("application/json"), &record("cap-json")).await;
+    assert_eq!((status, kind.as_str(), body["result"]["isError"].as_bool()), (200, "application/json", Some(false)), "{body}");
+    assert_eq!(answer(&body["result"]["content"][0])["data"]["capture_id"], "cap-json");
+    let (_, listed) = app.get("/api/hdk/measure/measurements?capture_id=cap-json", Some(a)).await;
+    assert_eq!(listed["total"], 1, "{listed}");
+}
+db_test!(the_endpoint_answers_any_client_that_accepts_json_and_refuses_the_others);

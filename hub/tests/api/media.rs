@@ -166,3 +166,113 @@ async fn uploads_stop_at_the_limit_and_at_the_declared_size(app: TestApp) {
     assert_error(app.post("/api/media/blobs", Some(a), json!({ "size_bytes": 1025 })).await, 400, "ValidationError");
 }
 db_test!(uploads_stop_at_the_limit_and_at_the_declared_size);
+
+/// A stand-in for an S3-compatible service whose bucket does not exist:
+/// every request is answered 404 `NoSuchBucket`, as S3 answers; its port,
+/// and how many requests it has answered.
+async fn bucketless_s3() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = answered.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let count = count.clone();
+            tokio::spawn(async move {
+                let mut tcp = tokio::io::BufReader::new(tcp);
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if tcp.read_line(&mut line).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':')
+                        && name.eq_ignore_ascii_case("content-length")
+                    {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = tcp.read_exact(&mut body).await;
+                let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>NoSuchBucket</Code><Message>The specified bucket does not exist</Message><BucketName>hub-media</BucketName></Error>";
+                let answer =
+                    format!("HTTP/1.1 404 Not Found\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{xml}", xml.len());
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let _ = tcp.get_mut().write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (port, answered)
+}
+
+/// A hub process whose media store is the S3-compatible bucket `hub-media`
+/// at `endpoint` (a process of its own: the store comes from the
+/// environment, as `AWS_*` settings). The routes that need the store
+/// answer 503 with `Retry-After` and the envelope, promptly; the routes
+/// that do not still answer; the cause is logged once, not per request.
+async fn routes_of_an_unavailable_store_answer_503(endpoint: &str) {
+    let env = [
+        ("HUB_MEDIA_STORE", "s3://hub-media"),
+        ("AWS_ENDPOINT", endpoint),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "hub-test"),
+        ("AWS_SECRET_ACCESS_KEY", "hub-test-secret"),
+        ("AWS_REGION", "us-east-1"),
+    ];
+    let hub = HubProcess::spawn(&env).await;
+    let t = hub.signup("store@example.com", "store-down").await;
+    let token = t["token"].as_str().unwrap();
+    let client = reqwest::Client::new();
+    let res = client.post(format!("{}/api/media/blobs", hub.base)).bearer_auth(token).json(&json!({ "content_type": "text/plain" })).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED, "starting an upload needs no store");
+    let blob = res.json::<Value>().await.unwrap()["data"]["blob_id"].as_str().unwrap().to_string();
+
+    let unavailable = |res: reqwest::Response| async move {
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(res.headers().get("retry-after").and_then(|v| v.to_str().ok()), Some("5"), "{:?}", res.headers());
+        let body: Value = res.json().await.unwrap();
+        assert_eq!(
+            body,
+            json!({ "success": false, "error": "ServiceUnavailable", "details": ["the object store is unavailable; retry after the time in Retry-After"] })
+        );
+    };
+    let upload = || client.put(format!("{}/api/media/blobs/{blob}/content", hub.base)).bearer_auth(token).body(content(1000)).send();
+    let started = std::time::Instant::now();
+    let first = upload().await.unwrap();
+    // object_store's default retries held this answer 2 to 4 s (and more).
+    assert!(started.elapsed() < std::time::Duration::from_secs(3), "answered after {:?}", started.elapsed());
+    unavailable(first).await;
+    // Found unavailable, the store is not waited on again for a while.
+    unavailable(upload().await.unwrap()).await;
+    // An analytics export is written to the store too.
+    let period = json!({ "kind": "usage_daily", "period_start": "2026-01-01", "period_end": "2026-01-31" });
+    let res = client.post(format!("{}/api/analytics/builds", hub.base)).bearer_auth(token).json(&period).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let build = res.json::<Value>().await.unwrap()["data"]["build_id"].as_str().unwrap().to_string();
+    unavailable(client.post(format!("{}/api/analytics/builds/{build}/export", hub.base)).bearer_auth(token).send().await.unwrap()).await;
+
+    // The blob is as it was: pending, no content.
+    let got: Value = client.get(format!("{}/api/media/blobs/{blob}", hub.base)).bearer_auth(token).send().await.unwrap().json().await.unwrap();
+    assert_eq!((got["data"]["status"].as_str(), &got["data"]["size_bytes"]), (Some("pending"), &Value::Null), "{got}");
+    let log = hub.log();
+    assert_eq!(log.matches("the object store is unavailable").count(), 1, "logged once: {log}");
+    assert!(!log.contains("request failed"), "no error log per request: {log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_object_store_answers_503_with_retry_after() {
+    // A port nothing listens on: connections are refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    routes_of_an_unavailable_store_answer_503(&format!("http://127.0.0.1:{port}")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_bucket_answers_503_with_retry_after() {
+    let (port, answered) = bucketless_s3().await;
+    routes_of_an_unavailable_store_answer_503(&format!("http://127.0.0.1:{port}")).await;
+    assert!(answered.load(std::sync::atomic::Ordering::SeqCst) >= 1, "the store was asked");
+}

@@ -390,7 +390,8 @@ impl TenantCtx {
     /// RULINGS 1: a body or query `tenant_id` must be a UUID (400) and the
     /// credential's (403 `TenantMismatch`).
     pub fn check_tenant(&self, claimed: Option<&str>) -> ApiResult<()> {
-        match claimed.map(str::trim).filter(|s| !s.is_empty()) {
+        // Present is a UUID: blank included, which names no tenant.
+        match claimed.map(str::trim) {
             Some(t) if uuid::Uuid::parse_str(t).is_err() => Err(ApiError::invalid("tenant_id must be a UUID")),
             Some(t) if t != self.tenant_id => Err(ApiError::TenantMismatch),
             _ => Ok(()),

@@ -102,7 +102,7 @@ async fn make_active(tx: &mut Tx, tenant_id: &str, set: &RuleSet) -> ApiResult<R
 #[utoipa::path(post, path = "/api/assignment/routes", tag = "sdk-assignment", request_body = NewRuleSet,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race-{unique}", "rules": [{ "name": "any" }], "activate": true } }))),
     responses((status = 201, description = "the version published", body = Data<RuleSet>)))]
-async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRuleSet>) -> ApiResult<Response> {
+async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewRuleSet>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("name", &body.name);
     if !name.is_empty() && !valid_name(&name) {
@@ -404,7 +404,7 @@ struct RouteRequest {
         "given": [["POST", "/api/assignment/routes", { "name": "race-{unique}", "rules": [{ "name": "any" }], "activate": true }]],
         "body": { "rule_set_name": "race-{unique}", "subject": { "topic": "race" }, "candidate_persona_ids": ["{owner_persona_id}"] } }))),
     responses((status = 201, description = "the decision, recorded", body = Data<Decision>), (status = 200, description = "a dry run's decision, not recorded", body = Data<Decision>)))]
-async fn route(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<RouteRequest>) -> ApiResult<Response> {
+async fn route(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<RouteRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("rule_set_name", &body.rule_set_name);
     let subject = check.optional_object("subject", body.subject.as_ref());
@@ -493,7 +493,7 @@ fn location(check: &mut Check, name: &str, value: Option<&Value>) -> Option<Poin
     extensions(("x-concurrency" = json!({ "outcome": "independent",
         "body": { "task_id": "t-{unique}", "candidate_persona_ids": ["{owner_persona_id}"], "strategy": "round_robin", "pool_key": "race-{unique}" } }))),
     responses((status = 201, description = "the decision, recorded: ASSIGNED, or UNROUTABLE when no candidate passed the gates", body = Data<Decision>)))]
-async fn assign_by_task(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<TaskRequest>) -> ApiResult<Response> {
+async fn assign_by_task(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<TaskRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
     let task_id = check.required("task_id", &body.task_id);
     let candidates = persona_list(&mut check, "candidate_persona_ids", body.candidate_persona_ids.as_ref(), true);
@@ -684,7 +684,12 @@ struct WorkloadUpdate {
     params(("persona_id" = String, Path, description = "a persona of the caller's tenant")),
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [["POST", "/api/personas", { "kind": "service" }]], "body": { "skills": ["a"], "location": { "lat": 52.37, "lng": 4.89 } } }))),
     responses((status = 201, description = "the workload, first set", body = Data<WorkloadRow>), (status = 200, description = "the workload, replaced", body = Data<WorkloadRow>)))]
-async fn put_workload(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<WorkloadUpdate>) -> ApiResult<Response> {
+async fn put_workload(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    Lenient(body): Lenient<WorkloadUpdate>,
+) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut check = Check::new();
     let skills = string_list(&mut check, "skills", body.skills.as_ref());
@@ -810,7 +815,7 @@ struct Replayed {
         "given": [["POST", "/api/assignment/routes", { "name": "race-{unique}", "rules": [{ "name": "any" }], "activate": true }]],
         "body": { "rule_set_name": "race-{unique}" } }))),
     responses((status = 201, description = "the simulation and its report", body = Data<Simulation>)))]
-async fn simulate(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<SimulateRequest>) -> ApiResult<Response> {
+async fn simulate(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<SimulateRequest>) -> ApiResult<Response> {
     let mut check = Check::new();
     let name = check.required("rule_set_name", &body.rule_set_name);
     let version = check.optional_int("candidate_version", body.candidate_version.as_ref(), 1, i64::from(i32::MAX));

@@ -272,7 +272,7 @@ struct NewRecord {
 #[utoipa::path(post, path = "/api/assignments", tag = "sdk-assignment", request_body = NewRecord,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "subject_ref": "race-{unique}", "primary_persona_id": "{persona_id}" } }))),
     responses((status = 201, description = "the record, offered", body = Data<Record>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewRecord>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewRecord>) -> ApiResult<Response> {
     let mut check = Check::new();
     let subject_ref = check.required("subject_ref", &body.subject_ref);
     let primary = check.required_uuid("primary_persona_id", &body.primary_persona_id).map(|u| u.to_string());
@@ -424,7 +424,7 @@ struct Accept {
         "given": [["POST", "/api/assignments", { "subject_ref": "race-{unique}", "primary_persona_id": "{persona_id}" }]],
         "body": { "persona_id": "{persona_id}" } }))),
     responses((status = 200, description = "the record, accepted", body = Data<Record>)))]
-async fn accept(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Accept>) -> ApiResult<Response> {
+async fn accept(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Accept>) -> ApiResult<Response> {
     ensure_exists(&state, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();
     let persona = check.required_uuid("persona_id", &body.persona_id).map(|u| u.to_string()).unwrap_or_default();
@@ -463,7 +463,7 @@ struct Decline {
     extensions(("x-concurrency" = json!({ "outcome": "one-wins",
         "given": [["POST", "/api/assignments", { "subject_ref": "race-{unique}", "primary_persona_id": "{persona_id}" }]], "body": {} }))),
     responses((status = 200, description = "the record: offered to the backup, or declined", body = Data<Record>)))]
-async fn decline(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Decline>) -> ApiResult<Response> {
+async fn decline(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Decline>) -> ApiResult<Response> {
     ensure_exists(&state, &ctx.tenant_id, &id).await?;
     let who = actor(&ctx, &body.actor);
     let reason = Check::optional(&body.reason);
@@ -508,7 +508,7 @@ struct Reassign {
         ["POST", "/api/assignments", { "subject_ref": "race-{unique}", "primary_persona_id": "{owner_persona_id}" }]],
         "body": { "to_persona_id": "{persona_id}" } }))),
     responses((status = 200, description = "the record, reassigned", body = Data<Record>)))]
-async fn reassign(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Reassign>) -> ApiResult<Response> {
+async fn reassign(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Reassign>) -> ApiResult<Response> {
     ensure_exists(&state, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();
     let to = check.required_uuid("to_persona_id", &body.to_persona_id).map(|u| u.to_string()).unwrap_or_default();
@@ -563,7 +563,7 @@ struct Swept {
 #[utoipa::path(post, path = "/api/assignments/sweep", tag = "sdk-assignment", request_body = Sweep,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": {} }))),
     responses((status = 200, description = "what the sweep did", body = Data<Swept>)))]
-async fn sweep(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Sweep>) -> ApiResult<Response> {
+async fn sweep(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Sweep>) -> ApiResult<Response> {
     let mut check = Check::new();
     let limit = check.optional_int("limit", body.limit.as_ref(), 1, 500).unwrap_or(100);
     check.finish()?;

@@ -68,7 +68,7 @@ struct NewSecret {
 #[utoipa::path(post, path = "/api/webhooks/inbound-secrets", tag = "sdk-webhook", request_body = NewSecret,
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [], "body": { "kind": "race", "provider": "p-{unique}" } }))),
     responses((status = 201, description = "set", body = Data<SetAnswer>), (status = 200, description = "replaced", body = Data<SetAnswer>)))]
-async fn set_secret(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewSecret>) -> ApiResult<Response> {
+async fn set_secret(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSecret>) -> ApiResult<Response> {
     let mut check = Check::new();
     let kind = check.required("kind", &body.kind);
     let provider = check.required("provider", &body.provider);

@@ -165,7 +165,7 @@ fn check_description(check: &mut Check, value: &Option<String>) -> Option<String
 #[utoipa::path(post, path = "/api/webhooks/endpoints", tag = "sdk-webhook", request_body = NewEndpoint,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] } }))),
     responses((status = 201, description = "the endpoint and its secret", body = Data<WithSecret>)))]
-async fn create_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<NewEndpoint>) -> ApiResult<Response> {
+async fn create_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewEndpoint>) -> ApiResult<Response> {
     let mut check = Check::new();
     let url = check.required("url", &body.url);
     if !url.is_empty()
@@ -262,7 +262,7 @@ async fn changed(mut tx: Tx, ctx: &TenantCtx, id: &str, set: &str, args: &[Optio
         "given": [["POST", "/api/webhooks/endpoints", { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] }]],
         "body": { "event_types": ["races.never.sent.v1", "races.never.*"], "description": "race" } }))),
     responses((status = 200, description = "the endpoint", body = Data<Endpoint>)))]
-async fn update_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Update>) -> ApiResult<Response> {
+async fn update_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Update>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     // Changes of one endpoint queue on its row: the subscriptions are
     // replaced (deleted, then inserted) by one change at a time, never two
@@ -380,7 +380,7 @@ struct Rotation {
     extensions(("x-concurrency" = json!({ "outcome": "independent",
         "given": [["POST", "/api/webhooks/endpoints", { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] }]], "body": {} }))),
     responses((status = 200, description = "the endpoint and its new secret", body = Data<WithSecret>)))]
-async fn rotate_secret(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Body(body): Body<Rotation>) -> ApiResult<Response> {
+async fn rotate_secret(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Rotation>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let current = find(&mut tx, &ctx.tenant_id, &id).await?;
     let mut check = Check::new();
@@ -524,7 +524,7 @@ struct Replay {
 #[utoipa::path(post, path = "/api/webhooks/deadletters/replay", tag = "sdk-webhook", request_body = Replay,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": { "from": "2000-01-01T00:00:00Z" } }))),
     responses((status = 200, description = "how many were requeued", body = Data<Object>)))]
-async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, Body(body): Body<Replay>) -> ApiResult<Response> {
+async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Replay>) -> ApiResult<Response> {
     let mut check = Check::new();
     let from = check.required("from", &body.from);
     let from = db::parse_time(&from).map(db::format_time);

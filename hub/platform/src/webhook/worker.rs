@@ -281,15 +281,14 @@ async fn attempt(state: &AppState, client: &reqwest::Client, job: Job) -> Outcom
         (Err(e), _) => out.error = Some(format!("signing failed: {e}")),
         (_, Some(why)) => out.error = Some(why),
         (Ok(signature), None) => {
-            let sent = client
+            let request = client
                 .post(&out.job.url)
                 .header("content-type", "application/json")
                 .header("webhook-id", &out.job.delivery_id)
                 .header("webhook-timestamp", started.timestamp().to_string())
                 .header("webhook-signature", signature)
-                .body(body)
-                .send()
-                .await;
+                .body(body);
+            let sent = hub_kernel::outbound::send(request).await;
             match sent {
                 Ok(mut res) => {
                     out.status = Some(res.status().as_u16());

@@ -1,0 +1,559 @@
+//! The contract of a request body: the JSON schema its Rust type derives
+//! (the one `/openapi.json` publishes), compiled once per type and checked
+//! against the body before the body is deserialised into the type.
+//!
+//! So the document and the server cannot disagree about what a body may
+//! hold: a field the type requires is required, a bound or an enumeration
+//! the type declares is enforced, and every problem is named at once in
+//! one `ValidationError` (serde would stop at the first), with the path of
+//! the field (`steps[0].template_id`). Deserialising a body that passed
+//! then cannot fail on anything the schema says.
+//!
+//! The rules of the platform that the schema's vocabulary cannot say
+//! directly (RULINGS 1):
+//! - a required string that is blank is missing, and the document says
+//!   `minLength: 1` for it ([`non_blank_required_strings`]);
+//! - an optional string sent blank is absent, unless it has a format or an
+//!   enumeration, which blank is not;
+//! - null is absent, for an optional field;
+//! - fields the type does not name are ignored (a body's `tenant_id` is
+//!   the gate's, checked against the caller by `Body`).
+
+use std::{
+    any::TypeId,
+    collections::HashMap,
+    sync::{LazyLock, RwLock},
+};
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, ApiResult};
+
+/// `T` from a JSON value, after the value is checked against `T`'s schema:
+/// 400 naming every problem, or the typed value.
+pub fn parse<T: DeserializeOwned + ToSchema + 'static>(value: Value) -> ApiResult<T> {
+    let problems = check::<T>(&value);
+    if !problems.is_empty() {
+        return Err(ApiError::Validation(problems));
+    }
+    serde_json::from_value(value).map_err(|e| ApiError::invalid(e.to_string()))
+}
+
+/// Every problem of `value` against `T`'s schema, in field order.
+pub fn check<T: ToSchema + 'static>(value: &Value) -> Vec<String> {
+    let contract = compiled::<T>();
+    let mut problems = Vec::new();
+    contract.check(&contract.root, "", value, &mut problems);
+    problems
+}
+
+static CONTRACTS: LazyLock<RwLock<HashMap<TypeId, &'static Contract>>> = LazyLock::new(Default::default);
+
+/// `T`'s contract, compiled on first use and kept for the process (one per
+/// request type: a bounded set).
+fn compiled<T: ToSchema + 'static>() -> &'static Contract {
+    let id = TypeId::of::<T>();
+    if let Some(c) = CONTRACTS.read().expect("contracts lock").get(&id) {
+        return c;
+    }
+    let mut components = Vec::new();
+    T::schemas(&mut components);
+    let components: Vec<(String, Json)> = components.into_iter().map(|(name, schema)| (name, Json::of(&schema))).collect();
+    let contract: &'static Contract = Box::leak(Box::new(Contract::new(&Json::of(&T::schema()), &components)));
+    CONTRACTS.write().expect("contracts lock").entry(id).or_insert(contract)
+}
+
+/// The schema of a type as rules, with the named schemas it refers to.
+struct Contract {
+    root: Rule,
+    named: HashMap<String, Rule>,
+}
+
+#[derive(Debug)]
+enum Rule {
+    Any,
+    Null,
+    Bool,
+    Integer {
+        min: Option<f64>,
+        max: Option<f64>,
+    },
+    Number {
+        min: Option<f64>,
+        max: Option<f64>,
+    },
+    Text(Text),
+    Array {
+        items: Box<Rule>,
+        min: Option<usize>,
+        max: Option<usize>,
+    },
+    Object {
+        fields: Vec<Field>,
+        rest: Option<Box<Rule>>,
+    },
+    /// A value that is null or the inner rule (an `Option` of the type).
+    Nullable(Box<Rule>),
+    /// One of several forms (a tagged enum): the value must be one of them.
+    OneOf(Vec<Rule>),
+    AllOf(Vec<Rule>),
+    Ref(String),
+}
+
+#[derive(Debug, Default)]
+struct Text {
+    min: Option<usize>,
+    max: Option<usize>,
+    format: Option<String>,
+    one_of: Option<Vec<String>>,
+}
+
+#[derive(Debug)]
+struct Field {
+    name: String,
+    required: bool,
+    rule: Rule,
+}
+
+impl Contract {
+    fn new(root: &Json, components: &[(String, Json)]) -> Contract {
+        let named = components.iter().map(|(name, schema)| (name.clone(), Rule::of(schema))).collect();
+        Contract { root: Rule::of(root), named }
+    }
+
+    fn resolve<'a>(&'a self, rule: &'a Rule) -> &'a Rule {
+        let mut rule = rule;
+        // A reference to a reference is followed a bounded number of times.
+        for _ in 0..8 {
+            match rule {
+                Rule::Ref(name) => rule = self.named.get(name).unwrap_or(&Rule::Any),
+                _ => return rule,
+            }
+        }
+        &Rule::Any
+    }
+
+    fn check(&self, rule: &Rule, path: &str, value: &Value, out: &mut Vec<String>) {
+        let rule = self.resolve(rule);
+        let name = if path.is_empty() { "request body" } else { path };
+        match rule {
+            Rule::Any => {}
+            Rule::Null => {
+                if !value.is_null() {
+                    out.push(format!("{name} must be null"));
+                }
+            }
+            Rule::Bool => {
+                if !value.is_boolean() {
+                    out.push(format!("{name} must be true or false"));
+                }
+            }
+            Rule::Integer { min, max } => {
+                let n = value.as_i64().map(|n| n as f64).or_else(|| value.as_u64().map(|n| n as f64));
+                if !n.is_some_and(|n| min.is_none_or(|m| n >= m) && max.is_none_or(|m| n <= m)) {
+                    out.push(format!("{name} must be {}", bounded("an integer", *min, *max)));
+                }
+            }
+            Rule::Number { min, max } => {
+                if !value.as_f64().is_some_and(|n| min.is_none_or(|m| n >= m) && max.is_none_or(|m| n <= m)) {
+                    out.push(format!("{name} must be {}", bounded("a number", *min, *max)));
+                }
+            }
+            Rule::Text(text) => text.check(name, value, out),
+            Rule::Array { items, min, max } => {
+                let Some(array) = value.as_array() else {
+                    out.push(format!("{name} must be an array"));
+                    return;
+                };
+                if min.is_some_and(|m| array.len() < m) || max.is_some_and(|m| array.len() > m) {
+                    let span = match (min, max) {
+                        (Some(a), Some(b)) => format!("{a} to {b}"),
+                        (Some(a), None) => format!("at least {a}"),
+                        (None, Some(b)) => format!("at most {b}"),
+                        (None, None) => unreachable!(),
+                    };
+                    out.push(format!("{name} must hold {span} items"));
+                }
+                for (i, item) in array.iter().enumerate() {
+                    self.check(items, &format!("{path}[{i}]"), item, out);
+                }
+            }
+            Rule::Object { fields, rest } => {
+                let Some(object) = value.as_object() else {
+                    out.push(format!("{name} must be a JSON object"));
+                    return;
+                };
+                for field in fields {
+                    let at = if path.is_empty() { field.name.clone() } else { format!("{path}.{}", field.name) };
+                    match object.get(&field.name) {
+                        None | Some(Value::Null) if field.required => out.push(format!("{at} is required")),
+                        None | Some(Value::Null) => {}
+                        Some(Value::String(s)) if field.required && s.trim().is_empty() && self.is_text(&field.rule) => {
+                            out.push(format!("{at} is required"));
+                        }
+                        Some(v) => self.check(&field.rule, &at, v, out),
+                    }
+                }
+                if let Some(rest) = rest {
+                    for (key, v) in object.iter().filter(|(k, _)| !fields.iter().any(|f| &f.name == *k)) {
+                        let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                        self.check(rest, &at, v, out);
+                    }
+                }
+            }
+            Rule::Nullable(inner) => {
+                if !value.is_null() {
+                    self.check(inner, path, value, out);
+                }
+            }
+            Rule::OneOf(forms) => {
+                let mut first = None;
+                for form in forms {
+                    let mut problems = Vec::new();
+                    self.check(form, path, value, &mut problems);
+                    if problems.is_empty() {
+                        return;
+                    }
+                    first.get_or_insert(problems);
+                }
+                match forms.iter().filter(|f| !matches!(self.resolve(f), Rule::Null)).count() {
+                    // An optional value: its one form's problems.
+                    1 => out.extend(first.unwrap_or_default()),
+                    _ => out.push(format!("{name} matches none of its documented forms")),
+                }
+            }
+            Rule::AllOf(parts) => {
+                for part in parts {
+                    self.check(part, path, value, out);
+                }
+            }
+            Rule::Ref(_) => {}
+        }
+    }
+
+    /// Whether a field's rule is a string (so that blank is missing).
+    fn is_text(&self, rule: &Rule) -> bool {
+        match self.resolve(rule) {
+            Rule::Text(_) => true,
+            Rule::Nullable(inner) => self.is_text(inner),
+            _ => false,
+        }
+    }
+}
+
+impl Text {
+    fn check(&self, name: &str, value: &Value, out: &mut Vec<String>) {
+        let Some(s) = value.as_str() else {
+            out.push(format!("{name} must be a string"));
+            return;
+        };
+        let trimmed = s.trim();
+        if trimmed.is_empty() && self.format.is_none() && self.one_of.is_none() && self.min.unwrap_or(0) == 0 {
+            // Blank is absent.
+            return;
+        }
+        if let Some(choices) = &self.one_of {
+            if !choices.iter().any(|c| c == s) {
+                out.push(format!("{name} must be one of: {}", choices.join(", ")));
+            }
+            return;
+        }
+        let chars = s.chars().count();
+        if let Some(max) = self.max.filter(|max| chars > *max) {
+            out.push(format!("{name} must be at most {max} characters"));
+        }
+        if let Some(min) = self.min.filter(|min| trimmed.chars().count() < *min) {
+            out.push(if min == 1 { format!("{name} is required") } else { format!("{name} must be at least {min} characters") });
+        }
+        match self.format.as_deref() {
+            Some("uuid") if uuid::Uuid::parse_str(trimmed).is_err() => out.push(format!("{name} must be a UUID")),
+            Some("date-time") if crate::db::parse_time(trimmed).is_none() => out.push(format!("{name} must be an RFC 3339 timestamp")),
+            Some("date") if chrono::NaiveDate::parse_from_str(trimmed, "%Y-%m-%d").is_err() => out.push(format!("{name} must be a day, YYYY-MM-DD")),
+            _ => {}
+        }
+    }
+}
+
+fn bounded(what: &str, min: Option<f64>, max: Option<f64>) -> String {
+    match (min, max) {
+        (Some(a), Some(b)) => format!("{what} from {a} to {b}"),
+        (Some(a), None) => format!("{what} of at least {a}"),
+        (None, Some(b)) => format!("{what} of at most {b}"),
+        (None, None) => what.to_string(),
+    }
+}
+
+impl Rule {
+    /// The rule of a JSON schema as utoipa serialises it.
+    fn of(schema: &Json) -> Rule {
+        if let Some(r) = schema.get("$ref").and_then(Json::as_str) {
+            return Rule::Ref(r.rsplit('/').next().unwrap_or(r).to_string());
+        }
+        if let Some(parts) = schema.get("allOf").and_then(Json::as_array) {
+            return Rule::AllOf(parts.iter().map(Rule::of).collect());
+        }
+        if let Some(forms) = schema.get("oneOf").or_else(|| schema.get("anyOf")).and_then(Json::as_array) {
+            let mut forms: Vec<Rule> = forms.iter().map(Rule::of).collect();
+            // `[null, X]` is an optional X.
+            if forms.len() == 2 && forms.iter().any(|f| matches!(f, Rule::Null)) {
+                forms.retain(|f| !matches!(f, Rule::Null));
+                return Rule::Nullable(Box::new(forms.remove(0)));
+            }
+            return Rule::OneOf(forms);
+        }
+        match schema.get("type") {
+            Some(Json::Array(types)) => {
+                let non_null: Vec<&str> = types.iter().filter_map(Json::as_str).filter(|t| *t != "null").collect();
+                let nullable = non_null.len() < types.len();
+                let mut forms: Vec<Rule> = non_null.iter().map(|t| Rule::typed(t, schema)).collect();
+                let inner = if forms.len() == 1 { forms.remove(0) } else { Rule::OneOf(forms) };
+                if nullable { Rule::Nullable(Box::new(inner)) } else { inner }
+            }
+            Some(Json::Str(t)) => Rule::typed(t, schema),
+            _ if schema.get("properties").is_some() => Rule::typed("object", schema),
+            _ if schema.get("enum").is_some() => Rule::typed("string", schema),
+            _ => Rule::Any,
+        }
+    }
+
+    fn typed(t: &str, schema: &Json) -> Rule {
+        let number = |key: &str| schema.get(key).and_then(Json::as_f64);
+        let size = |key: &str| schema.get(key).and_then(Json::as_f64).map(|n| n as usize);
+        match t {
+            "null" => Rule::Null,
+            "boolean" => Rule::Bool,
+            "integer" => Rule::Integer { min: number("minimum"), max: number("maximum") },
+            "number" => Rule::Number { min: number("minimum"), max: number("maximum") },
+            "string" => Rule::Text(Text {
+                min: size("minLength"),
+                max: size("maxLength"),
+                format: schema.get("format").and_then(Json::as_str).map(str::to_string),
+                one_of: schema.get("enum").and_then(Json::as_array).map(|e| e.iter().filter_map(Json::as_str).map(str::to_string).collect()),
+            }),
+            "array" => Rule::Array { items: Box::new(schema.get("items").map(Rule::of).unwrap_or(Rule::Any)), min: size("minItems"), max: size("maxItems") },
+            "object" => {
+                let required: Vec<&str> = schema.get("required").and_then(Json::as_array).into_iter().flatten().filter_map(Json::as_str).collect();
+                let fields = match schema.get("properties") {
+                    Some(Json::Object(props)) => {
+                        props.iter().map(|(name, s)| Field { name: name.clone(), required: required.contains(&name.as_str()), rule: Rule::of(s) }).collect()
+                    }
+                    _ => Vec::new(),
+                };
+                let rest = match schema.get("additionalProperties") {
+                    Some(s @ Json::Object(_)) => Some(Box::new(Rule::of(s))),
+                    _ => None,
+                };
+                Rule::Object { fields, rest }
+            }
+            _ => Rule::Any,
+        }
+    }
+}
+
+/// A schema as JSON whose objects keep their keys in the order written
+/// (`serde_json::Value` sorts them), so that the problems of a body come
+/// in the order of its type's fields.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Json {
+    Null,
+    Bool(#[allow(dead_code)] bool),
+    Number(f64),
+    Str(String),
+    Array(Vec<Json>),
+    Object(Ordered),
+}
+
+struct Ordered(Vec<(String, Json)>);
+
+impl<'de> serde::Deserialize<'de> for Ordered {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = Ordered;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Ordered, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(Ordered(entries))
+            }
+        }
+        d.deserialize_map(Keys)
+    }
+}
+
+impl Ordered {
+    fn iter(&self) -> impl Iterator<Item = (&String, &Json)> {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+}
+
+impl Json {
+    /// A utoipa schema, its objects' keys in utoipa's order (its maps keep
+    /// insertion order, and so does its JSON text).
+    fn of(schema: &impl serde::Serialize) -> Json {
+        let text = serde_json::to_string(schema).expect("a schema serialises");
+        serde_json::from_str(&text).expect("a schema is JSON")
+    }
+
+    fn get(&self, key: &str) -> Option<&Json> {
+        match self {
+            Json::Object(o) => o.0.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Json::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn as_f64(&self) -> Option<f64> {
+        match self {
+            Json::Number(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    fn as_array(&self) -> Option<&Vec<Json>> {
+        match self {
+            Json::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+/// RULINGS 1 in the document: a required string is not blank, so every
+/// required string property of every object schema of `doc` that states no
+/// `minLength` gets `minLength: 1` (what [`check`] enforces).
+pub fn non_blank_required_strings(doc: &mut Value) {
+    fn walk(schema: &mut Value) {
+        match schema {
+            Value::Object(map) => {
+                let required: Vec<String> =
+                    map.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
+                if let Some(Value::Object(props)) = map.get_mut("properties") {
+                    for name in &required {
+                        if let Some(Value::Object(p)) = props.get_mut(name)
+                            && is_plain_string(p)
+                            && !p.contains_key("minLength")
+                        {
+                            p.insert("minLength".to_string(), Value::from(1));
+                        }
+                    }
+                }
+                for v in map.values_mut() {
+                    walk(v);
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(doc);
+}
+
+/// A string schema a blank value could satisfy: `type: string`, no
+/// enumeration.
+fn is_plain_string(p: &Map<String, Value>) -> bool {
+    let string = match p.get("type") {
+        Some(Value::String(t)) => t == "string",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "string"),
+        _ => false,
+    };
+    string && !p.contains_key("enum")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::*;
+
+    #[derive(Deserialize, ToSchema)]
+    #[allow(dead_code)]
+    struct ProbeStep {
+        #[schema(format = "uuid")]
+        template_id: String,
+        #[schema(minimum = 0, maximum = 30)]
+        delay_days: Option<i64>,
+    }
+
+    #[derive(Deserialize, ToSchema)]
+    #[serde(rename_all = "snake_case")]
+    enum ProbeChannel {
+        Email,
+        Sms,
+    }
+
+    #[derive(Deserialize, ToSchema)]
+    #[allow(dead_code)]
+    struct ProbeSequence {
+        #[schema(max_length = 10)]
+        name: String,
+        channel: ProbeChannel,
+        note: Option<String>,
+        #[schema(min_items = 1, max_items = 2)]
+        steps: Vec<ProbeStep>,
+        #[schema(format = DateTime)]
+        when: Option<String>,
+        attributes: Option<HashMap<String, i64>>,
+    }
+
+    #[test]
+    fn every_problem_is_named_at_once_with_its_path() {
+        let body = json!({
+            "name": "a name much too long", "channel": "fax", "note": "  ",
+            "steps": [{ "template_id": "nope", "delay_days": 31 }, { "delay_days": "x" }, {}],
+            "when": "yesterday", "attributes": { "a": 1, "b": "two" },
+        });
+        assert_eq!(
+            check::<ProbeSequence>(&body),
+            vec![
+                "name must be at most 10 characters",
+                "channel must be one of: email, sms",
+                "steps must hold 1 to 2 items",
+                "steps[0].template_id must be a UUID",
+                "steps[0].delay_days must be an integer from 0 to 30",
+                "steps[1].template_id is required",
+                "steps[1].delay_days must be an integer from 0 to 30",
+                "steps[2].template_id is required",
+                "when must be an RFC 3339 timestamp",
+                "attributes.b must be an integer",
+            ]
+        );
+    }
+
+    #[test]
+    fn blank_is_missing_when_required_and_absent_when_optional() {
+        assert_eq!(check::<ProbeSequence>(&json!({ "name": " ", "channel": "sms", "steps": [] })), vec!["name is required", "steps must hold 1 to 2 items"]);
+        assert_eq!(check::<ProbeSequence>(&json!([1])), vec!["request body must be a JSON object"]);
+        let ok = json!({ "name": "n", "channel": "sms", "note": "", "when": null, "steps": [{ "template_id": "0190d6a4-4c1e-7000-8000-000000000000" }] });
+        assert!(check::<ProbeSequence>(&ok).is_empty());
+        let parsed: ProbeSequence = parse(ok).unwrap();
+        assert!(matches!(parsed.channel, ProbeChannel::Sms));
+    }
+
+    #[test]
+    fn the_document_says_required_strings_are_not_blank() {
+        let mut doc = json!({ "components": { "schemas": { "S": {
+            "type": "object", "required": ["a", "b", "c"],
+            "properties": { "a": { "type": "string" }, "b": { "type": "string", "enum": ["x"] }, "c": { "type": "string", "minLength": 3 }, "d": { "type": "string" } },
+        } } } });
+        non_blank_required_strings(&mut doc);
+        let props = &doc["components"]["schemas"]["S"]["properties"];
+        assert_eq!(props["a"]["minLength"], 1);
+        assert!(props["b"].get("minLength").is_none());
+        assert_eq!(props["c"]["minLength"], 3);
+        assert!(props["d"].get("minLength").is_none());
+    }
+}
