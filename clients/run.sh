@@ -55,6 +55,12 @@ step "generate both clients from $base/openapi.json (tsc --strict builds the Typ
     exit 1
 }
 
+# The document itself, linted by a stock OpenAPI linter (Redocly's
+# recommended rules): no error; warnings are printed, not counted.
+step "the document lints without an error (@redocly/cli, recommended rules)" \
+    sh -c 'curl -sf "$1/openapi.json" >"$2/openapi.json" && "$3/node_modules/.bin/redocly" lint "$2/openapi.json" --format=summary' \
+    lint "$base" "$work" "$here"
+
 tsc="$here/node_modules/.bin/tsc"
 rm -rf "$here/typescript/story-build"
 if step "typescript: the story compiles against the built client (tsc --strict)" \

@@ -18,9 +18,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// A new agent definition.
-// What `create_agent` validates by hand (every problem at once).
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Deserialize, ToSchema)]
 struct NewAgent {
     name: String,
     /// A persona of the caller's tenant.
@@ -31,20 +29,17 @@ struct NewAgent {
     created_by: String,
     description: Option<String>,
     kill_switch_flag_id: Option<String>,
+    /// None when absent.
     agent_scope: Option<Vec<String>>,
+    /// None when absent.
     tool_manifest: Option<Vec<String>>,
-    /// 1 to 604800; 3600 when absent.
+    /// 3600 when absent.
     #[schema(minimum = 1, maximum = 604800)]
     default_ttl_seconds: Option<i64>,
-    /// When given, the caller's tenant.
-    #[schema(format = "uuid")]
-    tenant_id: Option<String>,
 }
 
 /// A new agent run.
-// What `start_run` validates by hand (every problem at once).
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Deserialize, ToSchema)]
 struct NewAgentRun {
     /// An active agent of the caller's tenant.
     #[schema(format = "uuid")]
@@ -59,20 +54,22 @@ struct NewAgentRun {
     /// A run of the caller's tenant: the new run's parent.
     #[schema(format = "uuid")]
     parent_run_id: Option<String>,
-    /// When given, the caller's tenant.
-    #[schema(format = "uuid")]
-    tenant_id: Option<String>,
 }
 
 /// Who starts the run.
 // The values of `ACTOR_KINDS`; a test compares them.
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-#[allow(dead_code)]
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
 enum RunActorKind {
     Human,
     Service,
     Agent,
+}
+
+impl RunActorKind {
+    fn as_str(self) -> &'static str {
+        ACTOR_KINDS[self as usize]
+    }
 }
 
 /// The filters of the agent list.
@@ -126,28 +123,6 @@ pub const ACTOR_KINDS: &[&str] = &["human", "service", "agent"];
     responses((status = 200, description = "`{ sdk: 'sdk-agent-runtime', status: 'ok' }`, without the envelope", body = AgentRuntimeHealth)))]
 async fn health() -> Json<Value> {
     Json(json!({ "sdk": "sdk-agent-runtime", "status": "ok" }))
-}
-
-fn string_array(check: &mut Check, body: &Value, name: &str) -> Vec<String> {
-    match body.get(name) {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) if items.iter().all(Value::is_string) => items.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
-        Some(_) => {
-            check.fail(format!("{name} must be an array of strings"));
-            Vec::new()
-        }
-    }
-}
-
-fn uuid_text(check: &mut Check, name: &str, value: &str) -> bool {
-    if value.is_empty() {
-        return false;
-    }
-    if uuid::Uuid::parse_str(value).is_err() {
-        check.fail(format!("{name} must be a UUID"));
-        return false;
-    }
-    true
 }
 
 /// An agent definition.
@@ -222,23 +197,19 @@ pub async fn runs_of_trace(pool: &sqlx::AnyPool, tenant_id: &str, trace_id: &str
 #[utoipa::path(post, path = "/api/agent-runtime/agents", tag = "sdk-agent-runtime", request_body = NewAgent,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race", "acting_persona_id": "{owner_persona_id}", "tier": "standard", "vector_namespace": "race", "created_by": "races" } }))),
     responses((status = 201, description = "the agent", body = Data<Agent>)))]
-async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let name = check.required_text(&body, "name");
-    let persona = check.required_text(&body, "acting_persona_id");
-    let persona_ok = uuid_text(&mut check, "acting_persona_id", &persona);
-    let tier = check.required_text(&body, "tier");
-    let namespace = check.required_text(&body, "vector_namespace");
-    let created_by = check.required_text(&body, "created_by");
-    let description = check.text(&body, "description");
-    let kill_switch = check.text(&body, "kill_switch_flag_id");
-    let scope = string_array(&mut check, &body, "agent_scope");
-    let tools = string_array(&mut check, &body, "tool_manifest");
-    let ttl = check.optional_seconds("default_ttl_seconds", body.get("default_ttl_seconds"), MAX_TTL_SECONDS).unwrap_or(DEFAULT_TTL_SECONDS);
-    let tenant_claim = check.text(&body, "tenant_id");
-    check.finish()?;
-    ctx.check_tenant(tenant_claim.as_deref())?;
-    if persona_ok && !hub_identity::personas::exists_in_tenant(&state.db.read, &ctx.tenant_id, &persona).await? {
+async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAgent>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let name = body.name.trim();
+    let persona = body.acting_persona_id.trim();
+    let tier = body.tier.trim();
+    let namespace = body.vector_namespace.trim();
+    let created_by = body.created_by.trim();
+    let description = Check::optional(&body.description);
+    let kill_switch = Check::optional(&body.kill_switch_flag_id);
+    let scope = body.agent_scope.unwrap_or_default();
+    let tools = body.tool_manifest.unwrap_or_default();
+    let ttl = body.default_ttl_seconds.unwrap_or(DEFAULT_TTL_SECONDS);
+    if !hub_identity::personas::exists_in_tenant(&state.db.read, &ctx.tenant_id, persona).await? {
         return Err(ApiError::invalid("acting_persona_id does not name a persona of this tenant"));
     }
     let mut tx = state.db.begin().await?;
@@ -248,16 +219,16 @@ async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Lenien
     let agent: Agent = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&name)
+        .bind(name)
         .bind(&description)
-        .bind(&persona)
+        .bind(persona)
         .bind(json!(scope).to_string())
         .bind(ttl)
-        .bind(&tier)
+        .bind(tier)
         .bind(&kill_switch)
-        .bind(&namespace)
+        .bind(namespace)
         .bind(json!(tools).to_string())
-        .bind(&created_by)
+        .bind(created_by)
         .bind(db::now())
         .fetch_one(&mut *tx)
         .await?;
@@ -298,28 +269,19 @@ async fn list_agents(State(state): State<AppState>, Tenant(ctx): Tenant, Params(
 #[utoipa::path(post, path = "/api/agent-runtime/runs", tag = "sdk-agent-runtime", request_body = NewAgentRun,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/agent-runtime/agents", { "name": "race", "acting_persona_id": "{owner_persona_id}", "tier": "standard", "vector_namespace": "race", "created_by": "races" }]], "body": { "agent_id": "{agent_id}", "persona_id": "{owner_persona_id}", "trace_id": "t-{unique}", "actor_id": "races", "actor_kind": "human" } }))),
     responses((status = 201, description = "the run", body = Data<AgentRun>)))]
-async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let agent_id = check.required_text(&body, "agent_id");
-    uuid_text(&mut check, "agent_id", &agent_id);
-    let persona_id = check.required_text(&body, "persona_id");
-    uuid_text(&mut check, "persona_id", &persona_id);
-    let trace_id = check.required_text(&body, "trace_id");
-    let actor_id = check.required_text(&body, "actor_id");
-    let actor_kind = check.required_text(&body, "actor_kind");
-    check.one_of("actor_kind", &actor_kind, ACTOR_KINDS);
-    let parent = check.text(&body, "parent_run_id");
-    if let Some(p) = &parent {
-        uuid_text(&mut check, "parent_run_id", p);
-    }
-    let tenant_claim = check.text(&body, "tenant_id");
-    check.finish()?;
-    ctx.check_tenant(tenant_claim.as_deref())?;
+async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAgentRun>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let agent_id = body.agent_id.trim();
+    let persona_id = body.persona_id.trim();
+    let trace_id = body.trace_id.trim();
+    let actor_id = body.actor_id.trim();
+    let actor_kind = body.actor_kind.as_str();
+    let parent = Check::optional(&body.parent_run_id);
 
     let mut tx = state.db.begin().await?;
     let sql = format!("SELECT {AGENT_COLUMNS} FROM agent_definition WHERE agent_id = $1 AND tenant_id = $2");
     let agent: Agent = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(&agent_id)
+        .bind(agent_id)
         .bind(&ctx.tenant_id)
         .fetch_optional(&mut *tx)
         .await?
@@ -329,7 +291,7 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(b
     if agent.status != "active" {
         return Err(ApiError::Conflict(format!("the agent is {}", agent.status)));
     }
-    if !hub_identity::personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, &persona_id).await? {
+    if !hub_identity::personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, persona_id).await? {
         return Err(ApiError::invalid("persona_id does not name a persona of this tenant"));
     }
     let now = chrono::Utc::now();
@@ -381,15 +343,15 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(b
     let run: AgentRun = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&run_id)
         .bind(&ctx.tenant_id)
-        .bind(&agent_id)
-        .bind(&persona_id)
-        .bind(&trace_id)
+        .bind(agent_id)
+        .bind(persona_id)
+        .bind(trace_id)
         .bind(&parent)
         .bind(ttl)
         .bind(db::format_time(deadline))
         .bind(chain.to_string())
-        .bind(&actor_id)
-        .bind(&actor_kind)
+        .bind(actor_id)
+        .bind(actor_kind)
         .bind(&entry.entry_id)
         .bind(db::format_time(now))
         .fetch_one(&mut *tx)

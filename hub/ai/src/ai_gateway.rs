@@ -47,86 +47,70 @@ fn valid_name(s: &str) -> bool {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = ModelRouteCredentialEnvelope)]
 struct EnvelopeIn {
-    ciphertext_b64: Option<String>,
-    wrapped_dek_b64: Option<String>,
-    iv_b64: Option<String>,
-    tag_b64: Option<String>,
+    ciphertext_b64: String,
+    wrapped_dek_b64: String,
+    iv_b64: String,
+    tag_b64: String,
 }
 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewModelRoute)]
 struct NewRoute {
-    #[schema(format = "uuid")]
-    tenant_id: Option<String>,
     /// 1 to 64 of `a-z 0-9 . _ -`; a route of the same name is replaced.
-    #[schema(required = true)]
-    name: Option<String>,
+    #[schema(max_length = 64)]
+    name: String,
     /// The provider's OpenAI-compatible base (`https://api.openai.com/v1`);
     /// `/chat/completions` is appended. No user information (the key is
     /// `api_key`); private addresses follow the webhook policy
     /// (`HUB_WEBHOOK_ALLOWED_HOSTS`).
-    #[schema(required = true)]
-    provider_base_url: Option<String>,
-    /// The provider's model name (at most 200 characters).
-    #[schema(required = true)]
-    model: Option<String>,
+    provider_base_url: String,
+    /// The provider's model name.
+    #[schema(max_length = 200)]
+    model: String,
     /// A sdk-secrets reference of the tenant; with exactly one of
     /// `api_key` or `credential_envelope`. No reference: no credential.
     credential_ref: Option<String>,
     /// The provider's key, sealed at once by the vault under
     /// `credential_ref` and never stored in clear.
+    #[schema(max_length = 4096)]
     api_key: Option<String>,
     /// An envelope the vault made for `credential_ref`.
     credential_envelope: Option<EnvelopeIn>,
-    /// Per attempt, 1000 to 120000 (default 30000).
-    #[schema(value_type = Option<i64>)]
-    timeout_ms: Option<Value>,
-    /// 1 to 5 (default 3).
-    #[schema(value_type = Option<i64>)]
-    max_attempts: Option<Value>,
+    /// Per attempt; 30000 when absent.
+    #[schema(minimum = 1000, maximum = 120_000)]
+    timeout_ms: Option<i64>,
+    /// 3 when absent.
+    #[schema(minimum = 1, maximum = 5)]
+    max_attempts: Option<i64>,
 }
 
 /// Registers (or replaces, by name) a model route.
 #[utoipa::path(post, path = "/api/ai/routes", tag = "sdk-ai-gateway", request_body = NewRoute,
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "body": { "name": "r-{unique}", "provider_base_url": "https://llm.races.example.com/v1", "model": "race" } }))),
     responses((status = 201, description = "the route, new", body = Data<Route>), (status = 200, description = "the route, replaced", body = Data<Route>)))]
-async fn put_route(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewRoute>) -> ApiResult<Response> {
+async fn put_route(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRoute>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let name = check.required("name", &body.name);
-    if !name.is_empty() && !valid_name(&name) {
+    let name = body.name.trim();
+    if !valid_name(name) {
         check.fail("name must be 1 to 64 of a-z, 0-9, '.', '_' or '-'");
     }
-    let base = check.required("provider_base_url", &body.provider_base_url);
-    if !base.is_empty()
-        && let Err(e) = target::check_url(&state.config, &base)
-    {
+    let base = body.provider_base_url.trim();
+    if let Err(e) = target::check_url(&state.config, base) {
         check.fail(e.replacen("url", "provider_base_url", 1));
     }
-    let model = check.required("model", &body.model);
-    if model.chars().count() > 200 {
-        check.fail("model must be at most 200 characters");
-    }
+    let model = body.model.trim();
     let reference = Check::optional(&body.credential_ref);
     let api_key = Check::optional(&body.api_key);
-    let envelope_in = body
-        .credential_envelope
-        .as_ref()
-        .map(|e| [&e.ciphertext_b64, &e.wrapped_dek_b64, &e.iv_b64, &e.tag_b64].map(|p| Check::optional(p).unwrap_or_default()));
+    let envelope_in = body.credential_envelope.map(|e| [e.ciphertext_b64, e.wrapped_dek_b64, e.iv_b64, e.tag_b64].map(|p| p.trim().to_string()));
     match (&reference, api_key.is_some(), envelope_in.is_some()) {
         (Some(_), true, true) | (Some(_), false, false) => check.fail("credential_ref needs exactly one of api_key or credential_envelope"),
         (None, true, _) | (None, _, true) => check.fail("api_key and credential_envelope need a credential_ref"),
         _ => {}
     }
-    if api_key.as_ref().is_some_and(|k| k.len() > 4096) {
-        check.fail("api_key must be at most 4096 characters");
-    }
-    if envelope_in.as_ref().is_some_and(|parts| parts.iter().any(String::is_empty)) {
-        check.fail("credential_envelope needs ciphertext_b64, wrapped_dek_b64, iv_b64 and tag_b64");
-    }
-    let timeout = check.optional_int("timeout_ms", body.timeout_ms.as_ref(), 1000, 120_000).unwrap_or(30_000);
-    let attempts = check.optional_int("max_attempts", body.max_attempts.as_ref(), 1, 5).unwrap_or(3);
+    let timeout = body.timeout_ms.unwrap_or(30_000);
+    let attempts = body.max_attempts.unwrap_or(3);
     check.finish()?;
-    ctx.check_tenant(body.tenant_id.as_deref())?;
     let mut tx = state.db.begin().await?;
     let sealed = match (&reference, api_key, envelope_in) {
         (Some(r), key, parts) => {
@@ -168,9 +152,9 @@ async fn put_route(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(b
     let route: Route = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&id)
         .bind(&ctx.tenant_id)
-        .bind(&name)
-        .bind(&base)
-        .bind(&model)
+        .bind(name)
+        .bind(base)
+        .bind(model)
         .bind(&reference)
         .bind(part(|e| &e.ciphertext_b64))
         .bind(part(|e| &e.wrapped_dek_b64))
@@ -191,22 +175,45 @@ async fn put_route(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(b
 #[derive(Deserialize, ToSchema)]
 #[schema(as = CompletionRequest)]
 struct CompletionRequest {
-    #[schema(format = "uuid")]
-    tenant_id: Option<String>,
     /// The route by name; when absent, the newest route serving `model`;
     /// when both are absent, the route named `default`.
     route: Option<String>,
     model: Option<String>,
-    /// `[{ role, content }]` (1 to 100; role `system`, `user`, `assistant`
-    /// or `tool`), or `prompt` for one user message.
-    #[schema(value_type = Option<Vec<Object>>)]
-    messages: Option<Value>,
+    /// The conversation; or `prompt` for one user message.
+    #[schema(min_items = 1, max_items = 100)]
+    messages: Option<Vec<Message>>,
+    /// One user message (at most 200000 bytes), instead of `messages`.
     prompt: Option<String>,
-    /// 1 to 1000000.
-    #[schema(value_type = Option<i64>)]
-    max_tokens: Option<Value>,
-    /// 0 to 2.
+    #[schema(minimum = 1, maximum = 1_000_000)]
+    max_tokens: Option<i64>,
+    #[schema(minimum = 0, maximum = 2)]
     temperature: Option<f64>,
+}
+
+/// One message of a completion's conversation.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AiChatMessage)]
+struct Message {
+    role: Role,
+    /// At most 200000 bytes.
+    content: String,
+}
+
+/// Who speaks a message.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = AiMessageRole)]
+enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        ROLES[self as usize]
+    }
 }
 
 #[derive(Serialize, ToSchema)]
@@ -232,28 +239,26 @@ const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
 const MAX_MESSAGE: usize = 200_000;
 
 /// The messages asked for, checked.
-fn messages(check: &mut Check, body: &CompletionRequest) -> Vec<(String, String)> {
+fn messages(check: &mut Check, body: &CompletionRequest) -> Vec<(&'static str, String)> {
     if let Some(prompt) = Check::optional(&body.prompt) {
-        if body.messages.as_ref().is_some_and(|m| !m.is_null()) {
+        if body.messages.is_some() {
             check.fail("give messages or prompt, not both");
         }
         if prompt.len() > MAX_MESSAGE {
             check.fail(format!("prompt must be at most {MAX_MESSAGE} bytes"));
         }
-        return vec![("user".into(), prompt)];
+        return vec![("user", prompt)];
     }
-    let Some(list) = body.messages.as_ref().and_then(Value::as_array).filter(|l| (1..=100).contains(&l.len())) else {
+    let Some(list) = &body.messages else {
         check.fail("messages must be an array of 1 to 100 messages (or give prompt)");
         return Vec::new();
     };
     let mut out = Vec::new();
     for (i, m) in list.iter().enumerate() {
-        let role = m.get("role").and_then(Value::as_str).unwrap_or_default();
-        check.one_of(&format!("messages[{i}].role"), role, &ROLES);
-        match m.get("content").and_then(Value::as_str) {
-            Some(c) if c.len() <= MAX_MESSAGE => out.push((role.to_string(), c.to_string())),
-            _ => check.fail(format!("messages[{i}].content must be a string of at most {MAX_MESSAGE} bytes")),
+        if m.content.len() > MAX_MESSAGE {
+            check.fail(format!("messages[{i}].content must be a string of at most {MAX_MESSAGE} bytes"));
         }
+        out.push((m.role.as_str(), m.content.clone()));
     }
     out
 }
@@ -385,17 +390,14 @@ async fn call(state: &AppState, route: &Resolved, credential: Option<&str>, requ
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a completion calls the route's model provider over the network, an outside service this harness cannot reach" }))),
     responses((status = 200, description = "the completion", body = Data<Completion>),
         (status = 502, description = "the provider failed after its retries (the failure is recorded)", body = ErrorBody)))]
-async fn complete(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<CompletionRequest>) -> ApiResult<Response> {
+async fn complete(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<CompletionRequest>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
     let asked = messages(&mut check, &body);
-    let max_tokens = check.optional_int("max_tokens", body.max_tokens.as_ref(), 1, 1_000_000);
-    if body.temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
-        check.fail("temperature must be from 0 to 2");
-    }
+    let max_tokens = body.max_tokens;
     let route_name = Check::optional(&body.route);
     let model = Check::optional(&body.model);
     check.finish()?;
-    ctx.check_tenant(body.tenant_id.as_deref())?;
     let (route, credential) = resolve(&state, &ctx.tenant_id, route_name.as_deref(), model.as_deref()).await?;
     let mut redactions = Vec::new();
     let sent: Vec<Value> = asked

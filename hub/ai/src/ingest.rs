@@ -18,27 +18,41 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 const ENTITIES: [&str; 2] = ["crm.contact", "crm.lead"];
 const MODES: [&str; 2] = ["upsert", "insert"];
-const MAX_RECORDS: usize = 1000;
+
+/// The entity a batch writes.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[schema(as = IngestEntity)]
+enum Entity {
+    #[serde(rename = "crm.contact")]
+    Contact,
+    #[serde(rename = "crm.lead")]
+    Lead,
+}
+
+/// What a batch does with a record matching one already there.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = IngestMode)]
+enum Mode {
+    Upsert,
+    Insert,
+}
 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = IngestBatch)]
 struct Batch {
-    #[schema(format = "uuid")]
-    tenant_id: Option<String>,
-    /// `crm.contact` or `crm.lead`.
-    #[schema(required = true)]
-    entity: Option<String>,
-    /// `upsert` or `insert`.
-    #[schema(required = true)]
-    mode: Option<String>,
-    /// 1 to 255 characters, unique per batch in the tenant.
-    #[schema(required = true)]
-    idempotency_key: Option<String>,
-    /// 1 to 1000 objects, each with the fields of the entity's create
-    /// route (`POST /api/crm/contacts`, `POST /api/crm/leads`; a lead may
-    /// carry its `lead_id` to be matched by).
-    #[schema(required = true, value_type = Vec<Object>)]
-    records: Option<Value>,
+    entity: Entity,
+    mode: Mode,
+    /// Unique per batch in the tenant.
+    #[schema(max_length = 255)]
+    idempotency_key: String,
+    /// Objects, each with the fields of the entity's create route (`POST
+    /// /api/crm/contacts`, `POST /api/crm/leads`; a lead may carry its
+    /// `lead_id` to be matched by). An item that is not an object, like a
+    /// record with problems, is reported in `errors` and the others are
+    /// imported.
+    #[schema(value_type = Vec<Value>, min_items = 1, max_items = 1000)]
+    records: Vec<Value>,
 }
 
 #[derive(Serialize, Deserialize, ToSchema)]
@@ -118,27 +132,12 @@ async fn lead(tx: &mut Tx, ctx: &TenantCtx, upsert: bool, record: &Value) -> Fat
 #[utoipa::path(post, path = "/api/ingest/batches", tag = "sdk-ingest", request_body = Batch,
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "body": { "entity": "crm.lead", "mode": "insert", "idempotency_key": "k-{unique}", "records": [{ "name": "race" }] } }))),
     responses((status = 200, description = "what became of each record (a replay: the first answer)", body = Data<Outcome>)))]
-async fn ingest(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Batch>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let entity = check.required("entity", &body.entity);
-    if !entity.is_empty() {
-        check.one_of("entity", &entity, &ENTITIES);
-    }
-    let mode = check.required("mode", &body.mode);
-    if !mode.is_empty() {
-        check.one_of("mode", &mode, &MODES);
-    }
-    let key = check.required("idempotency_key", &body.idempotency_key);
-    if key.chars().count() > 255 {
-        check.fail("idempotency_key must be at most 255 characters");
-    }
-    let records = body.records.as_ref().and_then(Value::as_array).filter(|r| (1..=MAX_RECORDS).contains(&r.len()));
-    if records.is_none() {
-        check.fail(format!("records must be an array of 1 to {MAX_RECORDS} records"));
-    }
-    check.finish()?;
-    ctx.check_tenant(body.tenant_id.as_deref())?;
-    let records = records.expect("checked");
+async fn ingest(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Batch>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let entity = ENTITIES[body.entity as usize];
+    let mode = MODES[body.mode as usize];
+    let key = body.idempotency_key.trim();
+    let records = &body.records;
     let hash = crypto::sha256_hex(json!({ "entity": entity, "mode": mode, "records": records }).to_string().as_bytes());
     let now = db::now();
     let batch_id = db::new_id();
@@ -150,10 +149,10 @@ async fn ingest(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
     )
     .bind(&batch_id)
     .bind(&ctx.tenant_id)
-    .bind(&key)
+    .bind(key)
     .bind(&hash)
-    .bind(&entity)
-    .bind(&mode)
+    .bind(entity)
+    .bind(mode)
     .bind(records.len() as i64)
     .bind(audit::actor_of(&ctx).1)
     .bind(&now)
@@ -163,7 +162,7 @@ async fn ingest(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
         let (first_hash, result): (String, String) =
             sqlx::query_as("SELECT request_hash, result FROM ingest_batch WHERE tenant_id = $1 AND idempotency_key = $2")
                 .bind(&ctx.tenant_id)
-                .bind(&key)
+                .bind(key)
                 .fetch_one(&mut *tx)
                 .await?;
         if first_hash != hash {
@@ -172,13 +171,13 @@ async fn ingest(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
         let first: Outcome = serde_json::from_str(&result).map_err(|e| ApiError::Internal(e.into()))?;
         return Ok(ok(first));
     }
-    let upsert = mode == "upsert";
+    let upsert = matches!(body.mode, Mode::Upsert);
     let mut out =
-        Outcome { batch_id: batch_id.clone(), entity: entity.clone(), mode: mode.clone(), imported: 0, skipped: 0, errors: Vec::new(), results: Vec::new() };
+        Outcome { batch_id: batch_id.clone(), entity: entity.into(), mode: mode.into(), imported: 0, skipped: 0, errors: Vec::new(), results: Vec::new() };
     for (index, record) in records.iter().enumerate() {
         let written = if !record.is_object() {
             Err(vec!["the record must be an object".to_string()])
-        } else if entity == "crm.contact" {
+        } else if matches!(body.entity, Entity::Contact) {
             contact(&mut tx, &ctx, upsert, record).await?
         } else {
             lead(&mut tx, &ctx, upsert, record).await?
@@ -204,7 +203,7 @@ async fn ingest(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
         .bind(&batch_id)
         .bind(index as i64)
         .bind(&ctx.tenant_id)
-        .bind(&entity)
+        .bind(entity)
         .bind(&id)
         .bind(outcome)
         .bind(crypto::sha256_hex(record.to_string().as_bytes()))

@@ -35,21 +35,42 @@ struct Hit {
     updated_at: String,
 }
 
+/// The order of the hits.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[schema(as = SearchSort)]
+enum Sort {
+    #[serde(rename = "_score")]
+    Score,
+    #[serde(rename = "updated_at:desc")]
+    UpdatedDesc,
+    #[serde(rename = "updated_at:asc")]
+    UpdatedAsc,
+    #[serde(rename = "title:asc")]
+    TitleAsc,
+    #[serde(rename = "title:desc")]
+    TitleDesc,
+}
+
+impl Sort {
+    fn as_str(self) -> &'static str {
+        SORTS[self as usize]
+    }
+}
+
 #[derive(Deserialize, ToSchema)]
 #[schema(as = SearchRequest)]
 struct Dsl {
-    /// The words to find (at most 500 characters); every one must match.
-    #[schema(required = true)]
-    query: Option<String>,
-    /// 1 to 100 (default 10).
-    #[schema(value_type = Option<i64>)]
-    size: Option<Value>,
-    /// 0 to 10000 (default 0): hits to pass over.
-    #[schema(value_type = Option<i64>)]
-    from: Option<Value>,
-    /// `_score` (default), `updated_at:desc`, `updated_at:asc`,
-    /// `title:asc` or `title:desc`.
-    sort: Option<String>,
+    /// The words to find; every one must match.
+    #[schema(max_length = 500)]
+    query: String,
+    /// 10 when absent.
+    #[schema(minimum = 1, maximum = 100)]
+    size: Option<i64>,
+    /// Hits to pass over; 0 when absent.
+    #[schema(minimum = 0, maximum = 10_000)]
+    from: Option<i64>,
+    /// `_score` when absent.
+    sort: Option<Sort>,
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -100,11 +121,14 @@ fn number(v: &Option<String>) -> Option<Value> {
 #[utoipa::path(post, path = "/api/search", tag = "sdk-search", request_body = Dsl,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": { "query": "race" } }))),
     responses((status = 200, description = "one page of hits, with the count of all", body = ListOf<Hit>)))]
-async fn search_post(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Dsl>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let search = checked(&mut check, "query", &body.query, body.size, body.from, &body.sort);
-    check.finish()?;
-    run(&state, &ctx, search).await
+async fn search_post(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Dsl>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let found = words(body.query.trim());
+    if found.is_empty() {
+        return Err(ApiError::Validation(vec!["query must contain a word (letters or digits)".into()]));
+    }
+    let sort = body.sort.map_or("_score", Sort::as_str).to_string();
+    run(&state, &ctx, Search { words: found, size: body.size.unwrap_or(10), from: body.from.unwrap_or(0), sort }).await
 }
 
 /// Searches the tenant's resources the caller may read (the query form).

@@ -11,7 +11,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 const TYPES: [&str; 7] = ["string", "number", "integer", "boolean", "date", "money", "enum"];
-const MAX_FIELDS: usize = 200;
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ExtractionSchema)]
@@ -39,40 +38,58 @@ fn valid_kind(k: &str) -> bool {
     (1..=64).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
 }
 
+/// The type of a field's value.
+#[derive(Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ExtractionFieldType)]
+enum FieldType {
+    String,
+    Number,
+    Integer,
+    Boolean,
+    Date,
+    Money,
+    Enum,
+}
+
+/// One field of a new schema.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewExtractionField)]
+struct NewField {
+    /// 1–128 letters, digits or `_`, unique in the schema.
+    #[schema(max_length = 128)]
+    name: String,
+    #[serde(rename = "type")]
+    #[schema(rename = "type")]
+    kind: FieldType,
+    /// False when absent.
+    required: Option<bool>,
+    /// The values an `enum` takes (at least one); ignored for other types.
+    values: Option<Vec<String>>,
+    description: Option<String>,
+}
+
 /// Every field checked, each problem named by its index.
-fn fields(check: &mut Check, raw: Option<&Value>) -> Vec<Value> {
-    let Some(list) = raw.and_then(Value::as_array).filter(|l| (1..=MAX_FIELDS).contains(&l.len())) else {
-        check.fail(format!("fields must be an array of 1 to {MAX_FIELDS} fields"));
-        return Vec::new();
-    };
+fn fields(check: &mut Check, list: &[NewField]) -> Vec<Value> {
     let mut names = std::collections::HashSet::new();
     let mut out = Vec::new();
     for (i, f) in list.iter().enumerate() {
-        let name = f.get("name").and_then(Value::as_str).unwrap_or_default();
+        let name = f.name.as_str();
         if !(1..=128).contains(&name.len()) || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
             check.fail(format!("fields[{i}].name must be 1 to 128 letters, digits or '_'"));
         } else if !names.insert(name.to_string()) {
             check.fail(format!("fields[{i}].name {name} is given twice"));
         }
-        let kind = f.get("type").and_then(Value::as_str).unwrap_or_default();
-        check.one_of(&format!("fields[{i}].type"), kind, &TYPES);
-        let values = f.get("values").and_then(Value::as_array).filter(|v| !v.is_empty() && v.iter().all(Value::is_string));
-        if kind == "enum" && values.is_none() {
+        let kind = TYPES[f.kind as usize];
+        let values = f.values.as_ref().filter(|v| !v.is_empty());
+        if f.kind == FieldType::Enum && values.is_none() {
             check.fail(format!("fields[{i}].values must be a non-empty array of strings for an enum"));
         }
-        let required = match f.get("required") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => {
-                check.fail(format!("fields[{i}].required must be a boolean"));
-                false
-            }
-        };
-        let mut field = json!({ "name": name, "type": kind, "required": required });
-        if kind == "enum" {
+        let mut field = json!({ "name": name, "type": kind, "required": f.required.unwrap_or(false) });
+        if f.kind == FieldType::Enum {
             field["values"] = json!(values);
         }
-        if let Some(d) = f.get("description").and_then(Value::as_str) {
+        if let Some(d) = &f.description {
             field["description"] = json!(d);
         }
         out.push(field);
@@ -84,17 +101,12 @@ fn fields(check: &mut Check, raw: Option<&Value>) -> Vec<Value> {
 #[schema(as = NewExtractionSchema)]
 struct NewSchema {
     /// 1–64 of `a-z 0-9 . _ -` (`invoice`, `receipt`, …).
-    #[schema(required = true)]
-    document_kind: Option<String>,
-    /// 1–200 fields `{ name, type (string, number, integer, boolean, date, money, enum), required?, values? (enum), description? }`.
-    #[schema(required = true, value_type = Vec<Object>)]
-    fields: Option<Value>,
-    /// At most 500 characters.
+    #[schema(max_length = 64)]
+    document_kind: String,
+    #[schema(min_items = 1, max_items = 200)]
+    fields: Vec<NewField>,
+    #[schema(max_length = 500)]
     description: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// Publishes the tenant's next schema version for a document kind and
@@ -102,14 +114,15 @@ struct NewSchema {
 #[utoipa::path(post, path = "/api/taxonomy/extraction-schemas", tag = "sdk-taxonomy", request_body = NewSchema,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "document_kind": "race-{unique}", "fields": [{ "name": "n", "type": "string" }] } }))),
     responses((status = 201, description = "the schema, active", body = Data<Schema>)))]
-async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSchema>) -> ApiResult<Response> {
+async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSchema>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let kind = check.required("document_kind", &body.document_kind);
-    if !kind.is_empty() && !valid_kind(&kind) {
+    let kind = body.document_kind.trim().to_string();
+    if !valid_kind(&kind) {
         check.fail("document_kind must be 1 to 64 of a-z, 0-9, '.', '_', '-'");
     }
-    let fields = fields(&mut check, body.fields.as_ref());
-    let description = check.optional_bounded("description", &body.description, 500);
+    let fields = fields(&mut check, &body.fields);
+    let description = Check::optional(&body.description);
     check.finish()?;
     let mut tx = state.db.begin().await?;
     // Concurrent publishes of one kind each get a version of their own and

@@ -15,6 +15,22 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// whose period lies within the build's.
 const KINDS: [&str; 2] = ["usage_daily", "invoices"];
 const TARGETS: [&str; 1] = ["object_store"];
+
+/// What a build computes.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = AnalyticsBuildKind)]
+enum Kind {
+    UsageDaily,
+    Invoices,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        KINDS[self as usize]
+    }
+}
+
 const MAX_PERIOD_DAYS: i64 = 366;
 /// Rows one build holds at most.
 const MAX_ROWS: i64 = 100_000;
@@ -68,19 +84,13 @@ struct Export {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewAnalyticsBuild)]
 struct NewBuild {
-    /// `usage_daily` or `invoices`.
-    #[schema(required = true)]
-    kind: Option<String>,
+    kind: Kind,
     /// `YYYY-MM-DD`, inclusive.
-    #[schema(required = true)]
-    period_start: Option<String>,
-    /// `YYYY-MM-DD`, inclusive; at most 366 days after `period_start`.
-    #[schema(required = true)]
-    period_end: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    #[schema(format = Date)]
+    period_start: String,
+    /// `YYYY-MM-DD`, inclusive; from `period_start` to 365 days after it.
+    #[schema(format = Date)]
+    period_end: String,
 }
 
 /// The rows of a build of `kind`, one JSON object each.
@@ -109,18 +119,13 @@ async fn compute(tx: &mut Tx, tenant_id: &str, kind: &str, first: &str, last: &s
 #[utoipa::path(post, path = "/api/analytics/builds", tag = "sdk-analytics", request_body = NewBuild,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "kind": "usage_daily", "period_start": "2025-01-01", "period_end": "2025-01-31" } }))),
     responses((status = 201, description = "the build, with its rows", body = Data<Build>)))]
-async fn build(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewBuild>) -> ApiResult<Response> {
+async fn build(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewBuild>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let kind = check.required("kind", &body.kind);
-    check.one_of("kind", &kind, &KINDS);
-    if body.period_start.is_none() {
-        check.fail("period_start is required");
-    }
-    if body.period_end.is_none() {
-        check.fail("period_end is required");
-    }
-    let first = crate::meter::parse_day(&mut check, "period_start", &body.period_start);
-    let last = crate::meter::parse_day(&mut check, "period_end", &body.period_end);
+    let kind = body.kind.as_str();
+    // The days' strict form (two-digit month and day) is checked here.
+    let first = crate::meter::parse_day(&mut check, "period_start", &Some(body.period_start));
+    let last = crate::meter::parse_day(&mut check, "period_end", &Some(body.period_end));
     if let (Some(f), Some(l)) = (first, last)
         && !(0..MAX_PERIOD_DAYS).contains(&(l - f).num_days())
     {
@@ -129,7 +134,7 @@ async fn build(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body)
     check.finish()?;
     let (first, last) = (first.unwrap_or_default().to_string(), last.unwrap_or_default().to_string());
     let mut tx = state.db.begin().await?;
-    let rows = compute(&mut tx, &ctx.tenant_id, &kind, &first, &last).await?;
+    let rows = compute(&mut tx, &ctx.tenant_id, kind, &first, &last).await?;
     let content: String = rows.iter().map(|r| format!("{r}\n")).collect();
     let sha256 = hub_kernel::crypto::sha256_hex(content.as_bytes());
     let sql = format!(
@@ -139,7 +144,7 @@ async fn build(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body)
     let b: Build = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&kind)
+        .bind(kind)
         .bind(&first)
         .bind(&last)
         .bind(rows.len() as i64)

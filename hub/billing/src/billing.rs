@@ -369,18 +369,13 @@ pub fn amount(rate: &Rate, units: i64, calls: i64) -> Option<i64> {
 #[schema(as = NewBillingInvoice)]
 struct NewInvoice {
     /// The pricing catalog's name (catalog_id): its active version rates.
-    #[schema(required = true)]
-    catalog: Option<String>,
+    catalog: String,
     /// The first UTC day, `YYYY-MM-DD`.
-    #[schema(required = true)]
-    period_start: Option<String>,
+    #[schema(format = Date)]
+    period_start: String,
     /// The last UTC day (inclusive), before today: the period is closed.
-    #[schema(required = true)]
-    period_end: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    #[schema(format = Date)]
+    period_end: String,
 }
 
 async fn find(tx: &mut Tx, filter: &str, args: &[&str]) -> ApiResult<Option<Invoice>> {
@@ -404,16 +399,13 @@ const BY_PERIOD: &str = "tenant_id = $1 AND catalog_id = $2 AND period_start = $
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 1, "given": [["POST", "/admin/meter/pricing-catalogs", { "catalog_id": "c-{unique}", "version": 1, "currency": "EUR", "operator_id": "races" }], ["PATCH", "/admin/meter/pricing-catalogs/c-{unique}/status", { "status": "active", "operator_id": "races" }]], "body": { "catalog": "c-{unique}", "period_start": "2025-01-01", "period_end": "2025-01-31" } }))),
     responses((status = 201, description = "the invoice with its line items", body = Data<Invoice>),
         (status = 200, description = "the invoice generated before for this catalog and period", body = Data<Invoice>)))]
-async fn generate(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewInvoice>) -> ApiResult<Response> {
+async fn generate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewInvoice>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let catalog = check.required("catalog", &body.catalog);
-    let mut day = |name: &str, value: &Option<String>| {
-        if Check::optional(value).is_none() {
-            check.fail(format!("{name} is required"));
-        }
-        meter::parse_day(&mut check, name, value)
-    };
-    let (start, end) = (day("period_start", &body.period_start), day("period_end", &body.period_end));
+    let catalog = body.catalog.trim().to_string();
+    // The days' strict form (two-digit month and day) is checked here.
+    let start = meter::parse_day(&mut check, "period_start", &Some(body.period_start));
+    let end = meter::parse_day(&mut check, "period_end", &Some(body.period_end));
     if let (Some(s), Some(e)) = (start, end) {
         if s > e {
             check.fail("period_start must not be after period_end");

@@ -20,7 +20,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(release))
 }
 
-const MAX_QUANTITY: i64 = 1_000_000;
 const MAX_CREDITS: i64 = 1_000_000_000_000;
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
@@ -71,16 +70,12 @@ const HOLD_COLUMNS: &str = "hold_id, capability, quantity, credits, status, cons
 #[derive(Deserialize, ToSchema)]
 #[schema(as = DataCreditsRequest)]
 struct Use {
-    /// A capability with a credit price (letters, digits, `. _ : / -`).
-    #[schema(required = true)]
-    capability: Option<String>,
-    /// Uses to price, 1 to 1,000,000 (default 1).
-    #[schema(value_type = Option<i64>)]
-    quantity: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    /// A capability with a credit price: 1 to 128 letters, digits or
+    /// `. _ : / -`.
+    capability: String,
+    /// Uses to price; 1 when absent.
+    #[schema(minimum = 1, maximum = 1000000)]
+    quantity: Option<i64>,
 }
 
 async fn account(tx: &mut Tx, tenant_id: &str) -> ApiResult<Balance> {
@@ -98,15 +93,14 @@ pub fn valid_capability(s: &str) -> bool {
     crate::meter::valid_sku(s)
 }
 
-/// The capability, quantity and price of a quote or hold request.
+/// The capability, quantity and price of a quote or hold request (a body
+/// that matches its schema).
 async fn priced(tx: &mut Tx, body: &Use) -> ApiResult<(String, i64, i64, i64)> {
-    let mut check = Check::new();
-    let capability = check.required("capability", &body.capability);
-    if !capability.is_empty() && !valid_capability(&capability) {
-        check.fail("capability must be 1 to 128 letters, digits or . _ : / -");
+    let capability = body.capability.trim().to_string();
+    if !valid_capability(&capability) {
+        return Err(ApiError::invalid("capability must be 1 to 128 letters, digits or . _ : / -"));
     }
-    let quantity = check.optional_int("quantity", body.quantity.as_ref(), 1, MAX_QUANTITY).unwrap_or(1);
-    check.finish()?;
+    let quantity = body.quantity.unwrap_or(1);
     let price: Option<i64> =
         sqlx::query_scalar("SELECT credits FROM data_credits_price WHERE capability = $1").bind(&capability).fetch_optional(&mut **tx).await?;
     let price = price.ok_or_else(|| ApiError::invalid("capability has no credit price"))?;
@@ -149,7 +143,8 @@ async fn prices(State(state): State<AppState>, _: Tenant, page: Page) -> ApiResu
 #[utoipa::path(post, path = "/api/data-credits/quotes", tag = "sdk-data-credits", request_body = Use,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["PUT", "/admin/data-credits/prices/q.{unique}", { "credits": 1, "operator_id": "ops-race" }], ["POST", "/admin/data-credits/grants", { "tenant_id": "{tenant_id}", "credits": 2, "reason": "race", "operator_id": "ops-race" }]], "body": { "capability": "q.{unique}", "quantity": 2 } }))),
     responses((status = 200, description = "the quote", body = Data<Quote>)))]
-async fn quote(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Use>) -> ApiResult<Response> {
+async fn quote(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Use>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut tx = state.db.read.begin().await?;
     let (capability, quantity, unit_price, credits) = priced(&mut tx, &body).await?;
     let b = account(&mut tx, &ctx.tenant_id).await?;
@@ -167,7 +162,8 @@ async fn quote(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body)
 #[utoipa::path(post, path = "/api/data-credits/holds", tag = "sdk-data-credits", request_body = Use,
     extensions(("x-concurrency" = json!({ "outcome": "capacity", "wins": 3, "given": [["PUT", "/admin/data-credits/prices/h.{unique}", { "credits": 1000000, "operator_id": "ops-race" }], ["POST", "/admin/data-credits/grants", { "tenant_id": "{tenant_id}", "credits": 3000000, "reason": "race", "operator_id": "ops-race" }]], "body": { "capability": "h.{unique}" } }))),
     responses((status = 201, description = "the hold", body = Data<Hold>)))]
-async fn hold(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Use>) -> ApiResult<Response> {
+async fn hold(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Use>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut tx = state.db.begin().await?;
     let (capability, quantity, _, credits) = priced(&mut tx, &body).await?;
     let now = db::now();
@@ -243,9 +239,10 @@ async fn close(tx: &mut Tx, ctx: &TenantCtx, id: &str, status: &str, consumed: O
 #[derive(Deserialize, ToSchema)]
 #[schema(as = DataCreditsSettlement)]
 struct Settlement {
-    /// Credits used, from 0 to the hold's; the rest is released.
-    #[schema(required = true, value_type = i64)]
-    credits: Option<Value>,
+    /// Credits used, from 0 to the hold's (400 above it); the rest is
+    /// released.
+    #[schema(minimum = 0, maximum = 1000000000000.0)]
+    credits: i64,
 }
 
 /// Settles a hold: consumes `credits` (at most the hold) and releases the
@@ -254,16 +251,11 @@ struct Settlement {
     params(("hold_id" = String, Path, description = "the hold")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["PUT", "/admin/data-credits/prices/s.{unique}", { "credits": 1, "operator_id": "ops-race" }], ["POST", "/admin/data-credits/grants", { "tenant_id": "{tenant_id}", "credits": 1, "reason": "race", "operator_id": "ops-race" }], ["POST", "/api/data-credits/holds", { "capability": "s.{unique}" }]], "body": { "credits": 1 } }))),
     responses((status = 200, description = "the hold, settled", body = Data<Hold>)))]
-async fn settle(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Settlement>) -> ApiResult<Response> {
+async fn settle(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Settlement>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     find(&mut tx, &ctx, &id).await?;
-    let mut check = Check::new();
-    let credits = check.optional_int("credits", body.credits.as_ref(), 0, MAX_CREDITS);
-    if body.credits.as_ref().is_none_or(Value::is_null) {
-        check.fail("credits is required");
-    }
-    check.finish()?;
-    let h = close(&mut tx, &ctx, &id, "settled", credits).await?;
+    let credits = body.checked()?.credits;
+    let h = close(&mut tx, &ctx, &id, "settled", Some(credits)).await?;
     let payload = json!({ "hold_id": h.hold_id, "capability": h.capability, "credits": h.consumed, "released": h.credits - h.consumed.unwrap_or(0) });
     audit::record(&mut tx, &ctx, events::DATA_CREDITS_CONSUMED, payload).await?;
     tx.commit().await?;

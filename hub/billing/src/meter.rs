@@ -15,8 +15,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// Events of one batch, at most.
 pub const MAX_BATCH: usize = 1000;
-/// The largest quantity of one event: sums of a month stay far from `i64`.
-const MAX_QUANTITY: i64 = 1_000_000_000_000;
 /// How long an idempotency key names its first event.
 const KEY_WINDOW_HOURS: i64 = 24;
 
@@ -62,28 +60,28 @@ struct Rollup {
 #[schema(as = NewMeterUsageEvent)]
 struct NewEvent {
     /// The asset that used it: any UUID the tenant names its asset by.
-    #[schema(required = true, format = "uuid")]
-    asset_id: Option<String>,
+    #[schema(format = "uuid")]
+    asset_id: String,
     #[schema(format = "uuid")]
     sensor_id: Option<String>,
     /// Letters, digits and `. _ : / -`, at most 128 characters.
-    #[schema(required = true)]
-    sku: Option<String>,
-    /// An integer from 0 to 10^12.
-    #[schema(required = true, value_type = i64)]
-    quantity: Option<Value>,
-    /// RFC 3339; now when absent.
+    sku: String,
+    #[schema(minimum = 0, maximum = 1000000000000.0)]
+    quantity: i64,
+    /// Now when absent; at most 5 minutes ahead.
+    #[schema(format = DateTime)]
     occurred_at: Option<String>,
-    /// At most 200 characters: a repeat within 24 hours counts once.
-    #[schema(required = true)]
-    idempotency_key: Option<String>,
+    /// No control characters: a repeat within 24 hours counts once.
+    #[schema(max_length = 200)]
+    idempotency_key: String,
 }
 
 /// A batch of up to 1000 events.
 #[derive(Deserialize, ToSchema)]
-#[schema(as = MeterUsageBatch)]
+#[schema(as = NewMeterUsageBatch)]
 #[allow(dead_code)]
 struct UsageBatch {
+    #[schema(min_items = 1, max_items = 1000)]
     events: Vec<NewEvent>,
 }
 
@@ -148,25 +146,21 @@ fn validate(index: usize, raw: Value, recorded_at: &str) -> Result<Valid, Vec<St
     if !raw.is_object() {
         return Err(vec!["an event must be a JSON object".to_string()]);
     }
-    let body: NewEvent = serde_json::from_value(raw).map_err(|e| vec![e.to_string()])?;
+    // The event against its schema (every problem at once), then what
+    // the schema cannot say.
+    let body: NewEvent = hub_kernel::contract::parse(raw).map_err(|e| match e {
+        ApiError::Validation(d) => d,
+        other => vec![other.to_string()],
+    })?;
     let mut check = Check::new();
-    let asset = check.required_uuid("asset_id", &body.asset_id);
+    let asset = check.required_uuid("asset_id", &Some(body.asset_id));
     let sensor = check.optional_uuid("sensor_id", &body.sensor_id);
-    let sku = check.required("sku", &body.sku);
+    let sku = body.sku.trim().to_string();
     check_sku(&mut check, &sku);
-    let quantity = match &body.quantity {
-        None | Some(Value::Null) => {
-            check.fail("quantity is required");
-            0
-        }
-        Some(v) => v.as_i64().filter(|n| (0..=MAX_QUANTITY).contains(n)).unwrap_or_else(|| {
-            check.fail(format!("quantity must be an integer from 0 to {MAX_QUANTITY}"));
-            0
-        }),
-    };
+    let quantity = body.quantity;
     let occurred_at = check.time_or_now("occurred_at", &body.occurred_at);
-    let key = check.required("idempotency_key", &body.idempotency_key);
-    if key.chars().count() > 200 || key.chars().any(char::is_control) {
+    let key = body.idempotency_key.trim().to_string();
+    if key.chars().any(char::is_control) {
         check.fail("idempotency_key must be at most 200 characters, none of them control characters");
     }
     check.finish().map_err(|e| match e {
@@ -187,6 +181,17 @@ fn validate(index: usize, raw: Value, recorded_at: &str) -> Result<Valid, Vec<St
     Ok(Valid { index, event, day, period })
 }
 
+/// The 200 of `POST /api/meter/usage`: a repeated event's first record, or
+/// a batch's outcomes.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[schema(as = MeterUsageRepeatOrBatch)]
+#[allow(dead_code)]
+enum RepeatOrBatch {
+    Event(UsageEvent),
+    Batch(BatchResult),
+}
+
 /// Records usage: one event (201; a repeated key 200 with its first
 /// record; 429 naming the sku over its hard cap) or `{ events: [...] }`
 /// (200 with each event's outcome).
@@ -194,7 +199,7 @@ fn validate(index: usize, raw: Value, recorded_at: &str) -> Result<Valid, Vec<St
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 1, "given": [],
         "body": { "asset_id": "{unique}", "sku": "race.units", "quantity": 1, "idempotency_key": "k-{unique}" } }))),
     responses((status = 201, description = "the event, recorded", body = Data<UsageEvent>),
-        (status = 200, description = "a repeated event's first record, or a batch's outcomes", body = Data<BatchResult>)))]
+        (status = 200, description = "a repeated event's first record, or a batch's outcomes", body = Data<RepeatOrBatch>)))]
 async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(mut body): Lenient<Value>) -> ApiResult<Response> {
     let now = db::now();
     let single = body.get("events").is_none();

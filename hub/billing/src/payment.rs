@@ -14,7 +14,26 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 const BRANDS: [&str; 7] = ["visa", "mastercard", "amex", "discover", "jcb", "diners", "unionpay"];
-const MAX_AMOUNT: i64 = 1_000_000_000_000;
+
+/// A card's brand.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = PaymentCardBrand)]
+enum Brand {
+    Visa,
+    Mastercard,
+    Amex,
+    Discover,
+    Jcb,
+    Diners,
+    Unionpay,
+}
+
+impl Brand {
+    fn as_str(self) -> &'static str {
+        BRANDS[self as usize]
+    }
+}
 
 /// What a provider answers to a charge.
 pub struct ProviderResult {
@@ -134,18 +153,16 @@ const CHARGE_COLUMNS: &str =
 #[schema(as = NewPaymentMethod)]
 struct NewMethod {
     /// The provider's token for the card (a sandbox test token), never its number.
-    #[schema(required = true)]
-    token: Option<String>,
-    #[schema(required = true)]
-    brand: Option<String>,
+    token: String,
+    brand: Brand,
     /// The card's last four digits.
-    #[schema(required = true)]
-    last4: Option<String>,
-    #[schema(required = true, value_type = i64)]
-    exp_month: Option<Value>,
-    #[schema(required = true, value_type = i64)]
-    exp_year: Option<Value>,
-    /// At most 200 characters.
+    last4: String,
+    #[schema(minimum = 1, maximum = 12)]
+    exp_month: i64,
+    /// Not in the past, with `exp_month`.
+    #[schema(minimum = 2000, maximum = 2100)]
+    exp_year: i64,
+    #[schema(max_length = 200)]
     label: Option<String>,
 }
 
@@ -154,36 +171,25 @@ struct NewMethod {
 #[utoipa::path(post, path = "/api/payments/methods", tag = "sdk-payment", request_body = NewMethod,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "token": "tok_visa", "brand": "visa", "last4": "4242", "exp_month": 12, "exp_year": 2099 } }))),
     responses((status = 201, description = "the method", body = Data<Method>)))]
-async fn store_method(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewMethod>) -> ApiResult<Response> {
+async fn store_method(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewMethod>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let token = check.required("token", &body.token);
-    let brand = check.required("brand", &body.brand);
-    let last4 = check.required("last4", &body.last4);
+    let token = body.token.trim().to_string();
+    let brand = body.brand.as_str();
+    let last4 = body.last4.trim().to_string();
     let label = Check::optional(&body.label);
     if [&token, &last4].into_iter().chain(label.as_ref()).any(|t| looks_like_pan(t)) {
         check.fail("a card number is never stored: send the provider's token");
-    } else if !token.is_empty() && !Sandbox.knows(&token) {
+    } else if !Sandbox.knows(&token) {
         check.fail(format!("token is not a token of the sandbox provider (one of: {})", SANDBOX_TOKENS.map(|(t, _)| t).join(", ")));
     }
-    check.one_of("brand", &brand, &BRANDS);
-    if !last4.is_empty() && (last4.len() != 4 || !last4.bytes().all(|b| b.is_ascii_digit())) {
+    if last4.len() != 4 || !last4.bytes().all(|b| b.is_ascii_digit()) {
         check.fail("last4 must be four digits");
     }
-    let month = check.optional_int("exp_month", body.exp_month.as_ref(), 1, 12);
-    let year = check.optional_int("exp_year", body.exp_year.as_ref(), 2000, 2100);
-    for (name, v) in [("exp_month", &body.exp_month), ("exp_year", &body.exp_year)] {
-        if v.as_ref().is_none_or(Value::is_null) {
-            check.fail(format!("{name} is required"));
-        }
-    }
+    let (month, year) = (body.exp_month, body.exp_year);
     let today = chrono::Utc::now().date_naive();
-    if let (Some(m), Some(y)) = (month, year)
-        && (y, m) < (i64::from(chrono::Datelike::year(&today)), i64::from(chrono::Datelike::month(&today)))
-    {
-        check.fail(format!("the card expired in {m:02}/{y}"));
-    }
-    if label.as_ref().is_some_and(|l| l.chars().count() > 200) {
-        check.fail("label must be at most 200 characters");
+    if (year, month) < (i64::from(chrono::Datelike::year(&today)), i64::from(chrono::Datelike::month(&today))) {
+        check.fail(format!("the card expired in {month:02}/{year}"));
     }
     check.finish()?;
     let mut tx = state.db.begin().await?;
@@ -196,7 +202,7 @@ async fn store_method(State(state): State<AppState>, Tenant(ctx): Tenant, Lenien
         .bind(&ctx.tenant_id)
         .bind(Sandbox.name())
         .bind(&token)
-        .bind(&brand)
+        .bind(brand)
         .bind(&last4)
         .bind(month)
         .bind(year)
@@ -214,24 +220,20 @@ async fn store_method(State(state): State<AppState>, Tenant(ctx): Tenant, Lenien
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewPaymentCharge)]
 struct NewCharge {
-    /// Minor units (cents, yen), more than 0.
-    #[schema(required = true, value_type = i64)]
-    amount: Option<Value>,
+    /// Minor units (cents, yen).
+    #[schema(minimum = 1, maximum = 1000000000000.0)]
+    amount: i64,
     /// ISO 4217, three capital letters.
-    #[schema(required = true)]
-    currency: Option<String>,
+    currency: String,
     /// A payment method of the caller's tenant.
-    #[schema(required = true, format = "uuid")]
-    payment_method_id: Option<String>,
-    /// At most 1000 characters.
-    description: Option<String>,
-    /// At most 200 characters; a repeat answers the first charge.
-    #[schema(required = true)]
-    idempotency_key: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
     #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    payment_method_id: String,
+    /// Never a card number.
+    #[schema(max_length = 1000)]
+    description: Option<String>,
+    /// A repeat answers the first charge.
+    #[schema(max_length = 200)]
+    idempotency_key: String,
 }
 
 async fn charge_by_key(tx: &mut Tx, tenant_id: &str, key: &str) -> ApiResult<Option<Charge>> {
@@ -254,27 +256,21 @@ fn repeat(first: Charge, method: &str, amount: i64, currency: &str) -> ApiResult
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 1, "given": [["POST", "/api/payments/methods", { "token": "tok_visa", "brand": "visa", "last4": "4242", "exp_month": 12, "exp_year": 2099 }]], "body": { "amount": 1250, "currency": "EUR", "payment_method_id": "{payment_method_id}", "idempotency_key": "k-{unique}" } }))),
     responses((status = 201, description = "the charge, captured", body = Data<Charge>),
         (status = 200, description = "the charge, declined, or the first charge of the key", body = Data<Charge>)))]
-async fn charge(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewCharge>) -> ApiResult<Response> {
+async fn charge(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCharge>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let amount = check.optional_int("amount", body.amount.as_ref(), 1, MAX_AMOUNT);
-    if body.amount.as_ref().is_none_or(Value::is_null) {
-        check.fail("amount is required");
-    }
-    let currency = check.required("currency", &body.currency);
-    if !currency.is_empty() && (currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase())) {
+    let amount = body.amount;
+    let currency = body.currency.trim().to_string();
+    if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
         check.fail("currency must be an ISO 4217 code (three capital letters)");
     }
-    let method_id = check.required_uuid("payment_method_id", &body.payment_method_id).map(|u| u.to_string());
-    let description = check.optional_bounded("description", &body.description, 1000);
+    let method_id = crate::uuid_text(&Some(body.payment_method_id)).unwrap_or_default();
+    let description = Check::optional(&body.description);
     if description.as_deref().is_some_and(looks_like_pan) {
         check.fail("a card number is never stored: description holds one");
     }
-    let key = check.required("idempotency_key", &body.idempotency_key);
-    if key.chars().count() > 200 {
-        check.fail("idempotency_key must be at most 200 characters");
-    }
+    let key = body.idempotency_key.trim().to_string();
     check.finish()?;
-    let (amount, method_id) = (amount.unwrap_or_default(), method_id.unwrap_or_default());
     let mut tx = state.db.begin().await?;
     if let Some(first) = charge_by_key(&mut tx, &ctx.tenant_id, &key).await? {
         return repeat(first, &method_id, amount, &currency);

@@ -3,13 +3,11 @@
 //! does not interpret.
 
 use hub_kernel::prelude::*;
+use serde_json::Map;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create_campaign)).routes(routes!(get_campaign)).routes(routes!(create_journey))
 }
-
-/// The most steps a journey holds.
-const MAX_STEPS: usize = 500;
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = CampaignCampaign)]
@@ -37,9 +35,9 @@ struct Journey {
     journey_id: String,
     campaign_id: String,
     name: Option<String>,
-    /// The ordered steps, as given.
+    /// The ordered steps, as given (each any JSON value).
     #[sqlx(try_from = "String")]
-    #[schema(value_type = Vec<Object>)]
+    #[schema(value_type = Vec<Value>)]
     steps: JsonText,
     created_by: String,
     created_at: String,
@@ -50,36 +48,27 @@ const JOURNEY_COLUMNS: &str = "journey_id, campaign_id, name, steps, created_by,
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewCampaign)]
 struct NewCampaign {
-    /// At most 200 characters; unique in the tenant (409).
-    #[schema(required = true)]
-    name: Option<String>,
-    /// At most 2000 characters.
+    /// Unique in the tenant (409).
+    #[schema(max_length = 200)]
+    name: String,
+    #[schema(max_length = 2000)]
     description: Option<String>,
-    #[schema(value_type = Object)]
-    attributes: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    attributes: Option<Map<String, Value>>,
 }
 
 /// Creates a campaign.
 #[utoipa::path(post, path = "/api/campaigns", tag = "sdk-campaign", request_body = NewCampaign,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "race-{unique}" } }))),
     responses((status = 201, description = "the campaign", body = Data<Campaign>)))]
-async fn create_campaign(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewCampaign>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let name = check.required("name", &body.name);
-    if name.chars().count() > 200 {
-        check.fail("name must be at most 200 characters");
-    }
-    let description = check.optional_bounded("description", &body.description, 2000);
-    let attributes = check.optional_object("attributes", body.attributes.as_ref());
-    check.finish()?;
+async fn create_campaign(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCampaign>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let name = body.name.trim();
+    let description = Check::optional(&body.description);
+    let attributes = Value::Object(body.attributes.unwrap_or_default());
     let mut tx = state.db.begin().await?;
     let taken: Option<String> = sqlx::query_scalar("SELECT campaign_id FROM campaign_campaign WHERE tenant_id = $1 AND name = $2")
         .bind(&ctx.tenant_id)
-        .bind(&name)
+        .bind(name)
         .fetch_optional(&mut *tx)
         .await?;
     if taken.is_some() {
@@ -92,7 +81,7 @@ async fn create_campaign(State(state): State<AppState>, Tenant(ctx): Tenant, Len
     let campaign: Campaign = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&name)
+        .bind(name)
         .bind(&description)
         .bind(attributes.to_string())
         .bind(audit::actor_of(&ctx).1)
@@ -129,15 +118,12 @@ async fn get_campaign(State(state): State<AppState>, Tenant(ctx): Tenant, Path(i
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewCampaignJourney)]
 struct NewJourney {
-    /// At most 200 characters.
+    #[schema(max_length = 200)]
     name: Option<String>,
-    /// The ordered steps (at most 500), stored as given; `[]` when absent.
-    #[schema(value_type = Option<Vec<Object>>)]
-    steps: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    /// The ordered steps, each any JSON value, stored as given; `[]` when
+    /// absent.
+    #[schema(max_items = 500)]
+    steps: Option<Vec<Value>>,
 }
 
 /// Creates a journey of a campaign: its steps stored in order, as given.
@@ -145,20 +131,12 @@ struct NewJourney {
     params(("campaign_id" = String, Path, description = "the campaign")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/campaigns", { "name": "race-{unique}" }]], "body": { "name": "race", "steps": [{ "wait": "1d" }] } }))),
     responses((status = 201, description = "the journey", body = Data<Journey>)))]
-async fn create_journey(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<NewJourney>) -> ApiResult<Response> {
+async fn create_journey(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewJourney>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let campaign = find(&mut *tx, &ctx.tenant_id, &id).await?;
-    let mut check = Check::new();
-    let name = check.optional_bounded("name", &body.name, 200);
-    let steps = match body.steps {
-        None | Some(Value::Null) => json!([]),
-        Some(Value::Array(s)) if s.len() <= MAX_STEPS => Value::Array(s),
-        Some(_) => {
-            check.fail(format!("steps must be an array of at most {MAX_STEPS} steps"));
-            Value::Null
-        }
-    };
-    check.finish()?;
+    let body = body.checked()?;
+    let name = Check::optional(&body.name);
+    let steps = Value::Array(body.steps.unwrap_or_default());
     let sql = format!(
         "INSERT INTO campaign_journey (journey_id, campaign_id, tenant_id, name, steps, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
          RETURNING {JOURNEY_COLUMNS}"

@@ -10,6 +10,26 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 const KINDS: [&str; 6] = ["article", "email", "page", "snippet", "social_post", "document"];
+
+/// What a content item is.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ContentKind)]
+enum Kind {
+    Article,
+    Email,
+    Page,
+    Snippet,
+    SocialPost,
+    Document,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        KINDS[self as usize]
+    }
+}
+
 /// The largest version body, as JSON text.
 const MAX_BODY_BYTES: usize = 256 * 1024;
 
@@ -43,9 +63,8 @@ struct Version {
     item_id: String,
     /// 1, 2, ... within the item.
     version: i64,
-    /// The content, as given.
+    /// The content, as given (any JSON value).
     #[sqlx(try_from = "String")]
-    #[schema(value_type = Object)]
     body: JsonText,
     note: Option<String>,
     created_by: String,
@@ -54,23 +73,14 @@ struct Version {
 
 const VERSION_COLUMNS: &str = "version_id, item_id, version, body, note, created_by, created_at";
 
-/// A version's body (required: any JSON but null, at most 256 KiB) and note.
-fn version_fields(check: &mut Check, body: Option<&Value>, note: &Option<String>) -> (String, Option<String>) {
-    let text = match body {
-        None | Some(Value::Null) => {
-            check.fail("body is required");
-            String::new()
-        }
-        Some(v) => v.to_string(),
-    };
+/// A version's body (any JSON but null, which its schema has refused) as
+/// its stored text, at most 256 KiB.
+fn version_text(check: &mut Check, body: &Value) -> String {
+    let text = body.to_string();
     if text.len() > MAX_BODY_BYTES {
         check.fail(format!("body must be at most {MAX_BODY_BYTES} bytes of JSON"));
     }
-    let note = Check::optional(note);
-    if note.as_ref().is_some_and(|n| n.chars().count() > 500) {
-        check.fail("note must be at most 500 characters");
-    }
-    (text, note)
+    text
 }
 
 /// Inserts version `version` of an item and records its event.
@@ -97,37 +107,31 @@ async fn insert_version(tx: &mut Tx, ctx: &TenantCtx, item_id: &str, version: i6
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewContentItem)]
 struct NewItem {
-    /// At most 200 characters.
-    #[schema(required = true)]
-    title: Option<String>,
-    /// `article` (default), `email`, `page`, `snippet`, `social_post` or `document`.
-    kind: Option<String>,
-    /// When given, the item's version 1 (any JSON, at most 256 KiB).
-    #[schema(value_type = Option<Object>)]
+    #[schema(max_length = 200)]
+    title: String,
+    /// `article` when absent.
+    kind: Option<Kind>,
+    /// When given (not null), the item's version 1: any JSON value, at most
+    /// 256 KiB as JSON text.
+    #[schema(value_type = Value, required = false)]
     body: Option<Value>,
-    /// The first version's note (at most 500 characters).
+    /// The first version's note (kept only with a body).
+    #[schema(max_length = 500)]
     note: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// Creates a content item, with its version 1 when a body is given.
 #[utoipa::path(post, path = "/api/content/items", tag = "sdk-content", request_body = NewItem,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 16, "body": { "title": "race", "body": "v1" } }))),
     responses((status = 201, description = "the item with its versions", body = Data<Item>)))]
-async fn create_item(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewItem>) -> ApiResult<Response> {
+async fn create_item(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewItem>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let title = check.required("title", &body.title);
-    if title.chars().count() > 200 {
-        check.fail("title must be at most 200 characters");
-    }
-    let kind = Check::optional(&body.kind).unwrap_or_else(|| "article".to_string());
-    check.one_of("kind", &kind, &KINDS);
+    let title = body.title.trim();
+    let kind = body.kind.unwrap_or(Kind::Article).as_str();
     let first = match &body.body {
         None | Some(Value::Null) => None,
-        given => Some(version_fields(&mut check, given.as_ref(), &body.note)),
+        Some(given) => Some((version_text(&mut check, given), Check::optional(&body.note))),
     };
     check.finish()?;
     let now = db::now();
@@ -139,8 +143,8 @@ async fn create_item(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient
     let mut item: Item = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&title)
-        .bind(&kind)
+        .bind(title)
+        .bind(kind)
         .bind(i64::from(first.is_some()))
         .bind(audit::actor_of(&ctx).1)
         .bind(&now)
@@ -190,15 +194,11 @@ async fn get_item(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewContentVersion)]
 struct NewVersion {
-    /// The content (any JSON but null, at most 256 KiB).
-    #[schema(value_type = Object, required = true)]
-    body: Option<Value>,
-    /// At most 500 characters.
+    /// The content: any JSON value but null, at most 256 KiB as JSON text.
+    #[schema(value_type = Value)]
+    body: Value,
+    #[schema(max_length = 500)]
     note: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// Adds the next version of an item; an archived item takes none (409).
@@ -206,11 +206,13 @@ struct NewVersion {
     params(("item_id" = String, Path, description = "the item")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/content/items", { "title": "race", "body": "v1" }]], "body": { "body": "v2" } }))),
     responses((status = 201, description = "the version", body = Data<Version>)))]
-async fn add_version(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<NewVersion>) -> ApiResult<Response> {
+async fn add_version(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewVersion>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let item = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let body = body.checked()?;
     let mut check = Check::new();
-    let (text, note) = version_fields(&mut check, body.body.as_ref(), &body.note);
+    let text = version_text(&mut check, &body.body);
+    let note = Check::optional(&body.note);
     check.finish()?;
     // The item's number moves first, guarded by its status: two versions at
     // once get two numbers, and an archive in between stops the second.

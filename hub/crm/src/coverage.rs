@@ -17,8 +17,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(set_rule, list_rules))
 }
 
-/// The longest acceptance window: a week, as an assignment offer's.
-const MAX_WINDOW_MINUTES: i64 = 10_080;
 /// The window when none is given, as an assignment offer's.
 const DEFAULT_WINDOW_MINUTES: i64 = 30;
 
@@ -67,21 +65,17 @@ fn valid_kind(s: &str) -> bool {
 struct NewRule {
     /// The kind of work covered: 1–64 of `a-z 0-9 . _ -`. A kind that has a
     /// rule has it replaced.
-    #[schema(required = true)]
-    subject_kind: Option<String>,
+    subject_kind: String,
     /// A persona of the tenant.
-    #[schema(required = true, format = "uuid")]
-    primary_persona_id: Option<String>,
-    /// Another persona of the tenant.
-    #[schema(required = true, format = "uuid")]
-    backup_persona_id: Option<String>,
-    /// 0 to 10080 minutes; 30 when absent; 0 notifies both at once.
-    #[schema(value_type = Option<i64>)]
-    acceptance_window_minutes: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
     #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    primary_persona_id: String,
+    /// Another persona of the tenant.
+    #[schema(format = "uuid")]
+    backup_persona_id: String,
+    /// Minutes, at most a week as an assignment offer's; 30 when absent; 0
+    /// notifies both at once.
+    #[schema(minimum = 0, maximum = 10080)]
+    acceptance_window_minutes: Option<i64>,
 }
 
 /// Sets the coverage of a kind of work: 201 for a new kind, 200 when its
@@ -89,21 +83,20 @@ struct NewRule {
 #[utoipa::path(post, path = "/api/coverage/rules", tag = "sdk-coverage", request_body = NewRule,
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [["POST", "/api/personas", { "kind": "service" }]], "body": { "subject_kind": "race-{unique}", "primary_persona_id": "{owner_persona_id}", "backup_persona_id": "{persona_id}" } }))),
     responses((status = 201, description = "the rule, new", body = Data<CoverageRule>), (status = 200, description = "the rule, replaced", body = Data<CoverageRule>)))]
-async fn set_rule(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewRule>) -> ApiResult<Response> {
+async fn set_rule(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRule>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let kind = check.required("subject_kind", &body.subject_kind);
-    if !kind.is_empty() && !valid_kind(&kind) {
+    let kind = body.subject_kind.trim().to_string();
+    if !valid_kind(&kind) {
         check.fail("subject_kind must be 1 to 64 of a-z, 0-9, '.', '_', '-'");
     }
-    let primary = check.required_uuid("primary_persona_id", &body.primary_persona_id).map(|u| u.to_string());
-    let backup = check.required_uuid("backup_persona_id", &body.backup_persona_id).map(|u| u.to_string());
-    if primary.is_some() && primary == backup {
+    let primary = crate::uuid_text(&Some(body.primary_persona_id)).unwrap_or_default();
+    let backup = crate::uuid_text(&Some(body.backup_persona_id)).unwrap_or_default();
+    if primary == backup {
         check.fail("backup_persona_id must be another persona than primary_persona_id");
     }
-    let window =
-        check.optional_int("acceptance_window_minutes", body.acceptance_window_minutes.as_ref(), 0, MAX_WINDOW_MINUTES).unwrap_or(DEFAULT_WINDOW_MINUTES);
+    let window = body.acceptance_window_minutes.unwrap_or(DEFAULT_WINDOW_MINUTES);
     check.finish()?;
-    let (primary, backup) = (primary.unwrap_or_default(), backup.unwrap_or_default());
     let mut tx = state.db.begin().await?;
     let mut check = Check::new();
     for (name, persona) in [("primary_persona_id", &primary), ("backup_persona_id", &backup)] {

@@ -7,6 +7,8 @@ use phonenumber::Mode;
 
 use hub_identity::personas;
 use hub_kernel::{db::counts, extract, prelude::*};
+use serde::de::DeserializeOwned;
+use serde_json::Map;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -20,10 +22,59 @@ pub fn routes() -> OpenApiRouter<AppState> {
 const LEAD_STATUSES: [&str; 4] = ["new", "contacted", "qualified", "unqualified"];
 const DIRECTIONS: [&str; 2] = ["inbound", "outbound"];
 const DISPOSITIONS: [&str; 5] = ["answered", "no_answer", "busy", "failed", "voicemail"];
+
+/// Where a lead is in its qualification.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = CrmLeadStatus)]
+enum LeadStatus {
+    New,
+    Contacted,
+    Qualified,
+    Unqualified,
+}
+
+impl LeadStatus {
+    fn as_str(self) -> &'static str {
+        LEAD_STATUSES[self as usize]
+    }
+}
+
+/// Who placed a call.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = CrmCallDirection)]
+enum Direction {
+    Inbound,
+    Outbound,
+}
+
+impl Direction {
+    fn as_str(self) -> &'static str {
+        DIRECTIONS[self as usize]
+    }
+}
+
+/// How a call ended.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = CrmCallDisposition)]
+enum Disposition {
+    Answered,
+    NoAnswer,
+    Busy,
+    Failed,
+    Voicemail,
+}
+
+impl Disposition {
+    fn as_str(self) -> &'static str {
+        DISPOSITIONS[self as usize]
+    }
+}
+
 /// The dispositions of a call that did not reach anyone: `crm.call.missed.v1`.
 const MISSED: [&str; 3] = ["no_answer", "busy", "failed"];
-/// Emails or phones of one contact at most.
-const MAX_ADDRESSES: usize = 20;
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = CrmContact)]
@@ -160,21 +211,19 @@ fn is_email(s: &str) -> bool {
         && !s.chars().any(char::is_whitespace)
 }
 
-/// A list of strings (absent or null: empty), each checked by `valid`,
-/// repeats dropped.
-fn strings(check: &mut Check, name: &str, value: Option<&Value>, valid: fn(&str) -> bool, what: &str) -> Vec<String> {
-    let items = match value {
-        None | Some(Value::Null) => return Vec::new(),
-        Some(Value::Array(items)) if items.len() <= MAX_ADDRESSES => items,
-        Some(_) => {
-            check.fail(format!("{name} must be an array of at most {MAX_ADDRESSES} strings"));
-            return Vec::new();
-        }
-    };
+/// An address list's name, the form of each address and its description.
+type AddressList = (&'static str, fn(&str) -> bool, &'static str);
+
+/// The address lists of a contact, with the form each address must have.
+const ADDRESSES: [AddressList; 2] = [("emails", is_email, "an email address"), ("phones", is_e164, "an E.164 phone number (e.g. +14155550123)")];
+
+/// A list of strings (absent: empty), each trimmed and checked by
+/// `valid`, repeats dropped.
+fn strings(check: &mut Check, name: &str, value: Option<&[String]>, valid: fn(&str) -> bool, what: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        match item.as_str().map(str::trim) {
-            Some(s) if valid(s) => {
+    for (i, item) in value.unwrap_or_default().iter().enumerate() {
+        match item.trim() {
+            s if valid(s) => {
                 if !out.iter().any(|o| o == s) {
                     out.push(s.to_string());
                 }
@@ -197,26 +246,20 @@ async fn owner_of_tenant(tx: &mut Tx, ctx: &TenantCtx, owner: &Option<String>) -
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewCrmContact)]
 struct NewContact {
-    /// At most 200 characters.
-    #[schema(required = true)]
-    name: Option<String>,
-    /// Up to 20 addresses, each naming no other contact of the tenant (409).
-    #[schema(value_type = Option<Vec<String>>)]
-    emails: Option<Value>,
-    /// Up to 20 E.164 numbers (`+14155550123`).
-    #[schema(value_type = Option<Vec<String>>)]
-    phones: Option<Value>,
-    /// At most 200 characters.
+    #[schema(max_length = 200)]
+    name: String,
+    /// Email addresses, each naming no other contact of the tenant (409).
+    #[schema(max_items = 20)]
+    emails: Option<Vec<String>>,
+    /// E.164 numbers (`+14155550123`).
+    #[schema(max_items = 20)]
+    phones: Option<Vec<String>>,
+    #[schema(max_length = 200)]
     company: Option<String>,
     /// A persona of the tenant.
     #[schema(format = "uuid")]
     owner_persona_id: Option<String>,
-    #[schema(value_type = Option<Object>)]
-    attributes: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    attributes: Option<Map<String, Value>>,
 }
 
 /// A contact as a request or an ingested record (sdk-ingest) gives it,
@@ -231,33 +274,57 @@ pub struct ContactInput {
     attributes: Value,
 }
 
+/// A contact's input from its body (which matches its schema): the
+/// addresses' forms are checked here.
 fn contact_input(check: &mut Check, body: &NewContact) -> ContactInput {
-    let name = check.required("name", &body.name);
-    if name.chars().count() > 200 {
-        check.fail("name must be at most 200 characters");
-    }
+    let name = body.name.trim().to_string();
+    let [(e_name, e_valid, e_what), (p_name, p_valid, p_what)] = ADDRESSES;
     let emails: Vec<String> =
-        strings(check, "emails", body.emails.as_ref(), is_email, "an email address").into_iter().map(|e| e.to_lowercase()).fold(Vec::new(), |mut out, e| {
+        strings(check, e_name, body.emails.as_deref(), e_valid, e_what).into_iter().map(|e| e.to_lowercase()).fold(Vec::new(), |mut out, e| {
             if !out.contains(&e) {
                 out.push(e);
             }
             out
         });
-    let phones = strings(check, "phones", body.phones.as_ref(), is_e164, "an E.164 phone number (e.g. +14155550123)");
-    let company = check.optional_bounded("company", &body.company, 200);
-    let owner = check.optional_uuid("owner_persona_id", &body.owner_persona_id).map(|u| u.to_string());
-    let attributes = check.optional_object("attributes", body.attributes.as_ref());
+    let phones = strings(check, p_name, body.phones.as_deref(), p_valid, p_what);
+    let company = Check::optional(&body.company);
+    let owner = crate::uuid_text(&body.owner_persona_id);
+    let attributes = Value::Object(body.attributes.clone().unwrap_or_default());
     ContactInput { name, emails, phones, company, owner, attributes }
 }
 
 /// A record with the fields of `POST /api/crm/contacts`, checked: the
 /// input, or every problem.
 pub fn contact_record(record: &Value) -> Result<ContactInput, Vec<String>> {
-    let body: NewContact = serde_json::from_value(record.clone()).map_err(|e| vec![format!("the record is not a contact: {e}")])?;
+    // A record that breaks its schema has the forms of its addresses named
+    // as well (after the schema's problems), so that one import answers
+    // every problem of a record.
+    let body: NewContact = schema_checked(record).map_err(|mut details| {
+        for (name, valid, what) in ADDRESSES {
+            let items = record.get(name).and_then(Value::as_array).into_iter().flatten();
+            // An item that is not a string is the schema's problem already.
+            for (i, item) in items.enumerate() {
+                if item.as_str().is_some_and(|s| !valid(s.trim())) {
+                    details.push(format!("{name}[{i}] must be {what}"));
+                }
+            }
+        }
+        details
+    })?;
     let mut check = Check::new();
     let input = contact_input(&mut check, &body);
     match check.finish() {
         Ok(()) => Ok(input),
+        Err(ApiError::Validation(details)) => Err(details),
+        Err(e) => Err(vec![e.to_string()]),
+    }
+}
+
+/// A record checked against the schema of `T` (the route's request type):
+/// `T`, or every problem.
+fn schema_checked<T: DeserializeOwned + ToSchema + 'static>(record: &Value) -> Result<T, Vec<String>> {
+    match hub_kernel::contract::parse::<T>(record.clone()) {
+        Ok(body) => Ok(body),
         Err(ApiError::Validation(details)) => Err(details),
         Err(e) => Err(vec![e.to_string()]),
     }
@@ -394,7 +461,8 @@ pub async fn update_contact(tx: &mut Tx, ctx: &TenantCtx, contact_id: &str, inpu
 #[utoipa::path(post, path = "/api/crm/contacts", tag = "sdk-crm", request_body = NewContact,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "race", "emails": ["c-{unique}@races.example.com"] } }))),
     responses((status = 201, description = "the contact", body = Data<Contact>)))]
-async fn create_contact(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewContact>) -> ApiResult<Response> {
+async fn create_contact(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewContact>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
     let input = contact_input(&mut check, &body);
     check.finish()?;
@@ -486,26 +554,22 @@ async fn timeline(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewCrmLead)]
 struct NewLead {
-    /// At most 200 characters.
-    #[schema(required = true)]
-    name: Option<String>,
+    #[schema(max_length = 200)]
+    name: String,
     /// A contact of the tenant the lead is about (optional).
     #[schema(format = "uuid")]
     contact_id: Option<String>,
-    /// At most 200 characters.
+    #[schema(max_length = 200)]
     company: Option<String>,
-    /// Where the lead came from (at most 64 characters: `web`, `referral`, ...).
+    /// Where the lead came from (`web`, `referral`, ...).
+    #[schema(max_length = 64)]
     source: Option<String>,
-    /// `new` (default), `contacted`, `qualified` or `unqualified`.
-    status: Option<String>,
+    /// `new` when absent.
+    status: Option<LeadStatus>,
+    /// A persona of the tenant.
     #[schema(format = "uuid")]
     owner_persona_id: Option<String>,
-    #[schema(value_type = Option<Object>)]
-    attributes: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    attributes: Option<Map<String, Value>>,
 }
 
 /// A lead as a request or an ingested record gives it, checked.
@@ -519,31 +583,22 @@ pub struct LeadInput {
     attributes: Value,
 }
 
-fn lead_input(check: &mut Check, body: &NewLead) -> LeadInput {
-    let name = check.required("name", &body.name);
-    if name.chars().count() > 200 {
-        check.fail("name must be at most 200 characters");
+/// A lead's input from its body (which matches its schema).
+fn lead_input(body: &NewLead) -> LeadInput {
+    LeadInput {
+        name: body.name.trim().to_string(),
+        contact: crate::uuid_text(&body.contact_id),
+        company: Check::optional(&body.company),
+        source: Check::optional(&body.source),
+        status: body.status.unwrap_or(LeadStatus::New).as_str().to_string(),
+        owner: crate::uuid_text(&body.owner_persona_id),
+        attributes: Value::Object(body.attributes.clone().unwrap_or_default()),
     }
-    let contact = check.optional_uuid("contact_id", &body.contact_id).map(|u| u.to_string());
-    let company = check.optional_bounded("company", &body.company, 200);
-    let source = check.optional_bounded("source", &body.source, 64);
-    let status = Check::optional(&body.status).unwrap_or_else(|| "new".to_string());
-    check.one_of("status", &status, &LEAD_STATUSES);
-    let owner = check.optional_uuid("owner_persona_id", &body.owner_persona_id).map(|u| u.to_string());
-    let attributes = check.optional_object("attributes", body.attributes.as_ref());
-    LeadInput { name, contact, company, source, status, owner, attributes }
 }
 
 /// A record with the fields of `POST /api/crm/leads`, checked.
 pub fn lead_record(record: &Value) -> Result<LeadInput, Vec<String>> {
-    let body: NewLead = serde_json::from_value(record.clone()).map_err(|e| vec![format!("the record is not a lead: {e}")])?;
-    let mut check = Check::new();
-    let input = lead_input(&mut check, &body);
-    match check.finish() {
-        Ok(()) => Ok(input),
-        Err(ApiError::Validation(details)) => Err(details),
-        Err(e) => Err(vec![e.to_string()]),
-    }
+    schema_checked::<NewLead>(record).map(|body| lead_input(&body))
 }
 
 async fn lead_refs(tx: &mut Tx, ctx: &TenantCtx, input: &LeadInput) -> ApiResult<()> {
@@ -632,10 +687,8 @@ pub async fn update_lead(tx: &mut Tx, ctx: &TenantCtx, lead_id: &str, input: &Le
 #[utoipa::path(post, path = "/api/crm/leads", tag = "sdk-crm", request_body = NewLead,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race" } }))),
     responses((status = 201, description = "the lead", body = Data<Lead>)))]
-async fn create_lead(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewLead>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let input = lead_input(&mut check, &body);
-    check.finish()?;
+async fn create_lead(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewLead>) -> ApiResult<Response> {
+    let input = lead_input(&body.checked()?);
     let mut tx = state.db.begin().await?;
     let lead = insert_lead(&mut tx, &ctx, &input).await?;
     let payload = json!({ "lead_id": lead.lead_id, "contact_id": input.contact, "status": input.status, "source": input.source });
@@ -653,29 +706,24 @@ struct NewCall {
     /// The lead; its contact, if it has one, is the call's contact.
     #[schema(format = "uuid")]
     lead_id: Option<String>,
-    /// `inbound` or `outbound`.
-    #[schema(required = true)]
-    direction: Option<String>,
-    /// `answered`, `no_answer`, `busy`, `failed` or `voicemail`.
-    #[schema(required = true)]
-    disposition: Option<String>,
-    /// 0 to 86400; 0 when absent.
-    #[schema(value_type = Option<i64>)]
-    duration_seconds: Option<Value>,
+    direction: Direction,
+    disposition: Disposition,
+    /// 0 when absent.
+    #[schema(minimum = 0, maximum = 86400)]
+    duration_seconds: Option<i64>,
     /// E.164 (`+14155550123`).
     phone_number: Option<String>,
-    /// `https://` or `http://`, at most 2000 characters; needs `recording_consent: true`.
+    /// `https://` or `http://`; needs `recording_consent: true`.
+    #[schema(max_length = 2000)]
     recording_url: Option<String>,
     /// Whether the parties consented to the recording; false when absent.
     recording_consent: Option<bool>,
     /// The telephony provider's id of the call: one call of the tenant each (409).
+    #[schema(max_length = 256)]
     provider_call_id: Option<String>,
-    /// RFC 3339: when the call started; now when absent.
+    /// When the call started; now when absent. At most 5 minutes ahead.
+    #[schema(format = DateTime)]
     occurred_at: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// Logs a call on a contact's or lead's timeline: `crm.call.logged.v1`, and
@@ -684,23 +732,22 @@ struct NewCall {
 #[utoipa::path(post, path = "/api/crm/calls", tag = "sdk-crm", request_body = NewCall,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/crm/contacts", { "name": "race" }]], "body": { "contact_id": "{contact_id}", "direction": "inbound", "disposition": "answered", "provider_call_id": "p-{unique}" } }))),
     responses((status = 201, description = "the call", body = Data<Call>)))]
-async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewCall>) -> ApiResult<Response> {
+async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCall>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let mut contact = check.optional_uuid("contact_id", &body.contact_id).map(|u| u.to_string());
-    let lead = check.optional_uuid("lead_id", &body.lead_id).map(|u| u.to_string());
-    if Check::optional(&body.contact_id).is_none() && Check::optional(&body.lead_id).is_none() {
+    let mut contact = crate::uuid_text(&body.contact_id);
+    let lead = crate::uuid_text(&body.lead_id);
+    if contact.is_none() && lead.is_none() {
         check.fail("a call needs a contact_id or a lead_id");
     }
-    let direction = check.required("direction", &body.direction);
-    check.one_of("direction", &direction, &DIRECTIONS);
-    let disposition = check.required("disposition", &body.disposition);
-    check.one_of("disposition", &disposition, &DISPOSITIONS);
-    let duration = check.optional_int("duration_seconds", body.duration_seconds.as_ref(), 0, 86_400).unwrap_or(0);
+    let direction = body.direction.as_str();
+    let disposition = body.disposition.as_str();
+    let duration = body.duration_seconds.unwrap_or(0);
     let phone = Check::optional(&body.phone_number);
     if phone.as_deref().is_some_and(|p| !is_e164(p)) {
         check.fail("phone_number must be an E.164 phone number (e.g. +14155550123)");
     }
-    let recording = check.optional_bounded("recording_url", &body.recording_url, 2000);
+    let recording = Check::optional(&body.recording_url);
     if recording.as_deref().is_some_and(|u| !(u.starts_with("https://") || u.starts_with("http://")) || u.chars().any(char::is_whitespace)) {
         check.fail("recording_url must be an http or https URL");
     }
@@ -708,7 +755,7 @@ async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(bo
     if recording.is_some() && !consent {
         check.fail("recording_url needs recording_consent: true");
     }
-    let provider_id = check.optional_bounded("provider_call_id", &body.provider_call_id, 256);
+    let provider_id = Check::optional(&body.provider_call_id);
     let occurred_at = check.time_or_now("occurred_at", &body.occurred_at);
     check.finish()?;
     let mut tx = state.db.begin().await?;
@@ -750,8 +797,8 @@ async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(bo
         .bind(&ctx.tenant_id)
         .bind(&contact)
         .bind(&lead)
-        .bind(&direction)
-        .bind(&disposition)
+        .bind(direction)
+        .bind(disposition)
         .bind(duration)
         .bind(&phone)
         .bind(&recording)
@@ -767,7 +814,7 @@ async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(bo
         "duration_seconds": duration, "recording_consent": consent, "provider_call_id": provider_id, "occurred_at": occurred_at,
     });
     audit::record(&mut tx, &ctx, events::CRM_CALL_LOGGED, payload.clone()).await?;
-    if MISSED.contains(&disposition.as_str()) {
+    if MISSED.contains(&disposition) {
         audit::record(&mut tx, &ctx, events::CRM_CALL_MISSED, payload).await?;
     }
     tx.commit().await?;

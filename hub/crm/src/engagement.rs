@@ -18,7 +18,22 @@ const STATES: [&str; 3] = ["open", "closed", "sealed"];
 const POLICIES: [&str; 3] = ["operational", "regulated", "custom"];
 const REGULATED_DAYS: i64 = 2557;
 const OPERATIONAL_DAYS: i64 = 90;
-const MAX_RETENTION_DAYS: i64 = 36_500;
+
+/// How long a closed encounter is kept.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = EngagementRetentionPolicy)]
+enum Policy {
+    Operational,
+    Regulated,
+    Custom,
+}
+
+impl Policy {
+    fn as_str(self) -> &'static str {
+        POLICIES[self as usize]
+    }
+}
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = EngagementEncounter)]
@@ -63,25 +78,21 @@ fn valid_kind(s: &str) -> bool {
 struct NewEncounter {
     /// At most 64 of `a-z 0-9 . _ -`; `visit` when absent.
     kind: Option<String>,
-    /// At most 256 characters.
+    #[schema(max_length = 256)]
     vault_key_ref: Option<String>,
     /// `operational` (default: 90 days), `regulated` (seven years) or `custom` (with `retention_days`).
-    retention_policy: Option<String>,
-    /// 1 to 36500; required with `custom`, refused otherwise.
-    #[schema(value_type = Option<i64>)]
-    retention_days: Option<Value>,
+    retention_policy: Option<Policy>,
+    /// Required with `custom`, refused otherwise.
+    #[schema(minimum = 1, maximum = 36500)]
+    retention_days: Option<i64>,
     #[schema(format = "uuid")]
     parent_encounter_id: Option<String>,
     #[schema(format = "uuid")]
     address_id: Option<String>,
-    /// At most 256 characters.
+    #[schema(max_length = 256)]
     billing_ref: Option<String>,
     #[schema(format = "uuid")]
     contact_id: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 async fn exists(tx: &mut Tx, sql: &'static str, tenant: &str, id: &Option<String>) -> ApiResult<bool> {
@@ -94,35 +105,33 @@ async fn exists(tx: &mut Tx, sql: &'static str, tenant: &str, id: &Option<String
 #[utoipa::path(post, path = "/api/engagement/encounters", tag = "sdk-engagement", request_body = NewEncounter,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": {} }))),
     responses((status = 201, description = "the encounter, open", body = Data<Encounter>)))]
-async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewEncounter>) -> ApiResult<Response> {
+async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewEncounter>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
     let kind = Check::optional(&body.kind).unwrap_or_else(|| "visit".to_string());
     if !valid_kind(&kind) {
         check.fail("kind must be 1 to 64 of a-z, 0-9, '.', '_' or '-'");
     }
-    let vault_key_ref = check.optional_bounded("vault_key_ref", &body.vault_key_ref, 256);
-    let policy = Check::optional(&body.retention_policy).unwrap_or_else(|| "operational".to_string());
-    check.one_of("retention_policy", &policy, &POLICIES);
-    let days = check.optional_int("retention_days", body.retention_days.as_ref(), 1, MAX_RETENTION_DAYS);
-    let days = match (policy.as_str(), days) {
-        ("custom", Some(d)) => d,
-        ("custom", None) => {
-            if body.retention_days.as_ref().is_none_or(Value::is_null) {
-                check.fail("retention_days is required with retention_policy custom");
-            }
+    let vault_key_ref = Check::optional(&body.vault_key_ref);
+    let retention = body.retention_policy.unwrap_or(Policy::Operational);
+    let policy = retention.as_str();
+    let days = match (retention, body.retention_days) {
+        (Policy::Custom, Some(d)) => d,
+        (Policy::Custom, None) => {
+            check.fail("retention_days is required with retention_policy custom");
             0
         }
         (_, Some(_)) => {
             check.fail("retention_days is only for retention_policy custom");
             0
         }
-        ("regulated", None) => REGULATED_DAYS,
-        _ => OPERATIONAL_DAYS,
+        (Policy::Regulated, None) => REGULATED_DAYS,
+        (Policy::Operational, None) => OPERATIONAL_DAYS,
     };
-    let parent = check.optional_uuid("parent_encounter_id", &body.parent_encounter_id).map(|u| u.to_string());
-    let address = check.optional_uuid("address_id", &body.address_id).map(|u| u.to_string());
-    let billing_ref = check.optional_bounded("billing_ref", &body.billing_ref, 256);
-    let contact = check.optional_uuid("contact_id", &body.contact_id).map(|u| u.to_string());
+    let parent = crate::uuid_text(&body.parent_encounter_id);
+    let address = crate::uuid_text(&body.address_id);
+    let billing_ref = Check::optional(&body.billing_ref);
+    let contact = crate::uuid_text(&body.contact_id);
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let mut check = Check::new();
@@ -147,7 +156,7 @@ async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body):
         .bind(&ctx.tenant_id)
         .bind(&kind)
         .bind(&vault_key_ref)
-        .bind(&policy)
+        .bind(policy)
         .bind(days)
         .bind(&parent)
         .bind(&address)

@@ -3,6 +3,7 @@
 //! vertical), which is what `GET /api/lead-scoring/models/active` resolves.
 
 use hub_kernel::prelude::*;
+use serde_json::Map;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create_model)).routes(routes!(activate)).routes(routes!(active))
@@ -43,49 +44,40 @@ fn valid_vertical(s: &str) -> bool {
 #[schema(as = NewLeadScoringModel)]
 struct NewModel {
     /// 1–64 of `a-z 0-9 . _ -`.
-    #[schema(required = true)]
-    vertical: Option<String>,
-    /// At most 200 characters.
-    #[schema(required = true)]
-    name: Option<String>,
-    /// 1–200 signals, each name (≤ 64 characters) with a numeric weight.
-    #[schema(required = true, value_type = Object)]
-    weights: Option<Value>,
-    /// 0–100; 50 when absent.
-    #[schema(value_type = Option<i64>)]
-    threshold: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    vertical: String,
+    #[schema(max_length = 200)]
+    name: String,
+    /// 1–200 signals, each name (1–64 characters) with a numeric weight,
+    /// stored as given.
+    #[schema(value_type = HashMap<String, f64>)]
+    weights: Map<String, Value>,
+    /// 50 when absent.
+    #[schema(minimum = 0, maximum = 100)]
+    threshold: Option<i64>,
 }
 
 /// Creates the next version of a vertical's model, inactive.
 #[utoipa::path(post, path = "/api/lead-scoring/models", tag = "sdk-lead-scoring", request_body = NewModel,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "vertical": "race-{unique}", "name": "race", "weights": { "a": 1 } } }))),
     responses((status = 201, description = "the model, inactive", body = Data<Model>)))]
-async fn create_model(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewModel>) -> ApiResult<Response> {
+async fn create_model(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewModel>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let vertical = check.required("vertical", &body.vertical);
-    if !vertical.is_empty() && !valid_vertical(&vertical) {
+    let vertical = body.vertical.trim().to_string();
+    if !valid_vertical(&vertical) {
         check.fail("vertical must be 1 to 64 of a-z, 0-9, '.', '_', '-'");
     }
-    let name = check.required("name", &body.name);
-    if name.chars().count() > 200 {
-        check.fail("name must be at most 200 characters");
-    }
-    match &body.weights {
-        Some(Value::Object(w)) if (1..=MAX_WEIGHTS).contains(&w.len()) => {
-            for (signal, weight) in w {
-                if signal.is_empty() || signal.chars().count() > 64 || !weight.is_number() {
-                    check.fail(format!("weights.{signal} must be a number named by 1 to 64 characters"));
-                }
+    let name = body.name.trim().to_string();
+    if (1..=MAX_WEIGHTS).contains(&body.weights.len()) {
+        for signal in body.weights.keys() {
+            if signal.is_empty() || signal.chars().count() > 64 {
+                check.fail(format!("weights.{signal} must be a number named by 1 to 64 characters"));
             }
         }
-        None | Some(Value::Null) => check.fail("weights is required"),
-        Some(_) => check.fail(format!("weights must be an object of 1 to {MAX_WEIGHTS} numbers")),
+    } else {
+        check.fail(format!("weights must be an object of 1 to {MAX_WEIGHTS} numbers"));
     }
-    let threshold = check.optional_int("threshold", body.threshold.as_ref(), 0, 100).unwrap_or(50);
+    let threshold = body.threshold.unwrap_or(50);
     check.finish()?;
     let mut tx = state.db.begin().await?;
     // Concurrent publishes of one vertical each get a version of their own.
@@ -101,7 +93,7 @@ async fn create_model(State(state): State<AppState>, Tenant(ctx): Tenant, Lenien
         .bind(&vertical)
         .bind(&name)
         .bind(version)
-        .bind(body.weights.unwrap_or_default().to_string())
+        .bind(Value::Object(body.weights).to_string())
         .bind(threshold)
         .bind(audit::actor_of(&ctx).1)
         .bind(db::now())

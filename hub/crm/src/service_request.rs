@@ -12,7 +12,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 const STATUSES: [&str; 2] = ["open", "closed"];
-const MAX_PRIORITY: i64 = 1000;
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ServiceRequestQueue)]
@@ -50,33 +49,29 @@ const REQUEST_COLUMNS: &str = "request_id, queue_id, title, description, priorit
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewServiceRequestQueue)]
 struct NewQueue {
-    /// The caller's tenant.
-    #[schema(required = true, format = "uuid")]
-    tenant_id: Option<String>,
-    /// At most 200 characters, unique in the tenant.
-    #[schema(required = true)]
-    name: Option<String>,
-    /// At most 2000 characters.
+    /// The caller's tenant (required here; `Body` refuses another tenant's).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: String,
+    /// Unique in the tenant (409).
+    #[schema(max_length = 200)]
+    name: String,
+    #[schema(max_length = 2000)]
     description: Option<String>,
-    /// An integer from 0 to 1000 (higher is more urgent); 0 when absent.
-    #[schema(value_type = Option<i64>)]
-    priority: Option<Value>,
+    /// Higher is more urgent; 0 when absent.
+    #[schema(minimum = 0, maximum = 1000)]
+    priority: Option<i64>,
 }
 
 /// Creates a queue.
 #[utoipa::path(post, path = "/api/service-requests/queues", tag = "sdk-service-request", request_body = NewQueue,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "tenant_id": "{tenant_id}", "name": "race-{unique}" } }))),
     responses((status = 201, description = "the queue", body = Data<Queue>)))]
-async fn create_queue(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewQueue>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    check.required("tenant_id", &body.tenant_id);
-    let name = check.required("name", &body.name);
-    if name.chars().count() > 200 {
-        check.fail("name must be at most 200 characters");
-    }
-    let description = check.optional_bounded("description", &body.description, 2000);
-    let priority = check.optional_int("priority", body.priority.as_ref(), 0, MAX_PRIORITY).unwrap_or(0);
-    check.finish()?;
+async fn create_queue(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewQueue>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let name = body.name.trim().to_string();
+    let description = Check::optional(&body.description);
+    let priority = body.priority.unwrap_or(0);
     let mut tx = state.db.begin().await?;
     let sql = format!(
         "INSERT INTO service_request_queue (queue_id, tenant_id, name, description, priority, created_by, created_at) \
@@ -109,40 +104,31 @@ async fn list_queues(State(state): State<AppState>, Tenant(ctx): Tenant, page: P
 #[derive(Deserialize, ToSchema)]
 struct NewServiceRequest {
     /// A queue of the tenant.
-    #[schema(required = true, format = "uuid")]
-    queue_id: Option<String>,
-    /// At most 300 characters.
-    #[schema(required = true)]
-    title: Option<String>,
-    /// At most 8000 characters.
+    #[schema(format = "uuid")]
+    queue_id: String,
+    #[schema(max_length = 300)]
+    title: String,
+    #[schema(max_length = 8000)]
     description: Option<String>,
-    /// 0 to 1000; the queue's when absent.
-    #[schema(value_type = Option<i64>)]
-    priority: Option<Value>,
+    /// The queue's when absent.
+    #[schema(minimum = 0, maximum = 1000)]
+    priority: Option<i64>,
     /// The requesting contact (a contact of the tenant's CRM).
     #[schema(format = "uuid")]
     contact_id: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// Files a request into a queue: `open`.
 #[utoipa::path(post, path = "/api/service-requests", tag = "sdk-service-request", request_body = NewServiceRequest,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/service-requests/queues", { "tenant_id": "{tenant_id}", "name": "race-{unique}" }]], "body": { "queue_id": "{queue_id}", "title": "race" } }))),
     responses((status = 201, description = "the request", body = Data<ServiceRequest>)))]
-async fn open_request(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewServiceRequest>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let queue = check.required_uuid("queue_id", &body.queue_id).map(|u| u.to_string()).unwrap_or_default();
-    let title = check.required("title", &body.title);
-    if title.chars().count() > 300 {
-        check.fail("title must be at most 300 characters");
-    }
-    let description = check.optional_bounded("description", &body.description, 8000);
-    let priority = check.optional_int("priority", body.priority.as_ref(), 0, MAX_PRIORITY);
-    let contact = check.optional_uuid("contact_id", &body.contact_id).map(|u| u.to_string());
-    check.finish()?;
+async fn open_request(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewServiceRequest>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let queue = crate::uuid_text(&Some(body.queue_id)).unwrap_or_default();
+    let title = body.title.trim().to_string();
+    let description = Check::optional(&body.description);
+    let priority = body.priority;
+    let contact = crate::uuid_text(&body.contact_id);
     let mut tx = state.db.begin().await?;
     let queue_priority: Option<i64> = sqlx::query_scalar("SELECT priority FROM service_request_queue WHERE tenant_id = $1 AND queue_id = $2")
         .bind(&ctx.tenant_id)
@@ -229,7 +215,7 @@ async fn get_request(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
 
 #[derive(Deserialize, ToSchema)]
 struct CloseServiceRequest {
-    /// At most 2000 characters.
+    #[schema(max_length = 2000)]
     resolution: Option<String>,
 }
 
@@ -241,17 +227,12 @@ const REQUEST: Stateful = Stateful { noun: "request", table: "service_request", 
     params(("service_request_id" = String, Path, description = "the request")), request_body = CloseServiceRequest,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/service-requests/queues", { "tenant_id": "{tenant_id}", "name": "race-{unique}" }], ["POST", "/api/service-requests", { "queue_id": "{queue_id}", "title": "race" }]], "params": { "service_request_id": "{request_id}" }, "body": {} }))),
     responses((status = 200, description = "the request, closed", body = Data<ServiceRequest>)))]
-async fn close_request(
-    State(state): State<AppState>,
-    Tenant(ctx): Tenant,
-    Path(id): Path<String>,
-    Lenient(body): Lenient<CloseServiceRequest>,
-) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let resolution = check.optional_bounded("resolution", &body.resolution, 2000);
-    check.finish()?;
+async fn close_request(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<CloseServiceRequest>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let id = path_id(&id)?.to_string();
+    // Another tenant's request is not found, whatever the body.
+    REQUEST.state_of(&mut tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
+    let resolution = Check::optional(&body.checked()?.resolution);
     let sql = format!(
         "UPDATE service_request SET status = 'closed', resolution = $3, closed_at = $4 WHERE tenant_id = $1 AND request_id = $2 AND status = 'open' \
          RETURNING {REQUEST_COLUMNS}"

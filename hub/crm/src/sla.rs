@@ -27,8 +27,24 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// Severities, least to most severe.
 const SEVERITIES: [&str; 4] = ["low", "medium", "high", "critical"];
-/// A year, in minutes: the longest target and the furthest rung.
-const MAX_MINUTES: i64 = 525_600;
+
+/// How urgent an escalation is.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = SlaSeverity)]
+enum Severity {
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+impl Severity {
+    fn as_str(self) -> &'static str {
+        SEVERITIES[self as usize]
+    }
+}
+
 /// Rungs of one policy at most.
 const MAX_RUNGS: i64 = 20;
 
@@ -97,36 +113,25 @@ async fn find_policy(tx: &mut Tx, tenant: &str, id: &str) -> ApiResult<SlaPolicy
 
 #[derive(Deserialize, ToSchema)]
 struct NewSlaPolicy {
-    /// At most 200 characters, unique in the tenant.
-    #[schema(required = true)]
-    name: Option<String>,
-    /// 1 to 525600 (a year).
-    #[schema(required = true, value_type = i64)]
-    target_minutes: Option<Value>,
-    /// At most 2000 characters.
+    /// Unique in the tenant (409).
+    #[schema(max_length = 200)]
+    name: String,
+    /// At most a year.
+    #[schema(minimum = 1, maximum = 525600)]
+    target_minutes: i64,
+    #[schema(max_length = 2000)]
     description: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// Creates a policy.
 #[utoipa::path(post, path = "/api/sla/policies", tag = "sdk-sla", request_body = NewSlaPolicy,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "race-{unique}", "target_minutes": 60 } }))),
     responses((status = 201, description = "the policy", body = Data<SlaPolicy>)))]
-async fn create_policy(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSlaPolicy>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let name = check.required("name", &body.name);
-    if name.chars().count() > 200 {
-        check.fail("name must be at most 200 characters");
-    }
-    if body.target_minutes.as_ref().is_none_or(Value::is_null) {
-        check.fail("target_minutes is required");
-    }
-    let target = check.optional_int("target_minutes", body.target_minutes.as_ref(), 1, MAX_MINUTES).unwrap_or(0);
-    let description = check.optional_bounded("description", &body.description, 2000);
-    check.finish()?;
+async fn create_policy(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSlaPolicy>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let name = body.name.trim().to_string();
+    let target = body.target_minutes;
+    let description = Check::optional(&body.description);
     let mut tx = state.db.begin().await?;
     let sql = format!(
         "INSERT INTO sla_policy (policy_id, tenant_id, name, description, target_minutes, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
@@ -178,12 +183,11 @@ async fn rungs_of(pool: &sqlx::AnyPool, tenant: &str, policies: &[String]) -> Ap
 
 #[derive(Deserialize, ToSchema)]
 struct NewSlaRung {
-    /// Minutes from the deadline, -525600 to 525600 (negative: before it); one rung per offset in a policy.
-    #[schema(required = true, value_type = i64)]
-    offset_minutes: Option<Value>,
-    /// `low`, `medium`, `high` or `critical`.
-    #[schema(required = true)]
-    severity: Option<String>,
+    /// Minutes from the deadline, at most a year either way (negative:
+    /// before it); one rung per offset in a policy (409).
+    #[schema(minimum = -525600, maximum = 525600)]
+    offset_minutes: i64,
+    severity: Severity,
     /// A persona of the tenant the escalation goes to.
     #[schema(format = "uuid")]
     notify_persona_id: Option<String>,
@@ -197,19 +201,14 @@ const POLICY: Stateful = Stateful { noun: "policy", table: "sla_policy", key: "p
 #[utoipa::path(post, path = "/api/sla/policies/{policy_id}/rungs", tag = "sdk-sla", params(("policy_id" = String, Path, description = "the policy")),
     request_body = NewSlaRung, extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/sla/policies", { "name": "race-{unique}", "target_minutes": 60 }]], "body": { "offset_minutes": -10, "severity": "high" } }))),
     responses((status = 201, description = "the rung", body = Data<SlaRung>)))]
-async fn add_rung(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<NewSlaRung>) -> ApiResult<Response> {
+async fn add_rung(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewSlaRung>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
-    let mut check = Check::new();
-    if body.offset_minutes.as_ref().is_none_or(Value::is_null) {
-        check.fail("offset_minutes is required");
-    }
-    let offset = check.optional_int("offset_minutes", body.offset_minutes.as_ref(), -MAX_MINUTES, MAX_MINUTES).unwrap_or(0);
-    let severity = check.required("severity", &body.severity);
-    check.one_of("severity", &severity, &SEVERITIES);
-    let notify = check.optional_uuid("notify_persona_id", &body.notify_persona_id).map(|u| u.to_string());
     let mut tx = state.db.begin().await?;
     let policy = find_policy(&mut tx, &ctx.tenant_id, &id).await?;
-    check.finish()?;
+    let body = body.checked()?;
+    let offset = body.offset_minutes;
+    let severity = body.severity.as_str();
+    let notify = crate::uuid_text(&body.notify_persona_id);
     if let Some(p) = &notify
         && !personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, p).await?
     {
@@ -235,7 +234,7 @@ async fn add_rung(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
         .bind(&ctx.tenant_id)
         .bind(&policy.policy_id)
         .bind(offset)
-        .bind(&severity)
+        .bind(severity)
         .bind(&notify)
         .bind(db::now())
         .fetch_optional(&mut *tx)
@@ -250,30 +249,25 @@ async fn add_rung(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
 #[derive(Deserialize, ToSchema)]
 struct NewSlaClock {
     /// A policy of the tenant.
-    #[schema(required = true, format = "uuid")]
-    policy_id: Option<String>,
-    /// What the clock times (at most 256 characters: `service_request:<id>`, ...).
-    #[schema(required = true)]
-    subject_ref: Option<String>,
-    /// RFC 3339, when the clock started (not in the future); now when absent.
-    started_at: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
     #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    policy_id: String,
+    /// What the clock times (`service_request:<id>`, ...).
+    #[schema(max_length = 256)]
+    subject_ref: String,
+    /// When the clock started (at most 5 minutes ahead); now when absent.
+    #[schema(format = DateTime)]
+    started_at: Option<String>,
 }
 
 /// Starts a clock: due at `started_at` plus the policy's target.
 #[utoipa::path(post, path = "/api/sla/clocks", tag = "sdk-sla", request_body = NewSlaClock,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/sla/policies", { "name": "race-{unique}", "target_minutes": 60 }]], "body": { "policy_id": "{policy_id}", "subject_ref": "race" } }))),
     responses((status = 201, description = "the clock, running", body = Data<SlaClock>)))]
-async fn start_clock(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSlaClock>) -> ApiResult<Response> {
+async fn start_clock(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSlaClock>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let policy = check.required_uuid("policy_id", &body.policy_id).map(|u| u.to_string()).unwrap_or_default();
-    let subject = check.required("subject_ref", &body.subject_ref);
-    if subject.chars().count() > 256 {
-        check.fail("subject_ref must be at most 256 characters");
-    }
+    let policy = crate::uuid_text(&Some(body.policy_id)).unwrap_or_default();
+    let subject = body.subject_ref.trim().to_string();
     let started = check.time_or_now("started_at", &body.started_at);
     check.finish()?;
     let mut tx = state.db.begin().await?;

@@ -10,6 +10,28 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 const NETWORKS: [&str; 9] = ["x", "linkedin", "facebook", "instagram", "tiktok", "youtube", "threads", "bluesky", "mastodon"];
 
+/// A social network.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = SocialNetwork)]
+enum Network {
+    X,
+    Linkedin,
+    Facebook,
+    Instagram,
+    Tiktok,
+    Youtube,
+    Threads,
+    Bluesky,
+    Mastodon,
+}
+
+impl Network {
+    fn as_str(self) -> &'static str {
+        NETWORKS[self as usize]
+    }
+}
+
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = SocialHandle)]
 struct Handle {
@@ -39,18 +61,19 @@ const HANDLES: Listing = Listing {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewSocialHandle)]
 struct NewHandle {
-    /// The caller's tenant (required).
-    #[schema(required = true, format = "uuid")]
-    tenant_id: Option<String>,
-    #[schema(required = true)]
-    network: Option<String>,
-    /// At most 256 characters; once per network in a tenant (409).
-    #[schema(required = true)]
-    external_handle_id: Option<String>,
+    /// The caller's tenant (required here; `Body` refuses another tenant's).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: String,
+    network: Network,
+    /// Once per network in a tenant (409).
+    #[schema(max_length = 256)]
+    external_handle_id: String,
     /// The persona of the tenant that authorised the handle.
-    #[schema(required = true, format = "uuid")]
-    authorized_persona_id: Option<String>,
-    /// At most 200 characters (`@acme`).
+    #[schema(format = "uuid")]
+    authorized_persona_id: String,
+    /// `@acme`.
+    #[schema(max_length = 200)]
     display_name: Option<String>,
 }
 
@@ -58,27 +81,21 @@ struct NewHandle {
 #[utoipa::path(post, path = "/api/social/handles", tag = "sdk-social", request_body = NewHandle,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "tenant_id": "{tenant_id}", "network": "x", "external_handle_id": "h-{unique}", "authorized_persona_id": "{owner_persona_id}" } }))),
     responses((status = 201, description = "the handle", body = Data<Handle>)))]
-async fn authorise(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewHandle>) -> ApiResult<Response> {
-    let mut check = Check::new();
+async fn authorise(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewHandle>) -> ApiResult<Response> {
     // `Body` has refused another tenant's id already.
-    check.required("tenant_id", &body.tenant_id);
-    let network = check.required("network", &body.network);
-    check.one_of("network", &network, &NETWORKS);
-    let external = check.required("external_handle_id", &body.external_handle_id);
-    if external.chars().count() > 256 {
-        check.fail("external_handle_id must be at most 256 characters");
-    }
-    let persona = check.required_uuid("authorized_persona_id", &body.authorized_persona_id).map(|u| u.to_string()).unwrap_or_default();
-    let display = check.optional_bounded("display_name", &body.display_name, 200);
-    check.finish()?;
+    let body = body.checked()?;
+    let network = body.network.as_str();
+    let external = body.external_handle_id.trim();
+    let persona = crate::uuid_text(&Some(body.authorized_persona_id)).unwrap_or_default();
+    let display = Check::optional(&body.display_name);
     let mut tx = state.db.begin().await?;
     if !personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, &persona).await? {
         return Err(ApiError::invalid("authorized_persona_id is not a persona of this tenant"));
     }
     let taken: Option<String> = sqlx::query_scalar("SELECT handle_id FROM social_handle WHERE tenant_id = $1 AND network = $2 AND external_handle_id = $3")
         .bind(&ctx.tenant_id)
-        .bind(&network)
-        .bind(&external)
+        .bind(network)
+        .bind(external)
         .fetch_optional(&mut *tx)
         .await?;
     if taken.is_some() {
@@ -91,8 +108,8 @@ async fn authorise(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(b
     let handle: Handle = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&network)
-        .bind(&external)
+        .bind(network)
+        .bind(external)
         .bind(&display)
         .bind(&persona)
         .bind(audit::actor_of(&ctx).1)

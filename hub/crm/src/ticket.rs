@@ -12,7 +12,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 const STATUSES: [&str; 3] = ["issued", "used", "voided"];
-const MAX_CAPACITY: i64 = 1_000_000;
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = TicketedEvent)]
@@ -69,45 +68,38 @@ struct CheckIn {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewTicketedEvent)]
 struct NewEvent {
-    /// At most 200 characters.
-    #[schema(required = true)]
-    name: Option<String>,
-    /// RFC 3339.
-    #[schema(required = true)]
-    starts_at: Option<String>,
-    /// RFC 3339, after `starts_at`.
+    #[schema(max_length = 200)]
+    name: String,
+    #[schema(format = DateTime)]
+    starts_at: String,
+    /// After `starts_at`.
+    #[schema(format = DateTime)]
     ends_at: Option<String>,
-    /// At most 300 characters.
+    #[schema(max_length = 300)]
     venue: Option<String>,
-    /// 1 to 1000000.
-    #[schema(value_type = Option<i64>)]
-    capacity: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    /// Tickets that may be issued; no limit when absent.
+    #[schema(minimum = 1, maximum = 1000000)]
+    capacity: Option<i64>,
 }
 
 /// Creates an event tickets are issued for.
 #[utoipa::path(post, path = "/api/tickets/events", tag = "sdk-event", request_body = NewEvent,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race", "starts_at": "2027-01-01T00:00:00Z", "capacity": 10 } }))),
     responses((status = 201, description = "the event", body = Data<Event>)))]
-async fn create_event(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewEvent>) -> ApiResult<Response> {
+async fn create_event(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewEvent>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let name = check.required("name", &body.name);
-    if name.chars().count() > 200 {
-        check.fail("name must be at most 200 characters");
-    }
-    let starts_raw = check.required("starts_at", &body.starts_at);
-    let starts = if starts_raw.is_empty() { None } else { check.optional_expiry("starts_at", &body.starts_at) };
+    let name = body.name.trim().to_string();
+    // The times in their stored form (their schema has checked them).
+    let starts = check.optional_expiry("starts_at", &Some(body.starts_at));
     let ends = check.optional_expiry("ends_at", &body.ends_at);
     if let (Some(s), Some(e)) = (&starts, &ends)
         && e <= s
     {
         check.fail("ends_at must be after starts_at");
     }
-    let venue = check.optional_bounded("venue", &body.venue, 300);
-    let capacity = check.optional_int("capacity", body.capacity.as_ref(), 1, MAX_CAPACITY);
+    let venue = Check::optional(&body.venue);
+    let capacity = body.capacity;
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let sql = format!(
@@ -135,17 +127,13 @@ async fn create_event(State(state): State<AppState>, Tenant(ctx): Tenant, Lenien
 #[derive(Deserialize, ToSchema)]
 struct NewTicket {
     /// An event of the tenant.
-    #[schema(required = true, format = "uuid")]
-    event_id: Option<String>,
-    /// At most 200 characters.
+    #[schema(format = "uuid")]
+    event_id: String,
+    #[schema(max_length = 200)]
     holder_name: Option<String>,
     /// A contact of the tenant's CRM.
     #[schema(format = "uuid")]
     contact_id: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// A ticket as guarded writes name it.
@@ -159,13 +147,11 @@ const EVENT: Stateful = Stateful { noun: "event", table: "event_event", key: "ev
 #[utoipa::path(post, path = "/api/tickets", tag = "sdk-event", request_body = NewTicket,
     extensions(("x-concurrency" = json!({ "outcome": "capacity", "wins": 3, "given": [["POST", "/api/tickets/events", { "name": "race", "starts_at": "2027-01-01T00:00:00Z", "capacity": 3 }]], "body": { "event_id": "{event_id}" } }))),
     responses((status = 201, description = "the ticket and its qr_token", body = Data<IssuedTicket>)))]
-async fn issue(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewTicket>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let event_id = check.required_uuid("event_id", &body.event_id).map(|u| u.to_string());
-    let holder = check.optional_bounded("holder_name", &body.holder_name, 200);
-    let contact = check.optional_uuid("contact_id", &body.contact_id).map(|u| u.to_string());
-    check.finish()?;
-    let event_id = event_id.unwrap_or_default();
+async fn issue(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewTicket>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let event_id = crate::uuid_text(&Some(body.event_id)).unwrap_or_default();
+    let holder = Check::optional(&body.holder_name);
+    let contact = crate::uuid_text(&body.contact_id);
     let mut tx = state.db.begin().await?;
     // The event's row is locked until the ticket is committed: issues
     // against one capacity count the tickets one after another.
@@ -238,18 +224,13 @@ async fn list_tickets(State(state): State<AppState>, Tenant(ctx): Tenant, Params
 #[schema(as = NewTicketCheckIn)]
 struct NewCheckIn {
     /// The token of the ticket's QR code.
-    #[schema(required = true)]
-    qr_token: Option<String>,
+    qr_token: String,
     /// The persona checking the holder in (a persona of the tenant).
-    #[schema(required = true, format = "uuid")]
-    checked_in_by_persona_id: Option<String>,
+    #[schema(format = "uuid")]
+    checked_in_by_persona_id: String,
     /// The scanning device, if any.
     #[schema(format = "uuid")]
     device_uuid: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// Checks a ticket in by its `qr_token`: `issued` → `used`. 404 for a token
@@ -257,13 +238,11 @@ struct NewCheckIn {
 #[utoipa::path(post, path = "/api/tickets/check-in", tag = "sdk-event", request_body = NewCheckIn,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/tickets/events", { "name": "race", "starts_at": "2027-01-01T00:00:00Z" }], ["POST", "/api/tickets", { "event_id": "{event_id}" }]], "body": { "qr_token": "{qr_token}", "checked_in_by_persona_id": "{persona_id}" } }))),
     responses((status = 201, description = "the check-in", body = Data<CheckIn>)))]
-async fn check_in(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewCheckIn>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let token = check.required("qr_token", &body.qr_token);
-    let by = check.required_uuid("checked_in_by_persona_id", &body.checked_in_by_persona_id).map(|u| u.to_string());
-    let device = check.optional_uuid("device_uuid", &body.device_uuid).map(|u| u.to_string());
-    check.finish()?;
-    let by = by.unwrap_or_default();
+async fn check_in(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCheckIn>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let token = body.qr_token.trim();
+    let by = crate::uuid_text(&Some(body.checked_in_by_persona_id)).unwrap_or_default();
+    let device = crate::uuid_text(&body.device_uuid);
     let mut tx = state.db.begin().await?;
     if !personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, &by).await? {
         return Err(ApiError::invalid("checked_in_by_persona_id is not a persona of this tenant"));

@@ -29,21 +29,22 @@ struct Drained {
     rows: Vec<OutboxRow>,
 }
 
-/// A push's body (documentation of what `push` validates by hand, so that
-/// every problem of every row is reported at once).
-#[derive(ToSchema)]
-#[allow(dead_code)]
+/// A push's body.
+#[derive(Deserialize, ToSchema)]
 struct Push {
+    #[schema(format = "uuid")]
     device_uuid: Option<String>,
-    /// 1 to 500 rows.
+    #[schema(min_items = 1, max_items = 500)]
     rows: Vec<PushedRow>,
 }
 
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Deserialize, ToSchema)]
 struct PushedRow {
-    /// A platform event type or one the tenant registered.
+    /// A platform event type or one the tenant registered
+    /// (`<domain>.<entity>.<verb>.v<N>`).
     event_type: String,
+    /// Any JSON but null.
+    #[schema(value_type = Value)]
     payload: Value,
     idempotency_key: String,
 }
@@ -63,7 +64,6 @@ struct DrainRequest {
     limit: Option<i64>,
 }
 
-const MAX_ROWS: usize = 500;
 const DEFAULT_DRAIN: i64 = 100;
 
 /// Pushes rows: `{ device_uuid?, rows: [{ event_type, payload, idempotency_key }] }`.
@@ -71,30 +71,14 @@ const DEFAULT_DRAIN: i64 = 100;
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0,
         "body": { "rows": [{ "event_type": "diagnostic.health.reported.v1", "payload": { "race": true }, "idempotency_key": "k-{unique}" }] } }))),
     responses((status = 201, description = "the keys stored and those already there", body = Data<Pushed>)))]
-async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
+async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Push>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let device = check.optional_uuid("device_uuid", &body.get("device_uuid").and_then(Value::as_str).map(str::to_string));
-    let rows = match body.get("rows") {
-        Some(Value::Array(rows)) if !rows.is_empty() && rows.len() <= MAX_ROWS => rows.clone(),
-        Some(Value::Array(rows)) if rows.len() > MAX_ROWS => {
-            check.fail(format!("rows holds at most {MAX_ROWS} entries"));
-            Vec::new()
-        }
-        _ => {
-            check.fail("rows must be a non-empty array");
-            Vec::new()
-        }
-    };
+    let device = check.optional_uuid("device_uuid", &body.device_uuid);
+    let rows = body.rows;
     for (i, row) in rows.iter().enumerate() {
-        let event_type = row.get("event_type").and_then(Value::as_str).unwrap_or("");
-        if !registry::valid_name(event_type) {
+        if !registry::valid_name(&row.event_type) {
             check.fail(format!("rows[{i}].event_type must look like <domain>.<entity>.<verb>.v<N>"));
-        }
-        if row.get("idempotency_key").and_then(Value::as_str).is_none_or(|k| k.trim().is_empty()) {
-            check.fail(format!("rows[{i}].idempotency_key is required"));
-        }
-        if row.get("payload").is_none_or(Value::is_null) {
-            check.fail(format!("rows[{i}].payload is required"));
         }
     }
     check.finish()?;
@@ -103,7 +87,7 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body):
     let mut check = Check::new();
     let mut known = std::collections::HashMap::new();
     for (i, row) in rows.iter().enumerate() {
-        let event_type = row["event_type"].as_str().expect("checked");
+        let event_type = row.event_type.as_str();
         if !known.contains_key(event_type) {
             let found = registry::lookup(&state.db.read, &ctx.tenant_id, event_type).await?.is_some();
             known.insert(event_type, found);
@@ -118,7 +102,7 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body):
     let mut tx = state.db.begin().await?;
     let (mut accepted, mut duplicates) = (Vec::new(), Vec::new());
     for row in &rows {
-        let key = row["idempotency_key"].as_str().expect("checked").trim().to_string();
+        let key = row.idempotency_key.trim().to_string();
         let done = sqlx::query(
             "INSERT INTO hdk_outbox (row_id, tenant_id, device_uuid, event_type, payload, idempotency_key, received_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (tenant_id, idempotency_key) DO NOTHING",
@@ -126,8 +110,8 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body):
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
         .bind(device.map(|d| d.to_string()))
-        .bind(row["event_type"].as_str().expect("checked"))
-        .bind(row["payload"].to_string())
+        .bind(&row.event_type)
+        .bind(row.payload.to_string())
         .bind(&key)
         .bind(db::now())
         .execute(&mut *tx)

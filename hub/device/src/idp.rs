@@ -29,10 +29,14 @@ const COLUMNS: &str = "device_uuid, person_id, \
 
 #[derive(Deserialize, ToSchema)]
 struct Claim {
-    #[schema(required = true)]
-    device_uuid: Option<String>,
-    person_id: Option<String>,
+    #[schema(format = "uuid")]
+    device_uuid: String,
+    /// The person the device is bound to.
+    #[schema(format = "uuid")]
+    person_id: String,
+    /// Base64.
     biometric_template_envelope: Option<String>,
+    /// Base64.
     pin_envelope: Option<String>,
 }
 
@@ -58,10 +62,11 @@ fn aad(tenant: &str, device: &str, field: &str) -> Vec<u8> {
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 0, "given": [],
         "body": { "device_uuid": "{unique}", "person_id": "{person_id}" } }))),
     responses((status = 201, description = "a new claim", body = Data<ClaimRow>), (status = 200, description = "the device's claim, replaced", body = Data<ClaimRow>)))]
-async fn upsert(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Claim>) -> ApiResult<Response> {
+async fn upsert(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Claim>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let device = check.required_uuid("device_uuid", &body.device_uuid);
-    let person = check.required_uuid("person_id", &body.person_id);
+    let device = check.required_uuid("device_uuid", &Some(body.device_uuid));
+    let person = check.required_uuid("person_id", &Some(body.person_id));
     let biometric = decode(&mut check, "biometric_template_envelope", &body.biometric_template_envelope);
     let pin = decode(&mut check, "pin_envelope", &body.pin_envelope);
     check.finish()?;

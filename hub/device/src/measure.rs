@@ -23,37 +23,30 @@ const LISTING: Listing =
 
 #[derive(Deserialize, ToSchema)]
 struct NewMeasurement {
-    #[schema(required = true)]
-    capture_id: Option<String>,
-    #[schema(required = true)]
-    kind: Option<String>,
-    #[schema(required = true, value_type = f64)]
-    value: Option<Value>,
-    #[schema(required = true)]
-    unit: Option<String>,
+    capture_id: String,
+    kind: String,
+    value: f64,
+    unit: String,
 }
 
 /// Records a measurement of a capture.
 #[utoipa::path(post, path = "/api/hdk/measure/measurements", tag = "hdk-measure", request_body = NewMeasurement,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": { "capture_id": "c-{unique}", "kind": "length", "value": 1.5, "unit": "m" } }))),
     responses((status = 201, description = "the measurement", body = Data<Measurement>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewMeasurement>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let capture = check.required("capture_id", &body.capture_id);
-    let kind = check.required("kind", &body.kind);
-    let unit = check.required("unit", &body.unit);
-    let value = check.required_number("value", body.value.as_ref());
-    check.finish()?;
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewMeasurement>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let (capture, kind, unit) = (body.capture_id.trim(), body.kind.trim(), body.unit.trim());
+    let value = body.value;
     let sql = format!(
         "INSERT INTO hdk_measurement (measurement_id, tenant_id, capture_id, kind, value, unit, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
     );
     let row: Measurement = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&capture)
-        .bind(&kind)
+        .bind(capture)
+        .bind(kind)
         .bind(value)
-        .bind(&unit)
+        .bind(unit)
         .bind(db::now())
         .fetch_one(state.db.writer())
         .await?;

@@ -22,10 +22,17 @@ const COLUMNS: &str = "snapshot_id, tenant_id, device_uuid, persona_id, permissi
 
 #[derive(Deserialize, ToSchema)]
 struct NewSnapshot {
-    #[schema(required = true)]
-    device_uuid: Option<String>,
+    #[schema(format = "uuid")]
+    device_uuid: String,
+    /// A persona of the caller's tenant.
+    #[schema(format = "uuid")]
     persona_id: Option<String>,
-    permission_set: Option<Value>,
+    /// An object or an array (a value of another type is 400).
+    #[schema(value_type = Value)]
+    permission_set: Value,
+    /// When the device took it (not more than 5 minutes ahead); now when
+    /// absent.
+    #[schema(format = DateTime)]
     taken_at: Option<String>,
 }
 
@@ -36,14 +43,15 @@ struct NewSnapshot {
 #[utoipa::path(post, path = "/api/hdk/permissions/snapshots", tag = "hdk-permissions", request_body = NewSnapshot,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "device_uuid": "{unique}", "permission_set": { "camera": "granted" } } }))),
     responses((status = 201, description = "the snapshot", body = Data<Snapshot>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSnapshot>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSnapshot>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let device = check.required_uuid("device_uuid", &body.device_uuid);
+    let device = check.required_uuid("device_uuid", &Some(body.device_uuid.clone()));
     let persona = check.optional_uuid("persona_id", &body.persona_id);
     let set = match &body.permission_set {
-        Some(v @ (Value::Object(_) | Value::Array(_))) => v.to_string(),
+        v @ (Value::Object(_) | Value::Array(_)) => v.to_string(),
         _ => {
-            check.fail("permission_set is required (an object or an array)");
+            check.fail("permission_set must be an object or an array");
             String::new()
         }
     };

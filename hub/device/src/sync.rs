@@ -18,20 +18,25 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(resolve)).routes(routes!(receive_batch)).routes(routes!(policies))
 }
 
-/// A resolution request (validated by hand, every problem at once).
-#[derive(ToSchema)]
-#[allow(dead_code)]
+/// A resolution request.
+#[derive(Deserialize, ToSchema)]
 struct ResolveRequest {
     /// A type the tenant registered, with its conflict policy.
     event_type: String,
+    /// One side: any JSON but null or a blank string.
+    #[schema(value_type = Value)]
     input_a: Value,
+    /// The other side: any JSON but null or a blank string.
+    #[schema(value_type = Value)]
     input_b: Value,
+    #[schema(format = "uuid")]
     audit_entry_id: Option<String>,
     batch_id: Option<String>,
 }
 
-fn present(v: Option<&Value>) -> bool {
-    v.is_some_and(|v| !v.is_null() && v.as_str().is_none_or(|s| !s.trim().is_empty()))
+/// Whether a side is given: a blank string is not.
+fn present(v: &Value) -> bool {
+    v.as_str().is_none_or(|s| !s.trim().is_empty())
 }
 
 /// Resolves `input_a` against `input_b` with the event type's registered
@@ -41,22 +46,23 @@ fn present(v: Option<&Value>) -> bool {
         ["POST", "/api/events/types", { "event_type": "races.t{unique}.noted.v1", "retention_class": "operational", "conflict_policy": "lww" }]],
         "body": { "event_type": "races.t{unique}.noted.v1", "input_a": { "timestamp": "2026-01-01T00:00:00Z", "text": "a" }, "input_b": { "timestamp": "2026-01-02T00:00:00Z", "text": "b" } } }))),
     responses((status = 200, description = "the resolution, shaped by the policy", body = Data<Value>)))]
-async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
+async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<ResolveRequest>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let event_type = check.required("event_type", &body.get("event_type").and_then(Value::as_str).map(str::to_string));
-    for field in ["input_a", "input_b"] {
-        if !present(body.get(field)) {
+    let event_type = body.event_type.trim().to_string();
+    for (field, v) in [("input_a", &body.input_a), ("input_b", &body.input_b)] {
+        if !present(v) {
             check.fail(format!("{field} is required"));
         }
     }
-    let audit_entry_id = check.optional_uuid("audit_entry_id", &body.get("audit_entry_id").and_then(Value::as_str).map(str::to_string));
-    let batch_id = body.get("batch_id").and_then(Value::as_str).map(str::to_string);
+    let audit_entry_id = check.optional_uuid("audit_entry_id", &body.audit_entry_id);
+    let batch_id = body.batch_id.clone();
     check.finish()?;
     let registered = registry::lookup(&state.db.read, &ctx.tenant_id, &event_type)
         .await?
         .ok_or_else(|| ApiError::invalid(format!("event_type {event_type} is not registered: register it with POST /api/events/types first")))?;
     let policy = ConflictPolicy::parse(&registered.conflict_policy).map_err(|e| ApiError::Internal(anyhow::anyhow!("{e}")))?;
-    let (a, b) = (&body["input_a"], &body["input_b"]);
+    let (a, b) = (&body.input_a, &body.input_b);
     let resolution = policy::resolve(policy, a, b).map_err(|e| ApiError::invalid(e.to_string()))?;
     let status = match resolution {
         Resolution::Resolved { .. } => "resolved",
@@ -92,43 +98,59 @@ async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(bod
     Ok(ok(data))
 }
 
+/// A device's outbox batch (`protocol::sync::SyncBatch`).
+#[derive(Deserialize, ToSchema)]
+#[schema(as = HdkSyncBatch)]
+struct Batch {
+    batch_id: String,
+    #[schema(format = "uuid")]
+    device_uuid: String,
+    #[schema(max_items = 500)]
+    events: Vec<BatchEvent>,
+}
+
+/// One event of a batch. Only its key is checked with the batch: an event
+/// whose type is neither a platform type nor the tenant's, whose payload is
+/// missing or whose `occurred_at` is not an RFC 3339 time at most 5
+/// minutes ahead is answered in `rejected`, the others stored.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = HdkSyncEvent)]
+struct BatchEvent {
+    /// Unique per tenant; the hub's de-duplication key.
+    idempotency_key: String,
+    /// The device's id of the event (UUIDv7).
+    event_id: Option<String>,
+    event_type: Option<String>,
+    /// Any JSON but null.
+    #[schema(value_type = Option<Value>)]
+    payload: Option<Value>,
+    /// When the device enqueued it (RFC 3339).
+    occurred_at: Option<String>,
+}
+
 /// Receives a device's outbox batch (`protocol::sync::SyncBatch`). Each
 /// event is stored once per (tenant, idempotency_key); every key of the
 /// batch is answered in exactly one of accepted, duplicates, rejected, so a
 /// device resuming an interrupted sync loses and duplicates nothing.
-#[utoipa::path(post, path = "/api/hdk/sync/batches", tag = "hdk-sync",
-    request_body(content = Value, description = "a `SyncBatch`: `{ batch_id, device_uuid, events: [{ idempotency_key, event_id, event_type, payload, occurred_at }] }` (at most 500 events)"),
+#[utoipa::path(post, path = "/api/hdk/sync/batches", tag = "hdk-sync", request_body = Batch,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 1, "body": { "batch_id": "b-{unique}", "device_uuid": "{unique}", "events": [
         { "idempotency_key": "k-{unique}", "event_id": "{unique}", "event_type": "diagnostic.health.reported.v1", "payload": { "race": true }, "occurred_at": "2026-05-01T10:00:00Z" }] } }))),
     responses((status = 200, description = "every key in exactly one of accepted, duplicates, rejected", body = Data<Value>)))]
-async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
+async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Batch>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    debug_assert!(body.events.len() <= MAX_BATCH_EVENTS, "the schema bounds the batch");
+    let batch_id = body.batch_id.trim().to_string();
     let mut check = Check::new();
-    let batch_id = check.required("batch_id", &body.get("batch_id").and_then(Value::as_str).map(str::to_string));
-    let device = check.required_uuid("device_uuid", &body.get("device_uuid").and_then(Value::as_str).map(str::to_string));
-    let events = match body.get("events") {
-        Some(Value::Array(events)) if events.len() <= MAX_BATCH_EVENTS => events.clone(),
-        Some(Value::Array(_)) => {
-            check.fail(format!("events holds at most {MAX_BATCH_EVENTS} entries"));
-            Vec::new()
-        }
-        _ => {
-            check.fail("events must be an array");
-            Vec::new()
-        }
-    };
-    for (i, e) in events.iter().enumerate() {
-        if e.get("idempotency_key").and_then(Value::as_str).is_none_or(|k| k.trim().is_empty()) {
-            check.fail(format!("events[{i}].idempotency_key is required"));
-        }
-    }
+    let device = check.required_uuid("device_uuid", &Some(body.device_uuid.clone()));
     check.finish()?;
     let device = device.expect("checked").to_string();
+    let events = body.events;
     let mut ack = SyncBatchAck { batch_id: batch_id.clone(), ..Default::default() };
     let mut known: HashMap<String, bool> = HashMap::new();
     let mut tx = state.db.begin().await?;
     for e in &events {
-        let key = e["idempotency_key"].as_str().expect("checked").trim().to_string();
-        let event_type = e.get("event_type").and_then(Value::as_str).unwrap_or_default().to_string();
+        let key = e.idempotency_key.trim().to_string();
+        let event_type = e.event_type.clone().unwrap_or_default();
         let registered = match known.get(&event_type) {
             Some(k) => *k,
             None => {
@@ -137,13 +159,13 @@ async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, Lenie
                 k
             }
         };
-        let occurred_at = match e.get("occurred_at").and_then(Value::as_str) {
+        let occurred_at = match &e.occurred_at {
             Some(raw) => validate::observed_time("occurred_at", raw),
             None => Err("occurred_at must be an RFC 3339 timestamp".to_string()),
         };
         let reason = if !registered {
             Some(format!("event type '{event_type}' is neither a platform type nor registered by the tenant"))
-        } else if e.get("payload").is_none_or(Value::is_null) {
+        } else if e.payload.as_ref().is_none_or(Value::is_null) {
             Some("payload is required".to_string())
         } else {
             occurred_at.as_ref().err().cloned()
@@ -158,11 +180,11 @@ async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, Lenie
         )
         .bind(&ctx.tenant_id)
         .bind(&key)
-        .bind(e.get("event_id").and_then(Value::as_str).unwrap_or_default())
+        .bind(e.event_id.as_deref().unwrap_or_default())
         .bind(&batch_id)
         .bind(&device)
         .bind(&event_type)
-        .bind(e["payload"].to_string())
+        .bind(e.payload.as_ref().map(Value::to_string).unwrap_or_default())
         .bind(db::format_time(occurred_at.expect("checked")))
         .bind(db::now())
         .execute(&mut *tx)

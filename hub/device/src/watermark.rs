@@ -25,16 +25,33 @@ const LISTING: Listing =
 
 const KINDS: &[&str] = &["visible", "invisible", "forensic"];
 
+/// How a watermark shows.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = WatermarkKind)]
+enum Kind {
+    Visible,
+    Invisible,
+    Forensic,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        KINDS[self as usize]
+    }
+}
+
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewWatermarkApplication)]
 struct NewApplication {
-    #[schema(required = true)]
-    variant_id: Option<String>,
-    /// `visible`, `invisible` or `forensic`.
-    #[schema(required = true)]
-    watermark_kind: Option<String>,
+    variant_id: String,
+    watermark_kind: Kind,
     asset_ref: Option<String>,
-    payload: Option<Value>,
+    /// `{}` when absent.
+    payload: Option<serde_json::Map<String, Value>>,
+    /// When it was applied (not more than 5 minutes ahead); now when
+    /// absent.
+    #[schema(format = DateTime)]
     applied_at: Option<String>,
 }
 
@@ -42,12 +59,12 @@ struct NewApplication {
 #[utoipa::path(post, path = "/api/hdk/watermark/applications", tag = "hdk-watermark", request_body = NewApplication,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": { "variant_id": "v-{unique}", "watermark_kind": "visible" } }))),
     responses((status = 201, description = "the application", body = Data<Application>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewApplication>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewApplication>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let variant = check.required("variant_id", &body.variant_id);
-    let kind = check.required("watermark_kind", &body.watermark_kind);
-    check.one_of("watermark_kind", &kind, KINDS);
-    let payload = check.optional_object("payload", body.payload.as_ref());
+    let variant = body.variant_id.trim();
+    let kind = body.watermark_kind.as_str();
+    let payload = Value::Object(body.payload.clone().unwrap_or_default());
     let applied_at = check.time_or_now("applied_at", &body.applied_at);
     check.finish()?;
     let sql = format!(
@@ -57,8 +74,8 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
     let row: Application = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&variant)
-        .bind(&kind)
+        .bind(variant)
+        .bind(kind)
         .bind(Check::optional(&body.asset_ref))
         .bind(payload.to_string())
         .bind(&applied_at)

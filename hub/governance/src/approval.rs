@@ -18,9 +18,26 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 const DECISIONS: [&str; 2] = ["approved", "rejected"];
-const MAX_STEPS: usize = 20;
-/// A week of minutes times ten: an SLA beyond it is a typo.
-const MAX_SLA_MINUTES: i64 = 100_800;
+
+/// A UUID field the contract checked, in its canonical form.
+fn uuid_text(checked: &str) -> String {
+    uuid::Uuid::parse_str(checked.trim()).map(|u| u.to_string()).unwrap_or_default()
+}
+
+/// What an approver decides of a step.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ApprovalVerdict)]
+enum Verdict {
+    Approved,
+    Rejected,
+}
+
+impl Verdict {
+    fn as_str(self) -> &'static str {
+        DECISIONS[self as usize]
+    }
+}
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ApprovalRoute)]
@@ -79,58 +96,52 @@ struct Step {
 
 const STEP_COLUMNS: &str = "step_id, seq, name, approver_persona_id, sla_minutes, status, comment, decided_by, decided_at";
 
+/// One step of a new route.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewApprovalRouteStep)]
+struct NewStep {
+    /// The persona of the tenant who decides the step.
+    #[schema(format = "uuid")]
+    approver_persona_id: String,
+    /// Minutes the approver has to decide.
+    #[schema(minimum = 1, maximum = 100_800)]
+    sla_minutes: Option<i64>,
+    /// `step N` (its place in the route) when absent.
+    #[schema(max_length = 200)]
+    name: Option<String>,
+}
+
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewApprovalRoute)]
 struct NewRoute {
-    /// 1–200 characters, unique in the tenant.
-    #[schema(required = true)]
-    name: Option<String>,
-    /// 1–20 steps `{ approver_persona_id, sla_minutes?, name? }`, decided in order.
-    #[schema(required = true, value_type = Vec<Object>)]
-    steps: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    /// Unique in the tenant.
+    #[schema(max_length = 200)]
+    name: String,
+    /// The steps, decided in order.
+    #[schema(min_items = 1, max_items = 20)]
+    steps: Vec<NewStep>,
 }
 
 /// Creates an approval route.
 #[utoipa::path(post, path = "/api/approvals/routes", tag = "sdk-approval", request_body = NewRoute,
     responses((status = 201, description = "the route", body = Data<ApprovalRoute>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "r-{unique}", "steps": [{ "approver_persona_id": "{persona_id}" }] } }))))]
-async fn create_route(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewRoute>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let name = check.required("name", &body.name);
-    if name.chars().count() > 200 {
-        check.fail("name must be at most 200 characters");
-    }
-    let mut steps = Vec::new();
-    match body.steps.as_ref().and_then(Value::as_array) {
-        Some(list) if (1..=MAX_STEPS).contains(&list.len()) => {
-            for (i, step) in list.iter().enumerate() {
-                let approver = step.get("approver_persona_id").and_then(Value::as_str).map(str::to_string);
-                let approver = check.required_uuid(&format!("steps[{i}].approver_persona_id"), &approver);
-                let sla = check.optional_int(&format!("steps[{i}].sla_minutes"), step.get("sla_minutes"), 1, MAX_SLA_MINUTES);
-                let step_name = match step.get("name") {
-                    None | Some(Value::Null) => format!("step {}", i + 1),
-                    Some(Value::String(s)) if (1..=200).contains(&s.trim().chars().count()) => s.trim().to_string(),
-                    Some(_) => {
-                        check.fail(format!("steps[{i}].name must be a string of 1 to 200 characters"));
-                        String::new()
-                    }
-                };
-                steps.push((step_name, approver.map(|u| u.to_string()), sla));
-            }
-        }
-        _ => check.fail(format!("steps must be an array of 1 to {MAX_STEPS} steps")),
-    }
-    check.finish()?;
+async fn create_route(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRoute>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let name = body.name.trim();
+    let steps: Vec<(String, String, Option<i64>)> = body
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| {
+            let step_name = Check::optional(&step.name).unwrap_or_else(|| format!("step {}", i + 1));
+            (step_name, uuid_text(&step.approver_persona_id), step.sla_minutes)
+        })
+        .collect();
     let mut tx = state.db.begin().await?;
     let mut check = Check::new();
     for (i, (_, approver, _)) in steps.iter().enumerate() {
-        if let Some(a) = approver
-            && !personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, a).await?
-        {
+        if !personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, approver).await? {
             check.fail(format!("steps[{i}].approver_persona_id is not a persona of this tenant"));
         }
     }
@@ -144,7 +155,7 @@ async fn create_route(State(state): State<AppState>, Tenant(ctx): Tenant, Lenien
     let route: Option<ApprovalRoute> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&name)
+        .bind(name)
         .bind(Value::from(steps_json).to_string())
         .bind(sla_max)
         .bind(audit::actor_of(&ctx).1)
@@ -162,20 +173,16 @@ async fn create_route(State(state): State<AppState>, Tenant(ctx): Tenant, Lenien
 #[schema(as = NewApprovalRequest)]
 struct NewRequest {
     /// An approval route of the tenant.
-    #[schema(required = true, format = "uuid")]
-    route_id: Option<String>,
-    /// What is to be approved: its kind (1–64 characters) …
-    #[schema(required = true)]
-    subject_kind: Option<String>,
-    /// … and its identifier (1–256 characters).
-    #[schema(required = true)]
-    subject_id: Option<String>,
-    /// At most 2000 characters.
-    reason: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
     #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    route_id: String,
+    /// What is to be approved: its kind …
+    #[schema(max_length = 64)]
+    subject_kind: String,
+    /// … and its identifier.
+    #[schema(max_length = 256)]
+    subject_id: String,
+    #[schema(max_length = 2000)]
+    reason: Option<String>,
 }
 
 /// Opens an approval request on a route: its steps are the route's, all
@@ -183,20 +190,12 @@ struct NewRequest {
 #[utoipa::path(post, path = "/api/approvals/requests", tag = "sdk-approval", request_body = NewRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/approvals/routes", {"name": "r-{unique}", "steps": [{"approver_persona_id": "{persona_id}"}]}]], "body": {"route_id": "{route_id}", "subject_kind": "x", "subject_id": "1"}}))),
     responses((status = 201, description = "the request with its steps", body = Data<ApprovalRequest>)))]
-async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewRequest>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let route_id = check.required_uuid("route_id", &body.route_id).map(|u| u.to_string());
-    let kind = check.required("subject_kind", &body.subject_kind);
-    if kind.chars().count() > 64 {
-        check.fail("subject_kind must be at most 64 characters");
-    }
-    let subject = check.required("subject_id", &body.subject_id);
-    if subject.chars().count() > 256 {
-        check.fail("subject_id must be at most 256 characters");
-    }
-    let reason = check.optional_bounded("reason", &body.reason, 2000);
-    check.finish()?;
-    let route_id = route_id.unwrap_or_default();
+async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRequest>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let route_id = uuid_text(&body.route_id);
+    let kind = body.subject_kind.trim();
+    let subject = body.subject_id.trim();
+    let reason = Check::optional(&body.reason);
     let mut tx = state.db.begin().await?;
     let steps: Option<(String,)> = sqlx::query_as("SELECT steps FROM approval_route WHERE tenant_id = $1 AND route_id = $2 AND status = 'active'")
         .bind(&ctx.tenant_id)
@@ -213,8 +212,8 @@ async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, Leni
     .bind(&request_id)
     .bind(&ctx.tenant_id)
     .bind(&route_id)
-    .bind(&kind)
-    .bind(&subject)
+    .bind(kind)
+    .bind(subject)
     .bind(&reason)
     .bind(audit::actor_of(&ctx).1)
     .bind(&now)
@@ -266,15 +265,9 @@ async fn get_request(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
 #[derive(Deserialize, ToSchema)]
 #[schema(as = ApprovalDecision)]
 struct Decision {
-    /// `approved` or `rejected`.
-    #[schema(required = true)]
-    decision: Option<String>,
-    /// At most 2000 characters.
+    decision: Verdict,
+    #[schema(max_length = 2000)]
     comment: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// A step as guarded writes name it.
@@ -290,18 +283,16 @@ async fn decide(
     State(state): State<AppState>,
     Tenant(ctx): Tenant,
     Path((request_id, step_id)): Path<(String, String)>,
-    Lenient(body): Lenient<Decision>,
+    body: Body<Decision>,
 ) -> ApiResult<Response> {
     let (request_id, step_id) = (path_id(&request_id)?.to_string(), path_id(&step_id)?.to_string());
     let mut tx = state.db.begin().await?;
     let request = load(&mut tx, &ctx.tenant_id, &request_id).await?;
     let steps = request.steps.as_deref().unwrap_or_default();
     let step = steps.iter().find(|s| s.step_id == step_id).ok_or(ApiError::NotFound)?;
-    let mut check = Check::new();
-    let decision = check.required("decision", &body.decision);
-    check.one_of("decision", &decision, &DECISIONS);
-    let comment = check.optional_bounded("comment", &body.comment, 2000);
-    check.finish()?;
+    let body = body.checked()?;
+    let decision = body.decision.as_str();
+    let comment = Check::optional(&body.comment);
     if step.approver_persona_id != ctx.persona_id {
         return Err(ApiError::forbidden("only the step's approver persona decides it"));
     }
@@ -320,7 +311,7 @@ async fn decide(
     )
     .bind(&ctx.tenant_id)
     .bind(&step_id)
-    .bind(&decision)
+    .bind(decision)
     .bind(&comment)
     .bind(&ctx.persona_id)
     .bind(&now)
@@ -330,8 +321,8 @@ async fn decide(
     let payload = json!({ "request_id": request_id, "step_id": step_id, "seq": step.seq, "decision": decision, "approver_persona_id": ctx.persona_id });
     audit::record(&mut tx, &ctx, events::APPROVAL_STEP_DECIDED, payload).await?;
     let last = steps.iter().all(|s| s.seq <= step.seq);
-    let outcome = match decision.as_str() {
-        "rejected" => Some(("rejected", events::APPROVAL_REQUEST_REJECTED)),
+    let outcome = match body.decision {
+        Verdict::Rejected => Some(("rejected", events::APPROVAL_REQUEST_REJECTED)),
         _ if last => Some(("approved", events::APPROVAL_REQUEST_APPROVED)),
         _ => None,
     };

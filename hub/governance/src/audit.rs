@@ -18,9 +18,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// A new tenant event type.
-// What `register` validates by hand (every problem at once).
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Deserialize, ToSchema)]
 struct NewEventType {
     /// `<domain>.<entity>.<verb>.v<N>`, not a platform type.
     #[schema(pattern = r"^[a-z](?:[-_]?[a-z0-9])*(?:\.[a-z](?:[-_]?[a-z0-9])*)+\.v[1-9][0-9]*$", max_length = 200)]
@@ -38,16 +36,12 @@ struct NewEventType {
     /// 1 when absent.
     #[schema(minimum = 1)]
     schema_version: Option<i64>,
-    /// When given, the caller's tenant.
-    #[schema(format = "uuid")]
-    tenant_id: Option<String>,
 }
 
 /// How long the type's entries are kept.
 // The values of `RETENTION_CLASSES`; a test compares them (and the next three).
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-#[allow(dead_code)]
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
 enum RetentionClass {
     Transient,
     Operational,
@@ -55,9 +49,8 @@ enum RetentionClass {
 }
 
 /// How devices resolve conflicting events of the type.
-#[derive(ToSchema)]
-#[schema(rename_all = "kebab-case")]
-#[allow(dead_code)]
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
 enum ConflictPolicy {
     Crdt,
     Lww,
@@ -67,9 +60,8 @@ enum ConflictPolicy {
 }
 
 /// The state of the type's schema.
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-#[allow(dead_code)]
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
 enum SchemaState {
     Active,
     Deprecated,
@@ -77,24 +69,46 @@ enum SchemaState {
 }
 
 /// How the type's events are compacted.
-#[derive(ToSchema)]
-#[schema(rename_all = "kebab-case")]
-#[allow(dead_code)]
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
 enum CompactionPolicy {
     None,
     Snapshot,
     KeepLatest,
 }
 
+impl RetentionClass {
+    fn as_str(self) -> &'static str {
+        RETENTION_CLASSES[self as usize]
+    }
+}
+
+impl ConflictPolicy {
+    fn as_str(self) -> &'static str {
+        CONFLICT_POLICIES[self as usize]
+    }
+}
+
+impl SchemaState {
+    fn as_str(self) -> &'static str {
+        SCHEMA_STATES[self as usize]
+    }
+}
+
+impl CompactionPolicy {
+    fn as_str(self) -> &'static str {
+        COMPACTION_POLICIES[self as usize]
+    }
+}
+
 /// A new audit entry.
-// What `append` validates by hand (every problem at once).
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Deserialize, ToSchema)]
 struct NewAuditEntry {
-    /// The chain to append to: an integer of at least 0.
+    /// The chain to append to.
     #[schema(minimum = 0)]
     pool_index: i64,
     event_type: String,
+    /// Any JSON value but a blank string.
     payload: Value,
     /// When given, the credential's own kind (it is taken from the credential).
     actor_kind: Option<String>,
@@ -102,17 +116,15 @@ struct NewAuditEntry {
     #[schema(inline)]
     retention_class: Option<RetentionClass>,
     /// Accepted and ignored: the entry is stamped when it is appended.
-    occurred_at: Option<String>,
-    /// When given, the caller's tenant.
-    #[schema(format = "uuid")]
-    tenant_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    #[allow(dead_code)]
+    occurred_at: Option<serde::de::IgnoredAny>,
 }
 
 /// A verification request.
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Deserialize, ToSchema)]
 struct AuditVerifyRequest {
-    /// The chain to verify: an integer of at least 0.
+    /// The chain to verify.
     #[schema(minimum = 0)]
     pool_index: i64,
 }
@@ -143,27 +155,10 @@ struct EventTypeList {
     tenant_count: i64,
 }
 
-/// An integer field: `Ok(None)` when absent; 0 is a value.
-fn integer(check: &mut Check, body: &Value, name: &str, min: i64) -> Option<i64> {
-    match body.get(name) {
-        None | Some(Value::Null) => None,
-        Some(v) => match v.as_i64() {
-            Some(n) if n >= min => Some(n),
-            _ => {
-                check.fail(format!("{name} must be an integer of at least {min}"));
-                None
-            }
-        },
-    }
-}
-
-fn enumerated(check: &mut Check, body: &Value, name: &str, allowed: &[&str], default: Option<&str>) -> String {
-    let value = match default {
-        Some(d) => check.text(body, name).unwrap_or_else(|| d.to_string()),
-        None => check.required_text(body, name),
-    };
-    check.one_of(name, &value, allowed);
-    value
+/// A checked string field, trimmed as every string field is; the string
+/// itself when it has nothing to trim (no copy).
+fn trimmed(s: String) -> String {
+    if s.trim().len() == s.len() { s } else { s.trim().to_string() }
 }
 
 /// A registration's answer: the type as stored, and whether this call
@@ -183,26 +178,21 @@ struct EventTypeRegistered {
     responses((status = 201, description = "registered", body = Data<EventTypeRegistered>),
         (status = 200, description = "already registered", body = Data<EventTypeRegistered>)),
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "body": { "event_type": "races.t{unique}.made.v1", "retention_class": "operational", "conflict_policy": "lww" }, "events": 1 }))))]
-async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
+async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewEventType>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let name = check.text(&body, "event_type");
-    match &name {
-        None => check.fail("event_type is required"),
-        Some(n) if !registry::valid_name(n) => {
-            check.fail("event_type must be <domain>.<entity>.<verb>.v<N>: lowercase, '-' or '_' inside a segment, at least two segments before the version")
-        }
-        Some(n) if registry::baseline().contains(n) => check.fail(format!("event_type '{n}' is a platform event type; a tenant cannot register or shadow it")),
-        Some(_) => {}
+    let name = trimmed(body.event_type);
+    if !registry::valid_name(&name) {
+        check.fail("event_type must be <domain>.<entity>.<verb>.v<N>: lowercase, '-' or '_' inside a segment, at least two segments before the version");
+    } else if registry::baseline().contains(&name) {
+        check.fail(format!("event_type '{name}' is a platform event type; a tenant cannot register or shadow it"));
     }
-    let retention = enumerated(&mut check, &body, "retention_class", RETENTION_CLASSES, None);
-    let conflict = enumerated(&mut check, &body, "conflict_policy", CONFLICT_POLICIES, None);
-    let schema_state = enumerated(&mut check, &body, "schema_state", SCHEMA_STATES, Some("active"));
-    let compaction = enumerated(&mut check, &body, "compaction_policy", COMPACTION_POLICIES, Some("none"));
-    let version = integer(&mut check, &body, "schema_version", 1).unwrap_or(1);
-    let tenant_claim = check.text(&body, "tenant_id");
     check.finish()?;
-    ctx.check_tenant(tenant_claim.as_deref())?;
-    let name = name.expect("checked");
+    let retention = body.retention_class.as_str();
+    let conflict = body.conflict_policy.as_str();
+    let schema_state = body.schema_state.map_or("active", SchemaState::as_str);
+    let compaction = body.compaction_policy.map_or("none", CompactionPolicy::as_str);
+    let version = body.schema_version.unwrap_or(1);
     let mut tx = state.db.begin().await?;
     let inserted = sqlx::query(
         "INSERT INTO audit_event_type (tenant_id, event_type, retention_class, conflict_policy, schema_state, compaction_policy, \
@@ -210,10 +200,10 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(bo
     )
     .bind(&ctx.tenant_id)
     .bind(&name)
-    .bind(&retention)
-    .bind(&conflict)
-    .bind(&schema_state)
-    .bind(&compaction)
+    .bind(retention)
+    .bind(conflict)
+    .bind(schema_state)
+    .bind(compaction)
     .bind(version)
     .bind(db::now())
     .execute(&mut *tx)
@@ -254,62 +244,36 @@ async fn get_type(State(state): State<AppState>, Tenant(ctx): Tenant, Path(name)
     Ok(ok(t))
 }
 
-/// A pool index: required, an integer of at least 0.
-fn pool_index(check: &mut Check, body: &Value) -> i64 {
-    match body.get("pool_index") {
-        None | Some(Value::Null) => {
-            check.fail("pool_index is required");
-            0
-        }
-        Some(_) => integer(check, body, "pool_index", 0).unwrap_or(0),
-    }
-}
-
 /// Appends one entry to the caller's hash chain in `pool_index`.
 ///
 /// Through the group-commit writer: the 201 comes after the commit.
 #[utoipa::path(post, path = "/api/audit/append", tag = "sdk-audit", request_body = NewAuditEntry,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"pool_index": 7, "event_type": "crm.call.logged.v1", "payload": {"race": true}}}))),
     responses((status = 201, description = "the entry, committed", body = Data<Appended>)))]
-async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
+async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAuditEntry>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let pool = pool_index(&mut check, &body);
-    let event_type = check.text(&body, "event_type");
-    if event_type.is_none() {
-        check.fail("event_type is required");
-    }
-    let payload = match body.get("payload") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s.trim().is_empty() => None,
-        Some(v) => Some(v.clone()),
-    };
-    if payload.is_none() {
+    if body.payload.as_str().is_some_and(|s| s.trim().is_empty()) {
         check.fail("payload is required");
     }
     let (actor_kind, actor_id) = actor_of(&ctx);
-    if let Some(k) = check.text(&body, "actor_kind")
+    if let Some(k) = body.actor_kind.as_deref().map(str::trim).filter(|k| !k.is_empty())
         && k != actor_kind
     {
         check.fail(format!("actor_kind is taken from the credential, which is '{actor_kind}'"));
     }
-    let retention = check.text(&body, "retention_class");
-    if let Some(r) = &retention {
-        check.one_of("retention_class", r, RETENTION_CLASSES);
-    }
-    let tenant_claim = check.text(&body, "tenant_id");
     check.finish()?;
-    ctx.check_tenant(tenant_claim.as_deref())?;
     let appended = state
         .audit
         .append(OwnedEvent {
             tenant_id: ctx.tenant_id.clone(),
-            pool_index: pool,
-            event_type: event_type.expect("checked"),
+            pool_index: body.pool_index,
+            event_type: trimmed(body.event_type),
             actor_kind: actor_kind.to_string(),
             actor_id: actor_id.to_string(),
             actor_chain: None,
-            payload: payload.expect("checked"),
-            retention_class: retention,
+            payload: body.payload,
+            retention_class: body.retention_class.map(|r| r.as_str().to_string()),
         })
         .await?;
     Ok(created(appended))
@@ -319,11 +283,9 @@ async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
 #[utoipa::path(post, path = "/api/audit/verify", tag = "sdk-audit", request_body = AuditVerifyRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "body": {"pool_index": 0}}))),
     responses((status = 200, description = "the verdict", body = Data<AuditPoolVerdict>)))]
-async fn verify(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let pool = pool_index(&mut check, &body);
-    check.finish()?;
-    let verdict = hub_kernel::audit::verify(&state.db, &ctx.tenant_id, pool).await?;
+async fn verify(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<AuditVerifyRequest>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let verdict = hub_kernel::audit::verify(&state.db, &ctx.tenant_id, body.pool_index).await?;
     let mut data = serde_json::to_value(&verdict).expect("verdicts serialise");
     data["tenant_id"] = json!(ctx.tenant_id);
     Ok(ok(data))

@@ -4,6 +4,7 @@
 //! the latest record for a purpose decides.
 
 use hub_kernel::prelude::*;
+use serde_json::Map;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create_purpose, list_purposes)).routes(routes!(record, history))
@@ -40,58 +41,76 @@ fn jurisdiction(s: &str) -> bool {
     s.len() == 2 && s.bytes().all(|b| b.is_ascii_uppercase())
 }
 
+/// A purpose's legal basis (GDPR Art. 6).
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ConsentLegalBasis)]
+enum LegalBasis {
+    Consent,
+    Contract,
+    LegalObligation,
+    VitalInterests,
+    PublicTask,
+    LegitimateInterests,
+}
+
+impl LegalBasis {
+    fn as_str(self) -> &'static str {
+        LEGAL_BASES[self as usize]
+    }
+}
+
+/// A subject's decision on a purpose.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ConsentAction)]
+enum Action {
+    Granted,
+    Withdrawn,
+}
+
+impl Action {
+    fn as_str(self) -> &'static str {
+        ACTIONS[self as usize]
+    }
+}
+
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewConsentPurpose)]
 struct NewPurpose {
     /// 1 to 128 of `a-z 0-9 . _ -`, unique in the tenant.
-    #[schema(required = true)]
-    purpose_id: Option<String>,
-    /// What the subject agrees to (at most 2000 characters).
-    #[schema(required = true)]
-    description: Option<String>,
-    #[schema(required = true)]
-    legal_basis: Option<String>,
-    /// ISO 3166-1 alpha-2 codes (at most 50); none when absent.
-    #[schema(value_type = Vec<String>)]
-    default_jurisdictions: Option<Value>,
+    #[schema(max_length = 128)]
+    purpose_id: String,
+    /// What the subject agrees to.
+    #[schema(max_length = 2000)]
+    description: String,
+    legal_basis: LegalBasis,
+    /// ISO 3166-1 alpha-2 codes; none when absent.
+    #[schema(max_items = 50)]
+    default_jurisdictions: Option<Vec<String>>,
     /// The application it belongs to; the caller's when absent.
+    #[schema(max_length = 128)]
     app_id: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// Adds a purpose to the tenant's catalogue.
 #[utoipa::path(post, path = "/api/consent/purposes", tag = "sdk-consent", request_body = NewPurpose,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "body": {"purpose_id": "p-{unique}", "description": "races", "legal_basis": "consent"}}))),
     responses((status = 201, description = "the purpose", body = Data<Purpose>)))]
-async fn create_purpose(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewPurpose>) -> ApiResult<Response> {
+async fn create_purpose(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewPurpose>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let id = check.required("purpose_id", &body.purpose_id);
-    if !id.is_empty() && !valid_id(&id) {
+    let id = body.purpose_id.trim().to_string();
+    if !valid_id(&id) {
         check.fail("purpose_id must be 1 to 128 of a-z, 0-9, '.', '_' or '-'");
     }
-    let description = check.required("description", &body.description);
-    if description.chars().count() > 2000 {
-        check.fail("description must be at most 2000 characters");
+    let description = body.description.trim();
+    let basis = body.legal_basis.as_str();
+    let jurisdictions = body.default_jurisdictions.unwrap_or_default();
+    if !jurisdictions.iter().all(|j| jurisdiction(j)) {
+        check.fail("default_jurisdictions must be an array of at most 50 ISO 3166-1 alpha-2 codes (NL, DE, ...)");
     }
-    let basis = check.required("legal_basis", &body.legal_basis);
-    check.one_of("legal_basis", &basis, &LEGAL_BASES);
-    let jurisdictions: Vec<String> = match &body.default_jurisdictions {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) if a.len() <= 50 && a.iter().all(|j| j.as_str().is_some_and(jurisdiction)) => {
-            a.iter().filter_map(Value::as_str).map(str::to_string).collect()
-        }
-        Some(_) => {
-            check.fail("default_jurisdictions must be an array of at most 50 ISO 3166-1 alpha-2 codes (NL, DE, ...)");
-            Vec::new()
-        }
-    };
     let app_id = Check::optional(&body.app_id).unwrap_or_else(|| ctx.app_id.clone());
-    if app_id.chars().count() > 128 {
-        check.fail("app_id must be at most 128 characters");
-    }
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let sql = format!(
@@ -102,8 +121,8 @@ async fn create_purpose(State(state): State<AppState>, Tenant(ctx): Tenant, Leni
         .bind(&ctx.tenant_id)
         .bind(&id)
         .bind(&app_id)
-        .bind(&description)
-        .bind(&basis)
+        .bind(description)
+        .bind(basis)
         .bind(json!(jurisdictions).to_string())
         .bind(audit::actor_of(&ctx).1)
         .bind(db::now())
@@ -154,22 +173,19 @@ const RECORD_COLUMNS: &str = "record_id, subject, purpose_id, action, jurisdicti
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewConsentRecord)]
 struct NewRecord {
-    /// Whose consent: an identifier of the tenant's choosing (at most 256).
-    #[schema(required = true)]
-    subject: Option<String>,
+    /// Whose consent: an identifier of the tenant's choosing.
+    #[schema(max_length = 256)]
+    subject: String,
     /// A purpose of the tenant's catalogue.
-    #[schema(required = true)]
-    purpose_id: Option<String>,
-    /// `granted` (when absent) or `withdrawn`.
-    action: Option<String>,
+    purpose_id: String,
+    /// `granted` when absent.
+    action: Option<Action>,
     /// ISO 3166-1 alpha-2.
     jurisdiction: Option<String>,
+    /// How the decision was captured (form, version, channel, ...); `{}`
+    /// when absent.
     #[schema(value_type = Option<Object>)]
-    evidence: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    evidence: Option<Map<String, Value>>,
 }
 
 /// Records a subject's grant or withdrawal for a purpose (appended to the
@@ -177,25 +193,22 @@ struct NewRecord {
 #[utoipa::path(post, path = "/api/consent/grants", tag = "sdk-consent", request_body = NewRecord,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/consent/purposes", {"purpose_id": "p-{unique}", "description": "races", "legal_basis": "consent"}]], "body": {"subject": "s-{unique}", "purpose_id": "{purpose_id}"}}))),
     responses((status = 201, description = "the record", body = Data<Record>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewRecord>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRecord>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let subject = check.required("subject", &body.subject);
-    if subject.chars().count() > 256 {
-        check.fail("subject must be at most 256 characters");
-    }
-    let purpose = check.required("purpose_id", &body.purpose_id);
-    let action = Check::optional(&body.action).unwrap_or_else(|| "granted".into());
-    check.one_of("action", &action, &ACTIONS);
+    let subject = body.subject.trim();
+    let purpose = body.purpose_id.trim();
+    let action = body.action.unwrap_or(Action::Granted);
     let jurisdiction_code = Check::optional(&body.jurisdiction);
     if jurisdiction_code.as_deref().is_some_and(|j| !jurisdiction(j)) {
         check.fail("jurisdiction must be an ISO 3166-1 alpha-2 code (NL, DE, ...)");
     }
-    let evidence = check.optional_object("evidence", body.evidence.as_ref());
+    let evidence = Value::Object(body.evidence.unwrap_or_default());
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let known: Option<String> = sqlx::query_scalar("SELECT purpose_id FROM consent_purpose WHERE tenant_id = $1 AND purpose_id = $2")
         .bind(&ctx.tenant_id)
-        .bind(&purpose)
+        .bind(purpose)
         .fetch_optional(&mut *tx)
         .await?;
     known.ok_or_else(|| ApiError::invalid("purpose_id is not a purpose of this tenant's catalogue"))?;
@@ -206,16 +219,16 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
     let row: Record = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&subject)
-        .bind(&purpose)
-        .bind(&action)
+        .bind(subject)
+        .bind(purpose)
+        .bind(action.as_str())
         .bind(&jurisdiction_code)
         .bind(evidence.to_string())
         .bind(audit::actor_of(&ctx).1)
         .bind(db::now())
         .fetch_one(&mut *tx)
         .await?;
-    let event = if action == "granted" { events::CONSENT_GRANTED } else { events::CONSENT_WITHDRAWN };
+    let event = if matches!(action, Action::Granted) { events::CONSENT_GRANTED } else { events::CONSENT_WITHDRAWN };
     audit::record(&mut tx, &ctx, event, json!({ "record_id": row.record_id, "subject": subject, "purpose_id": purpose })).await?;
     tx.commit().await?;
     Ok(created(row))

@@ -58,38 +58,66 @@ struct Execution {
 
 const EXECUTION_COLUMNS: &str = "execution_id, request_id, status, executor, audit_entry_id, error_detail, started_at, finished_at";
 
+/// What a data subject asks for.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = DataRightsKind)]
+enum Kind {
+    Access,
+    Erasure,
+    Rectification,
+    Portability,
+    Restriction,
+    Objection,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        KINDS[self as usize]
+    }
+}
+
+/// How an execution ended.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = DataRightsOutcomeStatus)]
+enum OutcomeStatus {
+    Succeeded,
+    Failed,
+}
+
+impl OutcomeStatus {
+    fn as_str(self) -> &'static str {
+        OUTCOMES[self as usize]
+    }
+}
+
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewDataRightsRequest)]
 struct NewRequest {
-    /// Whose data: the tenant's identifier for the person (at most 256).
-    #[schema(required = true)]
-    subject: Option<String>,
-    #[schema(required = true)]
-    kind: Option<String>,
-    /// What the subject asked for, as the tenant records it.
-    #[schema(value_type = Object)]
-    details: Option<Value>,
-    /// RFC 3339; 30 days from now when absent.
+    /// Whose data: the tenant's identifier for the person.
+    #[schema(max_length = 256)]
+    subject: String,
+    kind: Kind,
+    /// What the subject asked for, as the tenant records it; `{}` when
+    /// absent.
+    #[schema(value_type = Option<Object>)]
+    details: Option<serde_json::Map<String, Value>>,
+    /// 30 days from now when absent.
+    #[schema(format = DateTime)]
     due_at: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// Records a data subject request.
 #[utoipa::path(post, path = "/api/data-rights/requests", tag = "sdk-data-rights", request_body = NewRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"subject": "s-{unique}", "kind": "access"}}))),
     responses((status = 201, description = "the request, received", body = Data<Request>)))]
-async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewRequest>) -> ApiResult<Response> {
+async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRequest>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let subject = check.required("subject", &body.subject);
-    if subject.chars().count() > 256 {
-        check.fail("subject must be at most 256 characters");
-    }
-    let kind = check.required("kind", &body.kind);
-    check.one_of("kind", &kind, &KINDS);
-    let details = check.optional_object("details", body.details.as_ref());
+    let subject = body.subject.trim();
+    let kind = body.kind.as_str();
+    let details = Value::Object(body.details.unwrap_or_default());
     let due = check.optional_expiry("due_at", &body.due_at).unwrap_or_else(|| db::format_time(chrono::Utc::now() + TimeDelta::days(DEFAULT_DUE_DAYS)));
     check.finish()?;
     let now = db::now();
@@ -101,8 +129,8 @@ async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, Leni
     let request: Request = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&subject)
-        .bind(&kind)
+        .bind(subject)
+        .bind(kind)
         .bind(details.to_string())
         .bind(&due)
         .bind(audit::actor_of(&ctx).1)
@@ -137,7 +165,8 @@ async fn get_request(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewDataRightsExecution)]
 struct NewExecution {
-    /// Who or what carries it out (at most 256); the caller when absent.
+    /// Who or what carries it out; the caller when absent.
+    #[schema(max_length = 256)]
     executor: Option<String>,
 }
 
@@ -151,18 +180,11 @@ const EXECUTION: Stateful = Stateful { noun: "execution", table: "data_rights_ex
     params(("request_id" = String, Path, description = "the request")),
     responses((status = 201, description = "the execution, running", body = Data<Execution>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/data-rights/requests", { "subject": "s-{unique}", "kind": "access" }]], "body": {}, "events": 0 }))))]
-async fn start_execution(
-    State(state): State<AppState>,
-    Tenant(ctx): Tenant,
-    Path(id): Path<String>,
-    Lenient(body): Lenient<NewExecution>,
-) -> ApiResult<Response> {
+async fn start_execution(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewExecution>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let request = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let body = body.checked()?;
     let executor = Check::optional(&body.executor).unwrap_or_else(|| audit::actor_of(&ctx).1.to_string());
-    if executor.chars().count() > 256 {
-        return Err(ApiError::invalid("executor must be at most 256 characters"));
-    }
     let now = db::now();
     // The request moves first, guarded by its status: of two starts at
     // once, one wins and the other is told the state the winner left.
@@ -195,17 +217,13 @@ async fn start_execution(
 #[derive(Deserialize, ToSchema)]
 #[schema(as = DataRightsOutcome)]
 struct Outcome {
-    /// `succeeded` or `failed`.
-    #[schema(required = true)]
-    status: Option<String>,
+    status: OutcomeStatus,
     /// An audit entry of this tenant that evidences the work.
-    audit_entry_id: Option<String>,
-    /// Why it failed (at most 2000 characters).
-    error_detail: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
     #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    audit_entry_id: Option<String>,
+    /// Why it failed.
+    #[schema(max_length = 2000)]
+    error_detail: Option<String>,
 }
 
 /// Records the terminal outcome of an execution, once; the request
@@ -214,17 +232,17 @@ struct Outcome {
     params(("execution_id" = String, Path, description = "the execution")),
     responses((status = 200, description = "the execution with its outcome", body = Data<Execution>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/data-rights/requests", { "subject": "s-{unique}", "kind": "access" }], ["POST", "/api/data-rights/requests/{request_id}/executions", {}]], "body": { "status": "succeeded" } }))))]
-async fn outcome(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Outcome>) -> ApiResult<Response> {
+async fn outcome(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Outcome>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     if EXECUTION.state_of(&mut tx, &ctx.tenant_id, &id).await?.is_none() {
         return Err(ApiError::NotFound);
     }
+    let body = body.checked()?;
     let mut check = Check::new();
-    let status = check.required("status", &body.status);
-    check.one_of("status", &status, &OUTCOMES);
+    let status = body.status.as_str();
     let entry = check.optional_uuid("audit_entry_id", &body.audit_entry_id).map(|u| u.to_string());
-    let detail = check.optional_bounded("error_detail", &body.error_detail, 2000);
+    let detail = Check::optional(&body.error_detail);
     check.finish()?;
     if let Some(e) = &entry {
         let known: Option<String> = sqlx::query_scalar("SELECT entry_id FROM audit_entry WHERE tenant_id = $1 AND entry_id = $2")
@@ -242,7 +260,7 @@ async fn outcome(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
     let done: Option<Execution> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&ctx.tenant_id)
         .bind(&id)
-        .bind(&status)
+        .bind(status)
         .bind(&entry)
         .bind(&detail)
         .bind(&now)
@@ -251,14 +269,14 @@ async fn outcome(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
     // Of two outcomes at once, one is recorded; the other is told the
     // outcome the winner recorded.
     let done = EXECUTION.settle(&mut tx, &ctx.tenant_id, &id, done, "its outcome is recorded once").await?;
-    let request_status = if status == "succeeded" { "completed" } else { "failed" };
+    let request_status = if matches!(body.status, OutcomeStatus::Succeeded) { "completed" } else { "failed" };
     sqlx::query("UPDATE data_rights_request SET status = $2, updated_at = $3 WHERE request_id = $1")
         .bind(&done.request_id)
         .bind(request_status)
         .bind(&now)
         .execute(&mut *tx)
         .await?;
-    let event = if status == "succeeded" { events::DATA_RIGHTS_EXECUTION_SUCCEEDED } else { events::DATA_RIGHTS_EXECUTION_FAILED };
+    let event = if matches!(body.status, OutcomeStatus::Succeeded) { events::DATA_RIGHTS_EXECUTION_SUCCEEDED } else { events::DATA_RIGHTS_EXECUTION_FAILED };
     audit::record(&mut tx, &ctx, event, json!({ "execution_id": id, "request_id": done.request_id, "audit_entry_id": entry })).await?;
     tx.commit().await?;
     Ok(ok(done))

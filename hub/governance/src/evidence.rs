@@ -38,46 +38,65 @@ fn valid_encounter(s: &str) -> bool {
     (1..=128).contains(&s.len()) && !s.chars().any(char::is_control)
 }
 
+/// What kind of thing was captured.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = EvidenceKind)]
+enum Kind {
+    Photo,
+    Video,
+    Audio,
+    Document,
+    Signature,
+    Note,
+    Measurement,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        KINDS[self as usize]
+    }
+}
+
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewEvidenceCapture)]
 struct NewCapture {
-    /// The encounter (at most 128 characters).
-    #[schema(required = true)]
-    encounter_id: Option<String>,
-    #[schema(required = true)]
-    kind: Option<String>,
+    /// The encounter (no control characters).
+    #[schema(max_length = 128)]
+    encounter_id: String,
+    kind: Kind,
     /// A committed (`ready`) media blob of the tenant.
-    blob_id: Option<String>,
-    /// At most 4000 characters; required for a `note` without a blob.
-    note: Option<String>,
-    #[schema(value_type = Option<Object>)]
-    metadata: Option<Value>,
-    /// RFC 3339: when it was captured; now when absent.
-    captured_at: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
     #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    blob_id: Option<String>,
+    /// Required when there is no blob.
+    #[schema(max_length = 4000)]
+    note: Option<String>,
+    /// `{}` when absent.
+    #[schema(value_type = Option<Object>)]
+    metadata: Option<serde_json::Map<String, Value>>,
+    /// When it was captured; now when absent.
+    #[schema(format = DateTime)]
+    captured_at: Option<String>,
 }
 
 /// Records a capture of an encounter.
 #[utoipa::path(post, path = "/api/evidence/captures", tag = "sdk-evidence", request_body = NewCapture,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"encounter_id": "e-{unique}", "kind": "note", "note": "races"}}))),
     responses((status = 201, description = "the capture", body = Data<Capture>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewCapture>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCapture>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let encounter = check.required("encounter_id", &body.encounter_id);
-    if !encounter.is_empty() && !valid_encounter(&encounter) {
+    let encounter = body.encounter_id.trim();
+    if !valid_encounter(encounter) {
         check.fail("encounter_id must be at most 128 characters, none of them control characters");
     }
-    let kind = check.required("kind", &body.kind);
-    check.one_of("kind", &kind, &KINDS);
+    let kind = body.kind.as_str();
     let blob = check.optional_uuid("blob_id", &body.blob_id).map(|u| u.to_string());
-    let note = check.optional_bounded("note", &body.note, 4000);
+    let note = Check::optional(&body.note);
     if blob.is_none() && note.is_none() {
         check.fail("a capture needs a blob_id or a note");
     }
-    let metadata = check.optional_object("metadata", body.metadata.as_ref());
+    let metadata = Value::Object(body.metadata.unwrap_or_default());
     let captured_at = check.time_or_now("captured_at", &body.captured_at);
     check.finish()?;
     let mut tx = state.db.begin().await?;
@@ -103,8 +122,8 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
     let capture: Capture = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&encounter)
-        .bind(&kind)
+        .bind(encounter)
+        .bind(kind)
         .bind(&blob)
         .bind(&sha256)
         .bind(&note)

@@ -219,52 +219,37 @@ fn compile(source: &str) -> Result<(PolicySet, Vec<String>), Vec<String>> {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewPolicyBundle)]
 struct NewBundle {
-    /// 1–128 characters.
-    #[schema(required = true)]
-    name: Option<String>,
-    /// 1–64 characters (`3`, `2026.11.1`, …), or a positive integer.
-    #[schema(required = true, value_type = String)]
-    version: Option<Value>,
+    #[schema(max_length = 128)]
+    name: String,
+    /// A positive integer, or a string of 1–64 characters (`3`,
+    /// `2026.11.1`, …) without control characters.
+    #[schema(value_type = Value)]
+    version: Value,
     /// Cedar policies (at most 256 KiB).
-    #[schema(required = true)]
-    iql_source: Option<String>,
-    /// What a caller must do when the bundle allows (opaque to the hub).
+    iql_source: String,
+    /// What a caller must do when the bundle allows (opaque to the hub);
+    /// `{}` when absent.
     #[schema(value_type = Option<Object>)]
-    obligations: Option<Value>,
+    obligations: Option<serde_json::Map<String, Value>>,
     /// Make it the tenant's active bundle at once (default false).
     activate: Option<bool>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// Creates a policy bundle version (immutable: a taken version is 409).
 #[utoipa::path(post, path = "/api/policies/bundles", tag = "sdk-policy", request_body = NewBundle,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "body": {"name": "p-{unique}", "version": 1, "iql_source": "permit (principal, action, resource);"}}))),
     responses((status = 201, description = "the bundle", body = Data<Bundle>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewBundle>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let name = check.required("name", &body.name);
-    if name.chars().count() > 128 {
-        check.fail("name must be at most 128 characters");
-    }
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewBundle>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let name = body.name.trim();
     let version = match &body.version {
-        None | Some(Value::Null) => {
-            check.fail("version is required");
-            String::new()
-        }
-        Some(Value::Number(n)) if n.as_u64().is_some_and(|v| v > 0) => n.to_string(),
-        Some(Value::String(s)) if (1..=64).contains(&s.trim().chars().count()) && !s.chars().any(char::is_control) => s.trim().to_string(),
-        Some(_) => {
-            check.fail("version must be a positive integer or a string of 1 to 64 characters");
-            String::new()
-        }
+        Value::Number(n) if n.as_u64().is_some_and(|v| v > 0) => n.to_string(),
+        Value::String(s) if (1..=64).contains(&s.trim().chars().count()) && !s.chars().any(char::is_control) => s.trim().to_string(),
+        _ => return Err(ApiError::Validation(vec!["version must be a positive integer or a string of 1 to 64 characters".into()])),
     };
-    let source = check.required("iql_source", &body.iql_source);
-    let obligations = check.optional_object("obligations", body.obligations.as_ref());
-    check.finish()?;
-    let (_, ids) = compile_bounded(&source).map_err(ApiError::Validation)?;
+    let source = body.iql_source.trim();
+    let obligations = Value::Object(body.obligations.unwrap_or_default());
+    let (_, ids) = compile_bounded(source).map_err(ApiError::Validation)?;
     let now = db::now();
     let activate = body.activate.unwrap_or(false);
     let mut tx = state.db.begin().await?;
@@ -278,9 +263,9 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
     let bundle: Option<Bundle> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&name)
+        .bind(name)
         .bind(&version)
-        .bind(&source)
+        .bind(source)
         .bind(json!(ids).to_string())
         .bind(obligations.to_string())
         .bind(if activate { "active" } else { "inactive" })
@@ -362,27 +347,20 @@ async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
 #[schema(as = PolicyEvaluation)]
 struct Evaluation {
     /// A Cedar entity: `Persona::"…"`.
-    #[schema(required = true)]
-    principal: Option<String>,
+    principal: String,
     /// A Cedar entity: `Action::"crm.contact.write"`.
-    #[schema(required = true)]
-    action: Option<String>,
+    action: String,
     /// A Cedar entity: `Route::"/api/crm/contacts"`.
-    #[schema(required = true)]
-    resource: Option<String>,
-    /// The request's context (a JSON object).
+    resource: String,
+    /// The request's context; empty when absent.
     #[schema(value_type = Option<Object>)]
-    context: Option<Value>,
+    context: Option<serde_json::Map<String, Value>>,
     /// Entities with attributes and parents, in Cedar's JSON entity format.
     #[schema(value_type = Option<Vec<Object>>)]
-    entities: Option<Value>,
+    entities: Option<Vec<Value>>,
     /// The bundle to evaluate; the tenant's active one when absent.
     #[schema(format = "uuid")]
     bundle_id: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -404,44 +382,35 @@ struct Verdict {
 #[utoipa::path(post, path = "/api/policies/evaluate", tag = "sdk-policy", request_body = Evaluation,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/policies/bundles", {"name": "p-{unique}", "version": 1, "iql_source": "permit (principal, action, resource);"}]], "body": {"principal": "Persona::\"a\"", "action": "Action::\"crm.contact.read\"", "resource": "Route::\"/api/crm/contacts\"", "bundle_id": "{bundle_id}"}}))),
     responses((status = 200, description = "the decision and the policies that determined it", body = Data<Verdict>)))]
-async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Evaluation>) -> ApiResult<Response> {
+async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Evaluation>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let mut entity = |name: &str, value: &Option<String>| {
-        let raw = check.required(name, value);
-        match EntityUid::from_str(&raw) {
-            Ok(uid) => Some(uid),
-            Err(_) if raw.is_empty() => None,
-            Err(_) => {
-                check.fail(format!(r#"{name} must be a Cedar entity such as Type::"id""#));
-                None
-            }
+    let mut entity = |name: &str, raw: &str| match EntityUid::from_str(raw.trim()) {
+        Ok(uid) => Some(uid),
+        Err(_) => {
+            check.fail(format!(r#"{name} must be a Cedar entity such as Type::"id""#));
+            None
         }
     };
     let (principal, action, resource) = (entity("principal", &body.principal), entity("action", &body.action), entity("resource", &body.resource));
+    let context = body.context.map(Value::Object);
+    let entities = body.entities.map(Value::Array);
     let mut too_deep = false;
-    for (field, value) in [("context", &body.context), ("entities", &body.entities)] {
+    for (field, value) in [("context", &context), ("entities", &entities)] {
         if value.as_ref().is_some_and(|v| json_depth(v) > MAX_JSON_NESTING) {
             check.fail(format!("{field} nests more than {MAX_JSON_NESTING} levels deep"));
             too_deep = true;
         }
     }
-    let context = match &body.context {
+    let context = match context {
         _ if too_deep => None,
-        None | Some(Value::Null) => Some(Context::empty()),
-        Some(v @ Value::Object(_)) => Context::from_json_value(v.clone(), None).map_err(|e| check.fail(format!("context: {e}"))).ok(),
-        Some(_) => {
-            check.fail("context must be an object");
-            None
-        }
+        None => Some(Context::empty()),
+        Some(v) => Context::from_json_value(v, None).map_err(|e| check.fail(format!("context: {e}"))).ok(),
     };
-    let entities = match &body.entities {
+    let entities = match entities {
         _ if too_deep => None,
-        None | Some(Value::Null) => Some(Entities::empty()),
-        Some(v @ Value::Array(_)) => Entities::from_json_value(v.clone(), None).map_err(|e| check.fail(format!("entities: {e}"))).ok(),
-        Some(_) => {
-            check.fail("entities must be an array of Cedar entities");
-            None
-        }
+        None => Some(Entities::empty()),
+        Some(v) => Entities::from_json_value(v, None).map_err(|e| check.fail(format!("entities: {e}"))).ok(),
     };
     let bundle_id = check.optional_uuid("bundle_id", &body.bundle_id).map(|u| u.to_string());
     check.finish()?;

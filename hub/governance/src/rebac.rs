@@ -48,30 +48,36 @@ fn valid_relation(r: &str) -> bool {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = RebacTuple)]
 struct Tuple {
-    #[schema(required = true, format = "uuid")]
-    subject_persona_id: Option<String>,
-    /// 1–128 of `a-z 0-9 . _ -`.
-    #[schema(required = true)]
-    relation: Option<String>,
-    #[schema(required = true, format = "uuid")]
-    object_persona_id: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
     #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    subject_persona_id: String,
+    /// 1–128 of `a-z 0-9 . _ -`.
+    #[schema(max_length = 128)]
+    relation: String,
+    #[schema(format = "uuid")]
+    object_persona_id: String,
 }
 
-/// The tuple's three fields, checked; personas of the tenant when `exist`.
-async fn parse(tx: &mut Tx, ctx: &TenantCtx, body: &Tuple) -> ApiResult<(String, String, String)> {
-    let mut check = Check::new();
-    let subject = check.required_uuid("subject_persona_id", &body.subject_persona_id).map(|u| u.to_string());
-    let relation = check.required("relation", &body.relation);
-    if !relation.is_empty() && !valid_relation(&relation) {
+/// A UUID field the contract checked, in its canonical form.
+fn uuid_text(checked: &str) -> String {
+    uuid::Uuid::parse_str(checked.trim()).map(|u| u.to_string()).unwrap_or_default()
+}
+
+/// A relation the contract found present, trimmed, or its problem.
+fn relation_of(check: &mut Check, raw: &str) -> String {
+    let relation = raw.trim().to_string();
+    if !valid_relation(&relation) {
         check.fail("relation must be 1 to 128 of a-z, 0-9, '.', '_', '-'");
     }
-    let object = check.required_uuid("object_persona_id", &body.object_persona_id).map(|u| u.to_string());
+    relation
+}
+
+/// The tuple's three fields, checked: a relation of the allowed form
+/// between personas of the tenant.
+async fn parse(tx: &mut Tx, ctx: &TenantCtx, body: &Tuple) -> ApiResult<(String, String, String)> {
+    let mut check = Check::new();
+    let relation = relation_of(&mut check, &body.relation);
     check.finish()?;
-    let (subject, object) = (subject.unwrap_or_default(), object.unwrap_or_default());
+    let (subject, object) = (uuid_text(&body.subject_persona_id), uuid_text(&body.object_persona_id));
     let mut check = Check::new();
     for (field, persona) in [("subject_persona_id", &subject), ("object_persona_id", &object)] {
         if !personas::exists_in_tenant(&mut **tx, &ctx.tenant_id, persona).await? {
@@ -95,7 +101,8 @@ async fn contain(state: &AppState, ctx: &TenantCtx, relation: &str) -> ApiResult
 #[utoipa::path(post, path = "/api/rebac/relationships", tag = "sdk-rebac", request_body = Tuple,
     responses((status = 201, description = "the relationship, new", body = Data<Relationship>), (status = 200, description = "the relationship, already there", body = Data<Relationship>)),
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [["POST", "/api/personas", { "kind": "human" }]], "body": { "subject_persona_id": "{owner_persona_id}", "relation": "manages", "object_persona_id": "{persona_id}" }, "events": 1 }))))]
-async fn write(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Tuple>) -> ApiResult<Response> {
+async fn write(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Tuple>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut tx = state.db.begin().await?;
     let (subject, relation, object) = parse(&mut tx, &ctx, &body).await?;
     contain(&state, &ctx, &relation).await?;
@@ -132,7 +139,8 @@ async fn find(tx: &mut Tx, tenant: &str, subject: &str, relation: &str, object: 
 #[utoipa::path(post, path = "/api/rebac/relationships/delete", tag = "sdk-rebac", request_body = Tuple,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "losers": 404, "given": [["POST", "/api/personas", {"kind": "human"}], ["POST", "/api/rebac/relationships", {"subject_persona_id": "{owner_persona_id}", "relation": "manages", "object_persona_id": "{persona_id}"}]], "body": {"subject_persona_id": "{owner_persona_id}", "relation": "manages", "object_persona_id": "{persona_id}"}}))),
     responses((status = 200, description = "the relationship deleted", body = Data<Relationship>)))]
-async fn delete(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Tuple>) -> ApiResult<Response> {
+async fn delete(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Tuple>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut tx = state.db.begin().await?;
     let (subject, relation, object) = parse(&mut tx, &ctx, &body).await?;
     contain(&state, &ctx, &relation).await?;
@@ -153,19 +161,27 @@ async fn delete(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
 #[derive(Deserialize, ToSchema)]
 #[schema(as = RebacCheck)]
 struct CheckRequest {
-    #[schema(required = true, format = "uuid")]
-    subject_persona_id: Option<String>,
-    #[schema(required = true)]
-    relation: Option<String>,
-    #[schema(required = true, format = "uuid")]
-    target_persona_id: Option<String>,
-    /// `{ max_depth (1–100, default 25), max_nodes (1–1,000,000, default 10,000) }`.
-    #[schema(value_type = Option<Object>)]
-    budget: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
     #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    subject_persona_id: String,
+    /// 1–128 of `a-z 0-9 . _ -`.
+    #[schema(max_length = 128)]
+    relation: String,
+    #[schema(format = "uuid")]
+    target_persona_id: String,
+    /// The walk's budget; the defaults when absent.
+    budget: Option<Budget>,
+}
+
+/// How far a check may walk.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = RebacBudgetLimits)]
+struct Budget {
+    /// Relationships followed at most; 25 when absent.
+    #[schema(minimum = 1, maximum = 100)]
+    max_depth: Option<i64>,
+    /// Personas reached at most; 10,000 when absent.
+    #[schema(minimum = 1, maximum = 1_000_000)]
+    max_nodes: Option<i64>,
 }
 
 /// The answer of a check.
@@ -196,25 +212,16 @@ pub struct BudgetUse {
 #[utoipa::path(post, path = "/api/rebac/check", tag = "sdk-rebac", request_body = CheckRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "given": [["POST", "/api/personas", {"kind": "human"}], ["POST", "/api/rebac/relationships", {"subject_persona_id": "{owner_persona_id}", "relation": "manages", "object_persona_id": "{persona_id}"}]], "body": {"subject_persona_id": "{owner_persona_id}", "relation": "manages", "target_persona_id": "{persona_id}"}}))),
     responses((status = 200, description = "the decision and the budget used", body = Data<Decision>)))]
-async fn check(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<CheckRequest>) -> ApiResult<Response> {
+async fn check(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<CheckRequest>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let subject = check.required_uuid("subject_persona_id", &body.subject_persona_id).map(|u| u.to_string());
-    let relation = check.required("relation", &body.relation);
-    if !relation.is_empty() && !valid_relation(&relation) {
-        check.fail("relation must be 1 to 128 of a-z, 0-9, '.', '_', '-'");
-    }
-    let target = check.required_uuid("target_persona_id", &body.target_persona_id).map(|u| u.to_string());
-    let (mut depth, mut nodes) = (DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES);
-    match &body.budget {
-        None | Some(Value::Null) => {}
-        Some(b @ Value::Object(_)) => {
-            depth = check.optional_int("budget.max_depth", b.get("max_depth"), 1, 100).unwrap_or(depth);
-            nodes = check.optional_int("budget.max_nodes", b.get("max_nodes"), 1, 1_000_000).unwrap_or(nodes);
-        }
-        Some(_) => check.fail("budget must be an object"),
-    }
+    let relation = relation_of(&mut check, &body.relation);
     check.finish()?;
-    let decision = reaches(&state.db, &ctx.tenant_id, &subject.unwrap_or_default(), &relation, &target.unwrap_or_default(), depth, nodes).await?;
+    let (subject, target) = (uuid_text(&body.subject_persona_id), uuid_text(&body.target_persona_id));
+    let budget = body.budget.as_ref();
+    let depth = budget.and_then(|b| b.max_depth).unwrap_or(DEFAULT_MAX_DEPTH);
+    let nodes = budget.and_then(|b| b.max_nodes).unwrap_or(DEFAULT_MAX_NODES);
+    let decision = reaches(&state.db, &ctx.tenant_id, &subject, &relation, &target, depth, nodes).await?;
     Ok(ok(decision))
 }
 

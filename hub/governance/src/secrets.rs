@@ -49,12 +49,21 @@ fn valid_ref(r: &str) -> bool {
     (1..=256).contains(&r.len()) && r.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/' | b':'))
 }
 
-fn check_kms(check: &mut Check, value: &Option<String>, required: bool) -> Option<String> {
-    let v = if required { Some(check.required("kms_key_id", value)) } else { Check::optional(value) };
-    if v.as_ref().is_some_and(|k| k.chars().count() > 512) {
-        check.fail("kms_key_id must be at most 512 characters");
+/// Who may use a secret.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = SecretScope)]
+enum Scope {
+    Tenant,
+    App,
+    Service,
+    AppUser,
+}
+
+impl Scope {
+    fn as_str(self) -> &'static str {
+        SCOPES[self as usize]
     }
-    v.filter(|k| !k.is_empty())
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -62,17 +71,18 @@ fn check_kms(check: &mut Check, value: &Option<String>, required: bool) -> Optio
 struct NewReference {
     /// 1 to 256 of letters, digits, `.`, `_`, `-`, `/`, `:`; unique in the
     /// tenant.
-    #[schema(required = true)]
-    r#ref: Option<String>,
-    /// `tenant` (when absent), `app`, `service` or `app_user`.
-    scope: Option<String>,
+    #[schema(max_length = 256)]
+    r#ref: String,
+    /// `tenant` when absent.
+    scope: Option<Scope>,
     /// The KMS key (or secret manager path) holding the secret.
-    #[schema(required = true)]
-    kms_key_id: Option<String>,
-    /// Rotate every this many days (1 to 3650); none when absent.
-    #[schema(value_type = Option<i64>)]
-    rotation_period_days: Option<Value>,
-    /// RFC 3339: when the secret was last rotated; now when absent.
+    #[schema(max_length = 512)]
+    kms_key_id: String,
+    /// Rotate every this many days; none when absent.
+    #[schema(minimum = 1, maximum = 3650)]
+    rotation_period_days: Option<i64>,
+    /// When the secret was last rotated (not in the future); now when absent.
+    #[schema(format = DateTime)]
     last_rotated_at: Option<String>,
 }
 
@@ -80,16 +90,16 @@ struct NewReference {
 #[utoipa::path(post, path = "/api/secrets/refs", tag = "sdk-secrets", request_body = NewReference,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "body": {"ref": "r-{unique}", "kms_key_id": "kms/races"}}))),
     responses((status = 201, description = "the reference", body = Data<Reference>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewReference>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewReference>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let reference = check.required("ref", &body.r#ref);
-    if !reference.is_empty() && !valid_ref(&reference) {
+    let reference = body.r#ref.trim();
+    if !valid_ref(reference) {
         check.fail("ref must be 1 to 256 of letters, digits, '.', '_', '-', '/' or ':'");
     }
-    let scope = Check::optional(&body.scope).unwrap_or_else(|| "tenant".into());
-    check.one_of("scope", &scope, &SCOPES);
-    let kms = check_kms(&mut check, &body.kms_key_id, true).unwrap_or_default();
-    let period = check.optional_int("rotation_period_days", body.rotation_period_days.as_ref(), 1, 3650);
+    let scope = body.scope.unwrap_or(Scope::Tenant).as_str();
+    let kms = body.kms_key_id.trim();
+    let period = body.rotation_period_days;
     let last = check.time_or_now("last_rotated_at", &body.last_rotated_at);
     check.finish()?;
     let now = db::now();
@@ -100,9 +110,9 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
     );
     let made: Option<Reference> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&ctx.tenant_id)
-        .bind(&reference)
-        .bind(&scope)
-        .bind(&kms)
+        .bind(reference)
+        .bind(scope)
+        .bind(kms)
         .bind(period)
         .bind(&last)
         .bind(audit::actor_of(&ctx).1)
@@ -140,6 +150,7 @@ async fn get_reference(State(state): State<AppState>, Tenant(ctx): Tenant, Path(
 #[schema(as = SecretRotation)]
 struct Rotation {
     /// The key the new version lives under; unchanged when absent.
+    #[schema(max_length = 512)]
     kms_key_id: Option<String>,
 }
 
@@ -148,12 +159,11 @@ struct Rotation {
     params(("ref" = String, Path, description = "the reference, URL-encoded")),
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/secrets/refs", {"ref": "r-{unique}", "kms_key_id": "kms/races"}]], "body": {}}))),
     responses((status = 200, description = "the reference, rotated", body = Data<Reference>)))]
-async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(reference): Path<String>, Lenient(body): Lenient<Rotation>) -> ApiResult<Response> {
+async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(reference): Path<String>, body: Body<Rotation>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let current = find(&mut tx, &ctx.tenant_id, &reference).await?;
-    let mut check = Check::new();
-    let kms = check_kms(&mut check, &body.kms_key_id, false).unwrap_or(current.kms_key_id);
-    check.finish()?;
+    let body = body.checked()?;
+    let kms = Check::optional(&body.kms_key_id).unwrap_or(current.kms_key_id);
     let now = db::now();
     let sql = format!(
         "UPDATE secrets_reference SET version = version + 1, kms_key_id = $3, last_rotated_at = $4, updated_at = $4 \

@@ -69,15 +69,25 @@ async fn trace_key(state: &AppState, tenant_id: &str) -> ApiResult<DataKey> {
     DataKey::load(&state.db.read, &state.master, &key_id).await?.ok_or_else(|| ApiError::Conflict("the tenant's trace key was destroyed".into()))
 }
 
+/// The form of an artifact (PDF is not offered).
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = TraceExportFormat)]
+enum Format {
+    Json,
+}
+
+impl Format {
+    fn as_str(self) -> &'static str {
+        FORMATS[self as usize]
+    }
+}
+
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewTraceExport)]
 struct NewExport {
-    /// `json` (the default; PDF is not offered).
-    format: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    /// `json` when absent (PDF is not offered).
+    format: Option<Format>,
 }
 
 /// Exports a trace as a signed artifact (404 when the tenant has no run
@@ -87,15 +97,12 @@ struct NewExport {
     extensions(("x-concurrency" = json!({"outcome": "independent", "events": 16, "given": [["POST", "/api/agent-runtime/agents", {"name": "Racer", "acting_persona_id": "{persona_id}", "tier": "gold", "vector_namespace": "races", "created_by": "races"}], ["POST", "/api/agent-runtime/runs", {"agent_id": "{agent_id}", "persona_id": "{owner_persona_id}", "trace_id": "t-{unique}", "actor_id": "races", "actor_kind": "human"}], ["GET", "/api/traces/verification-key", null]], "body": {}}))),
     responses((status = 201, description = "the export, ready", body = Data<Export>),
         (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
-async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(trace_id): Path<String>, Lenient(body): Lenient<NewExport>) -> ApiResult<Response> {
+async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(trace_id): Path<String>, body: Body<NewExport>) -> ApiResult<Response> {
     let runs = hub_ai::agent_runtime::runs_of_trace(&state.db.read, &ctx.tenant_id, &trace_id).await?;
     if runs.is_empty() {
         return Err(ApiError::NotFound);
     }
-    let format = Check::optional(&body.format).unwrap_or_else(|| "json".into());
-    if !FORMATS.contains(&format.as_str()) {
-        return Err(ApiError::invalid("format must be one of: json (PDF is not offered)"));
-    }
+    let format = body.checked()?.format.unwrap_or(Format::Json).as_str();
     if runs.len() > MAX_RUNS {
         return Err(ApiError::invalid(format!("the trace has more than {MAX_RUNS} runs: too large to export at once")));
     }
@@ -108,7 +115,7 @@ async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(trace_i
     .bind(&export_id)
     .bind(&ctx.tenant_id)
     .bind(&trace_id)
-    .bind(&format)
+    .bind(format)
     .bind(audit::actor_of(&ctx).1)
     .bind(&now)
     .execute(&mut *tx)

@@ -20,22 +20,10 @@ const MAX_PLAINTEXT: usize = 1024 * 1024;
 const NONCE: usize = envelope::NONCE;
 const TAG: usize = envelope::TAG;
 
-fn check_ref(check: &mut Check, value: &Option<String>) -> String {
-    let r = check.required("ref", value);
-    if r.chars().count() > 256 {
-        check.fail("ref must be at most 256 characters");
-    }
-    r
-}
-
-/// A required base64 field, decoded (empty when missing or malformed,
-/// which `check` reports).
-fn required_b64(check: &mut Check, name: &str, value: &Option<String>) -> Vec<u8> {
-    let v = check.required(name, value);
-    if v.is_empty() {
-        return Vec::new();
-    }
-    B64.decode(&v).unwrap_or_else(|_| {
+/// A base64 field the contract found present, decoded (empty when
+/// malformed, which `check` reports).
+fn decoded_b64(check: &mut Check, name: &str, value: &str) -> Vec<u8> {
+    B64.decode(value.trim()).unwrap_or_else(|_| {
         check.fail(format!("{name} must be base64"));
         Vec::new()
     })
@@ -44,13 +32,11 @@ fn required_b64(check: &mut Check, name: &str, value: &Option<String>) -> Vec<u8
 #[derive(Deserialize, ToSchema)]
 #[schema(as = VaultEncryptRequest)]
 struct EncryptRequest {
-    /// What the envelope is for (at most 256 characters); decrypting needs
-    /// the same.
-    #[schema(required = true)]
-    r#ref: Option<String>,
+    /// What the envelope is for; decrypting needs the same.
+    #[schema(max_length = 256)]
+    r#ref: String,
     /// The plaintext, base64 (at most 1 MiB decoded).
-    #[schema(required = true)]
-    plaintext_b64: Option<String>,
+    plaintext_b64: String,
 }
 
 /// An envelope: everything `decrypt` needs besides the tenant's key.
@@ -69,16 +55,17 @@ struct Envelope {
 #[utoipa::path(post, path = "/api/vault/encrypt", tag = "sdk-vault", request_body = EncryptRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"ref": "v-{unique}", "plaintext_b64": "aGVsbG8="}}))),
     responses((status = 200, description = "the envelope", body = Data<Envelope>)))]
-async fn encrypt(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<EncryptRequest>) -> ApiResult<Response> {
+async fn encrypt(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<EncryptRequest>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let reference = check_ref(&mut check, &body.r#ref);
-    let plaintext = required_b64(&mut check, "plaintext_b64", &body.plaintext_b64);
+    let reference = body.r#ref.trim();
+    let plaintext = decoded_b64(&mut check, "plaintext_b64", &body.plaintext_b64);
     if plaintext.len() > MAX_PLAINTEXT {
         check.fail(format!("plaintext_b64 must decode to at most {MAX_PLAINTEXT} bytes"));
     }
     check.finish()?;
     let mut tx = state.db.begin().await?;
-    let sealed = envelope::seal(&state, &mut tx, &ctx.tenant_id, &reference, &plaintext).await?;
+    let sealed = envelope::seal(&state, &mut tx, &ctx.tenant_id, reference, &plaintext).await?;
     let envelope = Envelope {
         r#ref: sealed.reference,
         ciphertext_b64: sealed.ciphertext_b64,
@@ -94,16 +81,15 @@ async fn encrypt(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(bod
 #[derive(Deserialize, ToSchema)]
 #[schema(as = VaultDecryptRequest)]
 struct DecryptRequest {
-    #[schema(required = true)]
-    r#ref: Option<String>,
-    #[schema(required = true)]
-    ciphertext_b64: Option<String>,
-    #[schema(required = true)]
-    wrapped_dek_b64: Option<String>,
-    #[schema(required = true)]
-    iv_b64: Option<String>,
-    #[schema(required = true)]
-    tag_b64: Option<String>,
+    #[schema(max_length = 256)]
+    r#ref: String,
+    /// Base64, as `encrypt` answered them.
+    ciphertext_b64: String,
+    wrapped_dek_b64: String,
+    /// 12 bytes, base64.
+    iv_b64: String,
+    /// 16 bytes, base64.
+    tag_b64: String,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -116,13 +102,14 @@ struct Plaintext {
 #[utoipa::path(post, path = "/api/vault/decrypt", tag = "sdk-vault", request_body = DecryptRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/vault/encrypt", {"ref": "v-{unique}", "plaintext_b64": "aGVsbG8="}]], "body": {"ref": "{ref}", "ciphertext_b64": "{ciphertext_b64}", "wrapped_dek_b64": "{wrapped_dek_b64}", "iv_b64": "{iv_b64}", "tag_b64": "{tag_b64}"}}))),
     responses((status = 200, description = "the plaintext", body = Data<Plaintext>)))]
-async fn decrypt(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<DecryptRequest>) -> ApiResult<Response> {
+async fn decrypt(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<DecryptRequest>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let reference = check_ref(&mut check, &body.r#ref);
-    let ciphertext = required_b64(&mut check, "ciphertext_b64", &body.ciphertext_b64);
-    let wrapped = required_b64(&mut check, "wrapped_dek_b64", &body.wrapped_dek_b64);
-    let iv = required_b64(&mut check, "iv_b64", &body.iv_b64);
-    let tag = required_b64(&mut check, "tag_b64", &body.tag_b64);
+    let reference = body.r#ref.trim().to_string();
+    let ciphertext = decoded_b64(&mut check, "ciphertext_b64", &body.ciphertext_b64);
+    let wrapped = decoded_b64(&mut check, "wrapped_dek_b64", &body.wrapped_dek_b64);
+    let iv = decoded_b64(&mut check, "iv_b64", &body.iv_b64);
+    let tag = decoded_b64(&mut check, "tag_b64", &body.tag_b64);
     if !iv.is_empty() && iv.len() != NONCE {
         check.fail(format!("iv_b64 must decode to {NONCE} bytes"));
     }

@@ -35,9 +35,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// A new API key of an application.
-// What `parse_key_spec` validates by hand (every problem at once).
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Deserialize, ToSchema)]
 struct NewApiKey {
     name: String,
     /// Scopes the caller holds, each `<domain>.<resource>.<action>` or a tail
@@ -48,16 +46,15 @@ struct NewApiKey {
     #[schema(minimum = 1)]
     rate_limit_rpm: Option<i64>,
     /// RFC 3339, in the future; the key never expires when absent.
-    #[schema(format = "date-time")]
+    #[schema(format = DateTime)]
     expires_at: Option<String>,
 }
 
 /// A new API key of the caller's tenant.
-// What `issue_for_tenant` validates by hand (every problem at once).
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Deserialize, ToSchema)]
 struct NewTenantApiKey {
-    /// The caller's tenant.
+    /// The caller's tenant (required: the key is issued in the tenant it
+    /// names, which must be the caller's).
     #[schema(format = "uuid")]
     tenant_id: String,
     /// An application of the tenant; when absent, the tenant's `default`
@@ -73,7 +70,7 @@ struct NewTenantApiKey {
     #[schema(minimum = 1)]
     rate_limit_rpm: Option<i64>,
     /// RFC 3339, in the future; the key never expires when absent.
-    #[schema(format = "date-time")]
+    #[schema(format = DateTime)]
     expires_at: Option<String>,
 }
 
@@ -213,23 +210,27 @@ const KEY: Stateful = Stateful { noun: "key", table: "credential_api_key", key: 
 /// A new application.
 #[derive(Deserialize, ToSchema)]
 struct NewApplication {
-    #[schema(required = true)]
-    name: Option<String>,
+    name: String,
     /// Unique in the tenant.
-    #[schema(required = true, pattern = r"^[a-z0-9_][a-z0-9_-]{0,63}$")]
-    slug: Option<String>,
+    #[schema(pattern = r"^[a-z0-9_][a-z0-9_-]{0,63}$")]
+    slug: String,
     description: Option<String>,
-    #[schema(required = true, value_type = Option<Environment>, inline)]
-    environment: Option<String>,
+    environment: Environment,
 }
 
 /// Where an application's keys act.
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-#[allow(dead_code)]
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ApplicationEnvironment)]
 enum Environment {
     Live,
     Test,
+}
+
+impl Environment {
+    fn as_str(self) -> &'static str {
+        ENVIRONMENTS[self as usize]
+    }
 }
 
 /// The values of `environment` (those of `Environment`; a test compares them).
@@ -272,18 +273,16 @@ async fn insert_application(
 #[utoipa::path(post, path = "/api/applications", tag = "sdk-api-keys", request_body = NewApplication,
     responses((status = 201, description = "the application", body = Data<Application>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "Races", "slug": "r-{unique}", "environment": "live" } }))))]
-async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Lenient(body): Lenient<NewApplication>) -> ApiResult<Response> {
+async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, body: Body<NewApplication>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let (name, slug, environment) = (body.name.trim(), body.slug.trim(), body.environment.as_str());
     let mut check = Check::new();
-    let name = check.required("name", &body.name);
-    let slug = check.required("slug", &body.slug);
-    let environment = check.required("environment", &body.environment);
-    check.one_of("environment", &environment, ENVIRONMENTS);
-    if !slug.is_empty() && !valid_slug(&slug) {
+    if !valid_slug(slug) {
         check.fail("slug must be 1-64 characters of a-z, 0-9, '-' or '_'");
     }
     check.finish()?;
     let mut tx = state.db.begin().await?;
-    let (app, written) = insert_application(&mut tx, &ctx, &name, &slug, Check::optional(&body.description).as_deref(), &environment).await?;
+    let (app, written) = insert_application(&mut tx, &ctx, name, slug, Check::optional(&body.description).as_deref(), environment).await?;
     if written == Written::Found {
         return Err(ApiError::Conflict(format!("an application with slug '{slug}' already exists")));
     }
@@ -315,33 +314,26 @@ struct KeySpec {
     expires_at: Option<String>,
 }
 
-fn parse_key_spec(body: &Value, check: &mut Check) -> KeySpec {
-    let name = check.required("name", &body.get("name").and_then(|v| v.as_str()).map(str::to_string));
-    if body.get("name").is_some_and(|v| !v.is_string() && !v.is_null()) {
-        check.fail("name must be a string");
-    }
+/// A key request whose body matched its schema: what the schema cannot
+/// say (each scope's form, an expiry in the future), every problem at once.
+fn key_spec(name: &str, requested: &[String], rate_limit_rpm: Option<i64>, expires_at: &Option<String>) -> ApiResult<KeySpec> {
+    let mut check = Check::new();
     let mut scopes = Vec::new();
-    match body.get("scopes") {
-        Some(Value::Array(items)) if !items.is_empty() => {
-            let mut bad = Vec::new();
-            for item in items {
-                match item.as_str() {
-                    Some(s) if scope::is_valid(s) => scopes.push(s.to_string()),
-                    Some(s) => bad.push(s.to_string()),
-                    None => bad.push(item.to_string()),
-                }
-            }
-            if !bad.is_empty() {
-                check.fail(format!("invalid scopes (each must be <domain>.<resource>.<action> or a tail wildcard such as crm.* or *): {}", bad.join(", ")));
-            }
+    let mut bad = Vec::new();
+    for s in requested {
+        if scope::is_valid(s) {
+            scopes.push(s.clone());
+        } else {
+            bad.push(s.as_str());
         }
-        None | Some(Value::Null) => check.fail("scopes is required"),
-        _ => check.fail("scopes must be a non-empty array of strings"),
     }
-    let rate_limit_rpm = check.optional_positive_int("rate_limit_rpm", body.get("rate_limit_rpm"));
-    let expires_at = check.optional_future_time("expires_at", body.get("expires_at"));
+    if !bad.is_empty() {
+        check.fail(format!("invalid scopes (each must be <domain>.<resource>.<action> or a tail wildcard such as crm.* or *): {}", bad.join(", ")));
+    }
+    let expires_at = check.optional_future_time("expires_at", expires_at.as_ref().map(|e| Value::String(e.trim().to_string())).as_ref());
+    check.finish()?;
     scopes.dedup();
-    KeySpec { name, scopes, rate_limit_rpm, expires_at }
+    Ok(KeySpec { name: name.trim().to_string(), scopes, rate_limit_rpm, expires_at })
 }
 
 fn new_secret(environment: &str) -> (String, String, String) {
@@ -441,12 +433,11 @@ async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeyS
     params(("application_id" = String, Path, description = "the application")), request_body = NewApiKey,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/applications", {"name": "Races", "slug": "r-{unique}", "environment": "live"}]], "body": {"name": "k", "scopes": ["crm.*"]}}))),
     responses((status = 201, description = "the key and its secret", body = Data<Issued>)))]
-async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
+async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>, body: Body<NewApiKey>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let app = find_application(&mut *tx, &ctx.tenant_id, &id).await?;
-    let mut check = Check::new();
-    let spec = parse_key_spec(&body, &mut check);
-    check.finish()?;
+    let body = body.checked()?;
+    let spec = key_spec(&body.name, &body.scopes, body.rate_limit_rpm, &body.expires_at)?;
     roles::contain(&state, &ctx, &spec.scopes, "the key's scopes").await?;
     let issued = insert_key(&state, &mut tx, &app, spec).await?;
     audit::record(&mut tx, &ctx, events::API_KEY_ISSUED, issued.audit_payload()).await?;
@@ -461,17 +452,15 @@ async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, 
 #[utoipa::path(post, path = "/api/api-keys", tag = "sdk-api-keys", request_body = NewTenantApiKey,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/api-keys", {"tenant_id": "{tenant_id}", "name": "k", "scopes": ["crm.*"]}]], "body": {"tenant_id": "{owner_tenant_id}", "name": "k", "scopes": ["crm.*"]}}))),
     responses((status = 201, description = "the key and its secret", body = Data<Issued>)))]
-async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let tenant_id = check.required("tenant_id", &body.get("tenant_id").and_then(|v| v.as_str()).map(str::to_string));
-    let application_id = check.optional_uuid("application_id", &body.get("application_id").and_then(|v| v.as_str()).map(str::to_string));
-    let spec = parse_key_spec(&body, &mut check);
-    check.finish()?;
-    ctx.check_tenant(Some(&tenant_id))?;
+async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, body: Body<NewTenantApiKey>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let application_id = crate::canonical_uuid_opt(&body.application_id);
+    let spec = key_spec(&body.name, &body.scopes, body.rate_limit_rpm, &body.expires_at)?;
+    ctx.check_tenant(Some(body.tenant_id.trim()))?;
     roles::contain(&state, &ctx, &spec.scopes, "the key's scopes").await?;
     let mut tx = state.db.begin().await?;
     let app = match application_id {
-        Some(id) => find_application(&mut *tx, &ctx.tenant_id, &id.to_string())
+        Some(id) => find_application(&mut *tx, &ctx.tenant_id, &id)
             .await
             .map_err(|_| ApiError::invalid("application_id does not name an application of this tenant"))?,
         None => default_application(&mut tx, &ctx).await?,

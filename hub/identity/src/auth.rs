@@ -21,7 +21,6 @@ use crate::{
 };
 use hub_kernel::prelude::*;
 use hub_kernel::{
-    body::parse_body,
     crypto::{self, DataKey, password},
     gate::{
         BasicCredentials, Caller, ClientAddr, MaybeCaller,
@@ -51,7 +50,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
 pub const EXCHANGE_TTL_SECONDS: i64 = 900;
 /// Verification tokens live 15 minutes (RULINGS 3).
 const VERIFICATION_TTL_MINUTES: i64 = 15;
-const MIN_PASSWORD_LEN: usize = 8;
 /// Wrong passwords an account may take before its logins slow down.
 const LOGIN_FREE_PER_ACCOUNT: i64 = 5;
 /// Failed logins and exchanges one client address may make before it slows down.
@@ -70,26 +68,16 @@ fn check_email(check: &mut Check, raw: &Option<String>) -> String {
     if e.is_empty() {
         return e;
     }
-    normalise_email(&e).unwrap_or_else(|| {
+    email_form(check, &e)
+}
+
+/// A present email's form (what its schema's `format: email` cannot
+/// enforce): normalised (trimmed, lower case), or a problem.
+fn email_form(check: &mut Check, raw: &str) -> String {
+    normalise_email(raw).unwrap_or_else(|| {
         check.fail("email must be an email address");
         String::new()
     })
-}
-
-fn check_password(check: &mut Check, raw: &Option<String>) -> String {
-    // Passwords are not trimmed: every character counts.
-    match raw {
-        Some(p) if !p.trim().is_empty() => {
-            if p.chars().count() < MIN_PASSWORD_LEN {
-                check.fail(format!("password must be at least {MIN_PASSWORD_LEN} characters"));
-            }
-            p.clone()
-        }
-        _ => {
-            check.fail("password is required");
-            String::new()
-        }
-    }
 }
 
 /// An email alias: whose it is and when it was verified.
@@ -199,20 +187,17 @@ async fn insert_person(state: &AppState, tx: &mut Tx, email: &str, password_hash
 #[derive(Deserialize, ToSchema)]
 #[schema(as = TenantSignup)]
 struct Signup {
-    #[schema(required = true, format = "email")]
-    email: Option<String>,
-    /// At least 8 characters.
-    #[schema(required = true, min_length = 8)]
-    password: Option<String>,
-    #[schema(required = true)]
-    org_name: Option<String>,
+    #[schema(format = "email")]
+    email: String,
+    /// At least 8 characters besides leading and trailing blanks; used as
+    /// sent (never trimmed).
+    #[schema(min_length = 8)]
+    password: String,
+    org_name: String,
     /// The new app's id (text, unique on the platform).
-    #[schema(required = true)]
-    app_id: Option<String>,
-    #[schema(required = true)]
-    display_name: Option<String>,
-    #[schema(required = true)]
-    region: Option<String>,
+    app_id: String,
+    display_name: String,
+    region: String,
 }
 
 /// A signed-up tenant: the spine just created and its owner's token.
@@ -242,15 +227,16 @@ struct SignedUpTenant {
 #[utoipa::path(post, path = "/api/auth/signup-tenant", tag = "sdk-identity", request_body = Signup,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "given": [["GET", "/api/me", null]], "body": {"email": "{email}", "password": "correct horse battery", "org_name": "Races", "app_id": "a-{unique}", "display_name": "Racer", "region": "eu-west-1"}}))),
     responses((status = 201, description = "the tenant's spine and the owner's token", body = Data<SignedUpTenant>), (status = 409, description = "Conflict: the app_id is taken; PersonExistsError: a person has the email (log in and create the tenant instead)", body = ErrorBody)))]
-async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): MaybeCaller, Lenient(body): Lenient<Signup>) -> ApiResult<Response> {
+async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): MaybeCaller, body: Body<Signup>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let email = check_email(&mut check, &body.email);
-    let pw = check_password(&mut check, &body.password);
-    let org_name = check.required("org_name", &body.org_name);
-    let app_id = check.required("app_id", &body.app_id);
-    let display_name = check.required("display_name", &body.display_name);
-    let region = check.required("region", &body.region);
+    let email = email_form(&mut check, &body.email);
     check.finish()?;
+    let pw = body.password;
+    let org_name = body.org_name.trim().to_string();
+    let app_id = body.app_id.trim().to_string();
+    let display_name = body.display_name.trim().to_string();
+    let region = body.region.trim().to_string();
 
     let existing = person_by_email(&state.db.read, &state, &email).await?;
     let reuse = match (&existing, &caller) {
@@ -336,13 +322,13 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
 #[derive(Deserialize, ToSchema)]
 #[schema(as = Registration)]
 struct Register {
-    #[schema(required = true, format = "email")]
-    email: Option<String>,
-    /// At least 8 characters.
-    #[schema(required = true, min_length = 8)]
-    password: Option<String>,
-    #[schema(required = true)]
-    display_name: Option<String>,
+    #[schema(format = "email")]
+    email: String,
+    /// At least 8 characters besides leading and trailing blanks; used as
+    /// sent (never trimmed).
+    #[schema(min_length = 8)]
+    password: String,
+    display_name: String,
 }
 
 /// A registered person.
@@ -355,12 +341,13 @@ struct RegisteredPerson {
 #[utoipa::path(post, path = "/api/auth/register", tag = "sdk-identity", request_body = Register,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "loser_error": "PersonExistsError", "events": 0, "body": {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}}))),
     responses((status = 201, description = "the new person", body = Data<RegisteredPerson>), (status = 409, description = "PersonExistsError: a person has the email", body = ErrorBody)))]
-async fn register(State(state): State<AppState>, Lenient(body): Lenient<Register>) -> ApiResult<Response> {
+async fn register(State(state): State<AppState>, body: Body<Register>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let email = check_email(&mut check, &body.email);
-    let pw = check_password(&mut check, &body.password);
-    let display_name = check.required("display_name", &body.display_name);
+    let email = email_form(&mut check, &body.email);
     check.finish()?;
+    let pw = body.password;
+    let display_name = body.display_name.trim().to_string();
     if person_by_email(&state.db.read, &state, &email).await?.is_some() {
         return Err(ApiError::PersonExists);
     }
@@ -378,10 +365,8 @@ async fn register(State(state): State<AppState>, Lenient(body): Lenient<Register
 #[derive(Deserialize, ToSchema)]
 #[schema(as = LoginRequest)]
 struct Login {
-    #[schema(required = true)]
-    email: Option<String>,
-    #[schema(required = true)]
-    password: Option<String>,
+    email: String,
+    password: String,
     /// A tenant the person is a member of: the token is minted against that
     /// membership (403 `NoMembership` otherwise); a person-level token
     /// without tenant claims when absent.
@@ -407,18 +392,11 @@ struct LoginToken {
 #[utoipa::path(post, path = "/api/auth/login", tag = "sdk-identity", request_body = Login,
     extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"email": "m-{unique}@races.example.com", "password": "correct horse battery"}}))),
     responses((status = 200, description = "the token", body = Data<LoginToken>), (status = 401, description = "Unauthorized: invalid email or password", body = ErrorBody), (status = 403, description = "NoMembership: the person is no active member of the tenant", body = ErrorBody), (status = 429, description = "RateLimited: too many failed logins from the address or for the account (Retry-After)", body = ErrorBody), (status = 503, description = "Busy: password checks are at their bound (Retry-After)", body = ErrorBody)))]
-async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Lenient(body): Lenient<Login>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let email = check.required("email", &body.email);
-    let pw = match &body.password {
-        Some(p) if !p.is_empty() => p.clone(),
-        _ => {
-            check.fail("password is required");
-            String::new()
-        }
-    };
-    let tenant_id = check.optional_uuid("tenant_id", &body.tenant_id);
-    check.finish()?;
+async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, body: Body<Login>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let email = body.email.trim().to_string();
+    let pw = body.password.clone();
+    let tenant_id = crate::canonical_uuid_opt(&body.tenant_id);
     let email = normalise_email(&email).unwrap_or(email);
     // The account and its password hash, in one read.
     let account: Option<Account> = sqlx::query_as(
@@ -452,7 +430,7 @@ async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Leni
     if failed_before {
         throttle::clear(&state, &keys[1]).await?;
     }
-    let Some(tenant_id) = tenant_id.map(|t| t.to_string()) else {
+    let Some(tenant_id) = tenant_id else {
         let token = person_token(&state, &person_id).await?;
         return Ok(ok(LoginToken { token, token_type: "Bearer", expires_in: state.config.token_ttl_seconds }));
     };
@@ -570,12 +548,11 @@ async fn tenant_token(state: &AppState, membership: &Membership, tenant: &Tenant
 }
 
 /// A client-credentials token request (RFC 6749 4.4), as JSON or a form.
-#[derive(Deserialize, Default, ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(as = ClientCredentialsRequest)]
 struct TokenRequest {
     /// `client_credentials` (anything else is 400 `unsupported_grant_type`).
-    #[schema(required = true)]
-    grant_type: Option<String>,
+    grant_type: String,
     /// The key's application: its slug or its application_id (never an app_id).
     client_id: Option<String>,
     /// The API key; required unless sent with HTTP Basic authentication
@@ -605,25 +582,47 @@ struct ClientCredentialsToken {
 
 /// Reads the exchange's fields from JSON or a form body (RFC 6749 4.4);
 /// client credentials sent with HTTP Basic take precedence.
+///
+/// Either way the fields are checked against the request's schema
+/// (`TokenRequest`, every problem at once); `client_secret`, which the
+/// schema cannot require (HTTP Basic may carry it), is named missing with
+/// them.
 async fn token_request(req: Request, basic: Option<(String, String)>) -> ApiResult<TokenRequest> {
     let is_form = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| ct.starts_with("application/x-www-form-urlencoded"));
     let bytes = axum::body::to_bytes(req.into_body(), 64 * 1024).await.map_err(|_| ApiError::invalid("request body too large or unreadable"))?;
-    let mut parsed: TokenRequest = if is_form {
+    let mut value = if is_form {
         let malformed = |e: serde_urlencoded::de::Error| ApiError::invalid(format!("malformed form body: {e}"));
         let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes).map_err(malformed)?;
         hub_kernel::nul::check_pairs(&pairs, "form field")?;
-        serde_urlencoded::from_bytes(&bytes).map_err(malformed)?
+        let mut fields = serde_json::Map::new();
+        for (name, v) in pairs {
+            if fields.insert(name.clone(), Value::String(v)).is_some() {
+                return Err(ApiError::invalid(format!("malformed form body: duplicate field `{name}`")));
+            }
+        }
+        Value::Object(fields)
     } else if bytes.is_empty() {
-        TokenRequest::default()
+        json!({})
     } else {
         let value = hub_kernel::nesting::parse_json(&bytes, "request body")?;
-        parse_body(value)?
+        if !value.is_object() {
+            return Err(ApiError::invalid("request body must be a JSON object"));
+        }
+        hub_kernel::nul::check_value(&value)?;
+        value
     };
-    if let Some((id, secret)) = basic {
-        parsed.client_id = Some(id);
-        parsed.client_secret = Some(secret);
+    if let (Some((id, secret)), Some(fields)) = (basic, value.as_object_mut()) {
+        fields.insert("client_id".into(), Value::String(id));
+        fields.insert("client_secret".into(), Value::String(secret));
     }
-    Ok(parsed)
+    let mut problems = hub_kernel::contract::check::<TokenRequest>(&value);
+    if value.get("client_secret").is_none_or(|s| s.is_null() || s.as_str().is_some_and(|s| s.trim().is_empty())) {
+        problems.push("client_secret is required".into());
+    }
+    if !problems.is_empty() {
+        return Err(ApiError::Validation(problems));
+    }
+    hub_kernel::contract::parse(value)
 }
 
 /// The client-credentials exchange (RFC 6749 4.4): an API key for a 900-second token.
@@ -653,10 +652,8 @@ async fn exchange(state: &AppState, addr: std::net::IpAddr, basic: Option<(Strin
     let address = || throttle::Key::address("token", addr, FREE_PER_ADDRESS);
     throttle::check(state, &[address()]).await?;
     let body = token_request(req, basic).await?;
-    let mut check = Check::new();
-    let grant_type = check.required("grant_type", &body.grant_type);
-    let secret = check.required("client_secret", &body.client_secret);
-    check.finish()?;
+    let grant_type = body.grant_type.trim();
+    let secret = Check::optional(&body.client_secret).unwrap_or_default();
     if grant_type != "client_credentials" {
         return Err(ApiError::UnsupportedGrantType);
     }
@@ -723,8 +720,8 @@ fn machine_tenant_claims(key: &KeyRecord) -> TenantClaims {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = VerificationEmailRequest)]
 struct SendVerification {
-    #[schema(required = true, format = "email")]
-    email: Option<String>,
+    #[schema(format = "email")]
+    email: String,
 }
 
 /// A verification email's answer: the same whether or not the email is known.
@@ -748,9 +745,10 @@ struct VerificationSent {
 #[utoipa::path(post, path = "/api/auth/send-verification-email", tag = "sdk-identity", request_body = SendVerification,
     extensions(("x-concurrency" = json!({"outcome": "capacity", "wins": 4, "losers": 429, "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"email": "m-{unique}@races.example.com"}}))),
     responses((status = 200, description = "sent (or not, for an unknown email: the answer is the same)", body = Data<VerificationSent>), (status = 429, description = "RateLimited: too many verification emails for the address or the account (Retry-After)", body = ErrorBody), (status = 503, description = "Unavailable: no mail sender is configured", body = ErrorBody)))]
-async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr): ClientAddr, Lenient(body): Lenient<SendVerification>) -> ApiResult<Response> {
+async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr): ClientAddr, body: Body<SendVerification>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let email = check_email(&mut check, &body.email);
+    let email = email_form(&mut check, &body.email);
     check.finish()?;
     let mail = state.mailer()?;
     // Every request counts, known email or not, so the throttle's answers
@@ -782,8 +780,7 @@ async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr)
 #[schema(as = EmailVerificationRequest)]
 struct VerifyEmail {
     /// The token a verification email carried (single use, 15 minutes).
-    #[schema(required = true)]
-    token: Option<String>,
+    token: String,
 }
 
 /// A verified email.
@@ -799,10 +796,9 @@ struct EmailVerified {
 #[utoipa::path(post, path = "/api/auth/verify-email", tag = "sdk-identity", request_body = VerifyEmail,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "losers": 400, "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}], ["POST", "/api/auth/send-verification-email", {"email": "m-{unique}@races.example.com"}]], "body": {"token": "{dev_token}"}}))),
     responses((status = 200, description = "the email, verified", body = Data<EmailVerified>)))]
-async fn verify_email(State(state): State<AppState>, Lenient(body): Lenient<VerifyEmail>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let token = check.required("token", &body.token);
-    check.finish()?;
+async fn verify_email(State(state): State<AppState>, body: Body<VerifyEmail>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let token = body.token.trim();
     let mut tx = state.db.begin().await?;
     let token_hash = crypto::sha256_hex(token.as_bytes());
     let now = db::now();

@@ -21,7 +21,15 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(propose)).routes(routes!(get_link)).routes(routes!(steward_review)).routes(routes!(verdict)).routes(routes!(unmerge))
 }
 
-const DECISIONS: [&str; 2] = ["approve", "reject"];
+/// A steward's verdict on a review step: `approve` merges the pair,
+/// `reject` closes the link.
+#[derive(Clone, Copy, PartialEq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = StewardDecision)]
+enum Decision {
+    Approve,
+    Reject,
+}
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = IdentityLink)]
@@ -109,44 +117,31 @@ async fn check_mergeable(tx: &mut Tx, a: &str, b: &str) -> ApiResult<()> {
 #[schema(as = NewIdentityLink)]
 struct NewLink {
     /// A member of the caller's tenant; the survivor of a merge.
-    #[schema(required = true, format = "uuid")]
-    person_id_a: Option<String>,
-    /// Another member of the caller's tenant; absorbed by a merge.
-    #[schema(required = true, format = "uuid")]
-    person_id_b: Option<String>,
-    /// Why they are thought one human.
-    #[schema(value_type = Option<Object>)]
-    evidence: Option<Value>,
-    /// From 0 to 1.
-    #[schema(value_type = Option<f64>, minimum = 0, maximum = 1)]
-    confidence: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
     #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    person_id_a: String,
+    /// Another member of the caller's tenant (not person_id_a); absorbed by
+    /// a merge.
+    #[schema(format = "uuid")]
+    person_id_b: String,
+    /// Why they are thought one human (`{}` when absent).
+    #[schema(value_type = Option<Object>)]
+    evidence: Option<serde_json::Map<String, Value>>,
+    #[schema(minimum = 0, maximum = 1)]
+    confidence: Option<f64>,
 }
 
 /// Proposes that two members of the caller's tenant are one human.
 #[utoipa::path(post, path = "/api/identity-resolver/links", tag = "sdk-identity-resolver", request_body = NewLink,
     responses((status = 201, description = "the link, proposed", body = Data<Link>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }]], "body": { "person_id_a": "{owner_person_id}", "person_id_b": "{person_id}" } }))))]
-async fn propose(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewLink>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let a = check.required_uuid("person_id_a", &body.person_id_a);
-    let b = check.required_uuid("person_id_b", &body.person_id_b);
-    if a.is_some() && a == b {
-        check.fail("person_id_a and person_id_b must be two persons");
+async fn propose(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewLink>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let (a, b) = (crate::canonical_uuid(&body.person_id_a), crate::canonical_uuid(&body.person_id_b));
+    if a == b {
+        return Err(ApiError::invalid("person_id_a and person_id_b must be two persons"));
     }
-    let evidence = check.optional_object("evidence", body.evidence.as_ref());
-    let confidence = match &body.confidence {
-        None | Some(Value::Null) => None,
-        Some(v) => v.as_f64().filter(|c| (0.0..=1.0).contains(c)).or_else(|| {
-            check.fail("confidence must be a number from 0 to 1");
-            None
-        }),
-    };
-    check.finish()?;
-    let (a, b) = (a.expect("checked").to_string(), b.expect("checked").to_string());
+    let evidence = Value::Object(body.evidence.unwrap_or_default());
+    let confidence = body.confidence;
     let mut tx = state.db.begin().await?;
     let mut check = Check::new();
     for (name, person) in [("person_id_a", &a), ("person_id_b", &b)] {
@@ -204,12 +199,8 @@ async fn get_link(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
 #[schema(as = NewStewardReview)]
 struct NewReview {
     /// An active persona of the caller's tenant: the steward who decides.
-    #[schema(required = true, format = "uuid")]
-    approver_persona_id: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
     #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    approver_persona_id: String,
 }
 
 /// Opens the review step of a proposed link: the link is `in_review`
@@ -218,13 +209,11 @@ struct NewReview {
     params(("link_id" = String, Path, description = "the link")),
     responses((status = 201, description = "the review step, open", body = Data<Step>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }], ["POST", "/api/identity-resolver/links", { "person_id_a": "{owner_person_id}", "person_id_b": "{person_id}" }]], "body": { "approver_persona_id": "{owner_persona_id}" } }))))]
-async fn steward_review(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<NewReview>) -> ApiResult<Response> {
+async fn steward_review(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewReview>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let link = find(&mut tx, &ctx.tenant_id, &id).await?;
-    let mut check = Check::new();
-    let approver = check.required_uuid("approver_persona_id", &body.approver_persona_id);
-    check.finish()?;
-    let approver = approver.expect("checked").to_string();
+    let body = body.checked()?;
+    let approver = crate::canonical_uuid(&body.approver_persona_id);
     let persona = personas::find(&mut *tx, &approver).await?.filter(|p| p.tenant_id == ctx.tenant_id && p.status == "active");
     persona.ok_or_else(|| ApiError::invalid("approver_persona_id is not an active persona of this tenant"))?;
     let now = db::now();
@@ -259,19 +248,13 @@ async fn steward_review(State(state): State<AppState>, Tenant(ctx): Tenant, Path
 #[schema(as = StewardVerdict)]
 struct Verdict {
     /// The link's open review step.
-    #[schema(required = true, format = "uuid")]
-    step_id: Option<String>,
-    /// `approve` (merges the pair) or `reject`.
-    #[schema(required = true)]
-    decision: Option<String>,
+    #[schema(format = "uuid")]
+    step_id: String,
+    decision: Decision,
     /// When given, the caller's own persona (a person's primary persona, a
     /// key's synthetic persona): 403 otherwise.
     #[schema(format = "uuid")]
     acting_persona_id: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// Records the steward's verdict on a link's review step: `approve`
@@ -280,25 +263,21 @@ struct Verdict {
     params(("link_id" = String, Path, description = "the link")),
     responses((status = 200, description = "the link, decided", body = Data<Link>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }], ["POST", "/api/identity-resolver/links", { "person_id_a": "{owner_person_id}", "person_id_b": "{person_id}" }], ["POST", "/api/identity-resolver/links/{link_id}/steward-review", { "approver_persona_id": "{owner_persona_id}" }]], "body": { "step_id": "{step_id}", "decision": "approve" } }))))]
-async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Verdict>) -> ApiResult<Response> {
+async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Verdict>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let link = find(&mut tx, &ctx.tenant_id, &id).await?;
-    let mut check = Check::new();
-    let step_id = check.required_uuid("step_id", &body.step_id);
-    let decision = check.required("decision", &body.decision);
-    check.one_of("decision", &decision, &DECISIONS);
-    let acting = check.optional_uuid("acting_persona_id", &body.acting_persona_id);
-    check.finish()?;
-    if acting.is_some_and(|a| a.to_string() != ctx.persona_id) {
+    let body = body.checked()?;
+    let decision = body.decision;
+    if crate::canonical_uuid_opt(&body.acting_persona_id).is_some_and(|a| a != ctx.persona_id) {
         return Err(ApiError::forbidden(format!("acting_persona_id must be the caller's own persona {}", ctx.persona_id)));
     }
-    let step_id = step_id.expect("checked").to_string();
+    let step_id = crate::canonical_uuid(&body.step_id);
     let step = link.steps.iter().find(|s| s.step_id == step_id).ok_or_else(|| ApiError::invalid("step_id is not a review step of this link"))?;
     if step.approver_persona_id != ctx.persona_id {
         return Err(ApiError::forbidden(format!("the acting persona {} is not the step's approver", ctx.persona_id)));
     }
     let now = db::now();
-    let status = if decision == "approve" { "approved" } else { "rejected" };
+    let status = if decision == Decision::Approve { "approved" } else { "rejected" };
     let decided = sqlx::query("UPDATE identity_link_step SET status = $2, acting_persona_id = $3, decided_at = $4 WHERE step_id = $1 AND status = 'open'")
         .bind(&step_id)
         .bind(status)
@@ -315,7 +294,7 @@ async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
     }
     let (a, b) = (&link.person_id_a, &link.person_id_b);
     let mut payload = json!({ "link_id": link.link_id, "step_id": step_id, "acting_persona_id": ctx.persona_id });
-    if decision == "approve" {
+    if decision == Decision::Approve {
         check_mergeable(&mut tx, a, b).await?;
         let prior = auth::person_status(&mut *tx, b).await?.ok_or(sqlx::Error::RowNotFound)?;
         sqlx::query(

@@ -166,40 +166,38 @@ impl Described {
 /// A new persona.
 #[derive(Deserialize, ToSchema)]
 struct NewPersona {
-    #[schema(required = true, value_type = Option<PersonaKind>, inline)]
-    kind: Option<String>,
+    kind: PersonaKind,
     /// A role template of the tenant's app, conferring only permissions the
     /// caller holds.
     #[schema(format = "uuid")]
     primary_role_template_id: Option<String>,
     /// Sealed under the persona's own data key (what shredding destroys).
     #[schema(value_type = Option<Object>)]
-    attributes: Option<Value>,
+    attributes: Option<serde_json::Map<String, Value>>,
 }
 
 /// What a persona acts for.
 // The values of `KINDS`; a test compares them.
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-#[allow(dead_code)]
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = PersonaKind)]
 enum PersonaKind {
     Human,
     Service,
     Agent,
 }
 
+impl PersonaKind {
+    fn as_str(self) -> &'static str {
+        KINDS[self as usize]
+    }
+}
+
 /// Validates a persona request against the tenant's role templates; the
 /// primary role may carry only permissions the caller holds.
 async fn validated(state: &AppState, tx: &mut Tx, ctx: &TenantCtx, body: &NewPersona) -> ApiResult<(String, Option<String>)> {
-    let mut check = Check::new();
-    let kind = check.required("kind", &body.kind);
-    check.one_of("kind", &kind, KINDS);
-    let template = check.optional_uuid("primary_role_template_id", &body.primary_role_template_id);
-    if body.attributes.as_ref().is_some_and(|a| !a.is_object() && !a.is_null()) {
-        check.fail("attributes must be an object");
-    }
-    check.finish()?;
-    let template = template.map(|t| t.to_string());
+    let kind = body.kind.as_str().to_string();
+    let template = crate::canonical_uuid_opt(&body.primary_role_template_id);
     if let Some(t) = &template {
         if !roles::visible_template(&mut **tx, &ctx.tenant_id, &ctx.app_id, t).await? {
             return Err(ApiError::invalid("primary_role_template_id does not name a role template of this tenant's app"));
@@ -228,12 +226,14 @@ async fn record_created(tx: &mut Tx, ctx: &TenantCtx, persona: &Persona) -> ApiR
 #[utoipa::path(post, path = "/api/personas", tag = "sdk-persona", request_body = NewPersona,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"kind": "human"}}))),
     responses((status = 201, description = "the persona", body = Data<Described>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewPersona>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewPersona>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "persona.persona.write").await?;
+    let body = body.checked()?;
     let mut tx = state.db.begin().await?;
     let (kind, template) = validated(&state, &mut tx, &ctx, &body).await?;
     let membership = caller_membership(&mut tx, &ctx).await?;
-    let attributes = body.attributes.as_ref().filter(|a| a.is_object());
+    let attributes = body.attributes.map(Value::Object);
+    let attributes = attributes.as_ref();
     let persona = insert(&mut tx, &state.master, &ctx.tenant_id, membership.as_deref(), &kind, template.as_deref(), attributes).await?;
     record_created(&mut tx, &ctx, &persona).await?;
     tx.commit().await?;
@@ -246,18 +246,15 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
     params(("membership_id" = String, Path, description = "the membership")), request_body = NewPersona,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}], ["POST", "/api/memberships", {"person_id": "{person_id}"}]], "body": {"kind": "human"}}))),
     responses((status = 201, description = "the persona", body = Data<Described>)))]
-async fn create_under_membership(
-    State(state): State<AppState>,
-    Tenant(ctx): Tenant,
-    Path(id): Path<String>,
-    Lenient(body): Lenient<NewPersona>,
-) -> ApiResult<Response> {
+async fn create_under_membership(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewPersona>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "membership.membership.write").await?;
     let membership_id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     tenancy::find_membership(&mut *tx, &ctx.tenant_id, &membership_id).await?.ok_or(ApiError::NotFound)?;
+    let body = body.checked()?;
     let (kind, template) = validated(&state, &mut tx, &ctx, &body).await?;
-    let attributes = body.attributes.as_ref().filter(|a| a.is_object());
+    let attributes = body.attributes.map(Value::Object);
+    let attributes = attributes.as_ref();
     let persona = insert(&mut tx, &state.master, &ctx.tenant_id, Some(&membership_id), &kind, template.as_deref(), attributes).await?;
     record_created(&mut tx, &ctx, &persona).await?;
     tx.commit().await?;

@@ -123,29 +123,24 @@ async fn get_band(State(state): State<AppState>, Tenant(ctx): Tenant, Path((id, 
 struct Write {
     /// The band's whole content, replacing what it held: an object of at
     /// most 100 fields (names of 1 to 128 characters), 64 KiB as JSON.
-    #[schema(required = true, value_type = Option<Object>)]
-    fields: Option<Value>,
+    #[schema(value_type = Object)]
+    fields: serde_json::Map<String, Value>,
 }
 
-/// The fields of a write, checked.
-fn checked_fields(check: &mut Check, value: Option<&Value>) -> Value {
-    match value {
-        None | Some(Value::Null) => check.fail("fields is required"),
-        Some(v @ Value::Object(map)) => {
-            if map.len() > MAX_FIELDS {
-                check.fail(format!("fields must hold at most {MAX_FIELDS} fields"));
-            }
-            if map.keys().any(|k| k.trim().is_empty() || k.chars().count() > MAX_NAME) {
-                check.fail(format!("every field name must be 1 to {MAX_NAME} characters"));
-            }
-            if v.to_string().len() > MAX_BYTES {
-                check.fail("fields must be at most 64 KiB as JSON");
-            }
-            return v.clone();
-        }
-        Some(_) => check.fail("fields must be an object"),
+/// The fields of a write whose body matched its schema, checked for what
+/// the schema cannot say (their number, their names, their size).
+fn checked_fields(check: &mut Check, map: serde_json::Map<String, Value>) -> Value {
+    if map.len() > MAX_FIELDS {
+        check.fail(format!("fields must hold at most {MAX_FIELDS} fields"));
     }
-    Value::Null
+    if map.keys().any(|k| k.trim().is_empty() || k.chars().count() > MAX_NAME) {
+        check.fail(format!("every field name must be 1 to {MAX_NAME} characters"));
+    }
+    let v = Value::Object(map);
+    if v.to_string().len() > MAX_BYTES {
+        check.fail("fields must be at most 64 KiB as JSON");
+    }
+    v
 }
 
 /// The names of the fields whose value differs between two objects
@@ -165,12 +160,7 @@ fn changed(before: &Value, after: &Value) -> Vec<String> {
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 2, "params": { "band_kind": "preference" }, "body": { "fields": { "theme": "dark" } } }))),
     responses((status = 200, description = "the band, replaced", body = Data<ProfileBandAnswer>),
         (status = 201, description = "the band, written for the first time", body = Data<ProfileBandAnswer>)))]
-async fn put_band(
-    State(state): State<AppState>,
-    Tenant(ctx): Tenant,
-    Path((id, kind)): Path<(String, String)>,
-    Lenient(body): Lenient<Write>,
-) -> ApiResult<Response> {
+async fn put_band(State(state): State<AppState>, Tenant(ctx): Tenant, Path((id, kind)): Path<(String, String)>, body: Body<Write>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let identity = visible(&mut tx, &ctx, &id).await?;
     if identity.app_id != ctx.app_id {
@@ -178,9 +168,19 @@ async fn put_band(
         // bands are that app's to write.
         return Err(ApiError::NotFound);
     }
+    // The path's band kind and the body's schema, named together.
     let mut check = Check::new();
     check.one_of("band_kind", &kind, &KINDS);
-    let fields = checked_fields(&mut check, body.fields.as_ref());
+    let body = match (body.checked(), check.finish()) {
+        (Ok(body), Ok(())) => body,
+        (Err(ApiError::Validation(problems)), Err(ApiError::Validation(mut path))) => {
+            path.extend(problems);
+            return Err(ApiError::Validation(path));
+        }
+        (Err(e), _) | (_, Err(e)) => return Err(e),
+    };
+    let mut check = Check::new();
+    let fields = checked_fields(&mut check, body.fields);
     check.finish()?;
     let key = auth::person_key(&mut tx, &state.master, &identity.person_id).await?;
     let key = key.ok_or_else(|| ApiError::Conflict("the person's data key is destroyed: their bands can no longer be written".into()))?;

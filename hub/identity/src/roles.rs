@@ -225,8 +225,7 @@ const TEMPLATE_COLUMNS: &str = "role_template_id, tenant_id, app_id, name, paren
 struct NewTemplate {
     /// Unique in the tenant; a platform default's name (`owner`, `member`)
     /// replaces that default for the tenant.
-    #[schema(required = true)]
-    name: Option<String>,
+    name: String,
     /// The caller's tenant's app (the default).
     app_id: Option<String>,
     /// A role template of the app whose permissions this one inherits.
@@ -235,46 +234,39 @@ struct NewTemplate {
     /// Scope pattern (`<domain>.<resource>.<action>` or a tail wildcard) to
     /// boolean: `true` grants; `{}` when absent. Only permissions the caller
     /// holds may be granted.
+    // A map, not a `HashMap`, so the stored text keeps the body's order;
+    // the schema has the contract check that every value is a boolean.
     #[schema(value_type = Option<HashMap<String, bool>>)]
-    permissions: Option<Value>,
+    permissions: Option<Map<String, Value>>,
 }
 
-fn parse_permissions(value: &Option<Value>, check: &mut Check) -> Map<String, Value> {
-    match value {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(map)) => {
-            let bad: Vec<&str> = map.iter().filter(|(k, v)| !scope::is_valid(k) || !v.is_boolean()).map(|(k, _)| k.as_str()).collect();
-            if !bad.is_empty() {
-                check.fail(format!(
-                    "permissions must map scopes (<domain>.<resource>.<action> or a tail wildcard) to booleans; bad entries: {}",
-                    bad.join(", ")
-                ));
-            }
-            map.clone()
-        }
-        Some(_) => {
-            check.fail("permissions must be an object");
-            Map::new()
-        }
+/// The permissions of a template whose body matched its schema (every
+/// value a boolean): each key must be a scope.
+fn parse_permissions(value: Option<Map<String, Value>>, check: &mut Check) -> Map<String, Value> {
+    let map = value.unwrap_or_default();
+    let bad: Vec<&str> = map.iter().filter(|(k, v)| !scope::is_valid(k) || !v.is_boolean()).map(|(k, _)| k.as_str()).collect();
+    if !bad.is_empty() {
+        check.fail(format!("permissions must map scopes (<domain>.<resource>.<action> or a tail wildcard) to booleans; bad entries: {}", bad.join(", ")));
     }
+    map
 }
 
 /// Defines a role template of the caller's tenant.
 #[utoipa::path(post, path = "/api/role-templates", tag = "sdk-persona", request_body = NewTemplate,
     responses((status = 201, description = "the template", body = Data<Template>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "t-{unique}", "permissions": { "crm.contact.read": true } }, "events": 0 }))))]
-async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewTemplate>) -> ApiResult<Response> {
+async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewTemplate>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "role-template.role-template.write").await?;
+    let body = body.checked()?;
     let mut check = Check::new();
-    let name = check.required("name", &body.name);
-    let parent = check.optional_uuid("parent_role_template_id", &body.parent_role_template_id);
-    let permissions = parse_permissions(&body.permissions, &mut check);
+    let name = body.name.trim().to_string();
+    let parent = crate::canonical_uuid_opt(&body.parent_role_template_id);
+    let permissions = parse_permissions(body.permissions, &mut check);
     let app_id = Check::optional(&body.app_id).unwrap_or_else(|| ctx.app_id.clone());
     if app_id != ctx.app_id {
         check.fail("app_id must be the app_id of the caller's tenant");
     }
     check.finish()?;
-    let parent = parent.map(|p| p.to_string());
     let mut tx = state.db.begin().await?;
     if let Some(parent) = &parent
         && !visible_template(&mut *tx, &ctx.tenant_id, &app_id, parent).await?
@@ -349,25 +341,22 @@ struct Assignment {
 #[schema(as = NewRoleAssignment)]
 struct NewAssignment {
     /// An active persona of the tenant (or of a test key in its sandbox).
-    #[schema(required = true, format = "uuid")]
-    persona_id: Option<String>,
+    #[schema(format = "uuid")]
+    persona_id: String,
     /// A role template of the tenant's app, conferring only permissions the
     /// caller holds.
-    #[schema(required = true, format = "uuid")]
-    role_template_id: Option<String>,
+    #[schema(format = "uuid")]
+    role_template_id: String,
 }
 
 /// Grants a role to a persona.
 #[utoipa::path(post, path = "/api/role-assignments", tag = "sdk-persona", request_body = NewAssignment,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/personas", {"kind": "human"}], ["POST", "/api/role-templates", {"name": "t-{unique}", "permissions": {"crm.contact.read": true}}]], "body": {"persona_id": "{persona_id}", "role_template_id": "{role_template_id}"}}))),
     responses((status = 201, description = "the assignment", body = Data<Assignment>)))]
-async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewAssignment>) -> ApiResult<Response> {
+async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAssignment>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;
-    let mut check = Check::new();
-    let persona = check.required_uuid("persona_id", &body.persona_id);
-    let template = check.required_uuid("role_template_id", &body.role_template_id);
-    check.finish()?;
-    let (persona, template) = (persona.expect("checked").to_string(), template.expect("checked").to_string());
+    let body = body.checked()?;
+    let (persona, template) = (crate::canonical_uuid(&body.persona_id), crate::canonical_uuid(&body.role_template_id));
     let mut tx = state.db.begin().await?;
     // The persona is the tenant's own, or a test key's in its sandbox.
     let Some(Persona { tenant_id: persona_tenant, .. }) = personas::find_administered(&mut *tx, &ctx.tenant_id, &persona).await? else {

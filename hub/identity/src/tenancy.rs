@@ -395,10 +395,9 @@ pub fn valid_app_id(s: &str) -> bool {
 struct NewTenant {
     /// The new app's id: 1-64 letters, digits, `-`, `_` or `.`, unique on
     /// the platform.
-    #[schema(required = true, pattern = r"^[A-Za-z0-9._-]{1,64}$")]
-    app_id: Option<String>,
-    #[schema(required = true)]
-    display_name: Option<String>,
+    #[schema(pattern = r"^[A-Za-z0-9._-]{1,64}$")]
+    app_id: String,
+    display_name: String,
     region: Option<String>,
     /// When given, the caller's tenant (the new tenant is always its child).
     #[schema(format = "uuid")]
@@ -406,8 +405,7 @@ struct NewTenant {
     brand_domain: Option<String>,
     reseller_id: Option<String>,
     /// `[]` when absent.
-    #[schema(value_type = Option<Vec<String>>)]
-    module_subscriptions: Option<Value>,
+    module_subscriptions: Option<Vec<String>>,
     /// Refused (400): people are bound with `POST /api/memberships`.
     #[schema(ignore)]
     person_id: Option<Value>,
@@ -417,25 +415,22 @@ struct NewTenant {
 #[utoipa::path(post, path = "/api/tenants", tag = "sdk-tenant", request_body = NewTenant,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "body": {"app_id": "a-{unique}", "display_name": "Races child"}}))),
     responses((status = 201, description = "the tenant", body = Data<Tenant>)))]
-async fn create_tenant(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Lenient(body): Lenient<NewTenant>) -> ApiResult<Response> {
+async fn create_tenant(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, body: Body<NewTenant>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "tenant.tenant.write").await?;
+    let body = body.checked()?;
     let mut check = Check::new();
     if body.person_id.is_some() {
         check.fail("person_id is not accepted: bind people with POST /api/memberships");
     }
-    let app_id = check.required("app_id", &body.app_id);
-    if !app_id.is_empty() && !valid_app_id(&app_id) {
+    let app_id = body.app_id.trim().to_string();
+    if !valid_app_id(&app_id) {
         check.fail("app_id must be 1-64 characters of letters, digits, '-', '_' or '.'");
     }
-    let display_name = check.required("display_name", &body.display_name);
-    let parent = check.optional_uuid("parent_tenant_id", &body.parent_tenant_id);
-    let modules = body.module_subscriptions.clone().unwrap_or(json!([]));
-    if !modules.as_array().is_some_and(|a| a.iter().all(Value::is_string)) {
-        check.fail("module_subscriptions must be an array of strings");
-    }
     check.finish()?;
-    if let Some(p) = parent {
-        ctx.check_tenant(Some(&p.to_string()))?;
+    let display_name = body.display_name.trim().to_string();
+    let modules = json!(body.module_subscriptions.clone().unwrap_or_default());
+    if let Some(p) = crate::canonical_uuid_opt(&body.parent_tenant_id) {
+        ctx.check_tenant(Some(&p))?;
     }
     let mut tx = state.db.begin().await?;
     let root = find(&mut *tx, &ctx.tenant_id).await?.ok_or(sqlx::Error::RowNotFound)?.root_tenant_id;
@@ -637,27 +632,24 @@ async fn app_identity_of(tx: &mut Tx, person_id: &str, app_id: &str) -> ApiResul
 /// A new app identity.
 #[derive(Deserialize, ToSchema)]
 struct NewAppIdentity {
-    #[schema(required = true, format = "uuid")]
-    person_id: Option<String>,
+    #[schema(format = "uuid")]
+    person_id: String,
     /// The caller's tenant's app.
-    #[schema(required = true)]
-    app_id: Option<String>,
+    app_id: String,
 }
 
 /// Creates a person's identity in the caller's tenant's app.
 #[utoipa::path(post, path = "/api/app-identities", tag = "sdk-tenant", request_body = NewAppIdentity,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "events": 0, "given": [["GET", "/api/app-identities/{app_identity_id}", null], ["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"person_id": "{person_id}", "app_id": "{app_id}"}}))),
     responses((status = 201, description = "the app identity", body = Data<AppIdentity>)))]
-async fn create_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Lenient(body): Lenient<NewAppIdentity>) -> ApiResult<Response> {
+async fn create_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, body: Body<NewAppIdentity>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "app-identity.app-identity.write").await?;
-    let mut check = Check::new();
-    let person = check.required_uuid("person_id", &body.person_id);
-    let app_id = check.required("app_id", &body.app_id);
-    if !app_id.is_empty() && app_id != ctx.app_id {
-        check.fail("app_id must be the app_id of the caller's tenant");
+    let body = body.checked()?;
+    let person = crate::canonical_uuid(&body.person_id);
+    let app_id = body.app_id.trim().to_string();
+    if app_id != ctx.app_id {
+        return Err(ApiError::invalid("app_id must be the app_id of the caller's tenant"));
     }
-    check.finish()?;
-    let person = person.expect("checked").to_string();
     let mut tx = state.db.begin().await?;
     if !auth::person_exists(&mut *tx, &person).await? {
         return Err(ApiError::invalid("person_id does not name a person"));

@@ -96,9 +96,9 @@ struct StartOffboarding {
     /// RFC 3339; default 30 days from now. At most 3650 days ahead; a time
     /// up to now (5 minutes of clock skew allowed) means now: the
     /// credentials stop at once.
-    #[schema(format = "date-time")]
+    #[schema(format = DateTime)]
     deadline_at: Option<String>,
-    /// At most 500 characters.
+    #[schema(max_length = 500)]
     reason: Option<String>,
 }
 
@@ -141,20 +141,16 @@ fn requested_deadline(check: &mut Check, raw: &Option<String>, now: DateTime<Utc
     params(("tenant_id" = String, Path, description = "the caller's tenant or a direct child of it")), request_body = StartOffboarding,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "given": [["POST", "/api/tenants", {"app_id": "a-{unique}", "display_name": "Races child"}]], "body": {"reason": "races"}}))),
     responses((status = 201, description = "started", body = Data<Offboarding>)))]
-async fn start_offboarding(
-    State(state): State<AppState>,
-    Tenant(ctx): Tenant,
-    Path(id): Path<String>,
-    Lenient(body): Lenient<StartOffboarding>,
-) -> ApiResult<Response> {
+async fn start_offboarding(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<StartOffboarding>) -> ApiResult<Response> {
     let tenant_id = owned(&state, &ctx, &id).await?;
     // Like creating a tenant, an administration of tenants: the acting
     // persona's roles must allow it, for people and keys alike.
     keys::require_grant(&state, &ctx, "tenant.tenant.write").await?;
+    let body = body.checked()?;
     let mut check = Check::new();
     let now = Utc::now();
     let deadline = db::format_time(requested_deadline(&mut check, &body.deadline_at, now));
-    let reason = check.optional_bounded("reason", &body.reason, 500);
+    let reason = Check::optional(&body.reason);
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let sql = format!(

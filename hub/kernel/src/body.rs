@@ -40,7 +40,19 @@ impl<S: Send + Sync, T: DeserializeOwned + ToSchema + 'static> FromRequest<S> fo
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let tenant = crate::gate::body_tenant_check(&req);
-        let value = json_value(req, state).await?;
+        let value = if plain_json(&req) {
+            // No bytes but whitespace is the empty object, as without a
+            // content type.
+            let bytes = Bytes::from_request(req, state).await.map_err(|e| body_refusal(e.status(), e.body_text()))?;
+            if is_empty(&bytes) {
+                Value::Object(Default::default())
+            } else {
+                crate::nesting::check_json(&bytes, "request body")?;
+                Json::<Value>::from_bytes(&bytes).map_err(|e| body_refusal(e.status(), e.body_text()))?.0
+            }
+        } else {
+            json_value(req, state).await?
+        };
         if let Some(ctx) = tenant {
             check_body_tenant(&ctx, value.get("tenant_id"))?;
         }

@@ -100,18 +100,33 @@ async fn breaches(State(state): State<AppState>, _: Operator) -> ApiResult<Respo
     Ok(ok(out))
 }
 
+/// The operator's decision of a pending request.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = AdminOverrideDecision)]
+enum Decision {
+    Approved,
+    Rejected,
+}
+
+impl Decision {
+    fn as_str(self) -> &'static str {
+        match self {
+            Decision::Approved => "approved",
+            Decision::Rejected => "rejected",
+        }
+    }
+}
+
 #[derive(Deserialize, ToSchema)]
 #[schema(as = AdminApprovalOverride)]
 struct Override {
-    /// `approved` or `rejected`.
-    #[schema(required = true)]
-    decision: Option<String>,
-    /// At most 2000 characters.
-    #[schema(required = true)]
-    reason: Option<String>,
-    /// Who decided (at most 200 characters).
-    #[schema(required = true)]
-    operator_id: Option<String>,
+    decision: Decision,
+    #[schema(max_length = 2000)]
+    reason: String,
+    /// Who decided.
+    #[schema(max_length = 200)]
+    operator_id: String,
 }
 
 /// The bare success answer.
@@ -128,20 +143,13 @@ struct Done {
     params(("request_id" = String, Path, description = "the request")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/approvals/routes", { "name": "r-{unique}", "steps": [{ "approver_persona_id": "{persona_id}" }] }], ["POST", "/api/approvals/requests", { "route_id": "{route_id}", "subject_kind": "race", "subject_id": "1" }]], "body": { "decision": "approved", "reason": "race", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "decided", body = Done)))]
-async fn overridden(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Lenient(body): Lenient<Override>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let decision = check.required("decision", &body.decision);
-    check.one_of("decision", &decision, &["approved", "rejected"]);
-    let reason = check.required("reason", &body.reason);
-    if reason.chars().count() > 2000 {
-        check.fail("reason must be at most 2000 characters");
-    }
-    let operator_id = check.required("operator_id", &body.operator_id);
-    if operator_id.chars().count() > 200 {
-        check.fail("operator_id must be at most 200 characters");
-    }
-    check.finish()?;
+async fn overridden(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<Override>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
+    if !crate::fields::exists(&state, "SELECT 1 FROM approval_request WHERE request_id = $1", &id).await? {
+        return Err(ApiError::Missing("request not found"));
+    }
+    let body = body.checked()?;
+    let (decision, reason, operator_id) = (body.decision.as_str(), body.reason.trim(), body.operator_id.trim());
     let mut tx = state.db.begin().await?;
     let stamped = format!("[operator-override by {operator_id}] {reason}");
     // Decided by its write: of an override and a decision (or two
@@ -151,7 +159,7 @@ async fn overridden(State(state): State<AppState>, Operator(who): Operator, Path
         "UPDATE approval_request SET status = $2, reason = $3, resolved_at = $4 WHERE request_id = $1 AND status = 'pending' RETURNING tenant_id",
     )
     .bind(&id)
-    .bind(&decision)
+    .bind(decision)
     .bind(&stamped)
     .bind(db::now())
     .fetch_optional(&mut *tx)

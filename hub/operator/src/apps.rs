@@ -21,31 +21,78 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// Tenants listed at most.
 const TENANTS_CAP: i64 = 200;
-const TIERS: [&str; 3] = ["S", "P", "G"];
-const POOL_KINDS: [&str; 3] = ["admin", "app", "evidence"];
-const POOL_STATUSES: [&str; 3] = ["ACTIVE", "MIGRATING", "QUARANTINED"];
 /// The largest pool index.
 const MAX_POOL: i64 = 1_000_000;
 
-/// A required text of at most `max` characters.
-fn bounded(check: &mut Check, name: &str, value: &Option<String>, max: usize) -> String {
-    let v = check.required(name, value);
-    if v.chars().count() > max {
-        check.fail(format!("{name} must be at most {max} characters"));
+/// A tenant's isolation tier.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[schema(as = AdminIsolationTier)]
+enum Tier {
+    S,
+    P,
+    G,
+}
+
+impl Tier {
+    fn as_str(self) -> &'static str {
+        match self {
+            Tier::S => "S",
+            Tier::P => "P",
+            Tier::G => "G",
+        }
     }
-    v
+}
+
+/// What a routing pool holds.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = AdminPoolKind)]
+enum PoolKind {
+    Admin,
+    App,
+    Evidence,
+}
+
+impl PoolKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            PoolKind::Admin => "admin",
+            PoolKind::App => "app",
+            PoolKind::Evidence => "evidence",
+        }
+    }
+}
+
+/// The status of a tenant's pool map.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[schema(as = AdminPoolMapStatus)]
+enum PoolStatus {
+    Active,
+    Migrating,
+    Quarantined,
+}
+
+impl PoolStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            PoolStatus::Active => "ACTIVE",
+            PoolStatus::Migrating => "MIGRATING",
+            PoolStatus::Quarantined => "QUARANTINED",
+        }
+    }
 }
 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = AdminNewApp)]
 struct NewApp {
     /// 1–64 letters, digits, `-`, `_` or `.`.
-    #[schema(required = true)]
-    app_id: Option<String>,
-    /// At most 200 characters.
-    #[schema(required = true)]
-    display_name: Option<String>,
+    #[schema(max_length = 64)]
+    app_id: String,
+    #[schema(max_length = 200)]
+    display_name: String,
     /// The new org's name, at first creation only (default: display_name).
+    #[schema(max_length = 200)]
     org_name: Option<String>,
 }
 
@@ -60,16 +107,15 @@ struct AppAnswer {
 #[utoipa::path(post, path = "/admin/apps", tag = "admin-apps", request_body = NewApp,
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "events": 0, "body": { "app_id": "r-{unique}", "display_name": "Races" } }))),
     responses((status = 201, description = "the app, new or as it was", body = Data<AppAnswer>)))]
-async fn create_app(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewApp>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let app_id = check.required("app_id", &body.app_id);
-    if !app_id.is_empty() && !tenancy::valid_app_id(&app_id) {
-        check.fail("app_id must be 1-64 characters of letters, digits, '-', '_' or '.'");
+async fn create_app(State(state): State<AppState>, Operator(who): Operator, body: Body<NewApp>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let app_id = body.app_id.trim();
+    if !tenancy::valid_app_id(app_id) {
+        return Err(ApiError::invalid("app_id must be 1-64 characters of letters, digits, '-', '_' or '.'"));
     }
-    let display_name = bounded(&mut check, "display_name", &body.display_name, 200);
-    let org_name = check.optional_bounded("org_name", &body.org_name, 200);
-    check.finish()?;
-    let (app, made) = tenancy::ensure_app(&state.db, &app_id, &display_name, org_name.as_deref().unwrap_or(&display_name)).await?;
+    let display_name = body.display_name.trim();
+    let org_name = Check::optional(&body.org_name);
+    let (app, made) = tenancy::ensure_app(&state.db, app_id, display_name, org_name.as_deref().unwrap_or(display_name)).await?;
     if made {
         tracing::info!(app_id, operator = %who, "app created");
     }
@@ -94,20 +140,17 @@ async fn list_tenants(State(state): State<AppState>, _: Operator) -> ApiResult<R
 #[schema(as = AdminNewTenant)]
 struct NewTenant {
     /// An existing app.
-    #[schema(required = true)]
-    app_id: Option<String>,
-    /// At most 200 characters.
-    #[schema(required = true)]
-    display_name: Option<String>,
-    /// At most 64 characters.
-    #[schema(required = true)]
-    region: Option<String>,
+    app_id: String,
+    #[schema(max_length = 200)]
+    display_name: String,
+    #[schema(max_length = 64)]
+    region: String,
     /// `S` (default), `P` or `G`.
-    isolation_tier: Option<String>,
-    /// Strings; `[]` by default.
-    #[schema(value_type = Option<Vec<String>>)]
-    module_subscriptions: Option<Value>,
-    /// At most 253 characters.
+    isolation_tier: Option<Tier>,
+    /// Strings of 1 to 128 characters; `[]` by default.
+    #[schema(max_items = 100)]
+    module_subscriptions: Option<Vec<String>>,
+    #[schema(max_length = 253)]
     brand_domain: Option<String>,
 }
 
@@ -122,38 +165,32 @@ struct TenantAnswer {
 #[utoipa::path(post, path = "/admin/tenants", tag = "admin-tenants", request_body = NewTenant,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }]], "body": { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" } }))),
     responses((status = 201, description = "the tenant", body = Data<TenantAnswer>)))]
-async fn create_tenant(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewTenant>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let app_id = check.required("app_id", &body.app_id);
-    let display_name = bounded(&mut check, "display_name", &body.display_name, 200);
-    let region = bounded(&mut check, "region", &body.region, 64);
-    let tier = Check::optional(&body.isolation_tier).unwrap_or_else(|| "S".into());
-    check.one_of("isolation_tier", &tier, &TIERS);
-    let modules = match &body.module_subscriptions {
-        None | Some(Value::Null) => json!([]),
-        Some(v) => v.clone(),
-    };
-    if !modules.as_array().is_some_and(|a| a.len() <= 100 && a.iter().all(|m| m.as_str().is_some_and(|m| (1..=128).contains(&m.len())))) {
-        check.fail("module_subscriptions must be an array of at most 100 strings of 1-128 characters");
+async fn create_tenant(State(state): State<AppState>, Operator(who): Operator, body: Body<NewTenant>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let (app_id, display_name, region) = (body.app_id.trim(), body.display_name.trim(), body.region.trim());
+    let tier = body.isolation_tier.unwrap_or(Tier::S).as_str();
+    let modules = body.module_subscriptions.unwrap_or_default();
+    if modules.iter().any(|m| !(1..=128).contains(&m.len())) {
+        return Err(ApiError::invalid("module_subscriptions must be an array of at most 100 strings of 1-128 characters"));
     }
-    let brand = check.optional_bounded("brand_domain", &body.brand_domain, 253);
-    check.finish()?;
+    let modules = json!(modules);
+    let brand = Check::optional(&body.brand_domain);
     let mut tx = state.db.begin().await?;
-    let app = tenancy::find_app(&mut *tx, &app_id).await?.ok_or_else(|| ApiError::invalid("app_id must name an existing app"))?;
+    let app = tenancy::find_app(&mut *tx, app_id).await?.ok_or_else(|| ApiError::invalid("app_id must name an existing app"))?;
     let id = db::new_id();
     let row = NewTenantRow {
         tenant_id: &id,
         app_id: &app.app_id,
         org_id: &app.org_id,
-        display_name: &display_name,
+        display_name,
         parent_tenant_id: None,
         root_tenant_id: &id,
         reseller_id: None,
-        region: Some(&region),
+        region: Some(region),
         brand_domain: brand.as_deref(),
         module_subscriptions: &modules,
     };
-    let tenant = tenancy::insert_tenant(&mut tx, &app, row, &tier).await?;
+    let tenant = tenancy::insert_tenant(&mut tx, &app, row, tier).await?;
     let payload = json!({ "tenant_id": tenant.tenant_id, "org_id": tenant.org_id, "app_id": tenant.app_id, "status": tenant.status,
         "isolation_tier": tenant.isolation_tier, "region": tenant.region });
     ops_tokens::record_in(&mut tx, &tenant.tenant_id, &who, events::TENANT_CREATED, payload).await?;
@@ -165,20 +202,19 @@ async fn create_tenant(State(state): State<AppState>, Operator(who): Operator, L
 #[schema(as = AdminNewPoolMap)]
 struct NewPoolMap {
     /// An existing pool.
-    #[schema(required = true, value_type = i64)]
-    admin_pool_index: Option<Value>,
-    /// At most 64 characters.
-    #[schema(required = true)]
-    region: Option<String>,
+    #[schema(minimum = 0, maximum = 1_000_000)]
+    admin_pool_index: i64,
+    #[schema(max_length = 64)]
+    region: String,
     /// An existing pool; absent keeps the current one.
-    #[schema(value_type = Option<i64>)]
-    evidence_pool_index: Option<Value>,
-    /// `{ app_id: pool_index }` of existing pools; absent keeps the
-    /// current map.
+    #[schema(minimum = 0, maximum = 1_000_000)]
+    evidence_pool_index: Option<i64>,
+    /// `{ app_id: pool_index }` of at most 1000 existing pools (0 to
+    /// 1000000); absent keeps the current map.
     #[schema(value_type = Option<HashMap<String, i64>>)]
-    app_pool_index: Option<Value>,
-    /// `ACTIVE`, `MIGRATING` or `QUARANTINED`; absent keeps the current.
-    status: Option<String>,
+    app_pool_index: Option<serde_json::Map<String, Value>>,
+    /// Absent keeps the current status.
+    status: Option<PoolStatus>,
 }
 
 /// Sets a tenant's pool map (one row a tenant; an upsert): 201. The
@@ -190,35 +226,18 @@ struct NewPoolMap {
     params(("tenant_id" = String, Path, description = "the tenant")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "params": { "tenant_id": "{tenant.tenant_id}" }, "body": { "admin_pool_index": 0, "region": "eu-west-1" } }))),
     responses((status = 201, description = "the pool map", body = Data<PoolMap>)))]
-async fn pool_map(
-    State(state): State<AppState>,
-    Operator(who): Operator,
-    Path(tenant_id): Path<String>,
-    Lenient(body): Lenient<NewPoolMap>,
-) -> ApiResult<Response> {
+async fn pool_map(State(state): State<AppState>, Operator(who): Operator, Path(tenant_id): Path<String>, body: Body<NewPoolMap>) -> ApiResult<Response> {
     let tenant_id = uuid::Uuid::parse_str(&tenant_id).map_err(|_| ApiError::invalid("tenant_id must be a UUID"))?.to_string();
-    let mut check = Check::new();
-    let admin = match body.admin_pool_index.as_ref() {
-        None | Some(Value::Null) => {
-            check.fail("admin_pool_index is required");
-            None
-        }
-        v => check.optional_int("admin_pool_index", v, 0, MAX_POOL),
-    };
-    let region = bounded(&mut check, "region", &body.region, 64);
-    let evidence = check.optional_int("evidence_pool_index", body.evidence_pool_index.as_ref(), 0, MAX_POOL);
-    let apps = match &body.app_pool_index {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(m)) if m.len() <= 1000 && m.values().all(|v| v.as_i64().is_some_and(|p| (0..=MAX_POOL).contains(&p))) => Some(m.clone()),
-        Some(_) => {
-            check.fail(format!("app_pool_index must be an object of app_id to a pool_index from 0 to {MAX_POOL}"));
-            None
-        }
-    };
-    let status = Check::optional(&body.status);
-    check.one_of("status", status.as_deref().unwrap_or_default(), &POOL_STATUSES);
-    check.finish()?;
-    let admin = admin.unwrap_or_default();
+    if tenancy::find(state.db.writer(), &tenant_id).await?.is_none() {
+        return Err(ApiError::NotFound);
+    }
+    let body = body.checked()?;
+    let (admin, region, evidence) = (body.admin_pool_index, body.region.trim(), body.evidence_pool_index);
+    let apps = body.app_pool_index;
+    if apps.as_ref().is_some_and(|m| m.len() > 1000 || !m.values().all(|v| v.as_i64().is_some_and(|p| (0..=MAX_POOL).contains(&p)))) {
+        return Err(ApiError::invalid(format!("app_pool_index must be an object of app_id to a pool_index from 0 to {MAX_POOL}")));
+    }
+    let status = body.status.map(PoolStatus::as_str);
     let mut tx = state.db.begin().await?;
     let mut named: Vec<(&str, i64)> = vec![("admin_pool_index", admin)];
     named.extend(evidence.map(|e| ("evidence_pool_index", e)));
@@ -235,8 +254,7 @@ async fn pool_map(
         return Err(ApiError::Validation(missing));
     }
     let app_map = apps.map(Value::Object);
-    let change =
-        PoolMapChange { admin_pool_index: admin, region: &region, evidence_pool_index: evidence, app_pool_index: app_map.as_ref(), status: status.as_deref() };
+    let change = PoolMapChange { admin_pool_index: admin, region, evidence_pool_index: evidence, app_pool_index: app_map.as_ref(), status };
     let map = tenancy::set_pool_map(&mut tx, &tenant_id, change).await?.ok_or(ApiError::NotFound)?;
     ops_tokens::record_in(&mut tx, &tenant_id, &who, events::TENANT_POOL_MAP_CHANGED, json!(map)).await?;
     tx.commit().await?;
@@ -268,45 +286,32 @@ async fn list_pools(State(state): State<AppState>, _: Operator) -> ApiResult<Res
 #[derive(Deserialize, ToSchema)]
 #[schema(as = AdminNewPool)]
 struct NewPool {
-    /// An integer of 0 or more, unique (409 when taken).
-    #[schema(required = true, value_type = i64)]
-    pool_index: Option<Value>,
-    /// `admin`, `app` or `evidence`.
-    #[schema(required = true)]
-    kind: Option<String>,
-    /// At most 64 characters.
-    #[schema(required = true)]
-    region: Option<String>,
+    /// Unique (409 when taken).
+    #[schema(minimum = 0, maximum = 1_000_000)]
+    pool_index: i64,
+    kind: PoolKind,
+    #[schema(max_length = 64)]
+    region: String,
 }
 
 /// Creates a pool (RULINGS 3): 201; a taken pool_index is 409.
 #[utoipa::path(post, path = "/admin/pools", tag = "admin-pools", request_body = NewPool,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "events": 0, "body": { "pool_index": 4242, "kind": "app", "region": "eu-west-1" } }))),
     responses((status = 201, description = "the pool", body = Data<Pool>)))]
-async fn create_pool(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewPool>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let index = match body.pool_index.as_ref() {
-        None | Some(Value::Null) => {
-            check.fail("pool_index is required");
-            None
-        }
-        v => check.optional_int("pool_index", v, 0, MAX_POOL),
-    };
-    let kind = check.required("kind", &body.kind);
-    check.one_of("kind", &kind, &POOL_KINDS);
-    let region = bounded(&mut check, "region", &body.region, 64);
-    check.finish()?;
+async fn create_pool(State(state): State<AppState>, Operator(who): Operator, body: Body<NewPool>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let (index, kind, region) = (body.pool_index, body.kind.as_str(), body.region.trim());
     let pool: Option<Pool> = sqlx::query_as(
         "INSERT INTO platform_pool (pool_index, kind, region, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (pool_index) DO NOTHING \
          RETURNING pool_index, kind, region, created_at",
     )
     .bind(index)
-    .bind(&kind)
-    .bind(&region)
+    .bind(kind)
+    .bind(region)
     .bind(db::now())
     .fetch_optional(state.db.writer())
     .await?;
-    let pool = pool.ok_or_else(|| ApiError::Conflict(format!("pool {} exists", index.unwrap_or_default())))?;
+    let pool = pool.ok_or_else(|| ApiError::Conflict(format!("pool {index} exists")))?;
     tracing::info!(pool_index = pool.pool_index, kind, operator = %who, "pool created");
     Ok(created(pool))
 }

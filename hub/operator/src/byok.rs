@@ -13,41 +13,46 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(bind)).routes(routes!(revoke)).routes(routes!(rotate)).routes(routes!(of_tenant))
 }
 
-/// The propagation SLA when none is given, and its bounds, in seconds.
+/// The propagation SLA when none is given, in seconds.
 const DEFAULT_SLA: i64 = 60;
-const MAX_SLA: i64 = 86_400;
 
-/// A required text of at most `max` characters.
-fn bounded(check: &mut Check, name: &str, value: &Option<String>, max: usize) -> String {
-    let v = check.required(name, value);
-    if v.chars().count() > max {
-        check.fail(format!("{name} must be at most {max} characters"));
+/// Where a customer-managed key lives.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[schema(as = AdminByokProvider)]
+enum Provider {
+    #[serde(rename = "aws-kms")]
+    AwsKms,
+    #[serde(rename = "gcp-kms")]
+    GcpKms,
+    #[serde(rename = "hsm-pkcs11")]
+    HsmPkcs11,
+}
+
+impl Provider {
+    fn as_str(self) -> &'static str {
+        byok::PROVIDERS[self as usize]
     }
-    v
 }
 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = AdminNewByokBinding)]
 struct NewBindingBody {
-    #[schema(required = true, format = "uuid")]
-    tenant_id: Option<String>,
-    /// `aws-kms`, `gcp-kms` or `hsm-pkcs11`.
-    #[schema(required = true)]
-    provider: Option<String>,
-    /// At most 2048 characters.
-    #[schema(required = true)]
-    customer_kms_key_arn: Option<String>,
-    /// The tenant key under the customer's key (at most 256 characters;
-    /// never used before).
-    #[schema(required = true)]
-    tenant_key_id: Option<String>,
-    #[schema(required = true)]
-    operator_id: Option<String>,
-    /// 1 to 86400 (default 60).
-    #[schema(value_type = Option<i64>)]
-    sla_revoke_propagation_seconds: Option<Value>,
-    /// An `https://` URL of at most 2048 characters, without user
-    /// information (`user:password@`).
+    /// An existing tenant.
+    #[schema(format = "uuid")]
+    tenant_id: String,
+    provider: Provider,
+    #[schema(max_length = 2048)]
+    customer_kms_key_arn: String,
+    /// The tenant key under the customer's key (never used before).
+    #[schema(max_length = 256)]
+    tenant_key_id: String,
+    #[schema(max_length = 200)]
+    operator_id: String,
+    /// Default 60.
+    #[schema(minimum = 1, maximum = 86_400)]
+    sla_revoke_propagation_seconds: Option<i64>,
+    /// An `https://` URL without user information (`user:password@`).
+    #[schema(max_length = 2048)]
     siem_forwarder_endpoint: Option<String>,
 }
 
@@ -58,32 +63,29 @@ struct NewBindingBody {
 #[utoipa::path(post, path = "/admin/byok/bindings", tag = "admin-byok", request_body = NewBindingBody,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "body": { "tenant_id": "{tenant.tenant_id}", "provider": "aws-kms", "customer_kms_key_arn": "arn:aws:kms:eu-west-1:1:key/race", "tenant_key_id": "tk-{unique}", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the binding", body = Data<Binding>)))]
-async fn bind(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewBindingBody>) -> ApiResult<Response> {
+async fn bind(State(state): State<AppState>, Operator(who): Operator, body: Body<NewBindingBody>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let tenant_id = crate::fields::uuid(&body.tenant_id);
+    let provider = body.provider.as_str();
+    let (arn, tenant_key_id, operator_id) = (body.customer_kms_key_arn.trim(), body.tenant_key_id.trim(), body.operator_id.trim());
+    let sla = body.sla_revoke_propagation_seconds.unwrap_or(DEFAULT_SLA);
+    let siem = Check::optional(&body.siem_forwarder_endpoint);
     let mut check = Check::new();
-    let tenant_id = check.required_uuid("tenant_id", &body.tenant_id).map(|u| u.to_string());
-    let provider = check.required("provider", &body.provider);
-    check.one_of("provider", &provider, &byok::PROVIDERS);
-    let arn = bounded(&mut check, "customer_kms_key_arn", &body.customer_kms_key_arn, 2048);
-    let tenant_key_id = bounded(&mut check, "tenant_key_id", &body.tenant_key_id, 256);
-    let operator_id = bounded(&mut check, "operator_id", &body.operator_id, 200);
-    let sla = check.optional_seconds("sla_revoke_propagation_seconds", body.sla_revoke_propagation_seconds.as_ref(), MAX_SLA).unwrap_or(DEFAULT_SLA);
-    let siem = check.optional_bounded("siem_forwarder_endpoint", &body.siem_forwarder_endpoint, 2048);
     if siem.as_deref().is_some_and(|u| !u.starts_with("https://") || u.len() <= "https://".len()) {
         check.fail("siem_forwarder_endpoint must be an https:// URL");
     } else if let Some(Err(why)) = siem.as_deref().map(|u| hub_kernel::outbound::no_userinfo("siem_forwarder_endpoint", u)) {
         check.fail(why);
     }
     check.finish()?;
-    let tenant_id = tenant_id.unwrap_or_default();
     if hub_identity::tenancy::find(&state.db.read, &tenant_id).await?.is_none() {
         return Err(ApiError::invalid("tenant_id must name an existing tenant"));
     }
     let new = NewBinding {
         tenant_id: &tenant_id,
-        provider: &provider,
-        customer_kms_key_arn: &arn,
-        tenant_key_id: &tenant_key_id,
-        operator_id: &operator_id,
+        provider,
+        customer_kms_key_arn: arn,
+        tenant_key_id,
+        operator_id,
         sla_revoke_propagation_seconds: sla,
         siem_forwarder_endpoint: siem.as_deref(),
     };
@@ -93,11 +95,10 @@ async fn bind(State(state): State<AppState>, Operator(who): Operator, Lenient(bo
 #[derive(Deserialize, ToSchema)]
 #[schema(as = AdminByokRevoke)]
 struct RevokeBody {
-    /// At most 2000 characters.
-    #[schema(required = true)]
-    reason: Option<String>,
-    #[schema(required = true)]
-    operator_id: Option<String>,
+    #[schema(max_length = 2000)]
+    reason: String,
+    #[schema(max_length = 200)]
+    operator_id: String,
 }
 
 /// Revokes a binding's grant; answers it `revoked` with `revoked_at` once
@@ -107,26 +108,23 @@ struct RevokeBody {
     params(("binding_id" = String, Path, description = "the binding")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }], ["POST", "/admin/byok/bindings", { "tenant_id": "{tenant.tenant_id}", "provider": "aws-kms", "customer_kms_key_arn": "arn:aws:kms:eu-west-1:1:key/race", "tenant_key_id": "tk-{unique}", "operator_id": "ops-race" }]], "body": { "reason": "race", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the binding, revoked", body = Data<Binding>)))]
-async fn revoke(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Lenient(body): Lenient<RevokeBody>) -> ApiResult<Response> {
-    let id = path_id(&id).map_err(|_| ApiError::Missing("binding not found"))?.to_string();
-    let mut check = Check::new();
-    let reason = bounded(&mut check, "reason", &body.reason, 2000);
-    let operator_id = bounded(&mut check, "operator_id", &body.operator_id, 200);
-    check.finish()?;
-    Ok(ok(byok::revoke(&state.db, &who, &id, &reason, &operator_id).await?))
+async fn revoke(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<RevokeBody>) -> ApiResult<Response> {
+    let id = binding(&state, &id).await?;
+    let body = body.checked()?;
+    Ok(ok(byok::revoke(&state.db, &who, &id, body.reason.trim(), body.operator_id.trim()).await?))
 }
 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = AdminByokRotate)]
 struct RotateBody {
     /// The binding's current tenant key.
-    #[schema(required = true)]
-    previous_tenant_key_id: Option<String>,
-    /// A tenant key never used before (at most 256 characters).
-    #[schema(required = true)]
-    new_tenant_key_id: Option<String>,
-    #[schema(required = true)]
-    operator_id: Option<String>,
+    #[schema(max_length = 256)]
+    previous_tenant_key_id: String,
+    /// A tenant key never used before, other than the previous one.
+    #[schema(max_length = 256)]
+    new_tenant_key_id: String,
+    #[schema(max_length = 200)]
+    operator_id: String,
 }
 
 /// Rotates a binding's tenant key: every data key of the tenant is
@@ -138,17 +136,24 @@ struct RotateBody {
     params(("binding_id" = String, Path, description = "the binding")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "loser_error": "UndecryptableError", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }], ["POST", "/admin/byok/bindings", { "tenant_id": "{tenant.tenant_id}", "provider": "aws-kms", "customer_kms_key_arn": "arn:aws:kms:eu-west-1:1:key/race", "tenant_key_id": "tk-{unique}", "operator_id": "ops-race" }]], "body": { "previous_tenant_key_id": "tk-{unique}", "new_tenant_key_id": "tk2-{unique}", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the rotation", body = Data<Rotation>)))]
-async fn rotate(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Lenient(body): Lenient<RotateBody>) -> ApiResult<Response> {
-    let id = path_id(&id).map_err(|_| ApiError::Missing("binding not found"))?.to_string();
-    let mut check = Check::new();
-    let previous = bounded(&mut check, "previous_tenant_key_id", &body.previous_tenant_key_id, 256);
-    let new = bounded(&mut check, "new_tenant_key_id", &body.new_tenant_key_id, 256);
-    let operator_id = bounded(&mut check, "operator_id", &body.operator_id, 200);
-    if !new.is_empty() && new == previous {
-        check.fail("new_tenant_key_id must differ from previous_tenant_key_id");
+async fn rotate(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<RotateBody>) -> ApiResult<Response> {
+    let id = binding(&state, &id).await?;
+    let body = body.checked()?;
+    let (previous, new) = (body.previous_tenant_key_id.trim(), body.new_tenant_key_id.trim());
+    if new == previous {
+        return Err(ApiError::invalid("new_tenant_key_id must differ from previous_tenant_key_id"));
     }
-    check.finish()?;
-    Ok(ok(byok::rotate(&state.db, &state.master, &who, &id, &previous, &new, &operator_id).await?))
+    Ok(ok(byok::rotate(&state.db, &state.master, &who, &id, previous, new, body.operator_id.trim()).await?))
+}
+
+/// The id of the binding of a path, found (404 'binding not found'
+/// before its body is looked at).
+async fn binding(state: &AppState, raw: &str) -> ApiResult<String> {
+    let id = path_id(raw).map_err(|_| ApiError::Missing("binding not found"))?.to_string();
+    if !crate::fields::exists(state, "SELECT 1 FROM crypto_byok_binding WHERE binding_id = $1", &id).await? {
+        return Err(ApiError::Missing("binding not found"));
+    }
+    Ok(id)
 }
 
 /// The tenant's binding (its latest); 404 'no binding for tenant'.

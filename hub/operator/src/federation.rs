@@ -10,16 +10,51 @@
 use hub_kernel::gate::{Operator, ops_tokens};
 use hub_kernel::prelude::*;
 
-use crate::fields::required_bounded;
 use crate::multi_region::REGIONS;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create, list))
 }
 
-const CLASSES: [&str; 3] = ["open", "restricted", "sovereign"];
-const MODES: [&str; 2] = ["manual", "automatic"];
 const LIST_CAP: i64 = 200;
+
+/// A class of data a federation shares.
+#[derive(Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = FederationDataClass)]
+enum Class {
+    Open,
+    Restricted,
+    Sovereign,
+}
+
+impl Class {
+    fn as_str(self) -> &'static str {
+        match self {
+            Class::Open => "open",
+            Class::Restricted => "restricted",
+            Class::Sovereign => "sovereign",
+        }
+    }
+}
+
+/// How failover between a profile's regions is decided.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = FederationFailoverMode)]
+enum Mode {
+    Manual,
+    Automatic,
+}
+
+impl Mode {
+    fn as_str(self) -> &'static str {
+        match self {
+            Mode::Manual => "manual",
+            Mode::Automatic => "automatic",
+        }
+    }
+}
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = FederationProfile)]
@@ -53,78 +88,64 @@ const COLUMNS: &str = "profile_id, name, home_region, peer_regions, shared_data_
 #[schema(as = NewFederationProfile)]
 struct NewProfile {
     /// 1–100 of `a-z 0-9 . _ -`, unique.
-    #[schema(required = true)]
-    name: Option<String>,
+    #[schema(max_length = 100)]
+    name: String,
     /// A region of the enumeration or a registered sovereign region that
     /// is not terminal.
-    #[schema(required = true)]
-    home_region: Option<String>,
-    /// 1–20 distinct regions other than the home region.
-    #[schema(required = true, value_type = Vec<String>)]
-    peer_regions: Option<Value>,
-    /// Distinct classes of `open`, `restricted`, `sovereign` (default
-    /// `["open"]`).
-    #[schema(value_type = Option<Vec<String>>)]
-    shared_data_classes: Option<Value>,
-    /// `manual` (default) or `automatic`.
-    failover_mode: Option<String>,
-    /// 5 to 3600 (default 30).
-    #[schema(value_type = Option<i64>)]
-    probe_interval_seconds: Option<Value>,
-    /// 1 to 100 (default 3).
-    #[schema(value_type = Option<i64>)]
-    failure_threshold: Option<Value>,
-}
-
-/// Distinct non-blank strings of at most 64 characters.
-fn strings(check: &mut Check, name: &str, value: Option<&Value>, max_items: usize) -> Option<Vec<String>> {
-    let items = match value {
-        Some(Value::Array(items)) if !items.is_empty() && items.len() <= max_items => items,
-        None | Some(Value::Null) => return None,
-        Some(_) => {
-            check.fail(format!("{name} must be an array of 1 to {max_items} strings"));
-            return Some(Vec::new());
-        }
-    };
-    let mut out: Vec<String> = Vec::new();
-    for item in items {
-        match item.as_str().map(str::trim).filter(|s| !s.is_empty() && s.len() <= 64) {
-            Some(s) if !out.iter().any(|o| o == s) => out.push(s.to_string()),
-            _ => {
-                check.fail(format!("{name} must hold distinct strings of 1 to 64 characters"));
-                return Some(Vec::new());
-            }
-        }
-    }
-    Some(out)
+    #[schema(max_length = 64)]
+    home_region: String,
+    /// Distinct regions (1 to 64 characters each) other than the home
+    /// region.
+    #[schema(min_items = 1, max_items = 20)]
+    peer_regions: Vec<String>,
+    /// Distinct classes (default `["open"]`).
+    #[schema(min_items = 1, max_items = 3)]
+    shared_data_classes: Option<Vec<Class>>,
+    /// Default `manual`.
+    failover_mode: Option<Mode>,
+    /// Default 30.
+    #[schema(minimum = 5, maximum = 3600)]
+    probe_interval_seconds: Option<i64>,
+    /// Default 3.
+    #[schema(minimum = 1, maximum = 100)]
+    failure_threshold: Option<i64>,
 }
 
 /// Creates a federation profile.
 #[utoipa::path(post, path = "/admin/federation/profiles", tag = "admin-federation", request_body = NewProfile,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "r-{unique}", "home_region": "us-east-1", "peer_regions": ["eu-west-1"] } }))),
     responses((status = 201, description = "the profile", body = Data<Profile>)))]
-async fn create(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewProfile>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Operator(who): Operator, body: Body<NewProfile>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let name = required_bounded(&mut check, "name", &body.name, 100);
-    if !name.is_empty() && !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')) {
+    let name = body.name.trim().to_string();
+    if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')) {
         check.fail("name must be 1 to 100 of a-z, 0-9, '.', '_' or '-'");
     }
-    let home = required_bounded(&mut check, "home_region", &body.home_region, 64);
-    let peers = strings(&mut check, "peer_regions", body.peer_regions.as_ref(), 20).unwrap_or_else(|| {
-        check.fail("peer_regions is required");
-        Vec::new()
-    });
+    let home = body.home_region.trim().to_string();
+    let mut peers: Vec<String> = Vec::new();
+    for peer in body.peer_regions.iter().map(|p| p.trim()) {
+        if peer.is_empty() || peer.len() > 64 || peers.iter().any(|p| p == peer) {
+            check.fail("peer_regions must hold distinct strings of 1 to 64 characters");
+            peers.clear();
+            break;
+        }
+        peers.push(peer.to_string());
+    }
     if peers.contains(&home) {
         check.fail("peer_regions must not contain the home_region");
     }
-    let classes = strings(&mut check, "shared_data_classes", body.shared_data_classes.as_ref(), 3).unwrap_or_else(|| vec!["open".into()]);
-    if classes.iter().any(|c| !CLASSES.contains(&c.as_str())) {
-        check.fail(format!("shared_data_classes entries must be one of: {}", CLASSES.join(", ")));
+    let mut classes: Vec<&str> = Vec::new();
+    for class in body.shared_data_classes.unwrap_or_else(|| vec![Class::Open]) {
+        if classes.contains(&class.as_str()) {
+            check.fail("shared_data_classes must hold distinct classes");
+            break;
+        }
+        classes.push(class.as_str());
     }
-    let mode = Check::optional(&body.failover_mode).unwrap_or_else(|| "manual".into());
-    check.one_of("failover_mode", &mode, &MODES);
-    let interval = check.optional_int("probe_interval_seconds", body.probe_interval_seconds.as_ref(), 5, 3600).unwrap_or(30);
-    let threshold = check.optional_int("failure_threshold", body.failure_threshold.as_ref(), 1, 100).unwrap_or(3);
+    let mode = body.failover_mode.unwrap_or(Mode::Manual).as_str();
+    let interval = body.probe_interval_seconds.unwrap_or(30);
+    let threshold = body.failure_threshold.unwrap_or(3);
     check.finish()?;
 
     let mut tx = state.db.begin().await?;
@@ -144,7 +165,7 @@ async fn create(State(state): State<AppState>, Operator(who): Operator, Lenient(
             _ => {}
         }
     }
-    if classes.iter().any(|c| c == "sovereign") && !sovereign_everywhere {
+    if classes.contains(&Class::Sovereign.as_str()) && !sovereign_everywhere {
         check.fail("the sovereign data class is shared only among sovereign regions");
     }
     check.finish()?;
@@ -159,7 +180,7 @@ async fn create(State(state): State<AppState>, Operator(who): Operator, Lenient(
         .bind(&home)
         .bind(json!(peers).to_string())
         .bind(json!(classes).to_string())
-        .bind(&mode)
+        .bind(mode)
         .bind(interval)
         .bind(threshold)
         .bind(&*who)

@@ -1,33 +1,23 @@
-//! Field checks the operator sections share.
+//! Field helpers the operator sections share, for bodies their request
+//! types have checked already (`Body::checked`).
 
 use hub_kernel::prelude::*;
 
-/// A required string ([`Check::required`]) of at most `max` characters.
-pub(crate) fn required_bounded(check: &mut Check, name: &str, value: &Option<String>, max: usize) -> String {
-    let v = check.required(name, value);
-    if v.chars().count() > max {
-        check.fail(format!("{name} must be at most {max} characters"));
-    }
-    v
+/// A UUID its schema checked (`format: uuid`), in its canonical form.
+pub(crate) fn uuid(raw: &str) -> String {
+    let raw = raw.trim();
+    uuid::Uuid::parse_str(raw).map_or_else(|_| raw.to_string(), |u| u.to_string())
 }
 
-/// A required enumerated string: "required" when missing, the allowed
-/// values when outside them.
-pub(crate) fn required_one_of(check: &mut Check, name: &str, value: &Option<String>, allowed: &[&str]) -> String {
-    let v = check.required(name, value);
-    check.one_of(name, &v, allowed);
-    v
+/// An RFC 3339 time its schema checked (`format: date-time`).
+pub(crate) fn time(name: &str, raw: &str) -> ApiResult<chrono::DateTime<chrono::Utc>> {
+    db::parse_time(raw.trim()).ok_or_else(|| ApiError::invalid(format!("{name} must be an RFC 3339 timestamp")))
 }
 
-/// A required RFC 3339 time, normalised to the stored form.
-pub(crate) fn required_time(check: &mut Check, name: &str, value: &Option<String>) -> Option<chrono::DateTime<chrono::Utc>> {
-    let v = check.required(name, value);
-    if v.is_empty() {
-        return None;
-    }
-    let t = db::parse_time(&v);
-    if t.is_none() {
-        check.fail(format!("{name} must be an RFC 3339 timestamp"));
-    }
-    t
+/// Whether the row `sql` selects (`SELECT 1 FROM … WHERE … = $1`) exists,
+/// read from the writer: the resource of a path is found before its body
+/// is looked at.
+pub(crate) async fn exists(state: &AppState, sql: &'static str, id: &str) -> ApiResult<bool> {
+    let found: Option<i64> = sqlx::query_scalar(sql).bind(id).fetch_optional(state.db.writer()).await?;
+    Ok(found.is_some())
 }

@@ -31,21 +31,42 @@ const MAX_BATCH: i64 = 10_000;
 #[schema(as = LineageBackfillRequest)]
 struct Request {
     /// One pool (default: every pool).
-    #[schema(value_type = Option<i64>)]
-    pool_index: Option<Value>,
+    #[schema(minimum = 0, maximum = 2_147_483_647)]
+    pool_index: Option<i64>,
     /// One of the lineage event types (default: all four).
-    event_type: Option<String>,
-    /// Entries per (pool_index, event_type) this run, at least 1
-    /// (default 1000; more than 10000 is reduced to 10000).
-    #[schema(value_type = Option<i64>)]
-    batch_size: Option<Value>,
+    event_type: Option<EventType>,
+    /// Entries per (pool_index, event_type) this run (default 1000; more
+    /// than 10000 is reduced to 10000).
+    #[schema(minimum = 1)]
+    batch_size: Option<i64>,
     /// Default false: true reports the counts and writes nothing.
-    #[schema(value_type = Option<bool>)]
-    dry_run: Option<Value>,
-    /// RFC 3339: only entries that occurred at or after it.
+    dry_run: Option<bool>,
+    /// Only entries that occurred at or after it.
+    #[schema(format = DateTime)]
     from: Option<String>,
-    /// RFC 3339: only entries that occurred at or before it.
+    /// Only entries that occurred at or before it.
+    #[schema(format = DateTime)]
     to: Option<String>,
+}
+
+/// A lineage-tracked event type.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[schema(as = LineageEventType)]
+enum EventType {
+    #[serde(rename = "parsing.field.extracted.v1")]
+    FieldExtracted,
+    #[serde(rename = "recommendation.suggestion.generated.v1")]
+    SuggestionGenerated,
+    #[serde(rename = "semantic.intent.planned.v1")]
+    IntentPlanned,
+    #[serde(rename = "ai-gateway.complete.v1")]
+    AiGatewayComplete,
+}
+
+impl EventType {
+    fn as_str(self) -> &'static str {
+        TYPES[self as usize]
+    }
 }
 
 #[derive(Serialize, ToSchema)]
@@ -88,15 +109,10 @@ struct Entry {
     payload_digest: Vec<u8>,
 }
 
-fn time(check: &mut Check, name: &str, value: &Option<String>) -> Option<String> {
-    let v = Check::optional(value)?;
-    match db::parse_time(&v) {
-        Some(t) => Some(db::format_time(t)),
-        None => {
-            check.fail(format!("{name} must be an RFC 3339 timestamp"));
-            None
-        }
-    }
+/// An optional time its schema checked, in the stored form; blank is
+/// absent.
+fn time(name: &str, value: &Option<String>) -> ApiResult<Option<String>> {
+    Check::optional(value).map(|v| crate::fields::time(name, &v).map(db::format_time)).transpose()
 }
 
 /// Backfills lineage records from the audit chains, resumably.
@@ -105,44 +121,21 @@ fn time(check: &mut Check, name: &str, value: &Option<String>) -> Option<String>
     responses((status = 200, description = "the counts", body = Data<Counts>)))]
 async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: axum::body::Bytes) -> ApiResult<Response> {
     // Every field is optional, the body too.
-    let body: Request = if raw.iter().all(u8::is_ascii_whitespace) {
-        hub_kernel::body::parse_body(json!({}))?
-    } else {
-        let value = hub_kernel::nesting::parse_json(&raw, "request body")?;
-        hub_kernel::body::parse_body(value)?
-    };
-    let mut check = Check::new();
-    let pool = check.optional_int("pool_index", body.pool_index.as_ref(), 0, i64::from(i32::MAX));
-    let event_type = Check::optional(&body.event_type);
-    if let Some(t) = &event_type {
-        check.one_of("event_type", t, &TYPES);
+    let value = if raw.iter().all(u8::is_ascii_whitespace) { json!({}) } else { hub_kernel::nesting::parse_json(&raw, "request body")? };
+    if value.is_object() {
+        hub_kernel::nul::check_value(&value)?;
     }
-    let batch = match body.batch_size.as_ref() {
-        None | Some(Value::Null) => DEFAULT_BATCH,
-        Some(v) => match v.as_i64() {
-            Some(n) if n >= 1 => n.min(MAX_BATCH),
-            _ => {
-                check.fail("batch_size must be a positive integer");
-                DEFAULT_BATCH
-            }
-        },
-    };
-    let dry_run = match body.dry_run.as_ref() {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => {
-            check.fail("dry_run must be a boolean");
-            false
-        }
-    };
-    let from = time(&mut check, "from", &body.from);
-    let to = time(&mut check, "to", &body.to);
+    let body: Request = hub_kernel::contract::parse(value)?;
+    let pool = body.pool_index;
+    let event_type = body.event_type.map(EventType::as_str);
+    let batch = body.batch_size.map_or(DEFAULT_BATCH, |n| n.min(MAX_BATCH));
+    let dry_run = body.dry_run.unwrap_or(false);
+    let (from, to) = (time("from", &body.from)?, time("to", &body.to)?);
     if let (Some(f), Some(t)) = (&from, &to)
         && f > t
     {
-        check.fail("from must not be after to");
+        return Err(ApiError::invalid("from must not be after to"));
     }
-    check.finish()?;
 
     let mut tx = state.db.begin().await?;
     // Backfills queue: each reads the checkpoints the one before it moved,
@@ -152,8 +145,8 @@ async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: a
         Some(p) => sqlx::query_scalar("SELECT pool_index FROM platform_pool WHERE pool_index = $1").bind(p).fetch_all(&mut *tx).await?,
         None => sqlx::query_scalar("SELECT pool_index FROM platform_pool ORDER BY pool_index").fetch_all(&mut *tx).await?,
     };
-    let types: Vec<&str> = match &event_type {
-        Some(t) => vec![t.as_str()],
+    let types: Vec<&str> = match event_type {
+        Some(t) => vec![t],
         None => TYPES.to_vec(),
     };
     let now = db::now();

@@ -23,9 +23,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// The regions of the documents' enumeration.
 pub const REGIONS: [&str; 4] = ["us-east-1", "us-west-2", "eu-west-1", "ap-south-1"];
-const MODES: [&str; 3] = ["sync", "async", "single-region"];
-/// The longest target a profile takes: thirty days.
-const MAX_TARGET_SECONDS: i64 = 30 * 24 * 3600;
 /// How long a drill waits for the read path to serve the moved profile.
 const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -58,91 +55,89 @@ struct Profile {
 const COLUMNS: &str = "profile_id, tenant_id, tier, home_region, paired_regions, rpo_target_seconds, rto_target_seconds, contract_addendum_ref, \
                        replication_overrides, status, activated_at, created_at, updated_at";
 
-/// An array of distinct regions of the enumeration; `None` (reported)
-/// when it is not one.
-pub(crate) fn regions(check: &mut Check, name: &str, value: Option<&Value>) -> Option<Vec<String>> {
-    let Some(Value::Array(items)) = value else {
-        check.fail(if value.is_none_or(Value::is_null) { format!("{name} is required") } else { format!("{name} must be an array") });
-        return None;
-    };
-    let mut out: Vec<String> = Vec::new();
-    for item in items {
-        match item.as_str() {
-            Some(r) if REGIONS.contains(&r) => {
-                if out.iter().any(|o| o == r) {
-                    check.fail(format!("{name} names {r} twice"));
-                    return None;
-                }
-                out.push(r.to_string());
-            }
-            _ => {
-                check.fail(format!("{name} entries must be one of: {}", REGIONS.join(", ")));
-                return None;
-            }
-        }
+/// A region of the documents' enumeration.
+#[derive(Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[schema(as = ActiveActiveRegion)]
+enum Region {
+    #[serde(rename = "us-east-1")]
+    UsEast1,
+    #[serde(rename = "us-west-2")]
+    UsWest2,
+    #[serde(rename = "eu-west-1")]
+    EuWest1,
+    #[serde(rename = "ap-south-1")]
+    ApSouth1,
+}
+
+impl Region {
+    fn as_str(self) -> &'static str {
+        REGIONS[self as usize]
     }
-    Some(out)
+}
+
+/// How a service of an active-active profile replicates.
+#[derive(Clone, Copy, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+#[schema(as = ActiveActiveReplication)]
+enum Replication {
+    Sync,
+    Async,
+    SingleRegion,
 }
 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewActiveActiveProfile)]
 struct NewProfile {
-    #[schema(required = true, format = "uuid")]
-    tenant_id: Option<String>,
-    /// One of `us-east-1`, `us-west-2`, `eu-west-1`, `ap-south-1`.
-    #[schema(required = true)]
-    home_region: Option<String>,
+    /// An existing tenant.
+    #[schema(format = "uuid")]
+    tenant_id: String,
+    home_region: Region,
     /// Distinct regions other than the home region (may be empty).
-    #[schema(required = true, value_type = Vec<String>)]
-    paired_regions: Option<Value>,
-    /// At most 500 characters.
-    #[schema(required = true)]
-    contract_addendum_ref: Option<String>,
-    /// Whole seconds, 0 to 2592000.
-    #[schema(value_type = Option<i64>)]
-    rpo_target_seconds: Option<Value>,
-    /// Whole seconds, 0 to 2592000.
-    #[schema(value_type = Option<i64>)]
-    rto_target_seconds: Option<Value>,
-    /// Service name (1–100 characters, at most 100 services) to `sync`,
-    /// `async` or `single-region`.
-    #[schema(value_type = Option<Object>)]
-    replication_overrides: Option<Value>,
+    paired_regions: Vec<Region>,
+    #[schema(max_length = 500)]
+    contract_addendum_ref: String,
+    /// Whole seconds, at most thirty days.
+    #[schema(minimum = 0, maximum = 2_592_000)]
+    rpo_target_seconds: Option<i64>,
+    /// Whole seconds, at most thirty days.
+    #[schema(minimum = 0, maximum = 2_592_000)]
+    rto_target_seconds: Option<i64>,
+    /// Service name (1–100 characters, at most 100 services) to its
+    /// replication.
+    replication_overrides: Option<std::collections::BTreeMap<String, Replication>>,
 }
 
 /// Creates a tenant's active-active profile (one per tenant).
 #[utoipa::path(post, path = "/admin/active-active/profiles", tag = "admin-multi-region", request_body = NewProfile,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "body": { "tenant_id": "{tenant.tenant_id}", "home_region": "us-east-1", "paired_regions": ["eu-west-1"], "contract_addendum_ref": "race" } }))),
     responses((status = 201, description = "the profile", body = Data<Profile>)))]
-async fn create(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewProfile>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Operator(who): Operator, body: Body<NewProfile>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let tenant_id = check.required_uuid("tenant_id", &body.tenant_id).map(|u| u.to_string());
-    let home = check.required("home_region", &body.home_region);
-    check.one_of("home_region", &home, &REGIONS);
-    let paired = regions(&mut check, "paired_regions", body.paired_regions.as_ref()).unwrap_or_default();
+    let tenant_id = crate::fields::uuid(&body.tenant_id);
+    let home = body.home_region.as_str();
+    let mut paired: Vec<&str> = Vec::new();
+    for region in body.paired_regions.iter().map(|r| r.as_str()) {
+        if paired.contains(&region) {
+            check.fail(format!("paired_regions names {region} twice"));
+            break;
+        }
+        paired.push(region);
+    }
     if paired.contains(&home) {
         check.fail("paired_regions must not contain the home_region");
     }
-    let addendum = check.required("contract_addendum_ref", &body.contract_addendum_ref);
-    if addendum.chars().count() > 500 {
-        check.fail("contract_addendum_ref must be at most 500 characters");
+    let addendum = body.contract_addendum_ref.trim();
+    let (rpo, rto) = (body.rpo_target_seconds, body.rto_target_seconds);
+    let overrides = body.replication_overrides.unwrap_or_default();
+    if overrides.len() > 100 {
+        check.fail("replication_overrides holds at most 100 services");
     }
-    let rpo = check.optional_int("rpo_target_seconds", body.rpo_target_seconds.as_ref(), 0, MAX_TARGET_SECONDS);
-    let rto = check.optional_int("rto_target_seconds", body.rto_target_seconds.as_ref(), 0, MAX_TARGET_SECONDS);
-    let overrides = check.optional_object("replication_overrides", body.replication_overrides.as_ref());
-    if let Value::Object(map) = &overrides {
-        if map.len() > 100 {
-            check.fail("replication_overrides holds at most 100 services");
-        }
-        if map.keys().any(|k| k.trim().is_empty() || k.chars().count() > 100) {
-            check.fail("replication_overrides service names must be 1 to 100 characters");
-        }
-        if map.values().any(|m| !m.as_str().is_some_and(|m| MODES.contains(&m))) {
-            check.fail(format!("replication_overrides values must be one of: {}", MODES.join(", ")));
-        }
+    if overrides.keys().any(|k| k.trim().is_empty() || k.chars().count() > 100) {
+        check.fail("replication_overrides service names must be 1 to 100 characters");
     }
     check.finish()?;
-    let tenant_id = tenant_id.expect("checked");
+    let overrides = json!(overrides);
     let tier = if paired.is_empty() { "single-region" } else { "active-active" };
     let now = db::now();
     let mut tx = state.db.begin().await?;
@@ -159,11 +154,11 @@ async fn create(State(state): State<AppState>, Operator(who): Operator, Lenient(
         .bind(db::new_id())
         .bind(&tenant_id)
         .bind(tier)
-        .bind(&home)
+        .bind(home)
         .bind(json!(paired).to_string())
         .bind(rpo)
         .bind(rto)
-        .bind(&addendum)
+        .bind(addendum)
         .bind(overrides.to_string())
         .bind(&now)
         .bind(&*who)
@@ -200,10 +195,9 @@ struct Drill {
 #[schema(as = NewFailoverDrill)]
 struct NewDrill {
     /// One of the profile's paired regions.
-    #[schema(required = true)]
-    to_region: Option<String>,
+    to_region: Region,
     /// The profile's home region (the default); another is 409.
-    from_region: Option<String>,
+    from_region: Option<Region>,
 }
 
 /// Runs a failover drill: moves the profile's traffic to `to_region`,
@@ -213,21 +207,16 @@ struct NewDrill {
     params(("profile_id" = String, Path, description = "the profile")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }], ["POST", "/admin/active-active/profiles", { "tenant_id": "{tenant.tenant_id}", "home_region": "us-east-1", "paired_regions": ["eu-west-1"], "contract_addendum_ref": "race" }]], "body": { "to_region": "eu-west-1", "from_region": "us-east-1" } }))),
     responses((status = 201, description = "the drill", body = Data<Drill>)))]
-async fn drill(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Lenient(body): Lenient<NewDrill>) -> ApiResult<Response> {
+async fn drill(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<NewDrill>) -> ApiResult<Response> {
     let id = path_id(&id).map_err(|_| ApiError::Missing("profile not found"))?.to_string();
-    let mut check = Check::new();
-    let to = check.required("to_region", &body.to_region);
-    check.one_of("to_region", &to, &REGIONS);
-    let from = Check::optional(&body.from_region);
-    if let Some(f) = &from {
-        check.one_of("from_region", f, &REGIONS);
-    }
-    check.finish()?;
     let started = Instant::now();
     let started_at = db::now();
     let sql = format!("SELECT {COLUMNS} FROM active_active_profile WHERE profile_id = $1");
     let mut tx = state.db.begin().await?;
     let profile: Profile = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).fetch_optional(&mut *tx).await?.ok_or(ApiError::Missing("profile not found"))?;
+    let body = body.checked()?;
+    let to = body.to_region.as_str().to_string();
+    let from = body.from_region.map(Region::as_str);
     let home = profile.home_region.clone();
     if from.as_ref().is_some_and(|f| *f != home) {
         return Err(ApiError::Conflict(format!("the profile's home region is {home}")));

@@ -8,15 +8,58 @@ use chrono::NaiveDate;
 use hub_kernel::gate::{Operator, ops_tokens};
 use hub_kernel::prelude::*;
 
-use crate::fields::{required_bounded, required_one_of};
-
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create)).routes(routes!(read)).routes(routes!(report)).routes(routes!(bundle))
 }
 
-const DISTRIBUTIONS: [&str; 4] = ["vanilla", "openshift", "rancher", "tanzu"];
-const AIR_GAP_MODES: [&str; 3] = ["strict", "diode-in", "diode-bidi"];
-const BILLING_MODES: [&str; 3] = ["internal-report-only", "flat-fee", "per-incident"];
+/// The Kubernetes distribution of an install.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+#[schema(as = OnpremDistribution)]
+enum Distribution {
+    Vanilla,
+    Openshift,
+    Rancher,
+    Tanzu,
+}
+
+impl Distribution {
+    fn as_str(self) -> &'static str {
+        ["vanilla", "openshift", "rancher", "tanzu"][self as usize]
+    }
+}
+
+/// How an install is cut off from networks.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+#[schema(as = OnpremAirGapMode)]
+enum AirGap {
+    Strict,
+    DiodeIn,
+    DiodeBidi,
+}
+
+impl AirGap {
+    fn as_str(self) -> &'static str {
+        ["strict", "diode-in", "diode-bidi"][self as usize]
+    }
+}
+
+/// How an install is billed.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+#[schema(as = OnpremBillingMode)]
+enum Billing {
+    InternalReportOnly,
+    FlatFee,
+    PerIncident,
+}
+
+impl Billing {
+    fn as_str(self) -> &'static str {
+        ["internal-report-only", "flat-fee", "per-incident"][self as usize]
+    }
+}
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = OnpremInstall)]
@@ -37,39 +80,29 @@ const COLUMNS: &str = "install_id, customer_id, cluster_name, k8s_distribution, 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewOnpremInstall)]
 struct NewInstall {
-    /// At most 200 characters.
-    #[schema(required = true)]
-    customer_id: Option<String>,
-    /// At most 200 characters.
-    #[schema(required = true)]
-    cluster_name: Option<String>,
-    /// `vanilla`, `openshift`, `rancher` or `tanzu`.
-    #[schema(required = true)]
-    k8s_distribution: Option<String>,
-    /// At most 64 characters.
-    #[schema(required = true)]
-    installed_version: Option<String>,
-    /// `strict` (default), `diode-in` or `diode-bidi`.
-    air_gap_mode: Option<String>,
-    /// `internal-report-only` (default), `flat-fee` or `per-incident`.
-    billing_mode: Option<String>,
+    #[schema(max_length = 200)]
+    customer_id: String,
+    #[schema(max_length = 200)]
+    cluster_name: String,
+    k8s_distribution: Distribution,
+    #[schema(max_length = 64)]
+    installed_version: String,
+    /// Default `strict`.
+    air_gap_mode: Option<AirGap>,
+    /// Default `internal-report-only`.
+    billing_mode: Option<Billing>,
 }
 
 /// Registers an install; not idempotent.
 #[utoipa::path(post, path = "/admin/onprem/installs", tag = "admin-onprem", request_body = NewInstall,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "customer_id": "race", "cluster_name": "race", "k8s_distribution": "vanilla", "installed_version": "1.0.0" } }))),
     responses((status = 201, description = "the install", body = Data<Install>)))]
-async fn create(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewInstall>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let customer = required_bounded(&mut check, "customer_id", &body.customer_id, 200);
-    let cluster = required_bounded(&mut check, "cluster_name", &body.cluster_name, 200);
-    let distribution = required_one_of(&mut check, "k8s_distribution", &body.k8s_distribution, &DISTRIBUTIONS);
-    let version = required_bounded(&mut check, "installed_version", &body.installed_version, 64);
-    let air_gap = Check::optional(&body.air_gap_mode).unwrap_or_else(|| "strict".into());
-    check.one_of("air_gap_mode", &air_gap, &AIR_GAP_MODES);
-    let billing = Check::optional(&body.billing_mode).unwrap_or_else(|| "internal-report-only".into());
-    check.one_of("billing_mode", &billing, &BILLING_MODES);
-    check.finish()?;
+async fn create(State(state): State<AppState>, Operator(who): Operator, body: Body<NewInstall>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let (customer, cluster, version) = (body.customer_id.trim(), body.cluster_name.trim(), body.installed_version.trim());
+    let distribution = body.k8s_distribution.as_str();
+    let air_gap = body.air_gap_mode.unwrap_or(AirGap::Strict).as_str();
+    let billing = body.billing_mode.unwrap_or(Billing::InternalReportOnly).as_str();
     let mut tx = state.db.begin().await?;
     let sql = format!(
         "INSERT INTO onprem_install (install_id, customer_id, cluster_name, k8s_distribution, installed_version, air_gap_mode, billing_mode, \
@@ -77,12 +110,12 @@ async fn create(State(state): State<AppState>, Operator(who): Operator, Lenient(
     );
     let made: Install = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
-        .bind(&customer)
-        .bind(&cluster)
-        .bind(&distribution)
-        .bind(&version)
-        .bind(&air_gap)
-        .bind(&billing)
+        .bind(customer)
+        .bind(cluster)
+        .bind(distribution)
+        .bind(version)
+        .bind(air_gap)
+        .bind(billing)
         .bind(&*who)
         .bind(db::now())
         .fetch_one(&mut *tx)
@@ -122,28 +155,19 @@ struct Report {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewOnpremBillingReport)]
 struct NewReport {
-    /// `YYYY-MM-DD`.
-    #[schema(required = true)]
-    period_start: Option<String>,
-    /// `YYYY-MM-DD`, on or after `period_start`.
-    #[schema(required = true)]
-    period_end: Option<String>,
-    /// Where the report lies on the customer's cluster (at most 1024
-    /// characters).
-    #[schema(required = true)]
-    artifact_local_path: Option<String>,
+    #[schema(format = Date)]
+    period_start: String,
+    /// On or after `period_start`.
+    #[schema(format = Date)]
+    period_end: String,
+    /// Where the report lies on the customer's cluster.
+    #[schema(max_length = 1024)]
+    artifact_local_path: String,
 }
 
-fn date(check: &mut Check, name: &str, value: &Option<String>) -> Option<NaiveDate> {
-    let v = check.required(name, value);
-    if v.is_empty() {
-        return None;
-    }
-    let d = NaiveDate::parse_from_str(&v, "%Y-%m-%d").ok();
-    if d.is_none() {
-        check.fail(format!("{name} must be a date (YYYY-MM-DD)"));
-    }
-    d
+/// A day its schema checked (`format: date`).
+fn date(name: &str, raw: &str) -> ApiResult<NaiveDate> {
+    NaiveDate::parse_from_str(raw.trim(), "%Y-%m-%d").map_err(|_| ApiError::invalid(format!("{name} must be a day, YYYY-MM-DD")))
 }
 
 /// Records a billing report generated for an install; every generation
@@ -152,28 +176,24 @@ fn date(check: &mut Check, name: &str, value: &Option<String>) -> Option<NaiveDa
     params(("install_id" = String, Path, description = "the install")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/onprem/installs", { "customer_id": "race", "cluster_name": "race", "k8s_distribution": "vanilla", "installed_version": "1.0.0" }]], "body": { "period_start": "2026-01-01", "period_end": "2026-01-31", "artifact_local_path": "/var/race/report.json" } }))),
     responses((status = 201, description = "the report", body = Data<Report>)))]
-async fn report(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Lenient(body): Lenient<NewReport>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let start = date(&mut check, "period_start", &body.period_start);
-    let end = date(&mut check, "period_end", &body.period_end);
-    if let (Some(s), Some(e)) = (start, end)
-        && e < s
-    {
-        check.fail("period_end must be on or after period_start");
-    }
-    let path = required_bounded(&mut check, "artifact_local_path", &body.artifact_local_path, 1024);
-    check.finish()?;
+async fn report(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<NewReport>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let target = install(&mut *tx, &id).await?;
+    let body = body.checked()?;
+    let (start, end) = (date("period_start", &body.period_start)?, date("period_end", &body.period_end)?);
+    if end < start {
+        return Err(ApiError::invalid("period_end must be on or after period_start"));
+    }
+    let path = body.artifact_local_path.trim();
     let made: Report = sqlx::query_as(
         "INSERT INTO onprem_billing_report (report_id, install_id, period_start, period_end, artifact_local_path, generated_by, generated_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING report_id, install_id, period_start, period_end, artifact_local_path, generated_at",
     )
     .bind(db::new_id())
     .bind(&target.install_id)
-    .bind(start.expect("checked").to_string())
-    .bind(end.expect("checked").to_string())
-    .bind(&path)
+    .bind(start.to_string())
+    .bind(end.to_string())
+    .bind(path)
     .bind(&*who)
     .bind(db::now())
     .fetch_one(&mut *tx)
@@ -203,38 +223,23 @@ struct Application {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewOnpremBundleApplication)]
 struct NewApplication {
-    /// At most 64 characters.
-    #[schema(required = true)]
-    bundle_version: Option<String>,
+    #[schema(max_length = 64)]
+    bundle_version: String,
     /// A JSON boolean; `false` is accepted.
-    #[schema(required = true, value_type = bool)]
-    signature_verified: Option<Value>,
-    /// At most 1000 `{ sdk, filename }` objects (each 1–200 characters).
-    #[schema(value_type = Option<Vec<Object>>)]
-    migrations_applied: Option<Value>,
+    signature_verified: bool,
+    /// The migrations the bundle applied (default none).
+    #[schema(max_items = 1000)]
+    migrations_applied: Option<Vec<Migration>>,
 }
 
-fn migrations(check: &mut Check, value: Option<&Value>) -> Value {
-    let items = match value {
-        None | Some(Value::Null) => return json!([]),
-        Some(Value::Array(items)) if items.len() <= 1000 => items,
-        Some(_) => {
-            check.fail("migrations_applied must be an array of at most 1000 { sdk, filename } objects");
-            return json!([]);
-        }
-    };
-    let text = |item: &Value, field: &str| item[field].as_str().map(str::trim).filter(|s| !s.is_empty() && s.chars().count() <= 200).map(str::to_string);
-    let mut out = Vec::with_capacity(items.len());
-    for item in items {
-        match (text(item, "sdk"), text(item, "filename")) {
-            (Some(sdk), Some(filename)) if item.as_object().is_some_and(|o| o.len() == 2) => out.push(json!({ "sdk": sdk, "filename": filename })),
-            _ => {
-                check.fail("migrations_applied entries must be objects with exactly sdk and filename, each 1 to 200 characters");
-                return json!([]);
-            }
-        }
-    }
-    Value::Array(out)
+/// A migration a bundle applied; an object with these two fields only.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = OnpremMigration)]
+struct Migration {
+    #[schema(max_length = 200)]
+    sdk: String,
+    #[schema(max_length = 200)]
+    filename: String,
 }
 
 /// Records a bundle an install applied.
@@ -242,24 +247,15 @@ fn migrations(check: &mut Check, value: Option<&Value>) -> Value {
     params(("install_id" = String, Path, description = "the install")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/onprem/installs", { "customer_id": "race", "cluster_name": "race", "k8s_distribution": "vanilla", "installed_version": "1.0.0" }]], "body": { "bundle_version": "1.1.0", "signature_verified": true } }))),
     responses((status = 201, description = "the application", body = Data<Application>)))]
-async fn bundle(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, Lenient(body): Lenient<NewApplication>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let version = required_bounded(&mut check, "bundle_version", &body.bundle_version, 64);
-    let verified = match body.signature_verified {
-        None | Some(Value::Null) => {
-            check.fail("signature_verified is required");
-            false
-        }
-        Some(Value::Bool(b)) => b,
-        Some(_) => {
-            check.fail("signature_verified must be a boolean");
-            false
-        }
-    };
-    let applied = migrations(&mut check, body.migrations_applied.as_ref());
-    check.finish()?;
+async fn bundle(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<NewApplication>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let target = install(&mut *tx, &id).await?;
+    let body = body.checked()?;
+    let version = body.bundle_version.trim();
+    let verified = body.signature_verified;
+    let applied: Vec<Value> =
+        body.migrations_applied.unwrap_or_default().iter().map(|m| json!({ "sdk": m.sdk.trim(), "filename": m.filename.trim() })).collect();
+    let applied = Value::Array(applied);
     let now = db::now();
     let made: Application = sqlx::query_as(
         "INSERT INTO onprem_bundle (application_id, install_id, bundle_version, signature_verified, migrations_applied, applied_by, applied_at) \
@@ -267,7 +263,7 @@ async fn bundle(State(state): State<AppState>, Operator(who): Operator, Path(id)
     )
     .bind(db::new_id())
     .bind(&target.install_id)
-    .bind(&version)
+    .bind(version)
     .bind(i64::from(verified))
     .bind(applied.to_string())
     .bind(&*who)
@@ -277,7 +273,7 @@ async fn bundle(State(state): State<AppState>, Operator(who): Operator, Path(id)
     if verified {
         sqlx::query("UPDATE onprem_install SET installed_version = $2, updated_at = $3 WHERE install_id = $1")
             .bind(&target.install_id)
-            .bind(&version)
+            .bind(version)
             .bind(&now)
             .execute(&mut *tx)
             .await?;

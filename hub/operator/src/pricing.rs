@@ -27,13 +27,14 @@ struct Done {
     success: bool,
 }
 
-/// `operator_id`: required, at most 200 characters.
-fn operator_id(check: &mut Check, value: &Option<String>) -> String {
-    let id = check.required("operator_id", value);
-    if id.chars().count() > 200 {
-        check.fail("operator_id must be at most 200 characters");
+/// The catalog of a path, found (404 'catalog not found' before its body
+/// is looked at).
+async fn catalog_exists(state: &AppState, catalog_id: &str) -> ApiResult<()> {
+    if crate::fields::exists(state, "SELECT 1 FROM billing_catalog WHERE catalog_id = $1", catalog_id).await? {
+        Ok(())
+    } else {
+        Err(ApiError::Missing("catalog not found"))
     }
-    id
 }
 
 /// Every catalog version of every status, by catalog_id then version
@@ -48,36 +49,27 @@ async fn list_catalogs(State(state): State<AppState>, _: Operator) -> ApiResult<
 #[schema(as = AdminNewPricingCatalog)]
 struct NewCatalog {
     /// 1–128 letters, digits or `. _ -`.
-    #[schema(required = true)]
-    catalog_id: Option<String>,
-    /// A positive integer; (catalog_id, version) is unique.
-    #[schema(required = true, value_type = i64)]
-    version: Option<Value>,
-    /// ISO 4217 (default `USD`).
+    #[schema(max_length = 128)]
+    catalog_id: String,
+    /// (catalog_id, version) is unique.
+    #[schema(minimum = 1, maximum = 2_147_483_647)]
+    version: i64,
+    /// ISO 4217: three capital letters (default `USD`).
+    #[schema(max_length = 3)]
     currency: Option<String>,
     /// Who creates it (kept as `created_by`).
-    #[schema(required = true)]
-    operator_id: Option<String>,
+    #[schema(max_length = 200)]
+    operator_id: String,
 }
 
 /// Creates a catalog version, `draft`; a taken (catalog_id, version) is 409.
 #[utoipa::path(post, path = "/admin/meter/pricing-catalogs", tag = "admin-meter", request_body = NewCatalog,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "events": 0, "body": { "catalog_id": "r-{unique}", "version": 1, "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the created version", body = Data<billing::Catalog>)))]
-async fn create_catalog(State(state): State<AppState>, _: Operator, Lenient(body): Lenient<NewCatalog>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let catalog_id = check.required("catalog_id", &body.catalog_id);
-    let version = match body.version.as_ref() {
-        None | Some(Value::Null) => {
-            check.fail("version is required");
-            None
-        }
-        v => check.optional_int("version", v, 1, i64::from(i32::MAX)),
-    };
-    let operator = operator_id(&mut check, &body.operator_id);
-    let currency = check.optional_bounded("currency", &body.currency, 3);
-    check.finish()?;
-    let catalog = billing::create_catalog(&state.db, &catalog_id, version.unwrap_or_default(), currency.as_deref(), &operator).await?;
+async fn create_catalog(State(state): State<AppState>, _: Operator, body: Body<NewCatalog>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let currency = Check::optional(&body.currency);
+    let catalog = billing::create_catalog(&state.db, body.catalog_id.trim(), body.version, currency.as_deref(), body.operator_id.trim()).await?;
     Ok(ok(catalog))
 }
 
@@ -105,8 +97,8 @@ struct PutRate {
     #[serde(flatten)]
     rate: billing::NewRate,
     /// Who sets it (kept as `updated_by`).
-    #[schema(required = true)]
-    operator_id: Option<String>,
+    #[schema(max_length = 200)]
+    operator_id: String,
 }
 
 /// Sets (inserts or replaces) the rate of a sku in the catalog's latest
@@ -115,27 +107,35 @@ struct PutRate {
     params(("catalog_id" = String, Path, description = "the catalog"), ("sku" = String, Path, description = "the sku")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["POST", "/admin/meter/pricing-catalogs", { "catalog_id": "r-{unique}", "version": 1, "operator_id": "ops-race" }]], "params": { "sku": "race.calls" }, "body": { "unit": "call", "mode": "flat_per_call", "price": 5, "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the rate", body = Data<billing::Rate>)))]
-async fn put_rate(
-    State(state): State<AppState>,
-    _: Operator,
-    Path((catalog_id, sku)): Path<(String, String)>,
-    Lenient(body): Lenient<PutRate>,
-) -> ApiResult<Response> {
-    let operator = Check::optional(&body.operator_id).unwrap_or_default();
-    if operator.chars().count() > 200 {
-        return Err(ApiError::invalid("operator_id must be at most 200 characters"));
-    }
-    Ok(ok(billing::put_rate(&state.db, &catalog_id, &sku, &body.rate, &operator).await?))
+async fn put_rate(State(state): State<AppState>, _: Operator, Path((catalog_id, sku)): Path<(String, String)>, body: Body<PutRate>) -> ApiResult<Response> {
+    catalog_exists(&state, &catalog_id).await?;
+    let body = body.checked()?;
+    Ok(ok(billing::put_rate(&state.db, &catalog_id, &sku, &body.rate, body.operator_id.trim()).await?))
 }
 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = AdminPricingCatalogStatus)]
 struct NewStatus {
-    /// `draft`, `active` or `retired`, from any state.
-    #[schema(required = true)]
-    status: Option<String>,
-    #[schema(required = true)]
-    operator_id: Option<String>,
+    /// From any status.
+    status: CatalogStatus,
+    #[schema(max_length = 200)]
+    operator_id: String,
+}
+
+/// The status of a pricing catalog version.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = AdminPricingCatalogState)]
+enum CatalogStatus {
+    Draft,
+    Active,
+    Retired,
+}
+
+impl CatalogStatus {
+    fn as_str(self) -> &'static str {
+        billing::STATUSES[self as usize]
+    }
 }
 
 /// Sets the status of the catalog's latest version: 200 bare `{ success:
@@ -145,19 +145,12 @@ struct NewStatus {
     params(("catalog_id" = String, Path, description = "the catalog")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/meter/pricing-catalogs", { "catalog_id": "r-{unique}", "version": 1, "operator_id": "ops-race" }]], "body": { "status": "active", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "set", body = Done)))]
-async fn set_status(
-    State(state): State<AppState>,
-    Operator(who): Operator,
-    Path(catalog_id): Path<String>,
-    Lenient(body): Lenient<NewStatus>,
-) -> ApiResult<Response> {
-    let status = Check::optional(&body.status).unwrap_or_default();
-    let operator = Check::optional(&body.operator_id).unwrap_or_default();
-    if operator.chars().count() > 200 {
-        return Err(ApiError::invalid("operator_id must be at most 200 characters"));
-    }
+async fn set_status(State(state): State<AppState>, Operator(who): Operator, Path(catalog_id): Path<String>, body: Body<NewStatus>) -> ApiResult<Response> {
+    catalog_exists(&state, &catalog_id).await?;
+    let body = body.checked()?;
+    let (status, operator) = (body.status.as_str(), body.operator_id.trim());
     let mut tx = state.db.begin().await?;
-    let catalog = billing::set_catalog_status_in(&mut tx, &catalog_id, &status, &operator).await?;
+    let catalog = billing::set_catalog_status_in(&mut tx, &catalog_id, status, operator).await?;
     if status == "active" {
         let payload = json!({ "catalog_id": catalog.catalog_id, "version": catalog.version, "operator_id": operator });
         ops_tokens::record(&mut tx, &who, events::BILLING_CATALOG_ACTIVATED, payload).await?;
@@ -169,19 +162,18 @@ async fn set_status(
 #[derive(Deserialize, ToSchema)]
 #[schema(as = AdminHardcapOverride)]
 struct NewOverride {
-    #[schema(required = true, format = "uuid")]
-    tenant_id: Option<String>,
-    #[schema(required = true)]
-    sku: Option<String>,
-    /// RFC 3339, in the future: the tenant's cap on the sku does not apply
-    /// until then.
-    #[schema(required = true)]
-    until: Option<String>,
-    #[schema(required = true)]
-    operator_id: Option<String>,
-    /// At most 2000 characters.
-    #[schema(required = true)]
-    reason: Option<String>,
+    /// An existing tenant.
+    #[schema(format = "uuid")]
+    tenant_id: String,
+    sku: String,
+    /// In the future: the tenant's cap on the sku does not apply until
+    /// then.
+    #[schema(format = DateTime)]
+    until: String,
+    #[schema(max_length = 200)]
+    operator_id: String,
+    #[schema(max_length = 2000)]
+    reason: String,
 }
 
 /// Lifts a tenant's hard cap on a sku until `until` (metering admits the
@@ -192,35 +184,18 @@ struct NewOverride {
     params(("x-trace-id" = Option<String>, Header, description = "threaded through to the override")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "body": { "tenant_id": "{tenant.tenant_id}", "sku": "race.calls", "until": "2099-01-01T00:00:00Z", "operator_id": "ops-race", "reason": "race" } }))),
     responses((status = 200, description = "the override", body = Data<meter::Override>)))]
-async fn override_hardcap(
-    State(state): State<AppState>,
-    Operator(who): Operator,
-    headers: HeaderMap,
-    Lenient(body): Lenient<NewOverride>,
-) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let tenant_id = check.required_uuid("tenant_id", &body.tenant_id).map(|u| u.to_string());
-    let sku = check.required("sku", &body.sku);
-    let until = check.required("until", &body.until);
-    let operator = operator_id(&mut check, &body.operator_id);
-    let reason = check.required("reason", &body.reason);
-    if reason.chars().count() > 2000 {
-        check.fail("reason must be at most 2000 characters");
-    }
-    if !until.is_empty() {
-        match db::parse_time(&until) {
-            Some(t) if t > chrono::Utc::now() => {}
-            Some(_) => check.fail("until must be in the future"),
-            None => check.fail("until must be an RFC 3339 timestamp"),
-        }
+async fn override_hardcap(State(state): State<AppState>, Operator(who): Operator, headers: HeaderMap, body: Body<NewOverride>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let tenant_id = crate::fields::uuid(&body.tenant_id);
+    let (sku, until, operator, reason) = (body.sku.trim(), body.until.trim(), body.operator_id.trim(), body.reason.trim());
+    if crate::fields::time("until", until)? <= chrono::Utc::now() {
+        return Err(ApiError::invalid("until must be in the future"));
     }
     let trace_id =
         headers.get("x-trace-id").and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty()).map(|v| v.chars().take(200).collect::<String>());
-    check.finish()?;
-    let tenant_id = tenant_id.unwrap_or_default();
     if hub_identity::tenancy::find(&state.db.read, &tenant_id).await?.is_none() {
         return Err(ApiError::invalid("tenant_id must name an existing tenant"));
     }
-    let o = meter::NewOverride { tenant_id: &tenant_id, sku: &sku, until: &until, operator_id: &operator, reason: &reason, trace_id: trace_id.as_deref() };
+    let o = meter::NewOverride { tenant_id: &tenant_id, sku, until, operator_id: operator, reason, trace_id: trace_id.as_deref() };
     Ok(ok(meter::override_hardcap(&state.db, &who, o).await?))
 }

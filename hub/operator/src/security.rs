@@ -14,14 +14,17 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewAdminOpsToken)]
 struct NewToken {
-    /// 1–200 characters (trimmed); labels need not be unique.
-    #[schema(required = true)]
-    label: Option<String>,
+    /// Trimmed; labels need not be unique.
+    #[schema(max_length = 200)]
+    label: String,
     /// Seconds until it expires (1 to ten years); null or absent: never.
-    ttl_seconds: Option<Value>,
-    /// Why it is minted (at most 500 characters).
+    #[schema(minimum = 1, maximum = 315_360_000)]
+    ttl_seconds: Option<i64>,
+    /// Why it is minted.
+    #[schema(max_length = 500)]
     reason: Option<String>,
-    /// Who asked for it (at most 200 characters).
+    /// Who asked for it.
+    #[schema(max_length = 200)]
     created_by: Option<String>,
 }
 
@@ -39,18 +42,13 @@ struct Minted {
 #[utoipa::path(post, path = "/admin/security/ops-tokens", tag = "admin-security", request_body = NewToken,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "label": "race" } }))),
     responses((status = 201, description = "the token, its plaintext shown once", body = Data<Minted>)))]
-async fn mint(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<NewToken>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let label = check.required("label", &body.label);
-    if label.chars().count() > 200 {
-        check.fail("label must be at most 200 characters");
-    }
-    // RULINGS 1: 0 or a negative TTL would mint an expired token.
-    let ttl = check.optional_int("ttl_seconds", body.ttl_seconds.as_ref(), 1, 10 * 365 * 24 * 3600);
-    let reason = check.optional_bounded("reason", &body.reason, 500);
-    let created_by = check.optional_bounded("created_by", &body.created_by, 200);
-    check.finish()?;
-    let (token, plaintext) = ops_tokens::mint(&state, &who, &label, ttl, reason, created_by).await?;
+async fn mint(State(state): State<AppState>, Operator(who): Operator, body: Body<NewToken>) -> ApiResult<Response> {
+    // RULINGS 1: 0 or a negative TTL would mint an expired token (the
+    // schema's minimum).
+    let body = body.checked()?;
+    let label = body.label.trim();
+    let (reason, created_by) = (Check::optional(&body.reason), Check::optional(&body.created_by));
+    let (token, plaintext) = ops_tokens::mint(&state, &who, label, body.ttl_seconds, reason, created_by).await?;
     Ok(created(Minted { id: token.id, label: token.label, token: plaintext, expires_at: token.expires_at }))
 }
 

@@ -18,8 +18,6 @@ use aws_lc_rs::signature::{ED25519, UnparsedPublicKey};
 use hub_kernel::gate::{Operator, ops_tokens};
 use hub_kernel::prelude::*;
 
-use crate::fields::{required_bounded, required_one_of, required_time};
-
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_regions, put_region))
@@ -29,9 +27,55 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(leak))
 }
 
-const REGIMES: [&str; 5] = ["fedramp-high", "il5", "pipl", "eu-sovereign", "uae-trd"];
-const LEAK_KINDS: [&str; 3] = ["egress-attempt", "cross-region-route", "policy-violation"];
-const SEVERITIES: [&str; 3] = ["info", "warn", "critical"];
+/// The regulatory regime a sovereign region runs under.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+#[schema(as = SovereignRegime)]
+enum Regime {
+    FedrampHigh,
+    Il5,
+    Pipl,
+    EuSovereign,
+    UaeTrd,
+}
+
+impl Regime {
+    fn as_str(self) -> &'static str {
+        ["fedramp-high", "il5", "pipl", "eu-sovereign", "uae-trd"][self as usize]
+    }
+}
+
+/// What a leak alert reports.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+#[schema(as = SovereignLeakKind)]
+enum LeakKind {
+    EgressAttempt,
+    CrossRegionRoute,
+    PolicyViolation,
+}
+
+impl LeakKind {
+    fn as_str(self) -> &'static str {
+        ["egress-attempt", "cross-region-route", "policy-violation"][self as usize]
+    }
+}
+
+/// How bad a leak alert is.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = SovereignLeakSeverity)]
+enum Severity {
+    Info,
+    Warn,
+    Critical,
+}
+
+impl Severity {
+    fn as_str(self) -> &'static str {
+        ["info", "warn", "critical"][self as usize]
+    }
+}
 
 /// The message a bundle release's signature covers.
 pub fn bundle_message(bundle_artifact_ref: &str, version: &str) -> String {
@@ -82,20 +126,15 @@ async fn list_regions(State(state): State<AppState>, _: Operator) -> ApiResult<R
 #[schema(as = SovereignRegionInput)]
 struct RegionInput {
     /// 1–64 of `a-z 0-9 -`.
-    #[schema(required = true)]
-    region_id: Option<String>,
-    /// `fedramp-high`, `il5`, `pipl`, `eu-sovereign` or `uae-trd`.
-    #[schema(required = true)]
-    regime: Option<String>,
-    /// At most 200 characters.
-    #[schema(required = true)]
-    operator_partner: Option<String>,
-    /// At most 200 characters.
-    #[schema(required = true)]
-    kms_provider: Option<String>,
-    /// At most 200 characters.
-    #[schema(required = true)]
-    operator_id: Option<String>,
+    #[schema(max_length = 64)]
+    region_id: String,
+    regime: Regime,
+    #[schema(max_length = 200)]
+    operator_partner: String,
+    #[schema(max_length = 200)]
+    kms_provider: String,
+    #[schema(max_length = 200)]
+    operator_id: String,
     /// Default false; omitted on a re-post, it keeps its value.
     terminal_federation: Option<bool>,
 }
@@ -104,18 +143,14 @@ struct RegionInput {
 #[utoipa::path(post, path = "/admin/sovereign/regions", tag = "admin-sovereign", request_body = RegionInput,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "region_id": "r-{unique}", "regime": "il5", "operator_partner": "race", "kms_provider": "race", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the region", body = Data<Region>)))]
-async fn put_region(State(state): State<AppState>, Operator(who): Operator, Lenient(body): Lenient<RegionInput>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let id = check.required("region_id", &body.region_id);
-    let well_formed = id.len() <= 64 && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    if !id.is_empty() && !well_formed {
-        check.fail("region_id must be 1 to 64 of a-z, 0-9 or '-'");
+async fn put_region(State(state): State<AppState>, Operator(who): Operator, body: Body<RegionInput>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let id = body.region_id.trim();
+    if !id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+        return Err(ApiError::invalid("region_id must be 1 to 64 of a-z, 0-9 or '-'"));
     }
-    let regime = required_one_of(&mut check, "regime", &body.regime, &REGIMES);
-    let partner = required_bounded(&mut check, "operator_partner", &body.operator_partner, 200);
-    let kms = required_bounded(&mut check, "kms_provider", &body.kms_provider, 200);
-    let operator_id = required_bounded(&mut check, "operator_id", &body.operator_id, 200);
-    check.finish()?;
+    let regime = body.regime.as_str();
+    let (partner, kms, operator_id) = (body.operator_partner.trim(), body.kms_provider.trim(), body.operator_id.trim());
     let terminal = body.terminal_federation.map(i64::from);
     let now = db::now();
     let mut tx = state.db.begin().await?;
@@ -125,17 +160,17 @@ async fn put_region(State(state): State<AppState>, Operator(who): Operator, Leni
          operator_partner = excluded.operator_partner, kms_provider = excluded.kms_provider, \
          terminal_federation = COALESCE($8, sovereign_region.terminal_federation), operator_id = excluded.operator_id, updated_at = excluded.updated_at",
     )
-    .bind(&id)
-    .bind(&regime)
-    .bind(&partner)
-    .bind(&kms)
+    .bind(id)
+    .bind(regime)
+    .bind(partner)
+    .bind(kms)
     .bind(terminal)
-    .bind(&operator_id)
+    .bind(operator_id)
     .bind(&now)
     .bind(terminal)
     .execute(&mut *tx)
     .await?;
-    let saved = region(&mut *tx, &id).await?;
+    let saved = region(&mut *tx, id).await?;
     let payload = json!({ "region_id": id, "regime": regime, "terminal_federation": saved.terminal_federation, "operator_id": operator_id });
     ops_tokens::record(&mut tx, &who, events::SOVEREIGN_REGION_REGISTERED, payload).await?;
     tx.commit().await?;
@@ -159,20 +194,16 @@ struct Attestation {
 #[schema(as = NewSovereignAttestation)]
 struct NewAttestation {
     /// The region's regime.
-    #[schema(required = true)]
-    regime: Option<String>,
-    /// At most 200 characters.
-    #[schema(required = true)]
-    auditor_id: Option<String>,
-    /// RFC 3339.
-    #[schema(required = true)]
-    issued_at: Option<String>,
-    /// RFC 3339, after `issued_at`.
-    #[schema(required = true)]
-    expires_at: Option<String>,
-    /// At most 1000 characters.
-    #[schema(required = true)]
-    artifact_ref: Option<String>,
+    regime: Regime,
+    #[schema(max_length = 200)]
+    auditor_id: String,
+    #[schema(format = DateTime)]
+    issued_at: String,
+    /// After `issued_at`.
+    #[schema(format = DateTime)]
+    expires_at: String,
+    #[schema(max_length = 1000)]
+    artifact_ref: String,
 }
 
 /// Records an attestation of a region; the region is `attested` until
@@ -181,27 +212,17 @@ struct NewAttestation {
     params(("region_id" = String, Path, description = "the region")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/sovereign/regions", { "region_id": "r-{unique}", "regime": "il5", "operator_partner": "race", "kms_provider": "race", "operator_id": "ops-race" }]], "body": { "regime": "il5", "auditor_id": "race", "issued_at": "2026-01-01T00:00:00Z", "expires_at": "2030-01-01T00:00:00Z", "artifact_ref": "race" } }))),
     responses((status = 201, description = "the attestation", body = Data<Attestation>)))]
-async fn attest(
-    State(state): State<AppState>,
-    Operator(who): Operator,
-    Path(region_id): Path<String>,
-    Lenient(body): Lenient<NewAttestation>,
-) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let regime = required_one_of(&mut check, "regime", &body.regime, &REGIMES);
-    let auditor = required_bounded(&mut check, "auditor_id", &body.auditor_id, 200);
-    let issued = required_time(&mut check, "issued_at", &body.issued_at);
-    let expires = required_time(&mut check, "expires_at", &body.expires_at);
-    if let (Some(i), Some(e)) = (issued, expires)
-        && e <= i
-    {
-        check.fail("expires_at must be after issued_at");
-    }
-    let artifact = required_bounded(&mut check, "artifact_ref", &body.artifact_ref, 1000);
-    check.finish()?;
-    let (issued, expires) = (db::format_time(issued.expect("checked")), db::format_time(expires.expect("checked")));
+async fn attest(State(state): State<AppState>, Operator(who): Operator, Path(region_id): Path<String>, body: Body<NewAttestation>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let target = region(&mut *tx, &region_id).await?;
+    let body = body.checked()?;
+    let regime = body.regime.as_str();
+    let (auditor, artifact) = (body.auditor_id.trim(), body.artifact_ref.trim());
+    let (issued, expires) = (crate::fields::time("issued_at", &body.issued_at)?, crate::fields::time("expires_at", &body.expires_at)?);
+    if expires <= issued {
+        return Err(ApiError::invalid("expires_at must be after issued_at"));
+    }
+    let (issued, expires) = (db::format_time(issued), db::format_time(expires));
     if target.regime != regime {
         return Err(ApiError::invalid(format!("regime must be the region's ({})", target.regime)));
     }
@@ -213,11 +234,11 @@ async fn attest(
     )
     .bind(db::new_id())
     .bind(&region_id)
-    .bind(&regime)
-    .bind(&auditor)
+    .bind(regime)
+    .bind(auditor)
     .bind(&issued)
     .bind(&expires)
-    .bind(&artifact)
+    .bind(artifact)
     .bind(&*who)
     .bind(&now)
     .fetch_one(&mut *tx)
@@ -257,15 +278,13 @@ const RELEASE_COLUMNS: &str = "release_id, region_id, version, bundle_artifact_r
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewSovereignBundleRelease)]
 struct NewRelease {
-    /// At most 64 characters; one release per version and region.
-    #[schema(required = true)]
-    version: Option<String>,
-    /// At most 1000 characters.
-    #[schema(required = true)]
-    bundle_artifact_ref: Option<String>,
+    /// One release per version and region.
+    #[schema(max_length = 64)]
+    version: String,
+    #[schema(max_length = 1000)]
+    bundle_artifact_ref: String,
     /// The Ed25519 signature of the release message: 128 hex characters.
-    #[schema(required = true)]
-    signature_hex: Option<String>,
+    signature_hex: String,
 }
 
 /// Releases a signed bundle to a region, once its signature verifies
@@ -274,35 +293,22 @@ struct NewRelease {
     params(("region_id" = String, Path, description = "the region")),
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a release carries an Ed25519 signature by the operator release key, which the race hub is not configured with (HUB_SOVEREIGN_BUNDLE_PUBLIC_KEY): every release answers 503" }))),
     responses((status = 201, description = "the release", body = Data<Release>)))]
-async fn release(
-    State(state): State<AppState>,
-    Operator(who): Operator,
-    Path(region_id): Path<String>,
-    Lenient(body): Lenient<NewRelease>,
-) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let version = required_bounded(&mut check, "version", &body.version, 64);
-    let artifact = required_bounded(&mut check, "bundle_artifact_ref", &body.bundle_artifact_ref, 1000);
-    let signature_hex = check.required("signature_hex", &body.signature_hex);
-    let signature = match hex::decode(&signature_hex) {
+async fn release(State(state): State<AppState>, Operator(who): Operator, Path(region_id): Path<String>, body: Body<NewRelease>) -> ApiResult<Response> {
+    let mut tx = state.db.begin().await?;
+    region(&mut *tx, &region_id).await?;
+    let body = body.checked()?;
+    let (version, artifact) = (body.version.trim(), body.bundle_artifact_ref.trim());
+    let signature = match hex::decode(body.signature_hex.trim()) {
         Ok(bytes) if bytes.len() == 64 => bytes,
-        _ => {
-            if !signature_hex.is_empty() {
-                check.fail("signature_hex must be 128 hexadecimal characters (an Ed25519 signature)");
-            }
-            Vec::new()
-        }
+        _ => return Err(ApiError::invalid("signature_hex must be 128 hexadecimal characters (an Ed25519 signature)")),
     };
-    check.finish()?;
     let key = state
         .config
         .sovereign_bundle_public_key
         .as_deref()
         .and_then(|k| hex::decode(k).ok())
         .ok_or(ApiError::Unavailable("no sovereign bundle release key is configured (HUB_SOVEREIGN_BUNDLE_PUBLIC_KEY)"))?;
-    let mut tx = state.db.begin().await?;
-    region(&mut *tx, &region_id).await?;
-    if UnparsedPublicKey::new(&ED25519, &key).verify(bundle_message(&artifact, &version).as_bytes(), &signature).is_err() {
+    if UnparsedPublicKey::new(&ED25519, &key).verify(bundle_message(artifact, version).as_bytes(), &signature).is_err() {
         return Err(ApiError::invalid("signature_hex does not verify: it must be the release key's Ed25519 signature of the bundle_artifact_ref and version"));
     }
     let sql = format!(
@@ -312,8 +318,8 @@ async fn release(
     let made: Option<Release> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&region_id)
-        .bind(&version)
-        .bind(&artifact)
+        .bind(version)
+        .bind(artifact)
         .bind(hex::encode(&signature))
         .bind(&*who)
         .bind(db::now())
@@ -368,13 +374,10 @@ struct Leak {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewSovereignLeakAlert)]
 struct NewLeak {
-    /// `egress-attempt`, `cross-region-route` or `policy-violation`.
-    #[schema(required = true)]
-    kind: Option<String>,
-    /// `info`, `warn` or `critical`.
-    #[schema(required = true)]
-    severity: Option<String>,
-    /// At most 200 characters; null for none.
+    kind: LeakKind,
+    severity: Severity,
+    /// Null for none.
+    #[schema(max_length = 200)]
     incident_ref: Option<String>,
 }
 
@@ -383,22 +386,20 @@ struct NewLeak {
     params(("region_id" = String, Path, description = "the region")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/sovereign/regions", { "region_id": "r-{unique}", "regime": "il5", "operator_partner": "race", "kms_provider": "race", "operator_id": "ops-race" }]], "body": { "kind": "egress-attempt", "severity": "warn" } }))),
     responses((status = 201, description = "the alert", body = Data<Leak>)))]
-async fn leak(State(state): State<AppState>, Operator(who): Operator, Path(region_id): Path<String>, Lenient(body): Lenient<NewLeak>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let kind = required_one_of(&mut check, "kind", &body.kind, &LEAK_KINDS);
-    let severity = required_one_of(&mut check, "severity", &body.severity, &SEVERITIES);
-    let incident = check.optional_bounded("incident_ref", &body.incident_ref, 200);
-    check.finish()?;
+async fn leak(State(state): State<AppState>, Operator(who): Operator, Path(region_id): Path<String>, body: Body<NewLeak>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     region(&mut *tx, &region_id).await?;
+    let body = body.checked()?;
+    let (kind, severity) = (body.kind.as_str(), body.severity.as_str());
+    let incident = Check::optional(&body.incident_ref);
     let made: Leak = sqlx::query_as(
         "INSERT INTO sovereign_leak (alert_id, region_id, kind, severity, incident_ref, reported_by, reported_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
          RETURNING alert_id, region_id, kind, severity, incident_ref, reported_at",
     )
     .bind(db::new_id())
     .bind(&region_id)
-    .bind(&kind)
-    .bind(&severity)
+    .bind(kind)
+    .bind(severity)
     .bind(&incident)
     .bind(&*who)
     .bind(db::now())

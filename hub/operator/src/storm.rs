@@ -33,8 +33,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 const KINDS: [&str; 3] = ["hail", "wind", "tornado"];
-/// The longest window asked for: thirty days.
-const MAX_LOOKBACK_HOURS: i64 = 30 * 24;
 /// Reports taken from one answer at most.
 const MAX_EVENTS: usize = 10_000;
 const FEED_TIMEOUT: Duration = Duration::from_secs(10);
@@ -159,9 +157,9 @@ fn synthetic(from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<Report> {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = StormIngestRequest)]
 struct IngestRequest {
-    /// Hours back from now, 1 to 720 (default 24).
-    #[schema(value_type = Option<i64>)]
-    lookback_hours: Option<Value>,
+    /// Hours back from now, at most thirty days (default 24).
+    #[schema(minimum = 1, maximum = 720)]
+    lookback_hours: Option<i64>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -187,11 +185,12 @@ async fn ingest_now(State(state): State<AppState>, Operator(who): Operator, raw:
         IngestRequest { lookback_hours: None }
     } else {
         let value = hub_kernel::nesting::parse_json(&raw, "request body")?;
-        hub_kernel::body::parse_body(value)?
+        if value.is_object() {
+            hub_kernel::nul::check_value(&value)?;
+        }
+        hub_kernel::contract::parse(value)?
     };
-    let mut check = Check::new();
-    let lookback = check.optional_int("lookback_hours", body.lookback_hours.as_ref(), 1, MAX_LOOKBACK_HOURS).unwrap_or(24);
-    check.finish()?;
+    let lookback = body.lookback_hours.unwrap_or(24);
     let to = Utc::now();
     let from = to - TimeDelta::hours(lookback);
 

@@ -14,9 +14,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = AdminTenantSuspend)]
 struct Suspend {
-    /// Why (1–500 characters).
-    #[schema(required = true)]
-    reason: Option<String>,
+    /// Why.
+    #[schema(max_length = 500)]
+    reason: String,
 }
 
 /// Suspends a tenant: its credentials answer 423 until it is resumed.
@@ -24,20 +24,13 @@ struct Suspend {
     params(("tenant_id" = String, Path, description = "the tenant")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "params": { "tenant_id": "{tenant.tenant_id}" }, "body": { "reason": "race" } }))),
     responses((status = 200, description = "the tenant, suspended", body = Data<Suspension>)))]
-async fn suspend(
-    State(state): State<AppState>,
-    Operator(who): Operator,
-    Path(tenant_id): Path<String>,
-    Lenient(body): Lenient<Suspend>,
-) -> ApiResult<Response> {
+async fn suspend(State(state): State<AppState>, Operator(who): Operator, Path(tenant_id): Path<String>, body: Body<Suspend>) -> ApiResult<Response> {
     let tenant_id = path_id(&tenant_id)?.to_string();
-    let mut check = Check::new();
-    let reason = check.required("reason", &body.reason);
-    if reason.chars().count() > 500 {
-        check.fail("reason must be at most 500 characters");
+    if hub_identity::tenancy::find(state.db.writer(), &tenant_id).await?.is_none() {
+        return Err(ApiError::NotFound);
     }
-    check.finish()?;
-    Ok(ok(tenant_lifecycle::suspend(&state, &tenant_id, &who, &reason).await?))
+    let body = body.checked()?;
+    Ok(ok(tenant_lifecycle::suspend(&state, &tenant_id, &who, body.reason.trim()).await?))
 }
 
 /// Resumes a suspended tenant.

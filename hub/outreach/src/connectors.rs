@@ -13,7 +13,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(report, list_items)).routes(routes!(list_deadletters)).routes(routes!(replay))
 }
 
-const OUTCOMES: [&str; 2] = ["succeeded", "failed"];
 const DIRECTIONS: [&str; 2] = ["inbound", "outbound"];
 const ITEM_STATUSES: [&str; 3] = ["synced", "dead_lettered", "pending"];
 const DEADLETTER_STATUSES: [&str; 3] = ["dead_lettered", "replayed", "resolved"];
@@ -70,25 +69,43 @@ fn valid_kind(s: &str) -> bool {
 #[derive(Deserialize, ToSchema)]
 struct NewSyncItem {
     /// The connector: 1 to 64 of `a-z 0-9 . _ -` (`hubspot`, `google-calendar`, ...).
-    #[schema(required = true)]
-    connector_kind: Option<String>,
-    /// The item's id in the other system (at most 256 characters): one item per (connector_kind, external_id).
-    #[schema(required = true)]
-    external_id: Option<String>,
-    /// `succeeded` or `failed`.
-    #[schema(required = true)]
-    outcome: Option<String>,
-    /// Why it failed (at most 2000 characters); required with `failed`.
+    #[schema(max_length = 64)]
+    connector_kind: String,
+    /// The item's id in the other system: one item per (connector_kind, external_id).
+    #[schema(max_length = 256)]
+    external_id: String,
+    outcome: Outcome,
+    /// Why it failed; required with `failed`.
+    #[schema(max_length = 2000)]
     error: Option<String>,
-    /// `inbound` (default) or `outbound`.
-    direction: Option<String>,
-    /// What was synced (a JSON object of at most 64 KiB).
-    #[schema(value_type = Option<Object>)]
-    payload: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    /// `inbound` when absent.
+    direction: Option<Direction>,
+    /// What was synced (at most 64 KiB of JSON); `{}` when absent.
+    payload: Option<serde_json::Map<String, Value>>,
+}
+
+/// How syncing an item went.
+#[derive(Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ConnectorSyncOutcome)]
+enum Outcome {
+    Succeeded,
+    Failed,
+}
+
+/// Which way an item was synced.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ConnectorSyncDirection)]
+enum Direction {
+    Inbound,
+    Outbound,
+}
+
+impl Direction {
+    fn as_str(self) -> &'static str {
+        DIRECTIONS[self as usize]
+    }
 }
 
 /// The item as recorded, with the dead letter a failure opened or kept open.
@@ -107,30 +124,25 @@ struct SyncReport {
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 9, "body": { "connector_kind": "race", "external_id": "e-{unique}", "outcome": "failed", "error": "timeout" } }))),
     responses((status = 201, description = "the item, first reported", body = Data<SyncReport>),
               (status = 200, description = "the item, reported again", body = Data<SyncReport>)))]
-async fn report(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSyncItem>) -> ApiResult<Response> {
+async fn report(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSyncItem>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let kind = check.required("connector_kind", &body.connector_kind);
-    if !kind.is_empty() && !valid_kind(&kind) {
+    let kind = body.connector_kind.trim().to_string();
+    if !valid_kind(&kind) {
         check.fail("connector_kind must be 1 to 64 of a-z, 0-9, '.', '_' or '-'");
     }
-    let external = check.required("external_id", &body.external_id);
-    if external.chars().count() > 256 {
-        check.fail("external_id must be at most 256 characters");
-    }
-    let outcome = check.required("outcome", &body.outcome);
-    check.one_of("outcome", &outcome, &OUTCOMES);
-    let error = check.optional_bounded("error", &body.error, 2000);
-    if outcome == "failed" && error.is_none() {
+    let external = body.external_id.trim().to_string();
+    let error = Check::optional(&body.error);
+    let failed = body.outcome == Outcome::Failed;
+    if failed && error.is_none() {
         check.fail("error is required when the outcome is failed");
     }
-    let direction = Check::optional(&body.direction).unwrap_or_else(|| "inbound".to_string());
-    check.one_of("direction", &direction, &DIRECTIONS);
-    let payload = check.optional_object("payload", body.payload.as_ref()).to_string();
+    let direction = body.direction.unwrap_or(Direction::Inbound).as_str();
+    let payload = Value::Object(body.payload.unwrap_or_default()).to_string();
     if payload.len() > MAX_PAYLOAD {
         check.fail(format!("payload must be at most {MAX_PAYLOAD} bytes of JSON"));
     }
     check.finish()?;
-    let failed = outcome == "failed";
     let status = if failed { "dead_lettered" } else { "synced" };
     let error = if failed { error } else { None };
     let now = db::now();
@@ -155,7 +167,7 @@ async fn report(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
             .bind(&ctx.tenant_id)
             .bind(&kind)
             .bind(&external)
-            .bind(&direction)
+            .bind(direction)
             .bind(&payload)
             .bind(status)
             .bind(&error)
@@ -164,7 +176,7 @@ async fn report(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
             .bind(&ctx.tenant_id)
             .bind(&kind)
             .bind(&external)
-            .bind(&direction)
+            .bind(direction)
             .bind(&payload)
             .bind(status)
             .bind(&error)
@@ -297,7 +309,8 @@ struct ConnectorReplayRequest {
     tenant_id: Option<String>,
     /// With `tenant_id`: only this connector's.
     connector_kind: Option<String>,
-    /// At most 128 characters: a repeat with the same key answers the first replay's result and replays nothing.
+    /// A repeat with the same key answers the first replay's result and replays nothing.
+    #[schema(max_length = 128)]
     idempotency_key: Option<String>,
 }
 
@@ -318,19 +331,21 @@ struct ConnectorReplay {
 /// back to `pending`.
 #[utoipa::path(post, path = "/api/connectors/deadletters/replay", tag = "sdk-connectors", request_body = ConnectorReplayRequest,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/api/connectors/sync-items", { "connector_kind": "race", "external_id": "e-{unique}", "outcome": "failed", "error": "timeout" }]], "body": { "deadletter_id": "{deadletter_id}" } }))),
-    responses((status = 200, description = "what was replayed", body = Data<ConnectorReplay>)))]
-async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<ConnectorReplayRequest>) -> ApiResult<Response> {
+    responses((status = 200, description = "what was replayed", body = Data<ConnectorReplay>),
+        (status = 404, description = "NotFound: no dead letter of this tenant with that id", body = ErrorBody)))]
+async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<ConnectorReplayRequest>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
     let one = check.optional_uuid("deadletter_id", &body.deadletter_id).map(|u| u.to_string());
     let tenant = Check::optional(&body.tenant_id);
     let kind = Check::optional(&body.connector_kind);
-    if Check::optional(&body.deadletter_id).is_none() && tenant.is_none() {
+    if one.is_none() && tenant.is_none() {
         check.fail("deadletter_id or tenant_id is required");
     }
-    if Check::optional(&body.deadletter_id).is_some() && kind.is_some() {
+    if one.is_some() && kind.is_some() {
         check.fail("connector_kind goes with tenant_id, not with deadletter_id");
     }
-    let key = check.optional_bounded("idempotency_key", &body.idempotency_key, 128);
+    let key = Check::optional(&body.idempotency_key);
     check.finish()?;
     let request = json!({ "deadletter_id": one, "connector_kind": kind }).to_string();
     let mut tx = state.db.begin().await?;

@@ -6,10 +6,12 @@
 //! decision is the strictest of its rules': `deny` over `review` over
 //! `allow`.
 
+use std::collections::{HashMap, HashSet};
+
 use chrono::{DateTime, Utc};
 use hub_kernel::prelude::*;
 
-use crate::sequence::CHANNELS;
+use crate::sequence::{CHANNELS, Channel};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(compose_check)).routes(routes!(suppress, list_suppressions)).routes(routes!(set_quiet_hours, get_quiet_hours))
@@ -47,35 +49,26 @@ const SUPPRESSION_COLUMNS: &str = "suppression_id, channel, address, reason, cre
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewConversationSuppression)]
 struct NewSuppression {
-    #[schema(required = true)]
-    channel: Option<String>,
-    /// The address never to write to on that channel (at most 320).
-    #[schema(required = true)]
-    address: Option<String>,
-    /// Why (at most 500 characters): a bounce, a complaint, a request.
+    channel: Channel,
+    /// The address never to write to on that channel.
+    #[schema(max_length = 320)]
+    address: String,
+    /// Why: a bounce, a complaint, a request.
+    #[schema(max_length = 500)]
     reason: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// Adds an address of a channel to the tenant's suppression list.
 #[utoipa::path(post, path = "/api/conversations/suppressions", tag = "sdk-conversation", request_body = NewSuppression,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "channel": "email", "address": "s-{unique}@races.example.com", "reason": "race" } }))),
     responses((status = 201, description = "the suppression", body = Data<Suppression>)))]
-async fn suppress(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSuppression>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let channel = check.required("channel", &body.channel);
-    check.one_of("channel", &channel, &CHANNELS);
-    let address = normal_address(&channel, &check.required("address", &body.address));
-    if address.chars().count() > 320 {
-        check.fail("address must be at most 320 characters");
-    }
-    let reason = check.optional_bounded("reason", &body.reason, 500);
-    check.finish()?;
+async fn suppress(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSuppression>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let channel = body.channel.as_str();
+    let address = normal_address(channel, &body.address);
+    let reason = Check::optional(&body.reason);
     let mut tx = state.db.begin().await?;
-    let made = add_suppression(&mut tx, &ctx.tenant_id, &channel, &address, reason.as_deref(), audit::actor_of(&ctx).1).await?;
+    let made = add_suppression(&mut tx, &ctx.tenant_id, channel, &address, reason.as_deref(), audit::actor_of(&ctx).1).await?;
     let made = made.ok_or_else(|| ApiError::Conflict(format!("the address is suppressed on {channel} already")))?;
     // The address is personal data: the event names the row, not the address.
     audit::record(&mut tx, &ctx, events::ADDRESS_SUPPRESSED, json!({ "suppression_id": made.suppression_id, "channel": channel })).await?;
@@ -164,43 +157,43 @@ fn minutes(hhmm: &str) -> Option<u32> {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = ConversationQuietHoursSetting)]
 struct QuietHoursSetting {
-    #[schema(required = true)]
-    timezone: Option<String>,
-    #[schema(required = true)]
-    starts: Option<String>,
-    #[schema(required = true)]
-    ends: Option<String>,
-    /// Default: `sms`, `whatsapp`, `push`, `voice`.
-    channels: Option<Vec<String>>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    /// An IANA time zone (`Europe/Amsterdam`).
+    timezone: String,
+    /// `HH:MM`, local time: quiet from here...
+    starts: String,
+    /// ...until here (past midnight when earlier than `starts`); not
+    /// `starts`.
+    ends: String,
+    /// The channels they cover; `sms`, `whatsapp`, `push`, `voice` when
+    /// absent.
+    #[schema(min_items = 1)]
+    channels: Option<Vec<Channel>>,
 }
 
 /// Sets (replaces) the tenant's quiet hours.
 #[utoipa::path(put, path = "/api/conversations/quiet-hours", tag = "sdk-conversation", request_body = QuietHoursSetting,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "timezone": "Europe/Amsterdam", "starts": "22:00", "ends": "07:00", "channels": ["voice"] } }))),
     responses((status = 200, description = "the quiet hours", body = Data<QuietHours>)))]
-async fn set_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<QuietHoursSetting>) -> ApiResult<Response> {
+async fn set_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<QuietHoursSetting>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let timezone = check.required("timezone", &body.timezone);
-    if !timezone.is_empty() && jiff::tz::TimeZone::get(&timezone).is_err() {
+    let timezone = body.timezone.trim().to_string();
+    if jiff::tz::TimeZone::get(&timezone).is_err() {
         check.fail("timezone must be an IANA time zone (Europe/Amsterdam, ...)");
     }
-    let (starts, ends) = (check.required("starts", &body.starts), check.required("ends", &body.ends));
+    let (starts, ends) = (body.starts.trim().to_string(), body.ends.trim().to_string());
     for (name, v) in [("starts", &starts), ("ends", &ends)] {
-        if !v.is_empty() && minutes(v).is_none() {
+        if minutes(v).is_none() {
             check.fail(format!("{name} must be a time HH:MM"));
         }
     }
-    if !starts.is_empty() && starts == ends {
+    if starts == ends {
         check.fail("ends must differ from starts");
     }
-    let channels = body.channels.clone().unwrap_or_else(|| INTERRUPTING.map(str::to_string).to_vec());
-    if channels.is_empty() || channels.iter().any(|c| !CHANNELS.contains(&c.as_str())) {
-        check.fail(format!("channels must be a non-empty list of: {}", CHANNELS.join(", ")));
-    }
+    let channels: Vec<&str> = match &body.channels {
+        Some(given) => given.iter().map(|c| c.as_str()).collect(),
+        None => INTERRUPTING.to_vec(),
+    };
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let sql = format!(
@@ -239,23 +232,18 @@ async fn get_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant) -> 
 #[schema(as = ConversationComposeCheck)]
 struct ComposeCheck {
     /// The consent subject written to (as sdk-consent records it).
-    #[schema(required = true)]
-    subject: Option<String>,
+    subject: String,
     /// The purpose of the tenant's consent catalogue the message serves.
-    #[schema(required = true)]
-    purpose_id: Option<String>,
-    /// 1 to 5 distinct channels, answered in this order.
-    #[schema(required = true)]
-    channels: Option<Vec<String>>,
-    /// The subject's address on each channel, for the suppression list.
-    #[schema(value_type = Object)]
-    addresses: Option<Value>,
-    /// When the message would go out (RFC 3339); now when absent.
+    purpose_id: String,
+    /// Distinct channels, answered in this order.
+    #[schema(min_items = 1, max_items = 5)]
+    channels: Vec<Channel>,
+    /// The subject's address on each channel, for the suppression list:
+    /// keys are channels (`email`, `sms`, `whatsapp`, `push`, `voice`).
+    addresses: Option<HashMap<String, String>>,
+    /// When the message would go out; now when absent.
+    #[schema(format = DateTime)]
     send_at: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -281,26 +269,21 @@ struct ComposeDecision {
 #[utoipa::path(post, path = "/api/conversations/compose-check", tag = "sdk-conversation", request_body = ComposeCheck,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["POST", "/api/consent/purposes", { "purpose_id": "p-{unique}", "description": "race", "legal_basis": "contract" }]], "body": { "subject": "s-{unique}", "purpose_id": "p-{unique}", "channels": ["email", "sms"], "addresses": { "email": "s-{unique}@races.example.com" } } }))),
     responses((status = 200, description = "a decision per channel, with its reasons", body = Data<ComposeDecision>)))]
-async fn compose_check(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<ComposeCheck>) -> ApiResult<Response> {
+async fn compose_check(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<ComposeCheck>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let subject = check.required("subject", &body.subject);
-    let purpose = check.required("purpose_id", &body.purpose_id);
-    let channels = body.channels.clone().unwrap_or_default();
-    let mut seen = std::collections::HashSet::new();
-    if !(1..=CHANNELS.len()).contains(&channels.len()) || channels.iter().any(|c| !CHANNELS.contains(&c.as_str()) || !seen.insert(c.as_str())) {
-        check.fail(format!("channels must be 1 to {} distinct of: {}", CHANNELS.len(), CHANNELS.join(", ")));
+    let subject = body.subject.trim().to_string();
+    let purpose = body.purpose_id.trim().to_string();
+    let channels: Vec<String> = body.channels.iter().map(|c| c.as_str().to_string()).collect();
+    let mut seen = HashSet::new();
+    if !body.channels.iter().all(|c| seen.insert(*c)) {
+        check.fail("channels must be distinct");
     }
-    let addresses = check.optional_object("addresses", body.addresses.as_ref());
-    if addresses.as_object().is_some_and(|m| m.iter().any(|(k, v)| !CHANNELS.contains(&k.as_str()) || !v.is_string())) {
-        check.fail("addresses must map channels to address strings");
+    let addresses = body.addresses.unwrap_or_default();
+    if addresses.keys().any(|k| !CHANNELS.contains(&k.as_str())) {
+        check.fail(format!("addresses must map channels to address strings: its keys are among {}", CHANNELS.join(", ")));
     }
-    let send_at = match Check::optional(&body.send_at) {
-        None => Utc::now(),
-        Some(raw) => db::parse_time(&raw).unwrap_or_else(|| {
-            check.fail("send_at must be an RFC 3339 timestamp");
-            Utc::now()
-        }),
-    };
+    let send_at = Check::optional(&body.send_at).and_then(|raw| db::parse_time(&raw)).unwrap_or_else(Utc::now);
     check.finish()?;
     let standing = hub_governance::consent::standing(&state.db.read, &ctx.tenant_id, &subject, &purpose)
         .await?
@@ -318,7 +301,7 @@ async fn compose_check(State(state): State<AppState>, Tenant(ctx): Tenant, Lenie
     let mut decisions = Vec::new();
     for channel in &channels {
         let mut rules = vec![consent.clone()];
-        rules.push(match addresses.get(channel).and_then(Value::as_str) {
+        rules.push(match addresses.get(channel) {
             None => ("review", format!("no {channel} address given: the suppression list was not consulted")),
             Some(a) => {
                 let address = normal_address(channel, a);

@@ -39,38 +39,52 @@ const COLUMNS: &str = "handoff_id, deal_id, from_persona_id, to_persona_id, note
 
 #[derive(Deserialize, ToSchema)]
 struct NewHandoff {
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
     /// The deal handed over (its id in the tenant's CRM).
-    #[schema(required = true, format = "uuid")]
-    deal_id: Option<String>,
+    #[schema(format = "uuid")]
+    deal_id: String,
     /// A persona of the tenant: who hands the deal over.
-    #[schema(required = true, format = "uuid")]
-    from_persona_id: Option<String>,
+    #[schema(format = "uuid")]
+    from_persona_id: String,
     /// Another persona of the tenant: who takes it.
-    #[schema(required = true, format = "uuid")]
-    to_persona_id: Option<String>,
-    /// At most 4000 characters.
+    #[schema(format = "uuid")]
+    to_persona_id: String,
+    #[schema(max_length = 4000)]
     notes: Option<String>,
+}
+
+/// A UUID the body's schema has checked, in its canonical form.
+fn uuid_of(checked: &str) -> ApiResult<String> {
+    path_id(checked.trim()).map(|u| u.to_string())
+}
+
+/// Where a handoff is in its life.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = HandoffStatus)]
+enum Status {
+    Pending,
+    Accepted,
+    Declined,
+    Completed,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        STATUSES[self as usize]
+    }
 }
 
 /// Hands a deal over; the handoff is `pending`.
 #[utoipa::path(post, path = "/api/handoffs", tag = "sdk-handoff", request_body = NewHandoff,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/personas", { "kind": "human" }]], "body": { "deal_id": "{unique}", "from_persona_id": "{owner_persona_id}", "to_persona_id": "{persona_id}" } }))),
     responses((status = 201, description = "the handoff, pending", body = Data<Handoff>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewHandoff>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let deal = check.required_uuid("deal_id", &body.deal_id).map(|u| u.to_string());
-    let from = check.required_uuid("from_persona_id", &body.from_persona_id).map(|u| u.to_string());
-    let to = check.required_uuid("to_persona_id", &body.to_persona_id).map(|u| u.to_string());
-    if from.is_some() && from == to {
-        check.fail("to_persona_id must differ from from_persona_id");
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewHandoff>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let (deal, from, to) = (uuid_of(&body.deal_id)?, uuid_of(&body.from_persona_id)?, uuid_of(&body.to_persona_id)?);
+    if from == to {
+        return Err(ApiError::invalid("to_persona_id must differ from from_persona_id"));
     }
-    let notes = check.optional_bounded("notes", &body.notes, 4000);
-    check.finish()?;
-    let (deal, from, to) = (deal.unwrap_or_default(), from.unwrap_or_default(), to.unwrap_or_default());
+    let notes = Check::optional(&body.notes);
     let mut tx = state.db.begin().await?;
     let mut check = Check::new();
     for (field, persona) in [("from_persona_id", &from), ("to_persona_id", &to)] {
@@ -105,15 +119,11 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
 #[schema(as = HandoffStatusChange)]
 struct StatusChange {
     /// `accepted` or `declined` (from `pending`), `completed` (from
-    /// `accepted`).
-    #[schema(required = true)]
-    status: Option<String>,
-    /// Why (at most 2000 characters).
+    /// `accepted`); 409 otherwise.
+    status: Status,
+    /// Why.
+    #[schema(max_length = 2000)]
     reason: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// A handoff as its status changes lock it.
@@ -124,28 +134,26 @@ const HANDOFF: Stateful = Stateful { noun: "handoff", table: "handoff_handoff", 
     params(("handoff_id" = String, Path, description = "the handoff")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/personas", { "kind": "human" }], ["POST", "/api/handoffs", { "deal_id": "{unique}", "from_persona_id": "{owner_persona_id}", "to_persona_id": "{persona_id}" }]], "body": { "status": "accepted" } }))),
     responses((status = 200, description = "the handoff in its new status", body = Data<Handoff>)))]
-async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<StatusChange>) -> ApiResult<Response> {
+async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<StatusChange>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     // The handoff's row is locked until the change is committed: changes
     // of one handoff check its status one after another, so the state
     // machine below reads what the previous change committed.
     let current: String = HANDOFF.lock(&mut tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
-    let mut check = Check::new();
-    let status = check.required("status", &body.status);
-    check.one_of("status", &status, &STATUSES);
-    let reason = check.optional_bounded("reason", &body.reason, 2000);
-    check.finish()?;
-    if !next(&current).contains(&status.as_str()) {
+    let body = body.checked()?;
+    let status = body.status.as_str();
+    let reason = Check::optional(&body.reason);
+    if !next(&current).contains(&status) {
         return Err(ApiError::Conflict(format!("a {current} handoff cannot become {status}")));
     }
     let sql = format!("UPDATE handoff_handoff SET status = $3, status_reason = $4, updated_at = $5 WHERE handoff_id = $1 AND status = $2 RETURNING {COLUMNS}");
     let handoff: Handoff =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(&current).bind(&status).bind(&reason).bind(db::now()).fetch_one(&mut *tx).await?;
-    let event = match status.as_str() {
-        "accepted" => events::HANDOFF_ACCEPTED,
-        "declined" => events::HANDOFF_DECLINED,
-        _ => events::HANDOFF_COMPLETED,
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(&current).bind(status).bind(&reason).bind(db::now()).fetch_one(&mut *tx).await?;
+    let event = match body.status {
+        Status::Accepted => events::HANDOFF_ACCEPTED,
+        Status::Declined => events::HANDOFF_DECLINED,
+        Status::Pending | Status::Completed => events::HANDOFF_COMPLETED,
     };
     audit::record(&mut tx, &ctx, event, json!({ "handoff_id": id, "deal_id": handoff.deal_id, "from": current, "to": status })).await?;
     tx.commit().await?;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use hub_kernel::{inbound::InboundHandler, prelude::*};
 
-use crate::sequence::CHANNELS;
+use crate::sequence::Channel;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(send)).routes(routes!(list_receipts))
@@ -85,58 +85,50 @@ const COLUMNS: &str = "notification_id, channel, recipient, provider, provider_m
 
 #[derive(Deserialize, ToSchema)]
 struct NewNotification {
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
-    /// `email`, `sms`, `whatsapp`, `push` or `voice`.
-    #[schema(required = true)]
-    channel: Option<String>,
-    /// The address on that channel (at most 320).
-    #[schema(required = true)]
-    recipient: Option<String>,
-    /// At most 300 characters.
+    channel: Channel,
+    /// The address on that channel.
+    #[schema(max_length = 320)]
+    recipient: String,
+    #[schema(max_length = 300)]
     subject: Option<String>,
-    /// At most 20000 characters; handed to the provider, not kept.
-    #[schema(required = true)]
-    body: Option<String>,
-    /// `log` (the default).
-    provider: Option<String>,
+    /// Handed to the provider, not kept.
+    #[schema(max_length = 20000)]
+    body: String,
+    /// `log` when absent.
+    provider: Option<ProviderName>,
+}
+
+/// The providers a notification may name.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = NotificationProviderName)]
+enum ProviderName {
+    Log,
+}
+
+impl ProviderName {
+    fn as_str(self) -> &'static str {
+        match self {
+            ProviderName::Log => "log",
+        }
+    }
 }
 
 /// Sends a notification through a provider and keeps it, `sent` or `failed`.
 #[utoipa::path(post, path = "/api/notifications", tag = "sdk-notification", request_body = NewNotification,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "channel": "email", "recipient": "n-{unique}@races.example.com", "subject": "race", "body": "hello" } }))),
     responses((status = 201, description = "the notification, sent or failed", body = Data<Notification>)))]
-async fn send(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewNotification>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let channel = check.required("channel", &body.channel);
-    check.one_of("channel", &channel, &CHANNELS);
-    let recipient = check.required("recipient", &body.recipient);
+async fn send(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewNotification>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let channel = body.channel.as_str();
+    let recipient = body.recipient.trim();
     let subject = Check::optional(&body.subject);
-    let content = check.required("body", &body.body);
-    for (field, value, most) in [("recipient", Some(&recipient), 320), ("subject", subject.as_ref(), 300), ("body", Some(&content), 20000)] {
-        if value.is_some_and(|v| v.chars().count() > most) {
-            check.fail(format!("{field} must be at most {most} characters"));
-        }
-    }
-    let name = Check::optional(&body.provider).unwrap_or_else(|| "log".into());
-    let known = providers();
-    let provider = known.iter().find(|p| p.name() == name).cloned();
-    if provider.is_none() {
-        check.fail(format!("provider must be one of: {}", known.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")));
-    }
-    check.finish()?;
+    let content = body.body.trim();
+    let name = body.provider.unwrap_or(ProviderName::Log).as_str();
+    let provider = providers().into_iter().find(|p| p.name() == name).ok_or_else(|| ApiError::invalid(format!("provider {name} is not configured")))?;
     let notification_id = db::new_id();
-    let message = Outgoing {
-        notification_id: &notification_id,
-        tenant_id: &ctx.tenant_id,
-        channel: &channel,
-        recipient: &recipient,
-        subject: subject.as_deref(),
-        body: &content,
-    };
-    let sent = provider.expect("checked").send(&message).await;
+    let message = Outgoing { notification_id: &notification_id, tenant_id: &ctx.tenant_id, channel, recipient, subject: subject.as_deref(), body: content };
+    let sent = provider.send(&message).await;
     let (status, message_id, error) = match sent {
         Ok(id) => ("sent", Some(id), None),
         Err(e) => ("failed", None, Some(e.chars().take(500).collect::<String>())),
@@ -149,9 +141,9 @@ async fn send(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body):
     let made: Notification = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&notification_id)
         .bind(&ctx.tenant_id)
-        .bind(&channel)
-        .bind(&recipient)
-        .bind(&name)
+        .bind(channel)
+        .bind(recipient)
+        .bind(name)
         .bind(&message_id)
         .bind(status)
         .bind(&error)

@@ -44,52 +44,63 @@ fn valid_slug(s: &str) -> bool {
 
 #[derive(Deserialize, ToSchema)]
 struct NewOffer {
-    /// The caller's tenant.
-    #[schema(required = true, format = "uuid")]
-    tenant_id: Option<String>,
-    /// At most 200 characters.
-    #[schema(required = true)]
-    name: Option<String>,
+    /// The caller's tenant (checked against the caller by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: String,
+    #[schema(max_length = 200)]
+    name: String,
     /// 1 to 128 of `a-z 0-9 . _ -`, unique in the tenant.
-    #[schema(required = true)]
-    slug: Option<String>,
-    /// At most 4000 characters.
+    #[schema(max_length = 128)]
+    slug: String,
+    #[schema(max_length = 4000)]
     description: Option<String>,
-    /// An integer from 0 to 10^15, in the currency's minor units.
-    #[schema(value_type = Option<i64>)]
-    price_minor: Option<Value>,
+    /// In the currency's minor units; required with `currency`.
+    #[schema(minimum = 0, maximum = 1_000_000_000_000_000_i64)]
+    price_minor: Option<i64>,
     /// ISO 4217 (`EUR`, `USD`, ...); required with `price_minor`.
     currency: Option<String>,
-    /// `draft` or `active` (default).
-    status: Option<String>,
+    /// `active` when absent.
+    status: Option<NewStatus>,
+}
+
+/// The status an offer is created in.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = OfferNewStatus)]
+enum NewStatus {
+    Draft,
+    Active,
+}
+
+impl NewStatus {
+    fn as_str(self) -> &'static str {
+        STATUSES[self as usize]
+    }
 }
 
 /// Creates an offer.
 #[utoipa::path(post, path = "/api/offers", tag = "sdk-offer-catalog", request_body = NewOffer,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "tenant_id": "{tenant_id}", "name": "race", "slug": "r-{unique}", "price_minor": 1000, "currency": "EUR" } }))),
     responses((status = 201, description = "the offer", body = Data<Offer>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewOffer>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewOffer>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    check.required("tenant_id", &body.tenant_id);
-    let name = check.required("name", &body.name);
-    if name.chars().count() > 200 {
-        check.fail("name must be at most 200 characters");
-    }
-    let slug = check.required("slug", &body.slug);
-    if !slug.is_empty() && !valid_slug(&slug) {
+    let name = body.name.trim();
+    let slug = body.slug.trim();
+    if !valid_slug(slug) {
         check.fail("slug must be 1 to 128 of a-z, 0-9, '.', '_' or '-'");
     }
-    let description = check.optional_bounded("description", &body.description, 4000);
-    let price = check.optional_int("price_minor", body.price_minor.as_ref(), 0, 1_000_000_000_000_000);
+    let description = Check::optional(&body.description);
+    let price = body.price_minor;
     let currency = Check::optional(&body.currency);
-    match (&currency, body.price_minor.as_ref().is_some_and(|p| !p.is_null())) {
+    match (&currency, price.is_some()) {
         (Some(c), _) if !CURRENCIES.split_whitespace().any(|k| k == c) => check.fail("currency must be an ISO 4217 code (EUR, USD, ...)"),
         (None, true) => check.fail("currency is required with price_minor"),
         (Some(_), false) => check.fail("price_minor is required with currency"),
         _ => {}
     }
-    let status = Check::optional(&body.status).unwrap_or_else(|| "active".to_string());
-    check.one_of("status", &status, &STATUSES);
+    let status = body.status.unwrap_or(NewStatus::Active).as_str();
     check.finish()?;
     let now = db::now();
     let mut tx = state.db.begin().await?;
@@ -100,12 +111,12 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
     let made: Option<Offer> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&slug)
-        .bind(&name)
+        .bind(slug)
+        .bind(name)
         .bind(&description)
         .bind(price)
         .bind(&currency)
-        .bind(&status)
+        .bind(status)
         .bind(audit::actor_of(&ctx).1)
         .bind(&now)
         .fetch_optional(&mut *tx)

@@ -60,49 +60,57 @@ fn aad(connection_id: &str) -> Vec<u8> {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewSchedulingConnection)]
 struct NewConnection {
-    /// At most 200 characters.
-    #[schema(required = true)]
-    name: Option<String>,
-    /// `caldav` (the default and only provider).
-    provider: Option<String>,
-    /// The CalDAV calendar collection (`http` or `https`, at most 2000 characters, no user information:
+    #[schema(max_length = 200)]
+    name: String,
+    /// `caldav` when absent (the only provider).
+    provider: Option<Provider>,
+    /// The CalDAV calendar collection (`http` or `https`, no user information:
     /// the credential is `username`/`password` or `token`; a trailing `/` is added).
-    #[schema(required = true)]
-    collection_url: Option<String>,
+    #[schema(max_length = 2000)]
+    collection_url: String,
     /// With `password`: HTTP Basic authentication.
+    #[schema(max_length = 256)]
     username: Option<String>,
+    #[schema(max_length = 1024)]
     password: Option<String>,
     /// Instead: a bearer token.
+    #[schema(max_length = 4096)]
     token: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+}
+
+/// The calendar protocols a connection speaks.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = SchedulingProvider)]
+enum Provider {
+    Caldav,
+}
+
+impl Provider {
+    fn as_str(self) -> &'static str {
+        match self {
+            Provider::Caldav => "caldav",
+        }
+    }
 }
 
 /// Connects a calendar (its credential sealed at rest, never shown again).
 #[utoipa::path(post, path = "/api/scheduling/connections", tag = "sdk-scheduling", request_body = NewConnection,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race", "collection_url": "https://calendar.races.example.com/race/", "token": "t" } }))),
     responses((status = 201, description = "the connection", body = Data<Connection>)))]
-async fn create_connection(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewConnection>) -> ApiResult<Response> {
+async fn create_connection(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewConnection>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let name = check.required("name", &body.name);
-    if name.chars().count() > 200 {
-        check.fail("name must be at most 200 characters");
-    }
-    let provider = Check::optional(&body.provider).unwrap_or_else(|| "caldav".to_string());
-    check.one_of("provider", &provider, &["caldav"]);
-    let raw = check.required("collection_url", &body.collection_url);
+    let name = body.name.trim();
+    let provider = body.provider.unwrap_or(Provider::Caldav).as_str();
     let mut url = String::new();
-    if !raw.is_empty() {
-        match target::check_url(&state.config, &raw) {
-            Ok(u) => url = if u.as_str().ends_with('/') { u.to_string() } else { format!("{u}/") },
-            Err(e) => check.fail(e.replacen("url", "collection_url", 1)),
-        }
+    match target::check_url(&state.config, body.collection_url.trim()) {
+        Ok(u) => url = if u.as_str().ends_with('/') { u.to_string() } else { format!("{u}/") },
+        Err(e) => check.fail(e.replacen("url", "collection_url", 1)),
     }
-    let username = check.optional_bounded("username", &body.username, 256);
-    let password = check.optional_bounded("password", &body.password, 1024);
-    let token = check.optional_bounded("token", &body.token, 4096);
+    let username = Check::optional(&body.username);
+    let password = Check::optional(&body.password);
+    let token = Check::optional(&body.token);
     let scheme = match (&username, &password, &token) {
         (None, None, None) => "none",
         (Some(_), Some(_), None) => "basic",
@@ -126,8 +134,8 @@ async fn create_connection(State(state): State<AppState>, Tenant(ctx): Tenant, L
     let connection: Connection = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&id)
         .bind(&ctx.tenant_id)
-        .bind(&name)
-        .bind(&provider)
+        .bind(name)
+        .bind(provider)
         .bind(&url)
         .bind(scheme)
         .bind(sealed)
@@ -172,60 +180,49 @@ struct Appointment {
 const APPOINTMENT_COLUMNS: &str =
     "appointment_id, title, description, location, starts_at, ends_at, status, contact_id, revision, created_by, created_at, updated_at";
 
-/// Checks a start and end: RFC 3339, the end after the start, at most 31 days apart.
-fn window(check: &mut Check, starts: &Option<String>, ends: &Option<String>) -> (String, String) {
-    let s = check.required("starts_at", starts);
-    let e = check.required("ends_at", ends);
-    let s = if s.is_empty() { None } else { check.optional_expiry("starts_at", starts) };
-    let e = if e.is_empty() { None } else { check.optional_expiry("ends_at", ends) };
-    if let (Some(a), Some(b)) = (s.as_deref().and_then(db::parse_time), e.as_deref().and_then(db::parse_time)) {
-        if b <= a {
-            check.fail("ends_at must be after starts_at");
-        } else if (b - a).num_seconds() > MAX_LENGTH_SECONDS {
-            check.fail("an appointment lasts at most 31 days");
-        }
+/// Checks a start and end the body's schema has checked as RFC 3339: the
+/// end after the start, at most 31 days apart. Both in the stored form.
+fn window(starts: &str, ends: &str) -> ApiResult<(String, String)> {
+    let parse = |name: &str, raw: &str| db::parse_time(raw.trim()).ok_or_else(|| ApiError::invalid(format!("{name} must be an RFC 3339 timestamp")));
+    let (a, b) = (parse("starts_at", starts)?, parse("ends_at", ends)?);
+    if b <= a {
+        return Err(ApiError::invalid("ends_at must be after starts_at"));
+    } else if (b - a).num_seconds() > MAX_LENGTH_SECONDS {
+        return Err(ApiError::invalid("an appointment lasts at most 31 days"));
     }
-    (s.unwrap_or_default(), e.unwrap_or_default())
+    Ok((db::format_time(a), db::format_time(b)))
 }
 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewSchedulingAppointment)]
 struct NewAppointment {
-    /// At most 300 characters.
-    #[schema(required = true)]
-    title: Option<String>,
-    /// RFC 3339.
-    #[schema(required = true)]
-    starts_at: Option<String>,
-    /// RFC 3339, after `starts_at`, at most 31 days later.
-    #[schema(required = true)]
-    ends_at: Option<String>,
-    /// At most 4000 characters.
+    #[schema(max_length = 300)]
+    title: String,
+    #[schema(format = DateTime)]
+    starts_at: String,
+    /// After `starts_at`, at most 31 days later.
+    #[schema(format = DateTime)]
+    ends_at: String,
+    #[schema(max_length = 4000)]
     description: Option<String>,
-    /// At most 500 characters.
+    #[schema(max_length = 500)]
     location: Option<String>,
     /// A contact of the tenant's CRM.
     #[schema(format = "uuid")]
     contact_id: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// Books an appointment.
 #[utoipa::path(post, path = "/api/scheduling/appointments", tag = "sdk-scheduling", request_body = NewAppointment,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "title": "race", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" } }))),
     responses((status = 201, description = "the appointment, booked", body = Data<Appointment>)))]
-async fn book(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewAppointment>) -> ApiResult<Response> {
+async fn book(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAppointment>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let title = body.title.trim();
+    let (starts, ends) = window(&body.starts_at, &body.ends_at)?;
+    let description = Check::optional(&body.description);
+    let location = Check::optional(&body.location);
     let mut check = Check::new();
-    let title = check.required("title", &body.title);
-    if title.chars().count() > 300 {
-        check.fail("title must be at most 300 characters");
-    }
-    let (starts, ends) = window(&mut check, &body.starts_at, &body.ends_at);
-    let description = check.optional_bounded("description", &body.description, 4000);
-    let location = check.optional_bounded("location", &body.location, 500);
     let contact = check.optional_uuid("contact_id", &body.contact_id).map(|u| u.to_string());
     check.finish()?;
     let mut tx = state.db.begin().await?;
@@ -246,7 +243,7 @@ async fn book(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body):
     let appointment: Appointment = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&title)
+        .bind(title)
         .bind(&description)
         .bind(&location)
         .bind(&starts)
@@ -283,10 +280,11 @@ async fn get_appointment(State(state): State<AppState>, Tenant(ctx): Tenant, Pat
 #[derive(Deserialize, ToSchema)]
 #[schema(as = SchedulingReschedule)]
 struct Reschedule {
-    #[schema(required = true)]
-    starts_at: Option<String>,
-    #[schema(required = true)]
-    ends_at: Option<String>,
+    #[schema(format = DateTime)]
+    starts_at: String,
+    /// After `starts_at`, at most 31 days later.
+    #[schema(format = DateTime)]
+    ends_at: String,
 }
 
 /// An appointment as guarded writes name it.
@@ -297,12 +295,11 @@ const APPOINTMENT: Stateful = Stateful { noun: "appointment", table: "scheduling
     params(("appointment_id" = String, Path, description = "the appointment")), request_body = Reschedule,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/scheduling/appointments", { "title": "race", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" }]], "body": { "starts_at": "2027-01-02T09:00:00Z", "ends_at": "2027-01-02T10:00:00Z" } }))),
     responses((status = 200, description = "the appointment", body = Data<Appointment>)))]
-async fn reschedule(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Reschedule>) -> ApiResult<Response> {
+async fn reschedule(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Reschedule>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let current = find(&mut *tx, &ctx.tenant_id, &id).await?;
-    let mut check = Check::new();
-    let (starts, ends) = window(&mut check, &body.starts_at, &body.ends_at);
-    check.finish()?;
+    let body = body.checked()?;
+    let (starts, ends) = window(&body.starts_at, &body.ends_at)?;
     let sql = format!(
         "UPDATE scheduling_appointment SET starts_at = $3, ends_at = $4, revision = revision + 1, updated_at = $5 \
          WHERE tenant_id = $1 AND appointment_id = $2 AND status = 'booked' RETURNING {APPOINTMENT_COLUMNS}"
@@ -348,12 +345,13 @@ async fn cancel(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
 #[derive(Deserialize, ToSchema)]
 #[schema(as = SchedulingPushRequest)]
 struct PushRequest {
-    /// The caller's tenant.
-    #[schema(required = true, format = "uuid")]
-    tenant_id: Option<String>,
+    /// The caller's tenant (checked against the caller by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: String,
     /// A connection of the tenant.
-    #[schema(required = true, format = "uuid")]
-    connection_id: Option<String>,
+    #[schema(format = "uuid")]
+    connection_id: String,
 }
 
 /// What a push did on the connection's calendar.
@@ -394,12 +392,10 @@ struct Target {
     params(("appointment_id" = String, Path, description = "the appointment")), request_body = PushRequest,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/scheduling/connections", { "name": "race", "collection_url": "https://calendar.races.example.com/race/" }], ["POST", "/api/scheduling/appointments", { "title": "race", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" }], ["POST", "/api/scheduling/appointments/{appointment_id}/cancel", null]], "body": { "tenant_id": "{tenant_id}", "connection_id": "{connection_id}" } }))),
     responses((status = 200, description = "what was done on the calendar", body = Data<PushResult>)))]
-async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<PushRequest>) -> ApiResult<Response> {
+async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<PushRequest>) -> ApiResult<Response> {
     let appointment = find(&state.db.read, &ctx.tenant_id, &id).await?;
-    let mut check = Check::new();
-    check.required("tenant_id", &body.tenant_id);
-    let connection = check.required_uuid("connection_id", &body.connection_id).map(|u| u.to_string()).unwrap_or_default();
-    check.finish()?;
+    let body = body.checked()?;
+    let connection = path_id(body.connection_id.trim()).map_err(|_| ApiError::invalid("connection_id must be a UUID"))?.to_string();
     let target: Option<Target> =
         sqlx::query_as("SELECT collection_url, auth_scheme, credential_sealed FROM scheduling_connection WHERE tenant_id = $1 AND connection_id = $2")
             .bind(&ctx.tenant_id)

@@ -14,9 +14,25 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// The channels a template is written for.
 pub const CHANNELS: [&str; 5] = ["email", "sms", "whatsapp", "push", "voice"];
-const MAX_STEPS: usize = 50;
-/// The longest wait before a step: 90 days.
-const MAX_DELAY_SECONDS: i64 = 90 * 24 * 3600;
+
+/// A channel messages go out on (templates, notifications, suppressions,
+/// quiet hours).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = OutreachChannel)]
+pub enum Channel {
+    Email,
+    Sms,
+    Whatsapp,
+    Push,
+    Voice,
+}
+
+impl Channel {
+    pub fn as_str(self) -> &'static str {
+        CHANNELS[self as usize]
+    }
+}
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = SequenceTemplate)]
@@ -36,46 +52,36 @@ const TEMPLATE_COLUMNS: &str = "template_id, name, channel, subject, body, creat
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewSequenceTemplate)]
 struct NewTemplate {
-    /// The caller's tenant.
-    #[schema(required = true, format = "uuid")]
-    tenant_id: Option<String>,
-    /// At most 200 characters, unique in the tenant.
-    #[schema(required = true)]
-    name: Option<String>,
-    /// `email` (default), `sms`, `whatsapp`, `push` or `voice`.
-    channel: Option<String>,
-    /// The subject line of an email (at most 300 characters); no other
-    /// channel has one.
+    /// The caller's tenant (checked against the caller by `Body`).
+    #[schema(format = "uuid")]
+    #[allow(dead_code)]
+    tenant_id: String,
+    /// Unique in the tenant.
+    #[schema(max_length = 200)]
+    name: String,
+    /// `email` when absent.
+    channel: Option<Channel>,
+    /// The subject line of an email; no other channel has one.
+    #[schema(max_length = 300)]
     subject: Option<String>,
-    /// The message (at most 20000 characters).
-    #[schema(required = true)]
-    body: Option<String>,
+    /// The message.
+    #[schema(max_length = 20000)]
+    body: String,
 }
 
 /// Creates a message template.
 #[utoipa::path(post, path = "/api/sequences/templates", tag = "sdk-sequence", request_body = NewTemplate,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "tenant_id": "{tenant_id}", "name": "t-{unique}", "subject": "race", "body": "hello" } }))),
     responses((status = 201, description = "the template", body = Data<Template>)))]
-async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewTemplate>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    check.required("tenant_id", &body.tenant_id);
-    let name = check.required("name", &body.name);
-    if name.chars().count() > 200 {
-        check.fail("name must be at most 200 characters");
-    }
-    let channel = Check::optional(&body.channel).unwrap_or_else(|| "email".to_string());
-    check.one_of("channel", &channel, &CHANNELS);
+async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewTemplate>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let name = body.name.trim();
+    let channel = body.channel.unwrap_or(Channel::Email).as_str();
     let subject = Check::optional(&body.subject);
-    match &subject {
-        Some(_) if channel != "email" && CHANNELS.contains(&channel.as_str()) => check.fail("subject is for the email channel only"),
-        Some(s) if s.chars().count() > 300 => check.fail("subject must be at most 300 characters"),
-        _ => {}
+    if subject.is_some() && channel != "email" {
+        return Err(ApiError::invalid("subject is for the email channel only"));
     }
-    let text = check.required("body", &body.body);
-    if text.chars().count() > 20_000 {
-        check.fail("body must be at most 20000 characters");
-    }
-    check.finish()?;
+    let text = body.body.trim();
     let mut tx = state.db.begin().await?;
     let sql = format!(
         "INSERT INTO sequence_template (template_id, tenant_id, name, channel, subject, body, created_by, created_at) \
@@ -84,10 +90,10 @@ async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, Len
     let made: Option<Template> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&name)
-        .bind(&channel)
+        .bind(name)
+        .bind(channel)
         .bind(&subject)
-        .bind(&text)
+        .bind(text)
         .bind(audit::actor_of(&ctx).1)
         .bind(db::now())
         .fetch_optional(&mut *tx)
@@ -141,48 +147,43 @@ const SEQUENCE_COLUMNS: &str = "sequence_id, name, steps, created_at";
 
 #[derive(Deserialize, ToSchema)]
 struct NewSequence {
-    /// When given, the caller's tenant (checked by `Body`).
+    /// Unique in the tenant.
+    #[schema(max_length = 200)]
+    name: String,
+    /// The steps, in order.
+    #[schema(min_items = 1, max_items = 50)]
+    steps: Vec<NewStep>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = NewSequenceStep)]
+struct NewStep {
+    /// A template of the tenant.
     #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
-    /// At most 200 characters, unique in the tenant.
-    #[schema(required = true)]
-    name: Option<String>,
-    /// 1 to 50 of `{ template_id, delay_seconds? }`: a template of the
-    /// tenant, and the wait before it (0 to 7776000 seconds, default 0).
-    #[schema(required = true, value_type = Vec<Object>)]
-    steps: Option<Value>,
+    template_id: String,
+    /// The wait before the step in seconds (at most 90 days), counted
+    /// from the previous step (from enrolment for the first); 0 when
+    /// absent.
+    #[schema(minimum = 0, maximum = 7776000)]
+    delay_seconds: Option<i64>,
 }
 
 /// Creates a sequence of template steps.
 #[utoipa::path(post, path = "/api/sequences", tag = "sdk-sequence", request_body = NewSequence,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/sequences/templates", { "tenant_id": "{tenant_id}", "name": "t-{unique}", "body": "hello" }]], "body": { "name": "s-{unique}", "steps": [{ "template_id": "{template_id}", "delay_seconds": 60 }] } }))),
     responses((status = 201, description = "the sequence", body = Data<Sequence>)))]
-async fn create_sequence(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSequence>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let name = check.required("name", &body.name);
-    if name.chars().count() > 200 {
-        check.fail("name must be at most 200 characters");
-    }
-    let mut steps = Vec::new();
-    match &body.steps {
-        Some(Value::Array(items)) if (1..=MAX_STEPS).contains(&items.len()) => {
-            for (i, item) in items.iter().enumerate() {
-                let at = format!("steps[{i}]");
-                if !item.is_object() {
-                    check.fail(format!("{at} must be an object"));
-                    continue;
-                }
-                let template = check.required_uuid(&format!("{at}.template_id"), &item.get("template_id").and_then(Value::as_str).map(str::to_string));
-                let delay = check.optional_int(&format!("{at}.delay_seconds"), item.get("delay_seconds"), 0, MAX_DELAY_SECONDS).unwrap_or(0);
-                if let Some(t) = template {
-                    steps.push(json!({ "position": i + 1, "template_id": t.to_string(), "delay_seconds": delay }));
-                }
-            }
-        }
-        _ => check.fail(format!("steps must be an array of 1 to {MAX_STEPS} steps")),
-    }
-    check.finish()?;
+async fn create_sequence(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSequence>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let name = body.name.trim();
+    let steps: Vec<Value> = body
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let template = path_id(s.template_id.trim()).map(|u| u.to_string()).unwrap_or_default();
+            json!({ "position": i + 1, "template_id": template, "delay_seconds": s.delay_seconds.unwrap_or(0) })
+        })
+        .collect();
     let mut tx = state.db.begin().await?;
     let named: HashSet<&str> = steps.iter().filter_map(|s| s["template_id"].as_str()).collect();
     let named: Vec<&str> = named.into_iter().collect();
@@ -208,7 +209,7 @@ async fn create_sequence(State(state): State<AppState>, Tenant(ctx): Tenant, Len
     let made: Option<Sequence> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&name)
+        .bind(name)
         .bind(Value::from(steps.clone()).to_string())
         .bind(audit::actor_of(&ctx).1)
         .bind(db::now())

@@ -26,15 +26,12 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// A robot credential request; every field is optional.
-// What `issue_credential` validates by hand.
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Deserialize, ToSchema)]
 struct NewRobotCredential {
-    /// Uses a minute (HTTP acks, SSE stream opens, QUIC connections): a
-    /// positive integer.
+    /// Uses a minute (HTTP acks, SSE stream opens, QUIC connections).
     #[schema(minimum = 1)]
     rate_limit_rpm: Option<i64>,
-    /// RFC 3339, in the future.
+    /// In the future.
     #[schema(format = DateTime)]
     expires_at: Option<String>,
 }
@@ -81,21 +78,16 @@ const TWIN_COLUMNS: &str = "asset_id, desired_state, desired_at, reported_state,
 
 #[derive(Deserialize, ToSchema)]
 struct NewAsset {
-    /// When given, the caller's tenant.
-    #[schema(format = "uuid")]
-    tenant_id: Option<String>,
     bu_id: Option<String>,
-    #[schema(required = true)]
-    display_name: Option<String>,
+    display_name: String,
     model: Option<String>,
     #[schema(format = "uuid")]
     device_uuid: Option<String>,
-    /// Component ids, or objects carrying `component_id`.
-    #[schema(value_type = Option<Vec<Value>>)]
-    components: Option<Value>,
+    /// Each item a component id (a string) or an object carrying a string
+    /// `component_id`.
+    components: Option<Vec<Value>>,
     /// The twin's initial desired state; `{}` when absent.
-    #[schema(value_type = Option<Object>)]
-    desired_state: Option<Value>,
+    desired_state: Option<serde_json::Map<String, Value>>,
 }
 
 /// `columns` of the caller's tenant's asset with this path id (404
@@ -144,26 +136,18 @@ pub async fn take_position(tx: &mut Tx, tenant_id: &str, asset_id: &str) -> ApiR
 #[utoipa::path(post, path = "/api/assets", tag = "sdk-asset", request_body = NewAsset,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "display_name": "race robot" } }))),
     responses((status = 201, description = "the asset", body = Data<Asset>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewAsset>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAsset>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let display_name = check.required("display_name", &body.display_name);
-    let components = match &body.components {
-        None | Some(Value::Null) => json!([]),
-        Some(Value::Array(items)) => {
-            if items.iter().any(|c| !(c.is_string() || c.get("component_id").is_some_and(Value::is_string))) {
-                check.fail("components must be an array of component ids or of objects with a string component_id");
-            }
-            Value::Array(items.clone())
-        }
-        Some(_) => {
-            check.fail("components must be an array");
-            json!([])
-        }
-    };
-    let desired = check.optional_object("desired_state", body.desired_state.as_ref());
+    let display_name = body.display_name.trim().to_string();
+    let items = body.components.clone().unwrap_or_default();
+    if items.iter().any(|c| !(c.is_string() || c.get("component_id").is_some_and(Value::is_string))) {
+        check.fail("components must be an array of component ids or of objects with a string component_id");
+    }
+    let components = Value::Array(items);
+    let desired = Value::Object(body.desired_state.clone().unwrap_or_default());
     let device_uuid = check.optional_uuid("device_uuid", &body.device_uuid).map(|u| u.to_string());
     check.finish()?;
-    ctx.check_tenant(body.tenant_id.as_deref())?;
     let now = db::now();
     let mut tx = state.db.begin().await?;
     let sql = format!(
@@ -213,8 +197,7 @@ async fn twin(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path
 #[derive(Deserialize, ToSchema)]
 struct NewDesired {
     /// The desired state.
-    #[schema(required = true, value_type = Object)]
-    desired: Option<Value>,
+    desired: serde_json::Map<String, Value>,
 }
 
 /// Replaces the desired state of the asset's twin.
@@ -226,14 +209,10 @@ struct NewDesired {
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/assets", { "display_name": "race robot" }]],
         "body": { "desired": { "speed": 1 } } }))),
     responses((status = 200, description = "the twin", body = Data<Twin>)))]
-async fn set_desired(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<NewDesired>) -> ApiResult<Response> {
-    let desired = match body.desired {
-        Some(v @ Value::Object(_)) => v,
-        None | Some(Value::Null) => return Err(ApiError::invalid("desired is required")),
-        Some(_) => return Err(ApiError::invalid("desired must be an object")),
-    };
-    let id = path_id(&id)?.to_string();
+async fn set_desired(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewDesired>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
+    let id = find(&mut *tx, &ctx.tenant_id, &id).await?.asset_id;
+    let desired = Value::Object(body.checked()?.desired);
     let sql = format!("UPDATE asset_asset SET desired_state = $1, desired_at = $2 WHERE asset_id = $3 AND tenant_id = $4 RETURNING {TWIN_COLUMNS}");
     let twin: Twin = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(desired.to_string())
@@ -516,12 +495,13 @@ struct IssuedRobotCredential {
     request_body = NewRobotCredential,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/assets", { "display_name": "race robot" }]], "body": {} }))),
     responses((status = 201, description = "the credential and its secret", body = Data<IssuedRobotCredential>)))]
-async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let rate_limit_rpm = check.optional_positive_int("rate_limit_rpm", body.get("rate_limit_rpm"));
-    let expires_at = check.optional_future_time("expires_at", body.get("expires_at"));
+async fn issue_credential(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewRobotCredential>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let asset = find(&mut *tx, &ctx.tenant_id, &id).await?;
+    let body = body.checked()?;
+    let mut check = Check::new();
+    let rate_limit_rpm = body.rate_limit_rpm;
+    let expires_at = check.optional_future_time("expires_at", body.expires_at.map(Value::String).as_ref());
     check.finish()?;
     let secret = format!("{CREDENTIAL_PREFIX}{}", crypto::random_base62(32));
     let row: IssuedRobotCredentialRow = sqlx::query_as(

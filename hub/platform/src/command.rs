@@ -26,9 +26,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// A robot's acknowledgement of a command.
-// What `parse_ack` validates by hand (every problem at once).
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Deserialize, ToSchema)]
 struct NewCommandAck {
     /// Whether the robot carried the command out.
     ok: bool,
@@ -58,9 +56,8 @@ pub(crate) enum CommandState {
 
 /// A command's risk class.
 // The values of `RISKS`; a test compares them.
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-#[allow(dead_code)]
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
 enum RiskClass {
     Low,
     Medium,
@@ -68,12 +65,17 @@ enum RiskClass {
     Critical,
 }
 
+impl RiskClass {
+    fn as_str(self) -> &'static str {
+        RISKS[self as usize]
+    }
+}
+
 /// The grant a person's persona needs to decide on a high or critical command.
 pub const APPROVE_PERMISSION: &str = "command.command.approve";
 
-/// Default and bounds of a command's time to live.
+/// A command's time to live by default (its bounds are `NewCommand`'s).
 const DEFAULT_TTL: i64 = 3600;
-const MAX_TTL: i64 = 7 * 24 * 3600;
 
 /// A command as stored. It serialises as [`CommandView`], the shape callers
 /// see (and the schema the document gives it).
@@ -232,26 +234,21 @@ where
 
 #[derive(Deserialize, ToSchema)]
 struct NewCommand {
-    /// When given, the caller's tenant.
-    #[schema(format = "uuid")]
-    tenant_id: Option<String>,
+    #[serde(rename = "type")]
+    kind: String,
+    /// High and critical wait for a person's decision.
+    #[schema(inline)]
+    risk_class: RiskClass,
     /// An asset of the caller's tenant.
-    #[schema(required = true, format = "uuid")]
-    target_asset_id: Option<String>,
+    #[schema(format = "uuid")]
+    target_asset_id: String,
     /// One of the asset's components, when it declares any.
     target_component_id: Option<String>,
-    #[serde(rename = "type")]
-    #[schema(required = true)]
-    kind: Option<String>,
     /// `{}` when absent.
-    #[schema(value_type = Option<Object>)]
-    params: Option<Value>,
-    /// High and critical wait for a person's decision.
-    #[schema(required = true, value_type = RiskClass, inline)]
-    risk_class: Option<String>,
-    /// 1 to 604800, default 3600.
-    #[schema(value_type = Option<i64>, minimum = 1, maximum = 604800)]
-    ttl_seconds: Option<Value>,
+    params: Option<serde_json::Map<String, Value>>,
+    /// Seconds; 3600 when absent.
+    #[schema(minimum = 1, maximum = 604800)]
+    ttl_seconds: Option<i64>,
 }
 
 /// Makes a command deliverable: takes the asset's next stream position and
@@ -280,19 +277,15 @@ async fn enqueue(state: &AppState, tx: &mut Tx, command_id: &str, asset_id: &str
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/assets", { "display_name": "race robot" }]],
         "body": { "type": "move", "risk_class": "low", "target_asset_id": "{asset_id}" } }))),
     responses((status = 201, description = "the command", body = Data<CommandView>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewCommand>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let kind = check.required("type", &body.kind);
-    let risk = check.required("risk_class", &body.risk_class);
-    check.one_of("risk_class", &risk, RISKS);
-    let asset_id = check.required_uuid("target_asset_id", &body.target_asset_id);
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCommand>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let kind = body.kind.trim().to_string();
+    let risk = body.risk_class.as_str();
+    let asset_id = path_id(&body.target_asset_id)?.to_string();
     let component = Check::optional(&body.target_component_id);
-    let params = check.optional_object("params", body.params.as_ref());
-    let ttl = check.optional_seconds("ttl_seconds", body.ttl_seconds.as_ref(), MAX_TTL).unwrap_or(DEFAULT_TTL);
-    check.finish()?;
-    ctx.check_tenant(body.tenant_id.as_deref())?;
-    let asset_id = asset_id.expect("checked").to_string();
-    let needs_approval = matches!(risk.as_str(), "high" | "critical");
+    let params = Value::Object(body.params.unwrap_or_default());
+    let ttl = body.ttl_seconds.unwrap_or(DEFAULT_TTL);
+    let needs_approval = matches!(body.risk_class, RiskClass::High | RiskClass::Critical);
     let mut tx = state.db.begin().await?;
     // Low and medium risk go in queued, at the asset's next stream position.
     let (target, seq) = match needs_approval {
@@ -330,7 +323,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body
         .bind(&component)
         .bind(&kind)
         .bind(params.to_string())
-        .bind(&risk)
+        .bind(risk)
         .bind(status)
         .bind(ttl)
         .bind(&expires_at)
@@ -370,8 +363,7 @@ async fn get_command(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
 
 #[derive(Deserialize, ToSchema)]
 struct NewCommandDecision {
-    #[schema(required = true, value_type = bool)]
-    approved: Option<Value>,
+    approved: bool,
     reason: Option<String>,
 }
 
@@ -386,16 +378,13 @@ struct NewCommandDecision {
         ["POST", "/api/assets", { "display_name": "race robot" }],
         ["POST", "/api/commands", { "type": "unlock", "risk_class": "high", "target_asset_id": "{asset_id}" }]],
         "body": { "approved": true } }))), responses((status = 200, description = "the command, queued or rejected", body = Data<CommandView>)))]
-async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<NewCommandDecision>) -> ApiResult<Response> {
-    let approved = match body.approved {
-        Some(Value::Bool(b)) => b,
-        None | Some(Value::Null) => return Err(ApiError::invalid("approved is required")),
-        Some(_) => return Err(ApiError::invalid("approved must be a boolean")),
-    };
-    let reason = Check::optional(&body.reason);
+async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewCommandDecision>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     // Not found comes first, so another tenant's id is never confirmed.
     let command = find(&mut *tx, &ctx.tenant_id, &id).await?;
+    let body = body.checked()?;
+    let approved = body.approved;
+    let reason = Check::optional(&body.reason);
     if ctx.actor_kind != "human" {
         return Err(ApiError::forbidden("a person decides on commands: this route requires a human JWT; API keys are rejected"));
     }
@@ -460,34 +449,6 @@ pub struct AckBody {
     pub code: Option<String>,
     pub message: Option<String>,
     pub data: Option<Value>,
-}
-
-fn parse_ack(body: &Value) -> ApiResult<AckBody> {
-    let mut check = Check::new();
-    let ok = match body.get("ok") {
-        Some(Value::Bool(b)) => *b,
-        None | Some(Value::Null) => {
-            check.fail("ok is required");
-            false
-        }
-        Some(_) => {
-            check.fail("ok must be a boolean");
-            false
-        }
-    };
-    let text = |name: &str, check: &mut Check| match body.get(name) {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => {
-            check.fail(format!("{name} must be a string"));
-            None
-        }
-    };
-    let code = text("code", &mut check);
-    let message = text("message", &mut check);
-    let data = body.get("data").filter(|v| !v.is_null()).cloned();
-    check.finish()?;
-    Ok(AckBody { ok, code, message, data })
 }
 
 /// The command as guarded writes name it.
@@ -570,9 +531,12 @@ pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &st
     request_body = NewCommandAck,
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a robot acknowledges with its per-robot credential (rc_...), which this harness never sends: it sends the owner's JWT" }))),
     responses((status = 200, description = "the command, acknowledged", body = Data<CommandView>)))]
-async fn ack(State(state): State<AppState>, Robot(cred): Robot, Path(id): Path<String>, Lenient(body): Lenient<Value>) -> ApiResult<Response> {
-    let parsed = parse_ack(&body)?;
-    Ok(ok(apply_ack(&state, &cred, &id, parsed).await?))
+async fn ack(State(state): State<AppState>, Robot(cred): Robot, Path(id): Path<String>, body: Body<NewCommandAck>) -> ApiResult<Response> {
+    // A command of another asset is not there, whatever the body.
+    let command_id = path_id(&id)?.to_string();
+    fetch(state.db.writer(), &command_id).await?.filter(|c| c.target_asset_id == cred.asset_id).ok_or(ApiError::NotFound)?;
+    let NewCommandAck { ok: done, code, message, data } = body.checked()?;
+    Ok(ok(apply_ack(&state, &cred, &id, AckBody { ok: done, code, message, data }).await?))
 }
 
 /// A page of the asset's commands, newest first, optionally of one status,

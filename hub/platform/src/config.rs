@@ -19,6 +19,23 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 const SCOPES: [&str; 4] = ["platform", "tenant", "app", "app_user"];
 
+/// Where a value applies.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ConfigScope)]
+enum Scope {
+    Platform,
+    Tenant,
+    App,
+    AppUser,
+}
+
+impl Scope {
+    fn as_str(self) -> &'static str {
+        SCOPES[self as usize]
+    }
+}
+
 /// A config row.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ConfigValue)]
@@ -30,7 +47,6 @@ struct Row {
     key: String,
     /// Any JSON; null once rotated to a `secret_ref`.
     #[sqlx(try_from = "String")]
-    #[schema(value_type = Option<Object>)]
     value: JsonText,
     /// Where the secret lives, once rotated; never the secret.
     secret_ref: Option<String>,
@@ -107,21 +123,54 @@ fn valid_key(key: &str) -> bool {
 
 const KEY_RULE: &str = "key must be 1 to 200 letters, digits, '.', '_', '-', '/' or ':'";
 
+/// One row named by key, scope and scope id, as `target` checks it.
+struct KeyRequest {
+    key: Option<String>,
+    scope: Option<String>,
+    scope_id: Option<String>,
+}
+
 /// A request naming one row: key, scope, scope id.
 #[derive(Deserialize, ToSchema)]
 #[schema(as = ConfigKey)]
-struct KeyRequest {
-    #[schema(required = true)]
-    key: Option<String>,
-    /// `platform`, `tenant`, `app` or `app_user`.
-    #[schema(required = true)]
-    scope: Option<String>,
+struct KeyBody {
+    /// 1 to 200 letters, digits, `.`, `_`, `-`, `/` or `:`.
+    #[schema(max_length = 200)]
+    key: String,
+    scope: Scope,
+    /// `platform` for the platform scope; the caller's tenant for `tenant`
+    /// (the default); an app id for `app`; a person id for `app_user`
+    /// (required for these two).
+    #[schema(max_length = 128)]
     scope_id: Option<String>,
-    /// `POST /api/config`: the value, any JSON.
-    #[schema(value_type = Option<Object>)]
-    value: Option<Value>,
-    /// `POST /api/config/rotate`: where the secret now lives.
-    secret_ref: Option<String>,
+}
+
+impl KeyBody {
+    fn named(&self) -> KeyRequest {
+        KeyRequest { key: Some(self.key.clone()), scope: Some(self.scope.as_str().to_string()), scope_id: self.scope_id.clone() }
+    }
+}
+
+/// A value to set at a key and scope.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = ConfigSet)]
+struct SetBody {
+    #[serde(flatten)]
+    row: KeyBody,
+    /// Any JSON but null, at most 64 KiB of it.
+    #[schema(value_type = Value)]
+    value: Value,
+}
+
+/// A key and scope whose value becomes a `secret_ref`.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = ConfigRotation)]
+struct RotateBody {
+    #[serde(flatten)]
+    row: KeyBody,
+    /// Where the secret now lives.
+    #[schema(max_length = 512)]
+    secret_ref: String,
 }
 
 /// Key, scope and scope id of a request, checked with whatever `check`
@@ -162,24 +211,18 @@ async fn list_values(State(state): State<AppState>, Tenant(ctx): Tenant, Params(
 
 /// Sets a value: a new active row (201), or a new version of the active
 /// one (200).
-#[utoipa::path(post, path = "/api/config", tag = "sdk-config", request_body = KeyRequest,
+#[utoipa::path(post, path = "/api/config", tag = "sdk-config", request_body = SetBody,
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [],
         "body": { "key": "race.{unique}", "scope": "tenant", "value": { "on": true } } }))),
     responses((status = 201, description = "a new key at this scope", body = Data<Row>), (status = 200, description = "a new version of the value", body = Data<Row>)))]
-async fn set_value(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(req): Lenient<KeyRequest>) -> ApiResult<Response> {
+async fn set_value(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<SetBody>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let value = match &req.value {
-        None => {
-            check.fail("value is required");
-            None
-        }
-        Some(v) if v.to_string().len() > 64 * 1024 => {
-            check.fail("value must be at most 64 KiB of JSON");
-            None
-        }
-        Some(v) => Some(v.to_string()),
-    };
-    let (key, scope, scope_id) = target(&ctx, &req, check, true)?;
+    let value = body.value.to_string();
+    if value.len() > 64 * 1024 {
+        check.fail("value must be at most 64 KiB of JSON");
+    }
+    let (key, scope, scope_id) = target(&ctx, &body.row.named(), check, true)?;
     let now = db::now();
     let owner = owner(&scope, &ctx);
     let mut tx = state.db.begin().await?;
@@ -235,9 +278,10 @@ struct OneQuery {
 
 /// One active row.
 #[utoipa::path(get, path = "/api/config/value", tag = "sdk-config", params(OneQuery),
-    responses((status = 200, description = "the active row", body = Data<Row>)))]
+    responses((status = 200, description = "the active row", body = Data<Row>),
+        (status = 404, description = "NotFound: no active row of the key at that scope", body = ErrorBody)))]
 async fn get_value(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<OneQuery>) -> ApiResult<Response> {
-    let req = KeyRequest { key: q.key, scope: q.scope, scope_id: q.scope_id, value: None, secret_ref: None };
+    let req = KeyRequest { key: q.key, scope: q.scope, scope_id: q.scope_id };
     let (key, scope, scope_id) = target(&ctx, &req, Check::new(), false)?;
     let mut tx = state.db.begin().await?;
     let row = active(&mut tx, &ctx, &key, &scope, &scope_id).await?.ok_or(ApiError::NotFound)?;
@@ -258,7 +302,8 @@ struct ResolveQuery {
 /// The value of a key as the most specific scope sets it: app_user, then
 /// app, then tenant, then platform.
 #[utoipa::path(get, path = "/api/config/resolve", tag = "sdk-config", params(ResolveQuery),
-    responses((status = 200, description = "the winning row; `scope` says where it was found", body = Data<Row>)))]
+    responses((status = 200, description = "the winning row; `scope` says where it was found", body = Data<Row>),
+        (status = 404, description = "NotFound: no row of the key applies to this caller", body = ErrorBody)))]
 async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ResolveQuery>) -> ApiResult<Response> {
     let mut check = Check::new();
     let key = check.required("key", &q.key);
@@ -287,13 +332,14 @@ async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): 
 }
 
 /// Ends the active row of a key at a scope (history stays).
-#[utoipa::path(post, path = "/api/config/revoke", tag = "sdk-config", request_body = KeyRequest,
+#[utoipa::path(post, path = "/api/config/revoke", tag = "sdk-config", request_body = KeyBody,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404,
         "given": [["POST", "/api/config", { "key": "race.{unique}", "scope": "tenant", "value": { "on": true } }]],
         "body": { "key": "race.{unique}", "scope": "tenant" } }))),
-    responses((status = 200, description = "the revoked row", body = Data<Row>)))]
-async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(req): Lenient<KeyRequest>) -> ApiResult<Response> {
-    let (key, scope, scope_id) = target(&ctx, &req, Check::new(), true)?;
+    responses((status = 200, description = "the revoked row", body = Data<Row>),
+        (status = 404, description = "NotFound: no active row of the key at that scope", body = ErrorBody)))]
+async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<KeyBody>) -> ApiResult<Response> {
+    let (key, scope, scope_id) = target(&ctx, &body.checked()?.named(), Check::new(), true)?;
     let mut tx = state.db.begin().await?;
     // One guarded statement ends the active row: of two revokes at once,
     // one ends it and the other finds no active row (404, as after it).
@@ -318,18 +364,16 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(req)
 
 /// Swaps the active value of a key for a `secret_ref`: the value is
 /// dropped, the reference answered from now on.
-#[utoipa::path(post, path = "/api/config/rotate", tag = "sdk-config", request_body = KeyRequest,
+#[utoipa::path(post, path = "/api/config/rotate", tag = "sdk-config", request_body = RotateBody,
     extensions(("x-concurrency" = json!({ "outcome": "independent",
         "given": [["POST", "/api/config", { "key": "race.{unique}", "scope": "tenant", "value": { "on": true } }]],
         "body": { "key": "race.{unique}", "scope": "tenant", "secret_ref": "vault://race/{unique}" } }))),
-    responses((status = 200, description = "the row, its value now a secret_ref", body = Data<Row>)))]
-async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(req): Lenient<KeyRequest>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let secret_ref = check.required("secret_ref", &req.secret_ref);
-    if secret_ref.len() > 512 {
-        check.fail("secret_ref must be at most 512 characters");
-    }
-    let (key, scope, scope_id) = target(&ctx, &req, check, true)?;
+    responses((status = 200, description = "the row, its value now a secret_ref", body = Data<Row>),
+        (status = 404, description = "NotFound: no active row of the key at that scope", body = ErrorBody)))]
+async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<RotateBody>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let secret_ref = body.secret_ref.trim().to_string();
+    let (key, scope, scope_id) = target(&ctx, &body.row.named(), Check::new(), true)?;
     let mut tx = state.db.begin().await?;
     // Guarded by the active state, so a rotate racing a revoke never
     // writes a secret_ref onto the revoked row (404, as after the revoke).

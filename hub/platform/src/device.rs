@@ -23,9 +23,8 @@ const REVOCATION_REASONS: &[&str] = &["revoked", "stolen"];
 
 /// A device's platform.
 // The values of `PLATFORMS`; a test compares them.
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-#[allow(dead_code)]
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
 enum DevicePlatform {
     Ios,
     Android,
@@ -33,26 +32,42 @@ enum DevicePlatform {
     Desktop,
 }
 
+impl DevicePlatform {
+    fn as_str(self) -> &'static str {
+        PLATFORMS[self as usize]
+    }
+}
+
 /// Why a device is revoked; it becomes its status.
 // The values of `REVOCATION_REASONS`; a test compares them.
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-#[allow(dead_code)]
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
 enum DeviceRevocationReason {
     Revoked,
     Stolen,
 }
 
+impl DeviceRevocationReason {
+    fn as_str(self) -> &'static str {
+        REVOCATION_REASONS[self as usize]
+    }
+}
+
 /// An attestation method.
 // The values of `device_core::attestation::METHODS`; a test compares them.
-#[derive(ToSchema)]
-#[schema(rename_all = "kebab-case")]
-#[allow(dead_code)]
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
 enum AttestationMethod {
     SecureEnclave,
     KeyAttestation,
     AppAttest,
     PlayIntegrity,
+}
+
+impl AttestationMethod {
+    fn as_str(self) -> &'static str {
+        device_core::attestation::METHODS[self as usize]
+    }
 }
 /// How long a hub-issued attestation challenge stays usable.
 const CHALLENGE_TTL_SECONDS: i64 = 300;
@@ -171,10 +186,10 @@ where
 
 #[derive(Deserialize, ToSchema)]
 struct DeviceRegistration {
-    #[schema(required = true, format = "uuid")]
-    device_uuid: Option<String>,
-    #[schema(required = true, value_type = DevicePlatform, inline)]
-    platform: Option<String>,
+    #[schema(format = "uuid")]
+    device_uuid: String,
+    #[schema(inline)]
+    platform: DevicePlatform,
     os_version: Option<String>,
     app_version: Option<String>,
     device_key_ref: Option<String>,
@@ -188,13 +203,10 @@ struct DeviceRegistration {
 #[utoipa::path(post, path = "/api/devices", tag = "sdk-device", request_body = DeviceRegistration,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "device_uuid": "{unique}", "platform": "ios" } }))),
     responses((status = 201, description = "the device, and whether this call created it", body = Data<DeviceRegistered>)))]
-async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<DeviceRegistration>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let device = check.required_uuid("device_uuid", &body.device_uuid);
-    let platform = check.required("platform", &body.platform);
-    check.one_of("platform", &platform, PLATFORMS);
-    check.finish()?;
-    let device = device.expect("checked").to_string();
+async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<DeviceRegistration>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let device = path_id(&body.device_uuid)?.to_string();
+    let platform = body.platform.as_str();
     let now = db::now();
     let mut tx = state.db.begin().await?;
     // The first registration inserts the device; any other, concurrent or
@@ -214,7 +226,7 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(bo
         sqlx::query_as(sqlx::AssertSqlSafe(insert))
             .bind(&ctx.tenant_id)
             .bind(&device)
-            .bind(&platform)
+            .bind(platform)
             .bind(&os_version)
             .bind(&app_version)
             .bind(&key_ref)
@@ -264,13 +276,12 @@ async fn challenge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id):
 #[derive(Deserialize, ToSchema)]
 struct NewDeviceAttestation {
     /// The method the envelope names.
-    #[schema(required = true, value_type = AttestationMethod, inline)]
-    method: Option<String>,
+    #[schema(inline)]
+    method: AttestationMethod,
     /// The envelope device-core builds, carrying its challenge: an object,
-    /// or its JSON text.
-    #[schema(required = true, value_type = Value)]
-    signature_envelope: Option<Value>,
-    /// RFC 3339.
+    /// or its JSON text (a string).
+    #[schema(value_type = Value)]
+    signature_envelope: Value,
     #[schema(format = DateTime)]
     expires_at: Option<String>,
     /// Accepted for compatibility and ignored: the hub decides.
@@ -291,19 +302,16 @@ struct NewDeviceAttestation {
         ["POST", "/api/devices/{device_uuid}/challenge", null]],
         "body": { "method": "secure-enclave", "signature_envelope": { "challenge": "{challenge}" } } }))),
     responses((status = 201, description = "the attestation and the hub's verdict", body = Data<DeviceAttestation>)))]
-async fn attest(
-    State(state): State<AppState>,
-    Tenant(ctx): Tenant,
-    Path(id): Path<String>,
-    Lenient(body): Lenient<NewDeviceAttestation>,
-) -> ApiResult<Response> {
+async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewDeviceAttestation>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let pinned = find(&mut *tx, &ctx.tenant_id, &id).await?.attested_public_key;
+    let body = body.checked()?;
     let mut check = Check::new();
-    let method = check.required("method", &body.method);
-    check.one_of("method", &method, &device_core::attestation::METHODS);
+    let method = body.method.as_str();
     let envelope = match &body.signature_envelope {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-        Some(v @ Value::Object(_)) => v.to_string(),
+        Value::String(s) if !s.trim().is_empty() => s.clone(),
+        v @ Value::Object(_) => v.to_string(),
         _ => {
             check.fail("signature_envelope is required (the attestation envelope, as an object or JSON text)");
             String::new()
@@ -315,10 +323,7 @@ async fn attest(
         .ok()
         .and_then(|v| v.get("challenge").and_then(Value::as_str).map(str::to_string))
         .ok_or_else(|| ApiError::invalid("signature_envelope must be an attestation envelope carrying its challenge"))?;
-
-    let mut tx = state.db.begin().await?;
-    let pinned = find(&mut *tx, &ctx.tenant_id, &id).await?.attested_public_key;
-    let outcome = verify(&mut tx, &ctx.tenant_id, &id, &method, &envelope, &claimed_challenge, pinned.as_deref()).await?;
+    let outcome = verify(&mut tx, &ctx.tenant_id, &id, method, &envelope, &claimed_challenge, pinned.as_deref()).await?;
     let mut outcome = outcome;
     if let (Ok(key), None) = (&outcome, &pinned) {
         // The first verified key is pinned in one guarded statement: of two
@@ -347,7 +352,7 @@ async fn attest(
     .bind(db::new_id())
     .bind(&ctx.tenant_id)
     .bind(&id)
-    .bind(&method)
+    .bind(method)
     .bind(&envelope)
     .bind(i64::from(verified))
     .bind(&reason)
@@ -417,8 +422,8 @@ async fn verify(
 #[derive(Deserialize, ToSchema)]
 struct NewDevicePersonLink {
     /// A member of the caller's tenant.
-    #[schema(required = true, format = "uuid")]
-    person_id: Option<String>,
+    #[schema(format = "uuid")]
+    person_id: String,
 }
 
 /// Links a person (a member of the caller's tenant) to the device.
@@ -429,21 +434,13 @@ struct NewDevicePersonLink {
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]],
         "body": { "person_id": "{person_id}" } }))),
     responses((status = 201, description = "a new link", body = Data<DevicePersonLink>), (status = 200, description = "the link, active again", body = Data<DevicePersonLink>)))]
-async fn link_person(
-    State(state): State<AppState>,
-    Tenant(ctx): Tenant,
-    Path(id): Path<String>,
-    Lenient(body): Lenient<NewDevicePersonLink>,
-) -> ApiResult<Response> {
+async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewDevicePersonLink>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
-    let mut check = Check::new();
-    let person = check.required_uuid("person_id", &body.person_id);
-    check.finish()?;
-    let person = person.expect("checked").to_string();
     let mut tx = state.db.begin().await?;
     if !registered(&mut *tx, &ctx.tenant_id, &id).await? {
         return Err(ApiError::NotFound);
     }
+    let person = path_id(&body.checked()?.person_id)?.to_string();
     if hub_identity::tenancy::membership_of(&mut *tx, &ctx.tenant_id, &person).await?.is_none() {
         return Err(ApiError::invalid("person_id does not name a member of this tenant"));
     }
@@ -483,8 +480,8 @@ async fn persons(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
 
 #[derive(Deserialize, ToSchema)]
 struct DeviceRevocation {
-    #[schema(required = true, value_type = DeviceRevocationReason, inline)]
-    reason: Option<String>,
+    #[schema(inline)]
+    reason: DeviceRevocationReason,
 }
 
 /// Revokes a device: reason `revoked` or `stolen` becomes its status.
@@ -495,18 +492,18 @@ struct DeviceRevocation {
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]],
         "body": { "reason": "stolen" } }))),
     responses((status = 200, description = "the device, revoked", body = Data<Device>)))]
-async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<DeviceRevocation>) -> ApiResult<Response> {
+async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<DeviceRevocation>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
-    let mut check = Check::new();
-    let reason = check.required("reason", &body.reason);
-    check.one_of("reason", &reason, REVOCATION_REASONS);
-    check.finish()?;
     let mut tx = state.db.begin().await?;
+    if !registered(&mut *tx, &ctx.tenant_id, &id).await? {
+        return Err(ApiError::NotFound);
+    }
+    let reason = body.checked()?.reason.as_str();
     // One guarded statement: of two revocations with one reason at once,
     // one changes the status (with the event) and the other finds it so
     // and answers the device as committed.
     let sql = format!("UPDATE platform_device SET status = $1 WHERE tenant_id = $2 AND device_uuid = $3 AND status <> $1 RETURNING {COLUMNS}");
-    let moved: Option<Device> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&reason).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    let moved: Option<Device> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(reason).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
     let Some(device) = moved else {
         return Ok(ok(find(&mut *tx, &ctx.tenant_id, &id).await?));
     };

@@ -60,19 +60,15 @@ struct DeviceHealthStatus {
 struct NewCrash {
     app_version: Option<String>,
     /// A registered device of the caller's tenant.
-    #[schema(required = true, format = "uuid")]
-    device_uuid: Option<String>,
-    /// RFC 3339; now when absent.
+    #[schema(format = "uuid")]
+    device_uuid: String,
+    /// Now when absent; at most 5 minutes ahead.
     #[schema(format = DateTime)]
     occurred_at: Option<String>,
     os_version: Option<String>,
     #[schema(format = "uuid")]
     person_id: Option<String>,
-    #[schema(required = true)]
-    stack_envelope: Option<String>,
-    /// When given, the caller's tenant.
-    #[schema(format = "uuid")]
-    tenant_id: Option<String>,
+    stack_envelope: String,
 }
 
 /// Records a crash of a registered device of the caller's tenant.
@@ -80,15 +76,14 @@ struct NewCrash {
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]],
         "body": { "device_uuid": "{unique}", "stack_envelope": "race stack" } }))),
     responses((status = 201, description = "the crash", body = Data<Crash>)))]
-async fn report_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewCrash>) -> ApiResult<Response> {
+async fn report_crash(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCrash>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let device = check.required_uuid("device_uuid", &body.device_uuid);
-    let stack = check.required("stack_envelope", &body.stack_envelope);
+    let device = path_id(&body.device_uuid)?.to_string();
+    let stack = body.stack_envelope.trim().to_string();
     let person = check.optional_uuid("person_id", &body.person_id);
     let occurred_at = check.time_or_now("occurred_at", &body.occurred_at);
     check.finish()?;
-    ctx.check_tenant(body.tenant_id.as_deref())?;
-    let device = device.expect("checked").to_string();
     let mut tx = state.db.begin().await?;
     if !device::registered(&mut *tx, &ctx.tenant_id, &device).await? {
         return Err(ApiError::invalid("device_uuid does not name a registered device of this tenant"));
@@ -152,14 +147,13 @@ async fn get_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id):
 #[derive(Deserialize, ToSchema)]
 struct NewHealthSnapshot {
     /// A registered device of the caller's tenant.
-    #[schema(required = true, format = "uuid")]
-    device_uuid: Option<String>,
-    #[schema(required = true, value_type = HealthLevel, inline)]
-    status: Option<String>,
+    #[schema(format = "uuid")]
+    device_uuid: String,
+    #[schema(inline)]
+    status: HealthLevel,
     /// `{}` when absent.
-    #[schema(value_type = Option<Object>)]
-    metrics: Option<Value>,
-    /// RFC 3339; now when absent.
+    metrics: Option<serde_json::Map<String, Value>>,
+    /// Now when absent; at most 5 minutes ahead.
     #[schema(format = DateTime)]
     taken_at: Option<String>,
 }
@@ -168,13 +162,18 @@ const HEALTH_STATUSES: &[&str] = &["ok", "degraded", "critical"];
 
 /// A health snapshot's status.
 // The values of `HEALTH_STATUSES`; a test compares them.
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-#[allow(dead_code)]
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
 enum HealthLevel {
     Ok,
     Degraded,
     Critical,
+}
+
+impl HealthLevel {
+    fn as_str(self) -> &'static str {
+        HEALTH_STATUSES[self as usize]
+    }
 }
 
 /// Records a health snapshot of a registered device of the caller's tenant.
@@ -182,15 +181,14 @@ enum HealthLevel {
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]],
         "body": { "device_uuid": "{unique}", "status": "ok" } }))),
     responses((status = 201, description = "the snapshot", body = Data<HealthSnapshot>)))]
-async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewHealthSnapshot>) -> ApiResult<Response> {
+async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewHealthSnapshot>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let device = check.required_uuid("device_uuid", &body.device_uuid);
-    let status = check.required("status", &body.status);
-    check.one_of("status", &status, HEALTH_STATUSES);
-    let metrics = check.optional_object("metrics", body.metrics.as_ref());
+    let device = path_id(&body.device_uuid)?.to_string();
+    let status = body.status.as_str();
+    let metrics = Value::Object(body.metrics.clone().unwrap_or_default());
     let taken_at = check.time_or_now("taken_at", &body.taken_at);
     check.finish()?;
-    let device = device.expect("checked").to_string();
     let mut tx = state.db.begin().await?;
     if !device::registered(&mut *tx, &ctx.tenant_id, &device).await? {
         return Err(ApiError::invalid("device_uuid does not name a registered device of this tenant"));
@@ -202,7 +200,7 @@ async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Len
     .bind(db::new_id())
     .bind(&ctx.tenant_id)
     .bind(&device)
-    .bind(&status)
+    .bind(status)
     .bind(metrics.to_string())
     .bind(&taken_at)
     .bind(db::now())

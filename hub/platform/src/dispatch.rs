@@ -90,89 +90,39 @@ struct OptimizeRequest {
     persona_id: Option<String>,
     /// Where the route begins (a depot, the driver's position). Absent:
     /// it begins at the first stop given, which stays first.
-    #[schema(value_type = Option<NewPoint>)]
-    start: Option<Value>,
-    /// 1 to 250 stops.
-    #[schema(required = true, value_type = Vec<NewStop>, min_items = 1, max_items = 250)]
-    stops: Option<Value>,
+    start: Option<NewPoint>,
+    #[schema(min_items = 1, max_items = 250)]
+    stops: Vec<NewStop>,
 }
 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = DispatchNewPoint)]
 struct NewPoint {
-    /// Degrees, -90 to 90.
-    #[schema(required = true, value_type = f64, minimum = -90, maximum = 90)]
-    lat: Option<Value>,
-    /// Degrees, -180 to 180.
-    #[schema(required = true, value_type = f64, minimum = -180, maximum = 180)]
-    lng: Option<Value>,
+    /// Degrees.
+    #[schema(minimum = -90, maximum = 90)]
+    lat: f64,
+    /// Degrees.
+    #[schema(minimum = -180, maximum = 180)]
+    lng: f64,
 }
 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = DispatchNewStop)]
 struct NewStop {
-    /// The client's reference for the stop, at most 128 characters, unique
-    /// within the request.
-    #[schema(value_type = Option<String>)]
-    stop_id: Option<Value>,
-    /// At most 200 characters.
-    #[schema(value_type = Option<String>)]
-    label: Option<Value>,
-    /// Degrees, -90 to 90.
-    #[schema(required = true, value_type = f64, minimum = -90, maximum = 90)]
-    lat: Option<Value>,
-    /// Degrees, -180 to 180.
-    #[schema(required = true, value_type = f64, minimum = -180, maximum = 180)]
-    lng: Option<Value>,
-    /// Minutes spent at the stop, 0 (default) to 1440.
-    #[schema(value_type = Option<f64>, minimum = 0, maximum = 1440)]
-    service_minutes: Option<Value>,
-}
-
-/// A coordinate: a JSON number within `-bound..=bound`.
-fn coordinate(check: &mut Check, name: &str, value: Option<&Value>, bound: f64) -> f64 {
-    match value {
-        None | Some(Value::Null) => {
-            check.fail(format!("{name} is required"));
-            0.0
-        }
-        Some(v) => match v.as_f64() {
-            Some(x) if (-bound..=bound).contains(&x) => x,
-            _ => {
-                check.fail(format!("{name} must be a number from {} to {bound}", -bound));
-                0.0
-            }
-        },
-    }
-}
-
-pub(crate) fn point(check: &mut Check, name: &str, lat: Option<&Value>, lng: Option<&Value>) -> Point {
-    Point { lat: coordinate(check, &format!("{name}.lat"), lat, 90.0), lng: coordinate(check, &format!("{name}.lng"), lng, 180.0) }
-}
-
-/// An object of a request (`start`, each stop), or the problem with it.
-fn object<T: serde::de::DeserializeOwned>(check: &mut Check, name: &str, value: &Value) -> Option<T> {
-    let parsed = value.is_object().then(|| serde_json::from_value(value.clone()).ok()).flatten();
-    if parsed.is_none() {
-        check.fail(format!("{name} must be an object with lat and lng"));
-    }
-    parsed
-}
-
-/// A text field of at most `max` characters; blank is absent.
-fn short_text(check: &mut Check, name: &str, value: Option<&Value>, max: usize) -> Option<String> {
-    let v = match value {
-        None | Some(Value::Null) => return None,
-        Some(Value::String(s)) => Check::optional(&Some(s.clone()))?,
-        Some(_) => {
-            check.fail(format!("{name} must be a string"));
-            return None;
-        }
-    };
-    if v.chars().count() > max {
-        check.fail(format!("{name} must be at most {max} characters"));
-    }
-    Some(v)
+    /// The client's reference for the stop, unique within the request.
+    #[schema(max_length = 128)]
+    stop_id: Option<String>,
+    #[schema(max_length = 200)]
+    label: Option<String>,
+    /// Degrees.
+    #[schema(minimum = -90, maximum = 90)]
+    lat: f64,
+    /// Degrees.
+    #[schema(minimum = -180, maximum = 180)]
+    lng: f64,
+    /// Minutes spent at the stop; 0 when absent.
+    #[schema(minimum = 0, maximum = 1440)]
+    service_minutes: Option<f64>,
 }
 
 /// A stop as validated.
@@ -183,46 +133,19 @@ struct Given {
     service_minutes: f64,
 }
 
-fn check_stops(check: &mut Check, stops: Option<&Value>) -> Vec<Given> {
-    let stops = match stops {
-        None | Some(Value::Null) => {
-            check.fail("stops is required");
-            return Vec::new();
-        }
-        Some(Value::Array(stops)) => stops,
-        Some(_) => {
-            check.fail("stops must be an array of stops");
-            return Vec::new();
-        }
-    };
-    if stops.is_empty() || stops.len() > MAX_STOPS {
-        check.fail(format!("stops must hold 1 to {MAX_STOPS} stops"));
-        return Vec::new();
-    }
+/// The stops, each stop_id given once (what their schema cannot say).
+fn check_stops(check: &mut Check, stops: Vec<NewStop>) -> Vec<Given> {
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::with_capacity(stops.len());
-    for (i, s) in stops.iter().enumerate() {
-        let name = format!("stops[{i}]");
-        let Some(s) = object::<NewStop>(check, &name, s) else { continue };
-        let stop_id = short_text(check, &format!("{name}.stop_id"), s.stop_id.as_ref(), 128);
+    for (i, s) in stops.into_iter().enumerate() {
+        let stop_id = Check::optional(&s.stop_id);
         if let Some(id) = &stop_id
             && !seen.insert(id.clone())
         {
-            check.fail(format!("{name}.stop_id '{id}' is given more than once"));
+            check.fail(format!("stops[{i}].stop_id '{id}' is given more than once"));
         }
-        let label = short_text(check, &format!("{name}.label"), s.label.as_ref(), 200);
-        let at = point(check, &name, s.lat.as_ref(), s.lng.as_ref());
-        let service_minutes = match &s.service_minutes {
-            None | Some(Value::Null) => 0.0,
-            Some(v) => match v.as_f64() {
-                Some(m) if (0.0..=1440.0).contains(&m) => m,
-                _ => {
-                    check.fail(format!("{name}.service_minutes must be a number from 0 to 1440"));
-                    0.0
-                }
-            },
-        };
-        out.push(Given { stop_id, label, at, service_minutes });
+        let label = Check::optional(&s.label);
+        out.push(Given { stop_id, label, at: Point { lat: s.lat, lng: s.lng }, service_minutes: s.service_minutes.unwrap_or(0.0) });
     }
     out
 }
@@ -362,14 +285,12 @@ fn plan(start: Option<Point>, given: Vec<Given>, speed_kmh: f64) -> Plan {
     extensions(("x-concurrency" = json!({ "outcome": "independent",
         "body": { "stops": [{ "stop_id": "s1", "lat": 52.37, "lng": 4.89 }, { "stop_id": "s2", "lat": 52.38, "lng": 4.91 }, { "stop_id": "s3", "lat": 52.36, "lng": 4.9 }] } }))),
     responses((status = 201, description = "the optimised route, stored", body = Data<Route>)))]
-async fn optimize(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<OptimizeRequest>) -> ApiResult<Response> {
+async fn optimize(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<OptimizeRequest>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
     let persona = check.optional_uuid("persona_id", &body.persona_id).map(|u| u.to_string());
-    let start = match &body.start {
-        None | Some(Value::Null) => None,
-        Some(v) => object::<NewPoint>(&mut check, "start", v).map(|p| point(&mut check, "start", p.lat.as_ref(), p.lng.as_ref())),
-    };
-    let given = check_stops(&mut check, body.stops.as_ref());
+    let start = body.start.map(|p| Point { lat: p.lat, lng: p.lng });
+    let given = check_stops(&mut check, body.stops);
     check.finish()?;
     let persona = match persona {
         Some(p) if !hub_identity::personas::exists_in_tenant(&state.db.read, &ctx.tenant_id, &p).await? => {

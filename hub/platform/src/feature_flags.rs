@@ -21,8 +21,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create)).routes(routes!(get_flag)).routes(routes!(set_rollout)).routes(routes!(kill_switch)).routes(routes!(evaluate))
 }
 
-/// Constraints a rollout's predicate holds at most.
-const MAX_CONSTRAINTS: usize = 50;
 /// Values a constraint lists at most.
 const MAX_VALUES: usize = 1000;
 /// Attributes an evaluation context carries at most.
@@ -30,7 +28,23 @@ const MAX_ATTRIBUTES: usize = 100;
 /// The largest JSON value a flag or rollout answers.
 const MAX_VALUE_BYTES: usize = 64 * 1024;
 
-const OPERATORS: [&str; 10] = ["in", "not_in", "str_contains", "str_starts_with", "str_ends_with", "num_eq", "num_gt", "num_gte", "num_lt", "num_lte"];
+/// How a constraint compares the context's value with its operands.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = FeatureFlagOperator)]
+#[allow(dead_code)] // the schema of `Constraint::operator`, which stays text
+enum Operator {
+    In,
+    NotIn,
+    StrContains,
+    StrStartsWith,
+    StrEndsWith,
+    NumEq,
+    NumGt,
+    NumGte,
+    NumLt,
+    NumLte,
+}
 
 /// A flag (one layer of its key).
 #[derive(Clone, Debug, FromRow, Serialize, ToSchema)]
@@ -94,11 +108,14 @@ struct Constraint {
     context_name: String,
     /// `in`, `not_in`, `str_contains`, `str_starts_with`, `str_ends_with`,
     /// `num_eq`, `num_gt`, `num_gte`, `num_lt` or `num_lte`.
+    #[schema(value_type = Operator)]
     operator: String,
-    /// The operand strings of `in`, `not_in` and the `str_` operators.
+    /// The operand strings of `in`, `not_in` and the `str_` operators (1
+    /// to 1,000 of them, required for those operators).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 1000)]
     values: Vec<String>,
-    /// The operand of the `num_` operators.
+    /// The operand of the `num_` operators (required for them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     value: Option<f64>,
     /// Negates the outcome.
@@ -155,9 +172,9 @@ async fn changed(state: &AppState, ctx: &TenantCtx) {
 #[schema(as = NewFeatureFlag)]
 struct NewFlag {
     /// 1 to 128 letters, digits, `.`, `_` or `-`; unique in the tenant.
-    #[schema(required = true)]
-    flag_key: Option<String>,
-    /// At most 1,000 characters.
+    #[schema(max_length = 128)]
+    flag_key: String,
+    #[schema(max_length = 1000)]
     description: Option<String>,
     /// Any JSON (at most 64 KiB), answered when no rollout matches;
     /// `false` when absent.
@@ -174,16 +191,14 @@ struct NewFlag {
 #[utoipa::path(post, path = "/api/feature-flags", tag = "sdk-feature-flags", request_body = NewFlag,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "flag_key": "race-{unique}" } }))),
     responses((status = 201, description = "the flag", body = Data<FlagRow>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(req): Lenient<NewFlag>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewFlag>) -> ApiResult<Response> {
+    let req = body.checked()?;
     let mut check = Check::new();
-    let key = check.required("flag_key", &req.flag_key);
-    if !key.is_empty() && !valid_key(&key) {
+    let key = req.flag_key.trim().to_string();
+    if !valid_key(&key) {
         check.fail("flag_key must be 1 to 128 letters, digits, '.', '_' or '-'");
     }
     let description = Check::optional(&req.description);
-    if description.as_ref().is_some_and(|d| d.chars().count() > 1000) {
-        check.fail("description must be at most 1000 characters");
-    }
     let default_value = json_value(&mut check, "default_value", req.default_value.as_ref(), json!(false));
     let off_value = json_value(&mut check, "off_value", req.off_value.as_ref(), json!(false));
     check.finish()?;
@@ -235,82 +250,45 @@ struct RolloutRequest {
     /// A rollout of this flag to change; absent: a new rollout.
     #[schema(format = "uuid")]
     rollout_id: Option<String>,
-    /// An integer from 0 to 1,000,000, lower first; 100 when absent.
-    #[schema(value_type = Option<i64>, minimum = 0, maximum = 1_000_000)]
-    priority: Option<Value>,
-    /// At most 50 constraints that must all hold; absent or empty: every
-    /// context.
-    #[schema(value_type = Option<Vec<Constraint>>)]
-    predicate: Option<Value>,
-    /// An integer from 0 to 100; 100 when absent.
-    #[schema(value_type = Option<i64>, minimum = 0, maximum = 100)]
-    percentage: Option<Value>,
+    /// Lower first; 100 when absent.
+    #[schema(minimum = 0, maximum = 1_000_000)]
+    priority: Option<i64>,
+    /// Constraints that must all hold; absent or empty: every context.
+    #[schema(max_items = 50)]
+    predicate: Option<Vec<Constraint>>,
+    /// 100 when absent.
+    #[schema(minimum = 0, maximum = 100)]
+    percentage: Option<i64>,
     /// `persona_id` (the default), `tenant_id`, `bu_id` or
     /// `attributes.<name>`: the context value the percentage buckets.
     stickiness: Option<String>,
-    /// 1 to 128 characters hashed with the stickiness value; the flag key
-    /// when absent (two flags with one group_id admit the same users).
+    /// Hashed with the stickiness value; the flag key when absent (two
+    /// flags with one group_id admit the same users).
+    #[schema(max_length = 128)]
     group_id: Option<String>,
     /// Any JSON (at most 64 KiB) answered when this rollout matches;
     /// `true` when absent.
     #[schema(value_type = Option<Value>)]
     value: Option<Value>,
     /// Whether evaluation considers this rollout; `true` when absent.
-    #[schema(value_type = Option<bool>)]
-    active: Option<Value>,
+    active: Option<bool>,
 }
 
-/// The constraints of a predicate, or the problems with them.
-fn check_predicate(check: &mut Check, value: Option<&Value>) -> Vec<Constraint> {
-    let items = match value {
-        None | Some(Value::Null) => return Vec::new(),
-        Some(Value::Array(items)) if items.len() <= MAX_CONSTRAINTS => items,
-        Some(_) => {
-            check.fail(format!("predicate must be an array of at most {MAX_CONSTRAINTS} constraints"));
-            return Vec::new();
+/// What the schema of a predicate cannot say: a context name of the
+/// documented forms, and the operand the operator needs.
+fn check_predicate(check: &mut Check, predicate: &[Constraint]) {
+    for (i, c) in predicate.iter().enumerate() {
+        if !valid_context_name(&c.context_name) {
+            check.fail(format!("predicate[{i}].context_name {CONTEXT_NAME_RULE}"));
         }
-    };
-    let mut out = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        let at = |what: &str| format!("predicate[{i}].{what}");
-        let Some(obj) = item.as_object() else {
-            check.fail(format!("predicate[{i}] must be an object"));
-            continue;
-        };
-        let name = obj.get("context_name").and_then(Value::as_str).unwrap_or_default();
-        if !valid_context_name(name) {
-            check.fail(format!("{} {CONTEXT_NAME_RULE}", at("context_name")));
-        }
-        let operator = obj.get("operator").and_then(Value::as_str).unwrap_or_default();
-        if !OPERATORS.contains(&operator) {
-            check.fail(format!("{} must be one of: {}", at("operator"), OPERATORS.join(", ")));
-        }
-        let flag = |check: &mut Check, field: &str| match obj.get(field) {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => {
-                check.fail(format!("{} must be a boolean", at(field)));
-                false
+        if c.operator.starts_with("num_") {
+            if c.value.is_none() {
+                check.fail(format!("predicate[{i}].value must be a number"));
             }
-        };
-        let (inverted, case_insensitive) = (flag(check, "inverted"), flag(check, "case_insensitive"));
-        let (mut values, mut number) = (Vec::new(), None);
-        if operator.starts_with("num_") {
-            match obj.get("value").and_then(Value::as_f64) {
-                Some(n) => number = Some(n),
-                None => check.fail(format!("{} must be a number", at("value"))),
-            }
-        } else if OPERATORS.contains(&operator) {
-            match obj.get("values").and_then(Value::as_array) {
-                Some(list) if (1..=MAX_VALUES).contains(&list.len()) && list.iter().all(Value::is_string) => {
-                    values = list.iter().filter_map(Value::as_str).map(str::to_string).collect();
-                }
-                _ => check.fail(format!("{} must be an array of 1 to {MAX_VALUES} strings", at("values"))),
-            }
+        } else if c.values.is_empty() {
+            check.fail(format!("predicate[{i}].values must be an array of 1 to {MAX_VALUES} strings"));
         }
-        out.push(Constraint { context_name: name.to_string(), operator: operator.to_string(), values, value: number, inverted, case_insensitive });
     }
-    out
 }
 
 /// Adds a rollout to the tenant's flag (201), or changes one of its
@@ -320,42 +298,29 @@ fn check_predicate(check: &mut Check, value: Option<&Value>) -> Vec<Constraint> 
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/feature-flags", { "flag_key": "race-{unique}" }]],
         "body": { "percentage": 50 } }))),
     responses((status = 201, description = "a new rollout", body = Data<RolloutRow>), (status = 200, description = "the changed rollout", body = Data<RolloutRow>)))]
-async fn set_rollout(
-    State(state): State<AppState>,
-    Tenant(ctx): Tenant,
-    Path(key): Path<String>,
-    Lenient(req): Lenient<RolloutRequest>,
-) -> ApiResult<Response> {
+async fn set_rollout(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, body: Body<RolloutRequest>) -> ApiResult<Response> {
     if !valid_key(&key) {
         return Err(ApiError::NotFound);
     }
+    let mut tx = state.db.begin().await?;
+    let flag = own_flag(&mut tx, &ctx.tenant_id, &key).await?;
+    let req = body.checked()?;
     let mut check = Check::new();
-    let rollout_id = check.optional_uuid("rollout_id", &req.rollout_id);
-    let priority = check.optional_int("priority", req.priority.as_ref(), 0, 1_000_000).unwrap_or(100);
-    let predicate = check_predicate(&mut check, req.predicate.as_ref());
-    let percentage = check.optional_int("percentage", req.percentage.as_ref(), 0, 100).unwrap_or(100);
+    let rollout_id = check.optional_uuid("rollout_id", &req.rollout_id).map(|u| u.to_string());
+    let priority = req.priority.unwrap_or(100);
+    let predicate = req.predicate.unwrap_or_default();
+    check_predicate(&mut check, &predicate);
+    let percentage = req.percentage.unwrap_or(100);
     let stickiness = Check::optional(&req.stickiness).unwrap_or_else(|| "persona_id".into());
     if !valid_context_name(&stickiness) {
         check.fail(format!("stickiness {CONTEXT_NAME_RULE}"));
     }
     let group_id = Check::optional(&req.group_id).unwrap_or_else(|| key.clone());
-    if group_id.chars().count() > 128 {
-        check.fail("group_id must be at most 128 characters");
-    }
     let value = json_value(&mut check, "value", req.value.as_ref(), json!(true));
-    let active = match &req.active {
-        None | Some(Value::Null) => true,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => {
-            check.fail("active must be a boolean");
-            true
-        }
-    };
+    let active = req.active.unwrap_or(true);
     check.finish()?;
     let predicate = serde_json::to_string(&predicate).map_err(|e| ApiError::Internal(e.into()))?;
     let now = db::now();
-    let mut tx = state.db.begin().await?;
-    let flag = own_flag(&mut tx, &ctx.tenant_id, &key).await?;
     let (row, fresh): (RolloutRow, bool) = match rollout_id {
         Some(id) => {
             let sql = format!(
@@ -371,7 +336,7 @@ async fn set_rollout(
                 .bind(&value)
                 .bind(i64::from(active))
                 .bind(&now)
-                .bind(id.to_string())
+                .bind(&id)
                 .bind(&flag.flag_id)
                 .fetch_optional(&mut *tx)
                 .await?;
@@ -414,9 +379,9 @@ async fn set_rollout(
 #[schema(as = FeatureFlagKillSwitch)]
 struct KillSwitchRequest {
     /// `true` engages, `false` releases.
-    #[schema(required = true, value_type = bool)]
-    engaged: Option<Value>,
-    /// Why (at most 500 characters); kept with the state.
+    engaged: bool,
+    /// Why; kept with the state.
+    #[schema(max_length = 500)]
     reason: Option<String>,
 }
 
@@ -427,34 +392,15 @@ struct KillSwitchRequest {
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/feature-flags", { "flag_key": "race-{unique}" }]],
         "body": { "engaged": true, "reason": "race" } }))),
     responses((status = 200, description = "the flag", body = Data<FlagRow>)))]
-async fn kill_switch(
-    State(state): State<AppState>,
-    Tenant(ctx): Tenant,
-    Path(key): Path<String>,
-    Lenient(req): Lenient<KillSwitchRequest>,
-) -> ApiResult<Response> {
+async fn kill_switch(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, body: Body<KillSwitchRequest>) -> ApiResult<Response> {
     if !valid_key(&key) {
         return Err(ApiError::NotFound);
     }
-    let mut check = Check::new();
-    let engaged = match &req.engaged {
-        Some(Value::Bool(b)) => *b,
-        None | Some(Value::Null) => {
-            check.fail("engaged is required");
-            false
-        }
-        Some(_) => {
-            check.fail("engaged must be a boolean");
-            false
-        }
-    };
-    let reason = Check::optional(&req.reason);
-    if reason.as_ref().is_some_and(|r| r.chars().count() > 500) {
-        check.fail("reason must be at most 500 characters");
-    }
-    check.finish()?;
     let mut tx = state.db.begin().await?;
     let flag = own_flag(&mut tx, &ctx.tenant_id, &key).await?;
+    let req = body.checked()?;
+    let engaged = req.engaged;
+    let reason = Check::optional(&req.reason);
     let now = db::now();
     // The switch moves in one guarded statement: of two requests setting it
     // at once, one changes it (with the event) and the other finds it set.
@@ -480,17 +426,15 @@ async fn kill_switch(
 #[derive(Deserialize, ToSchema)]
 #[schema(as = FeatureFlagContext)]
 struct ContextRequest {
-    /// The caller's tenant (the default); another is 403.
-    #[schema(format = "uuid")]
-    tenant_id: Option<String>,
     /// The persona the flag is evaluated for; the calling persona when
-    /// absent. At most 256 characters.
+    /// absent.
+    #[schema(max_length = 256)]
     persona_id: Option<String>,
-    /// The business unit, if any. At most 256 characters.
+    /// The business unit, if any.
+    #[schema(max_length = 256)]
     bu_id: Option<String>,
     /// At most 100 attributes, each a string, number or boolean.
-    #[schema(value_type = Option<Value>)]
-    attributes: Option<Value>,
+    attributes: Option<serde_json::Map<String, Value>>,
 }
 
 /// An evaluation's answer.
@@ -517,44 +461,31 @@ struct Evaluation {
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["POST", "/api/feature-flags", { "flag_key": "race-{unique}" }]],
         "body": {} }))),
     responses((status = 200, description = "the value for this context and what decided it", body = Data<Evaluation>)))]
-async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, Lenient(req): Lenient<ContextRequest>) -> ApiResult<Response> {
-    // `Body` refused another tenant's id already; the context's tenant is
-    // the caller's.
-    ctx.check_tenant(req.tenant_id.as_deref())?;
-    let mut check = Check::new();
-    let mut text = |name: &str, value: &Option<String>| {
-        let v = Check::optional(value);
-        if v.as_ref().is_some_and(|v| v.len() > 256) {
-            check.fail(format!("{name} must be at most 256 characters"));
-        }
-        v
-    };
-    let persona_id = text("persona_id", &req.persona_id).unwrap_or_else(|| ctx.persona_id.clone());
-    let bu_id = text("bu_id", &req.bu_id);
-    let attributes = match req.attributes {
-        None | Some(Value::Null) => serde_json::Map::new(),
-        Some(Value::Object(map)) => {
-            if map.len() > MAX_ATTRIBUTES {
-                check.fail(format!("attributes must hold at most {MAX_ATTRIBUTES} entries"));
-            }
-            for (name, v) in &map {
-                if !matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_)) {
-                    check.fail(format!("attributes.{name} must be a string, number or boolean"));
-                }
-            }
-            map
-        }
-        Some(_) => {
-            check.fail("attributes must be an object");
-            serde_json::Map::new()
-        }
-    };
-    check.finish()?;
+async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, body: Body<ContextRequest>) -> ApiResult<Response> {
+    // A context's `tenant_id` is the gate's: `Body` refused another
+    // tenant's; the context's tenant is the caller's.
     if !valid_key(&key) {
         return Err(ApiError::NotFound);
     }
-    let context = Context { tenant_id: &ctx.tenant_id, persona_id: Some(persona_id), bu_id, attributes };
     let flags = flags_of(&state, &ctx.tenant_id).await?;
+    if !flags.tenant.contains_key(&key) && !flags.platform.contains_key(&key) {
+        return Err(ApiError::NotFound);
+    }
+    let req = body.checked()?;
+    let mut check = Check::new();
+    let persona_id = Check::optional(&req.persona_id).unwrap_or_else(|| ctx.persona_id.clone());
+    let bu_id = Check::optional(&req.bu_id);
+    let attributes = req.attributes.unwrap_or_default();
+    if attributes.len() > MAX_ATTRIBUTES {
+        check.fail(format!("attributes must hold at most {MAX_ATTRIBUTES} entries"));
+    }
+    for (name, v) in &attributes {
+        if !matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_)) {
+            check.fail(format!("attributes.{name} must be a string, number or boolean"));
+        }
+    }
+    check.finish()?;
+    let context = Context { tenant_id: &ctx.tenant_id, persona_id: Some(persona_id), bu_id, attributes };
     Ok(ok(flags.evaluate(&key, &context).ok_or(ApiError::NotFound)?))
 }
 

@@ -42,15 +42,14 @@ struct Answer {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewGeoAddress)]
 struct NewAddress {
-    /// 1 to 4 street lines.
-    #[schema(required = true)]
-    lines: Option<Vec<String>>,
+    /// Street lines, at least one of them not blank.
+    #[schema(min_items = 1, max_items = 4)]
+    lines: Vec<String>,
     locality: Option<String>,
     region: Option<String>,
     postal_code: Option<String>,
     /// ISO 3166-1 alpha-2.
-    #[schema(required = true)]
-    country_code: Option<String>,
+    country_code: String,
 }
 
 /// Spaces collapsed; empty is absent.
@@ -64,13 +63,14 @@ fn tidy(s: &str) -> Option<String> {
 #[utoipa::path(post, path = "/api/geo/addresses", tag = "sdk-geo", request_body = NewAddress,
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 1, "body": { "lines": ["{unique} Race Lane"], "locality": "Amsterdam", "country_code": "NL" } }))),
     responses((status = 201, description = "stored", body = Data<Answer>), (status = 200, description = "already stored", body = Data<Answer>)))]
-async fn canonicalise(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewAddress>) -> ApiResult<Response> {
+async fn canonicalise(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAddress>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let lines: Vec<String> = body.lines.iter().flatten().filter_map(|l| tidy(l)).collect();
-    if !(1..=4).contains(&lines.len()) {
+    let lines: Vec<String> = body.lines.iter().filter_map(|l| tidy(l)).collect();
+    if lines.is_empty() {
         check.fail("lines must hold 1 to 4 non-empty street lines");
     }
-    let country = body.country_code.as_deref().and_then(tidy).map(|c| c.to_ascii_uppercase()).unwrap_or_default();
+    let country = tidy(&body.country_code).map(|c| c.to_ascii_uppercase()).unwrap_or_default();
     if country.len() != 2 || !country.bytes().all(|b| b.is_ascii_uppercase()) {
         check.fail("country_code must be an ISO 3166-1 alpha-2 code");
     }

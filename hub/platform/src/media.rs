@@ -64,18 +64,17 @@ fn storage_error(e: object_store::Error) -> ApiError {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewMediaBlob)]
 struct NewBlob {
-    /// A media type, `type/subtype` with optional parameters, at most 255
-    /// characters; `application/octet-stream` when absent.
+    /// A media type, `type/subtype` with optional parameters;
+    /// `application/octet-stream` when absent.
+    #[schema(max_length = 255)]
     content_type: Option<String>,
-    /// At most 255 characters.
+    /// No control characters.
+    #[schema(max_length = 255)]
     filename: Option<String>,
-    /// The size the content will have: the upload must match it.
-    #[schema(value_type = Option<i64>)]
-    size_bytes: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    /// The size the content will have: the upload must match it. At most
+    /// the hub's largest content (`max_bytes` of the answer).
+    #[schema(minimum = 0)]
+    size_bytes: Option<i64>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -100,7 +99,8 @@ fn valid_content_type(s: &str) -> bool {
 #[utoipa::path(post, path = "/api/media/blobs", tag = "sdk-media", request_body = NewBlob,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "content_type": "text/plain", "filename": "race.txt" } }))),
     responses((status = 201, description = "the blob, pending", body = Data<Started>)))]
-async fn start(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewBlob>) -> ApiResult<Response> {
+async fn start(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewBlob>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
     let content_type = Check::optional(&body.content_type).unwrap_or_else(|| "application/octet-stream".into());
     if !valid_content_type(&content_type) {
@@ -111,7 +111,10 @@ async fn start(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body)
         check.fail("filename must be at most 255 characters, none of them control characters");
     }
     let max = state.config.media_max_bytes;
-    let declared = check.optional_int("size_bytes", body.size_bytes.as_ref(), 0, i64::try_from(max).unwrap_or(i64::MAX));
+    let declared = body.size_bytes;
+    if declared.is_some_and(|n| n > i64::try_from(max).unwrap_or(i64::MAX)) {
+        check.fail(format!("size_bytes must be an integer from 0 to {max}"));
+    }
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let sql = format!(
@@ -237,12 +240,7 @@ async fn put_content(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
 struct Commit {
     /// SHA-256 of the content: 64 hexadecimal characters, an optional
     /// `0x` prefix.
-    #[schema(required = true)]
-    checksum_hex: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    checksum_hex: String,
 }
 
 /// The checksum as lowercase hex, or `None` when it is not 64 hex
@@ -260,16 +258,12 @@ fn checksum(raw: &str) -> Option<String> {
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/media/blobs", { "content_type": "application/json" }], ["PUT", "/api/media/blobs/{blob_id}/content", "race"]], "body": { "checksum_hex": "6d221f60522398aa5026a27012f91c6dbdf26c4e6c36ff2e385380dea8eaa77d" } }))),
     responses((status = 200, description = "the blob, ready (again, for a repeated commit of the same checksum)", body = Data<Blob>),
         (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
-async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Commit>) -> ApiResult<Response> {
+async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Commit>) -> ApiResult<Response> {
     let blob = find(&state.db, &ctx.tenant_id, &id).await?;
-    let mut check = Check::new();
-    let given = check.required("checksum_hex", &body.checksum_hex);
-    let wanted = checksum(&given);
-    if !given.is_empty() && wanted.is_none() {
-        check.fail("checksum_hex must be exactly 64 hexadecimal characters, with an optional 0x prefix");
-    }
-    check.finish()?;
-    let wanted = wanted.unwrap_or_default();
+    let body = body.checked()?;
+    let Some(wanted) = checksum(body.checksum_hex.trim()) else {
+        return Err(ApiError::invalid("checksum_hex must be exactly 64 hexadecimal characters, with an optional 0x prefix"));
+    };
     if blob.status == "ready" {
         return if blob.sha256.as_deref() == Some(wanted.as_str()) {
             Ok(ok(blob))

@@ -14,6 +14,40 @@ pub fn routes() -> OpenApiRouter<AppState> {
 const KINDS: [&str; 5] = ["region", "country", "state", "city", "locality"];
 const CLASSES: [&str; 3] = ["open", "restricted", "sovereign"];
 
+/// A node's level in the tree, highest first.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ResidencyNodeKind)]
+enum Kind {
+    Region,
+    Country,
+    State,
+    City,
+    Locality,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        KINDS[self as usize]
+    }
+}
+
+/// How data under a node may move.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ResidencyClass)]
+enum Class {
+    Open,
+    Restricted,
+    Sovereign,
+}
+
+impl Class {
+    fn as_str(self) -> &'static str {
+        CLASSES[self as usize]
+    }
+}
+
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ResidencyNode)]
 struct Node {
@@ -39,18 +73,17 @@ const NODES: Listing = Listing {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewResidencyNode)]
 struct NewNode {
-    /// 1 to 200 characters.
-    #[schema(required = true)]
-    name: Option<String>,
-    /// `region`, `country`, `state`, `city` or `locality`.
-    #[schema(required = true)]
-    kind: Option<String>,
-    /// An optional code (ISO 3166 and the like), at most 32 characters.
+    #[schema(max_length = 200)]
+    name: String,
+    kind: Kind,
+    /// A code (ISO 3166 and the like).
+    #[schema(max_length = 32)]
     code: Option<String>,
     /// A node of this tenant at a higher level.
+    #[schema(format = "uuid")]
     parent_geo_node_id: Option<String>,
-    /// `open` (default), `restricted` or `sovereign`.
-    residency_class: Option<String>,
+    /// `open` when absent.
+    residency_class: Option<Class>,
 }
 
 fn level(kind: &str) -> usize {
@@ -61,17 +94,13 @@ fn level(kind: &str) -> usize {
 #[utoipa::path(post, path = "/api/residency/nodes", tag = "sdk-tenant", request_body = NewNode,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "race-{unique}", "kind": "region" } }))),
     responses((status = 201, description = "the node", body = Data<Node>)))]
-async fn create_node(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewNode>) -> ApiResult<Response> {
+async fn create_node(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewNode>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let name = check.required("name", &body.name);
-    if name.chars().count() > 200 {
-        check.fail("name must be at most 200 characters");
-    }
-    let kind = check.required("kind", &body.kind);
-    check.one_of("kind", &kind, &KINDS);
-    let code = check.optional_bounded("code", &body.code, 32);
-    let class = Check::optional(&body.residency_class).unwrap_or_else(|| "open".into());
-    check.one_of("residency_class", &class, &CLASSES);
+    let name = body.name.trim().to_string();
+    let kind = body.kind.as_str();
+    let code = Check::optional(&body.code);
+    let class = body.residency_class.unwrap_or(Class::Open).as_str();
     let parent = check.optional_uuid("parent_geo_node_id", &body.parent_geo_node_id).map(|u| u.to_string());
     check.finish()?;
     let mut tx = state.db.begin().await?;
@@ -83,7 +112,7 @@ async fn create_node(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient
             .await?;
         match parent_kind {
             None => return Err(ApiError::invalid("parent_geo_node_id names no node of this tenant")),
-            Some(p) if level(&p) >= level(&kind) => return Err(ApiError::invalid(format!("a {kind} cannot be placed under a {p}"))),
+            Some(p) if level(&p) >= level(kind) => return Err(ApiError::invalid(format!("a {kind} cannot be placed under a {p}"))),
             Some(_) => {}
         }
     }
@@ -94,11 +123,11 @@ async fn create_node(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient
     let node: Node = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&kind)
+        .bind(kind)
         .bind(&name)
         .bind(&code)
         .bind(&parent)
-        .bind(&class)
+        .bind(class)
         .bind(&ctx.persona_id)
         .bind(db::now())
         .fetch_one(&mut *tx)

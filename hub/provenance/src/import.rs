@@ -43,49 +43,58 @@ fn valid_slug(s: &str) -> bool {
 #[schema(as = NewImportTemplate)]
 struct NewTemplate {
     /// 1 to 128 of `a-z 0-9 . _ -`.
-    #[schema(required = true)]
-    slug: Option<String>,
-    #[schema(required = true)]
-    kind: Option<String>,
-    /// At most 64 characters.
-    #[schema(required = true)]
-    entity: Option<String>,
-    /// 1 to 500 entries: target field to a non-empty source column or path.
-    #[schema(required = true, value_type = Object)]
-    mapping: Option<Value>,
+    #[schema(max_length = 128)]
+    slug: String,
+    kind: Kind,
+    #[schema(max_length = 64)]
+    entity: String,
+    /// 1 to 500 entries: target field (at most 128 characters) to a
+    /// non-empty source column or path (at most 256 characters). Kept in
+    /// the order written.
+    #[schema(value_type = std::collections::HashMap<String, String>)]
+    mapping: serde_json::Map<String, Value>,
     /// Make this version the slug's active one (default true).
     active: Option<bool>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+}
+
+/// A source format.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = ImportKind)]
+enum Kind {
+    Csv,
+    Json,
+    Xlsx,
+    Xml,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        KINDS[self as usize]
+    }
 }
 
 /// Publishes the next version of a template.
 #[utoipa::path(post, path = "/api/import/templates", tag = "sdk-import", request_body = NewTemplate,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "slug": "race-{unique}", "kind": "csv", "entity": "contact", "mapping": { "name": "Name" } } }))),
     responses((status = 201, description = "the version published", body = Data<Template>)))]
-async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewTemplate>) -> ApiResult<Response> {
+async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewTemplate>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let slug = check.required("slug", &body.slug);
-    if !slug.is_empty() && !valid_slug(&slug) {
+    let slug = body.slug.trim().to_string();
+    if !valid_slug(&slug) {
         check.fail("slug must be 1 to 128 of a-z, 0-9, '.', '_' or '-'");
     }
-    let kind = check.required("kind", &body.kind);
-    check.one_of("kind", &kind, &KINDS);
-    let entity = check.required("entity", &body.entity);
-    if entity.chars().count() > 64 {
-        check.fail("entity must be at most 64 characters");
-    }
-    match &body.mapping {
-        Some(Value::Object(m)) if (1..=MAX_FIELDS).contains(&m.len()) => {
-            for (field, source) in m {
-                if !source.as_str().is_some_and(|s| !s.trim().is_empty() && s.len() <= 256) || field.is_empty() || field.len() > 128 {
-                    check.fail(format!("mapping.{field} must map a field name (at most 128 characters) to a source column of 1 to 256 characters"));
-                }
+    let kind = body.kind.as_str();
+    let entity = body.entity.trim();
+    if (1..=MAX_FIELDS).contains(&body.mapping.len()) {
+        for (field, source) in &body.mapping {
+            if source.as_str().is_none_or(|s| s.trim().is_empty() || s.len() > 256) || field.is_empty() || field.len() > 128 {
+                check.fail(format!("mapping.{field} must map a field name (at most 128 characters) to a source column of 1 to 256 characters"));
             }
         }
-        _ => check.fail(format!("mapping must be an object of 1 to {MAX_FIELDS} fields")),
+    } else {
+        check.fail(format!("mapping must be an object of 1 to {MAX_FIELDS} fields"));
     }
     check.finish()?;
     let active = body.active != Some(false);
@@ -109,9 +118,9 @@ async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(bod
         .bind(&ctx.tenant_id)
         .bind(&slug)
         .bind(version)
-        .bind(&kind)
-        .bind(&entity)
-        .bind(body.mapping.unwrap_or_default().to_string())
+        .bind(kind)
+        .bind(entity)
+        .bind(Value::Object(body.mapping).to_string())
         .bind(i64::from(active))
         .bind(audit::actor_of(&ctx).1)
         .bind(db::now())

@@ -22,29 +22,17 @@ const MAX_RAW_BYTES: usize = 64 * 1024;
 #[derive(Deserialize, ToSchema)]
 #[schema(as = ParsingBatch)]
 struct Batch {
-    /// 1 to 100 captures.
-    #[schema(required = true, value_type = Vec<CaptureIn>)]
-    captures: Option<Value>,
+    /// The captures, each `{ source_kind, raw, default_region? }`:
+    /// `source_kind` one of `email`, `vcard`, `text`, `signature`, `ocr`;
+    /// `raw` the captured text, at most 64 KiB; `default_region` the
+    /// batch's when absent. Each capture is checked on its own: one that is
+    /// malformed (or not an object) gets its problems in its result
+    /// (`ParsedCapture.errors`), not a 400, and the others are read.
+    #[schema(value_type = Vec<Value>, min_items = 1, max_items = 100)]
+    captures: Vec<Value>,
     /// ISO 3166-1 alpha-2 region of the numbers written without a country
     /// code, for every capture that names none.
-    #[schema(value_type = Option<String>, example = "NL")]
-    default_region: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
-}
-
-/// One capture, as sent (checked one by one: see `ParsedCapture.errors`).
-#[derive(ToSchema)]
-#[schema(as = ParsingCapture)]
-#[allow(dead_code)]
-struct CaptureIn {
-    /// `email`, `vcard`, `text`, `signature` or `ocr`.
-    source_kind: String,
-    /// The captured text, at most 64 KiB.
-    raw: String,
-    /// The batch's `default_region` when absent.
+    #[schema(example = "NL")]
     default_region: Option<String>,
 }
 
@@ -110,27 +98,14 @@ fn read(index: usize, capture: &Value, batch_region: Option<Id>) -> CaptureResul
 #[utoipa::path(post, path = "/api/parsing/contacts/extract", tag = "sdk-parsing", request_body = Batch,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"captures": [{"source_kind": "text", "raw": "Ada Lovelace <ada@example.com> +31 20 123 4567"}], "default_region": "NL"}}))),
     responses((status = 200, description = "one result per capture", body = Data<Outcome>)))]
-async fn extract_contacts(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Batch>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let captures = match body.captures {
-        Some(Value::Array(items)) if (1..=MAX_CAPTURES).contains(&items.len()) => items,
-        None | Some(Value::Null) => {
-            check.fail("captures is required");
-            vec![]
-        }
-        _ => {
-            check.fail(format!("captures must be an array of 1 to {MAX_CAPTURES} captures"));
-            vec![]
-        }
+async fn extract_contacts(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Batch>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    let captures = body.captures;
+    debug_assert!((1..=MAX_CAPTURES).contains(&captures.len()), "the schema bounds the batch");
+    let batch_region = match Check::optional(&body.default_region) {
+        Some(r) => Some(region(&Value::String(r)).map_err(ApiError::invalid)?),
+        None => None,
     };
-    let batch_region = match body.default_region.as_ref().filter(|v| !v.is_null()).map(region) {
-        Some(Err(e)) => {
-            check.fail(e);
-            None
-        }
-        found => found.and_then(Result::ok),
-    };
-    check.finish()?;
     // Up to 20,000 phone numbers parsed: work for a blocking thread.
     let captures: Vec<CaptureResult> = tokio::task::spawn_blocking(move || captures.iter().enumerate().map(|(i, c)| read(i, c, batch_region)).collect())
         .await

@@ -37,7 +37,6 @@ struct Assertion {
     attribute: String,
     /// Any JSON; `null` retracts the attribute.
     #[sqlx(try_from = "String")]
-    #[schema(value_type = Object)]
     value: JsonText,
     source: Option<String>,
     asserted_at: String,
@@ -110,36 +109,28 @@ fn canonical(v: &Value, out: &mut String) {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewProjectionSubject)]
 struct NewSubject {
-    /// The tenant's own name for it: 1 to 128 characters, no control
-    /// character, no surrounding space.
-    #[schema(required = true)]
-    subject_id: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    /// The tenant's own name for it: no control character, no
+    /// surrounding space.
+    #[schema(max_length = 128)]
+    subject_id: String,
 }
 
 /// Registers a subject (a name already registered is 409).
 #[utoipa::path(post, path = "/api/projections", tag = "sdk-projection", request_body = NewSubject,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "events": 0, "body": {"subject_id": "s-{unique}"}}))),
     responses((status = 201, description = "the subject, with no assertion yet", body = Data<Subject>)))]
-async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSubject>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let subject = body.subject_id.filter(|s| !s.trim().is_empty());
-    match &subject {
-        None => check.fail("subject_id is required"),
-        Some(s) if !subject_name(s) => check.fail("subject_id must be 1 to 128 characters, without control characters or surrounding spaces"),
-        Some(_) => {}
+async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSubject>) -> ApiResult<Response> {
+    let subject = body.checked()?.subject_id;
+    if !subject_name(&subject) {
+        return Err(ApiError::invalid("subject_id must be 1 to 128 characters, without control characters or surrounding spaces"));
     }
-    check.finish()?;
     let mut tx = state.db.begin().await?;
     let subject: Subject = sqlx::query_as(
         "INSERT INTO projection_subject (tenant_id, subject_id, assertion_count, created_by, created_at) VALUES ($1, $2, 0, $3, $4) \
          RETURNING subject_id, assertion_count, created_at",
     )
     .bind(&ctx.tenant_id)
-    .bind(subject.unwrap_or_default())
+    .bind(&subject)
     .bind(audit::actor_of(&ctx).1)
     .bind(db::now())
     .fetch_one(&mut *tx)
@@ -169,21 +160,22 @@ async fn lock_subject(tx: &mut Tx, ctx: &TenantCtx, subject_id: &str, appended: 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewProjectionAssertion)]
 struct NewAssertion {
-    /// 1 to 128 characters.
-    #[schema(required = true)]
-    attribute: Option<String>,
-    /// Any JSON of at most 64 KiB; `null` retracts the attribute.
+    /// No control characters.
+    #[schema(max_length = 128)]
+    attribute: String,
+    /// Required (400 when absent): any JSON of at most 64 KiB; `null`
+    /// retracts the attribute. (The schema cannot say "required, and may
+    /// be null" in a way the body's check reads, so the handler checks that
+    /// it is present.)
     #[serde(default, deserialize_with = "present")]
-    #[schema(required = true, value_type = Object)]
+    #[schema(value_type = Option<Value>)]
     value: Option<Value>,
-    /// Who stated it (at most 128 characters).
+    /// Who stated it.
+    #[schema(max_length = 128)]
     source: Option<String>,
-    /// RFC 3339: when it held; now when absent.
+    /// When it held; now when absent.
+    #[schema(format = DateTime)]
     asserted_at: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// A field that is present, `null` included (absent stays `None`).
@@ -196,17 +188,13 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
     params(("subject_id" = String, Path, description = "the tenant's subject")),
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/projections", {"subject_id": "s-{unique}"}]], "body": {"attribute": "colour", "value": "red"}}))),
     responses((status = 201, description = "the assertion, recorded", body = Data<Assertion>)))]
-async fn record(
-    State(state): State<AppState>,
-    Tenant(ctx): Tenant,
-    Path(subject_id): Path<String>,
-    Lenient(body): Lenient<NewAssertion>,
-) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Path(subject_id): Path<String>, body: Body<NewAssertion>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let seq = lock_subject(&mut tx, &ctx, &subject_id, 1).await?;
+    let body = body.checked()?;
     let mut check = Check::new();
-    let attribute = check.required("attribute", &body.attribute);
-    if attribute.chars().count() > 128 || attribute.chars().any(char::is_control) {
+    let attribute = body.attribute.trim().to_string();
+    if attribute.chars().any(char::is_control) {
         check.fail("attribute must be at most 128 characters, without control characters");
     }
     match &body.value {
@@ -214,7 +202,7 @@ async fn record(
         Some(v) if v.to_string().len() > MAX_VALUE_BYTES => check.fail(format!("value must be at most {MAX_VALUE_BYTES} bytes of JSON")),
         Some(_) => {}
     }
-    let source = check.optional_bounded("source", &body.source, 128);
+    let source = Check::optional(&body.source);
     let asserted_at = check.time_or_now("asserted_at", &body.asserted_at);
     check.finish()?;
     let sql = format!(

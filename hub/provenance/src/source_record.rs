@@ -17,8 +17,8 @@ struct Claim {
     claim_id: String,
     subject_id: String,
     attribute: String,
+    /// Any JSON value, as asserted.
     #[sqlx(try_from = "String")]
-    #[schema(value_type = Object)]
     value: JsonText,
     source: String,
     source_ref: Option<String>,
@@ -36,51 +36,36 @@ struct Claim {
 const COLUMNS: &str =
     "claim_id, subject_id, attribute, value, source, source_ref, status, supersedes, superseded_by, superseded_at, observed_at, recorded_by, recorded_at";
 
-fn bounded(check: &mut Check, name: &str, value: &Option<String>, max: usize, required: bool) -> Option<String> {
-    let v = if required { Some(check.required(name, value)).filter(|v| !v.is_empty()) } else { Check::optional(value) };
-    if v.as_ref().is_some_and(|v| v.chars().count() > max) {
-        check.fail(format!("{name} must be at most {max} characters"));
-    }
-    v
-}
-
-fn required_value(check: &mut Check, value: &Option<Value>) -> Value {
-    match value {
-        None | Some(Value::Null) => {
-            check.fail("value is required");
-            Value::Null
-        }
-        Some(v) if v.to_string().len() > 64 * 1024 => {
-            check.fail("value must be at most 64 KiB of JSON");
-            Value::Null
-        }
-        Some(v) => v.clone(),
+/// A claim's value (present and not null: the schema says so): at most
+/// 64 KiB of JSON.
+fn bounded_value(check: &mut Check, value: &Value) {
+    if value.to_string().len() > 64 * 1024 {
+        check.fail("value must be at most 64 KiB of JSON");
     }
 }
 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewSourceClaim)]
 struct NewClaim {
-    /// Whom the claim is about (at most 128 characters).
-    #[schema(required = true)]
-    subject_id: Option<String>,
-    /// What it states (at most 128 characters): `email`, `address`, ...
-    #[schema(required = true)]
-    attribute: Option<String>,
-    /// The stated value: any JSON, at most 64 KiB.
-    #[schema(required = true, value_type = Object)]
-    value: Option<Value>,
-    /// Who stated it (at most 128 characters): a system, a form, a person.
-    #[schema(required = true)]
-    source: Option<String>,
-    /// Where in the source (at most 256 characters).
+    /// Whom the claim is about.
+    #[schema(max_length = 128)]
+    subject_id: String,
+    /// What it states: `email`, `address`, ...
+    #[schema(max_length = 128)]
+    attribute: String,
+    /// The stated value: any JSON but null, at most 64 KiB.
+    #[schema(value_type = Value)]
+    value: Value,
+    /// Who stated it: a system, a form, a person.
+    #[schema(max_length = 128)]
+    source: String,
+    /// Where in the source.
+    #[schema(max_length = 256)]
     source_ref: Option<String>,
-    /// RFC 3339: when the source stated it; now when absent.
+    /// When the source stated it (not more than 5 minutes ahead); now when
+    /// absent.
+    #[schema(format = DateTime)]
     observed_at: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 async fn insert(tx: &mut Tx, ctx: &TenantCtx, c: &Claim) -> ApiResult<Claim> {
@@ -109,22 +94,19 @@ async fn insert(tx: &mut Tx, ctx: &TenantCtx, c: &Claim) -> ApiResult<Claim> {
 #[utoipa::path(post, path = "/api/source-records/claims", tag = "sdk-source-record", request_body = NewClaim,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"subject_id": "s-{unique}", "attribute": "colour", "value": {"name": "red"}, "source": "race"}}))),
     responses((status = 201, description = "the claim, active", body = Data<Claim>)))]
-async fn assert_claim(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewClaim>) -> ApiResult<Response> {
+async fn assert_claim(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewClaim>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let subject = bounded(&mut check, "subject_id", &body.subject_id, 128, true);
-    let attribute = bounded(&mut check, "attribute", &body.attribute, 128, true);
-    let value = required_value(&mut check, &body.value);
-    let source = bounded(&mut check, "source", &body.source, 128, true);
-    let source_ref = bounded(&mut check, "source_ref", &body.source_ref, 256, false);
+    bounded_value(&mut check, &body.value);
     let observed = check.time_or_now("observed_at", &body.observed_at);
     check.finish()?;
     let claim = Claim {
         claim_id: db::new_id(),
-        subject_id: subject.unwrap_or_default(),
-        attribute: attribute.unwrap_or_default(),
-        value: JsonText(value),
-        source: source.unwrap_or_default(),
-        source_ref,
+        subject_id: body.subject_id.trim().to_string(),
+        attribute: body.attribute.trim().to_string(),
+        value: JsonText(body.value),
+        source: body.source.trim().to_string(),
+        source_ref: Check::optional(&body.source_ref),
         status: "ACTIVE".into(),
         supersedes: None,
         superseded_by: None,
@@ -161,17 +143,18 @@ async fn get_claim(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id):
 #[derive(Deserialize, ToSchema)]
 #[schema(as = SourceClaimSuccessor)]
 struct Successor {
-    /// The value that replaces the claim's.
-    #[schema(required = true, value_type = Object)]
-    value: Option<Value>,
+    /// The value that replaces the claim's: any JSON but null, at most 64 KiB.
+    #[schema(value_type = Value)]
+    value: Value,
     /// The claim's source when absent.
+    #[schema(max_length = 128)]
     source: Option<String>,
+    #[schema(max_length = 256)]
     source_ref: Option<String>,
+    /// When the source stated it (not more than 5 minutes ahead); now when
+    /// absent.
+    #[schema(format = DateTime)]
     observed_at: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -193,17 +176,18 @@ const CLAIM: Stateful = Stateful { noun: "claim", table: "source_claim", key: "c
         "given": [["POST", "/api/source-records/claims", { "subject_id": "s-{unique}", "attribute": "colour", "value": { "name": "red" }, "source": "race" }]],
         "body": { "value": { "name": "blue" } } }))),
     responses((status = 201, description = "the superseded claim and its successor", body = Data<Superseded>)))]
-async fn supersede(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Successor>) -> ApiResult<Response> {
+async fn supersede(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Successor>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     // The prior claim's row is locked until its successor is committed:
     // supersedes of one claim check its status one after another, so of
     // two at once one supersedes it and the other finds it superseded.
     CLAIM.lock::<String>(&mut tx, &ctx.tenant_id, &id).await?;
     let prior = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let body = body.checked()?;
     let mut check = Check::new();
-    let value = required_value(&mut check, &body.value);
-    let source = bounded(&mut check, "source", &body.source, 128, false).unwrap_or_else(|| prior.source.clone());
-    let source_ref = bounded(&mut check, "source_ref", &body.source_ref, 256, false);
+    bounded_value(&mut check, &body.value);
+    let source = Check::optional(&body.source).unwrap_or_else(|| prior.source.clone());
+    let source_ref = Check::optional(&body.source_ref);
     let observed = check.time_or_now("observed_at", &body.observed_at);
     check.finish()?;
     if prior.status != "ACTIVE" {
@@ -214,7 +198,7 @@ async fn supersede(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id):
         claim_id: db::new_id(),
         subject_id: prior.subject_id.clone(),
         attribute: prior.attribute.clone(),
-        value: JsonText(value),
+        value: JsonText(body.value),
         source,
         source_ref,
         status: "ACTIVE".into(),

@@ -50,7 +50,7 @@ async fn agents_are_created_validated_and_listed_for_their_tenant_only(app: Test
     })).await, 400, "ValidationError");
     assert_eq!(
         body["details"],
-        json!(["acting_persona_id must be a UUID", "tool_manifest must be an array of strings", "default_ttl_seconds must be an integer from 1 to 604800"])
+        json!(["acting_persona_id must be a UUID", "tool_manifest[0] must be a string", "default_ttl_seconds must be an integer from 1 to 604800"])
     );
     // Another tenant's persona cannot act for this tenant's agent.
     let body = assert_error(

@@ -193,9 +193,31 @@ async fn a_route_takes_a_vault_envelope_and_checks_its_fields(app: TestApp) {
     );
     assert_eq!(b["details"], json!(["credential_ref ai/unknown is no secret reference of the tenant (POST /api/secrets/refs)"]));
 
+    // The body against its schema first ...
     let b = assert_error(
-        app.post("/api/ai/routes", Some(a), json!({ "name": "Bad Name", "provider_base_url": "ftp://x", "api_key": "k", "max_attempts": 9, "timeout_ms": 5 }))
-            .await,
+        app.post(
+            "/api/ai/routes",
+            Some(a),
+            json!({ "name": "Bad Name", "provider_base_url": "ftp://x", "api_key": "k", "max_attempts": 9, "timeout_ms": 5, "credential_envelope": { "iv_b64": "x" } }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        b["details"],
+        json!([
+            "model is required",
+            "credential_envelope.ciphertext_b64 is required",
+            "credential_envelope.wrapped_dek_b64 is required",
+            "credential_envelope.tag_b64 is required",
+            "timeout_ms must be an integer from 1000 to 120000",
+            "max_attempts must be an integer from 1 to 5"
+        ])
+    );
+    // ... then what a schema cannot say.
+    let b = assert_error(
+        app.post("/api/ai/routes", Some(a), json!({ "name": "Bad Name", "provider_base_url": "ftp://x", "model": "m", "api_key": "k" })).await,
         400,
         "ValidationError",
     );
@@ -204,10 +226,7 @@ async fn a_route_takes_a_vault_envelope_and_checks_its_fields(app: TestApp) {
         json!([
             "name must be 1 to 64 of a-z, 0-9, '.', '_' or '-'",
             "provider_base_url must be an http or https URL of at most 2000 characters",
-            "model is required",
             "api_key and credential_envelope need a credential_ref",
-            "timeout_ms must be an integer from 1000 to 120000",
-            "max_attempts must be an integer from 1 to 5"
         ])
     );
     let b = assert_error(
@@ -219,11 +238,22 @@ async fn a_route_takes_a_vault_envelope_and_checks_its_fields(app: TestApp) {
         b["details"],
         json!([
             "messages[0].role must be one of: system, user, assistant, tool",
-            "messages[0].content must be a string of at most 200000 bytes",
+            "messages[0].content must be a string",
             "max_tokens must be an integer from 1 to 1000000",
-            "temperature must be from 0 to 2"
+            "temperature must be a number from 0 to 2"
         ])
     );
+    let b = assert_error(app.post("/api/ai/completions", Some(a), json!({ "messages": [] })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["messages must hold 1 to 100 items"]));
+    let long = "x".repeat(200_001);
+    let b = assert_error(
+        app.post("/api/ai/completions", Some(a), json!({ "messages": [{ "role": "user", "content": long }], "prompt": "p" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["give messages or prompt, not both"]));
+    let b = assert_error(app.post("/api/ai/completions", Some(a), json!({ "messages": [{ "role": "user", "content": long }] })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["messages[0].content must be a string of at most 200000 bytes"]));
     let b = assert_error(app.post("/api/ai/completions", Some(a), json!({})).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["messages must be an array of 1 to 100 messages (or give prompt)"]));
 }

@@ -60,6 +60,24 @@ async fn assets_are_created_with_a_twin_the_agent_reports_into(app: TestApp) {
 
     let body = assert_error(app.post("/api/assets", Some(token), json!({ "components": "arm" })).await, 400, "ValidationError");
     assert_eq!(body["details"], json!(["display_name is required", "components must be an array"]));
+    let body = assert_error(
+        app.post(
+            "/api/assets",
+            Some(token),
+            json!({ "display_name": "x", "device_uuid": "nope", "desired_state": [1], "components": [{ "component_id": 1 }] }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(body["details"], json!(["device_uuid must be a UUID", "desired_state must be a JSON object"]));
+    let body =
+        assert_error(app.post("/api/assets", Some(token), json!({ "display_name": "x", "components": [{ "component_id": 1 }] })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["components must be an array of component ids or of objects with a string component_id"]));
+    let body = assert_error(app.call(Method::PUT, &format!("/api/assets/{id}/twin"), Some(token), Some(json!({ "desired": 3 }))).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["desired must be a JSON object"]));
+    let body = assert_error(app.call(Method::PUT, &format!("/api/assets/{id}/twin"), Some(token), Some(json!({}))).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["desired is required"]));
     assert_error(
         app.post("/api/assets", Some(token), json!({ "display_name": "x", "tenant_id": "0190a000-0000-7000-8000-000000000000" })).await,
         403,
@@ -162,7 +180,15 @@ async fn robot_credentials_are_shown_once_and_stored_hashed(app: TestApp) {
         400,
         "ValidationError",
     );
-    assert_eq!(body["details"], json!(["rate_limit_rpm must be a positive integer", "expires_at must be in the future"]));
+    assert_eq!(body["details"], json!(["rate_limit_rpm must be an integer of at least 1"]));
+    let body = assert_error(
+        app.post(&format!("/api/assets/{id}/credentials"), Some(token), json!({ "rate_limit_rpm": 1, "expires_at": "2001-01-01T00:00:00Z" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(body["details"], json!(["expires_at must be in the future"]));
+    let body = assert_error(app.post(&format!("/api/assets/{id}/credentials"), Some(token), json!({ "expires_at": "soon" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["expires_at must be an RFC 3339 timestamp"]));
 }
 db_test!(robot_credentials_are_shown_once_and_stored_hashed);
 

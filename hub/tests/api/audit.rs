@@ -86,12 +86,21 @@ async fn event_types_are_registered_once_listed_with_the_baseline_and_private_to
     assert_eq!(
         body["details"],
         json!([
-            "event_type must be <domain>.<entity>.<verb>.v<N>: lowercase, '-' or '_' inside a segment, at least two segments before the version",
             "retention_class must be one of: transient, operational, regulated",
             "schema_state must be one of: active, deprecated, retired",
             "compaction_policy must be one of: none, snapshot, keep-latest",
             "schema_version must be an integer of at least 1",
         ])
+    );
+    // The name's form once the body matches its schema.
+    let body = assert_error(
+        app.post("/api/events/types", Some(ta), json!({ "event_type": "shop.order.placed", "retention_class": "operational", "conflict_policy": "lww" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        body["details"],
+        json!(["event_type must be <domain>.<entity>.<verb>.v<N>: lowercase, '-' or '_' inside a segment, at least two segments before the version"])
     );
     let body = assert_error(app.post("/api/events/types", Some(ta), json!({})).await, 400, "ValidationError");
     assert_eq!(body["details"], json!(["event_type is required", "retention_class is required", "conflict_policy is required"]));
@@ -181,8 +190,15 @@ async fn appends_form_a_chain_per_tenant_and_pool_that_verifies(app: TestApp) {
         "ValidationError",
     );
     assert!(body["details"][0].as_str().unwrap().contains("shop.order.unknown.v1"), "{body}");
-    let body = assert_error(app.post("/api/audit/append", Some(t), json!({ "payload": "" })).await, 400, "ValidationError");
+    let body = assert_error(app.post("/api/audit/append", Some(t), json!({ "payload": null })).await, 400, "ValidationError");
     assert_eq!(body["details"], json!(["pool_index is required", "event_type is required", "payload is required"]));
+    // A blank payload is missing too, once the body matches its schema.
+    let body = assert_error(
+        app.post("/api/audit/append", Some(t), json!({ "pool_index": 7, "event_type": "crm.call.logged.v1", "payload": " " })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(body["details"], json!(["payload is required"]));
     let body = assert_error(
         app.post(
             "/api/audit/append",
@@ -193,14 +209,13 @@ async fn appends_form_a_chain_per_tenant_and_pool_that_verifies(app: TestApp) {
         400,
         "ValidationError",
     );
-    assert_eq!(
-        body["details"],
-        json!([
-            "pool_index must be an integer of at least 0",
-            "actor_kind is taken from the credential, which is 'human'",
-            "retention_class must be one of: transient, operational, regulated",
-        ])
+    assert_eq!(body["details"], json!(["pool_index must be an integer of at least 0", "retention_class must be one of: transient, operational, regulated"]));
+    let body = assert_error(
+        app.post("/api/audit/append", Some(t), json!({ "pool_index": 7, "event_type": "crm.call.logged.v1", "payload": {}, "actor_kind": "service" })).await,
+        400,
+        "ValidationError",
     );
+    assert_eq!(body["details"], json!(["actor_kind is taken from the credential, which is 'human'"]));
     let b = app.signup("ch-b@example.com", "ch-b").await;
     assert_error(
         app.post("/api/audit/append", Some(t), json!({ "pool_index": 7, "event_type": "crm.call.logged.v1", "payload": {}, "tenant_id": b["tenant_id"] }))

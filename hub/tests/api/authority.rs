@@ -133,6 +133,13 @@ async fn templates_inherit_from_their_parent(app: TestApp) {
         400,
         "ValidationError",
     );
-    assert!(body["details"][0].as_str().unwrap().contains("crm, x.y.z"), "{body}");
+    assert_eq!(body["details"], json!(["permissions.x.y.z must be true or false"]));
+    // Once every value is a boolean: every key must be a scope.
+    let body = assert_error(
+        app.post("/api/role-templates", Some(owner), json!({ "name": "bad", "permissions": { "crm": true, "x.y.z": false, "crm:read": true } })).await,
+        400,
+        "ValidationError",
+    );
+    assert!(body["details"][0].as_str().unwrap().ends_with("bad entries: crm, crm:read"), "{body}");
 }
 db_test!(templates_inherit_from_their_parent);

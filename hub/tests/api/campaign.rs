@@ -35,7 +35,13 @@ async fn journeys_keep_their_steps_as_given_under_a_campaign_of_the_tenant(app: 
     assert_error(app.get("/api/campaigns/nope", Some(a)).await, 404, "NotFound");
 
     let b = assert_error(app.post(&format!("/api/campaigns/{id}/journeys"), Some(a), json!({ "steps": { "a": 1 } })).await, 400, "ValidationError");
-    assert_eq!(b["details"], json!(["steps must be an array of at most 500 steps"]));
+    assert_eq!(b["details"], json!(["steps must be an array"]));
+    let b = assert_error(
+        app.post(&format!("/api/campaigns/{id}/journeys"), Some(a), json!({ "name": 3, "steps": vec![json!({}); 501] })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["name must be a string", "steps must hold at most 500 items"]));
     let b = assert_error(app.post(&format!("/api/campaigns/{id}/journeys"), Some(a), json!([1])).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["request body must be a JSON object"]));
     let b = assert_error(app.post("/api/campaigns", Some(a), json!({ "name": "Spring" })).await, 409, "Conflict");
@@ -43,7 +49,7 @@ async fn journeys_keep_their_steps_as_given_under_a_campaign_of_the_tenant(app: 
     let (s, _) = app.post("/api/campaigns", Some(&t.b_token), json!({ "name": "Spring" })).await;
     assert_eq!(s, StatusCode::CREATED, "another tenant may use the name");
     let b = assert_error(app.post("/api/campaigns", Some(a), json!({ "attributes": 1 })).await, 400, "ValidationError");
-    assert_eq!(b["details"], json!(["name is required", "attributes must be an object"]));
+    assert_eq!(b["details"], json!(["name is required", "attributes must be a JSON object"]));
 
     let events = app.events_of(&t.a["tenant_id"]).await;
     let ours: Vec<&str> = events.iter().map(String::as_str).filter(|e| e.starts_with("campaign.")).collect();

@@ -47,7 +47,7 @@ async fn low_risk_commands_are_queued_at_once_and_acks_are_idempotent(app: TestA
     assert_error(app.post(&ack_path, Some(token), json!({ "ok": true })).await, 401, "Unauthorized");
     assert_error(app.post(&ack_path, Some(&other_cred), json!({ "ok": true })).await, 404, "NotFound");
     let body = assert_error(app.post(&ack_path, Some(&cred), json!({ "ok": "yes", "code": 5 })).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!(["ok must be a boolean", "code must be a string"]));
+    assert_eq!(body["details"], json!(["ok must be true or false", "code must be a string"]));
 
     let (s, first) = app.post(&ack_path, Some(&cred), json!({ "ok": true, "data": { "moved": 1 } })).await;
     assert_eq!(s, StatusCode::OK, "{first}");
@@ -90,7 +90,7 @@ async fn command_requests_are_validated(app: TestApp) {
     let token = t["token"].as_str().unwrap();
     let (asset, _) = robot(&app, token, json!({ "display_name": "R", "components": ["arm"] })).await;
     let body = assert_error(app.post("/api/commands", Some(token), json!({ "params": [1] })).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!(["type is required", "risk_class is required", "target_asset_id is required", "params must be an object"]));
+    assert_eq!(body["details"], json!(["type is required", "risk_class is required", "target_asset_id is required", "params must be a JSON object"]));
     let body = assert_error(
         app.post("/api/commands", Some(token), json!({ "type": "x", "risk_class": "extreme", "target_asset_id": "nope", "ttl_seconds": 0 })).await,
         400,
@@ -149,7 +149,7 @@ async fn high_and_critical_commands_wait_for_a_human_with_the_approve_grant(app:
     let (_, approver) = app.post("/api/role-templates", Some(owner), json!({ "name": "approver", "permissions": { "command.command.*": true } })).await;
     app.post("/api/role-assignments", Some(owner), json!({ "persona_id": member_persona, "role_template_id": approver["data"]["role_template_id"] })).await;
     let body = assert_error(app.post(&decide, Some(&member_token), json!({ "approved": "yes" })).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!(["approved must be a boolean"]));
+    assert_eq!(body["details"], json!(["approved must be true or false"]));
     let (s, d) = app.post(&decide, Some(&member_token), json!({ "approved": true, "reason": "checked the site" })).await;
     assert_eq!(s, StatusCode::OK, "{d}");
     assert_eq!(d["data"]["status"], "queued");

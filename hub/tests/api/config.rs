@@ -76,12 +76,17 @@ async fn config_refuses_bad_input_other_tenants_and_platform_writes(app: TestApp
     let t = app.two_tenants("cfg2").await;
     let a = t.a_token.as_str();
     let b = assert_error(app.post("/api/config", Some(a), json!({})).await, 400, "ValidationError");
-    assert_eq!(b["details"], json!(["value is required", "key is required", "scope is required"]));
+    assert_eq!(b["details"], json!(["key is required", "scope is required", "value is required"]));
     let b = assert_error(app.post("/api/config", Some(a), json!({ "key": "bad key", "scope": "galaxy", "value": 1 })).await, 400, "ValidationError");
-    assert_eq!(
-        b["details"],
-        json!(["key must be 1 to 200 letters, digits, '.', '_', '-', '/' or ':'", "scope must be one of: platform, tenant, app, app_user"])
-    );
+    assert_eq!(b["details"], json!(["scope must be one of: platform, tenant, app, app_user"]));
+    let b =
+        assert_error(app.post("/api/config", Some(a), json!({ "key": "bad key", "scope": "app", "scope_id": "x", "value": 1 })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["key must be 1 to 200 letters, digits, '.', '_', '-', '/' or ':'"]));
+    let b =
+        assert_error(app.post("/api/config/rotate", Some(a), json!({ "key": "k", "scope": "app", "scope_id": "x".repeat(129) })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["scope_id must be at most 128 characters", "secret_ref is required"]));
+    let b = assert_error(app.post("/api/config/revoke", Some(a), json!({ "scope": "tenant" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["key is required"]));
     let b = assert_error(app.post("/api/config", Some(a), json!({ "key": "k", "scope": "app", "value": 1 })).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["scope_id is required"]));
     assert_error(app.get("/api/config", Some(a)).await, 400, "ValidationError");

@@ -35,14 +35,27 @@ async fn failed_sync_items_dead_letter_and_replay_once(app: TestApp) {
         400,
         "ValidationError",
     );
+    assert_eq!(b["details"], json!(["external_id is required", "payload must be a JSON object"]));
+    // Matching its schema, the body still names a kind of the allowed characters, and why it failed.
+    let b = assert_error(
+        app.post("/api/connectors/sync-items", Some(a), json!({ "connector_kind": "Hub Spot", "external_id": "y", "outcome": "failed", "payload": {} })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["connector_kind must be 1 to 64 of a-z, 0-9, '.', '_' or '-'", "error is required when the outcome is failed"]));
+    let b = assert_error(
+        app.post(
+            "/api/connectors/sync-items",
+            Some(a),
+            json!({ "connector_kind": "k".repeat(65), "external_id": "y".repeat(257), "outcome": "succeeded", "direction": "sideways" }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(
         b["details"],
-        json!([
-            "connector_kind must be 1 to 64 of a-z, 0-9, '.', '_' or '-'",
-            "external_id is required",
-            "error is required when the outcome is failed",
-            "payload must be an object"
-        ])
+        json!(["connector_kind must be at most 64 characters", "external_id must be at most 256 characters", "direction must be one of: inbound, outbound"])
     );
     let b = assert_error(
         app.post("/api/connectors/sync-items", Some(a), json!({ "connector_kind": "x", "external_id": "y", "outcome": "maybe" })).await,

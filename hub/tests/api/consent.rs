@@ -26,8 +26,36 @@ async fn purposes_and_an_append_only_history_per_subject(app: TestApp) {
         409,
         "Conflict",
     );
+    // The body against its schema first ...
     let b = assert_error(
-        app.post("/api/consent/purposes", Some(a), json!({ "purpose_id": "Bad Id", "legal_basis": "because", "default_jurisdictions": ["nl"] })).await,
+        app.post("/api/consent/purposes", Some(a), json!({ "purpose_id": "Bad Id", "legal_basis": "because", "default_jurisdictions": "NL" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        b["details"],
+        json!([
+            "description is required",
+            "legal_basis must be one of: consent, contract, legal_obligation, vital_interests, public_task, legitimate_interests",
+            "default_jurisdictions must be an array",
+        ])
+    );
+    let many: Vec<&str> = vec!["NL"; 51];
+    let b = assert_error(
+        app.post("/api/consent/purposes", Some(a), json!({ "purpose_id": "p", "description": "x", "legal_basis": "consent", "default_jurisdictions": many }))
+            .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["default_jurisdictions must hold at most 50 items"]));
+    // ... then what a schema cannot say.
+    let b = assert_error(
+        app.post(
+            "/api/consent/purposes",
+            Some(a),
+            json!({ "purpose_id": "Bad Id", "description": "x", "legal_basis": "consent", "default_jurisdictions": ["nl"] }),
+        )
+        .await,
         400,
         "ValidationError",
     );
@@ -35,8 +63,6 @@ async fn purposes_and_an_append_only_history_per_subject(app: TestApp) {
         b["details"],
         json!([
             "purpose_id must be 1 to 128 of a-z, 0-9, '.', '_' or '-'",
-            "description is required",
-            "legal_basis must be one of: consent, contract, legal_obligation, vital_interests, public_task, legitimate_interests",
             "default_jurisdictions must be an array of at most 50 ISO 3166-1 alpha-2 codes (NL, DE, ...)",
         ])
     );
@@ -78,11 +104,22 @@ async fn purposes_and_an_append_only_history_per_subject(app: TestApp) {
     // Another tenant's purpose is not this tenant's.
     assert_error(app.post("/api/consent/grants", Some(&t.b_token), json!({ "subject": "u", "purpose_id": "analytics" })).await, 400, "ValidationError");
     let b = assert_error(
-        app.post("/api/consent/grants", Some(a), json!({ "subject": "u", "purpose_id": "analytics", "action": "maybe", "jurisdiction": "Netherlands" })).await,
+        app.post(
+            "/api/consent/grants",
+            Some(a),
+            json!({ "subject": "u", "purpose_id": "analytics", "action": "maybe", "jurisdiction": "Netherlands", "evidence": [1] }),
+        )
+        .await,
         400,
         "ValidationError",
     );
-    assert_eq!(b["details"], json!(["action must be one of: granted, withdrawn", "jurisdiction must be an ISO 3166-1 alpha-2 code (NL, DE, ...)"]));
+    assert_eq!(b["details"], json!(["action must be one of: granted, withdrawn", "evidence must be a JSON object"]));
+    let b = assert_error(
+        app.post("/api/consent/grants", Some(a), json!({ "subject": "u", "purpose_id": "analytics", "jurisdiction": "Netherlands" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["jurisdiction must be an ISO 3166-1 alpha-2 code (NL, DE, ...)"]));
 
     let events = app.events_of(&t.a["tenant_id"]).await;
     let count = |n: &str| events.iter().filter(|e| *e == n).count();

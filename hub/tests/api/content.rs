@@ -54,10 +54,15 @@ async fn items_gain_versions_until_archived_and_stay_readable(app: TestApp) {
         assert_error(app.post(&format!("/api/content/items/{bare_id}/versions"), Some(a), json!({ "note": "n".repeat(501) })).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["body is required", "note must be at most 500 characters"]));
     let b = assert_error(app.post("/api/content/items", Some(a), json!({ "kind": "poem", "body": "x".repeat(300 * 1024) })).await, 400, "ValidationError");
-    assert_eq!(
-        b["details"],
-        json!(["title is required", "kind must be one of: article, email, page, snippet, social_post, document", "body must be at most 262144 bytes of JSON"])
+    assert_eq!(b["details"], json!(["title is required", "kind must be one of: article, email, page, snippet, social_post, document"]));
+    let b = assert_error(app.post("/api/content/items", Some(a), json!({ "title": "Big", "body": "x".repeat(300 * 1024) })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["body must be at most 262144 bytes of JSON"]));
+    let b = assert_error(
+        app.post(&format!("/api/content/items/{bare_id}/versions"), Some(a), json!({ "body": ["x".repeat(300 * 1024)], "note": "n" })).await,
+        400,
+        "ValidationError",
     );
+    assert_eq!(b["details"], json!(["body must be at most 262144 bytes of JSON"]));
 
     let events = app.events_of(&t.a["tenant_id"]).await;
     let ours: Vec<&str> = events.iter().map(String::as_str).filter(|e| e.starts_with("content.")).collect();

@@ -112,15 +112,32 @@ async fn compose_checks_weigh_consent_suppression_and_quiet_hours(app: TestApp) 
         400,
         "ValidationError",
     );
-    assert_eq!(
-        b["details"],
-        json!([
-            "timezone must be an IANA time zone (Europe/Amsterdam, ...)",
-            "starts must be a time HH:MM",
-            "ends must be a time HH:MM",
-            "channels must be a non-empty list of: email, sms, whatsapp, push, voice"
-        ])
+    // The body's schema first (a channel that is none), then what it cannot say.
+    assert_eq!(b["details"], json!(["channels[0] must be one of: email, sms, whatsapp, push, voice"]));
+    let b = assert_error(
+        app.call(reqwest::Method::PUT, "/api/conversations/quiet-hours", Some(a), Some(json!({ "starts": " ", "ends": 8, "channels": [] }))).await,
+        400,
+        "ValidationError",
     );
+    assert_eq!(b["details"], json!(["timezone is required", "starts is required", "ends must be a string", "channels must hold at least 1 items"]));
+    let b = assert_error(
+        app.call(
+            reqwest::Method::PUT,
+            "/api/conversations/quiet-hours",
+            Some(a),
+            Some(json!({ "timezone": "Mars/Olympus", "starts": "25:00", "ends": "8", "channels": ["sms"] })),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["timezone must be an IANA time zone (Europe/Amsterdam, ...)", "starts must be a time HH:MM", "ends must be a time HH:MM"]));
+    let b = assert_error(
+        app.call(reqwest::Method::PUT, "/api/conversations/quiet-hours", Some(a), Some(json!({ "timezone": "UTC", "starts": "08:00", "ends": "08:00" }))).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["ends must differ from starts"]));
 
     // Withdrawn: denied. A contract purpose needs no consent, but a withdrawal there is a review.
     let (s, _) = app.post("/api/consent/grants", Some(a), json!({ "subject": "ann", "purpose_id": "marketing", "action": "withdrawn" })).await;
@@ -136,7 +153,7 @@ async fn compose_checks_weigh_consent_suppression_and_quiet_hours(app: TestApp) 
     assert_eq!(decisions(&r), pairs(&[("sms", "review")]));
 
     let b = assert_error(
-        app.post("/api/conversations/compose-check", Some(a), json!({ "channels": ["sms", "sms"], "addresses": { "fax": 1 }, "send_at": "later" })).await,
+        app.post("/api/conversations/compose-check", Some(a), json!({ "channels": ["sms", "fax"], "addresses": { "fax": 1 }, "send_at": "later" })).await,
         400,
         "ValidationError",
     );
@@ -145,10 +162,31 @@ async fn compose_checks_weigh_consent_suppression_and_quiet_hours(app: TestApp) 
         json!([
             "subject is required",
             "purpose_id is required",
-            "channels must be 1 to 5 distinct of: email, sms, whatsapp, push, voice",
-            "addresses must map channels to address strings",
+            "channels[1] must be one of: email, sms, whatsapp, push, voice",
+            "addresses.fax must be a string",
             "send_at must be an RFC 3339 timestamp"
         ])
+    );
+    let b = assert_error(
+        app.post("/api/conversations/compose-check", Some(a), json!({ "subject": "ann", "purpose_id": "marketing", "channels": [] })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["channels must hold 1 to 5 items"]));
+    // Matching its schema, the body still names each channel once, and addresses only channels.
+    let b = assert_error(
+        app.post(
+            "/api/conversations/compose-check",
+            Some(a),
+            json!({ "subject": "ann", "purpose_id": "marketing", "channels": ["sms", "sms"], "addresses": { "fax": "1" } }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        b["details"],
+        json!(["channels must be distinct", "addresses must map channels to address strings: its keys are among email, sms, whatsapp, push, voice"])
     );
     let b = assert_error(
         app.post("/api/conversations/compose-check", Some(a), json!({ "subject": "ann", "purpose_id": "nope", "channels": ["sms"] })).await,

@@ -59,21 +59,26 @@ async fn contacts_are_created_listed_newest_first_and_kept_to_their_tenant(app: 
     assert_eq!(b["details"], json!(["another contact of this tenant has the email ada@example.com"]));
     contact(&app, &t.b_token, json!({ "name": "Ada at B", "emails": ["ada@example.com"] })).await;
 
+    // The body against its schema first, every problem at once...
     let b = assert_error(
         app.post("/api/crm/contacts", Some(a), json!({ "emails": ["nope", 3], "phones": ["4155550123"], "owner_persona_id": "x", "attributes": [1] })).await,
         400,
         "ValidationError",
     );
+    assert_eq!(b["details"], json!(["name is required", "emails[1] must be a string", "owner_persona_id must be a UUID", "attributes must be a JSON object"]));
+    let many: Vec<String> = (0..21).map(|i| format!("a{i}@example.com")).collect();
+    let b =
+        assert_error(app.post("/api/crm/contacts", Some(a), json!({ "name": "X", "emails": many, "company": "c".repeat(201) })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["emails must hold at most 20 items", "company must be at most 200 characters"]));
+    // ...then the addresses' forms.
+    let b = assert_error(
+        app.post("/api/crm/contacts", Some(a), json!({ "name": "X", "emails": ["nope", " "], "phones": ["4155550123"] })).await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(
         b["details"],
-        json!([
-            "name is required",
-            "emails[0] must be an email address",
-            "emails[1] must be an email address",
-            "phones[0] must be an E.164 phone number (e.g. +14155550123)",
-            "owner_persona_id must be a UUID",
-            "attributes must be an object"
-        ])
+        json!(["emails[0] must be an email address", "emails[1] must be an email address", "phones[0] must be an E.164 phone number (e.g. +14155550123)"])
     );
     let b = assert_error(app.post("/api/crm/contacts", Some(a), json!({ "name": "X", "owner_persona_id": t.b["persona_id"] })).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["owner_persona_id is not a persona of this tenant"]));
@@ -225,7 +230,27 @@ async fn calls_and_leads_report_every_problem_at_once(app: TestApp) {
             "/api/crm/calls",
             Some(a),
             json!({ "direction": "sideways", "disposition": "hung_up", "duration_seconds": -1, "phone_number": "+1 415 555 0123",
-                    "recording_url": "ftp://x" }),
+                    "recording_url": "ftp://x", "occurred_at": "yesterday" }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        b["details"],
+        json!([
+            "direction must be one of: inbound, outbound",
+            "disposition must be one of: answered, no_answer, busy, failed, voicemail",
+            "duration_seconds must be an integer from 0 to 86400",
+            "occurred_at must be an RFC 3339 timestamp"
+        ])
+    );
+    let b = assert_error(
+        app.post(
+            "/api/crm/calls",
+            Some(a),
+            json!({ "direction": "inbound", "disposition": "busy", "phone_number": "+1 415 555 0123", "recording_url": "ftp://x",
+                    "occurred_at": "2999-01-01T00:00:00Z" }),
         )
         .await,
         400,
@@ -235,12 +260,10 @@ async fn calls_and_leads_report_every_problem_at_once(app: TestApp) {
         b["details"],
         json!([
             "a call needs a contact_id or a lead_id",
-            "direction must be one of: inbound, outbound",
-            "disposition must be one of: answered, no_answer, busy, failed, voicemail",
-            "duration_seconds must be an integer from 0 to 86400",
             "phone_number must be an E.164 phone number (e.g. +14155550123)",
             "recording_url must be an http or https URL",
-            "recording_url needs recording_consent: true"
+            "recording_url needs recording_consent: true",
+            "occurred_at must not be more than 5 minutes in the future"
         ])
     );
     let b = assert_error(

@@ -43,6 +43,9 @@ async fn credits_are_quoted_held_and_settled_within_the_balance(app: TestApp) {
     assert_eq!(b["details"], json!(["credits must be at most the hold's 6"]));
     let b = assert_error(settle(json!({})).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["credits is required"]));
+    let b = assert_error(settle(json!({ "credits": -1 })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["credits must be an integer from 0 to 1000000000000"]));
+    assert_error(app.post(&format!("/api/data-credits/holds/{hold}/settle"), Some(&t.b_token), json!({})).await, 404, "NotFound");
     assert_error(app.post(&format!("/api/data-credits/holds/{hold}/settle"), Some(&t.b_token), json!({ "credits": 1 })).await, 404, "NotFound");
     assert_error(app.post(&format!("/api/data-credits/holds/{hold}/release"), Some(&t.b_token), json!({})).await, 404, "NotFound");
     let (s, done) = settle(json!({ "credits": 4 })).await;
@@ -63,7 +66,11 @@ async fn credits_are_quoted_held_and_settled_within_the_balance(app: TestApp) {
     let b = assert_error(app.post("/api/data-credits/quotes", Some(a), json!({ "capability": "unknown.thing" })).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["capability has no credit price"]));
     let b = assert_error(app.post("/api/data-credits/quotes", Some(a), json!({ "capability": "a b", "quantity": 0 })).await, 400, "ValidationError");
-    assert_eq!(b["details"], json!(["capability must be 1 to 128 letters, digits or . _ : / -", "quantity must be an integer from 1 to 1000000"]));
+    assert_eq!(b["details"], json!(["quantity must be an integer from 1 to 1000000"]));
+    let b = assert_error(app.post("/api/data-credits/holds", Some(a), json!({ "quantity": 1.5 })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["capability is required", "quantity must be an integer from 1 to 1000000"]));
+    let b = assert_error(app.post("/api/data-credits/quotes", Some(a), json!({ "capability": "a b", "quantity": 1 })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["capability must be 1 to 128 letters, digits or . _ : / -"]));
     let (_, theirs) = app.get("/api/data-credits/balance", Some(&t.b_token)).await;
     assert_eq!(theirs["data"]["balance"], 0, "another tenant's credits are its own");
     let bad = grant_credits(db, t.a["tenant_id"].as_str().unwrap(), 0, "op-1", " ").await.unwrap_err();

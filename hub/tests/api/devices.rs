@@ -248,11 +248,20 @@ async fn the_hdk_outbox_drains_oldest_first_exactly_once(app: TestApp) {
     let (_, again) = app.post("/api/hdk/diagnostic/outbox", Some(token), json!({ "rows": [rows[0]] })).await;
     assert_eq!(again["data"]["duplicates"], json!(["k0"]));
     let body = assert_error(
-        app.post("/api/hdk/diagnostic/outbox", Some(token), json!({ "rows": [{ "event_type": "bad", "payload": {} }] })).await,
+        app.post("/api/hdk/diagnostic/outbox", Some(token), json!({ "rows": [{ "event_type": "bad", "payload": null }], "device_uuid": "nope" })).await,
         400,
         "ValidationError",
     );
-    assert_eq!(body["details"].as_array().unwrap().len(), 2);
+    assert_eq!(body["details"], json!(["device_uuid must be a UUID", "rows[0].payload is required", "rows[0].idempotency_key is required"]));
+    // Matching its schema, a row still names an event type of the form the platform's take.
+    let body = assert_error(
+        app.post("/api/hdk/diagnostic/outbox", Some(token), json!({ "rows": [{ "event_type": "bad", "payload": {}, "idempotency_key": "k9" }] })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(body["details"], json!(["rows[0].event_type must look like <domain>.<entity>.<verb>.v<N>"]));
+    let body = assert_error(app.post("/api/hdk/diagnostic/outbox", Some(token), json!({ "rows": [] })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["rows must hold 1 to 500 items"]));
 
     let (s, d) = app.post("/api/hdk/diagnostic/drain", Some(token), json!({ "limit": 2 })).await;
     assert_eq!(s, StatusCode::OK, "{d}");

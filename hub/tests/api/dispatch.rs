@@ -92,26 +92,26 @@ async fn bad_routes_are_refused_with_every_problem(app: TestApp) {
             "start.lng is required",
             "stops[0].lat must be a number from -90 to 90",
             "stops[0].lng must be a number from -180 to 180",
-            "stops[1].stop_id 'x' is given more than once",
             "stops[1].label must be at most 200 characters",
             "stops[1].service_minutes must be a number from 0 to 1440",
         ])
     );
+    // What the schema cannot say comes once the body matches it.
+    let twice = json!({ "stops": [{ "stop_id": "x", "lat": 1, "lng": 1 }, { "stop_id": " x ", "lat": 1, "lng": 2 }] });
+    let body = assert_error(app.post("/api/dispatch/routes/optimize", Some(a), twice).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["stops[1].stop_id 'x' is given more than once"]));
     let body = assert_error(app.post("/api/dispatch/routes/optimize", Some(a), json!({})).await, 400, "ValidationError");
     assert_eq!(body["details"], json!(["stops is required"]));
     let body = assert_error(app.post("/api/dispatch/routes/optimize", Some(a), json!({ "stops": [] })).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!(["stops must hold 1 to 250 stops"]));
+    assert_eq!(body["details"], json!(["stops must hold 1 to 250 items"]));
     let many: Vec<Value> = (0..251).map(|i| json!({ "lat": 52.0, "lng": 4.0 + f64::from(i) * 0.001 })).collect();
     let body = assert_error(app.post("/api/dispatch/routes/optimize", Some(a), json!({ "stops": many })).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!(["stops must hold 1 to 250 stops"]));
+    assert_eq!(body["details"], json!(["stops must hold 1 to 250 items"]));
     let body = assert_error(app.post("/api/dispatch/routes/optimize", Some(a), json!({ "stops": "here" })).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!(["stops must be an array of stops"]));
+    assert_eq!(body["details"], json!(["stops must be an array"]));
     let odd = json!({ "start": [52, 4], "stops": [7, { "lat": 1, "lng": 2, "stop_id": 5 }] });
     let body = assert_error(app.post("/api/dispatch/routes/optimize", Some(a), odd).await, 400, "ValidationError");
-    assert_eq!(
-        body["details"],
-        json!(["start must be an object with lat and lng", "stops[0] must be an object with lat and lng", "stops[1].stop_id must be a string"])
-    );
+    assert_eq!(body["details"], json!(["start must be a JSON object", "stops[0] must be a JSON object", "stops[1].stop_id must be a string"]));
     // Another tenant's persona is no persona of this tenant.
     let foreign = json!({ "persona_id": t.b["persona_id"], "stops": [east(1)] });
     let body = assert_error(app.post("/api/dispatch/routes/optimize", Some(a), foreign).await, 400, "ValidationError");

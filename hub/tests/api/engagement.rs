@@ -51,13 +51,14 @@ async fn encounters_open_close_and_seal_with_their_retention(app: TestApp) {
     assert_eq!(
         b["details"],
         json!([
-            "kind must be 1 to 64 of a-z, 0-9, '.', '_' or '-'",
             "vault_key_ref must be at most 256 characters",
             "retention_policy must be one of: operational, regulated, custom",
             "retention_days must be an integer from 1 to 36500",
             "parent_encounter_id must be a UUID"
         ])
     );
+    let b = assert_error(app.post("/api/engagement/encounters", Some(a), json!({ "kind": "Bad Kind" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["kind must be 1 to 64 of a-z, 0-9, '.', '_' or '-'"]));
     let b = assert_error(app.post("/api/engagement/encounters", Some(a), json!({ "retention_policy": "custom" })).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["retention_days is required with retention_policy custom"]));
     let b = assert_error(app.post("/api/engagement/encounters", Some(a), json!({ "retention_days": 5 })).await, 400, "ValidationError");

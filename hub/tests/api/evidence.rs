@@ -62,15 +62,23 @@ async fn captures_of_an_encounter_keep_their_blob_digest(app: TestApp) {
         "ValidationError",
     );
     assert_eq!(b["details"], json!(["blob_id is not a media blob of this tenant"]));
-    let b = assert_error(app.post("/api/evidence/captures", Some(a), json!({ "kind": "selfie" })).await, 400, "ValidationError");
+    let b = assert_error(
+        app.post("/api/evidence/captures", Some(a), json!({ "kind": "selfie", "blob_id": "b", "metadata": 1, "captured_at": "yesterday" })).await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(
         b["details"],
         json!([
             "encounter_id is required",
             "kind must be one of: photo, video, audio, document, signature, note, measurement",
-            "a capture needs a blob_id or a note"
+            "blob_id must be a UUID",
+            "metadata must be a JSON object",
+            "captured_at must be an RFC 3339 timestamp"
         ])
     );
+    let b = assert_error(app.post("/api/evidence/captures", Some(a), json!({ "encounter_id": "e\u{7}", "kind": "photo" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["encounter_id must be at most 128 characters, none of them control characters", "a capture needs a blob_id or a note"]));
     let events = app.events_of(&t.a["tenant_id"]).await;
     assert_eq!(events.iter().filter(|e| *e == "evidence.capture.recorded.v1").count(), 3);
 }

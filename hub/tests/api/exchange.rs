@@ -83,6 +83,9 @@ async fn the_exchange_only_narrows_and_checks_the_client(app: TestApp) {
     assert_error(ex(json!({ "grant_type": "password", "client_secret": secret })).await, 400, "unsupported_grant_type");
     let body = assert_error(ex(json!({})).await, 400, "ValidationError");
     assert_eq!(body["details"], json!(["grant_type is required", "client_secret is required"]));
+    // Types as the request's schema says, with the missing secret named alike.
+    let body = assert_error(ex(json!({ "grant_type": 5, "scope": ["crm.*"] })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["grant_type must be a string", "scope must be a string", "client_secret is required"]));
 }
 db_test!(the_exchange_only_narrows_and_checks_the_client);
 

@@ -206,9 +206,9 @@ async fn flags_refuse_bad_input_other_tenants_and_keys_without_the_scope(app: Te
     let b = assert_error(app.post("/api/feature-flags", Some(a), json!({ "flag_key": "f1" })).await, 409, "Conflict");
     assert_eq!(b["details"], json!(["the flag f1 exists"]));
 
-    // Every problem of a rollout in one answer.
+    // Every problem of a rollout's schema in one answer.
     let bad = json!({
-        "rollout_id": "nope", "priority": -1, "percentage": 101, "stickiness": "email", "active": "yes",
+        "rollout_id": "nope", "priority": -1, "percentage": 101, "stickiness": "email", "active": "yes", "group_id": "g".repeat(129),
         "predicate": [{ "context_name": "region", "operator": "like", "inverted": 1 }, { "context_name": "persona_id", "operator": "num_gt" }, 7],
     });
     let b = assert_error(rollout(&app, a, "f1", bad).await, 400, "ValidationError");
@@ -217,16 +217,40 @@ async fn flags_refuse_bad_input_other_tenants_and_keys_without_the_scope(app: Te
         json!([
             "rollout_id must be a UUID",
             "priority must be an integer from 0 to 1000000",
-            "predicate[0].context_name must be tenant_id, persona_id, bu_id or attributes.<name> (a name of 1 to 128 letters, digits, '.', '_' or '-')",
             "predicate[0].operator must be one of: in, not_in, str_contains, str_starts_with, str_ends_with, num_eq, num_gt, num_gte, num_lt, num_lte",
-            "predicate[0].inverted must be a boolean",
-            "predicate[1].value must be a number",
-            "predicate[2] must be an object",
+            "predicate[0].inverted must be true or false",
+            "predicate[2] must be a JSON object",
             "percentage must be an integer from 0 to 100",
-            "stickiness must be tenant_id, persona_id, bu_id or attributes.<name> (a name of 1 to 128 letters, digits, '.', '_' or '-')",
-            "active must be a boolean",
+            "group_id must be at most 128 characters",
+            "active must be true or false",
         ])
     );
+    // Then, once it matches its schema, every problem the schema cannot say.
+    let bad = json!({
+        "stickiness": "email",
+        "predicate": [{ "context_name": "region", "operator": "in", "values": ["x"] }, { "context_name": "persona_id", "operator": "num_gt" }],
+    });
+    let b = assert_error(rollout(&app, a, "f1", bad).await, 400, "ValidationError");
+    assert_eq!(
+        b["details"],
+        json!([
+            "predicate[0].context_name must be tenant_id, persona_id, bu_id or attributes.<name> (a name of 1 to 128 letters, digits, '.', '_' or '-')",
+            "predicate[1].value must be a number",
+            "stickiness must be tenant_id, persona_id, bu_id or attributes.<name> (a name of 1 to 128 letters, digits, '.', '_' or '-')",
+        ])
+    );
+    let b = assert_error(
+        rollout(
+            &app,
+            a,
+            "f1",
+            json!({ "predicate": (0..51).map(|_| json!({ "context_name": "bu_id", "operator": "in", "values": ["x"] })).collect::<Vec<_>>() }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["predicate must hold at most 50 items"]));
     let b = assert_error(
         rollout(&app, a, "f1", json!({ "predicate": [{ "context_name": "bu_id", "operator": "in", "values": [] }] })).await,
         400,
@@ -234,7 +258,7 @@ async fn flags_refuse_bad_input_other_tenants_and_keys_without_the_scope(app: Te
     );
     assert_eq!(b["details"], json!(["predicate[0].values must be an array of 1 to 1000 strings"]));
     let b = assert_error(app.post("/api/feature-flags/f1/kill-switch", Some(a), json!({ "engaged": "yes" })).await, 400, "ValidationError");
-    assert_eq!(b["details"], json!(["engaged must be a boolean"]));
+    assert_eq!(b["details"], json!(["engaged must be true or false"]));
     let b = assert_error(app.post("/api/feature-flags/f1/kill-switch", Some(a), json!({})).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["engaged is required"]));
     let b = assert_error(
@@ -242,7 +266,11 @@ async fn flags_refuse_bad_input_other_tenants_and_keys_without_the_scope(app: Te
         400,
         "ValidationError",
     );
-    assert_eq!(b["details"], json!(["bu_id must be at most 256 characters", "attributes.tags must be a string, number or boolean"]));
+    assert_eq!(b["details"], json!(["bu_id must be at most 256 characters"]));
+    let b = assert_error(app.post("/api/feature-flags/f1/evaluate", Some(a), json!({ "attributes": { "tags": ["x"] } })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["attributes.tags must be a string, number or boolean"]));
+    let b = assert_error(app.post("/api/feature-flags/f1/evaluate", Some(a), json!({ "attributes": ["x"] })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["attributes must be a JSON object"]));
     // A context names the caller's tenant or none.
     assert_error(app.post("/api/feature-flags/f1/evaluate", Some(a), json!({ "tenant_id": t.b["tenant_id"] })).await, 403, "TenantMismatch");
     let (s, _) = app.post("/api/feature-flags/f1/evaluate", Some(a), json!({ "tenant_id": t.a["tenant_id"] })).await;

@@ -36,6 +36,8 @@ async fn addresses_are_canonicalised_stored_once_and_read_back(app: TestApp) {
 
     let body = assert_error(app.post("/api/geo/addresses", Some(a), json!({ "lines": [" "], "country_code": "GBR" })).await, 400, "ValidationError");
     assert_eq!(body["details"], json!(["lines must hold 1 to 4 non-empty street lines", "country_code must be an ISO 3166-1 alpha-2 code"]));
+    let body = assert_error(app.post("/api/geo/addresses", Some(a), json!({ "lines": ["a", "b", "c", "d", "e"], "region": 5 })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["lines must hold 1 to 4 items", "region must be a string", "country_code is required"]));
     assert_error(app.get("/api/geo/addresses/not-an-id", Some(a)).await, 404, "NotFound");
     let events = app.events_of(&t.a["tenant_id"]).await.into_iter().filter(|e| e == "geo.address.canonicalised.v1").count();
     assert_eq!(events, 1, "one event per stored address");

@@ -32,7 +32,14 @@ async fn handoffs_move_through_their_state_machine_and_list_by_last_update(app: 
         400,
         "ValidationError",
     );
-    assert_eq!(b["details"], json!(["deal_id must be a UUID", "to_persona_id must differ from from_persona_id", "notes must be at most 4000 characters"]));
+    assert_eq!(b["details"], json!(["deal_id must be a UUID", "notes must be at most 4000 characters"]));
+    // Matching its schema, the body still hands the deal to another persona.
+    let b = assert_error(
+        app.post("/api/handoffs", Some(a), json!({ "deal_id": deal, "from_persona_id": from, "to_persona_id": from })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["to_persona_id must differ from from_persona_id"]));
     let b = assert_error(app.post("/api/handoffs", Some(a), json!({})).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["deal_id is required", "from_persona_id is required", "to_persona_id is required"]));
     let b = assert_error(

@@ -99,7 +99,22 @@ async fn signup_reports_every_missing_field(app: TestApp) {
         400,
         "ValidationError",
     );
-    assert_eq!(body["details"], json!(["email must be an email address", "password must be at least 8 characters"]));
+    // The body's schema first (the password's length); then the email's
+    // form, which the schema cannot say.
+    assert_eq!(body["details"], json!(["password must be at least 8 characters"]));
+    let body = assert_error(
+        app.post(
+            "/api/auth/signup-tenant",
+            None,
+            json!({
+                "email": "not-an-email", "password": "long enough", "org_name": "o", "app_id": "a", "display_name": "d", "region": "r",
+            }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(body["details"], json!(["email must be an email address"]));
 }
 db_test!(signup_reports_every_missing_field);
 
@@ -138,6 +153,9 @@ async fn login_mints_person_and_tenant_tokens(app: TestApp) {
     let mut foreign = creds.clone();
     foreign["tenant_id"] = other["tenant_id"].clone();
     assert_error(app.post("/api/auth/login", None, foreign).await, 403, "NoMembership");
+    // Every missing field at once, and a tenant_id that is no UUID, before any password check.
+    let body = assert_error(app.post("/api/auth/login", None, json!({ "password": " ", "tenant_id": "" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["email is required", "password is required", "tenant_id must be a UUID"]));
 }
 db_test!(login_mints_person_and_tenant_tokens);
 

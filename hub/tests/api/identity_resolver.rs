@@ -128,9 +128,12 @@ async fn proposals_are_checked_before_anything_is_written(app: TestApp) {
         400,
         "ValidationError",
     );
-    assert_eq!(b["details"], json!(["person_id_a must be a UUID", "evidence must be an object", "confidence must be a number from 0 to 1"]));
+    assert_eq!(b["details"], json!(["person_id_a must be a UUID", "evidence must be a JSON object", "confidence must be a number from 0 to 1"]));
+    // The body's schema first; then what it cannot say.
     let b = assert_error(app.post(LINKS, Some(a), json!({ "person_id_a": owner, "person_id_b": owner, "confidence": "high" })).await, 400, "ValidationError");
-    assert_eq!(b["details"], json!(["person_id_a and person_id_b must be two persons", "confidence must be a number from 0 to 1"]));
+    assert_eq!(b["details"], json!(["confidence must be a number from 0 to 1"]));
+    let b = assert_error(app.post(LINKS, Some(a), json!({ "person_id_a": owner, "person_id_b": owner, "confidence": 0.5 })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["person_id_a and person_id_b must be two persons"]));
     let b = assert_error(propose(&app, a, owner, &t.b["person_id"]).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["person_id_b is not a member of this tenant"]));
     let b = assert_error(propose(&app, a, &json!("0190a000-0000-7000-8000-000000000000"), &t.b["person_id"]).await, 400, "ValidationError");

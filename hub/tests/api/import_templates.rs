@@ -47,15 +47,32 @@ async fn templates_are_versioned_per_slug_and_filtered(app: TestApp) {
         400,
         "ValidationError",
     );
+    assert_eq!(b["details"], json!(["kind must be one of: csv, json, xlsx, xml", "entity is required"]));
+    let b = assert_error(
+        app.post("/api/import/templates", Some(a), json!({ "slug": "s".repeat(129), "kind": "csv", "entity": "contact", "mapping": { "email": 1 } })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["slug must be at most 128 characters", "mapping.email must be a string"]));
+    // Matching its schema, the body still has a slug of the allowed characters and a source for every field.
+    let b = assert_error(
+        app.post("/api/import/templates", Some(a), json!({ "slug": "Leads!", "kind": "csv", "entity": "contact", "mapping": { "email": "" } })).await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(
         b["details"],
         json!([
             "slug must be 1 to 128 of a-z, 0-9, '.', '_' or '-'",
-            "kind must be one of: csv, json, xlsx, xml",
-            "entity is required",
             "mapping.email must map a field name (at most 128 characters) to a source column of 1 to 256 characters",
         ])
     );
+    let b = assert_error(
+        app.post("/api/import/templates", Some(a), json!({ "slug": "leads", "kind": "csv", "entity": "contact", "mapping": {} })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["mapping must be an object of 1 to 500 fields"]));
     let events = app.events_of(&t.a["tenant_id"]).await;
     assert_eq!(events.iter().filter(|e| *e == "import.template.published.v1").count(), 4);
 }

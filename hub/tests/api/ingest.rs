@@ -171,9 +171,15 @@ async fn leads_are_inserted_or_updated_by_lead_id(app: TestApp) {
             "entity must be one of: crm.contact, crm.lead",
             "mode must be one of: upsert, insert",
             "idempotency_key is required",
-            "records must be an array of 1 to 1000 records"
+            "records must hold 1 to 1000 items"
         ])
     );
+    let b = assert_error(
+        app.post("/api/ingest/batches", Some(a), json!({ "entity": "crm.lead", "mode": "insert", "idempotency_key": "k", "records": {} })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["records must be an array"]));
     let b = assert_error(
         app.post("/api/ingest/batches", Some(a), json!({ "entity": "crm.deal", "mode": "insert", "idempotency_key": "k", "records": [{}] })).await,
         400,

@@ -121,7 +121,7 @@ async fn blobs_are_uploaded_verified_committed_and_read_back(app: TestApp) {
     let b = assert_error(app.post("/api/media/blobs", Some(a), json!({ "filename": "a\u{0}b" })).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["filename must not contain the NUL character (U+0000)"]));
     let b = assert_error(
-        app.post("/api/media/blobs", Some(a), json!({ "content_type": "png", "filename": "a\u{1}b", "size_bytes": -1 })).await,
+        app.post("/api/media/blobs", Some(a), json!({ "content_type": "png", "filename": "a\u{1}b", "size_bytes": 104_857_601 })).await,
         400,
         "ValidationError",
     );
@@ -133,6 +133,8 @@ async fn blobs_are_uploaded_verified_committed_and_read_back(app: TestApp) {
             "size_bytes must be an integer from 0 to 104857600",
         ])
     );
+    let b = assert_error(app.post("/api/media/blobs", Some(a), json!({ "filename": 5, "size_bytes": -1 })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["filename must be a string", "size_bytes must be an integer of at least 0"]));
     let events = app.events_of(&t.a["tenant_id"]).await;
     assert_eq!(events.iter().filter(|e| *e == "media.upload.started.v1").count(), 3);
     assert_eq!(events.iter().filter(|e| *e == "media.blob.committed.v1").count(), 3, "one per blob made ready");

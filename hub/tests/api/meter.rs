@@ -68,20 +68,33 @@ async fn usage_rolls_up_per_day_and_sku_and_a_repeated_key_counts_once(app: Test
     assert_eq!((rows["data"][0]["units"].as_i64(), rows["data"][0]["events"].as_i64()), (Some(12), Some(3)));
 
     let b = assert_error(usage(&app, a, json!({ "asset_id": "x", "quantity": -1, "sensor_id": 5 })).await, 400, "ValidationError");
-    assert_eq!(b["details"], json!(["invalid type: integer `5`, expected a string"]));
+    assert_eq!(
+        b["details"],
+        json!([
+            "asset_id must be a UUID",
+            "sensor_id must be a string",
+            "sku is required",
+            "quantity must be an integer from 0 to 1000000000000",
+            "idempotency_key is required"
+        ])
+    );
     let b = assert_error(
         usage(&app, a, json!({ "asset_id": "x", "quantity": 1.5, "sku": "a b", "occurred_at": "2099-01-01T00:00:00Z" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["asset_id must be a UUID", "quantity must be an integer from 0 to 1000000000000", "idempotency_key is required"]));
+    let b = assert_error(
+        usage(&app, a, json!({ "asset_id": asset, "quantity": 1, "sku": "a b", "occurred_at": "2099-01-01T00:00:00Z", "idempotency_key": "k\u{1}" })).await,
         400,
         "ValidationError",
     );
     assert_eq!(
         b["details"],
         json!([
-            "asset_id must be a UUID",
             "sku must be 1 to 128 letters, digits or . _ : / -",
-            "quantity must be an integer from 0 to 1000000000000",
             "occurred_at must not be more than 5 minutes in the future",
-            "idempotency_key is required"
+            "idempotency_key must be at most 200 characters, none of them control characters"
         ])
     );
     let events = app.events_of(&t.a["tenant_id"]).await;

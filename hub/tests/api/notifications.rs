@@ -36,8 +36,8 @@ async fn notifications_are_sent_then_settled_by_their_receipts(app: TestApp) {
         json!([
             "channel must be one of: email, sms, whatsapp, push, voice",
             "recipient is required",
-            "body is required",
             "subject must be at most 300 characters",
+            "body is required",
             "provider must be one of: log"
         ])
     );

@@ -34,19 +34,34 @@ async fn offers_are_created_once_per_slug_and_listed_newest_first(app: TestApp) 
     let (s, _) = app.post("/api/offers", Some(&t.b_token), json!({ "tenant_id": t.b["tenant_id"], "name": "B annual", "slug": "annual" })).await;
     assert_eq!(s, StatusCode::CREATED);
 
-    let b =
-        assert_error(app.post("/api/offers", Some(a), json!({ "slug": "Not A Slug", "price_minor": -1, "status": "retired" })).await, 400, "ValidationError");
+    let b = assert_error(
+        app.post("/api/offers", Some(a), json!({ "slug": "x".repeat(129), "price_minor": -1, "status": "retired" })).await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(
         b["details"],
         json!([
             "tenant_id is required",
             "name is required",
-            "slug must be 1 to 128 of a-z, 0-9, '.', '_' or '-'",
+            "slug must be at most 128 characters",
             "price_minor must be an integer from 0 to 1000000000000000",
-            "currency is required with price_minor",
             "status must be one of: draft, active"
         ])
     );
+    let b = assert_error(
+        app.post("/api/offers", Some(a), json!({ "tenant_id": tenant, "name": "x", "slug": 7, "price_minor": 1.5 })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["slug must be a string", "price_minor must be an integer from 0 to 1000000000000000"]));
+    // Matching its schema, the body still has a slug of the allowed characters, and a currency with a price.
+    let b = assert_error(
+        app.post("/api/offers", Some(a), json!({ "tenant_id": tenant, "name": "x", "slug": "Not A Slug", "price_minor": 100 })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["slug must be 1 to 128 of a-z, 0-9, '.', '_' or '-'", "currency is required with price_minor"]));
     let b = assert_error(
         app.post("/api/offers", Some(a), json!({ "tenant_id": tenant, "name": "x", "slug": "x", "currency": "EURO" })).await,
         400,

@@ -114,6 +114,10 @@ async fn a_suspended_tenants_credentials_answer_423_until_it_is_resumed(app: Tes
     let path = |verb: &str| format!("/admin/tenants/{tenant}/{verb}");
     let b = assert_error(app.operator(BREAK_GLASS, Method::POST, &path("suspend"), Some(json!({}))).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["reason is required"]));
+    let b = assert_error(app.operator(BREAK_GLASS, Method::POST, &path("suspend"), Some(json!({ "reason": "x".repeat(501) }))).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["reason must be at most 500 characters"]));
+    let unknown = format!("/admin/tenants/{}/suspend", uuid::Uuid::now_v7());
+    assert_error(app.operator(BREAK_GLASS, Method::POST, &unknown, Some(json!({}))).await, 404, "NotFound");
     let (s, r) = app.operator(BREAK_GLASS, Method::POST, &path("suspend"), Some(json!({ "reason": "unpaid invoices" }))).await;
     assert_eq!(s, StatusCode::OK, "{r}");
     assert_eq!((r["data"]["suspended"].as_bool(), r["data"]["suspended_by"].as_str()), (Some(true), Some("break-glass")));
@@ -187,6 +191,10 @@ async fn the_operator_sees_approval_routes_and_breaches_and_overrides_a_pending_
     let path = |id: &str| format!("/admin/approvals/requests/{id}/operator-override");
     let b = assert_error(app.operator(BREAK_GLASS, Method::POST, &path(&late), Some(json!({ "decision": "maybe" }))).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["decision must be one of: approved, rejected", "reason is required", "operator_id is required"]));
+    // An unknown request is 404 before its body is looked at.
+    let unknown = path("0190a000-0000-7000-8000-000000000000");
+    let b = assert_error(app.operator(BREAK_GLASS, Method::POST, &unknown, Some(json!({ "decision": "maybe" }))).await, 404, "NotFound");
+    assert_eq!(b["details"], json!(["request not found"]));
     let body = json!({ "decision": "approved", "reason": "customer escalated", "operator_id": "ops-ada" });
     let (s, done) = app.operator(BREAK_GLASS, Method::POST, &path(&late), Some(body.clone())).await;
     assert_eq!((s, done), (StatusCode::OK, json!({ "success": true })));

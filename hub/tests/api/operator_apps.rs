@@ -32,8 +32,11 @@ async fn apps_are_created_once_and_answered_201_unchanged(app: TestApp) {
 
     let e = assert_error(new(json!({ "app_id": " ", "display_name": "" })).await, 400, "ValidationError");
     assert_eq!(e["details"], json!(["app_id is required", "display_name is required"]));
-    let e = assert_error(new(json!({ "app_id": "no spaces", "display_name": "x".repeat(201) })).await, 400, "ValidationError");
-    assert_eq!(e["details"], json!(["app_id must be 1-64 characters of letters, digits, '-', '_' or '.'", "display_name must be at most 200 characters"]));
+    let e = assert_error(new(json!({ "app_id": "x".repeat(65), "display_name": "x".repeat(201) })).await, 400, "ValidationError");
+    assert_eq!(e["details"], json!(["app_id must be at most 64 characters", "display_name must be at most 200 characters"]));
+    // The characters of an app_id, once the body matches its schema.
+    let e = assert_error(new(json!({ "app_id": "no spaces", "display_name": "x" })).await, 400, "ValidationError");
+    assert_eq!(e["details"], json!(["app_id must be 1-64 characters of letters, digits, '-', '_' or '.'"]));
 }
 db_test!(apps_are_created_once_and_answered_201_unchanged);
 
@@ -71,9 +74,21 @@ async fn tenants_are_created_on_an_existing_app_and_listed_newest_first(app: Tes
             "display_name is required",
             "region is required",
             "isolation_tier must be one of: S, P, G",
-            "module_subscriptions must be an array of at most 100 strings of 1-128 characters"
+            "module_subscriptions must be an array"
         ])
     );
+    let e = assert_error(
+        new(json!({ "app_id": "nope", "display_name": "x", "region": "r", "module_subscriptions": vec!["m"; 101] })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(e["details"], json!(["module_subscriptions must hold at most 100 items"]));
+    let e = assert_error(
+        new(json!({ "app_id": "nope", "display_name": "x", "region": "r", "module_subscriptions": ["", "x".repeat(129)] })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(e["details"], json!(["module_subscriptions must be an array of at most 100 strings of 1-128 characters"]));
 
     let (s, l) = app.op(Method::GET, "/admin/tenants?limit=1&whatever=x", None).await;
     assert_eq!(s, StatusCode::OK, "{l}");
@@ -157,12 +172,18 @@ async fn pools_are_created_and_pool_maps_name_existing_pools(app: TestApp) {
         json!([
             "admin_pool_index is required",
             "region is required",
-            "app_pool_index must be an object of app_id to a pool_index from 0 to 1000000",
+            "app_pool_index must be a JSON object",
             "status must be one of: ACTIVE, MIGRATING, QUARANTINED"
         ])
     );
+    let e = assert_error(map(tenant, json!({ "admin_pool_index": 0, "region": "r", "app_pool_index": { "x": "7" } })).await, 400, "ValidationError");
+    assert_eq!(e["details"], json!(["app_pool_index.x must be an integer"]));
+    let e = assert_error(map(tenant, json!({ "admin_pool_index": 0, "region": "r", "app_pool_index": { "x": 1_000_001 } })).await, 400, "ValidationError");
+    assert_eq!(e["details"], json!(["app_pool_index must be an object of app_id to a pool_index from 0 to 1000000"]));
     let e = assert_error(map("not-a-uuid", json!({ "admin_pool_index": 0, "region": "r" })).await, 400, "ValidationError");
     assert_eq!(e["details"], json!(["tenant_id must be a UUID"]));
     assert_error(map(&uuid::Uuid::now_v7().to_string(), json!({ "admin_pool_index": 0, "region": "r" })).await, 404, "NotFound");
+    // An unknown tenant is 404 before its body is looked at.
+    assert_error(map(&uuid::Uuid::now_v7().to_string(), json!({})).await, 404, "NotFound");
 }
 db_test!(pools_are_created_and_pool_maps_name_existing_pools);

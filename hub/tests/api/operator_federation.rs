@@ -26,13 +26,31 @@ async fn federation_profiles_join_regions_a_terminal_one_only_as_a_peer(app: Tes
     assert_eq!(
         b["details"],
         json!([
-            "name must be 1 to 100 of a-z, 0-9, '.', '_' or '-'",
             "home_region is required",
-            "peer_regions must be an array of 1 to 20 strings",
-            "shared_data_classes entries must be one of: open, restricted, sovereign",
+            "peer_regions must hold 1 to 20 items",
+            "shared_data_classes[0] must be one of: open, restricted, sovereign",
             "failover_mode must be one of: manual, automatic",
             "probe_interval_seconds must be an integer from 5 to 3600",
             "failure_threshold must be an integer from 1 to 100"
+        ])
+    );
+    // What the schema cannot say, once the body matches it.
+    let b = assert_error(
+        post(
+            &app,
+            profiles,
+            json!({ "name": "Bad Name", "home_region": "us-east-1", "peer_regions": ["eu-west-1", " "], "shared_data_classes": ["open", "open"] }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        b["details"],
+        json!([
+            "name must be 1 to 100 of a-z, 0-9, '.', '_' or '-'",
+            "peer_regions must hold distinct strings of 1 to 64 characters",
+            "shared_data_classes must hold distinct classes"
         ])
     );
     let b = assert_error(

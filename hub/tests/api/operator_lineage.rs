@@ -46,8 +46,8 @@ async fn lineage_entries_are_backfilled_in_batches_from_a_checkpoint(app: TestAp
         json!([
             "pool_index must be an integer from 0 to 2147483647",
             "event_type must be one of: parsing.field.extracted.v1, recommendation.suggestion.generated.v1, semantic.intent.planned.v1, ai-gateway.complete.v1",
-            "batch_size must be a positive integer",
-            "dry_run must be a boolean",
+            "batch_size must be an integer of at least 1",
+            "dry_run must be true or false",
             "from must be an RFC 3339 timestamp"
         ])
     );

@@ -45,10 +45,15 @@ async fn a_profile_is_created_read_and_drilled_each_drill_audited(app: TestApp) 
         json!([
             "tenant_id must be a UUID",
             "home_region must be one of: us-east-1, us-west-2, eu-west-1, ap-south-1",
-            "paired_regions entries must be one of: us-east-1, us-west-2, eu-west-1, ap-south-1",
-            "replication_overrides values must be one of: sync, async, single-region"
+            "paired_regions[1] must be one of: us-east-1, us-west-2, eu-west-1, ap-south-1",
+            "replication_overrides.billing must be one of: sync, async, single-region"
         ])
     );
+    let mut twice = profile.clone();
+    twice["paired_regions"] = json!(["eu-west-1", "eu-west-1"]);
+    twice["replication_overrides"] = json!({ " ": "sync" });
+    let b = assert_error(post(&app, "/admin/active-active/profiles", twice).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["paired_regions names eu-west-1 twice", "replication_overrides service names must be 1 to 100 characters"]));
     let mut own = profile.clone();
     own["paired_regions"] = json!(["us-east-1"]);
     let b = assert_error(post(&app, "/admin/active-active/profiles", own).await, 400, "ValidationError");
@@ -88,6 +93,17 @@ async fn a_profile_is_created_read_and_drilled_each_drill_audited(app: TestApp) 
     let drills = format!("/admin/active-active/profiles/{profile_id}/drills");
     let b = assert_error(post(&app, &drills, json!({})).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["to_region is required"]));
+    let b = assert_error(post(&app, &drills, json!({ "to_region": "mars-1", "from_region": "" })).await, 400, "ValidationError");
+    assert_eq!(
+        b["details"],
+        json!([
+            "to_region must be one of: us-east-1, us-west-2, eu-west-1, ap-south-1",
+            "from_region must be one of: us-east-1, us-west-2, eu-west-1, ap-south-1"
+        ])
+    );
+    // An unknown profile is 404 before its body is looked at.
+    let b = assert_error(post(&app, "/admin/active-active/profiles/0190a000-0000-7000-8000-000000000000/drills", json!({})).await, 404, "NotFound");
+    assert_eq!(b["details"], json!(["profile not found"]));
     let b = assert_error(post(&app, &drills, json!({ "to_region": "ap-south-1" })).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["to_region must be one of the profile's paired regions (eu-west-1)"]));
     assert_error(post(&app, &drills, json!({ "to_region": "eu-west-1", "from_region": "eu-west-1" })).await, 409, "Conflict");

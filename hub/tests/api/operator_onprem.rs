@@ -46,9 +46,15 @@ async fn installs_are_registered_reported_on_and_updated_by_bundles(app: TestApp
     // Billing reports: every generation appends one.
     let reports = format!("/admin/onprem/installs/{id}/billing-reports");
     let b = assert_error(post(&app, &reports, json!({ "period_start": "2026-02-01", "period_end": "2026-01-31" })).await, 400, "ValidationError");
-    assert_eq!(b["details"], json!(["period_end must be on or after period_start", "artifact_local_path is required"]));
+    assert_eq!(b["details"], json!(["artifact_local_path is required"]));
+    let b = assert_error(
+        post(&app, &reports, json!({ "period_start": "2026-02-01", "period_end": "2026-01-31", "artifact_local_path": "/r" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["period_end must be on or after period_start"]));
     let b = assert_error(post(&app, &reports, json!({ "period_start": "Feb", "artifact_local_path": "/r" })).await, 400, "ValidationError");
-    assert_eq!(b["details"], json!(["period_start must be a date (YYYY-MM-DD)", "period_end is required"]));
+    assert_eq!(b["details"], json!(["period_start must be a day, YYYY-MM-DD", "period_end is required"]));
     let report = json!({ "period_start": "2026-01-01", "period_end": "2026-01-31", "artifact_local_path": "/var/lib/hub/reports/2026-01.json" });
     let (s, r1) = post(&app, &reports, report.clone()).await;
     assert_eq!((s, r1["data"]["period_end"].as_str()), (StatusCode::CREATED, Some("2026-01-31")), "{r1}");
@@ -57,6 +63,9 @@ async fn installs_are_registered_reported_on_and_updated_by_bundles(app: TestApp
     assert_ne!(r1["data"]["report_id"], r2["data"]["report_id"]);
     let b = assert_error(post(&app, "/admin/onprem/installs/0190a000-0000-7000-8000-000000000000/billing-reports", report).await, 404, "NotFound");
     assert_eq!(b["details"], json!(["install not found"]));
+    // 404 before the body is looked at.
+    let b = assert_error(post(&app, "/admin/onprem/installs/0190a000-0000-7000-8000-000000000000/billing-reports", json!({})).await, 404, "NotFound");
+    assert_eq!(b["details"], json!(["install not found"]));
 
     // Bundles: signature_verified is a real boolean; a verified one moves the version.
     let bundles = format!("/admin/onprem/installs/{id}/bundles");
@@ -64,14 +73,25 @@ async fn installs_are_registered_reported_on_and_updated_by_bundles(app: TestApp
     assert_eq!(b["details"], json!(["bundle_version is required", "signature_verified is required"]));
     for not_bool in [json!("true"), json!(1)] {
         let b = assert_error(post(&app, &bundles, json!({ "bundle_version": "4.2.0", "signature_verified": not_bool })).await, 400, "ValidationError");
-        assert_eq!(b["details"], json!(["signature_verified must be a boolean"]));
+        assert_eq!(b["details"], json!(["signature_verified must be true or false"]));
     }
     let b = assert_error(
         post(&app, &bundles, json!({ "bundle_version": "4.2.0", "signature_verified": true, "migrations_applied": [{ "sdk": "crm" }] })).await,
         400,
         "ValidationError",
     );
-    assert_eq!(b["details"], json!(["migrations_applied entries must be objects with exactly sdk and filename, each 1 to 200 characters"]));
+    assert_eq!(b["details"], json!(["migrations_applied[0].filename is required"]));
+    let b = assert_error(
+        post(
+            &app,
+            &bundles,
+            json!({ "bundle_version": "4.2.0", "signature_verified": true, "migrations_applied": [{ "sdk": " ", "filename": "x".repeat(201) }] }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["migrations_applied[0].sdk is required", "migrations_applied[0].filename must be at most 200 characters"]));
     let (s, unverified) = post(&app, &bundles, json!({ "bundle_version": "4.2.0", "signature_verified": false })).await;
     assert_eq!(s, StatusCode::CREATED, "{unverified}");
     assert_eq!((unverified["data"]["signature_verified"].as_bool(), unverified["data"]["migrations_applied"].clone()), (Some(false), json!([])));
@@ -83,6 +103,7 @@ async fn installs_are_registered_reported_on_and_updated_by_bundles(app: TestApp
     let (_, r) = app.operator(OPS, Method::GET, &format!("/admin/onprem/installs/{id}"), None).await;
     assert_eq!(r["data"]["installed_version"], "4.2.0");
     assert_error(post(&app, "/admin/onprem/installs/nope/bundles", json!({ "bundle_version": "1", "signature_verified": true })).await, 404, "NotFound");
+    assert_error(post(&app, "/admin/onprem/installs/0190a000-0000-7000-8000-000000000000/bundles", json!({})).await, 404, "NotFound");
 
     let events: Vec<String> = app.platform_events().await.into_iter().map(|(e, _)| e).collect();
     for (event, n) in

@@ -61,18 +61,19 @@ async fn the_operator_creates_catalogs_sets_rates_and_status(app: TestApp) {
     let (_, v) = app.op(Method::GET, "/admin/meter/pricing-catalogs/pro", None).await;
     let skus: Vec<&str> = v["data"]["rates"].as_array().unwrap().iter().map(|r| r["sku"].as_str().unwrap()).collect();
     assert_eq!(skus, ["api.call", "llm"], "by sku, one row a sku");
-    let b = assert_error(put("x", json!({ "mode": "weekly" })).await, 400, "ValidationError");
+    let b = assert_error(put("x", json!({ "mode": "weekly", "price": "3" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["unit is required", "price must be an integer", "operator_id is required"]));
+    let b = assert_error(put("x", json!({ "unit": "call", "mode": "weekly", "operator_id": "o" })).await, 400, "ValidationError");
     assert_eq!(
         b["details"],
-        json!([
-            "unit is required",
-            "mode must be one of: flat_per_call, tiered_per_call, passthrough_plus_margin, per_unit, bundled_subscription, free_internal",
-            "operator_id is required"
-        ])
+        json!(["mode must be one of: flat_per_call, tiered_per_call, passthrough_plus_margin, per_unit, bundled_subscription, free_internal"])
     );
     let b = assert_error(put("flat", json!({ "unit": "call", "mode": "flat_per_call", "operator_id": "o" })).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["price is required for mode flat_per_call"]));
     let r = app.op(Method::PUT, "/admin/meter/pricing-catalogs/nope/rates/x", Some(json!({ "unit": "u", "mode": "free_internal", "operator_id": "o" }))).await;
+    assert_eq!(assert_error(r, 404, "NotFound")["details"], json!(["catalog not found"]));
+    // 404 before the body is looked at.
+    let r = app.op(Method::PUT, "/admin/meter/pricing-catalogs/nope/rates/x", Some(json!({}))).await;
     assert_eq!(assert_error(r, 404, "NotFound")["details"], json!(["catalog not found"]));
 
     // Status: any of the three from any state; bare success.
@@ -86,6 +87,8 @@ async fn the_operator_creates_catalogs_sets_rates_and_status(app: TestApp) {
     assert_eq!(v["data"]["catalog"]["status"], "draft");
     // RULINGS 1: an unknown catalog is 404, not 200.
     let b = assert_error(status("nope", json!({ "status": "active", "operator_id": "o" })).await, 404, "NotFound");
+    assert_eq!(b["details"], json!(["catalog not found"]));
+    let b = assert_error(status("nope", json!({ "status": "gone" })).await, 404, "NotFound");
     assert_eq!(b["details"], json!(["catalog not found"]));
     let b = assert_error(status("pro", json!({ "status": "gone" })).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["status must be one of: draft, active, retired", "operator_id is required"]));
@@ -150,7 +153,13 @@ async fn a_hardcap_override_lifts_the_429_until_it_ends(app: TestApp) {
         400,
         "ValidationError",
     );
-    assert_eq!(b["details"], json!(["tenant_id must be a UUID", "until must be in the future"]));
+    assert_eq!(b["details"], json!(["tenant_id must be a UUID"]));
+    let b = assert_error(
+        over(json!({ "tenant_id": tenant, "sku": "sms", "until": "2020-01-01T00:00:00Z", "operator_id": "o", "reason": "r" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["until must be in the future"]));
     let b =
         assert_error(over(json!({ "tenant_id": tenant, "sku": "sms", "until": "tomorrow", "operator_id": "o", "reason": "r" })).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["until must be an RFC 3339 timestamp"]));

@@ -32,13 +32,17 @@ async fn regions_are_registered_attested_released_to_and_alerted(app: TestApp) {
     assert_eq!(
         b["details"],
         json!([
-            "region_id must be 1 to 64 of a-z, 0-9 or '-'",
             "regime must be one of: fedramp-high, il5, pipl, eu-sovereign, uae-trd",
             "operator_partner is required",
             "kms_provider is required",
             "operator_id is required"
         ])
     );
+    // The characters of a region_id, once the body matches its schema.
+    let mut bad_id = region.clone();
+    bad_id["region_id"] = json!("DE 1");
+    let b = assert_error(post(&app, "/admin/sovereign/regions", bad_id).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["region_id must be 1 to 64 of a-z, 0-9 or '-'"]));
     let (s, r) = post(&app, "/admin/sovereign/regions", region.clone()).await;
     assert_eq!(s, StatusCode::OK, "{r}");
     assert_eq!(
@@ -84,6 +88,9 @@ async fn regions_are_registered_attested_released_to_and_alerted(app: TestApp) {
     assert_eq!(b["details"], json!(["regime must be the region's (eu-sovereign)"]));
     let b = assert_error(post(&app, "/admin/sovereign/regions/xx-none/attestations", good.clone()).await, 404, "NotFound");
     assert_eq!(b["details"], json!(["region not found"]));
+    // 404 before the body is looked at.
+    let b = assert_error(post(&app, "/admin/sovereign/regions/xx-none/attestations", json!({})).await, 404, "NotFound");
+    assert_eq!(b["details"], json!(["region not found"]));
     let (s, a) = post(&app, "/admin/sovereign/regions/de-sov-1/attestations", good.clone()).await;
     assert_eq!(s, StatusCode::CREATED, "{a}");
     assert_eq!((a["data"]["auditor_id"].as_str(), a["data"]["expires_at"].as_str()), (Some("bsi-7"), Some("2099-01-01T00:00:00.000000Z")));
@@ -102,10 +109,13 @@ async fn regions_are_registered_attested_released_to_and_alerted(app: TestApp) {
     let bundles = "/admin/sovereign/regions/de-sov-1/bundles";
     let signature = sign(&key, "oci://bundles/sov:4.2.0", "4.2.0");
     let b = assert_error(post(&app, bundles, json!({ "signature_hex": "zz" })).await, 400, "ValidationError");
-    assert_eq!(
-        b["details"],
-        json!(["version is required", "bundle_artifact_ref is required", "signature_hex must be 128 hexadecimal characters (an Ed25519 signature)"])
+    assert_eq!(b["details"], json!(["version is required", "bundle_artifact_ref is required"]));
+    let b = assert_error(
+        post(&app, bundles, json!({ "version": "4.2.0", "bundle_artifact_ref": "oci://bundles/sov:4.2.0", "signature_hex": "zz" })).await,
+        400,
+        "ValidationError",
     );
+    assert_eq!(b["details"], json!(["signature_hex must be 128 hexadecimal characters (an Ed25519 signature)"]));
     let b = assert_error(
         post(&app, bundles, json!({ "version": "4.2.0", "bundle_artifact_ref": "oci://bundles/sov:4.2.0", "signature_hex": &signature[..100] })).await,
         400,
@@ -126,6 +136,8 @@ async fn regions_are_registered_attested_released_to_and_alerted(app: TestApp) {
     let body = json!({ "version": "4.2.0", "bundle_artifact_ref": "oci://bundles/sov:4.2.0", "signature_hex": signature.to_uppercase() });
     let b = assert_error(post(&app, "/admin/sovereign/regions/xx-none/bundles", body.clone()).await, 404, "NotFound");
     assert_eq!(b["details"], json!(["region not found"]));
+    let b = assert_error(post(&app, "/admin/sovereign/regions/xx-none/bundles", json!({})).await, 404, "NotFound");
+    assert_eq!(b["details"], json!(["region not found"]));
     let (s, rel) = post(&app, bundles, body.clone()).await;
     assert_eq!(s, StatusCode::CREATED, "{rel}");
     assert_eq!((rel["data"]["status"].as_str(), rel["data"]["signature"].as_str()), (Some("released"), Some(signature.as_str())));
@@ -145,6 +157,8 @@ async fn regions_are_registered_attested_released_to_and_alerted(app: TestApp) {
     let leaks = "/admin/sovereign/regions/de-sov-1/leaks";
     let b = assert_error(post(&app, leaks, json!({ "kind": "exfil", "severity": "" })).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["kind must be one of: egress-attempt, cross-region-route, policy-violation", "severity is required"]));
+    let b = assert_error(post(&app, "/admin/sovereign/regions/xx-none/leaks", json!({})).await, 404, "NotFound");
+    assert_eq!(b["details"], json!(["region not found"]));
     let (s, l1) = post(&app, leaks, json!({ "kind": "egress-attempt", "severity": "critical", "incident_ref": "INC-9" })).await;
     assert_eq!((s, l1["data"]["incident_ref"].as_str()), (StatusCode::CREATED, Some("INC-9")));
     let (s, l2) = post(&app, leaks, json!({ "kind": "egress-attempt", "severity": "critical", "incident_ref": null })).await;

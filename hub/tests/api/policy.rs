@@ -33,15 +33,18 @@ async fn bundles_are_cedar_checked_on_create_and_evaluated_with_the_deciding_pol
     let details = b["details"].as_array().unwrap();
     assert!(!details.is_empty() && details.iter().all(|d| d.as_str().unwrap().starts_with("iql_source: ")), "{b}");
     let b = assert_error(app.post("/api/policies/bundles", Some(a), json!({ "version": 0, "obligations": 3 })).await, 400, "ValidationError");
-    assert_eq!(
-        b["details"],
-        json!([
-            "name is required",
-            "version must be a positive integer or a string of 1 to 64 characters",
-            "iql_source is required",
-            "obligations must be an object"
-        ])
-    );
+    assert_eq!(b["details"], json!(["name is required", "iql_source is required", "obligations must be a JSON object"]));
+    let b = assert_error(app.post("/api/policies/bundles", Some(a), json!({ "activate": "yes" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["name is required", "version is required", "iql_source is required", "activate must be true or false"]));
+    // An integer or a string: the server checks which.
+    for version in [json!(0), json!(" "), json!(true), json!("x".repeat(65))] {
+        let b = assert_error(
+            app.post("/api/policies/bundles", Some(a), json!({ "name": "t", "version": version, "iql_source": "permit (principal, action, resource);" })).await,
+            400,
+            "ValidationError",
+        );
+        assert_eq!(b["details"], json!(["version must be a positive integer or a string of 1 to 64 characters"]), "{version}");
+    }
     let b = assert_error(
         app.post("/api/policies/bundles", Some(a), json!({ "name": "t", "version": "1", "iql_source": "permit (principal == ?principal, action, resource);" }))
             .await,
@@ -89,16 +92,24 @@ async fn bundles_are_cedar_checked_on_create_and_evaluated_with_the_deciding_pol
         400,
         "ValidationError",
     );
-    assert_eq!(
-        b["details"],
-        json!([
-            "principal must be a Cedar entity such as Type::\"id\"",
-            "action is required",
-            "resource is required",
-            "context must be an object",
-            "entities must be an array of Cedar entities"
-        ])
+    assert_eq!(b["details"], json!(["action is required", "resource is required", "context must be a JSON object", "entities must be an array"]));
+    let b = assert_error(
+        app.post(
+            "/api/policies/evaluate",
+            Some(a),
+            json!({ "principal": "persona p1", "action": "Action::\"crm.contact.read\"", "resource": "Route::\"/api/crm/contacts\"", "entities": [1] }),
+        )
+        .await,
+        400,
+        "ValidationError",
     );
+    assert_eq!(b["details"], json!(["entities[0] must be a JSON object"]));
+    let b = assert_error(
+        app.post("/api/policies/evaluate", Some(a), json!({ "principal": "persona p1", "action": "Action::\"crm.contact.read\"", "resource": "nope" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["principal must be a Cedar entity such as Type::\"id\"", "resource must be a Cedar entity such as Type::\"id\""]));
     // Another tenant's bundle is none of its business.
     let mut foreign = ask("persona.persona.read", "/api/personas", "GET");
     foreign["bundle_id"] = json!(v1_id);

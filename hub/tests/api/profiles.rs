@@ -107,7 +107,7 @@ async fn every_problem_of_a_band_write_is_in_one_answer(app: TestApp) {
     let b = assert_error(app.get(&band(identity, "avatar"), Some(a)).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["band_kind must be one of: profile, preference, notification_routing"]));
     let b = assert_error(put(&app, a, &band(identity, "preference"), json!({ "fields": ["theme"] })).await, 400, "ValidationError");
-    assert_eq!(b["details"], json!(["fields must be an object"]));
+    assert_eq!(b["details"], json!(["fields must be a JSON object"]));
     let mut many: serde_json::Map<String, Value> = (0..101).map(|i| (format!("f{i}"), json!(i))).collect();
     many.insert(" ".into(), json!(1));
     many.insert("n".repeat(129), json!(1));

@@ -73,10 +73,11 @@ async fn checks_walk_relationships_of_one_kind_within_their_budget(app: TestApp)
         400,
         "ValidationError",
     );
-    assert_eq!(
-        b["details"],
-        json!(["subject_persona_id must be a UUID", "relation must be 1 to 128 of a-z, 0-9, '.', '_', '-'", "object_persona_id is required"])
-    );
+    assert_eq!(b["details"], json!(["subject_persona_id must be a UUID", "object_persona_id is required"]));
+    let b = assert_error(app.post("/api/rebac/relationships", Some(a), tuple(&p[0], "Has Space", &p[1])).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["relation must be 1 to 128 of a-z, 0-9, '.', '_', '-'"]));
+    let b = assert_error(app.post("/api/rebac/check", Some(a), check(&p[0], "Has Space", &p[1], Value::Null)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["relation must be 1 to 128 of a-z, 0-9, '.', '_', '-'"]));
     let b = assert_error(
         app.post("/api/rebac/check", Some(a), check(&p[0], "manages", &p[1], json!({ "max_depth": 0, "max_nodes": "many" }))).await,
         400,
@@ -84,7 +85,7 @@ async fn checks_walk_relationships_of_one_kind_within_their_budget(app: TestApp)
     );
     assert_eq!(b["details"], json!(["budget.max_depth must be an integer from 1 to 100", "budget.max_nodes must be an integer from 1 to 1000000"]));
     let b = assert_error(app.post("/api/rebac/check", Some(a), json!({ "relation": "manages", "budget": 3 })).await, 400, "ValidationError");
-    assert_eq!(b["details"], json!(["subject_persona_id is required", "target_persona_id is required", "budget must be an object"]));
+    assert_eq!(b["details"], json!(["subject_persona_id is required", "target_persona_id is required", "budget must be a JSON object"]));
 
     let events = app.events_of(&t.a["tenant_id"]).await;
     let count = |e: &str| events.iter().filter(|x| *x == e).count();

@@ -57,10 +57,16 @@ async fn residency_nodes_form_a_tree_of_the_tenant(app: TestApp) {
         json!([
             "name is required",
             "kind must be one of: region, country, state, city, locality",
+            "parent_geo_node_id must be a UUID",
             "residency_class must be one of: open, restricted, sovereign",
-            "parent_geo_node_id must be a UUID"
         ])
     );
+    let b = assert_error(
+        app.post("/api/residency/nodes", Some(a), json!({ "name": "n".repeat(201), "kind": "city", "code": "c".repeat(33) })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["name must be at most 200 characters", "code must be at most 32 characters"]));
     assert_error(app.get("/api/residency/nodes?kind=planet", Some(a)).await, 400, "ValidationError");
 
     // Another tenant sees none of it and cannot hang a node under it.

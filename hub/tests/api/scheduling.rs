@@ -122,15 +122,23 @@ async fn appointments_push_to_a_caldav_calendar(app: TestApp) {
         400,
         "ValidationError",
     );
+    assert_eq!(b["details"], json!(["name is required", "provider must be one of: caldav"]));
+    // Matching its schema, the body still names an http(s) URL and a whole credential.
+    let b = assert_error(
+        app.post("/api/scheduling/connections", Some(a), json!({ "name": "Bad", "collection_url": "ftp://cal.example.com/", "username": USER })).await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(
         b["details"],
-        json!([
-            "name is required",
-            "provider must be one of: caldav",
-            "collection_url must be an http or https URL of at most 2000 characters",
-            "give username with password, or token, or neither"
-        ])
+        json!(["collection_url must be an http or https URL of at most 2000 characters", "give username with password, or token, or neither"])
     );
+    let b = assert_error(
+        app.post("/api/scheduling/connections", Some(a), json!({ "name": "Bad", "collection_url": collection, "token": "t".repeat(4097) })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["token must be at most 4096 characters"]));
     let (_, l) = app.get("/api/scheduling/connections", Some(a)).await;
     assert_eq!((l["total"].as_i64(), l["data"][1]["connection_id"].as_str()), (Some(2), Some(connection.as_str())));
     assert!(!l.to_string().contains(PASSWORD));
@@ -150,11 +158,19 @@ async fn appointments_push_to_a_caldav_calendar(app: TestApp) {
     let id = ap["data"]["appointment_id"].as_str().unwrap().to_string();
     assert_eq!((ap["data"]["status"].as_str(), ap["data"]["revision"].as_i64()), (Some("booked"), Some(0)));
     let b = assert_error(
-        app.post("/api/scheduling/appointments", Some(a), json!({ "starts_at": "2027-05-03T10:00:00Z", "ends_at": "2027-05-03T09:00:00Z" })).await,
+        app.post("/api/scheduling/appointments", Some(a), json!({ "starts_at": "2027-05-03T10:00:00Z", "ends_at": "tomorrow" })).await,
         400,
         "ValidationError",
     );
-    assert_eq!(b["details"], json!(["title is required", "ends_at must be after starts_at"]));
+    assert_eq!(b["details"], json!(["title is required", "ends_at must be an RFC 3339 timestamp"]));
+    // Matching its schema, the body still ends after it starts.
+    let b = assert_error(
+        app.post("/api/scheduling/appointments", Some(a), json!({ "title": "t", "starts_at": "2027-05-03T10:00:00Z", "ends_at": "2027-05-03T09:00:00Z" }))
+            .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["ends_at must be after starts_at"]));
 
     // Push: created, with the text escaped and long lines folded.
     let push = |conn: &str| json!({ "tenant_id": tenant, "connection_id": conn });

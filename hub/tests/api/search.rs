@@ -113,11 +113,19 @@ async fn both_forms_check_their_fields_alike(app: TestApp) {
             "sort must be one of: _score, updated_at:desc, updated_at:asc, title:asc, title:desc"
         ])
     );
-    let b = assert_error(app.post("/api/search", Some(a), json!({ "query": "-- !!", "size": 101, "from": "x" })).await, 400, "ValidationError");
+    let b = assert_error(app.post("/api/search", Some(a), json!({ "query": "-- !!", "size": 101, "from": "x", "sort": "name" })).await, 400, "ValidationError");
     assert_eq!(
         b["details"],
-        json!(["query must contain a word (letters or digits)", "size must be an integer from 1 to 100", "from must be an integer from 0 to 10000"])
+        json!([
+            "size must be an integer from 1 to 100",
+            "from must be an integer from 0 to 10000",
+            "sort must be one of: _score, updated_at:desc, updated_at:asc, title:asc, title:desc"
+        ])
     );
+    let b = assert_error(app.post("/api/search", Some(a), json!({ "query": "-- !!" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["query must contain a word (letters or digits)"]));
+    let b = assert_error(app.post("/api/search", Some(a), json!({ "query": " " })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["query is required"]));
     let b = assert_error(app.get("/api/search?q=a&size=ten", Some(a)).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["size must be an integer from 1 to 100"]));
     // Query syntax is words only: operators and quotes are not FTS syntax.

@@ -39,13 +39,20 @@ async fn references_are_registered_read_and_rotated(app: TestApp) {
     );
     assert_eq!(
         b["details"],
-        json!([
-            "ref must be 1 to 256 of letters, digits, '.', '_', '-', '/' or ':'",
-            "scope must be one of: tenant, app, service, app_user",
-            "kms_key_id is required",
-            "rotation_period_days must be an integer from 1 to 3650",
-        ])
+        json!(["scope must be one of: tenant, app, service, app_user", "kms_key_id is required", "rotation_period_days must be an integer from 1 to 3650",])
     );
+    let b = assert_error(
+        app.post("/api/secrets/refs", Some(a), json!({ "ref": "bad ref", "kms_key_id": "k", "last_rotated_at": "2999-01-01T00:00:00Z" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        b["details"],
+        json!(["ref must be 1 to 256 of letters, digits, '.', '_', '-', '/' or ':'", "last_rotated_at must not be more than 5 minutes in the future"])
+    );
+    let b =
+        assert_error(app.post("/api/secrets/refs", Some(a), json!({ "ref": "r", "kms_key_id": "k", "last_rotated_at": "soon" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["last_rotated_at must be an RFC 3339 timestamp"]));
     let events = app.events_of(&t.a["tenant_id"]).await;
     let count = |n: &str| events.iter().filter(|e| *e == n).count();
     assert_eq!((count("secrets.reference.created.v1"), count("secrets.reference.accessed.v1"), count("secrets.reference.rotated.v1")), (2, 1, 1));

@@ -33,6 +33,12 @@ async fn templates_are_named_once_per_tenant_on_a_known_channel(app: TestApp) {
         json!(["tenant_id is required", "name is required", "channel must be one of: email, sms, whatsapp, push, voice", "body is required"])
     );
     let b = assert_error(
+        template(&app, a, json!({ "tenant_id": tenant, "name": "n".repeat(201), "subject": "s".repeat(301), "body": "b".repeat(20001) })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["name must be at most 200 characters", "subject must be at most 300 characters", "body must be at most 20000 characters"]));
+    let b = assert_error(
         template(&app, a, json!({ "tenant_id": tenant, "name": "n", "channel": "push", "subject": "s", "body": "b" })).await,
         400,
         "ValidationError",
@@ -99,13 +105,13 @@ async fn sequences_order_steps_over_the_tenants_own_templates(app: TestApp) {
             "name is required",
             "steps[0].template_id must be a UUID",
             "steps[0].delay_seconds must be an integer from 0 to 7776000",
-            "steps[1] must be an object",
+            "steps[1] must be a JSON object",
             "steps[2].template_id is required",
             "steps[2].delay_seconds must be an integer from 0 to 7776000"
         ])
     );
     let b = assert_error(app.post("/api/sequences", Some(a), json!({ "name": "empty", "steps": [] })).await, 400, "ValidationError");
-    assert_eq!(b["details"], json!(["steps must be an array of 1 to 50 steps"]));
+    assert_eq!(b["details"], json!(["steps must hold 1 to 50 items"]));
 
     let (_, other) = app.post("/api/sequences", Some(a), json!({ "name": "short", "steps": [{ "template_id": second }] })).await;
     let (s, l) = app.get("/api/sequences?limit=1", Some(a)).await;

@@ -55,6 +55,10 @@ async fn queues_take_requests_that_open_and_close(app: TestApp) {
     let b = assert_error(app.post(&format!("/api/service-requests/{first}/close"), Some(a), json!({})).await, 409, "Conflict");
     assert_eq!(b["details"], json!(["the request is closed: only an open request can be closed"]));
     assert_error(app.post(&format!("/api/service-requests/{second}/close"), Some(&t.b_token), json!({})).await, 404, "NotFound");
+    let long = json!({ "resolution": "r".repeat(2001) });
+    assert_error(app.post(&format!("/api/service-requests/{second}/close"), Some(&t.b_token), long.clone()).await, 404, "NotFound");
+    let b = assert_error(app.post(&format!("/api/service-requests/{second}/close"), Some(a), long).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["resolution must be at most 2000 characters"]));
     assert_error(app.post("/api/service-requests/nope/close", Some(a), json!({})).await, 404, "NotFound");
     let (s, g) = app.get(&format!("/api/service-requests/{first}"), Some(a)).await;
     assert_eq!((s, g["data"]["title"].as_str()), (StatusCode::OK, Some("Printer on fire")));

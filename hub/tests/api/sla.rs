@@ -44,6 +44,9 @@ async fn sla_clocks_at_risk_show_the_rungs_fired_and_the_next(app: TestApp) {
     );
     assert_eq!(b["details"], json!(["notify_persona_id is not a persona of this tenant"]));
     assert_error(app.post(&format!("/api/sla/policies/{policy}/rungs"), Some(&t.b_token), rung(5, "low")).await, 404, "NotFound");
+    assert_error(app.post(&format!("/api/sla/policies/{policy}/rungs"), Some(&t.b_token), json!({ "severity": "urgent" })).await, 404, "NotFound");
+    let b = assert_error(app.post(&format!("/api/sla/policies/{policy}/rungs"), Some(a), rung(525_601, "low")).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["offset_minutes must be an integer from -525600 to 525600"]));
     let (s, g) = app.get(&format!("/api/sla/policies/{policy}"), Some(a)).await;
     assert_eq!(s, StatusCode::OK, "{g}");
     let offsets: Vec<i64> = g["data"]["rungs"].as_array().unwrap().iter().map(|r| r["offset_minutes"].as_i64().unwrap()).collect();
@@ -60,8 +63,14 @@ async fn sla_clocks_at_risk_show_the_rungs_fired_and_the_next(app: TestApp) {
     let started = chrono::DateTime::parse_from_rfc3339(fresh["data"]["started_at"].as_str().unwrap()).unwrap();
     let due = chrono::DateTime::parse_from_rfc3339(fresh["data"]["due_at"].as_str().unwrap()).unwrap();
     assert_eq!((due - started).num_minutes(), 60);
-    let b = assert_error(app.post("/api/sla/clocks", Some(a), json!({ "policy_id": "p", "started_at": "2099-01-01T00:00:00Z" })).await, 400, "ValidationError");
-    assert_eq!(b["details"], json!(["policy_id must be a UUID", "subject_ref is required", "started_at must not be more than 5 minutes in the future"]));
+    let b = assert_error(app.post("/api/sla/clocks", Some(a), json!({ "policy_id": "p", "started_at": "soon" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["policy_id must be a UUID", "subject_ref is required", "started_at must be an RFC 3339 timestamp"]));
+    let b = assert_error(
+        app.post("/api/sla/clocks", Some(a), json!({ "policy_id": policy, "subject_ref": "x", "started_at": "2099-01-01T00:00:00Z" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["started_at must not be more than 5 minutes in the future"]));
     let b = assert_error(app.post("/api/sla/clocks", Some(&t.b_token), json!({ "policy_id": policy, "subject_ref": "x" })).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["policy_id is not a policy of this tenant"]));
 

@@ -49,6 +49,15 @@ async fn claims_are_superseded_never_changed_or_deleted(app: TestApp) {
     let b =
         assert_error(app.post("/api/source-records/claims", Some(a), json!({ "subject_id": "p", "attribute": "x".repeat(129) })).await, 400, "ValidationError");
     assert_eq!(b["details"], json!(["attribute must be at most 128 characters", "value is required", "source is required"]));
+    let big = json!({ "subject_id": "p", "attribute": "x", "value": "v".repeat(64 * 1024), "source": "crm", "observed_at": "soon" });
+    let b = assert_error(app.post("/api/source-records/claims", Some(a), big).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["observed_at must be an RFC 3339 timestamp"]));
+    // Matching its schema, the body still holds a value of at most 64 KiB.
+    let big = json!({ "subject_id": "p", "attribute": "x", "value": "v".repeat(64 * 1024), "source": "crm" });
+    let b = assert_error(app.post("/api/source-records/claims", Some(a), big).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["value must be at most 64 KiB of JSON"]));
+    let b = assert_error(app.post(&format!("/api/source-records/claims/{second}/supersede"), Some(a), json!({ "value": null })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["value is required"]));
     let events = app.events_of(&t.a["tenant_id"]).await;
     let count = |n: &str| events.iter().filter(|e| *e == n).count();
     assert_eq!((count("source-record.claim.asserted.v1"), count("source-record.claim.superseded.v1")), (1, 2));

@@ -101,6 +101,12 @@ async fn personas_are_created_and_crypto_shredded(app: TestApp) {
     let owner = t["token"].as_str().unwrap();
     let body = assert_error(app.post("/api/personas", Some(owner), json!({ "kind": "robot" })).await, 400, "ValidationError");
     assert_eq!(body["details"], json!(["kind must be one of: human, service, agent"]));
+    let body = assert_error(
+        app.post("/api/personas", Some(owner), json!({ "kind": "agent", "primary_role_template_id": "x", "attributes": ["Scout"] })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(body["details"], json!(["primary_role_template_id must be a UUID", "attributes must be a JSON object"]));
     let (s, p) = app.post("/api/personas", Some(owner), json!({ "kind": "agent", "attributes": { "nickname": "Scout" } })).await;
     assert_eq!(s, StatusCode::CREATED, "{p}");
     let id = p["data"]["persona_id"].as_str().unwrap().to_string();

@@ -49,13 +49,29 @@ async fn a_tenants_schema_overrides_the_platform_default_for_its_kind(app: TestA
     );
     assert_eq!(
         b["details"],
+        json!(["fields[0].type must be one of: string, number, integer, boolean, date, money, enum", "fields[2].required must be true or false"])
+    );
+    let b = assert_error(app.post("/api/taxonomy/extraction-schemas", Some(a), json!({ "fields": [], "description": 5 })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["document_kind is required", "fields must hold 1 to 200 items", "description must be a string"]));
+    let b = assert_error(
+        app.post(
+            "/api/taxonomy/extraction-schemas",
+            Some(a),
+            json!({ "document_kind": "Invoice!", "fields": [
+            { "name": "a b", "type": "string" }, { "name": "x", "type": "enum" }, { "name": "x", "type": "date", "required": true }
+        ] }),
+        )
+        .await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        b["details"],
         json!([
             "document_kind must be 1 to 64 of a-z, 0-9, '.', '_', '-'",
             "fields[0].name must be 1 to 128 letters, digits or '_'",
-            "fields[0].type must be one of: string, number, integer, boolean, date, money, enum",
             "fields[1].values must be a non-empty array of strings for an enum",
             "fields[2].name x is given twice",
-            "fields[2].required must be a boolean"
         ])
     );
     let events = app.events_of(&t.a["tenant_id"]).await;

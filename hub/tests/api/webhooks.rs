@@ -230,6 +230,21 @@ async fn deliveries_are_signed_retried_and_kept_with_their_attempts(app: TestApp
             "event_types[1] must be an event type (crm.contact.created.v1), a tail wildcard (crm.*) or *",
         ])
     );
+    let b =
+        assert_error(app.post("/api/webhooks/endpoints", Some(a), json!({ "url": " ", "event_types": [], "description": 5 })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["url is required", "event_types must hold 1 to 100 items", "description must be a string"]));
+    let b = assert_error(
+        app.call(Method::PATCH, &format!("/api/webhooks/endpoints/{endpoint}"), Some(a), Some(json!({ "event_types": "crm.*" }))).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["event_types must be an array"]));
+    let b = assert_error(
+        app.post(&format!("/api/webhooks/endpoints/{endpoint}/rotate-secret"), Some(a), json!({ "grace_seconds": 604_801 })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["grace_seconds must be an integer from 0 to 604800"]));
     let (s, gone) = app.call(Method::DELETE, &format!("/api/webhooks/endpoints/{endpoint}"), Some(a), None).await;
     assert_eq!((s, gone["data"]["deleted"].as_bool()), (StatusCode::OK, Some(true)));
     assert_error(app.get(&format!("/api/webhooks/deliveries/{id}"), Some(a)).await, 404, "NotFound");
@@ -322,7 +337,14 @@ async fn failed_deliveries_are_dead_lettered_then_replayed(app: TestApp) {
     assert_eq!(d2["data"]["status"], "pending", "requeued; it waits while its endpoint is disabled");
     let (_, r) = app.post("/api/webhooks/deadletters/replay", Some(a), json!({ "from": "2000-01-01T00:00:00Z" })).await;
     assert_eq!(r["data"]["replayed"], 0);
-    assert_error(app.post("/api/webhooks/deadletters/replay", Some(a), json!({ "from": "yesterday" })).await, 400, "ValidationError");
+    let b = assert_error(
+        app.post("/api/webhooks/deadletters/replay", Some(a), json!({ "from": "yesterday", "endpoint_id": "e", "limit": 0 })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["from must be an RFC 3339 timestamp", "endpoint_id must be a UUID", "limit must be an integer from 1 to 10000"]));
+    let b = assert_error(app.post("/api/webhooks/deadletters/replay", Some(a), json!({})).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["from is required"]));
 
     // The operator sees every tenant's endpoints, newest first.
     let (s, all) = app.admin(Method::GET, "/admin/webhooks").await;
@@ -416,7 +438,14 @@ async fn inbound_webhooks_are_verified_then_handed_to_their_kind(app: TestApp) {
     assert_eq!((s, set["data"].get("secret")), (StatusCode::OK, None));
     assert_eq!(status(send("msg_8", now, &own, body, url.clone()).await.unwrap()), 200);
     assert_eq!(status(send("msg_9", now, &secret, body, url).await.unwrap()), 401, "the old secret is gone");
-    assert_error(app.post("/api/webhooks/inbound-secrets", Some(a), json!({ "kind": "Probe!", "secret": "abc" })).await, 400, "ValidationError");
+    let b = assert_error(app.post("/api/webhooks/inbound-secrets", Some(a), json!({ "kind": "Probe!", "secret": "abc" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["provider is required"]));
+    let b = assert_error(
+        app.post("/api/webhooks/inbound-secrets", Some(a), json!({ "kind": "Probe!", "provider": "acme", "secret": "abc" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["kind must be 1 to 64 of a-z, 0-9, '_' or '-'", "secret must be whsec_ followed by the base64 of 16 to 64 bytes"]));
     let events = app.events_of(&t.a["tenant_id"]).await;
     assert_eq!(events.iter().filter(|e| *e == "webhook.inbound.received.v1").count(), 2);
     assert_eq!(events.iter().filter(|e| *e == "webhook.inbound_secret.set.v1").count(), 2);

@@ -48,17 +48,22 @@ async fn definitions_are_versioned_immutable_and_read_back_by_name(app: TestApp)
         400,
         "ValidationError",
     );
+    assert_eq!(body["details"], json!(["version must be an integer from 1 to 2147483647", "step_specs[1] must be a JSON object"]));
+    let body = assert_error(
+        app.post("/api/workflows/definitions", Some(token), json!({ "name": "bad name!", "step_specs": [{ "name": 3 }, { "name": " " }] })).await,
+        400,
+        "ValidationError",
+    );
     assert_eq!(
         body["details"],
         json!([
             "name must be 1 to 128 letters, digits, '.', '_' or '-'",
-            "version must be an integer from 1 to 2147483647",
             "step_specs[0] must be an object with a string name",
             "step_specs[1] must be an object with a string name",
         ])
     );
     let body = assert_error(app.post("/api/workflows/definitions", Some(token), json!({ "step_specs": [] })).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!(["name is required", "step_specs must hold 1 to 500 steps"]));
+    assert_eq!(body["details"], json!(["name is required", "step_specs must hold 1 to 500 items"]));
 
     let registered = app.events_of(&t["tenant_id"]).await.into_iter().filter(|e| e == "workflow.definition.registered.v1").count();
     assert_eq!(registered, 3, "one event per stored definition");

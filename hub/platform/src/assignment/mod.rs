@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::Utc;
 use hub_kernel::{db::Backend, prelude::*};
 
-use crate::dispatch::{Point, point};
+use crate::dispatch::Point;
 use engine::{Candidate, Recorded, Routed, Rule, Workload};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -55,26 +55,46 @@ struct RuleSet {
 
 const RULE_SET_COLUMNS: &str = "rule_set_id, name, version, rules, active, published_by, created_at, activated_at";
 
+/// A rule of a rule set. The rules are kept as given, so this is their
+/// schema only (`engine::parse_rules` reads them).
+#[derive(ToSchema)]
+#[schema(as = AssignmentRule)]
+#[allow(dead_code)]
+struct RuleSchema {
+    #[schema(max_length = 128)]
+    name: String,
+    /// Maps a subject field to the value it must have (or an array of the
+    /// values it may have).
+    when: Option<serde_json::Map<String, Value>>,
+    /// What a candidate must hold for an `assign` rule; any candidate
+    /// when absent.
+    specialty: Option<String>,
+    /// `assign` when absent.
+    action: Option<RuleAction>,
+}
+
+/// What a matching rule does.
+#[derive(ToSchema)]
+#[schema(as = AssignmentRuleAction, rename_all = "snake_case")]
+#[allow(dead_code)]
+enum RuleAction {
+    Assign,
+    Review,
+}
+
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewAssignmentRuleSet)]
 struct NewRuleSet {
     /// The rule set's name: 1 to 128 letters, digits, `.`, `_` or `-`.
-    #[schema(required = true)]
-    name: Option<String>,
-    /// 1 to 100 rules, tried in order: `{ name, when?, specialty?, action? }`.
-    /// `when` maps a subject field to the value it must have (or an array
-    /// of the values it may have); `action` is `assign` (default: a
-    /// candidate holding `specialty`, or any) or `review`.
-    #[schema(required = true, value_type = Vec<Object>)]
-    rules: Option<Value>,
+    #[schema(max_length = 128)]
+    name: String,
+    /// The rules, tried in order.
+    #[schema(value_type = Vec<RuleSchema>, min_items = 1, max_items = 100)]
+    rules: Vec<serde_json::Map<String, Value>>,
     /// Make this version the active one (default false).
     activate: Option<bool>,
     /// Who published it; the caller when absent.
     published_by: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 fn valid_name(s: &str) -> bool {
@@ -102,13 +122,15 @@ async fn make_active(tx: &mut Tx, tenant_id: &str, set: &RuleSet) -> ApiResult<R
 #[utoipa::path(post, path = "/api/assignment/routes", tag = "sdk-assignment", request_body = NewRuleSet,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race-{unique}", "rules": [{ "name": "any" }], "activate": true } }))),
     responses((status = 201, description = "the version published", body = Data<RuleSet>)))]
-async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewRuleSet>) -> ApiResult<Response> {
+async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRuleSet>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let name = check.required("name", &body.name);
-    if !name.is_empty() && !valid_name(&name) {
+    let name = body.name.trim().to_string();
+    if !valid_name(&name) {
         check.fail("name must be 1 to 128 letters, digits, '.', '_' or '-'");
     }
-    engine::parse_rules(&mut check, body.rules.as_ref());
+    let rules = Value::Array(body.rules.into_iter().map(Value::Object).collect());
+    engine::parse_rules(&mut check, Some(&rules));
     check.finish()?;
     let published_by = Check::optional(&body.published_by).unwrap_or_else(|| audit::actor_of(&ctx).1.to_string());
     let mut tx = state.db.begin().await?;
@@ -124,7 +146,7 @@ async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(bod
         .bind(&ctx.tenant_id)
         .bind(&name)
         .bind(version)
-        .bind(body.rules.unwrap_or_default().to_string())
+        .bind(rules.to_string())
         .bind(&published_by)
         .bind(db::now())
         .fetch_one(&mut *tx)
@@ -269,19 +291,12 @@ async fn record_decision(tx: &mut Tx, ctx: &TenantCtx, mut d: Decision) -> ApiRe
     Ok(d)
 }
 
-/// A list of persona ids: UUIDs, no repeats, at most `MAX_CANDIDATES`.
-fn persona_list(check: &mut Check, name: &str, value: Option<&Value>, required: bool) -> Vec<String> {
-    let items = match value {
-        None | Some(Value::Null) if !required => return Vec::new(),
-        Some(Value::Array(items)) if items.len() <= MAX_CANDIDATES => items,
-        _ => {
-            check.fail(format!("{name} must be an array of at most {MAX_CANDIDATES} persona ids"));
-            return Vec::new();
-        }
-    };
+/// A list of persona ids (at most `MAX_CANDIDATES`, as its schema says):
+/// UUIDs, no repeats.
+fn persona_list(check: &mut Check, name: &str, items: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        match item.as_str().and_then(|s| uuid::Uuid::parse_str(s.trim()).ok()) {
+        match uuid::Uuid::parse_str(item.trim()).ok() {
             Some(id) if !out.contains(&id.to_string()) => out.push(id.to_string()),
             Some(_) => check.fail(format!("{name}[{i}] repeats a persona")),
             None => check.fail(format!("{name}[{i}] must be a UUID")),
@@ -290,38 +305,23 @@ fn persona_list(check: &mut Check, name: &str, value: Option<&Value>, required: 
     out
 }
 
-/// `persona_specialties`: an object from persona id to specialty strings.
-fn specialties(check: &mut Check, value: Option<&Value>) -> HashMap<String, Vec<String>> {
-    let obj = match value {
-        None | Some(Value::Null) => return HashMap::new(),
-        Some(Value::Object(o)) if o.len() <= MAX_CANDIDATES => o,
-        _ => {
-            check.fail(format!("persona_specialties must be an object of at most {MAX_CANDIDATES} personas"));
-            return HashMap::new();
-        }
-    };
-    obj.iter()
-        .filter_map(|(k, v)| match v.as_array().map(|a| a.iter().map(|s| s.as_str().map(str::to_string)).collect::<Option<Vec<_>>>()) {
-            Some(Some(list)) => Some((k.clone(), list)),
-            _ => {
-                check.fail(format!("persona_specialties.{k} must be an array of strings"));
-                None
-            }
-        })
-        .collect()
+/// `persona_specialties`: persona id to specialty strings, for at most
+/// `MAX_CANDIDATES` personas.
+fn specialties(check: &mut Check, value: Option<HashMap<String, Vec<String>>>) -> HashMap<String, Vec<String>> {
+    let map = value.unwrap_or_default();
+    if map.len() > MAX_CANDIDATES {
+        check.fail(format!("persona_specialties must be an object of at most {MAX_CANDIDATES} personas"));
+    }
+    map
 }
 
-fn string_list(check: &mut Check, name: &str, value: Option<&Value>) -> Vec<String> {
-    match value {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) if a.len() <= 100 && a.iter().all(|s| s.as_str().is_some_and(|s| !s.trim().is_empty())) => {
-            a.iter().filter_map(Value::as_str).map(|s| s.trim().to_string()).collect()
-        }
-        Some(_) => {
-            check.fail(format!("{name} must be an array of at most 100 non-blank strings"));
-            Vec::new()
-        }
+/// A list of at most 100 strings (as its schema says), none of them blank.
+fn string_list(check: &mut Check, name: &str, value: Option<Vec<String>>) -> Vec<String> {
+    let list = value.unwrap_or_default();
+    if list.iter().any(|s| s.trim().is_empty()) {
+        check.fail(format!("{name} must be an array of at most 100 non-blank strings"));
     }
+    list.iter().map(|s| s.trim().to_string()).collect()
 }
 
 /// Refuses persona ids that are not the tenant's (the same answer for an
@@ -377,24 +377,18 @@ async fn given_today(tx: &mut Tx, tenant_id: &str, personas: &[String]) -> ApiRe
 #[schema(as = AssignmentRouteRequest)]
 struct RouteRequest {
     /// The rule set whose active version routes the subject.
-    #[schema(required = true)]
-    rule_set_name: Option<String>,
-    /// The subject's fields, matched by the rules' `when`.
-    #[schema(value_type = Object)]
-    subject: Option<Value>,
+    rule_set_name: String,
+    /// The subject's fields, matched by the rules' `when`; `{}` when
+    /// absent.
+    subject: Option<serde_json::Map<String, Value>>,
     subject_ref: Option<String>,
-    /// Personas of the tenant that may be given the subject (at most 100).
-    #[schema(value_type = Option<Vec<String>>)]
-    candidate_persona_ids: Option<Value>,
-    /// Persona id to its specialties.
-    #[schema(value_type = Option<Object>)]
-    persona_specialties: Option<Value>,
+    /// Personas of the tenant that may be given the subject.
+    #[schema(max_items = 100)]
+    candidate_persona_ids: Option<Vec<String>>,
+    /// Persona id to its specialties (at most 100 personas).
+    persona_specialties: Option<HashMap<String, Vec<String>>>,
     /// Decide without recording (default false).
     dry_run: Option<bool>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// Routes a subject through the active version of a rule set; recorded
@@ -404,12 +398,13 @@ struct RouteRequest {
         "given": [["POST", "/api/assignment/routes", { "name": "race-{unique}", "rules": [{ "name": "any" }], "activate": true }]],
         "body": { "rule_set_name": "race-{unique}", "subject": { "topic": "race" }, "candidate_persona_ids": ["{owner_persona_id}"] } }))),
     responses((status = 201, description = "the decision, recorded", body = Data<Decision>), (status = 200, description = "a dry run's decision, not recorded", body = Data<Decision>)))]
-async fn route(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<RouteRequest>) -> ApiResult<Response> {
+async fn route(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<RouteRequest>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let name = check.required("rule_set_name", &body.rule_set_name);
-    let subject = check.optional_object("subject", body.subject.as_ref());
-    let candidates = persona_list(&mut check, "candidate_persona_ids", body.candidate_persona_ids.as_ref(), false);
-    let specialties = specialties(&mut check, body.persona_specialties.as_ref());
+    let name = body.rule_set_name.trim().to_string();
+    let subject = Value::Object(body.subject.clone().unwrap_or_default());
+    let candidates = persona_list(&mut check, "candidate_persona_ids", body.candidate_persona_ids.as_deref().unwrap_or_default());
+    let specialties = specialties(&mut check, body.persona_specialties.clone());
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let set = rule_set(&mut tx, &ctx.tenant_id, "name = $2 AND active = 1", &name)
@@ -454,36 +449,53 @@ fn stored_rules(set: &RuleSet) -> Vec<Rule> {
 #[schema(as = AssignByTaskRequest)]
 struct TaskRequest {
     /// The task being assigned.
-    #[schema(required = true)]
-    task_id: Option<String>,
-    /// Personas of the tenant to choose from, primary first, then backup
-    /// (at most 100).
-    #[schema(required = true, value_type = Vec<String>)]
-    candidate_persona_ids: Option<Value>,
-    /// Skills the winner must hold, all of them.
-    #[schema(value_type = Option<Vec<String>>)]
-    required_skills: Option<Value>,
-    /// `default` (when absent), `round_robin` or `fair_share`.
-    strategy: Option<String>,
-    /// The rotation pool of `round_robin`; `default` when absent.
+    task_id: String,
+    /// Personas of the tenant to choose from, primary first, then backup.
+    #[schema(max_items = 100)]
+    candidate_persona_ids: Vec<String>,
+    /// Skills the winner must hold, all of them (none blank).
+    #[schema(max_items = 100)]
+    required_skills: Option<Vec<String>>,
+    /// `default` when absent.
+    strategy: Option<Strategy>,
+    /// The rotation pool of `round_robin`: 1 to 128 letters, digits, `.`,
+    /// `_` or `-`; `default` when absent.
     pool_key: Option<String>,
-    /// Where the task is: `{ lat, lng }`; `default` prefers the nearest.
-    #[schema(value_type = Option<Object>)]
-    location: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    /// Where the task is; `default` prefers the nearest.
+    location: Option<Location>,
 }
 
-fn location(check: &mut Check, name: &str, value: Option<&Value>) -> Option<Point> {
-    match value {
-        None | Some(Value::Null) => None,
-        Some(v @ Value::Object(_)) => Some(point(check, name, v.get("lat"), v.get("lng"))),
-        Some(_) => {
-            check.fail(format!("{name} must be an object with lat and lng"));
-            None
-        }
+/// How a winner is picked among the candidates that pass the gates.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = AssignmentStrategy)]
+enum Strategy {
+    Default,
+    RoundRobin,
+    FairShare,
+}
+
+impl Strategy {
+    fn as_str(self) -> &'static str {
+        engine::STRATEGIES[self as usize]
+    }
+}
+
+/// A place.
+#[derive(Clone, Copy, Deserialize, ToSchema)]
+#[schema(as = AssignmentLocation)]
+struct Location {
+    /// Degrees.
+    #[schema(minimum = -90, maximum = 90)]
+    lat: f64,
+    /// Degrees.
+    #[schema(minimum = -180, maximum = 180)]
+    lng: f64,
+}
+
+impl From<Location> for Point {
+    fn from(l: Location) -> Point {
+        Point { lat: l.lat, lng: l.lng }
     }
 }
 
@@ -493,18 +505,18 @@ fn location(check: &mut Check, name: &str, value: Option<&Value>) -> Option<Poin
     extensions(("x-concurrency" = json!({ "outcome": "independent",
         "body": { "task_id": "t-{unique}", "candidate_persona_ids": ["{owner_persona_id}"], "strategy": "round_robin", "pool_key": "race-{unique}" } }))),
     responses((status = 201, description = "the decision, recorded: ASSIGNED, or UNROUTABLE when no candidate passed the gates", body = Data<Decision>)))]
-async fn assign_by_task(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<TaskRequest>) -> ApiResult<Response> {
+async fn assign_by_task(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<TaskRequest>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let task_id = check.required("task_id", &body.task_id);
-    let candidates = persona_list(&mut check, "candidate_persona_ids", body.candidate_persona_ids.as_ref(), true);
-    let required = string_list(&mut check, "required_skills", body.required_skills.as_ref());
-    let strategy = Check::optional(&body.strategy).unwrap_or_else(|| "default".into());
-    check.one_of("strategy", &strategy, &engine::STRATEGIES);
+    let task_id = body.task_id.trim().to_string();
+    let candidates = persona_list(&mut check, "candidate_persona_ids", &body.candidate_persona_ids);
+    let required = string_list(&mut check, "required_skills", body.required_skills);
+    let strategy = body.strategy.unwrap_or(Strategy::Default).as_str().to_string();
     let pool_key = Check::optional(&body.pool_key).unwrap_or_else(|| "default".into());
     if !valid_name(&pool_key) {
         check.fail("pool_key must be 1 to 128 letters, digits, '.', '_' or '-'");
     }
-    let at = location(&mut check, "location", body.location.as_ref());
+    let at = body.location.map(Point::from);
     check.finish()?;
     let mut tx = state.db.begin().await?;
     check_candidates(&mut tx, &ctx.tenant_id, &candidates).await?;
@@ -663,19 +675,20 @@ async fn workloads(tx: &mut Tx, tenant_id: &str, ids: &[String], lock: &str) -> 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = AssignmentWorkloadUpdate)]
 struct WorkloadUpdate {
-    /// The persona's skills (at most 100); none when absent.
-    #[schema(value_type = Vec<String>)]
-    skills: Option<Value>,
-    /// RFC 3339: not available before.
+    /// The persona's skills (none blank); none when absent.
+    #[schema(max_items = 100)]
+    skills: Option<Vec<String>>,
+    /// Not available before; before `available_to`.
+    #[schema(format = DateTime)]
     available_from: Option<String>,
-    /// RFC 3339: not available from then on.
+    /// Not available from then on.
+    #[schema(format = DateTime)]
     available_to: Option<String>,
-    /// 0 to 100000 assignments a day; absent or null: no limit.
-    #[schema(value_type = Option<i64>)]
-    capacity_per_day: Option<Value>,
-    /// Where the persona works from: `{ lat, lng }`.
-    #[schema(value_type = Option<Object>)]
-    location: Option<Value>,
+    /// Assignments a day; absent or null: no limit.
+    #[schema(minimum = 0, maximum = 100_000)]
+    capacity_per_day: Option<i64>,
+    /// Where the persona works from.
+    location: Option<Location>,
 }
 
 /// Sets a persona's workload: skills, availability window, capacity a day
@@ -684,25 +697,8 @@ struct WorkloadUpdate {
     params(("persona_id" = String, Path, description = "a persona of the caller's tenant")),
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [["POST", "/api/personas", { "kind": "service" }]], "body": { "skills": ["a"], "location": { "lat": 52.37, "lng": 4.89 } } }))),
     responses((status = 201, description = "the workload, first set", body = Data<WorkloadRow>), (status = 200, description = "the workload, replaced", body = Data<WorkloadRow>)))]
-async fn put_workload(
-    State(state): State<AppState>,
-    Tenant(ctx): Tenant,
-    Path(id): Path<String>,
-    Lenient(body): Lenient<WorkloadUpdate>,
-) -> ApiResult<Response> {
+async fn put_workload(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<WorkloadUpdate>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
-    let mut check = Check::new();
-    let skills = string_list(&mut check, "skills", body.skills.as_ref());
-    let from = check.optional_expiry("available_from", &body.available_from);
-    let to = check.optional_expiry("available_to", &body.available_to);
-    if let (Some(f), Some(t)) = (&from, &to)
-        && f >= t
-    {
-        check.fail("available_from must be before available_to");
-    }
-    let capacity = check.optional_int("capacity_per_day", body.capacity_per_day.as_ref(), 0, 100_000);
-    let at = location(&mut check, "location", body.location.as_ref());
-    check.finish()?;
     let mut tx = state.db.begin().await?;
     let persona: Option<String> = sqlx::query_scalar("SELECT persona_id FROM persona_persona WHERE tenant_id = $1 AND persona_id = $2")
         .bind(&ctx.tenant_id)
@@ -710,6 +706,19 @@ async fn put_workload(
         .fetch_optional(&mut *tx)
         .await?;
     persona.ok_or(ApiError::NotFound)?;
+    let body = body.checked()?;
+    let mut check = Check::new();
+    let skills = string_list(&mut check, "skills", body.skills);
+    let from = check.optional_expiry("available_from", &body.available_from);
+    let to = check.optional_expiry("available_to", &body.available_to);
+    if let (Some(f), Some(t)) = (&from, &to)
+        && f >= t
+    {
+        check.fail("available_from must be before available_to");
+    }
+    let capacity = body.capacity_per_day;
+    let at = body.location.map(Point::from);
+    check.finish()?;
     let now = db::now();
     // The first set inserts the workload (201); any other, concurrent or
     // later, finds it and replaces the whole of it (200).
@@ -777,26 +786,21 @@ const SIMULATION_COLUMNS: &str = "simulation_id, rule_set_name, candidate_versio
 #[schema(as = AssignmentSimulationRequest)]
 struct SimulateRequest {
     /// The rule set whose recorded decisions are replayed.
-    #[schema(required = true)]
-    rule_set_name: Option<String>,
+    rule_set_name: String,
     /// The version to try; the active one when absent.
-    #[schema(value_type = Option<i64>)]
-    candidate_version: Option<Value>,
-    /// The newest recorded decisions replayed: 1 to 1000, default 100.
-    #[schema(value_type = Option<i64>)]
-    limit: Option<Value>,
+    #[schema(minimum = 1, maximum = 2_147_483_647)]
+    candidate_version: Option<i64>,
+    /// The newest recorded decisions replayed; 100 when absent.
+    #[schema(minimum = 1, maximum = 1000)]
+    limit: Option<i64>,
     /// The pool to replay with; each decision's own when absent.
-    #[schema(value_type = Option<Vec<String>>)]
-    candidate_persona_ids: Option<Value>,
-    #[schema(value_type = Option<Object>)]
-    persona_specialties: Option<Value>,
-    /// The skew (0 to 1) the report accepts; default 0.2.
-    #[schema(value_type = Option<f64>)]
-    skew_tolerance: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    #[schema(max_items = 100)]
+    candidate_persona_ids: Option<Vec<String>>,
+    /// Persona id to its specialties (at most 100 personas).
+    persona_specialties: Option<HashMap<String, Vec<String>>>,
+    /// The skew the report accepts; 0.2 when absent.
+    #[schema(minimum = 0, maximum = 1)]
+    skew_tolerance: Option<f64>,
 }
 
 #[derive(FromRow)]
@@ -815,20 +819,15 @@ struct Replayed {
         "given": [["POST", "/api/assignment/routes", { "name": "race-{unique}", "rules": [{ "name": "any" }], "activate": true }]],
         "body": { "rule_set_name": "race-{unique}" } }))),
     responses((status = 201, description = "the simulation and its report", body = Data<Simulation>)))]
-async fn simulate(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<SimulateRequest>) -> ApiResult<Response> {
+async fn simulate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<SimulateRequest>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let name = check.required("rule_set_name", &body.rule_set_name);
-    let version = check.optional_int("candidate_version", body.candidate_version.as_ref(), 1, i64::from(i32::MAX));
-    let limit = check.optional_int("limit", body.limit.as_ref(), 1, 1000).unwrap_or(100);
-    let pool = persona_list(&mut check, "candidate_persona_ids", body.candidate_persona_ids.as_ref(), false);
-    let specialties = specialties(&mut check, body.persona_specialties.as_ref());
-    let tolerance = match body.skew_tolerance.as_ref() {
-        None | Some(Value::Null) => 0.2,
-        Some(v) => v.as_f64().filter(|t| (0.0..=1.0).contains(t)).unwrap_or_else(|| {
-            check.fail("skew_tolerance must be a number from 0 to 1");
-            0.0
-        }),
-    };
+    let name = body.rule_set_name.trim().to_string();
+    let version = body.candidate_version;
+    let limit = body.limit.unwrap_or(100);
+    let pool = persona_list(&mut check, "candidate_persona_ids", body.candidate_persona_ids.as_deref().unwrap_or_default());
+    let specialties = specialties(&mut check, body.persona_specialties);
+    let tolerance = body.skew_tolerance.unwrap_or(0.2);
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let set = match version {

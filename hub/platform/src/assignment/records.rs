@@ -28,8 +28,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// The acceptance window when none is given, minutes.
 const DEFAULT_WINDOW_MINUTES: i64 = 30;
-/// The longest acceptance window: a week.
-const MAX_WINDOW_MINUTES: i64 = 7 * 24 * 60;
 
 #[derive(Clone, Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = AssignmentRecord)]
@@ -241,30 +239,31 @@ fn actor(ctx: &TenantCtx, given: &Option<String>) -> String {
 #[schema(as = NewAssignmentRecord)]
 struct NewRecord {
     /// What is being assigned.
-    #[schema(required = true)]
-    subject_ref: Option<String>,
-    /// The persona offered it first.
-    #[schema(required = true)]
-    primary_persona_id: Option<String>,
-    /// Offered it when the primary declines or lets the window pass.
+    subject_ref: String,
+    /// The persona offered it first, of this tenant.
+    #[schema(format = "uuid")]
+    primary_persona_id: String,
+    /// Offered it when the primary declines or lets the window pass; not
+    /// the primary.
+    #[schema(format = "uuid")]
     backup_persona_id: Option<String>,
+    #[schema(format = "uuid")]
     manager_persona_id: Option<String>,
-    /// How long the primary has, 0 to 10080 minutes (default 30); 0 offers
-    /// it to primary and backup at once, without expiry.
-    #[schema(value_type = Option<i64>)]
-    acceptance_window_minutes: Option<Value>,
+    /// How long the primary has, in minutes (30 when absent); 0 offers it
+    /// to primary and backup at once, without expiry.
+    #[schema(minimum = 0, maximum = 10080)]
+    acceptance_window_minutes: Option<i64>,
     /// The decision the record follows, of this tenant.
+    #[schema(format = "uuid")]
     routing_decision_id: Option<String>,
-    #[schema(value_type = Option<Object>)]
-    metadata: Option<Value>,
-    /// RFC 3339: when the source system produced the subject.
+    /// `{}` when absent.
+    metadata: Option<serde_json::Map<String, Value>>,
+    /// When the source system produced the subject; at most 5 minutes
+    /// ahead.
+    #[schema(format = DateTime)]
     source_timestamp: Option<String>,
     /// Who acts; the caller when absent.
     actor: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// Offers a subject to its primary persona (and backup, at once, when the
@@ -272,16 +271,16 @@ struct NewRecord {
 #[utoipa::path(post, path = "/api/assignments", tag = "sdk-assignment", request_body = NewRecord,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "subject_ref": "race-{unique}", "primary_persona_id": "{persona_id}" } }))),
     responses((status = 201, description = "the record, offered", body = Data<Record>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewRecord>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRecord>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let subject_ref = check.required("subject_ref", &body.subject_ref);
-    let primary = check.required_uuid("primary_persona_id", &body.primary_persona_id).map(|u| u.to_string());
+    let subject_ref = body.subject_ref.trim().to_string();
+    let primary = check.required_uuid("primary_persona_id", &Some(body.primary_persona_id.clone())).map(|u| u.to_string());
     let backup = check.optional_uuid("backup_persona_id", &body.backup_persona_id).map(|u| u.to_string());
     let manager = check.optional_uuid("manager_persona_id", &body.manager_persona_id).map(|u| u.to_string());
     let decision = check.optional_uuid("routing_decision_id", &body.routing_decision_id).map(|u| u.to_string());
-    let window =
-        check.optional_int("acceptance_window_minutes", body.acceptance_window_minutes.as_ref(), 0, MAX_WINDOW_MINUTES).unwrap_or(DEFAULT_WINDOW_MINUTES);
-    let metadata = check.optional_object("metadata", body.metadata.as_ref());
+    let window = body.acceptance_window_minutes.unwrap_or(DEFAULT_WINDOW_MINUTES);
+    let metadata = Value::Object(body.metadata.clone().unwrap_or_default());
     let source_timestamp = check.optional_time("source_timestamp", &body.source_timestamp);
     if backup.is_some() && backup == primary {
         check.fail("backup_persona_id must differ from primary_persona_id");
@@ -408,13 +407,9 @@ fn not_pending(rec: &Record) -> ApiError {
 #[schema(as = AssignmentAccept)]
 struct Accept {
     /// The persona accepting: the one the offer is with.
-    #[schema(required = true)]
-    persona_id: Option<String>,
-    actor: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
     #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    persona_id: String,
+    actor: Option<String>,
 }
 
 /// The persona the offer is with accepts it.
@@ -424,11 +419,10 @@ struct Accept {
         "given": [["POST", "/api/assignments", { "subject_ref": "race-{unique}", "primary_persona_id": "{persona_id}" }]],
         "body": { "persona_id": "{persona_id}" } }))),
     responses((status = 200, description = "the record, accepted", body = Data<Record>)))]
-async fn accept(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Accept>) -> ApiResult<Response> {
+async fn accept(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Accept>) -> ApiResult<Response> {
     ensure_exists(&state, &ctx.tenant_id, &id).await?;
-    let mut check = Check::new();
-    let persona = check.required_uuid("persona_id", &body.persona_id).map(|u| u.to_string()).unwrap_or_default();
-    check.finish()?;
+    let body = body.checked()?;
+    let persona = path_id(&body.persona_id)?.to_string();
     let who = actor(&ctx, &body.actor);
     transition(&state, &ctx, &id, &who.clone(), move |rec, now| {
         if !rec.pending() {
@@ -450,10 +444,6 @@ async fn accept(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
 struct Decline {
     reason: Option<String>,
     actor: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// The persona the offer is with declines: the primary's offer passes to
@@ -463,8 +453,9 @@ struct Decline {
     extensions(("x-concurrency" = json!({ "outcome": "one-wins",
         "given": [["POST", "/api/assignments", { "subject_ref": "race-{unique}", "primary_persona_id": "{persona_id}" }]], "body": {} }))),
     responses((status = 200, description = "the record: offered to the backup, or declined", body = Data<Record>)))]
-async fn decline(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Decline>) -> ApiResult<Response> {
+async fn decline(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Decline>) -> ApiResult<Response> {
     ensure_exists(&state, &ctx.tenant_id, &id).await?;
+    let body = body.checked()?;
     let who = actor(&ctx, &body.actor);
     let reason = Check::optional(&body.reason);
     transition(&state, &ctx, &id, &who.clone(), move |rec, now| {
@@ -489,14 +480,10 @@ async fn decline(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
 #[schema(as = AssignmentReassign)]
 struct Reassign {
     /// The persona the record goes to, of this tenant.
-    #[schema(required = true)]
-    to_persona_id: Option<String>,
+    #[schema(format = "uuid")]
+    to_persona_id: String,
     reason: Option<String>,
     actor: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
 }
 
 /// Offers the record to another persona, whatever its state, with a fresh
@@ -508,11 +495,10 @@ struct Reassign {
         ["POST", "/api/assignments", { "subject_ref": "race-{unique}", "primary_persona_id": "{owner_persona_id}" }]],
         "body": { "to_persona_id": "{persona_id}" } }))),
     responses((status = 200, description = "the record, reassigned", body = Data<Record>)))]
-async fn reassign(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Reassign>) -> ApiResult<Response> {
+async fn reassign(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Reassign>) -> ApiResult<Response> {
     ensure_exists(&state, &ctx.tenant_id, &id).await?;
-    let mut check = Check::new();
-    let to = check.required_uuid("to_persona_id", &body.to_persona_id).map(|u| u.to_string()).unwrap_or_default();
-    check.finish()?;
+    let body = body.checked()?;
+    let to = path_id(&body.to_persona_id)?.to_string();
     {
         let mut tx = state.db.read.begin().await?;
         super::check_personas(&mut tx, &ctx.tenant_id, &[("to_persona_id", to.as_str())]).await?;
@@ -537,12 +523,8 @@ async fn reassign(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
 #[schema(as = AssignmentSweep)]
 struct Sweep {
     /// Records handled at most: 1 to 500, default 100.
-    #[schema(value_type = Option<i64>)]
-    limit: Option<Value>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
+    #[schema(minimum = 1, maximum = 500)]
+    limit: Option<i64>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -563,10 +545,8 @@ struct Swept {
 #[utoipa::path(post, path = "/api/assignments/sweep", tag = "sdk-assignment", request_body = Sweep,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": {} }))),
     responses((status = 200, description = "what the sweep did", body = Data<Swept>)))]
-async fn sweep(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Sweep>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let limit = check.optional_int("limit", body.limit.as_ref(), 1, 500).unwrap_or(100);
-    check.finish()?;
+async fn sweep(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Sweep>) -> ApiResult<Response> {
+    let limit = body.checked()?.limit.unwrap_or(100);
     let now = Utc::now();
     let mut tx = state.db.begin().await?;
     // Sweeps at once (two replicas, or a retry) take disjoint records: a

@@ -53,11 +53,11 @@ struct SetAnswer {
 struct NewSecret {
     /// The receiving group's kind (`voice`, `email`, `notification`, ...):
     /// 1 to 64 of `a-z 0-9 _ -`.
-    #[schema(required = true)]
-    kind: Option<String>,
-    /// The provider, as in the inbound path.
-    #[schema(required = true)]
-    provider: Option<String>,
+    #[schema(max_length = 64)]
+    kind: String,
+    /// The provider, as in the inbound path: 1 to 64 of `a-z 0-9 _ -`.
+    #[schema(max_length = 64)]
+    provider: String,
     /// The provider's `whsec_` secret (16 to 64 bytes); generated when
     /// absent.
     secret: Option<String>,
@@ -68,12 +68,13 @@ struct NewSecret {
 #[utoipa::path(post, path = "/api/webhooks/inbound-secrets", tag = "sdk-webhook", request_body = NewSecret,
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [], "body": { "kind": "race", "provider": "p-{unique}" } }))),
     responses((status = 201, description = "set", body = Data<SetAnswer>), (status = 200, description = "replaced", body = Data<SetAnswer>)))]
-async fn set_secret(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewSecret>) -> ApiResult<Response> {
+async fn set_secret(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSecret>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let kind = check.required("kind", &body.kind);
-    let provider = check.required("provider", &body.provider);
+    let kind = body.kind.trim().to_string();
+    let provider = body.provider.trim().to_string();
     for (field, v) in [("kind", &kind), ("provider", &provider)] {
-        if !v.is_empty() && !valid_name(v) {
+        if !valid_name(v) {
             check.fail(format!("{field} must be 1 to 64 of a-z, 0-9, '_' or '-'"));
         }
     }

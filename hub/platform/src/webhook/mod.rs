@@ -26,8 +26,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(inbound::routes())
 }
 
-/// Subscriptions an endpoint holds at most.
-const MAX_EVENT_TYPES: usize = 100;
 /// How long the secret a rotation replaced still signs, by default.
 const DEFAULT_GRACE_SECONDS: i64 = 24 * 3600;
 
@@ -97,17 +95,10 @@ fn pattern(p: &str) -> Option<(bool, String)> {
     (p.len() <= 200 && p.split('.').count() >= 2 && p.split('.').all(segment)).then(|| (true, p.to_string()))
 }
 
-fn check_event_types(check: &mut Check, value: Option<&Value>) -> Vec<String> {
-    let Some(Value::Array(items)) = value else {
-        check.fail(format!("event_types must be an array of 1 to {MAX_EVENT_TYPES} event types or patterns"));
-        return Vec::new();
-    };
-    if items.is_empty() || items.len() > MAX_EVENT_TYPES {
-        check.fail(format!("event_types must be an array of 1 to {MAX_EVENT_TYPES} event types or patterns"));
-    }
+fn check_event_types(check: &mut Check, items: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        match item.as_str().map(str::trim).filter(|p| pattern(p).is_some()) {
+        match Some(item.trim()).filter(|p| pattern(p).is_some()) {
             Some(p) if !out.iter().any(|o| o == p) => out.push(p.to_string()),
             Some(_) => {}
             None => check.fail(format!("event_types[{i}] must be an event type (crm.contact.created.v1), a tail wildcard (crm.*) or *")),
@@ -139,25 +130,12 @@ struct NewEndpoint {
     /// receiver checks the signature); private, loopback and link-local
     /// addresses are refused outside development mode unless
     /// `HUB_WEBHOOK_ALLOWED_HOSTS` names them.
-    #[schema(required = true)]
-    url: Option<String>,
-    /// 1 to 100 event types or patterns (`crm.*`, `*`).
-    #[schema(required = true, value_type = Vec<String>)]
-    event_types: Option<Value>,
-    /// At most 500 characters.
+    url: String,
+    /// Event types (`crm.contact.created.v1`) or patterns (`crm.*`, `*`).
+    #[schema(min_items = 1, max_items = 100)]
+    event_types: Vec<String>,
+    #[schema(max_length = 500)]
     description: Option<String>,
-    /// When given, the caller's tenant (checked by `Body`).
-    #[schema(format = "uuid")]
-    #[allow(dead_code)]
-    tenant_id: Option<String>,
-}
-
-fn check_description(check: &mut Check, value: &Option<String>) -> Option<String> {
-    let d = Check::optional(value);
-    if d.as_ref().is_some_and(|d| d.chars().count() > 500) {
-        check.fail("description must be at most 500 characters");
-    }
-    d
 }
 
 /// Registers an endpoint; the answer carries its signing secret, shown
@@ -165,16 +143,15 @@ fn check_description(check: &mut Check, value: &Option<String>) -> Option<String
 #[utoipa::path(post, path = "/api/webhooks/endpoints", tag = "sdk-webhook", request_body = NewEndpoint,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] } }))),
     responses((status = 201, description = "the endpoint and its secret", body = Data<WithSecret>)))]
-async fn create_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<NewEndpoint>) -> ApiResult<Response> {
+async fn create_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewEndpoint>) -> ApiResult<Response> {
+    let body = body.checked()?;
     let mut check = Check::new();
-    let url = check.required("url", &body.url);
-    if !url.is_empty()
-        && let Err(why) = target::check_url(&state.config, &url)
-    {
+    let url = body.url.trim().to_string();
+    if let Err(why) = target::check_url(&state.config, &url) {
         check.fail(why);
     }
-    let types = check_event_types(&mut check, body.event_types.as_ref());
-    let description = check_description(&mut check, &body.description);
+    let types = check_event_types(&mut check, &body.event_types);
+    let description = Check::optional(&body.description);
     check.finish()?;
     let id = db::new_id();
     let (key, secret) = new_secret();
@@ -232,8 +209,9 @@ struct Update {
     /// A new URL, checked as on create.
     url: Option<String>,
     /// A new list of event types or patterns, replacing the old.
-    #[schema(value_type = Option<Vec<String>>)]
-    event_types: Option<Value>,
+    #[schema(min_items = 1, max_items = 100)]
+    event_types: Option<Vec<String>>,
+    #[schema(max_length = 500)]
     description: Option<String>,
 }
 
@@ -262,13 +240,14 @@ async fn changed(mut tx: Tx, ctx: &TenantCtx, id: &str, set: &str, args: &[Optio
         "given": [["POST", "/api/webhooks/endpoints", { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] }]],
         "body": { "event_types": ["races.never.sent.v1", "races.never.*"], "description": "race" } }))),
     responses((status = 200, description = "the endpoint", body = Data<Endpoint>)))]
-async fn update_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Update>) -> ApiResult<Response> {
+async fn update_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Update>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     // Changes of one endpoint queue on its row: the subscriptions are
     // replaced (deleted, then inserted) by one change at a time, never two
     // inserting the same pattern at once.
     ENDPOINT.lock::<String>(&mut tx, &ctx.tenant_id, &path_id(&id)?.to_string()).await?.ok_or(ApiError::NotFound)?;
     let current = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let body = body.checked()?;
     let mut check = Check::new();
     let url = Check::optional(&body.url);
     if let Some(u) = &url
@@ -276,8 +255,8 @@ async fn update_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Pat
     {
         check.fail(why);
     }
-    let types = body.event_types.as_ref().map(|v| check_event_types(&mut check, Some(v)));
-    let description = check_description(&mut check, &body.description);
+    let types = body.event_types.as_deref().map(|v| check_event_types(&mut check, v));
+    let description = Check::optional(&body.description);
     check.finish()?;
     if let Some(t) = &types {
         subscribe(&mut tx, &ctx.tenant_id, &current.endpoint_id, t).await?;
@@ -367,10 +346,10 @@ async fn switched(mut tx: Tx, ctx: &TenantCtx, id: &str, set: &str, unless: &str
 #[derive(Deserialize, ToSchema)]
 #[schema(as = WebhookSecretRotation)]
 struct Rotation {
-    /// How long the replaced secret still signs: 0 to 604800 seconds,
-    /// default 86400.
-    #[schema(value_type = Option<i64>)]
-    grace_seconds: Option<Value>,
+    /// How long the replaced secret still signs, in seconds; 86400 when
+    /// absent.
+    #[schema(minimum = 0, maximum = 604_800)]
+    grace_seconds: Option<i64>,
 }
 
 /// A new signing secret; the old one keeps signing beside it for the
@@ -380,12 +359,10 @@ struct Rotation {
     extensions(("x-concurrency" = json!({ "outcome": "independent",
         "given": [["POST", "/api/webhooks/endpoints", { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] }]], "body": {} }))),
     responses((status = 200, description = "the endpoint and its new secret", body = Data<WithSecret>)))]
-async fn rotate_secret(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, Lenient(body): Lenient<Rotation>) -> ApiResult<Response> {
+async fn rotate_secret(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Rotation>) -> ApiResult<Response> {
     let mut tx = state.db.begin().await?;
     let current = find(&mut tx, &ctx.tenant_id, &id).await?;
-    let mut check = Check::new();
-    let grace = check.optional_int("grace_seconds", body.grace_seconds.as_ref(), 0, 7 * 24 * 3600).unwrap_or(DEFAULT_GRACE_SECONDS);
-    check.finish()?;
+    let grace = body.checked()?.grace_seconds.unwrap_or(DEFAULT_GRACE_SECONDS);
     let (key, secret) = new_secret();
     let until = db::format_time(chrono::Utc::now() + chrono::TimeDelta::seconds(grace));
     let sql = "UPDATE webhook_endpoint SET previous_secret_sealed = secret_sealed, previous_secret_until = $1, secret_sealed = $2 WHERE endpoint_id = $3";
@@ -508,32 +485,32 @@ async fn retry_dead_letter(State(state): State<AppState>, Tenant(ctx): Tenant, P
 #[derive(Deserialize, ToSchema)]
 #[schema(as = WebhookReplay)]
 struct Replay {
-    /// RFC 3339: dead-lettered at or after.
-    #[schema(required = true)]
-    from: Option<String>,
-    /// RFC 3339: dead-lettered before; now when absent.
+    /// Dead-lettered at or after.
+    #[schema(format = DateTime)]
+    from: String,
+    /// Dead-lettered before; now when absent.
+    #[schema(format = DateTime)]
     to: Option<String>,
     /// Only this endpoint's.
+    #[schema(format = "uuid")]
     endpoint_id: Option<String>,
-    /// At most this many (1 to 10000, default 1000), oldest first.
-    #[schema(value_type = Option<i64>)]
-    limit: Option<Value>,
+    /// At most this many (1000 when absent), oldest first.
+    #[schema(minimum = 1, maximum = 10_000)]
+    limit: Option<i64>,
 }
 
 /// Sends the dead letters of a time range again.
 #[utoipa::path(post, path = "/api/webhooks/deadletters/replay", tag = "sdk-webhook", request_body = Replay,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": { "from": "2000-01-01T00:00:00Z" } }))),
     responses((status = 200, description = "how many were requeued", body = Data<Object>)))]
-async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(body): Lenient<Replay>) -> ApiResult<Response> {
+async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Replay>) -> ApiResult<Response> {
+    let body = body.checked()?;
+    // The schema checked the forms; these normalise them as stored.
     let mut check = Check::new();
-    let from = check.required("from", &body.from);
-    let from = db::parse_time(&from).map(db::format_time);
-    if from.is_none() && Check::optional(&body.from).is_some() {
-        check.fail("from must be an RFC 3339 timestamp");
-    }
+    let from = check.optional_expiry("from", &Some(body.from));
     let to = check.optional_expiry("to", &body.to).unwrap_or_else(db::now);
     let endpoint = check.optional_uuid("endpoint_id", &body.endpoint_id).map(|u| u.to_string()).unwrap_or_default();
-    let limit = check.optional_int("limit", body.limit.as_ref(), 1, 10_000).unwrap_or(1000);
+    let limit = body.limit.unwrap_or(1000);
     check.finish()?;
     let mut tx = state.db.begin().await?;
     // The outer `status = 'dead'` re-check makes replays at once on
