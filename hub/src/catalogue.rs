@@ -85,7 +85,18 @@ pub fn document(api: OpenApi) -> Value {
 /// body is not required, as the type does.
 fn optional_body(op: &mut Value, schemas: &Value) {
     let Some(body) = op.get_mut("requestBody") else { return };
+    // Raw content (a media upload): no bytes is empty content.
+    if body["content"].as_object().is_some_and(|c| c.len() == 1 && c.contains_key("application/octet-stream")) {
+        body["required"] = json!(false);
+        return;
+    }
     let schema = &body["content"]["application/json"]["schema"];
+    // Any JSON value (a body read leniently, such as the emergency
+    // rotation's): no body is one too.
+    if schema.as_object().is_some_and(|s| !s.contains_key("$ref") && !s.contains_key("type") && !s.contains_key("properties")) {
+        body["required"] = json!(false);
+        return;
+    }
     let Some(name) = schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/schemas/")) else { return };
     let resolved = &schemas[name];
     if resolved["type"] == "object" && resolved["required"].as_array().is_none_or(|r| r.is_empty()) {

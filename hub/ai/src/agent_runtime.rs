@@ -366,7 +366,7 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, body: Bod
 async fn list_runs(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<HashMap<String, String>>, page: ListPage) -> ApiResult<Response> {
     check_tenant_param(&ctx, &q)?;
     let agent = filter(&q, "agent_id");
-    if !agent.is_empty() && uuid::Uuid::parse_str(agent).is_err() {
+    if q.contains_key("agent_id") && uuid::Uuid::parse_str(agent).is_err() {
         return Err(ApiError::invalid("agent_id must be a UUID"));
     }
     page.list::<AgentRun>(&state.db.read, &RUNS, &[&ctx.tenant_id, agent, filter(&q, "status")]).await

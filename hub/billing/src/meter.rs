@@ -81,7 +81,10 @@ struct NewEvent {
 #[schema(as = NewMeterUsageBatch)]
 #[allow(dead_code)]
 struct UsageBatch {
-    #[schema(min_items = 1, max_items = 1000)]
+    /// Each a `NewMeterUsageEvent`; an event that is not one is answered
+    /// in its own result (`invalid`), not by refusing the batch, so the
+    /// batch takes any items.
+    #[schema(value_type = Vec<Value>, min_items = 1, max_items = 1000)]
     events: Vec<NewEvent>,
 }
 

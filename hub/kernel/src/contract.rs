@@ -432,12 +432,21 @@ impl Json {
 }
 
 /// RULINGS 1 in the document: a required string is not blank, so every
-/// required string property of every object schema of `doc` that states no
-/// `minLength` gets `minLength: 1` (what [`check`] enforces).
+/// required string property of every object schema of `doc`, and every
+/// required string parameter, that states no `minLength` gets
+/// `minLength: 1` (what [`check`] and the handlers' `Check` enforce).
 pub fn non_blank_required_strings(doc: &mut Value) {
     fn walk(schema: &mut Value) {
         match schema {
             Value::Object(map) => {
+                if map.contains_key("in")
+                    && map.get("required") == Some(&Value::Bool(true))
+                    && let Some(Value::Object(s)) = map.get_mut("schema")
+                    && is_plain_string(s)
+                    && !s.contains_key("minLength")
+                {
+                    s.insert("minLength".to_string(), Value::from(1));
+                }
                 let required: Vec<String> =
                     map.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
                 if let Some(Value::Object(props)) = map.get_mut("properties") {
@@ -555,5 +564,12 @@ mod tests {
         assert!(props["b"].get("minLength").is_none());
         assert_eq!(props["c"]["minLength"], 3);
         assert!(props["d"].get("minLength").is_none());
+        let mut op = json!({ "parameters": [
+            { "name": "q", "in": "query", "required": true, "schema": { "type": "string" } },
+            { "name": "r", "in": "query", "required": false, "schema": { "type": "string" } },
+        ] });
+        non_blank_required_strings(&mut op);
+        assert_eq!(op["parameters"][0]["schema"]["minLength"], 1);
+        assert!(op["parameters"][1]["schema"].get("minLength").is_none());
     }
 }

@@ -64,7 +64,7 @@ impl<S: Send + Sync, const DEFAULT: i64, const MAX: i64, const CLAMP: bool> From
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
         let pairs = pairs(parts)?;
-        let get = |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.trim()).filter(|v| !v.is_empty());
+        let get = |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.trim());
         let mut problems = Vec::new();
         let mut int = |name: &str, default: i64| match get(name).map(str::parse::<i64>) {
             None => default,

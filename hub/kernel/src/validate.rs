@@ -71,9 +71,10 @@ impl Check {
         self.uuid(name, &v)
     }
 
-    /// An optional UUID field: blank is absent; anything else must parse.
+    /// An optional UUID field: absent, or a UUID (blank is not one, as the
+    /// document's `format: uuid` says).
     pub fn optional_uuid(&mut self, name: &str, value: &Option<String>) -> Option<Uuid> {
-        Self::optional(value).and_then(|v| self.uuid(name, &v))
+        value.as_deref().and_then(|v| self.uuid(name, v.trim()))
     }
 
     fn uuid(&mut self, name: &str, v: &str) -> Option<Uuid> {

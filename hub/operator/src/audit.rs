@@ -78,8 +78,13 @@ fn param<'a>(q: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
     q.get(name).map(|s| s.trim()).filter(|s| !s.is_empty())
 }
 
+/// A parameter with a format: absent, or of its format (blank is not).
+fn formatted<'a>(q: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
+    q.get(name).map(|s| s.trim())
+}
+
 fn uuid_param(q: &HashMap<String, String>, name: &str, errors: &mut Vec<String>) -> Option<String> {
-    let v = param(q, name)?;
+    let v = formatted(q, name)?;
     match uuid::Uuid::parse_str(v) {
         Ok(id) => Some(id.to_string()),
         Err(_) => {
@@ -90,7 +95,7 @@ fn uuid_param(q: &HashMap<String, String>, name: &str, errors: &mut Vec<String>)
 }
 
 fn time_param(q: &HashMap<String, String>, name: &str, errors: &mut Vec<String>) -> Option<String> {
-    let v = param(q, name)?;
+    let v = formatted(q, name)?;
     match db::parse_time(v) {
         Some(t) => Some(db::format_time(t)),
         None => {

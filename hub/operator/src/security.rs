@@ -74,21 +74,6 @@ async fn revoke(State(state): State<AppState>, Operator(who): Operator, Path(id)
 const DEFAULT_REASON: &str = "manual emergency rotation";
 const DEFAULT_ACTOR: &str = "ops-emergency";
 
-#[derive(Deserialize, ToSchema)]
-#[schema(as = AdminRotateSigningKey)]
-#[allow(dead_code)]
-struct RotateBody {
-    /// A string; default `manual emergency rotation` (blank, absent, not a
-    /// string or holding a NUL: the operator document has no 400 for this
-    /// route, so any JSON value is taken; at most 500 characters kept).
-    #[schema(value_type = Value)]
-    reason: Option<Value>,
-    /// A string; default `ops-emergency` (as `reason`; at most 200
-    /// characters kept).
-    #[schema(value_type = Value)]
-    actor_id: Option<Value>,
-}
-
 /// A string field of a lenient body, trimmed and cut to `max`
 /// characters; blank, absent, not a string or holding a NUL: `default`.
 fn or_default(body: &Value, name: &str, max: usize, default: &str) -> String {
@@ -105,7 +90,7 @@ fn or_default(body: &Value, name: &str, max: usize, default: &str) -> String {
 /// stays valid until it expires). Every call rotates again. The body is
 /// optional and never refused (no 400). Event
 /// `security.signing_key.rotated.v1` in the platform chain.
-#[utoipa::path(post, path = "/admin/security/rotate-signing-key", tag = "admin-security", request_body(content = Option<RotateBody>),
+#[utoipa::path(post, path = "/admin/security/rotate-signing-key", tag = "admin-security", request_body(content = Value, description = "optional and never refused: `{ reason?, actor_id? }`, strings (defaults `manual emergency rotation` and `ops-emergency`; at most 500 and 200 characters kept); any other body, or a field that is not a non-blank string, takes the defaults"),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "reason": "race" } }))),
     responses((status = 200, description = "the rotation", body = Data<hub_kernel::crypto::signing::Rotation>)))]
 async fn rotate_signing_key(State(state): State<AppState>, Operator(who): Operator, raw: axum::body::Bytes) -> ApiResult<Response> {

@@ -199,7 +199,8 @@ async fn active(tx: &mut Tx, ctx: &TenantCtx, key: &str, scope: &str, scope_id: 
 
 /// The active rows at one scope (the platform's included at `platform`).
 #[utoipa::path(get, path = "/api/config", tag = "sdk-config", params(Address),
-    responses((status = 200, description = "the active rows, by key", body = ListOf<Row>)))]
+    responses((status = 200, description = "the active rows, by key", body = ListOf<Row>),
+        (status = 404, description = "NotFound: the scope names nothing this caller can see", body = ErrorBody)))]
 async fn list_values(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Address>, page: Page) -> ApiResult<Response> {
     let mut check = Check::new();
     let address = q.check(&mut check, &ctx);

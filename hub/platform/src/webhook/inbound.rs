@@ -171,7 +171,8 @@ fn refused(e: WebhookError) -> ApiError {
     params(("kind" = String, Path, description = "the receiving group's kind"), ("provider" = String, Path, description = "the sender"), Receiver),
     request_body(content = Object, description = "the provider's JSON payload, signed with webhook-id, webhook-timestamp and webhook-signature"),
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "the provider signs the body with the tenant's inbound secret (webhook-signature), which this harness cannot compute" }))),
-    responses((status = 200, description = "verified and handled", body = Data<Receipt>)))]
+    responses((status = 200, description = "verified and handled", body = Data<Receipt>),
+        (status = 401, description = "Unauthorized: the signature does not verify with the tenant's inbound secret, or the timestamp is outside the tolerance", body = ErrorBody)))]
 async fn receive(
     State(state): State<AppState>,
     Path((kind, provider)): Path<(String, String)>,
