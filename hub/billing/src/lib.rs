@@ -20,9 +20,3 @@ use hub_kernel::state::AppState;
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().merge(meter::routes()).merge(billing::routes()).merge(data_credits::routes()).merge(payment::routes()).merge(analytics::routes())
 }
-
-/// An optional UUID its schema has checked, in the form `Check` stored it
-/// (lowercase, hyphenated); blank is absent.
-pub(crate) fn uuid_text(value: &Option<String>) -> Option<String> {
-    hub_kernel::validate::Check::new().optional_uuid("", value).map(|u| u.to_string())
-}

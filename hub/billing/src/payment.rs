@@ -264,7 +264,7 @@ async fn charge(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
         check.fail("currency must be an ISO 4217 code (three capital letters)");
     }
-    let method_id = crate::uuid_text(&Some(body.payment_method_id)).unwrap_or_default();
+    let method_id = canonical_uuid(&body.payment_method_id);
     let description = Check::optional(&body.description);
     if description.as_deref().is_some_and(looks_like_pan) {
         check.fail("a card number is never stored: description holds one");

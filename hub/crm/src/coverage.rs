@@ -90,8 +90,8 @@ async fn set_rule(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     if !valid_kind(&kind) {
         check.fail("subject_kind must be 1 to 64 of a-z, 0-9, '.', '_', '-'");
     }
-    let primary = crate::uuid_text(&Some(body.primary_persona_id)).unwrap_or_default();
-    let backup = crate::uuid_text(&Some(body.backup_persona_id)).unwrap_or_default();
+    let primary = canonical_uuid(&body.primary_persona_id);
+    let backup = canonical_uuid(&body.backup_persona_id);
     if primary == backup {
         check.fail("backup_persona_id must be another persona than primary_persona_id");
     }

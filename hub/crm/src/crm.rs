@@ -288,7 +288,7 @@ fn contact_input(check: &mut Check, body: &NewContact) -> ContactInput {
         });
     let phones = strings(check, p_name, body.phones.as_deref(), p_valid, p_what);
     let company = Check::optional(&body.company);
-    let owner = crate::uuid_text(&body.owner_persona_id);
+    let owner = canonical_uuid_opt(&body.owner_persona_id);
     let attributes = Value::Object(body.attributes.clone().unwrap_or_default());
     ContactInput { name, emails, phones, company, owner, attributes }
 }
@@ -587,11 +587,11 @@ pub struct LeadInput {
 fn lead_input(body: &NewLead) -> LeadInput {
     LeadInput {
         name: body.name.trim().to_string(),
-        contact: crate::uuid_text(&body.contact_id),
+        contact: canonical_uuid_opt(&body.contact_id),
         company: Check::optional(&body.company),
         source: Check::optional(&body.source),
         status: body.status.unwrap_or(LeadStatus::New).as_str().to_string(),
-        owner: crate::uuid_text(&body.owner_persona_id),
+        owner: canonical_uuid_opt(&body.owner_persona_id),
         attributes: Value::Object(body.attributes.clone().unwrap_or_default()),
     }
 }
@@ -735,8 +735,8 @@ struct NewCall {
 async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCall>) -> ApiResult<Response> {
     let body = body.checked()?;
     let mut check = Check::new();
-    let mut contact = crate::uuid_text(&body.contact_id);
-    let lead = crate::uuid_text(&body.lead_id);
+    let mut contact = canonical_uuid_opt(&body.contact_id);
+    let lead = canonical_uuid_opt(&body.lead_id);
     if contact.is_none() && lead.is_none() {
         check.fail("a call needs a contact_id or a lead_id");
     }

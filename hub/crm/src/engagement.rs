@@ -128,10 +128,10 @@ async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<New
         (Policy::Regulated, None) => REGULATED_DAYS,
         (Policy::Operational, None) => OPERATIONAL_DAYS,
     };
-    let parent = crate::uuid_text(&body.parent_encounter_id);
-    let address = crate::uuid_text(&body.address_id);
+    let parent = canonical_uuid_opt(&body.parent_encounter_id);
+    let address = canonical_uuid_opt(&body.address_id);
     let billing_ref = Check::optional(&body.billing_ref);
-    let contact = crate::uuid_text(&body.contact_id);
+    let contact = canonical_uuid_opt(&body.contact_id);
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let mut check = Check::new();

@@ -38,9 +38,3 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(service_request::routes())
         .merge(sla::routes())
 }
-
-/// An optional UUID its schema has checked, in the form `Check` stored it
-/// (lowercase, hyphenated); blank is absent.
-pub(crate) fn uuid_text(value: &Option<String>) -> Option<String> {
-    hub_kernel::validate::Check::new().optional_uuid("", value).map(|u| u.to_string())
-}

@@ -124,11 +124,11 @@ struct NewServiceRequest {
     responses((status = 201, description = "the request", body = Data<ServiceRequest>)))]
 async fn open_request(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewServiceRequest>) -> ApiResult<Response> {
     let body = body.checked()?;
-    let queue = crate::uuid_text(&Some(body.queue_id)).unwrap_or_default();
+    let queue = canonical_uuid(&body.queue_id);
     let title = body.title.trim().to_string();
     let description = Check::optional(&body.description);
     let priority = body.priority;
-    let contact = crate::uuid_text(&body.contact_id);
+    let contact = canonical_uuid_opt(&body.contact_id);
     let mut tx = state.db.begin().await?;
     let queue_priority: Option<i64> = sqlx::query_scalar("SELECT priority FROM service_request_queue WHERE tenant_id = $1 AND queue_id = $2")
         .bind(&ctx.tenant_id)

@@ -208,7 +208,7 @@ async fn add_rung(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
     let body = body.checked()?;
     let offset = body.offset_minutes;
     let severity = body.severity.as_str();
-    let notify = crate::uuid_text(&body.notify_persona_id);
+    let notify = canonical_uuid_opt(&body.notify_persona_id);
     if let Some(p) = &notify
         && !personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, p).await?
     {
@@ -266,7 +266,7 @@ struct NewSlaClock {
 async fn start_clock(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSlaClock>) -> ApiResult<Response> {
     let body = body.checked()?;
     let mut check = Check::new();
-    let policy = crate::uuid_text(&Some(body.policy_id)).unwrap_or_default();
+    let policy = canonical_uuid(&body.policy_id);
     let subject = body.subject_ref.trim().to_string();
     let started = check.time_or_now("started_at", &body.started_at);
     check.finish()?;

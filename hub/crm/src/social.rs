@@ -86,7 +86,7 @@ async fn authorise(State(state): State<AppState>, Tenant(ctx): Tenant, body: Bod
     let body = body.checked()?;
     let network = body.network.as_str();
     let external = body.external_handle_id.trim();
-    let persona = crate::uuid_text(&Some(body.authorized_persona_id)).unwrap_or_default();
+    let persona = canonical_uuid(&body.authorized_persona_id);
     let display = Check::optional(&body.display_name);
     let mut tx = state.db.begin().await?;
     if !personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, &persona).await? {

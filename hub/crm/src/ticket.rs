@@ -149,9 +149,9 @@ const EVENT: Stateful = Stateful { noun: "event", table: "event_event", key: "ev
     responses((status = 201, description = "the ticket and its qr_token", body = Data<IssuedTicket>)))]
 async fn issue(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewTicket>) -> ApiResult<Response> {
     let body = body.checked()?;
-    let event_id = crate::uuid_text(&Some(body.event_id)).unwrap_or_default();
+    let event_id = canonical_uuid(&body.event_id);
     let holder = Check::optional(&body.holder_name);
-    let contact = crate::uuid_text(&body.contact_id);
+    let contact = canonical_uuid_opt(&body.contact_id);
     let mut tx = state.db.begin().await?;
     // The event's row is locked until the ticket is committed: issues
     // against one capacity count the tickets one after another.
@@ -241,8 +241,8 @@ struct NewCheckIn {
 async fn check_in(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCheckIn>) -> ApiResult<Response> {
     let body = body.checked()?;
     let token = body.qr_token.trim();
-    let by = crate::uuid_text(&Some(body.checked_in_by_persona_id)).unwrap_or_default();
-    let device = crate::uuid_text(&body.device_uuid);
+    let by = canonical_uuid(&body.checked_in_by_persona_id);
+    let device = canonical_uuid_opt(&body.device_uuid);
     let mut tx = state.db.begin().await?;
     if !personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, &by).await? {
         return Err(ApiError::invalid("checked_in_by_persona_id is not a persona of this tenant"));

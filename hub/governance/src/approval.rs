@@ -19,11 +19,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 const DECISIONS: [&str; 2] = ["approved", "rejected"];
 
-/// A UUID field the contract checked, in its canonical form.
-fn uuid_text(checked: &str) -> String {
-    uuid::Uuid::parse_str(checked.trim()).map(|u| u.to_string()).unwrap_or_default()
-}
-
 /// What an approver decides of a step.
 #[derive(Clone, Copy, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -135,7 +130,7 @@ async fn create_route(State(state): State<AppState>, Tenant(ctx): Tenant, body: 
         .enumerate()
         .map(|(i, step)| {
             let step_name = Check::optional(&step.name).unwrap_or_else(|| format!("step {}", i + 1));
-            (step_name, uuid_text(&step.approver_persona_id), step.sla_minutes)
+            (step_name, canonical_uuid(&step.approver_persona_id), step.sla_minutes)
         })
         .collect();
     let mut tx = state.db.begin().await?;
@@ -192,7 +187,7 @@ struct NewRequest {
     responses((status = 201, description = "the request with its steps", body = Data<ApprovalRequest>)))]
 async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRequest>) -> ApiResult<Response> {
     let body = body.checked()?;
-    let route_id = uuid_text(&body.route_id);
+    let route_id = canonical_uuid(&body.route_id);
     let kind = body.subject_kind.trim();
     let subject = body.subject_id.trim();
     let reason = Check::optional(&body.reason);

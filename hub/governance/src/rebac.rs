@@ -57,11 +57,6 @@ struct Tuple {
     object_persona_id: String,
 }
 
-/// A UUID field the contract checked, in its canonical form.
-fn uuid_text(checked: &str) -> String {
-    uuid::Uuid::parse_str(checked.trim()).map(|u| u.to_string()).unwrap_or_default()
-}
-
 /// A relation the contract found present, trimmed, or its problem.
 fn relation_of(check: &mut Check, raw: &str) -> String {
     let relation = raw.trim().to_string();
@@ -77,7 +72,7 @@ async fn parse(tx: &mut Tx, ctx: &TenantCtx, body: &Tuple) -> ApiResult<(String,
     let mut check = Check::new();
     let relation = relation_of(&mut check, &body.relation);
     check.finish()?;
-    let (subject, object) = (uuid_text(&body.subject_persona_id), uuid_text(&body.object_persona_id));
+    let (subject, object) = (canonical_uuid(&body.subject_persona_id), canonical_uuid(&body.object_persona_id));
     let mut check = Check::new();
     for (field, persona) in [("subject_persona_id", &subject), ("object_persona_id", &object)] {
         if !personas::exists_in_tenant(&mut **tx, &ctx.tenant_id, persona).await? {
@@ -217,7 +212,7 @@ async fn check(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Ch
     let mut check = Check::new();
     let relation = relation_of(&mut check, &body.relation);
     check.finish()?;
-    let (subject, target) = (uuid_text(&body.subject_persona_id), uuid_text(&body.target_persona_id));
+    let (subject, target) = (canonical_uuid(&body.subject_persona_id), canonical_uuid(&body.target_persona_id));
     let budget = body.budget.as_ref();
     let depth = budget.and_then(|b| b.max_depth).unwrap_or(DEFAULT_MAX_DEPTH);
     let nodes = budget.and_then(|b| b.max_nodes).unwrap_or(DEFAULT_MAX_NODES);

@@ -454,7 +454,7 @@ async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, 
     responses((status = 201, description = "the key and its secret", body = Data<Issued>)))]
 async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, body: Body<NewTenantApiKey>) -> ApiResult<Response> {
     let body = body.checked()?;
-    let application_id = crate::canonical_uuid_opt(&body.application_id);
+    let application_id = canonical_uuid_opt(&body.application_id);
     let spec = key_spec(&body.name, &body.scopes, body.rate_limit_rpm, &body.expires_at)?;
     ctx.check_tenant(Some(body.tenant_id.trim()))?;
     roles::contain(&state, &ctx, &spec.scopes, "the key's scopes").await?;

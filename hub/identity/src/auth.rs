@@ -396,7 +396,7 @@ async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, body
     let body = body.checked()?;
     let email = body.email.trim().to_string();
     let pw = body.password.clone();
-    let tenant_id = crate::canonical_uuid_opt(&body.tenant_id);
+    let tenant_id = canonical_uuid_opt(&body.tenant_id);
     let email = normalise_email(&email).unwrap_or(email);
     // The account and its password hash, in one read.
     let account: Option<Account> = sqlx::query_as(

@@ -136,7 +136,7 @@ struct NewLink {
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }]], "body": { "person_id_a": "{owner_person_id}", "person_id_b": "{person_id}" } }))))]
 async fn propose(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewLink>) -> ApiResult<Response> {
     let body = body.checked()?;
-    let (a, b) = (crate::canonical_uuid(&body.person_id_a), crate::canonical_uuid(&body.person_id_b));
+    let (a, b) = (canonical_uuid(&body.person_id_a), canonical_uuid(&body.person_id_b));
     if a == b {
         return Err(ApiError::invalid("person_id_a and person_id_b must be two persons"));
     }
@@ -213,7 +213,7 @@ async fn steward_review(State(state): State<AppState>, Tenant(ctx): Tenant, Path
     let mut tx = state.db.begin().await?;
     let link = find(&mut tx, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
-    let approver = crate::canonical_uuid(&body.approver_persona_id);
+    let approver = canonical_uuid(&body.approver_persona_id);
     let persona = personas::find(&mut *tx, &approver).await?.filter(|p| p.tenant_id == ctx.tenant_id && p.status == "active");
     persona.ok_or_else(|| ApiError::invalid("approver_persona_id is not an active persona of this tenant"))?;
     let now = db::now();
@@ -268,10 +268,10 @@ async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
     let link = find(&mut tx, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
     let decision = body.decision;
-    if crate::canonical_uuid_opt(&body.acting_persona_id).is_some_and(|a| a != ctx.persona_id) {
+    if canonical_uuid_opt(&body.acting_persona_id).is_some_and(|a| a != ctx.persona_id) {
         return Err(ApiError::forbidden(format!("acting_persona_id must be the caller's own persona {}", ctx.persona_id)));
     }
-    let step_id = crate::canonical_uuid(&body.step_id);
+    let step_id = canonical_uuid(&body.step_id);
     let step = link.steps.iter().find(|s| s.step_id == step_id).ok_or_else(|| ApiError::invalid("step_id is not a review step of this link"))?;
     if step.approver_persona_id != ctx.persona_id {
         return Err(ApiError::forbidden(format!("the acting persona {} is not the step's approver", ctx.persona_id)));

@@ -41,19 +41,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(tenant_lifecycle::routes())
 }
 
-/// A UUID the request's contract checked, in its canonical text (lower
-/// case, hyphenated), as `Check`'s UUID readers gave it.
-pub(crate) fn canonical_uuid(raw: &str) -> String {
-    let raw = raw.trim();
-    uuid::Uuid::parse_str(raw).map(|u| u.to_string()).unwrap_or_else(|_| raw.to_string())
-}
-
-/// An optional UUID the request's contract checked ([`canonical_uuid`]);
-/// blank is absent.
-pub(crate) fn canonical_uuid_opt(raw: &Option<String>) -> Option<String> {
-    hub_kernel::validate::Check::optional(raw).map(|u| canonical_uuid(&u))
-}
-
 /// The gate's lookups over identity's tables.
 pub struct Directory;
 

@@ -197,7 +197,7 @@ impl PersonaKind {
 /// primary role may carry only permissions the caller holds.
 async fn validated(state: &AppState, tx: &mut Tx, ctx: &TenantCtx, body: &NewPersona) -> ApiResult<(String, Option<String>)> {
     let kind = body.kind.as_str().to_string();
-    let template = crate::canonical_uuid_opt(&body.primary_role_template_id);
+    let template = canonical_uuid_opt(&body.primary_role_template_id);
     if let Some(t) = &template {
         if !roles::visible_template(&mut **tx, &ctx.tenant_id, &ctx.app_id, t).await? {
             return Err(ApiError::invalid("primary_role_template_id does not name a role template of this tenant's app"));

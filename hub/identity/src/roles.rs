@@ -260,7 +260,7 @@ async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, bod
     let body = body.checked()?;
     let mut check = Check::new();
     let name = body.name.trim().to_string();
-    let parent = crate::canonical_uuid_opt(&body.parent_role_template_id);
+    let parent = canonical_uuid_opt(&body.parent_role_template_id);
     let permissions = parse_permissions(body.permissions, &mut check);
     let app_id = Check::optional(&body.app_id).unwrap_or_else(|| ctx.app_id.clone());
     if app_id != ctx.app_id {
@@ -356,7 +356,7 @@ struct NewAssignment {
 async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAssignment>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;
     let body = body.checked()?;
-    let (persona, template) = (crate::canonical_uuid(&body.persona_id), crate::canonical_uuid(&body.role_template_id));
+    let (persona, template) = (canonical_uuid(&body.persona_id), canonical_uuid(&body.role_template_id));
     let mut tx = state.db.begin().await?;
     // The persona is the tenant's own, or a test key's in its sandbox.
     let Some(Persona { tenant_id: persona_tenant, .. }) = personas::find_administered(&mut *tx, &ctx.tenant_id, &persona).await? else {

@@ -429,7 +429,7 @@ async fn create_tenant(State(state): State<AppState>, TenantCaller(ctx): TenantC
     check.finish()?;
     let display_name = body.display_name.trim().to_string();
     let modules = json!(body.module_subscriptions.clone().unwrap_or_default());
-    if let Some(p) = crate::canonical_uuid_opt(&body.parent_tenant_id) {
+    if let Some(p) = canonical_uuid_opt(&body.parent_tenant_id) {
         ctx.check_tenant(Some(&p))?;
     }
     let mut tx = state.db.begin().await?;
@@ -645,7 +645,7 @@ struct NewAppIdentity {
 async fn create_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, body: Body<NewAppIdentity>) -> ApiResult<Response> {
     keys::require_grant(&state, &ctx, "app-identity.app-identity.write").await?;
     let body = body.checked()?;
-    let person = crate::canonical_uuid(&body.person_id);
+    let person = canonical_uuid(&body.person_id);
     let app_id = body.app_id.trim().to_string();
     if app_id != ctx.app_id {
         return Err(ApiError::invalid("app_id must be the app_id of the caller's tenant"));

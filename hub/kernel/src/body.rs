@@ -40,19 +40,7 @@ impl<S: Send + Sync, T: DeserializeOwned + ToSchema + 'static> FromRequest<S> fo
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let tenant = crate::gate::body_tenant_check(&req);
-        let value = if plain_json(&req) {
-            // No bytes but whitespace is the empty object, as without a
-            // content type.
-            let bytes = Bytes::from_request(req, state).await.map_err(|e| body_refusal(e.status(), e.body_text()))?;
-            if is_empty(&bytes) {
-                Value::Object(Default::default())
-            } else {
-                crate::nesting::check_json(&bytes, "request body")?;
-                Json::<Value>::from_bytes(&bytes).map_err(|e| body_refusal(e.status(), e.body_text()))?.0
-            }
-        } else {
-            json_value(req, state).await?
-        };
+        let value = json_value(req, state).await?;
         if let Some(ctx) = tenant {
             check_body_tenant(&ctx, value.get("tenant_id"))?;
         }
@@ -188,9 +176,12 @@ fn is_empty(bytes: &[u8]) -> bool {
 async fn json_value<S: Send + Sync>(req: Request, state: &S) -> ApiResult<Value> {
     // The bytes first, for the nesting bound; then axum's `Json` on them
     // with the request's headers, which decides on the content type.
+    // No bytes but whitespace is the empty object, without a content type
+    // or with `application/json`.
     let headers = req.headers().clone();
+    let plain = plain_json(&req);
     let bytes = Bytes::from_request(req, state).await.map_err(|e| body_refusal(e.status(), e.body_text()))?;
-    if is_empty(&bytes) && headers.get(header::CONTENT_TYPE).is_none() {
+    if is_empty(&bytes) && (plain || headers.get(header::CONTENT_TYPE).is_none()) {
         return Ok(Value::Object(Default::default()));
     }
     crate::nesting::check_json(&bytes, "request body")?;

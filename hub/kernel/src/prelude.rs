@@ -28,5 +28,5 @@ pub use crate::{
     extract::{Listing, Page, Params, list},
     gate::{Tenant, TenantCtx},
     state::AppState,
-    validate::{Check, path_id},
+    validate::{Check, canonical_uuid, canonical_uuid_opt, path_id},
 };

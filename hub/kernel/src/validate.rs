@@ -26,6 +26,20 @@ pub fn observed_time(name: &str, raw: &str) -> Result<DateTime<Utc>, String> {
     Ok(t)
 }
 
+/// A UUID the request's contract has checked (`format: uuid`), in its
+/// canonical text (lowercase, hyphenated), the form `Check`'s UUID readers
+/// give and the tables store.
+pub fn canonical_uuid(checked: &str) -> String {
+    let checked = checked.trim();
+    Uuid::parse_str(checked).map(|u| u.to_string()).unwrap_or_else(|_| checked.to_string())
+}
+
+/// An optional UUID the request's contract has checked
+/// ([`canonical_uuid`]); blank is absent.
+pub fn canonical_uuid_opt(checked: &Option<String>) -> Option<String> {
+    Check::optional(checked).map(|u| canonical_uuid(&u))
+}
+
 #[derive(Default)]
 pub struct Check {
     errors: Vec<String>,
