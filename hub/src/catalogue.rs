@@ -134,11 +134,15 @@ fn complete(path: &str, method: &str, op: &mut Value) {
     {
         op["x-required-scope"] = json!(required);
     }
+    let has_body = op.get("requestBody").is_some();
     let responses = op["responses"].as_object_mut().expect("every operation declares its responses");
     let mut add = |status: &str, description: &str| {
         responses.entry(status.to_string()).or_insert_with(|| error(description));
     };
     add("400", "ValidationError: the request is malformed or fails validation");
+    if has_body {
+        add("413", "PayloadTooLarge: the body is larger than the route takes");
+    }
     if !public {
         add("401", "Unauthorized: no credential, or one that is invalid, expired or revoked");
     }

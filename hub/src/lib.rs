@@ -60,6 +60,12 @@ pub fn catalogue(published: catalogue::Published) -> (Router<AppState>, utoipa::
 
 /// The whole HTTP surface for a state.
 pub fn app(state: AppState) -> Router {
+    assemble(state).0
+}
+
+/// The surface, and in a debug build the check of its answers' statuses
+/// against its document.
+fn assemble(state: AppState) -> (Router, Option<Arc<observe::Statuses>>) {
     if state.config.metrics {
         observe::recorder();
     }
@@ -69,11 +75,13 @@ pub fn app(state: AppState) -> Router {
     openapi.merge(mcp_openapi);
     let doc = catalogue::document(openapi);
     published.set(&doc);
+    let observing = observe::Observing { metrics: state.config.metrics, statuses: cfg!(debug_assertions).then(|| Arc::new(observe::Statuses::of(&doc))) };
     // A tool call goes through the same routes, gate included, less the
     // registry's own: the registry holds that router, so it must not hold
     // the registry (a cycle would keep every hub's pools alive).
-    registry.set(mcp::tools(&doc), surface(api.clone(), state.clone()), &state.config.public_url);
-    surface(api.merge(mcp_api), state)
+    registry.set(mcp::tools(&doc), surface(api.clone(), state.clone(), observing.clone()), &state.config.public_url);
+    let statuses = observing.statuses.clone();
+    (surface(api.merge(mcp_api), state, observing), statuses)
 }
 
 /// Routes under the gate: authentication of every request, the per-route
@@ -85,12 +93,12 @@ pub fn app(state: AppState) -> Router {
 /// request passes through each of them once. Added with `Router::layer`
 /// they would wrap every route's service one by one, and a request would
 /// clone that nested stack of boxed services for each layer.
-fn surface(api: Router<AppState>, state: AppState) -> Router {
+fn surface(api: Router<AppState>, state: AppState, observing: observe::Observing) -> Router {
     // The authority check also hands the template to the metrics, on the answer.
     let api = api.route_layer(middleware::from_fn_with_state(state.clone(), gate::authorize));
     let routed = Router::new().merge(api).fallback(|| async { ApiError::NotFound }).with_state(state.clone());
     let stack = tower::ServiceBuilder::new()
-        .layer(middleware::from_fn_with_state(state.config.metrics, observe::observe))
+        .layer(middleware::from_fn_with_state(observing, observe::observe))
         .layer(panic_catcher())
         .layer(middleware::map_response(error::envelope_framework_errors))
         .layer(middleware::from_fn_with_state(state, gate::authenticate))
@@ -219,11 +227,18 @@ pub struct Server {
     pub quic_addr: Option<std::net::SocketAddr>,
     quic: Option<quic::QuicServer>,
     pub state: AppState,
+    statuses: Option<Arc<observe::Statuses>>,
     shutdown: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 impl Server {
+    /// The answers this hub gave whose (route, status) its document does
+    /// not list (checked in debug builds only; see `observe::Statuses`).
+    pub fn undocumented_statuses(&self) -> Vec<String> {
+        self.statuses.as_ref().map(|s| s.undocumented()).unwrap_or_default()
+    }
+
     /// Stops accepting, drains in-flight requests and waits for the end.
     pub async fn stop(self) -> anyhow::Result<()> {
         let _ = self.shutdown.send(true);
@@ -243,10 +258,10 @@ pub async fn start(state: AppState) -> anyhow::Result<Server> {
     let quic = quic::start(&state).await?;
     let quic_addr = quic.as_ref().map(|q| q.addr);
     let (tx, rx) = tokio::sync::watch::channel(false);
-    let router = app(state.clone());
+    let (router, statuses) = assemble(state.clone());
     let limits = server::Limits::from_config(&state.config);
     let task = tokio::spawn(server::run(listener, router, limits, rx));
-    Ok(Server { addr, quic_addr, quic, state, shutdown: tx, task })
+    Ok(Server { addr, quic_addr, quic, state, statuses, shutdown: tx, task })
 }
 
 /// A hub listening before it is prepared: while its migrations run it
@@ -285,10 +300,11 @@ impl Booting {
     pub async fn serve(self, state: AppState) -> anyhow::Result<Server> {
         let quic = quic::start(&state).await?;
         let quic_addr = quic.as_ref().map(|q| q.addr);
-        if self.app.set(app(state.clone())).is_err() {
+        let (router, statuses) = assemble(state.clone());
+        if self.app.set(router).is_err() {
             anyhow::bail!("a booting hub is served once");
         }
-        Ok(Server { addr: self.addr, quic_addr, quic, state, shutdown: self.shutdown, task: self.task })
+        Ok(Server { addr: self.addr, quic_addr, quic, state, statuses, shutdown: self.shutdown, task: self.task })
     }
 
     /// Stops a hub that never got ready.

@@ -161,7 +161,7 @@ pub fn tools(doc: &Value) -> Vec<Tool> {
 /// Every tenant API as an MCP tool.
 #[utoipa::path(get, path = "/api/registry/tools", tag = "registry-mcp",
     responses((status = 200, description = "the tools, in path and method order", body = ListOf<Tool>)))]
-pub async fn list_tools(State(registry): State<Registry>) -> Response {
+pub async fn list_tools(State(registry): State<Registry>) -> ListOf<Tool> {
     let tools = registry.list().to_vec();
     let total = tools.len() as i64;
     list(tools, total)

@@ -284,6 +284,62 @@ fn class_index(status: u16) -> usize {
     usize::from(status / 100).clamp(1, 5) - 1
 }
 
+/// What the outermost layer does besides the request id: count answers
+/// for the metrics, and check each answer's status against the document.
+#[derive(Clone, Default)]
+pub struct Observing {
+    pub metrics: bool,
+    pub statuses: Option<Arc<Statuses>>,
+}
+
+/// The (method, route template, status) answers the document lists, and
+/// the ones the hub gave that it does not: every status a route answers
+/// must be in the document with its body. Debug builds check every answer
+/// (the test suite drives every route, and a test whose hub answered an
+/// undocumented status fails: `Server::undocumented_statuses`); release
+/// builds do not check.
+#[derive(Default)]
+pub struct Statuses {
+    documented: std::collections::HashSet<(String, String, u16)>,
+    undocumented: Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl Statuses {
+    pub fn of(doc: &Value) -> Statuses {
+        let mut documented = std::collections::HashSet::new();
+        for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+            for method in crate::catalogue::METHODS {
+                for status in item[method]["responses"].as_object().into_iter().flat_map(|r| r.keys()) {
+                    if let Ok(code) = status.parse::<u16>() {
+                        documented.insert((method.to_string(), path.clone(), code));
+                    }
+                }
+            }
+        }
+        Statuses { documented, undocumented: Mutex::default() }
+    }
+
+    fn observe(&self, method: &str, route: &str, status: u16) {
+        // HEAD is GET's answer without the body; an undocumented route
+        // (a method the router answers 405) is the router's, not the document's.
+        let method = if method == "head" { "get" } else { method };
+        if self.documented.contains(&(method.to_string(), route.to_string(), status)) {
+            return;
+        }
+        let documented_route = (100..600).any(|code| self.documented.contains(&(method.to_string(), route.to_string(), code)));
+        if documented_route {
+            let pair = format!("{} {route} answered {status}", method.to_uppercase());
+            tracing::warn!(answer = %pair, "a status the document does not list");
+            self.undocumented.lock().expect("statuses lock").insert(pair);
+        }
+    }
+
+    /// The answers seen so far whose status the document lacks.
+    pub fn undocumented(&self) -> Vec<String> {
+        self.undocumented.lock().expect("statuses lock").iter().cloned().collect()
+    }
+}
+
 /// Outermost layer: the request id, from `x-request-id` when the caller
 /// sends a usable one (1 to 128 visible ASCII characters), otherwise a new
 /// UUID; every log line of the request carries it (a span), and so does
@@ -293,7 +349,8 @@ fn class_index(status: u16) -> usize {
 /// paths) have the route `unmatched`. When spans are exported, the span is
 /// an HTTP server span with the route and the status of the answer (see
 /// `telemetry::server_span`).
-pub async fn observe(State(metrics_on): State<bool>, req: Request, next: Next) -> Response {
+pub async fn observe(State(observing): State<Observing>, req: Request, next: Next) -> Response {
+    let Observing { metrics: metrics_on, statuses } = observing;
     let given =
         req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).filter(|v| (1..=128).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_graphic()));
     let id = given.map(str::to_owned).unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
@@ -305,7 +362,8 @@ pub async fn observe(State(metrics_on): State<bool>, req: Request, next: Next) -
         http.request.method_original = Empty, otel.name = Empty, otel.kind = Empty);
     let exported = crate::telemetry::server_span(&span, &req);
     let start = metrics_on.then(Instant::now);
-    let (mut res, route) = if metrics_on || exported.is_some() {
+    let checked = statuses.as_ref().map(|_| req.method().as_str().to_ascii_lowercase());
+    let (mut res, route) = if metrics_on || exported.is_some() || checked.is_some() {
         // The gate's per-route layer fills the slot with the matched template.
         let answer = async move {
             let res = next.run(req).await;
@@ -321,6 +379,9 @@ pub async fn observe(State(metrics_on): State<bool>, req: Request, next: Next) -
     }
     if let Some(exported) = exported {
         exported.end(route.as_ref().map(MatchedPath::as_str), res.status().as_u16());
+    }
+    if let (Some(statuses), Some(method), Some(route)) = (statuses, checked, route.as_ref()) {
+        statuses.observe(&method, route.as_str(), res.status().as_u16());
     }
     if let Ok(value) = HeaderValue::from_str(&id) {
         res.headers_mut().insert("x-request-id", value);
@@ -385,7 +446,8 @@ async fn refresh_from_database(state: &AppState) {
 /// Prometheus metrics in the text format. For the operator
 /// (`x-admin-ops-token`) unless `HUB_METRICS_PUBLIC` makes it public.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, description = "the metrics, Prometheus text format 0.0.4", content_type = "text/plain", body = String)))]
+    responses((status = 200, description = "the metrics, Prometheus text format 0.0.4", content_type = "text/plain", body = String),
+        (status = 404, description = "NotFound: metrics are switched off (`HUB_METRICS=false`)", body = hub_kernel::catalogue::ErrorBody)))]
 async fn metrics(State(state): State<AppState>) -> ApiResult<Response> {
     if !state.config.metrics {
         return Err(ApiError::NotFound);
@@ -519,7 +581,7 @@ mod tests {
         let _default = tracing::subscriber::set_default(subscriber);
         // One thread: the subscriber set here sees the whole request.
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let router = Router::new().route("/broken", get(broken)).layer(middleware::from_fn_with_state(true, observe));
+        let router = Router::new().route("/broken", get(broken)).layer(middleware::from_fn_with_state(Observing { metrics: true, statuses: None }, observe));
         let call = |id: Option<&str>| {
             let mut req = Request::get("/broken");
             if let Some(id) = id {

@@ -7,8 +7,6 @@
 //! Lists are scoped to the caller's tenant: a `tenant_id` query must equal
 //! the credential's (RULINGS 1).
 
-use std::collections::HashMap;
-
 use axum::Json;
 
 use hub_kernel::prelude::*;
@@ -56,27 +54,18 @@ struct NewAgentRun {
     parent_run_id: Option<String>,
 }
 
-/// Who starts the run.
-// The values of `ACTOR_KINDS`; a test compares them.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-enum RunActorKind {
-    Human,
-    Service,
-    Agent,
-}
-
-impl RunActorKind {
-    fn as_str(self) -> &'static str {
-        ACTOR_KINDS[self as usize]
-    }
+stored_enum! {
+    /// Who starts the run.
+    // The values of `ACTOR_KINDS`; a test compares them.
+    #[schema(as = RunActorKind)]
+    pub enum RunActorKind { Human = "human", Service = "service", Agent = "agent" }
 }
 
 /// The filters of the agent list.
-#[derive(IntoParams)]
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 struct AgentFilter {
+    /// Only the agents of this tier.
     tier: Option<String>,
     /// When given, the caller's tenant.
     #[param(format = "uuid")]
@@ -84,12 +73,13 @@ struct AgentFilter {
 }
 
 /// The filters of the run list.
-#[derive(IntoParams)]
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 struct RunFilter {
+    /// Only the runs of this agent.
     #[param(format = "uuid")]
     agent_id: Option<String>,
+    /// Only the runs in this status.
     status: Option<String>,
     /// When given, the caller's tenant.
     #[param(format = "uuid")]
@@ -98,11 +88,10 @@ struct RunFilter {
 
 /// The liveness answer of the group.
 #[derive(Serialize, ToSchema)]
-#[allow(dead_code)]
 struct AgentRuntimeHealth {
     /// `sdk-agent-runtime`.
-    sdk: String,
-    status: String,
+    sdk: &'static str,
+    status: &'static str,
 }
 
 /// Default lifetime of an agent's runs when the definition names none.
@@ -121,14 +110,14 @@ pub const ACTOR_KINDS: &[&str] = &["human", "service", "agent"];
 /// Liveness of the group (public).
 #[utoipa::path(get, path = "/api/agent-runtime/health", tag = "sdk-agent-runtime",
     responses((status = 200, description = "`{ sdk: 'sdk-agent-runtime', status: 'ok' }`, without the envelope", body = AgentRuntimeHealth)))]
-async fn health() -> Json<Value> {
-    Json(json!({ "sdk": "sdk-agent-runtime", "status": "ok" }))
+async fn health() -> Json<AgentRuntimeHealth> {
+    Json(AgentRuntimeHealth { sdk: "sdk-agent-runtime", status: "ok" })
 }
 
 /// An agent definition.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Agent {
-    agent_id: String,
+    agent_id: Id,
     tenant_id: Option<String>,
     name: String,
     description: Option<String>,
@@ -143,8 +132,8 @@ struct Agent {
     tool_manifest: JsonText,
     created_by: String,
     status: String,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const AGENT_COLUMNS: &str = "agent_id, tenant_id, name, description, acting_persona_id, agent_scope, default_ttl_seconds, tier, \
@@ -156,22 +145,22 @@ const AGENTS: Listing =
 /// An agent run.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct AgentRun {
-    run_id: String,
+    run_id: Id,
     tenant_id: String,
-    agent_id: String,
+    agent_id: Id,
     persona_id: String,
     trace_id: String,
-    parent_run_id: Option<String>,
+    parent_run_id: Option<Id>,
     ttl_seconds: i64,
-    ttl_deadline: String,
+    ttl_deadline: Timestamp,
     #[sqlx(try_from = "String")]
     agent_chain: JsonText,
     actor_id: String,
-    actor_kind: String,
+    actor_kind: RunActorKind,
     status: String,
     audit_entry_id: String,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const RUN_COLUMNS: &str = "run_id, tenant_id, agent_id, persona_id, trace_id, parent_run_id, ttl_seconds, ttl_deadline, agent_chain, \
@@ -197,7 +186,7 @@ pub async fn runs_of_trace(pool: &sqlx::AnyPool, tenant_id: &str, trace_id: &str
 #[utoipa::path(post, path = "/api/agent-runtime/agents", tag = "sdk-agent-runtime", request_body = NewAgent,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race", "acting_persona_id": "{owner_persona_id}", "tier": "standard", "vector_namespace": "race", "created_by": "races" } }))),
     responses((status = 201, description = "the agent", body = Data<Agent>)))]
-async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAgent>) -> ApiResult<Response> {
+async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAgent>) -> ApiResult<Created<Agent>> {
     let body = body.checked()?;
     let name = body.name.trim();
     let persona = body.acting_persona_id.trim();
@@ -238,16 +227,10 @@ async fn create_agent(State(state): State<AppState>, Tenant(ctx): Tenant, body: 
     Ok(created(agent))
 }
 
-/// RULINGS 1: a list's `tenant_id` query parameter, when given, must be a
-/// UUID equal to the caller's tenant.
-fn check_tenant_param(ctx: &TenantCtx, q: &HashMap<String, String>) -> ApiResult<()> {
-    ctx.check_tenant(q.get("tenant_id").map(String::as_str))
-}
-
 /// A filter of a list: trimmed, and blank as absent (the empty string the
 /// listing's SQL reads as "any").
-fn filter<'a>(q: &'a HashMap<String, String>, name: &str) -> &'a str {
-    q.get(name).map(|s| s.trim()).unwrap_or_default()
+fn filter(value: &Option<String>) -> &str {
+    value.as_deref().map(str::trim).unwrap_or_default()
 }
 
 /// A page of agents or runs: 50 by default, at most 500.
@@ -256,9 +239,10 @@ type ListPage = Page<LIST_DEFAULT, LIST_MAX>;
 /// The tenant's agents, newest first.
 #[utoipa::path(get, path = "/api/agent-runtime/agents", tag = "sdk-agent-runtime", params(AgentFilter, ListPage),
     responses((status = 200, description = "a page of agents", body = ListOf<Agent>)))]
-async fn list_agents(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<HashMap<String, String>>, page: ListPage) -> ApiResult<Response> {
-    check_tenant_param(&ctx, &q)?;
-    page.list::<Agent>(&state.db.read, &AGENTS, &[&ctx.tenant_id, filter(&q, "tier")]).await
+async fn list_agents(State(state): State<AppState>, Tenant(ctx): Tenant, page: ListPage, Params(q): Params<AgentFilter>) -> ApiResult<ListOf<Agent>> {
+    // RULINGS 1: a `tenant_id` given is the caller's tenant.
+    ctx.check_tenant(q.tenant_id.as_deref())?;
+    page.list::<Agent>(&state.db.read, &AGENTS, &[&ctx.tenant_id, filter(&q.tier)]).await
 }
 
 /// Starts a run of one of the tenant's agents.
@@ -269,13 +253,13 @@ async fn list_agents(State(state): State<AppState>, Tenant(ctx): Tenant, Params(
 #[utoipa::path(post, path = "/api/agent-runtime/runs", tag = "sdk-agent-runtime", request_body = NewAgentRun,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/agent-runtime/agents", { "name": "race", "acting_persona_id": "{owner_persona_id}", "tier": "standard", "vector_namespace": "race", "created_by": "races" }]], "body": { "agent_id": "{agent_id}", "persona_id": "{owner_persona_id}", "trace_id": "t-{unique}", "actor_id": "races", "actor_kind": "human" } }))),
     responses((status = 201, description = "the run", body = Data<AgentRun>)))]
-async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAgentRun>) -> ApiResult<Response> {
+async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAgentRun>) -> ApiResult<Created<AgentRun>> {
     let body = body.checked()?;
     let agent_id = body.agent_id.trim();
     let persona_id = body.persona_id.trim();
     let trace_id = body.trace_id.trim();
     let actor_id = body.actor_id.trim();
-    let actor_kind = body.actor_kind.as_str();
+    let actor_kind = body.actor_kind;
     let parent = Check::optional(&body.parent_run_id);
 
     let mut tx = state.db.begin().await?;
@@ -311,15 +295,13 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, body: Bod
         if chain.len() >= MAX_CHAIN_DEPTH {
             return Err(ApiError::invalid(format!("an agent chain is at most {MAX_CHAIN_DEPTH} runs deep")));
         }
-        if let Some(d) = db::parse_time(&run.ttl_deadline) {
-            deadline = deadline.min(d);
-        }
+        deadline = deadline.min(run.ttl_deadline.0);
     }
     let run_id = db::new_id();
     chain.push(json!({ "run_id": run_id, "agent_id": agent_id, "persona_id": persona_id }));
     let chain = Value::Array(chain);
     let (cred_kind, cred_id) = audit::actor_of(&ctx);
-    let entry = audit::emit(
+    let entry = audit::record_event(
         &mut tx,
         audit::Event {
             tenant_id: &ctx.tenant_id,
@@ -363,13 +345,11 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, body: Bod
 /// The tenant's runs, newest first.
 #[utoipa::path(get, path = "/api/agent-runtime/runs", tag = "sdk-agent-runtime", params(RunFilter, ListPage),
     responses((status = 200, description = "a page of runs", body = ListOf<AgentRun>)))]
-async fn list_runs(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<HashMap<String, String>>, page: ListPage) -> ApiResult<Response> {
-    check_tenant_param(&ctx, &q)?;
-    let agent = filter(&q, "agent_id");
-    if q.contains_key("agent_id") && uuid::Uuid::parse_str(agent).is_err() {
-        return Err(ApiError::invalid("agent_id must be a UUID"));
-    }
-    page.list::<AgentRun>(&state.db.read, &RUNS, &[&ctx.tenant_id, agent, filter(&q, "status")]).await
+async fn list_runs(State(state): State<AppState>, Tenant(ctx): Tenant, page: ListPage, Params(q): Params<RunFilter>) -> ApiResult<ListOf<AgentRun>> {
+    // RULINGS 1: a `tenant_id` given is the caller's tenant.
+    ctx.check_tenant(q.tenant_id.as_deref())?;
+    let agent = canonical_uuid_opt(&q.agent_id).unwrap_or_default();
+    page.list::<AgentRun>(&state.db.read, &RUNS, &[&ctx.tenant_id, &agent, filter(&q.status)]).await
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use axum::response::IntoResponse;
 use hub_kernel::{crypto::envelope, nesting, prelude::*};
 use hub_platform::webhook::target;
 
@@ -25,7 +26,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ModelRoute)]
 struct Route {
-    route_id: String,
+    route_id: Id,
     name: String,
     provider_base_url: String,
     model: String,
@@ -33,8 +34,8 @@ struct Route {
     credential_ref: Option<String>,
     timeout_ms: i64,
     max_attempts: i64,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "route_id, name, provider_base_url, model, credential_ref, timeout_ms, max_attempts, created_at, updated_at";
@@ -123,10 +124,10 @@ async fn put_route(State(state): State<AppState>, Tenant(ctx): Tenant, body: Bod
                 return Err(ApiError::invalid(format!("credential_ref {r} is no secret reference of the tenant (POST /api/secrets/refs)")));
             }
             let sealed = match (key, parts) {
-                (Some(key), _) => envelope::seal(&state, &mut tx, &ctx.tenant_id, r, key.as_bytes()).await?,
+                (Some(key), _) => envelope::seal(&state.master, &mut tx, &ctx.tenant_id, r, key.as_bytes()).await?,
                 (None, Some([ciphertext_b64, wrapped_dek_b64, iv_b64, tag_b64])) => {
                     let e = envelope::Envelope { reference: r.clone(), ciphertext_b64, wrapped_dek_b64, iv_b64, tag_b64 };
-                    if envelope::open(&state, &mut tx, &ctx.tenant_id, &e).await?.is_none() {
+                    if envelope::open(&state.master, &mut tx, &ctx.tenant_id, &e).await?.is_none() {
                         return Err(ApiError::invalid("credential_envelope does not open for this tenant and credential_ref"));
                     }
                     e
@@ -169,7 +170,7 @@ async fn put_route(State(state): State<AppState>, Tenant(ctx): Tenant, body: Bod
     let payload = json!({ "route_id": route.route_id, "name": name, "provider_base_url": base, "model": model, "credential_ref": reference });
     audit::record(&mut tx, &ctx, events::AI_GATEWAY_ROUTE_SET, payload).await?;
     tx.commit().await?;
-    Ok(if route.route_id == id { created(route) } else { ok(route) })
+    Ok(if route.route_id == id { created(route).into_response() } else { ok(route).into_response() })
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -199,27 +200,26 @@ struct Message {
     content: String,
 }
 
-/// Who speaks a message.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = AiMessageRole)]
-enum Role {
-    System,
-    User,
-    Assistant,
-    Tool,
+stored_enum! {
+    /// Who speaks a message.
+    #[schema(as = AiMessageRole)]
+    pub enum Role { System = "system", User = "user", Assistant = "assistant", Tool = "tool" }
 }
 
-impl Role {
-    fn as_str(self) -> &'static str {
-        ROLES[self as usize]
-    }
+/// One thing redacted from a message before the prompt left.
+#[derive(Serialize, ToSchema)]
+#[schema(as = AiRedaction)]
+struct Redaction {
+    /// `email`, `phone` or `card`.
+    kind: &'static str,
+    /// The message it was redacted from (0 for a `prompt`).
+    message_index: usize,
 }
 
 #[derive(Serialize, ToSchema)]
 #[schema(as = Completion)]
 struct Completion {
-    completion_id: String,
+    completion_id: Id,
     route: String,
     model: String,
     content: String,
@@ -228,14 +228,11 @@ struct Completion {
     /// reported them.
     #[schema(value_type = Object)]
     usage: Value,
-    /// What was redacted before the prompt left: `[{ kind, message_index }]`,
-    /// kind `email`, `phone` or `card`.
-    #[schema(value_type = Vec<Object>)]
-    redactions: Value,
+    /// What was redacted before the prompt left.
+    redactions: Vec<Redaction>,
     attempts: i64,
 }
 
-const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
 const MAX_MESSAGE: usize = 200_000;
 
 /// The messages asked for, checked.
@@ -295,7 +292,7 @@ async fn resolve(state: &AppState, tenant_id: &str, route: Option<&str>, model: 
     let credential = match (&found.credential_ref, &found.credential_ciphertext, &found.credential_wrapped_dek, &found.credential_iv, &found.credential_tag) {
         (Some(r), Some(c), Some(w), Some(i), Some(t)) => {
             let e = envelope::Envelope { reference: r.clone(), ciphertext_b64: c.clone(), wrapped_dek_b64: w.clone(), iv_b64: i.clone(), tag_b64: t.clone() };
-            let opened = envelope::open(state, &mut tx, tenant_id, &e)
+            let opened = envelope::open(&state.master, &mut tx, tenant_id, &e)
                 .await?
                 .ok_or_else(|| ApiError::Conflict(format!("the credential of route {} no longer opens", found.name)))?;
             Some(String::from_utf8(opened).map_err(|_| ApiError::Conflict(format!("the credential of route {} is not text", found.name)))?)
@@ -390,7 +387,7 @@ async fn call(state: &AppState, route: &Resolved, credential: Option<&str>, requ
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a completion calls the route's model provider over the network, an outside service this harness cannot reach" }))),
     responses((status = 200, description = "the completion", body = Data<Completion>),
         (status = 502, description = "the provider failed after its retries (the failure is recorded)", body = ErrorBody)))]
-async fn complete(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<CompletionRequest>) -> ApiResult<Response> {
+async fn complete(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<CompletionRequest>) -> ApiResult<Data<Completion>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let asked = messages(&mut check, &body);
@@ -405,7 +402,7 @@ async fn complete(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
         .enumerate()
         .map(|(i, (role, content))| {
             let (clean, kinds) = redact::redact(content);
-            redactions.extend(kinds.into_iter().map(|kind| json!({ "kind": kind, "message_index": i })));
+            redactions.extend(kinds.into_iter().map(|kind| Redaction { kind, message_index: i }));
             json!({ "role": role, "content": clean })
         })
         .collect();
@@ -426,20 +423,19 @@ async fn complete(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     let content = answer.and_then(|a| a.pointer("/choices/0/message/content")).and_then(Value::as_str).unwrap_or_default().to_string();
     let status = if answer.is_some() { "completed" } else { "failed" };
     let error = outcome.answer.as_ref().err().cloned();
-    let redactions = Value::Array(redactions);
-    let id = db::new_id();
+    let id = Id::new();
     let mut tx = state.db.begin().await?;
     sqlx::query(
         "INSERT INTO ai_gateway_completion (completion_id, tenant_id, route_id, model, status, attempts, redactions, finish_reason, prompt_tokens, \
          completion_tokens, total_tokens, latency_ms, error, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
     )
-    .bind(&id)
+    .bind(id)
     .bind(&ctx.tenant_id)
     .bind(&route.route_id)
     .bind(&route.model)
     .bind(status)
     .bind(outcome.attempts)
-    .bind(redactions.to_string())
+    .bind(json!(redactions).to_string())
     .bind(&finish)
     .bind(tokens("prompt_tokens"))
     .bind(tokens("completion_tokens"))
@@ -450,12 +446,12 @@ async fn complete(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     .bind(db::now())
     .execute(&mut *tx)
     .await?;
-    if let Some(list) = redactions.as_array().filter(|l| !l.is_empty()) {
-        let kinds: std::collections::BTreeSet<&str> = list.iter().filter_map(|r| r["kind"].as_str()).collect();
-        audit::record(&mut tx, &ctx, events::AI_GATEWAY_PII_REDACTED, json!({ "completion_id": id, "count": list.len(), "kinds": kinds })).await?;
+    if !redactions.is_empty() {
+        let kinds: std::collections::BTreeSet<&str> = redactions.iter().map(|r| r.kind).collect();
+        audit::record(&mut tx, &ctx, events::AI_GATEWAY_PII_REDACTED, json!({ "completion_id": id, "count": redactions.len(), "kinds": kinds })).await?;
     }
     let payload = json!({ "completion_id": id, "route_id": route.route_id, "model": route.model, "status": status, "attempts": outcome.attempts,
-        "redactions": redactions.as_array().map_or(0, Vec::len), "total_tokens": tokens("total_tokens"), "latency_ms": latency });
+        "redactions": redactions.len(), "total_tokens": tokens("total_tokens"), "latency_ms": latency });
     audit::record(&mut tx, &ctx, events::AI_GATEWAY_COMPLETE, payload).await?;
     tx.commit().await?;
     if let Some(e) = error {

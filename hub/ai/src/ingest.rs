@@ -16,26 +16,42 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(ingest))
 }
 
-const ENTITIES: [&str; 2] = ["crm.contact", "crm.lead"];
-const MODES: [&str; 2] = ["upsert", "insert"];
-
-/// The entity a batch writes.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[schema(as = IngestEntity)]
-enum Entity {
-    #[serde(rename = "crm.contact")]
-    Contact,
-    #[serde(rename = "crm.lead")]
-    Lead,
+stored_enum! {
+    /// The entity a batch writes.
+    #[schema(as = IngestEntity)]
+    pub enum Entity { Contact = "crm.contact", Lead = "crm.lead" }
 }
 
-/// What a batch does with a record matching one already there.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = IngestMode)]
-enum Mode {
-    Upsert,
-    Insert,
+stored_enum! {
+    /// What a batch does with a record matching one already there.
+    #[schema(as = IngestMode)]
+    pub enum Mode { Upsert = "upsert", Insert = "insert" }
+}
+
+stored_enum! {
+    /// What became of one record of a batch.
+    #[schema(as = IngestRecordOutcome)]
+    pub enum RecordOutcome { Inserted = "inserted", Updated = "updated", Skipped = "skipped", Error = "error" }
+}
+
+/// A record not written, with its problems.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = IngestRecordError)]
+struct RecordError {
+    /// Its place in `records`.
+    index: usize,
+    details: Vec<String>,
+}
+
+/// What became of one record.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = IngestRecordResult)]
+struct RecordResult {
+    /// Its place in `records`.
+    index: usize,
+    outcome: RecordOutcome,
+    /// The entity written or matched (null for an `error`).
+    id: Option<String>,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -58,20 +74,17 @@ struct Batch {
 #[derive(Serialize, Deserialize, ToSchema)]
 #[schema(as = IngestResult)]
 struct Outcome {
-    batch_id: String,
-    entity: String,
-    mode: String,
+    batch_id: Id,
+    entity: Entity,
+    mode: Mode,
     /// Records written (inserted or updated).
     imported: i64,
     /// Records matching one already there, in `insert` mode.
     skipped: i64,
-    /// `[{ index, details: [...] }]`, one per record not written.
-    #[schema(value_type = Vec<Object>)]
-    errors: Vec<Value>,
-    /// `[{ index, outcome, id }]`: outcome `inserted`, `updated`,
-    /// `skipped` or `error`; `id` the entity written or matched.
-    #[schema(value_type = Vec<Object>)]
-    results: Vec<Value>,
+    /// One per record not written.
+    errors: Vec<RecordError>,
+    /// One per record, in order.
+    results: Vec<RecordResult>,
 }
 
 enum Written {
@@ -101,7 +114,7 @@ async fn contact(tx: &mut Tx, ctx: &TenantCtx, upsert: bool, record: &Value) -> 
     };
     let matched = crm::contacts_with_emails(tx, &ctx.tenant_id, &input.emails).await?;
     Ok(match matched.as_slice() {
-        [] => refused(crm::insert_contact(tx, ctx, &input).await)?.map(|c| Written::Inserted(c.contact_id)),
+        [] => refused(crm::insert_contact(tx, ctx, &input).await)?.map(|c| Written::Inserted(c.contact_id.to_string())),
         [one] if !upsert => Ok(Written::Skipped(one.clone())),
         [one] => refused(crm::update_contact(tx, ctx, one, &input).await)?.map(|_| Written::Updated(one.clone())),
         _ => Err(vec![format!("the emails name {} different contacts", matched.len())]),
@@ -114,7 +127,7 @@ async fn lead(tx: &mut Tx, ctx: &TenantCtx, upsert: bool, record: &Value) -> Fat
         Err(d) => return Ok(Err(d)),
     };
     let Some(id) = record.get("lead_id").filter(|v| !v.is_null()) else {
-        return Ok(refused(crm::insert_lead(tx, ctx, &input).await)?.map(|l| Written::Inserted(l.lead_id)));
+        return Ok(refused(crm::insert_lead(tx, ctx, &input).await)?.map(|l| Written::Inserted(l.lead_id.to_string())));
     };
     let Some(id) = id.as_str().filter(|s| uuid::Uuid::parse_str(s).is_ok()) else {
         return Ok(Err(vec!["lead_id must be a UUID".to_string()]));
@@ -132,22 +145,22 @@ async fn lead(tx: &mut Tx, ctx: &TenantCtx, upsert: bool, record: &Value) -> Fat
 #[utoipa::path(post, path = "/api/ingest/batches", tag = "sdk-ingest", request_body = Batch,
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "body": { "entity": "crm.lead", "mode": "insert", "idempotency_key": "k-{unique}", "records": [{ "name": "race" }] } }))),
     responses((status = 200, description = "what became of each record (a replay: the first answer)", body = Data<Outcome>)))]
-async fn ingest(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Batch>) -> ApiResult<Response> {
+async fn ingest(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Batch>) -> ApiResult<Data<Outcome>> {
     let body = body.checked()?;
-    let entity = ENTITIES[body.entity as usize];
-    let mode = MODES[body.mode as usize];
+    let entity = body.entity;
+    let mode = body.mode;
     let key = body.idempotency_key.trim();
     let records = &body.records;
     let hash = crypto::sha256_hex(json!({ "entity": entity, "mode": mode, "records": records }).to_string().as_bytes());
     let now = db::now();
-    let batch_id = db::new_id();
+    let batch_id = Id::new();
     let mut tx = state.db.begin().await?;
     // The key first: a concurrent batch under it waits here, then replays.
     let claimed = sqlx::query(
         "INSERT INTO ingest_batch (batch_id, tenant_id, idempotency_key, request_hash, entity, mode, record_count, result, created_by, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, '{}', $8, $9) ON CONFLICT (tenant_id, idempotency_key) DO NOTHING",
     )
-    .bind(&batch_id)
+    .bind(batch_id)
     .bind(&ctx.tenant_id)
     .bind(key)
     .bind(&hash)
@@ -171,28 +184,27 @@ async fn ingest(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<B
         let first: Outcome = serde_json::from_str(&result).map_err(|e| ApiError::Internal(e.into()))?;
         return Ok(ok(first));
     }
-    let upsert = matches!(body.mode, Mode::Upsert);
-    let mut out =
-        Outcome { batch_id: batch_id.clone(), entity: entity.into(), mode: mode.into(), imported: 0, skipped: 0, errors: Vec::new(), results: Vec::new() };
+    let upsert = mode == Mode::Upsert;
+    let mut out = Outcome { batch_id, entity, mode, imported: 0, skipped: 0, errors: Vec::new(), results: Vec::new() };
     for (index, record) in records.iter().enumerate() {
         let written = if !record.is_object() {
             Err(vec!["the record must be an object".to_string()])
-        } else if matches!(body.entity, Entity::Contact) {
+        } else if entity == Entity::Contact {
             contact(&mut tx, &ctx, upsert, record).await?
         } else {
             lead(&mut tx, &ctx, upsert, record).await?
         };
         let (outcome, id) = match written {
-            Ok(Written::Inserted(id)) => ("inserted", id),
-            Ok(Written::Updated(id)) => ("updated", id),
+            Ok(Written::Inserted(id)) => (RecordOutcome::Inserted, id),
+            Ok(Written::Updated(id)) => (RecordOutcome::Updated, id),
             Ok(Written::Skipped(id)) => {
                 out.skipped += 1;
-                out.results.push(json!({ "index": index, "outcome": "skipped", "id": id }));
+                out.results.push(RecordResult { index, outcome: RecordOutcome::Skipped, id: Some(id) });
                 continue;
             }
             Err(details) => {
-                out.errors.push(json!({ "index": index, "details": details }));
-                out.results.push(json!({ "index": index, "outcome": "error", "id": null }));
+                out.errors.push(RecordError { index, details });
+                out.results.push(RecordResult { index, outcome: RecordOutcome::Error, id: None });
                 continue;
             }
         };
@@ -200,7 +212,7 @@ async fn ingest(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<B
         sqlx::query(
             "INSERT INTO ingest_record (batch_id, record_index, tenant_id, entity, entity_id, outcome, record_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
-        .bind(&batch_id)
+        .bind(batch_id)
         .bind(index as i64)
         .bind(&ctx.tenant_id)
         .bind(entity)
@@ -210,10 +222,10 @@ async fn ingest(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<B
         .bind(&now)
         .execute(&mut *tx)
         .await?;
-        out.results.push(json!({ "index": index, "outcome": outcome, "id": id }));
+        out.results.push(RecordResult { index, outcome, id: Some(id) });
     }
     let result = serde_json::to_string(&out).map_err(|e| ApiError::Internal(e.into()))?;
-    sqlx::query("UPDATE ingest_batch SET result = $2 WHERE batch_id = $1").bind(&batch_id).bind(&result).execute(&mut *tx).await?;
+    sqlx::query("UPDATE ingest_batch SET result = $2 WHERE batch_id = $1").bind(batch_id).bind(&result).execute(&mut *tx).await?;
     let payload = json!({ "batch_id": batch_id, "entity": entity, "mode": mode, "idempotency_key": key, "records": records.len(),
         "imported": out.imported, "skipped": out.skipped, "errors": out.errors.len() });
     audit::record(&mut tx, &ctx, events::INGEST_BATCH_RECEIVED, payload).await?;

@@ -16,6 +16,6 @@ struct Health {
 
 /// Liveness of the group (public).
 #[utoipa::path(get, path = "/api/mcp-bridge/health", tag = "sdk-mcp-bridge", responses((status = 200, description = "up", body = Health)))]
-async fn health() -> Response {
-    axum::response::IntoResponse::into_response(axum::Json(Health { sdk: "sdk-mcp-bridge", status: "ok" }))
+async fn health() -> axum::Json<Health> {
+    axum::Json(Health { sdk: "sdk-mcp-bridge", status: "ok" })
 }

@@ -17,43 +17,37 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(search_post, search_get))
 }
 
-const SORTS: [&str; 5] = ["_score", "updated_at:desc", "updated_at:asc", "title:asc", "title:desc"];
 const MAX_SIZE: i64 = 100;
 const MAX_FROM: i64 = 10_000;
+
+stored_enum! {
+    /// What kind of resource a hit is.
+    #[schema(as = SearchHitKind)]
+    pub enum HitKind { Contact = "contact", Lead = "lead", ContentItem = "content_item", Incident = "incident" }
+}
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = SearchHit)]
 struct Hit {
-    /// `contact`, `lead`, `content_item` or `incident`.
-    kind: String,
+    kind: HitKind,
     /// The resource's id (`contact_id`, `lead_id`, `item_id`, `incident_id`).
     id: String,
     title: String,
     /// Relevance, higher first (BM25 on SQLite, `ts_rank` on PostgreSQL:
     /// comparable within one answer only).
     score: f64,
-    updated_at: String,
+    updated_at: Timestamp,
 }
 
-/// The order of the hits.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[schema(as = SearchSort)]
-enum Sort {
-    #[serde(rename = "_score")]
-    Score,
-    #[serde(rename = "updated_at:desc")]
-    UpdatedDesc,
-    #[serde(rename = "updated_at:asc")]
-    UpdatedAsc,
-    #[serde(rename = "title:asc")]
-    TitleAsc,
-    #[serde(rename = "title:desc")]
-    TitleDesc,
-}
-
-impl Sort {
-    fn as_str(self) -> &'static str {
-        SORTS[self as usize]
+stored_enum! {
+    /// The order of the hits.
+    #[schema(as = SearchSort)]
+    pub enum Sort {
+        Score = "_score",
+        UpdatedDesc = "updated_at:desc",
+        UpdatedAsc = "updated_at:asc",
+        TitleAsc = "title:asc",
+        TitleDesc = "title:desc",
     }
 }
 
@@ -77,13 +71,17 @@ struct Dsl {
 #[into_params(parameter_in = Query)]
 struct SearchQuery {
     /// The words to find (as `query`).
-    q: Option<String>,
-    /// As `size`.
-    size: Option<String>,
-    /// As `from`.
-    from: Option<String>,
-    /// As `sort`.
-    sort: Option<String>,
+    #[param(max_length = 500)]
+    q: String,
+    /// As `size`: 10 when absent.
+    #[param(minimum = 1, maximum = 100)]
+    size: Option<i64>,
+    /// As `from`: 0 when absent.
+    #[param(minimum = 0, maximum = 10_000)]
+    from: Option<i64>,
+    /// As `sort`: `_score` when absent.
+    #[param(inline)]
+    sort: Option<Sort>,
 }
 
 /// A search, checked.
@@ -91,54 +89,37 @@ struct Search {
     words: Vec<String>,
     size: i64,
     from: i64,
-    sort: String,
+    sort: Sort,
 }
 
-fn checked(check: &mut Check, field: &str, query: &Option<String>, size: Option<Value>, from: Option<Value>, sort: &Option<String>) -> Search {
-    let text = check.required(field, query);
-    if text.chars().count() > 500 {
-        check.fail(format!("{field} must be at most 500 characters"));
+impl Search {
+    /// The search of `text` (refused, naming `field`, when it holds no
+    /// word); the page kept in its bounds.
+    fn of(field: &str, text: &str, size: Option<i64>, from: Option<i64>, sort: Option<Sort>) -> ApiResult<Search> {
+        let found = words(text.trim());
+        if found.is_empty() {
+            return Err(ApiError::Validation(vec![format!("{field} must contain a word (letters or digits)")]));
+        }
+        let size = size.unwrap_or(10).clamp(1, MAX_SIZE);
+        let from = from.unwrap_or(0).clamp(0, MAX_FROM);
+        Ok(Search { words: found, size, from, sort: sort.unwrap_or(Sort::Score) })
     }
-    let found = words(&text);
-    if !text.is_empty() && found.is_empty() {
-        check.fail(format!("{field} must contain a word (letters or digits)"));
-    }
-    let size = check.optional_int("size", size.as_ref(), 1, MAX_SIZE).unwrap_or(10);
-    let from = check.optional_int("from", from.as_ref(), 0, MAX_FROM).unwrap_or(0);
-    let sort = Check::optional(sort).unwrap_or_else(|| "_score".into());
-    check.one_of("sort", &sort, &SORTS);
-    Search { words: found, size, from, sort }
-}
-
-/// A query string number as JSON, so both forms share one check
-/// (unparsable text stays a string and fails it).
-fn number(v: &Option<String>) -> Option<Value> {
-    let v = v.as_deref().map(str::trim).filter(|s| !s.is_empty())?;
-    Some(v.parse::<i64>().map(Value::from).unwrap_or_else(|_| Value::from(v)))
 }
 
 /// Searches the tenant's resources the caller may read (the DSL form).
 #[utoipa::path(post, path = "/api/search", tag = "sdk-search", request_body = Dsl,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": { "query": "race" } }))),
     responses((status = 200, description = "one page of hits, with the count of all", body = ListOf<Hit>)))]
-async fn search_post(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Dsl>) -> ApiResult<Response> {
+async fn search_post(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Dsl>) -> ApiResult<ListOf<Hit>> {
     let body = body.checked()?;
-    let found = words(body.query.trim());
-    if found.is_empty() {
-        return Err(ApiError::Validation(vec!["query must contain a word (letters or digits)".into()]));
-    }
-    let sort = body.sort.map_or("_score", Sort::as_str).to_string();
-    run(&state, &ctx, Search { words: found, size: body.size.unwrap_or(10), from: body.from.unwrap_or(0), sort }).await
+    run(&state, &ctx, Search::of("query", &body.query, body.size, body.from, body.sort)?).await
 }
 
 /// Searches the tenant's resources the caller may read (the query form).
 #[utoipa::path(get, path = "/api/search", tag = "sdk-search", params(SearchQuery),
     responses((status = 200, description = "one page of hits, with the count of all", body = ListOf<Hit>)))]
-async fn search_get(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<SearchQuery>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let search = checked(&mut check, "q", &q.q, number(&q.size), number(&q.from), &q.sort);
-    check.finish()?;
-    run(&state, &ctx, search).await
+async fn search_get(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<SearchQuery>) -> ApiResult<ListOf<Hit>> {
+    run(&state, &ctx, Search::of("q", &q.q, q.size, q.from, q.sort)?).await
 }
 
 /// The kinds the caller may read: a machine by its scopes, a person by
@@ -151,7 +132,7 @@ async fn readable(state: &AppState, ctx: &TenantCtx) -> ApiResult<Vec<&'static s
     Ok(KINDS.iter().filter(|(_, needed)| scope::any_covers(&held, needed)).map(|(kind, _)| *kind).collect())
 }
 
-async fn run(state: &AppState, ctx: &TenantCtx, search: Search) -> ApiResult<Response> {
+async fn run(state: &AppState, ctx: &TenantCtx, search: Search) -> ApiResult<ListOf<Hit>> {
     let kinds = readable(state, ctx).await?;
     if kinds.is_empty() {
         return Ok(list(Vec::<Hit>::new(), 0));
@@ -173,12 +154,12 @@ async fn run(state: &AppState, ctx: &TenantCtx, search: Search) -> ApiResult<Res
     };
     let in_kinds = db::placeholders(3, kinds.len());
     let filter = format!("{matches} AND d.tenant_id = $2 AND d.kind IN ({in_kinds})");
-    let order = match search.sort.as_str() {
-        "updated_at:desc" => "d.updated_at DESC, d.doc_id DESC",
-        "updated_at:asc" => "d.updated_at ASC, d.doc_id ASC",
-        "title:asc" => "d.title ASC, d.doc_id ASC",
-        "title:desc" => "d.title DESC, d.doc_id DESC",
-        _ => "score DESC, d.doc_id DESC",
+    let order = match search.sort {
+        Sort::UpdatedDesc => "d.updated_at DESC, d.doc_id DESC",
+        Sort::UpdatedAsc => "d.updated_at ASC, d.doc_id ASC",
+        Sort::TitleAsc => "d.title ASC, d.doc_id ASC",
+        Sort::TitleDesc => "d.title DESC, d.doc_id DESC",
+        Sort::Score => "score DESC, d.doc_id DESC",
     };
     let (l, o) = (kinds.len() + 3, kinds.len() + 4);
     let count_sql = format!("SELECT COUNT(*) FROM {from} WHERE {filter}");

@@ -12,7 +12,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// One bridge.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = SemanticBridge)]
 pub struct Bridge {
     pub bridge_id: &'static str,
@@ -46,8 +46,8 @@ pub const BRIDGES: &[Bridge] = &[
 /// Every cross-domain bridge (unpaginated).
 #[utoipa::path(get, path = "/api/semantic/bridges", tag = "semantic-service",
     responses((status = 200, description = "every bridge", body = Data<Vec<Bridge>>)))]
-async fn list(Tenant(_): Tenant) -> ApiResult<Response> {
-    Ok(ok(BRIDGES))
+async fn list(Tenant(_): Tenant) -> ApiResult<Data<Vec<Bridge>>> {
+    Ok(ok(BRIDGES.to_vec()))
 }
 
 #[cfg(test)]

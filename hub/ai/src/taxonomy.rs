@@ -10,12 +10,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(publish)).routes(routes!(active))
 }
 
-const TYPES: [&str; 7] = ["string", "number", "integer", "boolean", "date", "money", "enum"];
-
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ExtractionSchema)]
 struct Schema {
-    schema_id: String,
+    schema_id: Id,
     document_kind: String,
     version: i64,
     description: Option<String>,
@@ -23,11 +21,9 @@ struct Schema {
     #[sqlx(try_from = "String")]
     #[schema(value_type = Vec<Object>)]
     fields: JsonText,
-    /// `active` or `retired`.
-    status: String,
-    /// `tenant` (the tenant's own) or `platform` (the default).
-    source: String,
-    created_at: String,
+    status: SchemaStatus,
+    source: SchemaSource,
+    created_at: Timestamp,
 }
 
 const COLUMNS: &str = "schema_id, document_kind, version, description, fields, status, \
@@ -38,18 +34,30 @@ fn valid_kind(k: &str) -> bool {
     (1..=64).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-/// The type of a field's value.
-#[derive(Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = ExtractionFieldType)]
-enum FieldType {
-    String,
-    Number,
-    Integer,
-    Boolean,
-    Date,
-    Money,
-    Enum,
+stored_enum! {
+    /// Whether a schema is the one in force for its kind.
+    #[schema(as = ExtractionSchemaStatus)]
+    pub enum SchemaStatus { Active = "active", Retired = "retired" }
+}
+
+stored_enum! {
+    /// Whose a schema is: the tenant's own, or the platform's default.
+    #[schema(as = ExtractionSchemaSource)]
+    pub enum SchemaSource { Tenant = "tenant", Platform = "platform" }
+}
+
+stored_enum! {
+    /// The type of a field's value.
+    #[schema(as = ExtractionFieldType)]
+    pub enum FieldType {
+        String = "string",
+        Number = "number",
+        Integer = "integer",
+        Boolean = "boolean",
+        Date = "date",
+        Money = "money",
+        Enum = "enum",
+    }
 }
 
 /// One field of a new schema.
@@ -80,7 +88,7 @@ fn fields(check: &mut Check, list: &[NewField]) -> Vec<Value> {
         } else if !names.insert(name.to_string()) {
             check.fail(format!("fields[{i}].name {name} is given twice"));
         }
-        let kind = TYPES[f.kind as usize];
+        let kind = f.kind;
         let values = f.values.as_ref().filter(|v| !v.is_empty());
         if f.kind == FieldType::Enum && values.is_none() {
             check.fail(format!("fields[{i}].values must be a non-empty array of strings for an enum"));
@@ -114,7 +122,7 @@ struct NewSchema {
 #[utoipa::path(post, path = "/api/taxonomy/extraction-schemas", tag = "sdk-taxonomy", request_body = NewSchema,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "document_kind": "race-{unique}", "fields": [{ "name": "n", "type": "string" }] } }))),
     responses((status = 201, description = "the schema, active", body = Data<Schema>)))]
-async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSchema>) -> ApiResult<Response> {
+async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSchema>) -> ApiResult<Created<Schema>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let kind = body.document_kind.trim().to_string();
@@ -174,24 +182,21 @@ async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct KindQuery {
-    /// Required: the document kind.
-    #[param(required = true)]
-    document_kind: Option<String>,
+    /// The document kind.
+    document_kind: String,
 }
 
 /// The schema in force for a document kind: the tenant's own active one,
 /// else the platform's default.
 #[utoipa::path(get, path = "/api/taxonomy/extraction-schemas/active", tag = "sdk-taxonomy", params(KindQuery),
     responses((status = 200, description = "the schema in force", body = Data<Schema>), (status = 404, description = "NotFound: no schema of the kind, the tenant's or the platform's", body = ErrorBody)))]
-async fn active(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<KindQuery>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let kind = check.required("document_kind", &q.document_kind);
-    check.finish()?;
+async fn active(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<KindQuery>) -> ApiResult<Data<Schema>> {
+    let kind = q.document_kind.trim();
     // The tenant's row sorts first (its tenant_id is not null).
     let sql = format!(
         "SELECT {COLUMNS} FROM taxonomy_schema WHERE (tenant_id = $1 OR tenant_id IS NULL) AND document_kind = $2 AND status = 'active' \
          ORDER BY CASE WHEN tenant_id IS NULL THEN 1 ELSE 0 END LIMIT 1"
     );
-    let found: Option<Schema> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&kind).fetch_optional(&state.db.read).await?;
+    let found: Option<Schema> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(kind).fetch_optional(&state.db.read).await?;
     Ok(ok(found.ok_or(ApiError::NotFound)?))
 }

@@ -11,24 +11,17 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(build)).routes(routes!(get_build)).routes(routes!(export))
 }
 
-/// `usage_daily`: the meter's daily roll-up; `invoices`: issued invoices
-/// whose period lies within the build's.
-const KINDS: [&str; 2] = ["usage_daily", "invoices"];
-const TARGETS: [&str; 1] = ["object_store"];
-
-/// What a build computes.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = AnalyticsBuildKind)]
-enum Kind {
-    UsageDaily,
-    Invoices,
+stored_enum! {
+    /// What a build computes: `usage_daily`, the meter's daily roll-up;
+    /// `invoices`, issued invoices whose period lies within the build's.
+    #[schema(as = AnalyticsBuildKind)]
+    enum Kind { UsageDaily = "usage_daily", Invoices = "invoices" }
 }
 
-impl Kind {
-    fn as_str(self) -> &'static str {
-        KINDS[self as usize]
-    }
+stored_enum! {
+    /// Where an export is written.
+    #[schema(as = AnalyticsExportTarget)]
+    enum Target { ObjectStore = "object_store" }
 }
 
 const MAX_PERIOD_DAYS: i64 = 366;
@@ -38,9 +31,8 @@ const MAX_ROWS: i64 = 100_000;
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = AnalyticsBuild)]
 struct Build {
-    build_id: String,
-    /// `usage_daily` or `invoices`.
-    kind: String,
+    build_id: Id,
+    kind: Kind,
     /// The first UTC day, inclusive.
     period_start: String,
     /// The last UTC day, inclusive.
@@ -48,7 +40,7 @@ struct Build {
     row_count: i64,
     /// SHA-256 (hex) of the rows as JSON Lines: the exported file's digest.
     sha256: String,
-    created_at: String,
+    created_at: Timestamp,
     /// The rows, as computed when the build was made.
     #[sqlx(skip)]
     #[schema(value_type = Vec<Object>)]
@@ -69,16 +61,15 @@ impl Build {
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = AnalyticsExport)]
 struct Export {
-    export_id: String,
-    build_id: String,
-    /// `object_store`.
-    target: String,
+    export_id: Id,
+    build_id: Id,
+    target: Target,
     /// The file's key in the object store.
     destination_key: String,
     bytes: i64,
     /// SHA-256 (hex) of the file: the build's.
     sha256: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -94,8 +85,8 @@ struct NewBuild {
 }
 
 /// The rows of a build of `kind`, one JSON object each.
-async fn compute(tx: &mut Tx, tenant_id: &str, kind: &str, first: &str, last: &str) -> ApiResult<Vec<Value>> {
-    let rows: Vec<Value> = if kind == "usage_daily" {
+async fn compute(tx: &mut Tx, tenant_id: &str, kind: Kind, first: &str, last: &str) -> ApiResult<Vec<Value>> {
+    let rows: Vec<Value> = if kind == Kind::UsageDaily {
         let usage = crate::meter::daily_usage(tx, tenant_id, first, last, MAX_ROWS + 1).await?;
         usage.into_iter().map(|u| json!(u)).collect()
     } else {
@@ -119,10 +110,10 @@ async fn compute(tx: &mut Tx, tenant_id: &str, kind: &str, first: &str, last: &s
 #[utoipa::path(post, path = "/api/analytics/builds", tag = "sdk-analytics", request_body = NewBuild,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "kind": "usage_daily", "period_start": "2025-01-01", "period_end": "2025-01-31" } }))),
     responses((status = 201, description = "the build, with its rows", body = Data<Build>)))]
-async fn build(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewBuild>) -> ApiResult<Response> {
+async fn build(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewBuild>) -> ApiResult<Created<Build>> {
     let body = body.checked()?;
     let mut check = Check::new();
-    let kind = body.kind.as_str();
+    let kind = body.kind;
     // The days' strict form (two-digit month and day) is checked here.
     let first = crate::meter::parse_day(&mut check, "period_start", &Some(body.period_start));
     let last = crate::meter::parse_day(&mut check, "period_end", &Some(body.period_end));
@@ -170,7 +161,7 @@ async fn find(db: &Db, ctx: &TenantCtx, id: &str) -> ApiResult<Build> {
 /// A build of the caller's tenant with its rows; another tenant's is 404.
 #[utoipa::path(get, path = "/api/analytics/builds/{build_id}", tag = "sdk-analytics", params(("build_id" = String, Path, description = "the build")),
     responses((status = 200, description = "the build", body = Data<Build>)))]
-async fn get_build(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_build(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Build>> {
     Ok(ok(find(&state.db, &ctx, &id).await?.with_rows()?))
 }
 
@@ -178,8 +169,8 @@ async fn get_build(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id):
 #[schema(as = NewAnalyticsExport)]
 #[allow(dead_code)]
 struct NewExport {
-    /// `object_store` (the default, also when the body is absent).
-    target: Option<String>,
+    /// The default, also when the body is absent.
+    target: Option<Target>,
 }
 
 /// Exports a build as a JSON Lines file; the body is optional and `target`
@@ -189,7 +180,7 @@ struct NewExport {
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 16, "given": [["POST", "/api/analytics/builds", { "kind": "usage_daily", "period_start": "2025-01-01", "period_end": "2025-01-31" }]], "body": {} }))),
     responses((status = 201, description = "the export", body = Data<Export>),
         (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
-async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, raw: axum::body::Bytes) -> ApiResult<Response> {
+async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, raw: axum::body::Bytes) -> ApiResult<Created<Export>> {
     let b = find(&state.db, &ctx, &id).await?;
     let body: Value = if raw.iter().all(u8::is_ascii_whitespace) {
         json!({})
@@ -202,9 +193,12 @@ async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     hub_kernel::nul::check_value(&body)?;
     ctx.check_tenant(body.get("tenant_id").and_then(Value::as_str))?;
     let target = match body.get("target") {
-        None | Some(Value::Null) => "object_store".to_string(),
-        Some(Value::String(t)) if TARGETS.contains(&t.as_str()) => t.clone(),
-        Some(_) => return Err(ApiError::invalid(format!("target must be one of: {}", TARGETS.join(", ")))),
+        None | Some(Value::Null) => Target::ObjectStore,
+        Some(Value::String(t)) if let Ok(t) = t.parse::<Target>() => t,
+        Some(_) => {
+            let words: Vec<&str> = Target::ALL.iter().map(|t| t.as_str()).collect();
+            return Err(ApiError::invalid(format!("target must be one of: {}", words.join(", "))));
+        }
     };
     let key = format!("analytics/{}/{}.jsonl", ctx.tenant_id, b.build_id);
     let bytes = b.content.into_bytes();
@@ -216,8 +210,8 @@ async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     let e: Export = sqlx::query_as(sql)
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&b.build_id)
-        .bind(&target)
+        .bind(b.build_id)
+        .bind(target)
         .bind(&key)
         .bind(size)
         .bind(&sha256)

@@ -15,8 +15,33 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(generate)).routes(routes!(get_invoice))
 }
 
-pub const MODES: [&str; 6] = ["flat_per_call", "tiered_per_call", "passthrough_plus_margin", "per_unit", "bundled_subscription", "free_internal"];
+/// The words of [`CatalogStatus`], in its order.
 pub const STATUSES: [&str; 3] = ["draft", "active", "retired"];
+
+stored_enum! {
+    /// Where a pricing catalog version is in its life.
+    #[schema(as = BillingCatalogStatus)]
+    pub enum CatalogStatus { Draft = "draft", Active = "active", Retired = "retired" }
+}
+
+stored_enum! {
+    /// How a rate prices a sku's usage.
+    #[schema(as = BillingRateMode)]
+    pub enum RateMode {
+        FlatPerCall = "flat_per_call",
+        TieredPerCall = "tiered_per_call",
+        PassthroughPlusMargin = "passthrough_plus_margin",
+        PerUnit = "per_unit",
+        BundledSubscription = "bundled_subscription",
+        FreeInternal = "free_internal",
+    }
+}
+
+stored_enum! {
+    /// Where an invoice is in its life: every invoice is issued.
+    #[schema(as = BillingInvoiceStatus)]
+    pub enum InvoiceStatus { Issued = "issued" }
+}
 /// The longest period an invoice covers, in days.
 const MAX_PERIOD_DAYS: i64 = 366;
 const MAX_TIERS: usize = 20;
@@ -26,13 +51,12 @@ const MAX_TIERS: usize = 20;
 pub struct Catalog {
     pub catalog_id: String,
     pub version: i64,
-    /// `draft`, `active` or `retired`.
-    pub status: String,
+    pub status: CatalogStatus,
     /// ISO 4217: the currency of every amount rated against it.
     pub currency: String,
     pub created_by: String,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 const CATALOG_COLUMNS: &str = "catalog_id, version, status, currency, created_by, created_at, updated_at";
@@ -42,7 +66,9 @@ const CATALOG_COLUMNS: &str = "catalog_id, version, status, currency, created_by
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(as = BillingTier)]
 pub struct Tier {
+    #[schema(minimum = 1)]
     pub up_to: Option<i64>,
+    #[schema(minimum = 0)]
     pub unit_price: i64,
 }
 
@@ -60,7 +86,7 @@ pub struct Rate {
     pub version: i64,
     pub sku: String,
     pub unit: String,
-    pub mode: String,
+    pub mode: RateMode,
     /// Minor units: per call, per unit, the pass-through unit cost, or the
     /// subscription's fee, by mode.
     pub price: Option<i64>,
@@ -71,7 +97,7 @@ pub struct Rate {
     #[schema(value_type = Option<Vec<Tier>>)]
     pub tiers: JsonText,
     pub updated_by: String,
-    pub updated_at: String,
+    pub updated_at: Timestamp,
 }
 
 const RATE_COLUMNS: &str = "catalog_id, version, sku, unit, mode, price, margin_bp, tiers, updated_by, updated_at";
@@ -81,7 +107,7 @@ const RATE_COLUMNS: &str = "catalog_id, version, sku, unit, mode, price, margin_
 pub struct Line {
     pub sku: String,
     pub unit: String,
-    pub mode: String,
+    pub mode: RateMode,
     pub units: i64,
     /// Usage events counted.
     pub calls: i64,
@@ -98,7 +124,7 @@ const LINE_COLUMNS: &str = "sku, unit, mode, units, calls, price, margin_bp, amo
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = BillingInvoice)]
 pub struct Invoice {
-    pub invoice_id: String,
+    pub invoice_id: Id,
     pub tenant_id: String,
     pub catalog_id: String,
     pub catalog_version: i64,
@@ -107,8 +133,7 @@ pub struct Invoice {
     pub period_start: String,
     /// The last UTC day, inclusive.
     pub period_end: String,
-    /// `issued`.
-    pub status: String,
+    pub status: InvoiceStatus,
     /// Minor units: the sum of the line items.
     pub total: i64,
     /// Skus used in the period that the catalog has no rate for.
@@ -116,7 +141,7 @@ pub struct Invoice {
     #[schema(value_type = Vec<String>)]
     pub unrated_skus: JsonText,
     pub generated_by: String,
-    pub generated_at: String,
+    pub generated_at: Timestamp,
     /// Ordered by sku.
     #[sqlx(skip)]
     pub line_items: Vec<Line>,
@@ -131,8 +156,7 @@ fn valid_name(s: &str) -> bool {
 
 /// A percentage with at most two decimals, as basis points (12.5 is 1250):
 /// read from the JSON number's text, so no binary fraction creeps in.
-fn basis_points(v: &Value) -> Option<i64> {
-    let Value::Number(n) = v else { return None };
+fn basis_points(n: &serde_json::Number) -> Option<i64> {
     let text = n.to_string();
     let (negative, digits) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
@@ -232,44 +256,40 @@ pub async fn set_catalog_status_in(tx: &mut Tx, catalog_id: &str, status: &str, 
 }
 
 /// A rate as the operator's `PUT …/rates/{sku}` body gives it.
-#[derive(Debug, Default, Deserialize, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[schema(as = NewBillingRate)]
 pub struct NewRate {
-    #[schema(required = true)]
-    pub unit: Option<String>,
-    #[schema(required = true)]
-    pub mode: Option<String>,
+    /// What a unit of the sku is (`call`, `token`, ...).
+    #[schema(max_length = 64)]
+    pub unit: String,
+    pub mode: RateMode,
     /// Integer minor units; required except for `tiered_per_call` and
     /// `free_internal`.
-    #[schema(value_type = Option<i64>)]
-    pub price: Option<Value>,
+    #[schema(minimum = 0, maximum = 1_000_000_000_000_i64)]
+    pub price: Option<i64>,
     /// A percentage with at most two decimals (-100 to 1000); required for
     /// `passthrough_plus_margin`.
-    #[schema(value_type = Option<f64>)]
-    pub margin_pct: Option<Value>,
+    #[schema(value_type = Option<f64>, minimum = -100, maximum = 1000)]
+    pub margin_pct: Option<serde_json::Number>,
     /// Required for `tiered_per_call`: 1 to 20 tiers, `up_to` increasing,
     /// the last open-ended (null).
-    #[schema(value_type = Option<Vec<Tier>>)]
-    pub tiers: Option<Value>,
+    #[schema(min_items = 1, max_items = 20)]
+    pub tiers: Option<Vec<Tier>>,
 }
 
-fn check_tiers(check: &mut Check, raw: &Value) -> Vec<Tier> {
-    let tiers: Option<Vec<Tier>> = serde_json::from_value(raw.clone()).ok();
-    let ok = tiers.as_ref().is_some_and(|t| {
-        let bounds: Vec<Option<i64>> = t.iter().map(|t| t.up_to).collect();
-        (1..=MAX_TIERS).contains(&t.len())
-            && t.iter().all(|t| t.unit_price >= 0)
-            && bounds.last() == Some(&None)
-            && bounds[..bounds.len() - 1].iter().all(Option::is_some)
-            && bounds.windows(2).all(|w| matches!(w, [Some(a), Some(b)] if a < b) || w[1].is_none())
-            && bounds.first().is_some_and(|b| b.is_none_or(|b| b >= 1))
-    });
+fn check_tiers(check: &mut Check, t: &[Tier]) {
+    let bounds: Vec<Option<i64>> = t.iter().map(|t| t.up_to).collect();
+    let ok = (1..=MAX_TIERS).contains(&t.len())
+        && t.iter().all(|t| t.unit_price >= 0)
+        && bounds.last() == Some(&None)
+        && bounds[..bounds.len() - 1].iter().all(Option::is_some)
+        && bounds.windows(2).all(|w| matches!(w, [Some(a), Some(b)] if a < b) || w[1].is_none())
+        && bounds.first().is_some_and(|b| b.is_none_or(|b| b >= 1));
     if !ok {
         check.fail(format!(
             "tiers must be 1 to {MAX_TIERS} objects {{ up_to, unit_price }}: up_to increasing integers from 1, the last tier open-ended (up_to null), unit_price integers of 0 or more"
         ));
     }
-    tiers.filter(|_| ok).unwrap_or_default()
 }
 
 /// Sets (inserts or replaces) the rate of a sku in a catalog's latest
@@ -277,35 +297,36 @@ fn check_tiers(check: &mut Check, raw: &Value) -> Vec<Tier> {
 pub async fn put_rate(db: &Db, catalog_id: &str, sku: &str, body: &NewRate, operator_id: &str) -> ApiResult<Rate> {
     let mut check = Check::new();
     meter::check_sku(&mut check, sku);
-    let unit = check.required("unit", &body.unit);
-    if unit.chars().count() > 64 {
+    let unit = body.unit.trim();
+    if unit.is_empty() {
+        check.fail("unit is required");
+    } else if unit.chars().count() > 64 {
         check.fail("unit must be at most 64 characters");
     }
-    let mode = check.required("mode", &body.mode);
-    check.one_of("mode", &mode, &MODES);
-    let price = check.optional_int("price", body.price.as_ref(), 0, 1_000_000_000_000);
-    let margin = match body.margin_pct.as_ref() {
-        None | Some(Value::Null) => None,
-        Some(v) => {
-            let bp = basis_points(v).filter(|bp| (-10_000..=100_000).contains(bp));
-            if bp.is_none() {
-                check.fail("margin_pct must be a number from -100 to 1000 with at most two decimals");
-            }
-            bp
+    let mode = body.mode;
+    let price = body.price;
+    if price.is_some_and(|p| !(0..=1_000_000_000_000).contains(&p)) {
+        check.fail("price must be an integer from 0 to 1000000000000");
+    }
+    let margin = body.margin_pct.as_ref().and_then(|n| {
+        let bp = basis_points(n).filter(|bp| (-10_000..=100_000).contains(bp));
+        if bp.is_none() {
+            check.fail("margin_pct must be a number from -100 to 1000 with at most two decimals");
         }
-    };
-    let tiers = match body.tiers.as_ref() {
-        None | Some(Value::Null) => None,
-        Some(raw) => Some(check_tiers(&mut check, raw)),
-    };
-    let needs_price = ["flat_per_call", "per_unit", "passthrough_plus_margin", "bundled_subscription"].contains(&mode.as_str());
-    if needs_price && body.price.as_ref().is_none_or(Value::is_null) {
+        bp
+    });
+    let tiers = body.tiers.as_deref();
+    if let Some(t) = tiers {
+        check_tiers(&mut check, t);
+    }
+    let needs_price = matches!(mode, RateMode::FlatPerCall | RateMode::PerUnit | RateMode::PassthroughPlusMargin | RateMode::BundledSubscription);
+    if needs_price && price.is_none() {
         check.fail(format!("price is required for mode {mode}"));
     }
-    if mode == "passthrough_plus_margin" && body.margin_pct.as_ref().is_none_or(Value::is_null) {
+    if mode == RateMode::PassthroughPlusMargin && body.margin_pct.is_none() {
         check.fail("margin_pct is required for mode passthrough_plus_margin");
     }
-    if mode == "tiered_per_call" && tiers.is_none() {
+    if mode == RateMode::TieredPerCall && tiers.is_none() {
         check.fail("tiers are required for mode tiered_per_call");
     }
     if operator_id.trim().is_empty() {
@@ -324,8 +345,8 @@ pub async fn put_rate(db: &Db, catalog_id: &str, sku: &str, body: &NewRate, oper
         .bind(catalog_id)
         .bind(catalog.version)
         .bind(sku)
-        .bind(&unit)
-        .bind(&mode)
+        .bind(unit)
+        .bind(mode)
         .bind(price)
         .bind(margin)
         .bind(json!(tiers).to_string())
@@ -344,12 +365,12 @@ pub async fn put_rate(db: &Db, catalog_id: &str, sku: &str, body: &NewRate, oper
 /// `None` when it does not fit 64 bits.
 pub fn amount(rate: &Rate, units: i64, calls: i64) -> Option<i64> {
     let price = i128::from(rate.price.unwrap_or(0));
-    let total: i128 = match rate.mode.as_str() {
-        "flat_per_call" => i128::from(calls) * price,
-        "per_unit" => i128::from(units) * price,
-        "passthrough_plus_margin" => (i128::from(units) * price * (10_000 + i128::from(rate.margin_bp.unwrap_or(0))) + 5_000) / 10_000,
-        "bundled_subscription" => price,
-        "tiered_per_call" => {
+    let total: i128 = match rate.mode {
+        RateMode::FlatPerCall => i128::from(calls) * price,
+        RateMode::PerUnit => i128::from(units) * price,
+        RateMode::PassthroughPlusMargin => (i128::from(units) * price * (10_000 + i128::from(rate.margin_bp.unwrap_or(0))) + 5_000) / 10_000,
+        RateMode::BundledSubscription => price,
+        RateMode::TieredPerCall => {
             let tiers: Vec<Tier> = serde_json::from_value(rate.tiers.0.clone()).unwrap_or_default();
             let (mut left, mut floor, mut sum) = (i128::from(calls), 0i128, 0i128);
             for t in tiers {
@@ -360,7 +381,7 @@ pub fn amount(rate: &Rate, units: i64, calls: i64) -> Option<i64> {
             }
             sum
         }
-        _ => 0,
+        RateMode::FreeInternal => 0,
     };
     i64::try_from(total).ok()
 }
@@ -386,7 +407,7 @@ async fn find(tx: &mut Tx, filter: &str, args: &[&str]) -> ApiResult<Option<Invo
     }
     let Some(mut invoice) = q.fetch_optional(&mut **tx).await? else { return Ok(None) };
     let sql = format!("SELECT {LINE_COLUMNS} FROM billing_invoice_line WHERE invoice_id = $1 ORDER BY sku");
-    invoice.line_items = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&invoice.invoice_id).fetch_all(&mut **tx).await?;
+    invoice.line_items = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(invoice.invoice_id).fetch_all(&mut **tx).await?;
     Ok(Some(invoice))
 }
 
@@ -400,6 +421,7 @@ const BY_PERIOD: &str = "tenant_id = $1 AND catalog_id = $2 AND period_start = $
     responses((status = 201, description = "the invoice with its line items", body = Data<Invoice>),
         (status = 200, description = "the invoice generated before for this catalog and period", body = Data<Invoice>)))]
 async fn generate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewInvoice>) -> ApiResult<Response> {
+    use axum::response::IntoResponse;
     let body = body.checked()?;
     let mut check = Check::new();
     let catalog = body.catalog.trim().to_string();
@@ -421,7 +443,7 @@ async fn generate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     let tenant = ctx.tenant_id.as_str();
     let mut tx = state.db.begin().await?;
     if let Some(first) = find(&mut tx, BY_PERIOD, &[tenant, &catalog, &start, &end]).await? {
-        return Ok(ok(first));
+        return Ok(ok(first).into_response());
     }
     let active: Option<(i64, String)> =
         sqlx::query_as("SELECT version, currency FROM billing_catalog WHERE catalog_id = $1 AND status = 'active' ORDER BY version DESC LIMIT 1")
@@ -438,7 +460,7 @@ async fn generate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     let mut lines = Vec::new();
     let mut unrated = Vec::new();
     let skus: std::collections::BTreeSet<&str> =
-        usage.keys().map(String::as_str).chain(rates.values().filter(|r| r.mode == "bundled_subscription").map(|r| r.sku.as_str())).collect();
+        usage.keys().map(String::as_str).chain(rates.values().filter(|r| r.mode == RateMode::BundledSubscription).map(|r| r.sku.as_str())).collect();
     for sku in skus {
         let (units, calls) = usage.get(sku).copied().unwrap_or((0, 0));
         let Some(rate) = rates.get(sku) else {
@@ -446,16 +468,7 @@ async fn generate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
             continue;
         };
         let amount = amount(rate, units, calls).ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the amount of {sku} overflows")))?;
-        lines.push(Line {
-            sku: sku.to_string(),
-            unit: rate.unit.clone(),
-            mode: rate.mode.clone(),
-            units,
-            calls,
-            price: rate.price,
-            margin_bp: rate.margin_bp,
-            amount,
-        });
+        lines.push(Line { sku: sku.to_string(), unit: rate.unit.clone(), mode: rate.mode, units, calls, price: rate.price, margin_bp: rate.margin_bp, amount });
     }
     let total = lines.iter().try_fold(0i64, |t, l| t.checked_add(l.amount)).ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the total overflows")))?;
     let sql = format!(
@@ -482,16 +495,16 @@ async fn generate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
         tx.rollback().await?;
         let mut tx = state.db.read.begin().await?;
         let first = find(&mut tx, BY_PERIOD, &[tenant, &catalog, &start, &end]).await?.ok_or(ApiError::NotFound)?;
-        return Ok(ok(first));
+        return Ok(ok(first).into_response());
     };
     for l in &lines {
         sqlx::query(
             "INSERT INTO billing_invoice_line (invoice_id, sku, unit, mode, units, calls, price, margin_bp, amount) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
-        .bind(&invoice.invoice_id)
+        .bind(invoice.invoice_id)
         .bind(&l.sku)
         .bind(&l.unit)
-        .bind(&l.mode)
+        .bind(l.mode)
         .bind(l.units)
         .bind(l.calls)
         .bind(l.price)
@@ -505,13 +518,13 @@ async fn generate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     audit::record(&mut tx, &ctx, events::BILLING_INVOICE_GENERATED, payload).await?;
     tx.commit().await?;
     invoice.line_items = lines;
-    Ok(created(invoice))
+    Ok(created(invoice).into_response())
 }
 
 /// An invoice of the caller's tenant, with its line items.
 #[utoipa::path(get, path = "/api/billing/invoices/{invoice_id}", tag = "sdk-billing", params(("invoice_id" = String, Path, description = "the invoice")),
     responses((status = 200, description = "the invoice", body = Data<Invoice>)))]
-async fn get_invoice(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_invoice(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Invoice>> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.read.begin().await?;
     let invoice = find(&mut tx, "tenant_id = $1 AND invoice_id = $2", &[&ctx.tenant_id, &id]).await?.ok_or(ApiError::NotFound)?;
@@ -555,8 +568,9 @@ mod tests {
     use super::*;
 
     fn rate(mode: &str, price: Option<i64>, margin_bp: Option<i64>, tiers: Value) -> Rate {
-        let (catalog_id, sku, unit, updated_by, updated_at) = Default::default();
-        Rate { catalog_id, version: 1, sku, unit, mode: mode.to_string(), price, margin_bp, tiers: JsonText(tiers), updated_by, updated_at }
+        let (catalog_id, sku, unit, updated_by) = Default::default();
+        let mode = mode.parse().unwrap();
+        Rate { catalog_id, version: 1, sku, unit, mode, price, margin_bp, tiers: JsonText(tiers), updated_by, updated_at: Timestamp::now() }
     }
 
     #[test]
@@ -575,7 +589,7 @@ mod tests {
 
     #[test]
     fn margins_are_read_as_decimal_text() {
-        let bp = |v: Value| basis_points(&v);
+        let bp = |v: Value| v.as_number().and_then(basis_points);
         assert_eq!((bp(json!(12.5)), bp(json!(7)), bp(json!(-0.01)), bp(json!(0.07))), (Some(1250), Some(700), Some(-1), Some(7)));
         assert_eq!((bp(json!(1.005)), bp(json!("5")), bp(json!(1e300))), (None, None, None));
     }

@@ -7,7 +7,6 @@
 //! work is [`grant_credits_as`] and [`set_price_as`] here); a tenant reads
 //! the prices.
 
-use hub_kernel::gate::ops_tokens;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -30,7 +29,7 @@ struct Balance {
     reserved: i64,
     /// `balance - reserved`: what a new hold may take.
     available: i64,
-    updated_at: Option<String>,
+    updated_at: Option<Timestamp>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -52,17 +51,22 @@ struct Quote {
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = DataCreditsHold)]
 struct Hold {
-    hold_id: String,
+    hold_id: Id,
     capability: String,
     quantity: i64,
     /// Credits reserved.
     credits: i64,
-    /// `held`, `settled` or `released`.
-    status: String,
+    status: HoldStatus,
     /// Credits consumed by the settlement.
     consumed: Option<i64>,
-    created_at: String,
-    closed_at: Option<String>,
+    created_at: Timestamp,
+    closed_at: Option<Timestamp>,
+}
+
+stored_enum! {
+    /// Where a hold of credits is: held until settled or released.
+    #[schema(as = DataCreditsHoldStatus)]
+    enum HoldStatus { Held = "held", Settled = "settled", Released = "released" }
 }
 
 const HOLD_COLUMNS: &str = "hold_id, capability, quantity, credits, status, consumed, created_at, closed_at";
@@ -110,7 +114,7 @@ async fn priced(tx: &mut Tx, body: &Use) -> ApiResult<(String, i64, i64, i64)> {
 /// The tenant's credits: balance, reserved and available.
 #[utoipa::path(get, path = "/api/data-credits/balance", tag = "sdk-data-credits",
     responses((status = 200, description = "the balance", body = Data<Balance>)))]
-async fn balance(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Response> {
+async fn balance(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Data<Balance>> {
     let mut tx = state.db.read.begin().await?;
     let b = account(&mut tx, &ctx.tenant_id).await?;
     tx.commit().await?;
@@ -124,7 +128,7 @@ struct Price {
     capability: String,
     /// Credits for one use.
     credits: i64,
-    updated_at: String,
+    updated_at: Timestamp,
 }
 
 /// The prices are the platform's, the same for every tenant.
@@ -134,7 +138,7 @@ const PRICES: Listing = Listing { table: "data_credits_price", columns: "capabil
 /// capability: what a quote or hold can name.
 #[utoipa::path(get, path = "/api/data-credits/prices", tag = "sdk-data-credits", params(Page),
     responses((status = 200, description = "one page of prices", body = ListOf<Price>)))]
-async fn prices(State(state): State<AppState>, _: Tenant, page: Page) -> ApiResult<Response> {
+async fn prices(State(state): State<AppState>, _: Tenant, page: Page) -> ApiResult<ListOf<Price>> {
     page.list::<Price>(&state.db.read, &PRICES, &[]).await
 }
 
@@ -143,7 +147,7 @@ async fn prices(State(state): State<AppState>, _: Tenant, page: Page) -> ApiResu
 #[utoipa::path(post, path = "/api/data-credits/quotes", tag = "sdk-data-credits", request_body = Use,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["PUT", "/admin/data-credits/prices/q.{unique}", { "credits": 1, "operator_id": "ops-race" }], ["POST", "/admin/data-credits/grants", { "tenant_id": "{tenant_id}", "credits": 2, "reason": "race", "operator_id": "ops-race" }]], "body": { "capability": "q.{unique}", "quantity": 2 } }))),
     responses((status = 200, description = "the quote", body = Data<Quote>)))]
-async fn quote(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Use>) -> ApiResult<Response> {
+async fn quote(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Use>) -> ApiResult<Data<Quote>> {
     let body = body.checked()?;
     let mut tx = state.db.read.begin().await?;
     let (capability, quantity, unit_price, credits) = priced(&mut tx, &body).await?;
@@ -162,7 +166,7 @@ async fn quote(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Us
 #[utoipa::path(post, path = "/api/data-credits/holds", tag = "sdk-data-credits", request_body = Use,
     extensions(("x-concurrency" = json!({ "outcome": "capacity", "wins": 3, "given": [["PUT", "/admin/data-credits/prices/h.{unique}", { "credits": 1000000, "operator_id": "ops-race" }], ["POST", "/admin/data-credits/grants", { "tenant_id": "{tenant_id}", "credits": 3000000, "reason": "race", "operator_id": "ops-race" }]], "body": { "capability": "h.{unique}" } }))),
     responses((status = 201, description = "the hold", body = Data<Hold>)))]
-async fn hold(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Use>) -> ApiResult<Response> {
+async fn hold(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Use>) -> ApiResult<Created<Hold>> {
     let body = body.checked()?;
     let mut tx = state.db.begin().await?;
     let (capability, quantity, _, credits) = priced(&mut tx, &body).await?;
@@ -184,7 +188,7 @@ async fn hold(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Use
          RETURNING {HOLD_COLUMNS}"
     );
     let h: Hold = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(db::new_id())
+        .bind(Id::new())
         .bind(&ctx.tenant_id)
         .bind(&capability)
         .bind(quantity)
@@ -211,9 +215,9 @@ async fn find(tx: &mut Tx, ctx: &TenantCtx, id: &str) -> ApiResult<Hold> {
 /// Closes a held hold of the tenant: `consumed` credits leave the balance,
 /// the whole hold leaves the reserve. 404 for another tenant's, 409 when
 /// it is closed already.
-async fn close(tx: &mut Tx, ctx: &TenantCtx, id: &str, status: &str, consumed: Option<i64>) -> ApiResult<Hold> {
+async fn close(tx: &mut Tx, ctx: &TenantCtx, id: &str, status: HoldStatus, consumed: Option<i64>) -> ApiResult<Hold> {
     let current = find(tx, ctx, id).await?;
-    let id = current.hold_id.clone();
+    let id = current.hold_id.to_string();
     if let Some(c) = consumed
         && c > current.credits
     {
@@ -251,11 +255,11 @@ struct Settlement {
     params(("hold_id" = String, Path, description = "the hold")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["PUT", "/admin/data-credits/prices/s.{unique}", { "credits": 1, "operator_id": "ops-race" }], ["POST", "/admin/data-credits/grants", { "tenant_id": "{tenant_id}", "credits": 1, "reason": "race", "operator_id": "ops-race" }], ["POST", "/api/data-credits/holds", { "capability": "s.{unique}" }]], "body": { "credits": 1 } }))),
     responses((status = 200, description = "the hold, settled", body = Data<Hold>)))]
-async fn settle(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Settlement>) -> ApiResult<Response> {
+async fn settle(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Settlement>) -> ApiResult<Data<Hold>> {
     let mut tx = state.db.begin().await?;
     find(&mut tx, &ctx, &id).await?;
     let credits = body.checked()?.credits;
-    let h = close(&mut tx, &ctx, &id, "settled", Some(credits)).await?;
+    let h = close(&mut tx, &ctx, &id, HoldStatus::Settled, Some(credits)).await?;
     let payload = json!({ "hold_id": h.hold_id, "capability": h.capability, "credits": h.consumed, "released": h.credits - h.consumed.unwrap_or(0) });
     audit::record(&mut tx, &ctx, events::DATA_CREDITS_CONSUMED, payload).await?;
     tx.commit().await?;
@@ -267,9 +271,9 @@ async fn settle(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     params(("hold_id" = String, Path, description = "the hold")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["PUT", "/admin/data-credits/prices/r.{unique}", { "credits": 1, "operator_id": "ops-race" }], ["POST", "/admin/data-credits/grants", { "tenant_id": "{tenant_id}", "credits": 1, "reason": "race", "operator_id": "ops-race" }], ["POST", "/api/data-credits/holds", { "capability": "r.{unique}" }]] }))),
     responses((status = 200, description = "the hold, released", body = Data<Hold>)))]
-async fn release(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn release(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Hold>> {
     let mut tx = state.db.begin().await?;
-    let h = close(&mut tx, &ctx, &id, "released", None).await?;
+    let h = close(&mut tx, &ctx, &id, HoldStatus::Released, None).await?;
     audit::record(&mut tx, &ctx, events::DATA_CREDITS_RELEASED, json!({ "hold_id": h.hold_id, "capability": h.capability, "credits": h.credits })).await?;
     tx.commit().await?;
     Ok(ok(h))
@@ -280,14 +284,14 @@ async fn release(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = DataCreditsGrant)]
 pub struct Grant {
-    pub grant_id: String,
+    pub grant_id: Id,
     pub tenant_id: String,
     /// Credits granted, at least 1.
     pub credits: i64,
     pub reason: String,
     /// Who granted them, as the operator named themself.
     pub operator_id: String,
-    pub created_at: String,
+    pub created_at: Timestamp,
     /// The tenant's balance after the grant.
     pub balance: i64,
 }
@@ -321,16 +325,16 @@ pub async fn grant_credits_as(db: &Db, actor: &str, g: NewGrant<'_>) -> ApiResul
         check.fail("operator_id and reason are required");
     }
     check.finish()?;
-    let now = db::now();
-    let grant_id = db::new_id();
+    let now = Timestamp::now();
+    let grant_id = Id::new();
     let mut tx = db.begin().await?;
     sqlx::query("INSERT INTO data_credits_grant (grant_id, tenant_id, credits, reason, operator_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
-        .bind(&grant_id)
+        .bind(grant_id)
         .bind(g.tenant_id)
         .bind(g.credits)
         .bind(g.reason)
         .bind(g.operator_id)
-        .bind(&now)
+        .bind(now)
         .execute(&mut *tx)
         .await?;
     let balance: i64 = sqlx::query_scalar(
@@ -339,7 +343,7 @@ pub async fn grant_credits_as(db: &Db, actor: &str, g: NewGrant<'_>) -> ApiResul
     )
     .bind(g.tenant_id)
     .bind(g.credits)
-    .bind(&now)
+    .bind(now)
     .fetch_one(&mut *tx)
     .await?;
     let grant = Grant {
@@ -354,7 +358,7 @@ pub async fn grant_credits_as(db: &Db, actor: &str, g: NewGrant<'_>) -> ApiResul
     let payload = json!({
         "grant_id": grant.grant_id, "credits": grant.credits, "reason": grant.reason, "operator_id": grant.operator_id, "balance": balance,
     });
-    ops_tokens::record_in(&mut tx, g.tenant_id, actor, events::DATA_CREDITS_GRANTED, payload).await?;
+    audit::record_operator_in(&mut tx, g.tenant_id, actor, events::DATA_CREDITS_GRANTED, payload).await?;
     tx.commit().await?;
     Ok(grant)
 }
@@ -368,7 +372,7 @@ pub struct PriceRecord {
     pub credits: i64,
     /// The operator who set it last.
     pub updated_by: String,
-    pub updated_at: String,
+    pub updated_at: Timestamp,
 }
 
 const PRICE_RECORD_COLUMNS: &str = "capability, credits, updated_by, updated_at";
@@ -413,7 +417,7 @@ pub async fn set_price_as(db: &Db, actor: &str, capability: &str, credits: i64, 
     )
     .await?;
     let payload = json!({ "capability": capability, "credits": credits, "operator_id": operator_id, "replaced": written == Written::Found });
-    ops_tokens::record(&mut tx, actor, events::DATA_CREDITS_PRICE_SET, payload).await?;
+    audit::record_operator(&mut tx, actor, events::DATA_CREDITS_PRICE_SET, payload).await?;
     tx.commit().await?;
     Ok((price, written))
 }

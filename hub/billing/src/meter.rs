@@ -28,15 +28,15 @@ const ROWS_PER_STATEMENT: usize = 64;
 #[derive(Debug, Clone, FromRow, Serialize, ToSchema)]
 #[schema(as = MeterUsageEvent)]
 struct UsageEvent {
-    event_id: String,
+    event_id: Id,
     asset_id: String,
     sensor_id: Option<String>,
     sku: String,
     /// Whole units of the sku (a smaller unit carries fractions: bytes, ms).
     quantity: i64,
-    occurred_at: String,
+    occurred_at: Timestamp,
     idempotency_key: String,
-    recorded_at: String,
+    recorded_at: Timestamp,
 }
 
 const COLUMNS: &str = "event_id, asset_id, sensor_id, sku, quantity, occurred_at, idempotency_key, recorded_at";
@@ -145,7 +145,7 @@ pub fn check_sku(check: &mut Check, sku: &str) {
     }
 }
 
-fn validate(index: usize, raw: Value, recorded_at: &str) -> Result<Valid, Vec<String>> {
+fn validate(index: usize, raw: Value, recorded_at: Timestamp) -> Result<Valid, Vec<String>> {
     if !raw.is_object() {
         return Err(vec!["an event must be a JSON object".to_string()]);
     }
@@ -171,15 +171,16 @@ fn validate(index: usize, raw: Value, recorded_at: &str) -> Result<Valid, Vec<St
         other => vec![other.to_string()],
     })?;
     let (day, period) = (occurred_at[..10].to_string(), occurred_at[..7].to_string());
+    let occurred_at = occurred_at.parse::<Timestamp>().map_err(|e| vec![e])?;
     let event = UsageEvent {
-        event_id: db::new_id(),
+        event_id: Id::new(),
         asset_id: asset.map(|a| a.to_string()).unwrap_or_default(),
         sensor_id: sensor.map(|s| s.to_string()),
         sku,
         quantity,
         occurred_at,
         idempotency_key: key,
-        recorded_at: recorded_at.to_string(),
+        recorded_at,
     };
     Ok(Valid { index, event, day, period })
 }
@@ -189,7 +190,6 @@ fn validate(index: usize, raw: Value, recorded_at: &str) -> Result<Valid, Vec<St
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]
 #[schema(as = MeterUsageRepeatOrBatch)]
-#[allow(dead_code)]
 enum RepeatOrBatch {
     Event(UsageEvent),
     Batch(BatchResult),
@@ -204,7 +204,9 @@ enum RepeatOrBatch {
     responses((status = 201, description = "the event, recorded", body = Data<UsageEvent>),
         (status = 200, description = "a repeated event's first record, or a batch's outcomes", body = Data<RepeatOrBatch>)))]
 async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(mut body): Lenient<Value>) -> ApiResult<Response> {
-    let now = db::now();
+    use axum::response::IntoResponse;
+    let stamp = Timestamp::now();
+    let now = stamp.to_string();
     let single = body.get("events").is_none();
     let raws = match body.get_mut("events").map(Value::take) {
         None => vec![body],
@@ -214,7 +216,7 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(mut 
     let mut outcomes: Vec<Option<Outcome>> = (0..raws.len()).map(|_| None).collect();
     let mut valid = Vec::new();
     for (i, raw) in raws.into_iter().enumerate() {
-        match validate(i, raw, &now) {
+        match validate(i, raw, stamp) {
             Ok(v) => valid.push(v),
             Err(details) => {
                 if single {
@@ -231,8 +233,8 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(mut 
         let one = decided.into_iter().next().ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a valid event has an outcome")))?;
         return match one.refused {
             Some(period) => Err(ApiError::HardCapReached { sku: one.event.sku, period }),
-            None if one.status == 201 => Ok(created(one.event)),
-            None => Ok(ok(one.event)),
+            None if one.status == 201 => Ok(created(one.event).into_response()),
+            None => Ok(ok(RepeatOrBatch::Event(one.event)).into_response()),
         };
     }
     for d in decided {
@@ -250,7 +252,7 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Lenient(mut 
     }
     let results: Vec<Outcome> = outcomes.into_iter().flatten().collect();
     let count = |s: u16| results.iter().filter(|o| o.status == s).count();
-    Ok(ok(BatchResult { recorded: count(201), repeated: count(200), refused: count(429), invalid: count(400), results }))
+    Ok(ok(RepeatOrBatch::Batch(BatchResult { recorded: count(201), repeated: count(200), refused: count(429), invalid: count(400), results })).into_response())
 }
 
 /// What became of a valid event: recorded (201), a repeat answered with
@@ -292,7 +294,7 @@ async fn ingest(tx: &mut Tx, ctx: &TenantCtx, valid: Vec<Valid>, now: &str) -> A
         );
         let mut claim = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql)).bind(tenant).bind(now).bind(&cutoff);
         for &i in chunk {
-            claim = claim.bind(&valid[i].event.idempotency_key).bind(&valid[i].event.event_id);
+            claim = claim.bind(&valid[i].event.idempotency_key).bind(valid[i].event.event_id);
         }
         fresh.extend(claim.fetch_all(&mut **tx).await?);
     }
@@ -411,7 +413,7 @@ async fn store(tx: &mut Tx, ctx: &TenantCtx, accepted: &[&Valid], now: &str) -> 
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant).bind(now);
         for v in chunk {
             let e = &v.event;
-            q = q.bind(&e.event_id).bind(&e.asset_id).bind(&e.sensor_id).bind(&e.sku).bind(e.quantity).bind(&e.occurred_at).bind(&e.idempotency_key);
+            q = q.bind(e.event_id).bind(&e.asset_id).bind(&e.sensor_id).bind(&e.sku).bind(e.quantity).bind(e.occurred_at).bind(&e.idempotency_key);
         }
         q.execute(&mut **tx).await?;
     }
@@ -489,7 +491,7 @@ pub fn parse_day(check: &mut Check, name: &str, value: &Option<String>) -> Optio
 /// ascending. An asset the tenant never metered is not found.
 #[utoipa::path(get, path = "/api/meter/assets/{asset_id}/usage", tag = "sdk-meter", params(("asset_id" = String, Path, description = "the asset"), DayRange),
     responses((status = 200, description = "the daily roll-up", body = Data<Vec<Rollup>>)))]
-async fn usage(State(state): State<AppState>, Tenant(ctx): Tenant, Path(asset): Path<String>, Params(q): Params<DayRange>) -> ApiResult<Response> {
+async fn usage(State(state): State<AppState>, Tenant(ctx): Tenant, Path(asset): Path<String>, Params(q): Params<DayRange>) -> ApiResult<Data<Vec<Rollup>>> {
     let asset = path_id(&asset)?.to_string();
     let mut check = Check::new();
     let from = parse_day(&mut check, "from", &q.from).map(|d| d.to_string()).unwrap_or_else(|| "0000-01-01".to_string());
@@ -574,7 +576,7 @@ pub struct Hardcap {
     pub sku: String,
     pub monthly_units: i64,
     pub set_by: String,
-    pub updated_at: String,
+    pub updated_at: Timestamp,
 }
 
 /// Sets (or replaces) a tenant's monthly hard cap on a sku: the operator's
@@ -609,14 +611,14 @@ pub async fn set_hardcap(db: &Db, tenant_id: &str, sku: &str, monthly_units: i64
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = MeterHardcapOverride)]
 pub struct Override {
-    pub override_id: String,
+    pub override_id: Id,
     pub tenant_id: String,
     pub sku: String,
-    pub until: String,
+    pub until: Timestamp,
     pub operator_id: String,
     pub reason: String,
     pub trace_id: Option<String>,
-    pub created_at: String,
+    pub created_at: Timestamp,
 }
 
 /// An operator's hard-cap override as the operator route takes it.
@@ -657,7 +659,7 @@ pub async fn override_hardcap(db: &Db, actor: &str, o: NewOverride<'_>) -> ApiRe
     .fetch_one(&mut *tx)
     .await?;
     let payload = json!({ "override_id": row.override_id, "sku": o.sku, "until": row.until, "operator_id": o.operator_id, "trace_id": o.trace_id });
-    hub_kernel::gate::ops_tokens::record_in(&mut tx, o.tenant_id, actor, events::BILLING_HARDCAP_OVERRIDDEN, payload).await?;
+    hub_kernel::audit::record_operator_in(&mut tx, o.tenant_id, actor, events::BILLING_HARDCAP_OVERRIDDEN, payload).await?;
     tx.commit().await?;
     Ok(row)
 }

@@ -7,32 +7,31 @@
 
 use std::{future::Future, pin::Pin};
 
+use axum::response::IntoResponse;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(store_method)).routes(routes!(charge)).routes(routes!(get_charge))
 }
 
-const BRANDS: [&str; 7] = ["visa", "mastercard", "amex", "discover", "jcb", "diners", "unionpay"];
-
-/// A card's brand.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = PaymentCardBrand)]
-enum Brand {
-    Visa,
-    Mastercard,
-    Amex,
-    Discover,
-    Jcb,
-    Diners,
-    Unionpay,
+stored_enum! {
+    /// A card's brand.
+    #[schema(as = PaymentCardBrand)]
+    enum Brand {
+        Visa = "visa",
+        Mastercard = "mastercard",
+        Amex = "amex",
+        Discover = "discover",
+        Jcb = "jcb",
+        Diners = "diners",
+        Unionpay = "unionpay",
+    }
 }
 
-impl Brand {
-    fn as_str(self) -> &'static str {
-        BRANDS[self as usize]
-    }
+stored_enum! {
+    /// What the provider made of a charge.
+    #[schema(as = PaymentChargeStatus)]
+    enum ChargeStatus { Captured = "captured", Declined = "declined" }
 }
 
 /// What a provider answers to a charge.
@@ -114,15 +113,15 @@ fn luhn(digits: &[u32]) -> bool {
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = PaymentMethod)]
 struct Method {
-    payment_method_id: String,
+    payment_method_id: Id,
     /// `sandbox`.
     provider: String,
-    brand: String,
+    brand: Brand,
     last4: String,
     exp_month: i64,
     exp_year: i64,
     label: Option<String>,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const METHOD_COLUMNS: &str = "method_id AS payment_method_id, provider, brand, last4, exp_month, exp_year, label, created_at";
@@ -130,8 +129,8 @@ const METHOD_COLUMNS: &str = "method_id AS payment_method_id, provider, brand, l
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = PaymentCharge)]
 struct Charge {
-    charge_id: String,
-    payment_method_id: String,
+    charge_id: Id,
+    payment_method_id: Id,
     /// Minor units of `currency`.
     amount: i64,
     currency: String,
@@ -139,11 +138,10 @@ struct Charge {
     idempotency_key: String,
     provider: String,
     provider_reference: String,
-    /// `captured` or `declined`.
-    status: String,
+    status: ChargeStatus,
     /// Why the provider declined (`card_declined`, `insufficient_funds`, ...).
     decline_code: Option<String>,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const CHARGE_COLUMNS: &str =
@@ -171,11 +169,11 @@ struct NewMethod {
 #[utoipa::path(post, path = "/api/payments/methods", tag = "sdk-payment", request_body = NewMethod,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "token": "tok_visa", "brand": "visa", "last4": "4242", "exp_month": 12, "exp_year": 2099 } }))),
     responses((status = 201, description = "the method", body = Data<Method>)))]
-async fn store_method(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewMethod>) -> ApiResult<Response> {
+async fn store_method(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewMethod>) -> ApiResult<Created<Method>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let token = body.token.trim().to_string();
-    let brand = body.brand.as_str();
+    let brand = body.brand;
     let last4 = body.last4.trim().to_string();
     let label = Check::optional(&body.label);
     if [&token, &last4].into_iter().chain(label.as_ref()).any(|t| looks_like_pan(t)) {
@@ -243,10 +241,10 @@ async fn charge_by_key(tx: &mut Tx, tenant_id: &str, key: &str) -> ApiResult<Opt
 
 /// The first charge of a key, when the repeat asks for the same charge.
 fn repeat(first: Charge, method: &str, amount: i64, currency: &str) -> ApiResult<Response> {
-    if (first.payment_method_id.as_str(), first.amount, first.currency.as_str()) != (method, amount, currency) {
+    if first.payment_method_id != *method || (first.amount, first.currency.as_str()) != (amount, currency) {
         return Err(ApiError::Conflict("idempotency_key was used for another charge (method, amount or currency differ)".into()));
     }
-    Ok(ok(first))
+    Ok(ok(first).into_response())
 }
 
 /// Captures a charge against a stored method: 201 when captured, 200 with
@@ -288,7 +286,7 @@ async fn charge(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     let p = provider(&provider_name)?;
     // The key passed on is the tenant's: two tenants' equal keys are two charges.
     let result = p.charge(&token, amount, &currency, &format!("{}:{key}", ctx.tenant_id)).await?;
-    let status = if result.decline_code.is_none() { "captured" } else { "declined" };
+    let status = if result.decline_code.is_none() { ChargeStatus::Captured } else { ChargeStatus::Declined };
     let mut tx = state.db.begin().await?;
     let sql = format!(
         "INSERT INTO payment_charge (charge_id, tenant_id, payment_method_id, amount, currency, description, idempotency_key, provider, provider_reference, \
@@ -316,18 +314,18 @@ async fn charge(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
         let first = charge_by_key(&mut tx, &ctx.tenant_id, &key).await?.ok_or(ApiError::NotFound)?;
         return repeat(first, &method_id, amount, &currency);
     };
-    let event = if c.status == "captured" { events::PAYMENT_CHARGE_CAPTURED } else { events::PAYMENT_CHARGE_FAILED };
+    let event = if c.status == ChargeStatus::Captured { events::PAYMENT_CHARGE_CAPTURED } else { events::PAYMENT_CHARGE_FAILED };
     let payload = json!({ "charge_id": c.charge_id, "payment_method_id": c.payment_method_id, "amount": c.amount, "currency": c.currency,
         "status": c.status, "decline_code": c.decline_code });
     audit::record(&mut tx, &ctx, event, payload).await?;
     tx.commit().await?;
-    Ok(if c.status == "captured" { created(c) } else { ok(c) })
+    Ok(if c.status == ChargeStatus::Captured { created(c).into_response() } else { ok(c).into_response() })
 }
 
 /// A charge of the caller's tenant; another tenant's is 404.
 #[utoipa::path(get, path = "/api/payments/charges/{charge_id}", tag = "sdk-payment", params(("charge_id" = String, Path, description = "the charge")),
     responses((status = 200, description = "the charge", body = Data<Charge>)))]
-async fn get_charge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_charge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Charge>> {
     let id = path_id(&id)?.to_string();
     let sql = format!("SELECT {CHARGE_COLUMNS} FROM payment_charge WHERE tenant_id = $1 AND charge_id = $2");
     let c: Option<Charge> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;

@@ -12,14 +12,14 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = CampaignCampaign)]
 struct Campaign {
-    campaign_id: String,
+    campaign_id: Id,
     name: String,
     description: Option<String>,
     #[sqlx(try_from = "String")]
     #[schema(value_type = Object)]
     attributes: JsonText,
     created_by: String,
-    created_at: String,
+    created_at: Timestamp,
     /// Its journeys, oldest first (on a read).
     #[sqlx(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -32,15 +32,15 @@ const CAMPAIGN_COLUMNS: &str = "campaign_id, name, description, attributes, crea
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = CampaignJourney)]
 struct Journey {
-    journey_id: String,
-    campaign_id: String,
+    journey_id: Id,
+    campaign_id: Id,
     name: Option<String>,
     /// The ordered steps, as given (each any JSON value).
     #[sqlx(try_from = "String")]
     #[schema(value_type = Vec<Value>)]
     steps: JsonText,
     created_by: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const JOURNEY_COLUMNS: &str = "journey_id, campaign_id, name, steps, created_by, created_at";
@@ -60,7 +60,7 @@ struct NewCampaign {
 #[utoipa::path(post, path = "/api/campaigns", tag = "sdk-campaign", request_body = NewCampaign,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "race-{unique}" } }))),
     responses((status = 201, description = "the campaign", body = Data<Campaign>)))]
-async fn create_campaign(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCampaign>) -> ApiResult<Response> {
+async fn create_campaign(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCampaign>) -> ApiResult<Created<Campaign>> {
     let body = body.checked()?;
     let name = body.name.trim();
     let description = Check::optional(&body.description);
@@ -106,11 +106,11 @@ where
 /// A campaign with its journeys.
 #[utoipa::path(get, path = "/api/campaigns/{campaign_id}", tag = "sdk-campaign", params(("campaign_id" = String, Path, description = "the campaign")),
     responses((status = 200, description = "the campaign", body = Data<Campaign>)))]
-async fn get_campaign(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_campaign(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Campaign>> {
     let mut tx = state.db.read.begin().await?;
     let mut campaign = find(&mut *tx, &ctx.tenant_id, &id).await?;
     let sql = format!("SELECT {JOURNEY_COLUMNS} FROM campaign_journey WHERE campaign_id = $1 ORDER BY created_at, journey_id");
-    campaign.journeys = Some(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&campaign.campaign_id).fetch_all(&mut *tx).await?);
+    campaign.journeys = Some(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(campaign.campaign_id).fetch_all(&mut *tx).await?);
     tx.commit().await?;
     Ok(ok(campaign))
 }
@@ -131,7 +131,7 @@ struct NewJourney {
     params(("campaign_id" = String, Path, description = "the campaign")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/campaigns", { "name": "race-{unique}" }]], "body": { "name": "race", "steps": [{ "wait": "1d" }] } }))),
     responses((status = 201, description = "the journey", body = Data<Journey>)))]
-async fn create_journey(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewJourney>) -> ApiResult<Response> {
+async fn create_journey(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewJourney>) -> ApiResult<Created<Journey>> {
     let mut tx = state.db.begin().await?;
     let campaign = find(&mut *tx, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
@@ -143,7 +143,7 @@ async fn create_journey(State(state): State<AppState>, Tenant(ctx): Tenant, Path
     );
     let journey: Journey = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
-        .bind(&campaign.campaign_id)
+        .bind(campaign.campaign_id)
         .bind(&ctx.tenant_id)
         .bind(&name)
         .bind(steps.to_string())

@@ -9,25 +9,16 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create_item)).routes(routes!(get_item)).routes(routes!(add_version)).routes(routes!(archive))
 }
 
-const KINDS: [&str; 6] = ["article", "email", "page", "snippet", "social_post", "document"];
-
-/// What a content item is.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = ContentKind)]
-enum Kind {
-    Article,
-    Email,
-    Page,
-    Snippet,
-    SocialPost,
-    Document,
+stored_enum! {
+    /// What a content item is.
+    #[schema(as = ContentKind)]
+    pub enum Kind { Article = "article", Email = "email", Page = "page", Snippet = "snippet", SocialPost = "social_post", Document = "document" }
 }
 
-impl Kind {
-    fn as_str(self) -> &'static str {
-        KINDS[self as usize]
-    }
+stored_enum! {
+    /// Whether a content item still takes new versions.
+    #[schema(as = ContentItemStatus)]
+    pub enum ItemStatus { Active = "active", Archived = "archived" }
 }
 
 /// The largest version body, as JSON text.
@@ -36,18 +27,16 @@ const MAX_BODY_BYTES: usize = 256 * 1024;
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ContentItem)]
 struct Item {
-    item_id: String,
+    item_id: Id,
     title: String,
-    /// `article`, `email`, `page`, `snippet`, `social_post` or `document`.
-    kind: String,
-    /// `active` or `archived`.
-    status: String,
+    kind: Kind,
+    status: ItemStatus,
     /// The number of its newest version (0 before the first).
     latest_version: i64,
     created_by: String,
-    created_at: String,
-    updated_at: String,
-    archived_at: Option<String>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    archived_at: Option<Timestamp>,
     /// Its versions, oldest first.
     #[sqlx(skip)]
     #[schema(value_type = Vec<Version>)]
@@ -59,8 +48,8 @@ const ITEM_COLUMNS: &str = "item_id, title, kind, status, latest_version, create
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ContentVersion)]
 struct Version {
-    version_id: String,
-    item_id: String,
+    version_id: Id,
+    item_id: Id,
     /// 1, 2, ... within the item.
     version: i64,
     /// The content, as given (any JSON value).
@@ -68,7 +57,7 @@ struct Version {
     body: JsonText,
     note: Option<String>,
     created_by: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const VERSION_COLUMNS: &str = "version_id, item_id, version, body, note, created_by, created_at";
@@ -124,11 +113,11 @@ struct NewItem {
 #[utoipa::path(post, path = "/api/content/items", tag = "sdk-content", request_body = NewItem,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 16, "body": { "title": "race", "body": "v1" } }))),
     responses((status = 201, description = "the item with its versions", body = Data<Item>)))]
-async fn create_item(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewItem>) -> ApiResult<Response> {
+async fn create_item(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewItem>) -> ApiResult<Created<Item>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let title = body.title.trim();
-    let kind = body.kind.unwrap_or(Kind::Article).as_str();
+    let kind = body.kind.unwrap_or(Kind::Article);
     let first = match &body.body {
         None | Some(Value::Null) => None,
         Some(given) => Some((version_text(&mut check, given), Check::optional(&body.note))),
@@ -152,7 +141,7 @@ async fn create_item(State(state): State<AppState>, Tenant(ctx): Tenant, body: B
         .await?;
     audit::record(&mut tx, &ctx, events::CONTENT_ITEM_CREATED, json!({ "item_id": item.item_id, "kind": kind })).await?;
     if let Some((text, note)) = &first {
-        item.versions.push(insert_version(&mut tx, &ctx, &item.item_id, 1, text, note).await?);
+        item.versions.push(insert_version(&mut tx, &ctx, &item.item_id.to_string(), 1, text, note).await?);
     }
     index(&mut tx, &ctx.tenant_id, &item, first.as_ref().map(|f| f.0.as_str()), &now).await?;
     tx.commit().await?;
@@ -163,7 +152,7 @@ async fn create_item(State(state): State<AppState>, Tenant(ctx): Tenant, body: B
 /// version's text, in the write's transaction.
 async fn index(tx: &mut Tx, tenant_id: &str, item: &Item, latest: Option<&str>, now: &str) -> ApiResult<()> {
     let text = latest.and_then(|t| serde_json::from_str::<Value>(t).ok()).map(|v| hub_kernel::search::text_of(&v)).unwrap_or_default();
-    hub_kernel::search::index(tx, tenant_id, "content_item", &item.item_id, &item.title, &format!("{} {text}", item.kind), now).await
+    hub_kernel::search::index(tx, tenant_id, "content_item", &item.item_id.to_string(), &item.title, &format!("{} {text}", item.kind), now).await
 }
 
 async fn find(tx: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Item> {
@@ -177,14 +166,14 @@ async fn find(tx: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Item> {
 async fn with_versions(tx: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Item> {
     let mut item = find(tx, tenant_id, id).await?;
     let sql = format!("SELECT {VERSION_COLUMNS} FROM content_version WHERE item_id = $1 ORDER BY version");
-    item.versions = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&item.item_id).fetch_all(&mut **tx).await?;
+    item.versions = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(item.item_id).fetch_all(&mut **tx).await?;
     Ok(item)
 }
 
 /// A content item with its versions (archived or not).
 #[utoipa::path(get, path = "/api/content/items/{item_id}", tag = "sdk-content", params(("item_id" = String, Path, description = "the item")),
     responses((status = 200, description = "the item with its versions", body = Data<Item>)))]
-async fn get_item(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_item(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Item>> {
     let mut tx = state.db.read.begin().await?;
     let item = with_versions(&mut tx, &ctx.tenant_id, &id).await?;
     tx.commit().await?;
@@ -206,7 +195,7 @@ struct NewVersion {
     params(("item_id" = String, Path, description = "the item")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/content/items", { "title": "race", "body": "v1" }]], "body": { "body": "v2" } }))),
     responses((status = 201, description = "the version", body = Data<Version>)))]
-async fn add_version(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewVersion>) -> ApiResult<Response> {
+async fn add_version(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewVersion>) -> ApiResult<Created<Version>> {
     let mut tx = state.db.begin().await?;
     let item = find(&mut tx, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
@@ -219,13 +208,13 @@ async fn add_version(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
     let next: Option<i64> = sqlx::query_scalar(
         "UPDATE content_item SET latest_version = latest_version + 1, updated_at = $2 WHERE item_id = $1 AND status = 'active' RETURNING latest_version",
     )
-    .bind(&item.item_id)
+    .bind(item.item_id)
     .bind(db::now())
     .fetch_optional(&mut *tx)
     .await?;
     let Some(next) = next else { return Err(ApiError::Conflict("the item is archived: it takes no new version".to_string())) };
-    let version = insert_version(&mut tx, &ctx, &item.item_id, next, &text, &note).await?;
-    index(&mut tx, &ctx.tenant_id, &item, Some(&text), &version.created_at).await?;
+    let version = insert_version(&mut tx, &ctx, &item.item_id.to_string(), next, &text, &note).await?;
+    index(&mut tx, &ctx.tenant_id, &item, Some(&text), &version.created_at.to_string()).await?;
     tx.commit().await?;
     Ok(created(version))
 }
@@ -235,19 +224,19 @@ async fn add_version(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
 #[utoipa::path(post, path = "/api/content/items/{item_id}/archive", tag = "sdk-content", params(("item_id" = String, Path, description = "the item")),
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/content/items", { "title": "race", "body": "v1" }]] }))),
     responses((status = 200, description = "the item, archived, with its versions", body = Data<Item>)))]
-async fn archive(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn archive(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Item>> {
     let mut tx = state.db.begin().await?;
     let item = find(&mut tx, &ctx.tenant_id, &id).await?;
     let now = db::now();
     let moved = sqlx::query("UPDATE content_item SET status = 'archived', archived_at = $2, updated_at = $2 WHERE item_id = $1 AND status = 'active'")
-        .bind(&item.item_id)
+        .bind(item.item_id)
         .bind(&now)
         .execute(&mut *tx)
         .await?;
     if moved.rows_affected() == 1 {
         audit::record(&mut tx, &ctx, events::CONTENT_ITEM_ARCHIVED, json!({ "item_id": item.item_id, "latest_version": item.latest_version })).await?;
     }
-    let item = with_versions(&mut tx, &ctx.tenant_id, &item.item_id).await?;
+    let item = with_versions(&mut tx, &ctx.tenant_id, &item.item_id.to_string()).await?;
     tx.commit().await?;
     Ok(ok(item))
 }

@@ -10,6 +10,7 @@
 //! another crate calls (with its own transaction or pool). The assignment
 //! group itself does not consult it.
 
+use axum::response::IntoResponse;
 use hub_identity::personas;
 use hub_kernel::prelude::*;
 
@@ -23,7 +24,7 @@ const DEFAULT_WINDOW_MINUTES: i64 = 30;
 /// The coverage of one kind of work.
 #[derive(Debug, Clone, FromRow, Serialize, ToSchema)]
 pub struct CoverageRule {
-    pub rule_id: String,
+    pub rule_id: Id,
     /// The rule's key in the tenant: 1–64 of `a-z 0-9 . _ -`.
     pub subject_kind: String,
     pub primary_persona_id: String,
@@ -32,8 +33,8 @@ pub struct CoverageRule {
     /// notifies both at once.
     pub acceptance_window_minutes: i64,
     pub created_by: String,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "rule_id, subject_kind, primary_persona_id, backup_persona_id, acceptance_window_minutes, created_by, created_at, updated_at";
@@ -137,22 +138,21 @@ async fn set_rule(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     });
     audit::record(&mut tx, &ctx, events::COVERAGE_RULE_SET, payload).await?;
     tx.commit().await?;
-    Ok(if existed { ok(rule) } else { created(rule) })
+    Ok(if existed { ok(rule).into_response() } else { created(rule).into_response() })
 }
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct RuleQuery {
     /// Only the rules naming this persona, as primary or as backup.
+    #[param(format = "uuid")]
     persona_id: Option<String>,
 }
 
 /// The tenant's coverage rules, by subject_kind.
 #[utoipa::path(get, path = "/api/coverage/rules", tag = "sdk-coverage", params(RuleQuery, Page),
     responses((status = 200, description = "one page of rules", body = ListOf<CoverageRule>)))]
-async fn list_rules(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RuleQuery>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let persona = check.optional_uuid("persona_id", &q.persona_id).map(|u| u.to_string()).unwrap_or_default();
-    check.finish()?;
+async fn list_rules(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<RuleQuery>) -> ApiResult<ListOf<CoverageRule>> {
+    let persona = canonical_uuid_opt(&q.persona_id).unwrap_or_default();
     page.list::<CoverageRule>(&state.db.read, &RULES, &[&ctx.tenant_id, &persona]).await
 }

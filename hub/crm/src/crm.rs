@@ -19,67 +19,41 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(log_call))
 }
 
-const LEAD_STATUSES: [&str; 4] = ["new", "contacted", "qualified", "unqualified"];
-const DIRECTIONS: [&str; 2] = ["inbound", "outbound"];
-const DISPOSITIONS: [&str; 5] = ["answered", "no_answer", "busy", "failed", "voicemail"];
-
-/// Where a lead is in its qualification.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = CrmLeadStatus)]
-enum LeadStatus {
-    New,
-    Contacted,
-    Qualified,
-    Unqualified,
+stored_enum! {
+    /// Where a lead is in its qualification.
+    #[schema(as = CrmLeadStatus)]
+    pub enum LeadStatus { New = "new", Contacted = "contacted", Qualified = "qualified", Unqualified = "unqualified" }
 }
 
-impl LeadStatus {
-    fn as_str(self) -> &'static str {
-        LEAD_STATUSES[self as usize]
-    }
+stored_enum! {
+    /// Who placed a call.
+    #[schema(as = CrmCallDirection)]
+    pub enum Direction { Inbound = "inbound", Outbound = "outbound" }
 }
 
-/// Who placed a call.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = CrmCallDirection)]
-enum Direction {
-    Inbound,
-    Outbound,
-}
-
-impl Direction {
-    fn as_str(self) -> &'static str {
-        DIRECTIONS[self as usize]
-    }
-}
-
-/// How a call ended.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = CrmCallDisposition)]
-enum Disposition {
-    Answered,
-    NoAnswer,
-    Busy,
-    Failed,
-    Voicemail,
+stored_enum! {
+    /// How a call ended.
+    #[schema(as = CrmCallDisposition)]
+    pub enum Disposition { Answered = "answered", NoAnswer = "no_answer", Busy = "busy", Failed = "failed", Voicemail = "voicemail" }
 }
 
 impl Disposition {
-    fn as_str(self) -> &'static str {
-        DISPOSITIONS[self as usize]
+    /// Whether the call reached nobody (`crm.call.missed.v1`).
+    fn missed(self) -> bool {
+        matches!(self, Disposition::NoAnswer | Disposition::Busy | Disposition::Failed)
     }
 }
 
-/// The dispositions of a call that did not reach anyone: `crm.call.missed.v1`.
-const MISSED: [&str; 3] = ["no_answer", "busy", "failed"];
+stored_enum! {
+    /// What a touch of a contact's timeline is.
+    #[schema(as = CrmTouchKind)]
+    pub enum TouchKind { ContactCreated = "contact_created", LeadCreated = "lead_created", Call = "call" }
+}
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = CrmContact)]
 pub struct Contact {
-    pub contact_id: String,
+    pub contact_id: Id,
     name: String,
     /// Lowercased; each names this contact only, within the tenant.
     #[sqlx(try_from = "String")]
@@ -95,8 +69,8 @@ pub struct Contact {
     #[schema(value_type = Object)]
     attributes: JsonText,
     created_by: String,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const CONTACT_COLUMNS: &str = "contact_id, name, emails, phones, company, owner_persona_id, attributes, created_by, created_at, updated_at";
@@ -104,19 +78,18 @@ const CONTACT_COLUMNS: &str = "contact_id, name, emails, phones, company, owner_
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = CrmLead)]
 pub struct Lead {
-    pub lead_id: String,
-    contact_id: Option<String>,
+    pub lead_id: Id,
+    contact_id: Option<Id>,
     name: String,
     company: Option<String>,
     source: Option<String>,
-    /// `new`, `contacted`, `qualified` or `unqualified`.
-    status: String,
+    status: LeadStatus,
     owner_persona_id: Option<String>,
     #[sqlx(try_from = "String")]
     #[schema(value_type = Object)]
     attributes: JsonText,
     created_by: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const LEAD_COLUMNS: &str = "lead_id, contact_id, name, company, source, status, owner_persona_id, attributes, created_by, created_at";
@@ -124,13 +97,11 @@ const LEAD_COLUMNS: &str = "lead_id, contact_id, name, company, source, status, 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = CrmCall)]
 struct Call {
-    call_id: String,
-    contact_id: Option<String>,
-    lead_id: Option<String>,
-    /// `inbound` or `outbound`.
-    direction: String,
-    /// `answered`, `no_answer`, `busy`, `failed` or `voicemail`.
-    disposition: String,
+    call_id: Id,
+    contact_id: Option<Id>,
+    lead_id: Option<Id>,
+    direction: Direction,
+    disposition: Disposition,
     duration_seconds: i64,
     phone_number: Option<String>,
     recording_url: Option<String>,
@@ -138,9 +109,9 @@ struct Call {
     #[schema(value_type = bool)]
     recording_consent: Flag,
     provider_call_id: Option<String>,
-    occurred_at: String,
+    occurred_at: Timestamp,
     logged_by: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const CALL_COLUMNS: &str = "call_id, contact_id, lead_id, direction, disposition, duration_seconds, phone_number, recording_url, recording_consent, \
@@ -150,14 +121,13 @@ const CALL_COLUMNS: &str = "call_id, contact_id, lead_id, direction, disposition
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = CrmTouch)]
 struct Touch {
-    /// `contact_created`, `lead_created` or `call`.
-    kind: String,
+    kind: TouchKind,
     /// The contact, lead or call.
-    ref_id: String,
-    occurred_at: String,
+    ref_id: Id,
+    occurred_at: Timestamp,
     /// A call's direction, disposition and duration (null otherwise).
-    direction: Option<String>,
-    disposition: Option<String>,
+    direction: Option<Direction>,
+    disposition: Option<Disposition>,
     duration_seconds: Option<i64>,
 }
 
@@ -378,8 +348,9 @@ pub async fn insert_contact(tx: &mut Tx, ctx: &TenantCtx, input: &ContactInput) 
         .bind(&now)
         .fetch_one(&mut **tx)
         .await?;
-    add_emails(tx, &ctx.tenant_id, &contact.contact_id, &input.emails).await?;
-    index_contact(tx, &ctx.tenant_id, &contact.contact_id, input, &input.emails, &now).await?;
+    let contact_id = contact.contact_id.to_string();
+    add_emails(tx, &ctx.tenant_id, &contact_id, &input.emails).await?;
+    index_contact(tx, &ctx.tenant_id, &contact_id, input, &input.emails, &now).await?;
     Ok(contact)
 }
 
@@ -461,7 +432,7 @@ pub async fn update_contact(tx: &mut Tx, ctx: &TenantCtx, contact_id: &str, inpu
 #[utoipa::path(post, path = "/api/crm/contacts", tag = "sdk-crm", request_body = NewContact,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "race", "emails": ["c-{unique}@races.example.com"] } }))),
     responses((status = 201, description = "the contact", body = Data<Contact>)))]
-async fn create_contact(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewContact>) -> ApiResult<Response> {
+async fn create_contact(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewContact>) -> ApiResult<Created<Contact>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let input = contact_input(&mut check, &body);
@@ -482,19 +453,17 @@ struct ContactQuery {
     /// Only contacts of this company (exact).
     company: Option<String>,
     /// Only contacts owned by this persona.
+    #[param(format = "uuid")]
     owner_persona_id: Option<String>,
 }
 
 /// The tenant's contacts, newest first.
 #[utoipa::path(get, path = "/api/crm/contacts", tag = "sdk-crm", params(ContactQuery, Page),
     responses((status = 200, description = "one page of contacts", body = ListOf<Contact>)))]
-async fn list_contacts(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ContactQuery>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let owner = check.optional_uuid("owner_persona_id", &q.owner_persona_id).map(|u| u.to_string()).unwrap_or_default();
-    check.finish()?;
+async fn list_contacts(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<ContactQuery>) -> ApiResult<ListOf<Contact>> {
     let email = Check::optional(&q.email).map(|e| e.to_lowercase());
     let company = Check::optional(&q.company);
-    let owner = (!owner.is_empty()).then_some(owner);
+    let owner = canonical_uuid_opt(&q.owner_persona_id);
     // One filter per combination given, so that each plan reads its index.
     let mut filter = CONTACTS.filter.to_string();
     let mut args: Vec<&str> = vec![&ctx.tenant_id];
@@ -537,7 +506,7 @@ where
 /// A contact.
 #[utoipa::path(get, path = "/api/crm/contacts/{contact_id}", tag = "sdk-crm", params(("contact_id" = String, Path, description = "the contact")),
     responses((status = 200, description = "the contact", body = Data<Contact>)))]
-async fn get_contact(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_contact(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Contact>> {
     Ok(ok(find_contact(&state.db.read, &ctx.tenant_id, &id).await?))
 }
 
@@ -546,9 +515,9 @@ async fn get_contact(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
 #[utoipa::path(get, path = "/api/crm/contacts/{contact_id}/timeline", tag = "sdk-crm",
     params(("contact_id" = String, Path, description = "the contact"), Page),
     responses((status = 200, description = "one page of touches", body = ListOf<Touch>)))]
-async fn timeline(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, page: Page) -> ApiResult<Response> {
+async fn timeline(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, page: Page) -> ApiResult<ListOf<Touch>> {
     let contact = find_contact(&state.db.read, &ctx.tenant_id, &id).await?;
-    page.list::<Touch>(&state.db.read, &TIMELINE, &[&ctx.tenant_id, &contact.contact_id]).await
+    page.list::<Touch>(&state.db.read, &TIMELINE, &[&ctx.tenant_id, &contact.contact_id.to_string()]).await
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -578,7 +547,7 @@ pub struct LeadInput {
     contact: Option<String>,
     company: Option<String>,
     source: Option<String>,
-    status: String,
+    status: LeadStatus,
     owner: Option<String>,
     attributes: Value,
 }
@@ -590,7 +559,7 @@ fn lead_input(body: &NewLead) -> LeadInput {
         contact: canonical_uuid_opt(&body.contact_id),
         company: Check::optional(&body.company),
         source: Check::optional(&body.source),
-        status: body.status.unwrap_or(LeadStatus::New).as_str().to_string(),
+        status: body.status.unwrap_or(LeadStatus::New),
         owner: canonical_uuid_opt(&body.owner_persona_id),
         attributes: Value::Object(body.attributes.clone().unwrap_or_default()),
     }
@@ -624,20 +593,20 @@ pub async fn insert_lead(tx: &mut Tx, ctx: &TenantCtx, input: &LeadInput) -> Api
         .bind(&input.name)
         .bind(&input.company)
         .bind(&input.source)
-        .bind(&input.status)
+        .bind(input.status)
         .bind(&input.owner)
         .bind(input.attributes.to_string())
         .bind(audit::actor_of(ctx).1)
         .bind(db::now())
         .fetch_one(&mut **tx)
         .await?;
-    index_lead(tx, &ctx.tenant_id, &lead.lead_id, input, &lead.created_at).await?;
+    index_lead(tx, &ctx.tenant_id, &lead.lead_id.to_string(), input, &lead.created_at.to_string()).await?;
     Ok(lead)
 }
 
 /// The lead in the search index (sdk-search), in the write's transaction.
 async fn index_lead(tx: &mut Tx, tenant_id: &str, lead_id: &str, input: &LeadInput, now: &str) -> ApiResult<()> {
-    let body = [input.company.as_deref().unwrap_or_default(), input.source.as_deref().unwrap_or_default(), &input.status].join(" ");
+    let body = [input.company.as_deref().unwrap_or_default(), input.source.as_deref().unwrap_or_default(), input.status.as_str()].join(" ");
     hub_kernel::search::index(tx, tenant_id, "lead", lead_id, &input.name, &body, now).await
 }
 
@@ -675,7 +644,7 @@ pub async fn update_lead(tx: &mut Tx, ctx: &TenantCtx, lead_id: &str, input: &Le
     .bind(&input.name)
     .bind(&input.company)
     .bind(&input.source)
-    .bind(&input.status)
+    .bind(input.status)
     .bind(&input.owner)
     .bind(input.attributes.to_string())
     .execute(&mut **tx)
@@ -687,7 +656,7 @@ pub async fn update_lead(tx: &mut Tx, ctx: &TenantCtx, lead_id: &str, input: &Le
 #[utoipa::path(post, path = "/api/crm/leads", tag = "sdk-crm", request_body = NewLead,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race" } }))),
     responses((status = 201, description = "the lead", body = Data<Lead>)))]
-async fn create_lead(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewLead>) -> ApiResult<Response> {
+async fn create_lead(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewLead>) -> ApiResult<Created<Lead>> {
     let input = lead_input(&body.checked()?);
     let mut tx = state.db.begin().await?;
     let lead = insert_lead(&mut tx, &ctx, &input).await?;
@@ -732,7 +701,7 @@ struct NewCall {
 #[utoipa::path(post, path = "/api/crm/calls", tag = "sdk-crm", request_body = NewCall,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/crm/contacts", { "name": "race" }]], "body": { "contact_id": "{contact_id}", "direction": "inbound", "disposition": "answered", "provider_call_id": "p-{unique}" } }))),
     responses((status = 201, description = "the call", body = Data<Call>)))]
-async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCall>) -> ApiResult<Response> {
+async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCall>) -> ApiResult<Created<Call>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let mut contact = canonical_uuid_opt(&body.contact_id);
@@ -740,8 +709,8 @@ async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     if contact.is_none() && lead.is_none() {
         check.fail("a call needs a contact_id or a lead_id");
     }
-    let direction = body.direction.as_str();
-    let disposition = body.disposition.as_str();
+    let direction = body.direction;
+    let disposition = body.disposition;
     let duration = body.duration_seconds.unwrap_or(0);
     let phone = Check::optional(&body.phone_number);
     if phone.as_deref().is_some_and(|p| !is_e164(p)) {
@@ -814,7 +783,7 @@ async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
         "duration_seconds": duration, "recording_consent": consent, "provider_call_id": provider_id, "occurred_at": occurred_at,
     });
     audit::record(&mut tx, &ctx, events::CRM_CALL_LOGGED, payload.clone()).await?;
-    if MISSED.contains(&disposition) {
+    if disposition.missed() {
         audit::record(&mut tx, &ctx, events::CRM_CALL_MISSED, payload).await?;
     }
     tx.commit().await?;

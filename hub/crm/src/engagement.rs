@@ -11,59 +11,51 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(open, list)).routes(routes!(get_encounter)).routes(routes!(close)).routes(routes!(seal))
 }
 
-const STATES: [&str; 3] = ["open", "closed", "sealed"];
-/// Retention policies and how long each keeps a closed encounter, in days:
+/// How long each retention policy keeps a closed encounter, in days:
 /// `operational` 90 days, `regulated` seven years (as the audit retention
 /// classes of the same names), `custom` the body's `retention_days`.
-const POLICIES: [&str; 3] = ["operational", "regulated", "custom"];
 const REGULATED_DAYS: i64 = 2557;
 const OPERATIONAL_DAYS: i64 = 90;
 
-/// How long a closed encounter is kept.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = EngagementRetentionPolicy)]
-enum Policy {
-    Operational,
-    Regulated,
-    Custom,
+stored_enum! {
+    /// How long a closed encounter is kept.
+    #[schema(as = EngagementRetentionPolicy)]
+    pub enum Policy { Operational = "operational", Regulated = "regulated", Custom = "custom" }
 }
 
-impl Policy {
-    fn as_str(self) -> &'static str {
-        POLICIES[self as usize]
-    }
+stored_enum! {
+    /// Where an encounter is in its life.
+    #[schema(as = EngagementEncounterState)]
+    pub enum EncounterState { Open = "open", Closed = "closed", Sealed = "sealed" }
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = EngagementEncounter)]
 struct Encounter {
-    encounter_id: String,
-    /// `open`, `closed` or `sealed`.
-    state: String,
+    encounter_id: Id,
+    state: EncounterState,
     /// What the encounter is about (at most 64 of `a-z 0-9 . _ -`: `visit`, `consultation`, ...).
     kind: String,
     /// The key (an sdk-vault or sdk-secrets reference) the encounter's content is encrypted under.
     vault_key_ref: Option<String>,
-    /// `operational`, `regulated` or `custom`.
-    retention_policy: String,
+    retention_policy: Policy,
     /// Days the encounter is kept after it closes.
     retention_days: i64,
     /// `closed_at` plus `retention_days` (null while open).
-    retention_expires_at: Option<String>,
+    retention_expires_at: Option<Timestamp>,
     /// The encounter this one follows up (same tenant).
-    parent_encounter_id: Option<String>,
+    parent_encounter_id: Option<Id>,
     /// A canonical address of the tenant (sdk-geo).
-    address_id: Option<String>,
+    address_id: Option<Id>,
     /// The billing account or order the encounter is charged to (opaque).
     billing_ref: Option<String>,
     /// A contact of the tenant's CRM.
-    contact_id: Option<String>,
+    contact_id: Option<Id>,
     opened_by: String,
-    opened_at: String,
-    closed_at: Option<String>,
-    sealed_at: Option<String>,
-    updated_at: String,
+    opened_at: Timestamp,
+    closed_at: Option<Timestamp>,
+    sealed_at: Option<Timestamp>,
+    updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "encounter_id, state, kind, vault_key_ref, retention_policy, retention_days, retention_expires_at, parent_encounter_id, \
@@ -105,7 +97,7 @@ async fn exists(tx: &mut Tx, sql: &'static str, tenant: &str, id: &Option<String
 #[utoipa::path(post, path = "/api/engagement/encounters", tag = "sdk-engagement", request_body = NewEncounter,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": {} }))),
     responses((status = 201, description = "the encounter, open", body = Data<Encounter>)))]
-async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewEncounter>) -> ApiResult<Response> {
+async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewEncounter>) -> ApiResult<Created<Encounter>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let kind = Check::optional(&body.kind).unwrap_or_else(|| "visit".to_string());
@@ -114,7 +106,7 @@ async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<New
     }
     let vault_key_ref = Check::optional(&body.vault_key_ref);
     let retention = body.retention_policy.unwrap_or(Policy::Operational);
-    let policy = retention.as_str();
+    let policy = retention;
     let days = match (retention, body.retention_days) {
         (Policy::Custom, Some(d)) => d,
         (Policy::Custom, None) => {
@@ -175,28 +167,27 @@ async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<New
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct Filter {
-    /// `open`, `closed` or `sealed`.
-    state: Option<String>,
+    /// Only the encounters in this state.
+    #[param(inline)]
+    state: Option<EncounterState>,
     /// Only the encounters of this contact.
+    #[param(format = "uuid")]
     contact_id: Option<String>,
 }
 
 /// The tenant's encounters, most recently opened first.
 #[utoipa::path(get, path = "/api/engagement/encounters", tag = "sdk-engagement", params(Filter, Page),
     responses((status = 200, description = "one page of encounters", body = ListOf<Encounter>)))]
-async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let st = Check::optional(&q.state).unwrap_or_default();
-    check.one_of("state", &st, &STATES);
-    let contact = check.optional_uuid("contact_id", &q.contact_id).map(|u| u.to_string()).unwrap_or_default();
-    check.finish()?;
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<Filter>) -> ApiResult<ListOf<Encounter>> {
+    let st = q.state.map(EncounterState::as_str).unwrap_or_default();
+    let contact = canonical_uuid_opt(&q.contact_id).unwrap_or_default();
     let listing = Listing {
         table: "engagement_encounter",
         columns: COLUMNS,
         filter: "tenant_id = $1 AND ($2 = '' OR state = $2) AND ($3 = '' OR contact_id = $3)",
         order: "opened_at DESC, encounter_id DESC",
     };
-    page.list::<Encounter>(&state.db.read, &listing, &[&ctx.tenant_id, &st, &contact]).await
+    page.list::<Encounter>(&state.db.read, &listing, &[&ctx.tenant_id, st, &contact]).await
 }
 
 async fn find<'e, E>(exec: E, tenant_id: &str, id: &str) -> ApiResult<Encounter>
@@ -213,7 +204,7 @@ where
 #[utoipa::path(get, path = "/api/engagement/encounters/{encounter_id}", tag = "sdk-engagement",
     params(("encounter_id" = String, Path, description = "the encounter")),
     responses((status = 200, description = "the encounter", body = Data<Encounter>)))]
-async fn get_encounter(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_encounter(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Encounter>> {
     Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
 }
 
@@ -224,7 +215,7 @@ const ENCOUNTER: Stateful = Stateful { noun: "encounter", table: "engagement_enc
 /// stamping the time (and, on closing, the retention deadline), with its
 /// event: 404 unknown, 409 in any other state. Of several requests at
 /// once, one moves it and records the event.
-async fn transition(state: &AppState, ctx: &TenantCtx, id: &str, from: &str, to: &'static str, event: &'static str) -> ApiResult<Response> {
+async fn transition(state: &AppState, ctx: &TenantCtx, id: &str, from: EncounterState, to: EncounterState, event: &'static str) -> ApiResult<Data<Encounter>> {
     let id = path_id(id)?.to_string();
     let mut tx = state.db.begin().await?;
     let now = chrono::Utc::now();
@@ -233,13 +224,13 @@ async fn transition(state: &AppState, ctx: &TenantCtx, id: &str, from: &str, to:
     // once the encounter is opened, so it may come from a read; the state
     // is decided by the statement below. Sealing needs no read.
     let expires = match to {
-        "closed" => {
+        EncounterState::Closed => {
             let encounter = find(&mut *tx, &ctx.tenant_id, &id).await?;
             db::add_seconds(now, encounter.retention_days * 86_400).map(db::format_time)
         }
         _ => None,
     };
-    let sql = if to == "closed" {
+    let sql = if to == EncounterState::Closed {
         format!(
             "UPDATE engagement_encounter SET state = 'closed', closed_at = $4, retention_expires_at = $5, updated_at = $4 \
              WHERE tenant_id = $1 AND encounter_id = $2 AND state = $3 RETURNING {COLUMNS}"
@@ -251,7 +242,7 @@ async fn transition(state: &AppState, ctx: &TenantCtx, id: &str, from: &str, to:
         )
     };
     let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(from).bind(&at);
-    if to == "closed" {
+    if to == EncounterState::Closed {
         query = query.bind(expires);
     }
     let moved: Option<Encounter> = query.fetch_optional(&mut *tx).await?;
@@ -267,8 +258,8 @@ async fn transition(state: &AppState, ctx: &TenantCtx, id: &str, from: &str, to:
     params(("encounter_id" = String, Path, description = "the encounter")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/engagement/encounters", {}]] }))),
     responses((status = 200, description = "the encounter, closed", body = Data<Encounter>)))]
-async fn close(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
-    transition(&state, &ctx, &id, "open", "closed", events::ENGAGEMENT_ENCOUNTER_CLOSED).await
+async fn close(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Encounter>> {
+    transition(&state, &ctx, &id, EncounterState::Open, EncounterState::Closed, events::ENGAGEMENT_ENCOUNTER_CLOSED).await
 }
 
 /// Seals a closed encounter: final; 409 unless closed.
@@ -276,6 +267,6 @@ async fn close(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pat
     params(("encounter_id" = String, Path, description = "the encounter")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/engagement/encounters", {}], ["POST", "/api/engagement/encounters/{encounter_id}/close", null]] }))),
     responses((status = 200, description = "the encounter, sealed", body = Data<Encounter>)))]
-async fn seal(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
-    transition(&state, &ctx, &id, "closed", "sealed", events::ENGAGEMENT_ENCOUNTER_SEALED).await
+async fn seal(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Encounter>> {
+    transition(&state, &ctx, &id, EncounterState::Closed, EncounterState::Sealed, events::ENGAGEMENT_ENCOUNTER_SEALED).await
 }

@@ -15,7 +15,7 @@ const MAX_WEIGHTS: usize = 200;
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = LeadScoringModel)]
 struct Model {
-    model_id: String,
+    model_id: Id,
     vertical: String,
     name: String,
     /// 1, 2, ... within the vertical.
@@ -29,9 +29,9 @@ struct Model {
     #[sqlx(try_from = "i64")]
     #[schema(value_type = bool)]
     active: Flag,
-    activated_at: Option<String>,
+    activated_at: Option<Timestamp>,
     created_by: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const COLUMNS: &str = "model_id, vertical, name, version, weights, threshold, active, activated_at, created_by, created_at";
@@ -60,7 +60,7 @@ struct NewModel {
 #[utoipa::path(post, path = "/api/lead-scoring/models", tag = "sdk-lead-scoring", request_body = NewModel,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "vertical": "race-{unique}", "name": "race", "weights": { "a": 1 } } }))),
     responses((status = 201, description = "the model, inactive", body = Data<Model>)))]
-async fn create_model(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewModel>) -> ApiResult<Response> {
+async fn create_model(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewModel>) -> ApiResult<Created<Model>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let vertical = body.vertical.trim().to_string();
@@ -114,7 +114,7 @@ const VERTICAL: Stateful = Stateful { noun: "model", table: "lead_scoring_model"
     params(("model_id" = String, Path, description = "the model")),
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/lead-scoring/models", { "vertical": "race-{unique}", "name": "one", "weights": { "a": 1 } }], ["POST", "/api/lead-scoring/models", { "vertical": "race-{unique}", "name": "two", "weights": { "a": 2 } }]] }))),
     responses((status = 200, description = "the model, active", body = Data<Model>)))]
-async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Model>> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     let sql = format!("SELECT {COLUMNS} FROM lead_scoring_model WHERE tenant_id = $1 AND model_id = $2");
@@ -150,24 +150,20 @@ async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ActiveQuery {
-    /// Required: the caller's tenant.
-    #[param(required = true)]
-    tenant_id: Option<String>,
-    /// Required: the vertical.
-    #[param(required = true)]
-    vertical: Option<String>,
+    /// The caller's tenant.
+    #[param(format = "uuid")]
+    tenant_id: String,
+    /// The vertical.
+    vertical: String,
 }
 
 /// The active model of a vertical; 404 `no active model` when it has none.
 #[utoipa::path(get, path = "/api/lead-scoring/models/active", tag = "sdk-lead-scoring", params(ActiveQuery),
     responses((status = 200, description = "the active model", body = Data<Model>), (status = 404, description = "NotFound: no active model for the vertical", body = ErrorBody)))]
-async fn active(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ActiveQuery>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    check.required("tenant_id", &q.tenant_id);
-    let vertical = check.required("vertical", &q.vertical);
-    check.finish()?;
-    ctx.required_tenant(&q.tenant_id)?;
+async fn active(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ActiveQuery>) -> ApiResult<Data<Model>> {
+    ctx.check_tenant(Some(&q.tenant_id))?;
+    let vertical = q.vertical.trim();
     let sql = format!("SELECT {COLUMNS} FROM lead_scoring_model WHERE tenant_id = $1 AND vertical = $2 AND active = 1");
-    let model: Option<Model> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&vertical).fetch_optional(&state.db.read).await?;
+    let model: Option<Model> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(vertical).fetch_optional(&state.db.read).await?;
     Ok(ok(model.ok_or(ApiError::Missing("no active model"))?))
 }

@@ -11,37 +11,40 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(close_request))
 }
 
-const STATUSES: [&str; 2] = ["open", "closed"];
+stored_enum! {
+    /// Whether a service request is still open.
+    #[schema(as = ServiceRequestStatus)]
+    pub enum RequestStatus { Open = "open", Closed = "closed" }
+}
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ServiceRequestQueue)]
 struct Queue {
-    queue_id: String,
+    queue_id: Id,
     name: String,
     description: Option<String>,
     /// 0 to 1000, higher first; 0 when not given.
     priority: i64,
     created_by: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const QUEUE_COLUMNS: &str = "queue_id, name, description, priority, created_by, created_at";
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct ServiceRequest {
-    request_id: String,
-    queue_id: String,
+    request_id: Id,
+    queue_id: Id,
     title: String,
     description: Option<String>,
     /// The request's own priority; the queue's when not given.
     priority: i64,
-    /// `open` or `closed`.
-    status: String,
-    contact_id: Option<String>,
+    status: RequestStatus,
+    contact_id: Option<Id>,
     resolution: Option<String>,
     opened_by: String,
-    opened_at: String,
-    closed_at: Option<String>,
+    opened_at: Timestamp,
+    closed_at: Option<Timestamp>,
 }
 
 const REQUEST_COLUMNS: &str = "request_id, queue_id, title, description, priority, status, contact_id, resolution, opened_by, opened_at, closed_at";
@@ -67,7 +70,7 @@ struct NewQueue {
 #[utoipa::path(post, path = "/api/service-requests/queues", tag = "sdk-service-request", request_body = NewQueue,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "tenant_id": "{tenant_id}", "name": "race-{unique}" } }))),
     responses((status = 201, description = "the queue", body = Data<Queue>)))]
-async fn create_queue(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewQueue>) -> ApiResult<Response> {
+async fn create_queue(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewQueue>) -> ApiResult<Created<Queue>> {
     let body = body.checked()?;
     let name = body.name.trim().to_string();
     let description = Check::optional(&body.description);
@@ -96,7 +99,7 @@ async fn create_queue(State(state): State<AppState>, Tenant(ctx): Tenant, body: 
 /// The tenant's queues, newest first.
 #[utoipa::path(get, path = "/api/service-requests/queues", tag = "sdk-service-request", params(Page),
     responses((status = 200, description = "one page of queues", body = ListOf<Queue>)))]
-async fn list_queues(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<Response> {
+async fn list_queues(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<ListOf<Queue>> {
     let listing = Listing { table: "service_request_queue", columns: QUEUE_COLUMNS, filter: "tenant_id = $1", order: "created_at DESC, queue_id DESC" };
     page.list::<Queue>(&state.db.read, &listing, &[&ctx.tenant_id]).await
 }
@@ -122,7 +125,7 @@ struct NewServiceRequest {
 #[utoipa::path(post, path = "/api/service-requests", tag = "sdk-service-request", request_body = NewServiceRequest,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/service-requests/queues", { "tenant_id": "{tenant_id}", "name": "race-{unique}" }]], "body": { "queue_id": "{queue_id}", "title": "race" } }))),
     responses((status = 201, description = "the request", body = Data<ServiceRequest>)))]
-async fn open_request(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewServiceRequest>) -> ApiResult<Response> {
+async fn open_request(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewServiceRequest>) -> ApiResult<Created<ServiceRequest>> {
     let body = body.checked()?;
     let queue = canonical_uuid(&body.queue_id);
     let title = body.title.trim().to_string();
@@ -172,27 +175,26 @@ async fn open_request(State(state): State<AppState>, Tenant(ctx): Tenant, body: 
 #[into_params(parameter_in = Query)]
 struct Filter {
     /// Only the requests of this queue.
+    #[param(format = "uuid")]
     queue_id: Option<String>,
-    /// `open` or `closed`.
-    status: Option<String>,
+    /// Only the requests in this status.
+    #[param(inline)]
+    status: Option<RequestStatus>,
 }
 
 /// The tenant's requests, most recently opened first.
 #[utoipa::path(get, path = "/api/service-requests", tag = "sdk-service-request", params(Filter, Page),
     responses((status = 200, description = "one page of requests", body = ListOf<ServiceRequest>)))]
-async fn list_requests(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let queue = check.optional_uuid("queue_id", &q.queue_id).map(|u| u.to_string()).unwrap_or_default();
-    let status = Check::optional(&q.status).unwrap_or_default();
-    check.one_of("status", &status, &STATUSES);
-    check.finish()?;
+async fn list_requests(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<Filter>) -> ApiResult<ListOf<ServiceRequest>> {
+    let queue = canonical_uuid_opt(&q.queue_id).unwrap_or_default();
+    let status = q.status.map(RequestStatus::as_str).unwrap_or_default();
     let listing = Listing {
         table: "service_request",
         columns: REQUEST_COLUMNS,
         filter: "tenant_id = $1 AND ($2 = '' OR queue_id = $2) AND ($3 = '' OR status = $3)",
         order: "opened_at DESC, request_id DESC",
     };
-    page.list::<ServiceRequest>(&state.db.read, &listing, &[&ctx.tenant_id, &queue, &status]).await
+    page.list::<ServiceRequest>(&state.db.read, &listing, &[&ctx.tenant_id, &queue, status]).await
 }
 
 async fn find<'e, E>(exec: E, tenant_id: &str, id: &str) -> ApiResult<ServiceRequest>
@@ -209,7 +211,7 @@ where
 #[utoipa::path(get, path = "/api/service-requests/{service_request_id}", tag = "sdk-service-request",
     params(("service_request_id" = String, Path, description = "the request")),
     responses((status = 200, description = "the request", body = Data<ServiceRequest>)))]
-async fn get_request(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_request(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<ServiceRequest>> {
     Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
 }
 
@@ -227,7 +229,12 @@ const REQUEST: Stateful = Stateful { noun: "request", table: "service_request", 
     params(("service_request_id" = String, Path, description = "the request")), request_body = CloseServiceRequest,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/service-requests/queues", { "tenant_id": "{tenant_id}", "name": "race-{unique}" }], ["POST", "/api/service-requests", { "queue_id": "{queue_id}", "title": "race" }]], "params": { "service_request_id": "{request_id}" }, "body": {} }))),
     responses((status = 200, description = "the request, closed", body = Data<ServiceRequest>)))]
-async fn close_request(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<CloseServiceRequest>) -> ApiResult<Response> {
+async fn close_request(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    body: Body<CloseServiceRequest>,
+) -> ApiResult<Data<ServiceRequest>> {
     let mut tx = state.db.begin().await?;
     let id = path_id(&id)?.to_string();
     // Another tenant's request is not found, whatever the body.

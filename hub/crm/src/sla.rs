@@ -25,24 +25,23 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(at_risk))
 }
 
-/// Severities, least to most severe.
-const SEVERITIES: [&str; 4] = ["low", "medium", "high", "critical"];
-
-/// How urgent an escalation is.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = SlaSeverity)]
-enum Severity {
-    Low,
-    Medium,
-    High,
-    Critical,
+stored_enum! {
+    /// How urgent an escalation is, least to most severe.
+    #[schema(as = SlaSeverity)]
+    pub enum Severity { Low = "low", Medium = "medium", High = "high", Critical = "critical" }
 }
 
 impl Severity {
-    fn as_str(self) -> &'static str {
-        SEVERITIES[self as usize]
+    /// Its place from least to most severe.
+    fn rank(self) -> usize {
+        Severity::ALL.iter().position(|s| *s == self).unwrap_or(0)
     }
+}
+
+stored_enum! {
+    /// Whether a clock is still running.
+    #[schema(as = SlaClockState)]
+    pub enum ClockState { Running = "running", Stopped = "stopped" }
 }
 
 /// Rungs of one policy at most.
@@ -50,29 +49,28 @@ const MAX_RUNGS: i64 = 20;
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct SlaPolicy {
-    policy_id: String,
+    policy_id: Id,
     name: String,
     description: Option<String>,
     /// Minutes from a clock's start to its deadline.
     target_minutes: i64,
     created_by: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const POLICY_COLUMNS: &str = "policy_id, name, description, target_minutes, created_by, created_at";
 
 #[derive(Debug, Clone, FromRow, Serialize, ToSchema)]
 struct SlaRung {
-    rung_id: String,
+    rung_id: Id,
     #[serde(skip)]
-    policy_id: String,
+    policy_id: Id,
     /// Minutes from the deadline at which the rung fires (negative: before it).
     offset_minutes: i64,
-    /// `low`, `medium`, `high` or `critical`.
-    severity: String,
+    severity: Severity,
     /// Who the escalation goes to.
     notify_persona_id: Option<String>,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const RUNG_COLUMNS: &str = "rung_id, policy_id, offset_minutes, severity, notify_persona_id, created_at";
@@ -87,15 +85,14 @@ struct SlaPolicyWithRungs {
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct SlaClock {
-    clock_id: String,
-    policy_id: String,
+    clock_id: Id,
+    policy_id: Id,
     /// What the clock times (a request, a ticket, ...): opaque.
     subject_ref: String,
-    /// `running` or `stopped`.
-    state: String,
-    started_at: String,
-    due_at: String,
-    stopped_at: Option<String>,
+    state: ClockState,
+    started_at: Timestamp,
+    due_at: Timestamp,
+    stopped_at: Option<Timestamp>,
     /// Whether it stopped after its deadline (false while running).
     #[sqlx(try_from = "i64")]
     #[schema(value_type = bool)]
@@ -127,7 +124,7 @@ struct NewSlaPolicy {
 #[utoipa::path(post, path = "/api/sla/policies", tag = "sdk-sla", request_body = NewSlaPolicy,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "race-{unique}", "target_minutes": 60 } }))),
     responses((status = 201, description = "the policy", body = Data<SlaPolicy>)))]
-async fn create_policy(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSlaPolicy>) -> ApiResult<Response> {
+async fn create_policy(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSlaPolicy>) -> ApiResult<Created<SlaPolicy>> {
     let body = body.checked()?;
     let name = body.name.trim().to_string();
     let target = body.target_minutes;
@@ -156,17 +153,17 @@ async fn create_policy(State(state): State<AppState>, Tenant(ctx): Tenant, body:
 /// A policy with its rungs.
 #[utoipa::path(get, path = "/api/sla/policies/{policy_id}", tag = "sdk-sla", params(("policy_id" = String, Path, description = "the policy")),
     responses((status = 200, description = "the policy and its rungs, earliest first", body = Data<SlaPolicyWithRungs>)))]
-async fn get_policy(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_policy(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<SlaPolicyWithRungs>> {
     let id = path_id(&id)?.to_string();
     let sql = format!("SELECT {POLICY_COLUMNS} FROM sla_policy WHERE tenant_id = $1 AND policy_id = $2");
     let policy: Option<SlaPolicy> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
     let policy = policy.ok_or(ApiError::NotFound)?;
-    let rungs = rungs_of(&state.db.read, &ctx.tenant_id, std::slice::from_ref(&id)).await?;
+    let rungs = rungs_of(&state.db.read, &ctx.tenant_id, &[policy.policy_id]).await?;
     Ok(ok(SlaPolicyWithRungs { policy, rungs }))
 }
 
 /// The rungs of the given policies, earliest first.
-async fn rungs_of(pool: &sqlx::AnyPool, tenant: &str, policies: &[String]) -> ApiResult<Vec<SlaRung>> {
+async fn rungs_of(pool: &sqlx::AnyPool, tenant: &str, policies: &[Id]) -> ApiResult<Vec<SlaRung>> {
     if policies.is_empty() {
         return Ok(Vec::new());
     }
@@ -201,13 +198,13 @@ const POLICY: Stateful = Stateful { noun: "policy", table: "sla_policy", key: "p
 #[utoipa::path(post, path = "/api/sla/policies/{policy_id}/rungs", tag = "sdk-sla", params(("policy_id" = String, Path, description = "the policy")),
     request_body = NewSlaRung, extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/sla/policies", { "name": "race-{unique}", "target_minutes": 60 }]], "body": { "offset_minutes": -10, "severity": "high" } }))),
     responses((status = 201, description = "the rung", body = Data<SlaRung>)))]
-async fn add_rung(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewSlaRung>) -> ApiResult<Response> {
+async fn add_rung(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewSlaRung>) -> ApiResult<Created<SlaRung>> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     let policy = find_policy(&mut tx, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
     let offset = body.offset_minutes;
-    let severity = body.severity.as_str();
+    let severity = body.severity;
     let notify = canonical_uuid_opt(&body.notify_persona_id);
     if let Some(p) = &notify
         && !personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, p).await?
@@ -216,10 +213,10 @@ async fn add_rung(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
     }
     // The policy's row is locked until the rung is committed: additions
     // to one policy count its rungs one after another.
-    POLICY.lock::<String>(&mut tx, &ctx.tenant_id, &policy.policy_id).await?;
+    POLICY.lock::<String>(&mut tx, &ctx.tenant_id, &policy.policy_id.to_string()).await?;
     let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sla_rung WHERE tenant_id = $1 AND policy_id = $2")
         .bind(&ctx.tenant_id)
-        .bind(&policy.policy_id)
+        .bind(policy.policy_id)
         .fetch_one(&mut *tx)
         .await?;
     if count >= MAX_RUNGS {
@@ -232,7 +229,7 @@ async fn add_rung(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
     let made: Option<SlaRung> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&policy.policy_id)
+        .bind(policy.policy_id)
         .bind(offset)
         .bind(severity)
         .bind(&notify)
@@ -263,7 +260,7 @@ struct NewSlaClock {
 #[utoipa::path(post, path = "/api/sla/clocks", tag = "sdk-sla", request_body = NewSlaClock,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/sla/policies", { "name": "race-{unique}", "target_minutes": 60 }]], "body": { "policy_id": "{policy_id}", "subject_ref": "race" } }))),
     responses((status = 201, description = "the clock, running", body = Data<SlaClock>)))]
-async fn start_clock(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSlaClock>) -> ApiResult<Response> {
+async fn start_clock(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSlaClock>) -> ApiResult<Created<SlaClock>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let policy = canonical_uuid(&body.policy_id);
@@ -280,7 +277,7 @@ async fn start_clock(State(state): State<AppState>, Tenant(ctx): Tenant, body: B
     let clock: SlaClock = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
-        .bind(&policy.policy_id)
+        .bind(policy.policy_id)
         .bind(&subject)
         .bind(&started)
         .bind(&due)
@@ -301,7 +298,7 @@ const CLOCK: Stateful = Stateful { noun: "clock", table: "sla_clock", key: "cloc
 #[utoipa::path(post, path = "/api/sla/clocks/{clock_id}/stop", tag = "sdk-sla", params(("clock_id" = String, Path, description = "the clock")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/sla/policies", { "name": "race-{unique}", "target_minutes": 60 }], ["POST", "/api/sla/clocks", { "policy_id": "{policy_id}", "subject_ref": "race" }]] }))),
     responses((status = 200, description = "the clock, stopped", body = Data<SlaClock>)))]
-async fn stop_clock(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn stop_clock(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<SlaClock>> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     let now = db::now();
@@ -327,18 +324,20 @@ async fn stop_clock(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
 #[into_params(parameter_in = Query)]
 struct RiskQuery {
     /// How near the deadline counts as at risk, in minutes (0 to 10080; 60 when absent).
-    within_minutes: Option<String>,
+    #[param(minimum = 0, maximum = 10080)]
+    within_minutes: Option<i64>,
     /// Only the clocks of this policy.
+    #[param(format = "uuid")]
     policy_id: Option<String>,
 }
 
 /// A rung still to fire.
 #[derive(Serialize, ToSchema)]
 struct SlaNextRung {
-    rung_id: String,
+    rung_id: Id,
     offset_minutes: i64,
-    severity: String,
-    fires_at: String,
+    severity: Severity,
+    fires_at: Timestamp,
 }
 
 /// A running clock near or past its deadline.
@@ -352,7 +351,7 @@ struct SlaClockAtRisk {
     /// How many of the policy's rungs have fired.
     rungs_fired: i64,
     /// The highest severity among them (null when none has).
-    highest_severity_fired: Option<String>,
+    highest_severity_fired: Option<Severity>,
     /// The next rung to fire (null when all have).
     next_rung: Option<SlaNextRung>,
 }
@@ -364,20 +363,10 @@ const MAX_WITHIN_MINUTES: i64 = 10_080;
 /// nearest deadline first, with the rungs fired and the next one.
 #[utoipa::path(get, path = "/api/sla/clocks/at-risk", tag = "sdk-sla", params(RiskQuery, Page),
     responses((status = 200, description = "one page of clocks at risk", body = ListOf<SlaClockAtRisk>)))]
-async fn at_risk(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RiskQuery>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let within = match Check::optional(&q.within_minutes) {
-        None => DEFAULT_WITHIN_MINUTES,
-        Some(w) => match w.parse::<i64>() {
-            Ok(n) if (0..=MAX_WITHIN_MINUTES).contains(&n) => n,
-            _ => {
-                check.fail(format!("within_minutes must be an integer from 0 to {MAX_WITHIN_MINUTES}"));
-                0
-            }
-        },
-    };
-    let policy = check.optional_uuid("policy_id", &q.policy_id).map(|u| u.to_string()).unwrap_or_default();
-    check.finish()?;
+async fn at_risk(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<RiskQuery>) -> ApiResult<ListOf<SlaClockAtRisk>> {
+    // The schema bounds it; the clamp keeps the arithmetic in range whatever comes.
+    let within = q.within_minutes.unwrap_or(DEFAULT_WITHIN_MINUTES).clamp(0, MAX_WITHIN_MINUTES);
+    let policy = canonical_uuid_opt(&q.policy_id).unwrap_or_default();
     let now = Utc::now();
     let horizon = db::format_time(now + chrono::TimeDelta::minutes(within));
     let filter = "tenant_id = $1 AND state = 'running' AND due_at <= $2 AND ($3 = '' OR policy_id = $3)";
@@ -396,12 +385,12 @@ async fn at_risk(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): 
         .bind(page.offset)
         .fetch_all(&state.db.read)
         .await?;
-    let mut policies: Vec<String> = clocks.iter().map(|c| c.policy_id.clone()).collect();
+    let mut policies: Vec<Id> = clocks.iter().map(|c| c.policy_id).collect();
     policies.sort();
     policies.dedup();
-    let mut by_policy: HashMap<String, Vec<SlaRung>> = HashMap::new();
+    let mut by_policy: HashMap<Id, Vec<SlaRung>> = HashMap::new();
     for rung in rungs_of(&state.db.read, &ctx.tenant_id, &policies).await? {
-        by_policy.entry(rung.policy_id.clone()).or_default().push(rung);
+        by_policy.entry(rung.policy_id).or_default().push(rung);
     }
     let rows: Vec<SlaClockAtRisk> = clocks.into_iter().map(|clock| assess(clock, now, &by_policy)).collect();
     Ok(list(rows, total))
@@ -409,31 +398,25 @@ async fn at_risk(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): 
 
 /// What the at-risk list says of one clock at `now`, given the rungs of
 /// every policy (earliest first).
-fn assess(clock: SlaClock, now: DateTime<Utc>, rungs: &HashMap<String, Vec<SlaRung>>) -> SlaClockAtRisk {
-    let due = db::parse_time(&clock.due_at).unwrap_or(now);
+fn assess(clock: SlaClock, now: DateTime<Utc>, rungs: &HashMap<Id, Vec<SlaRung>>) -> SlaClockAtRisk {
+    let due = clock.due_at.0;
     let mut fired = 0;
-    let mut highest: Option<usize> = None;
+    let mut highest: Option<Severity> = None;
     let mut next = None;
     for rung in rungs.get(&clock.policy_id).into_iter().flatten() {
         let fires_at = due + chrono::TimeDelta::minutes(rung.offset_minutes);
         if fires_at <= now {
             fired += 1;
-            let rank = SEVERITIES.iter().position(|s| *s == rung.severity).unwrap_or(0);
-            highest = Some(highest.map_or(rank, |h| h.max(rank)));
+            highest = Some(highest.filter(|h| h.rank() >= rung.severity.rank()).unwrap_or(rung.severity));
         } else if next.is_none() {
-            next = Some(SlaNextRung {
-                rung_id: rung.rung_id.clone(),
-                offset_minutes: rung.offset_minutes,
-                severity: rung.severity.clone(),
-                fires_at: db::format_time(fires_at),
-            });
+            next = Some(SlaNextRung { rung_id: rung.rung_id, offset_minutes: rung.offset_minutes, severity: rung.severity, fires_at: Timestamp(fires_at) });
         }
     }
     SlaClockAtRisk {
         minutes_to_due: (due - now).num_minutes(),
         is_overdue: now > due,
         rungs_fired: fired,
-        highest_severity_fired: highest.map(|h| SEVERITIES[h].to_string()),
+        highest_severity_fired: highest,
         next_rung: next,
         clock,
     }

@@ -8,45 +8,40 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(authorise, list))
 }
 
-const NETWORKS: [&str; 9] = ["x", "linkedin", "facebook", "instagram", "tiktok", "youtube", "threads", "bluesky", "mastodon"];
-
-/// A social network.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = SocialNetwork)]
-enum Network {
-    X,
-    Linkedin,
-    Facebook,
-    Instagram,
-    Tiktok,
-    Youtube,
-    Threads,
-    Bluesky,
-    Mastodon,
+stored_enum! {
+    /// A social network.
+    #[schema(as = SocialNetwork)]
+    pub enum Network {
+        X = "x",
+        Linkedin = "linkedin",
+        Facebook = "facebook",
+        Instagram = "instagram",
+        Tiktok = "tiktok",
+        Youtube = "youtube",
+        Threads = "threads",
+        Bluesky = "bluesky",
+        Mastodon = "mastodon",
+    }
 }
 
-impl Network {
-    fn as_str(self) -> &'static str {
-        NETWORKS[self as usize]
-    }
+stored_enum! {
+    /// Where an authorised handle stands (authorised is the only state kept).
+    #[schema(as = SocialHandleStatus)]
+    pub enum HandleStatus { Authorised = "authorised" }
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = SocialHandle)]
 struct Handle {
-    handle_id: String,
+    handle_id: Id,
     tenant_id: String,
-    /// `x`, `linkedin`, `facebook`, `instagram`, `tiktok`, `youtube`,
-    /// `threads`, `bluesky` or `mastodon`.
-    network: String,
+    network: Network,
     /// The network's own id of the handle.
     external_handle_id: String,
     display_name: Option<String>,
     authorized_persona_id: String,
-    /// `authorised`.
-    status: String,
-    authorized_at: String,
+    status: HandleStatus,
+    authorized_at: Timestamp,
 }
 
 const COLUMNS: &str = "handle_id, tenant_id, network, external_handle_id, display_name, authorized_persona_id, status, authorized_at";
@@ -81,10 +76,10 @@ struct NewHandle {
 #[utoipa::path(post, path = "/api/social/handles", tag = "sdk-social", request_body = NewHandle,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "tenant_id": "{tenant_id}", "network": "x", "external_handle_id": "h-{unique}", "authorized_persona_id": "{owner_persona_id}" } }))),
     responses((status = 201, description = "the handle", body = Data<Handle>)))]
-async fn authorise(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewHandle>) -> ApiResult<Response> {
+async fn authorise(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewHandle>) -> ApiResult<Created<Handle>> {
     // `Body` has refused another tenant's id already.
     let body = body.checked()?;
-    let network = body.network.as_str();
+    let network = body.network;
     let external = body.external_handle_id.trim();
     let persona = canonical_uuid(&body.authorized_persona_id);
     let display = Check::optional(&body.display_name);
@@ -126,19 +121,18 @@ async fn authorise(State(state): State<AppState>, Tenant(ctx): Tenant, body: Bod
 #[into_params(parameter_in = Query)]
 struct HandleQuery {
     /// Only the handles of this network.
-    network: Option<String>,
+    #[param(inline)]
+    network: Option<Network>,
     /// Only the handles this persona authorised.
+    #[param(format = "uuid")]
     authorized_persona_id: Option<String>,
 }
 
 /// The tenant's authorised handles, newest first.
 #[utoipa::path(get, path = "/api/social/handles", tag = "sdk-social", params(HandleQuery, Page),
     responses((status = 200, description = "one page of handles", body = ListOf<Handle>)))]
-async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<HandleQuery>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let network = Check::optional(&q.network).unwrap_or_default();
-    check.one_of("network", &network, &NETWORKS);
-    let persona = check.optional_uuid("authorized_persona_id", &q.authorized_persona_id).map(|u| u.to_string()).unwrap_or_default();
-    check.finish()?;
-    page.list::<Handle>(&state.db.read, &HANDLES, &[&ctx.tenant_id, &network, &persona]).await
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<HandleQuery>) -> ApiResult<ListOf<Handle>> {
+    let network = q.network.map(Network::as_str).unwrap_or_default();
+    let persona = canonical_uuid_opt(&q.authorized_persona_id).unwrap_or_default();
+    page.list::<Handle>(&state.db.read, &HANDLES, &[&ctx.tenant_id, network, &persona]).await
 }

@@ -11,35 +11,38 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create_event)).routes(routes!(issue, list_tickets)).routes(routes!(check_in)).routes(routes!(void))
 }
 
-const STATUSES: [&str; 3] = ["issued", "used", "voided"];
+stored_enum! {
+    /// Where a ticket is: issued, used at its check-in, or voided.
+    #[schema(as = TicketStatus)]
+    pub enum TicketStatus { Issued = "issued", Used = "used", Voided = "voided" }
+}
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = TicketedEvent)]
 struct Event {
-    event_id: String,
+    event_id: Id,
     name: String,
     venue: Option<String>,
-    starts_at: String,
-    ends_at: Option<String>,
+    starts_at: Timestamp,
+    ends_at: Option<Timestamp>,
     /// Tickets that may be issued (voided ones not counted); null: no limit.
     capacity: Option<i64>,
     created_by: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const EVENT_COLUMNS: &str = "event_id, name, venue, starts_at, ends_at, capacity, created_by, created_at";
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Ticket {
-    ticket_id: String,
-    event_id: String,
+    ticket_id: Id,
+    event_id: Id,
     holder_name: Option<String>,
-    contact_id: Option<String>,
-    /// `issued`, `used` or `voided`.
-    status: String,
-    issued_at: String,
-    checked_in_at: Option<String>,
-    voided_at: Option<String>,
+    contact_id: Option<Id>,
+    status: TicketStatus,
+    issued_at: Timestamp,
+    checked_in_at: Option<Timestamp>,
+    voided_at: Option<Timestamp>,
 }
 
 const TICKET_COLUMNS: &str = "ticket_id, event_id, holder_name, contact_id, status, issued_at, checked_in_at, voided_at";
@@ -56,13 +59,13 @@ struct IssuedTicket {
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = TicketCheckIn)]
 struct CheckIn {
-    checkin_id: String,
-    ticket_id: String,
-    event_id: String,
+    checkin_id: Id,
+    ticket_id: Id,
+    event_id: Id,
     checked_in_by_persona_id: String,
     /// The scanning device; null when the request named none.
     device_uuid: Option<String>,
-    checked_in_at: String,
+    checked_in_at: Timestamp,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -86,7 +89,7 @@ struct NewEvent {
 #[utoipa::path(post, path = "/api/tickets/events", tag = "sdk-event", request_body = NewEvent,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race", "starts_at": "2027-01-01T00:00:00Z", "capacity": 10 } }))),
     responses((status = 201, description = "the event", body = Data<Event>)))]
-async fn create_event(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewEvent>) -> ApiResult<Response> {
+async fn create_event(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewEvent>) -> ApiResult<Created<Event>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let name = body.name.trim().to_string();
@@ -147,7 +150,7 @@ const EVENT: Stateful = Stateful { noun: "event", table: "event_event", key: "ev
 #[utoipa::path(post, path = "/api/tickets", tag = "sdk-event", request_body = NewTicket,
     extensions(("x-concurrency" = json!({ "outcome": "capacity", "wins": 3, "given": [["POST", "/api/tickets/events", { "name": "race", "starts_at": "2027-01-01T00:00:00Z", "capacity": 3 }]], "body": { "event_id": "{event_id}" } }))),
     responses((status = 201, description = "the ticket and its qr_token", body = Data<IssuedTicket>)))]
-async fn issue(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewTicket>) -> ApiResult<Response> {
+async fn issue(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewTicket>) -> ApiResult<Created<IssuedTicket>> {
     let body = body.checked()?;
     let event_id = canonical_uuid(&body.event_id);
     let holder = Check::optional(&body.holder_name);
@@ -197,27 +200,26 @@ async fn issue(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Ne
 #[into_params(parameter_in = Query)]
 struct Filter {
     /// Only the tickets of this event.
+    #[param(format = "uuid")]
     event_id: Option<String>,
-    /// `issued`, `used` or `voided`.
-    status: Option<String>,
+    /// Only the tickets in this status.
+    #[param(inline)]
+    status: Option<TicketStatus>,
 }
 
 /// The tenant's tickets, most recently issued first (never their tokens).
 #[utoipa::path(get, path = "/api/tickets", tag = "sdk-event", params(Filter, Page),
     responses((status = 200, description = "one page of tickets", body = ListOf<Ticket>)))]
-async fn list_tickets(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let event = check.optional_uuid("event_id", &q.event_id).map(|u| u.to_string()).unwrap_or_default();
-    let status = Check::optional(&q.status).unwrap_or_default();
-    check.one_of("status", &status, &STATUSES);
-    check.finish()?;
+async fn list_tickets(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<Filter>) -> ApiResult<ListOf<Ticket>> {
+    let event = canonical_uuid_opt(&q.event_id).unwrap_or_default();
+    let status = q.status.map(TicketStatus::as_str).unwrap_or_default();
     let listing = Listing {
         table: "event_ticket",
         columns: TICKET_COLUMNS,
         filter: "tenant_id = $1 AND ($2 = '' OR event_id = $2) AND ($3 = '' OR status = $3)",
         order: "issued_at DESC, ticket_id DESC",
     };
-    page.list::<Ticket>(&state.db.read, &listing, &[&ctx.tenant_id, &event, &status]).await
+    page.list::<Ticket>(&state.db.read, &listing, &[&ctx.tenant_id, &event, status]).await
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -237,8 +239,9 @@ struct NewCheckIn {
 /// of no ticket of the tenant; 409 for a ticket used or voided already.
 #[utoipa::path(post, path = "/api/tickets/check-in", tag = "sdk-event", request_body = NewCheckIn,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/tickets/events", { "name": "race", "starts_at": "2027-01-01T00:00:00Z" }], ["POST", "/api/tickets", { "event_id": "{event_id}" }]], "body": { "qr_token": "{qr_token}", "checked_in_by_persona_id": "{persona_id}" } }))),
-    responses((status = 201, description = "the check-in", body = Data<CheckIn>)))]
-async fn check_in(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCheckIn>) -> ApiResult<Response> {
+    responses((status = 201, description = "the check-in", body = Data<CheckIn>),
+        (status = 404, description = "NotFound: no ticket of the tenant has this QR token", body = ErrorBody)))]
+async fn check_in(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCheckIn>) -> ApiResult<Created<CheckIn>> {
     let body = body.checked()?;
     let token = body.qr_token.trim();
     let by = canonical_uuid(&body.checked_in_by_persona_id);
@@ -251,7 +254,7 @@ async fn check_in(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     let ticket: Option<Ticket> =
         sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(crypto::sha256_hex(token.as_bytes())).fetch_optional(&mut *tx).await?;
     let ticket = ticket.ok_or(ApiError::NotFound)?;
-    if ticket.status == "voided" {
+    if ticket.status == TicketStatus::Voided {
         return Err(ApiError::Conflict("the ticket is voided".into()));
     }
     let now = db::now();
@@ -262,8 +265,8 @@ async fn check_in(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     )
     .bind(db::new_id())
     .bind(&ctx.tenant_id)
-    .bind(&ticket.ticket_id)
-    .bind(&ticket.event_id)
+    .bind(ticket.ticket_id)
+    .bind(ticket.event_id)
     .bind(&by)
     .bind(&device)
     .bind(&now)
@@ -272,7 +275,7 @@ async fn check_in(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     let checkin = checkin.ok_or_else(|| ApiError::Conflict("the ticket is checked in already".into()))?;
     let used = sqlx::query("UPDATE event_ticket SET status = 'used', checked_in_at = $3 WHERE tenant_id = $1 AND ticket_id = $2 AND status = 'issued'")
         .bind(&ctx.tenant_id)
-        .bind(&ticket.ticket_id)
+        .bind(ticket.ticket_id)
         .bind(&now)
         .execute(&mut *tx)
         .await?;
@@ -290,7 +293,7 @@ async fn check_in(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
 #[utoipa::path(post, path = "/api/tickets/{ticket_id}/void", tag = "sdk-event", params(("ticket_id" = String, Path, description = "the ticket")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/tickets/events", { "name": "race", "starts_at": "2027-01-01T00:00:00Z" }], ["POST", "/api/tickets", { "event_id": "{event_id}" }]] }))),
     responses((status = 200, description = "the ticket, voided", body = Data<Ticket>)))]
-async fn void(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn void(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Ticket>> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     let sql = format!(

@@ -13,16 +13,17 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// An outbox row as a drain returns it.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct OutboxRow {
-    row_id: String,
-    device_uuid: Option<String>,
+    row_id: Id,
+    device_uuid: Option<Id>,
     event_type: String,
     #[sqlx(try_from = "String")]
     payload: JsonText,
     idempotency_key: String,
-    received_at: String,
-    drained_at: String,
+    received_at: Timestamp,
+    drained_at: Timestamp,
 }
 
+/// The rows a drain took.
 #[derive(Serialize, ToSchema)]
 struct Drained {
     count: usize,
@@ -71,7 +72,7 @@ const DEFAULT_DRAIN: i64 = 100;
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0,
         "body": { "rows": [{ "event_type": "diagnostic.health.reported.v1", "payload": { "race": true }, "idempotency_key": "k-{unique}" }] } }))),
     responses((status = 201, description = "the keys stored and those already there", body = Data<Pushed>)))]
-async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Push>) -> ApiResult<Response> {
+async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Push>) -> ApiResult<Created<Pushed>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let device = check.optional_uuid("device_uuid", &body.device_uuid);
@@ -128,7 +129,7 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Pus
         ["POST", "/api/hdk/diagnostic/outbox", { "rows": [{ "event_type": "diagnostic.health.reported.v1", "payload": { "race": true }, "idempotency_key": "d-{unique}" }] }]],
         "body": {} }))),
     responses((status = 200, description = "the rows taken, oldest first", body = Data<Drained>)))]
-async fn drain(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<DrainRequest>) -> ApiResult<Response> {
+async fn drain(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<DrainRequest>) -> ApiResult<Data<Drained>> {
     let limit = body.checked()?.limit.unwrap_or(DEFAULT_DRAIN);
     let drain_id = db::new_id();
     let now = db::now();

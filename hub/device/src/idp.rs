@@ -2,6 +2,7 @@
 //! optional biometric-template and PIN envelopes sealed at rest. A claim
 //! with neither credential is accepted. The envelopes are never returned.
 
+use axum::response::IntoResponse;
 use base64::Engine;
 
 use hub_kernel::prelude::*;
@@ -13,14 +14,14 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// A claim as its tenant sees it: whether envelopes are held, never them.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct ClaimRow {
-    device_uuid: String,
-    person_id: String,
+    device_uuid: Id,
+    person_id: Id,
     #[sqlx(try_from = "i64")]
     has_biometric_template: Flag,
     #[sqlx(try_from = "i64")]
     has_pin: Flag,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "device_uuid, person_id, \
@@ -92,27 +93,25 @@ async fn upsert(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<C
     )
     .await?;
     tx.commit().await?;
-    Ok(if written == Written::Found { ok(claim) } else { created(claim) })
+    Ok(if written == Written::Found { ok(claim).into_response() } else { created(claim).into_response() })
 }
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ByDevice {
-    /// The device (required).
-    device_uuid: Option<String>,
+    /// The device.
+    #[param(format = "uuid")]
+    device_uuid: String,
 }
 
 /// The claim of a device (404 when it has none).
 #[utoipa::path(get, path = "/api/hdk/idp/claims", tag = "hdk-idp", params(ByDevice),
     responses((status = 200, description = "the device's claim", body = Data<ClaimRow>), (status = 404, description = "no claim")))]
-async fn get_claim(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByDevice>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let device = check.required_uuid("device_uuid", &q.device_uuid);
-    check.finish()?;
+async fn get_claim(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByDevice>) -> ApiResult<Data<ClaimRow>> {
     let sql = format!("SELECT {COLUMNS} FROM hdk_idp_claim WHERE tenant_id = $1 AND device_uuid = $2");
     let claim: ClaimRow = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&ctx.tenant_id)
-        .bind(device.map(|d| d.to_string()))
+        .bind(canonical_uuid(&q.device_uuid))
         .fetch_optional(&state.db.read)
         .await?
         .ok_or(ApiError::NotFound)?;

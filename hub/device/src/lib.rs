@@ -13,9 +13,9 @@ pub mod sync;
 pub mod video_editor;
 pub mod watermark;
 
-use serde_json::{Value, json};
-
 use hub_kernel::state::AppState;
+use serde::Serialize;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -33,7 +33,15 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(sync::routes())
 }
 
+/// The native modules that implement a surface on iOS and Android.
+#[derive(Serialize, ToSchema)]
+#[schema(as = HdkNativeModules)]
+pub struct NativeModules {
+    pub ios: String,
+    pub android: String,
+}
+
 /// The native module names a manifest lists for iOS and Android.
-fn native_modules(name: &str, android: &str) -> Value {
-    json!({ "ios": format!("HDK{name}"), "android": format!("com.platform.hdk.{android}") })
+fn native_modules(name: &str, android: &str) -> NativeModules {
+    NativeModules { ios: format!("HDK{name}"), android: format!("com.platform.hdk.{android}") }
 }

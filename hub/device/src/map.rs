@@ -2,7 +2,7 @@
 //! parameters or query; values the interface document leaves out are this
 //! project's choices, listed in docs/compatibility.md.
 
-use crate::native_modules;
+use crate::{NativeModules, native_modules};
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -11,19 +11,31 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// The map surface's static capability manifest, which a device reads
 /// before it offers the surface.
-#[utoipa::path(get, path = "/api/hdk/map/manifest", tag = "hdk-map", responses((status = 200, description = "the manifest", body = Data<Value>)))]
-async fn get_manifest() -> Response {
+#[utoipa::path(get, path = "/api/hdk/map/manifest", tag = "hdk-map", responses((status = 200, description = "the manifest", body = Data<MapManifest>)))]
+async fn get_manifest() -> Data<MapManifest> {
     ok(manifest())
 }
 
-pub fn manifest() -> Value {
-    json!({
-        "sdk": "hdk-map",
-        "overlays": ["pin", "polyline", "polygon", "heatmap", "cluster"],
-        "gestures": ["pan", "pinch_zoom", "rotate", "tilt", "long_press"],
-        "offline_caching": true,
-        "geofencing": true,
-        "routing_modes": ["driving", "walking", "cycling", "transit"],
-        "native_modules": native_modules("Map", "map"),
-    })
+/// What the map surface offers.
+#[derive(Serialize, ToSchema)]
+pub struct MapManifest {
+    sdk: &'static str,
+    overlays: Vec<&'static str>,
+    gestures: Vec<&'static str>,
+    offline_caching: bool,
+    geofencing: bool,
+    routing_modes: Vec<&'static str>,
+    native_modules: NativeModules,
+}
+
+pub fn manifest() -> MapManifest {
+    MapManifest {
+        sdk: "hdk-map",
+        overlays: vec!["pin", "polyline", "polygon", "heatmap", "cluster"],
+        gestures: vec!["pan", "pinch_zoom", "rotate", "tilt", "long_press"],
+        offline_caching: true,
+        geofencing: true,
+        routing_modes: vec!["driving", "walking", "cycling", "transit"],
+        native_modules: native_modules("Map", "map"),
+    }
 }

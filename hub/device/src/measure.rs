@@ -9,12 +9,12 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Measurement {
-    measurement_id: String,
+    measurement_id: Id,
     capture_id: String,
     kind: String,
     value: f64,
     unit: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const COLUMNS: &str = "measurement_id, capture_id, kind, value, unit, created_at";
@@ -33,7 +33,7 @@ struct NewMeasurement {
 #[utoipa::path(post, path = "/api/hdk/measure/measurements", tag = "hdk-measure", request_body = NewMeasurement,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": { "capture_id": "c-{unique}", "kind": "length", "value": 1.5, "unit": "m" } }))),
     responses((status = 201, description = "the measurement", body = Data<Measurement>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewMeasurement>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewMeasurement>) -> ApiResult<Created<Measurement>> {
     let body = body.checked()?;
     let (capture, kind, unit) = (body.capture_id.trim(), body.kind.trim(), body.unit.trim());
     let value = body.value;
@@ -56,17 +56,14 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ByCapture {
-    /// The capture whose measurements to list (required).
-    capture_id: Option<String>,
+    /// The capture whose measurements to list.
+    capture_id: String,
 }
 
 /// Measurements of a capture, oldest first; an unknown capture is an empty
 /// list.
 #[utoipa::path(get, path = "/api/hdk/measure/measurements", tag = "hdk-measure", params(ByCapture, Page),
     responses((status = 200, description = "a page of the capture's measurements", body = ListOf<Measurement>)))]
-async fn list_by_capture(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByCapture>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let capture = check.required("capture_id", &q.capture_id);
-    check.finish()?;
-    page.list::<Measurement>(&state.db.read, &LISTING, &[&ctx.tenant_id, &capture]).await
+async fn list_by_capture(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByCapture>, page: Page) -> ApiResult<ListOf<Measurement>> {
+    page.list::<Measurement>(&state.db.read, &LISTING, &[&ctx.tenant_id, q.capture_id.trim()]).await
 }

@@ -9,13 +9,13 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Snapshot {
-    snapshot_id: String,
+    snapshot_id: Id,
     tenant_id: String,
-    device_uuid: String,
-    persona_id: Option<String>,
+    device_uuid: Id,
+    persona_id: Option<Id>,
     #[sqlx(try_from = "String")]
     permission_set: JsonText,
-    taken_at: String,
+    taken_at: Timestamp,
 }
 
 const COLUMNS: &str = "snapshot_id, tenant_id, device_uuid, persona_id, permission_set, taken_at";
@@ -43,7 +43,7 @@ struct NewSnapshot {
 #[utoipa::path(post, path = "/api/hdk/permissions/snapshots", tag = "hdk-permissions", request_body = NewSnapshot,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "device_uuid": "{unique}", "permission_set": { "camera": "granted" } } }))),
     responses((status = 201, description = "the snapshot", body = Data<Snapshot>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSnapshot>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSnapshot>) -> ApiResult<Created<Snapshot>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let device = check.required_uuid("device_uuid", &Some(body.device_uuid.clone()));
@@ -89,22 +89,20 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ByDevice {
-    /// The device (required).
-    device_uuid: Option<String>,
+    /// The device.
+    #[param(format = "uuid")]
+    device_uuid: String,
 }
 
 /// The newest snapshot of a device by taken_at (404 when it has none).
 #[utoipa::path(get, path = "/api/hdk/permissions/snapshots/latest", tag = "hdk-permissions", params(ByDevice),
     responses((status = 200, description = "the device's newest snapshot", body = Data<Snapshot>), (status = 404, description = "none")))]
-async fn latest(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByDevice>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let device = check.required_uuid("device_uuid", &q.device_uuid);
-    check.finish()?;
+async fn latest(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByDevice>) -> ApiResult<Data<Snapshot>> {
     let sql =
         format!("SELECT {COLUMNS} FROM hdk_permission_snapshot WHERE tenant_id = $1 AND device_uuid = $2 ORDER BY taken_at DESC, snapshot_id DESC LIMIT 1");
     let row: Snapshot = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&ctx.tenant_id)
-        .bind(device.map(|d| d.to_string()))
+        .bind(canonical_uuid(&q.device_uuid))
         .fetch_optional(&state.db.read)
         .await?
         .ok_or(ApiError::NotFound)?;

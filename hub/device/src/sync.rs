@@ -34,6 +34,71 @@ struct ResolveRequest {
     batch_id: Option<String>,
 }
 
+/// A batch's answer (`protocol::sync::SyncBatchAck`): every key of the
+/// batch in exactly one of the lists.
+#[derive(Serialize, ToSchema)]
+#[schema(as = HdkSyncAck)]
+struct Ack {
+    batch_id: String,
+    /// Stored now.
+    accepted: Vec<String>,
+    /// Already stored by an earlier batch: as good as accepted.
+    duplicates: Vec<String>,
+    /// Refused for good: the device stops sending them.
+    rejected: Vec<Rejected>,
+}
+
+/// A key refused for good, and why.
+#[derive(Serialize, ToSchema)]
+#[schema(as = HdkSyncRejected)]
+struct Rejected {
+    idempotency_key: String,
+    reason: String,
+}
+
+impl From<SyncBatchAck> for Ack {
+    fn from(a: SyncBatchAck) -> Self {
+        let rejected = a.rejected.into_iter().map(|r| Rejected { idempotency_key: r.idempotency_key, reason: r.reason }).collect();
+        Ack { batch_id: a.batch_id, accepted: a.accepted, duplicates: a.duplicates, rejected }
+    }
+}
+
+/// The event types a device may sync (`protocol::sync::SyncPolicies`).
+#[derive(Serialize, ToSchema)]
+#[schema(as = HdkSyncPolicies)]
+struct Policies {
+    event_types: Vec<Policy>,
+}
+
+/// An event type and how its conflicts are resolved
+/// (`protocol::sync::EventTypePolicy`).
+#[derive(Serialize, ToSchema)]
+#[schema(as = HdkSyncPolicy)]
+struct Policy {
+    event_type: String,
+    /// `crdt`, `lww`, `merge`, `event-sourcing` or `human-review`.
+    conflict_policy: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retention_class: Option<String>,
+    schema_version: u32,
+}
+
+impl From<SyncPolicies> for Policies {
+    fn from(p: SyncPolicies) -> Self {
+        let event_types = p
+            .event_types
+            .into_iter()
+            .map(|t| Policy {
+                event_type: t.event_type,
+                conflict_policy: t.conflict_policy,
+                retention_class: t.retention_class,
+                schema_version: t.schema_version,
+            })
+            .collect();
+        Policies { event_types }
+    }
+}
+
 /// Whether a side is given: a blank string is not.
 fn present(v: &Value) -> bool {
     v.as_str().is_none_or(|s| !s.trim().is_empty())
@@ -46,7 +111,7 @@ fn present(v: &Value) -> bool {
         ["POST", "/api/events/types", { "event_type": "races.t{unique}.noted.v1", "retention_class": "operational", "conflict_policy": "lww" }]],
         "body": { "event_type": "races.t{unique}.noted.v1", "input_a": { "timestamp": "2026-01-01T00:00:00Z", "text": "a" }, "input_b": { "timestamp": "2026-01-02T00:00:00Z", "text": "b" } } }))),
     responses((status = 200, description = "the resolution, shaped by the policy", body = Data<Value>)))]
-async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<ResolveRequest>) -> ApiResult<Response> {
+async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<ResolveRequest>) -> ApiResult<Data<Value>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let event_type = body.event_type.trim().to_string();
@@ -135,8 +200,8 @@ struct BatchEvent {
 #[utoipa::path(post, path = "/api/hdk/sync/batches", tag = "hdk-sync", request_body = Batch,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 1, "body": { "batch_id": "b-{unique}", "device_uuid": "{unique}", "events": [
         { "idempotency_key": "k-{unique}", "event_id": "{unique}", "event_type": "diagnostic.health.reported.v1", "payload": { "race": true }, "occurred_at": "2026-05-01T10:00:00Z" }] } }))),
-    responses((status = 200, description = "every key in exactly one of accepted, duplicates, rejected", body = Data<Value>)))]
-async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Batch>) -> ApiResult<Response> {
+    responses((status = 200, description = "every key in exactly one of accepted, duplicates, rejected", body = Data<Ack>)))]
+async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Batch>) -> ApiResult<Data<Ack>> {
     let body = body.checked()?;
     debug_assert!(body.events.len() <= MAX_BATCH_EVENTS, "the schema bounds the batch");
     let batch_id = body.batch_id.trim().to_string();
@@ -202,7 +267,7 @@ async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, body:
     metrics::counter!("hub_sync_events_total", "outcome" => "accepted").increment(ack.accepted.len() as u64);
     metrics::counter!("hub_sync_events_total", "outcome" => "duplicate").increment(ack.duplicates.len() as u64);
     metrics::counter!("hub_sync_events_total", "outcome" => "rejected").increment(ack.rejected.len() as u64);
-    Ok(ok(ack))
+    Ok(ok(Ack::from(ack)))
 }
 
 fn as_policy(t: &EventType) -> EventTypePolicy {
@@ -217,9 +282,9 @@ fn as_policy(t: &EventType) -> EventTypePolicy {
 /// The event types a device may sync and their conflict policies: the
 /// platform baseline and the tenant's own.
 #[utoipa::path(get, path = "/api/hdk/sync/policies", tag = "hdk-sync",
-    responses((status = 200, description = "`{ event_types: [{ event_type, conflict_policy, retention_class, schema_version }] }`", body = Data<Value>)))]
-async fn policies(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Response> {
+    responses((status = 200, description = "the event types and their conflict policies", body = Data<Policies>)))]
+async fn policies(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Data<Policies>> {
     let mut event_types: Vec<EventTypePolicy> = registry::baseline().types.iter().map(as_policy).collect();
     event_types.extend(registry::tenant_types(&state.db.read, &ctx.tenant_id).await?.iter().map(as_policy));
-    Ok(ok(SyncPolicies { event_types }))
+    Ok(ok(Policies::from(SyncPolicies { event_types })))
 }

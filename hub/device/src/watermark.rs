@@ -10,35 +10,23 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = WatermarkApplication)]
 struct Application {
-    application_id: String,
+    application_id: Id,
     variant_id: String,
-    watermark_kind: String,
+    watermark_kind: Kind,
     asset_ref: Option<String>,
     #[sqlx(try_from = "String")]
     payload: JsonText,
-    applied_at: String,
+    applied_at: Timestamp,
 }
 
 const COLUMNS: &str = "application_id, variant_id, watermark_kind, asset_ref, payload, applied_at";
 const LISTING: Listing =
     Listing { table: "hdk_watermark_application", columns: COLUMNS, filter: "tenant_id = $1 AND variant_id = $2", order: "applied_at, application_id" };
 
-const KINDS: &[&str] = &["visible", "invisible", "forensic"];
-
-/// How a watermark shows.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = WatermarkKind)]
-enum Kind {
-    Visible,
-    Invisible,
-    Forensic,
-}
-
-impl Kind {
-    fn as_str(self) -> &'static str {
-        KINDS[self as usize]
-    }
+stored_enum! {
+    /// How a watermark shows.
+    #[schema(as = WatermarkKind)]
+    enum Kind { Visible = "visible", Invisible = "invisible", Forensic = "forensic" }
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -59,11 +47,11 @@ struct NewApplication {
 #[utoipa::path(post, path = "/api/hdk/watermark/applications", tag = "hdk-watermark", request_body = NewApplication,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": { "variant_id": "v-{unique}", "watermark_kind": "visible" } }))),
     responses((status = 201, description = "the application", body = Data<Application>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewApplication>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewApplication>) -> ApiResult<Created<Application>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let variant = body.variant_id.trim();
-    let kind = body.watermark_kind.as_str();
+    let kind = body.watermark_kind;
     let payload = Value::Object(body.payload.clone().unwrap_or_default());
     let applied_at = check.time_or_now("applied_at", &body.applied_at);
     check.finish()?;
@@ -87,17 +75,14 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ByVariant {
-    /// The variant (required).
-    variant_id: Option<String>,
+    /// The variant.
+    variant_id: String,
 }
 
 /// Watermark applications of a variant, oldest first; an unknown variant
 /// is an empty list.
 #[utoipa::path(get, path = "/api/hdk/watermark/applications", tag = "hdk-watermark", params(ByVariant, Page),
     responses((status = 200, description = "a page of the variant's applications", body = ListOf<Application>)))]
-async fn list_by_variant(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByVariant>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let variant = check.required("variant_id", &q.variant_id);
-    check.finish()?;
-    page.list::<Application>(&state.db.read, &LISTING, &[&ctx.tenant_id, &variant]).await
+async fn list_by_variant(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByVariant>, page: Page) -> ApiResult<ListOf<Application>> {
+    page.list::<Application>(&state.db.read, &LISTING, &[&ctx.tenant_id, q.variant_id.trim()]).await
 }

@@ -17,37 +17,54 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(inbox))
 }
 
-const DECISIONS: [&str; 2] = ["approved", "rejected"];
-
-/// What an approver decides of a step.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = ApprovalVerdict)]
-enum Verdict {
-    Approved,
-    Rejected,
+stored_enum! {
+    /// What an approver decides of a step.
+    #[schema(as = ApprovalVerdict)]
+    enum Verdict { Approved = "approved", Rejected = "rejected" }
 }
 
-impl Verdict {
-    fn as_str(self) -> &'static str {
-        DECISIONS[self as usize]
+stored_enum! {
+    /// Whether a route takes new requests.
+    #[schema(as = ApprovalRouteStatus)]
+    enum RouteStatus { Active = "active", Retired = "retired" }
+}
+
+stored_enum! {
+    /// Where a request is: `pending` until its last step approves or any
+    /// step rejects.
+    #[schema(as = ApprovalRequestStatus)]
+    enum RequestStatus { Pending = "pending", Approved = "approved", Rejected = "rejected" }
+}
+
+stored_enum! {
+    /// Where a step is: `pending`, `approved`, `rejected`, or `skipped`
+    /// after a rejection.
+    #[schema(as = ApprovalStepStatus)]
+    enum StepStatus { Pending = "pending", Approved = "approved", Rejected = "rejected", Skipped = "skipped" }
+}
+
+impl From<Verdict> for StepStatus {
+    fn from(v: Verdict) -> Self {
+        match v {
+            Verdict::Approved => StepStatus::Approved,
+            Verdict::Rejected => StepStatus::Rejected,
+        }
     }
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ApprovalRoute)]
 struct ApprovalRoute {
-    route_id: String,
+    route_id: Id,
     name: String,
-    /// `active`.
-    status: String,
+    status: RouteStatus,
     /// `[{ name, approver_persona_id, sla_minutes }]`, in order.
     #[sqlx(try_from = "String")]
     #[schema(value_type = Vec<Object>)]
     steps: JsonText,
     /// The largest SLA of the steps, 0 when none has one.
     sla_minutes: i64,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const ROUTE_COLUMNS: &str = "route_id, name, status, steps, sla_minutes, created_at";
@@ -55,16 +72,15 @@ const ROUTE_COLUMNS: &str = "route_id, name, status, steps, sla_minutes, created
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ApprovalRequest)]
 struct ApprovalRequest {
-    request_id: String,
-    route_id: String,
+    request_id: Id,
+    route_id: Id,
     subject_kind: String,
     subject_id: String,
-    /// `pending`, `approved` or `rejected`.
-    status: String,
+    status: RequestStatus,
     reason: Option<String>,
     requested_by: String,
-    requested_at: String,
-    resolved_at: Option<String>,
+    requested_at: Timestamp,
+    resolved_at: Option<Timestamp>,
     /// Its steps in order (on every answer but the inbox).
     #[sqlx(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -77,16 +93,15 @@ const REQUEST_COLUMNS: &str = "request_id, route_id, subject_kind, subject_id, s
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ApprovalStep)]
 struct Step {
-    step_id: String,
+    step_id: Id,
     seq: i64,
     name: String,
-    approver_persona_id: String,
+    approver_persona_id: Id,
     sla_minutes: Option<i64>,
-    /// `pending`, `approved`, `rejected`, or `skipped` after a rejection.
-    status: String,
+    status: StepStatus,
     comment: Option<String>,
     decided_by: Option<String>,
-    decided_at: Option<String>,
+    decided_at: Option<Timestamp>,
 }
 
 const STEP_COLUMNS: &str = "step_id, seq, name, approver_persona_id, sla_minutes, status, comment, decided_by, decided_at";
@@ -121,7 +136,7 @@ struct NewRoute {
 #[utoipa::path(post, path = "/api/approvals/routes", tag = "sdk-approval", request_body = NewRoute,
     responses((status = 201, description = "the route", body = Data<ApprovalRoute>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "r-{unique}", "steps": [{ "approver_persona_id": "{persona_id}" }] } }))))]
-async fn create_route(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRoute>) -> ApiResult<Response> {
+async fn create_route(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRoute>) -> ApiResult<Created<ApprovalRoute>> {
     let body = body.checked()?;
     let name = body.name.trim();
     let steps: Vec<(String, String, Option<i64>)> = body
@@ -185,7 +200,7 @@ struct NewRequest {
 #[utoipa::path(post, path = "/api/approvals/requests", tag = "sdk-approval", request_body = NewRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/approvals/routes", {"name": "r-{unique}", "steps": [{"approver_persona_id": "{persona_id}"}]}]], "body": {"route_id": "{route_id}", "subject_kind": "x", "subject_id": "1"}}))),
     responses((status = 201, description = "the request with its steps", body = Data<ApprovalRequest>)))]
-async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRequest>) -> ApiResult<Response> {
+async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRequest>) -> ApiResult<Created<ApprovalRequest>> {
     let body = body.checked()?;
     let route_id = canonical_uuid(&body.route_id);
     let kind = body.subject_kind.trim();
@@ -249,7 +264,7 @@ async fn load(tx: &mut Tx, tenant_id: &str, request_id: &str) -> ApiResult<Appro
 /// A request with its steps.
 #[utoipa::path(get, path = "/api/approvals/requests/{request_id}", tag = "sdk-approval", params(("request_id" = String, Path, description = "the request")),
     responses((status = 200, description = "the request", body = Data<ApprovalRequest>)))]
-async fn get_request(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_request(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<ApprovalRequest>> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.read.begin().await?;
     let request = load(&mut tx, &ctx.tenant_id, &id).await?;
@@ -279,14 +294,14 @@ async fn decide(
     Tenant(ctx): Tenant,
     Path((request_id, step_id)): Path<(String, String)>,
     body: Body<Decision>,
-) -> ApiResult<Response> {
+) -> ApiResult<Data<ApprovalRequest>> {
     let (request_id, step_id) = (path_id(&request_id)?.to_string(), path_id(&step_id)?.to_string());
     let mut tx = state.db.begin().await?;
     let request = load(&mut tx, &ctx.tenant_id, &request_id).await?;
     let steps = request.steps.as_deref().unwrap_or_default();
     let step = steps.iter().find(|s| s.step_id == step_id).ok_or(ApiError::NotFound)?;
     let body = body.checked()?;
-    let decision = body.decision.as_str();
+    let decision = StepStatus::from(body.decision);
     let comment = Check::optional(&body.comment);
     if step.approver_persona_id != ctx.persona_id {
         return Err(ApiError::forbidden("only the step's approver persona decides it"));
@@ -294,7 +309,7 @@ async fn decide(
     // A step before it that was read pending may be decided meanwhile, but
     // a step never returns to pending: the order check only errs on the
     // side of a 409.
-    if let Some(before) = steps.iter().find(|s| s.seq < step.seq && s.status == "pending") {
+    if let Some(before) = steps.iter().find(|s| s.seq < step.seq && s.status == StepStatus::Pending) {
         return Err(ApiError::Conflict(format!("step {} is not decided yet: steps are decided in order", before.seq)));
     }
     let now = db::now();
@@ -317,8 +332,8 @@ async fn decide(
     audit::record(&mut tx, &ctx, events::APPROVAL_STEP_DECIDED, payload).await?;
     let last = steps.iter().all(|s| s.seq <= step.seq);
     let outcome = match body.decision {
-        Verdict::Rejected => Some(("rejected", events::APPROVAL_REQUEST_REJECTED)),
-        _ if last => Some(("approved", events::APPROVAL_REQUEST_APPROVED)),
+        Verdict::Rejected => Some((RequestStatus::Rejected, events::APPROVAL_REQUEST_REJECTED)),
+        _ if last => Some((RequestStatus::Approved, events::APPROVAL_REQUEST_APPROVED)),
         _ => None,
     };
     if let Some((status, event)) = outcome {
@@ -339,9 +354,9 @@ async fn decide(
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct InboxQuery {
-    /// Required: the caller's tenant.
-    #[param(required = true, format = "uuid")]
-    tenant_id: Option<String>,
+    /// The caller's tenant.
+    #[param(format = "uuid")]
+    tenant_id: String,
     /// Only requests with an undecided step of this persona.
     #[param(format = "uuid")]
     assignee_persona_id: Option<String>,
@@ -350,11 +365,9 @@ struct InboxQuery {
 /// The pending requests, oldest first.
 #[utoipa::path(get, path = "/api/approvals/inbox", tag = "sdk-approval", params(InboxQuery, Page),
     responses((status = 200, description = "one page of pending requests", body = ListOf<ApprovalRequest>)))]
-async fn inbox(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<InboxQuery>, page: Page) -> ApiResult<Response> {
-    ctx.required_tenant(&q.tenant_id)?;
-    let mut check = Check::new();
-    let assignee = check.optional_uuid("assignee_persona_id", &q.assignee_persona_id).map(|u| u.to_string());
-    check.finish()?;
+async fn inbox(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<InboxQuery>, page: Page) -> ApiResult<ListOf<ApprovalRequest>> {
+    ctx.check_tenant(Some(&q.tenant_id))?;
+    let assignee = canonical_uuid_opt(&q.assignee_persona_id);
     let mut listing =
         Listing { table: "approval_request", columns: REQUEST_COLUMNS, filter: "tenant_id = $1 AND status = 'pending'", order: "requested_at, request_id" };
     match assignee {

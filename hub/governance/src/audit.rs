@@ -4,12 +4,13 @@
 //! The actor of an appended entry is always the credential's: the person
 //! (JWT subject) or the API key's synthetic persona.
 
-use axum::{Json, http::StatusCode, response::IntoResponse};
+use axum::{Json, response::IntoResponse};
 
 use hub_kernel::audit::{
     Appended, actor_of,
     appender::OwnedEvent,
-    registry::{self, COMPACTION_POLICIES, CONFLICT_POLICIES, EventType, RETENTION_CLASSES, SCHEMA_STATES},
+    chain::Reason,
+    registry::{self, EventType},
 };
 use hub_kernel::prelude::*;
 
@@ -38,67 +39,26 @@ struct NewEventType {
     schema_version: Option<i64>,
 }
 
-/// How long the type's entries are kept.
-// The values of `RETENTION_CLASSES`; a test compares them (and the next three).
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-enum RetentionClass {
-    Transient,
-    Operational,
-    Regulated,
+// The words of `RETENTION_CLASSES`, `CONFLICT_POLICIES`, `SCHEMA_STATES`
+// and `COMPACTION_POLICIES`: a test compares them.
+stored_enum! {
+    /// How long the type's entries are kept.
+    enum RetentionClass { Transient = "transient", Operational = "operational", Regulated = "regulated" }
 }
 
-/// How devices resolve conflicting events of the type.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "kebab-case")]
-enum ConflictPolicy {
-    Crdt,
-    Lww,
-    Merge,
-    EventSourcing,
-    HumanReview,
+stored_enum! {
+    /// How devices resolve conflicting events of the type.
+    enum ConflictPolicy { Crdt = "crdt", Lww = "lww", Merge = "merge", EventSourcing = "event-sourcing", HumanReview = "human-review" }
 }
 
-/// The state of the type's schema.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-enum SchemaState {
-    Active,
-    Deprecated,
-    Retired,
+stored_enum! {
+    /// The state of the type's schema.
+    enum SchemaState { Active = "active", Deprecated = "deprecated", Retired = "retired" }
 }
 
-/// How the type's events are compacted.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "kebab-case")]
-enum CompactionPolicy {
-    None,
-    Snapshot,
-    KeepLatest,
-}
-
-impl RetentionClass {
-    fn as_str(self) -> &'static str {
-        RETENTION_CLASSES[self as usize]
-    }
-}
-
-impl ConflictPolicy {
-    fn as_str(self) -> &'static str {
-        CONFLICT_POLICIES[self as usize]
-    }
-}
-
-impl SchemaState {
-    fn as_str(self) -> &'static str {
-        SCHEMA_STATES[self as usize]
-    }
-}
-
-impl CompactionPolicy {
-    fn as_str(self) -> &'static str {
-        COMPACTION_POLICIES[self as usize]
-    }
+stored_enum! {
+    /// How the type's events are compacted.
+    enum CompactionPolicy { None = "none", Snapshot = "snapshot", KeepLatest = "keep-latest" }
 }
 
 /// A new audit entry.
@@ -130,23 +90,23 @@ struct AuditVerifyRequest {
 }
 
 /// The verdict on one of the caller's chains.
-// The kernel's `Verdict` (its Options skipped when None) with the tenant.
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Serialize, ToSchema)]
 struct AuditPoolVerdict {
     pool_index: i64,
     ok: bool,
     entries_checked: i64,
     /// Where the chain breaks (only when it does).
+    #[serde(skip_serializing_if = "Option::is_none")]
     failed_seq: Option<i64>,
     /// `gap`, `wrong-prev` or `wrong-hash` (only when the chain breaks).
-    reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    reason: Option<Reason>,
     tenant_id: String,
 }
 
 /// The types a tenant may emit.
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Serialize, ToSchema)]
 struct EventTypeList {
     success: bool,
     data: Vec<EventType>,
@@ -188,10 +148,10 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
         check.fail(format!("event_type '{name}' is a platform event type; a tenant cannot register or shadow it"));
     }
     check.finish()?;
-    let retention = body.retention_class.as_str();
-    let conflict = body.conflict_policy.as_str();
-    let schema_state = body.schema_state.map_or("active", SchemaState::as_str);
-    let compaction = body.compaction_policy.map_or("none", CompactionPolicy::as_str);
+    let retention = body.retention_class;
+    let conflict = body.conflict_policy;
+    let schema_state = body.schema_state.unwrap_or(SchemaState::Active);
+    let compaction = body.compaction_policy.unwrap_or(CompactionPolicy::None);
     let version = body.schema_version.unwrap_or(1);
     let mut tx = state.db.begin().await?;
     let inserted = sqlx::query(
@@ -216,30 +176,24 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     }
     tx.commit().await?;
     let data = EventTypeRegistered { event_type: stored, created: inserted };
-    Ok(if inserted { created(data) } else { ok(data) })
+    Ok(if inserted { created(data).into_response() } else { ok(data).into_response() })
 }
 
 /// The event types the tenant may emit: the platform baseline, then its own.
 #[utoipa::path(get, path = "/api/events/types", tag = "sdk-audit",
     responses((status = 200, description = "every type, with the count of each source", body = EventTypeList)))]
-async fn list_types(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Response> {
+async fn list_types(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Json<EventTypeList>> {
     let platform = &registry::baseline().types;
     let own = registry::tenant_types(&state.db.read, &ctx.tenant_id).await?;
-    let data: Vec<&EventType> = platform.iter().chain(own.iter()).collect();
-    Ok((
-        StatusCode::OK,
-        Json(json!({
-            "success": true, "data": data, "total": platform.len() + own.len(),
-            "platform_count": platform.len(), "tenant_count": own.len(),
-        })),
-    )
-        .into_response())
+    let (platform_count, tenant_count) = (platform.len() as i64, own.len() as i64);
+    let data: Vec<EventType> = platform.iter().cloned().chain(own).collect();
+    Ok(Json(EventTypeList { success: true, data, total: platform_count + tenant_count, platform_count, tenant_count }))
 }
 
 /// One event type the tenant may emit.
 #[utoipa::path(get, path = "/api/events/types/{event_type}", tag = "sdk-audit", params(("event_type" = String, Path, description = "the type's name")),
     responses((status = 200, description = "the type", body = Data<EventType>)))]
-async fn get_type(State(state): State<AppState>, Tenant(ctx): Tenant, Path(name): Path<String>) -> ApiResult<Response> {
+async fn get_type(State(state): State<AppState>, Tenant(ctx): Tenant, Path(name): Path<String>) -> ApiResult<Data<EventType>> {
     let t = registry::lookup(&state.db.read, &ctx.tenant_id, &name).await?.ok_or(ApiError::NotFound)?;
     Ok(ok(t))
 }
@@ -250,7 +204,7 @@ async fn get_type(State(state): State<AppState>, Tenant(ctx): Tenant, Path(name)
 #[utoipa::path(post, path = "/api/audit/append", tag = "sdk-audit", request_body = NewAuditEntry,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"pool_index": 7, "event_type": "crm.call.logged.v1", "payload": {"race": true}}}))),
     responses((status = 201, description = "the entry, committed", body = Data<Appended>)))]
-async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAuditEntry>) -> ApiResult<Response> {
+async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAuditEntry>) -> ApiResult<Created<Appended>> {
     let body = body.checked()?;
     let mut check = Check::new();
     if body.payload.as_str().is_some_and(|s| s.trim().is_empty()) {
@@ -283,16 +237,22 @@ async fn append(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
 #[utoipa::path(post, path = "/api/audit/verify", tag = "sdk-audit", request_body = AuditVerifyRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "body": {"pool_index": 0}}))),
     responses((status = 200, description = "the verdict", body = Data<AuditPoolVerdict>)))]
-async fn verify(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<AuditVerifyRequest>) -> ApiResult<Response> {
+async fn verify(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<AuditVerifyRequest>) -> ApiResult<Data<AuditPoolVerdict>> {
     let body = body.checked()?;
-    let verdict = hub_kernel::audit::verify(&state.db, &ctx.tenant_id, body.pool_index).await?;
-    let mut data = serde_json::to_value(&verdict).expect("verdicts serialise");
-    data["tenant_id"] = json!(ctx.tenant_id);
-    Ok(ok(data))
+    let v = hub_kernel::audit::verify(&state.db, &ctx.tenant_id, body.pool_index).await?;
+    Ok(ok(AuditPoolVerdict {
+        pool_index: v.pool_index,
+        ok: v.ok,
+        entries_checked: v.entries_checked,
+        failed_seq: v.failed_seq,
+        reason: v.reason,
+        tenant_id: ctx.tenant_id,
+    }))
 }
 
 #[cfg(test)]
 mod tests {
+    use hub_kernel::audit::registry::{COMPACTION_POLICIES, CONFLICT_POLICIES, RETENTION_CLASSES, SCHEMA_STATES};
     use utoipa::PartialSchema;
 
     use super::*;

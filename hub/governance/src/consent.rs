@@ -12,8 +12,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// The catalogue answers at most this many purposes (the document's cap).
 const PURPOSE_CAP: i64 = 200;
-const LEGAL_BASES: [&str; 6] = ["consent", "contract", "legal_obligation", "vital_interests", "public_task", "legitimate_interests"];
-const ACTIONS: [&str; 2] = ["granted", "withdrawn"];
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ConsentPurpose)]
@@ -21,14 +19,12 @@ struct Purpose {
     purpose_id: String,
     app_id: String,
     description: String,
-    /// GDPR Art. 6: `consent`, `contract`, `legal_obligation`,
-    /// `vital_interests`, `public_task` or `legitimate_interests`.
-    legal_basis: String,
+    legal_basis: LegalBasis,
     /// ISO 3166-1 alpha-2 codes.
     #[sqlx(try_from = "String")]
     #[schema(value_type = Vec<String>)]
     default_jurisdictions: JsonText,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const PURPOSE_COLUMNS: &str = "purpose_id, app_id, description, legal_basis, default_jurisdictions, created_at";
@@ -41,38 +37,23 @@ fn jurisdiction(s: &str) -> bool {
     s.len() == 2 && s.bytes().all(|b| b.is_ascii_uppercase())
 }
 
-/// A purpose's legal basis (GDPR Art. 6).
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = ConsentLegalBasis)]
-enum LegalBasis {
-    Consent,
-    Contract,
-    LegalObligation,
-    VitalInterests,
-    PublicTask,
-    LegitimateInterests,
-}
-
-impl LegalBasis {
-    fn as_str(self) -> &'static str {
-        LEGAL_BASES[self as usize]
+stored_enum! {
+    /// A purpose's legal basis (GDPR Art. 6).
+    #[schema(as = ConsentLegalBasis)]
+    enum LegalBasis {
+        Consent = "consent",
+        Contract = "contract",
+        LegalObligation = "legal_obligation",
+        VitalInterests = "vital_interests",
+        PublicTask = "public_task",
+        LegitimateInterests = "legitimate_interests",
     }
 }
 
-/// A subject's decision on a purpose.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = ConsentAction)]
-enum Action {
-    Granted,
-    Withdrawn,
-}
-
-impl Action {
-    fn as_str(self) -> &'static str {
-        ACTIONS[self as usize]
-    }
+stored_enum! {
+    /// A subject's decision on a purpose.
+    #[schema(as = ConsentAction)]
+    enum Action { Granted = "granted", Withdrawn = "withdrawn" }
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -97,7 +78,7 @@ struct NewPurpose {
 #[utoipa::path(post, path = "/api/consent/purposes", tag = "sdk-consent", request_body = NewPurpose,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "body": {"purpose_id": "p-{unique}", "description": "races", "legal_basis": "consent"}}))),
     responses((status = 201, description = "the purpose", body = Data<Purpose>)))]
-async fn create_purpose(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewPurpose>) -> ApiResult<Response> {
+async fn create_purpose(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewPurpose>) -> ApiResult<Created<Purpose>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let id = body.purpose_id.trim().to_string();
@@ -105,7 +86,7 @@ async fn create_purpose(State(state): State<AppState>, Tenant(ctx): Tenant, body
         check.fail("purpose_id must be 1 to 128 of a-z, 0-9, '.', '_' or '-'");
     }
     let description = body.description.trim();
-    let basis = body.legal_basis.as_str();
+    let basis = body.legal_basis;
     let jurisdictions = body.default_jurisdictions.unwrap_or_default();
     if !jurisdictions.iter().all(|j| jurisdiction(j)) {
         check.fail("default_jurisdictions must be an array of at most 50 ISO 3166-1 alpha-2 codes (NL, DE, ...)");
@@ -137,16 +118,16 @@ async fn create_purpose(State(state): State<AppState>, Tenant(ctx): Tenant, body
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct CatalogueQuery {
-    /// Required: the caller's tenant.
-    #[param(required = true, format = "uuid")]
-    tenant_id: Option<String>,
+    /// The caller's tenant.
+    #[param(format = "uuid")]
+    tenant_id: String,
 }
 
 /// The tenant's purposes by purpose_id, at most 200 (`total` counts all).
 #[utoipa::path(get, path = "/api/consent/purposes", tag = "sdk-consent", params(CatalogueQuery),
     responses((status = 200, description = "the catalogue", body = ListOf<Purpose>)))]
-async fn list_purposes(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<CatalogueQuery>) -> ApiResult<Response> {
-    ctx.required_tenant(&q.tenant_id)?;
+async fn list_purposes(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<CatalogueQuery>) -> ApiResult<ListOf<Purpose>> {
+    ctx.check_tenant(Some(&q.tenant_id))?;
     let listing = Listing { table: "consent_purpose", columns: PURPOSE_COLUMNS, filter: "tenant_id = $1", order: "purpose_id" };
     Page::<PURPOSE_CAP, PURPOSE_CAP> { limit: PURPOSE_CAP, offset: 0 }.list::<Purpose>(&state.db.read, &listing, &[&ctx.tenant_id]).await
 }
@@ -154,18 +135,17 @@ async fn list_purposes(State(state): State<AppState>, Tenant(ctx): Tenant, Param
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ConsentRecord)]
 struct Record {
-    record_id: String,
+    record_id: Id,
     subject: String,
     purpose_id: String,
-    /// `granted` or `withdrawn`.
-    action: String,
+    action: Action,
     jurisdiction: Option<String>,
     /// How the decision was captured (form, version, channel, ...).
     #[sqlx(try_from = "String")]
     #[schema(value_type = Object)]
     evidence: JsonText,
     recorded_by: String,
-    recorded_at: String,
+    recorded_at: Timestamp,
 }
 
 const RECORD_COLUMNS: &str = "record_id, subject, purpose_id, action, jurisdiction, evidence, recorded_by, recorded_at";
@@ -193,7 +173,7 @@ struct NewRecord {
 #[utoipa::path(post, path = "/api/consent/grants", tag = "sdk-consent", request_body = NewRecord,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/consent/purposes", {"purpose_id": "p-{unique}", "description": "races", "legal_basis": "consent"}]], "body": {"subject": "s-{unique}", "purpose_id": "{purpose_id}"}}))),
     responses((status = 201, description = "the record", body = Data<Record>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRecord>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRecord>) -> ApiResult<Created<Record>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let subject = body.subject.trim();
@@ -221,14 +201,14 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
         .bind(&ctx.tenant_id)
         .bind(subject)
         .bind(purpose)
-        .bind(action.as_str())
+        .bind(action)
         .bind(&jurisdiction_code)
         .bind(evidence.to_string())
         .bind(audit::actor_of(&ctx).1)
         .bind(db::now())
         .fetch_one(&mut *tx)
         .await?;
-    let event = if matches!(action, Action::Granted) { events::CONSENT_GRANTED } else { events::CONSENT_WITHDRAWN };
+    let event = if action == Action::Granted { events::CONSENT_GRANTED } else { events::CONSENT_WITHDRAWN };
     audit::record(&mut tx, &ctx, event, json!({ "record_id": row.record_id, "subject": subject, "purpose_id": purpose })).await?;
     tx.commit().await?;
     Ok(created(row))
@@ -237,9 +217,8 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct HistoryQuery {
-    /// Required: whose history.
-    #[param(required = true)]
-    subject: Option<String>,
+    /// Whose history.
+    subject: String,
     /// Only this purpose's records.
     purpose_id: Option<String>,
 }
@@ -247,10 +226,8 @@ struct HistoryQuery {
 /// A subject's grants and withdrawals, newest first.
 #[utoipa::path(get, path = "/api/consent/grants", tag = "sdk-consent", params(HistoryQuery, Page),
     responses((status = 200, description = "one page of the history", body = ListOf<Record>)))]
-async fn history(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<HistoryQuery>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let subject = check.required("subject", &q.subject);
-    check.finish()?;
+async fn history(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<HistoryQuery>, page: Page) -> ApiResult<ListOf<Record>> {
+    let subject = q.subject.trim();
     let purpose = Check::optional(&q.purpose_id).unwrap_or_default();
     let listing = Listing {
         table: "consent_record",
@@ -258,7 +235,7 @@ async fn history(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): 
         filter: "tenant_id = $1 AND subject = $2 AND ($3 = '' OR purpose_id = $3)",
         order: "recorded_at DESC, record_id DESC",
     };
-    page.list::<Record>(&state.db.read, &listing, &[&ctx.tenant_id, &subject, &purpose]).await
+    page.list::<Record>(&state.db.read, &listing, &[&ctx.tenant_id, subject, &purpose]).await
 }
 
 /// What decides whether a subject may be written to for a purpose: the

@@ -5,34 +5,28 @@
 //! outcome; a failed request may be executed again. One execution runs at
 //! a time, and an outcome is recorded once.
 
-use chrono::TimeDelta;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create_request)).routes(routes!(get_request)).routes(routes!(start_execution)).routes(routes!(outcome))
 }
 
-const KINDS: [&str; 6] = ["access", "erasure", "rectification", "portability", "restriction", "objection"];
-const OUTCOMES: [&str; 2] = ["succeeded", "failed"];
 /// GDPR Art. 12(3): an answer within one month.
 const DEFAULT_DUE_DAYS: i64 = 30;
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = DataRightsRequest)]
 struct Request {
-    request_id: String,
+    request_id: Id,
     subject: String,
-    /// `access`, `erasure`, `rectification`, `portability`, `restriction`
-    /// or `objection`.
-    kind: String,
-    /// `received`, `in_progress`, `completed` or `failed`.
-    status: String,
+    kind: Kind,
+    status: RequestStatus,
     #[sqlx(try_from = "String")]
     #[schema(value_type = Object)]
     details: JsonText,
-    due_at: String,
-    created_at: String,
-    updated_at: String,
+    due_at: Timestamp,
+    created_at: Timestamp,
+    updated_at: Timestamp,
     /// Its executions, oldest first (on a read).
     #[sqlx(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -45,51 +39,48 @@ const REQUEST_COLUMNS: &str = "request_id, subject, kind, status, details, due_a
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = DataRightsExecution)]
 struct Execution {
-    execution_id: String,
-    request_id: String,
-    /// `running`, then `succeeded` or `failed`.
-    status: String,
+    execution_id: Id,
+    request_id: Id,
+    status: ExecutionStatus,
     executor: String,
-    audit_entry_id: Option<String>,
+    audit_entry_id: Option<Id>,
     error_detail: Option<String>,
-    started_at: String,
-    finished_at: Option<String>,
+    started_at: Timestamp,
+    finished_at: Option<Timestamp>,
 }
 
 const EXECUTION_COLUMNS: &str = "execution_id, request_id, status, executor, audit_entry_id, error_detail, started_at, finished_at";
 
-/// What a data subject asks for.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = DataRightsKind)]
-enum Kind {
-    Access,
-    Erasure,
-    Rectification,
-    Portability,
-    Restriction,
-    Objection,
-}
-
-impl Kind {
-    fn as_str(self) -> &'static str {
-        KINDS[self as usize]
+stored_enum! {
+    /// What a data subject asks for.
+    #[schema(as = DataRightsKind)]
+    enum Kind {
+        Access = "access",
+        Erasure = "erasure",
+        Rectification = "rectification",
+        Portability = "portability",
+        Restriction = "restriction",
+        Objection = "objection",
     }
 }
 
-/// How an execution ended.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = DataRightsOutcomeStatus)]
-enum OutcomeStatus {
-    Succeeded,
-    Failed,
+stored_enum! {
+    /// Where a request is: `received`, `in_progress` while an execution
+    /// runs, then `completed` or `failed` with its last execution.
+    #[schema(as = DataRightsRequestStatus)]
+    enum RequestStatus { Received = "received", InProgress = "in_progress", Completed = "completed", Failed = "failed" }
 }
 
-impl OutcomeStatus {
-    fn as_str(self) -> &'static str {
-        OUTCOMES[self as usize]
-    }
+stored_enum! {
+    /// Where an execution is: `running`, then `succeeded` or `failed`.
+    #[schema(as = DataRightsExecutionStatus)]
+    enum ExecutionStatus { Running = "running", Succeeded = "succeeded", Failed = "failed" }
+}
+
+stored_enum! {
+    /// How an execution ended.
+    #[schema(as = DataRightsOutcomeStatus)]
+    enum OutcomeStatus { Succeeded = "succeeded", Failed = "failed" }
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -112,13 +103,13 @@ struct NewRequest {
 #[utoipa::path(post, path = "/api/data-rights/requests", tag = "sdk-data-rights", request_body = NewRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"subject": "s-{unique}", "kind": "access"}}))),
     responses((status = 201, description = "the request, received", body = Data<Request>)))]
-async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRequest>) -> ApiResult<Response> {
+async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRequest>) -> ApiResult<Created<Request>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let subject = body.subject.trim();
-    let kind = body.kind.as_str();
+    let kind = body.kind;
     let details = Value::Object(body.details.unwrap_or_default());
-    let due = check.optional_expiry("due_at", &body.due_at).unwrap_or_else(|| db::format_time(chrono::Utc::now() + TimeDelta::days(DEFAULT_DUE_DAYS)));
+    let due = check.optional_expiry("due_at", &body.due_at).unwrap_or_else(|| db::format_time(chrono::Utc::now() + chrono::TimeDelta::days(DEFAULT_DUE_DAYS)));
     check.finish()?;
     let now = db::now();
     let mut tx = state.db.begin().await?;
@@ -153,11 +144,11 @@ async fn find(tx: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Request> {
 /// A request with its executions.
 #[utoipa::path(get, path = "/api/data-rights/requests/{request_id}", tag = "sdk-data-rights", params(("request_id" = String, Path, description = "the request")),
     responses((status = 200, description = "the request", body = Data<Request>)))]
-async fn get_request(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_request(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Request>> {
     let mut tx = state.db.read.begin().await?;
     let mut request = find(&mut tx, &ctx.tenant_id, &id).await?;
     let sql = format!("SELECT {EXECUTION_COLUMNS} FROM data_rights_execution WHERE request_id = $1 ORDER BY started_at, execution_id");
-    request.executions = Some(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&request.request_id).fetch_all(&mut *tx).await?);
+    request.executions = Some(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(request.request_id).fetch_all(&mut *tx).await?);
     tx.commit().await?;
     Ok(ok(request))
 }
@@ -180,7 +171,12 @@ const EXECUTION: Stateful = Stateful { noun: "execution", table: "data_rights_ex
     params(("request_id" = String, Path, description = "the request")),
     responses((status = 201, description = "the execution, running", body = Data<Execution>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/data-rights/requests", { "subject": "s-{unique}", "kind": "access" }]], "body": {}, "events": 0 }))))]
-async fn start_execution(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewExecution>) -> ApiResult<Response> {
+async fn start_execution(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    body: Body<NewExecution>,
+) -> ApiResult<Created<Execution>> {
     let mut tx = state.db.begin().await?;
     let request = find(&mut tx, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
@@ -193,18 +189,18 @@ async fn start_execution(State(state): State<AppState>, Tenant(ctx): Tenant, Pat
          WHERE tenant_id = $1 AND request_id = $2 AND status IN ('received', 'failed') RETURNING request_id",
     )
     .bind(&ctx.tenant_id)
-    .bind(&request.request_id)
+    .bind(request.request_id)
     .bind(&now)
     .fetch_optional(&mut *tx)
     .await?;
-    REQUEST.settle(&mut tx, &ctx.tenant_id, &request.request_id, moved, "it takes no new execution").await?;
+    REQUEST.settle(&mut tx, &ctx.tenant_id, &request.request_id.to_string(), moved, "it takes no new execution").await?;
     let sql = format!(
         "INSERT INTO data_rights_execution (execution_id, request_id, tenant_id, status, executor, started_at) VALUES ($1, $2, $3, 'running', $4, $5) \
          RETURNING {EXECUTION_COLUMNS}"
     );
     let execution: Execution = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
-        .bind(&request.request_id)
+        .bind(request.request_id)
         .bind(&ctx.tenant_id)
         .bind(&executor)
         .bind(&now)
@@ -232,7 +228,7 @@ struct Outcome {
     params(("execution_id" = String, Path, description = "the execution")),
     responses((status = 200, description = "the execution with its outcome", body = Data<Execution>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/data-rights/requests", { "subject": "s-{unique}", "kind": "access" }], ["POST", "/api/data-rights/requests/{request_id}/executions", {}]], "body": { "status": "succeeded" } }))))]
-async fn outcome(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Outcome>) -> ApiResult<Response> {
+async fn outcome(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Outcome>) -> ApiResult<Data<Execution>> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     if EXECUTION.state_of(&mut tx, &ctx.tenant_id, &id).await?.is_none() {
@@ -240,7 +236,7 @@ async fn outcome(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
     }
     let body = body.checked()?;
     let mut check = Check::new();
-    let status = body.status.as_str();
+    let status = body.status;
     let entry = check.optional_uuid("audit_entry_id", &body.audit_entry_id).map(|u| u.to_string());
     let detail = Check::optional(&body.error_detail);
     check.finish()?;
@@ -269,14 +265,14 @@ async fn outcome(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
     // Of two outcomes at once, one is recorded; the other is told the
     // outcome the winner recorded.
     let done = EXECUTION.settle(&mut tx, &ctx.tenant_id, &id, done, "its outcome is recorded once").await?;
-    let request_status = if matches!(body.status, OutcomeStatus::Succeeded) { "completed" } else { "failed" };
+    let request_status = if status == OutcomeStatus::Succeeded { RequestStatus::Completed } else { RequestStatus::Failed };
     sqlx::query("UPDATE data_rights_request SET status = $2, updated_at = $3 WHERE request_id = $1")
-        .bind(&done.request_id)
+        .bind(done.request_id)
         .bind(request_status)
         .bind(&now)
         .execute(&mut *tx)
         .await?;
-    let event = if matches!(body.status, OutcomeStatus::Succeeded) { events::DATA_RIGHTS_EXECUTION_SUCCEEDED } else { events::DATA_RIGHTS_EXECUTION_FAILED };
+    let event = if status == OutcomeStatus::Succeeded { events::DATA_RIGHTS_EXECUTION_SUCCEEDED } else { events::DATA_RIGHTS_EXECUTION_FAILED };
     audit::record(&mut tx, &ctx, event, json!({ "execution_id": id, "request_id": done.request_id, "audit_entry_id": entry })).await?;
     tx.commit().await?;
     Ok(ok(done))

@@ -9,27 +9,23 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(record, list))
 }
 
-const KINDS: [&str; 7] = ["photo", "video", "audio", "document", "signature", "note", "measurement"];
-
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = EvidenceCapture)]
 struct Capture {
-    capture_id: String,
+    capture_id: Id,
     encounter_id: String,
-    /// `photo`, `video`, `audio`, `document`, `signature`, `note` or
-    /// `measurement`.
-    kind: String,
+    kind: Kind,
     /// The media blob holding the capture, when there is one.
-    blob_id: Option<String>,
+    blob_id: Option<Id>,
     /// The blob's SHA-256, as its commit verified it.
     sha256: Option<String>,
     note: Option<String>,
     #[sqlx(try_from = "String")]
     #[schema(value_type = Object)]
     metadata: JsonText,
-    captured_at: String,
+    captured_at: Timestamp,
     captured_by: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const COLUMNS: &str = "capture_id, encounter_id, kind, blob_id, sha256, note, metadata, captured_at, captured_by, created_at";
@@ -38,23 +34,17 @@ fn valid_encounter(s: &str) -> bool {
     (1..=128).contains(&s.len()) && !s.chars().any(char::is_control)
 }
 
-/// What kind of thing was captured.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = EvidenceKind)]
-enum Kind {
-    Photo,
-    Video,
-    Audio,
-    Document,
-    Signature,
-    Note,
-    Measurement,
-}
-
-impl Kind {
-    fn as_str(self) -> &'static str {
-        KINDS[self as usize]
+stored_enum! {
+    /// What kind of thing was captured.
+    #[schema(as = EvidenceKind)]
+    enum Kind {
+        Photo = "photo",
+        Video = "video",
+        Audio = "audio",
+        Document = "document",
+        Signature = "signature",
+        Note = "note",
+        Measurement = "measurement",
     }
 }
 
@@ -83,14 +73,14 @@ struct NewCapture {
 #[utoipa::path(post, path = "/api/evidence/captures", tag = "sdk-evidence", request_body = NewCapture,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"encounter_id": "e-{unique}", "kind": "note", "note": "races"}}))),
     responses((status = 201, description = "the capture", body = Data<Capture>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCapture>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCapture>) -> ApiResult<Created<Capture>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let encounter = body.encounter_id.trim();
     if !valid_encounter(encounter) {
         check.fail("encounter_id must be at most 128 characters, none of them control characters");
     }
-    let kind = body.kind.as_str();
+    let kind = body.kind;
     let blob = check.optional_uuid("blob_id", &body.blob_id).map(|u| u.to_string());
     let note = Check::optional(&body.note);
     if blob.is_none() && note.is_none() {
@@ -142,18 +132,15 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct EncounterQuery {
-    /// Required: the encounter whose captures to list.
-    #[param(required = true)]
-    encounter_id: Option<String>,
+    /// The encounter whose captures to list.
+    encounter_id: String,
 }
 
 /// The captures of one encounter, in the order they were captured.
 #[utoipa::path(get, path = "/api/evidence/captures", tag = "sdk-evidence", params(EncounterQuery, Page),
     responses((status = 200, description = "one page of captures", body = ListOf<Capture>)))]
-async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<EncounterQuery>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let encounter = check.required("encounter_id", &q.encounter_id);
-    check.finish()?;
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<EncounterQuery>, page: Page) -> ApiResult<ListOf<Capture>> {
+    let encounter = q.encounter_id.trim();
     let listing = Listing { table: "evidence_capture", columns: COLUMNS, filter: "tenant_id = $1 AND encounter_id = $2", order: "captured_at, capture_id" };
-    page.list::<Capture>(&state.db.read, &listing, &[&ctx.tenant_id, &encounter]).await
+    page.list::<Capture>(&state.db.read, &listing, &[&ctx.tenant_id, encounter]).await
 }

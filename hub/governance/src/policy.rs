@@ -172,7 +172,7 @@ fn json_depth(value: &Value) -> usize {
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = PolicyBundle)]
 struct Bundle {
-    bundle_id: String,
+    bundle_id: Id,
     name: String,
     version: String,
     /// The Cedar policies, as given.
@@ -184,11 +184,22 @@ struct Bundle {
     #[sqlx(try_from = "String")]
     #[schema(value_type = Object)]
     obligations: JsonText,
-    /// `inactive` or `active` (at most one a tenant).
-    status: String,
+    status: BundleStatus,
     created_by: String,
-    created_at: String,
-    activated_at: Option<String>,
+    created_at: Timestamp,
+    activated_at: Option<Timestamp>,
+}
+
+stored_enum! {
+    /// Whether a bundle is the tenant's active one (at most one a tenant).
+    #[schema(as = PolicyBundleStatus)]
+    enum BundleStatus { Inactive = "inactive", Active = "active" }
+}
+
+stored_enum! {
+    /// What an evaluation decided.
+    #[schema(as = PolicyOutcome)]
+    enum Outcome { Allow = "allow", Deny = "deny" }
 }
 
 const COLUMNS: &str = "bundle_id, name, version, iql_source, policy_ids, obligations, status, created_by, created_at, activated_at";
@@ -239,7 +250,7 @@ struct NewBundle {
 #[utoipa::path(post, path = "/api/policies/bundles", tag = "sdk-policy", request_body = NewBundle,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "body": {"name": "p-{unique}", "version": 1, "iql_source": "permit (principal, action, resource);"}}))),
     responses((status = 201, description = "the bundle", body = Data<Bundle>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewBundle>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewBundle>) -> ApiResult<Created<Bundle>> {
     let body = body.checked()?;
     let name = body.name.trim();
     let version = match &body.version {
@@ -268,7 +279,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
         .bind(source)
         .bind(json!(ids).to_string())
         .bind(obligations.to_string())
-        .bind(if activate { "active" } else { "inactive" })
+        .bind(if activate { BundleStatus::Active } else { BundleStatus::Inactive })
         .bind(audit::actor_of(&ctx).1)
         .bind(&now)
         .bind(activate.then_some(&now))
@@ -297,7 +308,7 @@ struct BundleQuery {
 /// The tenant's bundles, newest first.
 #[utoipa::path(get, path = "/api/policies/bundles", tag = "sdk-policy", params(BundleQuery, Page),
     responses((status = 200, description = "one page of bundles", body = ListOf<Bundle>)))]
-async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<BundleQuery>, page: Page) -> ApiResult<Response> {
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<BundleQuery>, page: Page) -> ApiResult<ListOf<Bundle>> {
     let order = "created_at DESC, bundle_id DESC";
     match Check::optional(&q.name) {
         None => {
@@ -318,7 +329,7 @@ const TENANT: Stateful = Stateful { noun: "tenant", table: "tenant_tenant", key:
 #[utoipa::path(post, path = "/api/policies/bundles/{bundle_id}/activate", tag = "sdk-policy", params(("bundle_id" = String, Path, description = "the bundle")),
     responses((status = 200, description = "the bundle, active", body = Data<Bundle>)),
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/policies/bundles", { "name": "p-{unique}", "version": 1, "iql_source": "permit (principal, action, resource);" }]] }))))]
-async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Bundle>> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     // The tenant's row owns "one active bundle": activations of the
@@ -330,7 +341,7 @@ async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
     let select = format!("SELECT {COLUMNS} FROM policy_bundle WHERE tenant_id = $1 AND bundle_id = $2");
     let bundle: Bundle =
         sqlx::query_as(sqlx::AssertSqlSafe(select.as_str())).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
-    if bundle.status == "active" {
+    if bundle.status == BundleStatus::Active {
         return Ok(ok(bundle));
     }
     sqlx::query("UPDATE policy_bundle SET status = 'inactive' WHERE tenant_id = $1 AND status = 'active'").bind(&ctx.tenant_id).execute(&mut *tx).await?;
@@ -366,14 +377,13 @@ struct Evaluation {
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = PolicyDecision)]
 struct Verdict {
-    /// `allow` or `deny`.
-    decision: &'static str,
+    decision: Outcome,
     /// The policies that decided: the permits that allowed, or the forbids
     /// that denied (empty when nothing permitted).
     determining_policies: Vec<String>,
     /// Policies that failed to evaluate (they count as not applying).
     errors: Vec<String>,
-    bundle_id: String,
+    bundle_id: Id,
     name: String,
     version: String,
 }
@@ -382,7 +392,7 @@ struct Verdict {
 #[utoipa::path(post, path = "/api/policies/evaluate", tag = "sdk-policy", request_body = Evaluation,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/policies/bundles", {"name": "p-{unique}", "version": 1, "iql_source": "permit (principal, action, resource);"}]], "body": {"principal": "Persona::\"a\"", "action": "Action::\"crm.contact.read\"", "resource": "Route::\"/api/crm/contacts\"", "bundle_id": "{bundle_id}"}}))),
     responses((status = 200, description = "the decision and the policies that determined it", body = Data<Verdict>)))]
-async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Evaluation>) -> ApiResult<Response> {
+async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Evaluation>) -> ApiResult<Data<Verdict>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let mut entity = |name: &str, raw: &str| match EntityUid::from_str(raw.trim()) {
@@ -432,7 +442,7 @@ async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     let mut determining: Vec<String> = response.diagnostics().reason().map(ToString::to_string).collect();
     determining.sort();
     let verdict = Verdict {
-        decision: if response.decision() == Decision::Allow { "allow" } else { "deny" },
+        decision: if response.decision() == Decision::Allow { Outcome::Allow } else { Outcome::Deny },
         determining_policies: determining,
         errors: response.diagnostics().errors().map(ToString::to_string).collect(),
         bundle_id: bundle.bundle_id,

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use axum::response::IntoResponse;
 use hub_identity::{personas, roles};
 use hub_kernel::{
     db::{Backend, Db},
@@ -30,11 +31,11 @@ const CHUNK: usize = 500;
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = RebacRelationship)]
 struct Relationship {
-    subject_persona_id: String,
+    subject_persona_id: Id,
     relation: String,
-    object_persona_id: String,
+    object_persona_id: Id,
     created_by: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const COLUMNS: &str = "subject_persona_id, relation, object_persona_id, created_by, created_at";
@@ -117,12 +118,12 @@ async fn write(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Tu
     let Some(new) = new else {
         let existing = find(&mut tx, &ctx.tenant_id, &subject, &relation, &object).await?.ok_or(ApiError::NotFound)?;
         tx.commit().await?;
-        return Ok(ok(existing));
+        return Ok(ok(existing).into_response());
     };
     let payload = json!({ "subject_persona_id": subject, "relation": relation, "object_persona_id": object });
     audit::record(&mut tx, &ctx, events::REBAC_RELATIONSHIP_CREATED, payload).await?;
     tx.commit().await?;
-    Ok(created(new))
+    Ok(created(new).into_response())
 }
 
 async fn find(tx: &mut Tx, tenant: &str, subject: &str, relation: &str, object: &str) -> ApiResult<Option<Relationship>> {
@@ -133,8 +134,9 @@ async fn find(tx: &mut Tx, tenant: &str, subject: &str, relation: &str, object: 
 /// Deletes a relationship (404 when there is none).
 #[utoipa::path(post, path = "/api/rebac/relationships/delete", tag = "sdk-rebac", request_body = Tuple,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "losers": 404, "given": [["POST", "/api/personas", {"kind": "human"}], ["POST", "/api/rebac/relationships", {"subject_persona_id": "{owner_persona_id}", "relation": "manages", "object_persona_id": "{persona_id}"}]], "body": {"subject_persona_id": "{owner_persona_id}", "relation": "manages", "object_persona_id": "{persona_id}"}}))),
-    responses((status = 200, description = "the relationship deleted", body = Data<Relationship>)))]
-async fn delete(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Tuple>) -> ApiResult<Response> {
+    responses((status = 200, description = "the relationship deleted", body = Data<Relationship>),
+        (status = 404, description = "NotFound: the tenant has no such relationship", body = ErrorBody)))]
+async fn delete(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Tuple>) -> ApiResult<Data<Relationship>> {
     let body = body.checked()?;
     let mut tx = state.db.begin().await?;
     let (subject, relation, object) = parse(&mut tx, &ctx, &body).await?;
@@ -183,15 +185,21 @@ struct Budget {
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = RebacDecision)]
 pub struct Decision {
-    /// `allow`, `deny`, or `indeterminate` when the budget ran out first
-    /// (the gate treats it as `deny`).
-    pub decision: &'static str,
+    pub decision: Reach,
     pub allowed: bool,
     /// The personas from subject to target, when allowed.
     pub path: Option<Vec<String>>,
     pub budget: BudgetUse,
 }
 
+stored_enum! {
+    /// What a check found: `allow`, `deny`, or `indeterminate` when the
+    /// budget ran out first (the gate treats it as `deny`).
+    #[schema(as = RebacReach)]
+    pub enum Reach { Allow = "allow", Deny = "deny", Indeterminate = "indeterminate" }
+}
+
+/// How much of its budget a check spent.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct BudgetUse {
     pub max_depth: i64,
@@ -207,7 +215,7 @@ pub struct BudgetUse {
 #[utoipa::path(post, path = "/api/rebac/check", tag = "sdk-rebac", request_body = CheckRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "given": [["POST", "/api/personas", {"kind": "human"}], ["POST", "/api/rebac/relationships", {"subject_persona_id": "{owner_persona_id}", "relation": "manages", "object_persona_id": "{persona_id}"}]], "body": {"subject_persona_id": "{owner_persona_id}", "relation": "manages", "target_persona_id": "{persona_id}"}}))),
     responses((status = 200, description = "the decision and the budget used", body = Data<Decision>)))]
-async fn check(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<CheckRequest>) -> ApiResult<Response> {
+async fn check(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<CheckRequest>) -> ApiResult<Data<Decision>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let relation = relation_of(&mut check, &body.relation);
@@ -229,11 +237,11 @@ async fn check(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Ch
 /// `rebac_reaches` (migration 0055), one round trip per check; SQLite, in
 /// process, runs it here with one query per level. Both answer alike.
 pub async fn reaches(db: &Db, tenant: &str, subject: &str, relation: &str, target: &str, max_depth: i64, max_nodes: i64) -> ApiResult<Decision> {
-    let answer = |decision: &'static str, path: Option<Vec<String>>, depth_used: i64, nodes_visited: i64| Decision {
+    let answer = |decision: Reach, path: Option<Vec<String>>, depth_used: i64, nodes_visited: i64| Decision {
         decision,
-        allowed: decision == "allow",
+        allowed: decision == Reach::Allow,
         path,
-        budget: BudgetUse { max_depth, max_nodes, depth_used, nodes_visited, exhausted: decision == "indeterminate" },
+        budget: BudgetUse { max_depth, max_nodes, depth_used, nodes_visited, exhausted: decision == Reach::Indeterminate },
     };
     if db.backend == Backend::Postgres {
         let (decision, path, depth, nodes): (String, Option<String>, i64, i64) =
@@ -247,9 +255,9 @@ pub async fn reaches(db: &Db, tenant: &str, subject: &str, relation: &str, targe
                 .fetch_one(&db.read)
                 .await?;
         let decision = match decision.as_str() {
-            "allow" => "allow",
-            "deny" => "deny",
-            _ => "indeterminate",
+            "allow" => Reach::Allow,
+            "deny" => Reach::Deny,
+            _ => Reach::Indeterminate,
         };
         return Ok(answer(decision, path.map(|p| p.split(',').map(str::to_string).collect()), depth, nodes));
     }
@@ -259,7 +267,7 @@ pub async fn reaches(db: &Db, tenant: &str, subject: &str, relation: &str, targe
     let mut depth = 0;
     while !frontier.is_empty() {
         if depth == max_depth {
-            return Ok(answer("indeterminate", None, depth, parent.len() as i64));
+            return Ok(answer(Reach::Indeterminate, None, depth, parent.len() as i64));
         }
         depth += 1;
         // object -> the smallest subject of this level leading to it.
@@ -292,16 +300,16 @@ pub async fn reaches(db: &Db, tenant: &str, subject: &str, relation: &str, targe
             }
             path.reverse();
             let nodes = parent.len() as i64 + i64::from(!parent.contains_key(target));
-            return Ok(answer("allow", Some(path), depth, nodes));
+            return Ok(answer(Reach::Allow, Some(path), depth, nodes));
         }
         level.retain(|to, _| !parent.contains_key(to));
         if (parent.len() + level.len()) as i64 > max_nodes {
-            return Ok(answer("indeterminate", None, depth, max_nodes));
+            return Ok(answer(Reach::Indeterminate, None, depth, max_nodes));
         }
         frontier = level.keys().cloned().collect();
         parent.extend(level.into_iter().map(|(to, from)| (to, Some(from))));
     }
-    Ok(answer("deny", None, depth, parent.len() as i64))
+    Ok(answer(Reach::Deny, None, depth, parent.len() as i64))
 }
 
 /// The gate's ReBAC step over this group's tuples.

@@ -4,43 +4,39 @@
 //! rotation); the secret itself never reaches the hub. Every lookup is
 //! audited.
 
-use chrono::TimeDelta;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create)).routes(routes!(get_reference)).routes(routes!(rotate))
 }
 
-const SCOPES: [&str; 4] = ["tenant", "app", "service", "app_user"];
-
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = SecretReference)]
 struct Reference {
     r#ref: String,
-    /// `tenant`, `app`, `service` or `app_user`.
-    scope: String,
+    scope: Scope,
     kms_key_id: String,
     /// 1 at creation, one more each rotation.
     version: i64,
     rotation_period_days: Option<i64>,
-    last_rotated_at: String,
+    last_rotated_at: Timestamp,
     /// `last_rotated_at` plus the period; null without a period.
     #[sqlx(skip)]
-    next_rotation_at: Option<String>,
+    next_rotation_at: Option<Timestamp>,
     /// Whether `next_rotation_at` has passed.
     #[sqlx(skip)]
     rotation_due: bool,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "ref, scope, kms_key_id, version, rotation_period_days, last_rotated_at, created_at, updated_at";
 
 impl Reference {
     fn with_schedule(mut self) -> Self {
-        let next = self.rotation_period_days.zip(db::parse_time(&self.last_rotated_at)).and_then(|(days, last)| last.checked_add_signed(TimeDelta::days(days)));
-        self.rotation_due = next.is_some_and(|n| n <= chrono::Utc::now());
-        self.next_rotation_at = next.map(db::format_time);
+        let next = self.rotation_period_days.and_then(|days| self.last_rotated_at.plus_seconds(days.saturating_mul(86_400)));
+        self.rotation_due = next.is_some_and(|n| n <= Timestamp::now());
+        self.next_rotation_at = next;
         self
     }
 }
@@ -49,21 +45,10 @@ fn valid_ref(r: &str) -> bool {
     (1..=256).contains(&r.len()) && r.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/' | b':'))
 }
 
-/// Who may use a secret.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = SecretScope)]
-enum Scope {
-    Tenant,
-    App,
-    Service,
-    AppUser,
-}
-
-impl Scope {
-    fn as_str(self) -> &'static str {
-        SCOPES[self as usize]
-    }
+stored_enum! {
+    /// Who may use a secret.
+    #[schema(as = SecretScope)]
+    enum Scope { Tenant = "tenant", App = "app", Service = "service", AppUser = "app_user" }
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -90,14 +75,14 @@ struct NewReference {
 #[utoipa::path(post, path = "/api/secrets/refs", tag = "sdk-secrets", request_body = NewReference,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "body": {"ref": "r-{unique}", "kms_key_id": "kms/races"}}))),
     responses((status = 201, description = "the reference", body = Data<Reference>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewReference>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewReference>) -> ApiResult<Created<Reference>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let reference = body.r#ref.trim();
     if !valid_ref(reference) {
         check.fail("ref must be 1 to 256 of letters, digits, '.', '_', '-', '/' or ':'");
     }
-    let scope = body.scope.unwrap_or(Scope::Tenant).as_str();
+    let scope = body.scope.unwrap_or(Scope::Tenant);
     let kms = body.kms_key_id.trim();
     let period = body.rotation_period_days;
     let last = check.time_or_now("last_rotated_at", &body.last_rotated_at);
@@ -138,7 +123,7 @@ async fn find(tx: &mut Tx, tenant_id: &str, reference: &str) -> ApiResult<Refere
 /// secret lives and its rotation, never the secret. Audited.
 #[utoipa::path(get, path = "/api/secrets/refs/{ref}", tag = "sdk-secrets", params(("ref" = String, Path, description = "the reference, URL-encoded")),
     responses((status = 200, description = "the reference", body = Data<Reference>)))]
-async fn get_reference(State(state): State<AppState>, Tenant(ctx): Tenant, Path(reference): Path<String>) -> ApiResult<Response> {
+async fn get_reference(State(state): State<AppState>, Tenant(ctx): Tenant, Path(reference): Path<String>) -> ApiResult<Data<Reference>> {
     let mut tx = state.db.begin().await?;
     let found = find(&mut tx, &ctx.tenant_id, &reference).await?;
     audit::record(&mut tx, &ctx, events::SECRETS_REFERENCE_ACCESSED, json!({ "ref": reference, "version": found.version })).await?;
@@ -159,7 +144,7 @@ struct Rotation {
     params(("ref" = String, Path, description = "the reference, URL-encoded")),
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/secrets/refs", {"ref": "r-{unique}", "kms_key_id": "kms/races"}]], "body": {}}))),
     responses((status = 200, description = "the reference, rotated", body = Data<Reference>)))]
-async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(reference): Path<String>, body: Body<Rotation>) -> ApiResult<Response> {
+async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(reference): Path<String>, body: Body<Rotation>) -> ApiResult<Data<Reference>> {
     let mut tx = state.db.begin().await?;
     let current = find(&mut tx, &ctx.tenant_id, &reference).await?;
     let body = body.checked()?;

@@ -13,19 +13,16 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(export)).routes(routes!(get_export)).routes(routes!(verification_key))
 }
 
-const FORMATS: [&str; 1] = ["json"];
 /// The runs one export carries at most (a trace is one task's runs).
 const MAX_RUNS: usize = 10_000;
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = TraceExport)]
 struct Export {
-    export_id: String,
+    export_id: Id,
     trace_id: String,
-    /// `json`.
-    format: String,
-    /// `requested`, `ready` or `failed`.
-    status: String,
+    format: Format,
+    status: ExportStatus,
     /// Where the artifact is kept in the object store.
     artifact_key: Option<String>,
     /// SHA-256 of the artifact's bytes, hex.
@@ -35,8 +32,8 @@ struct Export {
     key_id: Option<String>,
     size_bytes: Option<i64>,
     requested_by: String,
-    created_at: String,
-    ready_at: Option<String>,
+    created_at: Timestamp,
+    ready_at: Option<Timestamp>,
     /// The artifact itself, exactly the signed bytes (on a read).
     #[sqlx(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -69,18 +66,16 @@ async fn trace_key(state: &AppState, tenant_id: &str) -> ApiResult<DataKey> {
     DataKey::load(&state.db.read, &state.master, &key_id).await?.ok_or_else(|| ApiError::Conflict("the tenant's trace key was destroyed".into()))
 }
 
-/// The form of an artifact (PDF is not offered).
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = TraceExportFormat)]
-enum Format {
-    Json,
+stored_enum! {
+    /// The form of an artifact (PDF is not offered).
+    #[schema(as = TraceExportFormat)]
+    enum Format { Json = "json" }
 }
 
-impl Format {
-    fn as_str(self) -> &'static str {
-        FORMATS[self as usize]
-    }
+stored_enum! {
+    /// Where an export is: `requested`, then `ready` or `failed`.
+    #[schema(as = TraceExportStatus)]
+    enum ExportStatus { Requested = "requested", Ready = "ready", Failed = "failed" }
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -97,12 +92,12 @@ struct NewExport {
     extensions(("x-concurrency" = json!({"outcome": "independent", "events": 16, "given": [["POST", "/api/agent-runtime/agents", {"name": "Racer", "acting_persona_id": "{persona_id}", "tier": "gold", "vector_namespace": "races", "created_by": "races"}], ["POST", "/api/agent-runtime/runs", {"agent_id": "{agent_id}", "persona_id": "{owner_persona_id}", "trace_id": "t-{unique}", "actor_id": "races", "actor_kind": "human"}], ["GET", "/api/traces/verification-key", null]], "body": {}}))),
     responses((status = 201, description = "the export, ready", body = Data<Export>),
         (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
-async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(trace_id): Path<String>, body: Body<NewExport>) -> ApiResult<Response> {
+async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(trace_id): Path<String>, body: Body<NewExport>) -> ApiResult<Created<Export>> {
     let runs = hub_ai::agent_runtime::runs_of_trace(&state.db.read, &ctx.tenant_id, &trace_id).await?;
     if runs.is_empty() {
         return Err(ApiError::NotFound);
     }
-    let format = body.checked()?.format.unwrap_or(Format::Json).as_str();
+    let format = body.checked()?.format.unwrap_or(Format::Json);
     if runs.len() > MAX_RUNS {
         return Err(ApiError::invalid(format!("the trace has more than {MAX_RUNS} runs: too large to export at once")));
     }
@@ -165,7 +160,7 @@ async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(trace_i
 #[utoipa::path(get, path = "/api/traces/exports/{export_id}", tag = "sdk-trace", params(("export_id" = String, Path, description = "the export")),
     responses((status = 200, description = "the export and, once ready, its artifact", body = Data<Export>),
         (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
-async fn get_export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Export>> {
     let id = path_id(&id)?.to_string();
     let sql = format!("SELECT {COLUMNS} FROM trace_export WHERE tenant_id = $1 AND export_id = $2");
     let mut export: Export =
@@ -178,6 +173,7 @@ async fn get_export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
     Ok(ok(export))
 }
 
+/// The key that checks an artifact's signature.
 #[derive(Serialize, ToSchema)]
 #[schema(as = TraceVerificationKey)]
 struct VerificationKey {
@@ -192,7 +188,7 @@ struct VerificationKey {
 /// checked (HMAC-SHA256 over the artifact's bytes).
 #[utoipa::path(get, path = "/api/traces/verification-key", tag = "sdk-trace",
     responses((status = 200, description = "the key", body = Data<VerificationKey>)))]
-async fn verification_key(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Response> {
+async fn verification_key(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Data<VerificationKey>> {
     let key = trace_key(&state, &ctx.tenant_id).await?;
     Ok(ok(VerificationKey { key_b64: B64.encode(key.reveal()), key_id: key.key_id.clone(), algorithm: "HMAC-SHA256" }))
 }

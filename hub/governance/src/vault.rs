@@ -55,7 +55,7 @@ struct Envelope {
 #[utoipa::path(post, path = "/api/vault/encrypt", tag = "sdk-vault", request_body = EncryptRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"ref": "v-{unique}", "plaintext_b64": "aGVsbG8="}}))),
     responses((status = 200, description = "the envelope", body = Data<Envelope>)))]
-async fn encrypt(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<EncryptRequest>) -> ApiResult<Response> {
+async fn encrypt(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<EncryptRequest>) -> ApiResult<Data<Envelope>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let reference = body.r#ref.trim();
@@ -65,7 +65,7 @@ async fn encrypt(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<
     }
     check.finish()?;
     let mut tx = state.db.begin().await?;
-    let sealed = envelope::seal(&state, &mut tx, &ctx.tenant_id, reference, &plaintext).await?;
+    let sealed = envelope::seal(&state.master, &mut tx, &ctx.tenant_id, reference, &plaintext).await?;
     let envelope = Envelope {
         r#ref: sealed.reference,
         ciphertext_b64: sealed.ciphertext_b64,
@@ -92,6 +92,7 @@ struct DecryptRequest {
     tag_b64: String,
 }
 
+/// An opened envelope's plaintext.
 #[derive(Serialize, ToSchema)]
 #[schema(as = VaultPlaintext)]
 struct Plaintext {
@@ -102,7 +103,7 @@ struct Plaintext {
 #[utoipa::path(post, path = "/api/vault/decrypt", tag = "sdk-vault", request_body = DecryptRequest,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/vault/encrypt", {"ref": "v-{unique}", "plaintext_b64": "aGVsbG8="}]], "body": {"ref": "{ref}", "ciphertext_b64": "{ciphertext_b64}", "wrapped_dek_b64": "{wrapped_dek_b64}", "iv_b64": "{iv_b64}", "tag_b64": "{tag_b64}"}}))),
     responses((status = 200, description = "the plaintext", body = Data<Plaintext>)))]
-async fn decrypt(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<DecryptRequest>) -> ApiResult<Response> {
+async fn decrypt(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<DecryptRequest>) -> ApiResult<Data<Plaintext>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let reference = body.r#ref.trim().to_string();
@@ -125,7 +126,7 @@ async fn decrypt(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<
         tag_b64: B64.encode(tag),
     };
     let mut tx = state.db.begin().await?;
-    let plaintext = envelope::open(&state, &mut tx, &ctx.tenant_id, &sealed)
+    let plaintext = envelope::open(&state.master, &mut tx, &ctx.tenant_id, &sealed)
         .await?
         .ok_or_else(|| ApiError::invalid("the envelope does not open for this tenant and ref"))?;
     audit::record(&mut tx, &ctx, events::VAULT_ENVELOPE_DECRYPTED, json!({ "ref": reference, "bytes": plaintext.len() })).await?;

@@ -162,19 +162,30 @@ pub async fn by_id(db: &Db, key_id: &str) -> ApiResult<Option<KeyRecord>> {
     Ok(row.map(KeyRecord::from))
 }
 
+stored_enum! {
+    /// Whether an application may still issue keys.
+    #[schema(as = ApplicationStatus)]
+    enum ApplicationStatus { Active = "active", Disabled = "disabled" }
+}
+
+stored_enum! {
+    /// Where an API key is in its life.
+    #[schema(as = ApiKeyStatus)]
+    enum ApiKeyStatus { Active = "active", Disabled = "disabled", Revoked = "revoked" }
+}
+
 /// An application: a client registration whose keys a tenant issues.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Application {
-    application_id: String,
+    application_id: Id,
     tenant_id: String,
     name: String,
     slug: String,
     description: Option<String>,
-    /// `live` or `test` (a test application's keys act in the tenant's sandbox).
-    environment: String,
-    /// `active` or `disabled`.
-    status: String,
-    created_at: String,
+    /// A test application's keys act in the tenant's sandbox.
+    environment: Environment,
+    status: ApplicationStatus,
+    created_at: Timestamp,
 }
 
 const APPLICATION_COLUMNS: &str = "application_id, tenant_id, name, slug, description, environment, status, created_at";
@@ -218,23 +229,11 @@ struct NewApplication {
     environment: Environment,
 }
 
-/// Where an application's keys act.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = ApplicationEnvironment)]
-enum Environment {
-    Live,
-    Test,
+stored_enum! {
+    /// Where an application's keys act.
+    #[schema(as = ApplicationEnvironment)]
+    enum Environment { Live = "live", Test = "test" }
 }
-
-impl Environment {
-    fn as_str(self) -> &'static str {
-        ENVIRONMENTS[self as usize]
-    }
-}
-
-/// The values of `environment` (those of `Environment`; a test compares them).
-const ENVIRONMENTS: &[&str] = &["live", "test"];
 
 fn valid_slug(s: &str) -> bool {
     (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_') && !s.starts_with('-')
@@ -249,7 +248,7 @@ async fn insert_application(
     name: &str,
     slug: &str,
     description: Option<&str>,
-    environment: &str,
+    environment: Environment,
 ) -> ApiResult<(Application, Written)> {
     let tenant_id = ctx.tenant_id.as_str();
     let sql = format!(
@@ -273,9 +272,9 @@ async fn insert_application(
 #[utoipa::path(post, path = "/api/applications", tag = "sdk-api-keys", request_body = NewApplication,
     responses((status = 201, description = "the application", body = Data<Application>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "Races", "slug": "r-{unique}", "environment": "live" } }))))]
-async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, body: Body<NewApplication>) -> ApiResult<Response> {
+async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, body: Body<NewApplication>) -> ApiResult<Created<Application>> {
     let body = body.checked()?;
-    let (name, slug, environment) = (body.name.trim(), body.slug.trim(), body.environment.as_str());
+    let (name, slug, environment) = (body.name.trim(), body.slug.trim(), body.environment);
     let mut check = Check::new();
     if !valid_slug(slug) {
         check.fail("slug must be 1-64 characters of a-z, 0-9, '-' or '_'");
@@ -293,7 +292,7 @@ async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): 
 /// The applications of the caller's tenant, oldest first.
 #[utoipa::path(get, path = "/api/applications", tag = "sdk-api-keys",
     responses((status = 200, description = "the applications", body = Data<Vec<Application>>)))]
-async fn list_applications(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant) -> ApiResult<Response> {
+async fn list_applications(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant) -> ApiResult<Data<Vec<Application>>> {
     let apps: Vec<Application> = sqlx::query_as(applications("tenant_id = $1 ORDER BY created_at")).bind(&ctx.tenant_id).fetch_all(&state.db.read).await?;
     Ok(ok(apps))
 }
@@ -302,7 +301,7 @@ async fn list_applications(State(state): State<AppState>, HumanTenant(ctx, _): H
 #[utoipa::path(get, path = "/api/applications/{application_id}", tag = "sdk-api-keys",
     params(("application_id" = String, Path, description = "the application")),
     responses((status = 200, description = "the application", body = Data<Application>)))]
-async fn get_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Data<Application>> {
     Ok(ok(find_application(&state.db.read, &ctx.tenant_id, &id).await?))
 }
 
@@ -336,8 +335,11 @@ fn key_spec(name: &str, requested: &[String], rate_limit_rpm: Option<i64>, expir
     Ok(KeySpec { name: name.trim().to_string(), scopes, rate_limit_rpm, expires_at })
 }
 
-fn new_secret(environment: &str) -> (String, String, String) {
-    let prefix = if environment == "live" { "pk_live_" } else { "pk_test_" };
+fn new_secret(environment: Environment) -> (String, String, String) {
+    let prefix = match environment {
+        Environment::Live => "pk_live_",
+        Environment::Test => "pk_test_",
+    };
     let secret = format!("{prefix}{}", crypto::random_base62(32));
     let last4 = secret[secret.len() - 4..].to_string();
     (prefix.to_string(), secret, last4)
@@ -347,20 +349,20 @@ fn new_secret(environment: &str) -> (String, String, String) {
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ApiKey)]
 struct IssuedKey {
-    key_id: String,
+    key_id: Id,
     /// `pk_live_` or `pk_test_`.
     prefix: String,
     name: String,
     #[sqlx(try_from = "String")]
     #[schema(value_type = Vec<String>)]
     scopes: JsonText,
-    application_id: String,
-    created_at: String,
+    application_id: Id,
+    created_at: Timestamp,
     synthetic_persona_id: String,
     rate_limit_rpm: Option<i64>,
-    expires_at: Option<String>,
+    expires_at: Option<Timestamp>,
     /// `active`.
-    status: String,
+    status: ApiKeyStatus,
     /// The tenant the key acts in: the application's, or its sandbox for a
     /// test application.
     tenant_id: String,
@@ -394,17 +396,17 @@ async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeyS
     // The application's row stays locked until the key is committed: a
     // disable waits for the key and then disables it too, or goes first
     // and this issue sees the application disabled.
-    let status: Option<String> = APPLICATION.lock(tx, &app.tenant_id, &app.application_id).await?;
-    if status.as_deref() != Some("active") {
+    let status: Option<ApplicationStatus> = APPLICATION.lock(tx, &app.tenant_id, &app.application_id.to_string()).await?;
+    if status != Some(ApplicationStatus::Active) {
         return Err(ApiError::Conflict("the application is disabled".into()));
     }
     // A test application's keys act in the tenant's sandbox (Authentication 10).
-    let key_tenant = match app.environment.as_str() {
-        "test" => tenancy::sandbox(tx, &app.tenant_id).await?,
-        _ => app.tenant_id.clone(),
+    let key_tenant = match app.environment {
+        Environment::Test => tenancy::sandbox(tx, &app.tenant_id).await?,
+        Environment::Live => app.tenant_id.clone(),
     };
-    let persona = personas::insert(tx, &state.master, &key_tenant, None, "service", None, None).await?;
-    let (prefix, secret, last4) = new_secret(&app.environment);
+    let persona = personas::insert(tx, &state.master, &key_tenant, None, personas::PersonaKind::Service, None, None).await?;
+    let (prefix, secret, last4) = new_secret(app.environment);
     let sql = format!(
         "INSERT INTO credential_api_key (key_id, application_id, tenant_id, name, prefix, key_hash, last4, scopes, \
          rate_limit_rpm, expires_at, status, synthetic_persona_id, created_at) \
@@ -412,7 +414,7 @@ async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeyS
     );
     let key: IssuedKey = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
-        .bind(&app.application_id)
+        .bind(app.application_id)
         .bind(&key_tenant)
         .bind(&spec.name)
         .bind(&prefix)
@@ -433,7 +435,7 @@ async fn insert_key(state: &AppState, tx: &mut Tx, app: &Application, spec: KeyS
     params(("application_id" = String, Path, description = "the application")), request_body = NewApiKey,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/applications", {"name": "Races", "slug": "r-{unique}", "environment": "live"}]], "body": {"name": "k", "scopes": ["crm.*"]}}))),
     responses((status = 201, description = "the key and its secret", body = Data<Issued>)))]
-async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>, body: Body<NewApiKey>) -> ApiResult<Response> {
+async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>, body: Body<NewApiKey>) -> ApiResult<Created<Issued>> {
     let mut tx = state.db.begin().await?;
     let app = find_application(&mut *tx, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
@@ -452,7 +454,7 @@ async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, 
 #[utoipa::path(post, path = "/api/api-keys", tag = "sdk-api-keys", request_body = NewTenantApiKey,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/api-keys", {"tenant_id": "{tenant_id}", "name": "k", "scopes": ["crm.*"]}]], "body": {"tenant_id": "{owner_tenant_id}", "name": "k", "scopes": ["crm.*"]}}))),
     responses((status = 201, description = "the key and its secret", body = Data<Issued>)))]
-async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, body: Body<NewTenantApiKey>) -> ApiResult<Response> {
+async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, body: Body<NewTenantApiKey>) -> ApiResult<Created<Issued>> {
     let body = body.checked()?;
     let application_id = canonical_uuid_opt(&body.application_id);
     let spec = key_spec(&body.name, &body.scopes, body.rate_limit_rpm, &body.expires_at)?;
@@ -474,14 +476,14 @@ async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): Hu
 /// The tenant's `default` application, made by the first issue that needs
 /// it: two first issues at once share the one made.
 async fn default_application(tx: &mut Tx, ctx: &TenantCtx) -> ApiResult<Application> {
-    Ok(insert_application(tx, ctx, "Default", "default", Some("created for tenant-level key issue"), "live").await?.0)
+    Ok(insert_application(tx, ctx, "Default", "default", Some("created for tenant-level key issue"), Environment::Live).await?.0)
 }
 
 /// An API key as its application's list shows it: masked, never its hash.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = MaskedApiKey)]
 struct ListedKey {
-    key_id: String,
+    key_id: Id,
     name: String,
     /// `pk_live_` or `pk_test_`.
     prefix: String,
@@ -491,13 +493,12 @@ struct ListedKey {
     #[schema(value_type = Vec<String>)]
     scopes: JsonText,
     rate_limit_rpm: Option<i64>,
-    expires_at: Option<String>,
-    /// `active`, `disabled` or `revoked`.
-    status: String,
+    expires_at: Option<Timestamp>,
+    status: ApiKeyStatus,
     synthetic_persona_id: String,
-    created_at: String,
-    rotated_at: Option<String>,
-    revoked_at: Option<String>,
+    created_at: Timestamp,
+    rotated_at: Option<Timestamp>,
+    revoked_at: Option<Timestamp>,
 }
 
 const LISTED_COLUMNS: &str = "key_id, name, prefix, prefix || '…' || last4 AS masked_key, scopes, rate_limit_rpm, expires_at, status, \
@@ -507,19 +508,19 @@ const LISTED_COLUMNS: &str = "key_id, name, prefix, prefix || '…' || last4 AS 
 #[utoipa::path(get, path = "/api/applications/{application_id}/keys", tag = "sdk-api-keys",
     params(("application_id" = String, Path, description = "the application")),
     responses((status = 200, description = "the keys, never their secrets", body = Data<Vec<ListedKey>>)))]
-async fn list_keys(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn list_keys(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Data<Vec<ListedKey>>> {
     let app = find_application(&state.db.read, &ctx.tenant_id, &id).await?;
     let sql = format!("SELECT {LISTED_COLUMNS} FROM credential_api_key WHERE application_id = $1 ORDER BY created_at");
-    let keys: Vec<ListedKey> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&app.application_id).fetch_all(&state.db.read).await?;
+    let keys: Vec<ListedKey> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(app.application_id).fetch_all(&state.db.read).await?;
     Ok(ok(keys))
 }
 
 /// A disabled application.
 #[derive(Serialize, ToSchema)]
 struct DisabledApplication {
-    application_id: String,
+    application_id: Id,
     /// `disabled`.
-    status: &'static str,
+    status: ApplicationStatus,
     /// The active keys this call disabled (none on a repeat).
     keys_disabled: u64,
 }
@@ -529,44 +530,44 @@ struct DisabledApplication {
     params(("application_id" = String, Path, description = "the application")),
     responses((status = 200, description = "the application, disabled", body = Data<DisabledApplication>)),
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/applications", { "name": "Races", "slug": "r-{unique}", "environment": "live" }]] }))))]
-async fn disable_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
-    let id = path_id(&id)?.to_string();
+async fn disable_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Data<DisabledApplication>> {
+    let id = Id(path_id(&id)?);
     let mut tx = state.db.begin().await?;
     // The application moves once: of several disables at once, the one
     // that moves it disables its keys and records the event; the others,
     // like a repeat, answer it disabled with none of its keys.
-    let moved: Option<String> = sqlx::query_scalar(
+    let moved: Option<Id> = sqlx::query_scalar(
         "UPDATE credential_application SET status = 'disabled' WHERE tenant_id = $1 AND application_id = $2 AND status = 'active' RETURNING application_id",
     )
     .bind(&ctx.tenant_id)
-    .bind(&id)
+    .bind(id)
     .fetch_optional(&mut *tx)
     .await?;
     let mut disabled = 0;
     if moved.is_some() {
         disabled = sqlx::query("UPDATE credential_api_key SET status = 'disabled' WHERE application_id = $1 AND status = 'active'")
-            .bind(&id)
+            .bind(id)
             .execute(&mut *tx)
             .await?
             .rows_affected();
         audit::record(&mut tx, &ctx, events::APPLICATION_DISABLED, json!({ "application_id": id, "keys_disabled": disabled })).await?;
-    } else if APPLICATION.state_of(&mut tx, &ctx.tenant_id, &id).await?.is_none() {
+    } else if APPLICATION.state_of(&mut tx, &ctx.tenant_id, &id.to_string()).await?.is_none() {
         return Err(ApiError::NotFound);
     }
     tx.commit().await?;
     state.invalidate(Invalidation::ApiKeys).await;
-    Ok(ok(DisabledApplication { application_id: id, status: "disabled", keys_disabled: disabled }))
+    Ok(ok(DisabledApplication { application_id: id, status: ApplicationStatus::Disabled, keys_disabled: disabled }))
 }
 
 /// What rotate and revoke need of a key: its state, its application's
 /// environment and its scopes.
 #[derive(Debug, FromRow)]
 struct FoundKey {
-    key_id: String,
+    key_id: Id,
     /// The tenant the key acts in (its application's, or that tenant's sandbox).
     tenant_id: String,
-    revoked_at: Option<String>,
-    environment: String,
+    revoked_at: Option<Timestamp>,
+    environment: Environment,
     scopes: String,
 }
 
@@ -587,37 +588,37 @@ async fn find_key(tx: &mut Tx, tenant_id: &str, key_id: &str) -> ApiResult<Found
 /// A rotated API key and its new secret.
 #[derive(Serialize, ToSchema)]
 struct RotatedApiKey {
-    key_id: String,
+    key_id: Id,
     /// The new secret, shown this once; the old one stops working.
     api_key: String,
     /// `pk_live_` or `pk_test_`.
     prefix: String,
-    rotated_at: String,
+    rotated_at: Timestamp,
 }
 
 /// Gives an active key a new secret: the secret is shown this once.
 #[utoipa::path(post, path = "/api/api-keys/{key_id}/rotate", tag = "sdk-api-keys", params(("key_id" = String, Path, description = "the key")),
     responses((status = 200, description = "the key's new secret", body = Data<RotatedApiKey>)),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/applications", { "name": "Races", "slug": "r-{unique}", "environment": "live" }], ["POST", "/api/applications/{application_id}/keys", { "name": "k", "scopes": ["crm.*"] }]] }))))]
-async fn rotate(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn rotate(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Data<RotatedApiKey>> {
     let mut tx = state.db.begin().await?;
     let FoundKey { key_id, tenant_id, environment, scopes, .. } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
-    let (prefix, secret, last4) = new_secret(&environment);
-    let now = db::now();
+    let (prefix, secret, last4) = new_secret(environment);
+    let now = Timestamp::now();
     // Only an active key takes a new secret, decided by the write itself:
     // a rotation racing a revocation never hands out a secret of a revoked
     // key. Rotations at once each take effect, the last one's secret stays.
-    let moved: Option<String> = sqlx::query_scalar(
+    let moved: Option<Id> = sqlx::query_scalar(
         "UPDATE credential_api_key SET key_hash = $3, last4 = $4, rotated_at = $5 WHERE tenant_id = $1 AND key_id = $2 AND status = 'active' RETURNING key_id",
     )
     .bind(&tenant_id)
-    .bind(&key_id)
+    .bind(key_id)
     .bind(crypto::sha256_hex(secret.as_bytes()))
     .bind(&last4)
-    .bind(&now)
+    .bind(now)
     .fetch_optional(&mut *tx)
     .await?;
-    KEY.settle(&mut tx, &tenant_id, &key_id, moved, "only an active key can be rotated").await?;
+    KEY.settle(&mut tx, &tenant_id, &key_id.to_string(), moved, "only an active key can be rotated").await?;
     // A new secret is a new grant of the key's scopes (refused: the
     // transaction, and the new secret with it, is rolled back).
     roles::contain(&state, &ctx, &scope_list(&scopes), "the key's scopes").await?;
@@ -630,11 +631,11 @@ async fn rotate(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant,
 /// A revoked API key.
 #[derive(Serialize, ToSchema)]
 struct RevokedApiKey {
-    key_id: String,
+    key_id: Id,
     /// `revoked`.
-    status: &'static str,
+    status: ApiKeyStatus,
     /// When the key was first revoked.
-    revoked_at: Option<String>,
+    revoked_at: Option<Timestamp>,
 }
 
 /// Revokes a key; the application's other keys are unaffected.
@@ -643,19 +644,19 @@ struct RevokedApiKey {
 #[utoipa::path(post, path = "/api/api-keys/{key_id}/revoke", tag = "sdk-api-keys", params(("key_id" = String, Path, description = "the key")),
     responses((status = 200, description = "the key, revoked", body = Data<RevokedApiKey>)),
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/applications", { "name": "Races", "slug": "r-{unique}", "environment": "live" }], ["POST", "/api/applications/{application_id}/keys", { "name": "k", "scopes": ["crm.*"] }]] }))))]
-async fn revoke(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn revoke(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Data<RevokedApiKey>> {
     let mut tx = state.db.begin().await?;
     let FoundKey { key_id, tenant_id, .. } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
     // The key is revoked once: of several revocations at once, the one
     // that moves it records the event; the others, like a repeat, answer
     // the first revocation's time.
-    let now = db::now();
-    let moved: Option<Option<String>> = sqlx::query_scalar(
+    let now = Timestamp::now();
+    let moved: Option<Option<Timestamp>> = sqlx::query_scalar(
         "UPDATE credential_api_key SET status = 'revoked', revoked_at = $3 WHERE tenant_id = $1 AND key_id = $2 AND status <> 'revoked' RETURNING revoked_at",
     )
     .bind(&tenant_id)
-    .bind(&key_id)
-    .bind(&now)
+    .bind(key_id)
+    .bind(now)
     .fetch_optional(&mut *tx)
     .await?;
     let revoked_at = match moved {
@@ -663,11 +664,11 @@ async fn revoke(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant,
             audit::record(&mut tx, &ctx, events::API_KEY_REVOKED, json!({ "key_id": key_id, "revoked_at": now })).await?;
             at
         }
-        None => find_key(&mut tx, &ctx.tenant_id, &key_id).await?.revoked_at,
+        None => find_key(&mut tx, &ctx.tenant_id, &key_id.to_string()).await?.revoked_at,
     };
     tx.commit().await?;
     state.invalidate(Invalidation::ApiKeys).await;
-    Ok(ok(RevokedApiKey { key_id, status: "revoked", revoked_at }))
+    Ok(ok(RevokedApiKey { key_id, status: ApiKeyStatus::Revoked, revoked_at }))
 }
 
 /// The key (and its application) a token exchange presents; a key of an
@@ -695,6 +696,7 @@ mod tests {
 
     #[test]
     fn the_documented_environments_are_the_validated_ones() {
-        assert_eq!(serde_json::to_value(Environment::schema()).unwrap()["enum"], json!(ENVIRONMENTS));
+        let words: Vec<&str> = Environment::ALL.iter().map(|e| e.as_str()).collect();
+        assert_eq!(serde_json::to_value(Environment::schema()).unwrap()["enum"], json!(words));
     }
 }

@@ -17,7 +17,7 @@ use axum::{
 
 use crate::{
     api_keys, personas, profiles,
-    tenancy::{self, Membership, Tenant},
+    tenancy::{self, IsolationTier, Membership, Tenant, TenantStatus},
 };
 use hub_kernel::prelude::*;
 use hub_kernel::{
@@ -63,14 +63,6 @@ fn normalise_email(raw: &str) -> Option<String> {
     (!local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !domain.ends_with('.') && !e.contains(char::is_whitespace)).then_some(e)
 }
 
-fn check_email(check: &mut Check, raw: &Option<String>) -> String {
-    let e = check.required("email", raw);
-    if e.is_empty() {
-        return e;
-    }
-    email_form(check, &e)
-}
-
 /// A present email's form (what its schema's `format: email` cannot
 /// enforce): normalised (trimmed, lower case), or a problem.
 fn email_form(check: &mut Check, raw: &str) -> String {
@@ -85,7 +77,7 @@ fn email_form(check: &mut Check, raw: &str) -> String {
 struct Alias {
     alias_id: String,
     person_id: String,
-    verified_at: Option<String>,
+    verified_at: Option<Timestamp>,
 }
 
 /// The email alias of `email`, if any person has it.
@@ -211,9 +203,9 @@ struct SignedUpTenant {
     persona_id: String,
     app_identity_id: String,
     /// `trial`.
-    status: String,
+    status: TenantStatus,
     /// `S`.
-    isolation_tier: String,
+    isolation_tier: IsolationTier,
     /// The owner's tenant JWT (ES256).
     token: String,
 }
@@ -227,7 +219,7 @@ struct SignedUpTenant {
 #[utoipa::path(post, path = "/api/auth/signup-tenant", tag = "sdk-identity", request_body = Signup,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "given": [["GET", "/api/me", null]], "body": {"email": "{email}", "password": "correct horse battery", "org_name": "Races", "app_id": "a-{unique}", "display_name": "Racer", "region": "eu-west-1"}}))),
     responses((status = 201, description = "the tenant's spine and the owner's token", body = Data<SignedUpTenant>), (status = 409, description = "Conflict: the app_id is taken; PersonExistsError: a person has the email (log in and create the tenant instead)", body = ErrorBody)))]
-async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): MaybeCaller, body: Body<Signup>) -> ApiResult<Response> {
+async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): MaybeCaller, body: Body<Signup>) -> ApiResult<Created<SignedUpTenant>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let email = email_form(&mut check, &body.email);
@@ -282,11 +274,12 @@ async fn signup_tenant(State(state): State<AppState>, MaybeCaller(caller): Maybe
     )
     .await?;
     let membership = tenancy::insert_membership(&mut tx, &person_id, &tenant_id, None, &owner).await?;
-    let persona = personas::insert(&mut tx, &state.master, &tenant_id, Some(&membership.membership_id), "human", Some(&owner), None).await?;
+    let persona =
+        personas::insert(&mut tx, &state.master, &tenant_id, Some(&membership.membership_id), personas::PersonaKind::Human, Some(&owner), None).await?;
     let app_identity_id = tenancy::ensure_app_identity(&mut tx, &person_id, &app_id).await?;
     let key = person_key(&mut tx, &state.master, &person_id).await?.ok_or(ApiError::Conflict("the person has been erased".into()))?;
     profiles::insert_first(&mut tx, &key, &app_identity_id, &json!({ "display_name": display_name })).await?;
-    hub_kernel::audit::emit(
+    hub_kernel::audit::record_event(
         &mut tx,
         hub_kernel::audit::Event {
             tenant_id: &tenant_id,
@@ -341,7 +334,7 @@ struct RegisteredPerson {
 #[utoipa::path(post, path = "/api/auth/register", tag = "sdk-identity", request_body = Register,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "loser_error": "PersonExistsError", "events": 0, "body": {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}}))),
     responses((status = 201, description = "the new person", body = Data<RegisteredPerson>), (status = 409, description = "PersonExistsError: a person has the email", body = ErrorBody)))]
-async fn register(State(state): State<AppState>, body: Body<Register>) -> ApiResult<Response> {
+async fn register(State(state): State<AppState>, body: Body<Register>) -> ApiResult<Created<RegisteredPerson>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let email = email_form(&mut check, &body.email);
@@ -392,7 +385,7 @@ struct LoginToken {
 #[utoipa::path(post, path = "/api/auth/login", tag = "sdk-identity", request_body = Login,
     extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"email": "m-{unique}@races.example.com", "password": "correct horse battery"}}))),
     responses((status = 200, description = "the token", body = Data<LoginToken>), (status = 401, description = "Unauthorized: invalid email or password", body = ErrorBody), (status = 403, description = "NoMembership: the person is no active member of the tenant", body = ErrorBody), (status = 429, description = "RateLimited: too many failed logins from the address or for the account (Retry-After)", body = ErrorBody), (status = 503, description = "Busy: password checks are at their bound (Retry-After)", body = ErrorBody)))]
-async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, body: Body<Login>) -> ApiResult<Response> {
+async fn login(State(state): State<AppState>, ClientAddr(addr): ClientAddr, body: Body<Login>) -> ApiResult<Data<LoginToken>> {
     let body = body.checked()?;
     let email = body.email.trim().to_string();
     let pw = body.password.clone();
@@ -637,7 +630,9 @@ async fn token_request(req: Request, basic: Option<(String, String)>) -> ApiResu
         (status = 200, description = "the token (RFC 6749 5.1, not in the `data` envelope)", body = ClientCredentialsToken,
             headers(("Cache-Control" = String, description = "`no-store`"))),
         (status = 401, description = "`invalid_client`: the key is unknown, invalid, expired, revoked or disabled, or client_id is not its application",
-            body = ErrorBody, headers(("Cache-Control" = String, description = "`no-store`")))))]
+            body = ErrorBody, headers(("Cache-Control" = String, description = "`no-store`"))),
+        (status = 423, description = "Locked: the operator has suspended the key's tenant", body = ErrorBody),
+        (status = 429, description = "RateLimited: too many failed exchanges from the address (Retry-After)", body = ErrorBody)))]
 async fn token(State(state): State<AppState>, ClientAddr(addr): ClientAddr, BasicCredentials(basic): BasicCredentials, req: Request) -> Response {
     let result = exchange(&state, addr, basic, req).await;
     let mut res = match result {
@@ -730,7 +725,7 @@ struct VerificationSent {
     /// `true`.
     sent: bool,
     /// When the token expires (15 minutes from now).
-    expires_at: String,
+    expires_at: Timestamp,
     /// In development mode, for a known email only: the token itself.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -745,7 +740,11 @@ struct VerificationSent {
 #[utoipa::path(post, path = "/api/auth/send-verification-email", tag = "sdk-identity", request_body = SendVerification,
     extensions(("x-concurrency" = json!({"outcome": "capacity", "wins": 4, "losers": 429, "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"email": "m-{unique}@races.example.com"}}))),
     responses((status = 200, description = "sent (or not, for an unknown email: the answer is the same)", body = Data<VerificationSent>), (status = 429, description = "RateLimited: too many verification emails for the address or the account (Retry-After)", body = ErrorBody), (status = 503, description = "Unavailable: no mail sender is configured", body = ErrorBody)))]
-async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr): ClientAddr, body: Body<SendVerification>) -> ApiResult<Response> {
+async fn send_verification_email(
+    State(state): State<AppState>,
+    ClientAddr(addr): ClientAddr,
+    body: Body<SendVerification>,
+) -> ApiResult<Data<VerificationSent>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let email = email_form(&mut check, &body.email);
@@ -755,9 +754,8 @@ async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr)
     // tell nothing about which accounts exist.
     let keys = [throttle::Key::address("verify", addr, FREE_PER_ADDRESS), throttle::Key::account(&state, "verify", &email, VERIFY_FREE_PER_ACCOUNT)];
     throttle::take(&state, &keys).await?;
-    let expires_at = db::format_time(chrono::Utc::now() + chrono::Duration::minutes(VERIFICATION_TTL_MINUTES));
+    let expires_at = Timestamp(chrono::Utc::now() + chrono::Duration::minutes(VERIFICATION_TTL_MINUTES));
     let mut data = VerificationSent { sent: true, expires_at, dev_token: None };
-    let expires_at = &data.expires_at;
     if let Some(alias) = person_by_email(&state.db.read, &state, &email).await? {
         let token = crypto::random_base62(32);
         sqlx::query("INSERT INTO identity_verification (token_hash, alias_id, purpose, expires_at, created_at) VALUES ($1, $2, 'verify-email', $3, $4)")
@@ -767,7 +765,7 @@ async fn send_verification_email(State(state): State<AppState>, ClientAddr(addr)
             .bind(db::now())
             .execute(state.db.writer())
             .await?;
-        mail.send_verification(&email, &token, expires_at);
+        mail.send_verification(&email, &token, &expires_at.to_string());
         if state.config.dev {
             data.dev_token = Some(token);
         }
@@ -789,14 +787,14 @@ struct EmailVerified {
     /// `true`.
     verified: bool,
     /// When the email was first verified.
-    verified_at: String,
+    verified_at: Timestamp,
 }
 
 /// Redeems a verification token: its email is verified.
 #[utoipa::path(post, path = "/api/auth/verify-email", tag = "sdk-identity", request_body = VerifyEmail,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "losers": 400, "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}], ["POST", "/api/auth/send-verification-email", {"email": "m-{unique}@races.example.com"}]], "body": {"token": "{dev_token}"}}))),
     responses((status = 200, description = "the email, verified", body = Data<EmailVerified>)))]
-async fn verify_email(State(state): State<AppState>, body: Body<VerifyEmail>) -> ApiResult<Response> {
+async fn verify_email(State(state): State<AppState>, body: Body<VerifyEmail>) -> ApiResult<Data<EmailVerified>> {
     let body = body.checked()?;
     let token = body.token.trim();
     let mut tx = state.db.begin().await?;
@@ -815,11 +813,12 @@ async fn verify_email(State(state): State<AppState>, body: Body<VerifyEmail>) ->
     let Some(alias_id) = alias else {
         return Err(ApiError::invalid("token is invalid, expired or already used"));
     };
-    let verified_at: String = sqlx::query_scalar("UPDATE identity_alias SET verified_at = COALESCE(verified_at, $1) WHERE alias_id = $2 RETURNING verified_at")
-        .bind(&now)
-        .bind(&alias_id)
-        .fetch_one(&mut *tx)
-        .await?;
+    let verified_at: Timestamp =
+        sqlx::query_scalar("UPDATE identity_alias SET verified_at = COALESCE(verified_at, $1) WHERE alias_id = $2 RETURNING verified_at")
+            .bind(&now)
+            .bind(&alias_id)
+            .fetch_one(&mut *tx)
+            .await?;
     tx.commit().await?;
     Ok(ok(EmailVerified { verified: true, verified_at }))
 }
@@ -828,8 +827,8 @@ async fn verify_email(State(state): State<AppState>, body: Body<VerifyEmail>) ->
 #[into_params(parameter_in = Query)]
 struct StatusQuery {
     /// The email to look up.
-    #[param(required = true, format = "email")]
-    email: Option<String>,
+    #[param(format = "email")]
+    email: String,
 }
 
 /// An email's verification state.
@@ -839,15 +838,15 @@ struct VerificationStatus {
     email: String,
     verified: bool,
     /// Null while the email is unverified or unknown.
-    verified_at: Option<String>,
+    verified_at: Option<Timestamp>,
 }
 
 /// Whether an email is verified.
 #[utoipa::path(get, path = "/api/auth/verification-status", tag = "sdk-identity", params(StatusQuery),
     responses((status = 200, description = "the email's verification state", body = Data<VerificationStatus>)))]
-async fn verification_status(State(state): State<AppState>, Params(q): Params<StatusQuery>) -> ApiResult<Response> {
+async fn verification_status(State(state): State<AppState>, Params(q): Params<StatusQuery>) -> ApiResult<Data<VerificationStatus>> {
     let mut check = Check::new();
-    let email = check_email(&mut check, &q.email);
+    let email = email_form(&mut check, &q.email);
     check.finish()?;
     let verified_at = person_by_email(&state.db.read, &state, &email).await?.and_then(|a| a.verified_at);
     Ok(ok(VerificationStatus { email, verified: verified_at.is_some(), verified_at }))
@@ -903,7 +902,7 @@ struct KeyCaller {
 /// check a credential, and by the benchmark).
 #[utoipa::path(get, path = "/api/me", tag = "sdk-identity",
     responses((status = 200, description = "the caller: a person or a key", body = Data<CallerIdentity>)))]
-async fn me(MaybeCaller(caller): MaybeCaller) -> ApiResult<Response> {
+async fn me(MaybeCaller(caller): MaybeCaller) -> ApiResult<Data<CallerIdentity>> {
     let data = match caller.ok_or(ApiError::Unauthorized("missing bearer token"))? {
         Caller::Human(claims) => CallerIdentity::Person(PersonCaller {
             actor: CallerActor { kind: claims.actor.kind.clone() },
@@ -928,17 +927,16 @@ async fn me(MaybeCaller(caller): MaybeCaller) -> ApiResult<Response> {
 }
 
 /// A JSON Web Key Set (RFC 7517), not in the `data` envelope.
-// What the kernel's `KeySet::jwks` writes.
-#[derive(ToSchema)]
-#[allow(dead_code)]
+// Read from what the kernel's `KeySet::jwks` writes, so that what is sent
+// is this type.
+#[derive(Serialize, Deserialize, ToSchema)]
 struct JwkSet {
     /// The current signing key first, then those still in their grace window.
     keys: Vec<Jwk>,
 }
 
 /// A public ES256 signing key.
-#[derive(ToSchema)]
-#[allow(dead_code)]
+#[derive(Serialize, Deserialize, ToSchema)]
 struct Jwk {
     /// `EC`.
     kty: String,
@@ -961,7 +959,11 @@ struct Jwk {
 #[utoipa::path(get, path = "/.well-known/jwks.json", tag = "sdk-identity",
     responses((status = 200, description = "the key set", body = JwkSet, headers(("Cache-Control" = String, description = "`public, max-age=300`")))))]
 async fn jwks(State(state): State<AppState>) -> Response {
-    let mut res = Json(state.keys().jwks()).into_response();
+    let set: JwkSet = match serde_json::from_value(state.keys().jwks()) {
+        Ok(set) => set,
+        Err(e) => return ApiError::Internal(anyhow::Error::from(e)).into_response(),
+    };
+    let mut res = Json(set).into_response();
     res.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
     res
 }

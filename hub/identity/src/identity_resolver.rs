@@ -31,10 +31,22 @@ enum Decision {
     Reject,
 }
 
+stored_enum! {
+    /// Where a link is in its life.
+    #[schema(as = IdentityLinkStatus)]
+    enum LinkStatus { Proposed = "proposed", InReview = "in_review", Merged = "merged", Rejected = "rejected", Unmerged = "unmerged" }
+}
+
+stored_enum! {
+    /// Where a review step is: `open` until the steward's verdict.
+    #[schema(as = IdentityLinkStepStatus)]
+    enum StepStatus { Open = "open", Approved = "approved", Rejected = "rejected" }
+}
+
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = IdentityLink)]
 struct Link {
-    link_id: String,
+    link_id: Id,
     /// The survivor, should the pair be merged.
     person_id_a: String,
     /// The person a merge absorbs.
@@ -43,15 +55,14 @@ struct Link {
     #[schema(value_type = Object)]
     evidence: JsonText,
     confidence: Option<f64>,
-    /// `proposed`, `in_review`, `merged`, `rejected` or `unmerged`.
-    status: String,
+    status: LinkStatus,
     /// The canonical person while the pair is merged (person_id_a).
     survivor_person_id: Option<String>,
     proposed_by: String,
-    created_at: String,
-    updated_at: String,
-    decided_at: Option<String>,
-    unmerged_at: Option<String>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    decided_at: Option<Timestamp>,
+    unmerged_at: Option<Timestamp>,
     /// Its review steps, oldest first.
     #[sqlx(skip)]
     steps: Vec<Step>,
@@ -63,16 +74,15 @@ const COLUMNS: &str = "link_id, person_id_a, person_id_b, evidence, confidence, 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = IdentityLinkStep)]
 struct Step {
-    step_id: String,
-    link_id: String,
+    step_id: Id,
+    link_id: Id,
     /// The steward persona whose verdict the step waits for.
     approver_persona_id: String,
-    /// `open`, `approved` or `rejected`.
-    status: String,
+    status: StepStatus,
     acting_persona_id: Option<String>,
     opened_by: String,
-    opened_at: String,
-    decided_at: Option<String>,
+    opened_at: Timestamp,
+    decided_at: Option<Timestamp>,
 }
 
 const STEP_COLUMNS: &str = "step_id, link_id, approver_persona_id, status, acting_persona_id, opened_by, opened_at, decided_at";
@@ -134,7 +144,7 @@ struct NewLink {
 #[utoipa::path(post, path = "/api/identity-resolver/links", tag = "sdk-identity-resolver", request_body = NewLink,
     responses((status = 201, description = "the link, proposed", body = Data<Link>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }]], "body": { "person_id_a": "{owner_person_id}", "person_id_b": "{person_id}" } }))))]
-async fn propose(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewLink>) -> ApiResult<Response> {
+async fn propose(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewLink>) -> ApiResult<Created<Link>> {
     let body = body.checked()?;
     let (a, b) = (canonical_uuid(&body.person_id_a), canonical_uuid(&body.person_id_b));
     if a == b {
@@ -173,7 +183,7 @@ async fn propose(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<
         .fetch_optional(&mut *tx)
         .await?;
     let Some(link) = link else {
-        let live: String = sqlx::query_scalar("SELECT status FROM identity_link WHERE pair_key = $1 AND status IN ('proposed', 'in_review', 'merged')")
+        let live: LinkStatus = sqlx::query_scalar("SELECT status FROM identity_link WHERE pair_key = $1 AND status IN ('proposed', 'in_review', 'merged')")
             .bind(&pair)
             .fetch_one(&mut *tx)
             .await?;
@@ -188,7 +198,7 @@ async fn propose(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<
 /// A link of the caller's tenant, with its review steps.
 #[utoipa::path(get, path = "/api/identity-resolver/links/{link_id}", tag = "sdk-identity-resolver", params(("link_id" = String, Path, description = "the link")),
     responses((status = 200, description = "the link", body = Data<Link>)))]
-async fn get_link(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_link(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Link>> {
     let mut tx = state.db.read.begin().await?;
     let link = find(&mut tx, &ctx.tenant_id, &id).await?;
     tx.commit().await?;
@@ -209,30 +219,30 @@ struct NewReview {
     params(("link_id" = String, Path, description = "the link")),
     responses((status = 201, description = "the review step, open", body = Data<Step>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }], ["POST", "/api/identity-resolver/links", { "person_id_a": "{owner_person_id}", "person_id_b": "{person_id}" }]], "body": { "approver_persona_id": "{owner_persona_id}" } }))))]
-async fn steward_review(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewReview>) -> ApiResult<Response> {
+async fn steward_review(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewReview>) -> ApiResult<Created<Step>> {
     let mut tx = state.db.begin().await?;
     let link = find(&mut tx, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
     let approver = canonical_uuid(&body.approver_persona_id);
-    let persona = personas::find(&mut *tx, &approver).await?.filter(|p| p.tenant_id == ctx.tenant_id && p.status == "active");
+    let persona = personas::find(&mut *tx, &approver).await?.filter(|p| p.tenant_id == ctx.tenant_id && p.status == personas::PersonaStatus::Active);
     persona.ok_or_else(|| ApiError::invalid("approver_persona_id is not an active persona of this tenant"))?;
     let now = db::now();
     let moved: Option<String> = sqlx::query_scalar(
         "UPDATE identity_link SET status = 'in_review', updated_at = $3 WHERE tenant_id = $1 AND link_id = $2 AND status = 'proposed' RETURNING link_id",
     )
     .bind(&ctx.tenant_id)
-    .bind(&link.link_id)
+    .bind(link.link_id)
     .bind(&now)
     .fetch_optional(&mut *tx)
     .await?;
-    LINK.settle(&mut tx, &ctx.tenant_id, &link.link_id, moved, "a review opens on a proposed link only").await?;
+    LINK.settle(&mut tx, &ctx.tenant_id, &link.link_id.to_string(), moved, "a review opens on a proposed link only").await?;
     let sql = format!(
         "INSERT INTO identity_link_step (step_id, link_id, approver_persona_id, status, opened_by, opened_at) VALUES ($1, $2, $3, 'open', $4, $5) \
          RETURNING {STEP_COLUMNS}"
     );
     let step: Step = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
-        .bind(&link.link_id)
+        .bind(link.link_id)
         .bind(&approver)
         .bind(audit::actor_of(&ctx).1)
         .bind(&now)
@@ -263,7 +273,7 @@ struct Verdict {
     params(("link_id" = String, Path, description = "the link")),
     responses((status = 200, description = "the link, decided", body = Data<Link>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }], ["POST", "/api/identity-resolver/links", { "person_id_a": "{owner_person_id}", "person_id_b": "{person_id}" }], ["POST", "/api/identity-resolver/links/{link_id}/steward-review", { "approver_persona_id": "{owner_persona_id}" }]], "body": { "step_id": "{step_id}", "decision": "approve" } }))))]
-async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Verdict>) -> ApiResult<Response> {
+async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Verdict>) -> ApiResult<Data<Link>> {
     let mut tx = state.db.begin().await?;
     let link = find(&mut tx, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
@@ -277,7 +287,7 @@ async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
         return Err(ApiError::forbidden(format!("the acting persona {} is not the step's approver", ctx.persona_id)));
     }
     let now = db::now();
-    let status = if decision == Decision::Approve { "approved" } else { "rejected" };
+    let status = if decision == Decision::Approve { StepStatus::Approved } else { StepStatus::Rejected };
     let decided = sqlx::query("UPDATE identity_link_step SET status = $2, acting_persona_id = $3, decided_at = $4 WHERE step_id = $1 AND status = 'open'")
         .bind(&step_id)
         .bind(status)
@@ -289,7 +299,7 @@ async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
         // A step row has no tenant column of its own (its link has), so
         // this is `settle` by hand: the state read after the write is the
         // one the winning verdict committed, not the one read before it.
-        let current: String = sqlx::query_scalar("SELECT status FROM identity_link_step WHERE step_id = $1").bind(&step_id).fetch_one(&mut *tx).await?;
+        let current: StepStatus = sqlx::query_scalar("SELECT status FROM identity_link_step WHERE step_id = $1").bind(&step_id).fetch_one(&mut *tx).await?;
         return Err(ApiError::Conflict(format!("the step is already {current}")));
     }
     let (a, b) = (&link.person_id_a, &link.person_id_b);
@@ -302,7 +312,7 @@ async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
              VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(db::new_id())
-        .bind(&link.link_id)
+        .bind(link.link_id)
         .bind(a)
         .bind(b)
         .bind(&prior)
@@ -311,7 +321,7 @@ async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
         .await?;
         auth::set_person_status(&mut tx, b, &prior, "merged").await?;
         sqlx::query("UPDATE identity_link SET status = 'merged', survivor_person_id = $2, decided_at = $3, updated_at = $3 WHERE link_id = $1")
-            .bind(&link.link_id)
+            .bind(link.link_id)
             .bind(a)
             .bind(&now)
             .execute(&mut *tx)
@@ -321,7 +331,7 @@ async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
         audit::record(&mut tx, &ctx, events::MERGE_APPROVED, payload).await?;
     } else {
         sqlx::query("UPDATE identity_link SET status = 'rejected', decided_at = $2, updated_at = $2 WHERE link_id = $1")
-            .bind(&link.link_id)
+            .bind(link.link_id)
             .bind(&now)
             .execute(&mut *tx)
             .await?;
@@ -338,7 +348,7 @@ async fn verdict(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
     params(("link_id" = String, Path, description = "the link")),
     responses((status = 200, description = "the link, unmerged", body = Data<Link>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }], ["POST", "/api/identity-resolver/links", { "person_id_a": "{owner_person_id}", "person_id_b": "{person_id}" }], ["POST", "/api/identity-resolver/links/{link_id}/steward-review", { "approver_persona_id": "{owner_persona_id}" }], ["POST", "/api/identity-resolver/links/{link_id}/verdict", { "step_id": "{step_id}", "decision": "approve" }]] }))))]
-async fn unmerge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn unmerge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Link>> {
     let mut tx = state.db.begin().await?;
     let link = find(&mut tx, &ctx.tenant_id, &id).await?;
     let now = db::now();
@@ -347,15 +357,15 @@ async fn unmerge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
          WHERE tenant_id = $1 AND link_id = $2 AND status = 'merged' RETURNING link_id",
     )
     .bind(&ctx.tenant_id)
-    .bind(&link.link_id)
+    .bind(link.link_id)
     .bind(&now)
     .fetch_optional(&mut *tx)
     .await?;
-    LINK.settle(&mut tx, &ctx.tenant_id, &link.link_id, moved, "only a merged link is unmerged").await?;
+    LINK.settle(&mut tx, &ctx.tenant_id, &link.link_id.to_string(), moved, "only a merged link is unmerged").await?;
     let (absorbed, prior): (String, String) = sqlx::query_as(
         "UPDATE identity_person_merge SET unmerged_at = $2 WHERE link_id = $1 AND unmerged_at IS NULL RETURNING absorbed_person_id, absorbed_prior_status",
     )
-    .bind(&link.link_id)
+    .bind(link.link_id)
     .bind(&now)
     .fetch_one(&mut *tx)
     .await?;

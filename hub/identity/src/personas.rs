@@ -28,7 +28,18 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(create_under_membership))
 }
 
-pub const KINDS: &[&str] = &["human", "service", "agent"];
+stored_enum! {
+    /// What a persona acts for: `human`, `service` (a key's synthetic
+    /// persona) or `agent`.
+    #[schema(as = PersonaKind)]
+    pub enum PersonaKind { Human = "human", Service = "service", Agent = "agent" }
+}
+
+stored_enum! {
+    /// Whether a persona still acts: `shredded` once its key is destroyed.
+    #[schema(as = PersonaStatus)]
+    pub enum PersonaStatus { Active = "active", Shredded = "shredded" }
+}
 
 /// A persona: what everything downstream keys on.
 // A persona row. Its key and sealed attributes stay out of every answer:
@@ -39,17 +50,15 @@ pub struct Persona {
     pub tenant_id: String,
     /// Null for a key's synthetic persona.
     pub membership_id: Option<String>,
-    /// `human`, `service` (a key's synthetic persona) or `agent`.
-    pub kind: String,
+    pub kind: PersonaKind,
     pub primary_role_template_id: Option<String>,
     #[serde(skip)]
     pub data_key_id: String,
     #[serde(skip)]
     pub attributes_envelope: Option<Vec<u8>>,
-    /// `active` or `shredded`.
-    pub status: String,
-    pub created_at: String,
-    pub shredded_at: Option<String>,
+    pub status: PersonaStatus,
+    pub created_at: Timestamp,
+    pub shredded_at: Option<Timestamp>,
 }
 
 const COLUMNS: &str = "persona_id, tenant_id, membership_id, kind, primary_role_template_id, data_key_id, attributes_envelope, status, created_at, shredded_at";
@@ -116,7 +125,7 @@ pub async fn insert(
     master: &MasterKey,
     tenant_id: &str,
     membership_id: Option<&str>,
-    kind: &str,
+    kind: PersonaKind,
     role_template_id: Option<&str>,
     attributes: Option<&Value>,
 ) -> ApiResult<Persona> {
@@ -176,27 +185,10 @@ struct NewPersona {
     attributes: Option<serde_json::Map<String, Value>>,
 }
 
-/// What a persona acts for.
-// The values of `KINDS`; a test compares them.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = PersonaKind)]
-enum PersonaKind {
-    Human,
-    Service,
-    Agent,
-}
-
-impl PersonaKind {
-    fn as_str(self) -> &'static str {
-        KINDS[self as usize]
-    }
-}
-
 /// Validates a persona request against the tenant's role templates; the
 /// primary role may carry only permissions the caller holds.
-async fn validated(state: &AppState, tx: &mut Tx, ctx: &TenantCtx, body: &NewPersona) -> ApiResult<(String, Option<String>)> {
-    let kind = body.kind.as_str().to_string();
+async fn validated(state: &AppState, tx: &mut Tx, ctx: &TenantCtx, body: &NewPersona) -> ApiResult<(PersonaKind, Option<String>)> {
+    let kind = body.kind;
     let template = canonical_uuid_opt(&body.primary_role_template_id);
     if let Some(t) = &template {
         if !roles::visible_template(&mut **tx, &ctx.tenant_id, &ctx.app_id, t).await? {
@@ -226,7 +218,7 @@ async fn record_created(tx: &mut Tx, ctx: &TenantCtx, persona: &Persona) -> ApiR
 #[utoipa::path(post, path = "/api/personas", tag = "sdk-persona", request_body = NewPersona,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"kind": "human"}}))),
     responses((status = 201, description = "the persona", body = Data<Described>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewPersona>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewPersona>) -> ApiResult<Created<Described>> {
     keys::require_grant(&state, &ctx, "persona.persona.write").await?;
     let body = body.checked()?;
     let mut tx = state.db.begin().await?;
@@ -234,7 +226,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     let membership = caller_membership(&mut tx, &ctx).await?;
     let attributes = body.attributes.map(Value::Object);
     let attributes = attributes.as_ref();
-    let persona = insert(&mut tx, &state.master, &ctx.tenant_id, membership.as_deref(), &kind, template.as_deref(), attributes).await?;
+    let persona = insert(&mut tx, &state.master, &ctx.tenant_id, membership.as_deref(), kind, template.as_deref(), attributes).await?;
     record_created(&mut tx, &ctx, &persona).await?;
     tx.commit().await?;
     // The attributes just sealed are the ones the persona holds.
@@ -246,7 +238,12 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     params(("membership_id" = String, Path, description = "the membership")), request_body = NewPersona,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}], ["POST", "/api/memberships", {"person_id": "{person_id}"}]], "body": {"kind": "human"}}))),
     responses((status = 201, description = "the persona", body = Data<Described>)))]
-async fn create_under_membership(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewPersona>) -> ApiResult<Response> {
+async fn create_under_membership(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    body: Body<NewPersona>,
+) -> ApiResult<Created<Described>> {
     keys::require_grant(&state, &ctx, "membership.membership.write").await?;
     let membership_id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
@@ -255,7 +252,7 @@ async fn create_under_membership(State(state): State<AppState>, Tenant(ctx): Ten
     let (kind, template) = validated(&state, &mut tx, &ctx, &body).await?;
     let attributes = body.attributes.map(Value::Object);
     let attributes = attributes.as_ref();
-    let persona = insert(&mut tx, &state.master, &ctx.tenant_id, Some(&membership_id), &kind, template.as_deref(), attributes).await?;
+    let persona = insert(&mut tx, &state.master, &ctx.tenant_id, Some(&membership_id), kind, template.as_deref(), attributes).await?;
     record_created(&mut tx, &ctx, &persona).await?;
     tx.commit().await?;
     Ok(created(Described { persona, attributes: attributes.cloned() }))
@@ -265,7 +262,7 @@ async fn create_under_membership(State(state): State<AppState>, Tenant(ctx): Ten
 #[utoipa::path(get, path = "/api/personas/{persona_id}", tag = "sdk-persona",
     params(("persona_id" = String, Path, description = "the persona")),
     responses((status = 200, description = "the persona", body = Data<Described>)))]
-async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Described>> {
     let id = path_id(&id)?.to_string();
     let persona = find_in_tenant(&state.db.read, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
     Ok(ok(Described::open(&state, persona).await?))
@@ -280,7 +277,7 @@ async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
     params(("persona_id" = String, Path, description = "the persona")),
     responses((status = 200, description = "the persona, shredded (its attributes null)", body = Data<Described>)),
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/personas", { "kind": "human" }]] }))))]
-async fn shred(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn shred(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Described>> {
     keys::require_grant(&state, &ctx, "persona.persona.write").await?;
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
@@ -319,7 +316,7 @@ struct PersonaRoles {
 #[utoipa::path(get, path = "/api/personas/{persona_id}/roles", tag = "sdk-persona",
     params(("persona_id" = String, Path, description = "the persona")),
     responses((status = 200, description = "the persona's roles", body = Data<PersonaRoles>)))]
-async fn roles_of(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn roles_of(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<PersonaRoles>> {
     let id = path_id(&id)?.to_string();
     // The tenant's own personas, and its test keys' in its sandbox.
     let persona = find_administered(&state.db.read, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
@@ -336,6 +333,7 @@ mod tests {
 
     #[test]
     fn the_documented_kinds_are_the_validated_ones() {
-        assert_eq!(serde_json::to_value(PersonaKind::schema()).unwrap()["enum"], json!(KINDS));
+        let words: Vec<&str> = PersonaKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(serde_json::to_value(PersonaKind::schema()).unwrap()["enum"], json!(words));
     }
 }

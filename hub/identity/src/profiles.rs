@@ -9,6 +9,8 @@
 
 use std::collections::BTreeSet;
 
+use axum::response::IntoResponse;
+
 use crate::{
     auth,
     tenancy::{self, AppIdentity},
@@ -20,7 +22,12 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_band, put_band))
 }
 
-pub const KINDS: [&str; 3] = ["profile", "preference", "notification_routing"];
+stored_enum! {
+    /// The bands of an app identity.
+    #[schema(as = ProfileBandKind)]
+    pub enum BandKind { Profile = "profile", Preference = "preference", NotificationRouting = "notification_routing" }
+}
+
 /// What one band may hold: its fields as JSON text, their number, the
 /// length of a field's name.
 const MAX_BYTES: usize = 64 * 1024;
@@ -29,12 +36,12 @@ const MAX_NAME: usize = 128;
 
 #[derive(Debug, FromRow)]
 struct Row {
-    band_id: String,
+    band_id: Id,
     app_identity_id: String,
-    band_kind: String,
+    band_kind: BandKind,
     fields_envelope: Vec<u8>,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "band_id, app_identity_id, band_kind, fields_envelope, created_at, updated_at";
@@ -43,15 +50,14 @@ const COLUMNS: &str = "band_id, app_identity_id, band_kind, fields_envelope, cre
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = ProfileBand)]
 struct Band {
-    band_id: String,
+    band_id: Id,
     app_identity_id: String,
-    /// `profile`, `preference` or `notification_routing`.
-    band_kind: String,
+    band_kind: BandKind,
     /// The band's fields; null once its person's data key is destroyed.
     #[schema(value_type = Option<Object>)]
     fields: Option<Value>,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 /// The document's answer: `{ band }`.
@@ -94,7 +100,14 @@ async fn visible(tx: &mut Tx, ctx: &TenantCtx, id: &str) -> ApiResult<AppIdentit
     tenancy::visible_app_identity(&mut **tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)
 }
 
-async fn find(tx: &mut Tx, app_identity_id: &str, kind: &str) -> ApiResult<Option<Row>> {
+/// The band kind a path names (a problem when it names none).
+fn band_kind(check: &mut Check, raw: &str) -> Option<BandKind> {
+    let words: Vec<&str> = BandKind::ALL.iter().map(|k| k.as_str()).collect();
+    check.one_of("band_kind", raw, &words);
+    raw.parse().ok()
+}
+
+async fn find(tx: &mut Tx, app_identity_id: &str, kind: BandKind) -> ApiResult<Option<Row>> {
     let sql = format!("SELECT {COLUMNS} FROM profile_band WHERE app_identity_id = $1 AND band_kind = $2");
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(app_identity_id).bind(kind).fetch_optional(&mut **tx).await?)
 }
@@ -104,13 +117,14 @@ async fn find(tx: &mut Tx, app_identity_id: &str, kind: &str) -> ApiResult<Optio
     params(("app_identity_id" = String, Path, description = "the app identity"),
         ("band_kind" = String, Path, description = "`profile`, `preference` or `notification_routing`")),
     responses((status = 200, description = "the band", body = Data<ProfileBandAnswer>)))]
-async fn get_band(State(state): State<AppState>, Tenant(ctx): Tenant, Path((id, kind)): Path<(String, String)>) -> ApiResult<Response> {
+async fn get_band(State(state): State<AppState>, Tenant(ctx): Tenant, Path((id, kind)): Path<(String, String)>) -> ApiResult<Data<ProfileBandAnswer>> {
     let mut tx = state.db.read.begin().await?;
     let identity = visible(&mut tx, &ctx, &id).await?;
     let mut check = Check::new();
-    check.one_of("band_kind", &kind, &KINDS);
+    let kind = band_kind(&mut check, &kind);
     check.finish()?;
-    let row = find(&mut tx, &identity.app_identity_id, &kind).await?.ok_or(ApiError::NotFound)?;
+    let kind = kind.ok_or(ApiError::NotFound)?;
+    let row = find(&mut tx, &identity.app_identity_id, kind).await?.ok_or(ApiError::NotFound)?;
     let key = auth::person_key(&mut tx, &state.master, &identity.person_id).await?;
     tx.commit().await?;
     let fields = open(&row, key.as_ref())?;
@@ -170,7 +184,7 @@ async fn put_band(State(state): State<AppState>, Tenant(ctx): Tenant, Path((id, 
     }
     // The path's band kind and the body's schema, named together.
     let mut check = Check::new();
-    check.one_of("band_kind", &kind, &KINDS);
+    let kind = band_kind(&mut check, &kind);
     let body = match (body.checked(), check.finish()) {
         (Ok(body), Ok(())) => body,
         (Err(ApiError::Validation(problems)), Err(ApiError::Validation(mut path))) => {
@@ -179,6 +193,7 @@ async fn put_band(State(state): State<AppState>, Tenant(ctx): Tenant, Path((id, 
         }
         (Err(e), _) | (_, Err(e)) => return Err(e),
     };
+    let kind = kind.ok_or(ApiError::NotFound)?;
     let mut check = Check::new();
     let fields = checked_fields(&mut check, body.fields);
     check.finish()?;
@@ -196,8 +211,8 @@ async fn put_band(State(state): State<AppState>, Tenant(ctx): Tenant, Path((id, 
     let stored = format!("SELECT {COLUMNS} FROM profile_band WHERE app_identity_id = $1 AND band_kind = $2");
     let (row, written): (Row, _) = insert_or_read(
         &mut tx,
-        sqlx::query_as(sqlx::AssertSqlSafe(insert)).bind(db::new_id()).bind(&identity.app_identity_id).bind(&kind).bind(sealed.clone()).bind(&now),
-        sqlx::query_as(sqlx::AssertSqlSafe(stored)).bind(&identity.app_identity_id).bind(&kind),
+        sqlx::query_as(sqlx::AssertSqlSafe(insert)).bind(db::new_id()).bind(&identity.app_identity_id).bind(kind).bind(sealed.clone()).bind(&now),
+        sqlx::query_as(sqlx::AssertSqlSafe(stored)).bind(&identity.app_identity_id).bind(kind),
     )
     .await?;
     let first = written == Written::Made;
@@ -208,27 +223,27 @@ async fn put_band(State(state): State<AppState>, Tenant(ctx): Tenant, Path((id, 
         let names = changed(&before, &fields);
         if names.is_empty() {
             // The same content again: nothing is written, nothing recorded.
-            return Ok(ok(answer(row, Some(fields))));
+            return Ok(ok(answer(row, Some(fields))).into_response());
         }
         // Replaced only if nobody replaced it since it was read (each
         // envelope has a fresh nonce), so the recorded names are right.
         let sql = format!("UPDATE profile_band SET fields_envelope = $1, updated_at = $2 WHERE band_id = $3 AND fields_envelope = $4 RETURNING {COLUMNS}");
         let replaced: Option<Row> =
-            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(sealed).bind(&now).bind(&row.band_id).bind(&row.fields_envelope).fetch_optional(&mut *tx).await?;
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(sealed).bind(&now).bind(row.band_id).bind(&row.fields_envelope).fetch_optional(&mut *tx).await?;
         (replaced.ok_or_else(|| ApiError::Conflict("the band was replaced meanwhile: read it and try again".into()))?, names)
     };
     // Names of the fields, never their values.
     let payload = json!({ "app_identity_id": row.app_identity_id, "band_id": row.band_id, "band_kind": kind, "changed_fields": names });
     audit::record(&mut tx, &ctx, events::PROFILE_BAND_UPDATED, payload.clone()).await?;
-    let also = match kind.as_str() {
-        "preference" => Some(events::PROFILE_PREFERENCE_CHANGED),
-        "notification_routing" => Some(events::PROFILE_NOTIFICATION_ROUTING_CHANGED),
-        _ => None,
+    let also = match kind {
+        BandKind::Preference => Some(events::PROFILE_PREFERENCE_CHANGED),
+        BandKind::NotificationRouting => Some(events::PROFILE_NOTIFICATION_ROUTING_CHANGED),
+        BandKind::Profile => None,
     };
     if let Some(event) = also {
         audit::record(&mut tx, &ctx, event, payload).await?;
     }
     tx.commit().await?;
     let band = answer(row, Some(fields));
-    Ok(if first { created(band) } else { ok(band) })
+    Ok(if first { created(band).into_response() } else { ok(band).into_response() })
 }

@@ -16,7 +16,7 @@ use serde_json::Map;
 use sqlx::AssertSqlSafe;
 
 use crate::{
-    personas::{self, Persona},
+    personas::{self, Persona, PersonaStatus},
     tenancy,
 };
 use hub_kernel::prelude::*;
@@ -107,7 +107,7 @@ pub async fn template_names(pool: &sqlx::AnyPool, ids: &[&str]) -> ApiResult<Has
 /// the gate caches them until a role changes).
 pub async fn resolve(pool: &sqlx::AnyPool, persona_id: &str) -> ApiResult<Vec<String>> {
     let Some(persona) = personas::find(pool, persona_id).await? else { return Ok(Vec::new()) };
-    if persona.status != "active" {
+    if persona.status != PersonaStatus::Active {
         return Ok(Vec::new());
     }
     let mut templates: Vec<String> = persona.primary_role_template_id.into_iter().collect();
@@ -204,7 +204,7 @@ async fn effective_template(pool: &sqlx::AnyPool, tenant_id: &str, id: &str) -> 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = RoleTemplate)]
 struct Template {
-    role_template_id: String,
+    role_template_id: Id,
     /// Null for a platform default of the app.
     tenant_id: Option<String>,
     app_id: String,
@@ -214,7 +214,7 @@ struct Template {
     #[sqlx(try_from = "String")]
     #[schema(value_type = HashMap<String, bool>)]
     permissions: JsonText,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const TEMPLATE_COLUMNS: &str = "role_template_id, tenant_id, app_id, name, parent_role_template_id, permissions, created_at";
@@ -255,7 +255,7 @@ fn parse_permissions(value: Option<Map<String, Value>>, check: &mut Check) -> Ma
 #[utoipa::path(post, path = "/api/role-templates", tag = "sdk-persona", request_body = NewTemplate,
     responses((status = 201, description = "the template", body = Data<Template>)),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "t-{unique}", "permissions": { "crm.contact.read": true } }, "events": 0 }))))]
-async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewTemplate>) -> ApiResult<Response> {
+async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewTemplate>) -> ApiResult<Created<Template>> {
     keys::require_grant(&state, &ctx, "role-template.role-template.write").await?;
     let body = body.checked()?;
     let mut check = Check::new();
@@ -315,12 +315,12 @@ async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, bod
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = RoleGrant)]
 struct Grant {
-    assignment_id: String,
+    assignment_id: Id,
     persona_id: String,
     role_template_id: String,
-    granted_at: String,
+    granted_at: Timestamp,
     /// Null while the grant is live.
-    revoked_at: Option<String>,
+    revoked_at: Option<Timestamp>,
 }
 
 const GRANT_COLUMNS: &str = "assignment_id, persona_id, role_template_id, granted_at, revoked_at";
@@ -353,7 +353,7 @@ struct NewAssignment {
 #[utoipa::path(post, path = "/api/role-assignments", tag = "sdk-persona", request_body = NewAssignment,
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/personas", {"kind": "human"}], ["POST", "/api/role-templates", {"name": "t-{unique}", "permissions": {"crm.contact.read": true}}]], "body": {"persona_id": "{persona_id}", "role_template_id": "{role_template_id}"}}))),
     responses((status = 201, description = "the assignment", body = Data<Assignment>)))]
-async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAssignment>) -> ApiResult<Response> {
+async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAssignment>) -> ApiResult<Created<Assignment>> {
     keys::require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;
     let body = body.checked()?;
     let (persona, template) = (canonical_uuid(&body.persona_id), canonical_uuid(&body.role_template_id));
@@ -365,8 +365,8 @@ async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     // The persona's row stays locked until the grant is committed: a shred
     // at the same time waits for it (and the grant dies with the persona),
     // or goes first and the grant is refused.
-    let status: String = personas::PERSONA.lock(&mut tx, &persona_tenant, &persona).await?.ok_or(ApiError::NotFound)?;
-    if status != "active" {
+    let status: PersonaStatus = personas::PERSONA.lock(&mut tx, &persona_tenant, &persona).await?.ok_or(ApiError::NotFound)?;
+    if status != PersonaStatus::Active {
         return Err(ApiError::Conflict(format!("the persona is {status}")));
     }
     if !visible_template(&mut *tx, &ctx.tenant_id, &ctx.app_id, &template).await? {
@@ -404,19 +404,19 @@ async fn assign(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     params(("assignment_id" = String, Path, description = "the assignment")),
     responses((status = 200, description = "the assignment, revoked", body = Data<Grant>)),
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/personas", { "kind": "human" }], ["POST", "/api/role-templates", { "name": "t-{unique}", "permissions": { "crm.contact.read": true } }], ["POST", "/api/role-assignments", { "persona_id": "{persona_id}", "role_template_id": "{role_template_id}" }]] }))))]
-async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Grant>> {
     keys::require_grant(&state, &ctx, "role-assignment.role-assignment.write").await?;
-    let id = path_id(&id)?.to_string();
+    let id = Id(path_id(&id)?);
     let mut tx = state.db.begin().await?;
     // The grant is revoked once: of several revocations at once, the one
     // that stamps it records the event; the others, like a repeat, answer
     // the grant as that one left it.
-    let now = db::now();
+    let now = Timestamp::now();
     let sql = format!(
         "UPDATE persona_role_assignment SET revoked_at = $3 WHERE assignment_id = $1 AND {} AND revoked_at IS NULL RETURNING {GRANT_COLUMNS}",
         tenancy::own_or_sandbox("tenant_id", 2)
     );
-    let revoked: Option<Grant> = sqlx::query_as(AssertSqlSafe(sql)).bind(&id).bind(&ctx.tenant_id).bind(&now).fetch_optional(&mut *tx).await?;
+    let revoked: Option<Grant> = sqlx::query_as(AssertSqlSafe(sql)).bind(id).bind(&ctx.tenant_id).bind(now).fetch_optional(&mut *tx).await?;
     let grant = match revoked {
         Some(grant) => {
             audit::record(&mut tx, &ctx, events::ROLE_REVOKED, json!({ "assignment_id": id, "revoked_at": now })).await?;
@@ -424,7 +424,7 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
         }
         None => {
             let sql = format!("SELECT {GRANT_COLUMNS} FROM persona_role_assignment WHERE assignment_id = $1 AND {}", tenancy::own_or_sandbox("tenant_id", 2));
-            sqlx::query_as(AssertSqlSafe(sql)).bind(&id).bind(&ctx.tenant_id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?
+            sqlx::query_as(AssertSqlSafe(sql)).bind(id).bind(&ctx.tenant_id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?
         }
     };
     tx.commit().await?;
@@ -432,13 +432,19 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     Ok(ok(grant))
 }
 
+stored_enum! {
+    /// Why a persona holds a role: `primary` (its primary template) or
+    /// `assignment` (a grant).
+    #[schema(as = HeldRoleSource)]
+    pub enum HeldRoleSource { Primary = "primary", Assignment = "assignment" }
+}
+
 /// A role a persona holds, by its primary template or a live grant.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 pub struct HeldRole {
-    /// `primary` (the persona's primary template) or `assignment` (a grant).
-    source: String,
+    source: HeldRoleSource,
     /// The grant's; null for the primary template.
-    assignment_id: Option<String>,
+    assignment_id: Option<Id>,
     role_template_id: String,
     name: String,
     app_id: String,
@@ -450,7 +456,7 @@ pub struct HeldRole {
     #[schema(value_type = HashMap<String, bool>)]
     permissions: JsonText,
     /// For the primary template: when the persona was created.
-    granted_at: String,
+    granted_at: Timestamp,
 }
 
 /// The roles a persona holds: its primary template (held since the
@@ -467,7 +473,7 @@ pub async fn held_by(pool: &sqlx::AnyPool, persona: &Persona) -> ApiResult<Vec<H
          WHERE a.persona_id = $3 AND a.revoked_at IS NULL ORDER BY granted_at",
     )
     .bind(&persona.primary_role_template_id)
-    .bind(&persona.created_at)
+    .bind(persona.created_at)
     .bind(&persona.persona_id)
     .fetch_all(pool)
     .await?)

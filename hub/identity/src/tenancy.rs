@@ -23,6 +23,20 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(membership_for_app_identity))
 }
 
+stored_enum! {
+    /// Where a tenant is in its life: `trial` when created; `offboarding`
+    /// once its offboarding started, `offboarded` when its deadline has
+    /// passed.
+    #[schema(as = TenantStatus)]
+    pub enum TenantStatus { Trial = "trial", Offboarding = "offboarding", Offboarded = "offboarded" }
+}
+
+stored_enum! {
+    /// How a tenant's data is isolated: `S` shared, `P` private, `G` dedicated.
+    #[schema(as = TenantIsolationTier)]
+    pub enum IsolationTier { S = "S", P = "P", G = "G" }
+}
+
 /// A tenant as the API shows it.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 pub struct Tenant {
@@ -31,11 +45,8 @@ pub struct Tenant {
     pub app_id: String,
     pub org_id: String,
     pub display_name: String,
-    /// `S` shared, `P` private, `G` dedicated.
-    pub isolation_tier: String,
-    /// `trial` when created; `offboarding` once its offboarding started,
-    /// `offboarded` when its deadline has passed.
-    pub status: String,
+    pub isolation_tier: IsolationTier,
+    pub status: TenantStatus,
     pub parent_tenant_id: Option<String>,
     pub root_tenant_id: String,
     pub reseller_id: Option<String>,
@@ -49,7 +60,7 @@ pub struct Tenant {
     #[sqlx(try_from = "String")]
     #[schema(value_type = Vec<String>)]
     pub module_subscriptions: JsonText,
-    pub created_at: String,
+    pub created_at: Timestamp,
 }
 
 const TENANT_COLUMNS: &str = "tenant_id, app_id, org_id, display_name, isolation_tier, status, parent_tenant_id, root_tenant_id, \
@@ -75,7 +86,7 @@ pub struct Membership {
     pub role_template_id: Option<String>,
     /// `active` when created.
     pub status: String,
-    pub joined_at: String,
+    pub joined_at: Timestamp,
 }
 
 const MEMBERSHIP_COLUMNS: &str = "membership_id, person_id, tenant_id, bu_id, role_template_id, status, joined_at";
@@ -241,7 +252,7 @@ pub fn own_or_sandbox_owner(column: &str, n: usize) -> String {
 }
 
 /// Sets the status of a tenant and of its sandbox.
-pub async fn set_status(tx: &mut Tx, tenant_id: &str, status: &str) -> ApiResult<()> {
+pub async fn set_status(tx: &mut Tx, tenant_id: &str, status: TenantStatus) -> ApiResult<()> {
     sqlx::query("UPDATE tenant_tenant SET status = $1 WHERE tenant_id = $2 OR sandbox_of = $2").bind(status).bind(tenant_id).execute(&mut **tx).await?;
     Ok(())
 }
@@ -255,7 +266,7 @@ pub struct App {
     pub display_name: String,
     /// `active`.
     pub status: String,
-    pub created_at: String,
+    pub created_at: Timestamp,
 }
 
 const APP_COLUMNS: &str = "app_id, org_id, display_name, status, created_at";
@@ -415,7 +426,7 @@ struct NewTenant {
 #[utoipa::path(post, path = "/api/tenants", tag = "sdk-tenant", request_body = NewTenant,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "body": {"app_id": "a-{unique}", "display_name": "Races child"}}))),
     responses((status = 201, description = "the tenant", body = Data<Tenant>)))]
-async fn create_tenant(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, body: Body<NewTenant>) -> ApiResult<Response> {
+async fn create_tenant(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, body: Body<NewTenant>) -> ApiResult<Created<Tenant>> {
     keys::require_grant(&state, &ctx, "tenant.tenant.write").await?;
     let body = body.checked()?;
     let mut check = Check::new();
@@ -514,7 +525,7 @@ async fn admit(state: &AppState, ctx: &TenantCtx, tx: &mut Tx, m: NewMember<'_>)
     let confers = roles::template_permissions(state, tenant_id, &template).await?;
     roles::contain(state, ctx, &confers, "the membership's role").await?;
     let membership = insert_membership(tx, person_id, tenant_id, bu_id, &template).await?;
-    let persona = personas::insert(tx, &state.master, tenant_id, Some(&membership.membership_id), "human", Some(&template), None).await?;
+    let persona = personas::insert(tx, &state.master, tenant_id, Some(&membership.membership_id), personas::PersonaKind::Human, Some(&template), None).await?;
     let payload = json!({
         "membership_id": membership.membership_id, "tenant_id": tenant_id, "person_id": person_id, "role_template_id": template, "persona_id": persona.persona_id,
     });
@@ -525,8 +536,8 @@ async fn admit(state: &AppState, ctx: &TenantCtx, tx: &mut Tx, m: NewMember<'_>)
 /// A new membership of an existing person.
 #[derive(Deserialize, ToSchema)]
 struct NewMembership {
-    #[schema(required = true, format = "uuid")]
-    person_id: Option<String>,
+    #[schema(format = "uuid")]
+    person_id: String,
     /// The caller's tenant (when absent) or a direct child of it.
     #[schema(format = "uuid")]
     tenant_id: Option<String>,
@@ -545,20 +556,17 @@ async fn create_membership(
     State(state): State<AppState>,
     TenantCaller(ctx): TenantCaller,
     TargetTenantBody(body): TargetTenantBody<NewMembership>,
-) -> ApiResult<Response> {
+) -> ApiResult<Created<Admitted>> {
     keys::require_grant(&state, &ctx, "membership.membership.write").await?;
-    let mut check = Check::new();
-    let person = check.required_uuid("person_id", &body.person_id);
-    let template = check.optional_uuid("role_template_id", &body.role_template_id);
-    check.finish()?;
-    let person = person.expect("checked").to_string();
+    let person = canonical_uuid(&body.person_id);
+    let template = canonical_uuid_opt(&body.role_template_id);
     let mut tx = state.db.begin().await?;
     let tenant = target_tenant(&mut tx, &ctx, Check::optional(&body.tenant_id)).await?;
     if !auth::person_exists(&mut *tx, &person).await? {
         return Err(ApiError::invalid("person_id does not name a person"));
     }
     let bu_id = Check::optional(&body.bu_id);
-    let new = NewMember { person_id: &person, tenant: &tenant, bu_id: bu_id.as_deref(), role_template_id: template.map(|t| t.to_string()) };
+    let new = NewMember { person_id: &person, tenant: &tenant, bu_id: bu_id.as_deref(), role_template_id: template };
     let admitted = admit(&state, &ctx, &mut tx, new).await?;
     tx.commit().await?;
     Ok(created(admitted))
@@ -583,7 +591,7 @@ struct MembershipEntry {
     role_template_name: Option<String>,
     #[sqlx(try_from = "i64")]
     has_app_identity: Flag,
-    joined_at: String,
+    joined_at: Timestamp,
     /// `active` when admitted.
     status: String,
 }
@@ -593,7 +601,7 @@ struct MembershipEntry {
 /// Takes a person's token; a key has no memberships (403).
 #[utoipa::path(get, path = "/api/memberships", tag = "sdk-tenant",
     responses((status = 200, description = "the memberships", body = Data<Vec<MembershipEntry>>)))]
-async fn list_memberships(State(state): State<AppState>, Person(claims): Person) -> ApiResult<Response> {
+async fn list_memberships(State(state): State<AppState>, Person(claims): Person) -> ApiResult<Data<Vec<MembershipEntry>>> {
     let mut entries: Vec<MembershipEntry> = sqlx::query_as(
         "SELECT m.membership_id, m.tenant_id, t.display_name AS tenant_display_name, t.app_id, a.display_name AS app_display_name, \
          m.bu_id, m.role_template_id, m.joined_at, m.status, \
@@ -618,7 +626,7 @@ pub struct AppIdentity {
     pub app_identity_id: String,
     pub person_id: String,
     pub app_id: String,
-    pub created_at: String,
+    pub created_at: Timestamp,
 }
 
 const APP_IDENTITY_COLUMNS: &str = "app_identity_id, person_id, app_id, created_at";
@@ -642,7 +650,7 @@ struct NewAppIdentity {
 #[utoipa::path(post, path = "/api/app-identities", tag = "sdk-tenant", request_body = NewAppIdentity,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "events": 0, "given": [["GET", "/api/app-identities/{app_identity_id}", null], ["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"person_id": "{person_id}", "app_id": "{app_id}"}}))),
     responses((status = 201, description = "the app identity", body = Data<AppIdentity>)))]
-async fn create_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, body: Body<NewAppIdentity>) -> ApiResult<Response> {
+async fn create_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, body: Body<NewAppIdentity>) -> ApiResult<Created<AppIdentity>> {
     keys::require_grant(&state, &ctx, "app-identity.app-identity.write").await?;
     let body = body.checked()?;
     let person = canonical_uuid(&body.person_id);
@@ -689,7 +697,7 @@ pub async fn ensure_app_identity(tx: &mut Tx, person_id: &str, app_id: &str) -> 
 #[utoipa::path(get, path = "/api/app-identities/{app_identity_id}", tag = "sdk-persona",
     params(("app_identity_id" = String, Path, description = "the app identity")),
     responses((status = 200, description = "the app identity", body = Data<AppIdentity>)))]
-async fn get_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_app_identity(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Path(id): Path<String>) -> ApiResult<Data<AppIdentity>> {
     let id = path_id(&id)?.to_string();
     Ok(ok(visible_app_identity(&state.db.read, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?))
 }
@@ -735,12 +743,10 @@ async fn membership_for_app_identity(
     TenantCaller(ctx): TenantCaller,
     Path(id): Path<String>,
     TargetTenantBody(body): TargetTenantBody<NewIdentityMembership>,
-) -> ApiResult<Response> {
+) -> ApiResult<Created<Admitted>> {
     keys::require_grant(&state, &ctx, "app-identity.app-identity.write").await?;
     let id = path_id(&id)?.to_string();
-    let mut check = Check::new();
-    let template = check.optional_uuid("role_template_id", &body.role_template_id);
-    check.finish()?;
+    let template = canonical_uuid_opt(&body.role_template_id);
     let mut tx = state.db.begin().await?;
     let tenant = target_tenant(&mut tx, &ctx, Check::optional(&body.tenant_id)).await?;
     let sql = format!("SELECT {APP_IDENTITY_COLUMNS} FROM identity_app_identity WHERE app_identity_id = $1");
@@ -750,7 +756,7 @@ async fn membership_for_app_identity(
         return Err(ApiError::NotFound);
     }
     let bu_id = Check::optional(&body.bu_id);
-    let new = NewMember { person_id: &identity.person_id, tenant: &tenant, bu_id: bu_id.as_deref(), role_template_id: template.map(|t| t.to_string()) };
+    let new = NewMember { person_id: &identity.person_id, tenant: &tenant, bu_id: bu_id.as_deref(), role_template_id: template };
     let admitted = admit(&state, &ctx, &mut tx, new).await?;
     tx.commit().await?;
     Ok(created(admitted))

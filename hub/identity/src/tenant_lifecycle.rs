@@ -33,33 +33,38 @@ struct Row {
     reason: Option<String>,
     started_by: String,
     started_by_tenant_id: String,
-    started_at: String,
-    deadline_at: String,
-    completed_at: Option<String>,
+    started_at: Timestamp,
+    deadline_at: Timestamp,
+    completed_at: Option<Timestamp>,
 }
 
 const COLUMNS: &str = "reason, started_by, started_by_tenant_id, started_at, deadline_at, completed_at";
+
+stored_enum! {
+    /// Where a tenant's offboarding stands: `not_started`; `offboarding`
+    /// (started: the tenant's credentials work until `deadline_at`);
+    /// `offboarded` (the deadline has passed: they no longer work).
+    #[schema(as = TenantOffboardingState)]
+    enum OffboardingState { NotStarted = "not_started", Offboarding = "offboarding", Offboarded = "offboarded" }
+}
 
 /// A tenant's offboarding as it stands.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = TenantOffboarding)]
 struct Offboarding {
     tenant_id: String,
-    /// `not_started`; `offboarding` (started: the tenant's credentials
-    /// work until `deadline_at`); `offboarded` (the deadline has passed:
-    /// they no longer work).
-    state: &'static str,
+    state: OffboardingState,
     reason: Option<String>,
     /// The person (or, for an API key, its synthetic persona) who started it.
     started_by: Option<String>,
     /// The tenant whose credential started it: this one or its parent.
     started_by_tenant_id: Option<String>,
-    started_at: Option<String>,
+    started_at: Option<Timestamp>,
     /// The retention deadline: the tenant's credentials stop working then.
-    deadline_at: Option<String>,
+    deadline_at: Option<Timestamp>,
     /// When the hub recorded the completion (within seconds after the
     /// deadline).
-    completed_at: Option<String>,
+    completed_at: Option<Timestamp>,
 }
 
 impl Offboarding {
@@ -67,7 +72,7 @@ impl Offboarding {
         let Some(r) = row else {
             return Offboarding {
                 tenant_id,
-                state: "not_started",
+                state: OffboardingState::NotStarted,
                 reason: None,
                 started_by: None,
                 started_by_tenant_id: None,
@@ -76,10 +81,10 @@ impl Offboarding {
                 completed_at: None,
             };
         };
-        let passed = db::parse_time(&r.deadline_at).is_some_and(|t| t <= Utc::now());
+        let passed = r.deadline_at <= Timestamp::now();
         Offboarding {
             tenant_id,
-            state: if passed { "offboarded" } else { "offboarding" },
+            state: if passed { OffboardingState::Offboarded } else { OffboardingState::Offboarding },
             reason: r.reason,
             started_by: Some(r.started_by),
             started_by_tenant_id: Some(r.started_by_tenant_id),
@@ -141,7 +146,12 @@ fn requested_deadline(check: &mut Check, raw: &Option<String>, now: DateTime<Utc
     params(("tenant_id" = String, Path, description = "the caller's tenant or a direct child of it")), request_body = StartOffboarding,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "given": [["POST", "/api/tenants", {"app_id": "a-{unique}", "display_name": "Races child"}]], "body": {"reason": "races"}}))),
     responses((status = 201, description = "started", body = Data<Offboarding>)))]
-async fn start_offboarding(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<StartOffboarding>) -> ApiResult<Response> {
+async fn start_offboarding(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    body: Body<StartOffboarding>,
+) -> ApiResult<Created<Offboarding>> {
     let tenant_id = owned(&state, &ctx, &id).await?;
     // Like creating a tenant, an administration of tenants: the acting
     // persona's roles must allow it, for people and keys alike.
@@ -170,7 +180,7 @@ async fn start_offboarding(State(state): State<AppState>, Tenant(ctx): Tenant, P
         let stored = find(&mut *tx, &tenant_id).await?.ok_or(ApiError::NotFound)?;
         return Err(ApiError::Conflict(format!("the offboarding of this tenant started at {}; its deadline is {}", stored.started_at, stored.deadline_at)));
     };
-    tenancy::set_status(&mut tx, &tenant_id, "offboarding").await?;
+    tenancy::set_status(&mut tx, &tenant_id, tenancy::TenantStatus::Offboarding).await?;
     let fact = json!({ "tenant_id": tenant_id, "deadline_at": deadline, "started_by_tenant_id": ctx.tenant_id });
     audit::record(&mut tx, &ctx, events::TENANT_OFFBOARDING_STARTED, fact).await?;
     tx.commit().await?;
@@ -183,7 +193,7 @@ async fn start_offboarding(State(state): State<AppState>, Tenant(ctx): Tenant, P
 #[utoipa::path(get, path = "/api/tenants/{tenant_id}/offboarding", tag = "sdk-tenant-lifecycle",
     params(("tenant_id" = String, Path, description = "the caller's tenant or a direct child of it")),
     responses((status = 200, description = "the state (`not_started` before any offboarding)", body = Data<Offboarding>)))]
-async fn get_offboarding(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_offboarding(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Offboarding>> {
     let tenant_id = owned(&state, &ctx, &id).await?;
     let row = find(&state.db.read, &tenant_id).await?;
     Ok(ok(Offboarding::of(tenant_id, row)))
@@ -212,7 +222,7 @@ pub struct Suspension {
     pub suspended: bool,
     pub reason: Option<String>,
     pub suspended_by: Option<String>,
-    pub suspended_at: Option<String>,
+    pub suspended_at: Option<Timestamp>,
 }
 
 /// Suspends a tenant (404 unknown, 409 already suspended): its
@@ -222,20 +232,19 @@ pub async fn suspend(state: &AppState, tenant_id: &str, operator: &str, reason: 
     if tenancy::find(&mut *tx, tenant_id).await?.is_none() {
         return Err(ApiError::NotFound);
     }
-    let now = db::now();
+    let now = Timestamp::now();
     let done =
         sqlx::query("INSERT INTO tenant_suspension (tenant_id, reason, suspended_by, suspended_at) VALUES ($1, $2, $3, $4) ON CONFLICT (tenant_id) DO NOTHING")
             .bind(tenant_id)
             .bind(reason)
             .bind(operator)
-            .bind(&now)
+            .bind(now)
             .execute(&mut *tx)
             .await?;
     if done.rows_affected() == 0 {
         return Err(ApiError::Conflict("the tenant is already suspended".into()));
     }
-    hub_kernel::gate::ops_tokens::record_in(&mut tx, tenant_id, operator, events::TENANT_SUSPENDED, json!({ "tenant_id": tenant_id, "reason": reason }))
-        .await?;
+    hub_kernel::audit::record_operator_in(&mut tx, tenant_id, operator, events::TENANT_SUSPENDED, json!({ "tenant_id": tenant_id, "reason": reason })).await?;
     tx.commit().await?;
     state.invalidate(Invalidation::Tenants).await;
     Ok(Suspension {
@@ -257,7 +266,7 @@ pub async fn resume(state: &AppState, tenant_id: &str, operator: &str) -> ApiRes
     if done.rows_affected() == 0 {
         return Err(ApiError::Conflict("the tenant is not suspended".into()));
     }
-    hub_kernel::gate::ops_tokens::record_in(&mut tx, tenant_id, operator, events::TENANT_RESUMED, json!({ "tenant_id": tenant_id })).await?;
+    hub_kernel::audit::record_operator_in(&mut tx, tenant_id, operator, events::TENANT_RESUMED, json!({ "tenant_id": tenant_id })).await?;
     tx.commit().await?;
     state.invalidate(Invalidation::Tenants).await;
     Ok(Suspension { tenant_id: tenant_id.to_string(), suspended: false, reason: None, suspended_by: None, suspended_at: None })
@@ -284,7 +293,7 @@ pub async fn complete_due(state: &AppState) -> ApiResult<usize> {
                 .fetch_optional(&mut *tx)
                 .await?;
         if let Some(deadline) = deadline {
-            tenancy::set_status(&mut tx, &tenant_id, "offboarded").await?;
+            tenancy::set_status(&mut tx, &tenant_id, tenancy::TenantStatus::Offboarded).await?;
             let payload = json!({ "tenant_id": tenant_id, "deadline_at": deadline, "completed_at": now });
             // No credential acts: the hub does, when the deadline passes.
             audit::record_system(&mut tx, &tenant_id, "hub", events::TENANT_OFFBOARDING_COMPLETED, payload).await?;

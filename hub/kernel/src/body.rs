@@ -157,11 +157,11 @@ fn body_refusal(status: StatusCode, why: String) -> ApiError {
 /// members into a child tenant).
 pub struct TargetTenantBody<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for TargetTenantBody<T> {
+impl<S: Send + Sync, T: DeserializeOwned + ToSchema + 'static> FromRequest<S> for TargetTenantBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        parse_body(json_value(req, state).await?).map(TargetTenantBody)
+        typed(json_value(req, state).await?).map(TargetTenantBody)
     }
 }
 

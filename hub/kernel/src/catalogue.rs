@@ -4,6 +4,11 @@
 //! `created` and `list` serialise through these very types, so the document
 //! and the wire cannot differ.
 
+use axum::{
+    Json,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
 use serde::Serialize;
 use utoipa::{
     IntoParams, PartialSchema, ToSchema,
@@ -33,6 +38,31 @@ pub struct ListOf<T> {
     pub success: bool,
     pub data: Vec<T>,
     pub total: i64,
+}
+
+/// A 201 answer: the created resource in the success envelope.
+pub struct Created<T>(pub T);
+
+/// A route's answer is one of these types, so that the status and the
+/// envelope of a success come from the handler's return type: `Data<T>`
+/// is 200 `{ success, data }`, `Created<T>` is 201 with the same envelope,
+/// `ListOf<T>` is 200 `{ success, data, total }`.
+impl<T: Serialize> IntoResponse for Data<T> {
+    fn into_response(self) -> Response {
+        (StatusCode::OK, Json(self)).into_response()
+    }
+}
+
+impl<T: Serialize> IntoResponse for Created<T> {
+    fn into_response(self) -> Response {
+        (StatusCode::CREATED, Json(Data { success: true, data: self.0 })).into_response()
+    }
+}
+
+impl<T: Serialize> IntoResponse for ListOf<T> {
+    fn into_response(self) -> Response {
+        (StatusCode::OK, Json(self)).into_response()
+    }
 }
 
 /// The error envelope every refusal answers with.

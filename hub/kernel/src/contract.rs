@@ -27,7 +27,10 @@ use std::{
 
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
-use utoipa::ToSchema;
+use utoipa::{
+    IntoParams, ToSchema,
+    openapi::{Required, path::ParameterIn},
+};
 
 use crate::error::{ApiError, ApiResult};
 
@@ -50,6 +53,55 @@ pub fn check<T: ToSchema + 'static>(value: &Value) -> Vec<String> {
 }
 
 static CONTRACTS: LazyLock<RwLock<HashMap<TypeId, &'static Contract>>> = LazyLock::new(Default::default);
+static QUERIES: LazyLock<RwLock<HashMap<TypeId, &'static Contract>>> = LazyLock::new(Default::default);
+
+/// `T` from a query string's name-value pairs, after they are checked
+/// against the parameters `T` derives (`IntoParams`, the ones the document
+/// lists for the route) as a body is against its schema: a required
+/// parameter absent or blank, a value outside its enumeration, format or
+/// bounds, an integer or a boolean that is not one: 400 naming every
+/// problem at once. A value is read as the type its schema says (so
+/// `limit=5` is the integer 5); an optional parameter sent blank is
+/// absent; names `T` does not declare are left to the route's other
+/// extractors (`Page`).
+pub fn parse_query<T: DeserializeOwned + IntoParams + 'static>(pairs: &[(String, String)]) -> ApiResult<T> {
+    let contract = compiled_query::<T>();
+    let Rule::Object { fields, .. } = &contract.root else { unreachable!("a query's contract is an object") };
+    let mut object = Map::new();
+    for (name, raw) in pairs {
+        let value = match fields.iter().find(|f| &f.name == name) {
+            Some(field) => contract.query_value(&field.rule, raw),
+            None => Value::String(raw.clone()),
+        };
+        object.insert(name.clone(), value);
+    }
+    let value = Value::Object(object);
+    let mut problems = Vec::new();
+    contract.check(&contract.root, "", &value, &mut problems);
+    if !problems.is_empty() {
+        return Err(ApiError::Validation(problems));
+    }
+    let Value::Object(mut object) = value else { unreachable!() };
+    object.retain(|name, v| !(v.as_str().is_some_and(|s| s.trim().is_empty()) && fields.iter().any(|f| &f.name == name && !f.required)));
+    serde_json::from_value(Value::Object(object)).map_err(|e| ApiError::invalid(format!("query parameters: {e}")))
+}
+
+fn compiled_query<T: IntoParams + 'static>() -> &'static Contract {
+    let id = TypeId::of::<T>();
+    if let Some(c) = QUERIES.read().expect("contracts lock").get(&id) {
+        return c;
+    }
+    let fields = T::into_params(|| Some(ParameterIn::Query))
+        .into_iter()
+        .map(|p| {
+            let required = matches!(p.required, Required::True);
+            let rule = p.schema.as_ref().map(|s| Rule::of(&Json::of(s))).unwrap_or(Rule::Any);
+            Field { name: p.name, required, rule }
+        })
+        .collect();
+    let contract: &'static Contract = Box::leak(Box::new(Contract { root: Rule::Object { fields, rest: None }, named: HashMap::new() }));
+    QUERIES.write().expect("contracts lock").entry(id).or_insert(contract)
+}
 
 /// `T`'s contract, compiled on first use and kept for the process (one per
 /// request type: a bounded set).
@@ -230,6 +282,24 @@ impl Contract {
                 }
             }
             Rule::Ref(_) => {}
+        }
+    }
+
+    /// A query value as the JSON its parameter's schema says it is: an
+    /// integer, a number or a boolean when it reads as one (otherwise the
+    /// text, which the check then names), else the text.
+    fn query_value(&self, rule: &Rule, raw: &str) -> Value {
+        let text = || Value::String(raw.to_string());
+        match self.resolve(rule) {
+            Rule::Nullable(inner) => self.query_value(inner, raw),
+            Rule::Integer { .. } => raw.trim().parse::<i64>().map(Value::from).unwrap_or_else(|_| text()),
+            Rule::Number { .. } => raw.trim().parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number).unwrap_or_else(text),
+            Rule::Bool => match raw.trim() {
+                "true" => Value::Bool(true),
+                "false" => Value::Bool(false),
+                _ => text(),
+            },
+            _ => text(),
         }
     }
 
@@ -550,6 +620,39 @@ mod tests {
         assert!(check::<ProbeSequence>(&ok).is_empty());
         let parsed: ProbeSequence = parse(ok).unwrap();
         assert!(matches!(parsed.channel, ProbeChannel::Sms));
+    }
+
+    #[derive(Deserialize, IntoParams)]
+    #[allow(dead_code)]
+    struct ProbeQuery {
+        #[param(format = "uuid")]
+        subject_id: String,
+        #[param(inline)]
+        channel: Option<ProbeChannel>,
+        #[param(minimum = 1, maximum = 9)]
+        rung: Option<i64>,
+        open: Option<bool>,
+        note: Option<String>,
+    }
+
+    fn query(q: &str) -> ApiResult<ProbeQuery> {
+        parse_query::<ProbeQuery>(&serde_urlencoded::from_str::<Vec<(String, String)>>(q).unwrap())
+    }
+
+    #[test]
+    fn a_query_is_checked_against_its_parameters_then_typed() {
+        let Err(ApiError::Validation(problems)) = query("channel=fax&rung=10&open=yes&other=1") else { panic!() };
+        assert_eq!(
+            problems,
+            ["subject_id is required", "channel must be one of: email, sms", "rung must be an integer from 1 to 9", "open must be true or false",]
+        );
+        let Err(ApiError::Validation(problems)) = query("subject_id=%20&rung=x") else { panic!() };
+        assert_eq!(problems, ["subject_id is required", "rung must be an integer from 1 to 9"]);
+        let Err(ApiError::Validation(problems)) = query("subject_id=nope&channel=") else { panic!() };
+        assert_eq!(problems, ["subject_id must be a UUID", "channel must be one of: email, sms"]);
+        let q = query("subject_id=0190d6a4-4c1e-7000-8000-000000000000&channel=sms&rung=3&open=false&note=%20&page=2").unwrap();
+        assert!(matches!(q.channel, Some(ProbeChannel::Sms)));
+        assert_eq!((q.rung, q.open, q.note), (Some(3), Some(false), None), "a blank optional parameter is absent");
     }
 
     #[test]

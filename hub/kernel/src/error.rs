@@ -314,11 +314,11 @@ impl IntoResponse for ApiError {
 }
 
 /// A 200 answer in the success envelope.
-pub fn ok(data: impl serde::Serialize) -> Response {
-    (StatusCode::OK, Json(crate::catalogue::Data { success: true, data })).into_response()
+pub fn ok<T: serde::Serialize>(data: T) -> crate::catalogue::Data<T> {
+    crate::catalogue::Data { success: true, data }
 }
 
 /// A 201 answer in the success envelope.
-pub fn created(data: impl serde::Serialize) -> Response {
-    (StatusCode::CREATED, Json(crate::catalogue::Data { success: true, data })).into_response()
+pub fn created<T: serde::Serialize>(data: T) -> crate::catalogue::Created<T> {
+    crate::catalogue::Created(data)
 }

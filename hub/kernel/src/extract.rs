@@ -7,17 +7,16 @@
 
 use std::collections::HashSet;
 
-use axum::{
-    Json,
-    extract::FromRequestParts,
-    http::{StatusCode, request::Parts},
-    response::{IntoResponse, Response},
-};
+use axum::{extract::FromRequestParts, http::request::Parts};
 use serde::{Serialize, de::DeserializeOwned};
+use utoipa::IntoParams;
 
 use sqlx::{AnyPool, FromRow, any::AnyRow};
 
-use crate::error::{ApiError, ApiResult};
+use crate::{
+    catalogue::ListOf,
+    error::{ApiError, ApiResult},
+};
 
 /// The query string as name-value pairs; a name given twice is 400 (which
 /// value was meant cannot be told), as is a string that does not parse,
@@ -34,16 +33,16 @@ fn pairs(parts: &Parts) -> ApiResult<Vec<(String, String)>> {
     Ok(pairs)
 }
 
-/// Typed query parameters: `Query<T>` with the platform's envelope.
+/// Typed query parameters: the query string checked against the
+/// parameters `T` declares for the document (`contract::parse_query`),
+/// then deserialised into `T`; refused with the platform's envelope.
 pub struct Params<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
+impl<S: Send + Sync, T: DeserializeOwned + IntoParams + 'static> FromRequestParts<S> for Params<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> ApiResult<Self> {
-        let pairs = pairs(parts)?;
-        let encoded = serde_urlencoded::to_string(&pairs).map_err(|e| ApiError::invalid(format!("malformed query string: {e}")))?;
-        serde_urlencoded::from_str(&encoded).map(Params).map_err(|e| ApiError::invalid(format!("query parameters: {e}")))
+        crate::contract::parse_query(&pairs(parts)?).map(Params)
     }
 }
 
@@ -93,8 +92,8 @@ impl<S: Send + Sync, const DEFAULT: i64, const MAX: i64, const CLAMP: bool> From
 
 /// The list envelope: `{ success: true, data: [...], total }`, `total`
 /// counting every matching row, not only this page's.
-pub fn list<T: Serialize>(data: Vec<T>, total: i64) -> Response {
-    (StatusCode::OK, Json(crate::catalogue::ListOf { success: true, data, total })).into_response()
+pub fn list<T: Serialize>(data: Vec<T>, total: i64) -> ListOf<T> {
+    ListOf { success: true, data, total }
 }
 
 /// What a list route reads: the group's table, the columns of its row
@@ -121,7 +120,7 @@ impl<const DEFAULT: i64, const MAX: i64, const CLAMP: bool> Page<DEFAULT, MAX, C
     /// This page of the rows matching `listing.filter` (its `$1..$n` bound
     /// to `args` in order), as the list envelope with the count of all
     /// matching rows.
-    pub async fn list<T>(self, pool: &AnyPool, listing: &Listing, args: &[&str]) -> ApiResult<Response>
+    pub async fn list<T>(self, pool: &AnyPool, listing: &Listing, args: &[&str]) -> ApiResult<ListOf<T>>
     where
         T: for<'r> FromRow<'r, AnyRow> + Serialize + Send + Unpin,
     {
@@ -132,7 +131,7 @@ impl<const DEFAULT: i64, const MAX: i64, const CLAMP: bool> Page<DEFAULT, MAX, C
     /// This page of the rows of `listing` matching `filter` (which the
     /// caller composed of constant parts, in place of `listing.filter`),
     /// with a `total` the caller knows without counting the rows.
-    pub async fn list_counted<T>(self, pool: &AnyPool, listing: &Listing, filter: &str, args: &[&str], total: i64) -> ApiResult<Response>
+    pub async fn list_counted<T>(self, pool: &AnyPool, listing: &Listing, filter: &str, args: &[&str], total: i64) -> ApiResult<ListOf<T>>
     where
         T: for<'r> FromRow<'r, AnyRow> + Serialize + Send + Unpin,
     {

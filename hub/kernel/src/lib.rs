@@ -28,4 +28,5 @@ pub mod prelude;
 pub mod search;
 pub mod state;
 pub mod storage;
+pub mod types;
 pub mod validate;

@@ -18,7 +18,7 @@ pub use utoipa_axum::{router::OpenApiRouter, routes};
 pub use crate::{
     audit::{self, events},
     body::{Body, Lenient},
-    catalogue::{Data, ErrorBody, ListOf},
+    catalogue::{Created, Data, ErrorBody, ListOf},
     db::{
         self, Db, Tx,
         change::{Stateful, Written, insert_or_read, next_number},
@@ -28,5 +28,7 @@ pub use crate::{
     extract::{Listing, Page, Params, list},
     gate::{Tenant, TenantCtx},
     state::AppState,
+    stored_enum,
+    types::{Id, Timestamp},
     validate::{Check, canonical_uuid, canonical_uuid_opt, path_id},
 };

@@ -3,8 +3,7 @@
 //! pending request (RULINGS 1: a decision outside `approved`/`rejected` is
 //! 400, an unknown request 404, a decided one 409).
 
-use chrono::Utc;
-use hub_kernel::gate::{Operator, ops_tokens};
+use hub_kernel::gate::Operator;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -14,14 +13,26 @@ pub fn routes() -> OpenApiRouter<AppState> {
 const ROUTES_CAP: i64 = 200;
 const BREACHES_CAP: usize = 100;
 
+stored_enum! {
+    /// Whether an approval route takes new requests.
+    #[schema(as = AdminApprovalRouteStatus)]
+    enum RouteStatus { Active = "active", Retired = "retired" }
+}
+
+stored_enum! {
+    /// Where an approval request stands.
+    #[schema(as = AdminApprovalRequestStatus)]
+    enum RequestStatus { Pending = "pending", Approved = "approved", Rejected = "rejected" }
+}
+
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = AdminApprovalRoute)]
 struct RouteRow {
-    route_id: String,
-    tenant_id: String,
+    route_id: Id,
+    tenant_id: Id,
     name: String,
-    status: String,
-    created_at: String,
+    status: RouteStatus,
+    created_at: Timestamp,
     /// The largest SLA of the route's steps, 0 when none.
     sla_minutes: i64,
 }
@@ -29,7 +40,7 @@ struct RouteRow {
 /// Approval routes of every tenant, newest first, at most 200.
 #[utoipa::path(get, path = "/admin/approvals/routes", tag = "admin-approvals",
     responses((status = 200, description = "the routes", body = Data<Vec<RouteRow>>)))]
-async fn list_routes(State(state): State<AppState>, _: Operator) -> ApiResult<Response> {
+async fn list_routes(State(state): State<AppState>, _: Operator) -> ApiResult<Data<Vec<RouteRow>>> {
     let rows: Vec<RouteRow> = sqlx::query_as(
         "SELECT route_id, tenant_id, name, status, created_at, sla_minutes FROM approval_route ORDER BY created_at DESC, route_id DESC LIMIT $1",
     )
@@ -42,13 +53,13 @@ async fn list_routes(State(state): State<AppState>, _: Operator) -> ApiResult<Re
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = AdminApprovalBreach)]
 struct Breach {
-    request_id: String,
-    tenant_id: String,
-    route_id: String,
+    request_id: Id,
+    tenant_id: Id,
+    route_id: Id,
     /// `subject_kind:subject_id`.
     subject_ref: String,
-    requested_at: String,
-    status: String,
+    requested_at: Timestamp,
+    status: RequestStatus,
     elapsed_minutes: i64,
     sla_minutes: i64,
 }
@@ -56,13 +67,13 @@ struct Breach {
 /// A pending request of a route with an SLA.
 #[derive(FromRow)]
 struct Pending {
-    request_id: String,
-    tenant_id: String,
-    route_id: String,
+    request_id: Id,
+    tenant_id: Id,
+    route_id: Id,
     subject_kind: String,
     subject_id: String,
-    requested_at: String,
-    status: String,
+    requested_at: Timestamp,
+    status: RequestStatus,
     sla_minutes: i64,
 }
 
@@ -70,7 +81,7 @@ struct Pending {
 /// strictly longer than it, worst (most minutes over) first, at most 100.
 #[utoipa::path(get, path = "/admin/approvals/breaches", tag = "admin-approvals",
     responses((status = 200, description = "the breaches", body = Data<Vec<Breach>>)))]
-async fn breaches(State(state): State<AppState>, _: Operator) -> ApiResult<Response> {
+async fn breaches(State(state): State<AppState>, _: Operator) -> ApiResult<Data<Vec<Breach>>> {
     let rows: Vec<Pending> = sqlx::query_as(
         "SELECT r.request_id, r.tenant_id, r.route_id, r.subject_kind, r.subject_id, r.requested_at, r.status, t.sla_minutes \
          FROM approval_request r JOIN approval_route t ON t.route_id = r.route_id \
@@ -78,11 +89,11 @@ async fn breaches(State(state): State<AppState>, _: Operator) -> ApiResult<Respo
     )
     .fetch_all(&state.db.read)
     .await?;
-    let now = Utc::now();
+    let now = Timestamp::now();
     let mut out: Vec<Breach> = rows
         .into_iter()
         .filter_map(|p| {
-            let elapsed_minutes = (now - db::parse_time(&p.requested_at)?).num_minutes();
+            let elapsed_minutes = (now.0 - p.requested_at.0).num_minutes();
             (elapsed_minutes > p.sla_minutes).then(|| Breach {
                 subject_ref: format!("{}:{}", p.subject_kind, p.subject_id),
                 request_id: p.request_id,
@@ -100,22 +111,10 @@ async fn breaches(State(state): State<AppState>, _: Operator) -> ApiResult<Respo
     Ok(ok(out))
 }
 
-/// The operator's decision of a pending request.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = AdminOverrideDecision)]
-enum Decision {
-    Approved,
-    Rejected,
-}
-
-impl Decision {
-    fn as_str(self) -> &'static str {
-        match self {
-            Decision::Approved => "approved",
-            Decision::Rejected => "rejected",
-        }
-    }
+stored_enum! {
+    /// The operator's decision of a pending request.
+    #[schema(as = AdminOverrideDecision)]
+    enum Decision { Approved = "approved", Rejected = "rejected" }
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -143,13 +142,13 @@ struct Done {
     params(("request_id" = String, Path, description = "the request")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/approvals/routes", { "name": "r-{unique}", "steps": [{ "approver_persona_id": "{persona_id}" }] }], ["POST", "/api/approvals/requests", { "route_id": "{route_id}", "subject_kind": "race", "subject_id": "1" }]], "body": { "decision": "approved", "reason": "race", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "decided", body = Done)))]
-async fn overridden(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<Override>) -> ApiResult<Response> {
+async fn overridden(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<Override>) -> ApiResult<axum::Json<Done>> {
     let id = path_id(&id)?.to_string();
     if !crate::fields::exists(&state, "SELECT 1 FROM approval_request WHERE request_id = $1", &id).await? {
         return Err(ApiError::Missing("request not found"));
     }
     let body = body.checked()?;
-    let (decision, reason, operator_id) = (body.decision.as_str(), body.reason.trim(), body.operator_id.trim());
+    let (decision, reason, operator_id) = (body.decision, body.reason.trim(), body.operator_id.trim());
     let mut tx = state.db.begin().await?;
     let stamped = format!("[operator-override by {operator_id}] {reason}");
     // Decided by its write: of an override and a decision (or two
@@ -165,7 +164,8 @@ async fn overridden(State(state): State<AppState>, Operator(who): Operator, Path
     .fetch_optional(&mut *tx)
     .await?;
     let Some(tenant_id) = moved else {
-        let status: Option<String> = sqlx::query_scalar("SELECT status FROM approval_request WHERE request_id = $1").bind(&id).fetch_optional(&mut *tx).await?;
+        let status: Option<RequestStatus> =
+            sqlx::query_scalar("SELECT status FROM approval_request WHERE request_id = $1").bind(&id).fetch_optional(&mut *tx).await?;
         return Err(match status {
             Some(status) => ApiError::Conflict(format!("the request is already {status}")),
             None => ApiError::Missing("request not found"),
@@ -173,7 +173,7 @@ async fn overridden(State(state): State<AppState>, Operator(who): Operator, Path
     };
     sqlx::query("UPDATE approval_step SET status = 'skipped' WHERE request_id = $1 AND status = 'pending'").bind(&id).execute(&mut *tx).await?;
     let payload = json!({ "request_id": id, "decision": decision, "operator_id": operator_id });
-    ops_tokens::record_in(&mut tx, &tenant_id, &who, events::APPROVAL_REQUEST_OVERRIDDEN, payload).await?;
+    audit::record_operator_in(&mut tx, &tenant_id, &who, events::APPROVAL_REQUEST_OVERRIDDEN, payload).await?;
     tx.commit().await?;
-    Ok(axum::response::IntoResponse::into_response(axum::Json(Done { success: true })))
+    Ok(axum::Json(Done { success: true }))
 }

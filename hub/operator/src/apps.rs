@@ -7,7 +7,7 @@
 //! owns `platform_pool`.
 
 use hub_identity::tenancy::{self, App, NewTenantRow, PoolMap, PoolMapChange, Tenant};
-use hub_kernel::gate::{Operator, ops_tokens};
+use hub_kernel::gate::Operator;
 use hub_kernel::prelude::*;
 use hub_kernel::state::Invalidation;
 
@@ -24,63 +24,22 @@ const TENANTS_CAP: i64 = 200;
 /// The largest pool index.
 const MAX_POOL: i64 = 1_000_000;
 
-/// A tenant's isolation tier.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[schema(as = AdminIsolationTier)]
-enum Tier {
-    S,
-    P,
-    G,
+stored_enum! {
+    /// A tenant's isolation tier.
+    #[schema(as = AdminIsolationTier)]
+    enum Tier { S = "S", P = "P", G = "G" }
 }
 
-impl Tier {
-    fn as_str(self) -> &'static str {
-        match self {
-            Tier::S => "S",
-            Tier::P => "P",
-            Tier::G => "G",
-        }
-    }
+stored_enum! {
+    /// What a routing pool holds.
+    #[schema(as = AdminPoolKind)]
+    enum PoolKind { Admin = "admin", App = "app", Evidence = "evidence" }
 }
 
-/// What a routing pool holds.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = AdminPoolKind)]
-enum PoolKind {
-    Admin,
-    App,
-    Evidence,
-}
-
-impl PoolKind {
-    fn as_str(self) -> &'static str {
-        match self {
-            PoolKind::Admin => "admin",
-            PoolKind::App => "app",
-            PoolKind::Evidence => "evidence",
-        }
-    }
-}
-
-/// The status of a tenant's pool map.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-#[schema(as = AdminPoolMapStatus)]
-enum PoolStatus {
-    Active,
-    Migrating,
-    Quarantined,
-}
-
-impl PoolStatus {
-    fn as_str(self) -> &'static str {
-        match self {
-            PoolStatus::Active => "ACTIVE",
-            PoolStatus::Migrating => "MIGRATING",
-            PoolStatus::Quarantined => "QUARANTINED",
-        }
-    }
+stored_enum! {
+    /// The status of a tenant's pool map.
+    #[schema(as = AdminPoolMapStatus)]
+    enum PoolStatus { Active = "ACTIVE", Migrating = "MIGRATING", Quarantined = "QUARANTINED" }
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -107,7 +66,7 @@ struct AppAnswer {
 #[utoipa::path(post, path = "/admin/apps", tag = "admin-apps", request_body = NewApp,
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "events": 0, "body": { "app_id": "r-{unique}", "display_name": "Races" } }))),
     responses((status = 201, description = "the app, new or as it was", body = Data<AppAnswer>)))]
-async fn create_app(State(state): State<AppState>, Operator(who): Operator, body: Body<NewApp>) -> ApiResult<Response> {
+async fn create_app(State(state): State<AppState>, Operator(who): Operator, body: Body<NewApp>) -> ApiResult<Created<AppAnswer>> {
     let body = body.checked()?;
     let app_id = body.app_id.trim();
     if !tenancy::valid_app_id(app_id) {
@@ -132,7 +91,7 @@ struct TenantList {
 /// Every tenant, newest first, at most 200 (no paging; a query is ignored).
 #[utoipa::path(get, path = "/admin/tenants", tag = "admin-tenants",
     responses((status = 200, description = "the tenants", body = Data<TenantList>)))]
-async fn list_tenants(State(state): State<AppState>, _: Operator) -> ApiResult<Response> {
+async fn list_tenants(State(state): State<AppState>, _: Operator) -> ApiResult<Data<TenantList>> {
     Ok(ok(TenantList { tenants: tenancy::tenants(&state.db, TENANTS_CAP).await? }))
 }
 
@@ -165,7 +124,7 @@ struct TenantAnswer {
 #[utoipa::path(post, path = "/admin/tenants", tag = "admin-tenants", request_body = NewTenant,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }]], "body": { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" } }))),
     responses((status = 201, description = "the tenant", body = Data<TenantAnswer>)))]
-async fn create_tenant(State(state): State<AppState>, Operator(who): Operator, body: Body<NewTenant>) -> ApiResult<Response> {
+async fn create_tenant(State(state): State<AppState>, Operator(who): Operator, body: Body<NewTenant>) -> ApiResult<Created<TenantAnswer>> {
     let body = body.checked()?;
     let (app_id, display_name, region) = (body.app_id.trim(), body.display_name.trim(), body.region.trim());
     let tier = body.isolation_tier.unwrap_or(Tier::S).as_str();
@@ -193,7 +152,7 @@ async fn create_tenant(State(state): State<AppState>, Operator(who): Operator, b
     let tenant = tenancy::insert_tenant(&mut tx, &app, row, tier).await?;
     let payload = json!({ "tenant_id": tenant.tenant_id, "org_id": tenant.org_id, "app_id": tenant.app_id, "status": tenant.status,
         "isolation_tier": tenant.isolation_tier, "region": tenant.region });
-    ops_tokens::record_in(&mut tx, &tenant.tenant_id, &who, events::TENANT_CREATED, payload).await?;
+    audit::record_operator_in(&mut tx, &tenant.tenant_id, &who, events::TENANT_CREATED, payload).await?;
     tx.commit().await?;
     Ok(created(TenantAnswer { tenant }))
 }
@@ -226,7 +185,12 @@ struct NewPoolMap {
     params(("tenant_id" = String, Path, description = "the tenant")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "params": { "tenant_id": "{tenant.tenant_id}" }, "body": { "admin_pool_index": 0, "region": "eu-west-1" } }))),
     responses((status = 201, description = "the pool map", body = Data<PoolMap>)))]
-async fn pool_map(State(state): State<AppState>, Operator(who): Operator, Path(tenant_id): Path<String>, body: Body<NewPoolMap>) -> ApiResult<Response> {
+async fn pool_map(
+    State(state): State<AppState>,
+    Operator(who): Operator,
+    Path(tenant_id): Path<String>,
+    body: Body<NewPoolMap>,
+) -> ApiResult<Created<PoolMap>> {
     let tenant_id = uuid::Uuid::parse_str(&tenant_id).map_err(|_| ApiError::invalid("tenant_id must be a UUID"))?.to_string();
     if tenancy::find(state.db.writer(), &tenant_id).await?.is_none() {
         return Err(ApiError::NotFound);
@@ -256,7 +220,7 @@ async fn pool_map(State(state): State<AppState>, Operator(who): Operator, Path(t
     let app_map = apps.map(Value::Object);
     let change = PoolMapChange { admin_pool_index: admin, region, evidence_pool_index: evidence, app_pool_index: app_map.as_ref(), status };
     let map = tenancy::set_pool_map(&mut tx, &tenant_id, change).await?.ok_or(ApiError::NotFound)?;
-    ops_tokens::record_in(&mut tx, &tenant_id, &who, events::TENANT_POOL_MAP_CHANGED, json!(map)).await?;
+    audit::record_operator_in(&mut tx, &tenant_id, &who, events::TENANT_POOL_MAP_CHANGED, json!(map)).await?;
     tx.commit().await?;
     state.invalidate(Invalidation::Tenants).await;
     Ok(created(map))
@@ -267,17 +231,16 @@ async fn pool_map(State(state): State<AppState>, Operator(who): Operator, Path(t
 #[schema(as = AdminPool)]
 struct Pool {
     pool_index: i64,
-    /// `admin`, `app` or `evidence`.
-    kind: String,
+    kind: PoolKind,
     region: Option<String>,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 /// Every pool, by index (beyond the documents: the pools a pool map can
 /// name).
 #[utoipa::path(get, path = "/admin/pools", tag = "admin-pools",
     responses((status = 200, description = "the pools", body = Data<Vec<Pool>>)))]
-async fn list_pools(State(state): State<AppState>, _: Operator) -> ApiResult<Response> {
+async fn list_pools(State(state): State<AppState>, _: Operator) -> ApiResult<Data<Vec<Pool>>> {
     let pools: Vec<Pool> =
         sqlx::query_as("SELECT pool_index, kind, region, created_at FROM platform_pool ORDER BY pool_index").fetch_all(&state.db.read).await?;
     Ok(ok(pools))
@@ -298,9 +261,9 @@ struct NewPool {
 #[utoipa::path(post, path = "/admin/pools", tag = "admin-pools", request_body = NewPool,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "events": 0, "body": { "pool_index": 4242, "kind": "app", "region": "eu-west-1" } }))),
     responses((status = 201, description = "the pool", body = Data<Pool>)))]
-async fn create_pool(State(state): State<AppState>, Operator(who): Operator, body: Body<NewPool>) -> ApiResult<Response> {
+async fn create_pool(State(state): State<AppState>, Operator(who): Operator, body: Body<NewPool>) -> ApiResult<Created<Pool>> {
     let body = body.checked()?;
-    let (index, kind, region) = (body.pool_index, body.kind.as_str(), body.region.trim());
+    let (index, kind, region) = (body.pool_index, body.kind, body.region.trim());
     let pool: Option<Pool> = sqlx::query_as(
         "INSERT INTO platform_pool (pool_index, kind, region, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (pool_index) DO NOTHING \
          RETURNING pool_index, kind, region, created_at",
@@ -312,6 +275,6 @@ async fn create_pool(State(state): State<AppState>, Operator(who): Operator, bod
     .fetch_optional(state.db.writer())
     .await?;
     let pool = pool.ok_or_else(|| ApiError::Conflict(format!("pool {index} exists")))?;
-    tracing::info!(pool_index = pool.pool_index, kind, operator = %who, "pool created");
+    tracing::info!(pool_index = pool.pool_index, kind = kind.as_str(), operator = %who, "pool created");
     Ok(created(pool))
 }

@@ -16,22 +16,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// The propagation SLA when none is given, in seconds.
 const DEFAULT_SLA: i64 = 60;
 
-/// Where a customer-managed key lives.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[schema(as = AdminByokProvider)]
-enum Provider {
-    #[serde(rename = "aws-kms")]
-    AwsKms,
-    #[serde(rename = "gcp-kms")]
-    GcpKms,
-    #[serde(rename = "hsm-pkcs11")]
-    HsmPkcs11,
-}
-
-impl Provider {
-    fn as_str(self) -> &'static str {
-        byok::PROVIDERS[self as usize]
-    }
+stored_enum! {
+    /// Where a customer-managed key lives.
+    #[schema(as = AdminByokProvider)]
+    enum Provider { AwsKms = "aws-kms", GcpKms = "gcp-kms", HsmPkcs11 = "hsm-pkcs11" }
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -63,9 +51,9 @@ struct NewBindingBody {
 #[utoipa::path(post, path = "/admin/byok/bindings", tag = "admin-byok", request_body = NewBindingBody,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "body": { "tenant_id": "{tenant.tenant_id}", "provider": "aws-kms", "customer_kms_key_arn": "arn:aws:kms:eu-west-1:1:key/race", "tenant_key_id": "tk-{unique}", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the binding", body = Data<Binding>)))]
-async fn bind(State(state): State<AppState>, Operator(who): Operator, body: Body<NewBindingBody>) -> ApiResult<Response> {
+async fn bind(State(state): State<AppState>, Operator(who): Operator, body: Body<NewBindingBody>) -> ApiResult<Data<Binding>> {
     let body = body.checked()?;
-    let tenant_id = crate::fields::uuid(&body.tenant_id);
+    let tenant_id = canonical_uuid(&body.tenant_id);
     let provider = body.provider.as_str();
     let (arn, tenant_key_id, operator_id) = (body.customer_kms_key_arn.trim(), body.tenant_key_id.trim(), body.operator_id.trim());
     let sla = body.sla_revoke_propagation_seconds.unwrap_or(DEFAULT_SLA);
@@ -108,7 +96,7 @@ struct RevokeBody {
     params(("binding_id" = String, Path, description = "the binding")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }], ["POST", "/admin/byok/bindings", { "tenant_id": "{tenant.tenant_id}", "provider": "aws-kms", "customer_kms_key_arn": "arn:aws:kms:eu-west-1:1:key/race", "tenant_key_id": "tk-{unique}", "operator_id": "ops-race" }]], "body": { "reason": "race", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the binding, revoked", body = Data<Binding>)))]
-async fn revoke(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<RevokeBody>) -> ApiResult<Response> {
+async fn revoke(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<RevokeBody>) -> ApiResult<Data<Binding>> {
     let id = binding(&state, &id).await?;
     let body = body.checked()?;
     Ok(ok(byok::revoke(&state.db, &who, &id, body.reason.trim(), body.operator_id.trim()).await?))
@@ -136,7 +124,7 @@ struct RotateBody {
     params(("binding_id" = String, Path, description = "the binding")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "loser_error": "UndecryptableError", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }], ["POST", "/admin/byok/bindings", { "tenant_id": "{tenant.tenant_id}", "provider": "aws-kms", "customer_kms_key_arn": "arn:aws:kms:eu-west-1:1:key/race", "tenant_key_id": "tk-{unique}", "operator_id": "ops-race" }]], "body": { "previous_tenant_key_id": "tk-{unique}", "new_tenant_key_id": "tk2-{unique}", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the rotation", body = Data<Rotation>)))]
-async fn rotate(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<RotateBody>) -> ApiResult<Response> {
+async fn rotate(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<RotateBody>) -> ApiResult<Data<Rotation>> {
     let id = binding(&state, &id).await?;
     let body = body.checked()?;
     let (previous, new) = (body.previous_tenant_key_id.trim(), body.new_tenant_key_id.trim());
@@ -159,7 +147,7 @@ async fn binding(state: &AppState, raw: &str) -> ApiResult<String> {
 /// The tenant's binding (its latest); 404 'no binding for tenant'.
 #[utoipa::path(get, path = "/admin/byok/bindings/tenant/{tenant_id}", tag = "admin-byok", params(("tenant_id" = String, Path, description = "the tenant")),
     responses((status = 200, description = "the binding", body = Data<Binding>)))]
-async fn of_tenant(State(state): State<AppState>, _: Operator, Path(tenant_id): Path<String>) -> ApiResult<Response> {
+async fn of_tenant(State(state): State<AppState>, _: Operator, Path(tenant_id): Path<String>) -> ApiResult<Data<Binding>> {
     let missing = || ApiError::Missing("no binding for tenant");
     let tenant_id = path_id(&tenant_id).map_err(|_| missing())?.to_string();
     Ok(ok(byok::binding_of_tenant(&state.db, &tenant_id).await?.ok_or_else(missing)?))

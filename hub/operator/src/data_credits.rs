@@ -5,6 +5,7 @@
 //! operator's door to them. Not in the operator document: see
 //! docs/compatibility.md, "Routes added beyond the document".
 
+use axum::response::IntoResponse;
 use hub_billing::data_credits::{self, Grant, NewGrant, PriceRecord};
 use hub_kernel::gate::Operator;
 use hub_kernel::prelude::*;
@@ -39,9 +40,9 @@ struct NewGrantBody {
 #[utoipa::path(post, path = "/admin/data-credits/grants", tag = "admin-data-credits", request_body = NewGrantBody,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "body": { "tenant_id": "{tenant.tenant_id}", "credits": 5, "reason": "race", "operator_id": "ops-race" } }))),
     responses((status = 201, description = "the grant and the new balance", body = Data<Grant>)))]
-async fn grant(State(state): State<AppState>, Operator(who): Operator, body: Body<NewGrantBody>) -> ApiResult<Response> {
+async fn grant(State(state): State<AppState>, Operator(who): Operator, body: Body<NewGrantBody>) -> ApiResult<Created<Grant>> {
     let body = body.checked()?;
-    let tenant_id = crate::fields::uuid(&body.tenant_id);
+    let tenant_id = canonical_uuid(&body.tenant_id);
     // Tenants are never deleted, so the answer cannot change before the
     // grant is written; the grant's foreign key would refuse one anyway.
     if hub_identity::tenancy::find(&state.db.read, &tenant_id).await?.is_none() {
@@ -81,5 +82,5 @@ async fn set_price(State(state): State<AppState>, Operator(who): Operator, Path(
         (Err(e), _) => return Err(e),
     };
     let (price, written) = data_credits::set_price_as(&state.db, &who, &capability, body.credits, body.operator_id.trim()).await?;
-    Ok(if written == Written::Made { created(price) } else { ok(price) })
+    Ok(if written == Written::Made { created(price).into_response() } else { ok(price).into_response() })
 }

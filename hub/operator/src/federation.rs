@@ -7,7 +7,7 @@
 //! onward: it may be a peer, never a home. The `sovereign` data class is
 //! shared only among sovereign regions.
 
-use hub_kernel::gate::{Operator, ops_tokens};
+use hub_kernel::gate::Operator;
 use hub_kernel::prelude::*;
 
 use crate::multi_region::REGIONS;
@@ -18,67 +18,44 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 const LIST_CAP: i64 = 200;
 
-/// A class of data a federation shares.
-#[derive(Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = FederationDataClass)]
-enum Class {
-    Open,
-    Restricted,
-    Sovereign,
+stored_enum! {
+    /// A class of data a federation shares.
+    #[schema(as = FederationDataClass)]
+    enum Class { Open = "open", Restricted = "restricted", Sovereign = "sovereign" }
 }
 
-impl Class {
-    fn as_str(self) -> &'static str {
-        match self {
-            Class::Open => "open",
-            Class::Restricted => "restricted",
-            Class::Sovereign => "sovereign",
-        }
-    }
+stored_enum! {
+    /// How failover between a profile's regions is decided.
+    #[schema(as = FederationFailoverMode)]
+    enum Mode { Manual = "manual", Automatic = "automatic" }
 }
 
-/// How failover between a profile's regions is decided.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = FederationFailoverMode)]
-enum Mode {
-    Manual,
-    Automatic,
-}
-
-impl Mode {
-    fn as_str(self) -> &'static str {
-        match self {
-            Mode::Manual => "manual",
-            Mode::Automatic => "automatic",
-        }
-    }
+stored_enum! {
+    /// Whether a federation profile is in force.
+    #[schema(as = FederationProfileStatus)]
+    enum ProfileStatus { Active = "active" }
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = FederationProfile)]
 struct Profile {
-    profile_id: String,
+    profile_id: Id,
     name: String,
     home_region: String,
     #[sqlx(try_from = "String")]
     #[schema(value_type = Vec<String>)]
     peer_regions: JsonText,
-    /// Of `open`, `restricted`, `sovereign`.
     #[sqlx(try_from = "String")]
-    #[schema(value_type = Vec<String>)]
+    #[schema(value_type = Vec<Class>)]
     shared_data_classes: JsonText,
-    /// `manual` or `automatic`.
-    failover_mode: String,
+    failover_mode: Mode,
     probe_interval_seconds: i64,
     /// Failed probes in a row after which a peer counts as down.
     failure_threshold: i64,
-    /// `active`.
-    status: String,
+    status: ProfileStatus,
     created_by: String,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "profile_id, name, home_region, peer_regions, shared_data_classes, failover_mode, probe_interval_seconds, failure_threshold, \
@@ -115,7 +92,7 @@ struct NewProfile {
 #[utoipa::path(post, path = "/admin/federation/profiles", tag = "admin-federation", request_body = NewProfile,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "r-{unique}", "home_region": "us-east-1", "peer_regions": ["eu-west-1"] } }))),
     responses((status = 201, description = "the profile", body = Data<Profile>)))]
-async fn create(State(state): State<AppState>, Operator(who): Operator, body: Body<NewProfile>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Operator(who): Operator, body: Body<NewProfile>) -> ApiResult<Created<Profile>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let name = body.name.trim().to_string();
@@ -135,15 +112,15 @@ async fn create(State(state): State<AppState>, Operator(who): Operator, body: Bo
     if peers.contains(&home) {
         check.fail("peer_regions must not contain the home_region");
     }
-    let mut classes: Vec<&str> = Vec::new();
+    let mut classes: Vec<Class> = Vec::new();
     for class in body.shared_data_classes.unwrap_or_else(|| vec![Class::Open]) {
-        if classes.contains(&class.as_str()) {
+        if classes.contains(&class) {
             check.fail("shared_data_classes must hold distinct classes");
             break;
         }
-        classes.push(class.as_str());
+        classes.push(class);
     }
-    let mode = body.failover_mode.unwrap_or(Mode::Manual).as_str();
+    let mode = body.failover_mode.unwrap_or(Mode::Manual);
     let interval = body.probe_interval_seconds.unwrap_or(30);
     let threshold = body.failure_threshold.unwrap_or(3);
     check.finish()?;
@@ -165,7 +142,7 @@ async fn create(State(state): State<AppState>, Operator(who): Operator, body: Bo
             _ => {}
         }
     }
-    if classes.contains(&Class::Sovereign.as_str()) && !sovereign_everywhere {
+    if classes.contains(&Class::Sovereign) && !sovereign_everywhere {
         check.fail("the sovereign data class is shared only among sovereign regions");
     }
     check.finish()?;
@@ -189,7 +166,7 @@ async fn create(State(state): State<AppState>, Operator(who): Operator, body: Bo
         .await?;
     let made = made.ok_or_else(|| ApiError::Conflict(format!("a federation profile is named {name}")))?;
     let payload = json!({ "profile_id": made.profile_id, "name": name, "home_region": home, "peer_regions": peers, "shared_data_classes": classes });
-    ops_tokens::record(&mut tx, &who, events::FEDERATION_PROFILE_CREATED, payload).await?;
+    audit::record_operator(&mut tx, &who, events::FEDERATION_PROFILE_CREATED, payload).await?;
     tx.commit().await?;
     Ok(created(made))
 }
@@ -197,7 +174,7 @@ async fn create(State(state): State<AppState>, Operator(who): Operator, body: Bo
 /// Federation profiles, newest first, at most 200.
 #[utoipa::path(get, path = "/admin/federation/profiles", tag = "admin-federation",
     responses((status = 200, description = "the profiles", body = Data<Vec<Profile>>)))]
-async fn list(State(state): State<AppState>, _: Operator) -> ApiResult<Response> {
+async fn list(State(state): State<AppState>, _: Operator) -> ApiResult<Data<Vec<Profile>>> {
     let sql = format!("SELECT {COLUMNS} FROM federation_profile ORDER BY created_at DESC, profile_id DESC LIMIT $1");
     let rows: Vec<Profile> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(LIST_CAP).fetch_all(&state.db.read).await?;
     Ok(ok(rows))

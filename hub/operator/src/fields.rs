@@ -3,12 +3,6 @@
 
 use hub_kernel::prelude::*;
 
-/// A UUID its schema checked (`format: uuid`), in its canonical form.
-pub(crate) fn uuid(raw: &str) -> String {
-    let raw = raw.trim();
-    uuid::Uuid::parse_str(raw).map_or_else(|_| raw.to_string(), |u| u.to_string())
-}
-
 /// An RFC 3339 time its schema checked (`format: date-time`).
 pub(crate) fn time(name: &str, raw: &str) -> ApiResult<chrono::DateTime<chrono::Utc>> {
     db::parse_time(raw.trim()).ok_or_else(|| ApiError::invalid(format!("{name} must be an RFC 3339 timestamp")))
@@ -20,4 +14,10 @@ pub(crate) fn time(name: &str, raw: &str) -> ApiResult<chrono::DateTime<chrono::
 pub(crate) async fn exists(state: &AppState, sql: &'static str, id: &str) -> ApiResult<bool> {
     let found: Option<i64> = sqlx::query_scalar(sql).bind(id).fetch_optional(state.db.writer()).await?;
     Ok(found.is_some())
+}
+
+/// A value another area keeps as text (an id, a time, a state), as its
+/// type; text that is not one is a 500, as a row that fails to decode.
+pub(crate) fn stored<T: std::str::FromStr<Err = String>>(text: &str) -> ApiResult<T> {
+    text.parse().map_err(|why: String| ApiError::Internal(anyhow::anyhow!(why)))
 }

@@ -10,15 +10,13 @@
 //! hub yields zero counts. A run with `from` moves the checkpoint past the
 //! entries before it for good.
 
-use hub_kernel::gate::{Operator, ops_tokens};
+use hub_kernel::gate::Operator;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(backfill))
 }
 
-/// The lineage-tracked event types (the documents' enumeration).
-const TYPES: [&str; 4] = ["parsing.field.extracted.v1", "recommendation.suggestion.generated.v1", "semantic.intent.planned.v1", "ai-gateway.complete.v1"];
 /// The same list as the partial index `audit_entry_lineage` states it:
 /// the scan repeats it so both databases can use the index.
 const TYPES_SQL: &str =
@@ -49,23 +47,14 @@ struct Request {
     to: Option<String>,
 }
 
-/// A lineage-tracked event type.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[schema(as = LineageEventType)]
-enum EventType {
-    #[serde(rename = "parsing.field.extracted.v1")]
-    FieldExtracted,
-    #[serde(rename = "recommendation.suggestion.generated.v1")]
-    SuggestionGenerated,
-    #[serde(rename = "semantic.intent.planned.v1")]
-    IntentPlanned,
-    #[serde(rename = "ai-gateway.complete.v1")]
-    AiGatewayComplete,
-}
-
-impl EventType {
-    fn as_str(self) -> &'static str {
-        TYPES[self as usize]
+stored_enum! {
+    /// A lineage-tracked event type (the documents' enumeration).
+    #[schema(as = LineageEventType)]
+    enum EventType {
+        FieldExtracted = "parsing.field.extracted.v1",
+        SuggestionGenerated = "recommendation.suggestion.generated.v1",
+        IntentPlanned = "semantic.intent.planned.v1",
+        AiGatewayComplete = "ai-gateway.complete.v1",
     }
 }
 
@@ -73,7 +62,7 @@ impl EventType {
 #[schema(as = LineageCheckpointCounts)]
 struct PairCounts {
     pool_index: i64,
-    event_type: String,
+    event_type: EventType,
     /// Entries taken after the checkpoint.
     scanned: i64,
     /// Records written (a dry run: that would be written).
@@ -83,8 +72,8 @@ struct PairCounts {
     /// No entry is left after this run's last.
     complete: bool,
     /// The checkpoint after this run (a dry run: where it would be).
-    last_occurred_at: Option<String>,
-    last_entry_id: Option<String>,
+    last_occurred_at: Option<Timestamp>,
+    last_entry_id: Option<Id>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -101,9 +90,9 @@ struct Counts {
 
 #[derive(FromRow)]
 struct Entry {
-    entry_id: String,
+    entry_id: Id,
     tenant_id: String,
-    occurred_at: String,
+    occurred_at: Timestamp,
     actor_kind: String,
     actor_id: String,
     payload_digest: Vec<u8>,
@@ -111,15 +100,15 @@ struct Entry {
 
 /// An optional time its schema checked, in the stored form; blank is
 /// absent.
-fn time(name: &str, value: &Option<String>) -> ApiResult<Option<String>> {
-    Check::optional(value).map(|v| crate::fields::time(name, &v).map(db::format_time)).transpose()
+fn time(name: &str, value: &Option<String>) -> ApiResult<Option<Timestamp>> {
+    Check::optional(value).map(|v| crate::fields::time(name, &v).map(Timestamp)).transpose()
 }
 
 /// Backfills lineage records from the audit chains, resumably.
 #[utoipa::path(post, path = "/admin/lineage/backfill", tag = "admin-lineage", request_body = Request,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "batch_size": 100 } }))),
     responses((status = 200, description = "the counts", body = Data<Counts>)))]
-async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: axum::body::Bytes) -> ApiResult<Response> {
+async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: axum::body::Bytes) -> ApiResult<Data<Counts>> {
     // Every field is optional, the body too.
     let value = if raw.iter().all(u8::is_ascii_whitespace) { json!({}) } else { hub_kernel::nesting::parse_json(&raw, "request body")? };
     if value.is_object() {
@@ -127,7 +116,7 @@ async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: a
     }
     let body: Request = hub_kernel::contract::parse(value)?;
     let pool = body.pool_index;
-    let event_type = body.event_type.map(EventType::as_str);
+    let event_type = body.event_type;
     let batch = body.batch_size.map_or(DEFAULT_BATCH, |n| n.min(MAX_BATCH));
     let dry_run = body.dry_run.unwrap_or(false);
     let (from, to) = (time("from", &body.from)?, time("to", &body.to)?);
@@ -145,9 +134,9 @@ async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: a
         Some(p) => sqlx::query_scalar("SELECT pool_index FROM platform_pool WHERE pool_index = $1").bind(p).fetch_all(&mut *tx).await?,
         None => sqlx::query_scalar("SELECT pool_index FROM platform_pool ORDER BY pool_index").fetch_all(&mut *tx).await?,
     };
-    let types: Vec<&str> = match event_type {
+    let types: Vec<EventType> = match event_type {
         Some(t) => vec![t],
-        None => TYPES.to_vec(),
+        None => EventType::ALL.to_vec(),
     };
     let now = db::now();
     let scan = format!(
@@ -158,20 +147,20 @@ async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: a
     let mut out = Vec::new();
     for &p in &pools {
         for &t in &types {
-            let at: Option<(String, String)> =
+            let at: Option<(Timestamp, Id)> =
                 sqlx::query_as("SELECT last_occurred_at, last_entry_id FROM lineage_checkpoint WHERE pool_index = $1 AND event_type = $2")
                     .bind(p)
                     .bind(t)
                     .fetch_optional(&mut *tx)
                     .await?;
-            let (after_at, after_id) = at.clone().unwrap_or_default();
+            let (after_at, after_id) = at.map(|(t, id)| (t.to_string(), id.to_string())).unwrap_or_default();
             let mut entries: Vec<Entry> = sqlx::query_as(sqlx::AssertSqlSafe(scan.clone()))
                 .bind(p)
                 .bind(t)
                 .bind(&after_at)
                 .bind(&after_id)
-                .bind(from.as_deref().unwrap_or(""))
-                .bind(to.as_deref().unwrap_or(""))
+                .bind(from.map(|t| t.to_string()).unwrap_or_default())
+                .bind(to.map(|t| t.to_string()).unwrap_or_default())
                 .bind(batch + 1)
                 .fetch_all(&mut *tx)
                 .await?;
@@ -181,18 +170,18 @@ async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: a
             for e in &entries {
                 let written = if dry_run {
                     let present: Option<i64> =
-                        sqlx::query_scalar("SELECT 1 FROM lineage_record WHERE entry_id = $1").bind(&e.entry_id).fetch_optional(&mut *tx).await?;
+                        sqlx::query_scalar("SELECT 1 FROM lineage_record WHERE entry_id = $1").bind(e.entry_id).fetch_optional(&mut *tx).await?;
                     u64::from(present.is_none())
                 } else {
                     sqlx::query(
                         "INSERT INTO lineage_record (entry_id, tenant_id, pool_index, event_type, occurred_at, actor_kind, actor_id, payload_digest, \
                          backfilled_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (entry_id) DO NOTHING",
                     )
-                    .bind(&e.entry_id)
+                    .bind(e.entry_id)
                     .bind(&e.tenant_id)
                     .bind(p)
                     .bind(t)
-                    .bind(&e.occurred_at)
+                    .bind(e.occurred_at)
                     .bind(&e.actor_kind)
                     .bind(&e.actor_id)
                     .bind(hex::encode(&e.payload_digest))
@@ -203,7 +192,7 @@ async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: a
                 };
                 backfilled += written as i64;
             }
-            let last = entries.last().map(|e| (e.occurred_at.clone(), e.entry_id.clone())).or(at);
+            let last = entries.last().map(|e| (e.occurred_at, e.entry_id)).or(at);
             if !dry_run && let Some(last_entry) = entries.last() {
                 sqlx::query(
                     "INSERT INTO lineage_checkpoint (pool_index, event_type, last_occurred_at, last_entry_id, processed, updated_at) \
@@ -212,8 +201,8 @@ async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: a
                 )
                 .bind(p)
                 .bind(t)
-                .bind(&last_entry.occurred_at)
-                .bind(&last_entry.entry_id)
+                .bind(last_entry.occurred_at)
+                .bind(last_entry.entry_id)
                 .bind(entries.len() as i64)
                 .bind(&now)
                 .execute(&mut *tx)
@@ -222,12 +211,12 @@ async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: a
             let scanned = entries.len() as i64;
             out.push(PairCounts {
                 pool_index: p,
-                event_type: t.to_string(),
+                event_type: t,
                 scanned,
                 backfilled,
                 already_present: scanned - backfilled,
                 complete,
-                last_occurred_at: last.as_ref().map(|l| l.0.clone()),
+                last_occurred_at: last.map(|l| l.0),
                 last_entry_id: last.map(|l| l.1),
             });
         }
@@ -246,7 +235,7 @@ async fn backfill(State(state): State<AppState>, Operator(who): Operator, raw: a
             "pool_index": pool, "event_type": event_type, "batch_size": batch, "from": from, "to": to,
             "scanned": counts.scanned, "backfilled": counts.backfilled,
         });
-        ops_tokens::record(&mut tx, &who, events::LINEAGE_BACKFILLED, payload).await?;
+        audit::record_operator(&mut tx, &who, events::LINEAGE_BACKFILLED, payload).await?;
         tx.commit().await?;
     }
     Ok(ok(counts))

@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use hub_kernel::gate::{Operator, ops_tokens};
+use hub_kernel::gate::Operator;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -26,14 +26,26 @@ pub const REGIONS: [&str; 4] = ["us-east-1", "us-west-2", "eu-west-1", "ap-south
 /// How long a drill waits for the read path to serve the moved profile.
 const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
 
+stored_enum! {
+    /// How a profile's regions serve traffic.
+    #[schema(as = ActiveActiveTier)]
+    enum Tier { ActiveActive = "active-active", ActivePassive = "active-passive", SingleRegion = "single-region" }
+}
+
+stored_enum! {
+    /// Whether an active-active profile is in force.
+    #[schema(as = ActiveActiveProfileStatus)]
+    enum ProfileStatus { Active = "active" }
+}
+
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ActiveActiveProfile)]
 struct Profile {
-    profile_id: String,
-    tenant_id: String,
-    /// `active-active`, `active-passive` (after a failed drill) or
-    /// `single-region` (no paired region).
-    tier: String,
+    profile_id: Id,
+    tenant_id: Id,
+    /// `active-passive` after a failed drill, `single-region` without a
+    /// paired region.
+    tier: Tier,
     home_region: String,
     #[sqlx(try_from = "String")]
     #[schema(value_type = Vec<String>)]
@@ -45,44 +57,25 @@ struct Profile {
     #[sqlx(try_from = "String")]
     #[schema(value_type = Object)]
     replication_overrides: JsonText,
-    /// `active`.
-    status: String,
-    activated_at: Option<String>,
-    created_at: String,
-    updated_at: String,
+    status: ProfileStatus,
+    activated_at: Option<Timestamp>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "profile_id, tenant_id, tier, home_region, paired_regions, rpo_target_seconds, rto_target_seconds, contract_addendum_ref, \
                        replication_overrides, status, activated_at, created_at, updated_at";
 
-/// A region of the documents' enumeration.
-#[derive(Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
-#[schema(as = ActiveActiveRegion)]
-enum Region {
-    #[serde(rename = "us-east-1")]
-    UsEast1,
-    #[serde(rename = "us-west-2")]
-    UsWest2,
-    #[serde(rename = "eu-west-1")]
-    EuWest1,
-    #[serde(rename = "ap-south-1")]
-    ApSouth1,
+stored_enum! {
+    /// A region of the documents' enumeration.
+    #[schema(as = ActiveActiveRegion)]
+    enum Region { UsEast1 = "us-east-1", UsWest2 = "us-west-2", EuWest1 = "eu-west-1", ApSouth1 = "ap-south-1" }
 }
 
-impl Region {
-    fn as_str(self) -> &'static str {
-        REGIONS[self as usize]
-    }
-}
-
-/// How a service of an active-active profile replicates.
-#[derive(Clone, Copy, Deserialize, Serialize, ToSchema)]
-#[serde(rename_all = "kebab-case")]
-#[schema(as = ActiveActiveReplication)]
-enum Replication {
-    Sync,
-    Async,
-    SingleRegion,
+stored_enum! {
+    /// How a service of an active-active profile replicates.
+    #[schema(as = ActiveActiveReplication)]
+    enum Replication { Sync = "sync", Async = "async", SingleRegion = "single-region" }
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -111,10 +104,10 @@ struct NewProfile {
 #[utoipa::path(post, path = "/admin/active-active/profiles", tag = "admin-multi-region", request_body = NewProfile,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "body": { "tenant_id": "{tenant.tenant_id}", "home_region": "us-east-1", "paired_regions": ["eu-west-1"], "contract_addendum_ref": "race" } }))),
     responses((status = 201, description = "the profile", body = Data<Profile>)))]
-async fn create(State(state): State<AppState>, Operator(who): Operator, body: Body<NewProfile>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Operator(who): Operator, body: Body<NewProfile>) -> ApiResult<Created<Profile>> {
     let body = body.checked()?;
     let mut check = Check::new();
-    let tenant_id = crate::fields::uuid(&body.tenant_id);
+    let tenant_id = canonical_uuid(&body.tenant_id);
     let home = body.home_region.as_str();
     let mut paired: Vec<&str> = Vec::new();
     for region in body.paired_regions.iter().map(|r| r.as_str()) {
@@ -138,7 +131,7 @@ async fn create(State(state): State<AppState>, Operator(who): Operator, body: Bo
     }
     check.finish()?;
     let overrides = json!(overrides);
-    let tier = if paired.is_empty() { "single-region" } else { "active-active" };
+    let tier = if paired.is_empty() { Tier::SingleRegion } else { Tier::ActiveActive };
     let now = db::now();
     let mut tx = state.db.begin().await?;
     let known: Option<i64> = sqlx::query_scalar("SELECT 1 FROM tenant_tenant WHERE tenant_id = $1").bind(&tenant_id).fetch_optional(&mut *tx).await?;
@@ -166,7 +159,7 @@ async fn create(State(state): State<AppState>, Operator(who): Operator, body: Bo
         .await?;
     let profile = made.ok_or_else(|| ApiError::Conflict("the tenant has an active-active profile".into()))?;
     let payload = json!({ "profile_id": profile.profile_id, "tier": tier, "home_region": home, "paired_regions": paired });
-    ops_tokens::record_in(&mut tx, &tenant_id, &who, events::ACTIVE_ACTIVE_PROFILE_CREATED, payload).await?;
+    audit::record_operator_in(&mut tx, &tenant_id, &who, events::ACTIVE_ACTIVE_PROFILE_CREATED, payload).await?;
     tx.commit().await?;
     Ok(created(profile))
 }
@@ -174,18 +167,18 @@ async fn create(State(state): State<AppState>, Operator(who): Operator, body: Bo
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = FailoverDrill)]
 struct Drill {
-    drill_id: String,
-    profile_id: String,
+    drill_id: Id,
+    profile_id: Id,
     from_region: String,
     to_region: String,
-    started_at: String,
+    started_at: Timestamp,
     rpo_observed_seconds: f64,
     rto_observed_seconds: f64,
     #[sqlx(try_from = "i64")]
     #[schema(value_type = bool)]
     passed: Flag,
     /// The drill's entry in the tenant's audit chain.
-    audit_entry_id: String,
+    audit_entry_id: Id,
     #[sqlx(try_from = "i64")]
     #[schema(value_type = bool)]
     tier_downgrade_triggered: Flag,
@@ -207,7 +200,7 @@ struct NewDrill {
     params(("profile_id" = String, Path, description = "the profile")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }], ["POST", "/admin/active-active/profiles", { "tenant_id": "{tenant.tenant_id}", "home_region": "us-east-1", "paired_regions": ["eu-west-1"], "contract_addendum_ref": "race" }]], "body": { "to_region": "eu-west-1", "from_region": "us-east-1" } }))),
     responses((status = 201, description = "the drill", body = Data<Drill>)))]
-async fn drill(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<NewDrill>) -> ApiResult<Response> {
+async fn drill(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<NewDrill>) -> ApiResult<Created<Drill>> {
     let id = path_id(&id).map_err(|_| ApiError::Missing("profile not found"))?.to_string();
     let started = Instant::now();
     let started_at = db::now();
@@ -259,7 +252,7 @@ async fn drill(State(state): State<AppState>, Operator(who): Operator, Path(id):
     let rto = started.elapsed().as_secs_f64();
     let rpo = committed.elapsed().as_secs_f64();
     let passed = profile.rpo_target_seconds.is_none_or(|t| rpo <= t as f64) && profile.rto_target_seconds.is_none_or(|t| rto <= t as f64);
-    let downgrade = !passed && profile.tier == "active-active";
+    let downgrade = !passed && profile.tier == Tier::ActiveActive;
 
     let mut tx = state.db.begin().await?;
     if downgrade {
@@ -274,7 +267,7 @@ async fn drill(State(state): State<AppState>, Operator(who): Operator, Path(id):
         "drill_id": drill_id, "profile_id": id, "from_region": home, "to_region": to,
         "rpo_observed_seconds": rpo, "rto_observed_seconds": rto, "passed": passed, "tier_downgrade_triggered": downgrade,
     });
-    let entry = ops_tokens::record_in(&mut tx, &profile.tenant_id, &who, events::FAILOVER_DRILL_COMPLETED, payload).await?;
+    let entry = audit::record_operator_in(&mut tx, &profile.tenant_id.to_string(), &who, events::FAILOVER_DRILL_COMPLETED, payload).await?;
     let drill: Drill = sqlx::query_as(
         "INSERT INTO active_active_drill (drill_id, profile_id, from_region, to_region, started_at, rpo_observed_seconds, rto_observed_seconds, \
          passed, audit_entry_id, tier_downgrade_triggered, run_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
@@ -308,7 +301,7 @@ struct Stream {
     source_region: String,
     target_region: String,
     /// `sync` or `async`.
-    mode: String,
+    mode: Replication,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -323,9 +316,9 @@ fn streams(profile: &Profile) -> Vec<Stream> {
     let overrides = profile.replication_overrides.0.as_object().cloned().unwrap_or_default();
     let mut out = Vec::new();
     for target in &paired {
-        let services = std::iter::once(("*".to_string(), "async".to_string()))
-            .chain(overrides.iter().filter_map(|(s, m)| Some((s.clone(), m.as_str()?.to_string()))))
-            .filter(|(_, m)| m != "single-region");
+        let services = std::iter::once(("*".to_string(), Replication::Async))
+            .chain(overrides.iter().filter_map(|(s, m)| Some((s.clone(), m.as_str()?.parse().ok()?))))
+            .filter(|(_, m)| *m != Replication::SingleRegion);
         for (service, mode) in services {
             out.push(Stream { service, source_region: profile.home_region.clone(), target_region: target.clone(), mode });
         }
@@ -338,7 +331,7 @@ fn streams(profile: &Profile) -> Vec<Stream> {
 #[utoipa::path(get, path = "/admin/active-active/profiles/{tenant_id}", tag = "admin-multi-region",
     params(("tenant_id" = String, Path, description = "the tenant")),
     responses((status = 200, description = "the profile", body = Data<View>)))]
-async fn read(State(state): State<AppState>, _: Operator, Path(tenant_id): Path<String>) -> ApiResult<Response> {
+async fn read(State(state): State<AppState>, _: Operator, Path(tenant_id): Path<String>) -> ApiResult<Data<View>> {
     let tenant_id = path_id(&tenant_id).map_err(|_| ApiError::Missing("no profile for tenant"))?.to_string();
     let sql = format!("SELECT {COLUMNS} FROM active_active_profile WHERE tenant_id = $1");
     let profile: Profile =

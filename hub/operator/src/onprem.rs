@@ -5,74 +5,43 @@
 //! recorded as evidence and moves nothing.
 
 use chrono::NaiveDate;
-use hub_kernel::gate::{Operator, ops_tokens};
+use hub_kernel::gate::Operator;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create)).routes(routes!(read)).routes(routes!(report)).routes(routes!(bundle))
 }
 
-/// The Kubernetes distribution of an install.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "kebab-case")]
-#[schema(as = OnpremDistribution)]
-enum Distribution {
-    Vanilla,
-    Openshift,
-    Rancher,
-    Tanzu,
+stored_enum! {
+    /// The Kubernetes distribution of an install.
+    #[schema(as = OnpremDistribution)]
+    enum Distribution { Vanilla = "vanilla", Openshift = "openshift", Rancher = "rancher", Tanzu = "tanzu" }
 }
 
-impl Distribution {
-    fn as_str(self) -> &'static str {
-        ["vanilla", "openshift", "rancher", "tanzu"][self as usize]
-    }
+stored_enum! {
+    /// How an install is cut off from networks.
+    #[schema(as = OnpremAirGapMode)]
+    enum AirGap { Strict = "strict", DiodeIn = "diode-in", DiodeBidi = "diode-bidi" }
 }
 
-/// How an install is cut off from networks.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "kebab-case")]
-#[schema(as = OnpremAirGapMode)]
-enum AirGap {
-    Strict,
-    DiodeIn,
-    DiodeBidi,
-}
-
-impl AirGap {
-    fn as_str(self) -> &'static str {
-        ["strict", "diode-in", "diode-bidi"][self as usize]
-    }
-}
-
-/// How an install is billed.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "kebab-case")]
-#[schema(as = OnpremBillingMode)]
-enum Billing {
-    InternalReportOnly,
-    FlatFee,
-    PerIncident,
-}
-
-impl Billing {
-    fn as_str(self) -> &'static str {
-        ["internal-report-only", "flat-fee", "per-incident"][self as usize]
-    }
+stored_enum! {
+    /// How an install is billed.
+    #[schema(as = OnpremBillingMode)]
+    enum Billing { InternalReportOnly = "internal-report-only", FlatFee = "flat-fee", PerIncident = "per-incident" }
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = OnpremInstall)]
 struct Install {
-    install_id: String,
+    install_id: Id,
     customer_id: String,
     cluster_name: String,
-    k8s_distribution: String,
+    k8s_distribution: Distribution,
     installed_version: String,
-    air_gap_mode: String,
-    billing_mode: String,
-    created_at: String,
-    updated_at: String,
+    air_gap_mode: AirGap,
+    billing_mode: Billing,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "install_id, customer_id, cluster_name, k8s_distribution, installed_version, air_gap_mode, billing_mode, created_at, updated_at";
@@ -97,12 +66,12 @@ struct NewInstall {
 #[utoipa::path(post, path = "/admin/onprem/installs", tag = "admin-onprem", request_body = NewInstall,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "customer_id": "race", "cluster_name": "race", "k8s_distribution": "vanilla", "installed_version": "1.0.0" } }))),
     responses((status = 201, description = "the install", body = Data<Install>)))]
-async fn create(State(state): State<AppState>, Operator(who): Operator, body: Body<NewInstall>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Operator(who): Operator, body: Body<NewInstall>) -> ApiResult<Created<Install>> {
     let body = body.checked()?;
     let (customer, cluster, version) = (body.customer_id.trim(), body.cluster_name.trim(), body.installed_version.trim());
-    let distribution = body.k8s_distribution.as_str();
-    let air_gap = body.air_gap_mode.unwrap_or(AirGap::Strict).as_str();
-    let billing = body.billing_mode.unwrap_or(Billing::InternalReportOnly).as_str();
+    let distribution = body.k8s_distribution;
+    let air_gap = body.air_gap_mode.unwrap_or(AirGap::Strict);
+    let billing = body.billing_mode.unwrap_or(Billing::InternalReportOnly);
     let mut tx = state.db.begin().await?;
     let sql = format!(
         "INSERT INTO onprem_install (install_id, customer_id, cluster_name, k8s_distribution, installed_version, air_gap_mode, billing_mode, \
@@ -121,7 +90,7 @@ async fn create(State(state): State<AppState>, Operator(who): Operator, body: Bo
         .fetch_one(&mut *tx)
         .await?;
     let payload = json!({ "install_id": made.install_id, "customer_id": customer, "cluster_name": cluster, "installed_version": version });
-    ops_tokens::record(&mut tx, &who, events::ONPREM_INSTALL_REGISTERED, payload).await?;
+    audit::record_operator(&mut tx, &who, events::ONPREM_INSTALL_REGISTERED, payload).await?;
     tx.commit().await?;
     Ok(created(made))
 }
@@ -137,19 +106,19 @@ async fn install<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(exec: E, raw_i
 #[utoipa::path(get, path = "/admin/onprem/installs/{install_id}", tag = "admin-onprem",
     params(("install_id" = String, Path, description = "the install")),
     responses((status = 200, description = "the install", body = Data<Install>)))]
-async fn read(State(state): State<AppState>, _: Operator, Path(id): Path<String>) -> ApiResult<Response> {
+async fn read(State(state): State<AppState>, _: Operator, Path(id): Path<String>) -> ApiResult<Data<Install>> {
     Ok(ok(install(&state.db.read, &id).await?))
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = OnpremBillingReport)]
 struct Report {
-    report_id: String,
-    install_id: String,
+    report_id: Id,
+    install_id: Id,
     period_start: String,
     period_end: String,
     artifact_local_path: String,
-    generated_at: String,
+    generated_at: Timestamp,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -176,7 +145,7 @@ fn date(name: &str, raw: &str) -> ApiResult<NaiveDate> {
     params(("install_id" = String, Path, description = "the install")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/onprem/installs", { "customer_id": "race", "cluster_name": "race", "k8s_distribution": "vanilla", "installed_version": "1.0.0" }]], "body": { "period_start": "2026-01-01", "period_end": "2026-01-31", "artifact_local_path": "/var/race/report.json" } }))),
     responses((status = 201, description = "the report", body = Data<Report>)))]
-async fn report(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<NewReport>) -> ApiResult<Response> {
+async fn report(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<NewReport>) -> ApiResult<Created<Report>> {
     let mut tx = state.db.begin().await?;
     let target = install(&mut *tx, &id).await?;
     let body = body.checked()?;
@@ -190,7 +159,7 @@ async fn report(State(state): State<AppState>, Operator(who): Operator, Path(id)
          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING report_id, install_id, period_start, period_end, artifact_local_path, generated_at",
     )
     .bind(db::new_id())
-    .bind(&target.install_id)
+    .bind(target.install_id)
     .bind(start.to_string())
     .bind(end.to_string())
     .bind(path)
@@ -199,7 +168,7 @@ async fn report(State(state): State<AppState>, Operator(who): Operator, Path(id)
     .fetch_one(&mut *tx)
     .await?;
     let payload = json!({ "report_id": made.report_id, "install_id": made.install_id, "period_start": made.period_start, "period_end": made.period_end });
-    ops_tokens::record(&mut tx, &who, events::ONPREM_BILLING_REPORT_GENERATED, payload).await?;
+    audit::record_operator(&mut tx, &who, events::ONPREM_BILLING_REPORT_GENERATED, payload).await?;
     tx.commit().await?;
     Ok(created(made))
 }
@@ -207,8 +176,8 @@ async fn report(State(state): State<AppState>, Operator(who): Operator, Path(id)
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = OnpremBundleApplication)]
 struct Application {
-    application_id: String,
-    install_id: String,
+    application_id: Id,
+    install_id: Id,
     bundle_version: String,
     #[sqlx(try_from = "i64")]
     #[schema(value_type = bool)]
@@ -217,7 +186,7 @@ struct Application {
     #[sqlx(try_from = "String")]
     #[schema(value_type = Vec<Object>)]
     migrations_applied: JsonText,
-    applied_at: String,
+    applied_at: Timestamp,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -247,7 +216,7 @@ struct Migration {
     params(("install_id" = String, Path, description = "the install")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/onprem/installs", { "customer_id": "race", "cluster_name": "race", "k8s_distribution": "vanilla", "installed_version": "1.0.0" }]], "body": { "bundle_version": "1.1.0", "signature_verified": true } }))),
     responses((status = 201, description = "the application", body = Data<Application>)))]
-async fn bundle(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<NewApplication>) -> ApiResult<Response> {
+async fn bundle(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<NewApplication>) -> ApiResult<Created<Application>> {
     let mut tx = state.db.begin().await?;
     let target = install(&mut *tx, &id).await?;
     let body = body.checked()?;
@@ -262,7 +231,7 @@ async fn bundle(State(state): State<AppState>, Operator(who): Operator, Path(id)
          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING application_id, install_id, bundle_version, signature_verified, migrations_applied, applied_at",
     )
     .bind(db::new_id())
-    .bind(&target.install_id)
+    .bind(target.install_id)
     .bind(version)
     .bind(i64::from(verified))
     .bind(applied.to_string())
@@ -272,14 +241,14 @@ async fn bundle(State(state): State<AppState>, Operator(who): Operator, Path(id)
     .await?;
     if verified {
         sqlx::query("UPDATE onprem_install SET installed_version = $2, updated_at = $3 WHERE install_id = $1")
-            .bind(&target.install_id)
+            .bind(target.install_id)
             .bind(version)
             .bind(&now)
             .execute(&mut *tx)
             .await?;
     }
     let payload = json!({ "application_id": made.application_id, "install_id": made.install_id, "bundle_version": version, "signature_verified": verified });
-    ops_tokens::record(&mut tx, &who, events::ONPREM_BUNDLE_APPLIED, payload).await?;
+    audit::record_operator(&mut tx, &who, events::ONPREM_BUNDLE_APPLIED, payload).await?;
     tx.commit().await?;
     Ok(created(made))
 }

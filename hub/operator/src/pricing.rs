@@ -8,7 +8,7 @@
 
 use axum::http::HeaderMap;
 use hub_billing::{billing, meter};
-use hub_kernel::gate::{Operator, ops_tokens};
+use hub_kernel::gate::Operator;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -41,7 +41,7 @@ async fn catalog_exists(state: &AppState, catalog_id: &str) -> ApiResult<()> {
 /// (unpaginated, as documented).
 #[utoipa::path(get, path = "/admin/meter/pricing-catalogs", tag = "admin-meter",
     responses((status = 200, description = "the catalogs", body = Data<Vec<billing::Catalog>>)))]
-async fn list_catalogs(State(state): State<AppState>, _: Operator) -> ApiResult<Response> {
+async fn list_catalogs(State(state): State<AppState>, _: Operator) -> ApiResult<Data<Vec<billing::Catalog>>> {
     Ok(ok(billing::catalogs(&state.db).await?))
 }
 
@@ -66,7 +66,7 @@ struct NewCatalog {
 #[utoipa::path(post, path = "/admin/meter/pricing-catalogs", tag = "admin-meter", request_body = NewCatalog,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "events": 0, "body": { "catalog_id": "r-{unique}", "version": 1, "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the created version", body = Data<billing::Catalog>)))]
-async fn create_catalog(State(state): State<AppState>, _: Operator, body: Body<NewCatalog>) -> ApiResult<Response> {
+async fn create_catalog(State(state): State<AppState>, _: Operator, body: Body<NewCatalog>) -> ApiResult<Data<billing::Catalog>> {
     let body = body.checked()?;
     let currency = Check::optional(&body.currency);
     let catalog = billing::create_catalog(&state.db, body.catalog_id.trim(), body.version, currency.as_deref(), body.operator_id.trim()).await?;
@@ -86,7 +86,7 @@ struct CatalogView {
 #[utoipa::path(get, path = "/admin/meter/pricing-catalogs/{catalog_id}", tag = "admin-meter",
     params(("catalog_id" = String, Path, description = "the catalog")),
     responses((status = 200, description = "the catalog and its rates", body = Data<CatalogView>)))]
-async fn get_catalog(State(state): State<AppState>, _: Operator, Path(catalog_id): Path<String>) -> ApiResult<Response> {
+async fn get_catalog(State(state): State<AppState>, _: Operator, Path(catalog_id): Path<String>) -> ApiResult<Data<CatalogView>> {
     let (catalog, rates) = billing::catalog_with_rates(&state.db, &catalog_id).await?;
     Ok(ok(CatalogView { catalog, rates }))
 }
@@ -107,7 +107,12 @@ struct PutRate {
     params(("catalog_id" = String, Path, description = "the catalog"), ("sku" = String, Path, description = "the sku")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["POST", "/admin/meter/pricing-catalogs", { "catalog_id": "r-{unique}", "version": 1, "operator_id": "ops-race" }]], "params": { "sku": "race.calls" }, "body": { "unit": "call", "mode": "flat_per_call", "price": 5, "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the rate", body = Data<billing::Rate>)))]
-async fn put_rate(State(state): State<AppState>, _: Operator, Path((catalog_id, sku)): Path<(String, String)>, body: Body<PutRate>) -> ApiResult<Response> {
+async fn put_rate(
+    State(state): State<AppState>,
+    _: Operator,
+    Path((catalog_id, sku)): Path<(String, String)>,
+    body: Body<PutRate>,
+) -> ApiResult<Data<billing::Rate>> {
     catalog_exists(&state, &catalog_id).await?;
     let body = body.checked()?;
     Ok(ok(billing::put_rate(&state.db, &catalog_id, &sku, &body.rate, body.operator_id.trim()).await?))
@@ -122,20 +127,10 @@ struct NewStatus {
     operator_id: String,
 }
 
-/// The status of a pricing catalog version.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = AdminPricingCatalogState)]
-enum CatalogStatus {
-    Draft,
-    Active,
-    Retired,
-}
-
-impl CatalogStatus {
-    fn as_str(self) -> &'static str {
-        billing::STATUSES[self as usize]
-    }
+stored_enum! {
+    /// The status of a pricing catalog version.
+    #[schema(as = AdminPricingCatalogState)]
+    enum CatalogStatus { Draft = "draft", Active = "active", Retired = "retired" }
 }
 
 /// Sets the status of the catalog's latest version: 200 bare `{ success:
@@ -145,18 +140,23 @@ impl CatalogStatus {
     params(("catalog_id" = String, Path, description = "the catalog")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/meter/pricing-catalogs", { "catalog_id": "r-{unique}", "version": 1, "operator_id": "ops-race" }]], "body": { "status": "active", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "set", body = Done)))]
-async fn set_status(State(state): State<AppState>, Operator(who): Operator, Path(catalog_id): Path<String>, body: Body<NewStatus>) -> ApiResult<Response> {
+async fn set_status(
+    State(state): State<AppState>,
+    Operator(who): Operator,
+    Path(catalog_id): Path<String>,
+    body: Body<NewStatus>,
+) -> ApiResult<axum::Json<Done>> {
     catalog_exists(&state, &catalog_id).await?;
     let body = body.checked()?;
-    let (status, operator) = (body.status.as_str(), body.operator_id.trim());
+    let (status, operator) = (body.status, body.operator_id.trim());
     let mut tx = state.db.begin().await?;
-    let catalog = billing::set_catalog_status_in(&mut tx, &catalog_id, status, operator).await?;
-    if status == "active" {
+    let catalog = billing::set_catalog_status_in(&mut tx, &catalog_id, status.as_str(), operator).await?;
+    if status == CatalogStatus::Active {
         let payload = json!({ "catalog_id": catalog.catalog_id, "version": catalog.version, "operator_id": operator });
-        ops_tokens::record(&mut tx, &who, events::BILLING_CATALOG_ACTIVATED, payload).await?;
+        audit::record_operator(&mut tx, &who, events::BILLING_CATALOG_ACTIVATED, payload).await?;
     }
     tx.commit().await?;
-    Ok(axum::response::IntoResponse::into_response(axum::Json(Done { success: true })))
+    Ok(axum::Json(Done { success: true }))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -184,9 +184,14 @@ struct NewOverride {
     params(("x-trace-id" = Option<String>, Header, description = "threaded through to the override")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "body": { "tenant_id": "{tenant.tenant_id}", "sku": "race.calls", "until": "2099-01-01T00:00:00Z", "operator_id": "ops-race", "reason": "race" } }))),
     responses((status = 200, description = "the override", body = Data<meter::Override>)))]
-async fn override_hardcap(State(state): State<AppState>, Operator(who): Operator, headers: HeaderMap, body: Body<NewOverride>) -> ApiResult<Response> {
+async fn override_hardcap(
+    State(state): State<AppState>,
+    Operator(who): Operator,
+    headers: HeaderMap,
+    body: Body<NewOverride>,
+) -> ApiResult<Data<meter::Override>> {
     let body = body.checked()?;
-    let tenant_id = crate::fields::uuid(&body.tenant_id);
+    let tenant_id = canonical_uuid(&body.tenant_id);
     let (sku, until, operator, reason) = (body.sku.trim(), body.until.trim(), body.operator_id.trim(), body.reason.trim());
     if crate::fields::time("until", until)? <= chrono::Utc::now() {
         return Err(ApiError::invalid("until must be in the future"));

@@ -7,6 +7,8 @@
 use hub_kernel::gate::{Operator, ops_tokens};
 use hub_kernel::prelude::*;
 
+use crate::fields::stored;
+
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(mint)).routes(routes!(revoke)).routes(routes!(rotate_signing_key))
 }
@@ -32,42 +34,49 @@ struct NewToken {
 #[derive(Serialize, ToSchema)]
 #[schema(as = MintedAdminOpsToken)]
 struct Minted {
-    id: String,
+    id: Id,
     label: String,
     token: String,
-    expires_at: Option<String>,
+    expires_at: Option<Timestamp>,
 }
 
 /// Mints a database operator token.
 #[utoipa::path(post, path = "/admin/security/ops-tokens", tag = "admin-security", request_body = NewToken,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "label": "race" } }))),
     responses((status = 201, description = "the token, its plaintext shown once", body = Data<Minted>)))]
-async fn mint(State(state): State<AppState>, Operator(who): Operator, body: Body<NewToken>) -> ApiResult<Response> {
+async fn mint(State(state): State<AppState>, Operator(who): Operator, body: Body<NewToken>) -> ApiResult<Created<Minted>> {
     // RULINGS 1: 0 or a negative TTL would mint an expired token (the
     // schema's minimum).
     let body = body.checked()?;
     let label = body.label.trim();
     let (reason, created_by) = (Check::optional(&body.reason), Check::optional(&body.created_by));
     let (token, plaintext) = ops_tokens::mint(&state, &who, label, body.ttl_seconds, reason, created_by).await?;
-    Ok(created(Minted { id: token.id, label: token.label, token: plaintext, expires_at: token.expires_at }))
+    let (id, expires_at) = (stored(&token.id)?, token.expires_at.as_deref().map(stored).transpose()?);
+    Ok(created(Minted { id, label: token.label, token: plaintext, expires_at }))
 }
 
 #[derive(Serialize, ToSchema)]
 #[schema(as = RevokedAdminOpsToken)]
 struct Revoked {
-    id: String,
+    id: Id,
     /// `revoked`.
-    status: String,
+    status: TokenStatus,
+}
+
+stored_enum! {
+    /// Whether a database operator token still opens.
+    #[schema(as = AdminOpsTokenStatus)]
+    enum TokenStatus { Active = "active", Revoked = "revoked" }
 }
 
 /// Revokes a database operator token, on every replica at once.
 #[utoipa::path(delete, path = "/admin/security/ops-tokens/{id}", tag = "admin-security", params(("id" = String, Path, description = "the token")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/admin/security/ops-tokens", { "label": "race" }]] }))),
     responses((status = 200, description = "the token, revoked", body = Data<Revoked>)))]
-async fn revoke(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>) -> ApiResult<Response> {
+async fn revoke(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>) -> ApiResult<Data<Revoked>> {
     let id = path_id(&id).map_err(|_| ApiError::Missing("token not found or already revoked"))?.to_string();
     let token = ops_tokens::revoke(&state, &who, &id).await?;
-    Ok(ok(Revoked { id: token.id, status: token.status }))
+    Ok(ok(Revoked { id: stored(&token.id)?, status: stored(&token.status)? }))
 }
 
 /// Defaults of the rotation's optional fields.
@@ -93,7 +102,11 @@ fn or_default(body: &Value, name: &str, max: usize, default: &str) -> String {
 #[utoipa::path(post, path = "/admin/security/rotate-signing-key", tag = "admin-security", request_body(content = Value, description = "optional and never refused: `{ reason?, actor_id? }`, strings (defaults `manual emergency rotation` and `ops-emergency`; at most 500 and 200 characters kept); any other body, or a field that is not a non-blank string, takes the defaults"),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "reason": "race" } }))),
     responses((status = 200, description = "the rotation", body = Data<hub_kernel::crypto::signing::Rotation>)))]
-async fn rotate_signing_key(State(state): State<AppState>, Operator(who): Operator, raw: axum::body::Bytes) -> ApiResult<Response> {
+async fn rotate_signing_key(
+    State(state): State<AppState>,
+    Operator(who): Operator,
+    raw: axum::body::Bytes,
+) -> ApiResult<Data<hub_kernel::crypto::signing::Rotation>> {
     hub_kernel::nesting::check_json(&raw, "request body")?;
     let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
     let reason = or_default(&body, "reason", 500, DEFAULT_REASON);

@@ -15,7 +15,7 @@
 //! protocol. A release whose signature does not verify is refused.
 
 use aws_lc_rs::signature::{ED25519, UnparsedPublicKey};
-use hub_kernel::gate::{Operator, ops_tokens};
+use hub_kernel::gate::Operator;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -27,54 +27,35 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(leak))
 }
 
-/// The regulatory regime a sovereign region runs under.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "kebab-case")]
-#[schema(as = SovereignRegime)]
-enum Regime {
-    FedrampHigh,
-    Il5,
-    Pipl,
-    EuSovereign,
-    UaeTrd,
+stored_enum! {
+    /// The regulatory regime a sovereign region runs under.
+    #[schema(as = SovereignRegime)]
+    enum Regime { FedrampHigh = "fedramp-high", Il5 = "il5", Pipl = "pipl", EuSovereign = "eu-sovereign", UaeTrd = "uae-trd" }
 }
 
-impl Regime {
-    fn as_str(self) -> &'static str {
-        ["fedramp-high", "il5", "pipl", "eu-sovereign", "uae-trd"][self as usize]
-    }
+stored_enum! {
+    /// What a leak alert reports.
+    #[schema(as = SovereignLeakKind)]
+    enum LeakKind { EgressAttempt = "egress-attempt", CrossRegionRoute = "cross-region-route", PolicyViolation = "policy-violation" }
 }
 
-/// What a leak alert reports.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "kebab-case")]
-#[schema(as = SovereignLeakKind)]
-enum LeakKind {
-    EgressAttempt,
-    CrossRegionRoute,
-    PolicyViolation,
+stored_enum! {
+    /// How bad a leak alert is.
+    #[schema(as = SovereignLeakSeverity)]
+    enum Severity { Info = "info", Warn = "warn", Critical = "critical" }
 }
 
-impl LeakKind {
-    fn as_str(self) -> &'static str {
-        ["egress-attempt", "cross-region-route", "policy-violation"][self as usize]
-    }
+stored_enum! {
+    /// Where a region's attestations leave it: `in-progress` with none,
+    /// `attested` until the latest expiry, `expired` after it.
+    #[schema(as = SovereignAttestationState)]
+    enum AttestationState { InProgress = "in-progress", Attested = "attested", Expired = "expired" }
 }
 
-/// How bad a leak alert is.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = SovereignLeakSeverity)]
-enum Severity {
-    Info,
-    Warn,
-    Critical,
-}
-
-impl Severity {
-    fn as_str(self) -> &'static str {
-        ["info", "warn", "critical"][self as usize]
-    }
+stored_enum! {
+    /// Where a bundle release stands: `released`, then `applied`.
+    #[schema(as = SovereignReleaseStatus)]
+    enum ReleaseStatus { Released = "released", Applied = "applied" }
 }
 
 /// The message a bundle release's signature covers.
@@ -86,20 +67,19 @@ pub fn bundle_message(bundle_artifact_ref: &str, version: &str) -> String {
 #[schema(as = SovereignRegion)]
 struct Region {
     region_id: String,
-    regime: String,
+    regime: Regime,
     operator_partner: String,
     kms_provider: String,
     /// A region that may not federate onward.
     #[sqlx(try_from = "i64")]
     #[schema(value_type = bool)]
     terminal_federation: Flag,
-    /// `in-progress`, `attested` or `expired`.
-    attestation_state: String,
+    attestation_state: AttestationState,
     /// The latest expiry among the region's attestations.
-    attested_until: Option<String>,
+    attested_until: Option<Timestamp>,
     operator_id: String,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 /// The region columns; `$1` is now.
@@ -116,7 +96,7 @@ async fn region<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(exec: E, region
 /// Every sovereign region, by id (unpaginated).
 #[utoipa::path(get, path = "/admin/sovereign/regions", tag = "admin-sovereign",
     responses((status = 200, description = "the regions", body = Data<Vec<Region>>)))]
-async fn list_regions(State(state): State<AppState>, _: Operator) -> ApiResult<Response> {
+async fn list_regions(State(state): State<AppState>, _: Operator) -> ApiResult<Data<Vec<Region>>> {
     let sql = format!("SELECT {REGION_COLUMNS} FROM sovereign_region ORDER BY region_id");
     let rows: Vec<Region> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(db::now()).fetch_all(&state.db.read).await?;
     Ok(ok(rows))
@@ -143,13 +123,13 @@ struct RegionInput {
 #[utoipa::path(post, path = "/admin/sovereign/regions", tag = "admin-sovereign", request_body = RegionInput,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "region_id": "r-{unique}", "regime": "il5", "operator_partner": "race", "kms_provider": "race", "operator_id": "ops-race" } }))),
     responses((status = 200, description = "the region", body = Data<Region>)))]
-async fn put_region(State(state): State<AppState>, Operator(who): Operator, body: Body<RegionInput>) -> ApiResult<Response> {
+async fn put_region(State(state): State<AppState>, Operator(who): Operator, body: Body<RegionInput>) -> ApiResult<Data<Region>> {
     let body = body.checked()?;
     let id = body.region_id.trim();
     if !id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
         return Err(ApiError::invalid("region_id must be 1 to 64 of a-z, 0-9 or '-'"));
     }
-    let regime = body.regime.as_str();
+    let regime = body.regime;
     let (partner, kms, operator_id) = (body.operator_partner.trim(), body.kms_provider.trim(), body.operator_id.trim());
     let terminal = body.terminal_federation.map(i64::from);
     let now = db::now();
@@ -172,7 +152,7 @@ async fn put_region(State(state): State<AppState>, Operator(who): Operator, body
     .await?;
     let saved = region(&mut *tx, id).await?;
     let payload = json!({ "region_id": id, "regime": regime, "terminal_federation": saved.terminal_federation, "operator_id": operator_id });
-    ops_tokens::record(&mut tx, &who, events::SOVEREIGN_REGION_REGISTERED, payload).await?;
+    audit::record_operator(&mut tx, &who, events::SOVEREIGN_REGION_REGISTERED, payload).await?;
     tx.commit().await?;
     Ok(ok(saved))
 }
@@ -180,14 +160,14 @@ async fn put_region(State(state): State<AppState>, Operator(who): Operator, body
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = SovereignAttestation)]
 struct Attestation {
-    attestation_id: String,
+    attestation_id: Id,
     region_id: String,
-    regime: String,
+    regime: Regime,
     auditor_id: String,
-    issued_at: String,
-    expires_at: String,
+    issued_at: Timestamp,
+    expires_at: Timestamp,
     artifact_ref: String,
-    recorded_at: String,
+    recorded_at: Timestamp,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -212,17 +192,22 @@ struct NewAttestation {
     params(("region_id" = String, Path, description = "the region")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/sovereign/regions", { "region_id": "r-{unique}", "regime": "il5", "operator_partner": "race", "kms_provider": "race", "operator_id": "ops-race" }]], "body": { "regime": "il5", "auditor_id": "race", "issued_at": "2026-01-01T00:00:00Z", "expires_at": "2030-01-01T00:00:00Z", "artifact_ref": "race" } }))),
     responses((status = 201, description = "the attestation", body = Data<Attestation>)))]
-async fn attest(State(state): State<AppState>, Operator(who): Operator, Path(region_id): Path<String>, body: Body<NewAttestation>) -> ApiResult<Response> {
+async fn attest(
+    State(state): State<AppState>,
+    Operator(who): Operator,
+    Path(region_id): Path<String>,
+    body: Body<NewAttestation>,
+) -> ApiResult<Created<Attestation>> {
     let mut tx = state.db.begin().await?;
     let target = region(&mut *tx, &region_id).await?;
     let body = body.checked()?;
-    let regime = body.regime.as_str();
+    let regime = body.regime;
     let (auditor, artifact) = (body.auditor_id.trim(), body.artifact_ref.trim());
     let (issued, expires) = (crate::fields::time("issued_at", &body.issued_at)?, crate::fields::time("expires_at", &body.expires_at)?);
     if expires <= issued {
         return Err(ApiError::invalid("expires_at must be after issued_at"));
     }
-    let (issued, expires) = (db::format_time(issued), db::format_time(expires));
+    let (issued, expires) = (Timestamp(issued), Timestamp(expires));
     if target.regime != regime {
         return Err(ApiError::invalid(format!("regime must be the region's ({})", target.regime)));
     }
@@ -236,8 +221,8 @@ async fn attest(State(state): State<AppState>, Operator(who): Operator, Path(reg
     .bind(&region_id)
     .bind(regime)
     .bind(auditor)
-    .bind(&issued)
-    .bind(&expires)
+    .bind(issued)
+    .bind(expires)
     .bind(artifact)
     .bind(&*who)
     .bind(&now)
@@ -248,12 +233,12 @@ async fn attest(State(state): State<AppState>, Operator(who): Operator, Path(reg
          updated_at = $3 WHERE region_id = $1",
     )
     .bind(&region_id)
-    .bind(&expires)
+    .bind(expires)
     .bind(&now)
     .execute(&mut *tx)
     .await?;
     let payload = json!({ "attestation_id": made.attestation_id, "region_id": region_id, "regime": regime, "auditor_id": auditor, "expires_at": expires });
-    ops_tokens::record(&mut tx, &who, events::SOVEREIGN_ATTESTATION_RECORDED, payload).await?;
+    audit::record_operator(&mut tx, &who, events::SOVEREIGN_ATTESTATION_RECORDED, payload).await?;
     tx.commit().await?;
     Ok(created(made))
 }
@@ -261,16 +246,15 @@ async fn attest(State(state): State<AppState>, Operator(who): Operator, Path(reg
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = SovereignBundleRelease)]
 struct Release {
-    release_id: String,
+    release_id: Id,
     region_id: String,
     version: String,
     bundle_artifact_ref: String,
     /// The verified Ed25519 signature, hex.
     signature: String,
-    /// `released`, then `applied`.
-    status: String,
-    released_at: String,
-    applied_at: Option<String>,
+    status: ReleaseStatus,
+    released_at: Timestamp,
+    applied_at: Option<Timestamp>,
 }
 
 const RELEASE_COLUMNS: &str = "release_id, region_id, version, bundle_artifact_ref, signature, status, released_at, applied_at";
@@ -292,8 +276,9 @@ struct NewRelease {
 #[utoipa::path(post, path = "/admin/sovereign/regions/{region_id}/bundles", tag = "admin-sovereign", request_body = NewRelease,
     params(("region_id" = String, Path, description = "the region")),
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a release carries an Ed25519 signature by the operator release key, which the race hub is not configured with (HUB_SOVEREIGN_BUNDLE_PUBLIC_KEY): every release answers 503" }))),
-    responses((status = 201, description = "the release", body = Data<Release>)))]
-async fn release(State(state): State<AppState>, Operator(who): Operator, Path(region_id): Path<String>, body: Body<NewRelease>) -> ApiResult<Response> {
+    responses((status = 201, description = "the release", body = Data<Release>),
+        (status = 503, description = "Unavailable: no release key is configured (HUB_SOVEREIGN_BUNDLE_PUBLIC_KEY)", body = ErrorBody)))]
+async fn release(State(state): State<AppState>, Operator(who): Operator, Path(region_id): Path<String>, body: Body<NewRelease>) -> ApiResult<Created<Release>> {
     let mut tx = state.db.begin().await?;
     region(&mut *tx, &region_id).await?;
     let body = body.checked()?;
@@ -327,7 +312,7 @@ async fn release(State(state): State<AppState>, Operator(who): Operator, Path(re
         .await?;
     let made = made.ok_or_else(|| ApiError::Conflict(format!("the region has a release of version {version}")))?;
     let payload = json!({ "release_id": made.release_id, "region_id": region_id, "version": version, "bundle_artifact_ref": artifact });
-    ops_tokens::record(&mut tx, &who, events::SOVEREIGN_BUNDLE_RELEASED, payload).await?;
+    audit::record_operator(&mut tx, &who, events::SOVEREIGN_BUNDLE_RELEASED, payload).await?;
     tx.commit().await?;
     Ok(created(made))
 }
@@ -338,7 +323,7 @@ async fn release(State(state): State<AppState>, Operator(who): Operator, Path(re
     params(("release_id" = String, Path, description = "the release")),
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "it needs a bundle release, which only the signed release route makes, and the race hub has no release key (HUB_SOVEREIGN_BUNDLE_PUBLIC_KEY) to accept one" }))),
     responses((status = 200, description = "the release", body = Data<Release>)))]
-async fn applied(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>) -> ApiResult<Response> {
+async fn applied(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>) -> ApiResult<Data<Release>> {
     let id = path_id(&id).map_err(|_| ApiError::Missing("release not found"))?.to_string();
     let mut tx = state.db.begin().await?;
     let sql =
@@ -347,7 +332,7 @@ async fn applied(State(state): State<AppState>, Operator(who): Operator, Path(id
     let release = match moved {
         Some(r) => {
             let payload = json!({ "release_id": r.release_id, "region_id": r.region_id, "version": r.version });
-            ops_tokens::record(&mut tx, &who, events::SOVEREIGN_BUNDLE_APPLIED, payload).await?;
+            audit::record_operator(&mut tx, &who, events::SOVEREIGN_BUNDLE_APPLIED, payload).await?;
             r
         }
         None => {
@@ -363,12 +348,12 @@ async fn applied(State(state): State<AppState>, Operator(who): Operator, Path(id
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = SovereignLeakAlert)]
 struct Leak {
-    alert_id: String,
+    alert_id: Id,
     region_id: String,
-    kind: String,
-    severity: String,
+    kind: LeakKind,
+    severity: Severity,
     incident_ref: Option<String>,
-    reported_at: String,
+    reported_at: Timestamp,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -386,11 +371,11 @@ struct NewLeak {
     params(("region_id" = String, Path, description = "the region")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/sovereign/regions", { "region_id": "r-{unique}", "regime": "il5", "operator_partner": "race", "kms_provider": "race", "operator_id": "ops-race" }]], "body": { "kind": "egress-attempt", "severity": "warn" } }))),
     responses((status = 201, description = "the alert", body = Data<Leak>)))]
-async fn leak(State(state): State<AppState>, Operator(who): Operator, Path(region_id): Path<String>, body: Body<NewLeak>) -> ApiResult<Response> {
+async fn leak(State(state): State<AppState>, Operator(who): Operator, Path(region_id): Path<String>, body: Body<NewLeak>) -> ApiResult<Created<Leak>> {
     let mut tx = state.db.begin().await?;
     region(&mut *tx, &region_id).await?;
     let body = body.checked()?;
-    let (kind, severity) = (body.kind.as_str(), body.severity.as_str());
+    let (kind, severity) = (body.kind, body.severity);
     let incident = Check::optional(&body.incident_ref);
     let made: Leak = sqlx::query_as(
         "INSERT INTO sovereign_leak (alert_id, region_id, kind, severity, incident_ref, reported_by, reported_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
@@ -406,7 +391,7 @@ async fn leak(State(state): State<AppState>, Operator(who): Operator, Path(regio
     .fetch_one(&mut *tx)
     .await?;
     let payload = json!({ "alert_id": made.alert_id, "region_id": region_id, "kind": kind, "severity": severity, "incident_ref": incident });
-    ops_tokens::record(&mut tx, &who, events::SOVEREIGN_LEAK_REPORTED, payload).await?;
+    audit::record_operator(&mut tx, &who, events::SOVEREIGN_LEAK_REPORTED, payload).await?;
     tx.commit().await?;
     Ok(created(made))
 }

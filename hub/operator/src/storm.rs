@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
-use hub_kernel::gate::{Operator, ops_tokens};
+use hub_kernel::gate::Operator;
 use hub_kernel::prelude::*;
 use hub_platform::webhook::target;
 
@@ -179,7 +179,7 @@ struct IngestResult {
 #[utoipa::path(post, path = "/admin/storm/ingest-now", tag = "admin-storm", request_body = IngestRequest,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "lookback_hours": 2 } }))),
     responses((status = 200, description = "what was ingested", body = Data<IngestResult>)))]
-async fn ingest_now(State(state): State<AppState>, Operator(who): Operator, raw: axum::body::Bytes) -> ApiResult<Response> {
+async fn ingest_now(State(state): State<AppState>, Operator(who): Operator, raw: axum::body::Bytes) -> ApiResult<Data<IngestResult>> {
     // The body is optional: none at all means every default.
     let body: IngestRequest = if raw.iter().all(u8::is_ascii_whitespace) {
         IngestRequest { lookback_hours: None }
@@ -282,7 +282,7 @@ async fn ingest_now(State(state): State<AppState>, Operator(who): Operator, raw:
         "events_from": result.events_from, "events_ingested": ingested, "cells_ingested": result.cells_ingested,
         "providers_tried": result.providers_tried, "from": db::format_time(from), "to": db::format_time(to),
     });
-    ops_tokens::record(&mut tx, &who, events::STORM_INGESTED, payload).await?;
+    audit::record_operator(&mut tx, &who, events::STORM_INGESTED, payload).await?;
     tx.commit().await?;
     Ok(ok(result))
 }

@@ -24,7 +24,7 @@ struct Suspend {
     params(("tenant_id" = String, Path, description = "the tenant")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "params": { "tenant_id": "{tenant.tenant_id}" }, "body": { "reason": "race" } }))),
     responses((status = 200, description = "the tenant, suspended", body = Data<Suspension>)))]
-async fn suspend(State(state): State<AppState>, Operator(who): Operator, Path(tenant_id): Path<String>, body: Body<Suspend>) -> ApiResult<Response> {
+async fn suspend(State(state): State<AppState>, Operator(who): Operator, Path(tenant_id): Path<String>, body: Body<Suspend>) -> ApiResult<Data<Suspension>> {
     let tenant_id = path_id(&tenant_id)?.to_string();
     if hub_identity::tenancy::find(state.db.writer(), &tenant_id).await?.is_none() {
         return Err(ApiError::NotFound);
@@ -37,7 +37,7 @@ async fn suspend(State(state): State<AppState>, Operator(who): Operator, Path(te
 #[utoipa::path(post, path = "/admin/tenants/{tenant_id}/resume", tag = "admin-tenants", params(("tenant_id" = String, Path, description = "the tenant")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }], ["POST", "/admin/tenants/{tenant.tenant_id}/suspend", { "reason": "race" }]], "params": { "tenant_id": "{tenant_id}" } }))),
     responses((status = 200, description = "the tenant, resumed", body = Data<Suspension>)))]
-async fn resume(State(state): State<AppState>, Operator(who): Operator, Path(tenant_id): Path<String>) -> ApiResult<Response> {
+async fn resume(State(state): State<AppState>, Operator(who): Operator, Path(tenant_id): Path<String>) -> ApiResult<Data<Suspension>> {
     let tenant_id = path_id(&tenant_id)?.to_string();
     Ok(ok(tenant_lifecycle::resume(&state, &tenant_id, &who).await?))
 }

@@ -24,15 +24,20 @@ struct Filter {
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = AdminWebhookEndpoint)]
 struct Endpoint {
-    endpoint_id: String,
-    tenant_id: String,
+    endpoint_id: Id,
+    tenant_id: Id,
     url: String,
-    /// `active` or `disabled`.
-    status: String,
+    status: EndpointStatus,
     failure_streak: i64,
-    last_success_at: Option<String>,
-    last_failure_at: Option<String>,
-    created_at: String,
+    last_success_at: Option<Timestamp>,
+    last_failure_at: Option<Timestamp>,
+    created_at: Timestamp,
+}
+
+stored_enum! {
+    /// Whether an endpoint is delivered to.
+    #[schema(as = AdminWebhookEndpointStatus)]
+    enum EndpointStatus { Active = "active", Disabled = "disabled" }
 }
 
 const COLUMNS: &str = "endpoint_id, tenant_id, url, status, failure_streak, last_success_at, last_failure_at, created_at";
@@ -40,10 +45,8 @@ const COLUMNS: &str = "endpoint_id, tenant_id, url, status, failure_streak, last
 /// Webhook endpoints across tenants, newest first, at most 200.
 #[utoipa::path(get, path = "/admin/webhooks", tag = "admin-webhooks", params(Filter),
     responses((status = 200, description = "the endpoints", body = Data<Vec<Endpoint>>)))]
-async fn list(State(state): State<AppState>, _: Operator, Params(q): Params<Filter>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let tenant = check.optional_uuid("tenant_id", &q.tenant_id).map(|u| u.to_string());
-    check.finish()?;
+async fn list(State(state): State<AppState>, _: Operator, Params(q): Params<Filter>) -> ApiResult<Data<Vec<Endpoint>>> {
+    let tenant = canonical_uuid_opt(&q.tenant_id);
     // Two statements rather than `($1 IS NULL OR tenant_id = $1)`, so
     // each is served by its index (webhook_endpoint_by_tenant, _newest).
     let rows: Vec<Endpoint> = match tenant {

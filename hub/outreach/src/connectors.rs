@@ -13,51 +13,59 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(report, list_items)).routes(routes!(list_deadletters)).routes(routes!(replay))
 }
 
-const DIRECTIONS: [&str; 2] = ["inbound", "outbound"];
-const ITEM_STATUSES: [&str; 3] = ["synced", "dead_lettered", "pending"];
-const DEADLETTER_STATUSES: [&str; 3] = ["dead_lettered", "replayed", "resolved"];
+stored_enum! {
+    /// Where a sync item is: `pending` when a replay put it back to be
+    /// synced again.
+    #[schema(as = ConnectorSyncItemStatus)]
+    enum ItemStatus { Synced = "synced", DeadLettered = "dead_lettered", Pending = "pending" }
+}
+
+stored_enum! {
+    /// Where a dead letter is: open (`dead_lettered`), `replayed`, or
+    /// `resolved` when the item synced without a replay.
+    #[schema(as = ConnectorDeadLetterStatus)]
+    enum DeadLetterStatus { DeadLettered = "dead_lettered", Replayed = "replayed", Resolved = "resolved" }
+}
+
 /// The largest payload an item carries, in bytes of JSON.
 const MAX_PAYLOAD: usize = 64 * 1024;
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ConnectorSyncItem)]
 struct SyncItem {
-    item_id: String,
+    item_id: Id,
     connector_kind: String,
     external_id: String,
-    /// `inbound` (into the hub's tenant) or `outbound`.
-    direction: String,
+    direction: Direction,
     #[sqlx(try_from = "String")]
     #[schema(value_type = Object)]
     payload: JsonText,
-    /// `synced`, `dead_lettered` or `pending` (replayed, to be synced again).
-    status: String,
+    status: ItemStatus,
     /// Outcomes reported.
     attempts: i64,
     /// Times the item was replayed.
     replays: i64,
     last_error: Option<String>,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const ITEM_COLUMNS: &str = "item_id, connector_kind, external_id, direction, payload, status, attempts, replays, last_error, created_at, updated_at";
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct ConnectorDeadLetter {
-    deadletter_id: String,
-    item_id: String,
+    deadletter_id: Id,
+    item_id: Id,
     connector_kind: String,
     external_id: String,
     /// The latest failure's error.
     error: String,
     /// Failures reported while the dead letter was open.
     failures: i64,
-    /// `dead_lettered`, `replayed` or `resolved` (the item synced without a replay).
-    status: String,
-    dead_lettered_at: String,
-    replayed_at: Option<String>,
-    updated_at: String,
+    status: DeadLetterStatus,
+    dead_lettered_at: Timestamp,
+    replayed_at: Option<Timestamp>,
+    updated_at: Timestamp,
 }
 
 const DEADLETTER_COLUMNS: &str = "deadletter_id, item_id, connector_kind, external_id, error, failures, status, dead_lettered_at, replayed_at, updated_at";
@@ -93,19 +101,11 @@ enum Outcome {
     Failed,
 }
 
-/// Which way an item was synced.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = ConnectorSyncDirection)]
-enum Direction {
-    Inbound,
-    Outbound,
-}
-
-impl Direction {
-    fn as_str(self) -> &'static str {
-        DIRECTIONS[self as usize]
-    }
+stored_enum! {
+    /// Which way an item was synced: `inbound` (into the hub's tenant) or
+    /// `outbound`.
+    #[schema(as = ConnectorSyncDirection)]
+    enum Direction { Inbound = "inbound", Outbound = "outbound" }
 }
 
 /// The item as recorded, with the dead letter a failure opened or kept open.
@@ -114,7 +114,7 @@ struct SyncReport {
     #[serde(flatten)]
     item: SyncItem,
     /// The item's open dead letter (null when it synced).
-    deadletter_id: Option<String>,
+    deadletter_id: Option<Id>,
 }
 
 /// Records a sync outcome of an item: 201 for a new item, 200 for one
@@ -125,6 +125,7 @@ struct SyncReport {
     responses((status = 201, description = "the item, first reported", body = Data<SyncReport>),
               (status = 200, description = "the item, reported again", body = Data<SyncReport>)))]
 async fn report(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSyncItem>) -> ApiResult<Response> {
+    use axum::response::IntoResponse;
     let body = body.checked()?;
     let mut check = Check::new();
     let kind = body.connector_kind.trim().to_string();
@@ -137,13 +138,13 @@ async fn report(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     if failed && error.is_none() {
         check.fail("error is required when the outcome is failed");
     }
-    let direction = body.direction.unwrap_or(Direction::Inbound).as_str();
+    let direction = body.direction.unwrap_or(Direction::Inbound);
     let payload = Value::Object(body.payload.unwrap_or_default()).to_string();
     if payload.len() > MAX_PAYLOAD {
         check.fail(format!("payload must be at most {MAX_PAYLOAD} bytes of JSON"));
     }
     check.finish()?;
-    let status = if failed { "dead_lettered" } else { "synced" };
+    let status = if failed { ItemStatus::DeadLettered } else { ItemStatus::Synced };
     let error = if failed { error } else { None };
     let now = db::now();
     let mut tx = state.db.begin().await?;
@@ -184,10 +185,10 @@ async fn report(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     )
     .await?;
     let is_new = written == Written::Made;
-    let open: Option<String> =
+    let open: Option<Id> =
         sqlx::query_scalar("SELECT deadletter_id FROM connector_deadletter WHERE tenant_id = $1 AND item_id = $2 AND status = 'dead_lettered'")
             .bind(&ctx.tenant_id)
-            .bind(&item.item_id)
+            .bind(item.item_id)
             .fetch_optional(&mut *tx)
             .await?;
     let payload = json!({ "item_id": item.item_id, "connector_kind": kind, "external_id": external, "attempts": item.attempts });
@@ -196,7 +197,7 @@ async fn report(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
             if let Some(d) = open {
                 sqlx::query("UPDATE connector_deadletter SET status = 'resolved', updated_at = $3 WHERE tenant_id = $1 AND deadletter_id = $2")
                     .bind(&ctx.tenant_id)
-                    .bind(&d)
+                    .bind(d)
                     .bind(&now)
                     .execute(&mut *tx)
                     .await?;
@@ -207,7 +208,7 @@ async fn report(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
         (true, Some(d)) => {
             sqlx::query("UPDATE connector_deadletter SET error = $3, failures = failures + 1, updated_at = $4 WHERE tenant_id = $1 AND deadletter_id = $2")
                 .bind(&ctx.tenant_id)
-                .bind(&d)
+                .bind(d)
                 .bind(&error)
                 .bind(&now)
                 .execute(&mut *tx)
@@ -216,14 +217,14 @@ async fn report(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
             Some(d)
         }
         (true, None) => {
-            let d = db::new_id();
+            let d = Id::new();
             sqlx::query(
                 "INSERT INTO connector_deadletter (deadletter_id, tenant_id, item_id, connector_kind, external_id, error, failures, status, \
                  dead_lettered_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 1, 'dead_lettered', $7, $7)",
             )
-            .bind(&d)
+            .bind(d)
             .bind(&ctx.tenant_id)
-            .bind(&item.item_id)
+            .bind(item.item_id)
             .bind(&kind)
             .bind(&external)
             .bind(&error)
@@ -239,26 +240,23 @@ async fn report(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     };
     tx.commit().await?;
     let report = SyncReport { item, deadletter_id: deadletter };
-    Ok(if is_new { created(report) } else { ok(report) })
+    Ok(if is_new { created(report).into_response() } else { ok(report).into_response() })
 }
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ItemFilter {
     connector_kind: Option<String>,
-    /// `synced`, `dead_lettered` or `pending`.
-    status: Option<String>,
+    #[param(inline)]
+    status: Option<ItemStatus>,
 }
 
 /// The tenant's sync items, most recently reported first (`status=pending`:
 /// what replays put back for the connectors).
 #[utoipa::path(get, path = "/api/connectors/sync-items", tag = "sdk-connectors", params(ItemFilter, Page),
     responses((status = 200, description = "one page of items", body = ListOf<SyncItem>)))]
-async fn list_items(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ItemFilter>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let status = Check::optional(&q.status).unwrap_or_default();
-    check.one_of("status", &status, &ITEM_STATUSES);
-    check.finish()?;
+async fn list_items(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ItemFilter>, page: Page) -> ApiResult<ListOf<SyncItem>> {
+    let status = q.status.map_or("", ItemStatus::as_str);
     let kind = Check::optional(&q.connector_kind).unwrap_or_default();
     let listing = Listing {
         table: "connector_sync_item",
@@ -266,29 +264,32 @@ async fn list_items(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q
         filter: "tenant_id = $1 AND ($2 = '' OR connector_kind = $2) AND ($3 = '' OR status = $3)",
         order: "updated_at DESC, item_id DESC",
     };
-    page.list::<SyncItem>(&state.db.read, &listing, &[&ctx.tenant_id, &kind, &status]).await
+    page.list::<SyncItem>(&state.db.read, &listing, &[&ctx.tenant_id, &kind, status]).await
 }
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct DeadLetterFilter {
-    /// Required: the caller's tenant.
-    #[param(required = true, format = "uuid")]
-    tenant_id: Option<String>,
+    /// The caller's tenant.
+    #[param(format = "uuid")]
+    tenant_id: String,
     connector_kind: Option<String>,
-    /// `dead_lettered` (default: the ones still open), `replayed` or `resolved`.
-    status: Option<String>,
+    /// `dead_lettered` (the ones still open) when absent.
+    #[param(inline)]
+    status: Option<DeadLetterStatus>,
 }
 
 /// The tenant's dead letters, newest first; by default those still open.
 #[utoipa::path(get, path = "/api/connectors/deadletters", tag = "sdk-connectors", params(DeadLetterFilter, Page),
     responses((status = 200, description = "one page of dead letters", body = ListOf<ConnectorDeadLetter>)))]
-async fn list_deadletters(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DeadLetterFilter>, page: Page) -> ApiResult<Response> {
-    ctx.required_tenant(&q.tenant_id)?;
-    let mut check = Check::new();
-    let status = Check::optional(&q.status).unwrap_or_else(|| "dead_lettered".to_string());
-    check.one_of("status", &status, &DEADLETTER_STATUSES);
-    check.finish()?;
+async fn list_deadletters(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Params(q): Params<DeadLetterFilter>,
+    page: Page,
+) -> ApiResult<ListOf<ConnectorDeadLetter>> {
+    ctx.check_tenant(Some(&q.tenant_id))?;
+    let status = q.status.unwrap_or(DeadLetterStatus::DeadLettered).as_str();
     let kind = Check::optional(&q.connector_kind).unwrap_or_default();
     let listing = Listing {
         table: "connector_deadletter",
@@ -296,7 +297,7 @@ async fn list_deadletters(State(state): State<AppState>, Tenant(ctx): Tenant, Pa
         filter: "tenant_id = $1 AND status = $2 AND ($3 = '' OR connector_kind = $3)",
         order: "dead_lettered_at DESC, deadletter_id DESC",
     };
-    page.list::<ConnectorDeadLetter>(&state.db.read, &listing, &[&ctx.tenant_id, &status, &kind]).await
+    page.list::<ConnectorDeadLetter>(&state.db.read, &listing, &[&ctx.tenant_id, status, &kind]).await
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -317,10 +318,10 @@ struct ConnectorReplayRequest {
 /// What a replay did.
 #[derive(Serialize, Deserialize, ToSchema)]
 struct ConnectorReplay {
-    replay_id: String,
+    replay_id: Id,
     /// How many dead letters it replayed.
     replayed: i64,
-    deadletter_ids: Vec<String>,
+    deadletter_ids: Vec<Id>,
     /// Whether this answer repeats an earlier replay with the same idempotency_key.
     #[serde(default)]
     repeated: bool,
@@ -333,7 +334,7 @@ struct ConnectorReplay {
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/api/connectors/sync-items", { "connector_kind": "race", "external_id": "e-{unique}", "outcome": "failed", "error": "timeout" }]], "body": { "deadletter_id": "{deadletter_id}" } }))),
     responses((status = 200, description = "what was replayed", body = Data<ConnectorReplay>),
         (status = 404, description = "NotFound: no dead letter of this tenant with that id", body = ErrorBody)))]
-async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<ConnectorReplayRequest>) -> ApiResult<Response> {
+async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<ConnectorReplayRequest>) -> ApiResult<Data<ConnectorReplay>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let one = check.optional_uuid("deadletter_id", &body.deadletter_id).map(|u| u.to_string());
@@ -349,7 +350,7 @@ async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<C
     check.finish()?;
     let request = json!({ "deadletter_id": one, "connector_kind": kind }).to_string();
     let mut tx = state.db.begin().await?;
-    let replay_id = db::new_id();
+    let replay_id = Id::new();
     let now = db::now();
     if let Some(k) = &key {
         // The first replay with the key claims it (its result is written
@@ -362,7 +363,7 @@ async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<C
                 "INSERT INTO connector_replay (replay_id, tenant_id, idempotency_key, request, result, created_at) VALUES ($1, $2, $3, $4, '{}', $5) \
                  ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING request, result",
             )
-            .bind(&replay_id)
+            .bind(replay_id)
             .bind(&ctx.tenant_id)
             .bind(k)
             .bind(&request)
@@ -380,13 +381,13 @@ async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<C
             return Ok(ok(answer));
         }
     }
-    let replayed: Vec<(String, String, String)> = sqlx::query_as(
+    let replayed: Vec<(Id, Id, String)> = sqlx::query_as(
         "UPDATE connector_deadletter SET status = 'replayed', replay_id = $2, replayed_at = $3, updated_at = $3 \
          WHERE tenant_id = $1 AND status = 'dead_lettered' AND ($4 = '' OR deadletter_id = $4) AND ($5 = '' OR connector_kind = $5) \
          RETURNING deadletter_id, item_id, connector_kind",
     )
     .bind(&ctx.tenant_id)
-    .bind(&replay_id)
+    .bind(replay_id)
     .bind(&now)
     .bind(one.clone().unwrap_or_default())
     .bind(kind.clone().unwrap_or_default())
@@ -400,7 +401,7 @@ async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<C
          WHERE tenant_id = $1 AND item_id IN (SELECT item_id FROM connector_deadletter WHERE tenant_id = $1 AND replay_id = $2)",
     )
     .bind(&ctx.tenant_id)
-    .bind(&replay_id)
+    .bind(replay_id)
     .bind(&now)
     .execute(&mut *tx)
     .await?;
@@ -408,13 +409,13 @@ async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<C
         let payload = json!({ "deadletter_id": deadletter_id, "item_id": item_id, "connector_kind": connector_kind, "replay_id": replay_id });
         audit::record(&mut tx, &ctx, events::CONNECTOR_ITEM_REPLAYED, payload).await?;
     }
-    let mut ids: Vec<String> = replayed.into_iter().map(|(d, _, _)| d).collect();
+    let mut ids: Vec<Id> = replayed.into_iter().map(|(d, _, _)| d).collect();
     ids.sort();
-    let answer = ConnectorReplay { replay_id: replay_id.clone(), replayed: ids.len() as i64, deadletter_ids: ids, repeated: false };
+    let answer = ConnectorReplay { replay_id, replayed: ids.len() as i64, deadletter_ids: ids, repeated: false };
     if key.is_some() {
         sqlx::query("UPDATE connector_replay SET result = $3 WHERE tenant_id = $1 AND replay_id = $2")
             .bind(&ctx.tenant_id)
-            .bind(&replay_id)
+            .bind(replay_id)
             .bind(serde_json::to_string(&answer).map_err(|e| ApiError::Internal(e.into()))?)
             .execute(&mut *tx)
             .await?;

@@ -18,30 +18,37 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// Channels that interrupt: quiet hours cover them unless the tenant says otherwise.
-const INTERRUPTING: [&str; 4] = ["sms", "whatsapp", "push", "voice"];
+const INTERRUPTING: [Channel; 4] = [Channel::Sms, Channel::Whatsapp, Channel::Push, Channel::Voice];
+
+stored_enum! {
+    /// Whether the tenant may compose on a channel: `review` means a
+    /// person decides.
+    #[schema(as = ConversationDecision)]
+    enum Decision { Allow = "allow", Review = "review", Deny = "deny" }
+}
 
 /// The strictness of a decision, for taking the strictest.
-fn rank(decision: &str) -> u8 {
+fn rank(decision: Decision) -> u8 {
     match decision {
-        "deny" => 2,
-        "review" => 1,
-        _ => 0,
+        Decision::Deny => 2,
+        Decision::Review => 1,
+        Decision::Allow => 0,
     }
 }
 
 /// An address as it is matched: trimmed, an email's lower-cased.
-fn normal_address(channel: &str, address: &str) -> String {
-    if channel == "email" { address.trim().to_lowercase() } else { address.trim().to_string() }
+fn normal_address(channel: Option<Channel>, address: &str) -> String {
+    if channel == Some(Channel::Email) { address.trim().to_lowercase() } else { address.trim().to_string() }
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ConversationSuppression)]
 pub(crate) struct Suppression {
-    pub(crate) suppression_id: String,
-    channel: String,
+    pub(crate) suppression_id: Id,
+    channel: Channel,
     address: String,
     reason: Option<String>,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const SUPPRESSION_COLUMNS: &str = "suppression_id, channel, address, reason, created_at";
@@ -62,10 +69,10 @@ struct NewSuppression {
 #[utoipa::path(post, path = "/api/conversations/suppressions", tag = "sdk-conversation", request_body = NewSuppression,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "channel": "email", "address": "s-{unique}@races.example.com", "reason": "race" } }))),
     responses((status = 201, description = "the suppression", body = Data<Suppression>)))]
-async fn suppress(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSuppression>) -> ApiResult<Response> {
+async fn suppress(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSuppression>) -> ApiResult<Created<Suppression>> {
     let body = body.checked()?;
-    let channel = body.channel.as_str();
-    let address = normal_address(channel, &body.address);
+    let channel = body.channel;
+    let address = normal_address(Some(channel), &body.address);
     let reason = Check::optional(&body.reason);
     let mut tx = state.db.begin().await?;
     let made = add_suppression(&mut tx, &ctx.tenant_id, channel, &address, reason.as_deref(), audit::actor_of(&ctx).1).await?;
@@ -83,7 +90,7 @@ async fn suppress(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
 pub(crate) async fn add_suppression(
     tx: &mut Tx,
     tenant_id: &str,
-    channel: &str,
+    channel: Channel,
     address: &str,
     reason: Option<&str>,
     created_by: &str,
@@ -96,7 +103,7 @@ pub(crate) async fn add_suppression(
         .bind(db::new_id())
         .bind(tenant_id)
         .bind(channel)
-        .bind(normal_address(channel, address))
+        .bind(normal_address(Some(channel), address))
         .bind(reason)
         .bind(created_by)
         .bind(db::now())
@@ -107,7 +114,8 @@ pub(crate) async fn add_suppression(
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct SuppressionFilter {
-    channel: Option<String>,
+    #[param(inline)]
+    channel: Option<Channel>,
     /// One address (matched as stored: an email's in lower case).
     address: Option<String>,
 }
@@ -115,19 +123,21 @@ struct SuppressionFilter {
 /// The tenant's suppression list, newest first.
 #[utoipa::path(get, path = "/api/conversations/suppressions", tag = "sdk-conversation", params(SuppressionFilter, Page),
     responses((status = 200, description = "one page of suppressions", body = ListOf<Suppression>)))]
-async fn list_suppressions(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<SuppressionFilter>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let channel = Check::optional(&q.channel).unwrap_or_default();
-    check.one_of("channel", &channel, &CHANNELS);
-    check.finish()?;
-    let address = Check::optional(&q.address).map(|a| normal_address(&channel, &a)).unwrap_or_default();
+async fn list_suppressions(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Params(q): Params<SuppressionFilter>,
+    page: Page,
+) -> ApiResult<ListOf<Suppression>> {
+    let address = Check::optional(&q.address).map(|a| normal_address(q.channel, &a)).unwrap_or_default();
+    let channel = q.channel.map_or("", Channel::as_str);
     let listing = Listing {
         table: "conversation_suppression",
         columns: SUPPRESSION_COLUMNS,
         filter: "tenant_id = $1 AND ($2 = '' OR channel = $2) AND ($3 = '' OR address = $3 OR address = LOWER($3))",
         order: "created_at DESC, suppression_id DESC",
     };
-    page.list::<Suppression>(&state.db.read, &listing, &[&ctx.tenant_id, &channel, &address]).await
+    page.list::<Suppression>(&state.db.read, &listing, &[&ctx.tenant_id, channel, &address]).await
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
@@ -142,7 +152,7 @@ struct QuietHours {
     #[sqlx(try_from = "String")]
     #[schema(value_type = Vec<String>)]
     channels: JsonText,
-    updated_at: String,
+    updated_at: Timestamp,
 }
 
 const QUIET_COLUMNS: &str = "timezone, starts, ends, channels, updated_at";
@@ -174,7 +184,7 @@ struct QuietHoursSetting {
 #[utoipa::path(put, path = "/api/conversations/quiet-hours", tag = "sdk-conversation", request_body = QuietHoursSetting,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "timezone": "Europe/Amsterdam", "starts": "22:00", "ends": "07:00", "channels": ["voice"] } }))),
     responses((status = 200, description = "the quiet hours", body = Data<QuietHours>)))]
-async fn set_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<QuietHoursSetting>) -> ApiResult<Response> {
+async fn set_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<QuietHoursSetting>) -> ApiResult<Data<QuietHours>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let timezone = body.timezone.trim().to_string();
@@ -190,10 +200,7 @@ async fn set_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant, bod
     if starts == ends {
         check.fail("ends must differ from starts");
     }
-    let channels: Vec<&str> = match &body.channels {
-        Some(given) => given.iter().map(|c| c.as_str()).collect(),
-        None => INTERRUPTING.to_vec(),
-    };
+    let channels: Vec<Channel> = body.channels.clone().unwrap_or_else(|| INTERRUPTING.to_vec());
     check.finish()?;
     let mut tx = state.db.begin().await?;
     let sql = format!(
@@ -224,7 +231,7 @@ async fn quiet_hours(db: &Db, tenant_id: &str) -> ApiResult<Option<QuietHours>> 
 /// The tenant's quiet hours (404 when it has none).
 #[utoipa::path(get, path = "/api/conversations/quiet-hours", tag = "sdk-conversation",
     responses((status = 200, description = "the quiet hours", body = Data<QuietHours>), (status = 404, description = "NotFound: the tenant has set no quiet hours", body = ErrorBody)))]
-async fn get_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Response> {
+async fn get_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Data<QuietHours>> {
     Ok(ok(quiet_hours(&state.db, &ctx.tenant_id).await?.ok_or(ApiError::NotFound)?))
 }
 
@@ -249,9 +256,8 @@ struct ComposeCheck {
 #[derive(Serialize, ToSchema)]
 #[schema(as = ConversationChannelDecision)]
 struct ChannelDecision {
-    channel: String,
-    /// `allow`, `review` or `deny`.
-    decision: &'static str,
+    channel: Channel,
+    decision: Decision,
     /// Consent, suppression, quiet hours: one reason each, in that order.
     reasons: Vec<String>,
 }
@@ -261,7 +267,7 @@ struct ChannelDecision {
 struct ComposeDecision {
     subject: String,
     purpose_id: String,
-    send_at: String,
+    send_at: Timestamp,
     channels: Vec<ChannelDecision>,
 }
 
@@ -269,12 +275,12 @@ struct ComposeDecision {
 #[utoipa::path(post, path = "/api/conversations/compose-check", tag = "sdk-conversation", request_body = ComposeCheck,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["POST", "/api/consent/purposes", { "purpose_id": "p-{unique}", "description": "race", "legal_basis": "contract" }]], "body": { "subject": "s-{unique}", "purpose_id": "p-{unique}", "channels": ["email", "sms"], "addresses": { "email": "s-{unique}@races.example.com" } } }))),
     responses((status = 200, description = "a decision per channel, with its reasons", body = Data<ComposeDecision>)))]
-async fn compose_check(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<ComposeCheck>) -> ApiResult<Response> {
+async fn compose_check(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<ComposeCheck>) -> ApiResult<Data<ComposeDecision>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let subject = body.subject.trim().to_string();
     let purpose = body.purpose_id.trim().to_string();
-    let channels: Vec<String> = body.channels.iter().map(|c| c.as_str().to_string()).collect();
+    let channels = body.channels.clone();
     let mut seen = HashSet::new();
     if !body.channels.iter().all(|c| seen.insert(*c)) {
         check.fail("channels must be distinct");
@@ -289,22 +295,22 @@ async fn compose_check(State(state): State<AppState>, Tenant(ctx): Tenant, body:
         .await?
         .ok_or_else(|| ApiError::invalid("purpose_id is not a purpose of this tenant's catalogue"))?;
     let consent = match (standing.legal_basis.as_str(), standing.latest.as_ref()) {
-        ("consent", Some((action, at))) if action == "granted" => ("allow", format!("consent to {purpose} granted at {at}")),
-        ("consent", Some((_, at))) => ("deny", format!("consent to {purpose} withdrawn at {at}")),
-        ("consent", None) => ("deny", format!("no consent to {purpose} recorded for the subject")),
+        ("consent", Some((action, at))) if action == "granted" => (Decision::Allow, format!("consent to {purpose} granted at {at}")),
+        ("consent", Some((_, at))) => (Decision::Deny, format!("consent to {purpose} withdrawn at {at}")),
+        ("consent", None) => (Decision::Deny, format!("no consent to {purpose} recorded for the subject")),
         (basis, Some((action, at))) if action == "withdrawn" => {
-            ("review", format!("the subject withdrew from {purpose} at {at}, which rests on {basis}: a person decides"))
+            (Decision::Review, format!("the subject withdrew from {purpose} at {at}, which rests on {basis}: a person decides"))
         }
-        (basis, _) => ("allow", format!("{purpose} rests on {basis}: no consent needed")),
+        (basis, _) => (Decision::Allow, format!("{purpose} rests on {basis}: no consent needed")),
     };
     let quiet = quiet_hours(&state.db, &ctx.tenant_id).await?;
     let mut decisions = Vec::new();
-    for channel in &channels {
+    for &channel in &channels {
         let mut rules = vec![consent.clone()];
-        rules.push(match addresses.get(channel) {
-            None => ("review", format!("no {channel} address given: the suppression list was not consulted")),
+        rules.push(match addresses.get(channel.as_str()) {
+            None => (Decision::Review, format!("no {channel} address given: the suppression list was not consulted")),
             Some(a) => {
-                let address = normal_address(channel, a);
+                let address = normal_address(Some(channel), a);
                 let hit: Option<(Option<String>, String)> =
                     sqlx::query_as("SELECT reason, created_at FROM conversation_suppression WHERE tenant_id = $1 AND channel = $2 AND address = $3")
                         .bind(&ctx.tenant_id)
@@ -314,38 +320,38 @@ async fn compose_check(State(state): State<AppState>, Tenant(ctx): Tenant, body:
                         .await?;
                 match hit {
                     Some((reason, since)) => {
-                        ("deny", format!("the {channel} address is suppressed since {since}: {}", reason.unwrap_or("no reason given".into())))
+                        (Decision::Deny, format!("the {channel} address is suppressed since {since}: {}", reason.unwrap_or("no reason given".into())))
                     }
-                    None => ("allow", format!("the {channel} address is not suppressed")),
+                    None => (Decision::Allow, format!("the {channel} address is not suppressed")),
                 }
             }
         });
         rules.push(quiet_rule(quiet.as_ref(), channel, send_at));
-        let decision = rules.iter().map(|(d, _)| *d).max_by_key(|d| rank(d)).unwrap_or("allow");
-        decisions.push(ChannelDecision { channel: channel.clone(), decision, reasons: rules.into_iter().map(|(_, r)| r).collect() });
+        let decision = rules.iter().map(|(d, _)| *d).max_by_key(|d| rank(*d)).unwrap_or(Decision::Allow);
+        decisions.push(ChannelDecision { channel, decision, reasons: rules.into_iter().map(|(_, r)| r).collect() });
     }
-    Ok(ok(ComposeDecision { subject, purpose_id: purpose, send_at: db::format_time(send_at), channels: decisions }))
+    Ok(ok(ComposeDecision { subject, purpose_id: purpose, send_at: Timestamp(send_at), channels: decisions }))
 }
 
 /// Quiet hours: `review` when `send_at`, in the tenant's zone, falls in
 /// [starts, ends) on a channel they cover.
-fn quiet_rule(quiet: Option<&QuietHours>, channel: &str, send_at: DateTime<Utc>) -> (&'static str, String) {
-    let Some(q) = quiet.filter(|q| q.channels.0.as_array().is_some_and(|c| c.iter().any(|c| c == channel))) else {
-        return ("allow", format!("no quiet hours cover {channel}"));
+fn quiet_rule(quiet: Option<&QuietHours>, channel: Channel, send_at: DateTime<Utc>) -> (Decision, String) {
+    let Some(q) = quiet.filter(|q| q.channels.0.as_array().is_some_and(|c| c.iter().any(|c| c == channel.as_str()))) else {
+        return (Decision::Allow, format!("no quiet hours cover {channel}"));
     };
     let local = jiff::tz::TimeZone::get(&q.timezone)
         .ok()
         .and_then(|tz| Some(jiff::Timestamp::from_microsecond(send_at.timestamp_micros()).ok()?.to_zoned_datetime(tz).time()));
     let Some(local) = local else {
-        return ("review", format!("the time zone {} is not known here: quiet hours were not checked", q.timezone));
+        return (Decision::Review, format!("the time zone {} is not known here: quiet hours were not checked", q.timezone));
     };
     let now = local.hour() as u32 * 60 + local.minute() as u32;
     let (start, end) = (minutes(&q.starts).unwrap_or(0), minutes(&q.ends).unwrap_or(0));
     let inside = if start < end { start <= now && now < end } else { now >= start || now < end };
     let at = format!("{:02}:{:02} {}", local.hour(), local.minute(), q.timezone);
     if inside {
-        ("review", format!("{at} is within the quiet hours {}-{} for {channel}", q.starts, q.ends))
+        (Decision::Review, format!("{at} is within the quiet hours {}-{} for {channel}", q.starts, q.ends))
     } else {
-        ("allow", format!("{at} is outside the quiet hours {}-{}", q.starts, q.ends))
+        (Decision::Allow, format!("{at} is outside the quiet hours {}-{}", q.starts, q.ends))
     }
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use hub_kernel::{inbound::InboundHandler, prelude::*};
 
-use crate::conversation;
+use crate::{conversation, sequence::Channel};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list))
@@ -26,24 +26,29 @@ pub const KIND: &str = "email";
 
 const TYPES: [&str; 3] = ["bounce", "complaint", "delivery"];
 const BOUNCE_TYPES: [&str; 2] = ["permanent", "transient"];
-const CLASSIFICATIONS: [&str; 3] = ["hard", "soft", "complaint"];
+
+stored_enum! {
+    /// What a provider's report was: a permanent bounce (`hard`), a
+    /// transient one (`soft`) or a complaint.
+    #[schema(as = DeliverabilityClassification)]
+    enum Classification { Hard = "hard", Soft = "soft", Complaint = "complaint" }
+}
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = DeliverabilityEvent)]
 struct Event {
-    event_id: String,
+    event_id: Id,
     /// The provider, as in the inbound path.
     provider: String,
-    /// `hard`, `soft` or `complaint`.
-    classification: String,
+    classification: Classification,
     /// The address that bounced or complained (lower case).
     email: String,
     /// The provider's id of the message concerned.
     message_id: Option<String>,
     /// The suppression it caused (hard bounces and complaints only).
-    suppression_id: Option<String>,
-    occurred_at: String,
-    received_at: String,
+    suppression_id: Option<Id>,
+    occurred_at: Timestamp,
+    received_at: Timestamp,
 }
 
 const COLUMNS: &str = "event_id, provider, classification, email, message_id, suppression_id, occurred_at, received_at";
@@ -101,39 +106,39 @@ async fn record(tx: &mut Tx, tenant_id: &str, provider: &str, payload: &Value) -
     };
     check.finish()?;
     let classification = match (kind.as_str(), bounce_type.as_str()) {
-        ("bounce", "permanent") => "hard",
-        ("bounce", _) => "soft",
-        ("complaint", _) => "complaint",
+        ("bounce", "permanent") => Classification::Hard,
+        ("bounce", _) => Classification::Soft,
+        ("complaint", _) => Classification::Complaint,
         _ => return Ok(json!({ "recorded": false, "reason": "deliveries are not kept" })),
     };
     let actor = format!("{KIND}:{provider}");
     let mut suppression_id = None;
-    if classification != "soft" {
-        let reason = format!("{} reported by {provider}", if classification == "hard" { "hard bounce" } else { "complaint" });
-        if let Some(made) = conversation::add_suppression(tx, tenant_id, KIND, &email, Some(&reason), &actor).await? {
+    if classification != Classification::Soft {
+        let reason = format!("{} reported by {provider}", if classification == Classification::Hard { "hard bounce" } else { "complaint" });
+        if let Some(made) = conversation::add_suppression(tx, tenant_id, Channel::Email, &email, Some(&reason), &actor).await? {
             let payload = json!({ "suppression_id": made.suppression_id, "channel": KIND, "cause": classification });
             audit::record_system(tx, tenant_id, &actor, events::ADDRESS_SUPPRESSED, payload).await?;
             suppression_id = Some(made.suppression_id);
         }
     }
-    let event_id = db::new_id();
+    let event_id = Id::new();
     sqlx::query(
         "INSERT INTO deliverability_event (event_id, tenant_id, provider, classification, email, message_id, suppression_id, occurred_at, received_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
-    .bind(&event_id)
+    .bind(event_id)
     .bind(tenant_id)
     .bind(provider)
     .bind(classification)
     .bind(&email)
     .bind(&message_id)
-    .bind(&suppression_id)
+    .bind(suppression_id)
     .bind(&occurred_at)
     .bind(db::now())
     .execute(&mut **tx)
     .await?;
     // The address is personal data: the event names the row only.
-    let event_type = if classification == "complaint" { events::COMPLAINT_PROCESSED } else { events::BOUNCE_PROCESSED };
+    let event_type = if classification == Classification::Complaint { events::COMPLAINT_PROCESSED } else { events::BOUNCE_PROCESSED };
     audit::record_system(tx, tenant_id, &actor, event_type, json!({ "event_id": event_id, "classification": classification, "provider": provider })).await?;
     Ok(json!({ "recorded": true, "event_id": event_id, "classification": classification, "suppressed": suppression_id.is_some() }))
 }
@@ -141,27 +146,24 @@ async fn record(tx: &mut Tx, tenant_id: &str, provider: &str, payload: &Value) -
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct Filter {
-    /// The caller's tenant (required).
-    #[param(required = true, format = "uuid")]
-    tenant_id: Option<String>,
-    /// `hard`, `soft` or `complaint`.
-    classification: Option<String>,
+    /// The caller's tenant.
+    #[param(format = "uuid")]
+    tenant_id: String,
+    #[param(inline)]
+    classification: Option<Classification>,
 }
 
 /// The tenant's processed bounces and complaints, newest first.
 #[utoipa::path(get, path = "/api/deliverability/events", tag = "sdk-deliverability", params(Filter, Page),
     responses((status = 200, description = "one page of bounce and complaint events", body = ListOf<Event>)))]
-async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<Response> {
-    ctx.required_tenant(&q.tenant_id)?;
-    let mut check = Check::new();
-    let classification = Check::optional(&q.classification).unwrap_or_default();
-    check.one_of("classification", &classification, &CLASSIFICATIONS);
-    check.finish()?;
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<ListOf<Event>> {
+    ctx.check_tenant(Some(&q.tenant_id))?;
+    let classification = q.classification.map_or("", Classification::as_str);
     let listing = Listing {
         table: "deliverability_event",
         columns: COLUMNS,
         filter: "tenant_id = $1 AND ($2 = '' OR classification = $2)",
         order: "occurred_at DESC, event_id DESC",
     };
-    page.list::<Event>(&state.db.read, &listing, &[&ctx.tenant_id, &classification]).await
+    page.list::<Event>(&state.db.read, &listing, &[&ctx.tenant_id, classification]).await
 }

@@ -9,30 +9,27 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create, list)).routes(routes!(set_status))
 }
 
-const STATUSES: [&str; 4] = ["pending", "accepted", "declined", "completed"];
-
 /// The statuses a handoff in `from` may move to.
-fn next(from: &str) -> &'static [&'static str] {
+fn next(from: Status) -> &'static [Status] {
     match from {
-        "pending" => &["accepted", "declined"],
-        "accepted" => &["completed"],
-        _ => &[],
+        Status::Pending => &[Status::Accepted, Status::Declined],
+        Status::Accepted => &[Status::Completed],
+        Status::Declined | Status::Completed => &[],
     }
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Handoff {
-    handoff_id: String,
-    deal_id: String,
-    from_persona_id: String,
-    to_persona_id: String,
+    handoff_id: Id,
+    deal_id: Id,
+    from_persona_id: Id,
+    to_persona_id: Id,
     notes: Option<String>,
-    /// `pending`, `accepted`, `declined` or `completed`.
-    status: String,
+    status: Status,
     /// The reason given with the last status change.
     status_reason: Option<String>,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "handoff_id, deal_id, from_persona_id, to_persona_id, notes, status, status_reason, created_at, updated_at";
@@ -57,28 +54,17 @@ fn uuid_of(checked: &str) -> ApiResult<String> {
     path_id(checked.trim()).map(|u| u.to_string())
 }
 
-/// Where a handoff is in its life.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = HandoffStatus)]
-enum Status {
-    Pending,
-    Accepted,
-    Declined,
-    Completed,
-}
-
-impl Status {
-    fn as_str(self) -> &'static str {
-        STATUSES[self as usize]
-    }
+stored_enum! {
+    /// Where a handoff is in its life.
+    #[schema(as = HandoffStatus)]
+    enum Status { Pending = "pending", Accepted = "accepted", Declined = "declined", Completed = "completed" }
 }
 
 /// Hands a deal over; the handoff is `pending`.
 #[utoipa::path(post, path = "/api/handoffs", tag = "sdk-handoff", request_body = NewHandoff,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/personas", { "kind": "human" }]], "body": { "deal_id": "{unique}", "from_persona_id": "{owner_persona_id}", "to_persona_id": "{persona_id}" } }))),
     responses((status = 201, description = "the handoff, pending", body = Data<Handoff>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewHandoff>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewHandoff>) -> ApiResult<Created<Handoff>> {
     let body = body.checked()?;
     let (deal, from, to) = (uuid_of(&body.deal_id)?, uuid_of(&body.from_persona_id)?, uuid_of(&body.to_persona_id)?);
     if from == to {
@@ -134,22 +120,22 @@ const HANDOFF: Stateful = Stateful { noun: "handoff", table: "handoff_handoff", 
     params(("handoff_id" = String, Path, description = "the handoff")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/personas", { "kind": "human" }], ["POST", "/api/handoffs", { "deal_id": "{unique}", "from_persona_id": "{owner_persona_id}", "to_persona_id": "{persona_id}" }]], "body": { "status": "accepted" } }))),
     responses((status = 200, description = "the handoff in its new status", body = Data<Handoff>)))]
-async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<StatusChange>) -> ApiResult<Response> {
+async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<StatusChange>) -> ApiResult<Data<Handoff>> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     // The handoff's row is locked until the change is committed: changes
     // of one handoff check its status one after another, so the state
     // machine below reads what the previous change committed.
-    let current: String = HANDOFF.lock(&mut tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
+    let current: Status = HANDOFF.lock(&mut tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
     let body = body.checked()?;
-    let status = body.status.as_str();
+    let status = body.status;
     let reason = Check::optional(&body.reason);
-    if !next(&current).contains(&status) {
+    if !next(current).contains(&status) {
         return Err(ApiError::Conflict(format!("a {current} handoff cannot become {status}")));
     }
     let sql = format!("UPDATE handoff_handoff SET status = $3, status_reason = $4, updated_at = $5 WHERE handoff_id = $1 AND status = $2 RETURNING {COLUMNS}");
     let handoff: Handoff =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(&current).bind(status).bind(&reason).bind(db::now()).fetch_one(&mut *tx).await?;
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(current).bind(status).bind(&reason).bind(db::now()).fetch_one(&mut *tx).await?;
     let event = match body.status {
         Status::Accepted => events::HANDOFF_ACCEPTED,
         Status::Declined => events::HANDOFF_DECLINED,
@@ -163,11 +149,11 @@ async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct Filter {
-    /// Required: the caller's tenant.
-    #[param(required = true, format = "uuid")]
-    tenant_id: Option<String>,
-    /// `pending`, `accepted`, `declined` or `completed`.
-    status: Option<String>,
+    /// The caller's tenant.
+    #[param(format = "uuid")]
+    tenant_id: String,
+    #[param(inline)]
+    status: Option<Status>,
     #[param(format = "uuid")]
     deal_id: Option<String>,
 }
@@ -175,18 +161,15 @@ struct Filter {
 /// The tenant's handoffs, most recently updated first.
 #[utoipa::path(get, path = "/api/handoffs", tag = "sdk-handoff", params(Filter, Page),
     responses((status = 200, description = "one page of handoffs", body = ListOf<Handoff>)))]
-async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<Response> {
-    ctx.required_tenant(&q.tenant_id)?;
-    let mut check = Check::new();
-    let status = Check::optional(&q.status).unwrap_or_default();
-    check.one_of("status", &status, &STATUSES);
-    let deal = check.optional_uuid("deal_id", &q.deal_id).map(|u| u.to_string()).unwrap_or_default();
-    check.finish()?;
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<ListOf<Handoff>> {
+    ctx.check_tenant(Some(&q.tenant_id))?;
+    let status = q.status.map_or("", Status::as_str);
+    let deal = canonical_uuid_opt(&q.deal_id).unwrap_or_default();
     let listing = Listing {
         table: "handoff_handoff",
         columns: COLUMNS,
         filter: "tenant_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR deal_id = $3)",
         order: "updated_at DESC, handoff_id DESC",
     };
-    page.list::<Handoff>(&state.db.read, &listing, &[&ctx.tenant_id, &status, &deal]).await
+    page.list::<Handoff>(&state.db.read, &listing, &[&ctx.tenant_id, status, &deal]).await
 }

@@ -10,76 +10,49 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(open, list)).routes(routes!(set_status))
 }
 
-const SEVERITIES: [&str; 4] = ["critical", "high", "medium", "low"];
-const STATUSES: [&str; 4] = ["open", "acknowledged", "escalated", "resolved"];
-
-/// How bad an incident is.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = IncidentSeverity)]
-enum Severity {
-    Critical,
-    High,
-    Medium,
-    Low,
+stored_enum! {
+    /// How bad an incident is.
+    #[schema(as = IncidentSeverity)]
+    enum Severity { Critical = "critical", High = "high", Medium = "medium", Low = "low" }
 }
 
-impl Severity {
-    fn as_str(self) -> &'static str {
-        SEVERITIES[self as usize]
-    }
-}
-
-/// Where an incident is in its life.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = IncidentStatus)]
-enum Status {
-    Open,
-    Acknowledged,
-    Escalated,
-    Resolved,
-}
-
-impl Status {
-    fn as_str(self) -> &'static str {
-        STATUSES[self as usize]
-    }
+stored_enum! {
+    /// Where an incident is in its life.
+    #[schema(as = IncidentStatus)]
+    enum Status { Open = "open", Acknowledged = "acknowledged", Escalated = "escalated", Resolved = "resolved" }
 }
 
 /// The statuses an incident in `from` may move to.
-fn next(from: &str) -> &'static [&'static str] {
+fn next(from: Status) -> &'static [Status] {
     match from {
-        "open" => &["acknowledged", "escalated", "resolved"],
-        "acknowledged" => &["escalated", "resolved"],
-        "escalated" => &["acknowledged", "resolved"],
-        _ => &[],
+        Status::Open => &[Status::Acknowledged, Status::Escalated, Status::Resolved],
+        Status::Acknowledged => &[Status::Escalated, Status::Resolved],
+        Status::Escalated => &[Status::Acknowledged, Status::Resolved],
+        Status::Resolved => &[],
     }
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Incident {
-    incident_id: String,
+    incident_id: Id,
     title: String,
     description: Option<String>,
-    /// `critical`, `high`, `medium` or `low`.
-    severity: String,
-    /// `open`, `acknowledged`, `escalated` or `resolved`.
-    status: String,
+    severity: Severity,
+    status: Status,
     owner_persona_id: Option<String>,
     /// The note given with the last status change.
     status_note: Option<String>,
-    created_at: String,
-    updated_at: String,
-    resolved_at: Option<String>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    resolved_at: Option<Timestamp>,
 }
 
 const COLUMNS: &str = "incident_id, title, description, severity, status, owner_persona_id, status_note, created_at, updated_at, resolved_at";
 
 /// The incident in the search index (sdk-search), in the write's transaction.
 async fn index(tx: &mut Tx, tenant_id: &str, i: &Incident) -> ApiResult<()> {
-    let body = [i.description.as_deref().unwrap_or_default(), &i.severity, &i.status, i.status_note.as_deref().unwrap_or_default()].join(" ");
-    hub_kernel::search::index(tx, tenant_id, "incident", &i.incident_id, &i.title, &body, &i.updated_at).await
+    let body = [i.description.as_deref().unwrap_or_default(), i.severity.as_str(), i.status.as_str(), i.status_note.as_deref().unwrap_or_default()].join(" ");
+    hub_kernel::search::index(tx, tenant_id, "incident", &i.incident_id.to_string(), &i.title, &body, &i.updated_at.to_string()).await
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -98,10 +71,10 @@ struct NewIncident {
 #[utoipa::path(post, path = "/api/incidents", tag = "sdk-incident", request_body = NewIncident,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "title": "race", "severity": "low" } }))),
     responses((status = 201, description = "the incident, open", body = Data<Incident>)))]
-async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewIncident>) -> ApiResult<Response> {
+async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewIncident>) -> ApiResult<Created<Incident>> {
     let body = body.checked()?;
     let title = body.title.trim();
-    let severity = body.severity.as_str();
+    let severity = body.severity;
     let description = Check::optional(&body.description);
     let owner = Check::optional(&body.owner_persona_id);
     let mut tx = state.db.begin().await?;
@@ -153,17 +126,17 @@ const INCIDENT: Stateful = Stateful { noun: "incident", table: "incident_inciden
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/incidents", { "title": "race", "severity": "low" }]],
         "body": { "status": "acknowledged" } }))),
     responses((status = 200, description = "the incident in its new status", body = Data<Incident>)))]
-async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<StatusChange>) -> ApiResult<Response> {
+async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<StatusChange>) -> ApiResult<Data<Incident>> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     // The incident's row is locked until the change is committed: changes
     // of one incident check its status one after another, so the state
     // machine below reads what the previous change committed.
-    let current: String = INCIDENT.lock(&mut tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
+    let current: Status = INCIDENT.lock(&mut tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
     let body = body.checked()?;
-    let status = body.status.as_str();
+    let status = body.status;
     let note = Check::optional(&body.note);
-    if !next(&current).contains(&status) {
+    if !next(current).contains(&status) {
         return Err(ApiError::Conflict(format!("an incident {current} cannot become {status}")));
     }
     let now = db::now();
@@ -173,7 +146,7 @@ async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
          RETURNING {COLUMNS}"
     );
     let incident: Incident =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(&current).bind(status).bind(&note).bind(&now).bind(&resolved_at).fetch_one(&mut *tx).await?;
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(current).bind(status).bind(&note).bind(&now).bind(&resolved_at).fetch_one(&mut *tx).await?;
     index(&mut tx, &ctx.tenant_id, &incident).await?;
     let event = match body.status {
         Status::Acknowledged => events::INCIDENT_ACKNOWLEDGED,
@@ -188,13 +161,13 @@ async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct Filter {
-    /// Required: the caller's tenant.
-    #[param(required = true, format = "uuid")]
-    tenant_id: Option<String>,
-    /// `open`, `acknowledged`, `escalated` or `resolved`.
-    status: Option<String>,
-    /// `critical`, `high`, `medium` or `low`.
-    severity: Option<String>,
+    /// The caller's tenant.
+    #[param(format = "uuid")]
+    tenant_id: String,
+    #[param(inline)]
+    status: Option<Status>,
+    #[param(inline)]
+    severity: Option<Severity>,
     #[param(format = "uuid")]
     owner_persona_id: Option<String>,
 }
@@ -202,20 +175,16 @@ struct Filter {
 /// The tenant's incidents, most recently updated first.
 #[utoipa::path(get, path = "/api/incidents", tag = "sdk-incident", params(Filter, Page),
     responses((status = 200, description = "one page of incidents", body = ListOf<Incident>)))]
-async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<Response> {
-    ctx.required_tenant(&q.tenant_id)?;
-    let mut check = Check::new();
-    let status = Check::optional(&q.status).unwrap_or_default();
-    check.one_of("status", &status, &STATUSES);
-    let severity = Check::optional(&q.severity).unwrap_or_default();
-    check.one_of("severity", &severity, &SEVERITIES);
-    let owner = check.optional_uuid("owner_persona_id", &q.owner_persona_id).map(|u| u.to_string()).unwrap_or_default();
-    check.finish()?;
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<ListOf<Incident>> {
+    ctx.check_tenant(Some(&q.tenant_id))?;
+    let status = q.status.map_or("", Status::as_str);
+    let severity = q.severity.map_or("", Severity::as_str);
+    let owner = canonical_uuid_opt(&q.owner_persona_id).unwrap_or_default();
     let listing = Listing {
         table: "incident_incident",
         columns: COLUMNS,
         filter: "tenant_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR severity = $3) AND ($4 = '' OR owner_persona_id = $4)",
         order: "updated_at DESC, incident_id DESC",
     };
-    page.list::<Incident>(&state.db.read, &listing, &[&ctx.tenant_id, &status, &severity, &owner]).await
+    page.list::<Incident>(&state.db.read, &listing, &[&ctx.tenant_id, status, severity, &owner]).await
 }

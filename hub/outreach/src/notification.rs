@@ -23,9 +23,37 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// The kind whose inbound webhooks carry receipts.
 pub const KIND: &str = "notification";
 
-const RECEIPT_STATUSES: [&str; 6] = ["delivered", "deferred", "failed", "bounced", "opened", "clicked"];
-/// The receipts that settle a notification's status.
-const FINAL: [&str; 3] = ["delivered", "failed", "bounced"];
+stored_enum! {
+    /// Where a notification is: `sent` or `failed` at sending, then as
+    /// its receipts settle it.
+    #[schema(as = NotificationStatus)]
+    enum Status { Sent = "sent", Failed = "failed", Delivered = "delivered", Bounced = "bounced" }
+}
+
+stored_enum! {
+    /// What a provider's receipt reports of a message.
+    #[schema(as = NotificationReceiptStatus)]
+    enum ReceiptStatus {
+        Delivered = "delivered",
+        Deferred = "deferred",
+        Failed = "failed",
+        Bounced = "bounced",
+        Opened = "opened",
+        Clicked = "clicked",
+    }
+}
+
+impl ReceiptStatus {
+    /// The notification's status a receipt settles, if it settles one.
+    fn settles(self) -> Option<Status> {
+        match self {
+            ReceiptStatus::Delivered => Some(Status::Delivered),
+            ReceiptStatus::Failed => Some(Status::Failed),
+            ReceiptStatus::Bounced => Some(Status::Bounced),
+            ReceiptStatus::Deferred | ReceiptStatus::Opened | ReceiptStatus::Clicked => None,
+        }
+    }
+}
 
 /// One message handed to a provider.
 pub struct Outgoing<'a> {
@@ -68,17 +96,16 @@ fn providers() -> Vec<Arc<dyn NotificationProvider>> {
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Notification {
-    notification_id: String,
-    channel: String,
+    notification_id: Id,
+    channel: Channel,
     recipient: String,
     provider: String,
     provider_message_id: Option<String>,
-    /// `sent` or `failed`, then as its receipts settle it: `delivered`, `bounced`.
-    status: String,
+    status: Status,
     /// The provider's error when `failed` at sending.
     error: Option<String>,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "notification_id, channel, recipient, provider, provider_message_id, status, error, created_at, updated_at";
@@ -118,7 +145,7 @@ impl ProviderName {
 #[utoipa::path(post, path = "/api/notifications", tag = "sdk-notification", request_body = NewNotification,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "channel": "email", "recipient": "n-{unique}@races.example.com", "subject": "race", "body": "hello" } }))),
     responses((status = 201, description = "the notification, sent or failed", body = Data<Notification>)))]
-async fn send(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewNotification>) -> ApiResult<Response> {
+async fn send(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewNotification>) -> ApiResult<Created<Notification>> {
     let body = body.checked()?;
     let channel = body.channel.as_str();
     let recipient = body.recipient.trim();
@@ -126,12 +153,13 @@ async fn send(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<New
     let content = body.body.trim();
     let name = body.provider.unwrap_or(ProviderName::Log).as_str();
     let provider = providers().into_iter().find(|p| p.name() == name).ok_or_else(|| ApiError::invalid(format!("provider {name} is not configured")))?;
-    let notification_id = db::new_id();
-    let message = Outgoing { notification_id: &notification_id, tenant_id: &ctx.tenant_id, channel, recipient, subject: subject.as_deref(), body: content };
+    let notification_id = Id::new();
+    let id_text = notification_id.to_string();
+    let message = Outgoing { notification_id: &id_text, tenant_id: &ctx.tenant_id, channel, recipient, subject: subject.as_deref(), body: content };
     let sent = provider.send(&message).await;
     let (status, message_id, error) = match sent {
-        Ok(id) => ("sent", Some(id), None),
-        Err(e) => ("failed", None, Some(e.chars().take(500).collect::<String>())),
+        Ok(id) => (Status::Sent, Some(id), None),
+        Err(e) => (Status::Failed, None, Some(e.chars().take(500).collect::<String>())),
     };
     let mut tx = state.db.begin().await?;
     let sql = format!(
@@ -139,7 +167,7 @@ async fn send(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<New
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) RETURNING {COLUMNS}"
     );
     let made: Notification = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(&notification_id)
+        .bind(notification_id)
         .bind(&ctx.tenant_id)
         .bind(channel)
         .bind(recipient)
@@ -151,7 +179,7 @@ async fn send(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<New
         .bind(db::now())
         .fetch_one(&mut *tx)
         .await?;
-    let event = if status == "sent" { events::NOTIFICATION_SENT } else { events::NOTIFICATION_FAILED };
+    let event = if status == Status::Sent { events::NOTIFICATION_SENT } else { events::NOTIFICATION_FAILED };
     audit::record(&mut tx, &ctx, event, json!({ "notification_id": notification_id, "channel": channel, "provider": name, "status": status })).await?;
     tx.commit().await?;
     Ok(created(made))
@@ -160,16 +188,15 @@ async fn send(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<New
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = NotificationReceipt)]
 struct Receipt {
-    receipt_id: String,
+    receipt_id: Id,
     /// The notification it matched; null when none of the tenant's has that provider message id.
-    notification_id: Option<String>,
+    notification_id: Option<Id>,
     provider: String,
     provider_message_id: String,
-    /// `delivered`, `deferred`, `failed`, `bounced`, `opened` or `clicked`.
-    status: String,
+    status: ReceiptStatus,
     reason: Option<String>,
-    occurred_at: String,
-    received_at: String,
+    occurred_at: Timestamp,
+    received_at: Timestamp,
 }
 
 const RECEIPT_COLUMNS: &str = "receipt_id, notification_id, provider, provider_message_id, status, reason, occurred_at, received_at";
@@ -199,7 +226,8 @@ async fn record_receipt(tx: &mut Tx, tenant_id: &str, provider: &str, payload: &
         check.fail("message_id must be at most 256 characters");
     }
     let status = check.required("status", &p.status);
-    check.one_of("status", &status, &RECEIPT_STATUSES);
+    let words: Vec<&str> = ReceiptStatus::ALL.iter().map(|s| s.as_str()).collect();
+    check.one_of("status", &status, &words);
     let reason = Check::optional(&p.reason).map(|r| r.chars().take(500).collect::<String>());
     let occurred_at = match Check::optional(&p.occurred_at) {
         None => db::now(),
@@ -209,6 +237,7 @@ async fn record_receipt(tx: &mut Tx, tenant_id: &str, provider: &str, payload: &
         }),
     };
     check.finish()?;
+    let status: ReceiptStatus = status.parse().map_err(ApiError::invalid)?;
     let notification_id: Option<String> =
         sqlx::query_scalar("SELECT notification_id FROM notification_notification WHERE tenant_id = $1 AND provider = $2 AND provider_message_id = $3")
             .bind(tenant_id)
@@ -216,30 +245,30 @@ async fn record_receipt(tx: &mut Tx, tenant_id: &str, provider: &str, payload: &
             .bind(&message_id)
             .fetch_optional(&mut **tx)
             .await?;
-    let receipt_id = db::new_id();
+    let receipt_id = Id::new();
     sqlx::query(
         "INSERT INTO notification_receipt (receipt_id, tenant_id, provider, provider_message_id, notification_id, status, reason, occurred_at, received_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
-    .bind(&receipt_id)
+    .bind(receipt_id)
     .bind(tenant_id)
     .bind(provider)
     .bind(&message_id)
     .bind(&notification_id)
-    .bind(&status)
+    .bind(status)
     .bind(&reason)
     .bind(&occurred_at)
     .bind(db::now())
     .execute(&mut **tx)
     .await?;
-    if let Some(id) = notification_id.as_ref().filter(|_| FINAL.contains(&status.as_str())) {
+    if let (Some(id), Some(settled)) = (notification_id.as_ref(), status.settles()) {
         sqlx::query("UPDATE notification_notification SET status = $1, updated_at = $2 WHERE notification_id = $3")
-            .bind(&status)
+            .bind(settled)
             .bind(db::now())
             .bind(id)
             .execute(&mut **tx)
             .await?;
-        let event = if status == "delivered" { events::NOTIFICATION_DELIVERED } else { events::NOTIFICATION_FAILED };
+        let event = if settled == Status::Delivered { events::NOTIFICATION_DELIVERED } else { events::NOTIFICATION_FAILED };
         let payload = json!({ "notification_id": id, "receipt_id": receipt_id, "provider": provider, "status": status });
         audit::record_system(tx, tenant_id, &format!("{KIND}:{provider}"), event, payload).await?;
     }
@@ -249,27 +278,24 @@ async fn record_receipt(tx: &mut Tx, tenant_id: &str, provider: &str, payload: &
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ReceiptFilter {
-    /// The caller's tenant (required).
-    #[param(required = true, format = "uuid")]
-    tenant_id: Option<String>,
-    /// `delivered`, `deferred`, `failed`, `bounced`, `opened` or `clicked`.
-    status: Option<String>,
+    /// The caller's tenant.
+    #[param(format = "uuid")]
+    tenant_id: String,
+    #[param(inline)]
+    status: Option<ReceiptStatus>,
 }
 
 /// The tenant's delivery receipts, newest first.
 #[utoipa::path(get, path = "/api/notifications/receipts", tag = "sdk-notification", params(ReceiptFilter, Page),
     responses((status = 200, description = "one page of delivery receipts", body = ListOf<Receipt>)))]
-async fn list_receipts(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ReceiptFilter>, page: Page) -> ApiResult<Response> {
-    ctx.required_tenant(&q.tenant_id)?;
-    let mut check = Check::new();
-    let status = Check::optional(&q.status).unwrap_or_default();
-    check.one_of("status", &status, &RECEIPT_STATUSES);
-    check.finish()?;
+async fn list_receipts(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ReceiptFilter>, page: Page) -> ApiResult<ListOf<Receipt>> {
+    ctx.check_tenant(Some(&q.tenant_id))?;
+    let status = q.status.map_or("", ReceiptStatus::as_str);
     let listing = Listing {
         table: "notification_receipt",
         columns: RECEIPT_COLUMNS,
         filter: "tenant_id = $1 AND ($2 = '' OR status = $2)",
         order: "occurred_at DESC, receipt_id DESC",
     };
-    page.list::<Receipt>(&state.db.read, &listing, &[&ctx.tenant_id, &status]).await
+    page.list::<Receipt>(&state.db.read, &listing, &[&ctx.tenant_id, status]).await
 }

@@ -9,10 +9,13 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create, list)).routes(routes!(get_offer))
 }
 
-const STATUSES: [&str; 2] = ["draft", "active"];
-/// Every status an offer may be listed by (`retired` is reached by no
-/// route yet; the filter accepts it).
-const ALL_STATUSES: [&str; 3] = ["draft", "active", "retired"];
+stored_enum! {
+    /// Where an offer is in its life (`retired` is reached by no route
+    /// yet; the list's filter accepts it).
+    #[schema(as = OfferStatus)]
+    enum OfferStatus { Draft = "draft", Active = "active", Retired = "retired" }
+}
+
 /// ISO 4217 codes in use (funds and precious metals left out).
 const CURRENCIES: &str = "AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL BSD BTN BWP BYN BZD CAD CDF CHF CLP \
     CNY COP CRC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB EUR FJD FKP GBP GEL GHS GIP GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR IQD IRR ISK JMD \
@@ -22,7 +25,7 @@ const CURRENCIES: &str = "AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BG
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Offer {
-    offer_id: String,
+    offer_id: Id,
     slug: String,
     name: String,
     description: Option<String>,
@@ -30,10 +33,9 @@ struct Offer {
     price_minor: Option<i64>,
     /// ISO 4217, with `price_minor`.
     currency: Option<String>,
-    /// `draft`, `active` or `retired`.
-    status: String,
-    created_at: String,
-    updated_at: String,
+    status: OfferStatus,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "offer_id, slug, name, description, price_minor, currency, status, created_at, updated_at";
@@ -74,8 +76,11 @@ enum NewStatus {
 }
 
 impl NewStatus {
-    fn as_str(self) -> &'static str {
-        STATUSES[self as usize]
+    fn status(self) -> OfferStatus {
+        match self {
+            NewStatus::Draft => OfferStatus::Draft,
+            NewStatus::Active => OfferStatus::Active,
+        }
     }
 }
 
@@ -83,7 +88,7 @@ impl NewStatus {
 #[utoipa::path(post, path = "/api/offers", tag = "sdk-offer-catalog", request_body = NewOffer,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "tenant_id": "{tenant_id}", "name": "race", "slug": "r-{unique}", "price_minor": 1000, "currency": "EUR" } }))),
     responses((status = 201, description = "the offer", body = Data<Offer>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewOffer>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewOffer>) -> ApiResult<Created<Offer>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let name = body.name.trim();
@@ -100,7 +105,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
         (Some(_), false) => check.fail("price_minor is required with currency"),
         _ => {}
     }
-    let status = body.status.unwrap_or(NewStatus::Active).as_str();
+    let status = body.status.unwrap_or(NewStatus::Active).status();
     check.finish()?;
     let now = db::now();
     let mut tx = state.db.begin().await?;
@@ -134,28 +139,25 @@ struct Filter {
     /// When given, the caller's tenant.
     #[param(format = "uuid")]
     tenant_id: Option<String>,
-    /// `draft`, `active` or `retired`.
-    status: Option<String>,
+    #[param(inline)]
+    status: Option<OfferStatus>,
 }
 
 /// The tenant's offers, newest first.
 #[utoipa::path(get, path = "/api/offers", tag = "sdk-offer-catalog", params(Filter, Page),
     responses((status = 200, description = "one page of offers", body = ListOf<Offer>)))]
-async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let status = Check::optional(&q.status).unwrap_or_default();
-    check.one_of("status", &status, &ALL_STATUSES);
-    check.finish()?;
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<Filter>) -> ApiResult<ListOf<Offer>> {
+    let status = q.status.map_or("", OfferStatus::as_str);
     ctx.check_tenant(q.tenant_id.as_deref())?;
     let listing =
         Listing { table: "offer_offer", columns: COLUMNS, filter: "tenant_id = $1 AND ($2 = '' OR status = $2)", order: "created_at DESC, offer_id DESC" };
-    page.list::<Offer>(&state.db.read, &listing, &[&ctx.tenant_id, &status]).await
+    page.list::<Offer>(&state.db.read, &listing, &[&ctx.tenant_id, status]).await
 }
 
 /// One offer.
 #[utoipa::path(get, path = "/api/offers/{offer_id}", tag = "sdk-offer-catalog", params(("offer_id" = String, Path, description = "the offer")),
     responses((status = 200, description = "the offer", body = Data<Offer>)))]
-async fn get_offer(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_offer(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Offer>> {
     let id = path_id(&id)?.to_string();
     let sql = format!("SELECT {COLUMNS} FROM offer_offer WHERE tenant_id = $1 AND offer_id = $2");
     let found: Option<Offer> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;

@@ -31,16 +31,21 @@ const MAX_LENGTH_SECONDS: i64 = 31 * 86_400;
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = SchedulingConnection)]
 struct Connection {
-    connection_id: String,
+    connection_id: Id,
     name: String,
-    /// `caldav`.
-    provider: String,
+    provider: Provider,
     /// The calendar collection events are written into.
     collection_url: String,
-    /// `basic`, `bearer` or `none`; the credential itself is never shown.
-    auth_scheme: String,
+    /// The credential itself is never shown.
+    auth_scheme: AuthScheme,
     created_by: String,
-    created_at: String,
+    created_at: Timestamp,
+}
+
+stored_enum! {
+    /// How a connection authenticates to its calendar server.
+    #[schema(as = SchedulingAuthScheme)]
+    enum AuthScheme { Basic = "basic", Bearer = "bearer", None = "none" }
 }
 
 const CONNECTION_COLUMNS: &str = "connection_id, name, provider, collection_url, auth_scheme, created_by, created_at";
@@ -78,31 +83,21 @@ struct NewConnection {
     token: Option<String>,
 }
 
-/// The calendar protocols a connection speaks.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = SchedulingProvider)]
-enum Provider {
-    Caldav,
-}
-
-impl Provider {
-    fn as_str(self) -> &'static str {
-        match self {
-            Provider::Caldav => "caldav",
-        }
-    }
+stored_enum! {
+    /// The calendar protocols a connection speaks.
+    #[schema(as = SchedulingProvider)]
+    enum Provider { Caldav = "caldav" }
 }
 
 /// Connects a calendar (its credential sealed at rest, never shown again).
 #[utoipa::path(post, path = "/api/scheduling/connections", tag = "sdk-scheduling", request_body = NewConnection,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race", "collection_url": "https://calendar.races.example.com/race/", "token": "t" } }))),
     responses((status = 201, description = "the connection", body = Data<Connection>)))]
-async fn create_connection(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewConnection>) -> ApiResult<Response> {
+async fn create_connection(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewConnection>) -> ApiResult<Created<Connection>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let name = body.name.trim();
-    let provider = body.provider.unwrap_or(Provider::Caldav).as_str();
+    let provider = body.provider.unwrap_or(Provider::Caldav);
     let mut url = String::new();
     match target::check_url(&state.config, body.collection_url.trim()) {
         Ok(u) => url = if u.as_str().ends_with('/') { u.to_string() } else { format!("{u}/") },
@@ -112,17 +107,17 @@ async fn create_connection(State(state): State<AppState>, Tenant(ctx): Tenant, b
     let password = Check::optional(&body.password);
     let token = Check::optional(&body.token);
     let scheme = match (&username, &password, &token) {
-        (None, None, None) => "none",
-        (Some(_), Some(_), None) => "basic",
-        (None, None, Some(_)) => "bearer",
+        (None, None, None) => AuthScheme::None,
+        (Some(_), Some(_), None) => AuthScheme::Basic,
+        (None, None, Some(_)) => AuthScheme::Bearer,
         _ => {
             check.fail("give username with password, or token, or neither");
-            "none"
+            AuthScheme::None
         }
     };
     check.finish()?;
     let id = db::new_id();
-    let sealed = (scheme != "none").then(|| {
+    let sealed = (scheme != AuthScheme::None).then(|| {
         let credential = serde_json::to_vec(&Credential { username, password, token }).expect("a credential serialises");
         state.master.seal(&credential, &aad(&id))
     });
@@ -152,7 +147,7 @@ async fn create_connection(State(state): State<AppState>, Tenant(ctx): Tenant, b
 /// The tenant's connections, newest first.
 #[utoipa::path(get, path = "/api/scheduling/connections", tag = "sdk-scheduling", params(Page),
     responses((status = 200, description = "one page of connections", body = ListOf<Connection>)))]
-async fn list_connections(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<Response> {
+async fn list_connections(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<ListOf<Connection>> {
     let listing =
         Listing { table: "scheduling_connection", columns: CONNECTION_COLUMNS, filter: "tenant_id = $1", order: "created_at DESC, connection_id DESC" };
     page.list::<Connection>(&state.db.read, &listing, &[&ctx.tenant_id]).await
@@ -161,20 +156,25 @@ async fn list_connections(State(state): State<AppState>, Tenant(ctx): Tenant, pa
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = SchedulingAppointment)]
 struct Appointment {
-    appointment_id: String,
+    appointment_id: Id,
     title: String,
     description: Option<String>,
     location: Option<String>,
-    starts_at: String,
-    ends_at: String,
-    /// `booked` or `cancelled`.
-    status: String,
+    starts_at: Timestamp,
+    ends_at: Timestamp,
+    status: AppointmentStatus,
     contact_id: Option<String>,
     /// Increases with every change (the iCalendar `SEQUENCE`).
     revision: i64,
     created_by: String,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+stored_enum! {
+    /// Where an appointment is: `booked` until cancelled.
+    #[schema(as = SchedulingAppointmentStatus)]
+    enum AppointmentStatus { Booked = "booked", Cancelled = "cancelled" }
 }
 
 const APPOINTMENT_COLUMNS: &str =
@@ -216,7 +216,7 @@ struct NewAppointment {
 #[utoipa::path(post, path = "/api/scheduling/appointments", tag = "sdk-scheduling", request_body = NewAppointment,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "title": "race", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" } }))),
     responses((status = 201, description = "the appointment, booked", body = Data<Appointment>)))]
-async fn book(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAppointment>) -> ApiResult<Response> {
+async fn book(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewAppointment>) -> ApiResult<Created<Appointment>> {
     let body = body.checked()?;
     let title = body.title.trim();
     let (starts, ends) = window(&body.starts_at, &body.ends_at)?;
@@ -273,7 +273,7 @@ where
 #[utoipa::path(get, path = "/api/scheduling/appointments/{appointment_id}", tag = "sdk-scheduling",
     params(("appointment_id" = String, Path, description = "the appointment")),
     responses((status = 200, description = "the appointment", body = Data<Appointment>)))]
-async fn get_appointment(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_appointment(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Appointment>> {
     Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
 }
 
@@ -295,7 +295,7 @@ const APPOINTMENT: Stateful = Stateful { noun: "appointment", table: "scheduling
     params(("appointment_id" = String, Path, description = "the appointment")), request_body = Reschedule,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/scheduling/appointments", { "title": "race", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" }]], "body": { "starts_at": "2027-01-02T09:00:00Z", "ends_at": "2027-01-02T10:00:00Z" } }))),
     responses((status = 200, description = "the appointment", body = Data<Appointment>)))]
-async fn reschedule(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Reschedule>) -> ApiResult<Response> {
+async fn reschedule(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Reschedule>) -> ApiResult<Data<Appointment>> {
     let mut tx = state.db.begin().await?;
     let current = find(&mut *tx, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
@@ -306,13 +306,13 @@ async fn reschedule(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
     );
     let moved: Option<Appointment> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&ctx.tenant_id)
-        .bind(&current.appointment_id)
+        .bind(current.appointment_id)
         .bind(&starts)
         .bind(&ends)
         .bind(db::now())
         .fetch_optional(&mut *tx)
         .await?;
-    let moved = APPOINTMENT.settle(&mut tx, &ctx.tenant_id, &current.appointment_id, moved, "only a booked appointment can be rescheduled").await?;
+    let moved = APPOINTMENT.settle(&mut tx, &ctx.tenant_id, &current.appointment_id.to_string(), moved, "only a booked appointment can be rescheduled").await?;
     let payload = json!({ "appointment_id": moved.appointment_id, "starts_at": starts, "ends_at": ends, "revision": moved.revision });
     audit::record(&mut tx, &ctx, events::SCHEDULING_APPOINTMENT_RESCHEDULED, payload).await?;
     tx.commit().await?;
@@ -325,7 +325,7 @@ async fn reschedule(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
     extensions(("x-concurrency" = json!({ "outcome": "one-wins",
         "given": [["POST", "/api/scheduling/appointments", { "title": "race", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" }]] }))),
     responses((status = 200, description = "the appointment, cancelled", body = Data<Appointment>)))]
-async fn cancel(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn cancel(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Appointment>> {
     let mut tx = state.db.begin().await?;
     let current = find(&mut *tx, &ctx.tenant_id, &id).await?;
     let sql = format!(
@@ -333,10 +333,11 @@ async fn cancel(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
          WHERE tenant_id = $1 AND appointment_id = $2 AND status = 'booked' RETURNING {APPOINTMENT_COLUMNS}"
     );
     let cancelled: Option<Appointment> =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&current.appointment_id).bind(db::now()).fetch_optional(&mut *tx).await?;
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(current.appointment_id).bind(db::now()).fetch_optional(&mut *tx).await?;
     // The guard decides: of two cancels at once, one cancels and the
     // other finds the appointment cancelled (409).
-    let cancelled = APPOINTMENT.settle(&mut tx, &ctx.tenant_id, &current.appointment_id, cancelled, "only a booked appointment can be cancelled").await?;
+    let cancelled =
+        APPOINTMENT.settle(&mut tx, &ctx.tenant_id, &current.appointment_id.to_string(), cancelled, "only a booked appointment can be cancelled").await?;
     audit::record(&mut tx, &ctx, events::SCHEDULING_APPOINTMENT_CANCELLED, json!({ "appointment_id": cancelled.appointment_id })).await?;
     tx.commit().await?;
     Ok(ok(cancelled))
@@ -358,30 +359,41 @@ struct PushRequest {
 #[derive(Serialize, ToSchema)]
 #[schema(as = SchedulingPush)]
 struct PushResult {
-    appointment_id: String,
-    connection_id: String,
-    /// `created`, `updated`, `cancelled` (the event removed) or `unchanged`
-    /// (a cancelled appointment never pushed there).
-    action: String,
+    appointment_id: Id,
+    connection_id: Id,
+    action: PushAction,
     /// The iCalendar object's URL on the calendar.
     href: Option<String>,
     /// The calendar's ETag of the object, when it gave one.
     etag: Option<String>,
     /// The iCalendar `SEQUENCE` written.
     sequence: Option<i64>,
-    pushed_at: String,
+    pushed_at: Timestamp,
+}
+
+stored_enum! {
+    /// What a push did: `created`, `updated`, `cancelled` (the event
+    /// removed) or `unchanged` (a cancelled appointment never pushed there).
+    #[schema(as = SchedulingPushAction)]
+    enum PushAction { Created = "created", Updated = "updated", Cancelled = "cancelled", Unchanged = "unchanged" }
+}
+
+stored_enum! {
+    /// Whether an appointment's event is on a connection's calendar.
+    #[schema(as = SchedulingPushState)]
+    enum PushState { Present = "present", Deleted = "deleted" }
 }
 
 #[derive(FromRow)]
 struct Mapping {
     href: String,
-    state: String,
+    state: PushState,
 }
 
 #[derive(FromRow)]
 struct Target {
     collection_url: String,
-    auth_scheme: String,
+    auth_scheme: AuthScheme,
     credential_sealed: Option<Vec<u8>>,
 }
 
@@ -391,11 +403,13 @@ struct Target {
 #[utoipa::path(post, path = "/api/scheduling/appointments/{appointment_id}/push", tag = "sdk-scheduling",
     params(("appointment_id" = String, Path, description = "the appointment")), request_body = PushRequest,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/scheduling/connections", { "name": "race", "collection_url": "https://calendar.races.example.com/race/" }], ["POST", "/api/scheduling/appointments", { "title": "race", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" }], ["POST", "/api/scheduling/appointments/{appointment_id}/cancel", null]], "body": { "tenant_id": "{tenant_id}", "connection_id": "{connection_id}" } }))),
-    responses((status = 200, description = "what was done on the calendar", body = Data<PushResult>)))]
-async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<PushRequest>) -> ApiResult<Response> {
+    responses((status = 200, description = "what was done on the calendar", body = Data<PushResult>),
+        (status = 503, description = "Unavailable: the calendar server did not accept the change; retry later", body = ErrorBody)))]
+async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<PushRequest>) -> ApiResult<Data<PushResult>> {
     let appointment = find(&state.db.read, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
-    let connection = path_id(body.connection_id.trim()).map_err(|_| ApiError::invalid("connection_id must be a UUID"))?.to_string();
+    let connection_id = Id(path_id(body.connection_id.trim()).map_err(|_| ApiError::invalid("connection_id must be a UUID"))?);
+    let connection = connection_id.to_string();
     let target: Option<Target> =
         sqlx::query_as("SELECT collection_url, auth_scheme, credential_sealed FROM scheduling_connection WHERE tenant_id = $1 AND connection_id = $2")
             .bind(&ctx.tenant_id)
@@ -406,7 +420,7 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path
     let mapping: Option<Mapping> =
         sqlx::query_as("SELECT href, state FROM scheduling_push WHERE tenant_id = $1 AND appointment_id = $2 AND connection_id = $3")
             .bind(&ctx.tenant_id)
-            .bind(&appointment.appointment_id)
+            .bind(appointment.appointment_id)
             .bind(&connection)
             .fetch_optional(&state.db.read)
             .await?;
@@ -423,16 +437,17 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path
     if let Err(why) = target::check_target(&state.config, &target.collection_url) {
         return Err(refused(&target.collection_url, why));
     }
-    let caldav = CalDav { client: client(&state), scheme: target.auth_scheme.clone(), credential };
+    let caldav = CalDav { client: client(&state), scheme: target.auth_scheme, credential };
     let uid = format!("{}@hub", appointment.appointment_id);
-    let live = mapping.as_ref().filter(|m| m.state == "present");
-    let (action, href, etag, sequence) = if appointment.status == "cancelled" {
+    let live = mapping.as_ref().filter(|m| m.state == PushState::Present);
+    let cancelled = appointment.status == AppointmentStatus::Cancelled;
+    let (action, href, etag, sequence) = if cancelled {
         match live {
             Some(m) => {
                 caldav.delete(&m.href).await?;
-                ("cancelled", Some(m.href.clone()), None, None)
+                (PushAction::Cancelled, Some(m.href.clone()), None, None)
             }
-            None => ("unchanged", mapping.as_ref().map(|m| m.href.clone()), None, None),
+            None => (PushAction::Unchanged, mapping.as_ref().map(|m| m.href.clone()), None, None),
         }
     } else {
         let href = match &mapping {
@@ -441,9 +456,9 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path
         };
         let object = ical::event(&appointment, &uid, chrono::Utc::now());
         let etag = caldav.put(&href, object, live.is_none()).await?;
-        (if live.is_some() { "updated" } else { "created" }, Some(href), etag, Some(appointment.revision))
+        (if live.is_some() { PushAction::Updated } else { PushAction::Created }, Some(href), etag, Some(appointment.revision))
     };
-    let now = db::now();
+    let now = Timestamp::now();
     let mut tx = state.db.begin().await?;
     if let Some(h) = &href {
         sqlx::query(
@@ -452,26 +467,18 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path
              DO UPDATE SET etag = excluded.etag, sequence = excluded.sequence, state = excluded.state, pushed_at = excluded.pushed_at",
         )
         .bind(&ctx.tenant_id)
-        .bind(&appointment.appointment_id)
+        .bind(appointment.appointment_id)
         .bind(&connection)
         .bind(h)
         .bind(&uid)
         .bind(&etag)
         .bind(sequence.unwrap_or(appointment.revision))
-        .bind(if appointment.status == "cancelled" { "deleted" } else { "present" })
-        .bind(&now)
+        .bind(if cancelled { PushState::Deleted } else { PushState::Present })
+        .bind(now)
         .execute(&mut *tx)
         .await?;
     }
-    let result = PushResult {
-        appointment_id: appointment.appointment_id.clone(),
-        connection_id: connection.clone(),
-        action: action.to_string(),
-        href,
-        etag,
-        sequence,
-        pushed_at: now,
-    };
+    let result = PushResult { appointment_id: appointment.appointment_id, connection_id, action, href, etag, sequence, pushed_at: now };
     let payload = json!({ "appointment_id": result.appointment_id, "connection_id": connection, "action": action, "sequence": sequence });
     audit::record(&mut tx, &ctx, events::SCHEDULING_CALENDAR_PUSHED, payload).await?;
     tx.commit().await?;
@@ -490,16 +497,16 @@ fn client(state: &AppState) -> reqwest::Client {
 
 struct CalDav {
     client: reqwest::Client,
-    scheme: String,
+    scheme: AuthScheme,
     credential: Option<Credential>,
 }
 
 impl CalDav {
     fn request(&self, method: reqwest::Method, href: &str) -> reqwest::RequestBuilder {
         let req = self.client.request(method, href);
-        match (self.scheme.as_str(), &self.credential) {
-            ("basic", Some(c)) => req.basic_auth(c.username.clone().unwrap_or_default(), c.password.clone()),
-            ("bearer", Some(c)) => req.bearer_auth(c.token.clone().unwrap_or_default()),
+        match (self.scheme, &self.credential) {
+            (AuthScheme::Basic, Some(c)) => req.basic_auth(c.username.clone().unwrap_or_default(), c.password.clone()),
+            (AuthScheme::Bearer, Some(c)) => req.bearer_auth(c.token.clone().unwrap_or_default()),
             _ => req,
         }
     }
@@ -585,10 +592,6 @@ pub mod ical {
         t.format("%Y%m%dT%H%M%SZ").to_string()
     }
 
-    fn utc(stored: &str) -> String {
-        hub_kernel::db::parse_time(stored).map(stamp).unwrap_or_default()
-    }
-
     pub(super) fn event(a: &super::Appointment, uid: &str, now: DateTime<Utc>) -> String {
         let mut lines = vec![
             "BEGIN:VCALENDAR".to_string(),
@@ -597,8 +600,8 @@ pub mod ical {
             "BEGIN:VEVENT".to_string(),
             format!("UID:{}", escape(uid)),
             format!("DTSTAMP:{}", stamp(now)),
-            format!("DTSTART:{}", utc(&a.starts_at)),
-            format!("DTEND:{}", utc(&a.ends_at)),
+            format!("DTSTART:{}", stamp(a.starts_at.0)),
+            format!("DTEND:{}", stamp(a.ends_at.0)),
             format!("SEQUENCE:{}", a.revision),
             format!("SUMMARY:{}", escape(&a.title)),
         ];

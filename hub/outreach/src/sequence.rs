@@ -12,39 +12,26 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create_template, list_templates)).routes(routes!(create_sequence, list_sequences))
 }
 
-/// The channels a template is written for.
+/// The channels a template is written for: the words of [`Channel`].
 pub const CHANNELS: [&str; 5] = ["email", "sms", "whatsapp", "push", "voice"];
 
-/// A channel messages go out on (templates, notifications, suppressions,
-/// quiet hours).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = OutreachChannel)]
-pub enum Channel {
-    Email,
-    Sms,
-    Whatsapp,
-    Push,
-    Voice,
-}
-
-impl Channel {
-    pub fn as_str(self) -> &'static str {
-        CHANNELS[self as usize]
-    }
+stored_enum! {
+    /// A channel messages go out on (templates, notifications, suppressions,
+    /// quiet hours).
+    #[schema(as = OutreachChannel)]
+    pub enum Channel { Email = "email", Sms = "sms", Whatsapp = "whatsapp", Push = "push", Voice = "voice" }
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = SequenceTemplate)]
 struct Template {
-    template_id: String,
+    template_id: Id,
     name: String,
-    /// `email`, `sms`, `whatsapp`, `push` or `voice`.
-    channel: String,
+    channel: Channel,
     /// Email only.
     subject: Option<String>,
     body: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const TEMPLATE_COLUMNS: &str = "template_id, name, channel, subject, body, created_at";
@@ -73,12 +60,12 @@ struct NewTemplate {
 #[utoipa::path(post, path = "/api/sequences/templates", tag = "sdk-sequence", request_body = NewTemplate,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "tenant_id": "{tenant_id}", "name": "t-{unique}", "subject": "race", "body": "hello" } }))),
     responses((status = 201, description = "the template", body = Data<Template>)))]
-async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewTemplate>) -> ApiResult<Response> {
+async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewTemplate>) -> ApiResult<Created<Template>> {
     let body = body.checked()?;
     let name = body.name.trim();
-    let channel = body.channel.unwrap_or(Channel::Email).as_str();
+    let channel = body.channel.unwrap_or(Channel::Email);
     let subject = Check::optional(&body.subject);
-    if subject.is_some() && channel != "email" {
+    if subject.is_some() && channel != Channel::Email {
         return Err(ApiError::invalid("subject is for the email channel only"));
     }
     let text = body.body.trim();
@@ -110,17 +97,15 @@ struct TemplateFilter {
     /// When given, the caller's tenant.
     #[param(format = "uuid")]
     tenant_id: Option<String>,
-    channel: Option<String>,
+    #[param(inline)]
+    channel: Option<Channel>,
 }
 
 /// The tenant's templates, newest first.
 #[utoipa::path(get, path = "/api/sequences/templates", tag = "sdk-sequence", params(TemplateFilter, Page),
     responses((status = 200, description = "one page of templates", body = ListOf<Template>)))]
-async fn list_templates(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<TemplateFilter>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let channel = Check::optional(&q.channel).unwrap_or_default();
-    check.one_of("channel", &channel, &CHANNELS);
-    check.finish()?;
+async fn list_templates(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<TemplateFilter>, page: Page) -> ApiResult<ListOf<Template>> {
+    let channel = q.channel.map_or("", Channel::as_str);
     ctx.check_tenant(q.tenant_id.as_deref())?;
     let listing = Listing {
         table: "sequence_template",
@@ -128,19 +113,19 @@ async fn list_templates(State(state): State<AppState>, Tenant(ctx): Tenant, Para
         filter: "tenant_id = $1 AND ($2 = '' OR channel = $2)",
         order: "created_at DESC, template_id DESC",
     };
-    page.list::<Template>(&state.db.read, &listing, &[&ctx.tenant_id, &channel]).await
+    page.list::<Template>(&state.db.read, &listing, &[&ctx.tenant_id, channel]).await
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Sequence {
-    sequence_id: String,
+    sequence_id: Id,
     name: String,
     /// In order: `{ position, template_id, delay_seconds }`, the delay
     /// counted from the previous step (from enrolment for the first).
     #[sqlx(try_from = "String")]
     #[schema(value_type = Vec<Object>)]
     steps: JsonText,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const SEQUENCE_COLUMNS: &str = "sequence_id, name, steps, created_at";
@@ -172,7 +157,7 @@ struct NewStep {
 #[utoipa::path(post, path = "/api/sequences", tag = "sdk-sequence", request_body = NewSequence,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/sequences/templates", { "tenant_id": "{tenant_id}", "name": "t-{unique}", "body": "hello" }]], "body": { "name": "s-{unique}", "steps": [{ "template_id": "{template_id}", "delay_seconds": 60 }] } }))),
     responses((status = 201, description = "the sequence", body = Data<Sequence>)))]
-async fn create_sequence(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSequence>) -> ApiResult<Response> {
+async fn create_sequence(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSequence>) -> ApiResult<Created<Sequence>> {
     let body = body.checked()?;
     let name = body.name.trim();
     let steps: Vec<Value> = body
@@ -233,7 +218,7 @@ struct SequenceFilter {
 /// The tenant's sequences, newest first.
 #[utoipa::path(get, path = "/api/sequences", tag = "sdk-sequence", params(SequenceFilter, Page),
     responses((status = 200, description = "one page of sequences", body = ListOf<Sequence>)))]
-async fn list_sequences(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<SequenceFilter>, page: Page) -> ApiResult<Response> {
+async fn list_sequences(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<SequenceFilter>, page: Page) -> ApiResult<ListOf<Sequence>> {
     ctx.check_tenant(q.tenant_id.as_deref())?;
     let listing = Listing { table: "sequence_sequence", columns: SEQUENCE_COLUMNS, filter: "tenant_id = $1", order: "created_at DESC, sequence_id DESC" };
     page.list::<Sequence>(&state.db.read, &listing, &[&ctx.tenant_id]).await

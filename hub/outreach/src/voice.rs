@@ -19,34 +19,46 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// The kind whose inbound webhooks carry call legs.
 pub const KIND: &str = "voice";
 
-const DIRECTIONS: [&str; 2] = ["inbound", "outbound"];
-const STATUSES: [&str; 6] = ["ringing", "answered", "completed", "no_answer", "busy", "failed"];
+stored_enum! {
+    /// Which way a call leg goes.
+    #[schema(as = VoiceDirection)]
+    enum Direction { Inbound = "inbound", Outbound = "outbound" }
+}
+
+stored_enum! {
+    /// Where a call leg is, as its provider last reported it.
+    #[schema(as = VoiceCallStatus)]
+    enum CallStatus { Ringing = "ringing", Answered = "answered", Completed = "completed", NoAnswer = "no_answer", Busy = "busy", Failed = "failed" }
+}
+
+/// The words of a set, for a check naming them.
+fn words<T: Copy>(all: &[T], word: fn(T) -> &'static str) -> Vec<&'static str> {
+    all.iter().map(|t| word(*t)).collect()
+}
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = VoiceCallLeg)]
 struct CallLeg {
-    call_leg_id: String,
+    call_leg_id: Id,
     /// The provider, as in the inbound path.
     provider: String,
     /// The provider's call, which may have several legs.
     call_id: String,
     /// The provider's leg, unique per provider in the tenant.
     leg_id: String,
-    /// `inbound` or `outbound`.
-    direction: String,
-    /// `ringing`, `answered`, `completed`, `no_answer`, `busy` or `failed`.
-    status: String,
+    direction: Direction,
+    status: CallStatus,
     /// Whether the call reached voicemail.
     #[sqlx(try_from = "i64")]
     #[schema(value_type = bool)]
     is_voicemail: Flag,
     from_number: String,
     to_number: String,
-    started_at: String,
-    ended_at: Option<String>,
+    started_at: Timestamp,
+    ended_at: Option<Timestamp>,
     duration_seconds: Option<i64>,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "call_leg_id, provider, call_id, leg_id, direction, status, is_voicemail, from_number, to_number, started_at, ended_at, duration_seconds, created_at, updated_at";
@@ -96,9 +108,9 @@ async fn record(tx: &mut Tx, tenant_id: &str, provider: &str, payload: &Value) -
     let call_id = check.required("call_id", &p.call_id);
     let leg_id = check.required("leg_id", &p.leg_id);
     let direction = check.required("direction", &p.direction);
-    check.one_of("direction", &direction, &DIRECTIONS);
+    check.one_of("direction", &direction, &words(Direction::ALL, Direction::as_str));
     let status = check.required("status", &p.status);
-    check.one_of("status", &status, &STATUSES);
+    check.one_of("status", &status, &words(CallStatus::ALL, CallStatus::as_str));
     let from = check.required("from_number", &p.from_number);
     let to = check.required("to_number", &p.to_number);
     for (name, v, most) in [("call_id", &call_id, 256), ("leg_id", &leg_id, 256), ("from_number", &from, 64), ("to_number", &to, 64)] {
@@ -120,6 +132,8 @@ async fn record(tx: &mut Tx, tenant_id: &str, provider: &str, payload: &Value) -
         check.fail("duration_seconds must be 0 to 86400");
     }
     check.finish()?;
+    let direction: Direction = direction.parse().map_err(ApiError::invalid)?;
+    let status: CallStatus = status.parse().map_err(ApiError::invalid)?;
     let is_voicemail = p.is_voicemail.unwrap_or(false);
     let now = db::now();
     let existing: Option<String> = sqlx::query_scalar("SELECT call_leg_id FROM voice_call_leg WHERE tenant_id = $1 AND provider = $2 AND leg_id = $3")
@@ -140,8 +154,8 @@ async fn record(tx: &mut Tx, tenant_id: &str, provider: &str, payload: &Value) -
     .bind(provider)
     .bind(&call_id)
     .bind(&leg_id)
-    .bind(&direction)
-    .bind(&status)
+    .bind(direction)
+    .bind(status)
     .bind(i64::from(is_voicemail))
     .bind(&from)
     .bind(&to)
@@ -153,7 +167,7 @@ async fn record(tx: &mut Tx, tenant_id: &str, provider: &str, payload: &Value) -
     .await?;
     // An inbound call nobody took is missed; the numbers are personal data
     // and stay out of the event.
-    let missed = direction == "inbound" && (is_voicemail || matches!(status.as_str(), "no_answer" | "busy"));
+    let missed = direction == Direction::Inbound && (is_voicemail || matches!(status, CallStatus::NoAnswer | CallStatus::Busy));
     let event = if missed { events::CRM_CALL_MISSED } else { events::CRM_CALL_LOGGED };
     let payload = json!({ "call_leg_id": call_leg_id, "provider": provider, "direction": direction, "status": status, "is_voicemail": is_voicemail });
     audit::record_system(tx, tenant_id, &format!("{KIND}:{provider}"), event, payload).await?;
@@ -163,30 +177,25 @@ async fn record(tx: &mut Tx, tenant_id: &str, provider: &str, payload: &Value) -
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct Filter {
-    /// The caller's tenant (required).
-    #[param(required = true, format = "uuid")]
-    tenant_id: Option<String>,
-    /// `ringing`, `answered`, `completed`, `no_answer`, `busy` or `failed`.
-    status: Option<String>,
-    /// `inbound` or `outbound`.
-    direction: Option<String>,
+    /// The caller's tenant.
+    #[param(format = "uuid")]
+    tenant_id: String,
+    #[param(inline)]
+    status: Option<CallStatus>,
+    #[param(inline)]
+    direction: Option<Direction>,
     /// `true` (only the legs that reached voicemail) or `false`.
-    is_voicemail: Option<String>,
+    is_voicemail: Option<bool>,
 }
 
 /// The tenant's call legs, newest first.
 #[utoipa::path(get, path = "/api/voice/call-legs", tag = "connector-voice", params(Filter, Page),
     responses((status = 200, description = "one page of call legs", body = ListOf<CallLeg>)))]
-async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<Response> {
-    ctx.required_tenant(&q.tenant_id)?;
-    let mut check = Check::new();
-    let status = Check::optional(&q.status).unwrap_or_default();
-    check.one_of("status", &status, &STATUSES);
-    let direction = Check::optional(&q.direction).unwrap_or_default();
-    check.one_of("direction", &direction, &DIRECTIONS);
-    let voicemail = Check::optional(&q.is_voicemail).unwrap_or_default();
-    check.one_of("is_voicemail", &voicemail, &["true", "false"]);
-    check.finish()?;
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<ListOf<CallLeg>> {
+    ctx.check_tenant(Some(&q.tenant_id))?;
+    let status = q.status.map_or("", CallStatus::as_str);
+    let direction = q.direction.map_or("", Direction::as_str);
+    let voicemail = q.is_voicemail.map_or("", |v| if v { "true" } else { "false" });
     let listing = Listing {
         table: "voice_call_leg",
         columns: COLUMNS,
@@ -194,5 +203,5 @@ async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Par
                  AND ($4 = '' OR is_voicemail = CASE WHEN $4 = 'true' THEN 1 ELSE 0 END)",
         order: "started_at DESC, call_leg_id DESC",
     };
-    page.list::<CallLeg>(&state.db.read, &listing, &[&ctx.tenant_id, &status, &direction, &voicemail]).await
+    page.list::<CallLeg>(&state.db.read, &listing, &[&ctx.tenant_id, status, direction, voicemail]).await
 }

@@ -36,39 +36,27 @@ struct NewCommandAck {
     data: Option<Value>,
 }
 
+/// Every state of a command, as stored and answered (the metrics name them).
 pub const STATES: &[&str] = &["awaiting_approval", "queued", "delivered", "acknowledged_ok", "acknowledged_failed", "rejected", "expired"];
-const RISKS: &[&str] = &["low", "medium", "high", "critical"];
 
-/// A command's state.
-// The values of `STATES`; a test compares them.
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-#[allow(dead_code)]
-pub(crate) enum CommandState {
-    AwaitingApproval,
-    Queued,
-    Delivered,
-    AcknowledgedOk,
-    AcknowledgedFailed,
-    Rejected,
-    Expired,
-}
-
-/// A command's risk class.
-// The values of `RISKS`; a test compares them.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-enum RiskClass {
-    Low,
-    Medium,
-    High,
-    Critical,
-}
-
-impl RiskClass {
-    fn as_str(self) -> &'static str {
-        RISKS[self as usize]
+stored_enum! {
+    /// Where a command is in its life.
+    #[schema(as = CommandState)]
+    pub enum CommandState {
+        AwaitingApproval = "awaiting_approval",
+        Queued = "queued",
+        Delivered = "delivered",
+        AcknowledgedOk = "acknowledged_ok",
+        AcknowledgedFailed = "acknowledged_failed",
+        Rejected = "rejected",
+        Expired = "expired",
     }
+}
+
+stored_enum! {
+    /// A command's risk class: high and critical wait for a person's decision.
+    #[schema(as = CommandRiskClass)]
+    pub enum RiskClass { Low = "low", Medium = "medium", High = "high", Critical = "critical" }
 }
 
 /// The grant a person's persona needs to decide on a high or critical command.
@@ -82,7 +70,7 @@ const DEFAULT_TTL: i64 = 3600;
 #[derive(Clone, Debug, FromRow, Serialize)]
 #[serde(into = "CommandView")]
 pub struct Command {
-    command_id: String,
+    command_id: Id,
     tenant_id: String,
     target_asset_id: String,
     target_component_id: Option<String>,
@@ -90,27 +78,27 @@ pub struct Command {
     kind: String,
     #[sqlx(try_from = "String")]
     params: JsonText,
-    risk_class: String,
-    status: String,
+    risk_class: RiskClass,
+    status: CommandState,
     seq: Option<i64>,
     ttl_seconds: i64,
-    expires_at: String,
+    expires_at: Timestamp,
     created_by: String,
     actor_kind: String,
     decided_by: Option<String>,
     decision_approved: Option<i64>,
     decision_reason: Option<String>,
-    decided_at: Option<String>,
-    queued_at: Option<String>,
-    delivered_at: Option<String>,
+    decided_at: Option<Timestamp>,
+    queued_at: Option<Timestamp>,
+    delivered_at: Option<Timestamp>,
     ack_ok: Option<i64>,
     ack_code: Option<String>,
     ack_message: Option<String>,
     #[sqlx(try_from = "Option<String>")]
     ack_data: JsonText,
-    acked_at: Option<String>,
-    created_at: String,
-    updated_at: String,
+    acked_at: Option<Timestamp>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "command_id, tenant_id, target_asset_id, target_component_id, type, params, risk_class, status, seq, \
@@ -126,8 +114,12 @@ const BY_ASSET: Listing = Listing {
 impl Command {
     /// The status as callers see it: a command still waiting whose time to
     /// live has run out is expired, even before the sweeper has written it.
-    pub fn status(&self) -> String {
-        if matches!(self.status.as_str(), "awaiting_approval" | "queued") && self.expires_at <= db::now() { "expired".into() } else { self.status.clone() }
+    pub fn status(&self) -> CommandState {
+        if matches!(self.status, CommandState::AwaitingApproval | CommandState::Queued) && self.expires_at <= Timestamp::now() {
+            CommandState::Expired
+        } else {
+            self.status
+        }
     }
 }
 
@@ -135,30 +127,27 @@ impl Command {
 /// (null until there is one) and the effective status.
 #[derive(Serialize, ToSchema)]
 pub struct CommandView {
-    command_id: String,
+    command_id: Id,
     tenant_id: String,
     target_asset_id: String,
     target_component_id: Option<String>,
     #[serde(rename = "type")]
     kind: String,
     params: JsonText,
-    /// `low`, `medium`, `high` or `critical`.
-    risk_class: String,
-    /// `awaiting_approval`, `queued`, `delivered`, `acknowledged_ok`,
-    /// `acknowledged_failed`, `rejected` or `expired`.
-    status: String,
+    risk_class: RiskClass,
+    status: CommandState,
     /// The position on the asset's stream, from when the command is queued.
     seq: Option<i64>,
     ttl_seconds: i64,
-    expires_at: String,
+    expires_at: Timestamp,
     created_by: String,
     actor_kind: String,
     decision: Option<CommandDecision>,
-    queued_at: Option<String>,
-    delivered_at: Option<String>,
+    queued_at: Option<Timestamp>,
+    delivered_at: Option<Timestamp>,
     ack: Option<CommandAck>,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 /// A person's decision on a high or critical command.
@@ -167,7 +156,7 @@ struct CommandDecision {
     approved: bool,
     reason: Option<String>,
     decided_by: Option<String>,
-    decided_at: Option<String>,
+    decided_at: Option<Timestamp>,
 }
 
 /// The robot's acknowledgement.
@@ -178,7 +167,7 @@ struct CommandAck {
     message: Option<String>,
     /// What the robot reported, or null.
     data: JsonText,
-    acked_at: Option<String>,
+    acked_at: Option<Timestamp>,
 }
 
 impl From<Command> for CommandView {
@@ -277,10 +266,10 @@ async fn enqueue(state: &AppState, tx: &mut Tx, command_id: &str, asset_id: &str
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/assets", { "display_name": "race robot" }]],
         "body": { "type": "move", "risk_class": "low", "target_asset_id": "{asset_id}" } }))),
     responses((status = 201, description = "the command", body = Data<CommandView>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCommand>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCommand>) -> ApiResult<Created<CommandView>> {
     let body = body.checked()?;
     let kind = body.kind.trim().to_string();
-    let risk = body.risk_class.as_str();
+    let risk = body.risk_class;
     let asset_id = path_id(&body.target_asset_id)?.to_string();
     let component = Check::optional(&body.target_component_id);
     let params = Value::Object(body.params.unwrap_or_default());
@@ -307,7 +296,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     let now_t = chrono::Utc::now();
     let now = db::format_time(now_t);
     let expires_at = db::format_time(db::add_seconds(now_t, ttl).ok_or_else(|| anyhow::anyhow!("command expiry out of range"))?);
-    let (status, queued_at) = if needs_approval { ("awaiting_approval", None) } else { ("queued", Some(&now)) };
+    let (status, queued_at) = if needs_approval { (CommandState::AwaitingApproval, None) } else { (CommandState::Queued, Some(&now)) };
     // A queued command tells the streams from within its insert.
     let notify = if needs_approval { None } else { bus::notify_item(&state, &asset_id, 16) };
     let sql = format!(
@@ -350,15 +339,15 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     if !needs_approval {
         state.streams.wake(&asset_id);
     }
-    entered(if needs_approval { "awaiting_approval" } else { "queued" }, 1);
-    Ok(created(row))
+    entered(status, 1);
+    Ok(created(row.into()))
 }
 
 /// A command of the caller's tenant.
 #[utoipa::path(get, path = "/api/commands/{command_id}", tag = "sdk-command", params(("command_id" = String, Path, description = "the command")),
     responses((status = 200, description = "the command", body = Data<CommandView>)))]
-async fn get_command(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
-    Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
+async fn get_command(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<CommandView>> {
+    Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?.into()))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -378,7 +367,7 @@ struct NewCommandDecision {
         ["POST", "/api/assets", { "display_name": "race robot" }],
         ["POST", "/api/commands", { "type": "unlock", "risk_class": "high", "target_asset_id": "{asset_id}" }]],
         "body": { "approved": true } }))), responses((status = 200, description = "the command, queued or rejected", body = Data<CommandView>)))]
-async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewCommandDecision>) -> ApiResult<Response> {
+async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewCommandDecision>) -> ApiResult<Data<CommandView>> {
     let mut tx = state.db.begin().await?;
     // Not found comes first, so another tenant's id is never confirmed.
     let command = find(&mut *tx, &ctx.tenant_id, &id).await?;
@@ -390,8 +379,9 @@ async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     }
     keys::require_grant(&state, &ctx, APPROVE_PERMISSION).await?;
     let Command { command_id, target_asset_id: asset_id, risk_class: risk, .. } = command;
+    let command_id = command_id.to_string();
     // The risk class never changes: a low or medium command never waits.
-    if matches!(risk.as_str(), "low" | "medium") {
+    if matches!(risk, RiskClass::Low | RiskClass::Medium) {
         return Err(ApiError::Conflict(format!("a {risk}-risk command needs no decision")));
     }
     let now = db::now();
@@ -405,7 +395,7 @@ async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     let decided: Option<Command> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&ctx.tenant_id)
         .bind(&command_id)
-        .bind(if approved { "awaiting_approval" } else { "rejected" })
+        .bind(if approved { CommandState::AwaitingApproval } else { CommandState::Rejected })
         .bind(&ctx.persona_id)
         .bind(approved as i64)
         .bind(&reason)
@@ -425,7 +415,7 @@ async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
         .await?;
         if expired.rows_affected() > 0 {
             tx.commit().await?;
-            entered("expired", 1);
+            entered(CommandState::Expired, 1);
             return Err(ApiError::Conflict("the command expired before a decision".into()));
         }
     }
@@ -439,8 +429,8 @@ async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     if approved {
         state.streams.wake(&asset_id);
     }
-    entered(if approved { "queued" } else { "rejected" }, 1);
-    Ok(ok(row))
+    entered(if approved { CommandState::Queued } else { CommandState::Rejected }, 1);
+    Ok(ok(row.into()))
 }
 
 /// A validated acknowledgement.
@@ -478,7 +468,7 @@ pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &st
          WHERE command_id = $7 AND target_asset_id = $8 AND status IN ('queued', 'delivered') RETURNING {COLUMNS}"
     );
     let acked: Option<Command> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(if ack.ok { "acknowledged_ok" } else { "acknowledged_failed" })
+        .bind(if ack.ok { CommandState::AcknowledgedOk } else { CommandState::AcknowledgedFailed })
         .bind(ack.ok as i64)
         .bind(&ack.code)
         .bind(&ack.message)
@@ -491,8 +481,8 @@ pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &st
     let Some(row) = acked else {
         // Not acknowledgeable: the command as committed says why.
         let command = fetch(&mut *tx, &id).await?.filter(|c| c.target_asset_id == cred.asset_id).ok_or(ApiError::NotFound)?;
-        return match command.status.as_str() {
-            "acknowledged_ok" | "acknowledged_failed" => {
+        return match command.status {
+            CommandState::AcknowledgedOk | CommandState::AcknowledgedFailed => {
                 let same = command.ack_ok == Some(ack.ok as i64)
                     && command.ack_code == ack.code
                     && command.ack_message == ack.message
@@ -503,7 +493,7 @@ pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &st
         };
     };
     // The robot acts through its credential.
-    audit::emit(
+    audit::record_event(
         &mut tx,
         audit::Event {
             tenant_id: &cred.tenant_id,
@@ -519,7 +509,7 @@ pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &st
     )
     .await?;
     tx.commit().await?;
-    entered(if ack.ok { "acknowledged_ok" } else { "acknowledged_failed" }, 1);
+    entered(if ack.ok { CommandState::AcknowledgedOk } else { CommandState::AcknowledgedFailed }, 1);
     Ok(row)
 }
 
@@ -531,18 +521,19 @@ pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &st
     request_body = NewCommandAck,
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a robot acknowledges with its per-robot credential (rc_...), which this harness never sends: it sends the owner's JWT" }))),
     responses((status = 200, description = "the command, acknowledged", body = Data<CommandView>)))]
-async fn ack(State(state): State<AppState>, Robot(cred): Robot, Path(id): Path<String>, body: Body<NewCommandAck>) -> ApiResult<Response> {
+async fn ack(State(state): State<AppState>, Robot(cred): Robot, Path(id): Path<String>, body: Body<NewCommandAck>) -> ApiResult<Data<CommandView>> {
     // A command of another asset is not there, whatever the body.
     let command_id = path_id(&id)?.to_string();
     fetch(state.db.writer(), &command_id).await?.filter(|c| c.target_asset_id == cred.asset_id).ok_or(ApiError::NotFound)?;
     let NewCommandAck { ok: done, code, message, data } = body.checked()?;
-    Ok(ok(apply_ack(&state, &cred, &id, AckBody { ok: done, code, message, data }).await?))
+    Ok(ok(apply_ack(&state, &cred, &id, AckBody { ok: done, code, message, data }).await?.into()))
 }
 
 /// A page of the asset's commands, newest first, optionally of one status,
 /// as the list envelope.
-pub async fn list_for_asset(state: &AppState, tenant_id: &str, asset_id: &str, status: Option<&str>, page: Page) -> ApiResult<Response> {
-    page.list::<Command>(&state.db.read, &BY_ASSET, &[asset_id, tenant_id, status.unwrap_or("")]).await
+pub async fn list_for_asset(state: &AppState, tenant_id: &str, asset_id: &str, status: Option<CommandState>, page: Page) -> ApiResult<ListOf<CommandView>> {
+    let rows = page.list::<Command>(&state.db.read, &BY_ASSET, &[asset_id, tenant_id, status.map_or("", CommandState::as_str)]).await?;
+    Ok(list(rows.data.into_iter().map(CommandView::from).collect(), rows.total))
 }
 
 /// What a stream sends of a deliverable command.
@@ -601,7 +592,7 @@ pub async fn mark_delivered(state: &AppState, asset_id: &str, upto: i64) -> ApiR
     .bind(upto)
     .execute(state.db.writer())
     .await?;
-    entered("delivered", done.rows_affected());
+    entered(CommandState::Delivered, done.rows_affected());
     Ok(())
 }
 
@@ -613,14 +604,14 @@ pub async fn sweep_expired(state: &AppState) -> Result<u64, sqlx::Error> {
             .bind(&now)
             .execute(state.db.writer())
             .await?;
-    entered("expired", done.rows_affected());
+    entered(CommandState::Expired, done.rows_affected());
     Ok(done.rows_affected())
 }
 
 /// Counts `n` commands entering `state` (`hub_command_transitions_total`).
-fn entered(state: &'static str, n: u64) {
+fn entered(state: CommandState, n: u64) {
     if n > 0 {
-        metrics::counter!("hub_command_transitions_total", "state" => state).increment(n);
+        metrics::counter!("hub_command_transitions_total", "state" => state.as_str()).increment(n);
     }
 }
 
@@ -635,8 +626,8 @@ mod tests {
     use crate::enum_values;
 
     #[test]
-    fn the_documented_states_and_risks_are_the_validated_ones() {
+    fn the_documented_states_are_the_stored_ones() {
         assert_eq!(enum_values::<CommandState>(), STATES);
-        assert_eq!(enum_values::<RiskClass>(), RISKS);
+        assert_eq!(CommandState::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>(), STATES);
     }
 }

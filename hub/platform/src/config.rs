@@ -6,6 +6,8 @@
 //! secret itself is never stored here nor answered). Platform values are
 //! the operator's: a tenant credential reads them but never writes them.
 
+use axum::response::IntoResponse;
+
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -17,23 +19,17 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(rotate))
 }
 
-const SCOPES: [&str; 4] = ["platform", "tenant", "app", "app_user"];
-
-/// Where a value applies.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = ConfigScope)]
-enum Scope {
-    Platform,
-    Tenant,
-    App,
-    AppUser,
+stored_enum! {
+    /// Where a value applies.
+    #[schema(as = ConfigScope)]
+    enum Scope { Platform = "platform", Tenant = "tenant", App = "app", AppUser = "app_user" }
 }
 
-impl Scope {
-    fn as_str(self) -> &'static str {
-        SCOPES[self as usize]
-    }
+stored_enum! {
+    /// Whether a config row is the key's value at its scope: `revoked`
+    /// once ended (history stays).
+    #[schema(as = ConfigValueStatus)]
+    enum Status { Active = "active", Revoked = "revoked" }
 }
 
 /// A config row.
@@ -41,8 +37,7 @@ impl Scope {
 #[schema(as = ConfigValue)]
 struct Row {
     config_id: String,
-    /// `platform`, `tenant`, `app` or `app_user`.
-    scope: String,
+    scope: Scope,
     scope_id: String,
     key: String,
     /// Any JSON; null once rotated to a `secret_ref`.
@@ -50,12 +45,11 @@ struct Row {
     value: JsonText,
     /// Where the secret lives, once rotated; never the secret.
     secret_ref: Option<String>,
-    /// `active` or `revoked`.
-    status: String,
+    status: Status,
     version: i64,
-    created_at: String,
-    updated_at: String,
-    revoked_at: Option<String>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    revoked_at: Option<Timestamp>,
 }
 
 const COLUMNS: &str = "config_id, scope, scope_id, key, value, secret_ref, status, version, created_at, updated_at, revoked_at";
@@ -71,50 +65,44 @@ const ACTIVE: Listing = Listing {
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct Address {
-    /// `platform`, `tenant`, `app` or `app_user`.
-    scope: Option<String>,
+    /// Where the values apply.
+    #[param(inline)]
+    scope: Scope,
     /// `platform` for the platform scope; the caller's tenant for `tenant`
     /// (the default); an app id for `app`; a person id for `app_user`.
     scope_id: Option<String>,
 }
 
-impl Address {
-    /// The scope and scope id, or what is wrong with them.
-    fn check(&self, check: &mut Check, ctx: &TenantCtx) -> Option<(String, String)> {
-        let scope = check.required("scope", &self.scope);
-        check.one_of("scope", &scope, &SCOPES);
-        if !SCOPES.contains(&scope.as_str()) {
-            return None;
+/// The scope id of `scope` a request names (or its default), or what is
+/// wrong with it.
+fn scope_id_of(scope: Scope, scope_id: &Option<String>, check: &mut Check, ctx: &TenantCtx) -> Option<String> {
+    match (scope, Check::optional(scope_id)) {
+        (Scope::Platform, None) => Some("platform".to_string()),
+        (Scope::Tenant, None) => Some(ctx.tenant_id.clone()),
+        (_, Some(id)) if id.len() <= 128 => Some(id),
+        (_, Some(_)) => {
+            check.fail("scope_id must be at most 128 characters");
+            None
         }
-        let scope_id = match (scope.as_str(), Check::optional(&self.scope_id)) {
-            ("platform", None) => "platform".to_string(),
-            ("tenant", None) => ctx.tenant_id.clone(),
-            (_, Some(id)) if id.len() <= 128 => id,
-            (_, Some(_)) => {
-                check.fail("scope_id must be at most 128 characters");
-                return None;
-            }
-            (_, None) => {
-                check.required("scope_id", &None);
-                return None;
-            }
-        };
-        Some((scope, scope_id))
+        (_, None) => {
+            check.required("scope_id", &None);
+            None
+        }
     }
 }
 
 /// A tenant never names another tenant's scope (404 as for any resource of
 /// another tenant) nor the platform's as anything but `platform`.
-fn visible(ctx: &TenantCtx, scope: &str, scope_id: &str) -> ApiResult<()> {
+fn visible(ctx: &TenantCtx, scope: Scope, scope_id: &str) -> ApiResult<()> {
     match scope {
-        "tenant" if scope_id != ctx.tenant_id => Err(ApiError::NotFound),
-        "platform" if scope_id != "platform" => Err(ApiError::NotFound),
+        Scope::Tenant if scope_id != ctx.tenant_id => Err(ApiError::NotFound),
+        Scope::Platform if scope_id != "platform" => Err(ApiError::NotFound),
         _ => Ok(()),
     }
 }
 
-fn owner(scope: &str, ctx: &TenantCtx) -> Option<String> {
-    (scope != "platform").then(|| ctx.tenant_id.clone())
+fn owner(scope: Scope, ctx: &TenantCtx) -> Option<String> {
+    (scope != Scope::Platform).then(|| ctx.tenant_id.clone())
 }
 
 fn valid_key(key: &str) -> bool {
@@ -122,13 +110,6 @@ fn valid_key(key: &str) -> bool {
 }
 
 const KEY_RULE: &str = "key must be 1 to 200 letters, digits, '.', '_', '-', '/' or ':'";
-
-/// One row named by key, scope and scope id, as `target` checks it.
-struct KeyRequest {
-    key: Option<String>,
-    scope: Option<String>,
-    scope_id: Option<String>,
-}
 
 /// A request naming one row: key, scope, scope id.
 #[derive(Deserialize, ToSchema)]
@@ -143,12 +124,6 @@ struct KeyBody {
     /// (required for these two).
     #[schema(max_length = 128)]
     scope_id: Option<String>,
-}
-
-impl KeyBody {
-    fn named(&self) -> KeyRequest {
-        KeyRequest { key: Some(self.key.clone()), scope: Some(self.scope.as_str().to_string()), scope_id: self.scope_id.clone() }
-    }
 }
 
 /// A value to set at a key and scope.
@@ -175,22 +150,22 @@ struct RotateBody {
 
 /// Key, scope and scope id of a request, checked with whatever `check`
 /// already holds against the rest of the request: every problem in one 400.
-fn target(ctx: &TenantCtx, req: &KeyRequest, mut check: Check, writes: bool) -> ApiResult<(String, String, String)> {
-    let key = check.required("key", &req.key);
+fn target(ctx: &TenantCtx, key: &str, scope: Scope, scope_id: &Option<String>, mut check: Check, writes: bool) -> ApiResult<(String, Scope, String)> {
+    let key = check.required("key", &Some(key.to_string()));
     if !key.is_empty() && !valid_key(&key) {
         check.fail(KEY_RULE);
     }
-    let address = Address { scope: req.scope.clone(), scope_id: req.scope_id.clone() }.check(&mut check, ctx);
+    let scope_id = scope_id_of(scope, scope_id, &mut check, ctx);
     check.finish()?;
-    let (scope, scope_id) = address.expect("checked");
-    visible(ctx, &scope, &scope_id)?;
-    if writes && scope == "platform" {
+    let scope_id = scope_id.expect("checked");
+    visible(ctx, scope, &scope_id)?;
+    if writes && scope == Scope::Platform {
         return Err(ApiError::Forbidden { details: vec!["platform values are written by the platform operator only".into()], scopes: None });
     }
     Ok((key, scope, scope_id))
 }
 
-async fn active(tx: &mut Tx, ctx: &TenantCtx, key: &str, scope: &str, scope_id: &str) -> ApiResult<Option<Row>> {
+async fn active(tx: &mut Tx, ctx: &TenantCtx, key: &str, scope: Scope, scope_id: &str) -> ApiResult<Option<Row>> {
     let sql =
         format!("SELECT {COLUMNS} FROM config_value WHERE COALESCE(tenant_id, '') = $1 AND scope = $2 AND scope_id = $3 AND key = $4 AND status = 'active'");
     let owner = owner(scope, ctx).unwrap_or_default();
@@ -201,13 +176,13 @@ async fn active(tx: &mut Tx, ctx: &TenantCtx, key: &str, scope: &str, scope_id: 
 #[utoipa::path(get, path = "/api/config", tag = "sdk-config", params(Address),
     responses((status = 200, description = "the active rows, by key", body = ListOf<Row>),
         (status = 404, description = "NotFound: the scope names nothing this caller can see", body = ErrorBody)))]
-async fn list_values(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Address>, page: Page) -> ApiResult<Response> {
+async fn list_values(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Address>, page: Page) -> ApiResult<ListOf<Row>> {
     let mut check = Check::new();
-    let address = q.check(&mut check, &ctx);
+    let scope_id = scope_id_of(q.scope, &q.scope_id, &mut check, &ctx);
     check.finish()?;
-    let (scope, scope_id) = address.expect("checked");
-    visible(&ctx, &scope, &scope_id)?;
-    page.list::<Row>(&state.db.read, &ACTIVE, &[&ctx.tenant_id, &scope, &scope_id]).await
+    let scope_id = scope_id.expect("checked");
+    visible(&ctx, q.scope, &scope_id)?;
+    page.list::<Row>(&state.db.read, &ACTIVE, &[&ctx.tenant_id, q.scope.as_str(), &scope_id]).await
 }
 
 /// Sets a value: a new active row (201), or a new version of the active
@@ -215,7 +190,8 @@ async fn list_values(State(state): State<AppState>, Tenant(ctx): Tenant, Params(
 #[utoipa::path(post, path = "/api/config", tag = "sdk-config", request_body = SetBody,
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "given": [],
         "body": { "key": "race.{unique}", "scope": "tenant", "value": { "on": true } } }))),
-    responses((status = 201, description = "a new key at this scope", body = Data<Row>), (status = 200, description = "a new version of the value", body = Data<Row>)))]
+    responses((status = 201, description = "a new key at this scope", body = Data<Row>), (status = 200, description = "a new version of the value", body = Data<Row>),
+        (status = 404, description = "NotFound: the scope is not the caller's (another tenant, or the platform's)", body = ErrorBody)))]
 async fn set_value(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<SetBody>) -> ApiResult<Response> {
     let body = body.checked()?;
     let mut check = Check::new();
@@ -223,9 +199,9 @@ async fn set_value(State(state): State<AppState>, Tenant(ctx): Tenant, body: Bod
     if value.len() > 64 * 1024 {
         check.fail("value must be at most 64 KiB of JSON");
     }
-    let (key, scope, scope_id) = target(&ctx, &body.row.named(), check, true)?;
+    let (key, scope, scope_id) = target(&ctx, &body.row.key, body.row.scope, &body.row.scope_id, check, true)?;
     let now = db::now();
-    let owner = owner(&scope, &ctx);
+    let owner = owner(scope, &ctx);
     let mut tx = state.db.begin().await?;
     // The first set of a key at a scope inserts its active row (201); any
     // other, concurrent or later, finds it (the unique index on the active
@@ -243,7 +219,7 @@ async fn set_value(State(state): State<AppState>, Tenant(ctx): Tenant, body: Bod
         sqlx::query_as(sqlx::AssertSqlSafe(insert))
             .bind(db::new_id())
             .bind(&owner)
-            .bind(&scope)
+            .bind(scope)
             .bind(&scope_id)
             .bind(&key)
             .bind(&value)
@@ -251,7 +227,7 @@ async fn set_value(State(state): State<AppState>, Tenant(ctx): Tenant, body: Bod
             .bind(&now),
         sqlx::query_as(sqlx::AssertSqlSafe(next))
             .bind(owner.clone().unwrap_or_default())
-            .bind(&scope)
+            .bind(scope)
             .bind(&scope_id)
             .bind(&key)
             .bind(&value)
@@ -264,16 +240,20 @@ async fn set_value(State(state): State<AppState>, Tenant(ctx): Tenant, body: Bod
     let fact = json!({ "config_id": row.config_id, "key": key, "scope": scope, "scope_id": scope_id, "version": row.version });
     audit::record(&mut tx, &ctx, events::CONFIG_SET, fact).await?;
     tx.commit().await?;
-    Ok(if fresh { created(row) } else { ok(row) })
+    Ok(if fresh { created(row).into_response() } else { ok(row).into_response() })
 }
 
 /// Query of one row.
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct OneQuery {
-    key: Option<String>,
-    /// `platform`, `tenant`, `app` or `app_user`.
-    scope: Option<String>,
+    /// 1 to 200 letters, digits, `.`, `_`, `-`, `/` or `:`.
+    key: String,
+    /// Where the value applies.
+    #[param(inline)]
+    scope: Scope,
+    /// `platform` for the platform scope; the caller's tenant for `tenant`
+    /// (the default); an app id for `app`; a person id for `app_user`.
     scope_id: Option<String>,
 }
 
@@ -281,11 +261,10 @@ struct OneQuery {
 #[utoipa::path(get, path = "/api/config/value", tag = "sdk-config", params(OneQuery),
     responses((status = 200, description = "the active row", body = Data<Row>),
         (status = 404, description = "NotFound: no active row of the key at that scope", body = ErrorBody)))]
-async fn get_value(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<OneQuery>) -> ApiResult<Response> {
-    let req = KeyRequest { key: q.key, scope: q.scope, scope_id: q.scope_id };
-    let (key, scope, scope_id) = target(&ctx, &req, Check::new(), false)?;
+async fn get_value(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<OneQuery>) -> ApiResult<Data<Row>> {
+    let (key, scope, scope_id) = target(&ctx, &q.key, q.scope, &q.scope_id, Check::new(), false)?;
     let mut tx = state.db.begin().await?;
-    let row = active(&mut tx, &ctx, &key, &scope, &scope_id).await?.ok_or(ApiError::NotFound)?;
+    let row = active(&mut tx, &ctx, &key, scope, &scope_id).await?.ok_or(ApiError::NotFound)?;
     tx.commit().await?;
     Ok(ok(row))
 }
@@ -293,7 +272,8 @@ async fn get_value(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q)
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ResolveQuery {
-    key: Option<String>,
+    /// 1 to 200 letters, digits, `.`, `_`, `-`, `/` or `:`.
+    key: String,
     /// The app to look at; the caller's own by default.
     app_id: Option<String>,
     /// The person for the `app_user` scope; the calling person by default.
@@ -305,9 +285,9 @@ struct ResolveQuery {
 #[utoipa::path(get, path = "/api/config/resolve", tag = "sdk-config", params(ResolveQuery),
     responses((status = 200, description = "the winning row; `scope` says where it was found", body = Data<Row>),
         (status = 404, description = "NotFound: no row of the key applies to this caller", body = ErrorBody)))]
-async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ResolveQuery>) -> ApiResult<Response> {
+async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ResolveQuery>) -> ApiResult<Data<Row>> {
     let mut check = Check::new();
-    let key = check.required("key", &q.key);
+    let key = check.required("key", &Some(q.key));
     if !key.is_empty() && !valid_key(&key) {
         check.fail(KEY_RULE);
     }
@@ -339,8 +319,9 @@ async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): 
         "body": { "key": "race.{unique}", "scope": "tenant" } }))),
     responses((status = 200, description = "the revoked row", body = Data<Row>),
         (status = 404, description = "NotFound: no active row of the key at that scope", body = ErrorBody)))]
-async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<KeyBody>) -> ApiResult<Response> {
-    let (key, scope, scope_id) = target(&ctx, &body.checked()?.named(), Check::new(), true)?;
+async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<KeyBody>) -> ApiResult<Data<Row>> {
+    let body = body.checked()?;
+    let (key, scope, scope_id) = target(&ctx, &body.key, body.scope, &body.scope_id, Check::new(), true)?;
     let mut tx = state.db.begin().await?;
     // One guarded statement ends the active row: of two revokes at once,
     // one ends it and the other finds no active row (404, as after it).
@@ -349,8 +330,8 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<K
          WHERE COALESCE(tenant_id, '') = $1 AND scope = $2 AND scope_id = $3 AND key = $4 AND status = 'active' RETURNING {COLUMNS}"
     );
     let row: Row = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(owner(&scope, &ctx).unwrap_or_default())
-        .bind(&scope)
+        .bind(owner(scope, &ctx).unwrap_or_default())
+        .bind(scope)
         .bind(&scope_id)
         .bind(&key)
         .bind(db::now())
@@ -371,10 +352,10 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<K
         "body": { "key": "race.{unique}", "scope": "tenant", "secret_ref": "vault://race/{unique}" } }))),
     responses((status = 200, description = "the row, its value now a secret_ref", body = Data<Row>),
         (status = 404, description = "NotFound: no active row of the key at that scope", body = ErrorBody)))]
-async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<RotateBody>) -> ApiResult<Response> {
+async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<RotateBody>) -> ApiResult<Data<Row>> {
     let body = body.checked()?;
     let secret_ref = body.secret_ref.trim().to_string();
-    let (key, scope, scope_id) = target(&ctx, &body.row.named(), Check::new(), true)?;
+    let (key, scope, scope_id) = target(&ctx, &body.row.key, body.row.scope, &body.row.scope_id, Check::new(), true)?;
     let mut tx = state.db.begin().await?;
     // Guarded by the active state, so a rotate racing a revoke never
     // writes a secret_ref onto the revoked row (404, as after the revoke).
@@ -383,8 +364,8 @@ async fn rotate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<R
          WHERE COALESCE(tenant_id, '') = $1 AND scope = $2 AND scope_id = $3 AND key = $4 AND status = 'active' RETURNING {COLUMNS}"
     );
     let row: Row = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(owner(&scope, &ctx).unwrap_or_default())
-        .bind(&scope)
+        .bind(owner(scope, &ctx).unwrap_or_default())
+        .bind(scope)
         .bind(&scope_id)
         .bind(&key)
         .bind(&secret_ref)

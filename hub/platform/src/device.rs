@@ -2,6 +2,7 @@
 //! verified by the hub against a challenge it issued, device-person links
 //! and revocation.
 
+use axum::response::IntoResponse;
 use serde::Serializer;
 
 use hub_kernel::crypto;
@@ -18,57 +19,50 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(revoke))
 }
 
-pub const PLATFORMS: &[&str] = &["ios", "android", "web", "desktop"];
-const REVOCATION_REASONS: &[&str] = &["revoked", "stolen"];
-
-/// A device's platform.
-// The values of `PLATFORMS`; a test compares them.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-enum DevicePlatform {
-    Ios,
-    Android,
-    Web,
-    Desktop,
+stored_enum! {
+    /// A device's platform.
+    #[schema(as = DevicePlatform)]
+    enum DevicePlatform { Ios = "ios", Android = "android", Web = "web", Desktop = "desktop" }
 }
 
-impl DevicePlatform {
-    fn as_str(self) -> &'static str {
-        PLATFORMS[self as usize]
+stored_enum! {
+    /// Why a device is revoked; it becomes its status.
+    #[schema(as = DeviceRevocationReason)]
+    enum DeviceRevocationReason { Revoked = "revoked", Stolen = "stolen" }
+}
+
+stored_enum! {
+    /// Whether a device is in use: `revoked` or `stolen` once revoked.
+    #[schema(as = DeviceStatus)]
+    enum DeviceStatus { Active = "active", Revoked = "revoked", Stolen = "stolen" }
+}
+
+impl From<DeviceRevocationReason> for DeviceStatus {
+    fn from(reason: DeviceRevocationReason) -> Self {
+        match reason {
+            DeviceRevocationReason::Revoked => DeviceStatus::Revoked,
+            DeviceRevocationReason::Stolen => DeviceStatus::Stolen,
+        }
     }
 }
 
-/// Why a device is revoked; it becomes its status.
-// The values of `REVOCATION_REASONS`; a test compares them.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-enum DeviceRevocationReason {
-    Revoked,
-    Stolen,
-}
-
-impl DeviceRevocationReason {
-    fn as_str(self) -> &'static str {
-        REVOCATION_REASONS[self as usize]
+stored_enum! {
+    /// An attestation method (`device_core::attestation::METHODS`).
+    #[schema(as = AttestationMethod)]
+    enum AttestationMethod {
+        SecureEnclave = "secure-enclave",
+        KeyAttestation = "key-attestation",
+        AppAttest = "app-attest",
+        PlayIntegrity = "play-integrity",
     }
 }
 
-/// An attestation method.
-// The values of `device_core::attestation::METHODS`; a test compares them.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "kebab-case")]
-enum AttestationMethod {
-    SecureEnclave,
-    KeyAttestation,
-    AppAttest,
-    PlayIntegrity,
+stored_enum! {
+    /// Whether a person's link to a device holds.
+    #[schema(as = DevicePersonLinkStatus)]
+    enum LinkStatus { Active = "active", Suspended = "suspended", Revoked = "revoked" }
 }
 
-impl AttestationMethod {
-    fn as_str(self) -> &'static str {
-        device_core::attestation::METHODS[self as usize]
-    }
-}
 /// How long a hub-issued attestation challenge stays usable.
 const CHALLENGE_TTL_SECONDS: i64 = 300;
 
@@ -76,9 +70,9 @@ const CHALLENGE_TTL_SECONDS: i64 = 300;
 /// whether there is one (`attested`).
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Device {
-    device_uuid: String,
+    device_uuid: Id,
     tenant_id: String,
-    platform: String,
+    platform: DevicePlatform,
     os_version: Option<String>,
     app_version: Option<String>,
     device_key_ref: Option<String>,
@@ -86,10 +80,9 @@ struct Device {
     #[serde(rename = "attested", serialize_with = "is_some")]
     #[schema(value_type = bool)]
     attested_public_key: Option<String>,
-    /// `active`, `revoked` or `stolen`.
-    status: String,
-    last_seen_at: String,
-    created_at: String,
+    status: DeviceStatus,
+    last_seen_at: Timestamp,
+    created_at: Timestamp,
 }
 
 const COLUMNS: &str = "device_uuid, tenant_id, platform, os_version, app_version, device_key_ref, attested_public_key, status, last_seen_at, created_at";
@@ -109,35 +102,35 @@ struct DeviceRegistered {
 /// A hub-issued challenge as its device is told it.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct AttestationChallenge {
-    device_uuid: String,
+    device_uuid: Id,
     /// To sign in the attestation envelope; usable once, for 300 seconds.
     challenge: String,
-    expires_at: String,
+    expires_at: Timestamp,
 }
 
 /// An attestation as recorded, with the hub's verdict.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct DeviceAttestation {
-    attestation_id: String,
-    device_uuid: String,
-    method: String,
+    attestation_id: Id,
+    device_uuid: Id,
+    method: AttestationMethod,
     /// The hub's verdict.
     #[sqlx(try_from = "i64")]
     verified: Flag,
     /// Why the envelope did not verify.
     failure_reason: Option<String>,
-    expires_at: Option<String>,
-    created_at: String,
+    expires_at: Option<Timestamp>,
+    created_at: Timestamp,
 }
 
 /// A person linked to a device.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct DevicePersonLink {
-    device_uuid: String,
-    person_id: String,
-    status: String,
-    linked_at: String,
-    updated_at: String,
+    device_uuid: Id,
+    person_id: Id,
+    status: LinkStatus,
+    linked_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const LINK_COLUMNS: &str = "device_uuid, person_id, status, linked_at, updated_at";
@@ -203,10 +196,10 @@ struct DeviceRegistration {
 #[utoipa::path(post, path = "/api/devices", tag = "sdk-device", request_body = DeviceRegistration,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "device_uuid": "{unique}", "platform": "ios" } }))),
     responses((status = 201, description = "the device, and whether this call created it", body = Data<DeviceRegistered>)))]
-async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<DeviceRegistration>) -> ApiResult<Response> {
+async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<DeviceRegistration>) -> ApiResult<Created<DeviceRegistered>> {
     let body = body.checked()?;
     let device = path_id(&body.device_uuid)?.to_string();
-    let platform = body.platform.as_str();
+    let platform = body.platform;
     let now = db::now();
     let mut tx = state.db.begin().await?;
     // The first registration inserts the device; any other, concurrent or
@@ -244,7 +237,7 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
 /// A device of the caller's tenant.
 #[utoipa::path(get, path = "/api/devices/{device_uuid}", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")),
     responses((status = 200, description = "the device", body = Data<Device>)))]
-async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Device>> {
     let id = path_id(&id)?.to_string();
     Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
 }
@@ -253,7 +246,7 @@ async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
 #[utoipa::path(post, path = "/api/devices/{device_uuid}/challenge", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]] }))),
     responses((status = 201, description = "the challenge", body = Data<AttestationChallenge>)))]
-async fn challenge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn challenge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Created<AttestationChallenge>> {
     let id = path_id(&id)?.to_string();
     if !registered(&state.db.read, &ctx.tenant_id, &id).await? {
         return Err(ApiError::NotFound);
@@ -302,13 +295,18 @@ struct NewDeviceAttestation {
         ["POST", "/api/devices/{device_uuid}/challenge", null]],
         "body": { "method": "secure-enclave", "signature_envelope": { "challenge": "{challenge}" } } }))),
     responses((status = 201, description = "the attestation and the hub's verdict", body = Data<DeviceAttestation>)))]
-async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NewDeviceAttestation>) -> ApiResult<Response> {
+async fn attest(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    body: Body<NewDeviceAttestation>,
+) -> ApiResult<Created<DeviceAttestation>> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     let pinned = find(&mut *tx, &ctx.tenant_id, &id).await?.attested_public_key;
     let body = body.checked()?;
     let mut check = Check::new();
-    let method = body.method.as_str();
+    let method = body.method;
     let envelope = match &body.signature_envelope {
         Value::String(s) if !s.trim().is_empty() => s.clone(),
         v @ Value::Object(_) => v.to_string(),
@@ -323,7 +321,7 @@ async fn attest(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
         .ok()
         .and_then(|v| v.get("challenge").and_then(Value::as_str).map(str::to_string))
         .ok_or_else(|| ApiError::invalid("signature_envelope must be an attestation envelope carrying its challenge"))?;
-    let outcome = verify(&mut tx, &ctx.tenant_id, &id, method, &envelope, &claimed_challenge, pinned.as_deref()).await?;
+    let outcome = verify(&mut tx, &ctx.tenant_id, &id, method.as_str(), &envelope, &claimed_challenge, pinned.as_deref()).await?;
     let mut outcome = outcome;
     if let (Ok(key), None) = (&outcome, &pinned) {
         // The first verified key is pinned in one guarded statement: of two
@@ -381,7 +379,7 @@ async fn verify(
 ) -> ApiResult<Result<String, String>> {
     // The challenge is consumed in one guarded statement: of two
     // attestations carrying it at once, exactly one uses it.
-    let consumed: Option<String> = sqlx::query_scalar(
+    let consumed: Option<Timestamp> = sqlx::query_scalar(
         "UPDATE platform_device_challenge SET used_at = $4 WHERE challenge = $1 AND tenant_id = $2 AND device_uuid = $3 AND used_at IS NULL RETURNING expires_at",
     )
     .bind(challenge)
@@ -400,7 +398,7 @@ async fn verify(
                 .await?;
         return Ok(Err(if issued.is_some() { "the challenge has already been used" } else { "the challenge was not issued for this device" }.into()));
     };
-    if expires_at <= db::now() {
+    if expires_at <= Timestamp::now() {
         return Ok(Err("the challenge has expired".into()));
     }
     let verified = match device_core::attestation::verify_attestation(envelope, challenge) {
@@ -462,13 +460,13 @@ async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
     .await?;
     audit::record(&mut tx, &ctx, events::DEVICE_PERSON_LINKED, json!({ "device_uuid": id, "person_id": person })).await?;
     tx.commit().await?;
-    Ok(if written == Written::Found { ok(link) } else { created(link) })
+    Ok(if written == Written::Found { ok(link).into_response() } else { created(link).into_response() })
 }
 
 /// The persons linked to the device, first linked first.
 #[utoipa::path(get, path = "/api/devices/{device_uuid}/persons", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")),
     responses((status = 200, description = "the links", body = Data<Vec<DevicePersonLink>>)))]
-async fn persons(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn persons(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Vec<DevicePersonLink>>> {
     let id = path_id(&id)?.to_string();
     if !registered(&state.db.read, &ctx.tenant_id, &id).await? {
         return Err(ApiError::NotFound);
@@ -492,18 +490,19 @@ struct DeviceRevocation {
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]],
         "body": { "reason": "stolen" } }))),
     responses((status = 200, description = "the device, revoked", body = Data<Device>)))]
-async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<DeviceRevocation>) -> ApiResult<Response> {
+async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<DeviceRevocation>) -> ApiResult<Data<Device>> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     if !registered(&mut *tx, &ctx.tenant_id, &id).await? {
         return Err(ApiError::NotFound);
     }
-    let reason = body.checked()?.reason.as_str();
+    let reason = body.checked()?.reason;
     // One guarded statement: of two revocations with one reason at once,
     // one changes the status (with the event) and the other finds it so
     // and answers the device as committed.
     let sql = format!("UPDATE platform_device SET status = $1 WHERE tenant_id = $2 AND device_uuid = $3 AND status <> $1 RETURNING {COLUMNS}");
-    let moved: Option<Device> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(reason).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    let moved: Option<Device> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(DeviceStatus::from(reason)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
     let Some(device) = moved else {
         return Ok(ok(find(&mut *tx, &ctx.tenant_id, &id).await?));
     };
@@ -518,9 +517,8 @@ mod tests {
     use crate::enum_values;
 
     #[test]
-    fn the_documented_platforms_methods_and_reasons_are_the_validated_ones() {
-        assert_eq!(enum_values::<DevicePlatform>(), PLATFORMS);
+    fn the_documented_methods_are_device_cores() {
         assert_eq!(enum_values::<AttestationMethod>(), device_core::attestation::METHODS);
-        assert_eq!(enum_values::<DeviceRevocationReason>(), REVOCATION_REASONS);
+        assert_eq!(AttestationMethod::ALL.iter().map(|m| m.as_str()).collect::<Vec<_>>(), device_core::attestation::METHODS);
     }
 }

@@ -18,15 +18,15 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Crash {
     #[serde(rename = "id")]
-    crash_id: String,
+    crash_id: Id,
     tenant_id: String,
     device_uuid: String,
     person_id: Option<String>,
     app_version: Option<String>,
     os_version: Option<String>,
-    occurred_at: String,
+    occurred_at: Timestamp,
     stack_envelope: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const CRASH_COLUMNS: &str = "crash_id, tenant_id, device_uuid, person_id, app_version, os_version, occurred_at, stack_envelope, created_at";
@@ -36,13 +36,12 @@ const CRASHES: Listing =
 /// A health snapshot as its reporter is answered (never its tenant).
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct HealthSnapshot {
-    snapshot_id: String,
+    snapshot_id: Id,
     device_uuid: String,
-    /// `ok`, `degraded` or `critical`.
-    status: String,
+    status: HealthLevel,
     #[sqlx(try_from = "String")]
     metrics: JsonText,
-    taken_at: String,
+    taken_at: Timestamp,
 }
 
 /// What the public read says of a device's health: the status and when it
@@ -50,10 +49,10 @@ struct HealthSnapshot {
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct DeviceHealthStatus {
     device_uuid: String,
-    /// `ok`, `degraded`, `critical`, or `unknown` when there is no snapshot.
-    status: String,
+    /// `unknown` when there is no snapshot.
+    status: DeviceHealth,
     /// Null when there is no snapshot.
-    taken_at: Option<String>,
+    taken_at: Option<Timestamp>,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -76,7 +75,7 @@ struct NewCrash {
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]],
         "body": { "device_uuid": "{unique}", "stack_envelope": "race stack" } }))),
     responses((status = 201, description = "the crash", body = Data<Crash>)))]
-async fn report_crash(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCrash>) -> ApiResult<Response> {
+async fn report_crash(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewCrash>) -> ApiResult<Created<Crash>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let device = path_id(&body.device_uuid)?.to_string();
@@ -115,25 +114,22 @@ async fn report_crash(State(state): State<AppState>, Tenant(ctx): Tenant, body: 
 #[into_params(parameter_in = Query)]
 struct DeviceQuery {
     /// The device whose crashes to list.
-    #[param(required = true, format = "uuid")]
-    device_uuid: Option<String>,
+    #[param(format = "uuid")]
+    device_uuid: String,
 }
 
 /// A page of the crashes of one device, newest first.
 #[utoipa::path(get, path = "/api/diagnostic/crash", tag = "sdk-diagnostic-telemetry", params(DeviceQuery, Page),
     responses((status = 200, description = "a page of crashes", body = ListOf<Crash>)))]
-async fn list_crashes(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DeviceQuery>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let device = check.required_uuid("device_uuid", &q.device_uuid);
-    check.finish()?;
-    let device = device.expect("checked").to_string();
+async fn list_crashes(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DeviceQuery>, page: Page) -> ApiResult<ListOf<Crash>> {
+    let device = canonical_uuid(&q.device_uuid);
     page.list::<Crash>(&state.db.read, &CRASHES, &[&ctx.tenant_id, &device]).await
 }
 
 /// One crash of the caller's tenant.
 #[utoipa::path(get, path = "/api/diagnostic/crash/{id}", tag = "sdk-diagnostic-telemetry", params(("id" = String, Path, description = "the crash's id")),
     responses((status = 200, description = "the crash", body = Data<Crash>)))]
-async fn get_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_crash(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Crash>> {
     let id = path_id(&id)?.to_string();
     let crash: Crash = sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {CRASH_COLUMNS} FROM diagnostic_crash WHERE crash_id = $1 AND tenant_id = $2")))
         .bind(&id)
@@ -158,22 +154,17 @@ struct NewHealthSnapshot {
     taken_at: Option<String>,
 }
 
-const HEALTH_STATUSES: &[&str] = &["ok", "degraded", "critical"];
-
-/// A health snapshot's status.
-// The values of `HEALTH_STATUSES`; a test compares them.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-enum HealthLevel {
-    Ok,
-    Degraded,
-    Critical,
+stored_enum! {
+    /// A health snapshot's status.
+    #[schema(as = HealthLevel)]
+    pub enum HealthLevel { Ok = "ok", Degraded = "degraded", Critical = "critical" }
 }
 
-impl HealthLevel {
-    fn as_str(self) -> &'static str {
-        HEALTH_STATUSES[self as usize]
-    }
+stored_enum! {
+    /// A device's latest health as the public read says it: a snapshot's
+    /// status, or `unknown` when there is none.
+    #[schema(as = DeviceHealth)]
+    pub enum DeviceHealth { Ok = "ok", Degraded = "degraded", Critical = "critical", Unknown = "unknown" }
 }
 
 /// Records a health snapshot of a registered device of the caller's tenant.
@@ -181,11 +172,11 @@ impl HealthLevel {
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }]],
         "body": { "device_uuid": "{unique}", "status": "ok" } }))),
     responses((status = 201, description = "the snapshot", body = Data<HealthSnapshot>)))]
-async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewHealthSnapshot>) -> ApiResult<Response> {
+async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewHealthSnapshot>) -> ApiResult<Created<HealthSnapshot>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let device = path_id(&body.device_uuid)?.to_string();
-    let status = body.status.as_str();
+    let status = body.status;
     let metrics = Value::Object(body.metrics.clone().unwrap_or_default());
     let taken_at = check.time_or_now("taken_at", &body.taken_at);
     check.finish()?;
@@ -215,8 +206,8 @@ async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, bod
 #[into_params(parameter_in = Query)]
 struct HealthQuery {
     /// The device.
-    #[param(required = true, format = "uuid")]
-    device_uuid: Option<String>,
+    #[param(format = "uuid")]
+    device_uuid: String,
     /// The registering tenant whose snapshots count; the first to register
     /// the device when absent.
     #[param(format = "uuid")]
@@ -232,12 +223,9 @@ struct HealthQuery {
 /// tenant.
 #[utoipa::path(get, path = "/api/diagnostic/health", tag = "sdk-diagnostic-telemetry", params(HealthQuery),
     responses((status = 200, description = "the latest status, `unknown` when there is none", body = Data<DeviceHealthStatus>)))]
-async fn latest_health(State(state): State<AppState>, Params(q): Params<HealthQuery>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let device = check.required_uuid("device_uuid", &q.device_uuid);
-    let tenant = check.optional_uuid("tenant_id", &q.tenant_id).map(|t| t.to_string());
-    check.finish()?;
-    let device = device.expect("checked").to_string();
+async fn latest_health(State(state): State<AppState>, Params(q): Params<HealthQuery>) -> ApiResult<Data<DeviceHealthStatus>> {
+    let device = canonical_uuid(&q.device_uuid);
+    let tenant = canonical_uuid_opt(&q.tenant_id);
     let latest: Option<DeviceHealthStatus> = match device::registrant(&state.db.read, &device, tenant.as_deref()).await? {
         None => None,
         Some(owner) => {
@@ -251,7 +239,7 @@ async fn latest_health(State(state): State<AppState>, Params(q): Params<HealthQu
             .await?
         }
     };
-    Ok(ok(latest.unwrap_or(DeviceHealthStatus { device_uuid: device, status: "unknown".into(), taken_at: None })))
+    Ok(ok(latest.unwrap_or(DeviceHealthStatus { device_uuid: device, status: DeviceHealth::Unknown, taken_at: None })))
 }
 
 #[cfg(test)]
@@ -261,6 +249,6 @@ mod tests {
 
     #[test]
     fn the_documented_health_statuses_are_the_validated_ones() {
-        assert_eq!(enum_values::<HealthLevel>(), HEALTH_STATUSES);
+        assert_eq!(enum_values::<HealthLevel>(), HealthLevel::ALL.iter().map(|h| h.as_str()).collect::<Vec<_>>());
     }
 }

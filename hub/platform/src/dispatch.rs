@@ -23,7 +23,7 @@ const EARTH_RADIUS_KM: f64 = 6371.0088;
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = DispatchRoute)]
 struct Route {
-    route_id: String,
+    route_id: Id,
     /// The persona the route is for.
     persona_id: String,
     /// Where the route begins, when the request gave a start; otherwise it
@@ -45,7 +45,7 @@ struct Route {
     total_minutes: f64,
     /// The speed the drive times were computed with (`DISPATCH_AVG_SPEED_KMH`).
     avg_speed_kmh: f64,
-    optimized_at: String,
+    optimized_at: Timestamp,
 }
 
 const COLUMNS: &str = "route_id, persona_id, start_point, stops, total_km, given_order_km, drive_minutes, total_minutes, avg_speed_kmh, optimized_at";
@@ -285,7 +285,7 @@ fn plan(start: Option<Point>, given: Vec<Given>, speed_kmh: f64) -> Plan {
     extensions(("x-concurrency" = json!({ "outcome": "independent",
         "body": { "stops": [{ "stop_id": "s1", "lat": 52.37, "lng": 4.89 }, { "stop_id": "s2", "lat": 52.38, "lng": 4.91 }, { "stop_id": "s3", "lat": 52.36, "lng": 4.9 }] } }))),
     responses((status = 201, description = "the optimised route, stored", body = Data<Route>)))]
-async fn optimize(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<OptimizeRequest>) -> ApiResult<Response> {
+async fn optimize(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<OptimizeRequest>) -> ApiResult<Created<Route>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let persona = check.optional_uuid("persona_id", &body.persona_id).map(|u| u.to_string());
@@ -334,7 +334,7 @@ async fn optimize(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
 /// One optimised route of the caller's tenant.
 #[utoipa::path(get, path = "/api/dispatch/routes/{route_id}", tag = "sdk-dispatch", params(("route_id" = String, Path, description = "the route")),
     responses((status = 200, description = "the route", body = Data<Route>)))]
-async fn get_route(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_route(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Route>> {
     let id = path_id(&id)?.to_string();
     let sql = format!("SELECT {COLUMNS} FROM dispatch_route WHERE tenant_id = $1 AND route_id = $2");
     let route: Route =

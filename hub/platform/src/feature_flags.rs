@@ -15,6 +15,8 @@
 
 use std::{borrow::Cow, collections::HashMap, sync::Arc};
 
+use axum::response::IntoResponse;
+
 use hub_kernel::{prelude::*, state::Invalidation};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -28,22 +30,41 @@ const MAX_ATTRIBUTES: usize = 100;
 /// The largest JSON value a flag or rollout answers.
 const MAX_VALUE_BYTES: usize = 64 * 1024;
 
-/// How a constraint compares the context's value with its operands.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = FeatureFlagOperator)]
-#[allow(dead_code)] // the schema of `Constraint::operator`, which stays text
-enum Operator {
-    In,
-    NotIn,
-    StrContains,
-    StrStartsWith,
-    StrEndsWith,
-    NumEq,
-    NumGt,
-    NumGte,
-    NumLt,
-    NumLte,
+stored_enum! {
+    /// How a constraint compares the context's value with its operands.
+    #[schema(as = FeatureFlagOperator)]
+    enum Operator {
+        In = "in",
+        NotIn = "not_in",
+        StrContains = "str_contains",
+        StrStartsWith = "str_starts_with",
+        StrEndsWith = "str_ends_with",
+        NumEq = "num_eq",
+        NumGt = "num_gt",
+        NumGte = "num_gte",
+        NumLt = "num_lt",
+        NumLte = "num_lte",
+    }
+}
+
+impl Operator {
+    /// Whether the operator compares numbers (its operand is `value`).
+    fn numeric(self) -> bool {
+        matches!(self, Operator::NumEq | Operator::NumGt | Operator::NumGte | Operator::NumLt | Operator::NumLte)
+    }
+}
+
+stored_enum! {
+    /// Whose flag a layer is: the caller's tenant's own, or the platform's
+    /// (the operator's, seen by every tenant).
+    #[schema(as = FeatureFlagLayer)]
+    enum FlagLayer { Tenant = "tenant", Platform = "platform" }
+}
+
+stored_enum! {
+    /// What decided an evaluation.
+    #[schema(as = FeatureFlagEvaluationReason)]
+    enum Reason { KillSwitch = "kill_switch", Rollout = "rollout", Default = "default" }
 }
 
 /// A flag (one layer of its key).
@@ -52,8 +73,7 @@ enum Operator {
 struct FlagRow {
     flag_id: String,
     flag_key: String,
-    /// `tenant` (the caller's own) or `platform` (the operator's).
-    layer: String,
+    layer: FlagLayer,
     description: Option<String>,
     /// Answered when no rollout matches.
     #[sqlx(try_from = "String")]
@@ -64,9 +84,9 @@ struct FlagRow {
     #[sqlx(try_from = "i64")]
     kill_switch_engaged: Flag,
     kill_switch_reason: Option<String>,
-    kill_switch_changed_at: Option<String>,
-    created_at: String,
-    updated_at: String,
+    kill_switch_changed_at: Option<Timestamp>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const FLAG_COLUMNS: &str = "flag_id, flag_key, CASE WHEN tenant_id IS NULL THEN 'platform' ELSE 'tenant' END AS layer, description, default_value, off_value, \
@@ -94,8 +114,8 @@ struct RolloutRow {
     value: JsonText,
     #[sqlx(try_from = "i64")]
     active: Flag,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const ROLLOUT_COLUMNS: &str = "rollout_id, flag_id, priority, predicate, percentage, stickiness, group_id, value, active, created_at, updated_at";
@@ -106,10 +126,7 @@ const ROLLOUT_COLUMNS: &str = "rollout_id, flag_id, priority, predicate, percent
 struct Constraint {
     /// `tenant_id`, `persona_id`, `bu_id` or `attributes.<name>`.
     context_name: String,
-    /// `in`, `not_in`, `str_contains`, `str_starts_with`, `str_ends_with`,
-    /// `num_eq`, `num_gt`, `num_gte`, `num_lt` or `num_lte`.
-    #[schema(value_type = Operator)]
-    operator: String,
+    operator: Operator,
     /// The operand strings of `in`, `not_in` and the `str_` operators (1
     /// to 1,000 of them, required for those operators).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -191,7 +208,7 @@ struct NewFlag {
 #[utoipa::path(post, path = "/api/feature-flags", tag = "sdk-feature-flags", request_body = NewFlag,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "flag_key": "race-{unique}" } }))),
     responses((status = 201, description = "the flag", body = Data<FlagRow>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewFlag>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewFlag>) -> ApiResult<Created<FlagRow>> {
     let req = body.checked()?;
     let mut check = Check::new();
     let key = req.flag_key.trim().to_string();
@@ -229,7 +246,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
 /// A flag with its rollouts: the tenant's own, or else the platform's.
 #[utoipa::path(get, path = "/api/feature-flags/{flag_key}", tag = "sdk-feature-flags", params(("flag_key" = String, Path, description = "the flag's key")),
     responses((status = 200, description = "the flag and its rollouts, active or not, lowest priority first", body = Data<Detail>)))]
-async fn get_flag(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>) -> ApiResult<Response> {
+async fn get_flag(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>) -> ApiResult<Data<Detail>> {
     if !valid_key(&key) {
         return Err(ApiError::NotFound);
     }
@@ -281,7 +298,7 @@ fn check_predicate(check: &mut Check, predicate: &[Constraint]) {
         if !valid_context_name(&c.context_name) {
             check.fail(format!("predicate[{i}].context_name {CONTEXT_NAME_RULE}"));
         }
-        if c.operator.starts_with("num_") {
+        if c.operator.numeric() {
             if c.value.is_none() {
                 check.fail(format!("predicate[{i}].value must be a number"));
             }
@@ -372,7 +389,7 @@ async fn set_rollout(State(state): State<AppState>, Tenant(ctx): Tenant, Path(ke
     audit::record(&mut tx, &ctx, events::FEATURE_FLAG_ROLLOUT_CHANGED, fact).await?;
     tx.commit().await?;
     changed(&state, &ctx).await;
-    Ok(if fresh { created(row) } else { ok(row) })
+    Ok(if fresh { created(row).into_response() } else { ok(row).into_response() })
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -392,7 +409,7 @@ struct KillSwitchRequest {
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/feature-flags", { "flag_key": "race-{unique}" }]],
         "body": { "engaged": true, "reason": "race" } }))),
     responses((status = 200, description = "the flag", body = Data<FlagRow>)))]
-async fn kill_switch(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, body: Body<KillSwitchRequest>) -> ApiResult<Response> {
+async fn kill_switch(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, body: Body<KillSwitchRequest>) -> ApiResult<Data<FlagRow>> {
     if !valid_key(&key) {
         return Err(ApiError::NotFound);
     }
@@ -447,10 +464,9 @@ struct Evaluation {
     /// The rollout that decided; null for the kill switch or the default.
     matched_rollout_id: Option<String>,
     kill_switch_engaged: bool,
-    /// `kill_switch`, `rollout` or `default`.
-    reason: &'static str,
-    /// The layer that decided: `tenant` or `platform`.
-    layer: String,
+    reason: Reason,
+    /// The layer that decided.
+    layer: FlagLayer,
 }
 
 /// Evaluates a flag for a context: kill switch first, then the active
@@ -461,7 +477,7 @@ struct Evaluation {
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "given": [["POST", "/api/feature-flags", { "flag_key": "race-{unique}" }]],
         "body": {} }))),
     responses((status = 200, description = "the value for this context and what decided it", body = Data<Evaluation>)))]
-async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, body: Body<ContextRequest>) -> ApiResult<Response> {
+async fn evaluate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, body: Body<ContextRequest>) -> ApiResult<Data<Evaluation>> {
     // A context's `tenant_id` is the gate's: `Body` refused another
     // tenant's; the context's tenant is the caller's.
     if !valid_key(&key) {
@@ -529,21 +545,21 @@ impl Constraint {
             let a = fold(self.case_insensitive, a);
             self.values.iter().any(|v| test(&a, &fold(self.case_insensitive, v)))
         };
-        let outcome = match (self.operator.as_str(), actual) {
-            ("not_in", None) => true,
+        let outcome = match (self.operator, actual) {
+            (Operator::NotIn, None) => true,
             (_, None) => false,
-            ("in", Some(a)) => any(&|a, v| a == v, &a),
-            ("not_in", Some(a)) => !any(&|a, v| a == v, &a),
-            ("str_contains", Some(a)) => any(&|a, v| a.contains(v), &a),
-            ("str_starts_with", Some(a)) => any(&|a, v| a.starts_with(v), &a),
-            ("str_ends_with", Some(a)) => any(&|a, v| a.ends_with(v), &a),
+            (Operator::In, Some(a)) => any(&|a, v| a == v, &a),
+            (Operator::NotIn, Some(a)) => !any(&|a, v| a == v, &a),
+            (Operator::StrContains, Some(a)) => any(&|a, v| a.contains(v), &a),
+            (Operator::StrStartsWith, Some(a)) => any(&|a, v| a.starts_with(v), &a),
+            (Operator::StrEndsWith, Some(a)) => any(&|a, v| a.ends_with(v), &a),
             (op, Some(a)) => match (a.trim().parse::<f64>(), self.value) {
                 (Ok(x), Some(y)) => match op {
-                    "num_eq" => x == y,
-                    "num_gt" => x > y,
-                    "num_gte" => x >= y,
-                    "num_lt" => x < y,
-                    "num_lte" => x <= y,
+                    Operator::NumEq => x == y,
+                    Operator::NumGt => x > y,
+                    Operator::NumGte => x >= y,
+                    Operator::NumLt => x < y,
+                    Operator::NumLte => x <= y,
                     _ => false,
                 },
                 _ => false,
@@ -608,19 +624,19 @@ impl Flags {
             flag_key: key.to_string(),
             resolved_value: resolved_value.clone(),
             matched_rollout_id: rollout.map(str::to_string),
-            kill_switch_engaged: reason == "kill_switch",
+            kill_switch_engaged: reason == Reason::KillSwitch,
             reason,
-            layer: layer.flag.layer.clone(),
+            layer: layer.flag.layer,
         };
         if let Some(killed) = layers.iter().find(|l| l.flag.kill_switch_engaged.0) {
-            return Some(answer(killed, &killed.flag.off_value.0, None, "kill_switch"));
+            return Some(answer(killed, &killed.flag.off_value.0, None, Reason::KillSwitch));
         }
         for layer in &layers {
             if let Some(r) = layer.rollouts.iter().find(|r| r.admits(context)) {
-                return Some(answer(layer, &r.value, Some(&r.rollout_id), "rollout"));
+                return Some(answer(layer, &r.value, Some(&r.rollout_id), Reason::Rollout));
             }
         }
-        Some(answer(first, &first.flag.default_value.0, None, "default"))
+        Some(answer(first, &first.flag.default_value.0, None, Reason::Default))
     }
 }
 
@@ -647,7 +663,7 @@ async fn load(db: &Db, tenant_id: &str) -> ApiResult<Flags> {
     let mut flags = Flags::default();
     for flag in rows {
         let layer = Layer { rollouts: by_flag.remove(&flag.flag_id).unwrap_or_default(), flag };
-        let side = if layer.flag.layer == "platform" { &mut flags.platform } else { &mut flags.tenant };
+        let side = if layer.flag.layer == FlagLayer::Platform { &mut flags.platform } else { &mut flags.tenant };
         side.insert(layer.flag.flag_key.clone(), layer);
     }
     Ok(flags)
@@ -687,7 +703,7 @@ mod tests {
     fn constraint(name: &str, operator: &str, values: &[&str], value: Option<f64>) -> Constraint {
         Constraint {
             context_name: name.into(),
-            operator: operator.into(),
+            operator: operator.parse().unwrap(),
             values: values.iter().map(|s| s.to_string()).collect(),
             value,
             inverted: false,

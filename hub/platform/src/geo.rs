@@ -5,6 +5,7 @@
 //! the caller's tenant: they are personal data, so "not tenant-scoped"
 //! would let any tenant read another's customers' addresses.
 
+use axum::response::IntoResponse;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -15,7 +16,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = GeoAddress)]
 struct Address {
-    address_id: String,
+    address_id: Id,
     /// The normalised one-line form the address is known by.
     canonical: String,
     #[sqlx(try_from = "String")]
@@ -25,7 +26,7 @@ struct Address {
     region: Option<String>,
     postal_code: Option<String>,
     country_code: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const COLUMNS: &str = "address_id, canonical, lines, locality, region, postal_code, country_code, created_at";
@@ -87,7 +88,7 @@ async fn canonicalise(State(state): State<AppState>, Tenant(ctx): Tenant, body: 
     let sql = format!("SELECT {COLUMNS} FROM geo_address WHERE tenant_id = $1 AND lower(canonical) = $2");
     let stored: Option<Address> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&key).fetch_optional(&mut *tx).await?;
     if let Some(address) = stored {
-        return Ok(ok(Answer { address, created: Some(false) }));
+        return Ok(ok(Answer { address, created: Some(false) }).into_response());
     }
     // The first store of a canonical form inserts it (201); any other,
     // concurrent or later, finds it (the unique canonical form) and
@@ -113,18 +114,18 @@ async fn canonicalise(State(state): State<AppState>, Tenant(ctx): Tenant, body: 
     )
     .await?;
     if written == Written::Found {
-        return Ok(ok(Answer { address, created: Some(false) }));
+        return Ok(ok(Answer { address, created: Some(false) }).into_response());
     }
     // The event names the address, never its text (personal data).
     audit::record(&mut tx, &ctx, events::ADDRESS_CANONICALISED, json!({ "address_id": address.address_id, "country_code": country })).await?;
     tx.commit().await?;
-    Ok(created(Answer { address, created: Some(true) }))
+    Ok(created(Answer { address, created: Some(true) }).into_response())
 }
 
 /// One canonical address of the caller's tenant.
 #[utoipa::path(get, path = "/api/geo/addresses/{address_id}", tag = "sdk-geo", params(("address_id" = String, Path, description = "the address")),
     responses((status = 200, description = "`{ address }`", body = Data<Answer>)))]
-async fn get_address(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_address(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Answer>> {
     let id = path_id(&id)?.to_string();
     let sql = format!("SELECT {COLUMNS} FROM geo_address WHERE tenant_id = $1 AND address_id = $2");
     let address: Address =

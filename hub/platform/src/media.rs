@@ -24,12 +24,17 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// store's part size, 5 MiB): what an upload holds in memory at most.
 const PARTS_IN_FLIGHT: usize = 2;
 
+stored_enum! {
+    /// `pending` until a commit verified the content, then `ready`.
+    #[schema(as = MediaBlobStatus)]
+    enum BlobStatus { Pending = "pending", Ready = "ready" }
+}
+
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = MediaBlob)]
 struct Blob {
-    blob_id: String,
-    /// `pending` until a commit verified the content, then `ready`.
-    status: String,
+    blob_id: Id,
+    status: BlobStatus,
     content_type: String,
     filename: Option<String>,
     /// The size the upload was started with, when one was given.
@@ -41,9 +46,9 @@ struct Blob {
     #[serde(skip)]
     object_key: Option<String>,
     created_by: String,
-    created_at: String,
-    uploaded_at: Option<String>,
-    committed_at: Option<String>,
+    created_at: Timestamp,
+    uploaded_at: Option<Timestamp>,
+    committed_at: Option<Timestamp>,
 }
 
 const COLUMNS: &str =
@@ -99,7 +104,7 @@ fn valid_content_type(s: &str) -> bool {
 #[utoipa::path(post, path = "/api/media/blobs", tag = "sdk-media", request_body = NewBlob,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "content_type": "text/plain", "filename": "race.txt" } }))),
     responses((status = 201, description = "the blob, pending", body = Data<Started>)))]
-async fn start(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewBlob>) -> ApiResult<Response> {
+async fn start(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewBlob>) -> ApiResult<Created<Started>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let content_type = Check::optional(&body.content_type).unwrap_or_else(|| "application/octet-stream".into());
@@ -141,7 +146,7 @@ async fn start(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Ne
 /// A blob's metadata.
 #[utoipa::path(get, path = "/api/media/blobs/{blob_id}", tag = "sdk-media", params(("blob_id" = String, Path, description = "the blob")),
     responses((status = 200, description = "the blob", body = Data<Blob>)))]
-async fn get_blob(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_blob(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Blob>> {
     Ok(ok(find(&state.db, &ctx.tenant_id, &id).await?))
 }
 
@@ -193,9 +198,9 @@ async fn store(store: &dyn ObjectStore, key: &ObjectPath, body: RawBody, max: u6
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "the content is a raw body of any media type, streamed to the store; this harness sends JSON bodies only" }))),
     responses((status = 200, description = "the blob, content uploaded and still pending", body = Data<Blob>),
         (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
-async fn put_content(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, headers: HeaderMap, body: RawBody) -> ApiResult<Response> {
+async fn put_content(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, headers: HeaderMap, body: RawBody) -> ApiResult<Data<Blob>> {
     let blob = find(&state.db, &ctx.tenant_id, &id).await?;
-    if blob.status != "pending" {
+    if blob.status != BlobStatus::Pending {
         return Err(ApiError::Conflict("the blob is committed; its content cannot change".into()));
     }
     let max = state.config.media_max_bytes;
@@ -220,7 +225,7 @@ async fn put_content(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
     );
     let updated: Option<Blob> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&ctx.tenant_id)
-        .bind(&blob.blob_id)
+        .bind(blob.blob_id)
         .bind(&key)
         .bind(i64::try_from(size).unwrap_or(i64::MAX))
         .bind(db::now())
@@ -258,13 +263,13 @@ fn checksum(raw: &str) -> Option<String> {
     extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/media/blobs", { "content_type": "application/json" }], ["PUT", "/api/media/blobs/{blob_id}/content", "race"]], "body": { "checksum_hex": "6d221f60522398aa5026a27012f91c6dbdf26c4e6c36ff2e385380dea8eaa77d" } }))),
     responses((status = 200, description = "the blob, ready (again, for a repeated commit of the same checksum)", body = Data<Blob>),
         (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
-async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Commit>) -> ApiResult<Response> {
+async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Commit>) -> ApiResult<Data<Blob>> {
     let blob = find(&state.db, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
     let Some(wanted) = checksum(body.checksum_hex.trim()) else {
         return Err(ApiError::invalid("checksum_hex must be exactly 64 hexadecimal characters, with an optional 0x prefix"));
     };
-    if blob.status == "ready" {
+    if blob.status == BlobStatus::Ready {
         return if blob.sha256.as_deref() == Some(wanted.as_str()) {
             Ok(ok(blob))
         } else {
@@ -290,7 +295,7 @@ async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     );
     let committed: Option<Blob> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&ctx.tenant_id)
-        .bind(&blob.blob_id)
+        .bind(blob.blob_id)
         .bind(&key)
         .bind(&stored)
         .bind(db::now())
@@ -301,8 +306,8 @@ async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
         // repeated commit does, anything else changed meanwhile.
         let sql = format!("SELECT {COLUMNS} FROM media_blob WHERE tenant_id = $1 AND blob_id = $2");
         let now: Blob =
-            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&blob.blob_id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
-        return if now.status == "ready" && now.sha256.as_deref() == Some(stored.as_str()) && now.object_key.as_deref() == Some(key.as_str()) {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(blob.blob_id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
+        return if now.status == BlobStatus::Ready && now.sha256.as_deref() == Some(stored.as_str()) && now.object_key.as_deref() == Some(key.as_str()) {
             Ok(ok(now))
         } else {
             Err(ApiError::Conflict("the blob changed meanwhile (a new upload or a commit); read it and try again".into()))
@@ -322,7 +327,7 @@ async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
         (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
 async fn get_content(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let blob = find(&state.db, &ctx.tenant_id, &id).await?;
-    let (true, Some(key)) = (blob.status == "ready", blob.object_key.as_deref()) else {
+    let (true, Some(key)) = (blob.status == BlobStatus::Ready, blob.object_key.as_deref()) else {
         return Err(ApiError::Conflict("the blob is not committed yet".into()));
     };
     let stream = state.media.get(&ObjectPath::from(key)).await.map_err(storage_error)?.into_stream();

@@ -247,7 +247,7 @@ async fn read_loop(state: &AppState, cred: &RobotCredential, recv: &mut RecvStre
     while let Some(frame) = read_frame(recv).await? {
         let reply = match frame {
             AgentFrame::Ack(a) => match command::apply_ack(state, cred, &a.command_id, command::ack_from_frame(&a)).await {
-                Ok(cmd) => HubFrame::AckResult { command_id: a.command_id, status: cmd.status(), accepted: true, message: None },
+                Ok(cmd) => HubFrame::AckResult { command_id: a.command_id, status: cmd.status().to_string(), accepted: true, message: None },
                 Err(e) => HubFrame::AckResult { command_id: a.command_id, status: refusal_status(&e), accepted: false, message: Some(e.to_string()) },
             },
             AgentFrame::ReportState { report_id, state: reported } => match asset::record_state(state, &cred.asset_id, &reported).await {

@@ -10,56 +10,28 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list_nodes, create_node))
 }
 
-/// The kinds, from the top of the tree down.
-const KINDS: [&str; 5] = ["region", "country", "state", "city", "locality"];
-const CLASSES: [&str; 3] = ["open", "restricted", "sovereign"];
-
-/// A node's level in the tree, highest first.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = ResidencyNodeKind)]
-enum Kind {
-    Region,
-    Country,
-    State,
-    City,
-    Locality,
+stored_enum! {
+    /// A node's level in the tree, highest first.
+    #[schema(as = ResidencyNodeKind)]
+    pub enum Kind { Region = "region", Country = "country", State = "state", City = "city", Locality = "locality" }
 }
 
-impl Kind {
-    fn as_str(self) -> &'static str {
-        KINDS[self as usize]
-    }
-}
-
-/// How data under a node may move.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = ResidencyClass)]
-enum Class {
-    Open,
-    Restricted,
-    Sovereign,
-}
-
-impl Class {
-    fn as_str(self) -> &'static str {
-        CLASSES[self as usize]
-    }
+stored_enum! {
+    /// How data under a node may move.
+    #[schema(as = ResidencyClass)]
+    pub enum Class { Open = "open", Restricted = "restricted", Sovereign = "sovereign" }
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ResidencyNode)]
 struct Node {
-    geo_node_id: String,
-    /// `region`, `country`, `state`, `city` or `locality`.
-    kind: String,
+    geo_node_id: Id,
+    kind: Kind,
     name: String,
     code: Option<String>,
-    parent_geo_node_id: Option<String>,
-    /// `open`, `restricted` or `sovereign`.
-    residency_class: String,
-    created_at: String,
+    parent_geo_node_id: Option<Id>,
+    residency_class: Class,
+    created_at: Timestamp,
 }
 
 const COLUMNS: &str = "geo_node_id, kind, name, code, parent_geo_node_id, residency_class, created_at";
@@ -86,33 +58,34 @@ struct NewNode {
     residency_class: Option<Class>,
 }
 
-fn level(kind: &str) -> usize {
-    KINDS.iter().position(|k| *k == kind).unwrap_or(usize::MAX)
+/// A kind's level in the tree: 0 at the top.
+fn level(kind: Kind) -> usize {
+    kind as usize
 }
 
 /// Creates a node of the residency tree.
 #[utoipa::path(post, path = "/api/residency/nodes", tag = "sdk-tenant", request_body = NewNode,
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "name": "race-{unique}", "kind": "region" } }))),
     responses((status = 201, description = "the node", body = Data<Node>)))]
-async fn create_node(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewNode>) -> ApiResult<Response> {
+async fn create_node(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewNode>) -> ApiResult<Created<Node>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let name = body.name.trim().to_string();
-    let kind = body.kind.as_str();
+    let kind = body.kind;
     let code = Check::optional(&body.code);
-    let class = body.residency_class.unwrap_or(Class::Open).as_str();
+    let class = body.residency_class.unwrap_or(Class::Open);
     let parent = check.optional_uuid("parent_geo_node_id", &body.parent_geo_node_id).map(|u| u.to_string());
     check.finish()?;
     let mut tx = state.db.begin().await?;
     if let Some(parent) = &parent {
-        let parent_kind: Option<String> = sqlx::query_scalar("SELECT kind FROM residency_node WHERE tenant_id = $1 AND geo_node_id = $2")
+        let parent_kind: Option<Kind> = sqlx::query_scalar("SELECT kind FROM residency_node WHERE tenant_id = $1 AND geo_node_id = $2")
             .bind(&ctx.tenant_id)
             .bind(parent)
             .fetch_optional(&mut *tx)
             .await?;
         match parent_kind {
             None => return Err(ApiError::invalid("parent_geo_node_id names no node of this tenant")),
-            Some(p) if level(&p) >= level(kind) => return Err(ApiError::invalid(format!("a {kind} cannot be placed under a {p}"))),
+            Some(p) if level(p) >= level(kind) => return Err(ApiError::invalid(format!("a {kind} cannot be placed under a {p}"))),
             Some(_) => {}
         }
     }
@@ -142,19 +115,18 @@ async fn create_node(State(state): State<AppState>, Tenant(ctx): Tenant, body: B
 #[into_params(parameter_in = Query)]
 struct NodeQuery {
     /// Only the children of this node.
+    #[param(format = "uuid")]
     parent_geo_node_id: Option<String>,
     /// Only nodes of this kind.
-    kind: Option<String>,
+    #[param(inline)]
+    kind: Option<Kind>,
 }
 
 /// The tenant's residency nodes, oldest first.
 #[utoipa::path(get, path = "/api/residency/nodes", tag = "sdk-tenant", params(NodeQuery),
     responses((status = 200, description = "the nodes", body = ListOf<Node>)))]
-async fn list_nodes(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<NodeQuery>, page: Page) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let parent = check.optional_uuid("parent_geo_node_id", &q.parent_geo_node_id).map(|u| u.to_string()).unwrap_or_default();
-    let kind = Check::optional(&q.kind).unwrap_or_default();
-    check.one_of("kind", &kind, &KINDS);
-    check.finish()?;
-    page.list::<Node>(&state.db.read, &NODES, &[&ctx.tenant_id, &parent, &kind]).await
+async fn list_nodes(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<NodeQuery>, page: Page) -> ApiResult<ListOf<Node>> {
+    let parent = canonical_uuid_opt(&q.parent_geo_node_id).unwrap_or_default();
+    let kind = q.kind.map_or("", Kind::as_str);
+    page.list::<Node>(&state.db.read, &NODES, &[&ctx.tenant_id, &parent, kind]).await
 }

@@ -3,6 +3,7 @@
 //! answers the stored one, other steps under a taken version are 409, and a
 //! registration without a version takes the next one.
 
+use axum::response::IntoResponse;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -13,7 +14,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = WorkflowDefinition)]
 struct Definition {
-    definition_id: String,
+    definition_id: Id,
     tenant_id: String,
     namespace: String,
     name: String,
@@ -22,7 +23,7 @@ struct Definition {
     #[schema(value_type = Vec<Object>)]
     step_specs: JsonText,
     created_by: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const COLUMNS: &str = "definition_id, tenant_id, namespace, name, version, step_specs, created_by, created_at";
@@ -155,14 +156,14 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     .await?;
     if written == Written::Found {
         if definition.step_specs.0 == steps {
-            return Ok(ok(Registered { definition, created: false }));
+            return Ok(ok(Registered { definition, created: false }).into_response());
         }
         return Err(ApiError::Conflict(format!("{namespace}/{name} version {version} is registered with other steps; definitions are immutable")));
     }
     let payload = json!({ "definition_id": definition.definition_id, "namespace": namespace, "name": name, "version": version });
     audit::record(&mut tx, &ctx, events::WORKFLOW_DEFINITION_REGISTERED, payload).await?;
     tx.commit().await?;
-    Ok(created(Registered { definition, created: true }))
+    Ok(created(Registered { definition, created: true }).into_response())
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -171,19 +172,16 @@ struct Which {
     /// `default` when absent.
     namespace: Option<String>,
     /// Absent: the latest.
-    #[param(value_type = Option<i64>, minimum = 1)]
-    version: Option<String>,
+    #[param(minimum = 1)]
+    version: Option<i64>,
 }
 
 /// A definition by name: the latest version, or the one asked for.
 #[utoipa::path(get, path = "/api/workflows/definitions/{name}", tag = "sdk-workflow", params(("name" = String, Path, description = "the definition's name"), Which),
     responses((status = 200, description = "the definition", body = Data<Definition>)))]
-async fn get_definition(State(state): State<AppState>, Tenant(ctx): Tenant, Path(name): Path<String>, Params(q): Params<Which>) -> ApiResult<Response> {
+async fn get_definition(State(state): State<AppState>, Tenant(ctx): Tenant, Path(name): Path<String>, Params(q): Params<Which>) -> ApiResult<Data<Definition>> {
     let namespace = Check::optional(&q.namespace).unwrap_or_else(|| "default".into());
-    let version = match Check::optional(&q.version) {
-        None => None,
-        Some(v) => Some(v.parse::<i64>().ok().filter(|n| *n >= 1).ok_or_else(|| ApiError::invalid("version must be a positive integer"))?),
-    };
+    let version = q.version;
     if !valid_name(&name) || !valid_name(&namespace) {
         return Err(ApiError::NotFound);
     }

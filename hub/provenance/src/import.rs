@@ -9,18 +9,16 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(publish, list))
 }
 
-const KINDS: [&str; 4] = ["csv", "json", "xlsx", "xml"];
 /// Fields a mapping holds at most.
 const MAX_FIELDS: usize = 500;
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ImportTemplate)]
 struct Template {
-    template_id: String,
+    template_id: Id,
     slug: String,
     version: i64,
-    /// The source format: `csv`, `json`, `xlsx` or `xml`.
-    kind: String,
+    kind: Kind,
     /// What the rows become (`contact`, `account`, ...).
     entity: String,
     /// Target field to source column (or path).
@@ -30,7 +28,7 @@ struct Template {
     #[sqlx(try_from = "i64")]
     #[schema(value_type = bool)]
     active: Flag,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const COLUMNS: &str = "template_id, slug, version, kind, entity, mapping, active, created_at";
@@ -57,35 +55,24 @@ struct NewTemplate {
     active: Option<bool>,
 }
 
-/// A source format.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = ImportKind)]
-enum Kind {
-    Csv,
-    Json,
-    Xlsx,
-    Xml,
-}
-
-impl Kind {
-    fn as_str(self) -> &'static str {
-        KINDS[self as usize]
-    }
+stored_enum! {
+    /// A source format.
+    #[schema(as = ImportKind)]
+    enum Kind { Csv = "csv", Json = "json", Xlsx = "xlsx", Xml = "xml" }
 }
 
 /// Publishes the next version of a template.
 #[utoipa::path(post, path = "/api/import/templates", tag = "sdk-import", request_body = NewTemplate,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "slug": "race-{unique}", "kind": "csv", "entity": "contact", "mapping": { "name": "Name" } } }))),
     responses((status = 201, description = "the version published", body = Data<Template>)))]
-async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewTemplate>) -> ApiResult<Response> {
+async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewTemplate>) -> ApiResult<Created<Template>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let slug = body.slug.trim().to_string();
     if !valid_slug(&slug) {
         check.fail("slug must be 1 to 128 of a-z, 0-9, '.', '_' or '-'");
     }
-    let kind = body.kind.as_str();
+    let kind = body.kind;
     let entity = body.entity.trim();
     if (1..=MAX_FIELDS).contains(&body.mapping.len()) {
         for (field, source) in &body.mapping {
@@ -135,13 +122,13 @@ async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct Filter {
-    /// Required: the caller's tenant.
-    #[param(required = true, format = "uuid")]
-    tenant_id: Option<String>,
+    /// The caller's tenant.
+    #[param(format = "uuid")]
+    tenant_id: String,
     slug: Option<String>,
-    kind: Option<String>,
-    /// `true` or `false`.
-    active: Option<String>,
+    #[param(inline)]
+    kind: Option<Kind>,
+    active: Option<bool>,
 }
 
 /// The document says this list's `limit` is clamped to 1..500.
@@ -150,22 +137,14 @@ type ClampedPage = Page<50, 500, true>;
 /// Templates grouped by slug, newest version first.
 #[utoipa::path(get, path = "/api/import/templates", tag = "sdk-import", params(Filter, ClampedPage),
     responses((status = 200, description = "one page of templates", body = ListOf<Template>)))]
-async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: ClampedPage) -> ApiResult<Response> {
-    let mut check = Check::new();
-    check.required("tenant_id", &q.tenant_id);
-    let active = match Check::optional(&q.active).as_deref() {
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: ClampedPage) -> ApiResult<ListOf<Template>> {
+    let active = match q.active {
         None => "",
-        Some("true") => "1",
-        Some("false") => "0",
-        Some(_) => {
-            check.fail("active must be true or false");
-            ""
-        }
+        Some(true) => "1",
+        Some(false) => "0",
     };
-    let kind = Check::optional(&q.kind).unwrap_or_default();
-    check.one_of("kind", &kind, &KINDS);
-    check.finish()?;
-    ctx.check_tenant(q.tenant_id.as_deref())?;
+    let kind = q.kind.map_or("", Kind::as_str);
+    ctx.check_tenant(Some(&q.tenant_id))?;
     let slug = Check::optional(&q.slug).unwrap_or_default();
     let listing = Listing {
         table: "import_template",
@@ -173,5 +152,5 @@ async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Par
         filter: "tenant_id = $1 AND ($2 = '' OR slug = $2) AND ($3 = '' OR kind = $3) AND ($4 = '' OR CAST(active AS TEXT) = $4)",
         order: "slug, version DESC",
     };
-    page.list::<Template>(&state.db.read, &listing, &[&ctx.tenant_id, &slug, &kind, active]).await
+    page.list::<Template>(&state.db.read, &listing, &[&ctx.tenant_id, &slug, kind, active]).await
 }

@@ -36,6 +36,7 @@ struct Batch {
     default_region: Option<String>,
 }
 
+/// What was read of one capture.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = ParsedCapture)]
 struct CaptureResult {
@@ -48,6 +49,7 @@ struct CaptureResult {
     errors: Vec<String>,
 }
 
+/// What was read of a batch.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = ParsingOutcome)]
 struct Outcome {
@@ -98,7 +100,7 @@ fn read(index: usize, capture: &Value, batch_region: Option<Id>) -> CaptureResul
 #[utoipa::path(post, path = "/api/parsing/contacts/extract", tag = "sdk-parsing", request_body = Batch,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"captures": [{"source_kind": "text", "raw": "Ada Lovelace <ada@example.com> +31 20 123 4567"}], "default_region": "NL"}}))),
     responses((status = 200, description = "one result per capture", body = Data<Outcome>)))]
-async fn extract_contacts(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Batch>) -> ApiResult<Response> {
+async fn extract_contacts(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Batch>) -> ApiResult<Data<Outcome>> {
     let body = body.checked()?;
     let captures = body.captures;
     debug_assert!((1..=MAX_CAPTURES).contains(&captures.len()), "the schema bounds the batch");

@@ -24,13 +24,13 @@ struct Subject {
     subject_id: String,
     /// Assertions recorded so far.
     assertion_count: i64,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ProjectionAssertion)]
 struct Assertion {
-    assertion_id: String,
+    assertion_id: Id,
     subject_id: String,
     /// The order it was recorded in, from 1 per subject.
     seq: i64,
@@ -39,9 +39,9 @@ struct Assertion {
     #[sqlx(try_from = "String")]
     value: JsonText,
     source: Option<String>,
-    asserted_at: String,
+    asserted_at: Timestamp,
     recorded_by: String,
-    recorded_at: String,
+    recorded_at: Timestamp,
 }
 
 const ASSERTION_COLUMNS: &str = "assertion_id, subject_id, seq, attribute, value, source, asserted_at, recorded_by, recorded_at";
@@ -58,11 +58,12 @@ struct Snapshot {
     content_hash: String,
     /// The assertions of the log when this snapshot was written.
     assertion_count: i64,
-    rebuilt_at: String,
+    rebuilt_at: Timestamp,
 }
 
 const SNAPSHOT_COLUMNS: &str = "subject_id, state, content_hash, assertion_count, rebuilt_at";
 
+/// A rebuild's answer: the snapshot, and whether the rebuild changed it.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = ProjectionRebuild)]
 struct Rebuilt {
@@ -119,7 +120,7 @@ struct NewSubject {
 #[utoipa::path(post, path = "/api/projections", tag = "sdk-projection", request_body = NewSubject,
     extensions(("x-concurrency" = json!({"outcome": "one-wins", "events": 0, "body": {"subject_id": "s-{unique}"}}))),
     responses((status = 201, description = "the subject, with no assertion yet", body = Data<Subject>)))]
-async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSubject>) -> ApiResult<Response> {
+async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewSubject>) -> ApiResult<Created<Subject>> {
     let subject = body.checked()?.subject_id;
     if !subject_name(&subject) {
         return Err(ApiError::invalid("subject_id must be 1 to 128 characters, without control characters or surrounding spaces"));
@@ -188,7 +189,7 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
     params(("subject_id" = String, Path, description = "the tenant's subject")),
     extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/projections", {"subject_id": "s-{unique}"}]], "body": {"attribute": "colour", "value": "red"}}))),
     responses((status = 201, description = "the assertion, recorded", body = Data<Assertion>)))]
-async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Path(subject_id): Path<String>, body: Body<NewAssertion>) -> ApiResult<Response> {
+async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Path(subject_id): Path<String>, body: Body<NewAssertion>) -> ApiResult<Created<Assertion>> {
     let mut tx = state.db.begin().await?;
     let seq = lock_subject(&mut tx, &ctx, &subject_id, 1).await?;
     let body = body.checked()?;
@@ -231,7 +232,7 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, Path(subject
 #[utoipa::path(get, path = "/api/projections/{subject_id}/assertions", tag = "sdk-projection",
     params(("subject_id" = String, Path, description = "the tenant's subject"), Page),
     responses((status = 200, description = "one page of the log", body = ListOf<Assertion>)))]
-async fn list_assertions(State(state): State<AppState>, Tenant(ctx): Tenant, Path(subject_id): Path<String>, page: Page) -> ApiResult<Response> {
+async fn list_assertions(State(state): State<AppState>, Tenant(ctx): Tenant, Path(subject_id): Path<String>, page: Page) -> ApiResult<ListOf<Assertion>> {
     let known: Option<String> = sqlx::query_scalar("SELECT subject_id FROM projection_subject WHERE tenant_id = $1 AND subject_id = $2")
         .bind(&ctx.tenant_id)
         .bind(&subject_id)
@@ -245,7 +246,7 @@ async fn list_assertions(State(state): State<AppState>, Tenant(ctx): Tenant, Pat
 /// The subject's latest snapshot (404 before its first rebuild).
 #[utoipa::path(get, path = "/api/projections/{subject_id}", tag = "sdk-projection", params(("subject_id" = String, Path, description = "the tenant's subject")),
     responses((status = 200, description = "the snapshot", body = Data<Snapshot>)))]
-async fn get_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Path(subject_id): Path<String>) -> ApiResult<Response> {
+async fn get_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Path(subject_id): Path<String>) -> ApiResult<Data<Snapshot>> {
     let sql = format!("SELECT {SNAPSHOT_COLUMNS} FROM projection_snapshot WHERE tenant_id = $1 AND subject_id = $2");
     let found: Option<Snapshot> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&subject_id).fetch_optional(&state.db.read).await?;
     Ok(ok(found.ok_or(ApiError::NotFound)?))
@@ -256,7 +257,7 @@ async fn get_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, Path(s
 #[utoipa::path(post, path = "/api/projections/{subject_id}/rebuild", tag = "sdk-projection", params(("subject_id" = String, Path, description = "the tenant's subject")),
     extensions(("x-concurrency" = json!({"outcome": "independent", "events": 1, "given": [["POST", "/api/projections", {"subject_id": "s-{unique}"}], ["POST", "/api/projections/{subject_id}/assertions", {"attribute": "colour", "value": "red"}]]}))),
     responses((status = 200, description = "the snapshot, and whether it changed", body = Data<Rebuilt>)))]
-async fn rebuild(State(state): State<AppState>, Tenant(ctx): Tenant, Path(subject_id): Path<String>) -> ApiResult<Response> {
+async fn rebuild(State(state): State<AppState>, Tenant(ctx): Tenant, Path(subject_id): Path<String>) -> ApiResult<Data<Rebuilt>> {
     let mut tx = state.db.begin().await?;
     let count = lock_subject(&mut tx, &ctx, &subject_id, 0).await?;
     let latest: Vec<(String, String)> = sqlx::query_as(

@@ -14,7 +14,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = SourceClaim)]
 struct Claim {
-    claim_id: String,
+    claim_id: Id,
     subject_id: String,
     attribute: String,
     /// Any JSON value, as asserted.
@@ -22,15 +22,25 @@ struct Claim {
     value: JsonText,
     source: String,
     source_ref: Option<String>,
-    /// `ACTIVE` or `SUPERSEDED`.
-    status: String,
+    status: ClaimStatus,
     /// The claim this one replaced.
-    supersedes: Option<String>,
-    superseded_by: Option<String>,
-    superseded_at: Option<String>,
-    observed_at: String,
+    supersedes: Option<Id>,
+    superseded_by: Option<Id>,
+    superseded_at: Option<Timestamp>,
+    observed_at: Timestamp,
     recorded_by: String,
-    recorded_at: String,
+    recorded_at: Timestamp,
+}
+
+stored_enum! {
+    /// Whether a claim stands: `ACTIVE` until a successor supersedes it.
+    #[schema(as = SourceClaimStatus)]
+    enum ClaimStatus { Active = "ACTIVE", Superseded = "SUPERSEDED" }
+}
+
+/// A time `Check` normalised, as the instant it names.
+fn checked_time(text: &str) -> ApiResult<Timestamp> {
+    text.parse().map_err(ApiError::invalid)
 }
 
 const COLUMNS: &str =
@@ -73,19 +83,19 @@ async fn insert(tx: &mut Tx, ctx: &TenantCtx, c: &Claim) -> ApiResult<Claim> {
         format!("INSERT INTO source_claim (tenant_id, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING {COLUMNS}");
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&ctx.tenant_id)
-        .bind(&c.claim_id)
+        .bind(c.claim_id)
         .bind(&c.subject_id)
         .bind(&c.attribute)
         .bind(c.value.0.to_string())
         .bind(&c.source)
         .bind(&c.source_ref)
-        .bind(&c.status)
-        .bind(&c.supersedes)
-        .bind(&c.superseded_by)
-        .bind(&c.superseded_at)
-        .bind(&c.observed_at)
+        .bind(c.status)
+        .bind(c.supersedes)
+        .bind(c.superseded_by)
+        .bind(c.superseded_at)
+        .bind(c.observed_at)
         .bind(&c.recorded_by)
-        .bind(&c.recorded_at)
+        .bind(c.recorded_at)
         .fetch_one(&mut **tx)
         .await?)
 }
@@ -94,26 +104,26 @@ async fn insert(tx: &mut Tx, ctx: &TenantCtx, c: &Claim) -> ApiResult<Claim> {
 #[utoipa::path(post, path = "/api/source-records/claims", tag = "sdk-source-record", request_body = NewClaim,
     extensions(("x-concurrency" = json!({"outcome": "independent", "body": {"subject_id": "s-{unique}", "attribute": "colour", "value": {"name": "red"}, "source": "race"}}))),
     responses((status = 201, description = "the claim, active", body = Data<Claim>)))]
-async fn assert_claim(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewClaim>) -> ApiResult<Response> {
+async fn assert_claim(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewClaim>) -> ApiResult<Created<Claim>> {
     let body = body.checked()?;
     let mut check = Check::new();
     bounded_value(&mut check, &body.value);
     let observed = check.time_or_now("observed_at", &body.observed_at);
     check.finish()?;
     let claim = Claim {
-        claim_id: db::new_id(),
+        claim_id: Id::new(),
         subject_id: body.subject_id.trim().to_string(),
         attribute: body.attribute.trim().to_string(),
         value: JsonText(body.value),
         source: body.source.trim().to_string(),
         source_ref: Check::optional(&body.source_ref),
-        status: "ACTIVE".into(),
+        status: ClaimStatus::Active,
         supersedes: None,
         superseded_by: None,
         superseded_at: None,
-        observed_at: observed,
+        observed_at: checked_time(&observed)?,
         recorded_by: audit::actor_of(&ctx).1.to_string(),
-        recorded_at: db::now(),
+        recorded_at: Timestamp::now(),
     };
     let mut tx = state.db.begin().await?;
     let claim = insert(&mut tx, &ctx, &claim).await?;
@@ -133,7 +143,7 @@ async fn find(exec: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Claim> {
 /// A claim, active or superseded.
 #[utoipa::path(get, path = "/api/source-records/claims/{claim_id}", tag = "sdk-source-record", params(("claim_id" = String, Path, description = "the claim")),
     responses((status = 200, description = "the claim", body = Data<Claim>)))]
-async fn get_claim(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_claim(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Claim>> {
     let mut tx = state.db.read.begin().await?;
     let claim = find(&mut tx, &ctx.tenant_id, &id).await?;
     tx.commit().await?;
@@ -176,7 +186,7 @@ const CLAIM: Stateful = Stateful { noun: "claim", table: "source_claim", key: "c
         "given": [["POST", "/api/source-records/claims", { "subject_id": "s-{unique}", "attribute": "colour", "value": { "name": "red" }, "source": "race" }]],
         "body": { "value": { "name": "blue" } } }))),
     responses((status = 201, description = "the superseded claim and its successor", body = Data<Superseded>)))]
-async fn supersede(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Successor>) -> ApiResult<Response> {
+async fn supersede(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Successor>) -> ApiResult<Created<Superseded>> {
     let mut tx = state.db.begin().await?;
     // The prior claim's row is locked until its successor is committed:
     // supersedes of one claim check its status one after another, so of
@@ -190,31 +200,32 @@ async fn supersede(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id):
     let source_ref = Check::optional(&body.source_ref);
     let observed = check.time_or_now("observed_at", &body.observed_at);
     check.finish()?;
-    if prior.status != "ACTIVE" {
-        return Err(ApiError::Conflict(format!("the claim was superseded by {}", prior.superseded_by.unwrap_or_default())));
+    if prior.status != ClaimStatus::Active {
+        let by = prior.superseded_by.map(|b| b.to_string()).unwrap_or_default();
+        return Err(ApiError::Conflict(format!("the claim was superseded by {by}")));
     }
-    let now = db::now();
+    let now = Timestamp::now();
     let successor = Claim {
-        claim_id: db::new_id(),
+        claim_id: Id::new(),
         subject_id: prior.subject_id.clone(),
         attribute: prior.attribute.clone(),
         value: JsonText(body.value),
         source,
         source_ref,
-        status: "ACTIVE".into(),
-        supersedes: Some(prior.claim_id.clone()),
+        status: ClaimStatus::Active,
+        supersedes: Some(prior.claim_id),
         superseded_by: None,
         superseded_at: None,
-        observed_at: observed,
+        observed_at: checked_time(&observed)?,
         recorded_by: audit::actor_of(&ctx).1.to_string(),
-        recorded_at: now.clone(),
+        recorded_at: now,
     };
     let successor = insert(&mut tx, &ctx, &successor).await?;
     let sql = format!(
         "UPDATE source_claim SET status = 'SUPERSEDED', superseded_by = $2, superseded_at = $3 WHERE claim_id = $1 AND status = 'ACTIVE' RETURNING {COLUMNS}"
     );
     let stamped: Option<Claim> =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&prior.claim_id).bind(&successor.claim_id).bind(&now).fetch_optional(&mut *tx).await?;
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(prior.claim_id).bind(successor.claim_id).bind(now).fetch_optional(&mut *tx).await?;
     let stamped = stamped.ok_or_else(|| ApiError::Conflict("the claim was superseded meanwhile".into()))?;
     let payload =
         json!({ "claim_id": stamped.claim_id, "superseded_by": successor.claim_id, "subject_id": stamped.subject_id, "attribute": stamped.attribute });

@@ -499,7 +499,7 @@ async fn retention_shreds_expired_payloads_and_the_chain_still_verifies(app: Tes
     let mut ids = Vec::new();
     let mut tx = app.state().db.begin().await.unwrap();
     for (class, days, _) in cases {
-        let e = hub_kernel::audit::emit(
+        let e = hub_kernel::audit::record_event(
             &mut tx,
             hub_kernel::audit::Event {
                 tenant_id: tenant,

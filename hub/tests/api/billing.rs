@@ -9,7 +9,13 @@ use serde_json::{Value, json};
 use crate::{db_test, helpers::*, meter::usage};
 
 fn rate(unit: &str, mode: &str, price: Option<i64>, margin: Option<Value>, tiers: Option<Value>) -> NewRate {
-    NewRate { unit: Some(unit.into()), mode: Some(mode.into()), price: price.map(Value::from), margin_pct: margin, tiers }
+    NewRate {
+        unit: unit.into(),
+        mode: mode.parse().unwrap(),
+        price,
+        margin_pct: margin.and_then(|m| m.as_number().cloned()),
+        tiers: tiers.map(|t| serde_json::from_value(t).unwrap()),
+    }
 }
 
 /// The catalog `standard` (v1, USD) with a rate of every mode, active.
@@ -144,19 +150,19 @@ async fn invoices_need_a_closed_period_and_a_known_catalog(app: TestApp) {
             "operator_id is required"
         ])
     );
+    // What the schema cannot say, a library caller still hears about.
     let weird = NewRate {
-        unit: None,
-        mode: Some("weird".into()),
-        price: Some(json!(-1)),
-        margin_pct: Some(json!(12.345)),
-        tiers: Some(json!([{ "up_to": 5, "unit_price": 1 }])),
+        unit: " ".into(),
+        mode: "flat_per_call".parse().unwrap(),
+        price: Some(-1),
+        margin_pct: Some(serde_json::Number::from_f64(12.345).unwrap()),
+        tiers: Some(serde_json::from_value(json!([{ "up_to": 5, "unit_price": 1 }])).unwrap()),
     };
     let bad = put_rate(db, "checked", "x", &weird, "op-1").await.unwrap_err();
     assert_eq!(
         bad.body()["details"],
         json!([
             "unit is required",
-            "mode must be one of: flat_per_call, tiered_per_call, passthrough_plus_margin, per_unit, bundled_subscription, free_internal",
             "price must be an integer from 0 to 1000000000000",
             "margin_pct must be a number from -100 to 1000 with at most two decimals",
             "tiers must be 1 to 20 objects { up_to, unit_price }: up_to increasing integers from 1, the last tier open-ended (up_to null), unit_price integers of 0 or more"

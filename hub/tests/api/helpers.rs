@@ -36,6 +36,19 @@ macro_rules! db_test {
     };
 }
 
+/// A test whose hub answered a status its document does not list fails
+/// when its hub goes (every status a route answers is documented).
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(server) = &self.server
+            && !std::thread::panicking()
+        {
+            let undocumented = server.undocumented_statuses();
+            assert!(undocumented.is_empty(), "answers whose status the document does not list: {undocumented:#?}");
+        }
+    }
+}
+
 pub struct TestApp {
     pub base: String,
     pub client: reqwest::Client,

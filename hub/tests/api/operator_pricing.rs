@@ -62,7 +62,15 @@ async fn the_operator_creates_catalogs_sets_rates_and_status(app: TestApp) {
     let skus: Vec<&str> = v["data"]["rates"].as_array().unwrap().iter().map(|r| r["sku"].as_str().unwrap()).collect();
     assert_eq!(skus, ["api.call", "llm"], "by sku, one row a sku");
     let b = assert_error(put("x", json!({ "mode": "weekly", "price": "3" })).await, 400, "ValidationError");
-    assert_eq!(b["details"], json!(["unit is required", "price must be an integer", "operator_id is required"]));
+    assert_eq!(
+        b["details"],
+        json!([
+            "unit is required",
+            "mode must be one of: flat_per_call, tiered_per_call, passthrough_plus_margin, per_unit, bundled_subscription, free_internal",
+            "price must be an integer from 0 to 1000000000000",
+            "operator_id is required"
+        ])
+    );
     let b = assert_error(put("x", json!({ "unit": "call", "mode": "weekly", "operator_id": "o" })).await, 400, "ValidationError");
     assert_eq!(
         b["details"],

@@ -83,7 +83,7 @@ async fn call_legs_are_recorded_updated_and_listed(app: TestApp) {
         json!([
             "status must be one of: ringing, answered, completed, no_answer, busy, failed",
             "direction must be one of: inbound, outbound",
-            "is_voicemail must be one of: true, false"
+            "is_voicemail must be true or false"
         ])
     );
     assert_error(app.get("/api/voice/call-legs?status=busy", Some(a)).await, 400, "ValidationError");

@@ -254,7 +254,7 @@ pub const INSERT_COLUMNS: &str = "INSERT INTO audit_entry (entry_id, tenant_id, 
 /// chain head commit or roll back with the change the event records, so a
 /// 2xx proves the event landed (RULINGS 1). The vocabulary is checked
 /// before anything is written.
-pub async fn emit(tx: &mut Tx, ev: Event<'_>) -> ApiResult<Appended> {
+pub async fn record_event(tx: &mut Tx, ev: Event<'_>) -> ApiResult<Appended> {
     let kind = registry::lookup(&mut **tx, ev.tenant_id, ev.event_type).await?;
     let backend = db::Backend::of(tx);
     let appended = match (ev.pool_index, backend) {

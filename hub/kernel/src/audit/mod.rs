@@ -1,5 +1,5 @@
 //! Audit: the event-type registry (platform baseline plus tenant types),
-//! the per-(tenant, pool) hash chains with `emit(tx, ...)` for write paths,
+//! the per-(tenant, pool) hash chains with `record_event(tx, ...)` for write paths,
 //! streaming verification, the group-commit appender, and retention.
 
 pub mod appender;
@@ -10,7 +10,11 @@ pub mod registry;
 pub mod retention;
 
 pub use appender::Appender;
-pub use chain::{Appended, Event, Reason, Verdict, emit, verify};
+pub use chain::{Appended, Event, Reason, Verdict, record_event, verify};
+
+/// The chain operator actions are recorded in: the platform's own, under
+/// the nil tenant id (no tenant's chain holds them).
+pub const PLATFORM_CHAIN: &str = "00000000-0000-0000-0000-000000000000";
 
 use serde_json::Value;
 
@@ -26,7 +30,7 @@ pub fn actor_of(ctx: &TenantCtx) -> (&'static str, &str) {
 /// deadline passing, a delivery given up, a signed inbound message):
 /// actor kind `system`, the tenant's admin pool, the type's own retention.
 pub async fn record_system(tx: &mut Tx, tenant_id: &str, actor_id: &str, event_type: &str, payload: Value) -> ApiResult<Appended> {
-    emit(
+    record_event(
         tx,
         Event {
             tenant_id,
@@ -85,7 +89,7 @@ pub async fn entries_by_id(pool: &sqlx::AnyPool, tenant_id: &str, ids: &[String]
 /// the credential as actor, the type's own retention class.
 pub async fn record(tx: &mut Tx, ctx: &TenantCtx, event_type: &str, payload: Value) -> ApiResult<Appended> {
     let (actor_kind, actor_id) = actor_of(ctx);
-    emit(
+    record_event(
         tx,
         Event {
             tenant_id: &ctx.tenant_id,
@@ -93,6 +97,31 @@ pub async fn record(tx: &mut Tx, ctx: &TenantCtx, event_type: &str, payload: Val
             event_type,
             actor_kind,
             actor_id,
+            actor_chain: None,
+            payload: &payload,
+            retention_class: None,
+            occurred_at: None,
+        },
+    )
+    .await
+}
+
+/// Records an operator action in the platform chain, the operator as actor.
+pub async fn record_operator(tx: &mut Tx, operator: &str, event_type: &str, payload: Value) -> ApiResult<Appended> {
+    record_operator_in(tx, PLATFORM_CHAIN, operator, event_type, payload).await
+}
+
+/// Records an operator action in a tenant's chain (what was done to it),
+/// the operator as actor.
+pub async fn record_operator_in(tx: &mut Tx, chain: &str, operator: &str, event_type: &str, payload: Value) -> ApiResult<Appended> {
+    record_event(
+        tx,
+        Event {
+            tenant_id: chain,
+            pool_index: None,
+            event_type,
+            actor_kind: "operator",
+            actor_id: operator,
             actor_chain: None,
             payload: &payload,
             retention_class: None,

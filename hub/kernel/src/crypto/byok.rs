@@ -18,10 +18,9 @@ use zeroize::Zeroizing;
 
 use super::{MasterKey, open, random_bytes, seal};
 use crate::{
-    audit::events,
+    audit::{self, events},
     db::{self, Db, Tx, rows::Flag},
     error::{ApiError, ApiResult},
-    gate::ops_tokens,
 };
 
 /// The providers a binding may name.
@@ -166,7 +165,7 @@ pub async fn bind(db: &Db, master: &MasterKey, actor: &str, b: NewBinding<'_>) -
     }
     let payload = json!({ "binding_id": binding_id, "provider": b.provider, "customer_kms_key_arn": b.customer_kms_key_arn,
         "tenant_key_id": b.tenant_key_id, "operator_id": b.operator_id, "wrapped_keys": keys.len() });
-    ops_tokens::record_in(&mut tx, b.tenant_id, actor, events::SECURITY_BYOK_BOUND, payload).await?;
+    audit::record_operator_in(&mut tx, b.tenant_id, actor, events::SECURITY_BYOK_BOUND, payload).await?;
     tx.commit().await?;
     Ok(binding)
 }
@@ -215,7 +214,7 @@ pub async fn revoke(db: &Db, actor: &str, binding_id: &str, reason: &str, operat
     .await?;
     if let Some((tenant_id, tenant_key_id)) = moved {
         let payload = json!({ "binding_id": binding_id, "tenant_key_id": tenant_key_id, "reason": reason, "operator_id": operator_id });
-        ops_tokens::record_in(&mut tx, &tenant_id, actor, events::SECURITY_BYOK_REVOKED, payload).await?;
+        audit::record_operator_in(&mut tx, &tenant_id, actor, events::SECURITY_BYOK_REVOKED, payload).await?;
     } else {
         // Read after the write: 404 unknown; a `revoking` binding (left by a
         // crash, or being completed now) goes on to the second step.
@@ -311,7 +310,7 @@ pub async fn rotate(db: &Db, master: &MasterKey, actor: &str, binding_id: &str, 
         .await?;
     let payload = json!({ "binding_id": binding_id, "rotation_id": rotation.rotation_id, "previous_tenant_key_id": previous,
         "new_tenant_key_id": new, "rewrapped_keys": keys.len(), "operator_id": operator_id });
-    ops_tokens::record_in(&mut tx, &tenant_id, actor, events::SECURITY_BYOK_ROTATED, payload).await?;
+    audit::record_operator_in(&mut tx, &tenant_id, actor, events::SECURITY_BYOK_ROTATED, payload).await?;
     tx.commit().await?;
     Ok(rotation)
 }

@@ -7,11 +7,10 @@
 
 use base64::{Engine, engine::general_purpose::STANDARD as B64};
 
-use super::{DataKey, open as open_with, random_bytes, seal as seal_with};
+use super::{DataKey, MasterKey, open as open_with, random_bytes, seal as seal_with};
 use crate::{
     db::{self, Tx},
     error::{ApiError, ApiResult},
-    state::AppState,
 };
 
 pub const NONCE: usize = 12;
@@ -28,13 +27,13 @@ pub struct Envelope {
 }
 
 /// The tenant's vault key, made on first use.
-async fn tenant_key(state: &AppState, tx: &mut Tx, tenant_id: &str) -> ApiResult<DataKey> {
+async fn tenant_key(master: &MasterKey, tx: &mut Tx, tenant_id: &str) -> ApiResult<DataKey> {
     let existing: Option<String> =
         sqlx::query_scalar("SELECT data_key_id FROM vault_tenant_key WHERE tenant_id = $1").bind(tenant_id).fetch_optional(&mut **tx).await?;
     let key_id = match existing {
         Some(id) => id,
         None => {
-            let key = DataKey::create_for_tenant(tx, &state.master, tenant_id).await?;
+            let key = DataKey::create_for_tenant(tx, master, tenant_id).await?;
             let made = sqlx::query("INSERT INTO vault_tenant_key (tenant_id, data_key_id, created_at) VALUES ($1, $2, $3) ON CONFLICT (tenant_id) DO NOTHING")
                 .bind(tenant_id)
                 .bind(&key.key_id)
@@ -50,7 +49,7 @@ async fn tenant_key(state: &AppState, tx: &mut Tx, tenant_id: &str) -> ApiResult
         }
     };
     // A key under a revoked customer-managed key (BYOK) answers 409.
-    DataKey::load(&mut **tx, &state.master, &key_id)
+    DataKey::load(&mut **tx, master, &key_id)
         .await
         .map_err(super::byok::refusal)?
         .ok_or_else(|| ApiError::Conflict("the tenant's vault key was destroyed".into()))
@@ -61,8 +60,8 @@ fn aad(kind: &str, tenant_id: &str, reference: &str) -> Vec<u8> {
 }
 
 /// Seals `plaintext` for the tenant and `reference`.
-pub async fn seal(state: &AppState, tx: &mut Tx, tenant_id: &str, reference: &str, plaintext: &[u8]) -> ApiResult<Envelope> {
-    let key = tenant_key(state, tx, tenant_id).await?;
+pub async fn seal(master: &MasterKey, tx: &mut Tx, tenant_id: &str, reference: &str, plaintext: &[u8]) -> ApiResult<Envelope> {
+    let key = tenant_key(master, tx, tenant_id).await?;
     let dek: [u8; 32] = random_bytes(32).try_into().expect("32 bytes");
     let sealed = seal_with(&dek, plaintext, &aad("data", tenant_id, reference));
     let wrapped = key.seal(&dek, &aad("dek", tenant_id, reference));
@@ -80,7 +79,7 @@ pub async fn seal(state: &AppState, tx: &mut Tx, tenant_id: &str, reference: &st
 /// Opens an envelope `seal` made for the tenant and its `reference`: the
 /// plaintext, or `None` when it does not open (another tenant's or ref's,
 /// altered, or malformed).
-pub async fn open(state: &AppState, tx: &mut Tx, tenant_id: &str, envelope: &Envelope) -> ApiResult<Option<Vec<u8>>> {
+pub async fn open(master: &MasterKey, tx: &mut Tx, tenant_id: &str, envelope: &Envelope) -> ApiResult<Option<Vec<u8>>> {
     let parts: Option<Vec<Vec<u8>>> =
         [&envelope.ciphertext_b64, &envelope.wrapped_dek_b64, &envelope.iv_b64, &envelope.tag_b64].iter().map(|p| B64.decode(p.as_bytes()).ok()).collect();
     let Some([ciphertext, wrapped, iv, tag]) = parts.and_then(|p| <[Vec<u8>; 4]>::try_from(p).ok()) else {
@@ -89,7 +88,7 @@ pub async fn open(state: &AppState, tx: &mut Tx, tenant_id: &str, envelope: &Env
     if iv.len() != NONCE || tag.len() != TAG {
         return Ok(None);
     }
-    let key = tenant_key(state, tx, tenant_id).await?;
+    let key = tenant_key(master, tx, tenant_id).await?;
     let reference = &envelope.reference;
     let Some(dek) = key.open(&wrapped, &aad("dek", tenant_id, reference)).ok().and_then(|d| <[u8; 32]>::try_from(d).ok()) else {
         return Ok(None);

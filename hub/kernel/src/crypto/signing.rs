@@ -217,7 +217,7 @@ pub async fn rotate_recorded(
     let rotation = rotate_in(&mut tx, master, grace, true).await?;
     let payload = json!({ "reason": reason, "actor_id": actor_id, "fingerprint_current": rotation.fingerprint_current,
         "fingerprint_previous": rotation.fingerprint_previous, "grace_window_ms": rotation.grace_window_ms, "emergency": rotation.emergency });
-    crate::gate::ops_tokens::record(&mut tx, operator, crate::audit::events::SECURITY_SIGNING_KEY_ROTATED, payload).await?;
+    crate::audit::record_operator(&mut tx, operator, crate::audit::events::SECURITY_SIGNING_KEY_ROTATED, payload).await?;
     tx.commit().await?;
     Ok(rotation)
 }

@@ -21,9 +21,8 @@ use crate::{
     state::{AppState, Invalidation},
 };
 
-/// The chain operator actions are recorded in: the platform's own, under
-/// the nil tenant id (no tenant's chain holds them).
-pub const PLATFORM_CHAIN: &str = "00000000-0000-0000-0000-000000000000";
+/// The chain operator actions are recorded in (`audit::PLATFORM_CHAIN`).
+pub use crate::audit::PLATFORM_CHAIN;
 /// The identity of the environment secret in the audit trail.
 pub const BREAK_GLASS: &str = "break-glass";
 
@@ -111,7 +110,7 @@ pub async fn mint(
     state.invalidate(Invalidation::OpsTokens).await;
     let mut tx = state.db.begin().await?;
     let payload = json!({ "id": token.id, "label": token.label, "expires_at": token.expires_at, "minted_by": operator });
-    record(&mut tx, operator, audit::events::ADMIN_OPS_TOKEN_ISSUED, payload).await?;
+    audit::record_operator(&mut tx, operator, audit::events::ADMIN_OPS_TOKEN_ISSUED, payload).await?;
     tx.commit().await?;
     Ok((token, plaintext))
 }
@@ -127,32 +126,8 @@ pub async fn revoke(state: &AppState, operator: &str, id: &str) -> ApiResult<Ops
         .ok_or_else(|| ApiError::Missing("token not found or already revoked"))?;
     state.invalidate(Invalidation::OpsTokens).await;
     let mut tx = state.db.begin().await?;
-    record(&mut tx, operator, audit::events::ADMIN_OPS_TOKEN_REVOKED, json!({ "id": token.id, "label": token.label, "revoked_by": operator })).await?;
+    audit::record_operator(&mut tx, operator, audit::events::ADMIN_OPS_TOKEN_REVOKED, json!({ "id": token.id, "label": token.label, "revoked_by": operator }))
+        .await?;
     tx.commit().await?;
     Ok(token)
-}
-
-/// Records an operator action in the platform chain, the operator as actor.
-pub async fn record(tx: &mut db::Tx, operator: &str, event_type: &str, payload: serde_json::Value) -> ApiResult<audit::Appended> {
-    record_in(tx, PLATFORM_CHAIN, operator, event_type, payload).await
-}
-
-/// Records an operator action in a tenant's chain (what was done to it),
-/// the operator as actor.
-pub async fn record_in(tx: &mut db::Tx, chain: &str, operator: &str, event_type: &str, payload: serde_json::Value) -> ApiResult<audit::Appended> {
-    audit::emit(
-        tx,
-        audit::Event {
-            tenant_id: chain,
-            pool_index: None,
-            event_type,
-            actor_kind: "operator",
-            actor_id: operator,
-            actor_chain: None,
-            payload: &payload,
-            retention_class: None,
-            occurred_at: None,
-        },
-    )
-    .await
 }

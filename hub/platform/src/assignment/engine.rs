@@ -10,12 +10,24 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use hub_kernel::validate::Check;
+use hub_kernel::{stored_enum, validate::Check};
 
 use crate::dispatch::{Point, haversine};
 
-pub const OUTCOMES: [&str; 4] = ["ASSIGNED", "FALLBACK", "REVIEW", "UNROUTABLE"];
-pub const STRATEGIES: [&str; 3] = ["default", "round_robin", "fair_share"];
+stored_enum! {
+    /// What a decision came to: given to a persona a rule qualified
+    /// (`ASSIGNED`), to the least loaded candidate when no rule could
+    /// (`FALLBACK`), sent to a person (`REVIEW`), or given to no one
+    /// (`UNROUTABLE`).
+    #[schema(as = AssignmentOutcome)]
+    pub enum Outcome { Assigned = "ASSIGNED", Fallback = "FALLBACK", Review = "REVIEW", Unroutable = "UNROUTABLE" }
+}
+
+stored_enum! {
+    /// How a winner is picked among the candidates that pass the gates.
+    #[schema(as = AssignmentStrategy)]
+    pub enum Strategy { Default = "default", RoundRobin = "round_robin", FairShare = "fair_share" }
+}
 
 /// Rules a rule set holds at most.
 pub const MAX_RULES: usize = 100;
@@ -97,7 +109,7 @@ pub fn parse_rules(check: &mut Check, value: Option<&Value>) -> Vec<Rule> {
 /// What routing a subject decided.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Routed {
-    pub outcome: &'static str,
+    pub outcome: Outcome,
     pub persona_id: Option<String>,
     pub matched_rule: Option<String>,
 }
@@ -115,17 +127,17 @@ pub fn route(rules: &[Rule], subject: &Value, candidates: &[String], specialties
     let least_loaded = |pool: Vec<&String>| pool.into_iter().min_by_key(|p| load.get(*p).copied().unwrap_or(0)).cloned();
     for rule in rules.iter().filter(|r| r.matches(subject)) {
         if rule.review {
-            return Routed { outcome: "REVIEW", persona_id: None, matched_rule: Some(rule.name.clone()) };
+            return Routed { outcome: Outcome::Review, persona_id: None, matched_rule: Some(rule.name.clone()) };
         }
         let qualified: Vec<&String> =
             candidates.iter().filter(|c| rule.specialty.as_ref().is_none_or(|s| specialties.get(*c).is_some_and(|have| have.contains(s)))).collect();
         if let Some(winner) = least_loaded(qualified) {
-            return Routed { outcome: "ASSIGNED", persona_id: Some(winner), matched_rule: Some(rule.name.clone()) };
+            return Routed { outcome: Outcome::Assigned, persona_id: Some(winner), matched_rule: Some(rule.name.clone()) };
         }
     }
     match least_loaded(candidates.iter().collect()) {
-        Some(p) => Routed { outcome: "FALLBACK", persona_id: Some(p), matched_rule: None },
-        None => Routed { outcome: "UNROUTABLE", persona_id: None, matched_rule: None },
+        Some(p) => Routed { outcome: Outcome::Fallback, persona_id: Some(p), matched_rule: None },
+        None => Routed { outcome: Outcome::Unroutable, persona_id: None, matched_rule: None },
     }
 }
 
@@ -193,7 +205,7 @@ fn capacity_left(c: &Candidate) -> i64 {
 pub fn assign(
     candidates: &[Candidate],
     required: &[String],
-    strategy: &str,
+    strategy: Strategy,
     location: Option<Point>,
     cursor: Option<&str>,
     now: DateTime<Utc>,
@@ -208,12 +220,12 @@ pub fn assign(
         .collect();
     let eligible: Vec<(usize, &Candidate)> = candidates.iter().enumerate().filter(|(i, _)| evaluations[*i].eligible).collect();
     let winner = match strategy {
-        "round_robin" => {
+        Strategy::RoundRobin => {
             let mut ids: Vec<&str> = eligible.iter().map(|(_, c)| c.persona_id.as_str()).collect();
             ids.sort_unstable();
             ids.iter().find(|id| cursor.is_some_and(|last| **id > last)).or(ids.first()).map(|id| id.to_string())
         }
-        "fair_share" => eligible
+        Strategy::FairShare => eligible
             .iter()
             .min_by(|(_, a), (_, b)| {
                 (a.assigned_today, std::cmp::Reverse(capacity_left(a)), &a.persona_id).cmp(&(
@@ -223,7 +235,7 @@ pub fn assign(
                 ))
             })
             .map(|(_, c)| c.persona_id.clone()),
-        _ => eligible
+        Strategy::Default => eligible
             .iter()
             .min_by(|(i, a), (j, b)| {
                 let rank = |i: usize| i.min(2);
@@ -243,7 +255,7 @@ pub struct Recorded {
     pub subject: Value,
     pub candidates: Vec<String>,
     pub specialties: Specialties,
-    pub outcome: String,
+    pub outcome: Outcome,
     pub persona_id: Option<String>,
 }
 
@@ -271,7 +283,7 @@ pub struct Report {
 /// replaces each decision's own when given.
 pub fn simulate(rules: &[Rule], recorded: &[Recorded], pool: Option<(&[String], &Specialties)>, skew_tolerance: f64) -> Report {
     let mut load: HashMap<String, i64> = HashMap::new();
-    let mut outcomes: BTreeMap<String, usize> = OUTCOMES.iter().map(|o| (o.to_string(), 0)).collect();
+    let mut outcomes: BTreeMap<String, usize> = Outcome::ALL.iter().map(|o| (o.as_str().to_string(), 0)).collect();
     let mut per_persona: BTreeMap<String, usize> = BTreeMap::new();
     let mut changed = 0;
     for r in recorded {
@@ -284,7 +296,7 @@ pub fn simulate(rules: &[Rule], recorded: &[Recorded], pool: Option<(&[String], 
             *load.entry(p.clone()).or_insert(0) += 1;
             *per_persona.entry(p.clone()).or_insert(0) += 1;
         }
-        *outcomes.entry(routed.outcome.to_string()).or_insert(0) += 1;
+        *outcomes.entry(routed.outcome.as_str().to_string()).or_insert(0) += 1;
         if routed.outcome != r.outcome || routed.persona_id != r.persona_id {
             changed += 1;
         }
@@ -323,15 +335,15 @@ mod tests {
         let specialties: HashMap<String, Vec<String>> = [("b".to_string(), vec!["cardio".to_string()]), ("c".to_string(), vec!["cardio".to_string()])].into();
         let cands = ids(&["a", "b", "c"]);
         let none = HashMap::new();
-        assert_eq!(route(&r, &json!({ "tier": "gold", "kind": "heart" }), &cands, &specialties, &none).outcome, "REVIEW");
+        assert_eq!(route(&r, &json!({ "tier": "gold", "kind": "heart" }), &cands, &specialties, &none).outcome, Outcome::Review);
         let routed = route(&r, &json!({ "kind": "lungs" }), &cands, &specialties, &none);
-        assert_eq!((routed.outcome, routed.persona_id.as_deref(), routed.matched_rule.as_deref()), ("ASSIGNED", Some("b"), Some("cardio")));
+        assert_eq!((routed.outcome, routed.persona_id.as_deref(), routed.matched_rule.as_deref()), (Outcome::Assigned, Some("b"), Some("cardio")));
         let busy_b = [("b".to_string(), 3)].into();
         assert_eq!(route(&r, &json!({ "kind": "heart" }), &cands, &specialties, &busy_b).persona_id.as_deref(), Some("c"));
         // No rule can assign: the least loaded candidate, as a fallback.
         let routed = route(&r, &json!({ "kind": "skin" }), &cands, &specialties, &busy_b);
-        assert_eq!((routed.outcome, routed.persona_id.as_deref()), ("FALLBACK", Some("a")));
-        assert_eq!(route(&r, &json!({ "kind": "heart" }), &[], &specialties, &none).outcome, "UNROUTABLE");
+        assert_eq!((routed.outcome, routed.persona_id.as_deref()), (Outcome::Fallback, Some("a")));
+        assert_eq!(route(&r, &json!({ "kind": "heart" }), &[], &specialties, &none).outcome, Outcome::Unroutable);
     }
 
     #[test]
@@ -362,13 +374,13 @@ mod tests {
         let mut away = candidate("d", &["x"], None, 0, None);
         away.workload.as_mut().unwrap().available_from = Some(now + chrono::TimeDelta::hours(1));
         let cands = [candidate("a", &["y"], None, 0, None), candidate("b", &["x"], Some(2), 2, None), candidate("c", &["x", "y"], None, 0, None), away];
-        for strategy in STRATEGIES {
+        for &strategy in Strategy::ALL {
             let (winner, ev) = assign(&cands, &ids(&["x"]), strategy, None, None, now);
             assert_eq!(winner.as_deref(), Some("c"), "{strategy}");
             let gates: Vec<_> = ev.iter().map(|e| e.gate).collect();
             assert_eq!(gates, [Some("skills"), Some("capacity"), None, Some("availability")]);
         }
-        let (winner, _) = assign(&cands[..2], &ids(&["x"]), "default", None, None, now);
+        let (winner, _) = assign(&cands[..2], &ids(&["x"]), Strategy::Default, None, None, now);
         assert_eq!(winner, None);
     }
 
@@ -379,18 +391,18 @@ mod tests {
         let skilled = |id: &str, at: (f64, f64)| candidate(id, &["x"], None, 0, Some(at));
         let cands = [skilled("p", (40.0, -3.0)), skilled("b", (52.0, 4.0)), skilled("far", (48.0, 2.0)), skilled("near", (52.38, 4.9))];
         let x = ids(&["x"]);
-        assert_eq!(assign(&cands, &x, "default", task, None, now).0.as_deref(), Some("p"), "the primary, however far");
-        assert_eq!(assign(&cands[1..], &x, "default", task, None, now).0.as_deref(), Some("b"), "the backup next");
+        assert_eq!(assign(&cands, &x, Strategy::Default, task, None, now).0.as_deref(), Some("p"), "the primary, however far");
+        assert_eq!(assign(&cands[1..], &x, Strategy::Default, task, None, now).0.as_deref(), Some("b"), "the backup next");
         // Primary and backup unqualified: the nearest of the others.
         let mut rest = cands.to_vec();
         rest[0].workload.as_mut().unwrap().skills.clear();
         rest[1].workload.as_mut().unwrap().skills.clear();
-        let (winner, ev) = assign(&rest, &x, "default", task, None, now);
+        let (winner, ev) = assign(&rest, &x, Strategy::Default, task, None, now);
         assert_eq!(winner.as_deref(), Some("near"), "{ev:?}");
         assert!(ev[3].distance_km.unwrap() < 2.0 && ev[2].distance_km.unwrap() > 400.0, "{ev:?}");
         // Same rank, no distance: the most capacity left.
         let tied = [rest[0].clone(), rest[1].clone(), candidate("busy", &["x"], Some(5), 4, None), candidate("free", &["x"], Some(5), 1, None)];
-        assert_eq!(assign(&tied, &x, "default", None, None, now).0.as_deref(), Some("free"));
+        assert_eq!(assign(&tied, &x, Strategy::Default, None, None, now).0.as_deref(), Some("free"));
     }
 
     #[test]
@@ -400,12 +412,12 @@ mod tests {
         let mut cursor: Option<String> = None;
         let mut turns = Vec::new();
         for _ in 0..4 {
-            let (w, _) = assign(&cands, &[], "round_robin", None, cursor.as_deref(), now);
+            let (w, _) = assign(&cands, &[], Strategy::RoundRobin, None, cursor.as_deref(), now);
             turns.push(w.clone().unwrap());
             cursor = w;
         }
         assert_eq!(turns, ["a", "b", "c", "a"]);
-        assert_eq!(assign(&cands, &[], "fair_share", None, None, now).0.as_deref(), Some("c"));
+        assert_eq!(assign(&cands, &[], Strategy::FairShare, None, None, now).0.as_deref(), Some("c"));
     }
 
     #[test]
@@ -417,7 +429,7 @@ mod tests {
                 subject: json!({}),
                 candidates: ids(&["a", "b"]),
                 specialties: spec.clone(),
-                outcome: "ASSIGNED".into(),
+                outcome: Outcome::Assigned,
                 persona_id: Some("a".into()),
             })
             .collect();

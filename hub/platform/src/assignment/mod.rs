@@ -11,11 +11,12 @@ mod records;
 
 use std::collections::{HashMap, HashSet};
 
+use axum::response::IntoResponse;
 use chrono::Utc;
 use hub_kernel::{db::Backend, prelude::*};
 
 use crate::dispatch::Point;
-use engine::{Candidate, Recorded, Routed, Rule, Workload};
+use engine::{Candidate, Outcome, Recorded, Routed, Rule, Strategy, Workload};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -38,7 +39,7 @@ const MAX_CANDIDATES: usize = 100;
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = AssignmentRuleSet)]
 struct RuleSet {
-    rule_set_id: String,
+    rule_set_id: Id,
     name: String,
     version: i64,
     /// The rules, in the order they are tried.
@@ -49,8 +50,8 @@ struct RuleSet {
     #[schema(value_type = bool)]
     active: Flag,
     published_by: String,
-    created_at: String,
-    activated_at: Option<String>,
+    created_at: Timestamp,
+    activated_at: Option<Timestamp>,
 }
 
 const RULE_SET_COLUMNS: &str = "rule_set_id, name, version, rules, active, published_by, created_at, activated_at";
@@ -115,14 +116,14 @@ async fn make_active(tx: &mut Tx, tenant_id: &str, set: &RuleSet) -> ApiResult<R
         .execute(&mut **tx)
         .await?;
     let sql = format!("UPDATE assignment_rule_set SET active = 1, activated_at = $2 WHERE rule_set_id = $1 RETURNING {RULE_SET_COLUMNS}");
-    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&set.rule_set_id).bind(db::now()).fetch_one(&mut **tx).await?)
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(set.rule_set_id).bind(db::now()).fetch_one(&mut **tx).await?)
 }
 
 /// Publishes the next version of a rule set, active at once when asked.
 #[utoipa::path(post, path = "/api/assignment/routes", tag = "sdk-assignment", request_body = NewRuleSet,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "name": "race-{unique}", "rules": [{ "name": "any" }], "activate": true } }))),
     responses((status = 201, description = "the version published", body = Data<RuleSet>)))]
-async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRuleSet>) -> ApiResult<Response> {
+async fn publish(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRuleSet>) -> ApiResult<Created<RuleSet>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let name = body.name.trim().to_string();
@@ -170,7 +171,7 @@ struct RuleSetFilter {
 /// The rule set versions, newest first.
 #[utoipa::path(get, path = "/api/assignment/routes", tag = "sdk-assignment", params(RuleSetFilter, Page),
     responses((status = 200, description = "one page of versions", body = ListOf<RuleSet>)))]
-async fn list_rule_sets(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RuleSetFilter>, page: Page) -> ApiResult<Response> {
+async fn list_rule_sets(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RuleSetFilter>, page: Page) -> ApiResult<ListOf<RuleSet>> {
     let name = Check::optional(&q.name).unwrap_or_default();
     let listing =
         Listing { table: "assignment_rule_set", columns: RULE_SET_COLUMNS, filter: "tenant_id = $1 AND ($2 = '' OR name = $2)", order: "name, version DESC" };
@@ -202,7 +203,7 @@ async fn queue_on_name(tx: &mut Tx, tenant_id: &str, name: &str) -> ApiResult<()
         ["POST", "/api/assignment/routes", { "name": "race-{unique}", "rules": [{ "name": "any" }], "activate": true }],
         ["POST", "/api/assignment/routes", { "name": "race-{unique}", "rules": [{ "name": "any" }] }]] }))),
     responses((status = 200, description = "the version, now active", body = Data<RuleSet>)))]
-async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<RuleSet>> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     let set = rule_set(&mut tx, &ctx.tenant_id, "rule_set_id = $2", &id).await?.ok_or(ApiError::NotFound)?;
@@ -218,16 +219,21 @@ async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
     Ok(ok(set))
 }
 
+stored_enum! {
+    /// What a decision routed: a subject through a rule set (`route`), or a
+    /// task through the gates and a strategy (`task`).
+    #[schema(as = AssignmentDecisionKind)]
+    pub enum DecisionKind { Route = "route", Task = "task" }
+}
+
 /// A recorded decision (`decision_id` null: a dry run, not recorded).
-#[derive(Debug, Default, FromRow, Serialize, ToSchema)]
+#[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = AssignmentDecision)]
 struct Decision {
-    decision_id: Option<String>,
-    /// `route` or `task`.
-    kind: String,
-    strategy: String,
-    /// `ASSIGNED`, `FALLBACK`, `REVIEW` or `UNROUTABLE`.
-    outcome: String,
+    decision_id: Option<Id>,
+    kind: DecisionKind,
+    strategy: Strategy,
+    outcome: Outcome,
     persona_id: Option<String>,
     rule_set_name: Option<String>,
     rule_version: Option<i64>,
@@ -249,7 +255,7 @@ struct Decision {
     #[schema(value_type = Vec<engine::Evaluation>)]
     evaluation: JsonText,
     created_by: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const DECISION_COLUMNS: &str = "decision_id, kind, strategy, outcome, persona_id, rule_set_name, rule_version, matched_rule, subject_ref, subject, \
@@ -257,17 +263,17 @@ const DECISION_COLUMNS: &str = "decision_id, kind, strategy, outcome, persona_id
 
 /// Records `d` with its event (a fresh id), answering it as stored.
 async fn record_decision(tx: &mut Tx, ctx: &TenantCtx, mut d: Decision) -> ApiResult<Decision> {
-    d.decision_id = Some(db::new_id());
+    d.decision_id = Some(Id::new());
     let sql = format!(
         "INSERT INTO assignment_decision (tenant_id, {DECISION_COLUMNS}) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
     );
     sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(&ctx.tenant_id)
-        .bind(&d.decision_id)
-        .bind(&d.kind)
-        .bind(&d.strategy)
-        .bind(&d.outcome)
+        .bind(d.decision_id)
+        .bind(d.kind)
+        .bind(d.strategy)
+        .bind(d.outcome)
         .bind(&d.persona_id)
         .bind(&d.rule_set_name)
         .bind(d.rule_version)
@@ -280,7 +286,7 @@ async fn record_decision(tx: &mut Tx, ctx: &TenantCtx, mut d: Decision) -> ApiRe
         .bind(d.persona_specialties.0.to_string())
         .bind(d.evaluation.0.to_string())
         .bind(&d.created_by)
-        .bind(&d.created_at)
+        .bind(d.created_at)
         .execute(&mut **tx)
         .await?;
     let payload = json!({
@@ -416,28 +422,29 @@ async fn route(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Ro
     let Routed { outcome, persona_id, matched_rule } = engine::route(&rules, &subject, &candidates, &specialties, &load);
     let decision = Decision {
         decision_id: None,
-        kind: "route".into(),
-        strategy: "default".into(),
-        outcome: outcome.into(),
+        kind: DecisionKind::Route,
+        strategy: Strategy::Default,
+        outcome,
         persona_id,
         rule_set_name: Some(set.name.clone()),
         rule_version: Some(set.version),
         matched_rule,
         subject_ref: Check::optional(&body.subject_ref),
         subject: JsonText(subject),
+        task_id: None,
+        pool_key: None,
         candidates: JsonText(json!(candidates)),
         persona_specialties: JsonText(json!(specialties)),
         evaluation: JsonText(json!([])),
         created_by: audit::actor_of(&ctx).1.to_string(),
-        created_at: db::now(),
-        ..Default::default()
+        created_at: Timestamp::now(),
     };
     if body.dry_run == Some(true) {
-        return Ok(ok(decision));
+        return Ok(ok(decision).into_response());
     }
     let decision = record_decision(&mut tx, &ctx, decision).await?;
     tx.commit().await?;
-    Ok(created(decision))
+    Ok(created(decision).into_response())
 }
 
 fn stored_rules(set: &RuleSet) -> Vec<Rule> {
@@ -465,22 +472,6 @@ struct TaskRequest {
     location: Option<Location>,
 }
 
-/// How a winner is picked among the candidates that pass the gates.
-#[derive(Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = AssignmentStrategy)]
-enum Strategy {
-    Default,
-    RoundRobin,
-    FairShare,
-}
-
-impl Strategy {
-    fn as_str(self) -> &'static str {
-        engine::STRATEGIES[self as usize]
-    }
-}
-
 /// A place.
 #[derive(Clone, Copy, Deserialize, ToSchema)]
 #[schema(as = AssignmentLocation)]
@@ -505,13 +496,13 @@ impl From<Location> for Point {
     extensions(("x-concurrency" = json!({ "outcome": "independent",
         "body": { "task_id": "t-{unique}", "candidate_persona_ids": ["{owner_persona_id}"], "strategy": "round_robin", "pool_key": "race-{unique}" } }))),
     responses((status = 201, description = "the decision, recorded: ASSIGNED, or UNROUTABLE when no candidate passed the gates", body = Data<Decision>)))]
-async fn assign_by_task(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<TaskRequest>) -> ApiResult<Response> {
+async fn assign_by_task(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<TaskRequest>) -> ApiResult<Created<Decision>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let task_id = body.task_id.trim().to_string();
     let candidates = persona_list(&mut check, "candidate_persona_ids", &body.candidate_persona_ids);
     let required = string_list(&mut check, "required_skills", body.required_skills);
-    let strategy = body.strategy.unwrap_or(Strategy::Default).as_str().to_string();
+    let strategy = body.strategy.unwrap_or(Strategy::Default);
     let pool_key = Check::optional(&body.pool_key).unwrap_or_else(|| "default".into());
     if !valid_name(&pool_key) {
         check.fail("pool_key must be 1 to 128 letters, digits, '.', '_' or '-'");
@@ -528,7 +519,7 @@ async fn assign_by_task(State(state): State<AppState>, Tenant(ctx): Tenant, body
     let given = given_today(&mut tx, &ctx.tenant_id, &candidates).await?;
     let now = Utc::now();
     let mut cursor = None;
-    if strategy == "round_robin" {
+    if strategy == Strategy::RoundRobin {
         sqlx::query(
             "INSERT INTO assignment_rotation (tenant_id, pool_key, turns, updated_at) VALUES ($1, $2, 0, $3) ON CONFLICT (tenant_id, pool_key) DO NOTHING",
         )
@@ -544,8 +535,8 @@ async fn assign_by_task(State(state): State<AppState>, Tenant(ctx): Tenant, body
         .iter()
         .map(|id| Candidate { persona_id: id.clone(), workload: workloads.get(id).cloned(), assigned_today: given.get(id).copied().unwrap_or(0) })
         .collect();
-    let (winner, evaluation) = engine::assign(&pool, &required, &strategy, at, cursor.as_deref(), now);
-    if let (Some(w), "round_robin") = (&winner, strategy.as_str()) {
+    let (winner, evaluation) = engine::assign(&pool, &required, strategy, at, cursor.as_deref(), now);
+    if let (Some(w), Strategy::RoundRobin) = (&winner, strategy) {
         sqlx::query("UPDATE assignment_rotation SET last_persona_id = $3, turns = turns + 1, updated_at = $4 WHERE tenant_id = $1 AND pool_key = $2")
             .bind(&ctx.tenant_id)
             .bind(&pool_key)
@@ -555,10 +546,15 @@ async fn assign_by_task(State(state): State<AppState>, Tenant(ctx): Tenant, body
             .await?;
     }
     let decision = Decision {
-        kind: "task".into(),
+        decision_id: None,
+        kind: DecisionKind::Task,
         strategy,
-        outcome: if winner.is_some() { "ASSIGNED" } else { "UNROUTABLE" }.into(),
+        outcome: if winner.is_some() { Outcome::Assigned } else { Outcome::Unroutable },
         persona_id: winner,
+        rule_set_name: None,
+        rule_version: None,
+        matched_rule: None,
+        subject_ref: None,
         subject: JsonText(json!({ "required_skills": required, "location": at })),
         task_id: Some(task_id),
         pool_key: Some(pool_key),
@@ -566,8 +562,7 @@ async fn assign_by_task(State(state): State<AppState>, Tenant(ctx): Tenant, body
         persona_specialties: JsonText(json!({})),
         evaluation: JsonText(json!(evaluation)),
         created_by: audit::actor_of(&ctx).1.to_string(),
-        created_at: db::now(),
-        ..Default::default()
+        created_at: Timestamp::now(),
     };
     let decision = record_decision(&mut tx, &ctx, decision).await?;
     tx.commit().await?;
@@ -578,20 +573,18 @@ async fn assign_by_task(State(state): State<AppState>, Tenant(ctx): Tenant, body
 #[into_params(parameter_in = Query)]
 struct DecisionQuery {
     /// The decision to read.
-    #[param(required = true)]
-    decision_id: Option<String>,
+    #[param(format = "uuid")]
+    decision_id: String,
 }
 
 /// One recorded decision, by id.
 #[utoipa::path(get, path = "/api/assignment/decisions", tag = "sdk-assignment", params(DecisionQuery),
-    responses((status = 200, description = "the decision", body = Data<Decision>)))]
-async fn get_decision(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DecisionQuery>) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let id = check.required_uuid("decision_id", &q.decision_id);
-    check.finish()?;
+    responses((status = 200, description = "the decision", body = Data<Decision>),
+        (status = 404, description = "NotFound: no decision of the tenant has this id", body = ErrorBody)))]
+async fn get_decision(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DecisionQuery>) -> ApiResult<Data<Decision>> {
+    let id = canonical_uuid(&q.decision_id);
     let sql = format!("SELECT {DECISION_COLUMNS} FROM assignment_decision WHERE tenant_id = $1 AND decision_id = $2");
-    let found: Option<Decision> =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(id.map(|i| i.to_string())).fetch_optional(&state.db.read).await?;
+    let found: Option<Decision> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
     Ok(ok(found.ok_or(ApiError::NotFound)?))
 }
 
@@ -603,7 +596,7 @@ struct Cursor {
     last_persona_id: Option<String>,
     /// Turns handed out in the pool.
     turns: i64,
-    updated_at: String,
+    updated_at: Timestamp,
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -616,7 +609,7 @@ struct RotationFilter {
 /// The round-robin cursors of the tenant's pools.
 #[utoipa::path(get, path = "/api/assignment/rotation", tag = "sdk-assignment", params(RotationFilter, Page),
     responses((status = 200, description = "one page of cursors", body = ListOf<Cursor>)))]
-async fn rotation(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RotationFilter>, page: Page) -> ApiResult<Response> {
+async fn rotation(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RotationFilter>, page: Page) -> ApiResult<ListOf<Cursor>> {
     let pool = Check::optional(&q.pool_key).unwrap_or_default();
     let listing = Listing {
         table: "assignment_rotation",
@@ -634,14 +627,14 @@ struct WorkloadRow {
     #[sqlx(try_from = "String")]
     #[schema(value_type = Vec<String>)]
     skills: JsonText,
-    available_from: Option<String>,
-    available_to: Option<String>,
+    available_from: Option<Timestamp>,
+    available_to: Option<Timestamp>,
     /// Assignments a day at most; null: no limit.
     capacity_per_day: Option<i64>,
     lat: Option<f64>,
     lng: Option<f64>,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 const WORKLOAD_COLUMNS: &str = "persona_id, skills, available_from, available_to, capacity_per_day, lat, lng, created_at, updated_at";
@@ -651,8 +644,8 @@ impl WorkloadRow {
         let skills = self.skills.0.as_array().map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect()).unwrap_or_default();
         Workload {
             skills,
-            available_from: self.available_from.as_deref().and_then(db::parse_time),
-            available_to: self.available_to.as_deref().and_then(db::parse_time),
+            available_from: self.available_from.map(|t| t.0),
+            available_to: self.available_to.map(|t| t.0),
             capacity_per_day: self.capacity_per_day,
             location: self.lat.zip(self.lng).map(|(lat, lng)| Point { lat, lng }),
         }
@@ -749,14 +742,14 @@ async fn put_workload(State(state): State<AppState>, Tenant(ctx): Tenant, Path(i
     let payload = json!({ "persona_id": id, "skills": skills, "capacity_per_day": capacity });
     audit::record(&mut tx, &ctx, events::ASSIGNMENT_WORKLOAD_UPDATED, payload).await?;
     tx.commit().await?;
-    Ok(if existed { ok(row) } else { created(row) })
+    Ok(if existed { ok(row).into_response() } else { created(row).into_response() })
 }
 
 /// A persona's workload.
 #[utoipa::path(get, path = "/api/assignment/workload/{persona_id}", tag = "sdk-assignment",
     params(("persona_id" = String, Path, description = "a persona of the caller's tenant")),
     responses((status = 200, description = "the workload", body = Data<WorkloadRow>)))]
-async fn get_workload(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_workload(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<WorkloadRow>> {
     let id = path_id(&id)?.to_string();
     let sql = format!("SELECT {WORKLOAD_COLUMNS} FROM assignment_workload WHERE tenant_id = $1 AND persona_id = $2");
     let row: Option<WorkloadRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
@@ -766,7 +759,7 @@ async fn get_workload(State(state): State<AppState>, Tenant(ctx): Tenant, Path(i
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = AssignmentSimulation)]
 struct Simulation {
-    simulation_id: String,
+    simulation_id: Id,
     rule_set_name: String,
     candidate_version: i64,
     skew_tolerance: f64,
@@ -777,7 +770,7 @@ struct Simulation {
     #[schema(value_type = engine::Report)]
     report: JsonText,
     created_by: String,
-    created_at: String,
+    created_at: Timestamp,
 }
 
 const SIMULATION_COLUMNS: &str = "simulation_id, rule_set_name, candidate_version, skew_tolerance, within_tolerance, report, created_by, created_at";
@@ -808,7 +801,7 @@ struct Replayed {
     subject: String,
     candidates: String,
     persona_specialties: String,
-    outcome: String,
+    outcome: Outcome,
     persona_id: Option<String>,
 }
 
@@ -819,7 +812,7 @@ struct Replayed {
         "given": [["POST", "/api/assignment/routes", { "name": "race-{unique}", "rules": [{ "name": "any" }], "activate": true }]],
         "body": { "rule_set_name": "race-{unique}" } }))),
     responses((status = 201, description = "the simulation and its report", body = Data<Simulation>)))]
-async fn simulate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<SimulateRequest>) -> ApiResult<Response> {
+async fn simulate(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<SimulateRequest>) -> ApiResult<Created<Simulation>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let name = body.rule_set_name.trim().to_string();
@@ -885,7 +878,7 @@ async fn version_of(tx: &mut Tx, tenant_id: &str, name: &str, version: i64) -> A
 /// The stored simulations, newest first.
 #[utoipa::path(get, path = "/api/assignment/simulations", tag = "sdk-assignment", params(Page),
     responses((status = 200, description = "one page of simulations", body = ListOf<Simulation>)))]
-async fn list_simulations(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<Response> {
+async fn list_simulations(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<ListOf<Simulation>> {
     let listing =
         Listing { table: "assignment_simulation", columns: SIMULATION_COLUMNS, filter: "tenant_id = $1", order: "created_at DESC, simulation_id DESC" };
     page.list::<Simulation>(&state.db.read, &listing, &[&ctx.tenant_id]).await
@@ -895,7 +888,7 @@ async fn list_simulations(State(state): State<AppState>, Tenant(ctx): Tenant, pa
 #[utoipa::path(get, path = "/api/assignment/simulations/{simulation_id}", tag = "sdk-assignment",
     params(("simulation_id" = String, Path, description = "the simulation")),
     responses((status = 200, description = "the simulation", body = Data<Simulation>)))]
-async fn get_simulation(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_simulation(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Simulation>> {
     let id = path_id(&id)?.to_string();
     let sql = format!("SELECT {SIMULATION_COLUMNS} FROM assignment_simulation WHERE tenant_id = $1 AND simulation_id = $2");
     let found: Option<Simulation> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;

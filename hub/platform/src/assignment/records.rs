@@ -29,32 +29,49 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// The acceptance window when none is given, minutes.
 const DEFAULT_WINDOW_MINUTES: i64 = 30;
 
+stored_enum! {
+    /// Where an assignment record is: offered (to its primary or backup),
+    /// reassigned by a manager, or settled.
+    #[schema(as = AssignmentRecordState)]
+    pub enum RecordState { Offered = "offered", Reassigned = "reassigned", Accepted = "accepted", Declined = "declined", Expired = "expired" }
+}
+
+stored_enum! {
+    /// Whom a record is with: the primary, the backup, both at once
+    /// (`simultaneous`), or the persona a manager reassigned it to.
+    #[schema(as = AssignmentRecordStage)]
+    pub enum RecordStage { Primary = "primary", Backup = "backup", Simultaneous = "simultaneous", Reassigned = "reassigned" }
+}
+
+stored_enum! {
+    /// What happened at a step of a record's history.
+    #[schema(as = AssignmentStepEvent)]
+    pub enum StepEvent { Offered = "offered", Accepted = "accepted", Declined = "declined", Reassigned = "reassigned", Expired = "expired" }
+}
+
 #[derive(Clone, Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = AssignmentRecord)]
 struct Record {
-    record_id: String,
+    record_id: Id,
     subject_ref: String,
-    /// `offered`, `reassigned`, `accepted`, `declined` or `expired`.
-    state: String,
-    /// Whom the record is with: `primary`, `backup`, `simultaneous` (both)
-    /// or `reassigned`.
-    stage: String,
+    state: RecordState,
+    stage: RecordStage,
     primary_persona_id: String,
     backup_persona_id: Option<String>,
     manager_persona_id: Option<String>,
     /// The persona the offer is with, or who accepted it.
     current_persona_id: Option<String>,
     acceptance_window_minutes: i64,
-    offer_expires_at: Option<String>,
+    offer_expires_at: Option<Timestamp>,
     routing_decision_id: Option<String>,
     #[sqlx(try_from = "String")]
     #[schema(value_type = Object)]
     metadata: JsonText,
-    source_timestamp: Option<String>,
+    source_timestamp: Option<Timestamp>,
     revision: i64,
     created_by: String,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
     /// Every step, oldest first.
     #[sqlx(skip)]
     history: Vec<Step>,
@@ -68,52 +85,50 @@ const COLUMNS: &str = "record_id, subject_ref, state, stage, primary_persona_id,
 #[schema(as = AssignmentHistoryStep)]
 struct Step {
     seq: i64,
-    /// `offered`, `accepted`, `declined`, `reassigned` or `expired`.
-    event: String,
-    from_state: Option<String>,
-    to_state: String,
+    event: StepEvent,
+    from_state: Option<RecordState>,
+    to_state: RecordState,
     /// The persona the step concerns (who accepted, declined, let the
     /// window pass, or was reassigned to).
     persona_id: Option<String>,
     actor: String,
     reason: Option<String>,
-    at: String,
+    at: Timestamp,
 }
 
 impl Record {
     fn pending(&self) -> bool {
-        matches!(self.state.as_str(), "offered" | "reassigned")
+        matches!(self.state, RecordState::Offered | RecordState::Reassigned)
     }
 
-    fn deadline(&self, now: DateTime<Utc>) -> Option<String> {
-        (self.acceptance_window_minutes > 0).then(|| db::format_time(now + TimeDelta::minutes(self.acceptance_window_minutes)))
+    fn deadline(&self, now: DateTime<Utc>) -> Option<Timestamp> {
+        (self.acceptance_window_minutes > 0).then(|| Timestamp(now + TimeDelta::minutes(self.acceptance_window_minutes)))
     }
 
     /// Moves to `state` with the offer at `stage`/`current`, noting the step.
-    fn step(&mut self, event: &str, to: &str, persona: Option<String>, actor: &str, reason: Option<String>, now: DateTime<Utc>) {
+    fn step(&mut self, event: StepEvent, to: RecordState, persona: Option<String>, actor: &str, reason: Option<String>, now: DateTime<Utc>) {
         let seq = self.history.last().map_or(1, |s| s.seq + 1);
-        let at = db::format_time(now);
         self.history.push(Step {
             seq,
-            event: event.into(),
-            from_state: Some(self.state.clone()),
-            to_state: to.into(),
+            event,
+            from_state: Some(self.state),
+            to_state: to,
             persona_id: persona,
             actor: actor.into(),
             reason,
-            at,
+            at: Timestamp(now),
         });
-        self.state = to.into();
+        self.state = to;
     }
 
     /// The primary's offer passing to the backup (after a decline or a
     /// window that passed), if there is a backup to pass it to.
     fn pass_to_backup(&mut self, now: DateTime<Utc>) -> bool {
-        match (&self.backup_persona_id, self.stage.as_str()) {
-            (Some(backup), "primary") => {
+        match (&self.backup_persona_id, self.stage) {
+            (Some(backup), RecordStage::Primary) => {
                 self.current_persona_id = Some(backup.clone());
-                self.stage = "backup".into();
-                self.state = "offered".into();
+                self.stage = RecordStage::Backup;
+                self.state = RecordState::Offered;
                 self.offer_expires_at = self.deadline(now);
                 true
             }
@@ -124,25 +139,25 @@ impl Record {
     /// A pending offer whose window passed: to the backup, or expired.
     /// True when something changed.
     fn expire_if_due(&mut self, actor: &str, now: DateTime<Utc>) -> bool {
-        let due = self.offer_expires_at.as_deref().and_then(db::parse_time).is_some_and(|t| t <= now);
+        let due = self.offer_expires_at.is_some_and(|t| t.0 <= now);
         if !self.pending() || !due {
             return false;
         }
         let lapsed = self.current_persona_id.clone();
-        let from = self.state.clone();
+        let from = self.state;
         if self.pass_to_backup(now) {
             self.state = from;
-            self.step("expired", "offered", lapsed, actor, Some("the acceptance window passed: offered to the backup".into()), now);
+            self.step(StepEvent::Expired, RecordState::Offered, lapsed, actor, Some("the acceptance window passed: offered to the backup".into()), now);
         } else {
             self.offer_expires_at = None;
-            self.step("expired", "expired", lapsed, actor, Some("the acceptance window passed".into()), now);
+            self.step(StepEvent::Expired, RecordState::Expired, lapsed, actor, Some("the acceptance window passed".into()), now);
         }
         true
     }
 
     fn with(&self, persona: &str) -> bool {
-        match self.stage.as_str() {
-            "simultaneous" => persona == self.primary_persona_id || Some(persona) == self.backup_persona_id.as_deref(),
+        match self.stage {
+            RecordStage::Simultaneous => persona == self.primary_persona_id || Some(persona) == self.backup_persona_id.as_deref(),
             _ => Some(persona) == self.current_persona_id.as_deref(),
         }
     }
@@ -175,18 +190,18 @@ async fn load(tx: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Record> {
 /// Stores `rec`'s new state and the history steps after `known` steps,
 /// each with its event; 409 when another transition came first.
 async fn save(tx: &mut Tx, ctx: &TenantCtx, rec: &mut Record, known: usize) -> ApiResult<()> {
-    let now = db::now();
+    let now = Timestamp::now();
     let done = sqlx::query(
         "UPDATE assignment_record SET state = $3, stage = $4, current_persona_id = $5, offer_expires_at = $6, revision = revision + 1, updated_at = $7 \
          WHERE record_id = $1 AND revision = $2",
     )
-    .bind(&rec.record_id)
+    .bind(rec.record_id)
     .bind(rec.revision)
-    .bind(&rec.state)
-    .bind(&rec.stage)
+    .bind(rec.state)
+    .bind(rec.stage)
     .bind(&rec.current_persona_id)
-    .bind(&rec.offer_expires_at)
-    .bind(&now)
+    .bind(rec.offer_expires_at)
+    .bind(now)
     .execute(&mut **tx)
     .await?;
     if done.rows_affected() == 0 {
@@ -203,24 +218,24 @@ async fn append(tx: &mut Tx, ctx: &TenantCtx, rec: &Record, known: usize) -> Api
             "INSERT INTO assignment_history (record_id, seq, tenant_id, event, from_state, to_state, persona_id, actor, reason, at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
-        .bind(&rec.record_id)
+        .bind(rec.record_id)
         .bind(s.seq)
         .bind(&ctx.tenant_id)
-        .bind(&s.event)
-        .bind(&s.from_state)
-        .bind(&s.to_state)
+        .bind(s.event)
+        .bind(s.from_state)
+        .bind(s.to_state)
         .bind(&s.persona_id)
         .bind(&s.actor)
         .bind(&s.reason)
-        .bind(&s.at)
+        .bind(s.at)
         .execute(&mut **tx)
         .await?;
-        let event = match s.event.as_str() {
-            "offered" => events::ASSIGNMENT_OFFER_CREATED,
-            "accepted" => events::ASSIGNMENT_OFFER_ACCEPTED,
-            "declined" => events::ASSIGNMENT_OFFER_DECLINED,
-            "reassigned" => events::ASSIGNMENT_OFFER_REASSIGNED,
-            _ => events::ASSIGNMENT_OFFER_EXPIRED,
+        let event = match s.event {
+            StepEvent::Offered => events::ASSIGNMENT_OFFER_CREATED,
+            StepEvent::Accepted => events::ASSIGNMENT_OFFER_ACCEPTED,
+            StepEvent::Declined => events::ASSIGNMENT_OFFER_DECLINED,
+            StepEvent::Reassigned => events::ASSIGNMENT_OFFER_REASSIGNED,
+            StepEvent::Expired => events::ASSIGNMENT_OFFER_EXPIRED,
         };
         let payload = json!({
             "record_id": rec.record_id, "seq": s.seq, "from_state": s.from_state, "to_state": s.to_state,
@@ -271,7 +286,7 @@ struct NewRecord {
 #[utoipa::path(post, path = "/api/assignments", tag = "sdk-assignment", request_body = NewRecord,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "subject_ref": "race-{unique}", "primary_persona_id": "{persona_id}" } }))),
     responses((status = 201, description = "the record, offered", body = Data<Record>)))]
-async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRecord>) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewRecord>) -> ApiResult<Created<Record>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let subject_ref = body.subject_ref.trim().to_string();
@@ -281,7 +296,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     let decision = check.optional_uuid("routing_decision_id", &body.routing_decision_id).map(|u| u.to_string());
     let window = body.acceptance_window_minutes.unwrap_or(DEFAULT_WINDOW_MINUTES);
     let metadata = Value::Object(body.metadata.clone().unwrap_or_default());
-    let source_timestamp = check.optional_time("source_timestamp", &body.source_timestamp);
+    let source_timestamp = check.optional_time("source_timestamp", &body.source_timestamp).as_deref().and_then(Timestamp::parse);
     if backup.is_some() && backup == primary {
         check.fail("backup_persona_id must differ from primary_persona_id");
     }
@@ -301,16 +316,16 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
         found.ok_or_else(|| ApiError::invalid("routing_decision_id is not a decision of this tenant"))?;
     }
     let now = Utc::now();
-    let stage = if window == 0 && backup.is_some() { "simultaneous" } else { "primary" };
+    let stage = if window == 0 && backup.is_some() { RecordStage::Simultaneous } else { RecordStage::Primary };
     let mut rec = Record {
-        record_id: db::new_id(),
+        record_id: Id::new(),
         subject_ref,
-        state: "offered".into(),
-        stage: stage.into(),
+        state: RecordState::Offered,
+        stage,
         primary_persona_id: primary.clone(),
         backup_persona_id: backup,
         manager_persona_id: manager,
-        current_persona_id: (stage == "primary").then(|| primary.clone()),
+        current_persona_id: (stage == RecordStage::Primary).then(|| primary.clone()),
         acceptance_window_minutes: window,
         offer_expires_at: None,
         routing_decision_id: decision,
@@ -318,43 +333,43 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
         source_timestamp,
         revision: 0,
         created_by: actor(&ctx, &body.actor),
-        created_at: db::format_time(now),
-        updated_at: db::format_time(now),
+        created_at: Timestamp(now),
+        updated_at: Timestamp(now),
         history: Vec::new(),
     };
     rec.offer_expires_at = rec.deadline(now);
     rec.history.push(Step {
         seq: 1,
-        event: "offered".into(),
+        event: StepEvent::Offered,
         from_state: None,
-        to_state: "offered".into(),
+        to_state: RecordState::Offered,
         persona_id: rec.current_persona_id.clone(),
         actor: rec.created_by.clone(),
         reason: None,
-        at: rec.created_at.clone(),
+        at: rec.created_at,
     });
     let sql = format!(
         "INSERT INTO assignment_record (tenant_id, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
     );
     sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(&ctx.tenant_id)
-        .bind(&rec.record_id)
+        .bind(rec.record_id)
         .bind(&rec.subject_ref)
-        .bind(&rec.state)
-        .bind(&rec.stage)
+        .bind(rec.state)
+        .bind(rec.stage)
         .bind(&rec.primary_persona_id)
         .bind(&rec.backup_persona_id)
         .bind(&rec.manager_persona_id)
         .bind(&rec.current_persona_id)
         .bind(rec.acceptance_window_minutes)
-        .bind(&rec.offer_expires_at)
+        .bind(rec.offer_expires_at)
         .bind(&rec.routing_decision_id)
         .bind(rec.metadata.0.to_string())
-        .bind(&rec.source_timestamp)
+        .bind(rec.source_timestamp)
         .bind(rec.revision)
         .bind(&rec.created_by)
-        .bind(&rec.created_at)
-        .bind(&rec.updated_at)
+        .bind(rec.created_at)
+        .bind(rec.updated_at)
         .execute(&mut *tx)
         .await?;
     append(&mut tx, &ctx, &rec, 0).await?;
@@ -366,7 +381,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
 #[utoipa::path(get, path = "/api/assignments/{record_id}", tag = "sdk-assignment",
     params(("record_id" = String, Path, description = "the record")),
     responses((status = 200, description = "the record", body = Data<Record>)))]
-async fn get_record(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_record(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Record>> {
     let mut tx = state.db.read.begin().await?;
     let rec = load(&mut tx, &ctx.tenant_id, &id).await?;
     tx.commit().await?;
@@ -381,7 +396,7 @@ async fn transition(
     id: &str,
     actor_name: &str,
     act: impl FnOnce(&mut Record, DateTime<Utc>) -> ApiResult<()>,
-) -> ApiResult<Response> {
+) -> ApiResult<Data<Record>> {
     let mut tx = state.db.begin().await?;
     let mut rec = load(&mut tx, &ctx.tenant_id, id).await?;
     let now = Utc::now();
@@ -419,7 +434,7 @@ struct Accept {
         "given": [["POST", "/api/assignments", { "subject_ref": "race-{unique}", "primary_persona_id": "{persona_id}" }]],
         "body": { "persona_id": "{persona_id}" } }))),
     responses((status = 200, description = "the record, accepted", body = Data<Record>)))]
-async fn accept(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Accept>) -> ApiResult<Response> {
+async fn accept(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Accept>) -> ApiResult<Data<Record>> {
     ensure_exists(&state, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
     let persona = path_id(&body.persona_id)?.to_string();
@@ -433,7 +448,7 @@ async fn accept(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
         }
         rec.current_persona_id = Some(persona.clone());
         rec.offer_expires_at = None;
-        rec.step("accepted", "accepted", Some(persona), &who, None, now);
+        rec.step(StepEvent::Accepted, RecordState::Accepted, Some(persona), &who, None, now);
         Ok(())
     })
     .await
@@ -453,7 +468,7 @@ struct Decline {
     extensions(("x-concurrency" = json!({ "outcome": "one-wins",
         "given": [["POST", "/api/assignments", { "subject_ref": "race-{unique}", "primary_persona_id": "{persona_id}" }]], "body": {} }))),
     responses((status = 200, description = "the record: offered to the backup, or declined", body = Data<Record>)))]
-async fn decline(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Decline>) -> ApiResult<Response> {
+async fn decline(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Decline>) -> ApiResult<Data<Record>> {
     ensure_exists(&state, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
     let who = actor(&ctx, &body.actor);
@@ -463,13 +478,13 @@ async fn decline(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
             return Err(not_pending(rec));
         }
         let decliner = rec.current_persona_id.clone();
-        let from = rec.state.clone();
+        let from = rec.state;
         if rec.pass_to_backup(now) {
             rec.state = from;
-            rec.step("declined", "offered", decliner, &who, reason, now);
+            rec.step(StepEvent::Declined, RecordState::Offered, decliner, &who, reason, now);
         } else {
             rec.offer_expires_at = None;
-            rec.step("declined", "declined", decliner, &who, reason, now);
+            rec.step(StepEvent::Declined, RecordState::Declined, decliner, &who, reason, now);
         }
         Ok(())
     })
@@ -495,7 +510,7 @@ struct Reassign {
         ["POST", "/api/assignments", { "subject_ref": "race-{unique}", "primary_persona_id": "{owner_persona_id}" }]],
         "body": { "to_persona_id": "{persona_id}" } }))),
     responses((status = 200, description = "the record, reassigned", body = Data<Record>)))]
-async fn reassign(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Reassign>) -> ApiResult<Response> {
+async fn reassign(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Reassign>) -> ApiResult<Data<Record>> {
     ensure_exists(&state, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
     let to = path_id(&body.to_persona_id)?.to_string();
@@ -507,13 +522,13 @@ async fn reassign(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
     let who = actor(&ctx, &body.actor);
     let reason = Check::optional(&body.reason);
     transition(&state, &ctx, &id, &who.clone(), move |rec, now| {
-        if rec.pending() && rec.with(&to) && rec.stage != "simultaneous" {
+        if rec.pending() && rec.with(&to) && rec.stage != RecordStage::Simultaneous {
             return Err(ApiError::Conflict("the offer is already with to_persona_id".into()));
         }
         rec.current_persona_id = Some(to.clone());
-        rec.stage = "reassigned".into();
+        rec.stage = RecordStage::Reassigned;
         rec.offer_expires_at = rec.deadline(now);
-        rec.step("reassigned", "reassigned", Some(to), &who, reason, now);
+        rec.step(StepEvent::Reassigned, RecordState::Reassigned, Some(to), &who, reason, now);
         Ok(())
     })
     .await
@@ -545,7 +560,7 @@ struct Swept {
 #[utoipa::path(post, path = "/api/assignments/sweep", tag = "sdk-assignment", request_body = Sweep,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": {} }))),
     responses((status = 200, description = "what the sweep did", body = Data<Swept>)))]
-async fn sweep(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Sweep>) -> ApiResult<Response> {
+async fn sweep(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Sweep>) -> ApiResult<Data<Swept>> {
     let limit = body.checked()?.limit.unwrap_or(100);
     let now = Utc::now();
     let mut tx = state.db.begin().await?;
@@ -566,7 +581,7 @@ async fn sweep(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Sw
         if rec.expire_if_due(&sweeper, now) {
             save(&mut tx, &ctx, &mut rec, known).await?;
             out.swept += 1;
-            if rec.state == "expired" {
+            if rec.state == RecordState::Expired {
                 out.expired += 1;
             } else {
                 out.fell_to_backup += 1;

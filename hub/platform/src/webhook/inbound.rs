@@ -6,7 +6,7 @@
 //! (`hub_kernel::inbound`), in the transaction that records the receipt.
 //! Tenants register their secrets per (kind, provider).
 
-use axum::http::HeaderMap;
+use axum::{http::HeaderMap, response::IntoResponse};
 use base64::Engine;
 use chrono::{TimeDelta, Utc};
 use hub_kernel::{crypto, prelude::*};
@@ -33,8 +33,8 @@ fn aad(tenant_id: &str, kind: &str, provider: &str) -> Vec<u8> {
 struct Registered {
     kind: String,
     provider: String,
-    created_at: String,
-    updated_at: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -121,14 +121,14 @@ async fn set_secret(State(state): State<AppState>, Tenant(ctx): Tenant, body: Bo
     tx.commit().await?;
     let secret = given.is_none().then(|| format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(&key)));
     let answer = SetAnswer { registered, secret };
-    Ok(if written == Written::Found { ok(answer) } else { created(answer) })
+    Ok(if written == Written::Found { ok(answer).into_response() } else { created(answer).into_response() })
 }
 
 /// The (kind, provider) pairs the tenant has a secret for (never the
 /// secrets).
 #[utoipa::path(get, path = "/api/webhooks/inbound-secrets", tag = "sdk-webhook", params(Page),
     responses((status = 200, description = "one page of registrations", body = ListOf<Registered>)))]
-async fn list_secrets(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<Response> {
+async fn list_secrets(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<ListOf<Registered>> {
     let listing =
         Listing { table: "webhook_inbound_secret", columns: "kind, provider, created_at, updated_at", filter: "tenant_id = $1", order: "kind, provider" };
     page.list::<Registered>(&state.db.read, &listing, &[&ctx.tenant_id]).await
@@ -138,8 +138,8 @@ async fn list_secrets(State(state): State<AppState>, Tenant(ctx): Tenant, page: 
 #[into_params(parameter_in = Query)]
 struct Receiver {
     /// The tenant whose secret signs the message.
-    #[param(required = true, format = "uuid")]
-    tenant_id: Option<String>,
+    #[param(format = "uuid")]
+    tenant_id: String,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -172,17 +172,16 @@ fn refused(e: WebhookError) -> ApiError {
     request_body(content = Object, description = "the provider's JSON payload, signed with webhook-id, webhook-timestamp and webhook-signature"),
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "the provider signs the body with the tenant's inbound secret (webhook-signature), which this harness cannot compute" }))),
     responses((status = 200, description = "verified and handled", body = Data<Receipt>),
-        (status = 401, description = "Unauthorized: the signature does not verify with the tenant's inbound secret, or the timestamp is outside the tolerance", body = ErrorBody)))]
+        (status = 401, description = "Unauthorized: the signature does not verify with the tenant's inbound secret, or the timestamp is outside the tolerance", body = ErrorBody),
+        (status = 409, description = "Conflict: this webhook-id was received already", body = ErrorBody)))]
 async fn receive(
     State(state): State<AppState>,
     Path((kind, provider)): Path<(String, String)>,
     Params(q): Params<Receiver>,
     headers: HeaderMap,
     body: axum::body::Body,
-) -> ApiResult<Response> {
-    let mut check = Check::new();
-    let tenant_id = check.required_uuid("tenant_id", &q.tenant_id).map(|u| u.to_string()).unwrap_or_default();
-    check.finish()?;
+) -> ApiResult<Data<Receipt>> {
+    let tenant_id = canonical_uuid(&q.tenant_id);
     let handler = state.inbound.get(&kind).filter(|_| valid_name(&kind) && valid_name(&provider)).ok_or(ApiError::NotFound)?;
     let sealed: Option<Vec<u8>> = sqlx::query_scalar("SELECT secret_sealed FROM webhook_inbound_secret WHERE tenant_id = $1 AND kind = $2 AND provider = $3")
         .bind(&tenant_id)

@@ -32,7 +32,7 @@ const DEFAULT_GRACE_SECONDS: i64 = 24 * 3600;
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = WebhookEndpoint)]
 pub(crate) struct Endpoint {
-    endpoint_id: String,
+    endpoint_id: Id,
     url: String,
     description: Option<String>,
     /// The event types it subscribes to: names, or tail wildcards
@@ -40,16 +40,43 @@ pub(crate) struct Endpoint {
     #[sqlx(try_from = "String")]
     #[schema(value_type = Vec<String>)]
     event_types: JsonText,
-    /// `active` or `disabled`.
-    status: String,
+    status: EndpointStatus,
     disabled_reason: Option<String>,
     /// Until then the secret a rotation replaced signs too.
-    previous_secret_until: Option<String>,
+    previous_secret_until: Option<Timestamp>,
     failure_streak: i64,
-    last_success_at: Option<String>,
-    last_failure_at: Option<String>,
-    created_at: String,
-    updated_at: String,
+    last_success_at: Option<Timestamp>,
+    last_failure_at: Option<Timestamp>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+stored_enum! {
+    /// Whether an endpoint is delivered to.
+    #[schema(as = WebhookEndpointStatus)]
+    pub enum EndpointStatus { Active = "active", Disabled = "disabled" }
+}
+
+stored_enum! {
+    /// Where a delivery is: still being attempted, delivered, or
+    /// dead-lettered after its last attempt.
+    #[schema(as = WebhookDeliveryStatus)]
+    pub enum DeliveryStatus { Pending = "pending", Succeeded = "succeeded", Dead = "dead" }
+}
+
+/// The answer of an endpoint's delete.
+#[derive(Serialize, ToSchema)]
+#[schema(as = WebhookEndpointDeleted)]
+struct Deleted {
+    endpoint_id: Id,
+    deleted: bool,
+}
+
+/// The answer of a replay: how many dead letters were requeued.
+#[derive(Serialize, ToSchema)]
+#[schema(as = WebhookReplayed)]
+struct Replayed {
+    replayed: u64,
 }
 
 const COLUMNS: &str = "endpoint_id, url, description, event_types, status, disabled_reason, previous_secret_until, failure_streak, \
@@ -143,7 +170,7 @@ struct NewEndpoint {
 #[utoipa::path(post, path = "/api/webhooks/endpoints", tag = "sdk-webhook", request_body = NewEndpoint,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "body": { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] } }))),
     responses((status = 201, description = "the endpoint and its secret", body = Data<WithSecret>)))]
-async fn create_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewEndpoint>) -> ApiResult<Response> {
+async fn create_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewEndpoint>) -> ApiResult<Created<WithSecret>> {
     let body = body.checked()?;
     let mut check = Check::new();
     let url = body.url.trim().to_string();
@@ -181,7 +208,7 @@ async fn create_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, bod
 /// The tenant's endpoints, newest first.
 #[utoipa::path(get, path = "/api/webhooks/endpoints", tag = "sdk-webhook", params(Page),
     responses((status = 200, description = "one page of endpoints", body = ListOf<Endpoint>)))]
-async fn list_endpoints(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<Response> {
+async fn list_endpoints(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<ListOf<Endpoint>> {
     let listing = Listing { table: "webhook_endpoint", columns: COLUMNS, filter: "tenant_id = $1", order: "created_at DESC, endpoint_id DESC" };
     page.list::<Endpoint>(&state.db.read, &listing, &[&ctx.tenant_id]).await
 }
@@ -196,7 +223,7 @@ async fn find(exec: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Endpoint> {
 /// One endpoint.
 #[utoipa::path(get, path = "/api/webhooks/endpoints/{endpoint_id}", tag = "sdk-webhook", params(("endpoint_id" = String, Path, description = "the endpoint")),
     responses((status = 200, description = "the endpoint", body = Data<Endpoint>)))]
-async fn get_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Endpoint>> {
     let mut tx = state.db.read.begin().await?;
     let endpoint = find(&mut tx, &ctx.tenant_id, &id).await?;
     tx.commit().await?;
@@ -240,7 +267,7 @@ async fn changed(mut tx: Tx, ctx: &TenantCtx, id: &str, set: &str, args: &[Optio
         "given": [["POST", "/api/webhooks/endpoints", { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] }]],
         "body": { "event_types": ["races.never.sent.v1", "races.never.*"], "description": "race" } }))),
     responses((status = 200, description = "the endpoint", body = Data<Endpoint>)))]
-async fn update_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Update>) -> ApiResult<Response> {
+async fn update_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Update>) -> ApiResult<Data<Endpoint>> {
     let mut tx = state.db.begin().await?;
     // Changes of one endpoint queue on its row: the subscriptions are
     // replaced (deleted, then inserted) by one change at a time, never two
@@ -259,12 +286,12 @@ async fn update_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Pat
     let description = Check::optional(&body.description);
     check.finish()?;
     if let Some(t) = &types {
-        subscribe(&mut tx, &ctx.tenant_id, &current.endpoint_id, t).await?;
+        subscribe(&mut tx, &ctx.tenant_id, &current.endpoint_id.to_string(), t).await?;
     }
     let types_text = types.as_ref().map(|t| json!(t).to_string());
     let set = "url = COALESCE($1, url), event_types = COALESCE($2, event_types), description = COALESCE($3, description)";
     let what = json!({ "url_changed": url.is_some(), "event_types": types });
-    let endpoint = changed(tx, &ctx, &current.endpoint_id, set, &[url.as_deref(), types_text.as_deref(), description.as_deref()], what).await?;
+    let endpoint = changed(tx, &ctx, &current.endpoint_id.to_string(), set, &[url.as_deref(), types_text.as_deref(), description.as_deref()], what).await?;
     Ok(ok(endpoint))
 }
 
@@ -272,8 +299,8 @@ async fn update_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Pat
 #[utoipa::path(delete, path = "/api/webhooks/endpoints/{endpoint_id}", tag = "sdk-webhook", params(("endpoint_id" = String, Path, description = "the endpoint")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404,
         "given": [["POST", "/api/webhooks/endpoints", { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] }]] }))),
-    responses((status = 200, description = "deleted", body = Data<Object>)))]
-async fn delete_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+    responses((status = 200, description = "deleted", body = Data<Deleted>)))]
+async fn delete_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Deleted>> {
     let mut tx = state.db.begin().await?;
     let endpoint = find(&mut tx, &ctx.tenant_id, &id).await?;
     // Subscriptions, deliveries and their attempts go with it (ON DELETE
@@ -281,13 +308,13 @@ async fn delete_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Pat
     // row: of two deletes at once, the other finds nothing (404).
     let deleted: Option<String> = sqlx::query_scalar("DELETE FROM webhook_endpoint WHERE tenant_id = $1 AND endpoint_id = $2 RETURNING endpoint_id")
         .bind(&ctx.tenant_id)
-        .bind(&endpoint.endpoint_id)
+        .bind(endpoint.endpoint_id)
         .fetch_optional(&mut *tx)
         .await?;
     deleted.ok_or(ApiError::NotFound)?;
     audit::record(&mut tx, &ctx, events::WEBHOOK_ENDPOINT_DELETED, json!({ "endpoint_id": endpoint.endpoint_id })).await?;
     tx.commit().await?;
-    Ok(ok(json!({ "endpoint_id": endpoint.endpoint_id, "deleted": true })))
+    Ok(ok(Deleted { endpoint_id: endpoint.endpoint_id, deleted: true }))
 }
 
 /// Stops deliveries to an endpoint: events of the time it is disabled
@@ -298,7 +325,7 @@ async fn delete_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Pat
     extensions(("x-concurrency" = json!({ "outcome": "same-answer",
         "given": [["POST", "/api/webhooks/endpoints", { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] }]] }))),
     responses((status = 200, description = "the endpoint, disabled", body = Data<Endpoint>)))]
-async fn disable(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn disable(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Endpoint>> {
     let tx = state.db.begin().await?;
     let set = "status = 'disabled', disabled_reason = $1";
     let unless = "status = 'disabled' AND COALESCE(disabled_reason, '') = $1";
@@ -313,7 +340,7 @@ async fn disable(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
         ["POST", "/api/webhooks/endpoints", { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] }],
         ["POST", "/api/webhooks/endpoints/{endpoint_id}/disable", null]] }))),
     responses((status = 200, description = "the endpoint, active", body = Data<Endpoint>)))]
-async fn enable(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn enable(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Endpoint>> {
     let tx = state.db.begin().await?;
     let set = "status = 'active', disabled_reason = $1, failure_streak = 0, failing_since = NULL";
     let unless = "status = 'active' AND disabled_reason IS NULL AND failure_streak = 0 AND failing_since IS NULL";
@@ -359,15 +386,16 @@ struct Rotation {
     extensions(("x-concurrency" = json!({ "outcome": "independent",
         "given": [["POST", "/api/webhooks/endpoints", { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] }]], "body": {} }))),
     responses((status = 200, description = "the endpoint and its new secret", body = Data<WithSecret>)))]
-async fn rotate_secret(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Rotation>) -> ApiResult<Response> {
+async fn rotate_secret(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Rotation>) -> ApiResult<Data<WithSecret>> {
     let mut tx = state.db.begin().await?;
     let current = find(&mut tx, &ctx.tenant_id, &id).await?;
     let grace = body.checked()?.grace_seconds.unwrap_or(DEFAULT_GRACE_SECONDS);
     let (key, secret) = new_secret();
     let until = db::format_time(chrono::Utc::now() + chrono::TimeDelta::seconds(grace));
     let sql = "UPDATE webhook_endpoint SET previous_secret_sealed = secret_sealed, previous_secret_until = $1, secret_sealed = $2 WHERE endpoint_id = $3";
-    sqlx::query(sql).bind(&until).bind(seal(&state, &current.endpoint_id, &key)).bind(&current.endpoint_id).execute(&mut *tx).await?;
-    let endpoint = changed(tx, &ctx, &current.endpoint_id, "status = status", &[], json!({ "secret_rotated": true, "grace_seconds": grace })).await?;
+    sqlx::query(sql).bind(&until).bind(seal(&state, &current.endpoint_id.to_string(), &key)).bind(current.endpoint_id).execute(&mut *tx).await?;
+    let endpoint =
+        changed(tx, &ctx, &current.endpoint_id.to_string(), "status = status", &[], json!({ "secret_rotated": true, "grace_seconds": grace })).await?;
     Ok(ok(WithSecret { endpoint, secret }))
 }
 
@@ -375,20 +403,19 @@ async fn rotate_secret(State(state): State<AppState>, Tenant(ctx): Tenant, Path(
 #[schema(as = WebhookDelivery)]
 struct Delivery {
     /// Also the `webhook-id` header of every attempt.
-    delivery_id: String,
-    endpoint_id: String,
+    delivery_id: Id,
+    endpoint_id: Id,
     /// The audit entry delivered.
     entry_id: String,
     event_type: String,
-    /// `pending`, `succeeded` or `dead`.
-    status: String,
+    status: DeliveryStatus,
     /// Attempts since it was last (re)queued.
     attempts: i64,
-    next_attempt_at: String,
+    next_attempt_at: Timestamp,
     last_status_code: Option<i64>,
     last_error: Option<String>,
-    created_at: String,
-    finished_at: Option<String>,
+    created_at: Timestamp,
+    finished_at: Option<Timestamp>,
     #[sqlx(skip)]
     #[schema(value_type = Option<Vec<Attempt>>)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -402,7 +429,7 @@ const DELIVERY_COLUMNS: &str =
 #[schema(as = WebhookAttempt)]
 struct Attempt {
     attempt: i64,
-    started_at: String,
+    started_at: Timestamp,
     duration_ms: i64,
     /// The receiver's status; null when none came (timeout, refused target).
     status_code: Option<i64>,
@@ -421,12 +448,12 @@ async fn delivery(exec: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Deliver
 /// A delivery with its attempts, oldest first.
 #[utoipa::path(get, path = "/api/webhooks/deliveries/{delivery_id}", tag = "sdk-webhook", params(("delivery_id" = String, Path, description = "the delivery")),
     responses((status = 200, description = "the delivery", body = Data<Delivery>)))]
-async fn get_delivery(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn get_delivery(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Delivery>> {
     let mut tx = state.db.read.begin().await?;
     let mut d = delivery(&mut tx, &ctx.tenant_id, &id).await?;
     let attempts: Vec<Attempt> =
         sqlx::query_as("SELECT attempt, started_at, duration_ms, status_code, error, response FROM webhook_attempt WHERE delivery_id = $1 ORDER BY attempt")
-            .bind(&d.delivery_id)
+            .bind(d.delivery_id)
             .fetch_all(&mut *tx)
             .await?;
     tx.commit().await?;
@@ -438,18 +465,19 @@ async fn get_delivery(State(state): State<AppState>, Tenant(ctx): Tenant, Path(i
 #[into_params(parameter_in = Query)]
 struct DeadLetterQuery {
     /// Required: the caller's tenant.
-    #[param(required = true, format = "uuid")]
-    tenant_id: Option<String>,
+    #[param(format = "uuid")]
+    tenant_id: String,
     /// Only this endpoint's.
+    #[param(format = "uuid")]
     endpoint_id: Option<String>,
 }
 
 /// The tenant's dead-lettered deliveries, newest first.
 #[utoipa::path(get, path = "/api/webhooks/deadletters", tag = "sdk-webhook", params(DeadLetterQuery, Page),
     responses((status = 200, description = "one page of dead letters", body = ListOf<Delivery>)))]
-async fn dead_letters(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DeadLetterQuery>, page: Page) -> ApiResult<Response> {
-    ctx.required_tenant(&q.tenant_id)?;
-    let endpoint = Check::optional(&q.endpoint_id).unwrap_or_default();
+async fn dead_letters(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DeadLetterQuery>, page: Page) -> ApiResult<ListOf<Delivery>> {
+    ctx.required_tenant(&Some(q.tenant_id))?;
+    let endpoint = canonical_uuid_opt(&q.endpoint_id).unwrap_or_default();
     let listing = Listing {
         table: "webhook_delivery",
         columns: DELIVERY_COLUMNS,
@@ -470,7 +498,7 @@ const DELIVERY: Stateful = Stateful { noun: "delivery", table: "webhook_delivery
 #[utoipa::path(post, path = "/api/webhooks/deadletters/{delivery_id}/retry", tag = "sdk-webhook", params(("delivery_id" = String, Path, description = "a dead delivery")),
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "a dead-lettered delivery exists only after the delivery worker's failed attempts at a receiver, which no request of this harness can bring about or wait for" }))),
     responses((status = 200, description = "the delivery, pending again", body = Data<Delivery>)))]
-async fn retry_dead_letter(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
+async fn retry_dead_letter(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Delivery>> {
     let id = path_id(&id)?.to_string();
     let mut tx = state.db.begin().await?;
     // One guarded statement: of two retries at once, one requeues the
@@ -502,8 +530,8 @@ struct Replay {
 /// Sends the dead letters of a time range again.
 #[utoipa::path(post, path = "/api/webhooks/deadletters/replay", tag = "sdk-webhook", request_body = Replay,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "events": 0, "body": { "from": "2000-01-01T00:00:00Z" } }))),
-    responses((status = 200, description = "how many were requeued", body = Data<Object>)))]
-async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Replay>) -> ApiResult<Response> {
+    responses((status = 200, description = "how many were requeued", body = Data<Replayed>)))]
+async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Replay>) -> ApiResult<Data<Replayed>> {
     let body = body.checked()?;
     // The schema checked the forms; these normalise them as stored.
     let mut check = Check::new();
@@ -531,7 +559,7 @@ async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<R
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
-    Ok(ok(json!({ "replayed": done.rows_affected() })))
+    Ok(ok(Replayed { replayed: done.rows_affected() }))
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use hub_kernel::{
     db::{self, Backend},
     error::ApiResult,
     state::AppState,
+    types::Timestamp,
 };
 use serde_json::{Value, json};
 use sqlx::FromRow;
@@ -121,7 +122,7 @@ struct Job {
     url: String,
     secret_sealed: Vec<u8>,
     previous_secret_sealed: Option<Vec<u8>>,
-    previous_secret_until: Option<String>,
+    previous_secret_until: Option<Timestamp>,
 }
 
 struct Outcome {
@@ -255,7 +256,7 @@ fn body(job: &Job) -> String {
 /// one while its grace lasts.
 fn signatures(state: &AppState, job: &Job, timestamp: i64, body: &str) -> anyhow::Result<String> {
     let mut keys = vec![super::unseal(state, &job.endpoint_id, &job.secret_sealed)?];
-    if let (Some(prev), Some(until)) = (&job.previous_secret_sealed, job.previous_secret_until.as_deref().and_then(db::parse_time))
+    if let (Some(prev), Some(until)) = (&job.previous_secret_sealed, job.previous_secret_until.map(|t| t.0))
         && until > Utc::now()
     {
         keys.push(super::unseal(state, &job.endpoint_id, prev)?);
