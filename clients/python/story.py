@@ -176,7 +176,7 @@ def main(base: str) -> None:
         message["tenant_id"] == tenant.tenant_id, f"webhook: tenant {message['tenant_id']}, expected {tenant.tenant_id}"
     )
     check(
-        message["data"]["contact_id"] == made.contact_id,
+        message["data"]["contact_id"] == str(made.contact_id),
         f"webhook: data {message['data']}, expected contact {made.contact_id}",
     )
     receiver.shutdown()
