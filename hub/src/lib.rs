@@ -150,7 +150,6 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
 pub fn directories() -> Directories {
     Directories {
         keys: Arc::new(hub_identity::Directory),
-        robots: Arc::new(hub_platform::Directory),
         relations: Arc::new(hub_governance::rebac::Relations),
         policies: Arc::new(hub_governance::policy::Policies),
     }

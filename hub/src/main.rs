@@ -84,7 +84,7 @@ async fn main() -> anyhow::Result<()> {
             let master = hub_kernel::crypto::MasterKey::load(config.master_key.as_deref(), &config.data_dir, config.dev)?;
             let grace = chrono::Duration::seconds(config.token_ttl_seconds);
             let (reason, actor_id) = (or_default(&args.reason, "manual emergency rotation"), or_default(&args.actor_id, "ops-emergency"));
-            let rotation = hub_kernel::crypto::signing::rotate_recorded(&db, &master, grace, CLI_OPERATOR, &reason, &actor_id).await?;
+            let rotation = hub_kernel::security::rotate_signing_key(&db, &master, grace, CLI_OPERATOR, &reason, &actor_id).await?;
             println!("{}", serde_json::to_string(&rotation)?);
             Ok(())
         }

@@ -181,12 +181,12 @@ impl AppState {
         Ok(rotation)
     }
 
-    /// The operator's emergency rotation ([`signing::rotate_recorded`]),
+    /// The operator's emergency rotation ([`crate::security::rotate_signing_key`]),
     /// the previous key verifying for the human token lifetime; every
     /// replica loads the new keys.
     pub async fn rotate_signing_key_recorded(&self, operator: &str, reason: &str, actor_id: &str) -> crate::error::ApiResult<signing::Rotation> {
         let grace = chrono::Duration::seconds(self.config.token_ttl_seconds);
-        let rotation = signing::rotate_recorded(&self.db, &self.master, grace, operator, reason, actor_id).await?;
+        let rotation = crate::security::rotate_signing_key(&self.db, &self.master, grace, operator, reason, actor_id).await?;
         let keys = signing::load(&self.db, &self.master).await?.ok_or_else(|| anyhow::anyhow!("no current key after rotation"))?;
         self.set_keys(Arc::new(keys));
         self.invalidate(Invalidation::SigningKeys).await;

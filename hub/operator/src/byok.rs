@@ -77,7 +77,7 @@ async fn bind(State(state): State<AppState>, Operator(who): Operator, body: Body
         sla_revoke_propagation_seconds: sla,
         siem_forwarder_endpoint: siem.as_deref(),
     };
-    Ok(ok(byok::bind(&state.db, &state.master, &who, new).await?))
+    Ok(ok(hub_kernel::security::bind_byok(&state.db, &state.master, &who, new).await?))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -99,7 +99,7 @@ struct RevokeBody {
 async fn revoke(State(state): State<AppState>, Operator(who): Operator, Path(id): Path<String>, body: Body<RevokeBody>) -> ApiResult<Data<Binding>> {
     let id = binding(&state, &id).await?;
     let body = body.checked()?;
-    Ok(ok(byok::revoke(&state.db, &who, &id, body.reason.trim(), body.operator_id.trim()).await?))
+    Ok(ok(hub_kernel::security::revoke_byok(&state.db, &who, &id, body.reason.trim(), body.operator_id.trim()).await?))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -131,7 +131,7 @@ async fn rotate(State(state): State<AppState>, Operator(who): Operator, Path(id)
     if new == previous {
         return Err(ApiError::invalid("new_tenant_key_id must differ from previous_tenant_key_id"));
     }
-    Ok(ok(byok::rotate(&state.db, &state.master, &who, &id, previous, new, body.operator_id.trim()).await?))
+    Ok(ok(hub_kernel::security::rotate_byok(&state.db, &state.master, &who, &id, previous, new, body.operator_id.trim()).await?))
 }
 
 /// The id of the binding of a path, found (404 'binding not found'

@@ -6,13 +6,12 @@
 //! shown once and stored only as a SHA-256 hash. It authenticates that
 //! asset's command stream (SSE and QUIC) and its command acks, nothing else.
 
-use crate::command;
-use hub_kernel::prelude::*;
-use hub_kernel::{
-    bus, crypto,
-    gate::robots::{CREDENTIAL_PREFIX, RobotCredential},
-    validate,
+use crate::{
+    command,
+    robots::{CREDENTIAL_PREFIX, RobotCredential},
 };
+use hub_kernel::prelude::*;
+use hub_kernel::{bus, crypto, validate};
 
 use command::{CommandState, CommandView};
 

@@ -11,15 +11,13 @@
 //! stream order is the order in which commands became deliverable, and an
 //! SSE `Last-Event-ID` never skips a command approved late.
 
-use crate::{asset, sse};
-use hub_kernel::prelude::*;
-use hub_kernel::{
-    bus,
-    gate::{
-        keys,
-        robots::{Robot, RobotCredential},
-    },
+use crate::{
+    asset,
+    robots::{Robot, RobotCredential},
+    sse,
 };
+use hub_kernel::prelude::*;
+use hub_kernel::{bus, gate::keys};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create)).routes(routes!(get_command)).routes(routes!(decide)).routes(routes!(ack)).routes(routes!(sse::stream))

@@ -11,10 +11,12 @@ use std::{sync::Arc, time::Duration};
 use protocol::command::Command;
 use tokio::sync::watch;
 
-use crate::command;
+use crate::{
+    command,
+    robots::{self, RobotCredential},
+};
 use hub_kernel::{
     bus::{BATCH, SAFETY_RECHECK},
-    gate::robots::{self, RobotCredential},
     state::AppState,
 };
 

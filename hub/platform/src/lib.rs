@@ -3,8 +3,8 @@
 //! (sdk-command) and their two transports to the robots (`sse`, `quic`),
 //! devices (sdk-device), diagnostics (sdk-diagnostic-telemetry), and the
 //! workflow, geo, config, feature-flag, residency, dispatch, assignment,
-//! media and webhook groups; and the `RobotDirectory` through which the gate reads robot
-//! credentials.
+//! media and webhook groups; and the per-robot credentials of the stream
+//! and ack routes and of the QUIC endpoint (`robots`).
 
 pub mod asset;
 pub mod assignment;
@@ -19,6 +19,7 @@ pub mod geo;
 pub mod media;
 pub mod quic;
 pub mod residency;
+pub mod robots;
 pub mod sse;
 pub mod webhook;
 pub mod workflow;
@@ -27,14 +28,7 @@ use std::time::Duration;
 
 use utoipa_axum::router::OpenApiRouter;
 
-use hub_kernel::{
-    db::{self, Db},
-    gate::{
-        directory::{Lookup, RobotDirectory},
-        robots::RobotCredential,
-    },
-    state::AppState,
-};
+use hub_kernel::{db, state::AppState};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -59,19 +53,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
 pub(crate) fn enum_values<T: utoipa::PartialSchema>() -> Vec<String> {
     let schema = serde_json::to_value(T::schema()).expect("schemas serialise");
     schema["enum"].as_array().expect("an enum").iter().map(|v| v.as_str().expect("a string").to_string()).collect()
-}
-
-/// The gate's lookups over the robot credentials table.
-pub struct Directory;
-
-impl RobotDirectory for Directory {
-    fn robot_by_hash<'a>(&'a self, db: &'a Db, secret_hash: &'a str) -> Lookup<'a, Option<RobotCredential>> {
-        Box::pin(asset::credential_by_hash(db, secret_hash))
-    }
-
-    fn robot_by_id<'a>(&'a self, db: &'a Db, credential_id: &'a str) -> Lookup<'a, Option<RobotCredential>> {
-        Box::pin(asset::credential_by_id(db, credential_id))
-    }
 }
 
 /// The expiry sweeper of commands (a command past its deadline becomes

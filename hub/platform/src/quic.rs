@@ -17,12 +17,12 @@ use quinn::{RecvStream, SendStream};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 use tokio::sync::mpsc;
 
-use crate::{asset, command, feed::Feed};
-use hub_kernel::{
-    error::ApiError,
-    gate::robots::{self, RobotCredential},
-    state::AppState,
+use crate::{
+    asset, command,
+    feed::Feed,
+    robots::{self, RobotCredential},
 };
+use hub_kernel::{error::ApiError, state::AppState};
 
 /// Application close codes of the command stream.
 pub const CLOSE_REFUSED: u32 = 1;

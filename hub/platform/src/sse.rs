@@ -18,7 +18,7 @@ use axum::{
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::feed::Feed;
-use hub_kernel::gate::robots::Robot;
+use crate::robots::Robot;
 use hub_kernel::prelude::*;
 
 /// The asset's command stream as Server-Sent Events (per-robot credential).

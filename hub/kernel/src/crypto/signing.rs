@@ -199,25 +199,3 @@ pub async fn rotate_in(tx: &mut db::Tx, master: &MasterKey, grace: chrono::Durat
         emergency,
     })
 }
-
-/// The operator's rotation (`POST /admin/security/rotate-signing-key` and
-/// `hub rotate-signing-key`): an emergency rotation with the given grace
-/// window, recorded in the platform chain as `security.signing_key.rotated.v1`
-/// (the operator as actor; `reason` and `actor_id` in the payload) in the
-/// rotation's own transaction.
-pub async fn rotate_recorded(
-    db: &Db,
-    master: &MasterKey,
-    grace: chrono::Duration,
-    operator: &str,
-    reason: &str,
-    actor_id: &str,
-) -> crate::error::ApiResult<Rotation> {
-    let mut tx = db.begin().await?;
-    let rotation = rotate_in(&mut tx, master, grace, true).await?;
-    let payload = json!({ "reason": reason, "actor_id": actor_id, "fingerprint_current": rotation.fingerprint_current,
-        "fingerprint_previous": rotation.fingerprint_previous, "grace_window_ms": rotation.grace_window_ms, "emergency": rotation.emergency });
-    crate::audit::record_operator(&mut tx, operator, crate::audit::events::SECURITY_SIGNING_KEY_ROTATED, payload).await?;
-    tx.commit().await?;
-    Ok(rotation)
-}

@@ -5,7 +5,7 @@
 
 use std::{future::Future, pin::Pin, sync::Arc};
 
-use super::{keys::KeyRecord, robots::RobotCredential};
+use super::keys::KeyRecord;
 use crate::{db::Db, error::ApiResult, state::AppState};
 
 /// A boxed lookup future: the trait stays object-safe.
@@ -36,16 +36,6 @@ pub struct TenantStanding {
     pub deadline: Option<chrono::DateTime<chrono::Utc>>,
     /// Suspended by the operator: credentials answer 423 until resumed.
     pub suspended: bool,
-}
-
-/// Per-robot credentials (implemented by the platform area).
-pub trait RobotDirectory: Send + Sync + 'static {
-    /// The credential whose secret hashes to `secret_hash`, whatever its
-    /// status.
-    fn robot_by_hash<'a>(&'a self, db: &'a Db, secret_hash: &'a str) -> Lookup<'a, Option<RobotCredential>>;
-    /// The credential `credential_id`, as it stands now (an open stream
-    /// checks it again when woken, so a revocation ends it at once).
-    fn robot_by_id<'a>(&'a self, db: &'a Db, credential_id: &'a str) -> Lookup<'a, Option<RobotCredential>>;
 }
 
 /// Relationships between personas (implemented by the governance area's
@@ -83,7 +73,6 @@ pub trait PolicyDirectory: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct Directories {
     pub keys: Arc<dyn KeyDirectory>,
-    pub robots: Arc<dyn RobotDirectory>,
     pub relations: Arc<dyn RelationDirectory>,
     pub policies: Arc<dyn PolicyDirectory>,
 }

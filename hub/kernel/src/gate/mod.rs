@@ -11,7 +11,6 @@ pub mod directory;
 pub mod keys;
 pub mod ops_tokens;
 pub mod rate;
-pub mod robots;
 pub mod scope;
 pub mod throttle;
 pub mod tokens;
@@ -83,7 +82,7 @@ pub fn is_robot_route(path: &str) -> bool {
 }
 
 /// The value of the single `Authorization: Bearer` header, if any.
-fn bearer(headers: &HeaderMap) -> Option<Result<&str, ()>> {
+pub fn bearer(headers: &HeaderMap) -> Option<Result<&str, ()>> {
     let mut values = headers.get_all(header::AUTHORIZATION).iter();
     let first = values.next()?;
     if values.next().is_some() {

@@ -1,18 +1,20 @@
-//! Per-robot credentials at the gate: the `Robot` extractor of the stream
-//! and ack routes, verification for the QUIC endpoint, and the re-check an
-//! open stream makes when woken. The rows come from the platform area
-//! through `RobotDirectory`.
+//! Per-robot credentials: the `Robot` extractor of the stream and ack
+//! routes, verification for the QUIC endpoint, and the re-check an open
+//! stream makes when woken, over the credential rows of `asset`. (The
+//! gate lets robot routes through to this extractor: `gate::is_robot_route`.)
 
 use std::sync::Arc;
 
 use axum::{extract::FromRequestParts, http::request::Parts};
 
-use super::{bearer, keys::tenant_open, rate::count_use};
-use crate::{
+use hub_kernel::{
     crypto,
     error::{ApiError, ApiResult},
+    gate::{bearer, keys::tenant_open, rate::count_use},
     state::AppState,
 };
+
+use crate::asset;
 
 /// The prefix of every robot credential's secret.
 pub const CREDENTIAL_PREFIX: &str = "rc_";
@@ -43,7 +45,7 @@ pub async fn authenticate(state: &AppState, secret: &str) -> ApiResult<Arc<Robot
         return Err(ApiError::Unauthorized("invalid robot credential"));
     }
     let hash = crypto::sha256_hex(secret.as_bytes());
-    let cred = state.directories.robots.robot_by_hash(&state.db, &hash).await?.ok_or(ApiError::Unauthorized("invalid robot credential"))?;
+    let cred = asset::credential_by_hash(&state.db, &hash).await?.ok_or(ApiError::Unauthorized("invalid robot credential"))?;
     // The index lookup found it by hash; compare again in constant time.
     if !crypto::constant_time_eq(cred.secret_hash.as_bytes(), hash.as_bytes()) {
         return Err(ApiError::Unauthorized("invalid robot credential"));
@@ -60,7 +62,7 @@ pub async fn authenticate(state: &AppState, secret: &str) -> ApiResult<Arc<Robot
 /// expired, and its tenant not offboarded. A stream asks when woken and
 /// before each delivery.
 pub async fn still_usable(state: &AppState, credential_id: &str) -> ApiResult<bool> {
-    let Some(cred) = state.directories.robots.robot_by_id(&state.db, credential_id).await? else { return Ok(false) };
+    let Some(cred) = asset::credential_by_id(&state.db, credential_id).await? else { return Ok(false) };
     match tenant_open(state, &cred.tenant_id).await {
         Ok(()) => Ok(cred.is_usable()),
         Err(ApiError::Unauthorized(_)) => Ok(false),
