@@ -66,6 +66,7 @@ pub fn document(api: OpenApi) -> Value {
         "adminToken": { "type": "apiKey", "in": "header", "name": "x-admin-ops-token" },
     });
     hub_kernel::contract::non_blank_required_strings(&mut doc);
+    hub_kernel::contract::formatted_strings_asserted(&mut doc);
     let schemas = doc["components"]["schemas"].clone();
     if let Some(paths) = doc["paths"].as_object_mut() {
         for (path, item) in paths.iter_mut() {

@@ -101,21 +101,19 @@ impl ToSchema for Flag {}
 
 impl<const DEFAULT: i64, const MAX: i64, const CLAMP: bool> IntoParams for Page<DEFAULT, MAX, CLAMP> {
     fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
-        let int = |name: &str, description: String, default: i64, min: i64, max: Option<i64>| {
-            let mut schema = ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(min)).default(Some(default.into()));
-            if let Some(max) = max {
-                schema = schema.maximum(Some(max));
-            }
+        let int = |name: &str, description: String, default: i64, min: i64, max: i64| {
+            let schema = ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(min)).maximum(Some(max)).default(Some(default.into()));
             ParameterBuilder::new().name(name).parameter_in(ParameterIn::Query).description(Some(description)).schema(Some(schema)).build()
         };
         let limit = if CLAMP {
             // One over the range is clamped, not refused.
-            let schema = ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0)).default(Some(DEFAULT.into()));
+            let schema = ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0)).maximum(Some(i64::MAX)).default(Some(DEFAULT.into()));
             let description = format!("rows per page (default {DEFAULT}; clamped to 1..{MAX})");
             ParameterBuilder::new().name("limit").parameter_in(ParameterIn::Query).description(Some(description)).schema(Some(schema)).build()
         } else {
-            int("limit", format!("rows per page (default {DEFAULT}, from 1 to {MAX})"), DEFAULT, 1, Some(MAX))
+            int("limit", format!("rows per page (default {DEFAULT}, from 1 to {MAX})"), DEFAULT, 1, MAX)
         };
-        vec![limit, int("offset", "rows to skip".to_string(), 0, 0, None)]
+        // A 64-bit count: the largest the hub reads.
+        vec![limit, int("offset", "rows to skip".to_string(), 0, 0, i64::MAX)]
     }
 }

@@ -540,6 +540,39 @@ pub fn non_blank_required_strings(doc: &mut Value) {
     walk(doc);
 }
 
+/// The canonical text of a UUID, as the document's pattern says it.
+pub const UUID_PATTERN: &str = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+
+/// What the schema's vocabulary says of a formatted string only as an
+/// annotation, said as an assertion every JSON Schema validator (and
+/// client generator, and fuzzer) applies: a string with a `uuid`,
+/// `date-time` or `date` format is not blank (`minLength: 1`; blank is no
+/// UUID, instant or day, and the hub refuses it), and a `uuid` has the
+/// UUID's pattern.
+pub fn formatted_strings_asserted(doc: &mut Value) {
+    fn walk(schema: &mut Value) {
+        match schema {
+            Value::Object(map) => {
+                let format = map.get("format").and_then(Value::as_str).map(str::to_string);
+                if let Some(format) = format.filter(|f| ["uuid", "date-time", "date"].contains(&f.as_str()))
+                    && is_plain_string(map)
+                {
+                    map.entry("minLength").or_insert(Value::from(1));
+                    if format == "uuid" {
+                        map.entry("pattern").or_insert(Value::from(UUID_PATTERN));
+                    }
+                }
+                for v in map.values_mut() {
+                    walk(v);
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(doc);
+}
+
 /// A string schema a blank value could satisfy: `type: string`, no
 /// enumeration.
 fn is_plain_string(p: &Map<String, Value>) -> bool {
@@ -653,6 +686,22 @@ mod tests {
         let q = query("subject_id=0190d6a4-4c1e-7000-8000-000000000000&channel=sms&rung=3&open=false&note=%20&page=2").unwrap();
         assert!(matches!(q.channel, Some(ProbeChannel::Sms)));
         assert_eq!((q.rung, q.open, q.note), (Some(3), Some(false), None), "a blank optional parameter is absent");
+    }
+
+    #[test]
+    fn formatted_strings_are_asserted_not_blank_and_uuids_patterned() {
+        let mut doc = json!({ "properties": {
+            "id": { "type": "string", "format": "uuid" },
+            "at": { "type": ["string", "null"], "format": "date-time" },
+            "day": { "type": "string", "format": "date", "minLength": 10 },
+            "url": { "type": "string", "format": "uri" },
+        } });
+        formatted_strings_asserted(&mut doc);
+        let p = &doc["properties"];
+        assert_eq!((p["id"]["minLength"].clone(), p["id"]["pattern"].as_str()), (json!(1), Some(UUID_PATTERN)));
+        assert_eq!((p["at"]["minLength"].clone(), p["at"].get("pattern")), (json!(1), None));
+        assert_eq!(p["day"]["minLength"], 10);
+        assert!(p["url"].get("minLength").is_none());
     }
 
     #[test]
