@@ -6,7 +6,7 @@
 //! (`tenancy::{ensure_app, insert_tenant, set_pool_map, ..}`); this module
 //! owns `platform_pool`.
 
-use hub_identity::tenancy::{self, App, NewTenantRow, PoolMap, PoolMapChange, Tenant};
+use hub_identity::tenancy::{self, App, IsolationTier, NewTenantRow, PoolMap, PoolMapChange, Tenant};
 use hub_kernel::gate::Operator;
 use hub_kernel::prelude::*;
 use hub_kernel::state::Invalidation;
@@ -23,12 +23,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
 const TENANTS_CAP: i64 = 200;
 /// The largest pool index.
 const MAX_POOL: i64 = 1_000_000;
-
-stored_enum! {
-    /// A tenant's isolation tier.
-    #[schema(as = AdminIsolationTier)]
-    enum Tier { S = "S", P = "P", G = "G" }
-}
 
 stored_enum! {
     /// What a routing pool holds.
@@ -105,7 +99,7 @@ struct NewTenant {
     #[schema(max_length = 64)]
     region: String,
     /// `S` (default), `P` or `G`.
-    isolation_tier: Option<Tier>,
+    isolation_tier: Option<IsolationTier>,
     /// Strings of 1 to 128 characters; `[]` by default.
     #[schema(max_items = 100)]
     module_subscriptions: Option<Vec<String>>,
@@ -127,7 +121,7 @@ struct TenantAnswer {
 async fn create_tenant(State(state): State<AppState>, Operator(who): Operator, body: Body<NewTenant>) -> ApiResult<Created<TenantAnswer>> {
     let body = body.checked()?;
     let (app_id, display_name, region) = (body.app_id.trim(), body.display_name.trim(), body.region.trim());
-    let tier = body.isolation_tier.unwrap_or(Tier::S).as_str();
+    let tier = body.isolation_tier.unwrap_or(IsolationTier::S).as_str();
     let modules = body.module_subscriptions.unwrap_or_default();
     if modules.iter().any(|m| !(1..=128).contains(&m.len())) {
         return Err(ApiError::invalid("module_subscriptions must be an array of at most 100 strings of 1-128 characters"));

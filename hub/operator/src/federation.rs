@@ -10,7 +10,7 @@
 use hub_kernel::gate::Operator;
 use hub_kernel::prelude::*;
 
-use crate::multi_region::REGIONS;
+use crate::multi_region::Region;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create, list))
@@ -135,8 +135,9 @@ async fn create(State(state): State<AppState>, Operator(who): Operator, body: Bo
             sqlx::query_scalar("SELECT terminal_federation FROM sovereign_region WHERE region_id = $1").bind(region).fetch_optional(&mut *tx).await?;
         sovereign_everywhere &= terminal.is_some();
         match terminal {
-            None if !REGIONS.contains(&region.as_str()) => {
-                check.fail(format!("{region} is neither a region ({}) nor a registered sovereign region", REGIONS.join(", ")))
+            None if region.parse::<Region>().is_err() => {
+                let regions: Vec<&str> = Region::ALL.iter().map(|r| r.as_str()).collect();
+                check.fail(format!("{region} is neither a region ({}) nor a registered sovereign region", regions.join(", ")))
             }
             Some(1) if i == 0 => check.fail(format!("home_region {region} is terminal: it may not federate onward")),
             _ => {}

@@ -21,8 +21,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create)).routes(routes!(drill)).routes(routes!(read))
 }
 
-/// The regions of the documents' enumeration.
-pub const REGIONS: [&str; 4] = ["us-east-1", "us-west-2", "eu-west-1", "ap-south-1"];
 /// How long a drill waits for the read path to serve the moved profile.
 const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -69,7 +67,7 @@ const COLUMNS: &str = "profile_id, tenant_id, tier, home_region, paired_regions,
 stored_enum! {
     /// A region of the documents' enumeration.
     #[schema(as = ActiveActiveRegion)]
-    enum Region { UsEast1 = "us-east-1", UsWest2 = "us-west-2", EuWest1 = "eu-west-1", ApSouth1 = "ap-south-1" }
+    pub enum Region { UsEast1 = "us-east-1", UsWest2 = "us-west-2", EuWest1 = "eu-west-1", ApSouth1 = "ap-south-1" }
 }
 
 stored_enum! {

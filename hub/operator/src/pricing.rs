@@ -7,7 +7,10 @@
 //! an unknown catalog 404 'catalog not found'.
 
 use axum::http::HeaderMap;
-use hub_billing::{billing, meter};
+use hub_billing::{
+    billing::{self, CatalogStatus},
+    meter,
+};
 use hub_kernel::gate::Operator;
 use hub_kernel::prelude::*;
 
@@ -125,12 +128,6 @@ struct NewStatus {
     status: CatalogStatus,
     #[schema(max_length = 200)]
     operator_id: String,
-}
-
-stored_enum! {
-    /// The status of a pricing catalog version.
-    #[schema(as = AdminPricingCatalogState)]
-    enum CatalogStatus { Draft = "draft", Active = "active", Retired = "retired" }
 }
 
 /// Sets the status of the catalog's latest version: 200 bare `{ success:
