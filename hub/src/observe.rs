@@ -409,16 +409,19 @@ pub fn spawn_pool_probe(state: &AppState) {
     });
 }
 
-/// Gauges read from the database at a scrape, at most once a second:
-/// commands not yet finished by state, and the webhook backlog.
+/// Gauges read from the database at a scrape, at most once a second for
+/// each database: commands not yet finished by state, and the webhook
+/// backlog. A read that fails or times out leaves the figures as they were
+/// and lets the next scrape try again at once.
 async fn refresh_from_database(state: &AppState) {
-    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+    static LAST: Mutex<BTreeMap<String, Instant>> = Mutex::new(BTreeMap::new());
+    let key = state.db.url.clone();
     {
         let mut last = LAST.lock().expect("refresh lock");
-        if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+        if last.get(&key).is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
             return;
         }
-        *last = Some(Instant::now());
+        last.insert(key.clone(), Instant::now());
     }
     let read = &state.db.read;
     let work = async {
@@ -436,11 +439,13 @@ async fn refresh_from_database(state: &AppState) {
         metrics::gauge!("hub_webhook_backlog", "stage" => "pending").set(pending as f64);
         Ok::<_, sqlx::Error>(())
     };
-    match tokio::time::timeout(Duration::from_secs(2), work).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!(error = %e, "metrics: reading command and webhook figures"),
-        Err(_) => tracing::warn!("metrics: the command and webhook figures took over 2 s"),
-    }
+    let failed = match tokio::time::timeout(Duration::from_secs(5), work).await {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => "took over 5 s".to_string(),
+    };
+    tracing::warn!(error = %failed, "metrics: reading command and webhook figures");
+    LAST.lock().expect("refresh lock").remove(&key);
 }
 
 /// Prometheus metrics in the text format. For the operator
