@@ -67,6 +67,7 @@ pub fn document(api: OpenApi) -> Value {
     });
     hub_kernel::contract::non_blank_required_strings(&mut doc);
     hub_kernel::contract::formatted_strings_asserted(&mut doc);
+    hub_kernel::contract::required_values_not_null(&mut doc);
     let schemas = doc["components"]["schemas"].clone();
     if let Some(paths) = doc["paths"].as_object_mut() {
         for (path, item) in paths.iter_mut() {

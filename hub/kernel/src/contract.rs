@@ -13,6 +13,8 @@
 //! directly (RULINGS 1):
 //! - a required string that is blank is missing, and the document says
 //!   `minLength: 1` for it ([`non_blank_required_strings`]);
+//! - a required field that takes any JSON value is not null, and the
+//!   document says `not: { type: null }` for it ([`required_values_not_null`]);
 //! - an optional string sent blank is absent, unless it has a format or an
 //!   enumeration, which blank is not;
 //! - null is absent, for an optional field;
@@ -36,7 +38,9 @@ use crate::error::{ApiError, ApiResult};
 
 /// `T` from a JSON value, after the value is checked against `T`'s schema:
 /// 400 naming every problem, or the typed value.
-pub fn parse<T: DeserializeOwned + ToSchema + 'static>(value: Value) -> ApiResult<T> {
+pub fn parse<T: DeserializeOwned + ToSchema + 'static>(mut value: Value) -> ApiResult<T> {
+    let contract = compiled::<T>();
+    contract.integral(&contract.root, &mut value);
     let problems = check::<T>(&value);
     if !problems.is_empty() {
         return Err(ApiError::Validation(problems));
@@ -282,6 +286,41 @@ impl Contract {
                 }
             }
             Rule::Ref(_) => {}
+        }
+    }
+
+    /// JSON Schema's integers are the numbers without a fraction, `3.0`
+    /// as much as `3`: where the schema says integer, a number written
+    /// with a zero fraction (in `i64`'s range) becomes the integer it is,
+    /// so the type reads it.
+    fn integral(&self, rule: &Rule, value: &mut Value) {
+        match (self.resolve(rule), value) {
+            (Rule::Integer { .. }, value @ Value::Number(_)) => {
+                if value.as_i64().is_none()
+                    && value.as_u64().is_none()
+                    && let Some(n) = value.as_f64()
+                    && n.fract() == 0.0
+                    && (-9.223_372_036_854_775e18..9.223_372_036_854_775e18).contains(&n)
+                {
+                    *value = Value::from(n as i64);
+                }
+            }
+            (Rule::Nullable(inner), value) => self.integral(inner, value),
+            (Rule::Array { items, .. }, Value::Array(array)) => array.iter_mut().for_each(|v| self.integral(items, v)),
+            (Rule::Object { fields, rest }, Value::Object(object)) => {
+                for (key, v) in object.iter_mut() {
+                    match fields.iter().find(|f| &f.name == key) {
+                        Some(field) => self.integral(&field.rule, v),
+                        None => {
+                            if let Some(rest) = rest {
+                                self.integral(rest, v);
+                            }
+                        }
+                    }
+                }
+            }
+            (Rule::AllOf(parts), value) => parts.iter().for_each(|p| self.integral(p, value)),
+            _ => {}
         }
     }
 
@@ -573,6 +612,75 @@ pub fn formatted_strings_asserted(doc: &mut Value) {
     walk(doc);
 }
 
+/// RULINGS 1 for a field that takes any JSON value: null is missing, so
+/// a required property of a request schema that states no type (any value)
+/// gets `not: { type: null }`. Only the schemas request bodies reach
+/// (through `$ref`s, transitively): an answer's untyped field may be null.
+pub fn required_values_not_null(doc: &mut Value) {
+    fn refs(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(r) = map.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/components/schemas/")) {
+                    out.push(r.to_string());
+                }
+                map.values().for_each(|v| refs(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+    let mut todo = Vec::new();
+    for item in doc["paths"].as_object().into_iter().flat_map(|p| p.values()) {
+        for op in item.as_object().into_iter().flat_map(|o| o.values()) {
+            if let Some(body) = op.get("requestBody") {
+                refs(body, &mut todo);
+            }
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(name) = todo.pop() {
+        if seen.insert(name.clone())
+            && let Some(schema) = doc["components"]["schemas"].get(&name)
+        {
+            refs(schema, &mut todo);
+        }
+    }
+    fn walk(schema: &mut Value) {
+        match schema {
+            Value::Object(map) => {
+                let required: Vec<String> =
+                    map.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
+                if let Some(Value::Object(props)) = map.get_mut("properties") {
+                    for name in &required {
+                        if let Some(Value::Object(p)) = props.get_mut(name)
+                            && !["type", "$ref", "oneOf", "anyOf", "allOf", "enum", "const", "not"].iter().any(|k| p.contains_key(*k))
+                        {
+                            p.insert("not".to_string(), serde_json::json!({ "type": "null" }));
+                        }
+                    }
+                }
+                for v in map.values_mut() {
+                    walk(v);
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    for name in seen {
+        if let Some(schema) = doc["components"]["schemas"].get_mut(&name) {
+            walk(schema);
+        }
+    }
+    for item in doc["paths"].as_object_mut().into_iter().flat_map(|p| p.values_mut()) {
+        for op in item.as_object_mut().into_iter().flat_map(|o| o.values_mut()) {
+            if let Some(body) = op.get_mut("requestBody") {
+                walk(body);
+            }
+        }
+    }
+}
+
 /// A string schema a blank value could satisfy: `type: string`, no
 /// enumeration.
 fn is_plain_string(p: &Map<String, Value>) -> bool {
@@ -702,6 +810,39 @@ mod tests {
         assert_eq!((p["at"]["minLength"].clone(), p["at"].get("pattern")), (json!(1), None));
         assert_eq!(p["day"]["minLength"], 10);
         assert!(p["url"].get("minLength").is_none());
+    }
+
+    #[test]
+    fn an_integer_written_with_a_zero_fraction_is_that_integer() {
+        let v: ProbeSequence =
+            parse(json!({ "name": "n", "channel": "sms", "steps": [{ "template_id": "01a21c8b-3379-70cf-bdae-c576dc68ae15", "delay_days": 3.0 }] })).unwrap();
+        assert_eq!(v.steps[0].delay_days, Some(3));
+        let Err(ApiError::Validation(problems)) = parse::<ProbeSequence>(
+            json!({ "name": "n", "channel": "sms", "steps": [{ "template_id": "01a21c8b-3379-70cf-bdae-c576dc68ae15", "delay_days": 2.5 }] }),
+        ) else {
+            panic!("a fraction is no integer")
+        };
+        assert_eq!(problems, ["steps[0].delay_days must be an integer from 0 to 30"]);
+    }
+
+    #[test]
+    fn required_untyped_request_fields_are_not_null() {
+        let mut doc = json!({
+            "paths": { "/x": { "post": { "requestBody": { "content": { "application/json": { "schema": { "$ref": "#/components/schemas/In" } } } } } } },
+            "components": { "schemas": {
+                "In": { "type": "object", "required": ["any", "typed", "inner"],
+                    "properties": { "any": { "description": "any" }, "typed": { "type": "string" }, "loose": {}, "inner": { "$ref": "#/components/schemas/Inner" } } },
+                "Inner": { "type": "object", "required": ["v"], "properties": { "v": {} } },
+                "Out": { "type": "object", "required": ["v"], "properties": { "v": {} } },
+            } },
+        });
+        required_values_not_null(&mut doc);
+        let s = &doc["components"]["schemas"];
+        assert_eq!(s["In"]["properties"]["any"]["not"], json!({ "type": "null" }));
+        assert!(s["In"]["properties"]["typed"].get("not").is_none());
+        assert!(s["In"]["properties"]["loose"].get("not").is_none(), "optional: null is absent");
+        assert_eq!(s["Inner"]["properties"]["v"]["not"], json!({ "type": "null" }));
+        assert!(s["Out"]["properties"]["v"].get("not").is_none(), "answers may hold null");
     }
 
     #[test]
