@@ -303,9 +303,18 @@ async fn update_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Pat
 async fn delete_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Deleted>> {
     let mut tx = state.db.begin().await?;
     let endpoint = find(&mut tx, &ctx.tenant_id, &id).await?;
-    // Subscriptions, deliveries and their attempts go with it (ON DELETE
-    // CASCADE). The delete itself says whether this request removed the
-    // row: of two deletes at once, the other finds nothing (404).
+    // Deliveries (with their attempts) go first, locked in the order the
+    // delivery worker records them (by id, each before its endpoint).
+    // Deleting the endpoint first would hold its row while the cascade
+    // waits for a delivery the worker holds, as the worker waits for the
+    // endpoint's row: a deadlock PostgreSQL breaks by failing one of the two.
+    let lock = if state.db.backend == db::Backend::Postgres { " ORDER BY delivery_id FOR UPDATE" } else { "" };
+    let sql =
+        format!("DELETE FROM webhook_delivery WHERE delivery_id IN (SELECT delivery_id FROM webhook_delivery WHERE tenant_id = $1 AND endpoint_id = $2{lock})");
+    sqlx::query(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(endpoint.endpoint_id).execute(&mut *tx).await?;
+    // Subscriptions go with it (ON DELETE CASCADE). The delete itself says
+    // whether this request removed the row: of two deletes at once, the
+    // other finds nothing (404).
     let deleted: Option<String> = sqlx::query_scalar("DELETE FROM webhook_endpoint WHERE tenant_id = $1 AND endpoint_id = $2 RETURNING endpoint_id")
         .bind(&ctx.tenant_id)
         .bind(endpoint.endpoint_id)

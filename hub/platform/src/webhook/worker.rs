@@ -331,7 +331,10 @@ fn describe(e: &reqwest::Error) -> String {
 }
 
 /// Records a round's attempts and their consequences in one transaction.
-async fn record(state: &AppState, outcomes: Vec<Outcome>) -> ApiResult<()> {
+async fn record(state: &AppState, mut outcomes: Vec<Outcome>) -> ApiResult<()> {
+    // By delivery id: the order an endpoint's deletion locks them in, so
+    // the two never wait for each other in a circle.
+    outcomes.sort_by(|a, b| a.job.delivery_id.cmp(&b.job.delivery_id));
     let now = Utc::now();
     let now_text = db::format_time(now);
     let cutoff = db::format_time(now - TimeDelta::days(FAILING_DAYS));
