@@ -12,7 +12,16 @@ use axum::Json;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(health)).routes(routes!(list_agents, create_agent)).routes(routes!(list_runs, start_run))
+    OpenApiRouter::new()
+        .routes(routes!(health))
+        .routes(routes!(list_agents, create_agent))
+        .routes(routes!(get_agent, update_agent))
+        .routes(routes!(disable_agent))
+        .routes(routes!(enable_agent))
+        .routes(routes!(list_runs, start_run))
+        .routes(routes!(get_run))
+        .routes(routes!(complete_run))
+        .routes(routes!(cancel_run))
 }
 
 /// A new agent definition.
@@ -61,12 +70,73 @@ stored_enum! {
     pub enum RunActorKind { Human = "human", Service = "service", Agent = "agent" }
 }
 
+stored_enum! {
+    /// Whether an agent starts runs: a `disabled` one refuses them (409)
+    /// until it is enabled again.
+    #[schema(as = AgentStatus)]
+    pub enum AgentStatus { Active = "active", Disabled = "disabled" }
+}
+
+stored_enum! {
+    /// Where a run is: `active` from its start until it completes
+    /// (`succeeded`, `failed`) or is cancelled; the three ends are final.
+    #[schema(as = AgentRunStatus)]
+    pub enum RunStatus { Active = "active", Succeeded = "succeeded", Failed = "failed", Cancelled = "cancelled" }
+}
+
+stored_enum! {
+    /// How a run ended, as its completion reports it.
+    #[schema(as = AgentRunOutcome)]
+    pub enum RunOutcome { Succeeded = "succeeded", Failed = "failed" }
+}
+
+impl RunOutcome {
+    /// The run status it stores and the event it records.
+    fn ends(self) -> (RunStatus, &'static str) {
+        match self {
+            RunOutcome::Succeeded => (RunStatus::Succeeded, events::AGENT_RUN_COMPLETED),
+            RunOutcome::Failed => (RunStatus::Failed, events::AGENT_RUN_FAILED),
+        }
+    }
+}
+
+/// A change of an agent definition: what is absent stays as it is; at
+/// least one field is given.
+#[derive(Deserialize, ToSchema)]
+struct AgentUpdate {
+    /// Blank clears it.
+    #[schema(max_length = 2000)]
+    description: Option<String>,
+    /// Replaces the scope.
+    agent_scope: Option<Vec<String>>,
+    /// Replaces the manifest.
+    tool_manifest: Option<Vec<String>>,
+    /// The lifetime of the runs it starts from now on (runs started keep
+    /// their deadline).
+    #[schema(minimum = 1, maximum = 604800)]
+    default_ttl_seconds: Option<i64>,
+    /// Blank clears it.
+    #[schema(max_length = 200)]
+    kill_switch_flag_id: Option<String>,
+}
+
+/// The end of an active run.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AgentRunCompletion)]
+struct RunCompletion {
+    #[schema(inline)]
+    status: RunOutcome,
+}
+
 /// The filters of the agent list.
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct AgentFilter {
     /// Only the agents of this tier.
     tier: Option<String>,
+    /// Only the agents in this status.
+    #[param(inline)]
+    status: Option<AgentStatus>,
     /// When given, the caller's tenant.
     #[param(format = "uuid")]
     tenant_id: Option<String>,
@@ -80,7 +150,8 @@ struct RunFilter {
     #[param(format = "uuid")]
     agent_id: Option<String>,
     /// Only the runs in this status.
-    status: Option<String>,
+    #[param(inline)]
+    status: Option<RunStatus>,
     /// When given, the caller's tenant.
     #[param(format = "uuid")]
     tenant_id: Option<String>,
@@ -131,16 +202,21 @@ struct Agent {
     #[sqlx(try_from = "String")]
     tool_manifest: JsonText,
     created_by: String,
-    status: String,
+    status: AgentStatus,
     created_at: Timestamp,
     updated_at: Timestamp,
 }
 
 const AGENT_COLUMNS: &str = "agent_id, tenant_id, name, description, acting_persona_id, agent_scope, default_ttl_seconds, tier, \
      kill_switch_flag_id, vector_namespace, tool_manifest, created_by, status, created_at, updated_at";
-/// The tenant's agents, of one tier when `$2` is not empty.
-const AGENTS: Listing =
-    Listing { table: "agent_definition", columns: AGENT_COLUMNS, filter: "tenant_id = $1 AND ($2 = '' OR tier = $2)", order: "created_at DESC, agent_id DESC" };
+/// The tenant's agents, of one tier and of one status when `$2` and `$3`
+/// are not empty.
+const AGENTS: Listing = Listing {
+    table: "agent_definition",
+    columns: AGENT_COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR tier = $2) AND ($3 = '' OR status = $3)",
+    order: "created_at DESC, agent_id DESC",
+};
 
 /// An agent run.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
@@ -157,7 +233,7 @@ struct AgentRun {
     agent_chain: JsonText,
     actor_id: String,
     actor_kind: RunActorKind,
-    status: String,
+    status: RunStatus,
     audit_entry_id: String,
     created_at: Timestamp,
     updated_at: Timestamp,
@@ -242,7 +318,8 @@ type ListPage = Page<LIST_DEFAULT, LIST_MAX>;
 async fn list_agents(State(state): State<AppState>, Tenant(ctx): Tenant, page: ListPage, Params(q): Params<AgentFilter>) -> ApiResult<ListOf<Agent>> {
     // RULINGS 1: a `tenant_id` given is the caller's tenant.
     ctx.check_tenant(q.tenant_id.as_deref())?;
-    page.list::<Agent>(&state.db.read, &AGENTS, &[&ctx.tenant_id, filter(&q.tier)]).await
+    let status = q.status.map(AgentStatus::as_str).unwrap_or_default();
+    page.list::<Agent>(&state.db.read, &AGENTS, &[&ctx.tenant_id, filter(&q.tier), status]).await
 }
 
 /// Starts a run of one of the tenant's agents.
@@ -272,7 +349,7 @@ async fn start_run(State(state): State<AppState>, Tenant(ctx): Tenant, body: Bod
         .ok_or_else(|| ApiError::invalid("agent_id does not name an agent of this tenant"))?;
     // A definition stored before the bound existed may carry more.
     let ttl = agent.default_ttl_seconds.clamp(1, MAX_TTL_SECONDS);
-    if agent.status != "active" {
+    if agent.status != AgentStatus::Active {
         return Err(ApiError::Conflict(format!("the agent is {}", agent.status)));
     }
     if !hub_identity::personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, persona_id).await? {
@@ -349,7 +426,212 @@ async fn list_runs(State(state): State<AppState>, Tenant(ctx): Tenant, page: Lis
     // RULINGS 1: a `tenant_id` given is the caller's tenant.
     ctx.check_tenant(q.tenant_id.as_deref())?;
     let agent = canonical_uuid_opt(&q.agent_id).unwrap_or_default();
-    page.list::<AgentRun>(&state.db.read, &RUNS, &[&ctx.tenant_id, &agent, filter(&q.status)]).await
+    let status = q.status.map(RunStatus::as_str).unwrap_or_default();
+    page.list::<AgentRun>(&state.db.read, &RUNS, &[&ctx.tenant_id, &agent, status]).await
+}
+
+/// The tenant's agent `id` (a path id: not a UUID is 404).
+async fn find_agent<'e, E>(exec: E, tenant_id: &str, id: &str) -> ApiResult<Agent>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {AGENT_COLUMNS} FROM agent_definition WHERE tenant_id = $1 AND agent_id = $2");
+    let found: Option<Agent> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(exec).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// The tenant's run `id` (a path id: not a UUID is 404).
+async fn find_run<'e, E>(exec: E, tenant_id: &str, id: &str) -> ApiResult<AgentRun>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {RUN_COLUMNS} FROM agent_run WHERE tenant_id = $1 AND run_id = $2");
+    let found: Option<AgentRun> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(exec).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// One agent of the tenant.
+#[utoipa::path(get, path = "/api/agent-runtime/agents/{agent_id}", tag = "sdk-agent-runtime", params(("agent_id" = String, Path, description = "the agent")),
+    responses((status = 200, description = "the agent", body = Data<Agent>)))]
+async fn get_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Agent>> {
+    Ok(ok(find_agent(&state.db.read, &ctx.tenant_id, &id).await?))
+}
+
+/// A text field of a change: absent keeps it (`(0, None)`), blank clears
+/// it (`(1, None)`), a text sets it (`(1, Some)`).
+fn settable(value: &Option<String>) -> (i64, Option<String>) {
+    match value {
+        None => (0, None),
+        Some(_) => (1, Check::optional(value)),
+    }
+}
+
+/// Changes an agent's description, scope, tool manifest, default TTL or
+/// kill-switch flag (what is absent stays; at least one is given). Runs
+/// already started keep their deadline. A disabled agent may be changed.
+#[utoipa::path(patch, path = "/api/agent-runtime/agents/{agent_id}", tag = "sdk-agent-runtime", request_body = AgentUpdate,
+    params(("agent_id" = String, Path, description = "the agent")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent",
+        "given": [["POST", "/api/agent-runtime/agents", { "name": "race", "acting_persona_id": "{owner_persona_id}", "tier": "standard", "vector_namespace": "race", "created_by": "races" }]],
+        "body": { "description": "race", "default_ttl_seconds": 60 } }))),
+    responses((status = 200, description = "the agent", body = Data<Agent>)))]
+async fn update_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<AgentUpdate>) -> ApiResult<Data<Agent>> {
+    let mut tx = state.db.begin().await?;
+    // Another tenant's agent is not found, whatever the body.
+    let agent = find_agent(&mut *tx, &ctx.tenant_id, &id).await?;
+    let body = body.checked()?;
+    let (set_description, description) = settable(&body.description);
+    let (set_kill_switch, kill_switch) = settable(&body.kill_switch_flag_id);
+    let scope = body.agent_scope.as_ref().map(|s| json!(s).to_string());
+    let tools = body.tool_manifest.as_ref().map(|t| json!(t).to_string());
+    let ttl = body.default_ttl_seconds;
+    if set_description == 0 && set_kill_switch == 0 && scope.is_none() && tools.is_none() && ttl.is_none() {
+        return Err(ApiError::invalid("give at least one of: description, agent_scope, tool_manifest, default_ttl_seconds, kill_switch_flag_id"));
+    }
+    let sql = format!(
+        "UPDATE agent_definition SET description = CASE WHEN $1 = 1 THEN $2 ELSE description END, agent_scope = COALESCE($3, agent_scope), \
+         tool_manifest = COALESCE($4, tool_manifest), default_ttl_seconds = COALESCE($5, default_ttl_seconds), \
+         kill_switch_flag_id = CASE WHEN $6 = 1 THEN $7 ELSE kill_switch_flag_id END, updated_at = $8 \
+         WHERE tenant_id = $9 AND agent_id = $10 RETURNING {AGENT_COLUMNS}"
+    );
+    let changed: Agent = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(set_description)
+        .bind(&description)
+        .bind(&scope)
+        .bind(&tools)
+        .bind(ttl)
+        .bind(set_kill_switch)
+        .bind(&kill_switch)
+        .bind(db::now())
+        .bind(&ctx.tenant_id)
+        .bind(agent.agent_id)
+        .fetch_one(&mut *tx)
+        .await?;
+    let fields: Vec<&str> = [
+        ("description", set_description == 1),
+        ("agent_scope", scope.is_some()),
+        ("tool_manifest", tools.is_some()),
+        ("default_ttl_seconds", ttl.is_some()),
+        ("kill_switch_flag_id", set_kill_switch == 1),
+    ]
+    .into_iter()
+    .filter_map(|(name, given)| given.then_some(name))
+    .collect();
+    audit::record(&mut tx, &ctx, events::AGENT_UPDATED, json!({ "agent_id": agent.agent_id, "fields": fields })).await?;
+    tx.commit().await?;
+    Ok(ok(changed))
+}
+
+/// Switches an agent to `to` in one guarded statement; an agent already in
+/// `to` is answered as it is, without an event (of two requests at once,
+/// one switches it and the other answers what it committed).
+async fn switch_agent(state: &AppState, ctx: &TenantCtx, id: &str, to: AgentStatus) -> ApiResult<Agent> {
+    let id = path_id(id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let sql =
+        format!("UPDATE agent_definition SET status = $1, updated_at = $2 WHERE tenant_id = $3 AND agent_id = $4 AND status <> $1 RETURNING {AGENT_COLUMNS}");
+    let moved: Option<Agent> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(to).bind(db::now()).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    let Some(agent) = moved else {
+        return find_agent(&mut *tx, &ctx.tenant_id, &id).await;
+    };
+    audit::record(&mut tx, ctx, events::AGENT_UPDATED, json!({ "agent_id": agent.agent_id, "status": to })).await?;
+    tx.commit().await?;
+    Ok(agent)
+}
+
+/// Disables an agent: it starts no new run (409) until enabled again;
+/// its runs already started are left as they are. Disabling a disabled
+/// agent changes nothing, records no event and answers 200.
+#[utoipa::path(post, path = "/api/agent-runtime/agents/{agent_id}/disable", tag = "sdk-agent-runtime", params(("agent_id" = String, Path, description = "the agent")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer",
+        "given": [["POST", "/api/agent-runtime/agents", { "name": "race", "acting_persona_id": "{owner_persona_id}", "tier": "standard", "vector_namespace": "race", "created_by": "races" }]] }))),
+    responses((status = 200, description = "the agent, disabled", body = Data<Agent>)))]
+async fn disable_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Agent>> {
+    Ok(ok(switch_agent(&state, &ctx, &id, AgentStatus::Disabled).await?))
+}
+
+/// Enables a disabled agent again. Enabling an active agent changes
+/// nothing, records no event and answers 200.
+#[utoipa::path(post, path = "/api/agent-runtime/agents/{agent_id}/enable", tag = "sdk-agent-runtime", params(("agent_id" = String, Path, description = "the agent")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [
+        ["POST", "/api/agent-runtime/agents", { "name": "race", "acting_persona_id": "{owner_persona_id}", "tier": "standard", "vector_namespace": "race", "created_by": "races" }],
+        ["POST", "/api/agent-runtime/agents/{agent_id}/disable", null]] }))),
+    responses((status = 200, description = "the agent, active", body = Data<Agent>)))]
+async fn enable_agent(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Agent>> {
+    Ok(ok(switch_agent(&state, &ctx, &id, AgentStatus::Active).await?))
+}
+
+/// One run of the tenant.
+#[utoipa::path(get, path = "/api/agent-runtime/runs/{run_id}", tag = "sdk-agent-runtime", params(("run_id" = String, Path, description = "the run")),
+    responses((status = 200, description = "the run", body = Data<AgentRun>)))]
+async fn get_run(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<AgentRun>> {
+    Ok(ok(find_run(&state.db.read, &ctx.tenant_id, &id).await?))
+}
+
+/// A run as guarded writes name it.
+const RUN: Stateful = Stateful { noun: "run", table: "agent_run", key: "run_id", state: "status" };
+
+/// Ends an active run (`to`) in one guarded statement and records
+/// `event_type` (regulated, the run's chain as actor provenance) in the
+/// same transaction; a run that is not active is 409 naming its status.
+async fn end_run(mut tx: Tx, ctx: &TenantCtx, id: &str, to: RunStatus, event_type: &str, expected: &str) -> ApiResult<AgentRun> {
+    let id = path_id(id)?.to_string();
+    let sql = format!("UPDATE agent_run SET status = $1, updated_at = $2 WHERE tenant_id = $3 AND run_id = $4 AND status = 'active' RETURNING {RUN_COLUMNS}");
+    let ended: Option<AgentRun> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(to).bind(db::now()).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    let run = RUN.settle(&mut tx, &ctx.tenant_id, &id, ended, expected).await?;
+    let (actor_kind, actor_id) = audit::actor_of(ctx);
+    audit::record_event(
+        &mut tx,
+        audit::Event {
+            tenant_id: &ctx.tenant_id,
+            pool_index: None,
+            event_type,
+            actor_kind,
+            actor_id,
+            actor_chain: Some(&run.agent_chain.0),
+            payload: &json!({ "run_id": run.run_id, "agent_id": run.agent_id, "trace_id": run.trace_id, "status": to }),
+            retention_class: Some("regulated"),
+            occurred_at: None,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(run)
+}
+
+/// Completes an active run: `succeeded` (`agent.run.completed.v1`) or
+/// `failed` (`agent.run.failed.v1`). A run that has ended (completed,
+/// failed or cancelled) is 409.
+#[utoipa::path(post, path = "/api/agent-runtime/runs/{run_id}/complete", tag = "sdk-agent-runtime", request_body = RunCompletion,
+    params(("run_id" = String, Path, description = "the run")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [
+        ["POST", "/api/agent-runtime/agents", { "name": "race", "acting_persona_id": "{owner_persona_id}", "tier": "standard", "vector_namespace": "race", "created_by": "races" }],
+        ["POST", "/api/agent-runtime/runs", { "agent_id": "{agent_id}", "persona_id": "{owner_persona_id}", "trace_id": "t-{unique}", "actor_id": "races", "actor_kind": "human" }]],
+        "body": { "status": "succeeded" } }))),
+    responses((status = 200, description = "the run, ended", body = Data<AgentRun>)))]
+async fn complete_run(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<RunCompletion>) -> ApiResult<Data<AgentRun>> {
+    let mut tx = state.db.begin().await?;
+    // Another tenant's run is not found, whatever the body.
+    let run = find_run(&mut *tx, &ctx.tenant_id, &id).await?;
+    let (to, event_type) = body.checked()?.status.ends();
+    Ok(ok(end_run(tx, &ctx, &run.run_id.to_string(), to, event_type, "only an active run can be completed").await?))
+}
+
+/// Cancels an active run (`agent.run.cancelled.v1`). A run that has ended
+/// (completed, failed or cancelled) is 409; its child runs are left as
+/// they are.
+#[utoipa::path(post, path = "/api/agent-runtime/runs/{run_id}/cancel", tag = "sdk-agent-runtime", params(("run_id" = String, Path, description = "the run")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [
+        ["POST", "/api/agent-runtime/agents", { "name": "race", "acting_persona_id": "{owner_persona_id}", "tier": "standard", "vector_namespace": "race", "created_by": "races" }],
+        ["POST", "/api/agent-runtime/runs", { "agent_id": "{agent_id}", "persona_id": "{owner_persona_id}", "trace_id": "t-{unique}", "actor_id": "races", "actor_kind": "human" }]] }))),
+    responses((status = 200, description = "the run, cancelled", body = Data<AgentRun>)))]
+async fn cancel_run(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<AgentRun>> {
+    let tx = state.db.begin().await?;
+    Ok(ok(end_run(tx, &ctx, &id, RunStatus::Cancelled, events::AGENT_RUN_CANCELLED, "only an active run can be cancelled").await?))
 }
 
 #[cfg(test)]

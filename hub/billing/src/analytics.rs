@@ -8,7 +8,7 @@ use hub_kernel::prelude::*;
 use object_store::{PutPayload, path::Path as ObjectPath};
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(build)).routes(routes!(get_build)).routes(routes!(export))
+    OpenApiRouter::new().routes(routes!(list_builds, build)).routes(routes!(get_build, delete_build)).routes(routes!(export)).routes(routes!(list_exports))
 }
 
 stored_enum! {
@@ -225,4 +225,122 @@ async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     audit::record(&mut tx, &ctx, events::ANALYTICS_EXPORT_COMPLETED, payload).await?;
     tx.commit().await?;
     Ok(created(e))
+}
+
+/// A build as a list shows it: without its rows (read the build for them).
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = AnalyticsBuildSummary)]
+struct BuildSummary {
+    build_id: Id,
+    kind: Kind,
+    /// The first UTC day, inclusive.
+    period_start: String,
+    /// The last UTC day, inclusive.
+    period_end: String,
+    row_count: i64,
+    /// SHA-256 (hex) of the rows as JSON Lines.
+    sha256: String,
+    created_at: Timestamp,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct BuildFilter {
+    #[param(inline)]
+    kind: Option<Kind>,
+}
+
+const BUILDS: Listing = Listing {
+    table: "analytics_build",
+    columns: "build_id, kind, period_start, period_end, row_count, sha256, created_at",
+    filter: "tenant_id = $1 AND ($2 = '' OR kind = $2)",
+    order: "created_at DESC, build_id DESC",
+};
+
+/// The tenant's builds, newest first, without their rows.
+#[utoipa::path(get, path = "/api/analytics/builds", tag = "sdk-analytics", params(BuildFilter, Page),
+    responses((status = 200, description = "one page of builds", body = ListOf<BuildSummary>)))]
+async fn list_builds(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<BuildFilter>) -> ApiResult<ListOf<BuildSummary>> {
+    let kind = q.kind.map_or("", Kind::as_str);
+    page.list::<BuildSummary>(&state.db.read, &BUILDS, &[&ctx.tenant_id, kind]).await
+}
+
+const EXPORTS: Listing = Listing {
+    table: "analytics_export",
+    columns: "export_id, build_id, target, destination_key, bytes, sha256, created_at",
+    filter: "tenant_id = $1 AND build_id = $2",
+    order: "created_at DESC, export_id DESC",
+};
+
+/// The exports of one of the tenant's builds, newest first; another
+/// tenant's build is 404.
+#[utoipa::path(get, path = "/api/analytics/builds/{build_id}/exports", tag = "sdk-analytics", params(("build_id" = String, Path, description = "the build"), Page),
+    responses((status = 200, description = "one page of the build's exports", body = ListOf<Export>)))]
+async fn list_exports(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, page: Page) -> ApiResult<ListOf<Export>> {
+    let id = path_id(&id)?.to_string();
+    let found: Option<String> = sqlx::query_scalar("SELECT build_id FROM analytics_build WHERE tenant_id = $1 AND build_id = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .fetch_optional(&state.db.read)
+        .await?;
+    found.ok_or(ApiError::NotFound)?;
+    page.list::<Export>(&state.db.read, &EXPORTS, &[&ctx.tenant_id, &id]).await
+}
+
+/// A deleted build.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AnalyticsBuildDeleted)]
+struct Deleted {
+    build_id: Id,
+    /// Always true: the build, its rows and its exports' records are erased.
+    deleted: bool,
+    /// Whether an exported file was erased from the object store.
+    export_erased: bool,
+}
+
+/// Deletes a build: its rows, the records of its exports and the exported
+/// file (every export of a build writes the same key) are erased; a build
+/// is derived from the tenant's data, so a new one can be made at any
+/// time. 404 when it is deleted already (of two deletes at once, one
+/// deletes it) or another tenant's; 503 while the object store cannot
+/// erase the file (the build then stays).
+#[utoipa::path(delete, path = "/api/analytics/builds/{build_id}", tag = "sdk-analytics", params(("build_id" = String, Path, description = "the build")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/api/analytics/builds", { "kind": "usage_daily", "period_start": "2025-01-01", "period_end": "2025-01-31" }], ["POST", "/api/analytics/builds/{build_id}/export", {}]], "params": { "build_id": "{build_id}" } }))),
+    responses((status = 200, description = "the build, deleted", body = Data<Deleted>),
+        (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
+async fn delete_build(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Deleted>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    // The build is locked first (an export being written meanwhile names
+    // it by a foreign key, which this lock makes wait), then its exports'
+    // records go, then the build.
+    let lock = if db::Backend::of(&tx) == db::Backend::Postgres { " FOR UPDATE" } else { "" };
+    let sql = format!("SELECT build_id FROM analytics_build WHERE tenant_id = $1 AND build_id = $2{lock}");
+    let found: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    found.ok_or(ApiError::NotFound)?;
+    let keys: Vec<String> = sqlx::query_scalar("DELETE FROM analytics_export WHERE tenant_id = $1 AND build_id = $2 RETURNING destination_key")
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .fetch_all(&mut *tx)
+        .await?;
+    let deleted: Option<(Id, Kind, i64)> =
+        sqlx::query_as("DELETE FROM analytics_build WHERE tenant_id = $1 AND build_id = $2 RETURNING build_id, kind, row_count")
+            .bind(&ctx.tenant_id)
+            .bind(&id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let (build_id, kind, row_count) = deleted.ok_or(ApiError::NotFound)?;
+    let erased: std::collections::BTreeSet<&str> = keys.iter().map(String::as_str).collect();
+    let payload = json!({ "build_id": build_id, "kind": kind, "row_count": row_count, "exports": keys.len(), "export_erased": !erased.is_empty() });
+    audit::record(&mut tx, &ctx, events::ANALYTICS_BUILD_DELETED, payload).await?;
+    // The file goes before the rows do: while the store cannot erase it,
+    // the build stays (the transaction rolls back).
+    for key in &erased {
+        match state.media.delete(&ObjectPath::from(*key)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(hub_kernel::storage::failure(e, "erasing the export")),
+        }
+    }
+    tx.commit().await?;
+    Ok(ok(Deleted { build_id, deleted: true, export_erased: !erased.is_empty() }))
 }

@@ -12,7 +12,7 @@ use hub_kernel::prelude::*;
 use crate::meter;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(generate)).routes(routes!(get_invoice))
+    OpenApiRouter::new().routes(routes!(list_invoices, generate)).routes(routes!(get_invoice)).routes(routes!(active_catalog))
 }
 
 /// The words of [`CatalogStatus`], in its order.
@@ -530,6 +530,118 @@ async fn get_invoice(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
     let invoice = find(&mut tx, "tenant_id = $1 AND invoice_id = $2", &[&ctx.tenant_id, &id]).await?.ok_or(ApiError::NotFound)?;
     tx.commit().await?;
     Ok(ok(invoice))
+}
+
+/// An invoice as a list shows it: without its line items (read the
+/// invoice for them).
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = BillingInvoiceSummary)]
+struct InvoiceSummary {
+    invoice_id: Id,
+    catalog_id: String,
+    catalog_version: i64,
+    currency: String,
+    /// The first UTC day, inclusive.
+    period_start: String,
+    /// The last UTC day, inclusive.
+    period_end: String,
+    status: InvoiceStatus,
+    /// Minor units: the sum of the line items.
+    total: i64,
+    /// Skus used in the period that the catalog has no rate for.
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<String>)]
+    unrated_skus: JsonText,
+    generated_by: String,
+    generated_at: Timestamp,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct InvoiceFilter {
+    /// Invoices whose period ends on or after this UTC day, `YYYY-MM-DD`.
+    from: Option<String>,
+    /// Invoices whose period starts on or before this UTC day, `YYYY-MM-DD`.
+    to: Option<String>,
+    /// Only invoices rated against this pricing catalog (its catalog_id).
+    #[param(max_length = 128)]
+    catalog: Option<String>,
+}
+
+const INVOICES: Listing = Listing {
+    table: "billing_invoice",
+    columns: "invoice_id, catalog_id, catalog_version, currency, period_start, period_end, status, total, unrated_skus, generated_by, generated_at",
+    filter: "tenant_id = $1 AND ($2 = '' OR period_end >= $2) AND ($3 = '' OR period_start <= $3) AND ($4 = '' OR catalog_id = $4)",
+    order: "generated_at DESC, invoice_id DESC",
+};
+
+/// The tenant's invoices, newest first, without their line items: those
+/// whose period meets `from`..`to` (UTC days, inclusive), of one catalog.
+#[utoipa::path(get, path = "/api/billing/invoices", tag = "sdk-billing", params(InvoiceFilter, Page),
+    responses((status = 200, description = "one page of invoices", body = ListOf<InvoiceSummary>)))]
+async fn list_invoices(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<InvoiceFilter>) -> ApiResult<ListOf<InvoiceSummary>> {
+    let mut check = Check::new();
+    let from = meter::parse_day(&mut check, "from", &q.from);
+    let to = meter::parse_day(&mut check, "to", &q.to);
+    if let (Some(f), Some(t)) = (from, to)
+        && f > t
+    {
+        check.fail("from must be on or before to");
+    }
+    let catalog = q.catalog.as_deref().map(str::trim).unwrap_or("");
+    if !catalog.is_empty() && !valid_name(catalog) {
+        check.fail("catalog must be 1 to 128 letters, digits or . _ -");
+    }
+    check.finish()?;
+    let (from, to) = (from.map(|d| d.to_string()).unwrap_or_default(), to.map(|d| d.to_string()).unwrap_or_default());
+    page.list::<InvoiceSummary>(&state.db.read, &INVOICES, &[&ctx.tenant_id, &from, &to, catalog]).await
+}
+
+/// The version of a pricing catalog an invoice rates against now, as a
+/// tenant reads it.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = BillingActiveCatalog)]
+struct ActiveCatalog {
+    catalog_id: String,
+    /// The highest active version: the one `POST /api/billing/invoices` uses.
+    version: i64,
+    /// ISO 4217: the currency of every amount rated against it.
+    currency: String,
+    /// When the version last changed status.
+    updated_at: Timestamp,
+    /// By sku; a sku without a rate is invoiced as unrated.
+    rates: Vec<Rate>,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct CatalogQuery {
+    /// The pricing catalog's name, as an invoice names it.
+    #[param(max_length = 128)]
+    catalog_id: String,
+}
+
+/// The active version of a pricing catalog and its rates: what an invoice
+/// generated now rates the tenant's usage with. 404 when the catalog has
+/// no active version (an invoice naming it is 400). Catalogs are the
+/// platform's, the same for every tenant, so the catalog is named in the
+/// query, not the path.
+#[utoipa::path(get, path = "/api/billing/catalogs/active", tag = "sdk-billing", params(CatalogQuery),
+    responses((status = 200, description = "the active version and its rates", body = Data<ActiveCatalog>),
+        (status = 404, description = "NotFound: the catalog has no active version", body = ErrorBody)))]
+async fn active_catalog(State(state): State<AppState>, _: Tenant, Params(q): Params<CatalogQuery>) -> ApiResult<Data<ActiveCatalog>> {
+    let catalog_id = q.catalog_id.trim();
+    if !valid_name(catalog_id) {
+        return Err(ApiError::invalid("catalog_id must be 1 to 128 letters, digits or . _ -"));
+    }
+    let mut tx = state.db.read.begin().await?;
+    let sql = format!("SELECT {CATALOG_COLUMNS} FROM billing_catalog WHERE catalog_id = $1 AND status = 'active' ORDER BY version DESC LIMIT 1");
+    let found: Option<Catalog> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(catalog_id).fetch_optional(&mut *tx).await?;
+    let catalog = found.ok_or(ApiError::NotFound)?;
+    let sql = format!("SELECT {RATE_COLUMNS} FROM billing_rate WHERE catalog_id = $1 AND version = $2 ORDER BY sku");
+    let rates: Vec<Rate> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(catalog_id).bind(catalog.version).fetch_all(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(ok(ActiveCatalog { catalog_id: catalog.catalog_id, version: catalog.version, currency: catalog.currency, updated_at: catalog.updated_at, rates }))
 }
 
 /// Invoices of every tenant (or of `tenant_id`) whose period meets the

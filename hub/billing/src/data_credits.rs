@@ -14,7 +14,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(balance))
         .routes(routes!(prices))
         .routes(routes!(quote))
-        .routes(routes!(hold))
+        .routes(routes!(list_holds, hold))
+        .routes(routes!(get_hold))
+        .routes(routes!(ledger))
         .routes(routes!(settle))
         .routes(routes!(release))
 }
@@ -420,4 +422,97 @@ pub async fn set_price_as(db: &Db, actor: &str, capability: &str, credits: i64, 
     audit::record_operator(&mut tx, actor, events::DATA_CREDITS_PRICE_SET, payload).await?;
     tx.commit().await?;
     Ok((price, written))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct HoldFilter {
+    #[param(inline)]
+    status: Option<HoldStatus>,
+    /// Only holds of this capability.
+    #[param(max_length = 128)]
+    capability: Option<String>,
+}
+
+const HOLDS: Listing = Listing {
+    table: "data_credits_hold",
+    columns: HOLD_COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR capability = $3)",
+    order: "created_at DESC, hold_id DESC",
+};
+
+/// The tenant's holds, newest first (`status=held`: the open ones, whose
+/// credits stay reserved until settled or released).
+#[utoipa::path(get, path = "/api/data-credits/holds", tag = "sdk-data-credits", params(HoldFilter, Page),
+    responses((status = 200, description = "one page of holds", body = ListOf<Hold>)))]
+async fn list_holds(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<HoldFilter>) -> ApiResult<ListOf<Hold>> {
+    let capability = q.capability.as_deref().map(str::trim).unwrap_or("");
+    if !capability.is_empty() && !valid_capability(capability) {
+        return Err(ApiError::invalid("capability must be 1 to 128 letters, digits or . _ : / -"));
+    }
+    let status = q.status.map_or("", HoldStatus::as_str);
+    page.list::<Hold>(&state.db.read, &HOLDS, &[&ctx.tenant_id, status, capability]).await
+}
+
+/// A hold of the caller's tenant; another tenant's is 404.
+#[utoipa::path(get, path = "/api/data-credits/holds/{hold_id}", tag = "sdk-data-credits", params(("hold_id" = String, Path, description = "the hold")),
+    responses((status = 200, description = "the hold", body = Data<Hold>)))]
+async fn get_hold(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Hold>> {
+    let mut tx = state.db.read.begin().await?;
+    let h = find(&mut tx, &ctx, &id).await?;
+    tx.commit().await?;
+    Ok(ok(h))
+}
+
+stored_enum! {
+    /// What moved the balance: a grant added credits, a settlement
+    /// consumed them.
+    #[schema(as = DataCreditsLedgerKind)]
+    enum LedgerKind { Grant = "grant", Consumption = "consumption" }
+}
+
+/// One movement of the tenant's balance.
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = DataCreditsLedgerEntry)]
+struct LedgerEntry {
+    /// The grant's id, or the settled hold's.
+    entry_id: Id,
+    kind: LedgerKind,
+    /// Signed: a grant's credits are positive, a consumption's negative.
+    credits: i64,
+    /// A grant's reason.
+    reason: Option<String>,
+    /// Who granted (a grant).
+    operator_id: Option<String>,
+    /// The capability consumed (a consumption).
+    capability: Option<String>,
+    created_at: Timestamp,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct LedgerFilter {
+    #[param(inline)]
+    kind: Option<LedgerKind>,
+}
+
+/// Grants, and the credits consumed by settled holds (a release or a hold
+/// settled for 0 moves no credit), as one ledger.
+const LEDGER: Listing = Listing {
+    table: "(SELECT grant_id AS entry_id, 'grant' AS kind, credits, reason, operator_id, CAST(NULL AS TEXT) AS capability, created_at, tenant_id \
+            FROM data_credits_grant UNION ALL SELECT hold_id, 'consumption', -consumed, CAST(NULL AS TEXT), CAST(NULL AS TEXT), capability, closed_at, tenant_id \
+            FROM data_credits_hold WHERE status = 'settled' AND consumed > 0) ledger",
+    columns: "entry_id, kind, credits, reason, operator_id, capability, created_at",
+    filter: "tenant_id = $1 AND ($2 = '' OR kind = $2)",
+    order: "created_at DESC, entry_id DESC",
+};
+
+/// The tenant's credit ledger, newest first: each grant (positive) and
+/// each settlement's consumed credits (negative); their sum is the
+/// balance.
+#[utoipa::path(get, path = "/api/data-credits/ledger", tag = "sdk-data-credits", params(LedgerFilter, Page),
+    responses((status = 200, description = "one page of the ledger", body = ListOf<LedgerEntry>)))]
+async fn ledger(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<LedgerFilter>) -> ApiResult<ListOf<LedgerEntry>> {
+    let kind = q.kind.map_or("", LedgerKind::as_str);
+    page.list::<LedgerEntry>(&state.db.read, &LEDGER, &[&ctx.tenant_id, kind]).await
 }

@@ -10,7 +10,7 @@ use chrono::{NaiveDate, TimeDelta, Utc};
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(record)).routes(routes!(usage))
+    OpenApiRouter::new().routes(routes!(record)).routes(routes!(usage)).routes(routes!(tenant_usage)).routes(routes!(hardcaps))
 }
 
 /// Events of one batch, at most.
@@ -135,7 +135,7 @@ struct Valid {
 }
 
 /// 1 to 128 letters, digits or `. _ : / -` (skus and capabilities).
-pub(crate) fn valid_sku(s: &str) -> bool {
+pub fn valid_sku(s: &str) -> bool {
     (1..=128).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric() || "._:/-".contains(c))
 }
 
@@ -579,31 +579,199 @@ pub struct Hardcap {
     pub updated_at: Timestamp,
 }
 
-/// Sets (or replaces) a tenant's monthly hard cap on a sku: the operator's
-/// door (no tenant route sets a cap). Usage already recorded this month
-/// counts against it.
+const HARDCAP_COLUMNS: &str = "tenant_id, sku, monthly_units, set_by, updated_at";
+
+/// Sets (or replaces) a tenant's monthly hard cap on a sku (the library's
+/// door: the operator named by `operator_id` is also the event's actor).
+/// See [`set_hardcap_as`].
 pub async fn set_hardcap(db: &Db, tenant_id: &str, sku: &str, monthly_units: i64, operator_id: &str) -> ApiResult<Hardcap> {
+    Ok(set_hardcap_as(db, operator_id, tenant_id, sku, monthly_units, operator_id).await?.0)
+}
+
+/// Sets (or replaces) a tenant's monthly hard cap on a sku (`PUT
+/// /admin/meter/hardcaps/{tenant_id}/{sku}`'s work; no tenant route sets a
+/// cap): the first set of a (tenant, sku) inserts the cap
+/// (`Written::Made`), any other, concurrent or later, replaces it
+/// (`Written::Found`). Usage already recorded this month counts against
+/// it. Records `billing.hardcap.set.v1` in the tenant's chain, `actor`
+/// (the operator credential) as its actor. An unknown tenant is the
+/// foreign key's 400.
+pub async fn set_hardcap_as(db: &Db, actor: &str, tenant_id: &str, sku: &str, monthly_units: i64, operator_id: &str) -> ApiResult<(Hardcap, Written)> {
     let mut check = Check::new();
-    check_sku(&mut check, sku);
+    if !valid_sku(sku) {
+        check.fail("sku must be 1 to 128 letters, digits or . _ : / -");
+    }
     if monthly_units < 0 {
         check.fail("monthly_units must be 0 or more");
     }
+    if operator_id.trim().is_empty() {
+        check.fail("operator_id is required");
+    }
     check.finish()?;
-    let mut tx = db.begin().await?;
-    let cap: Hardcap = sqlx::query_as(
+    let now = db::now();
+    let insert = format!(
         "INSERT INTO meter_hardcap (tenant_id, sku, monthly_units, set_by, updated_at) VALUES ($1, $2, $3, $4, $5) \
-         ON CONFLICT (tenant_id, sku) DO UPDATE SET monthly_units = excluded.monthly_units, set_by = excluded.set_by, updated_at = excluded.updated_at \
-         RETURNING tenant_id, sku, monthly_units, set_by, updated_at",
+         ON CONFLICT (tenant_id, sku) DO NOTHING RETURNING {HARDCAP_COLUMNS}"
+    );
+    let replace =
+        format!("UPDATE meter_hardcap SET monthly_units = $3, set_by = $4, updated_at = $5 WHERE tenant_id = $1 AND sku = $2 RETURNING {HARDCAP_COLUMNS}");
+    let mut tx = db.begin().await?;
+    let (cap, written): (Hardcap, _) = insert_or_read(
+        &mut tx,
+        sqlx::query_as(sqlx::AssertSqlSafe(insert)).bind(tenant_id).bind(sku).bind(monthly_units).bind(operator_id).bind(&now),
+        sqlx::query_as(sqlx::AssertSqlSafe(replace)).bind(tenant_id).bind(sku).bind(monthly_units).bind(operator_id).bind(&now),
     )
-    .bind(tenant_id)
-    .bind(sku)
-    .bind(monthly_units)
-    .bind(operator_id)
-    .bind(db::now())
-    .fetch_one(&mut *tx)
     .await?;
+    let payload = json!({ "sku": sku, "monthly_units": monthly_units, "operator_id": operator_id, "replaced": written == Written::Found });
+    hub_kernel::audit::record_operator_in(&mut tx, tenant_id, actor, events::BILLING_HARDCAP_SET, payload).await?;
+    tx.commit().await?;
+    Ok((cap, written))
+}
+
+/// Removes a tenant's hard cap on a sku (`DELETE
+/// /admin/meter/hardcaps/{tenant_id}/{sku}`'s work): the cap row goes in
+/// one `DELETE ... RETURNING` (the tenant's usage, its monthly roll-up and
+/// the operator's overrides stay; the audit chain keeps the cap's history).
+/// 404 when the tenant has no cap on the sku (of two removals at once, one
+/// removes it). Records `billing.hardcap.removed.v1` in the tenant's chain.
+pub async fn remove_hardcap_as(db: &Db, actor: &str, tenant_id: &str, sku: &str) -> ApiResult<Hardcap> {
+    let mut tx = db.begin().await?;
+    let sql = format!("DELETE FROM meter_hardcap WHERE tenant_id = $1 AND sku = $2 RETURNING {HARDCAP_COLUMNS}");
+    let removed: Option<Hardcap> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(sku).fetch_optional(&mut *tx).await?;
+    let cap = removed.ok_or(ApiError::NotFound)?;
+    let payload = json!({ "sku": cap.sku, "monthly_units": cap.monthly_units });
+    hub_kernel::audit::record_operator_in(&mut tx, tenant_id, actor, events::BILLING_HARDCAP_REMOVED, payload).await?;
     tx.commit().await?;
     Ok(cap)
+}
+
+/// One page of every tenant's hard caps (or one tenant's, or one sku's:
+/// an empty filter matches all), by tenant then sku: the operator's `GET
+/// /admin/meter/hardcaps`.
+pub async fn hardcaps_across(db: &Db, page: Page, tenant_id: &str, sku: &str) -> ApiResult<ListOf<Hardcap>> {
+    let listing =
+        Listing { table: "meter_hardcap", columns: HARDCAP_COLUMNS, filter: "($1 = '' OR tenant_id = $1) AND ($2 = '' OR sku = $2)", order: "tenant_id, sku" };
+    page.list::<Hardcap>(&db.read, &listing, &[tenant_id, sku]).await
+}
+
+/// A hard cap as its tenant reads it: the cap and what is left of it in
+/// the current UTC month.
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = MeterTenantHardcap)]
+struct TenantHardcap {
+    sku: String,
+    monthly_units: i64,
+    /// The current UTC month, `YYYY-MM`.
+    period: String,
+    /// Units of the sku recorded this month.
+    used: i64,
+    /// `monthly_units - used`, never below 0.
+    remaining: i64,
+    /// When this month's usage first met the cap (an event was refused).
+    cap_reached_at: Option<Timestamp>,
+    /// While an operator's override runs, the cap does not apply: its end.
+    overridden_until: Option<Timestamp>,
+    updated_at: Timestamp,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct HardcapFilter {
+    /// Only this sku's cap.
+    #[param(max_length = 128)]
+    sku: Option<String>,
+}
+
+/// The tenant's monthly hard caps, by sku, each with this UTC month's
+/// usage and what is left (a usage event over a cap is 429); a cap under
+/// an operator's override names its end.
+#[utoipa::path(get, path = "/api/meter/hardcaps", tag = "sdk-meter", params(HardcapFilter, Page),
+    responses((status = 200, description = "one page of caps", body = ListOf<TenantHardcap>)))]
+async fn hardcaps(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<HardcapFilter>) -> ApiResult<ListOf<TenantHardcap>> {
+    let sku = q.sku.as_deref().map(str::trim).unwrap_or("");
+    let mut check = Check::new();
+    check_sku(&mut check, sku);
+    check.finish()?;
+    let period = Utc::now().format("%Y-%m").to_string();
+    let now = db::now();
+    let filter = "tenant_id = $1 AND ($2 = '' OR sku = $2)";
+    let total = hub_kernel::extract::count(&state.db.read, "meter_hardcap", filter, &[&ctx.tenant_id, sku]).await?;
+    let rows: Vec<TenantHardcap> = sqlx::query_as(
+        "SELECT c.sku, c.monthly_units, CAST($3 AS TEXT) AS period, COALESCE(u.units, 0) AS used, \
+         CASE WHEN c.monthly_units > COALESCE(u.units, 0) THEN c.monthly_units - COALESCE(u.units, 0) ELSE 0 END AS remaining, \
+         u.cap_reached_at, (SELECT MAX(o.until) FROM meter_hardcap_override o WHERE o.tenant_id = c.tenant_id AND o.sku = c.sku AND o.until > $4) \
+         AS overridden_until, c.updated_at FROM meter_hardcap c \
+         LEFT JOIN meter_period_usage u ON u.tenant_id = c.tenant_id AND u.sku = c.sku AND u.period = $3 \
+         WHERE c.tenant_id = $1 AND ($2 = '' OR c.sku = $2) ORDER BY c.sku LIMIT $5 OFFSET $6",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(sku)
+    .bind(&period)
+    .bind(&now)
+    .bind(page.limit)
+    .bind(page.offset)
+    .fetch_all(&state.db.read)
+    .await?;
+    Ok(list(rows, total))
+}
+
+/// The tenant's usage of a sku on a UTC day, over all its assets.
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = MeterTenantUsage)]
+struct TenantUsage {
+    /// The UTC day, `YYYY-MM-DD`.
+    day: String,
+    sku: String,
+    units: i64,
+    /// Usage events counted (calls).
+    events: i64,
+    /// Assets that used the sku that day.
+    assets: i64,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct UsageFilter {
+    /// The first UTC day, `YYYY-MM-DD` (inclusive).
+    from: Option<String>,
+    /// The last UTC day, `YYYY-MM-DD` (inclusive).
+    to: Option<String>,
+    /// Only this sku.
+    #[param(max_length = 128)]
+    sku: Option<String>,
+}
+
+/// The tenant's usage per UTC day and sku over all its assets (the daily
+/// roll-up summed), day descending then sku; `from`/`to` bound the days.
+#[utoipa::path(get, path = "/api/meter/usage", tag = "sdk-meter", params(UsageFilter, Page),
+    responses((status = 200, description = "one page of the tenant's daily usage", body = ListOf<TenantUsage>)))]
+async fn tenant_usage(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<UsageFilter>) -> ApiResult<ListOf<TenantUsage>> {
+    let mut check = Check::new();
+    let from = parse_day(&mut check, "from", &q.from).map(|d| d.to_string()).unwrap_or_else(|| "0000-01-01".to_string());
+    let to = parse_day(&mut check, "to", &q.to).map(|d| d.to_string()).unwrap_or_else(|| "9999-12-31".to_string());
+    let sku = q.sku.as_deref().map(str::trim).unwrap_or("");
+    check_sku(&mut check, sku);
+    if from > to {
+        check.fail("from must be on or before to");
+    }
+    check.finish()?;
+    let filter = "tenant_id = $1 AND day >= $2 AND day <= $3 AND ($4 = '' OR sku = $4)";
+    let groups = format!("(SELECT day, sku FROM meter_usage_rollup WHERE {filter} GROUP BY day, sku) g");
+    let total = hub_kernel::extract::count(&state.db.read, &groups, "1 = 1", &[&ctx.tenant_id, &from, &to, sku]).await?;
+    let sql = format!(
+        "SELECT day, sku, CAST(SUM(units) AS BIGINT) AS units, CAST(SUM(events) AS BIGINT) AS events, COUNT(DISTINCT asset_id) AS assets \
+         FROM meter_usage_rollup WHERE {filter} GROUP BY day, sku ORDER BY day DESC, sku LIMIT $5 OFFSET $6"
+    );
+    let rows: Vec<TenantUsage> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&from)
+        .bind(&to)
+        .bind(sku)
+        .bind(page.limit)
+        .bind(page.offset)
+        .fetch_all(&state.db.read)
+        .await?;
+    Ok(list(rows, total))
 }
 
 /// An operator's override: the tenant's hard cap on the sku does not apply

@@ -11,7 +11,11 @@ use axum::response::IntoResponse;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(store_method)).routes(routes!(charge)).routes(routes!(get_charge))
+    OpenApiRouter::new()
+        .routes(routes!(list_methods, store_method))
+        .routes(routes!(get_method, detach_method))
+        .routes(routes!(list_charges, charge))
+        .routes(routes!(get_charge))
 }
 
 stored_enum! {
@@ -273,11 +277,12 @@ async fn charge(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     if let Some(first) = charge_by_key(&mut tx, &ctx.tenant_id, &key).await? {
         return repeat(first, &method_id, amount, &currency);
     }
-    let found: Option<(String, String)> = sqlx::query_as("SELECT provider, token FROM payment_method WHERE tenant_id = $1 AND method_id = $2")
-        .bind(&ctx.tenant_id)
-        .bind(&method_id)
-        .fetch_optional(&mut *tx)
-        .await?;
+    let found: Option<(String, String)> =
+        sqlx::query_as("SELECT provider, token FROM payment_method WHERE tenant_id = $1 AND method_id = $2 AND detached_at IS NULL")
+            .bind(&ctx.tenant_id)
+            .bind(&method_id)
+            .fetch_optional(&mut *tx)
+            .await?;
     let (provider_name, token) = found.ok_or_else(|| ApiError::invalid("payment_method_id is not a payment method of the tenant"))?;
     tx.commit().await?;
 
@@ -330,4 +335,117 @@ async fn get_charge(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
     let sql = format!("SELECT {CHARGE_COLUMNS} FROM payment_charge WHERE tenant_id = $1 AND charge_id = $2");
     let c: Option<Charge> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
     Ok(ok(c.ok_or(ApiError::NotFound)?))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct MethodFilter {
+    #[param(inline)]
+    brand: Option<Brand>,
+}
+
+/// Stored methods: a detached one is no longer the tenant's to use or see.
+const METHODS: Listing = Listing {
+    table: "payment_method",
+    columns: METHOD_COLUMNS,
+    filter: "tenant_id = $1 AND detached_at IS NULL AND ($2 = '' OR brand = $2)",
+    order: "created_at DESC, method_id DESC",
+};
+
+/// The tenant's stored payment methods (never a detached one), newest
+/// first: display facts only, never the provider's token.
+#[utoipa::path(get, path = "/api/payments/methods", tag = "sdk-payment", params(MethodFilter, Page),
+    responses((status = 200, description = "one page of methods", body = ListOf<Method>)))]
+async fn list_methods(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<MethodFilter>) -> ApiResult<ListOf<Method>> {
+    let brand = q.brand.map_or("", Brand::as_str);
+    page.list::<Method>(&state.db.read, &METHODS, &[&ctx.tenant_id, brand]).await
+}
+
+/// A stored payment method of the caller's tenant; another tenant's, or a
+/// detached one, is 404.
+#[utoipa::path(get, path = "/api/payments/methods/{payment_method_id}", tag = "sdk-payment", params(("payment_method_id" = String, Path, description = "the payment method")),
+    responses((status = 200, description = "the method", body = Data<Method>)))]
+async fn get_method(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Method>> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {METHOD_COLUMNS} FROM payment_method WHERE tenant_id = $1 AND method_id = $2 AND detached_at IS NULL");
+    let m: Option<Method> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(m.ok_or(ApiError::NotFound)?))
+}
+
+/// A detached payment method.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = PaymentMethodDetached)]
+struct Detached {
+    payment_method_id: Id,
+    /// Always true: no charge can use the method again.
+    detached: bool,
+    detached_at: Timestamp,
+}
+
+/// Detaches a payment method: no charge can use it again (400 naming it),
+/// its provider token is erased and it leaves the list; the row stays,
+/// because the charges made with it keep naming it. 404 when it is
+/// detached already (of two detaches at once, one detaches it) or
+/// another tenant's.
+#[utoipa::path(delete, path = "/api/payments/methods/{payment_method_id}", tag = "sdk-payment", params(("payment_method_id" = String, Path, description = "the payment method")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/api/payments/methods", { "token": "tok_visa", "brand": "visa", "last4": "4242", "exp_month": 12, "exp_year": 2099 }]], "params": { "payment_method_id": "{payment_method_id}" } }))),
+    responses((status = 200, description = "the method, detached", body = Data<Detached>)))]
+async fn detach_method(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Detached>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let detached: Option<(Id, Timestamp)> = sqlx::query_as(
+        "UPDATE payment_method SET detached_at = $3, token = '' WHERE tenant_id = $1 AND method_id = $2 AND detached_at IS NULL \
+         RETURNING method_id, detached_at",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&id)
+    .bind(db::now())
+    .fetch_optional(&mut *tx)
+    .await?;
+    let (payment_method_id, detached_at) = detached.ok_or(ApiError::NotFound)?;
+    let d = Detached { payment_method_id, detached: true, detached_at };
+    audit::record(&mut tx, &ctx, events::PAYMENT_METHOD_DETACHED, json!({ "payment_method_id": d.payment_method_id })).await?;
+    tx.commit().await?;
+    Ok(ok(d))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ChargeFilter {
+    #[param(inline)]
+    status: Option<ChargeStatus>,
+    /// Only charges made with this method.
+    #[param(format = "uuid")]
+    payment_method_id: Option<String>,
+    /// Charges made at or after this time (RFC 3339).
+    #[param(format = DateTime)]
+    from: Option<String>,
+    /// Charges made before this time (RFC 3339).
+    #[param(format = DateTime)]
+    to: Option<String>,
+}
+
+const CHARGES: Listing = Listing {
+    table: "payment_charge",
+    columns: CHARGE_COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR payment_method_id = $3) AND ($4 = '' OR created_at >= $4) \
+             AND ($5 = '' OR created_at < $5)",
+    order: "created_at DESC, charge_id DESC",
+};
+
+/// The tenant's charges, captured and declined, newest first: of one
+/// status, one method, made from `from` (inclusive) to `to` (exclusive).
+#[utoipa::path(get, path = "/api/payments/charges", tag = "sdk-payment", params(ChargeFilter, Page),
+    responses((status = 200, description = "one page of charges", body = ListOf<Charge>)))]
+async fn list_charges(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<ChargeFilter>) -> ApiResult<ListOf<Charge>> {
+    let mut check = Check::new();
+    let from = check.optional_expiry("from", &q.from).unwrap_or_default();
+    let to = check.optional_expiry("to", &q.to).unwrap_or_default();
+    if !from.is_empty() && !to.is_empty() && from >= to {
+        check.fail("from must be before to");
+    }
+    check.finish()?;
+    let status = q.status.map_or("", ChargeStatus::as_str);
+    let method = canonical_uuid_opt(&q.payment_method_id).unwrap_or_default();
+    page.list::<Charge>(&state.db.read, &CHARGES, &[&ctx.tenant_id, status, &method, &from, &to]).await
 }

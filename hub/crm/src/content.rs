@@ -1,12 +1,18 @@
 //! sdk-content: content items and their numbered versions. Archiving is a
 //! soft state change: an archived item and its versions stay readable, but
-//! it takes no new version; archiving again changes nothing and answers the
-//! same.
+//! it takes no new version and no change until restored; archiving an
+//! archived item (or restoring an active one) changes nothing and answers
+//! the same.
 
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(create_item)).routes(routes!(get_item)).routes(routes!(add_version)).routes(routes!(archive))
+    OpenApiRouter::new()
+        .routes(routes!(create_item, list_items))
+        .routes(routes!(get_item, update_item))
+        .routes(routes!(add_version))
+        .routes(routes!(archive))
+        .routes(routes!(restore))
 }
 
 stored_enum! {
@@ -44,6 +50,31 @@ struct Item {
 }
 
 const ITEM_COLUMNS: &str = "item_id, title, kind, status, latest_version, created_by, created_at, updated_at, archived_at";
+
+/// A content item as lists show it: without its versions.
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = ContentItemSummary)]
+struct ItemSummary {
+    item_id: Id,
+    title: String,
+    kind: Kind,
+    status: ItemStatus,
+    /// The number of its newest version (0 before the first).
+    latest_version: i64,
+    created_by: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    archived_at: Option<Timestamp>,
+}
+
+/// The tenant's items, of one kind and one status when `$2` and `$3` are
+/// not empty; newest first.
+const ITEMS: Listing = Listing {
+    table: "content_item",
+    columns: ITEM_COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR kind = $2) AND ($3 = '' OR status = $3)",
+    order: "created_at DESC, item_id DESC",
+};
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ContentVersion)]
@@ -180,6 +211,76 @@ async fn get_item(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
     Ok(ok(item))
 }
 
+/// The filters of the item list.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ItemFilter {
+    /// Only the items of this kind.
+    #[param(inline)]
+    kind: Option<Kind>,
+    /// Only the items in this status.
+    #[param(inline)]
+    status: Option<ItemStatus>,
+}
+
+/// The tenant's content items (without their versions: read one), newest
+/// first.
+#[utoipa::path(get, path = "/api/content/items", tag = "sdk-content", params(ItemFilter, Page),
+    responses((status = 200, description = "one page of items", body = ListOf<ItemSummary>)))]
+async fn list_items(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<ItemFilter>) -> ApiResult<ListOf<ItemSummary>> {
+    let kind = q.kind.map(Kind::as_str).unwrap_or_default();
+    let status = q.status.map(ItemStatus::as_str).unwrap_or_default();
+    page.list::<ItemSummary>(&state.db.read, &ITEMS, &[&ctx.tenant_id, kind, status]).await
+}
+
+/// A change of an active item: what is absent stays; at least one field.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = ContentItemUpdate)]
+struct ItemUpdate {
+    #[schema(max_length = 200)]
+    title: Option<String>,
+    kind: Option<Kind>,
+}
+
+/// Changes an active item's title or kind (what is absent stays; at least
+/// one is given); its versions stay as they are. An archived item is 409.
+#[utoipa::path(patch, path = "/api/content/items/{item_id}", tag = "sdk-content", request_body = ItemUpdate,
+    params(("item_id" = String, Path, description = "the item")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/content/items", { "title": "race", "body": "v1" }]], "body": { "title": "race 2", "kind": "page" } }))),
+    responses((status = 200, description = "the item with its versions", body = Data<Item>)))]
+async fn update_item(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<ItemUpdate>) -> ApiResult<Data<Item>> {
+    let mut tx = state.db.begin().await?;
+    // Another tenant's item is not found, whatever the body.
+    let item = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let body = body.checked()?;
+    let mut check = Check::new();
+    let title = match &body.title {
+        None => None,
+        Some(_) => Some(check.required("title", &body.title)),
+    };
+    let kind = body.kind;
+    if title.is_none() && kind.is_none() {
+        check.fail("give at least one of: title, kind");
+    }
+    check.finish()?;
+    let now = db::now();
+    let sql = format!(
+        "UPDATE content_item SET title = COALESCE($1, title), kind = COALESCE($2, kind), updated_at = $3 \
+         WHERE tenant_id = $4 AND item_id = $5 AND status = 'active' RETURNING {ITEM_COLUMNS}"
+    );
+    let changed: Option<Item> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&title).bind(kind).bind(&now).bind(&ctx.tenant_id).bind(item.item_id).fetch_optional(&mut *tx).await?;
+    let Some(changed) = changed else { return Err(ApiError::Conflict("the item is archived: it cannot be changed".to_string())) };
+    let payload = json!({ "item_id": changed.item_id, "title_changed": title.is_some(), "kind": kind });
+    audit::record(&mut tx, &ctx, events::CONTENT_ITEM_UPDATED, payload).await?;
+    let item = with_versions(&mut tx, &ctx.tenant_id, &changed.item_id.to_string()).await?;
+    // The search index follows the new title and kind.
+    let latest = item.versions.last().map(|v| v.body.0.to_string());
+    index(&mut tx, &ctx.tenant_id, &item, latest.as_deref(), &now).await?;
+    tx.commit().await?;
+    Ok(ok(item))
+}
+
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewContentVersion)]
 struct NewVersion {
@@ -235,6 +336,29 @@ async fn archive(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
         .await?;
     if moved.rows_affected() == 1 {
         audit::record(&mut tx, &ctx, events::CONTENT_ITEM_ARCHIVED, json!({ "item_id": item.item_id, "latest_version": item.latest_version })).await?;
+    }
+    let item = with_versions(&mut tx, &ctx.tenant_id, &item.item_id.to_string()).await?;
+    tx.commit().await?;
+    Ok(ok(item))
+}
+
+/// Restores an archived item: active again, it takes new versions and
+/// changes. Restoring an active item changes nothing and answers 200.
+#[utoipa::path(post, path = "/api/content/items/{item_id}/restore", tag = "sdk-content", params(("item_id" = String, Path, description = "the item")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [
+        ["POST", "/api/content/items", { "title": "race", "body": "v1" }],
+        ["POST", "/api/content/items/{item_id}/archive", null]] }))),
+    responses((status = 200, description = "the item, active, with its versions", body = Data<Item>)))]
+async fn restore(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Item>> {
+    let mut tx = state.db.begin().await?;
+    let item = find(&mut tx, &ctx.tenant_id, &id).await?;
+    let moved = sqlx::query("UPDATE content_item SET status = 'active', archived_at = NULL, updated_at = $2 WHERE item_id = $1 AND status = 'archived'")
+        .bind(item.item_id)
+        .bind(db::now())
+        .execute(&mut *tx)
+        .await?;
+    if moved.rows_affected() == 1 {
+        audit::record(&mut tx, &ctx, events::CONTENT_ITEM_RESTORED, json!({ "item_id": item.item_id, "latest_version": item.latest_version })).await?;
     }
     let item = with_versions(&mut tx, &ctx.tenant_id, &item.item_id.to_string()).await?;
     tx.commit().await?;

@@ -13,10 +13,12 @@ use serde_json::Map;
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_contact, list_contacts))
-        .routes(routes!(get_contact))
+        .routes(routes!(get_contact, update_contact_route, erase_contact))
         .routes(routes!(timeline))
-        .routes(routes!(create_lead))
-        .routes(routes!(log_call))
+        .routes(routes!(create_lead, list_leads))
+        .routes(routes!(get_lead, update_lead_route, delete_lead))
+        .routes(routes!(log_call, list_calls))
+        .routes(routes!(get_call))
 }
 
 stored_enum! {
@@ -143,8 +145,10 @@ const TIMELINE: Listing = Listing {
     order: "occurred_at DESC, ref_id DESC",
 };
 
-/// The contacts, newest first; `list_contacts` composes the filter.
-const CONTACTS: Listing = Listing { table: "crm_contact", columns: CONTACT_COLUMNS, filter: "tenant_id = $1", order: "created_at DESC, contact_id DESC" };
+/// The contacts, newest first (erased ones are no contacts any more);
+/// `list_contacts` composes the filter.
+const CONTACTS: Listing =
+    Listing { table: "crm_contact", columns: CONTACT_COLUMNS, filter: "tenant_id = $1 AND erased_at IS NULL", order: "created_at DESC, contact_id DESC" };
 
 /// The name of a tenant's count of contacts (`hub_kernel::db::counts`).
 const ALL_CONTACTS: &str = "crm_contact";
@@ -248,14 +252,8 @@ pub struct ContactInput {
 /// addresses' forms are checked here.
 fn contact_input(check: &mut Check, body: &NewContact) -> ContactInput {
     let name = body.name.trim().to_string();
-    let [(e_name, e_valid, e_what), (p_name, p_valid, p_what)] = ADDRESSES;
-    let emails: Vec<String> =
-        strings(check, e_name, body.emails.as_deref(), e_valid, e_what).into_iter().map(|e| e.to_lowercase()).fold(Vec::new(), |mut out, e| {
-            if !out.contains(&e) {
-                out.push(e);
-            }
-            out
-        });
+    let emails = email_list(check, body.emails.as_deref());
+    let [_, (p_name, p_valid, p_what)] = ADDRESSES;
     let phones = strings(check, p_name, body.phones.as_deref(), p_valid, p_what);
     let company = Check::optional(&body.company);
     let owner = canonical_uuid_opt(&body.owner_persona_id);
@@ -498,7 +496,7 @@ where
     E: sqlx::Executor<'e, Database = sqlx::Any>,
 {
     let id = path_id(id)?.to_string();
-    let sql = format!("SELECT {CONTACT_COLUMNS} FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2");
+    let sql = format!("SELECT {CONTACT_COLUMNS} FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2 AND erased_at IS NULL");
     let found: Option<Contact> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(exec).await?;
     found.ok_or(ApiError::NotFound)
 }
@@ -610,11 +608,10 @@ async fn index_lead(tx: &mut Tx, tenant_id: &str, lead_id: &str, input: &LeadInp
     hub_kernel::search::index(tx, tenant_id, "lead", lead_id, &input.name, &body, now).await
 }
 
-/// Whether `lead_id` is a lead of the tenant.
-/// Whether `contact_id` names a contact of the tenant (a reference another
-/// group's row makes to one).
+/// Whether `contact_id` names a contact of the tenant that is not erased
+/// (a reference another group's row makes to one).
 pub async fn contact_exists(tx: &mut Tx, tenant_id: &str, contact_id: &str) -> ApiResult<bool> {
-    let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2")
+    let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2 AND erased_at IS NULL")
         .bind(tenant_id)
         .bind(contact_id)
         .fetch_optional(&mut **tx)
@@ -622,6 +619,7 @@ pub async fn contact_exists(tx: &mut Tx, tenant_id: &str, contact_id: &str) -> A
     Ok(found.is_some())
 }
 
+/// Whether `lead_id` is a lead of the tenant.
 pub async fn lead_exists(tx: &mut Tx, tenant_id: &str, lead_id: &str) -> ApiResult<bool> {
     let found: Option<String> = sqlx::query_scalar("SELECT lead_id FROM crm_lead WHERE tenant_id = $1 AND lead_id = $2")
         .bind(tenant_id)
@@ -788,4 +786,473 @@ async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     }
     tx.commit().await?;
     Ok(created(call))
+}
+
+/// The emails of a body, checked: trimmed, lowercased, repeats dropped.
+fn email_list(check: &mut Check, value: Option<&[String]>) -> Vec<String> {
+    let [(name, valid, what), _] = ADDRESSES;
+    strings(check, name, value, valid, what).into_iter().map(|e| e.to_lowercase()).fold(Vec::new(), |mut out, e| {
+        if !out.contains(&e) {
+            out.push(e);
+        }
+        out
+    })
+}
+
+/// The strings of a stored JSON array.
+fn stored_strings(list: &JsonText) -> Vec<String> {
+    list.0.as_array().into_iter().flatten().filter_map(|e| e.as_str().map(str::to_string)).collect()
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = CrmContactUpdate)]
+struct ContactUpdate {
+    /// Not blank.
+    #[schema(max_length = 200)]
+    name: Option<String>,
+    /// Replaces the contact's addresses: one left out names no contact any
+    /// more; each names no other contact of the tenant (409).
+    #[schema(max_items = 20)]
+    emails: Option<Vec<String>>,
+    /// Replaces the contact's E.164 numbers.
+    #[schema(max_items = 20)]
+    phones: Option<Vec<String>>,
+    /// A blank company clears it.
+    #[schema(max_length = 200)]
+    company: Option<String>,
+    /// A persona of the tenant.
+    #[schema(format = "uuid")]
+    owner_persona_id: Option<String>,
+    /// Replaces the attributes.
+    attributes: Option<Map<String, Value>>,
+}
+
+/// Changes a contact: each field the body gives replaces the contact's
+/// (lists and attributes whole), the others stay; at least one field.
+/// `crm.contact.updated.v1` names the fields given, never their values.
+#[utoipa::path(patch, path = "/api/crm/contacts/{contact_id}", tag = "sdk-crm", request_body = ContactUpdate,
+    params(("contact_id" = String, Path, description = "the contact")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/crm/contacts", { "name": "race" }]],
+        "body": { "company": "raced", "emails": ["u-{unique}@races.example.com"] } }))),
+    responses((status = 200, description = "the contact", body = Data<Contact>),
+        (status = 409, description = "Conflict: an address names another contact of the tenant", body = ErrorBody)))]
+async fn update_contact_route(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    body: Body<ContactUpdate>,
+) -> ApiResult<Data<Contact>> {
+    let id = path_id(&id)?.to_string();
+    let body = body.checked()?;
+    let mut check = Check::new();
+    let name = body.name.as_deref().map(str::trim);
+    if name == Some("") {
+        check.fail("name must not be blank");
+    }
+    let emails = body.emails.as_deref().map(|e| email_list(&mut check, Some(e)));
+    let [_, (p_name, p_valid, p_what)] = ADDRESSES;
+    let phones = body.phones.as_deref().map(|p| strings(&mut check, p_name, Some(p), p_valid, p_what));
+    let company = body.company.is_some().then(|| Check::optional(&body.company));
+    let owner = canonical_uuid_opt(&body.owner_persona_id);
+    let given: Vec<&str> = [
+        ("name", body.name.is_some()),
+        ("emails", emails.is_some()),
+        ("phones", phones.is_some()),
+        ("company", company.is_some()),
+        ("owner_persona_id", owner.is_some()),
+        ("attributes", body.attributes.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(field, is)| is.then_some(field))
+    .collect();
+    if given.is_empty() {
+        check.fail("give at least one of name, emails, phones, company, owner_persona_id, attributes");
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    owner_of_tenant(&mut tx, &ctx, &owner).await?;
+    // The tenant's contact counts first (their lock, on PostgreSQL: the
+    // contact writes of the tenant queue there), then the contact as it is.
+    counts::add(&mut tx, &ctx.tenant_id, &mut vec![(ALL_CONTACTS.to_string(), 0)]).await?;
+    let current = find_contact(&mut *tx, &ctx.tenant_id, &id).await?;
+    if let Some(list) = &emails
+        && let Some(email) = first_taken(&mut tx, &ctx.tenant_id, list, Some(&id)).await?
+    {
+        return Err(ApiError::Conflict(format!("another contact of this tenant has the email {email}")));
+    }
+    let input = ContactInput {
+        name: name.map_or_else(|| current.name.clone(), str::to_string),
+        emails: emails.unwrap_or_else(|| stored_strings(&current.emails)),
+        phones: phones.unwrap_or_else(|| stored_strings(&current.phones)),
+        company: company.unwrap_or_else(|| current.company.clone()),
+        owner: owner.or_else(|| current.owner_persona_id.clone()),
+        attributes: body.attributes.map_or_else(|| current.attributes.0.clone(), Value::Object),
+    };
+    let mut deltas = contact_counts(current.owner_persona_id.as_deref(), current.company.as_deref(), -1);
+    deltas.extend(contact_counts(input.owner.as_deref(), input.company.as_deref(), 1));
+    counts::add(&mut tx, &ctx.tenant_id, &mut deltas).await?;
+    if given.contains(&"emails") {
+        sqlx::query("DELETE FROM crm_contact_email WHERE tenant_id = $1 AND contact_id = $2").bind(&ctx.tenant_id).bind(&id).execute(&mut *tx).await?;
+        add_emails(&mut tx, &ctx.tenant_id, &id, &input.emails).await?;
+    }
+    let now = db::now();
+    let sql = format!(
+        "UPDATE crm_contact SET name = $3, emails = $4, phones = $5, company = $6, owner_persona_id = $7, attributes = $8, updated_at = $9 \
+         WHERE tenant_id = $1 AND contact_id = $2 RETURNING {CONTACT_COLUMNS}"
+    );
+    let contact: Contact = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .bind(&input.name)
+        .bind(json!(input.emails).to_string())
+        .bind(json!(input.phones).to_string())
+        .bind(&input.company)
+        .bind(&input.owner)
+        .bind(input.attributes.to_string())
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+    index_contact(&mut tx, &ctx.tenant_id, &id, &input, &input.emails, &now).await?;
+    audit::record(&mut tx, &ctx, events::CRM_CONTACT_UPDATED, json!({ "contact_id": id, "fields": given })).await?;
+    tx.commit().await?;
+    Ok(ok(contact))
+}
+
+/// What erasing a contact answers.
+#[derive(Serialize, ToSchema)]
+#[schema(as = CrmContactErased)]
+struct Erased {
+    contact_id: Id,
+    /// Always true: the contact's personal data is gone.
+    erased: bool,
+    erased_at: Timestamp,
+}
+
+/// Erases a contact (the right to erasure): its name, addresses, numbers,
+/// company, owner and attributes are cleared, its addresses name no contact
+/// any more, it leaves the search index, and the phone numbers and
+/// recording URLs of its calls and the holder names of its tickets are
+/// cleared. Its id stays, as a tombstone, because the audit chain and other
+/// groups' rows name it: from then on every route answers 404 for it.
+/// Its leads are records of their own (`DELETE /api/crm/leads/{lead_id}`).
+/// `crm.contact.erased.v1` carries the id only.
+#[utoipa::path(delete, path = "/api/crm/contacts/{contact_id}", tag = "sdk-crm", params(("contact_id" = String, Path, description = "the contact")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/api/crm/contacts", { "name": "race", "emails": ["e-{unique}@races.example.com"] }]] }))),
+    responses((status = 200, description = "the contact, erased", body = Data<Erased>)))]
+async fn erase_contact(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Erased>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    // The contact writes of the tenant queue on its counts (PostgreSQL):
+    // of two erasures at once, the second finds the contact erased (404).
+    counts::add(&mut tx, &ctx.tenant_id, &mut vec![(ALL_CONTACTS.to_string(), 0)]).await?;
+    let current = find_contact(&mut *tx, &ctx.tenant_id, &id).await?;
+    let now = db::now();
+    let erased: Option<Timestamp> = sqlx::query_scalar(
+        "UPDATE crm_contact SET name = '', emails = '[]', phones = '[]', company = NULL, owner_persona_id = NULL, attributes = '{}', \
+         updated_at = $3, erased_at = $3 WHERE tenant_id = $1 AND contact_id = $2 AND erased_at IS NULL RETURNING erased_at",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&id)
+    .bind(&now)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let erased_at = erased.ok_or(ApiError::NotFound)?;
+    let mut deltas = contact_counts(current.owner_persona_id.as_deref(), current.company.as_deref(), -1);
+    deltas.push((ALL_CONTACTS.to_string(), -1));
+    counts::add(&mut tx, &ctx.tenant_id, &mut deltas).await?;
+    sqlx::query("DELETE FROM crm_contact_email WHERE tenant_id = $1 AND contact_id = $2").bind(&ctx.tenant_id).bind(&id).execute(&mut *tx).await?;
+    sqlx::query("UPDATE crm_call SET phone_number = NULL, recording_url = NULL WHERE tenant_id = $1 AND contact_id = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .execute(&mut *tx)
+        .await?;
+    crate::ticket::forget_holder(&mut tx, &ctx.tenant_id, &id).await?;
+    hub_kernel::search::remove(&mut tx, &ctx.tenant_id, "contact", &id).await?;
+    audit::record(&mut tx, &ctx, events::CRM_CONTACT_ERASED, json!({ "contact_id": id })).await?;
+    tx.commit().await?;
+    Ok(ok(Erased { contact_id: current.contact_id, erased: true, erased_at }))
+}
+
+/// A lead as guarded writes name it.
+const LEAD: Stateful = Stateful { noun: "lead", table: "crm_lead", key: "lead_id", state: "status" };
+
+/// The leads, newest first; `list_leads` composes the filter.
+const LEADS: Listing = Listing { table: "crm_lead", columns: LEAD_COLUMNS, filter: "tenant_id = $1", order: "created_at DESC, lead_id DESC" };
+
+/// The rows of `listing` of the tenant with each given `(condition, value)`
+/// (a condition's value is `$#`, numbered as it is bound), one page.
+async fn filtered<T>(state: &AppState, ctx: &TenantCtx, page: Page, listing: &Listing, conditions: &[(&str, Option<&str>)]) -> ApiResult<ListOf<T>>
+where
+    T: for<'r> FromRow<'r, sqlx::any::AnyRow> + Serialize + Send + Unpin,
+{
+    let mut filter = listing.filter.to_string();
+    let mut args: Vec<&str> = vec![&ctx.tenant_id];
+    for (condition, value) in conditions {
+        if let Some(value) = value {
+            args.push(value);
+            filter.push_str(&condition.replace('#', &args.len().to_string()));
+        }
+    }
+    let total = extract::count(&state.db.read, listing.table, &filter, &args).await?;
+    page.list_counted::<T>(&state.db.read, listing, &filter, &args, total).await
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct LeadQuery {
+    /// Only leads in this status.
+    #[param(inline)]
+    status: Option<LeadStatus>,
+    /// Only leads owned by this persona.
+    #[param(format = "uuid")]
+    owner_persona_id: Option<String>,
+    /// Only the leads of this contact.
+    #[param(format = "uuid")]
+    contact_id: Option<String>,
+    /// Only leads from this source (exact).
+    source: Option<String>,
+}
+
+/// The tenant's leads, newest first.
+#[utoipa::path(get, path = "/api/crm/leads", tag = "sdk-crm", params(LeadQuery, Page),
+    responses((status = 200, description = "one page of leads", body = ListOf<Lead>)))]
+async fn list_leads(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<LeadQuery>) -> ApiResult<ListOf<Lead>> {
+    let owner = canonical_uuid_opt(&q.owner_persona_id);
+    let contact = canonical_uuid_opt(&q.contact_id);
+    let source = Check::optional(&q.source);
+    let conditions = [
+        (" AND status = $#", q.status.map(LeadStatus::as_str)),
+        (" AND owner_persona_id = $#", owner.as_deref()),
+        (" AND contact_id = $#", contact.as_deref()),
+        (" AND source = $#", source.as_deref()),
+    ];
+    filtered(&state, &ctx, page, &LEADS, &conditions).await
+}
+
+async fn find_lead<'e, E>(exec: E, tenant_id: &str, id: &str) -> ApiResult<Lead>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {LEAD_COLUMNS} FROM crm_lead WHERE tenant_id = $1 AND lead_id = $2");
+    let found: Option<Lead> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(exec).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// A lead.
+#[utoipa::path(get, path = "/api/crm/leads/{lead_id}", tag = "sdk-crm", params(("lead_id" = String, Path, description = "the lead")),
+    responses((status = 200, description = "the lead", body = Data<Lead>)))]
+async fn get_lead(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Lead>> {
+    Ok(ok(find_lead(&state.db.read, &ctx.tenant_id, &id).await?))
+}
+
+impl LeadStatus {
+    /// The states a lead may be in to be moved to this one (itself
+    /// included: setting the status a lead has changes nothing). A lead
+    /// goes `new` → `contacted` → `qualified` or `unqualified`, skipping
+    /// `contacted` or not; `qualified` and `unqualified` are final.
+    fn reached_from(self) -> &'static [LeadStatus] {
+        use LeadStatus::*;
+        match self {
+            New => &[New],
+            Contacted => &[New, Contacted],
+            Qualified => &[New, Contacted, Qualified],
+            Unqualified => &[New, Contacted, Unqualified],
+        }
+    }
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = CrmLeadUpdate)]
+struct LeadUpdate {
+    /// Not blank.
+    #[schema(max_length = 200)]
+    name: Option<String>,
+    /// A blank company clears it.
+    #[schema(max_length = 200)]
+    company: Option<String>,
+    /// A blank source clears it.
+    #[schema(max_length = 64)]
+    source: Option<String>,
+    /// `new` → `contacted` → `qualified` or `unqualified` (final); any
+    /// other move is 409.
+    status: Option<LeadStatus>,
+    /// A persona of the tenant.
+    #[schema(format = "uuid")]
+    owner_persona_id: Option<String>,
+    /// Replaces the attributes.
+    attributes: Option<Map<String, Value>>,
+}
+
+/// Changes a lead: its status along its qualification, its owner, name,
+/// company, source or attributes (what the body leaves out stays; at
+/// least one field). A status the lead cannot move to is 409 naming the
+/// state it is in; the status it has already is no move. Records
+/// `crm.lead.updated.v1` with the fields given and the status.
+#[utoipa::path(patch, path = "/api/crm/leads/{lead_id}", tag = "sdk-crm", request_body = LeadUpdate,
+    params(("lead_id" = String, Path, description = "the lead")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/crm/leads", { "name": "race" }]], "body": { "status": "contacted" } }))),
+    responses((status = 200, description = "the lead", body = Data<Lead>),
+        (status = 409, description = "Conflict: the lead's status cannot move to the one given", body = ErrorBody)))]
+async fn update_lead_route(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<LeadUpdate>) -> ApiResult<Data<Lead>> {
+    let id = path_id(&id)?.to_string();
+    let body = body.checked()?;
+    let mut check = Check::new();
+    let mut sets: Vec<(&str, Option<String>)> = Vec::new();
+    if let Some(name) = body.name.as_deref().map(str::trim) {
+        if name.is_empty() {
+            check.fail("name must not be blank");
+        }
+        sets.push(("name", Some(name.to_string())));
+    }
+    if body.company.is_some() {
+        sets.push(("company", Check::optional(&body.company)));
+    }
+    if body.source.is_some() {
+        sets.push(("source", Check::optional(&body.source)));
+    }
+    if let Some(status) = body.status {
+        sets.push(("status", Some(status.as_str().to_string())));
+    }
+    let owner = canonical_uuid_opt(&body.owner_persona_id);
+    if owner.is_some() {
+        sets.push(("owner_persona_id", owner.clone()));
+    }
+    if let Some(attributes) = &body.attributes {
+        sets.push(("attributes", Some(Value::Object(attributes.clone()).to_string())));
+    }
+    if sets.is_empty() {
+        check.fail("give at least one of name, company, source, status, owner_persona_id, attributes");
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    owner_of_tenant(&mut tx, &ctx, &owner).await?;
+    // One guarded statement: the status moves only from a state that
+    // allows it (of two moves at once, the second sees the first's state).
+    let set: Vec<String> = sets.iter().enumerate().map(|(i, (column, _))| format!("{column} = ${}", i + 3)).collect();
+    let guard = match body.status {
+        Some(status) => {
+            let from: Vec<String> = status.reached_from().iter().map(|s| format!("'{}'", s.as_str())).collect();
+            format!(" AND status IN ({})", from.join(", "))
+        }
+        None => String::new(),
+    };
+    let sql = format!("UPDATE crm_lead SET {} WHERE tenant_id = $1 AND lead_id = $2{guard} RETURNING {LEAD_COLUMNS}", set.join(", "));
+    let mut update = sqlx::query_as::<_, Lead>(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id);
+    for (_, value) in &sets {
+        update = update.bind(value.clone());
+    }
+    let written = update.fetch_optional(&mut *tx).await?;
+    let expected = match body.status {
+        Some(LeadStatus::New) => "a lead cannot go back to new".to_string(),
+        Some(status) => {
+            let from: Vec<&str> = status.reached_from().iter().filter(|s| **s != status).map(|s| s.as_str()).collect();
+            format!("only a {} lead can become {status}", from.join(" or "))
+        }
+        None => String::new(),
+    };
+    let lead = LEAD.settle(&mut tx, &ctx.tenant_id, &id, written, &expected).await?;
+    index_lead(&mut tx, &ctx.tenant_id, &id, &input_of(&lead), &db::now()).await?;
+    let fields: Vec<&str> = sets.iter().map(|(column, _)| *column).collect();
+    audit::record(&mut tx, &ctx, events::CRM_LEAD_UPDATED, json!({ "lead_id": id, "fields": fields, "status": lead.status })).await?;
+    tx.commit().await?;
+    Ok(ok(lead))
+}
+
+/// The input a stored lead would be written from (to index it again).
+fn input_of(lead: &Lead) -> LeadInput {
+    LeadInput {
+        name: lead.name.clone(),
+        contact: lead.contact_id.map(|c| c.to_string()),
+        company: lead.company.clone(),
+        source: lead.source.clone(),
+        status: lead.status,
+        owner: lead.owner_persona_id.clone(),
+        attributes: lead.attributes.0.clone(),
+    }
+}
+
+/// What deleting a lead answers.
+#[derive(Serialize, ToSchema)]
+#[schema(as = CrmLeadDeleted)]
+struct LeadDeleted {
+    lead_id: Id,
+    /// Always true: the lead is gone.
+    deleted: bool,
+}
+
+/// Deletes a lead: the row and its search entry are removed; calls logged
+/// on it for a contact stay on the contact's timeline without the lead,
+/// calls logged on the lead alone go with it. `crm.lead.deleted.v1`
+/// carries the ids only.
+#[utoipa::path(delete, path = "/api/crm/leads/{lead_id}", tag = "sdk-crm", params(("lead_id" = String, Path, description = "the lead")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/api/crm/leads", { "name": "race" }]] }))),
+    responses((status = 200, description = "deleted", body = Data<LeadDeleted>)))]
+async fn delete_lead(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<LeadDeleted>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    // The lead's row, locked: of two deletes at once, the second finds
+    // nothing once the first commits (404).
+    LEAD.lock::<String>(&mut tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
+    let dropped: Vec<String> = sqlx::query_scalar("DELETE FROM crm_call WHERE tenant_id = $1 AND lead_id = $2 AND contact_id IS NULL RETURNING call_id")
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .fetch_all(&mut *tx)
+        .await?;
+    sqlx::query("UPDATE crm_call SET lead_id = NULL WHERE tenant_id = $1 AND lead_id = $2").bind(&ctx.tenant_id).bind(&id).execute(&mut *tx).await?;
+    let deleted: Option<Id> = sqlx::query_scalar("DELETE FROM crm_lead WHERE tenant_id = $1 AND lead_id = $2 RETURNING lead_id")
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let lead_id = deleted.ok_or(ApiError::NotFound)?;
+    hub_kernel::search::remove(&mut tx, &ctx.tenant_id, "lead", &id).await?;
+    audit::record(&mut tx, &ctx, events::CRM_LEAD_DELETED, json!({ "lead_id": id, "calls_deleted": dropped })).await?;
+    tx.commit().await?;
+    Ok(ok(LeadDeleted { lead_id, deleted: true }))
+}
+
+/// The calls, newest first; `list_calls` composes the filter.
+const CALLS: Listing = Listing { table: "crm_call", columns: CALL_COLUMNS, filter: "tenant_id = $1", order: "created_at DESC, call_id DESC" };
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct CallQuery {
+    /// Only calls of this contact.
+    #[param(format = "uuid")]
+    contact_id: Option<String>,
+    /// Only calls of this lead.
+    #[param(format = "uuid")]
+    lead_id: Option<String>,
+    /// Only calls that ended so.
+    #[param(inline)]
+    disposition: Option<Disposition>,
+    /// Only calls placed so.
+    #[param(inline)]
+    direction: Option<Direction>,
+}
+
+/// The tenant's logged calls, newest first.
+#[utoipa::path(get, path = "/api/crm/calls", tag = "sdk-crm", params(CallQuery, Page),
+    responses((status = 200, description = "one page of calls", body = ListOf<Call>)))]
+async fn list_calls(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<CallQuery>) -> ApiResult<ListOf<Call>> {
+    let contact = canonical_uuid_opt(&q.contact_id);
+    let lead = canonical_uuid_opt(&q.lead_id);
+    let conditions = [
+        (" AND contact_id = $#", contact.as_deref()),
+        (" AND lead_id = $#", lead.as_deref()),
+        (" AND disposition = $#", q.disposition.map(Disposition::as_str)),
+        (" AND direction = $#", q.direction.map(Direction::as_str)),
+    ];
+    filtered(&state, &ctx, page, &CALLS, &conditions).await
+}
+
+/// A logged call.
+#[utoipa::path(get, path = "/api/crm/calls/{call_id}", tag = "sdk-crm", params(("call_id" = String, Path, description = "the call")),
+    responses((status = 200, description = "the call", body = Data<Call>)))]
+async fn get_call(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Call>> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {CALL_COLUMNS} FROM crm_call WHERE tenant_id = $1 AND call_id = $2");
+    let found: Option<Call> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(found.ok_or(ApiError::NotFound)?))
 }

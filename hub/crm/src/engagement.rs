@@ -133,7 +133,7 @@ async fn open(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<New
     if !exists(&mut tx, "SELECT 1 FROM geo_address WHERE tenant_id = $1 AND address_id = $2", &ctx.tenant_id, &address).await? {
         check.fail("address_id is not an address of this tenant");
     }
-    if !exists(&mut tx, "SELECT 1 FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2", &ctx.tenant_id, &contact).await? {
+    if !exists(&mut tx, "SELECT 1 FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2 AND erased_at IS NULL", &ctx.tenant_id, &contact).await? {
         check.fail("contact_id is not a contact of this tenant");
     }
     check.finish()?;

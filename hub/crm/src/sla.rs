@@ -17,10 +17,12 @@ use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(create_policy))
-        .routes(routes!(get_policy))
+        .routes(routes!(create_policy, list_policies))
+        .routes(routes!(get_policy, update_policy))
         .routes(routes!(add_rung))
-        .routes(routes!(start_clock))
+        .routes(routes!(delete_rung))
+        .routes(routes!(start_clock, list_clocks))
+        .routes(routes!(get_clock))
         .routes(routes!(stop_clock))
         .routes(routes!(at_risk))
 }
@@ -59,6 +61,8 @@ struct SlaPolicy {
 }
 
 const POLICY_COLUMNS: &str = "policy_id, name, description, target_minutes, created_by, created_at";
+/// The tenant's policies, newest first.
+const POLICIES: Listing = Listing { table: "sla_policy", columns: POLICY_COLUMNS, filter: "tenant_id = $1", order: "created_at DESC, policy_id DESC" };
 
 #[derive(Debug, Clone, FromRow, Serialize, ToSchema)]
 struct SlaRung {
@@ -101,6 +105,14 @@ struct SlaClock {
 }
 
 const CLOCK_COLUMNS: &str = "clock_id, policy_id, subject_ref, state, started_at, due_at, stopped_at, breached, created_by";
+/// The tenant's clocks, of one subject, state and policy when `$2`, `$3`
+/// and `$4` are not empty; most recently started first.
+const CLOCKS: Listing = Listing {
+    table: "sla_clock",
+    columns: CLOCK_COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR subject_ref = $2) AND ($3 = '' OR state = $3) AND ($4 = '' OR policy_id = $4)",
+    order: "started_at DESC, clock_id DESC",
+};
 
 async fn find_policy(tx: &mut Tx, tenant: &str, id: &str) -> ApiResult<SlaPolicy> {
     let sql = format!("SELECT {POLICY_COLUMNS} FROM sla_policy WHERE tenant_id = $1 AND policy_id = $2");
@@ -158,6 +170,87 @@ async fn get_policy(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
     let sql = format!("SELECT {POLICY_COLUMNS} FROM sla_policy WHERE tenant_id = $1 AND policy_id = $2");
     let policy: Option<SlaPolicy> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
     let policy = policy.ok_or(ApiError::NotFound)?;
+    let rungs = rungs_of(&state.db.read, &ctx.tenant_id, &[policy.policy_id]).await?;
+    Ok(ok(SlaPolicyWithRungs { policy, rungs }))
+}
+
+/// The tenant's policies, newest first (their rungs: read one).
+#[utoipa::path(get, path = "/api/sla/policies", tag = "sdk-sla", params(Page),
+    responses((status = 200, description = "one page of policies", body = ListOf<SlaPolicy>)))]
+async fn list_policies(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<ListOf<SlaPolicy>> {
+    page.list::<SlaPolicy>(&state.db.read, &POLICIES, &[&ctx.tenant_id]).await
+}
+
+/// A change of a policy: what is absent stays; at least one field.
+#[derive(Deserialize, ToSchema)]
+struct SlaPolicyUpdate {
+    /// Unique in the tenant (409).
+    #[schema(max_length = 200)]
+    name: Option<String>,
+    /// Blank clears it.
+    #[schema(max_length = 2000)]
+    description: Option<String>,
+    /// For the clocks started from now on (a running clock keeps its
+    /// deadline). At most a year.
+    #[schema(minimum = 1, maximum = 525600)]
+    target_minutes: Option<i64>,
+}
+
+/// Changes a policy's name, description or target (what is absent stays;
+/// at least one is given). Clocks already started keep their deadline.
+#[utoipa::path(patch, path = "/api/sla/policies/{policy_id}", tag = "sdk-sla", params(("policy_id" = String, Path, description = "the policy")),
+    request_body = SlaPolicyUpdate,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/sla/policies", { "name": "race-{unique}", "target_minutes": 60 }]], "body": { "target_minutes": 90, "description": "race" } }))),
+    responses((status = 200, description = "the policy and its rungs, earliest first", body = Data<SlaPolicyWithRungs>)))]
+async fn update_policy(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    body: Body<SlaPolicyUpdate>,
+) -> ApiResult<Data<SlaPolicyWithRungs>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    // Another tenant's policy is not found, whatever the body.
+    find_policy(&mut tx, &ctx.tenant_id, &id).await?;
+    let body = body.checked()?;
+    let mut check = Check::new();
+    let name = match &body.name {
+        None => None,
+        Some(_) => Some(check.required("name", &body.name)),
+    };
+    let clear_description = body.description.as_ref().map(|_| 1i64).unwrap_or(0);
+    let description = Check::optional(&body.description);
+    let target = body.target_minutes;
+    if name.is_none() && clear_description == 0 && target.is_none() {
+        check.fail("give at least one of: name, description, target_minutes");
+    }
+    check.finish()?;
+    let sql = format!(
+        "UPDATE sla_policy SET name = COALESCE($1, name), description = CASE WHEN $2 = 1 THEN $3 ELSE description END, \
+         target_minutes = COALESCE($4, target_minutes) WHERE tenant_id = $5 AND policy_id = $6 RETURNING {POLICY_COLUMNS}"
+    );
+    let policy: SlaPolicy = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&name)
+        .bind(clear_description)
+        .bind(&description)
+        .bind(target)
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| match &e {
+            sqlx::Error::Database(d) if d.is_unique_violation() => {
+                ApiError::Conflict(format!("the tenant has a policy named {}", name.as_deref().unwrap_or_default()))
+            }
+            _ => e.into(),
+        })?;
+    let fields: Vec<&str> = [("name", name.is_some()), ("description", clear_description == 1), ("target_minutes", target.is_some())]
+        .into_iter()
+        .filter_map(|(f, given)| given.then_some(f))
+        .collect();
+    let payload = json!({ "policy_id": policy.policy_id, "fields": fields, "target_minutes": policy.target_minutes });
+    audit::record(&mut tx, &ctx, events::SLA_POLICY_UPDATED, payload).await?;
+    tx.commit().await?;
     let rungs = rungs_of(&state.db.read, &ctx.tenant_id, &[policy.policy_id]).await?;
     Ok(ok(SlaPolicyWithRungs { policy, rungs }))
 }
@@ -243,6 +336,36 @@ async fn add_rung(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
     Ok(created(rung))
 }
 
+/// The answer of a rung's removal.
+#[derive(Serialize, ToSchema)]
+struct SlaRungDeleted {
+    policy_id: Id,
+    rung_id: Id,
+    deleted: bool,
+}
+
+/// Removes a rung from a policy (the rung is erased: it fires for no
+/// clock, running or stopped, from now on). Of two removals at once, the
+/// other finds nothing (404).
+#[utoipa::path(delete, path = "/api/sla/policies/{policy_id}/rungs/{rung_id}", tag = "sdk-sla",
+    params(("policy_id" = String, Path, description = "the policy"), ("rung_id" = String, Path, description = "the rung")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [
+        ["POST", "/api/sla/policies", { "name": "race-{unique}", "target_minutes": 60 }],
+        ["POST", "/api/sla/policies/{policy_id}/rungs", { "offset_minutes": -10, "severity": "high" }]] }))),
+    responses((status = 200, description = "deleted", body = Data<SlaRungDeleted>)))]
+async fn delete_rung(State(state): State<AppState>, Tenant(ctx): Tenant, Path((policy, rung)): Path<(String, String)>) -> ApiResult<Data<SlaRungDeleted>> {
+    let policy = path_id(&policy)?.to_string();
+    let rung = path_id(&rung)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let sql = format!("DELETE FROM sla_rung WHERE tenant_id = $1 AND policy_id = $2 AND rung_id = $3 RETURNING {RUNG_COLUMNS}");
+    let gone: Option<SlaRung> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&policy).bind(&rung).fetch_optional(&mut *tx).await?;
+    let gone = gone.ok_or(ApiError::NotFound)?;
+    let payload = json!({ "policy_id": gone.policy_id, "rung_id": gone.rung_id, "offset_minutes": gone.offset_minutes, "severity": gone.severity });
+    audit::record(&mut tx, &ctx, events::SLA_RUNG_DELETED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(SlaRungDeleted { policy_id: gone.policy_id, rung_id: gone.rung_id, deleted: true }))
+}
+
 #[derive(Deserialize, ToSchema)]
 struct NewSlaClock {
     /// A policy of the tenant.
@@ -288,6 +411,41 @@ async fn start_clock(State(state): State<AppState>, Tenant(ctx): Tenant, body: B
     audit::record(&mut tx, &ctx, events::SLA_CLOCK_STARTED, payload).await?;
     tx.commit().await?;
     Ok(created(clock))
+}
+
+/// The filters of the clock list.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ClockFilter {
+    /// Only the clocks of this subject (exact).
+    #[param(max_length = 256)]
+    subject_ref: Option<String>,
+    /// Only the clocks in this state.
+    #[param(inline)]
+    state: Option<ClockState>,
+    /// Only the clocks of this policy.
+    #[param(format = "uuid")]
+    policy_id: Option<String>,
+}
+
+/// The tenant's clocks, most recently started first.
+#[utoipa::path(get, path = "/api/sla/clocks", tag = "sdk-sla", params(ClockFilter, Page),
+    responses((status = 200, description = "one page of clocks", body = ListOf<SlaClock>)))]
+async fn list_clocks(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<ClockFilter>) -> ApiResult<ListOf<SlaClock>> {
+    let subject = q.subject_ref.as_deref().map(str::trim).unwrap_or_default();
+    let clock_state = q.state.map(ClockState::as_str).unwrap_or_default();
+    let policy = canonical_uuid_opt(&q.policy_id).unwrap_or_default();
+    page.list::<SlaClock>(&state.db.read, &CLOCKS, &[&ctx.tenant_id, subject, clock_state, &policy]).await
+}
+
+/// One clock.
+#[utoipa::path(get, path = "/api/sla/clocks/{clock_id}", tag = "sdk-sla", params(("clock_id" = String, Path, description = "the clock")),
+    responses((status = 200, description = "the clock", body = Data<SlaClock>)))]
+async fn get_clock(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<SlaClock>> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {CLOCK_COLUMNS} FROM sla_clock WHERE tenant_id = $1 AND clock_id = $2");
+    let clock: Option<SlaClock> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(clock.ok_or(ApiError::NotFound)?))
 }
 
 /// A clock as guarded writes name it.

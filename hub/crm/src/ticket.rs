@@ -8,7 +8,14 @@ use hub_identity::personas;
 use hub_kernel::{crypto, prelude::*};
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(create_event)).routes(routes!(issue, list_tickets)).routes(routes!(check_in)).routes(routes!(void))
+    OpenApiRouter::new()
+        .routes(routes!(create_event, list_events))
+        .routes(routes!(get_event, update_event))
+        .routes(routes!(check_ins))
+        .routes(routes!(issue, list_tickets))
+        .routes(routes!(get_ticket))
+        .routes(routes!(check_in))
+        .routes(routes!(void))
 }
 
 stored_enum! {
@@ -304,4 +311,165 @@ async fn void(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path
     audit::record(&mut tx, &ctx, events::EVENT_TICKET_VOIDED, json!({ "ticket_id": id, "event_id": voided.event_id })).await?;
     tx.commit().await?;
     Ok(ok(voided))
+}
+
+/// Clears the holder name of the tenant's tickets of a contact being
+/// erased (`DELETE /api/crm/contacts/{contact_id}`), in its transaction.
+pub async fn forget_holder(tx: &mut Tx, tenant_id: &str, contact_id: &str) -> ApiResult<()> {
+    sqlx::query("UPDATE event_ticket SET holder_name = NULL WHERE tenant_id = $1 AND contact_id = $2")
+        .bind(tenant_id)
+        .bind(contact_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// The events, newest first.
+const EVENTS: Listing = Listing { table: "event_event", columns: EVENT_COLUMNS, filter: "tenant_id = $1", order: "created_at DESC, event_id DESC" };
+
+/// The tenant's events, most recently created first.
+#[utoipa::path(get, path = "/api/tickets/events", tag = "sdk-event", params(Page),
+    responses((status = 200, description = "one page of events", body = ListOf<Event>)))]
+async fn list_events(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<ListOf<Event>> {
+    page.list::<Event>(&state.db.read, &EVENTS, &[&ctx.tenant_id]).await
+}
+
+async fn find_event<'e, E>(exec: E, tenant_id: &str, id: &str) -> ApiResult<Event>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {EVENT_COLUMNS} FROM event_event WHERE tenant_id = $1 AND event_id = $2");
+    let found: Option<Event> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(exec).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// An event.
+#[utoipa::path(get, path = "/api/tickets/events/{event_id}", tag = "sdk-event", params(("event_id" = String, Path, description = "the event")),
+    responses((status = 200, description = "the event", body = Data<Event>)))]
+async fn get_event(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Event>> {
+    Ok(ok(find_event(&state.db.read, &ctx.tenant_id, &id).await?))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = TicketedEventUpdate)]
+struct EventUpdate {
+    /// Not blank.
+    #[schema(max_length = 200)]
+    name: Option<String>,
+    #[schema(format = DateTime)]
+    starts_at: Option<String>,
+    /// After `starts_at` (the one given, or the event's).
+    #[schema(format = DateTime)]
+    ends_at: Option<String>,
+    /// A blank venue clears it.
+    #[schema(max_length = 300)]
+    venue: Option<String>,
+    /// Tickets that may be issued: at least those issued and not voided
+    /// (409 otherwise).
+    #[schema(minimum = 1, maximum = 1000000)]
+    capacity: Option<i64>,
+}
+
+/// Changes an event: its name, times, venue or capacity (what the body
+/// leaves out stays; at least one field). A capacity below the tickets
+/// issued and not voided is 409. Records `event.event.updated.v1` with the
+/// fields given.
+#[utoipa::path(patch, path = "/api/tickets/events/{event_id}", tag = "sdk-event", request_body = EventUpdate,
+    params(("event_id" = String, Path, description = "the event")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/tickets/events", { "name": "race", "starts_at": "2027-01-01T00:00:00Z", "capacity": 3 }]],
+        "body": { "venue": "Hall 2", "capacity": 5 } }))),
+    responses((status = 200, description = "the event", body = Data<Event>),
+        (status = 409, description = "Conflict: more tickets are issued than the capacity given", body = ErrorBody)))]
+async fn update_event(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<EventUpdate>) -> ApiResult<Data<Event>> {
+    let id = path_id(&id)?.to_string();
+    let body = body.checked()?;
+    let mut check = Check::new();
+    let mut sets: Vec<(&str, Option<String>)> = Vec::new();
+    if let Some(name) = body.name.as_deref().map(str::trim) {
+        if name.is_empty() {
+            check.fail("name must not be blank");
+        }
+        sets.push(("name", Some(name.to_string())));
+    }
+    // The times in their stored form (their schema has checked them).
+    let starts = check.optional_expiry("starts_at", &body.starts_at);
+    if starts.is_some() {
+        sets.push(("starts_at", starts.clone()));
+    }
+    let ends = check.optional_expiry("ends_at", &body.ends_at);
+    if ends.is_some() {
+        sets.push(("ends_at", ends.clone()));
+    }
+    if body.venue.is_some() {
+        sets.push(("venue", Check::optional(&body.venue)));
+    }
+    if sets.is_empty() && body.capacity.is_none() {
+        check.fail("give at least one of name, starts_at, ends_at, venue, capacity");
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    // The event's row is locked, as an issue locks it: a capacity and the
+    // tickets counted against it never pass each other.
+    let locked: Option<Option<i64>> = EVENT.lock(&mut tx, &ctx.tenant_id, &id).await?;
+    locked.ok_or(ApiError::NotFound)?;
+    let current = find_event(&mut *tx, &ctx.tenant_id, &id).await?;
+    let (starts_at, ends_at) = (starts.unwrap_or_else(|| current.starts_at.to_string()), ends.or_else(|| current.ends_at.map(|e| e.to_string())));
+    if ends_at.as_deref().is_some_and(|e| e <= starts_at.as_str()) {
+        return Err(ApiError::invalid("ends_at must be after starts_at"));
+    }
+    if let Some(capacity) = body.capacity {
+        let issued: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM event_ticket WHERE tenant_id = $1 AND event_id = $2 AND status <> 'voided'")
+            .bind(&ctx.tenant_id)
+            .bind(&id)
+            .fetch_one(&mut *tx)
+            .await?;
+        if issued > capacity {
+            return Err(ApiError::Conflict(format!("{issued} tickets of the event are issued: the capacity cannot be less")));
+        }
+    }
+    let mut set: Vec<String> = sets.iter().enumerate().map(|(i, (column, _))| format!("{column} = ${}", i + 3)).collect();
+    if body.capacity.is_some() {
+        set.push(format!("capacity = ${}", sets.len() + 3));
+    }
+    let sql = format!("UPDATE event_event SET {} WHERE tenant_id = $1 AND event_id = $2 RETURNING {EVENT_COLUMNS}", set.join(", "));
+    let mut update = sqlx::query_as::<_, Event>(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id);
+    for (_, value) in &sets {
+        update = update.bind(value.clone());
+    }
+    if let Some(capacity) = body.capacity {
+        update = update.bind(capacity);
+    }
+    let event = update.fetch_one(&mut *tx).await?;
+    let mut fields: Vec<&str> = sets.iter().map(|(column, _)| *column).collect();
+    if body.capacity.is_some() {
+        fields.push("capacity");
+    }
+    audit::record(&mut tx, &ctx, events::EVENT_UPDATED, json!({ "event_id": id, "fields": fields, "capacity": event.capacity })).await?;
+    tx.commit().await?;
+    Ok(ok(event))
+}
+
+/// The check-ins of an event, most recent first.
+#[utoipa::path(get, path = "/api/tickets/events/{event_id}/check-ins", tag = "sdk-event", params(("event_id" = String, Path, description = "the event"), Page),
+    responses((status = 200, description = "one page of check-ins", body = ListOf<CheckIn>)))]
+async fn check_ins(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, page: Page) -> ApiResult<ListOf<CheckIn>> {
+    let event = find_event(&state.db.read, &ctx.tenant_id, &id).await?;
+    let listing = Listing {
+        table: "event_checkin",
+        columns: "checkin_id, ticket_id, event_id, checked_in_by_persona_id, device_uuid, checked_in_at",
+        filter: "tenant_id = $1 AND event_id = $2",
+        order: "checked_in_at DESC, checkin_id DESC",
+    };
+    page.list::<CheckIn>(&state.db.read, &listing, &[&ctx.tenant_id, &event.event_id.to_string()]).await
+}
+
+/// A ticket (never its token).
+#[utoipa::path(get, path = "/api/tickets/{ticket_id}", tag = "sdk-event", params(("ticket_id" = String, Path, description = "the ticket")),
+    responses((status = 200, description = "the ticket", body = Data<Ticket>)))]
+async fn get_ticket(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Ticket>> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {TICKET_COLUMNS} FROM event_ticket WHERE tenant_id = $1 AND ticket_id = $2");
+    let found: Option<Ticket> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(found.ok_or(ApiError::NotFound)?))
 }

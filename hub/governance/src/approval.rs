@@ -3,17 +3,21 @@
 //! order; the decision of one step by its approver; and the inbox of
 //! pending requests. A request is `pending` until its last step approves
 //! (`approved`) or any step rejects (`rejected`, the later steps
-//! `skipped`). The operator routes read the same tables.
+//! `skipped`), or its requester cancels it (`cancelled`). A route is
+//! `active` until retired. The operator routes read the same tables.
 
 use hub_identity::personas;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(create_route))
-        .routes(routes!(create_request))
+        .routes(routes!(create_route, list_routes))
+        .routes(routes!(get_route))
+        .routes(routes!(retire_route))
+        .routes(routes!(create_request, list_requests))
         .routes(routes!(get_request))
         .routes(routes!(decide))
+        .routes(routes!(cancel_request))
         .routes(routes!(inbox))
 }
 
@@ -31,9 +35,9 @@ stored_enum! {
 
 stored_enum! {
     /// Where a request is: `pending` until its last step approves or any
-    /// step rejects.
+    /// step rejects, or its requester cancels it (`cancelled`).
     #[schema(as = ApprovalRequestStatus)]
-    enum RequestStatus { Pending = "pending", Approved = "approved", Rejected = "rejected" }
+    enum RequestStatus { Pending = "pending", Approved = "approved", Rejected = "rejected", Cancelled = "cancelled" }
 }
 
 stored_enum! {
@@ -179,6 +183,65 @@ async fn create_route(State(state): State<AppState>, Tenant(ctx): Tenant, body: 
     Ok(created(route))
 }
 
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct RouteFilter {
+    #[param(inline)]
+    status: Option<RouteStatus>,
+}
+
+/// The tenant's approval routes, newest first.
+#[utoipa::path(get, path = "/api/approvals/routes", tag = "sdk-approval", params(RouteFilter, Page),
+    responses((status = 200, description = "one page of routes", body = ListOf<ApprovalRoute>)))]
+async fn list_routes(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RouteFilter>, page: Page) -> ApiResult<ListOf<ApprovalRoute>> {
+    let status = q.status.map_or("", RouteStatus::as_str);
+    let listing = Listing {
+        table: "approval_route",
+        columns: ROUTE_COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR status = $2)",
+        order: "created_at DESC, route_id DESC",
+    };
+    page.list::<ApprovalRoute>(&state.db.read, &listing, &[&ctx.tenant_id, status]).await
+}
+
+/// One approval route.
+#[utoipa::path(get, path = "/api/approvals/routes/{route_id}", tag = "sdk-approval", params(("route_id" = String, Path, description = "the route")),
+    responses((status = 200, description = "the route", body = Data<ApprovalRoute>)))]
+async fn get_route(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<ApprovalRoute>> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {ROUTE_COLUMNS} FROM approval_route WHERE tenant_id = $1 AND route_id = $2");
+    let route: Option<ApprovalRoute> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(route.ok_or(ApiError::NotFound)?))
+}
+
+/// Retires a route: it takes no new request. Requests already open on it
+/// go on to their decision. Retiring a retired route answers it as it is
+/// and records no event.
+#[utoipa::path(post, path = "/api/approvals/routes/{route_id}/retire", tag = "sdk-approval", params(("route_id" = String, Path, description = "the route")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/approvals/routes", { "name": "r-{unique}", "steps": [{ "approver_persona_id": "{persona_id}" }] }]] }))),
+    responses((status = 200, description = "the route, retired", body = Data<ApprovalRoute>)))]
+async fn retire_route(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<ApprovalRoute>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    // Guarded by the status: of two retirements at once one moves the
+    // route (and records the event), the other finds it retired.
+    let sql = format!("UPDATE approval_route SET status = 'retired' WHERE tenant_id = $1 AND route_id = $2 AND status = 'active' RETURNING {ROUTE_COLUMNS}");
+    let moved: Option<ApprovalRoute> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    let route = match moved {
+        Some(route) => {
+            audit::record(&mut tx, &ctx, events::APPROVAL_ROUTE_RETIRED, json!({ "route_id": route.route_id, "name": route.name })).await?;
+            route
+        }
+        None => {
+            let sql = format!("SELECT {ROUTE_COLUMNS} FROM approval_route WHERE tenant_id = $1 AND route_id = $2");
+            let found: Option<ApprovalRoute> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+            found.ok_or(ApiError::NotFound)?
+        }
+    };
+    tx.commit().await?;
+    Ok(ok(route))
+}
+
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewApprovalRequest)]
 struct NewRequest {
@@ -249,6 +312,39 @@ async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, body
     let request = load(&mut tx, &ctx.tenant_id, &request_id).await?;
     tx.commit().await?;
     Ok(created(request))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct RequestFilter {
+    #[param(inline)]
+    status: Option<RequestStatus>,
+    #[param(max_length = 64)]
+    subject_kind: Option<String>,
+    #[param(max_length = 256)]
+    subject_id: Option<String>,
+    /// Who opened the request: the person, or an API key's persona.
+    #[param(format = "uuid")]
+    requested_by: Option<String>,
+}
+
+/// The tenant's approval requests, pending and decided, newest first
+/// (without their steps: read one for them).
+#[utoipa::path(get, path = "/api/approvals/requests", tag = "sdk-approval", params(RequestFilter, Page),
+    responses((status = 200, description = "one page of requests", body = ListOf<ApprovalRequest>)))]
+async fn list_requests(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RequestFilter>, page: Page) -> ApiResult<ListOf<ApprovalRequest>> {
+    let status = q.status.map_or("", RequestStatus::as_str);
+    let kind = Check::optional(&q.subject_kind).unwrap_or_default();
+    let subject = Check::optional(&q.subject_id).unwrap_or_default();
+    let requested_by = canonical_uuid_opt(&q.requested_by).unwrap_or_default();
+    let listing = Listing {
+        table: "approval_request",
+        columns: REQUEST_COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR subject_kind = $3) AND ($4 = '' OR subject_id = $4) \
+                 AND ($5 = '' OR requested_by = $5)",
+        order: "requested_at DESC, request_id DESC",
+    };
+    page.list::<ApprovalRequest>(&state.db.read, &listing, &[&ctx.tenant_id, status, &kind, &subject, &requested_by]).await
 }
 
 /// The tenant's request with its steps, or 404.
@@ -347,6 +443,45 @@ async fn decide(
         audit::record(&mut tx, &ctx, event, json!({ "request_id": request_id, "route_id": request.route_id, "decided_by_step": step_id })).await?;
     }
     let request = load(&mut tx, &ctx.tenant_id, &request_id).await?;
+    tx.commit().await?;
+    Ok(ok(request))
+}
+
+/// A request as guarded writes name it.
+const REQUEST: Stateful = Stateful { noun: "request", table: "approval_request", key: "request_id", state: "status" };
+
+/// Cancels a pending request: only its requester withdraws it. Its
+/// undecided steps are `skipped`; a decided or cancelled request is 409.
+#[utoipa::path(post, path = "/api/approvals/requests/{request_id}/cancel", tag = "sdk-approval", params(("request_id" = String, Path, description = "the request")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/approvals/routes", { "name": "r-{unique}", "steps": [{ "approver_persona_id": "{persona_id}" }] }], ["POST", "/api/approvals/requests", { "route_id": "{route_id}", "subject_kind": "x", "subject_id": "1" }]] }))),
+    responses((status = 200, description = "the request with its steps, cancelled", body = Data<ApprovalRequest>)))]
+async fn cancel_request(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<ApprovalRequest>> {
+    let id = path_id(&id)?.to_string();
+    let requester = audit::actor_of(&ctx).1.to_string();
+    let mut tx = state.db.begin().await?;
+    // Guarded by the status and the requester, in one statement: of two
+    // cancellations at once one wins, the other is told the state it left.
+    let moved: Option<String> = sqlx::query_scalar(
+        "UPDATE approval_request SET status = 'cancelled', resolved_at = $4 \
+         WHERE tenant_id = $1 AND request_id = $2 AND requested_by = $3 AND status = 'pending' RETURNING route_id",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&id)
+    .bind(&requester)
+    .bind(db::now())
+    .fetch_optional(&mut *tx)
+    .await?;
+    if moved.is_none() {
+        let sql = format!("SELECT {REQUEST_COLUMNS} FROM approval_request WHERE tenant_id = $1 AND request_id = $2");
+        let found: Option<ApprovalRequest> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+        if found.is_some_and(|r| r.requested_by != requester) {
+            return Err(ApiError::forbidden("only the request's requester cancels it"));
+        }
+    }
+    let route_id = REQUEST.settle(&mut tx, &ctx.tenant_id, &id, moved, "only a pending request can be cancelled").await?;
+    sqlx::query("UPDATE approval_step SET status = 'skipped' WHERE request_id = $1 AND status = 'pending'").bind(&id).execute(&mut *tx).await?;
+    audit::record(&mut tx, &ctx, events::APPROVAL_REQUEST_CANCELLED, json!({ "request_id": id, "route_id": route_id })).await?;
+    let request = load(&mut tx, &ctx.tenant_id, &id).await?;
     tx.commit().await?;
     Ok(ok(request))
 }

@@ -1,13 +1,18 @@
 //! sdk-consent: the tenant's catalogue of consent purposes (with their
 //! legal basis and default jurisdictions), and each subject's grants and
 //! withdrawals as an append-only history: nothing is updated or deleted,
-//! the latest record for a purpose decides.
+//! the latest record for a purpose decides. A retired purpose takes no new
+//! grant; its records stay and withdrawals are still recorded.
 
 use hub_kernel::prelude::*;
 use serde_json::Map;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(create_purpose, list_purposes)).routes(routes!(record, history))
+    OpenApiRouter::new()
+        .routes(routes!(create_purpose, list_purposes))
+        .routes(routes!(get_purpose))
+        .routes(routes!(retire_purpose))
+        .routes(routes!(record, history))
 }
 
 /// The catalogue answers at most this many purposes (the document's cap).
@@ -24,10 +29,19 @@ struct Purpose {
     #[sqlx(try_from = "String")]
     #[schema(value_type = Vec<String>)]
     default_jurisdictions: JsonText,
+    /// `active` while offered; `retired`: no new grant, its records stay.
+    status: PurposeStatus,
+    retired_at: Option<Timestamp>,
     created_at: Timestamp,
 }
 
-const PURPOSE_COLUMNS: &str = "purpose_id, app_id, description, legal_basis, default_jurisdictions, created_at";
+const PURPOSE_COLUMNS: &str = "purpose_id, app_id, description, legal_basis, default_jurisdictions, status, retired_at, created_at";
+
+stored_enum! {
+    /// Whether a purpose is offered.
+    #[schema(as = ConsentPurposeStatus)]
+    enum PurposeStatus { Active = "active", Retired = "retired" }
+}
 
 fn valid_id(s: &str) -> bool {
     (1..=128).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
@@ -132,6 +146,51 @@ async fn list_purposes(State(state): State<AppState>, Tenant(ctx): Tenant, Param
     Page::<PURPOSE_CAP, PURPOSE_CAP> { limit: PURPOSE_CAP, offset: 0 }.list::<Purpose>(&state.db.read, &listing, &[&ctx.tenant_id]).await
 }
 
+/// One purpose of the tenant's catalogue.
+#[utoipa::path(get, path = "/api/consent/purposes/{purpose_id}", tag = "sdk-consent", params(("purpose_id" = String, Path, description = "the purpose")),
+    responses((status = 200, description = "the purpose", body = Data<Purpose>)))]
+async fn get_purpose(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Purpose>> {
+    if !valid_id(&id) {
+        return Err(ApiError::NotFound);
+    }
+    let sql = format!("SELECT {PURPOSE_COLUMNS} FROM consent_purpose WHERE tenant_id = $1 AND purpose_id = $2");
+    let found: Option<Purpose> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(found.ok_or(ApiError::NotFound)?))
+}
+
+/// Retires a purpose: it is no longer offered and takes no new grant; its
+/// records stay, withdrawals are still recorded, and a subject's standing
+/// is read as before. Retiring a retired purpose answers it as it is and
+/// records no event.
+#[utoipa::path(post, path = "/api/consent/purposes/{purpose_id}/retire", tag = "sdk-consent", params(("purpose_id" = String, Path, description = "the purpose")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/consent/purposes", { "purpose_id": "p-{unique}", "description": "races", "legal_basis": "consent" }]] }))),
+    responses((status = 200, description = "the purpose, retired", body = Data<Purpose>)))]
+async fn retire_purpose(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Purpose>> {
+    if !valid_id(&id) {
+        return Err(ApiError::NotFound);
+    }
+    let mut tx = state.db.begin().await?;
+    // Guarded by the status: of two retirements at once one moves the
+    // purpose (and records the event), the other finds it retired.
+    let sql = format!(
+        "UPDATE consent_purpose SET status = 'retired', retired_at = $3 WHERE tenant_id = $1 AND purpose_id = $2 AND status = 'active' RETURNING {PURPOSE_COLUMNS}"
+    );
+    let moved: Option<Purpose> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(db::now()).fetch_optional(&mut *tx).await?;
+    let purpose = match moved {
+        Some(p) => {
+            audit::record(&mut tx, &ctx, events::CONSENT_PURPOSE_RETIRED, json!({ "purpose_id": id })).await?;
+            p
+        }
+        None => {
+            let sql = format!("SELECT {PURPOSE_COLUMNS} FROM consent_purpose WHERE tenant_id = $1 AND purpose_id = $2");
+            let found: Option<Purpose> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+            found.ok_or(ApiError::NotFound)?
+        }
+    };
+    tx.commit().await?;
+    Ok(ok(purpose))
+}
+
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ConsentRecord)]
 struct Record {
@@ -186,17 +245,14 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     let evidence = Value::Object(body.evidence.unwrap_or_default());
     check.finish()?;
     let mut tx = state.db.begin().await?;
-    let known: Option<String> = sqlx::query_scalar("SELECT purpose_id FROM consent_purpose WHERE tenant_id = $1 AND purpose_id = $2")
-        .bind(&ctx.tenant_id)
-        .bind(purpose)
-        .fetch_optional(&mut *tx)
-        .await?;
-    known.ok_or_else(|| ApiError::invalid("purpose_id is not a purpose of this tenant's catalogue"))?;
+    // One statement: a grant is appended only while the purpose is
+    // offered; a withdrawal always is.
     let sql = format!(
         "INSERT INTO consent_record (record_id, tenant_id, subject, purpose_id, action, jurisdiction, evidence, recorded_by, recorded_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {RECORD_COLUMNS}"
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 FROM consent_purpose WHERE tenant_id = $2 AND purpose_id = $4 AND (status = 'active' OR $5 = 'withdrawn') \
+         RETURNING {RECORD_COLUMNS}"
     );
-    let row: Record = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let row: Option<Record> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
         .bind(&ctx.tenant_id)
         .bind(subject)
@@ -206,8 +262,19 @@ async fn record(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
         .bind(evidence.to_string())
         .bind(audit::actor_of(&ctx).1)
         .bind(db::now())
-        .fetch_one(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
+    let Some(row) = row else {
+        let status: Option<String> = sqlx::query_scalar("SELECT status FROM consent_purpose WHERE tenant_id = $1 AND purpose_id = $2")
+            .bind(&ctx.tenant_id)
+            .bind(purpose)
+            .fetch_optional(&mut *tx)
+            .await?;
+        return Err(match status {
+            None => ApiError::invalid("purpose_id is not a purpose of this tenant's catalogue"),
+            Some(_) => ApiError::Conflict(format!("the purpose {purpose} is retired: it takes withdrawals, no new grant")),
+        });
+    };
     let event = if action == Action::Granted { events::CONSENT_GRANTED } else { events::CONSENT_WITHDRAWN };
     audit::record(&mut tx, &ctx, event, json!({ "record_id": row.record_id, "subject": subject, "purpose_id": purpose })).await?;
     tx.commit().await?;

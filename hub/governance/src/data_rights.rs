@@ -2,13 +2,19 @@
 //! portability, restriction, objection) and the executions that carry them
 //! out. A request is `received`, `in_progress` while an execution runs,
 //! then `completed` or `failed` with its last execution's terminal
-//! outcome; a failed request may be executed again. One execution runs at
-//! a time, and an outcome is recorded once.
+//! outcome; a failed request may be executed again, or cancelled when the
+//! subject withdraws it. One execution runs at a time, and an outcome is
+//! recorded once.
 
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(create_request)).routes(routes!(get_request)).routes(routes!(start_execution)).routes(routes!(outcome))
+    OpenApiRouter::new()
+        .routes(routes!(create_request, list_requests))
+        .routes(routes!(get_request))
+        .routes(routes!(start_execution))
+        .routes(routes!(outcome))
+        .routes(routes!(cancel))
 }
 
 /// GDPR Art. 12(3): an answer within one month.
@@ -66,9 +72,10 @@ stored_enum! {
 
 stored_enum! {
     /// Where a request is: `received`, `in_progress` while an execution
-    /// runs, then `completed` or `failed` with its last execution.
+    /// runs, then `completed` or `failed` with its last execution;
+    /// `cancelled` when the subject withdrew it before it completed.
     #[schema(as = DataRightsRequestStatus)]
-    enum RequestStatus { Received = "received", InProgress = "in_progress", Completed = "completed", Failed = "failed" }
+    enum RequestStatus { Received = "received", InProgress = "in_progress", Completed = "completed", Failed = "failed", Cancelled = "cancelled" }
 }
 
 stored_enum! {
@@ -132,6 +139,39 @@ async fn create_request(State(state): State<AppState>, Tenant(ctx): Tenant, body
     audit::record(&mut tx, &ctx, events::DATA_RIGHTS_REQUEST_RECEIVED, payload).await?;
     tx.commit().await?;
     Ok(created(request))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct RequestFilter {
+    #[param(inline)]
+    status: Option<RequestStatus>,
+    #[param(inline)]
+    kind: Option<Kind>,
+    /// Only this subject's requests.
+    #[param(max_length = 256)]
+    subject: Option<String>,
+    /// RFC 3339: only requests due at or before (the legal queue).
+    #[param(inline)]
+    due_before: Option<Timestamp>,
+}
+
+/// The tenant's data subject requests, newest first (without their
+/// executions: read one for them).
+#[utoipa::path(get, path = "/api/data-rights/requests", tag = "sdk-data-rights", params(RequestFilter, Page),
+    responses((status = 200, description = "one page of requests", body = ListOf<Request>)))]
+async fn list_requests(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RequestFilter>, page: Page) -> ApiResult<ListOf<Request>> {
+    let status = q.status.map_or("", RequestStatus::as_str);
+    let kind = q.kind.map_or("", Kind::as_str);
+    let subject = Check::optional(&q.subject).unwrap_or_default();
+    let due_before = q.due_before.map(|t| t.to_string()).unwrap_or_default();
+    let listing = Listing {
+        table: "data_rights_request",
+        columns: REQUEST_COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR kind = $3) AND ($4 = '' OR subject = $4) AND ($5 = '' OR due_at <= $5)",
+        order: "created_at DESC, request_id DESC",
+    };
+    page.list::<Request>(&state.db.read, &listing, &[&ctx.tenant_id, status, kind, &subject, &due_before]).await
 }
 
 async fn find(tx: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Request> {
@@ -276,4 +316,27 @@ async fn outcome(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): P
     audit::record(&mut tx, &ctx, event, json!({ "execution_id": id, "request_id": done.request_id, "audit_entry_id": entry })).await?;
     tx.commit().await?;
     Ok(ok(done))
+}
+
+/// Cancels a request the subject withdrew: a `received` or `failed`
+/// request becomes `cancelled` and takes no execution. A request whose
+/// execution runs, or that completed or was cancelled, is 409.
+#[utoipa::path(post, path = "/api/data-rights/requests/{request_id}/cancel", tag = "sdk-data-rights", params(("request_id" = String, Path, description = "the request")),
+    responses((status = 200, description = "the request, cancelled", body = Data<Request>)),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/data-rights/requests", { "subject": "s-{unique}", "kind": "access" }]] }))))]
+async fn cancel(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Request>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    // Guarded by the status: of two cancellations at once one wins and the
+    // other is told the state the winner left.
+    let sql = format!(
+        "UPDATE data_rights_request SET status = 'cancelled', updated_at = $3 \
+         WHERE tenant_id = $1 AND request_id = $2 AND status IN ('received', 'failed') RETURNING {REQUEST_COLUMNS}"
+    );
+    let moved: Option<Request> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(db::now()).fetch_optional(&mut *tx).await?;
+    let request = REQUEST.settle(&mut tx, &ctx.tenant_id, &id, moved, "only a received or failed request can be cancelled").await?;
+    let payload = json!({ "request_id": request.request_id, "subject": request.subject, "kind": request.kind });
+    audit::record(&mut tx, &ctx, events::DATA_RIGHTS_REQUEST_CANCELLED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(request))
 }

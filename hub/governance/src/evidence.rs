@@ -6,7 +6,7 @@
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(record, list))
+    OpenApiRouter::new().routes(routes!(record, list)).routes(routes!(get_capture))
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
@@ -143,4 +143,14 @@ async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Par
     let encounter = q.encounter_id.trim();
     let listing = Listing { table: "evidence_capture", columns: COLUMNS, filter: "tenant_id = $1 AND encounter_id = $2", order: "captured_at, capture_id" };
     page.list::<Capture>(&state.db.read, &listing, &[&ctx.tenant_id, encounter]).await
+}
+
+/// One capture.
+#[utoipa::path(get, path = "/api/evidence/captures/{capture_id}", tag = "sdk-evidence", params(("capture_id" = String, Path, description = "the capture")),
+    responses((status = 200, description = "the capture", body = Data<Capture>)))]
+async fn get_capture(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Capture>> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {COLUMNS} FROM evidence_capture WHERE tenant_id = $1 AND capture_id = $2");
+    let capture: Option<Capture> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(capture.ok_or(ApiError::NotFound)?))
 }

@@ -19,7 +19,12 @@ use hub_kernel::{
 };
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(create, list)).routes(routes!(activate)).routes(routes!(evaluate))
+    OpenApiRouter::new()
+        .routes(routes!(create, list))
+        .routes(routes!(get_bundle))
+        .routes(routes!(activate))
+        .routes(routes!(deactivate))
+        .routes(routes!(evaluate))
 }
 
 /// Cedar text above this is refused (a bundle is policy, not data).
@@ -349,6 +354,42 @@ async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
     let payload = json!({ "bundle_id": id, "name": bundle.name, "version": bundle.version });
     audit::record(&mut tx, &ctx, events::POLICY_BUNDLE_ACTIVATED, payload).await?;
     let bundle: Bundle = sqlx::query_as(sqlx::AssertSqlSafe(select)).bind(&ctx.tenant_id).bind(&id).fetch_one(&mut *tx).await?;
+    tx.commit().await?;
+    state.invalidate(Invalidation::Policies(ctx.tenant_id.clone())).await;
+    Ok(ok(bundle))
+}
+
+/// One of the tenant's bundles.
+#[utoipa::path(get, path = "/api/policies/bundles/{bundle_id}", tag = "sdk-policy", params(("bundle_id" = String, Path, description = "the bundle")),
+    responses((status = 200, description = "the bundle", body = Data<Bundle>)))]
+async fn get_bundle(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Bundle>> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {COLUMNS} FROM policy_bundle WHERE tenant_id = $1 AND bundle_id = $2");
+    let bundle: Option<Bundle> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(bundle.ok_or(ApiError::NotFound)?))
+}
+
+/// Makes the tenant's active bundle inactive: the gate's ABAC step then
+/// evaluates no bundle until one is activated. Deactivating an inactive
+/// bundle changes nothing and records no event.
+#[utoipa::path(post, path = "/api/policies/bundles/{bundle_id}/deactivate", tag = "sdk-policy", params(("bundle_id" = String, Path, description = "the bundle")),
+    responses((status = 200, description = "the bundle, inactive", body = Data<Bundle>)),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/policies/bundles", { "name": "p-{unique}", "version": 1, "iql_source": "permit (principal, action, resource);", "activate": true }]] }))))]
+async fn deactivate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Bundle>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    // Guarded by the status: of several deactivations at once one moves
+    // the bundle (and records the event), the others find it inactive.
+    let sql = format!("UPDATE policy_bundle SET status = 'inactive' WHERE tenant_id = $1 AND bundle_id = $2 AND status = 'active' RETURNING {COLUMNS}");
+    let moved: Option<Bundle> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    let Some(bundle) = moved else {
+        let sql = format!("SELECT {COLUMNS} FROM policy_bundle WHERE tenant_id = $1 AND bundle_id = $2");
+        let found: Option<Bundle> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+        tx.commit().await?;
+        return Ok(ok(found.ok_or(ApiError::NotFound)?));
+    };
+    let payload = json!({ "bundle_id": id, "name": bundle.name, "version": bundle.version });
+    audit::record(&mut tx, &ctx, events::POLICY_BUNDLE_DEACTIVATED, payload).await?;
     tx.commit().await?;
     state.invalidate(Invalidation::Policies(ctx.tenant_id.clone())).await;
     Ok(ok(bundle))

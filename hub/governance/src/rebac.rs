@@ -20,7 +20,7 @@ use hub_kernel::{
 };
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(write)).routes(routes!(delete)).routes(routes!(check))
+    OpenApiRouter::new().routes(routes!(write, list)).routes(routes!(delete)).routes(routes!(check))
 }
 
 pub const DEFAULT_MAX_DEPTH: i64 = 25;
@@ -129,6 +129,40 @@ async fn write(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Tu
 async fn find(tx: &mut Tx, tenant: &str, subject: &str, relation: &str, object: &str) -> ApiResult<Option<Relationship>> {
     let sql = format!("SELECT {COLUMNS} FROM rebac_relationship WHERE tenant_id = $1 AND relation = $2 AND subject_persona_id = $3 AND object_persona_id = $4");
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant).bind(relation).bind(subject).bind(object).fetch_optional(&mut **tx).await?)
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct RelationshipFilter {
+    #[param(format = "uuid")]
+    subject_persona_id: Option<String>,
+    /// 1–128 of `a-z 0-9 . _ -`.
+    #[param(max_length = 128)]
+    relation: Option<String>,
+    #[param(format = "uuid")]
+    object_persona_id: Option<String>,
+}
+
+/// The tenant's relationships, newest first: what widens a persona's
+/// reach at the gate, listed to be audited.
+#[utoipa::path(get, path = "/api/rebac/relationships", tag = "sdk-rebac", params(RelationshipFilter, Page),
+    responses((status = 200, description = "one page of relationships", body = ListOf<Relationship>)))]
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RelationshipFilter>, page: Page) -> ApiResult<ListOf<Relationship>> {
+    let mut check = Check::new();
+    let relation = Check::optional(&q.relation).unwrap_or_default();
+    if !relation.is_empty() && !valid_relation(&relation) {
+        check.fail("relation must be 1 to 128 of a-z, 0-9, '.', '_', '-'");
+    }
+    check.finish()?;
+    let subject = canonical_uuid_opt(&q.subject_persona_id).unwrap_or_default();
+    let object = canonical_uuid_opt(&q.object_persona_id).unwrap_or_default();
+    let listing = Listing {
+        table: "rebac_relationship",
+        columns: COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR subject_persona_id = $2) AND ($3 = '' OR relation = $3) AND ($4 = '' OR object_persona_id = $4)",
+        order: "created_at DESC, relation DESC, subject_persona_id DESC, object_persona_id DESC",
+    };
+    page.list::<Relationship>(&state.db.read, &listing, &[&ctx.tenant_id, &subject, &relation, &object]).await
 }
 
 /// Deletes a relationship (404 when there is none).
@@ -317,6 +351,15 @@ pub struct Relations;
 
 impl RelationDirectory for Relations {
     fn reaches<'a>(&'a self, db: &'a Db, tenant: &'a str, subject: &'a str, relation: &'a str, target: &'a str) -> Lookup<'a, bool> {
-        Box::pin(async move { Ok(reaches(db, tenant, subject, relation, target, DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES).await?.allowed) })
+        Box::pin(async move {
+            // A persona no longer active (revoked with its membership, or
+            // shredded) reaches nothing: its relationships stay on record,
+            // the authority they gave does not.
+            let active = personas::find(&db.read, subject).await?.is_some_and(|p| p.tenant_id == tenant && p.status == personas::PersonaStatus::Active);
+            if !active {
+                return Ok(false);
+            }
+            Ok(reaches(db, tenant, subject, relation, target, DEFAULT_MAX_DEPTH, DEFAULT_MAX_NODES).await?.allowed)
+        })
     }
 }

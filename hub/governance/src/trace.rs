@@ -10,7 +10,7 @@ use hub_kernel::{crypto::DataKey, prelude::*};
 use object_store::{PutPayload, path::Path as ObjectPath};
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(export)).routes(routes!(get_export)).routes(routes!(verification_key))
+    OpenApiRouter::new().routes(routes!(export, list_exports)).routes(routes!(get_export)).routes(routes!(verification_key))
 }
 
 /// The runs one export carries at most (a trace is one task's runs).
@@ -154,6 +154,45 @@ async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(trace_i
     audit::record(&mut tx, &ctx, events::TRACE_EXPORT_READY, payload).await?;
     tx.commit().await?;
     Ok(created(done))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ExportFilter {
+    #[param(inline)]
+    status: Option<ExportStatus>,
+}
+
+/// The exports of a trace, newest first (without their artifacts: read
+/// one for it). A trace the tenant has neither runs nor exports of is 404.
+#[utoipa::path(get, path = "/api/traces/{trace_id}/exports", tag = "sdk-trace", params(("trace_id" = String, Path, description = "the trace"), ExportFilter, Page),
+    responses((status = 200, description = "one page of the trace's exports", body = ListOf<Export>)))]
+async fn list_exports(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(trace_id): Path<String>,
+    Params(q): Params<ExportFilter>,
+    page: Page,
+) -> ApiResult<ListOf<Export>> {
+    let status = q.status.map_or("", ExportStatus::as_str);
+    let listing = Listing {
+        table: "trace_export",
+        columns: COLUMNS,
+        filter: "tenant_id = $1 AND trace_id = $2 AND ($3 = '' OR status = $3)",
+        order: "created_at DESC, export_id DESC",
+    };
+    let exports = page.list::<Export>(&state.db.read, &listing, &[&ctx.tenant_id, &trace_id, status]).await?;
+    if exports.total == 0 {
+        let any: Option<String> = sqlx::query_scalar("SELECT export_id FROM trace_export WHERE tenant_id = $1 AND trace_id = $2 LIMIT 1")
+            .bind(&ctx.tenant_id)
+            .bind(&trace_id)
+            .fetch_optional(&state.db.read)
+            .await?;
+        if any.is_none() && hub_ai::agent_runtime::runs_of_trace(&state.db.read, &ctx.tenant_id, &trace_id).await?.is_empty() {
+            return Err(ApiError::NotFound);
+        }
+    }
+    Ok(exports)
 }
 
 /// An export with its signed artifact.

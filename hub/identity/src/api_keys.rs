@@ -26,10 +26,12 @@ use hub_kernel::{
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_application, list_applications))
-        .routes(routes!(get_application))
+        .routes(routes!(get_application, update_application))
         .routes(routes!(issue, list_keys))
         .routes(routes!(disable_application))
+        .routes(routes!(enable_application))
         .routes(routes!(issue_for_tenant))
+        .routes(routes!(get_key, update_key))
         .routes(routes!(rotate))
         .routes(routes!(revoke))
 }
@@ -290,11 +292,11 @@ async fn create_application(State(state): State<AppState>, HumanTenant(ctx, _): 
 }
 
 /// The applications of the caller's tenant, oldest first.
-#[utoipa::path(get, path = "/api/applications", tag = "sdk-api-keys",
-    responses((status = 200, description = "the applications", body = Data<Vec<Application>>)))]
-async fn list_applications(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant) -> ApiResult<Data<Vec<Application>>> {
-    let apps: Vec<Application> = sqlx::query_as(applications("tenant_id = $1 ORDER BY created_at")).bind(&ctx.tenant_id).fetch_all(&state.db.read).await?;
-    Ok(ok(apps))
+#[utoipa::path(get, path = "/api/applications", tag = "sdk-api-keys", params(Page),
+    responses((status = 200, description = "one page of applications", body = ListOf<Application>)))]
+async fn list_applications(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, page: Page) -> ApiResult<ListOf<Application>> {
+    let listing = Listing { table: "credential_application", columns: APPLICATION_COLUMNS, filter: "tenant_id = $1", order: "created_at, application_id" };
+    page.list::<Application>(&state.db.read, &listing, &[&ctx.tenant_id]).await
 }
 
 /// An application of the caller's tenant.
@@ -484,6 +486,7 @@ async fn default_application(tx: &mut Tx, ctx: &TenantCtx) -> ApiResult<Applicat
 #[schema(as = MaskedApiKey)]
 struct ListedKey {
     key_id: Id,
+    application_id: Id,
     name: String,
     /// `pk_live_` or `pk_test_`.
     prefix: String,
@@ -501,18 +504,101 @@ struct ListedKey {
     revoked_at: Option<Timestamp>,
 }
 
-const LISTED_COLUMNS: &str = "key_id, name, prefix, prefix || '…' || last4 AS masked_key, scopes, rate_limit_rpm, expires_at, status, \
+const LISTED_COLUMNS: &str = "key_id, application_id, name, prefix, prefix || '…' || last4 AS masked_key, scopes, rate_limit_rpm, expires_at, status, \
                               synthetic_persona_id, created_at, rotated_at, revoked_at";
 
 /// The application's keys, masked, oldest first.
 #[utoipa::path(get, path = "/api/applications/{application_id}/keys", tag = "sdk-api-keys",
-    params(("application_id" = String, Path, description = "the application")),
-    responses((status = 200, description = "the keys, never their secrets", body = Data<Vec<ListedKey>>)))]
-async fn list_keys(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Data<Vec<ListedKey>>> {
+    params(("application_id" = String, Path, description = "the application"), Page),
+    responses((status = 200, description = "one page of the keys, never their secrets", body = ListOf<ListedKey>)))]
+async fn list_keys(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>, page: Page) -> ApiResult<ListOf<ListedKey>> {
     let app = find_application(&state.db.read, &ctx.tenant_id, &id).await?;
-    let sql = format!("SELECT {LISTED_COLUMNS} FROM credential_api_key WHERE application_id = $1 ORDER BY created_at");
-    let keys: Vec<ListedKey> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(app.application_id).fetch_all(&state.db.read).await?;
-    Ok(ok(keys))
+    let listing = Listing { table: "credential_api_key", columns: LISTED_COLUMNS, filter: "application_id = $1", order: "created_at, key_id" };
+    page.list::<ListedKey>(&state.db.read, &listing, &[&app.application_id.to_string()]).await
+}
+
+/// The key `key_id` of an application of the caller's tenant, masked (404 otherwise).
+async fn listed_key<'e, E>(exec: E, tenant_id: &str, key_id: &str) -> ApiResult<ListedKey>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let id = path_id(key_id)?;
+    let sql = format!(
+        "SELECT {LISTED_COLUMNS} FROM credential_api_key WHERE key_id = $1 \
+         AND application_id IN (SELECT application_id FROM credential_application WHERE tenant_id = $2)"
+    );
+    sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id.to_string()).bind(tenant_id).fetch_optional(exec).await?.ok_or(ApiError::NotFound)
+}
+
+/// One key of an application of the caller's tenant, masked: never its
+/// secret or hash.
+#[utoipa::path(get, path = "/api/api-keys/{key_id}", tag = "sdk-api-keys", params(("key_id" = String, Path, description = "the key")),
+    responses((status = 200, description = "the key, never its secret", body = Data<ListedKey>)))]
+async fn get_key(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Data<ListedKey>> {
+    Ok(ok(listed_key(&state.db.read, &ctx.tenant_id, &id).await?))
+}
+
+/// A change of a key's name, rate limit or expiry (absent fields stay).
+#[derive(Deserialize, ToSchema)]
+#[schema(as = ApiKeyUpdate)]
+struct KeyChange {
+    name: Option<String>,
+    /// Requests per minute (beyond it: 429 with `Retry-After`).
+    #[schema(minimum = 1)]
+    rate_limit_rpm: Option<i64>,
+    /// RFC 3339, in the future.
+    #[schema(format = DateTime)]
+    expires_at: Option<String>,
+}
+
+/// Changes a key's name, rate limit or expiry; its secret and scopes stay
+/// (rotate for a new secret, issue a new key for other scopes). A revoked
+/// key is 409.
+#[utoipa::path(patch, path = "/api/api-keys/{key_id}", tag = "sdk-api-keys", params(("key_id" = String, Path, description = "the key")), request_body = KeyChange,
+    responses((status = 200, description = "the key, changed", body = Data<ListedKey>)),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/applications", { "name": "Races", "slug": "r-{unique}", "environment": "live" }], ["POST", "/api/applications/{application_id}/keys", { "name": "k", "scopes": ["crm.*"] }]], "body": { "name": "renamed", "rate_limit_rpm": 600 } }))))]
+async fn update_key(
+    State(state): State<AppState>,
+    HumanTenant(ctx, _): HumanTenant,
+    Path(id): Path<String>,
+    body: Body<KeyChange>,
+) -> ApiResult<Data<ListedKey>> {
+    let mut tx = state.db.begin().await?;
+    let FoundKey { key_id, tenant_id, .. } = find_key(&mut tx, &ctx.tenant_id, &id).await?;
+    let body = body.checked()?;
+    let mut check = Check::new();
+    let name = Check::optional(&body.name);
+    let expires_at = check.optional_future_time("expires_at", body.expires_at.as_ref().map(|e| Value::String(e.trim().to_string())).as_ref());
+    let mut changed = Vec::new();
+    for (field, given) in [("name", name.is_some()), ("rate_limit_rpm", body.rate_limit_rpm.is_some()), ("expires_at", expires_at.is_some())] {
+        if given {
+            changed.push(field);
+        }
+    }
+    if changed.is_empty() && body.expires_at.is_none() {
+        check.fail("give at least one of: name, rate_limit_rpm, expires_at");
+    }
+    check.finish()?;
+    // Changed only while not revoked, decided by the write itself.
+    let sql = format!(
+        "UPDATE credential_api_key SET name = COALESCE($3, name), rate_limit_rpm = COALESCE($4, rate_limit_rpm), expires_at = COALESCE($5, expires_at) \
+         WHERE tenant_id = $1 AND key_id = $2 AND status <> 'revoked' RETURNING {LISTED_COLUMNS}"
+    );
+    let moved: Option<ListedKey> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&tenant_id)
+        .bind(key_id)
+        .bind(&name)
+        .bind(body.rate_limit_rpm)
+        .bind(&expires_at)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let key = KEY.settle(&mut tx, &tenant_id, &key_id.to_string(), moved, "only an active or disabled key can be changed").await?;
+    let payload = json!({ "key_id": key_id, "changed": changed, "rate_limit_rpm": key.rate_limit_rpm, "expires_at": key.expires_at });
+    audit::record(&mut tx, &ctx, events::API_KEY_UPDATED, payload).await?;
+    tx.commit().await?;
+    // Every replica's gate forgets the key's old limit and expiry.
+    state.invalidate(Invalidation::ApiKeys).await;
+    Ok(ok(key))
 }
 
 /// A disabled application.
@@ -557,6 +643,106 @@ async fn disable_application(State(state): State<AppState>, HumanTenant(ctx, _):
     tx.commit().await?;
     state.invalidate(Invalidation::ApiKeys).await;
     Ok(ok(DisabledApplication { application_id: id, status: ApplicationStatus::Disabled, keys_disabled: disabled }))
+}
+
+/// A change of an application's name or description (absent fields stay).
+#[derive(Deserialize, ToSchema)]
+#[schema(as = ApplicationUpdate)]
+struct ApplicationChange {
+    name: Option<String>,
+    description: Option<String>,
+}
+
+/// Changes an application's name or description. Its slug (the `client_id`
+/// of the token exchange) and environment stay; a disabled application may
+/// be changed too.
+#[utoipa::path(patch, path = "/api/applications/{application_id}", tag = "sdk-api-keys",
+    params(("application_id" = String, Path, description = "the application")), request_body = ApplicationChange,
+    responses((status = 200, description = "the application, changed", body = Data<Application>)),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/applications", { "name": "Races", "slug": "r-{unique}", "environment": "live" }]], "body": { "name": "Renamed", "description": "raced" } }))))]
+async fn update_application(
+    State(state): State<AppState>,
+    HumanTenant(ctx, _): HumanTenant,
+    Path(id): Path<String>,
+    body: Body<ApplicationChange>,
+) -> ApiResult<Data<Application>> {
+    let id = Id(path_id(&id)?);
+    let body = body.checked()?;
+    let (name, description) = (Check::optional(&body.name), Check::optional(&body.description));
+    let changed: Vec<&str> =
+        [("name", name.is_some()), ("description", description.is_some())].into_iter().filter(|(_, given)| *given).map(|(f, _)| f).collect();
+    if changed.is_empty() {
+        return Err(ApiError::invalid("give at least one of: name, description"));
+    }
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "UPDATE credential_application SET name = COALESCE($3, name), description = COALESCE($4, description) \
+         WHERE tenant_id = $1 AND application_id = $2 RETURNING {APPLICATION_COLUMNS}"
+    );
+    let app: Application = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(id)
+        .bind(&name)
+        .bind(&description)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    audit::record(&mut tx, &ctx, events::APPLICATION_UPDATED, json!({ "application_id": id, "changed": changed })).await?;
+    tx.commit().await?;
+    Ok(ok(app))
+}
+
+/// An enabled application.
+#[derive(Serialize, ToSchema)]
+struct EnabledApplication {
+    application_id: Id,
+    /// `active`.
+    status: ApplicationStatus,
+    /// The keys this call enabled again: those its disable had disabled
+    /// (revoked keys stay revoked; none on a repeat).
+    keys_enabled: u64,
+}
+
+/// Enables a disabled application and the keys its disable had disabled.
+///
+/// Enabling an active application changes nothing and records no event.
+/// The keys enabled again grant their scopes anew: the caller must hold
+/// them (403 otherwise, and nothing changes).
+#[utoipa::path(post, path = "/api/applications/{application_id}/enable", tag = "sdk-api-keys",
+    params(("application_id" = String, Path, description = "the application")),
+    responses((status = 200, description = "the application, active", body = Data<EnabledApplication>)),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/applications", { "name": "Races", "slug": "r-{unique}", "environment": "live" }], ["POST", "/api/applications/{application_id}/disable", null]] }))))]
+async fn enable_application(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, Path(id): Path<String>) -> ApiResult<Data<EnabledApplication>> {
+    let id = Id(path_id(&id)?);
+    let mut tx = state.db.begin().await?;
+    // The application moves once: of several enables at once, the one
+    // that moves it enables its keys and records the event; the others,
+    // like a repeat, answer it active with none of its keys.
+    let moved: Option<Id> = sqlx::query_scalar(
+        "UPDATE credential_application SET status = 'active' WHERE tenant_id = $1 AND application_id = $2 AND status = 'disabled' RETURNING application_id",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let mut enabled = 0;
+    if moved.is_some() {
+        let scopes: Vec<String> =
+            sqlx::query_scalar("UPDATE credential_api_key SET status = 'active' WHERE application_id = $1 AND status = 'disabled' RETURNING scopes")
+                .bind(id)
+                .fetch_all(&mut *tx)
+                .await?;
+        enabled = scopes.len() as u64;
+        let granted: Vec<String> = scopes.iter().flat_map(|s| scope_list(s)).collect();
+        // Refused: the transaction, and the enable with it, is rolled back.
+        roles::contain(&state, &ctx, &granted, "the keys' scopes").await?;
+        audit::record(&mut tx, &ctx, events::APPLICATION_ENABLED, json!({ "application_id": id, "keys_enabled": enabled })).await?;
+    } else if APPLICATION.state_of(&mut tx, &ctx.tenant_id, &id.to_string()).await?.is_none() {
+        return Err(ApiError::NotFound);
+    }
+    tx.commit().await?;
+    state.invalidate(Invalidation::ApiKeys).await;
+    Ok(ok(EnabledApplication { application_id: id, status: ApplicationStatus::Active, keys_enabled: enabled }))
 }
 
 /// What rotate and revoke need of a key: its state, its application's

@@ -23,7 +23,7 @@ use hub_kernel::prelude::*;
 use hub_kernel::{
     crypto::{self, DataKey, password},
     gate::{
-        BasicCredentials, Caller, ClientAddr, MaybeCaller,
+        BasicCredentials, Caller, ClientAddr, MaybeCaller, Person,
         keys::{self, KeyRecord},
         rate, scope, throttle,
         tokens::{self, Actor, Claims, TenantClaims},
@@ -39,10 +39,13 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(send_verification_email))
         .routes(routes!(verify_email))
         .routes(routes!(verification_status))
+        .routes(routes!(request_password_reset))
+        .routes(routes!(confirm_password_reset))
         // The public forms above take small bodies: before any credential
         // is known, none makes the hub read more than that.
         .route_layer(axum::middleware::from_fn(hub_kernel::error::limit_body::<{ hub_kernel::error::PUBLIC_BODY_LIMIT }>))
-        .routes(routes!(me))
+        .routes(routes!(me, update_me))
+        .routes(routes!(change_password))
         .routes(routes!(jwks))
 }
 
@@ -56,6 +59,13 @@ const LOGIN_FREE_PER_ACCOUNT: i64 = 5;
 const FREE_PER_ADDRESS: i64 = 20;
 /// Verification emails one address may ask for an account before they slow down.
 const VERIFY_FREE_PER_ACCOUNT: i64 = 3;
+/// Password-reset emails one may ask for an account before they slow down
+/// (as verification emails).
+const RESET_FREE_PER_ACCOUNT: i64 = VERIFY_FREE_PER_ACCOUNT;
+/// Wrong current passwords a person may give before their changes slow down.
+const CHANGE_FREE_PER_ACCOUNT: i64 = LOGIN_FREE_PER_ACCOUNT;
+/// The purpose of a password-reset token in identity_verification.
+const PASSWORD_RESET: &str = "password-reset";
 
 fn normalise_email(raw: &str) -> Option<String> {
     let e = raw.trim().to_lowercase();
@@ -852,6 +862,169 @@ async fn verification_status(State(state): State<AppState>, Params(q): Params<St
     Ok(ok(VerificationStatus { email, verified: verified_at.is_some(), verified_at }))
 }
 
+/// A request to reset a forgotten password.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = PasswordResetRequest)]
+struct ResetRequest {
+    #[schema(format = "email")]
+    email: String,
+}
+
+/// A password-reset request's answer: the same whether or not the email is known.
+#[derive(Serialize, ToSchema)]
+struct PasswordResetSent {
+    /// `true`.
+    sent: bool,
+    /// When the token expires (15 minutes from now).
+    expires_at: Timestamp,
+    /// In development mode, for a known email only: the token itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    dev_token: Option<String>,
+}
+
+/// Issues a purpose-scoped password-reset token for an email (15 minutes,
+/// single use), delivered by the mail sender.
+///
+/// The answer is the same whether or not the email is known, so it cannot
+/// be used to probe for accounts; requests are limited per client address
+/// and per account as verification emails are. In development mode a
+/// known email's token is also returned as `dev_token`.
+#[utoipa::path(post, path = "/api/auth/password-reset", tag = "sdk-identity", request_body = ResetRequest,
+    extensions(("x-concurrency" = json!({"outcome": "capacity", "wins": 4, "losers": 429, "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}]], "body": {"email": "m-{unique}@races.example.com"}}))),
+    responses((status = 200, description = "sent (or not, for an unknown email: the answer is the same)", body = Data<PasswordResetSent>), (status = 429, description = "RateLimited: too many password-reset emails for the address or the account (Retry-After)", body = ErrorBody), (status = 503, description = "Unavailable: no mail sender is configured", body = ErrorBody)))]
+async fn request_password_reset(State(state): State<AppState>, ClientAddr(addr): ClientAddr, body: Body<ResetRequest>) -> ApiResult<Data<PasswordResetSent>> {
+    let body = body.checked()?;
+    let mut check = Check::new();
+    let email = email_form(&mut check, &body.email);
+    check.finish()?;
+    let mail = state.mailer()?;
+    // Every request counts, known email or not, so the throttle's answers
+    // tell nothing about which accounts exist.
+    let keys = [throttle::Key::address("reset", addr, FREE_PER_ADDRESS), throttle::Key::account(&state, "reset", &email, RESET_FREE_PER_ACCOUNT)];
+    throttle::take(&state, &keys).await?;
+    let expires_at = Timestamp(chrono::Utc::now() + chrono::Duration::minutes(VERIFICATION_TTL_MINUTES));
+    let mut data = PasswordResetSent { sent: true, expires_at, dev_token: None };
+    if let Some(alias) = person_by_email(&state.db.read, &state, &email).await? {
+        let token = crypto::random_base62(32);
+        // Only the token's SHA-256 is stored; the purpose keeps it from
+        // verifying an email, and a verification token from resetting.
+        sqlx::query("INSERT INTO identity_verification (token_hash, alias_id, purpose, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)")
+            .bind(crypto::sha256_hex(token.as_bytes()))
+            .bind(&alias.alias_id)
+            .bind(PASSWORD_RESET)
+            .bind(expires_at)
+            .bind(db::now())
+            .execute(state.db.writer())
+            .await?;
+        mail.send_password_reset(&email, &token, &expires_at.to_string());
+        if state.config.dev {
+            data.dev_token = Some(token);
+        }
+    }
+    Ok(ok(data))
+}
+
+/// A password-reset token to redeem, with the new password.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = PasswordResetConfirmation)]
+struct ConfirmReset {
+    /// The token a password-reset email carried (single use, 15 minutes).
+    token: String,
+    /// At least 8 characters besides leading and trailing blanks; used as
+    /// sent (never trimmed).
+    #[schema(min_length = 8)]
+    new_password: String,
+}
+
+/// A password, set anew.
+#[derive(Serialize, ToSchema)]
+struct PasswordSet {
+    /// `true`.
+    changed: bool,
+    /// When the password was set.
+    updated_at: Timestamp,
+}
+
+const BAD_RESET_TOKEN: &str = "token is invalid, expired or already used";
+
+/// Redeems a password-reset token: the person's password becomes `new_password`.
+///
+/// The token works once and for 15 minutes; redeeming it also spends the
+/// person's other open reset tokens. Tokens already issued for the person
+/// stay valid until they expire: tokens are not tracked by the hub.
+#[utoipa::path(post, path = "/api/auth/password-reset/confirm", tag = "sdk-identity", request_body = ConfirmReset,
+    extensions(("x-concurrency" = json!({"outcome": "one-wins", "losers": 400, "events": 0, "given": [["POST", "/api/auth/register", {"email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin"}], ["POST", "/api/auth/password-reset", {"email": "m-{unique}@races.example.com"}]], "body": {"token": "{dev_token}", "new_password": "another horse battery"}}))),
+    responses((status = 200, description = "the password, set", body = Data<PasswordSet>), (status = 503, description = "Busy: password hashing is at its bound (Retry-After)", body = ErrorBody)))]
+async fn confirm_password_reset(State(state): State<AppState>, body: Body<ConfirmReset>) -> ApiResult<Data<PasswordSet>> {
+    let body = body.checked()?;
+    let token_hash = crypto::sha256_hex(body.token.trim().as_bytes());
+    // The token is looked up by its SHA-256 (a 190-bit random token: the
+    // lookup's timing tells nothing of it). A token that cannot be
+    // redeemed costs no hashing work.
+    let open = "token_hash = $2 AND purpose = $3 AND used_at IS NULL AND expires_at > $1";
+    let usable: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT alias_id FROM identity_verification WHERE {open}")))
+        .bind(db::now())
+        .bind(&token_hash)
+        .bind(PASSWORD_RESET)
+        .fetch_optional(&state.db.read)
+        .await?;
+    if usable.is_none() {
+        return Err(ApiError::invalid(BAD_RESET_TOKEN));
+    }
+    let hash = password::hash(body.new_password).await?;
+    let mut tx = state.db.begin().await?;
+    let now = Timestamp::now();
+    // The token is spent by the write that checks it: of two redemptions
+    // at once, one sets the password and the other finds it used.
+    let alias: Option<String> =
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("UPDATE identity_verification SET used_at = $1 WHERE {open} RETURNING alias_id")))
+            .bind(now)
+            .bind(&token_hash)
+            .bind(PASSWORD_RESET)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let Some(alias_id) = alias else {
+        return Err(ApiError::invalid(BAD_RESET_TOKEN));
+    };
+    let person: Option<String> = sqlx::query_scalar(
+        "SELECT a.person_id FROM identity_alias a JOIN identity_person p ON p.person_id = a.person_id WHERE a.alias_id = $1 AND p.erased_at IS NULL",
+    )
+    .bind(&alias_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(person_id) = person else {
+        return Err(ApiError::invalid(BAD_RESET_TOKEN));
+    };
+    let updated_at: Timestamp = sqlx::query_scalar(
+        "INSERT INTO identity_credential (person_id, kind, secret_hash, created_at, updated_at) VALUES ($1, 'password', $2, $3, $3) \
+         ON CONFLICT (person_id) DO UPDATE SET kind = 'password', secret_hash = excluded.secret_hash, updated_at = excluded.updated_at RETURNING updated_at",
+    )
+    .bind(&person_id)
+    .bind(&hash)
+    .bind(now)
+    .fetch_one(&mut *tx)
+    .await?;
+    spend_reset_tokens(&mut tx, &person_id, now).await?;
+    tx.commit().await?;
+    Ok(ok(PasswordSet { changed: true, updated_at }))
+}
+
+/// Spends every open password-reset token of the person's aliases: once
+/// the password is set, none of them may set it again.
+async fn spend_reset_tokens(tx: &mut Tx, person_id: &str, now: Timestamp) -> ApiResult<()> {
+    sqlx::query(
+        "UPDATE identity_verification SET used_at = $1 WHERE purpose = $2 AND used_at IS NULL \
+         AND alias_id IN (SELECT alias_id FROM identity_alias WHERE person_id = $3)",
+    )
+    .bind(now)
+    .bind(PASSWORD_RESET)
+    .bind(person_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 /// The caller: a person (by JWT) or a key (by API key or exchanged token).
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]
@@ -924,6 +1097,113 @@ async fn me(MaybeCaller(caller): MaybeCaller) -> ApiResult<Data<CallerIdentity>>
         Caller::Operator(_) => return Err(ApiError::Unauthorized("tenant routes do not take the operator credential")),
     };
     Ok(ok(data))
+}
+
+/// A change of the caller's own password.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = PasswordChange)]
+struct ChangePassword {
+    /// The password in use now.
+    current_password: String,
+    /// At least 8 characters besides leading and trailing blanks; used as
+    /// sent (never trimmed).
+    #[schema(min_length = 8)]
+    new_password: String,
+}
+
+/// Changes the calling person's password, given the current one.
+///
+/// A wrong current password is 400 and counts against the person (after
+/// five, further attempts slow down: 429). Open password-reset tokens of the
+/// person are spent. Tokens already issued stay valid until they expire.
+#[utoipa::path(post, path = "/api/me/password", tag = "sdk-identity", request_body = ChangePassword,
+    extensions(("x-concurrency" = json!({"outcome": "one-wins", "events": 0, "body": {"current_password": "correct horse battery", "new_password": "correct horse battery"}}))),
+    responses((status = 200, description = "the password, changed", body = Data<PasswordSet>), (status = 503, description = "Busy: password hashing is at its bound (Retry-After)", body = ErrorBody)))]
+async fn change_password(State(state): State<AppState>, Person(claims): Person, body: Body<ChangePassword>) -> ApiResult<Data<PasswordSet>> {
+    let body = body.checked()?;
+    let person_id = claims.sub.as_str();
+    let keys = [throttle::Key::account(&state, "password", person_id, CHANGE_FREE_PER_ACCOUNT)];
+    let failed_before = throttle::check(&state, &keys).await?;
+    let stored: Option<String> = sqlx::query_scalar(
+        "SELECT c.secret_hash FROM identity_credential c JOIN identity_person p ON p.person_id = c.person_id WHERE c.person_id = $1 AND p.erased_at IS NULL",
+    )
+    .bind(person_id)
+    .fetch_optional(&state.db.read)
+    .await?;
+    let valid = password::verify(password::Lane::Shared, body.current_password, stored.clone()).await?;
+    let (true, Some(stored)) = (valid, stored) else {
+        throttle::fail(&state, &keys).await?;
+        return Err(ApiError::invalid("current_password is not the person's password"));
+    };
+    if failed_before {
+        throttle::clear(&state, &keys[0]).await?;
+    }
+    let hash = password::hash(body.new_password).await?;
+    let mut tx = state.db.begin().await?;
+    let now = Timestamp::now();
+    // Set only over the hash the current password was checked against: of
+    // two changes at once, one sets it and the other finds it changed.
+    let updated_at: Option<Timestamp> =
+        sqlx::query_scalar("UPDATE identity_credential SET secret_hash = $1, updated_at = $2 WHERE person_id = $3 AND secret_hash = $4 RETURNING updated_at")
+            .bind(&hash)
+            .bind(now)
+            .bind(person_id)
+            .bind(&stored)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let updated_at = updated_at.ok_or_else(|| ApiError::Conflict("the password was changed meanwhile: give the current one again".into()))?;
+    spend_reset_tokens(&mut tx, person_id, now).await?;
+    tx.commit().await?;
+    Ok(ok(PasswordSet { changed: true, updated_at }))
+}
+
+/// A change of the caller's own person attributes.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = PersonUpdate)]
+struct UpdateMe {
+    /// The name tokens carry from the next login on (1 to 200 characters,
+    /// trimmed).
+    #[schema(min_length = 1, max_length = 200)]
+    display_name: Option<String>,
+}
+
+/// The calling person's attributes, as sealed on the person row.
+#[derive(Serialize, ToSchema)]
+struct PersonAttributes {
+    person_id: String,
+    email: Option<String>,
+    display_name: Option<String>,
+}
+
+/// Changes the calling person's display name (sealed under the person's
+/// data key; tokens carry it from the next login on).
+///
+/// Only a person's token: keys are refused (403). The tenants' profile
+/// bands are theirs to write (`PUT /api/profiles/...`).
+#[utoipa::path(patch, path = "/api/me", tag = "sdk-identity", request_body = UpdateMe,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "events": 0, "body": {"display_name": "Ada Admin"}}))),
+    responses((status = 200, description = "the person", body = Data<PersonAttributes>)))]
+async fn update_me(State(state): State<AppState>, Person(claims): Person, body: Body<UpdateMe>) -> ApiResult<Data<PersonAttributes>> {
+    let body = body.checked()?;
+    let person_id = claims.sub.as_str();
+    let Some(display_name) = Check::optional(&body.display_name) else {
+        return Err(ApiError::invalid("give at least one of: display_name"));
+    };
+    let mut tx = state.db.begin().await?;
+    let key = person_key(&mut tx, &state.master, person_id).await?.ok_or_else(|| ApiError::Conflict("the person has been erased".into()))?;
+    // The envelope holds the display name alone: it is replaced whole, in one statement.
+    let profile = key.seal(json!({ "display_name": display_name }).to_string().as_bytes(), person_id.as_bytes());
+    let done = sqlx::query("UPDATE identity_person SET profile_envelope = $1 WHERE person_id = $2 AND erased_at IS NULL")
+        .bind(profile)
+        .bind(person_id)
+        .execute(&mut *tx)
+        .await?;
+    if done.rows_affected() == 0 {
+        return Err(ApiError::Conflict("the person has been erased".into()));
+    }
+    tx.commit().await?;
+    let (email, display_name) = person_attributes(&state, person_id).await?;
+    Ok(ok(PersonAttributes { person_id: person_id.to_string(), email, display_name }))
 }
 
 /// A JSON Web Key Set (RFC 7517), not in the `data` envelope.

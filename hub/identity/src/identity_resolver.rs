@@ -18,7 +18,12 @@ use crate::{auth, personas, tenancy};
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(propose)).routes(routes!(get_link)).routes(routes!(steward_review)).routes(routes!(verdict)).routes(routes!(unmerge))
+    OpenApiRouter::new()
+        .routes(routes!(propose, list_links))
+        .routes(routes!(get_link))
+        .routes(routes!(steward_review))
+        .routes(routes!(verdict))
+        .routes(routes!(unmerge))
 }
 
 /// A steward's verdict on a review step: `approve` merges the pair,
@@ -193,6 +198,55 @@ async fn propose(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<
     audit::record(&mut tx, &ctx, events::LINK_PROPOSED, payload).await?;
     tx.commit().await?;
     Ok(created(link))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct LinkFilter {
+    #[param(inline)]
+    status: Option<LinkStatus>,
+    /// Links naming this person, as person_id_a or person_id_b.
+    #[param(format = "uuid")]
+    person_id: Option<String>,
+    /// Links with a review step waiting for, or decided by, this steward
+    /// persona (the steward's queue: with `status=in_review`).
+    #[param(format = "uuid")]
+    approver_persona_id: Option<String>,
+}
+
+/// The links of the caller's tenant, each with its review steps, newest
+/// first.
+#[utoipa::path(get, path = "/api/identity-resolver/links", tag = "sdk-identity-resolver", params(LinkFilter, Page),
+    responses((status = 200, description = "one page of links", body = ListOf<Link>)))]
+async fn list_links(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<LinkFilter>) -> ApiResult<ListOf<Link>> {
+    let status = q.status.map_or("", LinkStatus::as_str);
+    let person = canonical_uuid_opt(&q.person_id).unwrap_or_default();
+    let approver = canonical_uuid_opt(&q.approver_persona_id).unwrap_or_default();
+    let listing = Listing {
+        table: "identity_link",
+        columns: COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR person_id_a = $3 OR person_id_b = $3) \
+                 AND ($4 = '' OR link_id IN (SELECT link_id FROM identity_link_step WHERE approver_persona_id = $4))",
+        order: "created_at DESC, link_id DESC",
+    };
+    let mut links = page.list::<Link>(&state.db.read, &listing, &[&ctx.tenant_id, status, &person, &approver]).await?;
+    // The page's steps in one read.
+    if !links.data.is_empty() {
+        let ids: Vec<String> = links.data.iter().map(|l| l.link_id.to_string()).collect();
+        let marks = (1..=ids.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+        let sql = format!("SELECT {STEP_COLUMNS} FROM identity_link_step WHERE link_id IN ({marks}) ORDER BY opened_at, step_id");
+        let mut query = sqlx::query_as::<_, Step>(sqlx::AssertSqlSafe(sql));
+        for id in &ids {
+            query = query.bind(id);
+        }
+        let steps = query.fetch_all(&state.db.read).await?;
+        for step in steps {
+            if let Some(link) = links.data.iter_mut().find(|l| l.link_id == step.link_id) {
+                link.steps.push(step);
+            }
+        }
+    }
+    Ok(links)
 }
 
 /// A link of the caller's tenant, with its review steps.

@@ -21,8 +21,8 @@ use hub_kernel::{
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(create))
-        .routes(routes!(get_one))
+        .routes(routes!(create, list))
+        .routes(routes!(get_one, update))
         .routes(routes!(shred))
         .routes(routes!(roles_of))
         .routes(routes!(create_under_membership))
@@ -36,9 +36,11 @@ stored_enum! {
 }
 
 stored_enum! {
-    /// Whether a persona still acts: `shredded` once its key is destroyed.
+    /// Whether a persona still acts: `revoked` once its membership is
+    /// revoked (it holds no permission), `shredded` once its key is
+    /// destroyed.
     #[schema(as = PersonaStatus)]
-    pub enum PersonaStatus { Active = "active", Shredded = "shredded" }
+    pub enum PersonaStatus { Active = "active", Revoked = "revoked", Shredded = "shredded" }
 }
 
 /// A persona: what everything downstream keys on.
@@ -323,6 +325,191 @@ async fn roles_of(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): 
     let roles = roles::held_by(&state.db.read, &persona).await?;
     let effective = keys::permissions(&state, &id).await?;
     Ok(ok(PersonaRoles { persona_id: id, roles, effective_permissions: effective.to_vec() }))
+}
+
+/// Queues the changes of a tenant's owners one after another (PostgreSQL's
+/// transaction lock on the tenant's name; SQLite has one writer): a route
+/// that may remove or demote an owner takes it before any row lock, so that
+/// two removals at once cannot each leave the other as the last owner.
+pub async fn queue_owner_changes(tx: &mut Tx, tenant_id: &str) -> ApiResult<()> {
+    db::change::serialize(tx, &format!("tenant-owners:{tenant_id}")).await
+}
+
+/// The personas a change takes the owner role from.
+pub enum Owners<'a> {
+    /// Every persona of a membership (its removal).
+    OfMembership(&'a str),
+    /// The personas of a membership whose primary role is the template (a
+    /// change of the membership's role).
+    OfMembershipWithRole(&'a str, &'a str),
+    /// One persona (a change of its primary role).
+    Persona(&'a str),
+}
+
+/// Refuses (409) a change that takes the owner role from the tenant's last
+/// owners. An owner is an active persona of an active membership whose
+/// primary role is a template named `owner` (the platform default or the
+/// tenant's own). Call after [`queue_owner_changes`], in the same
+/// transaction.
+pub async fn keep_an_owner(tx: &mut Tx, tenant_id: &str, owners: Owners<'_>) -> ApiResult<()> {
+    let (targeted, binds): (&str, Vec<&str>) = match owners {
+        Owners::OfMembership(m) => ("p.membership_id = $2", vec![m]),
+        Owners::OfMembershipWithRole(m, r) => ("p.membership_id = $2 AND p.primary_role_template_id = $3", vec![m, r]),
+        Owners::Persona(p) => ("p.persona_id = $2", vec![p]),
+    };
+    let sql = format!(
+        "SELECT COALESCE(SUM(CASE WHEN {targeted} THEN 1 ELSE 0 END), 0) AS targeted, COALESCE(SUM(CASE WHEN {targeted} THEN 0 ELSE 1 END), 0) AS others \
+         FROM persona_persona p JOIN tenant_membership m ON m.membership_id = p.membership_id \
+         JOIN tenant_role_template t ON t.role_template_id = p.primary_role_template_id \
+         WHERE p.tenant_id = $1 AND p.status = 'active' AND m.status = 'active' AND t.name = '{}'",
+        roles::OWNER
+    );
+    let mut query = sqlx::query_as::<_, (i64, i64)>(AssertSqlSafe(sql)).bind(tenant_id);
+    for b in binds {
+        query = query.bind(b);
+    }
+    let (targeted, others) = query.fetch_one(&mut **tx).await?;
+    if targeted > 0 && others == 0 {
+        return Err(ApiError::Conflict("the tenant's last owner cannot be removed or demoted: make another member an owner first".into()));
+    }
+    Ok(())
+}
+
+/// Revokes the active personas of a membership (its removal from the
+/// tenant); answers their ids, in order.
+pub async fn revoke_of_membership(tx: &mut Tx, membership_id: &str) -> ApiResult<Vec<String>> {
+    let mut ids: Vec<String> =
+        sqlx::query_scalar("UPDATE persona_persona SET status = 'revoked' WHERE membership_id = $1 AND status = 'active' RETURNING persona_id")
+            .bind(membership_id)
+            .fetch_all(&mut **tx)
+            .await?;
+    ids.sort();
+    Ok(ids)
+}
+
+/// Gives the active personas of a membership whose primary role is `old`
+/// the primary role `new` (a change of the membership's role).
+pub async fn reassign_primary(tx: &mut Tx, membership_id: &str, old: &str, new: &str) -> ApiResult<()> {
+    sqlx::query("UPDATE persona_persona SET primary_role_template_id = $3 WHERE membership_id = $1 AND status = 'active' AND primary_role_template_id = $2")
+        .bind(membership_id)
+        .bind(old)
+        .bind(new)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+const PERSONAS: Listing = Listing {
+    table: "persona_persona",
+    columns: COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR kind = $2) AND ($3 = '' OR membership_id = $3) AND ($4 = '' OR status = $4)",
+    order: "created_at DESC, persona_id DESC",
+};
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct PersonaFilter {
+    /// Only personas of this kind.
+    #[param(inline)]
+    kind: Option<PersonaKind>,
+    /// Only the personas of this membership.
+    #[param(format = "uuid")]
+    membership_id: Option<String>,
+    /// Only personas in this status.
+    #[param(inline)]
+    status: Option<PersonaStatus>,
+}
+
+/// The personas of the caller's tenant, newest first. Their attributes are
+/// not listed: `GET /api/personas/{persona_id}` opens them one at a time.
+#[utoipa::path(get, path = "/api/personas", tag = "sdk-persona", params(PersonaFilter, Page),
+    responses((status = 200, description = "one page of personas", body = ListOf<Persona>)))]
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<PersonaFilter>) -> ApiResult<ListOf<Persona>> {
+    let kind = q.kind.map_or("", PersonaKind::as_str);
+    let membership = canonical_uuid_opt(&q.membership_id).unwrap_or_default();
+    let status = q.status.map_or("", PersonaStatus::as_str);
+    page.list::<Persona>(&state.db.read, &PERSONAS, &[&ctx.tenant_id, kind, &membership, status]).await
+}
+
+/// A change of a persona: what is absent stays.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = PersonaChange)]
+struct PersonaChange {
+    /// A role template of the tenant's app; the caller must hold what it
+    /// confers and what the persona's current primary role confers.
+    #[schema(format = "uuid")]
+    primary_role_template_id: Option<String>,
+    /// Replaces the persona's attributes, sealed under its own data key.
+    #[schema(value_type = Option<Object>)]
+    attributes: Option<serde_json::Map<String, Value>>,
+}
+
+/// Changes an active persona's primary role or attributes (at least one is
+/// given). A change of role takes effect on the next request; the tenant's
+/// last owner cannot be demoted (409), a revoked or shredded persona cannot
+/// be changed (409).
+#[utoipa::path(patch, path = "/api/personas/{persona_id}", tag = "sdk-persona", request_body = PersonaChange,
+    params(("persona_id" = String, Path, description = "the persona")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/personas", { "kind": "human" }]], "body": { "attributes": { "title": "racer" } } }))),
+    responses((status = 200, description = "the persona", body = Data<Described>),
+        (status = 409, description = "Conflict: the persona is revoked or shredded, or is the tenant's last owner", body = ErrorBody)))]
+async fn update(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<PersonaChange>) -> ApiResult<Data<Described>> {
+    keys::require_grant(&state, &ctx, "persona.persona.write").await?;
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    queue_owner_changes(&mut tx, &ctx.tenant_id).await?;
+    // The persona's row stays locked until the change is committed: a
+    // shred or a grant at the same time queues behind it.
+    let status: PersonaStatus = PERSONA.lock(&mut tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
+    let body = body.checked()?;
+    let template = canonical_uuid_opt(&body.primary_role_template_id);
+    if template.is_none() && body.attributes.is_none() {
+        return Err(ApiError::invalid("give at least one of primary_role_template_id, attributes"));
+    }
+    if status != PersonaStatus::Active {
+        return Err(ApiError::Conflict(format!("the persona is {status}: only an active persona can be changed")));
+    }
+    let persona = find_in_tenant(&mut *tx, &ctx.tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
+    let changed_role = template.filter(|t| persona.primary_role_template_id.as_ref() != Some(t));
+    if let Some(t) = &changed_role {
+        if !roles::visible_template(&mut *tx, &ctx.tenant_id, &ctx.app_id, t).await? {
+            return Err(ApiError::invalid("primary_role_template_id does not name a role template of this tenant's app"));
+        }
+        // What the persona loses and what it gains: the caller holds both.
+        let mut confers = roles::template_permissions(&state, &ctx.tenant_id, t).await?;
+        if let Some(old) = &persona.primary_role_template_id {
+            confers.extend(roles::template_permissions(&state, &ctx.tenant_id, old).await?);
+        }
+        roles::contain(&state, &ctx, &confers, "the persona's primary role").await?;
+        if !roles::is_owner_template(&mut tx, t).await? {
+            keep_an_owner(&mut tx, &ctx.tenant_id, Owners::Persona(&id)).await?;
+        }
+    }
+    let attributes = body.attributes.map(Value::Object);
+    let sealed = match &attributes {
+        Some(a) => {
+            let key = DataKey::load(&mut *tx, &state.master, &persona.data_key_id)
+                .await?
+                .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the data key of active persona {id} is missing")))?;
+            Some(key.seal(a.to_string().as_bytes(), id.as_bytes()))
+        }
+        None => None,
+    };
+    let sql = format!(
+        "UPDATE persona_persona SET primary_role_template_id = COALESCE($3, primary_role_template_id), attributes_envelope = COALESCE($4, attributes_envelope) \
+         WHERE tenant_id = $1 AND persona_id = $2 AND status = 'active' RETURNING {COLUMNS}"
+    );
+    let persona: Persona = sqlx::query_as(AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(&changed_role).bind(sealed).fetch_one(&mut *tx).await?;
+    let payload = json!({ "persona_id": id, "primary_role_template_id": changed_role, "attributes_changed": attributes.is_some() });
+    audit::record(&mut tx, &ctx, events::PERSONA_UPDATED, payload).await?;
+    tx.commit().await?;
+    if changed_role.is_some() {
+        state.invalidate(Invalidation::Roles).await;
+    }
+    match attributes {
+        Some(attributes) => Ok(ok(Described { persona, attributes: Some(attributes) })),
+        None => Ok(ok(Described::open(&state, persona).await?)),
+    }
 }
 
 #[cfg(test)]

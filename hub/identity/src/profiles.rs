@@ -19,7 +19,7 @@ use hub_kernel::crypto::DataKey;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(get_band, put_band))
+    OpenApiRouter::new().routes(routes!(list_bands)).routes(routes!(get_band, put_band, delete_band))
 }
 
 stored_enum! {
@@ -129,6 +129,75 @@ async fn get_band(State(state): State<AppState>, Tenant(ctx): Tenant, Path((id, 
     tx.commit().await?;
     let fields = open(&row, key.as_ref())?;
     Ok(ok(answer(row, fields)))
+}
+
+/// The bands of an app identity whose person is a member of the caller's
+/// tenant, newest first (at most one of each kind).
+#[utoipa::path(get, path = "/api/profiles/{app_identity_id}/bands", tag = "sdk-profile",
+    params(("app_identity_id" = String, Path, description = "the app identity"), Page),
+    responses((status = 200, description = "one page of the identity's bands", body = ListOf<Band>)))]
+async fn list_bands(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, page: Page) -> ApiResult<ListOf<Band>> {
+    let mut tx = state.db.read.begin().await?;
+    let identity = visible(&mut tx, &ctx, &id).await?;
+    let total: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM profile_band WHERE app_identity_id = $1").bind(&identity.app_identity_id).fetch_one(&mut *tx).await?;
+    let sql = format!("SELECT {COLUMNS} FROM profile_band WHERE app_identity_id = $1 ORDER BY created_at DESC, band_id DESC LIMIT $2 OFFSET $3");
+    let rows: Vec<Row> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&identity.app_identity_id).bind(page.limit).bind(page.offset).fetch_all(&mut *tx).await?;
+    let key = auth::person_key(&mut tx, &state.master, &identity.person_id).await?;
+    tx.commit().await?;
+    let mut bands = Vec::with_capacity(rows.len());
+    for row in rows {
+        let fields = open(&row, key.as_ref())?;
+        bands.push(answer(row, fields).band);
+    }
+    Ok(list(bands, total))
+}
+
+/// A band of an app identity, cleared.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ProfileBandDeleted)]
+struct Cleared {
+    app_identity_id: String,
+    band_kind: BandKind,
+    /// The band that was removed.
+    band_id: Id,
+    /// `true`: the band and its sealed fields are gone (a later read is 404).
+    deleted: bool,
+}
+
+/// Clears one band of an app identity of the caller's tenant's app: the
+/// band and its sealed fields are deleted (the audit chain keeps only that
+/// it was cleared). A band the identity does not have is 404.
+#[utoipa::path(delete, path = "/api/profiles/{app_identity_id}/bands/{band_kind}", tag = "sdk-profile",
+    params(("app_identity_id" = String, Path, description = "the app identity"),
+        ("band_kind" = String, Path, description = "`profile`, `preference` or `notification_routing`")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "params": { "band_kind": "preference" },
+        "given": [["PUT", "/api/profiles/{app_identity_id}/bands/preference", { "fields": { "theme": "dark" } }]] }))),
+    responses((status = 200, description = "the band, deleted", body = Data<Cleared>)))]
+async fn delete_band(State(state): State<AppState>, Tenant(ctx): Tenant, Path((id, kind)): Path<(String, String)>) -> ApiResult<Data<Cleared>> {
+    let mut tx = state.db.begin().await?;
+    let identity = visible(&mut tx, &ctx, &id).await?;
+    if identity.app_id != ctx.app_id {
+        // Another app's identity: its bands are that app's to clear.
+        return Err(ApiError::NotFound);
+    }
+    let mut check = Check::new();
+    let kind = band_kind(&mut check, &kind);
+    check.finish()?;
+    let kind = kind.ok_or(ApiError::NotFound)?;
+    // The delete says whether this request removed the band: of two at
+    // once, the other finds none (404).
+    let band_id: Id = sqlx::query_scalar("DELETE FROM profile_band WHERE app_identity_id = $1 AND band_kind = $2 RETURNING band_id")
+        .bind(&identity.app_identity_id)
+        .bind(kind)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    let payload = json!({ "app_identity_id": identity.app_identity_id, "band_id": band_id, "band_kind": kind });
+    audit::record(&mut tx, &ctx, events::PROFILE_BAND_CLEARED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(Cleared { app_identity_id: identity.app_identity_id, band_kind: kind, band_id, deleted: true }))
 }
 
 /// A band's new content.

@@ -26,7 +26,11 @@ use hub_kernel::{
 };
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(create_template)).routes(routes!(assign)).routes(routes!(revoke))
+    OpenApiRouter::new()
+        .routes(routes!(create_template, list_templates))
+        .routes(routes!(get_template, update_template, delete_template))
+        .routes(routes!(assign, list_assignments))
+        .routes(routes!(revoke))
 }
 
 pub const OWNER: &str = "owner";
@@ -87,6 +91,14 @@ where
             .fetch_optional(exec)
             .await?;
     Ok(found.is_some())
+}
+
+/// Whether `role_template_id` is a template named `owner` (the platform
+/// default or a tenant's own of that name).
+pub async fn is_owner_template(tx: &mut Tx, role_template_id: &str) -> ApiResult<bool> {
+    let name: Option<String> =
+        sqlx::query_scalar("SELECT name FROM tenant_role_template WHERE role_template_id = $1").bind(role_template_id).fetch_optional(&mut **tx).await?;
+    Ok(name.as_deref() == Some(OWNER))
 }
 
 /// The names of the templates `ids`, by id, in one read.
@@ -309,6 +321,217 @@ async fn create_template(State(state): State<AppState>, Tenant(ctx): Tenant, bod
     Ok(created(template))
 }
 
+const TEMPLATES: Listing = Listing {
+    table: "tenant_role_template",
+    columns: TEMPLATE_COLUMNS,
+    filter: "app_id = $1 AND tenant_key IN ('', $2) AND ($3 = '' OR name = $3) \
+             AND ($4 = '' OR ($4 = 'platform' AND tenant_key = '') OR ($4 = 'tenant' AND tenant_key <> ''))",
+    order: "created_at DESC, role_template_id DESC",
+};
+
+stored_enum! {
+    /// Whose a role template is: the platform's default for the app, or
+    /// the tenant's own.
+    #[schema(as = RoleTemplateOwner)]
+    enum TemplateOwner { Platform = "platform", Tenant = "tenant" }
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct TemplateFilter {
+    /// Only templates of this name.
+    #[param(max_length = 200)]
+    name: Option<String>,
+    /// Only the platform's defaults, or only the tenant's own.
+    #[param(inline)]
+    owner: Option<TemplateOwner>,
+}
+
+/// The role templates the caller's tenant may use, newest first: the
+/// platform defaults of its app and its own (a tenant's template named
+/// after a default replaces that default for the tenant).
+#[utoipa::path(get, path = "/api/role-templates", tag = "sdk-persona", params(TemplateFilter, Page),
+    responses((status = 200, description = "one page of role templates", body = ListOf<Template>)))]
+async fn list_templates(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<TemplateFilter>) -> ApiResult<ListOf<Template>> {
+    let name = Check::optional(&q.name).unwrap_or_default();
+    let owner = q.owner.map_or("", TemplateOwner::as_str);
+    page.list::<Template>(&state.db.read, &TEMPLATES, &[&ctx.app_id, &ctx.tenant_id, &name, owner]).await
+}
+
+/// The template `id` if the caller's tenant may use it.
+async fn visible<'e, E>(exec: E, ctx: &TenantCtx, id: &str) -> ApiResult<Option<Template>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let sql = format!("SELECT {TEMPLATE_COLUMNS} FROM tenant_role_template WHERE role_template_id = $1 AND app_id = $2 AND tenant_key IN ('', $3)");
+    Ok(sqlx::query_as(AssertSqlSafe(sql)).bind(id).bind(&ctx.app_id).bind(&ctx.tenant_id).fetch_optional(exec).await?)
+}
+
+/// A role template the caller's tenant may use.
+#[utoipa::path(get, path = "/api/role-templates/{role_template_id}", tag = "sdk-persona",
+    params(("role_template_id" = String, Path, description = "the role template")),
+    responses((status = 200, description = "the template", body = Data<Template>)))]
+async fn get_template(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Template>> {
+    let id = path_id(&id)?.to_string();
+    Ok(ok(visible(&state.db.read, &ctx, &id).await?.ok_or(ApiError::NotFound)?))
+}
+
+/// The tenant's own template `id`, locked for the rest of the transaction;
+/// 409 for a platform default (which no tenant changes: a template of the
+/// same name replaces it), 404 for any other.
+async fn own_template(tx: &mut Tx, ctx: &TenantCtx, id: &str) -> ApiResult<Template> {
+    const TEMPLATE: Stateful = Stateful { noun: "role template", table: "tenant_role_template", key: "role_template_id", state: "name" };
+    if TEMPLATE.lock::<String>(tx, &ctx.tenant_id, id).await?.is_none() {
+        return Err(match visible(&mut **tx, ctx, id).await? {
+            Some(t) => ApiError::Conflict(format!("'{}' is a platform default: define a template of the same name to replace it for the tenant", t.name)),
+            None => ApiError::NotFound,
+        });
+    }
+    visible(&mut **tx, ctx, id).await?.ok_or(ApiError::NotFound)
+}
+
+/// A change of a role template: what is absent stays.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = RoleTemplateChange)]
+struct TemplateChange {
+    /// A role template of the app whose permissions this one inherits
+    /// (never itself or a template inheriting from it).
+    #[schema(format = "uuid")]
+    parent_role_template_id: Option<String>,
+    /// Replaces the permission map: scope pattern to boolean, `true`
+    /// grants. Only permissions the caller holds may be granted.
+    #[schema(value_type = Option<HashMap<String, bool>>)]
+    permissions: Option<Map<String, Value>>,
+}
+
+/// Whether `parent`'s chain of parents reaches `id` (so that `id`
+/// inheriting from `parent` would make a circle).
+async fn inherits_from(tx: &mut Tx, parent: &str, id: &str) -> ApiResult<bool> {
+    let mut next = Some(parent.to_string());
+    for _ in 0..32 {
+        let Some(at) = next.take() else { return Ok(false) };
+        if at == id {
+            return Ok(true);
+        }
+        next = sqlx::query_scalar::<_, Option<String>>("SELECT parent_role_template_id FROM tenant_role_template WHERE role_template_id = $1")
+            .bind(&at)
+            .fetch_optional(&mut **tx)
+            .await?
+            .flatten();
+    }
+    Ok(true)
+}
+
+/// Changes a role template of the caller's tenant: its permissions or its
+/// parent (at least one is given). Every holder's authority follows on the
+/// next request; the caller must hold what the template confers now and
+/// what it will confer (403 otherwise). A platform default is 409.
+#[utoipa::path(patch, path = "/api/role-templates/{role_template_id}", tag = "sdk-persona", request_body = TemplateChange,
+    params(("role_template_id" = String, Path, description = "the role template")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/role-templates", { "name": "t-{unique}", "permissions": { "crm.contact.read": true } }]],
+        "body": { "permissions": { "crm.contact.read": true, "crm.contact.write": true } } }))),
+    responses((status = 200, description = "the template", body = Data<Template>),
+        (status = 409, description = "Conflict: the template is a platform default", body = ErrorBody)))]
+async fn update_template(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<TemplateChange>) -> ApiResult<Data<Template>> {
+    keys::require_grant(&state, &ctx, "role-template.role-template.write").await?;
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let current = own_template(&mut tx, &ctx, &id).await?;
+    let body = body.checked()?;
+    let mut check = Check::new();
+    let parent = canonical_uuid_opt(&body.parent_role_template_id);
+    let given = body.permissions.is_some();
+    let permissions = body.permissions.map(|p| Value::Object(parse_permissions(Some(p), &mut check)).to_string());
+    if !given && parent.is_none() {
+        check.fail("give at least one of permissions, parent_role_template_id");
+    }
+    check.finish()?;
+    if let Some(p) = &parent {
+        if !visible_template(&mut *tx, &ctx.tenant_id, &ctx.app_id, p).await? {
+            return Err(ApiError::invalid("parent_role_template_id does not name a role template of this app"));
+        }
+        if inherits_from(&mut tx, p, &id).await? {
+            return Err(ApiError::invalid("parent_role_template_id would make the template inherit from itself"));
+        }
+    }
+    // What holders lose and what they gain: the caller holds both.
+    let mut confers = template_permissions(&state, &ctx.tenant_id, &id).await?;
+    confers.extend(granted_scopes(permissions.as_deref().unwrap_or(&current.permissions.0.to_string())));
+    if let Some(p) = parent.as_ref().or(current.parent_role_template_id.as_ref()) {
+        confers.extend(template_permissions(&state, &ctx.tenant_id, p).await?);
+    }
+    contain(&state, &ctx, &confers, "the role template").await?;
+    let sql = format!(
+        "UPDATE tenant_role_template SET permissions = COALESCE($3, permissions), parent_role_template_id = COALESCE($4, parent_role_template_id) \
+         WHERE role_template_id = $1 AND tenant_key = $2 RETURNING {TEMPLATE_COLUMNS}"
+    );
+    let template: Template = sqlx::query_as(AssertSqlSafe(sql)).bind(&id).bind(&ctx.tenant_id).bind(&permissions).bind(&parent).fetch_one(&mut *tx).await?;
+    let payload = json!({ "role_template_id": id, "name": template.name, "permissions": given.then(|| template.permissions.0.clone()), "parent_role_template_id": parent });
+    audit::record(&mut tx, &ctx, events::ROLE_TEMPLATE_UPDATED, payload).await?;
+    tx.commit().await?;
+    state.invalidate(Invalidation::Roles).await;
+    Ok(ok(template))
+}
+
+/// A deleted role template.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = DeletedRoleTemplate)]
+struct DeletedTemplate {
+    role_template_id: Id,
+    deleted: bool,
+}
+
+/// Whether a database error is a foreign-key violation (a row referencing
+/// the one being deleted was written meanwhile).
+fn referenced(e: &sqlx::Error) -> bool {
+    e.as_database_error().is_some_and(|d| d.kind() == sqlx::error::ErrorKind::ForeignKeyViolation)
+}
+
+/// Deletes a role template of the caller's tenant that nothing uses: no
+/// membership, persona or role grant (live or revoked, which the audit
+/// trail names) and no other template refers to it (409 otherwise; a
+/// platform default is 409 too). Deleting a tenant's template named after
+/// a platform default restores the default for the tenant, so the caller
+/// must hold what the default grants.
+#[utoipa::path(delete, path = "/api/role-templates/{role_template_id}", tag = "sdk-persona",
+    params(("role_template_id" = String, Path, description = "the role template")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/api/role-templates", { "name": "t-{unique}", "permissions": { "crm.contact.read": true } }]] }))),
+    responses((status = 200, description = "deleted", body = Data<DeletedTemplate>),
+        (status = 409, description = "Conflict: the template is in use, or a platform default", body = ErrorBody)))]
+async fn delete_template(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<DeletedTemplate>> {
+    keys::require_grant(&state, &ctx, "role-template.role-template.write").await?;
+    let id = Id(path_id(&id)?);
+    let mut tx = state.db.begin().await?;
+    let current = own_template(&mut tx, &ctx, &id.to_string()).await?;
+    let mut confers = template_permissions(&state, &ctx.tenant_id, &id.to_string()).await?;
+    if let Some(default) = template_named(&mut tx, "", &ctx.app_id, &current.name).await? {
+        confers.extend(template_permissions(&state, "", &default).await?);
+    }
+    contain(&state, &ctx, &confers, "deleting the role template").await?;
+    let deleted: Result<Option<String>, sqlx::Error> = sqlx::query_scalar(
+        "DELETE FROM tenant_role_template WHERE role_template_id = $1 AND tenant_key = $2 \
+         AND NOT EXISTS (SELECT 1 FROM tenant_membership m WHERE m.role_template_id = $1) \
+         AND NOT EXISTS (SELECT 1 FROM persona_persona p WHERE p.primary_role_template_id = $1) \
+         AND NOT EXISTS (SELECT 1 FROM persona_role_assignment a WHERE a.role_template_id = $1) \
+         AND NOT EXISTS (SELECT 1 FROM tenant_role_template c WHERE c.parent_role_template_id = $1) RETURNING role_template_id",
+    )
+    .bind(id)
+    .bind(&ctx.tenant_id)
+    .fetch_optional(&mut *tx)
+    .await;
+    let in_use = || ApiError::Conflict("the role template is in use: memberships, personas, role grants or other templates refer to it".into());
+    match deleted {
+        Ok(Some(_)) => {}
+        Ok(None) => return Err(in_use()),
+        Err(e) if referenced(&e) => return Err(in_use()),
+        Err(e) => return Err(e.into()),
+    }
+    audit::record(&mut tx, &ctx, events::ROLE_TEMPLATE_DELETED, json!({ "role_template_id": id, "name": current.name })).await?;
+    tx.commit().await?;
+    state.invalidate(Invalidation::Roles).await;
+    Ok(ok(DeletedTemplate { role_template_id: id, deleted: true }))
+}
+
 /// A role grant of a persona.
 // A role assignment as revoke answers it (without `granted_by`, which that
 // answer has never carried).
@@ -430,6 +653,49 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     tx.commit().await?;
     state.invalidate(Invalidation::Roles).await;
     Ok(ok(grant))
+}
+
+const ASSIGNMENTS: Listing = Listing {
+    table: "persona_role_assignment",
+    columns: "assignment_id, persona_id, role_template_id, granted_at, revoked_at, granted_by",
+    filter: "tenant_id = $1 AND ($2 = '' OR persona_id = $2) AND ($3 = '' OR role_template_id = $3) \
+             AND ($4 = '' OR ($4 = 'live' AND revoked_at IS NULL) OR ($4 = 'revoked' AND revoked_at IS NOT NULL))",
+    order: "granted_at DESC, assignment_id DESC",
+};
+
+stored_enum! {
+    /// Whether a grant still stands: `live`, or `revoked`.
+    #[schema(as = RoleAssignmentStatus)]
+    enum GrantStatus { Live = "live", Revoked = "revoked" }
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct AssignmentFilter {
+    /// Only the grants of this persona.
+    #[param(format = "uuid")]
+    persona_id: Option<String>,
+    /// Only the grants of this role (who holds it).
+    #[param(format = "uuid")]
+    role_template_id: Option<String>,
+    /// Only live grants, or only revoked ones.
+    #[param(inline)]
+    status: Option<GrantStatus>,
+}
+
+/// The role grants of the caller's tenant, newest first.
+#[utoipa::path(get, path = "/api/role-assignments", tag = "sdk-persona", params(AssignmentFilter, Page),
+    responses((status = 200, description = "one page of role grants", body = ListOf<Assignment>)))]
+async fn list_assignments(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    page: Page,
+    Params(q): Params<AssignmentFilter>,
+) -> ApiResult<ListOf<Assignment>> {
+    let persona = canonical_uuid_opt(&q.persona_id).unwrap_or_default();
+    let template = canonical_uuid_opt(&q.role_template_id).unwrap_or_default();
+    let status = q.status.map_or("", GrantStatus::as_str);
+    page.list::<Assignment>(&state.db.read, &ASSIGNMENTS, &[&ctx.tenant_id, &persona, &template, status]).await
 }
 
 stored_enum! {

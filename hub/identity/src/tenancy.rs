@@ -16,8 +16,12 @@ use hub_kernel::{
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(create_tenant))
+        .routes(routes!(create_tenant, list_tenants))
+        .routes(routes!(get_tenant, update_tenant))
         .routes(routes!(create_membership, list_memberships))
+        .routes(routes!(list_tenant_memberships))
+        .routes(routes!(update_membership))
+        .routes(routes!(revoke_membership))
         .routes(routes!(create_app_identity))
         .routes(routes!(get_app_identity))
         .routes(routes!(membership_for_app_identity))
@@ -75,6 +79,20 @@ where
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).fetch_optional(exec).await?)
 }
 
+stored_enum! {
+    /// Whether a membership admits its person to the tenant: `active` when
+    /// admitted, `revoked` once the person is removed (their personas in
+    /// the tenant are revoked with it and hold no permission).
+    #[schema(as = MembershipStatus)]
+    pub enum MembershipStatus { Active = "active", Revoked = "revoked" }
+}
+
+impl PartialEq<&str> for MembershipStatus {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// A person's membership of a tenant.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 pub struct Membership {
@@ -82,10 +100,10 @@ pub struct Membership {
     pub person_id: String,
     pub tenant_id: String,
     pub bu_id: Option<String>,
-    /// The starting role.
+    /// The membership's role: the primary role of the personas admitted
+    /// with it.
     pub role_template_id: Option<String>,
-    /// `active` when created.
-    pub status: String,
+    pub status: MembershipStatus,
     pub joined_at: Timestamp,
 }
 
@@ -126,14 +144,18 @@ where
 }
 
 /// Inserts an active membership of `person_id` in `tenant_id` holding
-/// `role_template_id`. The caller has checked that the person is not yet a
-/// member and that the role may be handed on.
+/// `role_template_id`, or re-admits a person whose membership was revoked
+/// (the same membership, active again with the new role; their revoked
+/// personas stay revoked). The caller has checked that the role may be
+/// handed on.
 pub async fn insert_membership(tx: &mut Tx, person_id: &str, tenant_id: &str, bu_id: Option<&str>, role_template_id: &str) -> ApiResult<Membership> {
     // The unique (person, tenant) decides: of two admissions of one person
     // at once, one is made and the other is 409.
     let sql = format!(
         "INSERT INTO tenant_membership (membership_id, person_id, tenant_id, bu_id, role_template_id, status, joined_at) \
-         VALUES ($1, $2, $3, $4, $5, 'active', $6) ON CONFLICT (person_id, tenant_id) DO NOTHING RETURNING {MEMBERSHIP_COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, 'active', $6) ON CONFLICT (person_id, tenant_id) DO UPDATE SET bu_id = excluded.bu_id, \
+         role_template_id = excluded.role_template_id, status = 'active', joined_at = excluded.joined_at \
+         WHERE tenant_membership.status = 'revoked' RETURNING {MEMBERSHIP_COLUMNS}"
     );
     let made: Option<Membership> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
@@ -592,8 +614,7 @@ struct MembershipEntry {
     #[sqlx(try_from = "i64")]
     has_app_identity: Flag,
     joined_at: Timestamp,
-    /// `active` when admitted.
-    status: String,
+    status: MembershipStatus,
 }
 
 /// The calling person's memberships, across tenants, oldest first.
@@ -760,4 +781,315 @@ async fn membership_for_app_identity(
     let admitted = admit(&state, &ctx, &mut tx, new).await?;
     tx.commit().await?;
     Ok(created(admitted))
+}
+
+/// The tenant `tenant_id` if the caller administers it: the caller's own
+/// tenant or a direct child of it (not its sandbox); `None` otherwise, which
+/// every route answers 404.
+async fn administered<'e, E>(exec: E, ctx: &TenantCtx, tenant_id: &str) -> ApiResult<Option<Tenant>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let sql = format!("SELECT {TENANT_COLUMNS} FROM tenant_tenant WHERE tenant_id = $1 AND (tenant_id = $2 OR (parent_tenant_id = $2 AND sandbox_of IS NULL))");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&ctx.tenant_id).fetch_optional(exec).await?)
+}
+
+/// The caller's tenant or one of its children.
+#[utoipa::path(get, path = "/api/tenants/{tenant_id}", tag = "sdk-tenant",
+    params(("tenant_id" = String, Path, description = "the caller's tenant or a direct child of it")),
+    responses((status = 200, description = "the tenant", body = Data<Tenant>)))]
+async fn get_tenant(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Path(id): Path<String>) -> ApiResult<Data<Tenant>> {
+    let id = path_id(&id)?.to_string();
+    Ok(ok(administered(&state.db.read, &ctx, &id).await?.ok_or(ApiError::NotFound)?))
+}
+
+const CHILDREN: Listing = Listing {
+    table: "tenant_tenant",
+    columns: TENANT_COLUMNS,
+    filter: "parent_tenant_id = $1 AND sandbox_of IS NULL AND ($2 = '' OR status = $2)",
+    order: "created_at DESC, tenant_id DESC",
+};
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct TenantFilter {
+    /// Only tenants in this status.
+    #[param(inline)]
+    status: Option<TenantStatus>,
+}
+
+/// The child tenants of the caller's tenant, newest first (its sandbox is
+/// not one of them).
+#[utoipa::path(get, path = "/api/tenants", tag = "sdk-tenant", params(TenantFilter, Page),
+    responses((status = 200, description = "one page of child tenants", body = ListOf<Tenant>)))]
+async fn list_tenants(
+    State(state): State<AppState>,
+    TenantCaller(ctx): TenantCaller,
+    page: Page,
+    Params(q): Params<TenantFilter>,
+) -> ApiResult<ListOf<Tenant>> {
+    let status = q.status.map_or("", TenantStatus::as_str);
+    page.list::<Tenant>(&state.db.read, &CHILDREN, &[&ctx.tenant_id, status]).await
+}
+
+/// A change of a tenant: what is absent stays.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = TenantChange)]
+struct TenantChange {
+    #[schema(min_length = 1, max_length = 200)]
+    display_name: Option<String>,
+    #[schema(min_length = 1, max_length = 253)]
+    brand_domain: Option<String>,
+    /// Replaces the tenant's module subscriptions: at most 100 names of
+    /// 1-128 characters.
+    #[schema(max_items = 100)]
+    module_subscriptions: Option<Vec<String>>,
+}
+
+/// Changes the display name, brand domain or module subscriptions of the
+/// caller's tenant or a child of it (what is absent stays; at least one is
+/// given). The tenant's sandbox follows its name and subscriptions.
+#[utoipa::path(patch, path = "/api/tenants/{tenant_id}", tag = "sdk-tenant", request_body = TenantChange,
+    params(("tenant_id" = String, Path, description = "the caller's tenant or a direct child of it")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/tenants", { "app_id": "a-{unique}", "display_name": "Races child" }]],
+        "body": { "display_name": "Races child, renamed", "module_subscriptions": ["crm"] } }))),
+    responses((status = 200, description = "the tenant", body = Data<Tenant>)))]
+async fn update_tenant(
+    State(state): State<AppState>,
+    TenantCaller(ctx): TenantCaller,
+    Path(id): Path<String>,
+    body: Body<TenantChange>,
+) -> ApiResult<Data<Tenant>> {
+    keys::require_grant(&state, &ctx, "tenant.tenant.write").await?;
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    administered(&mut *tx, &ctx, &id).await?.ok_or(ApiError::NotFound)?;
+    let body = body.checked()?;
+    let mut check = Check::new();
+    let display_name = body.display_name.as_deref().map(str::trim);
+    let brand_domain = body.brand_domain.as_deref().map(str::trim);
+    if let Some(m) = &body.module_subscriptions
+        && m.iter().any(|s| s.trim().is_empty() || s.chars().count() > 128)
+    {
+        check.fail("module_subscriptions must be names of 1-128 characters");
+    }
+    if display_name.is_none() && brand_domain.is_none() && body.module_subscriptions.is_none() {
+        check.fail("give at least one of display_name, brand_domain, module_subscriptions");
+    }
+    check.finish()?;
+    let modules = body.module_subscriptions.as_ref().map(|m| json!(m.iter().map(|s| s.trim()).collect::<Vec<_>>()).to_string());
+    let sql = format!(
+        "UPDATE tenant_tenant SET display_name = COALESCE($2, display_name), brand_domain = COALESCE($3, brand_domain), \
+         module_subscriptions = COALESCE($4, module_subscriptions) WHERE tenant_id = $1 RETURNING {TENANT_COLUMNS}"
+    );
+    let tenant: Tenant = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(display_name).bind(brand_domain).bind(&modules).fetch_one(&mut *tx).await?;
+    sqlx::query(
+        "UPDATE tenant_tenant SET display_name = COALESCE($2 || ' (sandbox)', display_name), module_subscriptions = COALESCE($3, module_subscriptions) \
+         WHERE sandbox_of = $1",
+    )
+    .bind(&id)
+    .bind(display_name)
+    .bind(&modules)
+    .execute(&mut *tx)
+    .await?;
+    let payload = json!({
+        "tenant_id": id, "display_name": display_name, "brand_domain": brand_domain,
+        "module_subscriptions": body.module_subscriptions.is_some().then(|| tenant.module_subscriptions.0.clone()),
+    });
+    audit::record(&mut tx, &ctx, events::TENANT_UPDATED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(tenant))
+}
+
+const MEMBERS: Listing = Listing {
+    table: "tenant_membership",
+    columns: MEMBERSHIP_COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR bu_id = $2) AND ($3 = '' OR role_template_id = $3) AND ($4 = '' OR status = $4)",
+    order: "joined_at DESC, membership_id DESC",
+};
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct MemberFilter {
+    /// Only members of this business unit.
+    #[param(max_length = 200)]
+    bu_id: Option<String>,
+    /// Only members holding this role.
+    #[param(format = "uuid")]
+    role_template_id: Option<String>,
+    /// Only memberships in this status.
+    #[param(inline)]
+    status: Option<MembershipStatus>,
+}
+
+/// The memberships of the caller's tenant or of a child of it, newest first.
+#[utoipa::path(get, path = "/api/tenants/{tenant_id}/memberships", tag = "sdk-tenant", params(("tenant_id" = String, Path, description = "the caller's tenant or a direct child of it"), MemberFilter, Page),
+    responses((status = 200, description = "one page of memberships", body = ListOf<Membership>)))]
+async fn list_tenant_memberships(
+    State(state): State<AppState>,
+    TenantCaller(ctx): TenantCaller,
+    Path(id): Path<String>,
+    page: Page,
+    q: Result<Params<MemberFilter>, ApiError>,
+) -> ApiResult<ListOf<Membership>> {
+    let id = path_id(&id)?.to_string();
+    administered(&state.db.read, &ctx, &id).await?.ok_or(ApiError::NotFound)?;
+    let Params(q) = q?;
+    let bu_id = Check::optional(&q.bu_id).unwrap_or_default();
+    let template = canonical_uuid_opt(&q.role_template_id).unwrap_or_default();
+    let status = q.status.map_or("", MembershipStatus::as_str);
+    page.list::<Membership>(&state.db.read, &MEMBERS, &[&id, &bu_id, &template, status]).await
+}
+
+/// The membership `membership_id` of a tenant the caller administers (its
+/// own or a direct child).
+async fn administered_membership(tx: &mut Tx, ctx: &TenantCtx, membership_id: &str) -> ApiResult<Membership> {
+    let sql = format!(
+        "SELECT {MEMBERSHIP_COLUMNS} FROM tenant_membership m WHERE membership_id = $1 AND (tenant_id = $2 OR EXISTS \
+         (SELECT 1 FROM tenant_tenant t WHERE t.tenant_id = m.tenant_id AND t.parent_tenant_id = $2 AND t.sandbox_of IS NULL))"
+    );
+    let found: Option<Membership> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(membership_id).bind(&ctx.tenant_id).fetch_optional(&mut **tx).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// Containment for a change to a member: the permissions the member's
+/// active personas hold now must each be held by the caller too (nobody
+/// takes away or rewrites an authority above their own).
+async fn contain_member(state: &AppState, tx: &mut Tx, ctx: &TenantCtx, membership_id: &str) -> ApiResult<()> {
+    let mut held = Vec::new();
+    for persona in personas::active_of_membership(&mut **tx, membership_id).await? {
+        held.extend(keys::permissions(state, &persona).await?.iter().cloned());
+    }
+    held.sort();
+    held.dedup();
+    roles::contain(state, ctx, &held, "the member's current roles").await
+}
+
+/// Removes a person from a tenant: the membership is `revoked` and every
+/// persona of it is revoked with it, so the person's tokens for the tenant
+/// hold no permission from the next request on, on every replica; they
+/// can no longer log in to it. The tenant's last owner cannot be removed
+/// (409). Repeating it answers the same. Only a member whose roles the
+/// caller holds can be removed (403 otherwise). A revoked person may be
+/// admitted again with `POST /api/memberships`.
+#[utoipa::path(post, path = "/api/memberships/{membership_id}/revoke", tag = "sdk-tenant",
+    params(("membership_id" = String, Path, description = "the membership")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }]] }))),
+    responses((status = 200, description = "the membership, revoked", body = Data<Membership>),
+        (status = 409, description = "Conflict: the membership holds the tenant's last owner", body = ErrorBody)))]
+async fn revoke_membership(State(state): State<AppState>, TenantCaller(ctx): TenantCaller, Path(id): Path<String>) -> ApiResult<Data<Membership>> {
+    keys::require_grant(&state, &ctx, "membership.membership.write").await?;
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let found = administered_membership(&mut tx, &ctx, &id).await?;
+    let tenant_id = found.tenant_id;
+    // Changes to a tenant's owners queue one after another, so two removals
+    // at once cannot each leave the other as the last owner.
+    personas::queue_owner_changes(&mut tx, &tenant_id).await?;
+    contain_member(&state, &mut tx, &ctx, &id).await?;
+    personas::keep_an_owner(&mut tx, &tenant_id, personas::Owners::OfMembership(&id)).await?;
+    let sql = format!(
+        "UPDATE tenant_membership SET status = 'revoked' WHERE membership_id = $1 AND tenant_id = $2 AND status = 'active' RETURNING {MEMBERSHIP_COLUMNS}"
+    );
+    let moved: Option<Membership> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(&tenant_id).fetch_optional(&mut *tx).await?;
+    let membership = match moved {
+        Some(m) => {
+            let revoked = personas::revoke_of_membership(&mut tx, &id).await?;
+            let payload = json!({ "membership_id": id, "tenant_id": tenant_id, "person_id": m.person_id, "persona_ids": revoked });
+            audit::record(&mut tx, &ctx, events::MEMBERSHIP_REVOKED, payload).await?;
+            m
+        }
+        // Revoked already (by a repeat, or by a removal at the same time):
+        // the membership as that one left it.
+        None => find_membership(&mut *tx, &tenant_id, &id).await?.ok_or(ApiError::NotFound)?,
+    };
+    tx.commit().await?;
+    // The revoked personas' cached permissions go on every replica.
+    state.invalidate(hub_kernel::state::Invalidation::Roles).await;
+    Ok(ok(membership))
+}
+
+/// A change of a membership: what is absent stays.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = MembershipChange)]
+struct MembershipChange {
+    #[schema(min_length = 1, max_length = 200)]
+    bu_id: Option<String>,
+    /// A role template of the tenant's app, conferring only permissions
+    /// the caller holds. The membership's personas whose primary role was
+    /// the membership's role take the new one.
+    #[schema(format = "uuid")]
+    role_template_id: Option<String>,
+}
+
+/// Changes a member's business unit or role (at least one is given). A
+/// change of role takes effect on the next request; the tenant's last owner
+/// cannot be demoted (409), a revoked membership cannot be changed (409),
+/// and the caller must hold both the member's current roles and the new
+/// role (403 otherwise).
+#[utoipa::path(patch, path = "/api/memberships/{membership_id}", tag = "sdk-tenant", request_body = MembershipChange,
+    params(("membership_id" = String, Path, description = "the membership")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/auth/register", { "email": "m-{unique}@races.example.com", "password": "correct horse battery", "display_name": "Twin" }], ["POST", "/api/memberships", { "person_id": "{person_id}" }]],
+        "body": { "bu_id": "races" } }))),
+    responses((status = 200, description = "the membership", body = Data<Membership>),
+        (status = 409, description = "Conflict: the membership is revoked, or holds the tenant's last owner", body = ErrorBody)))]
+async fn update_membership(
+    State(state): State<AppState>,
+    TenantCaller(ctx): TenantCaller,
+    Path(id): Path<String>,
+    body: Body<MembershipChange>,
+) -> ApiResult<Data<Membership>> {
+    keys::require_grant(&state, &ctx, "membership.membership.write").await?;
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let tenant_id = administered_membership(&mut tx, &ctx, &id).await?.tenant_id;
+    personas::queue_owner_changes(&mut tx, &tenant_id).await?;
+    // Read again behind the queue: the role as the last change left it.
+    let found = find_membership(&mut *tx, &tenant_id, &id).await?.ok_or(ApiError::NotFound)?;
+    let body = body.checked()?;
+    let mut check = Check::new();
+    let bu_id = body.bu_id.as_deref().map(str::trim);
+    let template = canonical_uuid_opt(&body.role_template_id);
+    if bu_id.is_none() && template.is_none() {
+        check.fail("give at least one of bu_id, role_template_id");
+    }
+    check.finish()?;
+    let tenant = find(&mut *tx, &found.tenant_id).await?.ok_or(ApiError::NotFound)?;
+    let changed_role = template.as_ref().filter(|t| found.role_template_id.as_ref() != Some(*t));
+    if let Some(t) = changed_role {
+        if !roles::visible_template(&mut *tx, &tenant.tenant_id, &tenant.app_id, t).await? {
+            return Err(ApiError::invalid("role_template_id does not name a role template of the tenant's app"));
+        }
+        // What the member loses and what they gain: the caller holds both.
+        let mut confers = roles::template_permissions(&state, &tenant.tenant_id, t).await?;
+        if let Some(old) = &found.role_template_id {
+            confers.extend(roles::template_permissions(&state, &tenant.tenant_id, old).await?);
+        }
+        roles::contain(&state, &ctx, &confers, "the membership's role").await?;
+        // Demoting an owner: the tenant keeps one.
+        if !roles::is_owner_template(&mut tx, t).await?
+            && let Some(old) = &found.role_template_id
+        {
+            personas::keep_an_owner(&mut tx, &tenant.tenant_id, personas::Owners::OfMembershipWithRole(&id, old)).await?;
+        }
+    }
+    let sql = format!(
+        "UPDATE tenant_membership SET bu_id = COALESCE($3, bu_id), role_template_id = COALESCE($4, role_template_id) \
+         WHERE membership_id = $1 AND tenant_id = $2 AND status = 'active' RETURNING {MEMBERSHIP_COLUMNS}"
+    );
+    let moved: Option<Membership> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&id).bind(&tenant.tenant_id).bind(bu_id).bind(&template).fetch_optional(&mut *tx).await?;
+    let Some(membership) = moved else {
+        return Err(ApiError::Conflict("the membership is revoked: only an active membership can be changed".into()));
+    };
+    if let (Some(new), Some(old)) = (changed_role, &found.role_template_id) {
+        personas::reassign_primary(&mut tx, &id, old, new).await?;
+    }
+    let payload = json!({ "membership_id": id, "tenant_id": tenant.tenant_id, "bu_id": bu_id, "role_template_id": changed_role });
+    audit::record(&mut tx, &ctx, events::MEMBERSHIP_UPDATED, payload).await?;
+    tx.commit().await?;
+    if changed_role.is_some() {
+        state.invalidate(hub_kernel::state::Invalidation::Roles).await;
+    }
+    Ok(ok(membership))
 }

@@ -20,7 +20,7 @@ use hub_kernel::{gate::keys, state::Invalidation, validate::MAX_CLOCK_SKEW_SECON
 use crate::tenancy;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(get_offboarding, start_offboarding))
+    OpenApiRouter::new().routes(routes!(get_offboarding, start_offboarding, update_offboarding)).routes(routes!(cancel_offboarding))
 }
 
 /// The retention deadline when the request names none, in days from now.
@@ -197,6 +197,118 @@ async fn get_offboarding(State(state): State<AppState>, Tenant(ctx): Tenant, Pat
     let tenant_id = owned(&state, &ctx, &id).await?;
     let row = find(&state.db.read, &tenant_id).await?;
     Ok(ok(Offboarding::of(tenant_id, row)))
+}
+
+/// Why a cancel or a change of `tenant_id`'s offboarding wrote nothing:
+/// not started (409), passed (409), or started by the caller's parent,
+/// which the caller may not undo (403).
+async fn unchanged(tx: &mut Tx, tenant_id: &str, what: &str) -> ApiError {
+    match find(&mut **tx, tenant_id).await {
+        Err(e) => e,
+        Ok(None) => ApiError::Conflict(format!("the offboarding of this tenant has not started: only a started offboarding can be {what}")),
+        Ok(Some(r)) if r.deadline_at <= Timestamp::now() => ApiError::Conflict(format!(
+            "the tenant is offboarded: its deadline passed at {}; only an offboarding before its deadline can be {what}",
+            r.deadline_at
+        )),
+        Ok(Some(_)) => ApiError::forbidden(format!("the offboarding of this tenant was started by its parent tenant: only the parent can have it {what}")),
+    }
+}
+
+/// Who may undo or move an offboarding, as a condition over `$1` (the
+/// tenant) and `$2` (the caller's tenant): the tenant's parent, or the
+/// tenant itself when it started its own (a tenant its parent offboards
+/// cannot undo that).
+const MAY_CHANGE: &str = "(tenant_id <> $2 OR started_by_tenant_id = $2)";
+
+/// Cancels the offboarding of the caller's tenant or of a child of it
+/// before its deadline: the tenant is `not_started` again (status `trial`)
+/// and its credentials keep working.
+///
+/// Not started, or past its deadline: 409. A tenant whose parent started
+/// its offboarding cannot cancel it (403): the parent can.
+#[utoipa::path(post, path = "/api/tenants/{tenant_id}/offboarding/cancel", tag = "sdk-tenant-lifecycle",
+    params(("tenant_id" = String, Path, description = "the caller's tenant or a direct child of it")),
+    extensions(("x-concurrency" = json!({"outcome": "one-wins", "given": [["POST", "/api/tenants", {"app_id": "a-{unique}", "display_name": "Races child"}], ["POST", "/api/tenants/{tenant_id}/offboarding", {"reason": "races"}]]}))),
+    responses((status = 200, description = "cancelled: the state is `not_started`", body = Data<Offboarding>)))]
+async fn cancel_offboarding(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Offboarding>> {
+    let tenant_id = owned(&state, &ctx, &id).await?;
+    keys::require_grant(&state, &ctx, "tenant.tenant.write").await?;
+    let mut tx = state.db.begin().await?;
+    let now = db::now();
+    // The row goes only while its deadline is ahead, decided by the delete
+    // itself: of two cancels at once, or a cancel and the sweep, one wins.
+    let sql = format!("DELETE FROM tenant_offboarding WHERE tenant_id = $1 AND {MAY_CHANGE} AND completed_at IS NULL AND deadline_at > $3 RETURNING {COLUMNS}");
+    let gone: Option<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&tenant_id).bind(&ctx.tenant_id).bind(&now).fetch_optional(&mut *tx).await?;
+    let Some(row) = gone else {
+        return Err(unchanged(&mut tx, &tenant_id, "cancelled").await);
+    };
+    tenancy::set_status(&mut tx, &tenant_id, tenancy::TenantStatus::Trial).await?;
+    let fact = json!({ "tenant_id": tenant_id, "started_at": row.started_at, "deadline_at": row.deadline_at, "cancelled_by_tenant_id": ctx.tenant_id });
+    audit::record(&mut tx, &ctx, events::TENANT_OFFBOARDING_CANCELLED, fact).await?;
+    tx.commit().await?;
+    state.invalidate(Invalidation::Tenants).await;
+    Ok(ok(Offboarding::of(tenant_id, None)))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = TenantOffboardingUpdate)]
+struct UpdateOffboarding {
+    /// RFC 3339: the new deadline, bounded as when starting (at most 3650
+    /// days ahead; a time up to now means now: the credentials stop at once).
+    #[schema(format = DateTime)]
+    deadline_at: Option<String>,
+    #[schema(max_length = 500)]
+    reason: Option<String>,
+}
+
+/// Moves the deadline of a started offboarding (or changes its reason)
+/// before the deadline has passed; absent fields stay.
+///
+/// Not started, or past its deadline: 409. A tenant whose parent started
+/// its offboarding cannot move it (403): the parent can.
+#[utoipa::path(patch, path = "/api/tenants/{tenant_id}/offboarding", tag = "sdk-tenant-lifecycle",
+    params(("tenant_id" = String, Path, description = "the caller's tenant or a direct child of it")), request_body = UpdateOffboarding,
+    extensions(("x-concurrency" = json!({"outcome": "independent", "given": [["POST", "/api/tenants", {"app_id": "a-{unique}", "display_name": "Races child"}], ["POST", "/api/tenants/{tenant_id}/offboarding", {"reason": "races"}]], "body": {"reason": "moved"}}))),
+    responses((status = 200, description = "the offboarding, changed", body = Data<Offboarding>)))]
+async fn update_offboarding(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    body: Body<UpdateOffboarding>,
+) -> ApiResult<Data<Offboarding>> {
+    let tenant_id = owned(&state, &ctx, &id).await?;
+    keys::require_grant(&state, &ctx, "tenant.tenant.write").await?;
+    let body = body.checked()?;
+    let mut check = Check::new();
+    let now = Utc::now();
+    let deadline = Check::optional(&body.deadline_at).map(|_| db::format_time(requested_deadline(&mut check, &body.deadline_at, now)));
+    let reason = Check::optional(&body.reason);
+    if deadline.is_none() && reason.is_none() {
+        check.fail("give at least one of: deadline_at, reason");
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "UPDATE tenant_offboarding SET deadline_at = COALESCE($4, deadline_at), reason = COALESCE($5, reason) \
+         WHERE tenant_id = $1 AND {MAY_CHANGE} AND completed_at IS NULL AND deadline_at > $3 RETURNING {COLUMNS}"
+    );
+    let row: Option<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&tenant_id)
+        .bind(&ctx.tenant_id)
+        .bind(db::format_time(now))
+        .bind(&deadline)
+        .bind(&reason)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(row) = row else {
+        return Err(unchanged(&mut tx, &tenant_id, "changed").await);
+    };
+    let fact = json!({ "tenant_id": tenant_id, "deadline_at": row.deadline_at, "deadline_moved": deadline.is_some(), "reason_changed": reason.is_some() });
+    audit::record(&mut tx, &ctx, events::TENANT_OFFBOARDING_UPDATED, fact).await?;
+    tx.commit().await?;
+    // Every replica's gate forgets the deadline it cached.
+    state.invalidate(Invalidation::Tenants).await;
+    Ok(ok(Offboarding::of(tenant_id, Some(row))))
 }
 
 /// When the credentials of `tenant_id` stop working: its offboarding

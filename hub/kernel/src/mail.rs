@@ -25,6 +25,17 @@ pub trait MailSender: Send + Sync {
     /// takes the same time whether or not the email is known (no account
     /// probing), and a delivery failure goes to the log, never the token.
     fn send_verification(&self, email: &str, token: &str, expires_at: &str);
+    /// Hands a password-reset token over for delivery, as
+    /// [`MailSender::send_verification`] does.
+    fn send_password_reset(&self, email: &str, token: &str, expires_at: &str);
+}
+
+/// What a message carries: the token of an email verification or of a
+/// password reset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    Verification,
+    PasswordReset,
 }
 
 /// Development mode only: writes the token to the server log (RULINGS 3).
@@ -33,6 +44,9 @@ pub struct LogMailSender;
 impl MailSender for LogMailSender {
     fn send_verification(&self, email: &str, token: &str, expires_at: &str) {
         tracing::info!(email, token, expires_at, "verification email (log sender, development mode)");
+    }
+    fn send_password_reset(&self, email: &str, token: &str, expires_at: &str) {
+        tracing::info!(email, token, expires_at, "password reset email (log sender, development mode)");
     }
 }
 
@@ -75,20 +89,38 @@ impl SmtpMailSender {
 
     /// Sends one verification message and waits for the relay's answer.
     pub async fn deliver(&self, email: &str, token: &str, expires_at: &str) -> anyhow::Result<()> {
+        self.deliver_for(Purpose::Verification, email, token, expires_at).await
+    }
+
+    /// Sends one message of `purpose` and waits for the relay's answer.
+    pub async fn deliver_for(&self, purpose: Purpose, email: &str, token: &str, expires_at: &str) -> anyhow::Result<()> {
         let to = email.parse::<Mailbox>().context("the recipient is not an email address")?;
+        let (subject, body) = match purpose {
+            Purpose::Verification => (
+                "Verify your email address",
+                format!(
+                    "Your email verification token is:\n\n    {token}\n\nIt can be used once, until {expires_at}.\n\
+                     If you did not ask to verify this address, ignore this message.\n"
+                ),
+            ),
+            Purpose::PasswordReset => (
+                "Reset your password",
+                format!(
+                    "Your password reset token is:\n\n    {token}\n\nIt can be used once, until {expires_at}.\n\
+                     If you did not ask to reset your password, ignore this message: your password stays as it is.\n"
+                ),
+            ),
+        };
         let message = Message::builder()
             .from(self.from.clone())
             .to(to)
-            .subject("Verify your email address")
+            .subject(subject)
             .message_id(Some(message_id(&self.from)))
             // RFC 2045: a message with MIME header fields says which MIME.
             .header(MIME_VERSION_1_0)
             .header(ContentType::TEXT_PLAIN)
-            .body(format!(
-                "Your email verification token is:\n\n    {token}\n\nIt can be used once, until {expires_at}.\n\
-                 If you did not ask to verify this address, ignore this message.\n"
-            ))
-            .context("building the verification message")?;
+            .body(body)
+            .context("building the message")?;
         self.transport.send(message).await.context("sending through the SMTP relay")?;
         Ok(())
     }
@@ -100,15 +132,26 @@ fn message_id(from: &Mailbox) -> String {
     format!("<{}@{}>", uuid::Uuid::new_v4().simple(), from.email.domain())
 }
 
-impl MailSender for SmtpMailSender {
-    fn send_verification(&self, email: &str, token: &str, expires_at: &str) {
+impl SmtpMailSender {
+    /// Delivers in the background: the caller's answer does not wait for
+    /// the relay, and a failure goes to the log, never the token.
+    fn spawn(&self, purpose: Purpose, email: &str, token: &str, expires_at: &str) {
         let (sender, email, token, expires_at) = (self.clone(), email.to_string(), token.to_string(), expires_at.to_string());
         tokio::spawn(async move {
-            match sender.deliver(&email, &token, &expires_at).await {
-                Ok(()) => tracing::debug!("verification email delivered"),
-                Err(e) => tracing::warn!(error = %format!("{e:#}"), "a verification email could not be delivered"),
+            match sender.deliver_for(purpose, &email, &token, &expires_at).await {
+                Ok(()) => tracing::debug!(?purpose, "email delivered"),
+                Err(e) => tracing::warn!(?purpose, error = %format!("{e:#}"), "an email could not be delivered"),
             }
         });
+    }
+}
+
+impl MailSender for SmtpMailSender {
+    fn send_verification(&self, email: &str, token: &str, expires_at: &str) {
+        self.spawn(Purpose::Verification, email, token, expires_at);
+    }
+    fn send_password_reset(&self, email: &str, token: &str, expires_at: &str) {
+        self.spawn(Purpose::PasswordReset, email, token, expires_at);
     }
 }
 

@@ -62,6 +62,18 @@ pub async fn index(tx: &mut Tx, tenant_id: &str, kind: &str, ref_id: &str, title
     Ok(())
 }
 
+/// Removes one resource of a tenant from the index (a deleted or erased
+/// resource), in the write's transaction.
+pub async fn remove(tx: &mut Tx, tenant_id: &str, kind: &str, ref_id: &str) -> ApiResult<()> {
+    sqlx::query("DELETE FROM search_document WHERE tenant_id = $1 AND kind = $2 AND ref_id = $3")
+        .bind(tenant_id)
+        .bind(kind)
+        .bind(ref_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 /// The words of a query, lowercased: what both backends match.
 pub fn words(query: &str) -> Vec<String> {
     query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).take(32).collect()

@@ -22,7 +22,7 @@ stored_enum! {
 stored_enum! {
     /// Where an approval request stands.
     #[schema(as = AdminApprovalRequestStatus)]
-    enum RequestStatus { Pending = "pending", Approved = "approved", Rejected = "rejected" }
+    enum RequestStatus { Pending = "pending", Approved = "approved", Rejected = "rejected", Cancelled = "cancelled" }
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]

@@ -3,7 +3,13 @@
 //! tenant.
 
 use hub_kernel::prelude::*;
-use hub_kernel::{audit::chain, gate::Operator};
+use hub_kernel::{
+    audit::{
+        chain,
+        entry::{self, AuditEntry},
+    },
+    gate::Operator,
+};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list)).routes(routes!(get_one)).routes(routes!(verify))
@@ -115,60 +121,6 @@ struct AuditEntrySummary {
     seq: i64,
 }
 
-/// One entry whole, hashes as lowercase hex.
-#[derive(Debug, FromRow, Serialize, ToSchema)]
-struct AuditEntry {
-    entry_id: Id,
-    tenant_id: String,
-    pool_index: i64,
-    seq: i64,
-    event_type: String,
-    actor_kind: String,
-    actor_id: String,
-    #[sqlx(try_from = "Option<String>")]
-    #[schema(value_type = Option<Value>)]
-    actor_chain: Document,
-    occurred_at: Timestamp,
-    retention_class: String,
-    #[sqlx(try_from = "Option<String>")]
-    #[schema(value_type = Option<Value>)]
-    payload: Document,
-    #[sqlx(try_from = "Vec<u8>")]
-    #[schema(value_type = String)]
-    payload_digest: Hex,
-    shredded_at: Option<Timestamp>,
-    #[sqlx(try_from = "Vec<u8>")]
-    #[schema(value_type = String)]
-    prev_hash: Hex,
-    #[sqlx(try_from = "Vec<u8>")]
-    #[schema(value_type = String)]
-    entry_hash: Hex,
-}
-
-/// A JSON document stored as text, shown as the document; text that is not
-/// JSON is shown as the text itself (the operator sees what is stored), and
-/// an absent one (a shredded payload) as null.
-#[derive(Debug, Serialize)]
-#[serde(transparent)]
-struct Document(Option<Value>);
-
-impl From<Option<String>> for Document {
-    fn from(text: Option<String>) -> Self {
-        Document(text.map(|s| serde_json::from_str(&s).unwrap_or(Value::String(s))))
-    }
-}
-
-/// Bytes shown as lowercase hex.
-#[derive(Debug, Serialize)]
-#[serde(transparent)]
-struct Hex(String);
-
-impl From<Vec<u8>> for Hex {
-    fn from(bytes: Vec<u8>) -> Self {
-        Hex(hex::encode(bytes))
-    }
-}
-
 /// Audit entries across tenants, newest first, filtered.
 ///
 /// Filtered by tenant, actor and time range; limit default 100, larger than
@@ -203,15 +155,7 @@ async fn list(State(state): State<AppState>, _: Operator, Params(q): Params<Entr
     responses((status = 200, description = "the entry", body = Data<AuditEntry>)))]
 async fn get_one(State(state): State<AppState>, _: Operator, Path(id): Path<String>) -> ApiResult<Data<AuditEntry>> {
     let id = path_id(&id)?.to_string();
-    let entry: AuditEntry = sqlx::query_as(
-        "SELECT entry_id, tenant_id, pool_index, seq, event_type, actor_kind, actor_id, actor_chain, occurred_at, retention_class, \
-         payload, payload_digest, shredded_at, prev_hash, entry_hash FROM audit_entry WHERE entry_id = $1",
-    )
-    .bind(&id)
-    .fetch_optional(&state.db.read)
-    .await?
-    .ok_or(ApiError::NotFound)?;
-    Ok(ok(entry))
+    Ok(ok(entry::find(&state.db.read, &id, None).await?.ok_or(ApiError::NotFound)?))
 }
 
 /// Verifies every audit chain of a tenant.

@@ -8,6 +8,7 @@ pub mod byok;
 pub mod data_credits;
 pub mod federation;
 mod fields;
+pub mod hardcaps;
 pub mod invoices;
 pub mod lineage;
 pub mod multi_region;
@@ -16,6 +17,7 @@ pub mod pricing;
 pub mod security;
 pub mod sovereign;
 pub mod storm;
+pub mod taxonomy;
 pub mod tenants;
 pub mod webhooks;
 
@@ -41,4 +43,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(apps::routes())
         .merge(byok::routes())
         .merge(data_credits::routes())
+        .merge(hardcaps::routes())
+        .merge(taxonomy::routes())
 }

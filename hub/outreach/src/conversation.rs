@@ -4,7 +4,8 @@
 //! for the purpose), the tenant's suppression list (addresses never to be
 //! written to on a channel), and the tenant's quiet hours. A channel's
 //! decision is the strictest of its rules': `deny` over `review` over
-//! `allow`.
+//! `allow`. A suppression is lifted by deleting it; the quiet hours are
+//! replaced or cleared.
 
 use std::collections::{HashMap, HashSet};
 
@@ -14,7 +15,11 @@ use hub_kernel::prelude::*;
 use crate::sequence::{CHANNELS, Channel};
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(compose_check)).routes(routes!(suppress, list_suppressions)).routes(routes!(set_quiet_hours, get_quiet_hours))
+    OpenApiRouter::new().routes(routes!(compose_check)).routes(routes!(suppress, list_suppressions)).routes(routes!(lift_suppression)).routes(routes!(
+        set_quiet_hours,
+        get_quiet_hours,
+        clear_quiet_hours
+    ))
 }
 
 /// Channels that interrupt: quiet hours cover them unless the tenant says otherwise.
@@ -140,6 +145,40 @@ async fn list_suppressions(
     page.list::<Suppression>(&state.db.read, &listing, &[&ctx.tenant_id, channel, &address]).await
 }
 
+/// The answer of a suppression's lifting.
+#[derive(Serialize, ToSchema)]
+#[schema(as = ConversationSuppressionLifted)]
+struct Lifted {
+    suppression_id: Id,
+    deleted: bool,
+}
+
+/// Lifts a suppression: the address may be written to on the channel
+/// again (a mistaken bounce, a subject who asked again). The row is
+/// deleted, the address with it; the event keeps the suppression's id and
+/// channel, never the address.
+#[utoipa::path(delete, path = "/api/conversations/suppressions/{suppression_id}", tag = "sdk-conversation",
+    params(("suppression_id" = String, Path, description = "the suppression")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404,
+        "given": [["POST", "/api/conversations/suppressions", { "channel": "email", "address": "s-{unique}@races.example.com", "reason": "race" }]] }))),
+    responses((status = 200, description = "deleted", body = Data<Lifted>)))]
+async fn lift_suppression(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Lifted>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    // The delete itself says whether this request removed the row: of two
+    // at once, the other finds nothing (404).
+    let gone: Option<(Id, Channel)> =
+        sqlx::query_as("DELETE FROM conversation_suppression WHERE tenant_id = $1 AND suppression_id = $2 RETURNING suppression_id, channel")
+            .bind(&ctx.tenant_id)
+            .bind(&id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let (suppression_id, channel) = gone.ok_or(ApiError::NotFound)?;
+    audit::record(&mut tx, &ctx, events::ADDRESS_UNSUPPRESSED, json!({ "suppression_id": suppression_id, "channel": channel })).await?;
+    tx.commit().await?;
+    Ok(ok(Lifted { suppression_id, deleted: true }))
+}
+
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct QuietHours {
     /// An IANA time zone (`Europe/Amsterdam`).
@@ -233,6 +272,32 @@ async fn quiet_hours(db: &Db, tenant_id: &str) -> ApiResult<Option<QuietHours>> 
     responses((status = 200, description = "the quiet hours", body = Data<QuietHours>), (status = 404, description = "NotFound: the tenant has set no quiet hours", body = ErrorBody)))]
 async fn get_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Data<QuietHours>> {
     Ok(ok(quiet_hours(&state.db, &ctx.tenant_id).await?.ok_or(ApiError::NotFound)?))
+}
+
+/// The answer of clearing the quiet hours.
+#[derive(Serialize, ToSchema)]
+#[schema(as = ConversationQuietHoursCleared)]
+struct Cleared {
+    deleted: bool,
+}
+
+/// Clears the tenant's quiet hours: no channel is quiet until they are set
+/// again (404 when none are set).
+#[utoipa::path(delete, path = "/api/conversations/quiet-hours", tag = "sdk-conversation",
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404,
+        "given": [["PUT", "/api/conversations/quiet-hours", { "timezone": "Europe/Amsterdam", "starts": "22:00", "ends": "07:00" }]] }))),
+    responses((status = 200, description = "deleted", body = Data<Cleared>),
+        (status = 404, description = "NotFound: the tenant has set no quiet hours", body = ErrorBody)))]
+async fn clear_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResult<Data<Cleared>> {
+    let mut tx = state.db.begin().await?;
+    let gone: Option<String> = sqlx::query_scalar("DELETE FROM conversation_quiet_hours WHERE tenant_id = $1 RETURNING tenant_id")
+        .bind(&ctx.tenant_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    gone.ok_or(ApiError::NotFound)?;
+    audit::record(&mut tx, &ctx, events::QUIET_HOURS_CLEARED, json!({ "cleared": true })).await?;
+    tx.commit().await?;
+    Ok(ok(Cleared { deleted: true }))
 }
 
 #[derive(Deserialize, ToSchema)]

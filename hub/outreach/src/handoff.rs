@@ -6,7 +6,7 @@
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(create, list)).routes(routes!(set_status))
+    OpenApiRouter::new().routes(routes!(create, list)).routes(routes!(get_handoff)).routes(routes!(set_status))
 }
 
 /// The statuses a handoff in `from` may move to.
@@ -172,4 +172,14 @@ async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Par
         order: "updated_at DESC, handoff_id DESC",
     };
     page.list::<Handoff>(&state.db.read, &listing, &[&ctx.tenant_id, status, &deal]).await
+}
+
+/// One handoff.
+#[utoipa::path(get, path = "/api/handoffs/{handoff_id}", tag = "sdk-handoff", params(("handoff_id" = String, Path, description = "the handoff")),
+    responses((status = 200, description = "the handoff", body = Data<Handoff>)))]
+async fn get_handoff(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Handoff>> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {COLUMNS} FROM handoff_handoff WHERE tenant_id = $1 AND handoff_id = $2");
+    let found: Option<Handoff> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(found.ok_or(ApiError::NotFound)?))
 }

@@ -17,7 +17,7 @@ use hub_kernel::{inbound::InboundHandler, prelude::*};
 use crate::sequence::Channel;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(send)).routes(routes!(list_receipts))
+    OpenApiRouter::new().routes(routes!(send, list)).routes(routes!(list_receipts)).routes(routes!(get_notification)).routes(routes!(receipts_of))
 }
 
 /// The kind whose inbound webhooks carry receipts.
@@ -298,4 +298,72 @@ async fn list_receipts(State(state): State<AppState>, Tenant(ctx): Tenant, Param
         order: "occurred_at DESC, receipt_id DESC",
     };
     page.list::<Receipt>(&state.db.read, &listing, &[&ctx.tenant_id, status]).await
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct Filter {
+    #[param(inline)]
+    status: Option<Status>,
+    #[param(inline)]
+    channel: Option<Channel>,
+}
+
+/// The tenant's notifications, newest first.
+#[utoipa::path(get, path = "/api/notifications", tag = "sdk-notification", params(Filter, Page),
+    responses((status = 200, description = "one page of notifications", body = ListOf<Notification>)))]
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<ListOf<Notification>> {
+    let status = q.status.map_or("", Status::as_str);
+    let channel = q.channel.map_or("", Channel::as_str);
+    let listing = Listing {
+        table: "notification_notification",
+        columns: COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR channel = $3)",
+        order: "created_at DESC, notification_id DESC",
+    };
+    page.list::<Notification>(&state.db.read, &listing, &[&ctx.tenant_id, status, channel]).await
+}
+
+async fn find(db: &Db, tenant_id: &str, id: &str) -> ApiResult<Notification> {
+    let id = path_id(id)?.to_string();
+    let sql = format!("SELECT {COLUMNS} FROM notification_notification WHERE tenant_id = $1 AND notification_id = $2");
+    let found: Option<Notification> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(&db.read).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// One notification, with its delivery status as its receipts settled it.
+#[utoipa::path(get, path = "/api/notifications/{notification_id}", tag = "sdk-notification",
+    params(("notification_id" = String, Path, description = "the notification")),
+    responses((status = 200, description = "the notification", body = Data<Notification>)))]
+async fn get_notification(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Notification>> {
+    Ok(ok(find(&state.db, &ctx.tenant_id, &id).await?))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ReceiptsOfFilter {
+    #[param(inline)]
+    status: Option<ReceiptStatus>,
+}
+
+/// The delivery receipts of one notification, newest first.
+#[utoipa::path(get, path = "/api/notifications/{notification_id}/receipts", tag = "sdk-notification",
+    params(("notification_id" = String, Path, description = "the notification"), ReceiptsOfFilter, Page),
+    responses((status = 200, description = "one page of the notification's receipts", body = ListOf<Receipt>)))]
+async fn receipts_of(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    Params(q): Params<ReceiptsOfFilter>,
+    page: Page,
+) -> ApiResult<ListOf<Receipt>> {
+    let notification = find(&state.db, &ctx.tenant_id, &id).await?.notification_id.to_string();
+    let status = q.status.map_or("", ReceiptStatus::as_str);
+    let listing = Listing {
+        table: "notification_receipt",
+        columns: RECEIPT_COLUMNS,
+        filter: "tenant_id = $1 AND notification_id = $2 AND ($3 = '' OR status = $3)",
+        order: "occurred_at DESC, receipt_id DESC",
+    };
+    page.list::<Receipt>(&state.db.read, &listing, &[&ctx.tenant_id, &notification, status]).await
 }

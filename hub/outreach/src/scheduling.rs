@@ -4,7 +4,10 @@
 //! (`PUT` of an iCalendar object with `If-None-Match: *`), updates it
 //! (`PUT` with the next `SEQUENCE`) or, for a cancelled appointment,
 //! removes it (`DELETE`). The object's URL and ETag are kept per
-//! (appointment, connection).
+//! (appointment, connection). A connection is renamed or given a new
+//! credential, and deleted with its credential and those records (the
+//! events stay on the calendar). A booked appointment's title, description
+//! and location change, moving its revision on like a reschedule.
 //!
 //! The calendar is called outside any database transaction (a slow server
 //! must not hold the writer); two pushes of one appointment at once may
@@ -18,8 +21,9 @@ use hub_platform::webhook::target;
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_connection, list_connections))
-        .routes(routes!(book))
-        .routes(routes!(get_appointment))
+        .routes(routes!(get_connection, update_connection, delete_connection))
+        .routes(routes!(book, list_appointments))
+        .routes(routes!(get_appointment, update_appointment))
         .routes(routes!(reschedule))
         .routes(routes!(cancel))
         .routes(routes!(push))
@@ -40,6 +44,7 @@ struct Connection {
     auth_scheme: AuthScheme,
     created_by: String,
     created_at: Timestamp,
+    updated_at: Timestamp,
 }
 
 stored_enum! {
@@ -48,7 +53,7 @@ stored_enum! {
     enum AuthScheme { Basic = "basic", Bearer = "bearer", None = "none" }
 }
 
-const CONNECTION_COLUMNS: &str = "connection_id, name, provider, collection_url, auth_scheme, created_by, created_at";
+const CONNECTION_COLUMNS: &str = "connection_id, name, provider, collection_url, auth_scheme, created_by, created_at, updated_at";
 
 /// What the sealed credential holds.
 #[derive(Serialize, Deserialize)]
@@ -56,6 +61,25 @@ struct Credential {
     username: Option<String>,
     password: Option<String>,
     token: Option<String>,
+}
+
+impl Credential {
+    /// The scheme the given fields make: username with password, a token,
+    /// or nothing; `None` for any other mix.
+    fn scheme(&self) -> Option<AuthScheme> {
+        match (&self.username, &self.password, &self.token) {
+            (None, None, None) => Some(AuthScheme::None),
+            (Some(_), Some(_), None) => Some(AuthScheme::Basic),
+            (None, None, Some(_)) => Some(AuthScheme::Bearer),
+            _ => None,
+        }
+    }
+
+    /// The credential sealed under the master key, bound to its connection.
+    fn seal(&self, state: &AppState, connection_id: &str) -> Vec<u8> {
+        let plain = serde_json::to_vec(self).expect("a credential serialises");
+        state.master.seal(&plain, &aad(connection_id))
+    }
 }
 
 fn aad(connection_id: &str) -> Vec<u8> {
@@ -103,28 +127,18 @@ async fn create_connection(State(state): State<AppState>, Tenant(ctx): Tenant, b
         Ok(u) => url = if u.as_str().ends_with('/') { u.to_string() } else { format!("{u}/") },
         Err(e) => check.fail(e.replacen("url", "collection_url", 1)),
     }
-    let username = Check::optional(&body.username);
-    let password = Check::optional(&body.password);
-    let token = Check::optional(&body.token);
-    let scheme = match (&username, &password, &token) {
-        (None, None, None) => AuthScheme::None,
-        (Some(_), Some(_), None) => AuthScheme::Basic,
-        (None, None, Some(_)) => AuthScheme::Bearer,
-        _ => {
-            check.fail("give username with password, or token, or neither");
-            AuthScheme::None
-        }
-    };
+    let credential = Credential { username: Check::optional(&body.username), password: Check::optional(&body.password), token: Check::optional(&body.token) };
+    let scheme = credential.scheme().unwrap_or_else(|| {
+        check.fail("give username with password, or token, or neither");
+        AuthScheme::None
+    });
     check.finish()?;
     let id = db::new_id();
-    let sealed = (scheme != AuthScheme::None).then(|| {
-        let credential = serde_json::to_vec(&Credential { username, password, token }).expect("a credential serialises");
-        state.master.seal(&credential, &aad(&id))
-    });
+    let sealed = (scheme != AuthScheme::None).then(|| credential.seal(&state, &id));
     let mut tx = state.db.begin().await?;
     let sql = format!(
-        "INSERT INTO scheduling_connection (connection_id, tenant_id, name, provider, collection_url, auth_scheme, credential_sealed, created_by, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {CONNECTION_COLUMNS}"
+        "INSERT INTO scheduling_connection (connection_id, tenant_id, name, provider, collection_url, auth_scheme, credential_sealed, created_by, created_at, \
+         updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) RETURNING {CONNECTION_COLUMNS}"
     );
     let connection: Connection = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&id)
@@ -151,6 +165,129 @@ async fn list_connections(State(state): State<AppState>, Tenant(ctx): Tenant, pa
     let listing =
         Listing { table: "scheduling_connection", columns: CONNECTION_COLUMNS, filter: "tenant_id = $1", order: "created_at DESC, connection_id DESC" };
     page.list::<Connection>(&state.db.read, &listing, &[&ctx.tenant_id]).await
+}
+
+async fn find_connection(exec: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Connection> {
+    let sql = format!("SELECT {CONNECTION_COLUMNS} FROM scheduling_connection WHERE tenant_id = $1 AND connection_id = $2");
+    let found: Option<Connection> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(id).fetch_optional(&mut **exec).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// One connection (never its credential).
+#[utoipa::path(get, path = "/api/scheduling/connections/{connection_id}", tag = "sdk-scheduling",
+    params(("connection_id" = String, Path, description = "the connection")),
+    responses((status = 200, description = "the connection", body = Data<Connection>)))]
+async fn get_connection(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Connection>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.read.begin().await?;
+    let connection = find_connection(&mut tx, &ctx.tenant_id, &id).await?;
+    tx.commit().await?;
+    Ok(ok(connection))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = SchedulingConnectionUpdate)]
+struct ConnectionUpdate {
+    #[schema(max_length = 200)]
+    name: Option<String>,
+    /// With `password`: a new HTTP Basic credential, replacing the old.
+    #[schema(max_length = 256)]
+    username: Option<String>,
+    #[schema(max_length = 1024)]
+    password: Option<String>,
+    /// Instead: a new bearer token, replacing the old credential.
+    #[schema(max_length = 4096)]
+    token: Option<String>,
+}
+
+/// Renames a connection or replaces its credential (a changed CalDAV
+/// password), sealed at rest as on create (what is absent stays; at least
+/// one is given).
+#[utoipa::path(patch, path = "/api/scheduling/connections/{connection_id}", tag = "sdk-scheduling", request_body = ConnectionUpdate,
+    params(("connection_id" = String, Path, description = "the connection")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent",
+        "given": [["POST", "/api/scheduling/connections", { "name": "race", "collection_url": "https://calendar.races.example.com/race/", "token": "t" }]],
+        "body": { "username": "race", "password": "new password" } }))),
+    responses((status = 200, description = "the connection", body = Data<Connection>)))]
+async fn update_connection(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    body: Body<ConnectionUpdate>,
+) -> ApiResult<Data<Connection>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    find_connection(&mut tx, &ctx.tenant_id, &id).await?;
+    let body = body.checked()?;
+    let name = Check::optional(&body.name);
+    let credential = Credential { username: Check::optional(&body.username), password: Check::optional(&body.password), token: Check::optional(&body.token) };
+    let scheme = match credential.scheme() {
+        Some(AuthScheme::None) if name.is_none() => return Err(ApiError::invalid("give at least one of name, username with password, token")),
+        Some(AuthScheme::None) => None,
+        Some(scheme) => Some(scheme),
+        None => return Err(ApiError::invalid("give username with password, or token")),
+    };
+    let now = db::now();
+    let connection: Connection = match scheme {
+        Some(scheme) => {
+            let sql = format!(
+                "UPDATE scheduling_connection SET name = COALESCE($3, name), auth_scheme = $4, credential_sealed = $5, updated_at = $6 \
+                 WHERE tenant_id = $1 AND connection_id = $2 RETURNING {CONNECTION_COLUMNS}"
+            );
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(&ctx.tenant_id)
+                .bind(&id)
+                .bind(&name)
+                .bind(scheme)
+                .bind(credential.seal(&state, &id))
+                .bind(&now)
+                .fetch_one(&mut *tx)
+                .await?
+        }
+        None => {
+            let sql = format!(
+                "UPDATE scheduling_connection SET name = $3, updated_at = $4 WHERE tenant_id = $1 AND connection_id = $2 RETURNING {CONNECTION_COLUMNS}"
+            );
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(&name).bind(&now).fetch_one(&mut *tx).await?
+        }
+    };
+    // The credential is never in the event: only that it changed.
+    let payload = json!({ "connection_id": id, "name_changed": name.is_some(), "credential_changed": scheme.is_some(), "auth_scheme": connection.auth_scheme });
+    audit::record(&mut tx, &ctx, events::SCHEDULING_CONNECTION_UPDATED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(connection))
+}
+
+/// The answer of a connection's delete.
+#[derive(Serialize, ToSchema)]
+#[schema(as = SchedulingConnectionDeleted)]
+struct ConnectionDeleted {
+    connection_id: Id,
+    deleted: bool,
+}
+
+/// Deletes a connection with its sealed credential and its record of the
+/// events pushed to its calendar (the events stay on the calendar server).
+#[utoipa::path(delete, path = "/api/scheduling/connections/{connection_id}", tag = "sdk-scheduling",
+    params(("connection_id" = String, Path, description = "the connection")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404,
+        "given": [["POST", "/api/scheduling/connections", { "name": "race", "collection_url": "https://calendar.races.example.com/race/", "token": "t" }]] }))),
+    responses((status = 200, description = "deleted", body = Data<ConnectionDeleted>)))]
+async fn delete_connection(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<ConnectionDeleted>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    sqlx::query("DELETE FROM scheduling_push WHERE tenant_id = $1 AND connection_id = $2").bind(&ctx.tenant_id).bind(&id).execute(&mut *tx).await?;
+    // The delete itself says whether this request removed the row: of two
+    // deletes at once, the other finds nothing (404).
+    let gone: Option<Id> = sqlx::query_scalar("DELETE FROM scheduling_connection WHERE tenant_id = $1 AND connection_id = $2 RETURNING connection_id")
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let connection_id = gone.ok_or(ApiError::NotFound)?;
+    audit::record(&mut tx, &ctx, events::SCHEDULING_CONNECTION_DELETED, json!({ "connection_id": connection_id })).await?;
+    tx.commit().await?;
+    Ok(ok(ConnectionDeleted { connection_id, deleted: true }))
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
@@ -227,7 +364,7 @@ async fn book(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<New
     check.finish()?;
     let mut tx = state.db.begin().await?;
     if let Some(c) = &contact {
-        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2")
+        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2 AND erased_at IS NULL")
             .bind(&ctx.tenant_id)
             .bind(c)
             .fetch_optional(&mut *tx)
@@ -275,6 +412,114 @@ where
     responses((status = 200, description = "the appointment", body = Data<Appointment>)))]
 async fn get_appointment(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Appointment>> {
     Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct AppointmentFilter {
+    /// Appointments that end after this time...
+    #[param(format = DateTime)]
+    from: Option<String>,
+    /// ...and start before this one.
+    #[param(format = DateTime)]
+    to: Option<String>,
+    #[param(inline)]
+    status: Option<AppointmentStatus>,
+    #[param(format = "uuid")]
+    contact_id: Option<String>,
+}
+
+/// The tenant's appointments in calendar order (by start), those that
+/// overlap `from`..`to` when given.
+#[utoipa::path(get, path = "/api/scheduling/appointments", tag = "sdk-scheduling", params(AppointmentFilter, Page),
+    responses((status = 200, description = "one page of appointments", body = ListOf<Appointment>)))]
+async fn list_appointments(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Params(q): Params<AppointmentFilter>,
+    page: Page,
+) -> ApiResult<ListOf<Appointment>> {
+    let mut check = Check::new();
+    let mut time = |name: &str, raw: &Option<String>| match Check::optional(raw) {
+        None => String::new(),
+        Some(raw) => db::parse_time(&raw).map(db::format_time).unwrap_or_else(|| {
+            check.fail(format!("{name} must be an RFC 3339 timestamp"));
+            String::new()
+        }),
+    };
+    let (from, to) = (time("from", &q.from), time("to", &q.to));
+    if !from.is_empty() && !to.is_empty() && to <= from {
+        check.fail("to must be after from");
+    }
+    check.finish()?;
+    let status = q.status.map_or("", AppointmentStatus::as_str);
+    let contact = canonical_uuid_opt(&q.contact_id).unwrap_or_default();
+    let listing = Listing {
+        table: "scheduling_appointment",
+        columns: APPOINTMENT_COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR ends_at > $2) AND ($3 = '' OR starts_at < $3) AND ($4 = '' OR status = $4) \
+                 AND ($5 = '' OR contact_id = $5)",
+        order: "starts_at ASC, appointment_id ASC",
+    };
+    page.list::<Appointment>(&state.db.read, &listing, &[&ctx.tenant_id, &from, &to, status, &contact]).await
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = SchedulingAppointmentUpdate)]
+struct AppointmentUpdate {
+    #[schema(max_length = 300)]
+    title: Option<String>,
+    #[schema(max_length = 4000)]
+    description: Option<String>,
+    #[schema(max_length = 500)]
+    location: Option<String>,
+}
+
+/// Changes a booked appointment's title, description or location (what
+/// is absent stays; at least one is given; 409 once cancelled); its
+/// revision moves on: push it to update the calendars. Its time moves with
+/// `reschedule`.
+#[utoipa::path(patch, path = "/api/scheduling/appointments/{appointment_id}", tag = "sdk-scheduling", request_body = AppointmentUpdate,
+    params(("appointment_id" = String, Path, description = "the appointment")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent",
+        "given": [["POST", "/api/scheduling/appointments", { "title": "race", "starts_at": "2027-01-01T09:00:00Z", "ends_at": "2027-01-01T10:00:00Z" }]],
+        "body": { "location": "room 2" } }))),
+    responses((status = 200, description = "the appointment", body = Data<Appointment>)))]
+async fn update_appointment(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    body: Body<AppointmentUpdate>,
+) -> ApiResult<Data<Appointment>> {
+    let mut tx = state.db.begin().await?;
+    let current = find(&mut *tx, &ctx.tenant_id, &id).await?;
+    let body = body.checked()?;
+    let title = Check::optional(&body.title);
+    let description = Check::optional(&body.description);
+    let location = Check::optional(&body.location);
+    if title.is_none() && description.is_none() && location.is_none() {
+        return Err(ApiError::invalid("give at least one of title, description, location"));
+    }
+    let sql = format!(
+        "UPDATE scheduling_appointment SET title = COALESCE($3, title), description = COALESCE($4, description), location = COALESCE($5, location), \
+         revision = revision + 1, updated_at = $6 WHERE tenant_id = $1 AND appointment_id = $2 AND status = 'booked' RETURNING {APPOINTMENT_COLUMNS}"
+    );
+    let changed: Option<Appointment> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(current.appointment_id)
+        .bind(&title)
+        .bind(&description)
+        .bind(&location)
+        .bind(db::now())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let id = current.appointment_id.to_string();
+    let changed = APPOINTMENT.settle(&mut tx, &ctx.tenant_id, &id, changed, "only a booked appointment can be changed").await?;
+    let payload = json!({ "appointment_id": id, "title_changed": title.is_some(), "description_changed": description.is_some(),
+        "location_changed": location.is_some(), "revision": changed.revision });
+    audit::record(&mut tx, &ctx, events::SCHEDULING_APPOINTMENT_UPDATED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(changed))
 }
 
 #[derive(Deserialize, ToSchema)]

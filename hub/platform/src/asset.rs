@@ -17,8 +17,9 @@ use command::{CommandState, CommandView};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(create))
-        .routes(routes!(get_asset))
+        .routes(routes!(create, list_assets))
+        .routes(routes!(get_asset, update_asset))
+        .routes(routes!(retire))
         .routes(routes!(twin, set_desired))
         .routes(routes!(readings))
         .routes(routes!(issue_credential, list_credentials))
@@ -37,6 +38,13 @@ struct NewRobotCredential {
     expires_at: Option<String>,
 }
 
+stored_enum! {
+    /// Whether an asset is in service: `retired` once decommissioned (its
+    /// robot credentials revoked, no new command taken).
+    #[schema(as = AssetStatus)]
+    pub enum AssetStatus { Active = "active", Retired = "retired" }
+}
+
 /// An asset as its tenant sees it (the twin is read on its own route).
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 pub struct Asset {
@@ -48,10 +56,15 @@ pub struct Asset {
     device_uuid: Option<Id>,
     #[sqlx(try_from = "String")]
     components: JsonText,
+    status: AssetStatus,
+    retired_at: Option<Timestamp>,
     created_at: Timestamp,
 }
 
-const ASSET_COLUMNS: &str = "asset_id, tenant_id, bu_id, display_name, model, device_uuid, components, created_at";
+const ASSET_COLUMNS: &str = "asset_id, tenant_id, bu_id, display_name, model, device_uuid, components, status, retired_at, created_at";
+
+/// The asset as guarded writes name it.
+const ASSET: Stateful = Stateful { noun: "asset", table: "asset_asset", key: "asset_id", state: "status" };
 
 impl Asset {
     /// The component ids the asset declares: plain strings, or objects
@@ -60,7 +73,20 @@ impl Asset {
         let items = self.components.0.as_array().map(Vec::as_slice).unwrap_or_default();
         items.iter().filter_map(|c| c.as_str().or_else(|| c.get("component_id").and_then(Value::as_str)).map(str::to_string)).collect()
     }
+
+    /// Whether the asset is decommissioned.
+    pub fn retired(&self) -> bool {
+        self.status == AssetStatus::Retired
+    }
 }
+
+/// Whether every item names a component: a string, or an object carrying
+/// a string `component_id`.
+fn valid_components(items: &[Value]) -> bool {
+    items.iter().all(|c| c.is_string() || c.get("component_id").is_some_and(Value::is_string))
+}
+
+const COMPONENTS_RULE: &str = "components must be an array of component ids or of objects with a string component_id";
 
 /// The digital twin: the desired state the tenant sets and the state the
 /// edge agent last reported.
@@ -126,11 +152,20 @@ pub struct Positioned {
 /// Takes the next stream position of the caller's tenant's asset with
 /// this path id (404 when there is none), answering the asset with it:
 /// the lookup and the position in one statement. The row stays locked to
-/// the transaction, so positions are handed out in commit order.
-pub async fn take_position(tx: &mut Tx, tenant_id: &str, asset_id: &str) -> ApiResult<Positioned> {
+/// the transaction, so positions are handed out in commit order. Without
+/// `advance` the position stays as it is: the row is only locked, so a
+/// retirement cannot pass between the caller's look at the asset and its
+/// commit.
+pub async fn take_position(tx: &mut Tx, tenant_id: &str, asset_id: &str, advance: bool) -> ApiResult<Positioned> {
     let id = path_id(asset_id)?;
-    let sql = format!("UPDATE asset_asset SET queue_seq = queue_seq + 1 WHERE asset_id = $1 AND tenant_id = $2 RETURNING {ASSET_COLUMNS}, queue_seq");
-    sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id.to_string()).bind(tenant_id).fetch_optional(&mut **tx).await?.ok_or(ApiError::NotFound)
+    let sql = format!("UPDATE asset_asset SET queue_seq = queue_seq + $3 WHERE asset_id = $1 AND tenant_id = $2 RETURNING {ASSET_COLUMNS}, queue_seq");
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(id.to_string())
+        .bind(tenant_id)
+        .bind(i64::from(advance))
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or(ApiError::NotFound)
 }
 
 /// Registers an asset (a robot) with its twin.
@@ -142,8 +177,8 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     let mut check = Check::new();
     let display_name = body.display_name.trim().to_string();
     let items = body.components.clone().unwrap_or_default();
-    if items.iter().any(|c| !(c.is_string() || c.get("component_id").is_some_and(Value::is_string))) {
-        check.fail("components must be an array of component ids or of objects with a string component_id");
+    if !valid_components(&items) {
+        check.fail(COMPONENTS_RULE);
     }
     let components = Value::Array(items);
     let desired = Value::Object(body.desired_state.clone().unwrap_or_default());
@@ -186,6 +221,159 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     responses((status = 200, description = "the asset", body = Data<Asset>)))]
 async fn get_asset(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Asset>> {
     Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct AssetFilter {
+    /// Only assets of this model.
+    model: Option<String>,
+    /// Only the assets bound to this device.
+    #[param(format = "uuid")]
+    device_uuid: Option<String>,
+    /// Only assets of this business unit.
+    bu_id: Option<String>,
+    /// Only assets in this status.
+    #[param(inline)]
+    status: Option<AssetStatus>,
+}
+
+const ASSETS: Listing = Listing {
+    table: "asset_asset",
+    columns: ASSET_COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR model = $2) AND ($3 = '' OR device_uuid = $3) AND ($4 = '' OR bu_id = $4) AND ($5 = '' OR status = $5)",
+    order: "created_at DESC, asset_id DESC",
+};
+
+/// The caller's tenant's assets (its fleet), newest first.
+#[utoipa::path(get, path = "/api/assets", tag = "sdk-asset", params(AssetFilter, Page),
+    responses((status = 200, description = "a page of assets", body = ListOf<Asset>)))]
+async fn list_assets(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<AssetFilter>, page: Page) -> ApiResult<ListOf<Asset>> {
+    let model = Check::optional(&q.model).unwrap_or_default();
+    let device = q.device_uuid.as_deref().map(canonical_uuid).unwrap_or_default();
+    let bu = Check::optional(&q.bu_id).unwrap_or_default();
+    let status = q.status.map_or("", AssetStatus::as_str);
+    page.list::<Asset>(&state.db.read, &ASSETS, &[&ctx.tenant_id, &model, &device, &bu, status]).await
+}
+
+/// A change of an asset: what is absent stays as it is.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = AssetUpdate)]
+struct AssetUpdate {
+    /// Not blank.
+    #[schema(max_length = 200)]
+    display_name: Option<String>,
+    #[schema(max_length = 200)]
+    model: Option<String>,
+    #[schema(max_length = 200)]
+    bu_id: Option<String>,
+    #[schema(format = "uuid")]
+    device_uuid: Option<String>,
+    /// Replaces the list: each item a component id (a string) or an object
+    /// carrying a string `component_id`.
+    #[schema(max_items = 1000)]
+    components: Option<Vec<Value>>,
+}
+
+/// Changes an active asset's display name, model, business unit, device or
+/// components (at least one; what is absent stays). A retired asset is
+/// not changed (409).
+#[utoipa::path(patch, path = "/api/assets/{asset_id}", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")),
+    request_body = AssetUpdate,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/assets", { "display_name": "race robot" }]],
+        "body": { "model": "R-race" } }))),
+    responses((status = 200, description = "the asset", body = Data<Asset>)))]
+async fn update_asset(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<AssetUpdate>) -> ApiResult<Data<Asset>> {
+    // Not found comes first, so another tenant's id is never confirmed.
+    let asset_id = find(&state.db.read, &ctx.tenant_id, &id).await?.asset_id.to_string();
+    let body = body.checked()?;
+    let mut check = Check::new();
+    let display_name = body.display_name.as_ref().map(|n| n.trim().to_string());
+    if display_name.as_ref().is_some_and(String::is_empty) {
+        check.fail("display_name must not be blank");
+    }
+    let (model, bu_id) = (Check::optional(&body.model), Check::optional(&body.bu_id));
+    let device_uuid = canonical_uuid_opt(&body.device_uuid);
+    let components = body.components.as_ref().map(|items| {
+        if !valid_components(items) {
+            check.fail(COMPONENTS_RULE);
+        }
+        Value::Array(items.clone())
+    });
+    if display_name.is_none() && body.model.is_none() && body.bu_id.is_none() && device_uuid.is_none() && components.is_none() {
+        check.fail("give at least one of display_name, model, bu_id, device_uuid, components");
+    }
+    check.finish()?;
+    let mut tx = state.db.begin().await?;
+    // One guarded statement: a retired asset is never changed.
+    let sql = format!(
+        "UPDATE asset_asset SET display_name = COALESCE($1, display_name), model = COALESCE($2, model), bu_id = COALESCE($3, bu_id), \
+         device_uuid = COALESCE($4, device_uuid), components = COALESCE($5, components) \
+         WHERE tenant_id = $6 AND asset_id = $7 AND status = 'active' RETURNING {ASSET_COLUMNS}"
+    );
+    let changed: Option<Asset> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&display_name)
+        .bind(&model)
+        .bind(&bu_id)
+        .bind(&device_uuid)
+        .bind(components.as_ref().map(Value::to_string))
+        .bind(&ctx.tenant_id)
+        .bind(&asset_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let asset = ASSET.settle(&mut tx, &ctx.tenant_id, &asset_id, changed, "only an active asset can be changed").await?;
+    let payload = json!({
+        "asset_id": asset_id, "display_name": display_name, "model": model, "bu_id": bu_id, "device_uuid": device_uuid, "components": components,
+    });
+    audit::record(&mut tx, &ctx, events::ASSET_UPDATED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(asset))
+}
+
+/// Retires (decommissions) an asset: in one transaction its robot
+/// credentials are revoked (their open streams close) and its commands
+/// still waiting for approval or delivery are cancelled; it takes no new
+/// command (409) and cannot be changed. Assets are never removed: their
+/// commands and readings stay readable. Retiring it again answers the same
+/// asset without a second event.
+#[utoipa::path(post, path = "/api/assets/{asset_id}/retire", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "events": 2, "given": [
+        ["POST", "/api/assets", { "display_name": "race robot" }],
+        ["POST", "/api/assets/{asset_id}/credentials", {}]] }))),
+    responses((status = 200, description = "the asset, retired", body = Data<Asset>)))]
+async fn retire(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Asset>> {
+    let asset_id = path_id(&id)?.to_string();
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    // One guarded statement: of two retirements at once, one retires the
+    // asset (and revokes and cancels below, under its row lock) and the
+    // other finds it retired.
+    let sql = format!(
+        "UPDATE asset_asset SET status = 'retired', retired_at = $1 WHERE tenant_id = $2 AND asset_id = $3 AND status = 'active' RETURNING {ASSET_COLUMNS}"
+    );
+    let retired: Option<Asset> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&now).bind(&ctx.tenant_id).bind(&asset_id).fetch_optional(&mut *tx).await?;
+    let Some(asset) = retired else {
+        // Retired already (the same answer), or not the tenant's (404).
+        return Ok(ok(find(&mut *tx, &ctx.tenant_id, &asset_id).await?));
+    };
+    let revoked: Vec<String> = sqlx::query_scalar(
+        "UPDATE asset_credential SET status = 'revoked', revoked_at = $1 WHERE asset_id = $2 AND status <> 'revoked' RETURNING credential_id",
+    )
+    .bind(&now)
+    .bind(&asset_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    for credential_id in &revoked {
+        let payload = json!({ "credential_id": credential_id, "asset_id": asset_id, "revoked_at": now, "reason": "asset_retired" });
+        audit::record(&mut tx, &ctx, events::ASSET_CREDENTIAL_REVOKED, payload).await?;
+    }
+    let cancelled = command::cancel_for_retired_asset(&mut tx, &ctx, &asset_id, &now).await?;
+    audit::record(&mut tx, &ctx, events::ASSET_RETIRED, json!({ "asset_id": asset_id, "credentials_revoked": revoked, "commands_cancelled": cancelled }))
+        .await?;
+    bus::notify(&state, &mut tx, &asset_id).await?;
+    tx.commit().await?;
+    state.streams.wake(&asset_id);
+    Ok(ok(asset))
 }
 
 /// The asset's digital twin: the desired and the last reported state.
@@ -483,6 +671,7 @@ struct IssuedRobotCredential {
 }
 
 /// Issues a per-robot credential for the asset; its secret is shown this once.
+/// A retired asset takes none (409).
 #[utoipa::path(post, path = "/api/assets/{asset_id}/credentials", tag = "sdk-asset", params(("asset_id" = String, Path, description = "the asset")),
     request_body = NewRobotCredential,
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/assets", { "display_name": "race robot" }]], "body": {} }))),
@@ -494,8 +683,13 @@ async fn issue_credential(
     body: Body<NewRobotCredential>,
 ) -> ApiResult<Created<IssuedRobotCredential>> {
     let mut tx = state.db.begin().await?;
-    let asset = find(&mut *tx, &ctx.tenant_id, &id).await?;
+    // The asset's row is locked, so a retirement either comes first (409)
+    // or finds this credential to revoke.
+    let asset = take_position(&mut tx, &ctx.tenant_id, &id, false).await?.asset;
     let body = body.checked()?;
+    if asset.retired() {
+        return Err(ApiError::Conflict("the asset is retired: it takes no new credential".into()));
+    }
     let mut check = Check::new();
     let rate_limit_rpm = body.rate_limit_rpm;
     let expires_at = check.optional_future_time("expires_at", body.expires_at.map(Value::String).as_ref());

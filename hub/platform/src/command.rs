@@ -4,8 +4,10 @@
 //! States: `awaiting_approval` (high/critical until decided), `queued`
 //! (ready for the robot; low/medium start here), `delivered` (sent on a
 //! stream, not yet acknowledged), `acknowledged_ok`, `acknowledged_failed`,
-//! `rejected` (a decision said no; never delivered) and `expired` (its time
-//! to live ran out before delivery; never delivered).
+//! `rejected` (a decision said no; never delivered), `expired` (its time
+//! to live ran out before delivery; never delivered) and `cancelled`
+//! (withdrawn by its tenant, or by the asset's retirement, while it waited
+//! for approval or delivery; never delivered).
 //!
 //! A command gets its stream position `seq` when it becomes `queued`, so the
 //! stream order is the order in which commands became deliverable, and an
@@ -20,7 +22,13 @@ use hub_kernel::prelude::*;
 use hub_kernel::{bus, gate::keys};
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(create)).routes(routes!(get_command)).routes(routes!(decide)).routes(routes!(ack)).routes(routes!(sse::stream))
+    OpenApiRouter::new()
+        .routes(routes!(create, list_commands))
+        .routes(routes!(get_command))
+        .routes(routes!(decide))
+        .routes(routes!(cancel))
+        .routes(routes!(ack))
+        .routes(routes!(sse::stream))
 }
 
 /// A robot's acknowledgement of a command.
@@ -35,7 +43,7 @@ struct NewCommandAck {
 }
 
 /// Every state of a command, as stored and answered (the metrics name them).
-pub const STATES: &[&str] = &["awaiting_approval", "queued", "delivered", "acknowledged_ok", "acknowledged_failed", "rejected", "expired"];
+pub const STATES: &[&str] = &["awaiting_approval", "queued", "delivered", "acknowledged_ok", "acknowledged_failed", "rejected", "expired", "cancelled"];
 
 stored_enum! {
     /// Where a command is in its life.
@@ -48,6 +56,7 @@ stored_enum! {
         AcknowledgedFailed = "acknowledged_failed",
         Rejected = "rejected",
         Expired = "expired",
+        Cancelled = "cancelled",
     }
 }
 
@@ -106,6 +115,12 @@ const BY_ASSET: Listing = Listing {
     table: "command_command",
     columns: COLUMNS,
     filter: "target_asset_id = $1 AND tenant_id = $2 AND ($3 = '' OR status = $3)",
+    order: "created_at DESC, command_id DESC",
+};
+const BY_TENANT: Listing = Listing {
+    table: "command_command",
+    columns: COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR target_asset_id = $3) AND ($4 = '' OR risk_class = $4)",
     order: "created_at DESC, command_id DESC",
 };
 
@@ -274,16 +289,20 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     let ttl = body.ttl_seconds.unwrap_or(DEFAULT_TTL);
     let needs_approval = matches!(body.risk_class, RiskClass::High | RiskClass::Critical);
     let mut tx = state.db.begin().await?;
-    // Low and medium risk go in queued, at the asset's next stream position.
-    let (target, seq) = match needs_approval {
-        true => asset::find(&mut *tx, &ctx.tenant_id, &asset_id).await.map(|a| (a, None)),
-        false => asset::take_position(&mut tx, &ctx.tenant_id, &asset_id).await.map(|p| (p.asset, Some(p.queue_seq))),
+    // Low and medium risk go in queued, at the asset's next stream
+    // position; high and critical only lock the asset, so its retirement
+    // either comes first (409 here) or finds this command to cancel.
+    let positioned = asset::take_position(&mut tx, &ctx.tenant_id, &asset_id, !needs_approval)
+        .await
+        // An asset of another tenant is as unknown as a missing one: 400 for a body field.
+        .map_err(|e| match e {
+            ApiError::NotFound => ApiError::invalid("target_asset_id does not name an asset of this tenant"),
+            other => other,
+        })?;
+    let (target, seq) = (positioned.asset, (!needs_approval).then_some(positioned.queue_seq));
+    if target.retired() {
+        return Err(ApiError::Conflict("the asset is retired: it takes no new command".into()));
     }
-    // An asset of another tenant is as unknown as a missing one: 400 for a body field.
-    .map_err(|e| match e {
-        ApiError::NotFound => ApiError::invalid("target_asset_id does not name an asset of this tenant"),
-        other => other,
-    })?;
     if let Some(c) = &component {
         let known = target.component_ids();
         if !known.is_empty() && !known.contains(c) {
@@ -346,6 +365,106 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     responses((status = 200, description = "the command", body = Data<CommandView>)))]
 async fn get_command(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<CommandView>> {
     Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?.into()))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct CommandFilter {
+    /// Only commands in this (stored) state: `awaiting_approval` is the
+    /// approvers' queue.
+    #[param(inline)]
+    status: Option<CommandState>,
+    /// Only commands to this asset.
+    #[param(format = "uuid")]
+    asset_id: Option<String>,
+    /// Only commands of this risk class.
+    #[param(inline)]
+    risk_class: Option<RiskClass>,
+}
+
+/// The caller's tenant's commands to all its assets, newest first.
+#[utoipa::path(get, path = "/api/commands", tag = "sdk-command", params(CommandFilter, Page),
+    responses((status = 200, description = "a page of commands", body = ListOf<CommandView>)))]
+async fn list_commands(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<CommandFilter>, page: Page) -> ApiResult<ListOf<CommandView>> {
+    let status = q.status.map_or("", CommandState::as_str);
+    let asset_id = q.asset_id.as_deref().map(canonical_uuid).unwrap_or_default();
+    let risk = q.risk_class.map_or("", RiskClass::as_str);
+    let rows = page.list::<Command>(&state.db.read, &BY_TENANT, &[&ctx.tenant_id, status, &asset_id, risk]).await?;
+    Ok(list(rows.data.into_iter().map(CommandView::from).collect(), rows.total))
+}
+
+/// Cancels a command still waiting for approval or delivery
+/// (`awaiting_approval` or `queued`): it is never delivered, and an ack of
+/// it is refused. One guarded statement decides against a decision, a
+/// delivery or an ack at the same moment: whichever writes first wins.
+/// Cancelling it again answers the same command without a second event;
+/// a delivered, acknowledged, rejected or expired command is 409.
+#[utoipa::path(post, path = "/api/commands/{command_id}/cancel", tag = "sdk-command", params(("command_id" = String, Path, description = "the command")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [
+        ["POST", "/api/assets", { "display_name": "race robot" }],
+        ["POST", "/api/commands", { "type": "move", "risk_class": "low", "target_asset_id": "{asset_id}" }]] }))),
+    responses((status = 200, description = "the command, cancelled", body = Data<CommandView>)))]
+async fn cancel(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<CommandView>> {
+    let command_id = path_id(&id)?.to_string();
+    let now = db::now();
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "UPDATE command_command SET status = 'cancelled', updated_at = $3 \
+         WHERE tenant_id = $1 AND command_id = $2 AND status IN ('awaiting_approval', 'queued') AND expires_at > $3 RETURNING {COLUMNS}"
+    );
+    let cancelled: Option<Command> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&command_id).bind(&now).fetch_optional(&mut *tx).await?;
+    let Some(row) = cancelled else {
+        let command = find(&mut *tx, &ctx.tenant_id, &command_id).await?;
+        return match command.status {
+            CommandState::Cancelled => Ok(ok(command.into())),
+            CommandState::AwaitingApproval | CommandState::Queued => {
+                // Its time to live ran out: written down as expired here,
+                // before the sweeper does.
+                let expired = sqlx::query(
+                    "UPDATE command_command SET status = 'expired', updated_at = $3 \
+                     WHERE tenant_id = $1 AND command_id = $2 AND status IN ('awaiting_approval', 'queued') AND expires_at <= $3",
+                )
+                .bind(&ctx.tenant_id)
+                .bind(&command_id)
+                .bind(&now)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                entered(CommandState::Expired, expired.rows_affected());
+                Err(ApiError::Conflict("the command is expired: only a command awaiting approval or delivery can be cancelled".into()))
+            }
+            other => Err(ApiError::Conflict(format!("the command is {other}: only a command awaiting approval or delivery can be cancelled"))),
+        };
+    };
+    let payload = json!({ "command_id": command_id, "target_asset_id": row.target_asset_id, "from": command_from(&row), "reason": "cancelled" });
+    audit::record(&mut tx, &ctx, events::COMMAND_CANCELLED, payload).await?;
+    tx.commit().await?;
+    entered(CommandState::Cancelled, 1);
+    Ok(ok(row.into()))
+}
+
+/// The state a command was cancelled from: a queued one has its stream
+/// position.
+fn command_from(c: &Command) -> CommandState {
+    if c.queued_at.is_some() { CommandState::Queued } else { CommandState::AwaitingApproval }
+}
+
+/// Cancels the asset's commands still waiting for approval or delivery, as
+/// part of its retirement (the caller holds the asset's row), each with
+/// its event. Answers their ids.
+pub async fn cancel_for_retired_asset(tx: &mut Tx, ctx: &TenantCtx, asset_id: &str, now: &str) -> ApiResult<Vec<String>> {
+    let sql = format!(
+        "UPDATE command_command SET status = 'cancelled', updated_at = $2 \
+         WHERE target_asset_id = $1 AND status IN ('awaiting_approval', 'queued') RETURNING {COLUMNS}"
+    );
+    let rows: Vec<Command> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(asset_id).bind(now).fetch_all(&mut **tx).await?;
+    for row in &rows {
+        let payload = json!({ "command_id": row.command_id, "target_asset_id": asset_id, "from": command_from(row), "reason": "asset_retired" });
+        audit::record(tx, ctx, events::COMMAND_CANCELLED, payload).await?;
+    }
+    entered(CommandState::Cancelled, rows.len() as u64);
+    Ok(rows.into_iter().map(|r| r.command_id.to_string()).collect())
 }
 
 #[derive(Deserialize, ToSchema)]

@@ -10,12 +10,15 @@ use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(register))
+        .routes(routes!(register, list_devices))
         .routes(routes!(get_one))
         .routes(routes!(challenge))
         .routes(routes!(attest))
+        .routes(routes!(attestations))
         .routes(routes!(link_person))
         .routes(routes!(persons))
+        .routes(routes!(revoke_link))
+        .routes(routes!(suspend_link))
         .routes(routes!(revoke))
 }
 
@@ -86,6 +89,13 @@ struct Device {
 }
 
 const COLUMNS: &str = "device_uuid, tenant_id, platform, os_version, app_version, device_key_ref, attested_public_key, status, last_seen_at, created_at";
+const DEVICES: Listing = Listing {
+    table: "platform_device",
+    columns: COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR platform = $2) AND ($3 = '' OR status = $3) AND ($4 = '' OR EXISTS (SELECT 1 FROM platform_device_person l \
+             WHERE l.tenant_id = platform_device.tenant_id AND l.device_uuid = platform_device.device_uuid AND l.person_id = $4 AND l.status = 'active'))",
+    order: "created_at DESC, device_uuid DESC",
+};
 
 fn is_some<S: Serializer>(value: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_bool(value.is_some())
@@ -134,6 +144,19 @@ struct DevicePersonLink {
 }
 
 const LINK_COLUMNS: &str = "device_uuid, person_id, status, linked_at, updated_at";
+const LINKS: Listing = Listing {
+    table: "platform_device_person",
+    columns: LINK_COLUMNS,
+    filter: "tenant_id = $1 AND device_uuid = $2 AND ($3 = '' OR status = $3)",
+    order: "linked_at, person_id",
+};
+const ATTESTATION_COLUMNS: &str = "attestation_id, device_uuid, method, verified, failure_reason, expires_at, created_at";
+const ATTESTATIONS: Listing = Listing {
+    table: "platform_device_attestation",
+    columns: ATTESTATION_COLUMNS,
+    filter: "tenant_id = $1 AND device_uuid = $2 AND ($3 = '' OR method = $3)",
+    order: "created_at DESC, attestation_id DESC",
+};
 
 /// The caller's tenant's device (404 otherwise).
 async fn find<'e, E>(exec: E, tenant_id: &str, device_uuid: &str) -> ApiResult<Device>
@@ -240,6 +263,30 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
 async fn get_one(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Device>> {
     let id = path_id(&id)?.to_string();
     Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct DeviceFilter {
+    /// Only devices of this platform.
+    #[param(inline)]
+    platform: Option<DevicePlatform>,
+    /// Only devices in this status.
+    #[param(inline)]
+    status: Option<DeviceStatus>,
+    /// Only devices this person has an active link to.
+    #[param(format = "uuid")]
+    person_id: Option<String>,
+}
+
+/// The caller's tenant's devices, newest first.
+#[utoipa::path(get, path = "/api/devices", tag = "sdk-device", params(DeviceFilter, Page),
+    responses((status = 200, description = "a page of devices", body = ListOf<Device>)))]
+async fn list_devices(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DeviceFilter>, page: Page) -> ApiResult<ListOf<Device>> {
+    let platform = q.platform.map_or("", DevicePlatform::as_str);
+    let status = q.status.map_or("", DeviceStatus::as_str);
+    let person = q.person_id.as_deref().map(canonical_uuid).unwrap_or_default();
+    page.list::<Device>(&state.db.read, &DEVICES, &[&ctx.tenant_id, platform, status, &person]).await
 }
 
 /// Issues a single-use attestation challenge for the device to sign.
@@ -364,6 +411,36 @@ async fn attest(
     Ok(created(attestation))
 }
 
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct AttestationFilter {
+    /// Only attestations by this method.
+    #[param(inline)]
+    method: Option<AttestationMethod>,
+}
+
+/// Every attestation of the device, verified or not (with the reason it
+/// failed), newest first; never the envelope.
+#[utoipa::path(get, path = "/api/devices/{device_uuid}/attestations", tag = "sdk-device",
+    params(("device_uuid" = String, Path, description = "the device"), AttestationFilter, Page),
+    responses((status = 200, description = "a page of attestations", body = ListOf<DeviceAttestation>)))]
+async fn attestations(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    query: Result<Params<AttestationFilter>, ApiError>,
+    page: Page,
+) -> ApiResult<ListOf<DeviceAttestation>> {
+    // Not found comes first, so another tenant's id is never confirmed.
+    let id = path_id(&id)?.to_string();
+    if !registered(&state.db.read, &ctx.tenant_id, &id).await? {
+        return Err(ApiError::NotFound);
+    }
+    let Params(q) = query?;
+    let method = q.method.map_or("", AttestationMethod::as_str);
+    page.list::<DeviceAttestation>(&state.db.read, &ATTESTATIONS, &[&ctx.tenant_id, &id, method]).await
+}
+
 /// Checks an envelope: its challenge was issued for this device, is unused
 /// and unexpired (it is consumed either way), the signature verifies, the
 /// envelope names this device and method, and its key is the pinned one.
@@ -463,17 +540,96 @@ async fn link_person(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
     Ok(if written == Written::Found { ok(link).into_response() } else { created(link).into_response() })
 }
 
-/// The persons linked to the device, first linked first.
-#[utoipa::path(get, path = "/api/devices/{device_uuid}/persons", tag = "sdk-device", params(("device_uuid" = String, Path, description = "the device")),
-    responses((status = 200, description = "the links", body = Data<Vec<DevicePersonLink>>)))]
-async fn persons(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Vec<DevicePersonLink>>> {
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct LinkFilter {
+    /// Only links in this status.
+    #[param(inline)]
+    status: Option<LinkStatus>,
+}
+
+/// The persons linked to the device, first linked first, a page at a time.
+#[utoipa::path(get, path = "/api/devices/{device_uuid}/persons", tag = "sdk-device",
+    params(("device_uuid" = String, Path, description = "the device"), LinkFilter, Page),
+    responses((status = 200, description = "a page of links", body = ListOf<DevicePersonLink>)))]
+async fn persons(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Path(id): Path<String>,
+    query: Result<Params<LinkFilter>, ApiError>,
+    page: Page,
+) -> ApiResult<ListOf<DevicePersonLink>> {
     let id = path_id(&id)?.to_string();
     if !registered(&state.db.read, &ctx.tenant_id, &id).await? {
         return Err(ApiError::NotFound);
     }
-    let sql = format!("SELECT {LINK_COLUMNS} FROM platform_device_person WHERE tenant_id = $1 AND device_uuid = $2 ORDER BY linked_at, person_id");
-    let links: Vec<DevicePersonLink> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_all(&state.db.read).await?;
-    Ok(ok(links))
+    let Params(q) = query?;
+    let status = q.status.map_or("", LinkStatus::as_str);
+    page.list::<DevicePersonLink>(&state.db.read, &LINKS, &[&ctx.tenant_id, &id, status]).await
+}
+
+/// Moves a person's link to the device to `to`, from the states `from`
+/// lists, in one guarded statement, recording `event`. A link already in
+/// `to` is answered as it is, without an event; a link in another state
+/// is 409; no link is 404.
+async fn move_link(
+    state: &AppState,
+    ctx: &TenantCtx,
+    device: &str,
+    person: &str,
+    to: LinkStatus,
+    from: &str,
+    event: &'static str,
+) -> ApiResult<DevicePersonLink> {
+    let device = path_id(device)?.to_string();
+    let person = path_id(person)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let sql = format!(
+        "UPDATE platform_device_person SET status = $1, updated_at = $2 WHERE tenant_id = $3 AND device_uuid = $4 AND person_id = $5 AND status IN ({from}) \
+         RETURNING {LINK_COLUMNS}"
+    );
+    let moved: Option<DevicePersonLink> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(to).bind(db::now()).bind(&ctx.tenant_id).bind(&device).bind(&person).fetch_optional(&mut *tx).await?;
+    let Some(link) = moved else {
+        let sql = format!("SELECT {LINK_COLUMNS} FROM platform_device_person WHERE tenant_id = $1 AND device_uuid = $2 AND person_id = $3");
+        let link: DevicePersonLink = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(&ctx.tenant_id)
+            .bind(&device)
+            .bind(&person)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(ApiError::NotFound)?;
+        return if link.status == to { Ok(link) } else { Err(ApiError::Conflict(format!("the link is {}: only an active link can be {to}", link.status))) };
+    };
+    audit::record(&mut tx, ctx, event, json!({ "device_uuid": device, "person_id": person, "status": to })).await?;
+    tx.commit().await?;
+    Ok(link)
+}
+
+/// Revokes a person's link to the device (active or suspended); linking
+/// the person again makes it active. Revoking it again answers the same
+/// link without a second event.
+#[utoipa::path(post, path = "/api/devices/{device_uuid}/persons/{person_id}/revoke", tag = "sdk-device",
+    params(("device_uuid" = String, Path, description = "the device"), ("person_id" = String, Path, description = "a person linked to the device")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [
+        ["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }],
+        ["POST", "/api/devices/{device_uuid}/link-person", { "person_id": "{person_id}" }]] }))),
+    responses((status = 200, description = "the link, revoked", body = Data<DevicePersonLink>)))]
+async fn revoke_link(State(state): State<AppState>, Tenant(ctx): Tenant, Path((device, person)): Path<(String, String)>) -> ApiResult<Data<DevicePersonLink>> {
+    Ok(ok(move_link(&state, &ctx, &device, &person, LinkStatus::Revoked, "'active', 'suspended'", events::DEVICE_PERSON_UNLINKED).await?))
+}
+
+/// Suspends a person's active link to the device; linking the person again
+/// makes it active. Suspending it again answers the same link without a
+/// second event; a revoked link is 409.
+#[utoipa::path(post, path = "/api/devices/{device_uuid}/persons/{person_id}/suspend", tag = "sdk-device",
+    params(("device_uuid" = String, Path, description = "the device"), ("person_id" = String, Path, description = "a person linked to the device")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [
+        ["POST", "/api/devices", { "device_uuid": "{unique}", "platform": "ios" }],
+        ["POST", "/api/devices/{device_uuid}/link-person", { "person_id": "{person_id}" }]] }))),
+    responses((status = 200, description = "the link, suspended", body = Data<DevicePersonLink>)))]
+async fn suspend_link(State(state): State<AppState>, Tenant(ctx): Tenant, Path((device, person)): Path<(String, String)>) -> ApiResult<Data<DevicePersonLink>> {
+    Ok(ok(move_link(&state, &ctx, &device, &person, LinkStatus::Suspended, "'active'", events::DEVICE_PERSON_SUSPENDED).await?))
 }
 
 #[derive(Deserialize, ToSchema)]

@@ -20,7 +20,12 @@ use axum::response::IntoResponse;
 use hub_kernel::{prelude::*, state::Invalidation};
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(create)).routes(routes!(get_flag)).routes(routes!(set_rollout)).routes(routes!(kill_switch)).routes(routes!(evaluate))
+    OpenApiRouter::new()
+        .routes(routes!(create, list_flags))
+        .routes(routes!(get_flag, update_flag, delete_flag))
+        .routes(routes!(set_rollout))
+        .routes(routes!(kill_switch))
+        .routes(routes!(evaluate))
 }
 
 /// Values a constraint lists at most.
@@ -259,6 +264,131 @@ async fn get_flag(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key):
     let sql = format!("SELECT {ROLLOUT_COLUMNS} FROM feature_flag_rollout WHERE flag_id = $1 ORDER BY priority, rollout_id");
     let rollouts = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&flag.flag_id).fetch_all(&state.db.read).await?;
     Ok(ok(Detail { flag, rollouts }))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct FlagFilter {
+    /// Only the tenant's own flags, or only the platform's.
+    #[param(inline)]
+    layer: Option<FlagLayer>,
+}
+
+const FLAGS: Listing = Listing {
+    table: "feature_flag",
+    columns: FLAG_COLUMNS,
+    filter: "(tenant_id = $1 OR tenant_id IS NULL) AND ($2 = '' OR ($2 = 'tenant' AND tenant_id IS NOT NULL) OR ($2 = 'platform' AND tenant_id IS NULL))",
+    order: "created_at DESC, flag_id DESC",
+};
+
+/// The flags the caller's tenant sees, newest first: its own and the
+/// platform's (a key may have both layers, one row each; `layer` says
+/// whose). The rollouts are read on the flag's own route.
+#[utoipa::path(get, path = "/api/feature-flags", tag = "sdk-feature-flags", params(FlagFilter, Page),
+    responses((status = 200, description = "a page of flags", body = ListOf<FlagRow>)))]
+async fn list_flags(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<FlagFilter>, page: Page) -> ApiResult<ListOf<FlagRow>> {
+    let layer = q.layer.map_or("", FlagLayer::as_str);
+    page.list::<FlagRow>(&state.db.read, &FLAGS, &[&ctx.tenant_id, layer]).await
+}
+
+/// A change of the tenant's flag: what is absent stays as it is.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = FeatureFlagUpdate)]
+struct FlagUpdate {
+    #[schema(max_length = 1000)]
+    description: Option<String>,
+    /// Any JSON (at most 64 KiB), answered when no rollout matches.
+    #[schema(value_type = Option<Value>)]
+    default_value: Option<Value>,
+    /// Any JSON (at most 64 KiB), answered while the kill switch is
+    /// engaged.
+    #[schema(value_type = Option<Value>)]
+    off_value: Option<Value>,
+}
+
+/// Changes the description, default value or off value of the tenant's
+/// own flag (at least one; what is absent stays). The platform's flags
+/// are the operator's: 404 here.
+#[utoipa::path(patch, path = "/api/feature-flags/{flag_key}", tag = "sdk-feature-flags", params(("flag_key" = String, Path, description = "the flag's key")),
+    request_body = FlagUpdate,
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/feature-flags", { "flag_key": "race-{unique}" }]],
+        "body": { "default_value": { "variant": "b" } } }))),
+    responses((status = 200, description = "the flag", body = Data<FlagRow>)))]
+async fn update_flag(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, body: Body<FlagUpdate>) -> ApiResult<Data<FlagRow>> {
+    if !valid_key(&key) {
+        return Err(ApiError::NotFound);
+    }
+    let mut tx = state.db.begin().await?;
+    // Not found comes first, so another tenant's key is never confirmed.
+    own_flag(&mut tx, &ctx.tenant_id, &key).await?;
+    let req = body.checked()?;
+    let mut check = Check::new();
+    let description = Check::optional(&req.description);
+    let default_value = req.default_value.as_ref().map(|v| json_value(&mut check, "default_value", Some(v), Value::Null));
+    let off_value = req.off_value.as_ref().map(|v| json_value(&mut check, "off_value", Some(v), Value::Null));
+    if req.description.is_none() && default_value.is_none() && off_value.is_none() {
+        check.fail("give at least one of description, default_value, off_value");
+    }
+    check.finish()?;
+    let sql = format!(
+        "UPDATE feature_flag SET description = COALESCE($1, description), default_value = COALESCE($2, default_value), off_value = COALESCE($3, off_value), \
+         updated_at = $4 WHERE tenant_id = $5 AND flag_key = $6 RETURNING {FLAG_COLUMNS}"
+    );
+    let flag: FlagRow = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&description)
+        .bind(&default_value)
+        .bind(&off_value)
+        .bind(db::now())
+        .bind(&ctx.tenant_id)
+        .bind(&key)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    let payload = json!({
+        "flag_id": flag.flag_id, "flag_key": key, "description_changed": description.is_some(),
+        "default_value_changed": default_value.is_some(), "off_value_changed": off_value.is_some(),
+    });
+    audit::record(&mut tx, &ctx, events::FEATURE_FLAG_UPDATED, payload).await?;
+    tx.commit().await?;
+    changed(&state, &ctx).await;
+    Ok(ok(flag))
+}
+
+/// The answer of a flag's delete.
+#[derive(Serialize, ToSchema)]
+#[schema(as = FeatureFlagDeleted)]
+struct Deleted {
+    flag_id: String,
+    flag_key: String,
+    deleted: bool,
+}
+
+/// Deletes the tenant's own flag with its rollouts: evaluations then find
+/// the platform's flag of the key, if any, or none (404). Its history
+/// stays in the audit chain. The platform's flags are the operator's: 404
+/// here.
+#[utoipa::path(delete, path = "/api/feature-flags/{flag_key}", tag = "sdk-feature-flags", params(("flag_key" = String, Path, description = "the flag's key")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/api/feature-flags", { "flag_key": "race-{unique}" }]] }))),
+    responses((status = 200, description = "deleted", body = Data<Deleted>)))]
+async fn delete_flag(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>) -> ApiResult<Data<Deleted>> {
+    if !valid_key(&key) {
+        return Err(ApiError::NotFound);
+    }
+    let mut tx = state.db.begin().await?;
+    let flag = own_flag(&mut tx, &ctx.tenant_id, &key).await?;
+    sqlx::query("DELETE FROM feature_flag_rollout WHERE flag_id = $1").bind(&flag.flag_id).execute(&mut *tx).await?;
+    // The delete itself says whether this request removed the flag: of
+    // two deletes at once, the other finds nothing (404).
+    let deleted: Option<String> = sqlx::query_scalar("DELETE FROM feature_flag WHERE tenant_id = $1 AND flag_id = $2 RETURNING flag_id")
+        .bind(&ctx.tenant_id)
+        .bind(&flag.flag_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    deleted.ok_or(ApiError::NotFound)?;
+    audit::record(&mut tx, &ctx, events::FEATURE_FLAG_DELETED, json!({ "flag_id": flag.flag_id, "flag_key": key })).await?;
+    tx.commit().await?;
+    changed(&state, &ctx).await;
+    Ok(ok(Deleted { flag_id: flag.flag_id, flag_key: key, deleted: true }))
 }
 
 #[derive(Deserialize, ToSchema)]

@@ -17,7 +17,11 @@ use hub_kernel::prelude::*;
 use object_store::{ObjectStore, PutPayload, WriteMultipart, path::Path as ObjectPath};
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(start)).routes(routes!(get_blob)).routes(routes!(put_content, get_content)).routes(routes!(commit))
+    OpenApiRouter::new()
+        .routes(routes!(start, list_blobs))
+        .routes(routes!(get_blob, delete_blob))
+        .routes(routes!(put_content, get_content))
+        .routes(routes!(commit))
 }
 
 /// Parts of an upload in flight to the store at once (each up to the
@@ -53,6 +57,12 @@ struct Blob {
 
 const COLUMNS: &str =
     "blob_id, status, content_type, filename, declared_bytes, size_bytes, sha256, object_key, created_by, created_at, uploaded_at, committed_at";
+const BLOBS: Listing = Listing {
+    table: "media_blob",
+    columns: COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR content_type = $3)",
+    order: "created_at DESC, blob_id DESC",
+};
 
 async fn find(db: &Db, tenant_id: &str, id: &str) -> ApiResult<Blob> {
     let id = path_id(id)?.to_string();
@@ -148,6 +158,67 @@ async fn start(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Ne
     responses((status = 200, description = "the blob", body = Data<Blob>)))]
 async fn get_blob(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Blob>> {
     Ok(ok(find(&state.db, &ctx.tenant_id, &id).await?))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct BlobFilter {
+    /// Only blobs in this status (`pending`: uploads not committed).
+    #[param(inline)]
+    status: Option<BlobStatus>,
+    /// Only blobs of exactly this content type.
+    #[param(max_length = 255)]
+    content_type: Option<String>,
+}
+
+/// The caller's tenant's blobs, newest first.
+#[utoipa::path(get, path = "/api/media/blobs", tag = "sdk-media", params(BlobFilter, Page),
+    responses((status = 200, description = "a page of blobs", body = ListOf<Blob>)))]
+async fn list_blobs(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<BlobFilter>, page: Page) -> ApiResult<ListOf<Blob>> {
+    let status = q.status.map_or("", BlobStatus::as_str);
+    let content_type = Check::optional(&q.content_type).unwrap_or_default();
+    page.list::<Blob>(&state.db.read, &BLOBS, &[&ctx.tenant_id, status, &content_type]).await
+}
+
+/// The answer of a blob's delete.
+#[derive(Serialize, ToSchema)]
+#[schema(as = MediaBlobDeleted)]
+struct Deleted {
+    blob_id: Id,
+    deleted: bool,
+}
+
+/// Deletes a blob, pending or ready: its stored content is erased from the
+/// object store and its metadata removed (the audit chain keeps that it
+/// existed: id, size, checksum, never the name). When the store cannot
+/// erase the content now, nothing is deleted (503, retry).
+#[utoipa::path(delete, path = "/api/media/blobs/{blob_id}", tag = "sdk-media", params(("blob_id" = String, Path, description = "the blob")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/api/media/blobs", { "content_type": "text/plain" }]] }))),
+    responses((status = 200, description = "deleted, content included", body = Data<Deleted>),
+        (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
+async fn delete_blob(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Deleted>> {
+    let blob_id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    // The delete itself says whether this request removed the blob: of two
+    // deletes at once, the other finds nothing (404). An upload finishing
+    // meanwhile finds no pending blob and discards its object.
+    let sql = format!("DELETE FROM media_blob WHERE tenant_id = $1 AND blob_id = $2 RETURNING {COLUMNS}");
+    let blob: Blob = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&blob_id).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
+    let payload = json!({
+        "blob_id": blob.blob_id, "status": blob.status, "content_type": blob.content_type, "size_bytes": blob.size_bytes, "sha256": blob.sha256,
+        "content_erased": blob.object_key.is_some(),
+    });
+    audit::record(&mut tx, &ctx, events::MEDIA_BLOB_DELETED, payload).await?;
+    // The content goes before the row does: while the store cannot erase
+    // it, the blob stays (the transaction rolls back).
+    if let Some(key) = &blob.object_key {
+        match state.media.delete(&ObjectPath::from(key.as_str())).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(storage_error(e)),
+        }
+    }
+    tx.commit().await?;
+    Ok(ok(Deleted { blob_id: blob.blob_id, deleted: true }))
 }
 
 /// Streams `body` into a new object at `key`, at most `max` bytes; the

@@ -7,7 +7,7 @@
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(list_nodes, create_node))
+    OpenApiRouter::new().routes(routes!(list_nodes, create_node)).routes(routes!(get_node, update_node, delete_node))
 }
 
 stored_enum! {
@@ -123,10 +123,130 @@ struct NodeQuery {
 }
 
 /// The tenant's residency nodes, oldest first.
-#[utoipa::path(get, path = "/api/residency/nodes", tag = "sdk-tenant", params(NodeQuery),
+#[utoipa::path(get, path = "/api/residency/nodes", tag = "sdk-tenant", params(NodeQuery, Page),
     responses((status = 200, description = "the nodes", body = ListOf<Node>)))]
 async fn list_nodes(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<NodeQuery>, page: Page) -> ApiResult<ListOf<Node>> {
     let parent = canonical_uuid_opt(&q.parent_geo_node_id).unwrap_or_default();
     let kind = q.kind.map_or("", Kind::as_str);
     page.list::<Node>(&state.db.read, &NODES, &[&ctx.tenant_id, &parent, kind]).await
+}
+
+/// The tenant's node `id`.
+async fn find<'e, E>(exec: E, tenant_id: &str, id: &str) -> ApiResult<Node>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let sql = format!("SELECT {COLUMNS} FROM residency_node WHERE tenant_id = $1 AND geo_node_id = $2");
+    let found: Option<Node> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(id).fetch_optional(exec).await?;
+    found.ok_or(ApiError::NotFound)
+}
+
+/// A node of the tenant's residency tree.
+#[utoipa::path(get, path = "/api/residency/nodes/{geo_node_id}", tag = "sdk-tenant",
+    params(("geo_node_id" = String, Path, description = "the node")),
+    responses((status = 200, description = "the node", body = Data<Node>)))]
+async fn get_node(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Node>> {
+    let id = path_id(&id)?.to_string();
+    Ok(ok(find(&state.db.read, &ctx.tenant_id, &id).await?))
+}
+
+/// A change of a node: what is absent stays. Its kind and place in the
+/// tree stay as created.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = ResidencyNodeChange)]
+struct NodeChange {
+    /// Unique among the node's siblings of its kind.
+    #[schema(min_length = 1, max_length = 200)]
+    name: Option<String>,
+    /// A code (ISO 3166 and the like).
+    #[schema(min_length = 1, max_length = 32)]
+    code: Option<String>,
+    residency_class: Option<Class>,
+}
+
+/// Renames a node, changes its code or its residency class (at least one
+/// is given). A name a sibling of the same kind has is 409.
+#[utoipa::path(patch, path = "/api/residency/nodes/{geo_node_id}", tag = "sdk-tenant", request_body = NodeChange,
+    params(("geo_node_id" = String, Path, description = "the node")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/residency/nodes", { "name": "race-{unique}", "kind": "region" }]],
+        "body": { "residency_class": "restricted", "code": "RC" } }))),
+    responses((status = 200, description = "the node", body = Data<Node>),
+        (status = 409, description = "Conflict: a sibling of the same kind has the name", body = ErrorBody)))]
+async fn update_node(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<NodeChange>) -> ApiResult<Data<Node>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    find(&mut *tx, &ctx.tenant_id, &id).await?;
+    let body = body.checked()?;
+    let mut check = Check::new();
+    let name = body.name.as_deref().map(str::trim);
+    let code = body.code.as_deref().map(str::trim);
+    if name.is_none() && code.is_none() && body.residency_class.is_none() {
+        check.fail("give at least one of name, code, residency_class");
+    }
+    check.finish()?;
+    // The sibling index decides a name taken meanwhile (409).
+    let sql = format!(
+        "UPDATE residency_node SET name = COALESCE($3, name), code = COALESCE($4, code), residency_class = COALESCE($5, residency_class) \
+         WHERE tenant_id = $1 AND geo_node_id = $2 RETURNING {COLUMNS}"
+    );
+    let node: Option<Node> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .bind(name)
+        .bind(code)
+        .bind(body.residency_class)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let node = node.ok_or(ApiError::NotFound)?;
+    let fact = json!({ "geo_node_id": node.geo_node_id, "name": name, "code": code, "residency_class": body.residency_class });
+    audit::record(&mut tx, &ctx, events::RESIDENCY_NODE_UPDATED, fact).await?;
+    tx.commit().await?;
+    Ok(ok(node))
+}
+
+/// A deleted node.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = DeletedResidencyNode)]
+struct Deleted {
+    geo_node_id: Id,
+    deleted: bool,
+}
+
+/// Deletes a leaf node of the tree (a node with children is 409: delete
+/// them first). The audit trail keeps its creation and deletion.
+#[utoipa::path(delete, path = "/api/residency/nodes/{geo_node_id}", tag = "sdk-tenant",
+    params(("geo_node_id" = String, Path, description = "the node")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/api/residency/nodes", { "name": "race-{unique}", "kind": "region" }]] }))),
+    responses((status = 200, description = "deleted", body = Data<Deleted>),
+        (status = 409, description = "Conflict: the node has child nodes", body = ErrorBody)))]
+async fn delete_node(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Deleted>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let node = find(&mut *tx, &ctx.tenant_id, &id).await?;
+    let has_children = || ApiError::Conflict("the node has child nodes: delete them first".into());
+    // The delete says whether this request removed the leaf: of two at
+    // once, the other finds nothing (404). A child added meanwhile fails
+    // the parent's foreign key (409).
+    let deleted: Result<Option<String>, sqlx::Error> = sqlx::query_scalar(
+        "DELETE FROM residency_node WHERE tenant_id = $1 AND geo_node_id = $2 \
+         AND NOT EXISTS (SELECT 1 FROM residency_node c WHERE c.parent_geo_node_id = $2) RETURNING geo_node_id",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&id)
+    .fetch_optional(&mut *tx)
+    .await;
+    match deleted {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            let children: Option<String> =
+                sqlx::query_scalar("SELECT geo_node_id FROM residency_node WHERE parent_geo_node_id = $1 LIMIT 1").bind(&id).fetch_optional(&mut *tx).await?;
+            return Err(if children.is_some() { has_children() } else { ApiError::NotFound });
+        }
+        Err(e) if e.as_database_error().is_some_and(|d| d.kind() == sqlx::error::ErrorKind::ForeignKeyViolation) => return Err(has_children()),
+        Err(e) => return Err(e.into()),
+    }
+    let fact = json!({ "geo_node_id": node.geo_node_id, "kind": node.kind, "parent_geo_node_id": node.parent_geo_node_id });
+    audit::record(&mut tx, &ctx, events::RESIDENCY_NODE_DELETED, fact).await?;
+    tx.commit().await?;
+    Ok(ok(Deleted { geo_node_id: node.geo_node_id, deleted: true }))
 }

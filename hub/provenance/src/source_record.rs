@@ -8,7 +8,7 @@
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(assert_claim)).routes(routes!(get_claim)).routes(routes!(supersede))
+    OpenApiRouter::new().routes(routes!(assert_claim, list_claims)).routes(routes!(get_claim)).routes(routes!(supersede))
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
@@ -138,6 +138,42 @@ async fn find(exec: &mut Tx, tenant_id: &str, id: &str) -> ApiResult<Claim> {
     let sql = format!("SELECT {COLUMNS} FROM source_claim WHERE tenant_id = $1 AND claim_id = $2");
     let found: Option<Claim> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(&id).fetch_optional(&mut **exec).await?;
     found.ok_or(ApiError::NotFound)
+}
+
+/// The filters of the claim list (exact matches).
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ClaimFilter {
+    /// Only the claims about this subject.
+    #[param(max_length = 128)]
+    subject_id: Option<String>,
+    /// Only the claims of this attribute.
+    #[param(max_length = 128)]
+    attribute: Option<String>,
+    /// Only the claims in this status.
+    #[param(inline)]
+    status: Option<ClaimStatus>,
+    /// Only the claims this source stated.
+    #[param(max_length = 128)]
+    source: Option<String>,
+}
+
+/// The tenant's claims, most recently recorded first.
+const CLAIMS: Listing = Listing {
+    table: "source_claim",
+    columns: COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR subject_id = $2) AND ($3 = '' OR attribute = $3) AND ($4 = '' OR status = $4) AND ($5 = '' OR source = $5)",
+    order: "recorded_at DESC, claim_id DESC",
+};
+
+/// The tenant's claims, active and superseded, most recently recorded
+/// first (`status=ACTIVE` and a subject: what is believed of it now).
+#[utoipa::path(get, path = "/api/source-records/claims", tag = "sdk-source-record", params(ClaimFilter, Page),
+    responses((status = 200, description = "one page of claims", body = ListOf<Claim>)))]
+async fn list_claims(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<ClaimFilter>) -> ApiResult<ListOf<Claim>> {
+    let text = |v: &Option<String>| v.as_deref().map(str::trim).unwrap_or_default().to_string();
+    let status = q.status.map(ClaimStatus::as_str).unwrap_or_default();
+    page.list::<Claim>(&state.db.read, &CLAIMS, &[&ctx.tenant_id, &text(&q.subject_id), &text(&q.attribute), status, &text(&q.source)]).await
 }
 
 /// A claim, active or superseded.

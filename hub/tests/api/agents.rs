@@ -174,8 +174,10 @@ async fn runs_carry_deadlines_and_chains_and_their_start_is_audited(app: TestApp
     assert_eq!((runs["total"].clone(), runs["data"][0]["run_id"].clone()), (json!(2), child["run_id"].clone()), "newest first");
     let (_, by_agent) = app.get(&format!("/api/agent-runtime/runs?agent_id={}&status=active", root_agent["agent_id"].as_str().unwrap()), Some(ta)).await;
     assert_eq!((by_agent["total"].clone(), by_agent["data"][0]["run_id"].clone()), (json!(1), root["run_id"].clone()));
-    let (_, done) = app.get("/api/agent-runtime/runs?status=completed", Some(ta)).await;
+    let (_, done) = app.get("/api/agent-runtime/runs?status=succeeded", Some(ta)).await;
     assert_eq!(done["data"], json!([]));
+    let body = assert_error(app.get("/api/agent-runtime/runs?status=completed", Some(ta)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["status must be one of: active, succeeded, failed, cancelled"]));
     let (_, theirs) = app.get("/api/agent-runtime/runs", Some(tb)).await;
     assert_eq!((theirs["total"].clone(), theirs["data"].clone()), (json!(0), json!([])));
     let (_, theirs) = app.get(&format!("/api/agent-runtime/runs?agent_id={}", root_agent["agent_id"].as_str().unwrap()), Some(tb)).await;
@@ -276,3 +278,151 @@ async fn agent_ttls_are_bounded_before_any_deadline_arithmetic(app: TestApp) {
     assert_eq!(body["details"], json!(["ttl_seconds must be an integer from 1 to 604800"]));
 }
 db_test!(agent_ttls_are_bounded_before_any_deadline_arithmetic);
+
+/// A run ends once, in one guarded transition from `active`: completed
+/// (`succeeded`, `failed`) or cancelled; every end is final (409 after).
+async fn runs_end_once_completed_or_cancelled_and_are_read_one_by_one(app: TestApp) {
+    let t = app.two_tenants("run-end").await;
+    let (ta, tb) = (t.a_token.as_str(), t.b_token.as_str());
+    let persona = t.a["persona_id"].as_str().unwrap();
+    let agent = new_agent(&app, ta, persona, "gold", 600).await;
+    let start = json!({ "agent_id": agent["agent_id"], "persona_id": persona, "trace_id": "end-1", "actor_id": "ada", "actor_kind": "human" });
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let (s, run) = app.post("/api/agent-runtime/runs", Some(ta), start.clone()).await;
+        assert_eq!(s, StatusCode::CREATED, "{run}");
+        runs.push(run["data"].clone());
+    }
+    let url = |run: &Value, verb: &str| format!("/api/agent-runtime/runs/{}{verb}", run["run_id"].as_str().unwrap());
+
+    // Read one: the run as started; another tenant's, an unknown or a
+    // malformed id is 404.
+    let (s, one) = app.get(&url(&runs[0], ""), Some(ta)).await;
+    assert_eq!((s, &one["data"]), (StatusCode::OK, &runs[0]));
+    assert_error(app.get(&url(&runs[0], ""), Some(tb)).await, 404, "NotFound");
+    assert_error(app.get(&format!("/api/agent-runtime/runs/{}", uuid::Uuid::now_v7()), Some(ta)).await, 404, "NotFound");
+    assert_error(app.get("/api/agent-runtime/runs/nope", Some(ta)).await, 404, "NotFound");
+
+    // Completion: the outcome is required and one of two words.
+    let body = assert_error(app.post(&url(&runs[0], "/complete"), Some(ta), json!({})).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["status is required"]));
+    let body = assert_error(app.post(&url(&runs[0], "/complete"), Some(ta), json!({ "status": "cancelled" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["status must be one of: succeeded, failed"]));
+    // Another tenant's run is 404 whatever the body.
+    assert_error(app.post(&url(&runs[0], "/complete"), Some(tb), json!({ "status": "nope" })).await, 404, "NotFound");
+    assert_error(app.post(&url(&runs[0], "/cancel"), Some(tb), json!({})).await, 404, "NotFound");
+
+    let (s, done) = app.post(&url(&runs[0], "/complete"), Some(ta), json!({ "status": "succeeded" })).await;
+    assert_eq!(s, StatusCode::OK, "{done}");
+    assert_eq!((&done["data"]["status"], &done["data"]["run_id"]), (&json!("succeeded"), &runs[0]["run_id"]));
+    let (s, failed) = app.post(&url(&runs[1], "/complete"), Some(ta), json!({ "status": "failed" })).await;
+    assert_eq!((s, &failed["data"]["status"]), (StatusCode::OK, &json!("failed")));
+    let (s, cancelled) = app.post(&url(&runs[2], "/cancel"), Some(ta), json!({})).await;
+    assert_eq!((s, &cancelled["data"]["status"]), (StatusCode::OK, &json!("cancelled")));
+
+    // Every end is final.
+    let body = assert_error(app.post(&url(&runs[0], "/complete"), Some(ta), json!({ "status": "failed" })).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the run is succeeded: only an active run can be completed"]));
+    let body = assert_error(app.post(&url(&runs[0], "/cancel"), Some(ta), json!({})).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the run is succeeded: only an active run can be cancelled"]));
+    let body = assert_error(app.post(&url(&runs[2], "/cancel"), Some(ta), json!({})).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the run is cancelled: only an active run can be cancelled"]));
+    let body = assert_error(app.post(&url(&runs[1], "/complete"), Some(ta), json!({ "status": "succeeded" })).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the run is failed: only an active run can be completed"]));
+    assert_error(app.post(&format!("/api/agent-runtime/runs/{}/cancel", uuid::Uuid::now_v7()), Some(ta), json!({})).await, 404, "NotFound");
+
+    // The list filters on the end states.
+    for (status, run) in [("succeeded", &runs[0]), ("failed", &runs[1]), ("cancelled", &runs[2])] {
+        let (_, list) = app.get(&format!("/api/agent-runtime/runs?status={status}"), Some(ta)).await;
+        assert_eq!((&list["total"], &list["data"][0]["run_id"]), (&json!(1), &run["run_id"]), "{status}");
+    }
+    let (_, active) = app.get("/api/agent-runtime/runs?status=active", Some(ta)).await;
+    assert_eq!(active["total"], 0);
+
+    // One regulated event per end, each with the run's chain as provenance.
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    for e in ["agent.run.completed.v1", "agent.run.failed.v1", "agent.run.cancelled.v1"] {
+        assert_eq!(events.iter().filter(|x| *x == e).count(), 1, "{e}: {events:?}");
+    }
+    let (chain, class): (String, String) =
+        sqlx::query_as("SELECT actor_chain, retention_class FROM audit_entry WHERE tenant_id = $1 AND event_type = 'agent.run.cancelled.v1'")
+            .bind(t.a["tenant_id"].as_str().unwrap())
+            .fetch_one(&app.state().db.read)
+            .await
+            .unwrap();
+    assert_eq!((serde_json::from_str::<Value>(&chain).unwrap(), class.as_str()), (runs[2]["agent_chain"].clone(), "regulated"));
+}
+db_test!(runs_end_once_completed_or_cancelled_and_are_read_one_by_one);
+
+/// An agent is read one by one, changed field by field, and disabled (it
+/// starts no run) and enabled again; repeats change nothing.
+async fn agents_are_read_changed_disabled_and_enabled(app: TestApp) {
+    let t = app.two_tenants("agent-life").await;
+    let (ta, tb) = (t.a_token.as_str(), t.b_token.as_str());
+    let persona = t.a["persona_id"].as_str().unwrap();
+    let agent = new_agent(&app, ta, persona, "gold", 600).await;
+    let url = |verb: &str| format!("/api/agent-runtime/agents/{}{verb}", agent["agent_id"].as_str().unwrap());
+
+    let (s, one) = app.get(&url(""), Some(ta)).await;
+    assert_eq!((s, &one["data"]), (StatusCode::OK, &agent));
+    assert_error(app.get(&url(""), Some(tb)).await, 404, "NotFound");
+    assert_error(app.get("/api/agent-runtime/agents/nope", Some(ta)).await, 404, "NotFound");
+
+    // A change names at least one field, each validated as on create.
+    let body = assert_error(app.call(Method::PATCH, &url(""), Some(ta), Some(json!({}))).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["give at least one of: description, agent_scope, tool_manifest, default_ttl_seconds, kill_switch_flag_id"]));
+    let body = assert_error(
+        app.call(Method::PATCH, &url(""), Some(ta), Some(json!({ "default_ttl_seconds": 604_801, "tool_manifest": [1] }))).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(body["details"], json!(["tool_manifest[0] must be a string", "default_ttl_seconds must be an integer from 1 to 604800"]));
+    assert_error(app.call(Method::PATCH, &url(""), Some(tb), Some(json!({ "description": "theirs" }))).await, 404, "NotFound");
+
+    let change = json!({ "description": "drafts replies", "agent_scope": ["crm.contact.read"], "default_ttl_seconds": 120, "kill_switch_flag_id": "ks-1" });
+    let (s, changed) = app.call(Method::PATCH, &url(""), Some(ta), Some(change)).await;
+    assert_eq!(s, StatusCode::OK, "{changed}");
+    let c = &changed["data"];
+    assert_eq!(
+        (&c["description"], &c["agent_scope"], &c["default_ttl_seconds"], &c["kill_switch_flag_id"]),
+        (&json!("drafts replies"), &json!(["crm.contact.read"]), &json!(120), &json!("ks-1"))
+    );
+    assert_eq!((&c["name"], &c["tool_manifest"], &c["tier"]), (&agent["name"], &agent["tool_manifest"], &agent["tier"]), "absent fields stay");
+    // Blank clears a text field.
+    let (s, cleared) = app.call(Method::PATCH, &url(""), Some(ta), Some(json!({ "kill_switch_flag_id": " " }))).await;
+    assert_eq!((s, &cleared["data"]["kill_switch_flag_id"], &cleared["data"]["description"]), (StatusCode::OK, &Value::Null, &json!("drafts replies")));
+    // New runs take the new TTL.
+    let start = json!({ "agent_id": agent["agent_id"], "persona_id": persona, "trace_id": "life", "actor_id": "ada", "actor_kind": "human" });
+    let (s, run) = app.post("/api/agent-runtime/runs", Some(ta), start.clone()).await;
+    assert_eq!((s, &run["data"]["ttl_seconds"]), (StatusCode::CREATED, &json!(120)));
+
+    // Disabled: no new run; a repeat answers the same; the list filters on it.
+    let (s, off) = app.post(&url("/disable"), Some(ta), json!({})).await;
+    assert_eq!((s, &off["data"]["status"]), (StatusCode::OK, &json!("disabled")));
+    let (s, again) = app.post(&url("/disable"), Some(ta), json!({})).await;
+    assert_eq!((s, &again["data"]), (StatusCode::OK, &off["data"]));
+    let body = assert_error(app.post("/api/agent-runtime/runs", Some(ta), start.clone()).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the agent is disabled"]));
+    let (_, disabled) = app.get("/api/agent-runtime/agents?status=disabled", Some(ta)).await;
+    assert_eq!((&disabled["total"], &disabled["data"][0]["agent_id"]), (&json!(1), &agent["agent_id"]));
+    let (_, active) = app.get("/api/agent-runtime/agents?status=active", Some(ta)).await;
+    assert_eq!(active["total"], 0);
+    assert_error(app.get("/api/agent-runtime/agents?status=paused", Some(ta)).await, 400, "ValidationError");
+    // Its run already started is left as it is, and can still end.
+    let (s, _) =
+        app.post(&format!("/api/agent-runtime/runs/{}/complete", run["data"]["run_id"].as_str().unwrap()), Some(ta), json!({ "status": "succeeded" })).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_error(app.post(&url("/disable"), Some(tb), json!({})).await, 404, "NotFound");
+
+    let (s, on) = app.post(&url("/enable"), Some(ta), json!({})).await;
+    assert_eq!((s, &on["data"]["status"]), (StatusCode::OK, &json!("active")));
+    let (s, again) = app.post(&url("/enable"), Some(ta), json!({})).await;
+    assert_eq!((s, &again["data"]), (StatusCode::OK, &on["data"]));
+    let (s, _) = app.post("/api/agent-runtime/runs", Some(ta), start).await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    // Two changes, one disable and one enable: four events; repeats none.
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "agent.definition.updated.v1").count(), 4, "{events:?}");
+}
+db_test!(agents_are_read_changed_disabled_and_enabled);

@@ -123,3 +123,62 @@ async fn another_tenants_build_is_not_found_and_every_problem_is_reported(app: T
     assert!(app.events_of(&t.b["tenant_id"]).await.iter().all(|e| !e.starts_with("analytics.")));
 }
 db_test!(another_tenants_build_is_not_found_and_every_problem_is_reported);
+
+async fn builds_are_listed_their_exports_read_and_a_build_deleted(app: TestApp) {
+    let t = app.two_tenants("analytics-life").await;
+    let (a, b) = (t.a_token.as_str(), t.b_token.as_str());
+    let asset = uuid::Uuid::now_v7().to_string();
+    usage(&app, a, &asset, "api.call", 3, "2026-01-10T08:00:00Z", "u1").await;
+    let build = |kind: &str| app.post("/api/analytics/builds", Some(a), json!({ "kind": kind, "period_start": "2026-01-01", "period_end": "2026-01-31" }));
+    let (_, first) = build("usage_daily").await;
+    let (_, second) = build("invoices").await;
+    let (_, third) = build("usage_daily").await;
+    let id = |v: &Value| v["data"]["build_id"].as_str().unwrap().to_string();
+    let (first, second, third) = (id(&first), id(&second), id(&third));
+    app.post("/api/analytics/builds", Some(b), json!({ "kind": "usage_daily", "period_start": "2026-01-01", "period_end": "2026-01-31" })).await;
+
+    // The list: newest first, without rows; `kind` filters.
+    let (s, l) = app.get("/api/analytics/builds", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{l}");
+    let ids: Vec<&str> = l["data"].as_array().unwrap().iter().map(|b| b["build_id"].as_str().unwrap()).collect();
+    assert_eq!((l["total"].as_i64(), ids), (Some(3), vec![third.as_str(), second.as_str(), first.as_str()]));
+    assert!(l["data"][0].get("rows").is_none() && l["data"][0]["row_count"] == 1, "{l}");
+    let (_, l) = app.get("/api/analytics/builds?kind=usage_daily&limit=1", Some(a)).await;
+    assert_eq!((l["total"].as_i64(), l["data"][0]["build_id"].as_str()), (Some(2), Some(third.as_str())));
+    let (_, l) = app.get("/api/analytics/builds?kind=invoices", Some(a)).await;
+    assert_eq!(l["total"], 1);
+    let bad = assert_error(app.get("/api/analytics/builds?kind=everything", Some(a)).await, 400, "ValidationError");
+    assert_eq!(bad["details"].as_array().unwrap().len(), 1, "{bad}");
+
+    // The exports of a build, newest first.
+    let (_, none) = app.get(&format!("/api/analytics/builds/{first}/exports"), Some(a)).await;
+    assert_eq!(none, json!({ "success": true, "data": [], "total": 0 }));
+    let (_, e1) = app.call(Method::POST, &format!("/api/analytics/builds/{first}/export"), Some(a), None).await;
+    let (_, e2) = app.call(Method::POST, &format!("/api/analytics/builds/{first}/export"), Some(a), None).await;
+    let (s, l) = app.get(&format!("/api/analytics/builds/{first}/exports"), Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{l}");
+    assert_eq!(l, json!({ "success": true, "data": [e2["data"], e1["data"]], "total": 2 }));
+    assert_error(app.get(&format!("/api/analytics/builds/{first}/exports"), Some(b)).await, 404, "NotFound");
+    assert_error(app.get("/api/analytics/builds/not-a-uuid/exports", Some(a)).await, 404, "NotFound");
+
+    // Deleting erases the build, its exports' records and the file.
+    let key = e1["data"]["destination_key"].as_str().unwrap().to_string();
+    assert!(app.state().media.head(&ObjectPath::from(key.as_str())).await.is_ok());
+    assert_error(app.call(Method::DELETE, &format!("/api/analytics/builds/{first}"), Some(b), None).await, 404, "NotFound");
+    let (s, d) = app.call(Method::DELETE, &format!("/api/analytics/builds/{first}"), Some(a), None).await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    assert_eq!(d["data"], json!({ "build_id": first, "deleted": true, "export_erased": true }));
+    assert!(app.state().media.head(&ObjectPath::from(key.as_str())).await.is_err(), "the file is erased");
+    assert_error(app.get(&format!("/api/analytics/builds/{first}"), Some(a)).await, 404, "NotFound");
+    assert_error(app.get(&format!("/api/analytics/builds/{first}/exports"), Some(a)).await, 404, "NotFound");
+    assert_error(app.call(Method::DELETE, &format!("/api/analytics/builds/{first}"), Some(a), None).await, 404, "NotFound");
+    let (s, d) = app.call(Method::DELETE, &format!("/api/analytics/builds/{second}"), Some(a), None).await;
+    assert_eq!((s, d["data"]["export_erased"].as_bool()), (StatusCode::OK, Some(false)), "a build never exported");
+    let (_, l) = app.get("/api/analytics/builds", Some(a)).await;
+    assert_eq!(l["total"], 1);
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "analytics.build.deleted.v1").count(), 2, "{events:?}");
+    assert!(app.events_of(&t.b["tenant_id"]).await.iter().all(|e| e != "analytics.build.deleted.v1"));
+}
+db_test!(builds_are_listed_their_exports_read_and_a_build_deleted);

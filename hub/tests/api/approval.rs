@@ -136,3 +136,98 @@ async fn approval_input_is_checked_before_anything_is_stored(app: TestApp) {
     assert!(app.events_of(&t.a["tenant_id"]).await.iter().all(|e| !e.starts_with("approval.")));
 }
 db_test!(approval_input_is_checked_before_anything_is_stored);
+
+async fn routes_are_listed_read_and_retired_and_requests_listed_and_cancelled(app: TestApp) {
+    let t = app.two_tenants("approval-life").await;
+    let (owner, b) = (t.a_token.as_str(), t.b_token.as_str());
+    let (member, member_persona) = approver(&app, owner, &t.a, "member@approval-life.example.com").await;
+    let route = |name: &str| json!({ "name": name, "steps": [{ "approver_persona_id": member_persona }, { "approver_persona_id": t.a["persona_id"] }] });
+    let (_, first) = app.post("/api/approvals/routes", Some(owner), route("first")).await;
+    let (_, second) = app.post("/api/approvals/routes", Some(owner), route("second")).await;
+    let (first_id, second_id) = (first["data"]["route_id"].as_str().unwrap(), second["data"]["route_id"].as_str().unwrap());
+
+    // Routes: newest first, filtered by status; read one.
+    let (s, list) = app.get("/api/approvals/routes", Some(owner)).await;
+    assert_eq!((s, list["total"].as_i64()), (StatusCode::OK, Some(2)), "{list}");
+    assert_eq!(list["data"].as_array().unwrap().iter().map(|r| r["route_id"].as_str().unwrap()).collect::<Vec<_>>(), [second_id, first_id]);
+    let (_, one) = app.get(&format!("/api/approvals/routes/{first_id}"), Some(owner)).await;
+    assert_eq!(one["data"], first["data"]);
+
+    // Requests: pending and decided alike, filtered.
+    let open = |route_id: &str, subject: &str| json!({ "route_id": route_id, "subject_kind": "refund", "subject_id": subject });
+    let (_, r1) = app.post("/api/approvals/requests", Some(owner), open(first_id, "r-1")).await;
+    let (_, r2) = app.post("/api/approvals/requests", Some(&member), open(first_id, "r-2")).await;
+    let (_, r3) = app.post("/api/approvals/requests", Some(owner), json!({ "route_id": second_id, "subject_kind": "order", "subject_id": "o-1" })).await;
+    let (id1, id2, id3) = (r1["data"]["request_id"].as_str().unwrap(), r2["data"]["request_id"].as_str().unwrap(), r3["data"]["request_id"].as_str().unwrap());
+    let step = r3["data"]["steps"][0]["step_id"].as_str().unwrap();
+    let (s, d) = app.post(&format!("/api/approvals/requests/{id3}/steps/{step}/decision"), Some(&member), json!({ "decision": "rejected" })).await;
+    assert_eq!((s, d["data"]["status"].as_str()), (StatusCode::OK, Some("rejected")));
+    let ids = |v: &Value| v["data"].as_array().unwrap().iter().map(|r| r["request_id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let (s, all) = app.get("/api/approvals/requests", Some(owner)).await;
+    assert_eq!((s, all["total"].as_i64(), ids(&all)), (StatusCode::OK, Some(3), vec![id3.to_string(), id2.to_string(), id1.to_string()]), "{all}");
+    assert!(all["data"][0].get("steps").is_none(), "{all}");
+    let (_, rejected) = app.get("/api/approvals/requests?status=rejected", Some(owner)).await;
+    assert_eq!(ids(&rejected), [id3]);
+    let (_, refunds) = app.get("/api/approvals/requests?subject_kind=refund&subject_id=r-2", Some(owner)).await;
+    assert_eq!(ids(&refunds), [id2]);
+    let member_person = r2["data"]["requested_by"].as_str().unwrap();
+    let (_, by) = app.get(&format!("/api/approvals/requests?requested_by={member_person}"), Some(owner)).await;
+    assert_eq!((by["total"].as_i64(), ids(&by)), (Some(1), vec![id2.to_string()]));
+    let (_, paged) = app.get("/api/approvals/requests?limit=1&offset=2", Some(owner)).await;
+    assert_eq!((paged["total"].as_i64(), ids(&paged)), (Some(3), vec![id1.to_string()]));
+    for bad in ["status=open", "requested_by=someone", "offset=-1"] {
+        assert_error(app.get(&format!("/api/approvals/requests?{bad}"), Some(owner)).await, 400, "ValidationError");
+    }
+    assert_error(app.get("/api/approvals/routes?status=gone", Some(owner)).await, 400, "ValidationError");
+
+    // Cancel: the requester only, a pending request only, once.
+    let body = assert_error(app.post(&format!("/api/approvals/requests/{id2}/cancel"), Some(owner), json!({})).await, 403, "Forbidden");
+    assert_eq!(body["details"], json!(["only the request's requester cancels it"]));
+    let (s, c) = app.post(&format!("/api/approvals/requests/{id2}/cancel"), Some(&member), json!({})).await;
+    assert_eq!((s, c["data"]["status"].as_str()), (StatusCode::OK, Some("cancelled")), "{c}");
+    assert!(c["data"]["resolved_at"].is_string());
+    assert!(c["data"]["steps"].as_array().unwrap().iter().all(|s| s["status"] == "skipped"), "{c}");
+    let body = assert_error(app.post(&format!("/api/approvals/requests/{id2}/cancel"), Some(&member), json!({})).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the request is cancelled: only a pending request can be cancelled"]));
+    let body = assert_error(app.post(&format!("/api/approvals/requests/{id3}/cancel"), Some(owner), json!({})).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the request is rejected: only a pending request can be cancelled"]));
+    let s1 = c["data"]["steps"][0]["step_id"].as_str().unwrap();
+    assert_error(
+        app.post(&format!("/api/approvals/requests/{id2}/steps/{s1}/decision"), Some(&member), json!({ "decision": "approved" })).await,
+        409,
+        "Conflict",
+    );
+    let (_, cancelled) = app.get("/api/approvals/requests?status=cancelled", Some(owner)).await;
+    assert_eq!(ids(&cancelled), [id2]);
+
+    // Retire: no new request on it; the open one goes on; again: the same answer.
+    let (s, r) = app.post(&format!("/api/approvals/routes/{first_id}/retire"), Some(owner), json!({})).await;
+    assert_eq!((s, r["data"]["status"].as_str()), (StatusCode::OK, Some("retired")), "{r}");
+    let (s, again) = app.post(&format!("/api/approvals/routes/{first_id}/retire"), Some(owner), json!({})).await;
+    assert_eq!((s, &again["data"]), (StatusCode::OK, &r["data"]));
+    let body = assert_error(app.post("/api/approvals/requests", Some(owner), open(first_id, "r-4")).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["route_id is not an active approval route of this tenant"]));
+    let s1 = r1["data"]["steps"][0]["step_id"].as_str().unwrap();
+    let (s, _) = app.post(&format!("/api/approvals/requests/{id1}/steps/{s1}/decision"), Some(&member), json!({ "decision": "approved" })).await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, retired) = app.get("/api/approvals/routes?status=retired", Some(owner)).await;
+    assert_eq!((retired["total"].as_i64(), retired["data"][0]["route_id"].as_str()), (Some(1), Some(first_id)));
+    let (_, active) = app.get("/api/approvals/routes?status=active", Some(owner)).await;
+    assert_eq!((active["total"].as_i64(), active["data"][0]["route_id"].as_str()), (Some(1), Some(second_id)));
+
+    // Another tenant sees and changes none of it.
+    let (_, theirs) = app.get("/api/approvals/routes", Some(b)).await;
+    assert_eq!(theirs["total"], 0);
+    let (_, theirs) = app.get("/api/approvals/requests", Some(b)).await;
+    assert_eq!(theirs["total"], 0);
+    assert_error(app.get(&format!("/api/approvals/routes/{second_id}"), Some(b)).await, 404, "NotFound");
+    assert_error(app.post(&format!("/api/approvals/routes/{second_id}/retire"), Some(b), json!({})).await, 404, "NotFound");
+    assert_error(app.post(&format!("/api/approvals/requests/{id1}/cancel"), Some(b), json!({})).await, 404, "NotFound");
+    assert_error(app.get("/api/approvals/routes/not-a-route", Some(owner)).await, 404, "NotFound");
+    assert_error(app.post(&format!("/api/approvals/routes/{}/retire", uuid::Uuid::now_v7()), Some(owner), json!({})).await, 404, "NotFound");
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    let count = |e: &str| events.iter().filter(|x| *x == e).count();
+    assert_eq!([count("approval.route.retired.v1"), count("approval.request.cancelled.v1")], [1, 1]);
+}
+db_test!(routes_are_listed_read_and_retired_and_requests_listed_and_cancelled);

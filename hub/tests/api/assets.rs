@@ -192,13 +192,133 @@ async fn robot_credentials_are_shown_once_and_stored_hashed(app: TestApp) {
 }
 db_test!(robot_credentials_are_shown_once_and_stored_hashed);
 
+async fn assets_are_listed_changed_and_retired(app: TestApp) {
+    let t = app.signup("fleet@example.com", "fleet").await;
+    let token = t["token"].as_str().unwrap();
+    let device = "0190a000-0000-7000-8000-0000000000d2";
+    let (first, _) = robot(&app, token, json!({ "display_name": "One", "model": "R-2", "bu_id": "bu-1", "device_uuid": device })).await;
+    let (second, cred) = robot(&app, token, json!({ "display_name": "Two", "model": "R-3", "bu_id": "bu-2" })).await;
+    let (third, _) = robot(&app, token, json!({ "display_name": "Three" })).await;
+    let ids = |v: &Value| v["data"].as_array().unwrap().iter().map(|a| a["asset_id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+
+    let (s, all) = app.get("/api/assets", Some(token)).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    assert_eq!((ids(&all), all["total"].as_i64()), (vec![third.clone(), second.clone(), first.clone()], Some(3)), "newest first");
+    assert_eq!(all["data"][2]["status"], "active");
+    assert_eq!(all["data"][2]["retired_at"], Value::Null);
+    for (query, expected) in [
+        ("model=R-2", vec![first.clone()]),
+        (&format!("device_uuid={}", device.to_uppercase()) as &str, vec![first.clone()]),
+        ("bu_id=bu-2", vec![second.clone()]),
+        ("status=active&model=R-3", vec![second.clone()]),
+        ("status=retired", vec![]),
+    ] {
+        let (s, page) = app.get(&format!("/api/assets?{query}"), Some(token)).await;
+        assert_eq!(s, StatusCode::OK, "{page}");
+        assert_eq!(page["total"].as_i64(), Some(expected.len() as i64), "{query}");
+        assert_eq!(ids(&page), expected, "{query}");
+    }
+    let (_, paged) = app.get("/api/assets?limit=1&offset=1", Some(token)).await;
+    assert_eq!((ids(&paged), paged["total"].as_i64()), (vec![second.clone()], Some(3)));
+    let body = assert_error(app.get("/api/assets?status=gone&device_uuid=nope", Some(token)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["device_uuid must be a UUID", "status must be one of: active, retired"]));
+
+    // A change keeps what it does not name.
+    let path = format!("/api/assets/{second}");
+    let (s, changed) = app.call(Method::PATCH, &path, Some(token), Some(json!({ "display_name": " Two b ", "components": ["arm"] }))).await;
+    assert_eq!(s, StatusCode::OK, "{changed}");
+    assert_eq!(changed["data"]["display_name"], "Two b");
+    assert_eq!(changed["data"]["components"], json!(["arm"]));
+    assert_eq!(changed["data"]["model"], "R-3");
+    assert_eq!(changed["data"]["bu_id"], "bu-2");
+    let (s, changed) = app.call(Method::PATCH, &path, Some(token), Some(json!({ "model": "R-4", "device_uuid": device }))).await;
+    assert_eq!(s, StatusCode::OK, "{changed}");
+    assert_eq!((changed["data"]["model"].as_str(), changed["data"]["device_uuid"].as_str()), (Some("R-4"), Some(device)));
+    let (_, read) = app.get(&path, Some(token)).await;
+    assert_eq!(read["data"], changed["data"]);
+    let body = assert_error(app.call(Method::PATCH, &path, Some(token), Some(json!({}))).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["give at least one of display_name, model, bu_id, device_uuid, components"]));
+    let body = assert_error(
+        app.call(Method::PATCH, &path, Some(token), Some(json!({ "display_name": " ", "components": [{ "component_id": 1 }] }))).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(
+        body["details"],
+        json!(["display_name must not be blank", "components must be an array of component ids or of objects with a string component_id"])
+    );
+    let body = assert_error(app.call(Method::PATCH, &path, Some(token), Some(json!({ "device_uuid": "nope", "model": 3 }))).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["model must be a string", "device_uuid must be a UUID"]));
+
+    // Retiring revokes its credentials and cancels what waits, in one go.
+    let (s, queued) = app.post("/api/commands", Some(token), json!({ "type": "move", "risk_class": "low", "target_asset_id": second })).await;
+    assert_eq!(s, StatusCode::CREATED, "{queued}");
+    let (s, waiting) = app.post("/api/commands", Some(token), json!({ "type": "unlock", "risk_class": "high", "target_asset_id": second })).await;
+    assert_eq!(s, StatusCode::CREATED, "{waiting}");
+    let (s, retired) = app.post(&format!("{path}/retire"), Some(token), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{retired}");
+    assert_eq!(retired["data"]["status"], "retired");
+    assert!(retired["data"]["retired_at"].is_string());
+    assert_eq!(retired["data"]["display_name"], "Two b");
+    let (_, creds) = app.get(&format!("{path}/credentials"), Some(token)).await;
+    assert_eq!(creds["data"][0]["status"], "revoked");
+    assert!(creds["data"][0]["revoked_at"].is_string());
+    assert_error(
+        app.post(&format!("/api/commands/{}/ack", queued["data"]["command_id"].as_str().unwrap()), Some(&cred), json!({ "ok": true })).await,
+        401,
+        "Unauthorized",
+    );
+    let (_, commands) = app.get(&format!("{path}/commands"), Some(token)).await;
+    let states: Vec<&str> = commands["data"].as_array().unwrap().iter().map(|c| c["status"].as_str().unwrap()).collect();
+    assert_eq!(states, vec!["cancelled", "cancelled"]);
+    let (s, again) = app.post(&format!("{path}/retire"), Some(token), json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(again["data"], retired["data"], "retiring again answers the same");
+    let body = assert_error(app.post(&format!("{path}/credentials"), Some(token), json!({})).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the asset is retired: it takes no new credential"]));
+    let body = assert_error(app.call(Method::PATCH, &path, Some(token), Some(json!({ "model": "R-5" }))).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the asset is retired: only an active asset can be changed"]));
+    let body =
+        assert_error(app.post("/api/commands", Some(token), json!({ "type": "x", "risk_class": "low", "target_asset_id": second })).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the asset is retired: it takes no new command"]));
+    let body = assert_error(
+        app.post("/api/commands", Some(token), json!({ "type": "x", "risk_class": "critical", "target_asset_id": second })).await,
+        409,
+        "Conflict",
+    );
+    assert_eq!(body["details"], json!(["the asset is retired: it takes no new command"]));
+    // A decision on a command the retirement cancelled finds it cancelled.
+    let body = assert_error(
+        app.post(&format!("/api/commands/{}/decision", waiting["data"]["command_id"].as_str().unwrap()), Some(token), json!({ "approved": true })).await,
+        409,
+        "Conflict",
+    );
+    assert_eq!(body["details"], json!(["the command is cancelled: only a command awaiting approval can be decided"]));
+    let (_, page) = app.get("/api/assets?status=retired", Some(token)).await;
+    assert_eq!((ids(&page), page["total"].as_i64()), (vec![second.clone()], Some(1)));
+
+    assert_error(app.post(&format!("/api/assets/{ID}/retire"), Some(token), json!({})).await, 404, "NotFound");
+    assert_error(app.call(Method::PATCH, &format!("/api/assets/{ID}"), Some(token), Some(json!({ "model": "x" }))).await, 404, "NotFound");
+    let events = app.events_of(&t["tenant_id"]).await;
+    let count = |e: &str| events.iter().filter(|x| *x == e).count();
+    assert_eq!(count("asset.asset.retired.v1"), 1);
+    assert_eq!(count("command.command.cancelled.v1"), 2);
+    assert_eq!(count("asset.credential.revoked.v1"), 1);
+    // Two twin-less changes, no change of a refused one.
+    assert_eq!(count("asset.asset.updated.v1"), 2);
+}
+db_test!(assets_are_listed_changed_and_retired);
+
 const ID: &str = "0190a000-0000-7000-8000-000000000000";
 
 /// Every tenant route of sdk-asset and sdk-command, with its derived scope.
 fn tenant_routes(asset: &str, command: &str) -> Vec<(Method, String, &'static str)> {
     vec![
         (Method::POST, "/api/assets".into(), "asset.asset.write"),
+        (Method::GET, "/api/assets".into(), "asset.asset.read"),
         (Method::GET, format!("/api/assets/{asset}"), "asset.asset.read"),
+        (Method::PATCH, format!("/api/assets/{asset}"), "asset.asset.write"),
+        (Method::POST, format!("/api/assets/{asset}/retire"), "asset.asset.write"),
         (Method::GET, format!("/api/assets/{asset}/twin"), "asset.asset.read"),
         (Method::PUT, format!("/api/assets/{asset}/twin"), "asset.asset.write"),
         (Method::GET, format!("/api/assets/{asset}/readings?bucket=hour"), "asset.asset.read"),
@@ -209,6 +329,8 @@ fn tenant_routes(asset: &str, command: &str) -> Vec<(Method, String, &'static st
         (Method::POST, "/api/commands".into(), "command.command.write"),
         (Method::GET, format!("/api/commands/{command}"), "command.command.read"),
         (Method::POST, format!("/api/commands/{command}/decision"), "command.command.write"),
+        (Method::GET, "/api/commands".into(), "command.command.read"),
+        (Method::POST, format!("/api/commands/{command}/cancel"), "command.command.write"),
     ]
 }
 

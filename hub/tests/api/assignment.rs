@@ -66,11 +66,24 @@ async fn rule_sets_route_subjects_and_simulations_replay_them(app: TestApp) {
     assert_eq!(none["data"]["outcome"], "UNROUTABLE");
 
     let id = first["data"]["decision_id"].as_str().unwrap();
-    let (s, read) = app.get(&format!("/api/assignment/decisions?decision_id={id}"), Some(a)).await;
-    assert_eq!(s, StatusCode::OK);
-    assert_eq!(read["data"], first["data"]);
-    assert_error(app.get(&format!("/api/assignment/decisions?decision_id={id}"), Some(&t.b_token)).await, 404, "NotFound");
-    assert_error(app.get("/api/assignment/decisions", Some(a)).await, 400, "ValidationError");
+    let (s, read) = app.get(&format!("/api/assignment/decisions?decision_id={}", id.to_uppercase()), Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{read}");
+    assert_eq!((read["data"].clone(), read["total"].as_i64()), (json!([first["data"]]), Some(1)));
+    let (_, theirs) = app.get(&format!("/api/assignment/decisions?decision_id={id}"), Some(&t.b_token)).await;
+    assert_eq!((theirs["data"].clone(), theirs["total"].as_i64()), (json!([]), Some(0)), "another tenant's decision is not listed");
+    // The recorded decisions, newest first, by subject, outcome and rule set.
+    let decided = |v: &Value| v["data"].as_array().unwrap().iter().map(|d| d["decision_id"].clone()).collect::<Vec<_>>();
+    let (_, all) = app.get("/api/assignment/decisions", Some(a)).await;
+    let recorded = [&none, &fallback, &review, &second, &first].map(|d| d["data"]["decision_id"].clone()).to_vec();
+    assert_eq!((decided(&all), all["total"].as_i64()), (recorded.clone(), Some(5)));
+    let (_, by_outcome) = app.get("/api/assignment/decisions?outcome=ASSIGNED&rule_set_name=triage", Some(a)).await;
+    assert_eq!((decided(&by_outcome), by_outcome["total"].as_i64()), (recorded[3..].to_vec(), Some(2)));
+    let (_, by_subject) = app.get("/api/assignment/decisions?subject_ref=case-1&limit=1&offset=1", Some(a)).await;
+    assert_eq!((decided(&by_subject), by_subject["total"].as_i64()), (vec![recorded[2].clone()], Some(4)));
+    let (_, other_set) = app.get("/api/assignment/decisions?rule_set_name=other", Some(a)).await;
+    assert_eq!(other_set["total"], 0);
+    let b = assert_error(app.get("/api/assignment/decisions?outcome=WON&decision_id=x", Some(a)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["decision_id must be a UUID", "outcome must be one of: ASSIGNED, FALLBACK, REVIEW, UNROUTABLE"]));
 
     // Refusals: an unknown rule set, another tenant's persona, bad rules.
     assert_error(app.post("/api/assignment/route", Some(a), json!({ "rule_set_name": "nope" })).await, 400, "ValidationError");
@@ -378,3 +391,72 @@ async fn offers_fall_to_the_backup_and_keep_their_history(app: TestApp) {
     assert_eq!(count(&events, "assignment.offer.expired.v1"), 3);
 }
 db_test!(offers_fall_to_the_backup_and_keep_their_history);
+
+async fn a_workers_offers_are_listed(app: TestApp) {
+    let t = app.two_tenants("asg-list").await;
+    let a = t.a_token.as_str();
+    let p = personas(&app, a, 3).await;
+    let (worker, backup, other) = (&p[0], &p[1], &p[2]);
+    let offer = |subject: &str, primary: &str, window: i64| json!({ "subject_ref": subject, "primary_persona_id": primary, "backup_persona_id": backup, "acceptance_window_minutes": window });
+    let mut ids = Vec::new();
+    for body in [offer("job-1", worker, 30), offer("job-2", other, 30), offer("job-3", worker, 30), offer("job-4", other, 0)] {
+        let (s, r) = app.post("/api/assignments", Some(a), body).await;
+        assert_eq!(s, StatusCode::CREATED, "{r}");
+        ids.push(r["data"]["record_id"].as_str().unwrap().to_string());
+    }
+    let (s, r) = app.post(&format!("/api/assignments/{}/accept", ids[2]), Some(a), json!({ "persona_id": worker })).await;
+    assert_eq!((s, r["data"]["state"].as_str()), (StatusCode::OK, Some("accepted")));
+    let listed = |v: &Value| v["data"].as_array().unwrap().iter().map(|r| r["record_id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+
+    let (s, all) = app.get("/api/assignments", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    assert_eq!((listed(&all), all["total"].as_i64()), (vec![ids[3].clone(), ids[2].clone(), ids[1].clone(), ids[0].clone()], Some(4)), "newest first");
+    // Each with its history, as read one by one.
+    let (_, one) = app.get(&format!("/api/assignments/{}", ids[2]), Some(a)).await;
+    assert_eq!(all["data"][1], one["data"]);
+    assert_eq!(all["data"][1]["history"].as_array().unwrap().len(), 2);
+    for (query, expected) in [
+        // A worker's open offers.
+        (format!("state=offered&persona_id={worker}"), vec![ids[0].clone()]),
+        (format!("persona_id={}", worker.to_uppercase()), vec![ids[2].clone(), ids[0].clone()]),
+        // Offered to primary and backup at once: the backup's too.
+        (format!("state=offered&persona_id={backup}"), vec![ids[3].clone()]),
+        ("subject_ref=job-2".to_string(), vec![ids[1].clone()]),
+        ("state=accepted".to_string(), vec![ids[2].clone()]),
+        ("state=expired".to_string(), vec![]),
+    ] {
+        let (s, page) = app.get(&format!("/api/assignments?{query}"), Some(a)).await;
+        assert_eq!(s, StatusCode::OK, "{page}");
+        assert_eq!((listed(&page), page["total"].as_i64()), (expected.clone(), Some(expected.len() as i64)), "{query}");
+    }
+    let (_, paged) = app.get("/api/assignments?limit=2&offset=1", Some(a)).await;
+    assert_eq!((listed(&paged), paged["total"].as_i64()), (vec![ids[2].clone(), ids[1].clone()], Some(4)));
+    let b = assert_error(app.get("/api/assignments?state=open&persona_id=me", Some(a)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["state must be one of: offered, reassigned, accepted, declined, expired", "persona_id must be a UUID"]));
+    let (_, theirs) = app.get("/api/assignments", Some(&t.b_token)).await;
+    assert_eq!((theirs["data"].clone(), theirs["total"].as_i64()), (json!([]), Some(0)));
+}
+db_test!(a_workers_offers_are_listed);
+
+async fn a_workload_is_cleared(app: TestApp) {
+    let t = app.two_tenants("asg-wl").await;
+    let a = t.a_token.as_str();
+    let p = personas(&app, a, 1).await;
+    let path = format!("/api/assignment/workload/{}", p[0]);
+    let (s, w) = app.call(Method::PUT, &path, Some(a), Some(json!({ "skills": ["x"], "capacity_per_day": 3 }))).await;
+    assert_eq!(s, StatusCode::CREATED, "{w}");
+    // Another tenant cannot clear it.
+    assert_error(app.call(Method::DELETE, &path, Some(&t.b_token), None).await, 404, "NotFound");
+    let (s, d) = app.call(Method::DELETE, &path, Some(a), None).await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    assert_eq!(d["data"], json!({ "persona_id": p[0], "deleted": true }));
+    assert_error(app.get(&path, Some(a)).await, 404, "NotFound");
+    assert_error(app.call(Method::DELETE, &path, Some(a), None).await, 404, "NotFound");
+    assert_error(app.call(Method::DELETE, "/api/assignment/workload/nope", Some(a), None).await, 404, "NotFound");
+    // Set again, it is a first set (201).
+    let (s, _) = app.call(Method::PUT, &path, Some(a), Some(json!({}))).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(count(&events, "assignment.workload.updated.v1"), 3);
+}
+db_test!(a_workload_is_cleared);

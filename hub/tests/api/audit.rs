@@ -585,3 +585,124 @@ async fn the_robot_path_and_child_tenants_emit_their_events(app: TestApp) {
     assert_eq!(full["data"]["payload"]["parent_tenant_id"], json!(tenant));
 }
 db_test!(the_robot_path_and_child_tenants_emit_their_events);
+
+async fn a_tenant_reads_its_own_entries_paged_and_filtered(app: TestApp) {
+    let t = app.two_tenants("entries").await;
+    let (a, b) = (t.a_token.as_str(), t.b_token.as_str());
+    let mut mine = Vec::new();
+    for n in 0..3 {
+        mine.push(app.append(a, 3, "crm.call.logged.v1", json!({ "n": n })).await);
+    }
+    let other_type = app.append(a, 4, "crm.call.missed.v1", json!({ "n": 9 })).await;
+    let theirs = app.append(b, 3, "crm.call.logged.v1", json!({ "n": 0 })).await;
+
+    // One chain: newest first, only A's, whole pages counted.
+    let (s, list) = app.get("/api/audit/entries?pool_index=3", Some(a)).await;
+    assert_eq!((s, list["total"].as_i64()), (StatusCode::OK, Some(3)), "{list}");
+    let seqs: Vec<i64> = list["data"].as_array().unwrap().iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert_eq!(seqs, [3, 2, 1]);
+    assert_eq!(list["data"][0]["entry_id"], mine[2]["entry_id"]);
+    assert_eq!(list["data"][0]["event_type"], "crm.call.logged.v1");
+    assert!(list["data"][0].get("payload").is_none(), "the list shows no payload: {list}");
+    let (_, page) = app.get("/api/audit/entries?pool_index=3&limit=1&offset=1", Some(a)).await;
+    assert_eq!((page["total"].as_i64(), page["data"].as_array().unwrap().len()), (Some(3), 1));
+    assert_eq!(page["data"][0]["entry_id"], mine[1]["entry_id"]);
+
+    // Every chain of A's: its signup's events too, never an entry of B's.
+    let (_, all) = app.get("/api/audit/entries?limit=500", Some(a)).await;
+    let ids: Vec<&str> = all["data"].as_array().unwrap().iter().map(|e| e["entry_id"].as_str().unwrap()).collect();
+    assert_eq!(all["total"].as_i64(), Some(ids.len() as i64));
+    assert_eq!(ids.len(), app.events_of(&t.a["tenant_id"]).await.len());
+    assert!(ids.contains(&other_type["entry_id"].as_str().unwrap()) && !ids.contains(&theirs["entry_id"].as_str().unwrap()));
+    let (_, b_all) = app.get("/api/audit/entries?limit=500", Some(b)).await;
+    assert!(b_all["data"].as_array().unwrap().iter().all(|e| !ids.contains(&e["entry_id"].as_str().unwrap())), "{b_all}");
+
+    // Filters: type, actor, time.
+    let (_, typed) = app.get("/api/audit/entries?event_type=crm.call.missed.v1", Some(a)).await;
+    assert_eq!((typed["total"].as_i64(), &typed["data"][0]["entry_id"]), (Some(1), &other_type["entry_id"]));
+    let actor = mine[0]["actor_id"].as_str().unwrap();
+    let (_, by_actor) = app.get(&format!("/api/audit/entries?actor_id={actor}&pool_index=3"), Some(a)).await;
+    assert_eq!(by_actor["total"].as_i64(), Some(3));
+    let (_, nobody) = app.get("/api/audit/entries?actor_id=nobody", Some(a)).await;
+    assert_eq!(nobody["total"].as_i64(), Some(0));
+    let first = mine[0]["occurred_at"].as_str().unwrap().replace('+', "%2B");
+    let (_, since) = app.get(&format!("/api/audit/entries?pool_index=3&from={first}"), Some(a)).await;
+    assert_eq!(since["total"].as_i64(), Some(3));
+    let (_, until) = app.get(&format!("/api/audit/entries?pool_index=3&to={first}"), Some(a)).await;
+    assert_eq!((until["total"].as_i64(), &until["data"][0]["entry_id"]), (Some(1), &mine[0]["entry_id"]));
+    let (_, later) = app.get("/api/audit/entries?from=2999-01-01T00:00:00Z", Some(a)).await;
+    assert_eq!(later["total"].as_i64(), Some(0));
+
+    // Refusals name the parameter.
+    let body = assert_error(app.get("/api/audit/entries?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z", Some(a)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["from must not be later than to"]));
+    for bad in ["pool_index=-1", "pool_index=x", "from=yesterday", "limit=0"] {
+        let body = assert_error(app.get(&format!("/api/audit/entries?{bad}"), Some(a)).await, 400, "ValidationError");
+        let name = bad.split('=').next().unwrap();
+        assert!(body["details"][0].as_str().unwrap().contains(name), "{bad}: {body}");
+    }
+
+    // One entry whole; another tenant's is 404.
+    let id = mine[1]["entry_id"].as_str().unwrap();
+    let (s, one) = app.get(&format!("/api/audit/entries/{id}"), Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{one}");
+    let e = &one["data"];
+    assert_eq!((e["payload"].clone(), e["seq"].as_i64(), e["pool_index"].as_i64()), (json!({ "n": 1 }), Some(2), Some(3)));
+    assert_eq!(e["prev_hash"], mine[0]["entry_hash"]);
+    assert_eq!((e["entry_hash"].as_str().unwrap().len(), &e["payload_digest"], &e["shredded_at"]), (64, &mine[1]["payload_digest"], &Value::Null));
+    assert_error(app.get(&format!("/api/audit/entries/{}", theirs["entry_id"].as_str().unwrap()), Some(a)).await, 404, "NotFound");
+    assert_error(app.get(&format!("/api/audit/entries/{id}"), Some(b)).await, 404, "NotFound");
+    assert_error(app.get("/api/audit/entries/not-a-uuid", Some(a)).await, 404, "NotFound");
+}
+db_test!(a_tenant_reads_its_own_entries_paged_and_filtered);
+
+async fn an_event_types_schema_moves_forward_only(app: TestApp) {
+    let t = app.two_tenants("schema").await;
+    let (a, b) = (t.a_token.as_str(), t.b_token.as_str());
+    let (s, _) = app
+        .post("/api/events/types", Some(a), json!({ "event_type": "shop.order.placed.v1", "retention_class": "operational", "conflict_policy": "lww" }))
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let path = "/api/events/types/shop.order.placed.v1";
+    let app = &app;
+    let change = |body: Value, token: &str| {
+        let token = token.to_string();
+        async move { app.call(Method::PATCH, path, Some(&token), Some(body)).await }
+    };
+
+    let (s, d) = change(json!({ "schema_state": "deprecated" }), a).await;
+    assert_eq!((s, d["data"]["schema_state"].as_str(), d["data"]["compaction_policy"].as_str()), (StatusCode::OK, Some("deprecated"), Some("none")), "{d}");
+    // The same change again: the same answer, no second event.
+    let (s, again) = change(json!({ "schema_state": "deprecated" }), a).await;
+    assert_eq!((s, &again["data"]), (StatusCode::OK, &d["data"]));
+    let (_, c) = change(json!({ "compaction_policy": "snapshot" }), a).await;
+    assert_eq!((c["data"]["schema_state"].as_str(), c["data"]["compaction_policy"].as_str()), (Some("deprecated"), Some("snapshot")));
+    let (_, read) = app.get(path, Some(a)).await;
+    assert_eq!(read["data"], c["data"]);
+
+    // Backwards is 409; forwards to retired, then nothing moves it back.
+    let body = assert_error(change(json!({ "schema_state": "active" }), a).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the event type is deprecated: its schema_state moves only forward (active, deprecated, retired)"]));
+    let (_, r) = change(json!({ "schema_state": "retired", "compaction_policy": "keep-latest" }), a).await;
+    assert_eq!((r["data"]["schema_state"].as_str(), r["data"]["compaction_policy"].as_str()), (Some("retired"), Some("keep-latest")));
+    assert_error(change(json!({ "schema_state": "deprecated" }), a).await, 409, "Conflict");
+
+    // Refusals: nothing to change, an unknown word, a platform type, an
+    // unknown type, another tenant's type.
+    let body = assert_error(change(json!({}), a).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["give at least one of schema_state, compaction_policy"]));
+    let body = assert_error(change(json!({ "schema_state": "gone" }), a).await, 400, "ValidationError");
+    assert!(body["details"][0].as_str().unwrap().starts_with("schema_state must be one of"), "{body}");
+    let body = assert_error(
+        app.call(Method::PATCH, "/api/events/types/crm.call.logged.v1", Some(a), Some(json!({ "schema_state": "deprecated" }))).await,
+        409,
+        "Conflict",
+    );
+    assert_eq!(body["details"], json!(["'crm.call.logged.v1' is a platform event type: a tenant cannot change it"]));
+    assert_error(app.call(Method::PATCH, "/api/events/types/shop.never.made.v1", Some(a), Some(json!({ "schema_state": "retired" }))).await, 404, "NotFound");
+    assert_error(change(json!({ "schema_state": "retired" }), b).await, 404, "NotFound");
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "audit.event_type.updated.v1").count(), 3, "{events:?}");
+}
+db_test!(an_event_types_schema_moves_forward_only);

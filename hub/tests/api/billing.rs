@@ -179,3 +179,85 @@ async fn invoices_need_a_closed_period_and_a_known_catalog(app: TestApp) {
     assert_eq!(bad.body()["details"], json!(["status must be one of: draft, active, retired"]));
 }
 db_test!(invoices_need_a_closed_period_and_a_known_catalog);
+
+async fn a_tenant_lists_its_invoices_by_period_and_catalog(app: TestApp) {
+    let t = app.two_tenants("billing-list").await;
+    let (a, b) = (t.a_token.as_str(), t.b_token.as_str());
+    let db = &app.state().db;
+    standard_catalog(&app, "std").await;
+    set_catalog_status(db, "std", "active", "op-1").await.unwrap();
+    standard_catalog(&app, "alt").await;
+    set_catalog_status(db, "alt", "active", "op-1").await.unwrap();
+    let invoice = |catalog: &str, start: &str, end: &str| {
+        app.post("/api/billing/invoices", Some(a), json!({ "catalog": catalog, "period_start": start, "period_end": end }))
+    };
+    let (s, jan) = invoice("std", "2026-01-01", "2026-01-31").await;
+    assert_eq!(s, StatusCode::CREATED, "{jan}");
+    let (_, feb) = invoice("std", "2026-02-01", "2026-02-28").await;
+    let (_, alt) = invoice("alt", "2026-01-15", "2026-02-15").await;
+    app.post("/api/billing/invoices", Some(b), json!({ "catalog": "std", "period_start": "2026-01-01", "period_end": "2026-01-31" })).await;
+    let id = |v: &Value| v["data"]["invoice_id"].as_str().unwrap().to_string();
+    let (jan, feb, alt) = (id(&jan), id(&feb), id(&alt));
+    let ids = |l: &Value| l["data"].as_array().unwrap().iter().map(|i| i["invoice_id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+
+    // Newest first, without line items (the invoice's read has them).
+    let (s, l) = app.get("/api/billing/invoices", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{l}");
+    assert_eq!((l["total"].as_i64(), ids(&l)), (Some(3), vec![alt.clone(), feb.clone(), jan.clone()]));
+    let first = &l["data"][2];
+    assert_eq!((first["catalog_id"].as_str(), first["period_start"].as_str(), first["status"].as_str()), (Some("std"), Some("2026-01-01"), Some("issued")));
+    assert!(first.get("line_items").is_none() && first["total"].is_i64(), "{first}");
+    // A period meets the range when it ends on or after `from` and starts
+    // on or before `to`.
+    let (_, l) = app.get("/api/billing/invoices?from=2026-02-01", Some(a)).await;
+    assert_eq!(ids(&l), vec![alt.clone(), feb.clone()]);
+    let (_, l) = app.get("/api/billing/invoices?to=2026-01-14", Some(a)).await;
+    assert_eq!(ids(&l), vec![jan.clone()]);
+    let (_, l) = app.get("/api/billing/invoices?from=2026-01-20&to=2026-01-31&catalog=std", Some(a)).await;
+    assert_eq!(ids(&l), vec![jan.clone()]);
+    let (_, l) = app.get("/api/billing/invoices?catalog=alt", Some(a)).await;
+    assert_eq!((l["total"].as_i64(), ids(&l)), (Some(1), vec![alt.clone()]));
+    let (_, l) = app.get("/api/billing/invoices?limit=1&offset=1", Some(a)).await;
+    assert_eq!((l["total"].as_i64(), ids(&l)), (Some(3), vec![feb.clone()]));
+    let (_, l) = app.get("/api/billing/invoices", Some(b)).await;
+    assert_eq!(l["total"], 1, "another tenant's are its own");
+    let bad = assert_error(app.get("/api/billing/invoices?from=2026-1-1&to=2026-02-30&catalog=a%20b", Some(a)).await, 400, "ValidationError");
+    assert_eq!(bad["details"], json!(["from must be a day, YYYY-MM-DD", "to must be a day, YYYY-MM-DD", "catalog must be 1 to 128 letters, digits or . _ -"]));
+    let bad = assert_error(app.get("/api/billing/invoices?from=2026-03-01&to=2026-02-01", Some(a)).await, 400, "ValidationError");
+    assert_eq!(bad["details"], json!(["from must be on or before to"]));
+}
+db_test!(a_tenant_lists_its_invoices_by_period_and_catalog);
+
+async fn a_tenant_reads_the_active_version_of_a_catalog(app: TestApp) {
+    let t = app.two_tenants("billing-cat").await;
+    let a = t.a_token.as_str();
+    let db = &app.state().db;
+    standard_catalog(&app, "std").await;
+    // A draft is no catalog an invoice can use yet.
+    assert_error(app.get("/api/billing/catalogs/active?catalog_id=std", Some(a)).await, 404, "NotFound");
+    set_catalog_status(db, "std", "active", "op-1").await.unwrap();
+    let (s, c) = app.get("/api/billing/catalogs/active?catalog_id=std", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    let d = &c["data"];
+    assert_eq!((d["catalog_id"].as_str(), d["version"].as_i64(), d["currency"].as_str()), (Some("std"), Some(1), Some("USD")));
+    let skus: Vec<&str> = d["rates"].as_array().unwrap().iter().map(|r| r["sku"].as_str().unwrap()).collect();
+    assert_eq!(skus, ["api.call", "internal.ping", "llm.tokens", "sms", "storage.gb", "support"]);
+    let tokens = &d["rates"][2];
+    assert_eq!((tokens["mode"].as_str(), tokens["price"].as_i64(), tokens["margin_pct"].as_f64()), (Some("passthrough_plus_margin"), Some(3), Some(12.5)));
+    // A newer draft version changes nothing until it is active; then it is
+    // the one read.
+    create_catalog(db, "std", 2, Some("EUR"), "op-1").await.unwrap();
+    put_rate(db, "std", "api.call", &rate("call", "flat_per_call", Some(9), None, None), "op-1").await.unwrap();
+    let (_, c) = app.get("/api/billing/catalogs/active?catalog_id=std", Some(a)).await;
+    assert_eq!(c["data"]["version"], 1);
+    set_catalog_status(db, "std", "active", "op-1").await.unwrap();
+    let (_, c) = app.get("/api/billing/catalogs/active?catalog_id=std", Some(&t.b_token)).await;
+    assert_eq!((c["data"]["version"].as_i64(), c["data"]["currency"].as_str()), (Some(2), Some("EUR")));
+    assert_eq!((c["data"]["rates"].as_array().unwrap().len(), c["data"]["rates"][0]["price"].as_i64()), (1, Some(9)));
+    assert_error(app.get("/api/billing/catalogs/active?catalog_id=none", Some(a)).await, 404, "NotFound");
+    let bad = assert_error(app.get("/api/billing/catalogs/active", Some(a)).await, 400, "ValidationError");
+    assert_eq!(bad["details"], json!(["catalog_id is required"]));
+    let bad = assert_error(app.get("/api/billing/catalogs/active?catalog_id=a%20b", Some(a)).await, 400, "ValidationError");
+    assert_eq!(bad["details"], json!(["catalog_id must be 1 to 128 letters, digits or . _ -"]));
+}
+db_test!(a_tenant_reads_the_active_version_of_a_catalog);

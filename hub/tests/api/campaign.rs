@@ -56,3 +56,112 @@ async fn journeys_keep_their_steps_as_given_under_a_campaign_of_the_tenant(app: 
     assert_eq!(ours, ["campaign.campaign.created.v1", "campaign.journey.created.v1", "campaign.journey.created.v1"]);
 }
 db_test!(journeys_keep_their_steps_as_given_under_a_campaign_of_the_tenant);
+
+async fn patch(app: &TestApp, path: &str, token: &str, body: Value) -> (StatusCode, Value) {
+    app.call(reqwest::Method::PATCH, path, Some(token), Some(body)).await
+}
+
+async fn campaigns_are_listed_changed_and_archived_read_only_with_their_journeys(app: TestApp) {
+    let t = app.two_tenants("campaign-life").await;
+    let a = t.a_token.as_str();
+    let mut ids = Vec::new();
+    for name in ["Spring", "Summer", "Autumn"] {
+        let (s, c) = app.post("/api/campaigns", Some(a), json!({ "name": name })).await;
+        assert_eq!((s, &c["data"]["status"], &c["data"]["archived_at"]), (StatusCode::CREATED, &json!("active"), &Value::Null), "{c}");
+        ids.push(c["data"]["campaign_id"].as_str().unwrap().to_string());
+    }
+    let names = |v: &Value| v["data"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let (s, all) = app.get("/api/campaigns", Some(a)).await;
+    assert_eq!((s, all["total"].as_i64()), (StatusCode::OK, Some(3)));
+    assert_eq!(names(&all), ["Autumn", "Summer", "Spring"], "newest first");
+    assert!(all["data"][0].get("journeys").is_none(), "a list carries no journeys: {all}");
+    let (_, page) = app.get("/api/campaigns?limit=1&offset=1", Some(a)).await;
+    assert_eq!((names(&page), page["total"].as_i64()), (vec!["Summer".to_string()], Some(3)));
+    let b = assert_error(app.get("/api/campaigns?status=paused", Some(a)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["status must be one of: active, archived"]));
+    let (_, none) = app.get("/api/campaigns", Some(&t.b_token)).await;
+    assert_eq!(none["total"], 0);
+
+    // Changes: refusals, then what is given replaces, the rest stays.
+    let path = format!("/api/campaigns/{}", ids[0]);
+    let b = assert_error(patch(&app, &path, a, json!({})).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["give at least one of name, description, attributes"]));
+    let b = assert_error(patch(&app, &path, a, json!({ "name": " ", "attributes": 1 })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["attributes must be a JSON object"]));
+    let b = assert_error(patch(&app, &path, a, json!({ "name": " " })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["name must not be blank"]));
+    let b = assert_error(patch(&app, &path, a, json!({ "name": "Summer" })).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["a campaign of this tenant is named Summer already"]));
+    assert_error(patch(&app, &path, &t.b_token, json!({ "name": "Mine" })).await, 404, "NotFound");
+    let (s, changed) = patch(&app, &path, a, json!({ "name": "Spring sale", "description": "seasonal", "attributes": { "budget": 5 } })).await;
+    assert_eq!(s, StatusCode::OK, "{changed}");
+    let c = &changed["data"];
+    assert_eq!((&c["name"], &c["description"], &c["attributes"]), (&json!("Spring sale"), &json!("seasonal"), &json!({ "budget": 5 })));
+    let (s, same) = patch(&app, &path, a, json!({ "name": "Spring sale", "description": "" })).await;
+    assert_eq!((s, &same["data"]["description"], &same["data"]["attributes"]), (StatusCode::OK, &Value::Null, &json!({ "budget": 5 })), "its own name");
+
+    // Journeys: changed and deleted while the campaign is active.
+    let (s, j) = app.post(&format!("{path}/journeys"), Some(a), json!({ "name": "Onboarding", "steps": [{ "wait": "1d" }] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{j}");
+    let journey = format!("{path}/journeys/{}", j["data"]["journey_id"].as_str().unwrap());
+    let (s, other) = app.post(&format!("/api/campaigns/{}/journeys", ids[1]), Some(a), json!({ "name": "Other" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{other}");
+    let b = assert_error(patch(&app, &journey, a, json!({})).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["give at least one of name, steps"]));
+    let b = assert_error(patch(&app, &journey, a, json!({ "steps": { "a": 1 } })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["steps must be an array"]));
+    let steps = json!([{ "type": "email" }, "anything", [1, null]]);
+    let (s, moved) = patch(&app, &journey, a, json!({ "steps": steps })).await;
+    assert_eq!((s, &moved["data"]["steps"], &moved["data"]["name"]), (StatusCode::OK, &steps, &json!("Onboarding")), "{moved}");
+    let (s, renamed) = patch(&app, &journey, a, json!({ "name": "" })).await;
+    assert_eq!((s, &renamed["data"]["name"], &renamed["data"]["steps"]), (StatusCode::OK, &Value::Null, &steps));
+    // A journey is found under its own campaign only.
+    let elsewhere = format!("/api/campaigns/{}/journeys/{}", ids[1], j["data"]["journey_id"].as_str().unwrap());
+    assert_error(patch(&app, &elsewhere, a, json!({ "name": "x" })).await, 404, "NotFound");
+    assert_error(app.call(reqwest::Method::DELETE, &elsewhere, Some(a), None).await, 404, "NotFound");
+    assert_error(patch(&app, &journey, &t.b_token, json!({ "name": "x" })).await, 404, "NotFound");
+    let other_path = format!("/api/campaigns/{}/journeys/{}", ids[1], other["data"]["journey_id"].as_str().unwrap());
+    let (s, gone) = app.call(reqwest::Method::DELETE, &other_path, Some(a), None).await;
+    assert_eq!((s, &gone["data"]), (StatusCode::OK, &json!({ "journey_id": other["data"]["journey_id"], "deleted": true })));
+    assert_error(app.call(reqwest::Method::DELETE, &other_path, Some(a), None).await, 404, "NotFound");
+    let (_, summer) = app.get(&format!("/api/campaigns/{}", ids[1]), Some(a)).await;
+    assert_eq!(summer["data"]["journeys"], json!([]));
+
+    // Archived: read-only, and archiving again answers it as it is.
+    assert_error(app.post(&format!("{path}/archive"), Some(&t.b_token), json!({})).await, 404, "NotFound");
+    let (s, archived) = app.post(&format!("{path}/archive"), Some(a), json!({})).await;
+    assert_eq!((s, &archived["data"]["status"]), (StatusCode::OK, &json!("archived")), "{archived}");
+    assert!(archived["data"]["archived_at"].is_string());
+    let (s, again) = app.post(&format!("{path}/archive"), Some(a), json!({})).await;
+    assert_eq!((s, &again["data"]), (StatusCode::OK, &archived["data"]));
+    for res in [
+        patch(&app, &path, a, json!({ "description": "late" })).await,
+        patch(&app, &journey, a, json!({ "name": "late" })).await,
+        app.call(reqwest::Method::DELETE, &journey, Some(a), None).await,
+        app.post(&format!("{path}/journeys"), Some(a), json!({})).await,
+    ] {
+        let b = assert_error(res, 409, "Conflict");
+        assert_eq!(b["details"], json!(["the campaign is archived: only an active campaign can be changed"]));
+    }
+    let (_, got) = app.get(&path, Some(a)).await;
+    assert_eq!((&got["data"]["status"], got["data"]["journeys"].as_array().unwrap().len()), (&json!("archived"), 1));
+    let (_, only) = app.get("/api/campaigns?status=archived", Some(a)).await;
+    assert_eq!((names(&only), only["total"].as_i64()), (vec!["Spring sale".to_string()], Some(1)));
+    let (_, active) = app.get("/api/campaigns?status=active", Some(a)).await;
+    assert_eq!(names(&active), ["Autumn", "Summer"]);
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    let ours: Vec<&str> = events.iter().map(String::as_str).filter(|e| e.starts_with("campaign.") && !e.ends_with(".created.v1")).collect();
+    assert_eq!(
+        ours,
+        [
+            "campaign.campaign.updated.v1",
+            "campaign.campaign.updated.v1",
+            "campaign.journey.updated.v1",
+            "campaign.journey.updated.v1",
+            "campaign.journey.deleted.v1",
+            "campaign.campaign.archived.v1"
+        ]
+    );
+}
+db_test!(campaigns_are_listed_changed_and_archived_read_only_with_their_journeys);

@@ -217,6 +217,10 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (_, crash) = app.post("/api/diagnostic/crash", Some(a), json!({ "device_uuid": device, "stack_envelope": "x" })).await;
     ids.insert("id", data(&crash, "id"));
     ids.insert("device_uuid", device);
+    // A's person, linked to A's device.
+    let (s, l) = app.post(&format!("/api/devices/{}/link-person", ids["device_uuid"]), Some(a), json!({ "person_id": t.a["person_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{l}");
+    ids.insert("person_id", t.a["person_id"].as_str().unwrap().to_string());
     let (s, e) =
         app.post("/api/events/types", Some(a), json!({ "event_type": "mx.thing.done.v1", "retention_class": "operational", "conflict_policy": "lww" })).await;
     assert_eq!(s, StatusCode::CREATED, "{e}");
@@ -233,6 +237,12 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, g) = app.post("/api/role-assignments", Some(a), json!({ "persona_id": p["data"]["persona_id"], "role_template_id": owner })).await;
     assert_eq!(s, StatusCode::CREATED, "{g}");
     ids.insert("assignment_id", data(&g, "assignment_id"));
+    let (s, r) = app.post("/api/role-templates", Some(a), json!({ "name": "mx-template" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("role_template_id", data(&r, "role_template_id"));
+    let (s, r) = app.post("/api/residency/nodes", Some(a), json!({ "name": "mx-region", "kind": "region" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("geo_node_id", data(&r, "geo_node_id"));
     let entry: String = sqlx::query_scalar("SELECT entry_id FROM audit_entry WHERE tenant_id = $1 LIMIT 1")
         .bind(t.a["tenant_id"].as_str().unwrap())
         .fetch_one(&app.state().db.read)
@@ -309,7 +319,9 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/policies/bundles", Some(a), json!({ "name": "mx", "version": 1, "iql_source": "permit (principal, action, resource);" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("bundle_id", data(&r, "bundle_id"));
-    crate::trace::run_in_trace(app, a, t.a["persona_id"].as_str().unwrap(), "mx-trace").await;
+    let run = crate::trace::run_in_trace(app, a, t.a["persona_id"].as_str().unwrap(), "mx-trace").await;
+    ids.insert("run_id", run["run_id"].as_str().unwrap().to_string());
+    ids.insert("agent_id", run["agent_id"].as_str().unwrap().to_string());
     let (s, r) = app.post("/api/traces/mx-trace/exports", Some(a), json!({})).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("trace_id", "mx-trace".to_string());
@@ -348,6 +360,11 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/payments/charges", Some(a), json!({ "amount": 100, "currency": "EUR", "payment_method_id": m, "idempotency_key": "mx" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("charge_id", data(&r, "charge_id"));
+    ids.insert("payment_method_id", m);
+    let (s, r) =
+        app.post("/api/taxonomy/extraction-schemas", Some(a), json!({ "document_kind": "mx-kind", "fields": [{ "name": "n", "type": "string" }] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("schema_id", data(&r, "schema_id"));
     let (s, r) = app.post("/api/analytics/builds", Some(a), json!({ "kind": "usage_daily", "period_start": "2026-01-01", "period_end": "2026-01-31" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("build_id", data(&r, "build_id"));
@@ -365,9 +382,18 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/crm/contacts", Some(a), json!({ "name": "mx" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("contact_id", data(&r, "contact_id"));
+    let (s, r) = app.post("/api/crm/leads", Some(a), json!({ "name": "mx", "contact_id": ids["contact_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("lead_id", data(&r, "lead_id"));
+    let (s, r) = app.post("/api/crm/calls", Some(a), json!({ "lead_id": ids["lead_id"], "direction": "inbound", "disposition": "answered" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("call_id", data(&r, "call_id"));
     let (s, r) = app.post("/api/campaigns", Some(a), json!({ "name": "mx" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("campaign_id", data(&r, "campaign_id"));
+    let (s, r) = app.post(&format!("/api/campaigns/{}/journeys", ids["campaign_id"]), Some(a), json!({ "name": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("journey_id", data(&r, "journey_id"));
     let (s, r) = app.post("/api/content/items", Some(a), json!({ "title": "mx", "body": "v1" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("item_id", data(&r, "item_id"));
@@ -384,17 +410,31 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     ids.insert("encounter_id", data(&r, "encounter_id"));
     let (s, r) = app.post("/api/tickets/events", Some(a), json!({ "name": "mx", "starts_at": "2027-01-01T00:00:00Z" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("event_id", data(&r, "event_id"));
     let (s, r) = app.post("/api/tickets", Some(a), json!({ "event_id": r["data"]["event_id"] })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("ticket_id", data(&r, "ticket_id"));
     let (s, r) = app.post("/api/service-requests/queues", Some(a), json!({ "tenant_id": t.a["tenant_id"], "name": "mx" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("queue_id", data(&r, "queue_id"));
     let (s, r) = app.post("/api/service-requests", Some(a), json!({ "queue_id": r["data"]["queue_id"], "title": "mx" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("service_request_id", data(&r, "request_id"));
     let (s, r) = app.post("/api/sla/policies", Some(a), json!({ "name": "mx", "target_minutes": 60 })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("policy_id", data(&r, "policy_id"));
+    let (s, r) = app.post(&format!("/api/sla/policies/{}/rungs", ids["policy_id"]), Some(a), json!({ "offset_minutes": -5, "severity": "low" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("rung_id", data(&r, "rung_id"));
+    let (s, r) = app
+        .post(
+            "/api/social/handles",
+            Some(a),
+            json!({ "tenant_id": t.a["tenant_id"], "network": "x", "external_handle_id": "mx", "authorized_persona_id": t.a["persona_id"] }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("handle_id", data(&r, "handle_id"));
     let (s, r) = app.post("/api/sla/clocks", Some(a), json!({ "policy_id": ids["policy_id"], "subject_ref": "mx" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("clock_id", data(&r, "clock_id"));
@@ -403,6 +443,27 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
         .await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("appointment_id", data(&r, "appointment_id"));
+    let (s, r) = app.post("/api/notifications", Some(a), json!({ "channel": "email", "recipient": "mx@example.com", "body": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("notification_id", data(&r, "notification_id"));
+    let (s, r) = app.post("/api/conversations/suppressions", Some(a), json!({ "channel": "email", "address": "mx@example.com" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("suppression_id", data(&r, "suppression_id"));
+    let (s, r) = app.post("/api/scheduling/connections", Some(a), json!({ "name": "mx", "collection_url": "https://calendar.mx.example.com/mx/" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("connection_id", data(&r, "connection_id"));
+    let (s, r) = app.post("/api/sequences/templates", Some(a), json!({ "tenant_id": t.a["tenant_id"], "name": "mx", "body": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("template_id", data(&r, "template_id"));
+    let (s, r) = app.post("/api/sequences", Some(a), json!({ "name": "mx", "steps": [{ "template_id": ids["template_id"] }] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("sequence_id", data(&r, "sequence_id"));
+    let (s, r) = app.post("/api/consent/purposes", Some(a), json!({ "purpose_id": "mx-purpose", "description": "mx", "legal_basis": "consent" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("purpose_id", "mx-purpose".to_string());
+    let (s, r) = app.post("/api/evidence/captures", Some(a), json!({ "encounter_id": "mx", "kind": "note", "note": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("capture_id", data(&r, "capture_id"));
     ids
 }
 

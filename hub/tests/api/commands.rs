@@ -207,6 +207,88 @@ async fn an_expired_command_is_never_delivered(app: TestApp) {
 }
 db_test!(an_expired_command_is_never_delivered);
 
+async fn commands_are_listed_tenant_wide_and_cancelled_before_delivery(app: TestApp) {
+    let t = app.signup("cancel@example.com", "cancel").await;
+    let token = t["token"].as_str().unwrap();
+    let (asset, cred) = robot(&app, token, json!({ "display_name": "R" })).await;
+    let (other, _) = robot(&app, token, json!({ "display_name": "R2" })).await;
+    let queued = command(&app, token, json!({ "type": "a", "risk_class": "low", "target_asset_id": asset })).await;
+    let waiting = command(&app, token, json!({ "type": "b", "risk_class": "high", "target_asset_id": asset })).await;
+    let elsewhere = command(&app, token, json!({ "type": "c", "risk_class": "critical", "target_asset_id": other })).await;
+    let delivered = command(&app, token, json!({ "type": "d", "risk_class": "medium", "target_asset_id": other })).await;
+    hub_platform::command::mark_delivered(app.state(), &other, delivered["seq"].as_i64().unwrap()).await.unwrap();
+    let id = |c: &Value| c["command_id"].as_str().unwrap().to_string();
+    let ids = |v: &Value| v["data"].as_array().unwrap().iter().map(|c| c["command_id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+
+    let (s, all) = app.get("/api/commands", Some(token)).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    assert_eq!((ids(&all), all["total"].as_i64()), (vec![id(&delivered), id(&elsewhere), id(&waiting), id(&queued)], Some(4)), "newest first");
+    for (query, expected) in [
+        ("status=awaiting_approval".to_string(), vec![id(&elsewhere), id(&waiting)]),
+        (format!("asset_id={asset}"), vec![id(&waiting), id(&queued)]),
+        (format!("asset_id={}&status=delivered", other.to_uppercase()), vec![id(&delivered)]),
+        ("risk_class=critical".to_string(), vec![id(&elsewhere)]),
+        ("status=cancelled".to_string(), vec![]),
+    ] {
+        let (s, page) = app.get(&format!("/api/commands?{query}"), Some(token)).await;
+        assert_eq!(s, StatusCode::OK, "{page}");
+        assert_eq!((ids(&page), page["total"].as_i64()), (expected.clone(), Some(expected.len() as i64)), "{query}");
+    }
+    let (_, paged) = app.get("/api/commands?limit=2&offset=1", Some(token)).await;
+    assert_eq!((ids(&paged), paged["total"].as_i64()), (vec![id(&elsewhere), id(&waiting)], Some(4)));
+    let body = assert_error(app.get("/api/commands?status=done&asset_id=nope&risk_class=extreme", Some(token)).await, 400, "ValidationError");
+    assert_eq!(
+        body["details"],
+        json!([
+            "status must be one of: awaiting_approval, queued, delivered, acknowledged_ok, acknowledged_failed, rejected, expired, cancelled",
+            "asset_id must be a UUID",
+            "risk_class must be one of: low, medium, high, critical",
+        ])
+    );
+
+    // A queued command is withdrawn: never delivered, its ack refused.
+    let (s, c) = app.post(&format!("/api/commands/{}/cancel", id(&queued)), Some(token), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    assert_eq!(c["data"]["status"], "cancelled");
+    assert!(hub_platform::command::pending(app.state(), &asset, 0, 10).await.unwrap().is_empty());
+    let body = assert_error(app.post(&format!("/api/commands/{}/ack", id(&queued)), Some(&cred), json!({ "ok": true })).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the command is cancelled and cannot be acknowledged"]));
+    let (s, again) = app.post(&format!("/api/commands/{}/cancel", id(&queued)), Some(token), json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(again["data"], c["data"], "cancelling again answers the same");
+    // So is one awaiting approval: no decision can take it up again.
+    let (s, w) = app.post(&format!("/api/commands/{}/cancel", id(&waiting)), Some(token), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{w}");
+    assert_eq!(w["data"]["status"], "cancelled");
+    let body = assert_error(app.post(&format!("/api/commands/{}/decision", id(&waiting)), Some(token), json!({ "approved": true })).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the command is cancelled: only a command awaiting approval can be decided"]));
+    // A delivered command is the robot's now.
+    let body = assert_error(app.post(&format!("/api/commands/{}/cancel", id(&delivered)), Some(token), json!({})).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the command is delivered: only a command awaiting approval or delivery can be cancelled"]));
+    let (_, page) = app.get("/api/commands?status=cancelled", Some(token)).await;
+    assert_eq!((ids(&page), page["total"].as_i64()), (vec![id(&waiting), id(&queued)], Some(2)));
+    assert_error(app.post("/api/commands/0190a000-0000-7000-8000-000000000000/cancel", Some(token), json!({})).await, 404, "NotFound");
+    assert_error(app.post("/api/commands/nope/cancel", Some(token), json!({})).await, 404, "NotFound");
+    let events = app.events_of(&t["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "command.command.cancelled.v1").count(), 2);
+}
+db_test!(commands_are_listed_tenant_wide_and_cancelled_before_delivery);
+
+async fn a_command_past_its_time_to_live_is_expired_not_cancelled(app: TestApp) {
+    let t = app.signup("late@example.com", "late").await;
+    let token = t["token"].as_str().unwrap();
+    let (asset, _) = robot(&app, token, json!({ "display_name": "R" })).await;
+    let c = command(&app, token, json!({ "type": "x", "risk_class": "high", "target_asset_id": asset, "ttl_seconds": 1 })).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let body = assert_error(app.post(&format!("/api/commands/{}/cancel", c["command_id"].as_str().unwrap()), Some(token), json!({})).await, 409, "Conflict");
+    let details = body["details"][0].as_str().unwrap();
+    assert!(details.starts_with("the command is expired"), "{body}");
+    let (_, seen) = app.get(&format!("/api/commands/{}", c["command_id"].as_str().unwrap()), Some(token)).await;
+    assert_eq!(seen["data"]["status"], "expired");
+    assert!(!app.events_of(&t["tenant_id"]).await.contains(&"command.command.cancelled.v1".to_string()));
+}
+db_test!(a_command_past_its_time_to_live_is_expired_not_cancelled);
+
 /// Reads SSE events (`id`, `data` JSON) until `n` arrived.
 pub async fn sse_events(res: &mut reqwest::Response, n: usize) -> Vec<(i64, Value)> {
     let mut buf = String::new();

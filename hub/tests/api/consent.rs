@@ -126,3 +126,47 @@ async fn purposes_and_an_append_only_history_per_subject(app: TestApp) {
     assert_eq!((count("consent.purpose.created.v1"), count("consent.consent.granted.v1"), count("consent.consent.withdrawn.v1")), (3, 3, 1));
 }
 db_test!(purposes_and_an_append_only_history_per_subject);
+
+async fn a_purpose_is_read_and_retired_its_records_kept(app: TestApp) {
+    let t = app.two_tenants("consent-retire").await;
+    let a = t.a_token.as_str();
+    let (s, p) =
+        app.post("/api/consent/purposes", Some(a), json!({ "purpose_id": "newsletter", "description": "weekly news", "legal_basis": "consent" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    assert_eq!((p["data"]["status"].as_str(), &p["data"]["retired_at"]), (Some("active"), &serde_json::Value::Null));
+    let (s, one) = app.get("/api/consent/purposes/newsletter", Some(a)).await;
+    assert_eq!((s, &one["data"]), (StatusCode::OK, &p["data"]));
+    let grant = |action: &str| json!({ "subject": "user-1", "purpose_id": "newsletter", "action": action });
+    let (s, _) = app.post("/api/consent/grants", Some(a), grant("granted")).await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    let (s, r) = app.post("/api/consent/purposes/newsletter/retire", Some(a), json!({})).await;
+    assert_eq!((s, r["data"]["status"].as_str()), (StatusCode::OK, Some("retired")), "{r}");
+    assert!(r["data"]["retired_at"].is_string());
+    let (s, again) = app.post("/api/consent/purposes/newsletter/retire", Some(a), json!({})).await;
+    assert_eq!((s, &again["data"]), (StatusCode::OK, &r["data"]));
+    let (_, read) = app.get("/api/consent/purposes/newsletter", Some(a)).await;
+    assert_eq!(read["data"], r["data"]);
+
+    // No new grant; a withdrawal still is recorded; the history stays.
+    let body = assert_error(app.post("/api/consent/grants", Some(a), grant("granted")).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the purpose newsletter is retired: it takes withdrawals, no new grant"]));
+    let (s, w) = app.post("/api/consent/grants", Some(a), grant("withdrawn")).await;
+    assert_eq!((s, w["data"]["action"].as_str()), (StatusCode::CREATED, Some("withdrawn")), "{w}");
+    let (_, history) = app.get("/api/consent/grants?subject=user-1", Some(a)).await;
+    assert_eq!(history["total"], 2);
+    let tenant = t.a["tenant_id"].as_str().unwrap();
+    let (_, list) = app.get(&format!("/api/consent/purposes?tenant_id={tenant}"), Some(a)).await;
+    assert_eq!((list["total"].as_i64(), list["data"][0]["status"].as_str()), (Some(1), Some("retired")));
+    // An unknown purpose is still 400 on a grant.
+    let body = assert_error(app.post("/api/consent/grants", Some(a), json!({ "subject": "u", "purpose_id": "nothing" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["purpose_id is not a purpose of this tenant's catalogue"]));
+
+    assert_error(app.get("/api/consent/purposes/newsletter", Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.post("/api/consent/purposes/newsletter/retire", Some(&t.b_token), json!({})).await, 404, "NotFound");
+    assert_error(app.get("/api/consent/purposes/Not%20an%20id", Some(a)).await, 404, "NotFound");
+    assert_error(app.post("/api/consent/purposes/unknown/retire", Some(a), json!({})).await, 404, "NotFound");
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "consent.purpose.retired.v1").count(), 1);
+}
+db_test!(a_purpose_is_read_and_retired_its_records_kept);

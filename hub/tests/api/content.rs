@@ -73,3 +73,79 @@ async fn items_gain_versions_until_archived_and_stay_readable(app: TestApp) {
     );
 }
 db_test!(items_gain_versions_until_archived_and_stay_readable);
+
+/// Items are listed by kind and status, changed while active, and an
+/// archived item restored (active again, it takes versions and changes).
+async fn items_are_listed_changed_and_restored(app: TestApp) {
+    let t = app.two_tenants("content-life").await;
+    let (a, b) = (t.a_token.as_str(), t.b_token.as_str());
+    let mut items = Vec::new();
+    for (title, kind) in [("Welcome", "email"), ("Pricing", "page"), ("Launch", "email")] {
+        let (s, item) = app.post("/api/content/items", Some(a), json!({ "title": title, "kind": kind, "body": { "text": title } })).await;
+        assert_eq!(s, StatusCode::CREATED, "{item}");
+        items.push(item["data"]["item_id"].as_str().unwrap().to_string());
+    }
+    let (welcome, launch) = (&items[0], &items[2]);
+    let (s, _) = app.post(&format!("/api/content/items/{welcome}/archive"), Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+
+    // The list: newest first, without versions; filters; paging.
+    let titles = |v: &Value| v["data"].as_array().unwrap().iter().map(|i| i["title"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let (s, all) = app.get("/api/content/items", Some(a)).await;
+    assert_eq!((s, &all["total"], titles(&all)), (StatusCode::OK, &json!(3), vec!["Launch".to_string(), "Pricing".into(), "Welcome".into()]));
+    assert!(all["data"][0].get("versions").is_none(), "{all}");
+    assert_eq!(all["data"][0]["latest_version"], 1);
+    let (_, emails) = app.get("/api/content/items?kind=email", Some(a)).await;
+    assert_eq!((&emails["total"], titles(&emails)), (&json!(2), vec!["Launch".to_string(), "Welcome".into()]));
+    let (_, archived) = app.get("/api/content/items?kind=email&status=archived", Some(a)).await;
+    assert_eq!((&archived["total"], titles(&archived)), (&json!(1), vec!["Welcome".to_string()]));
+    let (_, page) = app.get("/api/content/items?status=active&limit=1&offset=1", Some(a)).await;
+    assert_eq!((&page["total"], titles(&page)), (&json!(2), vec!["Pricing".to_string()]));
+    let body = assert_error(app.get("/api/content/items?kind=poem&status=gone", Some(a)).await, 400, "ValidationError");
+    assert_eq!(
+        body["details"],
+        json!(["kind must be one of: article, email, page, snippet, social_post, document", "status must be one of: active, archived"])
+    );
+    let (_, theirs) = app.get("/api/content/items", Some(b)).await;
+    assert_eq!((&theirs["total"], &theirs["data"]), (&json!(0), &json!([])));
+
+    // A change: at least one field, validated; versions stay.
+    let app = &app;
+    let patch = |id: &str, token: &str, body: Value| {
+        let (url, token) = (format!("/api/content/items/{id}"), token.to_string());
+        async move { app.call(reqwest::Method::PATCH, &url, Some(&token), Some(body)).await }
+    };
+    let body = assert_error(patch(launch, a, json!({})).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["give at least one of: title, kind"]));
+    let body = assert_error(patch(launch, a, json!({ "title": "t".repeat(201), "kind": "poem" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["title must be at most 200 characters", "kind must be one of: article, email, page, snippet, social_post, document"]));
+    let body = assert_error(patch(launch, a, json!({ "title": "  " })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["title is required"]));
+    assert_error(patch(launch, b, json!({ "title": "theirs" })).await, 404, "NotFound");
+    assert_error(patch("launch", a, json!({ "title": "x" })).await, 404, "NotFound");
+    let (s, changed) = patch(launch, a, json!({ "title": "Launch day", "kind": "article" })).await;
+    assert_eq!(s, StatusCode::OK, "{changed}");
+    assert_eq!(
+        (&changed["data"]["title"], &changed["data"]["kind"], &changed["data"]["versions"][0]["body"]),
+        (&json!("Launch day"), &json!("article"), &json!({ "text": "Launch" }))
+    );
+    // An archived item is not changed.
+    let body = assert_error(patch(welcome, a, json!({ "title": "Hello" })).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the item is archived: it cannot be changed"]));
+
+    // Restored: active again, archived_at cleared; a repeat answers the same.
+    assert_error(app.post(&format!("/api/content/items/{welcome}/restore"), Some(b), json!({})).await, 404, "NotFound");
+    let (s, restored) = app.post(&format!("/api/content/items/{welcome}/restore"), Some(a), json!({})).await;
+    assert_eq!((s, &restored["data"]["status"], &restored["data"]["archived_at"]), (StatusCode::OK, &json!("active"), &Value::Null), "{restored}");
+    let (s, again) = app.post(&format!("/api/content/items/{welcome}/restore"), Some(a), json!({})).await;
+    assert_eq!((s, &again["data"]), (StatusCode::OK, &restored["data"]));
+    let (s, v) = app.post(&format!("/api/content/items/{welcome}/versions"), Some(a), json!({ "body": "v2" })).await;
+    assert_eq!((s, &v["data"]["version"]), (StatusCode::CREATED, &json!(2)));
+    let (s, _) = patch(welcome, a, json!({ "title": "Hello" })).await;
+    assert_eq!(s, StatusCode::OK);
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "content.item.updated.v1").count(), 2, "{events:?}");
+    assert_eq!(events.iter().filter(|e| *e == "content.item.restored.v1").count(), 1, "one restore event however often repeated");
+}
+db_test!(items_are_listed_changed_and_restored);

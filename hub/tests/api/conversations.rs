@@ -200,3 +200,62 @@ async fn compose_checks_weigh_consent_suppression_and_quiet_hours(app: TestApp) 
     assert_eq!((count("deliverability.address.suppressed.v1"), count("notification.quiet_hours.set.v1")), (1, 1));
 }
 db_test!(compose_checks_weigh_consent_suppression_and_quiet_hours);
+
+async fn suppressions_are_lifted_and_quiet_hours_cleared(app: TestApp) {
+    let t = app.two_tenants("compose-lift").await;
+    let a = t.a_token.as_str();
+    let (s, r) = app.post("/api/consent/purposes", Some(a), json!({ "purpose_id": "service", "description": "x", "legal_basis": "contract" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let check = json!({ "subject": "cy", "purpose_id": "service", "channels": ["email", "sms"],
+        "addresses": { "email": "cy@example.com", "sms": "+31600000001" }, "send_at": "2026-06-01T23:30:00Z" });
+
+    let (s, sup) =
+        app.post("/api/conversations/suppressions", Some(a), json!({ "channel": "email", "address": "Cy@Example.com", "reason": "bounce by mistake" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{sup}");
+    let id = sup["data"]["suppression_id"].as_str().unwrap().to_string();
+    let (s, _) =
+        app.call(reqwest::Method::PUT, "/api/conversations/quiet-hours", Some(a), Some(json!({ "timezone": "UTC", "starts": "22:00", "ends": "07:00" }))).await;
+    assert_eq!(s, StatusCode::OK);
+    let r = compose(&app, a, check.clone()).await;
+    assert_eq!(decisions(&r), pairs(&[("email", "deny"), ("sms", "review")]));
+
+    // Lifted: the address may be written to again; the row is gone.
+    let url = format!("/api/conversations/suppressions/{id}");
+    assert_error(app.call(reqwest::Method::DELETE, &url, Some(&t.b_token), None).await, 404, "NotFound");
+    let (s, d) = app.call(reqwest::Method::DELETE, &url, Some(a), None).await;
+    assert_eq!((s, &d["data"]), (StatusCode::OK, &json!({ "suppression_id": id, "deleted": true })), "{d}");
+    assert_error(app.call(reqwest::Method::DELETE, &url, Some(a), None).await, 404, "NotFound");
+    assert_error(app.call(reqwest::Method::DELETE, "/api/conversations/suppressions/x", Some(a), None).await, 404, "NotFound");
+    let (_, l) = app.get("/api/conversations/suppressions", Some(a)).await;
+    assert_eq!(l["total"], 0);
+    let r = compose(&app, a, check.clone()).await;
+    assert_eq!(decisions(&r), pairs(&[("email", "allow"), ("sms", "review")]));
+    assert_eq!(r["channels"][0]["reasons"][1], "the email address is not suppressed");
+    // Suppressed again, as new.
+    let (s, again) = app.post("/api/conversations/suppressions", Some(a), json!({ "channel": "email", "address": "cy@example.com" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{again}");
+    assert_ne!(again["data"]["suppression_id"].as_str(), Some(id.as_str()));
+
+    // Quiet hours cleared: no channel is quiet.
+    assert_error(app.call(reqwest::Method::DELETE, "/api/conversations/quiet-hours", Some(&t.b_token), None).await, 404, "NotFound");
+    let (s, d) = app.call(reqwest::Method::DELETE, "/api/conversations/quiet-hours", Some(a), None).await;
+    assert_eq!((s, &d["data"]), (StatusCode::OK, &json!({ "deleted": true })), "{d}");
+    assert_error(app.get("/api/conversations/quiet-hours", Some(a)).await, 404, "NotFound");
+    assert_error(app.call(reqwest::Method::DELETE, "/api/conversations/quiet-hours", Some(a), None).await, 404, "NotFound");
+    let r = compose(&app, a, check).await;
+    assert_eq!(decisions(&r), pairs(&[("email", "deny"), ("sms", "allow")]));
+    assert_eq!(r["channels"][1]["reasons"][2], "no quiet hours cover sms");
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    let count = |n: &str| events.iter().filter(|e| *e == n).count();
+    assert_eq!(
+        [
+            count("deliverability.address.suppressed.v1"),
+            count("deliverability.address.unsuppressed.v1"),
+            count("notification.quiet_hours.set.v1"),
+            count("notification.quiet_hours.cleared.v1")
+        ],
+        [2, 1, 1, 1]
+    );
+}
+db_test!(suppressions_are_lifted_and_quiet_hours_cleared);

@@ -199,3 +199,107 @@ async fn tenant_level_issue_uses_the_default_live_application(app: TestApp) {
     assert_eq!(apps["data"][0]["slug"], "default");
 }
 db_test!(tenant_level_issue_uses_the_default_live_application);
+
+async fn a_key_is_read_changed_and_its_application_renamed_and_enabled_again(app: TestApp) {
+    let t = app.two_tenants("kl").await;
+    let token = t.a_token.as_str();
+    let (id, k1) = app.key(token, "kl", json!(["crm.*"])).await;
+    let key_id = k1["key_id"].as_str().unwrap().to_string();
+    let secret = k1["api_key"].as_str().unwrap().to_string();
+    let (s, k2) = app.post(&format!("/api/applications/{id}/keys"), Some(token), json!({ "name": "second", "scopes": ["*"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{k2}");
+    let second = k2["data"]["api_key"].as_str().unwrap().to_string();
+    let one = format!("/api/api-keys/{key_id}");
+
+    // Read one key: masked, never its secret or hash.
+    let (s, read) = app.get(&one, Some(token)).await;
+    assert_eq!(s, StatusCode::OK, "{read}");
+    let k = &read["data"];
+    assert_eq!((k["key_id"].as_str(), k["application_id"].as_str(), k["status"].as_str()), (Some(key_id.as_str()), Some(id.as_str()), Some("active")));
+    assert_eq!(k["masked_key"], format!("pk_live_…{}", &secret[secret.len() - 4..]));
+    assert!(k.get("api_key").is_none() && k.get("key_hash").is_none() && !read.to_string().contains(&secret), "{read}");
+    assert_error(app.get(&one, Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get("/api/api-keys/not-a-key", Some(token)).await, 404, "NotFound");
+    assert_error(app.get(&format!("/api/api-keys/{}", uuid::Uuid::now_v7()), Some(token)).await, 404, "NotFound");
+    assert_error(app.get(&one, Some(&secret)).await, 403, "Forbidden");
+
+    // Lists: pages with a total, oldest first.
+    let (s, keys) = app.get(&format!("/api/applications/{id}/keys?limit=1&offset=1"), Some(token)).await;
+    assert_eq!(s, StatusCode::OK, "{keys}");
+    assert_eq!((keys["total"].as_i64(), keys["data"].as_array().unwrap().len()), (Some(2), 1));
+    assert_eq!(keys["data"][0]["key_id"], k2["data"]["key_id"]);
+    assert_error(app.get(&format!("/api/applications/{id}/keys?limit=0"), Some(token)).await, 400, "ValidationError");
+    app.post("/api/applications", Some(token), json!({ "name": "Other", "slug": "kl-other", "environment": "test" })).await;
+    let (s, apps) = app.get("/api/applications?limit=1", Some(token)).await;
+    assert_eq!(s, StatusCode::OK, "{apps}");
+    assert_eq!((apps["total"].as_i64(), apps["data"][0]["application_id"].as_str()), (Some(2), Some(id.as_str())));
+
+    // Change a key: what is absent stays; the gate sees the change at once.
+    let change = |body: serde_json::Value| app.call(reqwest::Method::PATCH, &one, Some(token), Some(body));
+    let b = assert_error(change(json!({})).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["give at least one of: name, rate_limit_rpm, expires_at"]));
+    let b = assert_error(change(json!({ "rate_limit_rpm": 0, "expires_at": "soon" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["rate_limit_rpm must be an integer of at least 1", "expires_at must be an RFC 3339 timestamp"]));
+    let b = assert_error(change(json!({ "expires_at": "2001-01-01T00:00:00Z" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["expires_at must be in the future"]));
+    assert_error(app.call(reqwest::Method::PATCH, &one, Some(&t.b_token), Some(json!({ "name": "x" }))).await, 404, "NotFound");
+    let (s, changed) = change(json!({ "name": " renamed ", "rate_limit_rpm": 1 })).await;
+    assert_eq!(s, StatusCode::OK, "{changed}");
+    assert_eq!((changed["data"]["name"].as_str(), changed["data"]["rate_limit_rpm"].as_i64()), (Some("renamed"), Some(1)));
+    assert_eq!(changed["data"]["expires_at"], serde_json::Value::Null);
+    assert_eq!(changed["data"]["scopes"], json!(["crm.*"]));
+    let (s, changed) = change(json!({ "expires_at": "2999-01-01T00:00:00Z" })).await;
+    assert_eq!(s, StatusCode::OK, "{changed}");
+    assert_eq!((changed["data"]["name"].as_str(), changed["data"]["expires_at"].as_str()), (Some("renamed"), Some("2999-01-01T00:00:00.000000Z")));
+    // The new limit holds at once: one request a minute.
+    assert_eq!(app.get("/api/crm/contacts", Some(&secret)).await.0, StatusCode::OK);
+    assert_error(app.get("/api/crm/contacts", Some(&secret)).await, 429, "RateLimited");
+
+    // Rename the application; its slug and environment stay.
+    let app_path = format!("/api/applications/{id}");
+    let b = assert_error(app.call(reqwest::Method::PATCH, &app_path, Some(token), Some(json!({ "name": " " }))).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["give at least one of: name, description"]));
+    assert_error(app.call(reqwest::Method::PATCH, &app_path, Some(&t.b_token), Some(json!({ "name": "x" }))).await, 404, "NotFound");
+    let (s, renamed) = app.call(reqwest::Method::PATCH, &app_path, Some(token), Some(json!({ "name": "Renamed", "description": "why" }))).await;
+    assert_eq!(s, StatusCode::OK, "{renamed}");
+    assert_eq!((renamed["data"]["name"].as_str(), renamed["data"]["description"].as_str()), (Some("Renamed"), Some("why")));
+    assert_eq!((renamed["data"]["slug"].as_str(), renamed["data"]["environment"].as_str()), (Some("kl"), Some("live")));
+    let (_, read) = app.get(&app_path, Some(token)).await;
+    assert_eq!(read["data"], renamed["data"]);
+
+    // Disable, then enable: the keys the disable stopped work again; a revoked key stays revoked.
+    let (s, k3) = app.post(&format!("/api/applications/{id}/keys"), Some(token), json!({ "name": "third", "scopes": ["*"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{k3}");
+    app.post(&format!("/api/api-keys/{}/revoke", k3["data"]["key_id"].as_str().unwrap()), Some(token), json!({})).await;
+    let enable = format!("/api/applications/{id}/enable");
+    let (s, same) = app.post(&enable, Some(token), json!({})).await;
+    assert_eq!((s, same["data"]["status"].as_str(), same["data"]["keys_enabled"].as_u64()), (StatusCode::OK, Some("active"), Some(0)), "{same}");
+    let (s, d) = app.post(&format!("/api/applications/{id}/disable"), Some(token), json!({})).await;
+    assert_eq!((s, d["data"]["keys_disabled"].as_u64()), (StatusCode::OK, Some(2)));
+    assert_error(app.get("/api/me", Some(&second)).await, 401, "Unauthorized");
+    assert_error(app.post(&enable, Some(&t.b_token), json!({})).await, 404, "NotFound");
+    let (s, e) = app.post(&enable, Some(token), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{e}");
+    assert_eq!(e["data"], json!({ "application_id": id, "status": "active", "keys_enabled": 2 }));
+    assert_eq!(app.get("/api/me", Some(&second)).await.0, StatusCode::OK);
+    let (_, k3) = app.get(&format!("/api/api-keys/{}", k3["data"]["key_id"].as_str().unwrap()), Some(token)).await;
+    assert_eq!(k3["data"]["status"], "revoked");
+    let (s, again) = app.post(&enable, Some(token), json!({})).await;
+    assert_eq!((s, again["data"]["keys_enabled"].as_u64()), (StatusCode::OK, Some(0)));
+    // A revoked key cannot be changed.
+    let b = assert_error(
+        app.call(reqwest::Method::PATCH, &format!("/api/api-keys/{}", k3["data"]["key_id"].as_str().unwrap()), Some(token), Some(json!({ "name": "x" }))).await,
+        409,
+        "Conflict",
+    );
+    assert_eq!(b["details"], json!(["the key is revoked: only an active or disabled key can be changed"]));
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    let count = |name: &str| events.iter().filter(|e| *e == name).count();
+    assert_eq!(
+        (count("identity.api_key.updated.v1"), count("identity.application.updated.v1"), count("identity.application.enabled.v1")),
+        (2, 1, 1),
+        "{events:?}"
+    );
+}
+db_test!(a_key_is_read_changed_and_its_application_renamed_and_enabled_again);

@@ -278,3 +278,70 @@ async fn the_operator_prices_capabilities_and_tenants_read_the_prices(app: TestA
     assert_eq!(app.platform_events().await.last().map(|(e, a)| (e.as_str(), a.as_str())), Some(("data-credits.price.set.v1", "op-lib")));
 }
 db_test!(the_operator_prices_capabilities_and_tenants_read_the_prices);
+
+async fn holds_are_listed_and_read_and_the_ledger_sums_to_the_balance(app: TestApp) {
+    let t = app.two_tenants("credit-lists").await;
+    let (a, b) = (t.a_token.as_str(), t.b_token.as_str());
+    let db = &app.state().db;
+    let tenant = t.a["tenant_id"].as_str().unwrap();
+    set_price(db, "geo.lookup", 2, "op-1").await.unwrap();
+    set_price(db, "kyc.check", 5, "op-1").await.unwrap();
+    let g1 = grant_credits(db, tenant, 50, "op-1", "welcome").await.unwrap();
+    grant_credits(db, t.b["tenant_id"].as_str().unwrap(), 50, "op-1", "welcome").await.unwrap();
+    let hold = |capability: &str| app.post("/api/data-credits/holds", Some(a), json!({ "capability": capability }));
+    let id = |v: &Value| v["data"]["hold_id"].as_str().unwrap().to_string();
+    let (_, h1) = hold("geo.lookup").await;
+    let (_, h2) = hold("kyc.check").await;
+    let (_, h3) = hold("geo.lookup").await;
+    let (h1, h2, h3) = (id(&h1), id(&h2), id(&h3));
+    app.post("/api/data-credits/holds", Some(b), json!({ "capability": "geo.lookup" })).await;
+    let (_, settled) = app.post(&format!("/api/data-credits/holds/{h1}/settle"), Some(a), json!({ "credits": 1 })).await;
+    let (_, released) = app.post(&format!("/api/data-credits/holds/{h2}/release"), Some(a), json!({})).await;
+
+    // Holds: newest first, by status and capability; one read.
+    let (s, l) = app.get("/api/data-credits/holds", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{l}");
+    let ids: Vec<&str> = l["data"].as_array().unwrap().iter().map(|h| h["hold_id"].as_str().unwrap()).collect();
+    assert_eq!((l["total"].as_i64(), ids), (Some(3), vec![h3.as_str(), h2.as_str(), h1.as_str()]));
+    let (_, l) = app.get("/api/data-credits/holds?status=held", Some(a)).await;
+    assert_eq!((l["total"].as_i64(), l["data"][0]["hold_id"].as_str()), (Some(1), Some(h3.as_str())), "the open ones");
+    let (_, l) = app.get("/api/data-credits/holds?capability=geo.lookup&status=settled", Some(a)).await;
+    assert_eq!((l["total"].as_i64(), &l["data"][0]), (Some(1), &settled["data"]));
+    let (_, l) = app.get("/api/data-credits/holds?limit=1&offset=1", Some(a)).await;
+    assert_eq!((l["total"].as_i64(), &l["data"][0]), (Some(3), &released["data"]));
+    let bad = assert_error(app.get("/api/data-credits/holds?status=open", Some(a)).await, 400, "ValidationError");
+    assert_eq!(bad["details"].as_array().unwrap().len(), 1, "{bad}");
+    let bad = assert_error(app.get("/api/data-credits/holds?capability=a%20b", Some(a)).await, 400, "ValidationError");
+    assert_eq!(bad["details"], json!(["capability must be 1 to 128 letters, digits or . _ : / -"]));
+    let (s, one) = app.get(&format!("/api/data-credits/holds/{h1}"), Some(a)).await;
+    assert_eq!((s, &one["data"]), (StatusCode::OK, &settled["data"]));
+    assert_error(app.get(&format!("/api/data-credits/holds/{h1}"), Some(b)).await, 404, "NotFound");
+    assert_error(app.get("/api/data-credits/holds/nope", Some(a)).await, 404, "NotFound");
+
+    // The ledger: grants and consumption (a release moves no credit).
+    let g2 = grant_credits(db, tenant, 7, "op-2", "top-up").await.unwrap();
+    let (s, l) = app.get("/api/data-credits/ledger", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{l}");
+    assert_eq!(l["total"], 3, "{l}");
+    let entries = l["data"].as_array().unwrap();
+    assert_eq!(
+        (entries[0]["entry_id"].as_str(), entries[0]["kind"].as_str(), entries[0]["credits"].as_i64(), entries[0]["reason"].as_str()),
+        (Some(g2.grant_id.to_string().as_str()), Some("grant"), Some(7), Some("top-up"))
+    );
+    assert_eq!(
+        (entries[1]["entry_id"].as_str(), entries[1]["kind"].as_str(), entries[1]["credits"].as_i64(), entries[1]["capability"].as_str()),
+        (Some(h1.as_str()), Some("consumption"), Some(-1), Some("geo.lookup"))
+    );
+    assert_eq!((entries[2]["entry_id"].as_str(), entries[2]["operator_id"].as_str()), (Some(g1.grant_id.to_string().as_str()), Some("op-1")));
+    let sum: i64 = entries.iter().map(|e| e["credits"].as_i64().unwrap()).sum();
+    let (_, balance) = app.get("/api/data-credits/balance", Some(a)).await;
+    assert_eq!(balance["data"]["balance"].as_i64(), Some(sum), "the ledger sums to the balance");
+    let (_, l) = app.get("/api/data-credits/ledger?kind=consumption", Some(a)).await;
+    assert_eq!(l["total"], 1);
+    let (_, l) = app.get("/api/data-credits/ledger?kind=grant&limit=1", Some(a)).await;
+    assert_eq!((l["total"].as_i64(), l["data"].as_array().unwrap().len()), (Some(2), 1));
+    assert_error(app.get("/api/data-credits/ledger?kind=refund", Some(a)).await, 400, "ValidationError");
+    let (_, l) = app.get("/api/data-credits/ledger", Some(b)).await;
+    assert_eq!(l["total"], 1, "another tenant's ledger is its own");
+}
+db_test!(holds_are_listed_and_read_and_the_ledger_sums_to_the_balance);

@@ -150,6 +150,118 @@ async fn persons_are_linked_to_devices(app: TestApp) {
 }
 db_test!(persons_are_linked_to_devices);
 
+async fn devices_are_listed_and_person_links_suspended_and_revoked(app: TestApp) {
+    let t = app.signup("dl@example.com", "dl").await;
+    let token = t["token"].as_str().unwrap();
+    let person = t["person_id"].as_str().unwrap();
+    let (first, second, third) = (device_id(), device_id(), device_id());
+    register(&app, token, &first).await;
+    let (s, d) = app.post("/api/devices", Some(token), json!({ "device_uuid": second, "platform": "android" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{d}");
+    register(&app, token, &third).await;
+    let (s, _) = app.post(&format!("/api/devices/{third}/revoke"), Some(token), json!({ "reason": "stolen" })).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = app.post(&format!("/api/devices/{first}/link-person"), Some(token), json!({ "person_id": person })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let ids = |v: &Value| v["data"].as_array().unwrap().iter().map(|d| d["device_uuid"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+
+    let (s, all) = app.get("/api/devices", Some(token)).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    assert_eq!((ids(&all), all["total"].as_i64()), (vec![third.clone(), second.clone(), first.clone()], Some(3)), "newest first");
+    assert_eq!(all["data"][0]["status"], "stolen");
+    for (query, expected) in [
+        ("platform=android".to_string(), vec![second.clone()]),
+        ("status=stolen".to_string(), vec![third.clone()]),
+        ("platform=ios&status=active".to_string(), vec![first.clone()]),
+        (format!("person_id={}", person.to_uppercase()), vec![first.clone()]),
+        ("platform=web".to_string(), vec![]),
+    ] {
+        let (s, page) = app.get(&format!("/api/devices?{query}"), Some(token)).await;
+        assert_eq!(s, StatusCode::OK, "{page}");
+        assert_eq!((ids(&page), page["total"].as_i64()), (expected.clone(), Some(expected.len() as i64)), "{query}");
+    }
+    let (_, paged) = app.get("/api/devices?limit=1&offset=2", Some(token)).await;
+    assert_eq!((ids(&paged), paged["total"].as_i64()), (vec![first.clone()], Some(3)));
+    let body = assert_error(app.get("/api/devices?platform=palm&status=lost&person_id=x", Some(token)).await, 400, "ValidationError");
+    assert_eq!(
+        body["details"],
+        json!(["platform must be one of: ios, android, web, desktop", "status must be one of: active, revoked, stolen", "person_id must be a UUID"])
+    );
+
+    // A link is suspended, then revoked; linking again makes it active.
+    let link = format!("/api/devices/{first}/persons/{person}");
+    let (s, suspended) = app.post(&format!("{link}/suspend"), Some(token), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{suspended}");
+    assert_eq!((suspended["data"]["status"].as_str(), suspended["data"]["person_id"].as_str()), (Some("suspended"), Some(person)));
+    let (s, again) = app.post(&format!("{link}/suspend"), Some(token), json!({})).await;
+    assert_eq!((s, &again["data"]), (StatusCode::OK, &suspended["data"]), "suspending again answers the same");
+    let (_, none) = app.get(&format!("/api/devices?person_id={person}"), Some(token)).await;
+    assert_eq!(none["total"], 0, "a suspended link does not count");
+    let (_, links) = app.get(&format!("/api/devices/{first}/persons?status=suspended"), Some(token)).await;
+    assert_eq!((links["data"][0]["person_id"].as_str(), links["total"].as_i64()), (Some(person), Some(1)));
+    let (s, revoked) = app.post(&format!("{link}/revoke"), Some(token), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{revoked}");
+    assert_eq!(revoked["data"]["status"], "revoked");
+    let (s, again) = app.post(&format!("{link}/revoke"), Some(token), json!({})).await;
+    assert_eq!((s, &again["data"]), (StatusCode::OK, &revoked["data"]), "revoking again answers the same");
+    let body = assert_error(app.post(&format!("{link}/suspend"), Some(token), json!({})).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the link is revoked: only an active link can be suspended"]));
+    let (_, active) = app.get(&format!("/api/devices/{first}/persons?status=active"), Some(token)).await;
+    assert_eq!(active["total"], 0);
+    let (s, relinked) = app.post(&format!("/api/devices/{first}/link-person"), Some(token), json!({ "person_id": person })).await;
+    assert_eq!((s, relinked["data"]["status"].as_str()), (StatusCode::OK, Some("active")));
+    // An active link is revoked directly too.
+    let (s, r) = app.post(&format!("{link}/revoke"), Some(token), json!({})).await;
+    assert_eq!((s, r["data"]["status"].as_str()), (StatusCode::OK, Some("revoked")));
+    // No link, no device, no UUID: not found.
+    assert_error(app.post(&format!("/api/devices/{second}/persons/{person}/revoke"), Some(token), json!({})).await, 404, "NotFound");
+    assert_error(app.post(&format!("/api/devices/{}/persons/{person}/suspend", device_id()), Some(token), json!({})).await, 404, "NotFound");
+    assert_error(app.post(&format!("/api/devices/{first}/persons/nope/revoke"), Some(token), json!({})).await, 404, "NotFound");
+    let (s, page) = app.get(&format!("/api/devices/{first}/persons?limit=1"), Some(token)).await;
+    assert_eq!((s, page["total"].as_i64(), page["data"].as_array().unwrap().len()), (StatusCode::OK, Some(1), 1));
+    let body = assert_error(app.get(&format!("/api/devices/{first}/persons?status=gone"), Some(token)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["status must be one of: active, suspended, revoked"]));
+
+    let link_events: Vec<String> = app.events_of(&t["tenant_id"]).await.into_iter().filter(|e| e.starts_with("device.person.")).collect();
+    assert_eq!(
+        link_events,
+        ["device.person.linked.v1", "device.person.suspended.v1", "device.person.unlinked.v1", "device.person.linked.v1", "device.person.unlinked.v1"]
+    );
+}
+db_test!(devices_are_listed_and_person_links_suspended_and_revoked);
+
+async fn every_attestation_attempt_can_be_read(app: TestApp) {
+    let t = app.signup("al@example.com", "al").await;
+    let token = t["token"].as_str().unwrap();
+    let id = device_id();
+    register(&app, token, &id).await;
+    let key = device_core::attestation::SoftwareKey::generate();
+    let path = format!("/api/devices/{id}/attest");
+    let c = challenge(&app, token, &id).await;
+    let (_, good) = app.post(&path, Some(token), json!({ "method": "secure-enclave", "signature_envelope": envelope(&key, "secure-enclave", &id, &c) })).await;
+    let (_, bad) = app.post(&path, Some(token), json!({ "method": "app-attest", "signature_envelope": envelope(&key, "app-attest", &id, "made-up") })).await;
+    assert_eq!((good["data"]["verified"].clone(), bad["data"]["verified"].clone()), (json!(true), json!(false)));
+    let list = format!("/api/devices/{id}/attestations");
+    let (s, all) = app.get(&list, Some(token)).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    assert_eq!(all["total"], 2);
+    assert_eq!(all["data"], json!([bad["data"], good["data"]]), "newest first, as the attest answered");
+    assert!(!all.to_string().contains("signature"), "never the envelope: {all}");
+    let (_, only) = app.get(&format!("{list}?method=secure-enclave"), Some(token)).await;
+    assert_eq!((only["data"].clone(), only["total"].as_i64()), (json!([good["data"]]), Some(1)));
+    let (_, paged) = app.get(&format!("{list}?limit=1&offset=1"), Some(token)).await;
+    assert_eq!((paged["data"].clone(), paged["total"].as_i64()), (json!([good["data"]]), Some(2)));
+    let body = assert_error(app.get(&format!("{list}?method=face"), Some(token)).await, 400, "ValidationError");
+    assert!(body["details"][0].as_str().unwrap().starts_with("method must be one of"), "{body}");
+    assert_error(app.get(&format!("/api/devices/{}/attestations", device_id()), Some(token)).await, 404, "NotFound");
+    // Another device's attempts are not this one's.
+    let other = device_id();
+    register(&app, token, &other).await;
+    let (_, empty) = app.get(&format!("/api/devices/{other}/attestations"), Some(token)).await;
+    assert_eq!((empty["data"].clone(), empty["total"].as_i64()), (json!([]), Some(0)));
+}
+db_test!(every_attestation_attempt_can_be_read);
+
 /// Each device write records its event in the tenant's chain, in the same
 /// transaction; a refused write records nothing.
 async fn device_writes_record_their_events(app: TestApp) {
@@ -397,6 +509,9 @@ async fn device_routes_are_isolated_and_scoped(app: TestApp) {
     let routes: Vec<Route> = vec![
         (Method::GET, format!("/api/devices/{id}")),
         (Method::GET, format!("/api/devices/{id}/persons")),
+        (Method::GET, format!("/api/devices/{id}/attestations")),
+        (Method::POST, format!("/api/devices/{id}/persons/{}/revoke", t.a["person_id"].as_str().unwrap())),
+        (Method::POST, format!("/api/devices/{id}/persons/{}/suspend", t.a["person_id"].as_str().unwrap())),
         (Method::GET, format!("/api/diagnostic/crash/{}", crash["data"]["id"].as_str().unwrap())),
         (Method::GET, format!("/api/hdk/idp/claims?device_uuid={id}")),
         (Method::GET, format!("/api/hdk/permissions/snapshots/latest?device_uuid={id}")),
@@ -424,7 +539,11 @@ async fn device_routes_are_isolated_and_scoped(app: TestApp) {
 
     let routes: Vec<(Method, String, &str)> = vec![
         (Method::POST, "/api/devices".into(), "device.device.write"),
+        (Method::GET, "/api/devices".into(), "device.device.read"),
         (Method::GET, format!("/api/devices/{id}"), "device.device.read"),
+        (Method::GET, format!("/api/devices/{id}/attestations"), "device.device.read"),
+        (Method::POST, format!("/api/devices/{id}/persons/{id}/revoke"), "device.device.write"),
+        (Method::POST, format!("/api/devices/{id}/persons/{id}/suspend"), "device.device.write"),
         (Method::POST, format!("/api/devices/{id}/challenge"), "device.device.write"),
         (Method::POST, format!("/api/devices/{id}/attest"), "device.device.write"),
         (Method::POST, format!("/api/devices/{id}/link-person"), "device.device.write"),

@@ -83,3 +83,20 @@ async fn captures_of_an_encounter_keep_their_blob_digest(app: TestApp) {
     assert_eq!(events.iter().filter(|e| *e == "evidence.capture.recorded.v1").count(), 3);
 }
 db_test!(captures_of_an_encounter_keep_their_blob_digest);
+
+async fn one_capture_is_read_by_its_id(app: TestApp) {
+    let t = app.two_tenants("evidence-one").await;
+    let a = t.a_token.as_str();
+    let (s, c) = app
+        .post("/api/evidence/captures", Some(a), json!({ "encounter_id": "visit-9", "kind": "signature", "note": "signed", "metadata": { "pad": 2 } }))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    let id = c["data"]["capture_id"].as_str().unwrap();
+    let (s, one) = app.get(&format!("/api/evidence/captures/{id}"), Some(a)).await;
+    assert_eq!((s, &one["data"]), (StatusCode::OK, &c["data"]));
+    assert_eq!((one["data"]["metadata"].clone(), one["data"]["blob_id"].clone()), (json!({ "pad": 2 }), json!(null)));
+    assert_error(app.get(&format!("/api/evidence/captures/{id}"), Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get(&format!("/api/evidence/captures/{}", uuid::Uuid::now_v7()), Some(a)).await, 404, "NotFound");
+    assert_error(app.get("/api/evidence/captures/visit-9", Some(a)).await, 404, "NotFound");
+}
+db_test!(one_capture_is_read_by_its_id);

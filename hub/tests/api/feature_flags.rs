@@ -343,3 +343,87 @@ async fn a_flag_written_on_one_replica_is_evaluated_anew_on_the_others() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+async fn flags_are_listed_changed_and_deleted(app: TestApp) {
+    let t = app.two_tenants("ffl").await;
+    let a = t.a_token.as_str();
+    // A platform flag (the operator's), seen in every tenant's list.
+    sqlx::query(
+        "INSERT INTO feature_flag (flag_id, tenant_id, flag_key, default_value, off_value, kill_switch_engaged, created_by, created_at, updated_at) \
+         VALUES ('pf-l', NULL, 'shared', '\"platform\"', 'false', 0, 'operator', '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')",
+    )
+    .execute(app.state().db.writer())
+    .await
+    .unwrap();
+    app.state().invalidate(hub_kernel::state::Invalidation::FeatureFlags(None)).await;
+    create_flag(&app, a, json!({ "flag_key": "first", "default_value": 1 })).await;
+    create_flag(&app, a, json!({ "flag_key": "shared", "description": "mine", "default_value": "tenant", "off_value": "off" })).await;
+    let keys = |v: &Value| {
+        v["data"].as_array().unwrap().iter().map(|f| format!("{}/{}", f["layer"].as_str().unwrap(), f["flag_key"].as_str().unwrap())).collect::<Vec<_>>()
+    };
+    let (s, all) = app.get("/api/feature-flags", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    assert_eq!((keys(&all), all["total"].as_i64()), (vec!["tenant/shared".to_string(), "tenant/first".into(), "platform/shared".into()], Some(3)));
+    let (_, own) = app.get("/api/feature-flags?layer=tenant&limit=1&offset=1", Some(a)).await;
+    assert_eq!((keys(&own), own["total"].as_i64()), (vec!["tenant/first".to_string()], Some(2)));
+    let (_, platform) = app.get("/api/feature-flags?layer=platform", Some(a)).await;
+    assert_eq!((keys(&platform), platform["total"].as_i64()), (vec!["platform/shared".to_string()], Some(1)));
+    // Another tenant lists the platform's flag only.
+    let (_, theirs) = app.get("/api/feature-flags", Some(&t.b_token)).await;
+    assert_eq!(keys(&theirs), vec!["platform/shared".to_string()]);
+    let body = assert_error(app.get("/api/feature-flags?layer=mine", Some(a)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["layer must be one of: tenant, platform"]));
+
+    // A change keeps what it does not name, and evaluations see it at once.
+    assert_eq!(evaluate(&app, a, "shared", json!({})).await.0, json!("tenant"));
+    let (s, changed) = app.call(reqwest::Method::PATCH, "/api/feature-flags/shared", Some(a), Some(json!({ "default_value": { "v": 2 } }))).await;
+    assert_eq!(s, StatusCode::OK, "{changed}");
+    assert_eq!((changed["data"]["default_value"].clone(), changed["data"]["off_value"].clone()), (json!({ "v": 2 }), json!("off")));
+    assert_eq!(changed["data"]["description"], "mine");
+    assert_eq!(evaluate(&app, a, "shared", json!({})).await.0, json!({ "v": 2 }));
+    let (s, changed) = app.call(reqwest::Method::PATCH, "/api/feature-flags/shared", Some(a), Some(json!({ "description": "now", "off_value": false }))).await;
+    assert_eq!(s, StatusCode::OK, "{changed}");
+    assert_eq!((changed["data"]["description"].as_str(), changed["data"]["off_value"].clone()), (Some("now"), json!(false)));
+    let (_, read) = app.get("/api/feature-flags/shared", Some(a)).await;
+    assert_eq!(read["data"]["default_value"], json!({ "v": 2 }));
+    let body = assert_error(app.call(reqwest::Method::PATCH, "/api/feature-flags/shared", Some(a), Some(json!({}))).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["give at least one of description, default_value, off_value"]));
+    let big = "x".repeat(70 * 1024);
+    let body =
+        assert_error(app.call(reqwest::Method::PATCH, "/api/feature-flags/shared", Some(a), Some(json!({ "off_value": big }))).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["off_value must be at most 64 KiB of JSON"]));
+    let body =
+        assert_error(app.call(reqwest::Method::PATCH, "/api/feature-flags/shared", Some(a), Some(json!({ "description": 3 }))).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["description must be a string"]));
+    // Another tenant's flag, a platform flag and an unknown key are not found.
+    for (token, key) in [(t.b_token.as_str(), "first"), (t.b_token.as_str(), "shared"), (a, "none"), (a, "bad key!")] {
+        assert_error(
+            app.call(reqwest::Method::PATCH, &format!("/api/feature-flags/{key}"), Some(token), Some(json!({ "description": "x" }))).await,
+            404,
+            "NotFound",
+        );
+        assert_error(app.call(reqwest::Method::DELETE, &format!("/api/feature-flags/{key}"), Some(token), None).await, 404, "NotFound");
+    }
+
+    // Deleting the tenant's flag (rollouts included) uncovers the platform's.
+    let (s, _) = rollout(&app, a, "shared", json!({ "value": "rolled" })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_eq!(evaluate(&app, a, "shared", json!({})).await.0, json!("rolled"));
+    let (s, deleted) = app.call(reqwest::Method::DELETE, "/api/feature-flags/shared", Some(a), None).await;
+    assert_eq!(s, StatusCode::OK, "{deleted}");
+    assert_eq!((deleted["data"]["flag_key"].as_str(), deleted["data"]["deleted"].clone()), (Some("shared"), json!(true)));
+    assert_eq!(evaluate(&app, a, "shared", json!({})).await, (json!("platform"), Value::Null, json!(false), json!("default")));
+    assert_error(app.call(reqwest::Method::DELETE, "/api/feature-flags/shared", Some(a), None).await, 404, "NotFound");
+    let (s, _) = app.call(reqwest::Method::DELETE, "/api/feature-flags/first", Some(a), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_error(app.post("/api/feature-flags/first/evaluate", Some(a), json!({})).await, 404, "NotFound");
+    let (_, left) = app.get("/api/feature-flags", Some(a)).await;
+    assert_eq!((keys(&left), left["total"].as_i64()), (vec!["platform/shared".to_string()], Some(1)));
+    // The key is free again.
+    create_flag(&app, a, json!({ "flag_key": "first" })).await;
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    let count = |e: &str| events.iter().filter(|x| *x == e).count();
+    assert_eq!((count("feature-flag.flag.updated.v1"), count("feature-flag.flag.deleted.v1")), (2, 2));
+}
+db_test!(flags_are_listed_changed_and_deleted);

@@ -102,3 +102,32 @@ async fn handoffs_move_through_their_state_machine_and_list_by_last_update(app: 
     );
 }
 db_test!(handoffs_move_through_their_state_machine_and_list_by_last_update);
+
+async fn a_handoff_is_read_by_its_id(app: TestApp) {
+    let t = app.two_tenants("handoff-one").await;
+    let a = t.a_token.as_str();
+    let (_, p) = app.post("/api/personas", Some(a), json!({ "kind": "service" })).await;
+    let deal = uuid::Uuid::now_v7().to_string();
+    let (s, h) = app
+        .post(
+            "/api/handoffs",
+            Some(a),
+            json!({ "deal_id": deal, "from_persona_id": t.a["persona_id"], "to_persona_id": p["data"]["persona_id"], "notes": "hot" }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{h}");
+    let id = h["data"]["handoff_id"].as_str().unwrap().to_string();
+    let (s, r) = app.get(&format!("/api/handoffs/{id}"), Some(a)).await;
+    assert_eq!((s, &r["data"]), (StatusCode::OK, &h["data"]), "{r}");
+    let (s, _) = status(&app, a, &id, json!({ "status": "accepted", "reason": "on it" })).await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, r) = app.get(&format!("/api/handoffs/{id}"), Some(a)).await;
+    assert_eq!(
+        (r["data"]["status"].as_str(), r["data"]["status_reason"].as_str(), r["data"]["deal_id"].as_str()),
+        (Some("accepted"), Some("on it"), Some(deal.as_str()))
+    );
+    assert_error(app.get(&format!("/api/handoffs/{id}"), Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get("/api/handoffs/not-an-id", Some(a)).await, 404, "NotFound");
+    assert_error(app.get(&format!("/api/handoffs/{}", uuid::Uuid::now_v7()), Some(a)).await, 404, "NotFound");
+}
+db_test!(a_handoff_is_read_by_its_id);

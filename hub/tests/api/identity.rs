@@ -298,3 +298,184 @@ async fn an_expired_token_is_refused(_app: TestApp) {
     assert_error(app.get("/api/me", Some(token)).await, 401, "Unauthorized");
 }
 db_test!(an_expired_token_is_refused);
+
+async fn login_status(app: &TestApp, email: &str, password: &str) -> StatusCode {
+    app.post("/api/auth/login", None, json!({ "email": email, "password": password })).await.0
+}
+
+/// A reset token for `email`, as development mode hands it back.
+async fn reset_token(app: &TestApp, email: &str) -> String {
+    let (s, sent) = app.post("/api/auth/password-reset", None, json!({ "email": email })).await;
+    assert_eq!(s, StatusCode::OK, "{sent}");
+    sent["data"]["dev_token"].as_str().expect("a dev_token for a known email").to_string()
+}
+
+async fn a_forgotten_password_is_reset_with_a_single_use_token(app: TestApp) {
+    let email = "reset@example.com";
+    let (s, _) = app.post("/api/auth/register", None, json!({ "email": email, "password": "old password", "display_name": "Rae" })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    // The same answer for an unknown email, without a token.
+    let (s, unknown) = app.post("/api/auth/password-reset", None, json!({ "email": "ghost@example.com" })).await;
+    assert_eq!(s, StatusCode::OK, "{unknown}");
+    assert_eq!(unknown["data"]["sent"], true);
+    assert!(unknown["data"]["expires_at"].is_string() && unknown["data"].get("dev_token").is_none(), "{unknown}");
+    let body = assert_error(app.post("/api/auth/password-reset", None, json!({ "email": "nope" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["email must be an email address"]));
+    let body = assert_error(app.post("/api/auth/password-reset", None, json!({})).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["email is required"]));
+
+    let (s, sent) = app.post("/api/auth/password-reset", None, json!({ "email": "RESET@example.com " })).await;
+    assert_eq!(s, StatusCode::OK, "{sent}");
+    let token = sent["data"]["dev_token"].as_str().unwrap().to_string();
+    let expires = chrono::DateTime::parse_from_rfc3339(sent["data"]["expires_at"].as_str().unwrap()).unwrap();
+    let ahead = (expires.with_timezone(&chrono::Utc) - chrono::Utc::now()).num_seconds();
+    assert!((14 * 60..=15 * 60).contains(&ahead), "15 minutes: {ahead}");
+    // Only the token's hash is stored.
+    let stored: Vec<String> =
+        sqlx::query_scalar("SELECT token_hash FROM identity_verification WHERE purpose = 'password-reset'").fetch_all(&app.state().db.read).await.unwrap();
+    assert_eq!(stored.len(), 1);
+    assert!(stored[0] != token && stored[0].len() == 64);
+    // A reset token verifies no email, and a verification token resets no password.
+    assert_error(app.post("/api/auth/verify-email", None, json!({ "token": token })).await, 400, "ValidationError");
+    let (_, v) = app.post("/api/auth/send-verification-email", None, json!({ "email": email })).await;
+    let verification = v["data"]["dev_token"].as_str().unwrap();
+    let body = assert_error(
+        app.post("/api/auth/password-reset/confirm", None, json!({ "token": verification, "new_password": "new password" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(body["details"], json!(["token is invalid, expired or already used"]));
+
+    // Bad input: every problem at once, and the token is not spent.
+    let body = assert_error(app.post("/api/auth/password-reset/confirm", None, json!({ "new_password": "short" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["token is required", "new_password must be at least 8 characters"]));
+    let body = assert_error(
+        app.post("/api/auth/password-reset/confirm", None, json!({ "token": "wrong", "new_password": "new password" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(body["details"], json!(["token is invalid, expired or already used"]));
+
+    let (s, done) = app.post("/api/auth/password-reset/confirm", None, json!({ "token": token, "new_password": "new password" })).await;
+    assert_eq!(s, StatusCode::OK, "{done}");
+    assert_eq!(done["data"]["changed"], true);
+    assert!(done["data"]["updated_at"].is_string());
+    assert_eq!(login_status(&app, email, "old password").await, StatusCode::UNAUTHORIZED);
+    assert_eq!(login_status(&app, email, "new password").await, StatusCode::OK);
+    let hash: String = sqlx::query_scalar("SELECT secret_hash FROM identity_credential").fetch_one(&app.state().db.read).await.unwrap();
+    assert!(hash.starts_with("$argon2id$"), "{hash}");
+    // The token works once.
+    assert_error(app.post("/api/auth/password-reset/confirm", None, json!({ "token": token, "new_password": "third password" })).await, 400, "ValidationError");
+    assert_eq!(login_status(&app, email, "new password").await, StatusCode::OK);
+
+    // Redeeming one token spends the person's other open ones.
+    let (first, second) = (reset_token(&app, email).await, reset_token(&app, email).await);
+    let (s, _) = app.post("/api/auth/password-reset/confirm", None, json!({ "token": second, "new_password": "fourth password" })).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_error(app.post("/api/auth/password-reset/confirm", None, json!({ "token": first, "new_password": "fifth password" })).await, 400, "ValidationError");
+    assert_eq!(login_status(&app, email, "fourth password").await, StatusCode::OK);
+}
+db_test!(a_forgotten_password_is_reset_with_a_single_use_token);
+
+async fn a_reset_token_expires_and_requests_are_limited(app: TestApp) {
+    let email = "limit@example.com";
+    let (s, _) = app.post("/api/auth/register", None, json!({ "email": email, "password": "old password", "display_name": "Lim" })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let token = reset_token(&app, email).await;
+    sqlx::query("UPDATE identity_verification SET expires_at = '2020-01-01T00:00:00.000000Z'").execute(app.state().db.writer()).await.unwrap();
+    let body = assert_error(
+        app.post("/api/auth/password-reset/confirm", None, json!({ "token": token, "new_password": "new password" })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(body["details"], json!(["token is invalid, expired or already used"]));
+    assert_eq!(login_status(&app, email, "old password").await, StatusCode::OK);
+    // Known or not, an account's requests slow down alike after a few.
+    for who in [email, "nobody-here@example.com"] {
+        let mut statuses = Vec::new();
+        for _ in 0..5 {
+            statuses.push(app.post("/api/auth/password-reset", None, json!({ "email": who })).await.0.as_u16());
+        }
+        let expected = if who == email { [200, 200, 200, 429, 429] } else { [200, 200, 200, 200, 429] };
+        assert_eq!(statuses, expected, "{who}");
+    }
+}
+db_test!(a_reset_token_expires_and_requests_are_limited);
+
+async fn a_person_changes_their_password_with_the_current_one(app: TestApp) {
+    let owner = app.signup("own-pw@example.com", "own-pw").await;
+    let owner_token = owner["token"].as_str().unwrap();
+    let email = "pw@example.com";
+    let (_, reg) = app.post("/api/auth/register", None, json!({ "email": email, "password": "old password", "display_name": "Pat" })).await;
+    let (s, m) = app.post("/api/memberships", Some(owner_token), json!({ "person_id": reg["data"]["person_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{m}");
+    // A member with no role that administers anything: their own password is theirs.
+    let (s, login) = app.post("/api/auth/login", None, json!({ "email": email, "password": "old password", "tenant_id": owner["tenant_id"] })).await;
+    assert_eq!(s, StatusCode::OK, "{login}");
+    let member = login["data"]["token"].as_str().unwrap().to_string();
+    let change = |current: &str, new: &str| json!({ "current_password": current, "new_password": new });
+
+    assert_error(app.post("/api/me/password", None, change("old password", "new password")).await, 401, "Unauthorized");
+    let (_, key) = app.key(owner_token, "pw-key", json!(["*"])).await;
+    let b = assert_error(app.post("/api/me/password", key["api_key"].as_str(), change("x", "new password")).await, 403, "Forbidden");
+    assert_eq!(b["details"], json!(["this route requires a human JWT; API keys are rejected"]));
+    let b = assert_error(app.post("/api/me/password", Some(&member), json!({ "new_password": "short" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["current_password is required", "new_password must be at least 8 characters"]));
+    let b = assert_error(app.post("/api/me/password", Some(&member), change("wrong password", "new password")).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["current_password is not the person's password"]));
+    assert_eq!(login_status(&app, email, "old password").await, StatusCode::OK);
+
+    let open_reset = reset_token(&app, email).await;
+    let (s, done) = app.post("/api/me/password", Some(&member), change("old password", "new password")).await;
+    assert_eq!(s, StatusCode::OK, "{done}");
+    assert_eq!(done["data"]["changed"], true);
+    assert_eq!(login_status(&app, email, "old password").await, StatusCode::UNAUTHORIZED);
+    assert_eq!(login_status(&app, email, "new password").await, StatusCode::OK);
+    // A reset asked for before the change can no longer set the password.
+    assert_error(
+        app.post("/api/auth/password-reset/confirm", None, json!({ "token": open_reset, "new_password": "other password" })).await,
+        400,
+        "ValidationError",
+    );
+    // A person-level token changes it too; the old password no longer does.
+    let (_, person) = app.post("/api/auth/login", None, json!({ "email": email, "password": "new password" })).await;
+    let person = person["data"]["token"].as_str().unwrap().to_string();
+    assert_error(app.post("/api/me/password", Some(&person), change("old password", "third password")).await, 400, "ValidationError");
+    let (s, _) = app.post("/api/me/password", Some(&person), change("new password", "third password")).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(login_status(&app, email, "third password").await, StatusCode::OK);
+
+    // Wrong current passwords slow down after the sixth.
+    let mut statuses = Vec::new();
+    for _ in 0..7 {
+        statuses.push(app.post("/api/me/password", Some(&person), change("guess password", "fourth password")).await.0.as_u16());
+    }
+    assert_eq!(statuses, [400, 400, 400, 400, 400, 400, 429]);
+    // The person's change records nothing in the tenant's chain.
+    assert!(!app.events_of(&owner["tenant_id"]).await.iter().any(|e| e.contains("password")));
+}
+db_test!(a_person_changes_their_password_with_the_current_one);
+
+async fn a_person_changes_their_display_name(app: TestApp) {
+    let owner = app.signup("name@example.com", "name-app").await;
+    let token = owner["token"].as_str().unwrap();
+    let (s, me) = app.call(reqwest::Method::PATCH, "/api/me", Some(token), Some(json!({ "display_name": "  Ada Lovelace " }))).await;
+    assert_eq!(s, StatusCode::OK, "{me}");
+    assert_eq!(me["data"], json!({ "person_id": owner["person_id"], "email": "name@example.com", "display_name": "Ada Lovelace" }));
+    // Tokens carry it from the next login on.
+    let (_, login) = app.post("/api/auth/login", None, json!({ "email": "name@example.com", "password": "correct horse battery" })).await;
+    let fresh = login["data"]["token"].as_str().unwrap();
+    assert_eq!(claims(fresh)["display_name"], "Ada Lovelace");
+    let (_, read) = app.get("/api/me", Some(fresh)).await;
+    assert_eq!(read["data"]["display_name"], "Ada Lovelace");
+
+    let b = assert_error(app.call(reqwest::Method::PATCH, "/api/me", Some(token), Some(json!({}))).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["give at least one of: display_name"]));
+    let b =
+        assert_error(app.call(reqwest::Method::PATCH, "/api/me", Some(token), Some(json!({ "display_name": "x".repeat(201) }))).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["display_name must be at most 200 characters"]));
+    assert_error(app.call(reqwest::Method::PATCH, "/api/me", None, Some(json!({ "display_name": "N" }))).await, 401, "Unauthorized");
+    let (_, key) = app.key(token, "name-key", json!(["*"])).await;
+    assert_error(app.call(reqwest::Method::PATCH, "/api/me", key["api_key"].as_str(), Some(json!({ "display_name": "N" }))).await, 403, "Forbidden");
+}
+db_test!(a_person_changes_their_display_name);

@@ -251,3 +251,51 @@ async fn a_merged_person_takes_part_in_no_new_link_and_links_stay_in_their_tenan
     assert!(!app.events_of(&t.b["tenant_id"]).await.iter().any(|e| e.starts_with("identity.link.") || e.starts_with("identity.merge.")));
 }
 db_test!(a_merged_person_takes_part_in_no_new_link_and_links_stay_in_their_tenant);
+
+async fn links_are_listed_for_the_stewards_queue(app: TestApp) {
+    let t = app.two_tenants("links").await;
+    let a = t.a_token.as_str();
+    let owner = &t.a["person_id"];
+    let steward = &t.a["persona_id"];
+    let (m1, m2, m3) =
+        (member(&app, a, "l1@links.example.com").await, member(&app, a, "l2@links.example.com").await, member(&app, a, "l3@links.example.com").await);
+    let (reviewed, _) = in_review(&app, a, owner, &m1, steward).await;
+    let (s, proposed) = propose(&app, a, &m2, &m3).await;
+    assert_eq!(s, StatusCode::CREATED, "{proposed}");
+    let proposed = proposed["data"]["link_id"].clone();
+
+    let ids = |list: &Value| list["data"].as_array().unwrap().iter().map(|l| l["link_id"].clone()).collect::<Vec<_>>();
+    let (s, all) = app.get(LINKS, Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    assert_eq!((all["total"].as_i64(), ids(&all)), (Some(2), vec![proposed.clone(), reviewed.clone()]), "newest first");
+    assert_eq!(all["data"][1]["steps"][0]["approver_persona_id"], *steward, "each with its steps");
+    assert_eq!(all["data"][0]["steps"], json!([]));
+    for (query, expected) in [
+        ("status=in_review".to_string(), vec![reviewed.clone()]),
+        ("status=proposed".to_string(), vec![proposed.clone()]),
+        ("status=merged".to_string(), vec![]),
+        (format!("person_id={}", m3.as_str().unwrap()), vec![proposed.clone()]),
+        (format!("person_id={}", owner.as_str().unwrap()), vec![reviewed.clone()]),
+        (format!("approver_persona_id={}&status=in_review", steward.as_str().unwrap()), vec![reviewed.clone()]),
+        (format!("approver_persona_id={}", uuid::Uuid::now_v7()), vec![]),
+        ("limit=1&offset=1".to_string(), vec![reviewed.clone()]),
+    ] {
+        let (s, list) = app.get(&format!("{LINKS}?{query}"), Some(a)).await;
+        assert_eq!(s, StatusCode::OK, "{query}: {list}");
+        assert_eq!(ids(&list), expected, "{query}");
+        if !query.starts_with("limit") {
+            assert_eq!(list["total"].as_u64(), Some(expected.len() as u64), "{query}");
+        }
+    }
+    let b = assert_error(app.get(&format!("{LINKS}?status=done&person_id=x&approver_persona_id=y"), Some(a)).await, 400, "ValidationError");
+    assert_eq!(
+        b["details"],
+        json!(["status must be one of: proposed, in_review, merged, rejected, unmerged", "person_id must be a UUID", "approver_persona_id must be a UUID"])
+    );
+    // Another tenant sees none of them.
+    let (_, theirs) = app.get(LINKS, Some(&t.b_token)).await;
+    assert_eq!(theirs["total"], 0);
+    let (_, theirs) = app.get(LINKS, Some(&t.b_key)).await;
+    assert_eq!(theirs["total"], 0);
+}
+db_test!(links_are_listed_for_the_stewards_queue);

@@ -1,6 +1,6 @@
-//! Verification mail: delivered through an SMTP relay outside development
-//! mode (to a fake relay on loopback here), never written to the log, and
-//! switched off (503) when no relay is configured.
+//! Verification and password-reset mail: delivered through an SMTP relay
+//! outside development mode (to a fake relay on loopback here), never
+//! written to the log, and switched off (503) when no relay is configured.
 
 use std::time::Duration;
 
@@ -148,3 +148,44 @@ async fn without_a_relay_production_switches_verification_email_off(app: TestApp
     assert_eq!(s, StatusCode::OK);
 }
 db_test!(without_a_relay_production_switches_verification_email_off);
+
+async fn password_reset_mail_goes_through_smtp_and_its_token_sets_the_password(app: TestApp) {
+    let (port, mut inbox) = fake_relay().await;
+    let app = app
+        .variant(move |c| {
+            c.dev = false;
+            c.quic_listen = "off".into();
+            c.smtp_url = Some(format!("smtp://127.0.0.1:{port}"));
+            c.mail_from = Some("hub@example.com".into());
+        })
+        .await;
+    let (s, _) = app.post("/api/auth/register", None, json!({ "email": "forgot@example.com", "password": "old password", "display_name": "F" })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, sent) = app.post("/api/auth/password-reset", None, json!({ "email": "Forgot@example.com" })).await;
+    assert_eq!(s, StatusCode::OK, "{sent}");
+    assert!(sent["data"].get("dev_token").is_none(), "outside development mode the token is only mailed: {sent}");
+    let mail = tokio::time::timeout(Duration::from_secs(10), inbox.recv()).await.expect("a message within 10 s").unwrap();
+    assert_eq!(mail.to, vec!["<forgot@example.com>".to_string()]);
+    assert!(mail.data.contains("Subject: Reset your password"), "{}", mail.data);
+    assert!(mail.data.contains(sent["data"]["expires_at"].as_str().unwrap()), "{}", mail.data);
+    let token = token_in(&mail.data);
+    let (s, done) = app.post("/api/auth/password-reset/confirm", None, json!({ "token": token, "new_password": "new password" })).await;
+    assert_eq!(s, StatusCode::OK, "{done}");
+    let (s, _) = app.post("/api/auth/login", None, json!({ "email": "forgot@example.com", "password": "new password" })).await;
+    assert_eq!(s, StatusCode::OK);
+    // An unknown address gets the same answer and no mail.
+    let (s, unknown) = app.post("/api/auth/password-reset", None, json!({ "email": "nobody@example.com" })).await;
+    assert_eq!((s, unknown["data"]["sent"].clone()), (StatusCode::OK, json!(true)));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(inbox.try_recv().is_err(), "no mail for an unknown address");
+
+    // Without a relay, no reset is issued either.
+    let off = app
+        .variant(|c| {
+            c.dev = false;
+            c.quic_listen = "off".into();
+        })
+        .await;
+    assert_error(off.post("/api/auth/password-reset", None, json!({ "email": "forgot@example.com" })).await, 503, "ServiceUnavailable");
+}
+db_test!(password_reset_mail_goes_through_smtp_and_its_token_sets_the_password);

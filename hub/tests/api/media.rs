@@ -278,3 +278,79 @@ async fn a_missing_bucket_answers_503_with_retry_after() {
     routes_of_an_unavailable_store_answer_503(&format!("http://127.0.0.1:{port}")).await;
     assert!(answered.load(std::sync::atomic::Ordering::SeqCst) >= 1, "the store was asked");
 }
+
+async fn blobs_are_listed_and_deleted_with_their_content(app: TestApp) {
+    let t = app.two_tenants("media-del").await;
+    let a = t.a_token.as_str();
+    let app_ref = &app;
+    let start = |body: Value| async move {
+        let (s, started) = app_ref.post("/api/media/blobs", Some(a), body).await;
+        assert_eq!(s, StatusCode::CREATED, "{started}");
+        started["data"]["blob_id"].as_str().unwrap().to_string()
+    };
+    let ready = start(json!({ "content_type": "image/png", "filename": "private-name.png" })).await;
+    let uploaded = start(json!({ "content_type": "image/png" })).await;
+    let empty = start(json!({ "content_type": "text/plain" })).await;
+    let bytes = content(3000);
+    assert_eq!(put(&app, a, &ready, bytes.clone()).await.0, StatusCode::OK);
+    let (s, committed) = app.post(&format!("/api/media/blobs/{ready}/commit"), Some(a), json!({ "checksum_hex": sha256_hex(&bytes) })).await;
+    assert_eq!(s, StatusCode::OK, "{committed}");
+    assert_eq!(put(&app, a, &uploaded, content(10)).await.0, StatusCode::OK);
+    assert_eq!(stored_objects(&app), 2);
+    let ids = |v: &Value| v["data"].as_array().unwrap().iter().map(|b| b["blob_id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+
+    let (s, all) = app.get("/api/media/blobs", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    assert_eq!((ids(&all), all["total"].as_i64()), (vec![empty.clone(), uploaded.clone(), ready.clone()], Some(3)), "newest first");
+    assert!(all["data"][0].get("object_key").is_none());
+    for (query, expected) in [
+        ("status=pending", vec![empty.clone(), uploaded.clone()]),
+        ("status=ready", vec![ready.clone()]),
+        ("content_type=image/png", vec![uploaded.clone(), ready.clone()]),
+        ("content_type=image/png&status=pending", vec![uploaded.clone()]),
+        ("content_type=video/mp4", vec![]),
+    ] {
+        let (s, page) = app.get(&format!("/api/media/blobs?{query}"), Some(a)).await;
+        assert_eq!(s, StatusCode::OK, "{page}");
+        assert_eq!((ids(&page), page["total"].as_i64()), (expected.clone(), Some(expected.len() as i64)), "{query}");
+    }
+    let (_, paged) = app.get("/api/media/blobs?limit=1&offset=1", Some(a)).await;
+    assert_eq!((ids(&paged), paged["total"].as_i64()), (vec![uploaded.clone()], Some(3)));
+    let body = assert_error(app.get("/api/media/blobs?status=gone", Some(a)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["status must be one of: pending, ready"]));
+    // Another tenant lists none of A's blobs and deletes none.
+    let (_, theirs) = app.get("/api/media/blobs", Some(&t.b_token)).await;
+    assert_eq!((theirs["data"].clone(), theirs["total"].as_i64()), (json!([]), Some(0)));
+    for token in [t.b_token.as_str(), t.b_key.as_str()] {
+        assert_error(app.call(reqwest::Method::DELETE, &format!("/api/media/blobs/{ready}"), Some(token), None).await, 404, "NotFound");
+    }
+
+    // A committed blob goes with its content.
+    let (s, deleted) = app.call(reqwest::Method::DELETE, &format!("/api/media/blobs/{ready}"), Some(a), None).await;
+    assert_eq!(s, StatusCode::OK, "{deleted}");
+    assert_eq!(deleted["data"], json!({ "blob_id": ready, "deleted": true }));
+    assert_eq!(stored_objects(&app), 1, "the content is erased from the store");
+    assert_error(app.get(&format!("/api/media/blobs/{ready}"), Some(a)).await, 404, "NotFound");
+    assert_error(app.get(&format!("/api/media/blobs/{ready}/content"), Some(a)).await, 404, "NotFound");
+    assert_error(app.call(reqwest::Method::DELETE, &format!("/api/media/blobs/{ready}"), Some(a), None).await, 404, "NotFound");
+    // So does a pending one, uploaded or not.
+    let (s, _) = app.call(reqwest::Method::DELETE, &format!("/api/media/blobs/{uploaded}"), Some(a), None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(stored_objects(&app), 0);
+    let (s, _) = app.call(reqwest::Method::DELETE, &format!("/api/media/blobs/{empty}"), Some(a), None).await;
+    assert_eq!(s, StatusCode::OK);
+    let body = assert_error(put(&app, a, &empty, content(5)).await, 404, "NotFound");
+    assert_eq!(body["error"], "NotFound");
+    assert_eq!(stored_objects(&app), 0);
+    assert_error(app.call(reqwest::Method::DELETE, "/api/media/blobs/not-a-uuid", Some(a), None).await, 404, "NotFound");
+    let (_, left) = app.get("/api/media/blobs", Some(a)).await;
+    assert_eq!(left["total"], 0);
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "media.blob.deleted.v1").count(), 3);
+    let payloads: Vec<String> =
+        sqlx::query_scalar("SELECT payload FROM audit_entry WHERE event_type = 'media.blob.deleted.v1'").fetch_all(&app.state().db.read).await.unwrap();
+    assert!(payloads.iter().all(|p| !p.contains("private-name")), "the name stays out of the chain: {payloads:?}");
+    assert!(payloads.iter().any(|p| p.contains(&sha256_hex(&bytes))), "{payloads:?}");
+}
+db_test!(blobs_are_listed_and_deleted_with_their_content);

@@ -251,3 +251,78 @@ async fn parallel_batches_sharing_keys_count_each_key_once(app: TestApp) {
     assert_eq!((rows["data"][0]["units"].as_i64(), rows["data"][0]["events"].as_i64()), (Some(100), Some(100)));
 }
 db_test!(parallel_batches_sharing_keys_count_each_key_once);
+
+async fn a_tenant_reads_its_caps_and_its_usage_across_assets(app: TestApp) {
+    let t = app.two_tenants("meterlists").await;
+    let (a, b) = (t.a_token.as_str(), t.b_token.as_str());
+    let db = &app.state().db;
+    let tenant_a = t.a["tenant_id"].as_str().unwrap();
+    let (one, two) = (uuid::Uuid::now_v7().to_string(), uuid::Uuid::now_v7().to_string());
+    let event = |asset: &str, sku: &str, quantity: i64, at: &str, key: &str| json!({ "asset_id": asset, "sku": sku, "quantity": quantity, "occurred_at": at, "idempotency_key": key });
+    for (asset, sku, q, at, key) in [
+        (&one, "api.call", 3, "2026-11-01T10:00:00Z", "u1"),
+        (&two, "api.call", 4, "2026-11-01T12:00:00Z", "u2"),
+        (&one, "storage.gb", 10, "2026-11-01T13:00:00Z", "u3"),
+        (&one, "api.call", 1, "2026-11-02T08:00:00Z", "u4"),
+    ] {
+        assert_eq!(usage(&app, a, event(asset, sku, q, at, key)).await.0, StatusCode::CREATED);
+    }
+    assert_eq!(usage(&app, b, event(&one, "api.call", 50, "2026-11-01T10:00:00Z", "b1")).await.0, StatusCode::CREATED);
+
+    // The tenant-wide roll-up: per day and sku over every asset, day
+    // descending then sku.
+    let (s, l) = app.get("/api/meter/usage", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{l}");
+    assert_eq!(
+        l,
+        json!({ "success": true, "total": 3, "data": [
+            { "day": "2026-11-02", "sku": "api.call", "units": 1, "events": 1, "assets": 1 },
+            { "day": "2026-11-01", "sku": "api.call", "units": 7, "events": 2, "assets": 2 },
+            { "day": "2026-11-01", "sku": "storage.gb", "units": 10, "events": 1, "assets": 1 },
+        ] })
+    );
+    let (_, l) = app.get("/api/meter/usage?sku=api.call&from=2026-11-01&to=2026-11-01", Some(a)).await;
+    assert_eq!((l["total"].as_i64(), l["data"][0]["units"].as_i64()), (Some(1), Some(7)));
+    let (_, l) = app.get("/api/meter/usage?limit=1&offset=1", Some(a)).await;
+    assert_eq!((l["total"].as_i64(), l["data"][0]["units"].as_i64(), l["data"].as_array().unwrap().len()), (Some(3), Some(7), 1));
+    let (_, l) = app.get("/api/meter/usage?from=2026-12-01", Some(a)).await;
+    assert_eq!(l["total"], 0);
+    let bad = assert_error(app.get("/api/meter/usage?from=2026-11-5&to=yesterday&sku=a%20b", Some(a)).await, 400, "ValidationError");
+    assert_eq!(bad["details"], json!(["from must be a day, YYYY-MM-DD", "to must be a day, YYYY-MM-DD", "sku must be 1 to 128 letters, digits or . _ : / -"]));
+    let bad = assert_error(app.get("/api/meter/usage?from=2026-11-05&to=2026-11-01", Some(a)).await, 400, "ValidationError");
+    assert_eq!(bad["details"], json!(["from must be on or before to"]));
+
+    // Caps: none yet; then each with this month's usage and what is left.
+    let (_, caps) = app.get("/api/meter/hardcaps", Some(a)).await;
+    assert_eq!(caps, json!({ "success": true, "data": [], "total": 0 }));
+    let month = this_month();
+    let now = format!("{month}-01T00:00:00Z");
+    assert_eq!(usage(&app, a, event(&one, "sms", 4, &now, "s1")).await.0, StatusCode::CREATED);
+    hub_billing::meter::set_hardcap(db, tenant_a, "sms", 10, "op-1").await.unwrap();
+    hub_billing::meter::set_hardcap(db, tenant_a, "fax", 0, "op-1").await.unwrap();
+    hub_billing::meter::set_hardcap(db, t.b["tenant_id"].as_str().unwrap(), "sms", 1, "op-1").await.unwrap();
+    assert_error(usage(&app, a, event(&one, "fax", 1, &now, "f1")).await, 429, "HardCapReached");
+    let (s, caps) = app.get("/api/meter/hardcaps", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{caps}");
+    assert_eq!(caps["total"], 2);
+    let fax = &caps["data"][0];
+    assert_eq!(
+        (fax["sku"].as_str(), fax["monthly_units"].as_i64(), fax["used"].as_i64(), fax["remaining"].as_i64(), fax["period"].as_str()),
+        (Some("fax"), Some(0), Some(0), Some(0), Some(month.as_str()))
+    );
+    assert!(fax["cap_reached_at"].is_string() && fax["overridden_until"].is_null(), "{fax}");
+    let sms = &caps["data"][1];
+    assert_eq!((sms["sku"].as_str(), sms["used"].as_i64(), sms["remaining"].as_i64()), (Some("sms"), Some(4), Some(6)));
+    assert!(sms["cap_reached_at"].is_null(), "{sms}");
+    // An override running names its end.
+    let until = hub_kernel::db::format_time(chrono::Utc::now() + chrono::Duration::hours(1));
+    let o = hub_billing::meter::NewOverride { tenant_id: tenant_a, sku: "sms", until: &until, operator_id: "op-1", reason: "r", trace_id: None };
+    hub_billing::meter::override_hardcap(db, "op-1", o).await.unwrap();
+    let (_, caps) = app.get("/api/meter/hardcaps?sku=sms", Some(a)).await;
+    assert_eq!((caps["total"].as_i64(), caps["data"][0]["overridden_until"].as_str()), (Some(1), Some(until.as_str())));
+    let (_, caps) = app.get("/api/meter/hardcaps", Some(b)).await;
+    assert_eq!((caps["total"].as_i64(), caps["data"][0]["monthly_units"].as_i64()), (Some(1), Some(1)), "another tenant sees its own");
+    let bad = assert_error(app.get("/api/meter/hardcaps?sku=a%20b", Some(a)).await, 400, "ValidationError");
+    assert_eq!(bad["details"], json!(["sku must be 1 to 128 letters, digits or . _ : / -"]));
+}
+db_test!(a_tenant_reads_its_caps_and_its_usage_across_assets);

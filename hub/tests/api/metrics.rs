@@ -144,7 +144,12 @@ async fn metrics_count_requests_by_route_template_for_the_operator(app: TestApp)
         .as_array()
         .unwrap()
         .iter()
-        .filter(|s| s["name"] == "hub_http_request_duration_seconds_bucket" && s["labels"]["route"] == "/api/me" && s["labels"]["status"] == "2xx")
+        .filter(|s| {
+            s["name"] == "hub_http_request_duration_seconds_bucket"
+                && s["labels"]["route"] == "/api/me"
+                && s["labels"]["method"] == "GET"
+                && s["labels"]["status"] == "2xx"
+        })
         .map(|s| s["value"].as_f64().unwrap())
         .collect();
     assert!(buckets.len() > 5 && buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");

@@ -3,7 +3,7 @@
 //! webhooks of kind `notification` and settle it by the provider's message id.
 
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::{db_test, helpers::*};
 
@@ -98,3 +98,74 @@ async fn notifications_are_sent_then_settled_by_their_receipts(app: TestApp) {
     );
 }
 db_test!(notifications_are_sent_then_settled_by_their_receipts);
+
+async fn notifications_are_read_one_listed_and_show_their_receipts(app: TestApp) {
+    let t = app.two_tenants("notify-read").await;
+    let a = t.a_token.as_str();
+    let (_, mail) = app.post("/api/notifications", Some(a), json!({ "channel": "email", "recipient": "bo@example.com", "body": "Hello Bo" })).await;
+    let mail = mail["data"].clone();
+    let mail_id = mail["notification_id"].as_str().unwrap().to_string();
+    let (_, sms) = app.post("/api/notifications", Some(a), json!({ "channel": "sms", "recipient": "+31600000000", "body": "Code" })).await;
+    let sms_id = sms["data"]["notification_id"].as_str().unwrap().to_string();
+    let (_, push) = app.post("/api/notifications", Some(a), json!({ "channel": "push", "recipient": "device-1", "body": "Ping" })).await;
+    let push_id = push["data"]["notification_id"].as_str().unwrap().to_string();
+
+    let sender = app.inbound_sender(a, &t.a["tenant_id"], "notification", "log").await;
+    let message = mail["provider_message_id"].as_str().unwrap();
+    for (i, (status, at)) in
+        [("deferred", "2026-05-01T10:00:00Z"), ("delivered", "2026-05-01T10:05:00Z"), ("opened", "2026-05-01T11:00:00Z")].iter().enumerate()
+    {
+        let (s, r) = sender.send(&format!("m{i}"), json!({ "message_id": message, "status": status, "occurred_at": at })).await;
+        assert_eq!(s, StatusCode::OK, "{r}");
+    }
+    let (s, r) =
+        sender.send("s1", json!({ "message_id": sms["data"]["provider_message_id"], "status": "bounced", "occurred_at": "2026-05-01T09:00:00Z" })).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+
+    // One, with the status its receipts settled.
+    let (s, r) = app.get(&format!("/api/notifications/{mail_id}"), Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(
+        (r["data"]["status"].as_str(), r["data"]["recipient"].as_str(), r["data"]["channel"].as_str()),
+        (Some("delivered"), Some("bo@example.com"), Some("email"))
+    );
+    assert!(r["data"].get("body").is_none(), "the content is not kept");
+    assert_error(app.get(&format!("/api/notifications/{mail_id}"), Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get("/api/notifications/nope", Some(a)).await, 404, "NotFound");
+
+    // The list, newest first, by status and channel.
+    let ids = |l: &Value| l["data"].as_array().unwrap().iter().map(|n| n["notification_id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let (s, l) = app.get("/api/notifications", Some(a)).await;
+    assert_eq!((s, ids(&l), l["total"].as_i64()), (StatusCode::OK, vec![push_id.clone(), sms_id.clone(), mail_id.clone()], Some(3)));
+    let (_, l) = app.get("/api/notifications?status=bounced", Some(a)).await;
+    assert_eq!((ids(&l), l["total"].as_i64()), (vec![sms_id.clone()], Some(1)));
+    let (_, l) = app.get("/api/notifications?channel=push&status=sent", Some(a)).await;
+    assert_eq!((ids(&l), l["total"].as_i64()), (vec![push_id.clone()], Some(1)));
+    let (_, l) = app.get("/api/notifications?channel=email&status=sent", Some(a)).await;
+    assert_eq!(l["total"], 0);
+    let (_, l) = app.get("/api/notifications?limit=1&offset=1", Some(a)).await;
+    assert_eq!((ids(&l), l["total"].as_i64()), (vec![sms_id.clone()], Some(3)));
+    let b = assert_error(app.get("/api/notifications?status=read&channel=fax", Some(a)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["status must be one of: sent, failed, delivered, bounced", "channel must be one of: email, sms, whatsapp, push, voice"]));
+    let (_, l) = app.get("/api/notifications", Some(&t.b_token)).await;
+    assert_eq!(l["total"], 0, "B sees none of A's");
+
+    // Its receipts, newest first.
+    let receipts = format!("/api/notifications/{mail_id}/receipts");
+    let (s, l) = app.get(&receipts, Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{l}");
+    let statuses: Vec<&str> = l["data"].as_array().unwrap().iter().map(|r| r["status"].as_str().unwrap()).collect();
+    assert_eq!((statuses, l["total"].as_i64()), (vec!["opened", "delivered", "deferred"], Some(3)));
+    assert!(l["data"].as_array().unwrap().iter().all(|r| r["notification_id"] == mail["notification_id"]));
+    let (_, l) = app.get(&format!("{receipts}?status=deferred"), Some(a)).await;
+    assert_eq!((l["total"].as_i64(), l["data"][0]["status"].as_str()), (Some(1), Some("deferred")));
+    let (_, l) = app.get(&format!("{receipts}?limit=1&offset=2"), Some(a)).await;
+    assert_eq!((l["data"][0]["status"].as_str(), l["total"].as_i64()), (Some("deferred"), Some(3)));
+    let (_, l) = app.get(&format!("/api/notifications/{push_id}/receipts"), Some(a)).await;
+    assert_eq!(l["total"], 0);
+    let b = assert_error(app.get(&format!("{receipts}?status=sent"), Some(a)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["status must be one of: delivered, deferred, failed, bounced, opened, clicked"]));
+    assert_error(app.get(&receipts, Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get("/api/notifications/42/receipts", Some(a)).await, 404, "NotFound");
+}
+db_test!(notifications_are_read_one_listed_and_show_their_receipts);

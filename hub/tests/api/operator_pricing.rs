@@ -187,3 +187,76 @@ async fn a_hardcap_override_lifts_the_429_until_it_ends(app: TestApp) {
     assert_error(usage(&app, a, event(1, "c4")).await, 429, "HardCapReached");
 }
 db_test!(a_hardcap_override_lifts_the_429_until_it_ends);
+
+async fn the_operator_sets_lists_and_removes_hard_caps(app: TestApp) {
+    let t = app.two_tenants("op-caps").await;
+    let a = t.a_token.as_str();
+    let (tenant, other) = (t.a["tenant_id"].as_str().unwrap(), t.b["tenant_id"].as_str().unwrap());
+    let asset = uuid::Uuid::now_v7().to_string();
+    let event = |quantity: i64, key: &str| json!({ "asset_id": asset, "sku": "sms", "quantity": quantity, "idempotency_key": key });
+    let put = |tenant: &str, sku: &str, body: Value| app.op(Method::PUT, format!("/admin/meter/hardcaps/{tenant}/{sku}"), Some(body));
+
+    // 201 the first set, 200 a replacement; the cap applies at once.
+    let (s, c) = put(tenant, "sms", json!({ "monthly_units": 5, "operator_id": "op-ada" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    assert_eq!(
+        (c["data"]["tenant_id"].as_str(), c["data"]["sku"].as_str(), c["data"]["monthly_units"].as_i64(), c["data"]["set_by"].as_str()),
+        (Some(tenant), Some("sms"), Some(5), Some("op-ada"))
+    );
+    assert_eq!(usage(&app, a, event(5, "h1")).await.0, StatusCode::CREATED);
+    assert_error(usage(&app, a, event(1, "h2")).await, 429, "HardCapReached");
+    let (s, c) = put(tenant, "sms", json!({ "monthly_units": 8, "operator_id": "op-bo" })).await;
+    assert_eq!((s, c["data"]["monthly_units"].as_i64(), c["data"]["set_by"].as_str()), (StatusCode::OK, Some(8), Some("op-bo")), "{c}");
+    assert_eq!(usage(&app, a, event(1, "h2")).await.0, StatusCode::CREATED, "the raised cap admits more");
+    // A `/` in a sku is percent-encoded.
+    assert_eq!(put(tenant, "gpu%2Fs", json!({ "monthly_units": 0, "operator_id": "op-ada" })).await.0, StatusCode::CREATED);
+    assert_eq!(put(other, "sms", json!({ "monthly_units": 1, "operator_id": "op-ada" })).await.0, StatusCode::CREATED);
+
+    // The list: every tenant's, one tenant's, one sku's; by tenant then sku.
+    let (s, l) = app.op(Method::GET, "/admin/meter/hardcaps", None).await;
+    assert_eq!(s, StatusCode::OK, "{l}");
+    assert_eq!(l["total"], 3);
+    let (_, l) = app.op(Method::GET, format!("/admin/meter/hardcaps?tenant_id={tenant}"), None).await;
+    let skus: Vec<&str> = l["data"].as_array().unwrap().iter().map(|c| c["sku"].as_str().unwrap()).collect();
+    assert_eq!((l["total"].as_i64(), skus), (Some(2), vec!["gpu/s", "sms"]));
+    let (_, l) = app.op(Method::GET, "/admin/meter/hardcaps?sku=sms&limit=1", None).await;
+    assert_eq!((l["total"].as_i64(), l["data"].as_array().unwrap().len()), (Some(2), 1));
+    let b = assert_error(app.op(Method::GET, "/admin/meter/hardcaps?tenant_id=nope&sku=a%20b", None).await, 400, "ValidationError");
+    assert!(b["details"].as_array().unwrap().iter().any(|d| d.as_str().unwrap().starts_with("tenant_id")), "{b}");
+    // The tenant reads its caps with what is left.
+    let (_, mine) = app.get("/api/meter/hardcaps", Some(a)).await;
+    assert_eq!((mine["total"].as_i64(), mine["data"][1]["remaining"].as_i64()), (Some(2), Some(2)), "{mine}");
+
+    // Every problem in one 400; an unknown tenant is 404.
+    let b = assert_error(put(tenant, "a%20b", json!({ "monthly_units": -1 })).await, 400, "ValidationError");
+    assert_eq!(
+        b["details"],
+        json!(["sku must be 1 to 128 letters, digits or . _ : / -", "monthly_units must be an integer from 0 to 1000000000000", "operator_id is required"])
+    );
+    let unknown = uuid::Uuid::now_v7().to_string();
+    assert_error(put(&unknown, "sms", json!({ "monthly_units": 1, "operator_id": "o" })).await, 404, "NotFound");
+    assert_error(put("nope", "sms", json!({ "monthly_units": 1, "operator_id": "o" })).await, 404, "NotFound");
+
+    // Removing: 200 once, then 404; the tenant's usage is no longer capped.
+    let (s, r) = app.op(Method::DELETE, format!("/admin/meter/hardcaps/{tenant}/sms"), None).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["data"], json!({ "tenant_id": tenant, "sku": "sms", "monthly_units": 8, "removed": true }));
+    assert_error(app.op(Method::DELETE, format!("/admin/meter/hardcaps/{tenant}/sms"), None).await, 404, "NotFound");
+    assert_error(app.op(Method::DELETE, format!("/admin/meter/hardcaps/{unknown}/sms"), None).await, 404, "NotFound");
+    assert_eq!(usage(&app, a, event(100, "h3")).await.0, StatusCode::CREATED);
+    let (_, l) = app.op(Method::GET, format!("/admin/meter/hardcaps?tenant_id={tenant}"), None).await;
+    assert_eq!(l["total"], 1);
+
+    // Each set and removal is in the tenant's chain, the operator acting.
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "billing.hardcap.set.v1").count(), 3, "{events:?}");
+    assert_eq!(events.iter().filter(|e| *e == "billing.hardcap.removed.v1").count(), 1, "{events:?}");
+    let actors: Vec<String> = sqlx::query_scalar("SELECT actor_id FROM audit_entry WHERE tenant_id = $1 AND event_type LIKE 'billing.hardcap.%'")
+        .bind(tenant)
+        .fetch_all(&app.state().db.read)
+        .await
+        .unwrap();
+    assert!(actors.iter().all(|a| a == "break-glass"), "{actors:?}");
+    assert_eq!(app.events_of(&t.b["tenant_id"]).await.iter().filter(|e| *e == "billing.hardcap.set.v1").count(), 1);
+}
+db_test!(the_operator_sets_lists_and_removes_hard_caps);

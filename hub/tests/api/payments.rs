@@ -2,7 +2,7 @@
 //! charges decided by the sandbox provider's test tokens, once per
 //! idempotency key.
 
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::{db_test, helpers::*};
@@ -139,3 +139,74 @@ async fn another_tenants_method_and_charge_are_not_the_callers(app: TestApp) {
     assert_eq!(stored, t.a["tenant_id"].as_str().unwrap());
 }
 db_test!(another_tenants_method_and_charge_are_not_the_callers);
+
+async fn methods_are_listed_read_and_detached_and_charges_listed(app: TestApp) {
+    let t = app.two_tenants("pay-life").await;
+    let (a, b) = (t.a_token.as_str(), t.b_token.as_str());
+    let visa = method(&app, a, "tok_visa").await;
+    let body = json!({ "token": "tok_amex", "brand": "amex", "last4": "0005", "exp_month": 1, "exp_year": 2099 });
+    let (_, amex) = app.post("/api/payments/methods", Some(a), body).await;
+    let amex = amex["data"]["payment_method_id"].as_str().unwrap().to_string();
+    let declined = method(&app, a, "tok_chargeDeclined").await;
+    method(&app, b, "tok_visa").await;
+
+    // Methods: newest first, display facts only, `brand` filters.
+    let (s, l) = app.get("/api/payments/methods", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{l}");
+    let ids: Vec<&str> = l["data"].as_array().unwrap().iter().map(|m| m["payment_method_id"].as_str().unwrap()).collect();
+    assert_eq!((l["total"].as_i64(), ids), (Some(3), vec![declined.as_str(), amex.as_str(), visa.as_str()]));
+    assert!(l["data"].as_array().unwrap().iter().all(|m| m.get("token").is_none()), "never the token: {l}");
+    let (_, l) = app.get("/api/payments/methods?brand=amex", Some(a)).await;
+    assert_eq!((l["total"].as_i64(), l["data"][0]["last4"].as_str()), (Some(1), Some("0005")));
+    assert_error(app.get("/api/payments/methods?brand=bitcoin", Some(a)).await, 400, "ValidationError");
+    let (s, m) = app.get(&format!("/api/payments/methods/{visa}"), Some(a)).await;
+    assert_eq!((s, m["data"]["label"].as_str(), m["data"]["brand"].as_str()), (StatusCode::OK, Some("office card"), Some("visa")));
+    assert_error(app.get(&format!("/api/payments/methods/{visa}"), Some(b)).await, 404, "NotFound");
+
+    // Charges: newest first, by status, method and time.
+    let charge = |m: &str, key: &str| app.post("/api/payments/charges", Some(a), charge_body(m, key));
+    let (_, c1) = charge(&visa, "c1").await;
+    let (_, c2) = charge(&declined, "c2").await;
+    let (_, c3) = charge(&amex, "c3").await;
+    let (s, l) = app.get("/api/payments/charges", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{l}");
+    assert_eq!(l, json!({ "success": true, "data": [c3["data"], c2["data"], c1["data"]], "total": 3 }));
+    let (_, l) = app.get("/api/payments/charges?status=declined", Some(a)).await;
+    assert_eq!((l["total"].as_i64(), &l["data"][0]), (Some(1), &c2["data"]));
+    let (_, l) = app.get(&format!("/api/payments/charges?status=captured&payment_method_id={amex}"), Some(a)).await;
+    assert_eq!((l["total"].as_i64(), &l["data"][0]), (Some(1), &c3["data"]));
+    let at = c2["data"]["created_at"].as_str().unwrap();
+    let (_, l) = app.get(&format!("/api/payments/charges?from={at}"), Some(a)).await;
+    assert_eq!(l["total"], 2, "from is inclusive: {l}");
+    let (_, l) = app.get(&format!("/api/payments/charges?to={at}"), Some(a)).await;
+    assert_eq!((l["total"].as_i64(), &l["data"][0]), (Some(1), &c1["data"]), "to is exclusive");
+    let (_, l) = app.get("/api/payments/charges", Some(b)).await;
+    assert_eq!(l["total"], 0);
+    let bad = assert_error(app.get("/api/payments/charges?status=lost&payment_method_id=nope", Some(a)).await, 400, "ValidationError");
+    assert_eq!(bad["details"].as_array().unwrap().len(), 2, "{bad}");
+    let bad = assert_error(app.get("/api/payments/charges?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z", Some(a)).await, 400, "ValidationError");
+    assert_eq!(bad["details"], json!(["from must be before to"]));
+
+    // Detaching: once (then 404), no charge can use it, its charges stay.
+    assert_error(app.call(Method::DELETE, &format!("/api/payments/methods/{visa}"), Some(b), None).await, 404, "NotFound");
+    let (s, d) = app.call(Method::DELETE, &format!("/api/payments/methods/{visa}"), Some(a), None).await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    assert_eq!((d["data"]["payment_method_id"].as_str(), d["data"]["detached"].as_bool()), (Some(visa.as_str()), Some(true)));
+    assert!(d["data"]["detached_at"].is_string());
+    assert_error(app.call(Method::DELETE, &format!("/api/payments/methods/{visa}"), Some(a), None).await, 404, "NotFound");
+    assert_error(app.get(&format!("/api/payments/methods/{visa}"), Some(a)).await, 404, "NotFound");
+    let (_, l) = app.get("/api/payments/methods", Some(a)).await;
+    assert_eq!(l["total"], 2);
+    let b400 = assert_error(charge(&visa, "c4").await, 400, "ValidationError");
+    assert_eq!(b400["details"], json!(["payment_method_id is not a payment method of the tenant"]));
+    let (s, again) = charge(&visa, "c1").await;
+    assert_eq!((s, &again["data"]), (StatusCode::OK, &c1["data"]), "a repeated key still answers its first charge");
+    let (_, c) = app.get(&format!("/api/payments/charges/{}", c1["data"]["charge_id"].as_str().unwrap()), Some(a)).await;
+    assert_eq!(c["data"]["payment_method_id"].as_str(), Some(visa.as_str()));
+    let token: String = sqlx::query_scalar("SELECT token FROM payment_method WHERE method_id = $1").bind(&visa).fetch_one(&app.state().db.read).await.unwrap();
+    assert_eq!(token, "", "the provider's token is erased");
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "payment.method.detached.v1").count(), 1, "{events:?}");
+}
+db_test!(methods_are_listed_read_and_detached_and_charges_listed);

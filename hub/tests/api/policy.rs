@@ -165,3 +165,40 @@ async fn the_gate_applies_the_tenants_active_bundle_after_roles_and_scopes(app: 
     assert_eq!(events.iter().filter(|e| *e == "policy.bundle.activated.v1").count(), 2);
 }
 db_test!(the_gate_applies_the_tenants_active_bundle_after_roles_and_scopes);
+
+async fn a_bundle_is_read_and_the_active_one_deactivated(app: TestApp) {
+    let t = app.two_tenants("abac-off").await;
+    let a = t.a_token.as_str();
+    let (s, v1) =
+        app.post("/api/policies/bundles", Some(a), json!({ "name": "base", "version": 1, "iql_source": READS_AND_NO_SHREDDING, "activate": true })).await;
+    assert_eq!(s, StatusCode::CREATED, "{v1}");
+    let id = v1["data"]["bundle_id"].as_str().unwrap();
+    let (s, one) = app.get(&format!("/api/policies/bundles/{id}"), Some(a)).await;
+    assert_eq!((s, &one["data"]), (StatusCode::OK, &v1["data"]));
+    let workflow = json!({ "name": "w", "step_specs": [{ "name": "s" }] });
+    assert_error(app.post("/api/workflows/definitions", Some(a), workflow.clone()).await, 403, "Forbidden");
+
+    // Deactivated: the gate evaluates no bundle; again: the same answer.
+    let (s, off) = app.post(&format!("/api/policies/bundles/{id}/deactivate"), Some(a), json!({})).await;
+    assert_eq!((s, off["data"]["status"].as_str()), (StatusCode::OK, Some("inactive")), "{off}");
+    assert_eq!((&off["data"]["activated_at"], &off["data"]["iql_source"]), (&v1["data"]["activated_at"], &v1["data"]["iql_source"]));
+    let (s, _) = app.post("/api/workflows/definitions", Some(a), workflow).await;
+    assert_eq!(s, StatusCode::CREATED, "no bundle applies");
+    let (s, again) = app.post(&format!("/api/policies/bundles/{id}/deactivate"), Some(a), json!({})).await;
+    assert_eq!((s, &again["data"]), (StatusCode::OK, &off["data"]));
+    let (_, read) = app.get(&format!("/api/policies/bundles/{id}"), Some(a)).await;
+    assert_eq!(read["data"]["status"], "inactive");
+    // It can be activated again.
+    let (s, on) = app.post(&format!("/api/policies/bundles/{id}/activate"), Some(a), json!({})).await;
+    assert_eq!((s, on["data"]["status"].as_str()), (StatusCode::OK, Some("active")));
+
+    assert_error(app.get(&format!("/api/policies/bundles/{id}"), Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.post(&format!("/api/policies/bundles/{id}/deactivate"), Some(&t.b_token), json!({})).await, 404, "NotFound");
+    assert_error(app.get("/api/policies/bundles/not-a-bundle", Some(a)).await, 404, "NotFound");
+    let (_, still) = app.get(&format!("/api/policies/bundles/{id}"), Some(a)).await;
+    assert_eq!(still["data"]["status"], "active", "another tenant changed nothing");
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    let count = |n: &str| events.iter().filter(|e| *e == n).count();
+    assert_eq!((count("policy.bundle.deactivated.v1"), count("policy.bundle.activated.v1")), (1, 2));
+}
+db_test!(a_bundle_is_read_and_the_active_one_deactivated);

@@ -158,3 +158,46 @@ async fn bands_are_visible_to_the_persons_tenants_and_written_by_its_apps(app: T
     assert_error(put(&app, a, &band(identity, "profile"), json!({ "fields": {} })).await, 409, "Conflict");
 }
 db_test!(bands_are_visible_to_the_persons_tenants_and_written_by_its_apps);
+
+async fn an_identitys_bands_are_listed_and_cleared(app: TestApp) {
+    let t = app.two_tenants("bands").await;
+    let a = t.a_token.as_str();
+    let identity = &t.a["app_identity_id"];
+    let all = format!("/api/profiles/{}/bands", identity.as_str().unwrap());
+    let (s, r) = put(&app, a, &band(identity, "preference"), json!({ "fields": { "theme": "dark" } })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+
+    // Every band in one read, newest first, opened.
+    let (s, list) = app.get(&all, Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{list}");
+    assert_eq!(list["total"], 2);
+    let kinds: Vec<&str> = list["data"].as_array().unwrap().iter().map(|b| b["band_kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["preference", "profile"]);
+    assert_eq!(list["data"][0]["fields"], json!({ "theme": "dark" }));
+    assert_eq!(list["data"][1]["fields"], json!({ "display_name": "Ada Admin" }));
+    let (_, page) = app.get(&format!("{all}?limit=1&offset=1"), Some(a)).await;
+    assert_eq!((page["total"].as_i64(), page["data"][0]["band_kind"].as_str()), (Some(2), Some("profile")));
+    assert_error(app.get(&all, Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get("/api/profiles/not-an-id/bands", Some(a)).await, 404, "NotFound");
+
+    // Clear one: it is gone, the others stay.
+    assert_error(app.call(Method::DELETE, &band(identity, "preference"), Some(&t.b_token), None).await, 404, "NotFound");
+    assert_error(app.call(Method::DELETE, &band(identity, "notification_routing"), Some(a), None).await, 404, "NotFound");
+    let b = assert_error(app.call(Method::DELETE, &band(identity, "moods"), Some(a), None).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["band_kind must be one of: profile, preference, notification_routing"]));
+    let (s, gone) = app.call(Method::DELETE, &band(identity, "preference"), Some(a), None).await;
+    assert_eq!(s, StatusCode::OK, "{gone}");
+    assert_eq!(gone["data"], json!({ "app_identity_id": identity, "band_kind": "preference", "band_id": list["data"][0]["band_id"], "deleted": true }));
+    assert_error(app.get(&band(identity, "preference"), Some(a)).await, 404, "NotFound");
+    assert_error(app.call(Method::DELETE, &band(identity, "preference"), Some(a), None).await, 404, "NotFound");
+    let (_, list) = app.get(&all, Some(a)).await;
+    assert_eq!((list["total"].as_i64(), list["data"][0]["band_kind"].as_str()), (Some(1), Some("profile")));
+    // Written again, it starts anew.
+    let (s, _) = put(&app, a, &band(identity, "preference"), json!({ "fields": { "theme": "light" } })).await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    // The event names the band, never its fields.
+    let cleared = payloads(&app, &t.a["tenant_id"], "profile.band.cleared.v1").await;
+    assert_eq!(cleared, [json!({ "app_identity_id": identity, "band_id": gone["data"]["band_id"], "band_kind": "preference" })]);
+}
+db_test!(an_identitys_bands_are_listed_and_cleared);

@@ -118,3 +118,78 @@ async fn the_gate_lets_a_relationship_grant_what_a_role_does_not(app: TestApp) {
     assert_error(app.get(&read(&other), Some(&member)).await, 403, "Forbidden");
 }
 db_test!(the_gate_lets_a_relationship_grant_what_a_role_does_not);
+
+/// A relationship gives authority only to an active persona: once the
+/// member's membership is revoked (its personas with it), the tuple stays
+/// on record and reaches nothing.
+async fn a_revoked_persona_reaches_nothing_through_its_relationships(app: TestApp) {
+    let t = app.signup("lead@rebac-revoked.example.com", "rebac-revoked").await;
+    let owner = t["token"].as_str().unwrap();
+    let (member, member_persona) = app.member(owner, &t["tenant_id"], "member@rebac-revoked.example.com").await;
+    let report = persona(&app, owner).await;
+    let read = format!("/api/personas/{report}");
+    let (s, _) = app.post("/api/rebac/relationships", Some(owner), tuple(&member_persona, "persona.persona.read", &report)).await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_eq!(app.get(&read, Some(&member)).await.0, StatusCode::OK);
+    let (s, p) = app.get(&format!("/api/personas/{member_persona}"), Some(owner)).await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    let membership = p["data"]["membership_id"].as_str().unwrap();
+    let (s, r) = app.post(&format!("/api/memberships/{membership}/revoke"), Some(owner), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let b = assert_error(app.get(&read, Some(&member)).await, 403, "Forbidden");
+    assert_eq!(b["required_scopes"], json!(["persona.persona.read"]));
+    // The tuple itself is still listed, for the audit.
+    let (s, l) = app.get(&format!("/api/rebac/relationships?subject_persona_id={member_persona}"), Some(owner)).await;
+    assert_eq!((s, l["total"].as_i64()), (StatusCode::OK, Some(1)), "{l}");
+}
+db_test!(a_revoked_persona_reaches_nothing_through_its_relationships);
+
+async fn relationships_are_listed_to_be_audited(app: TestApp) {
+    let t = app.two_tenants("rebac-list").await;
+    let a = t.a_token.as_str();
+    let mut p = Vec::new();
+    for _ in 0..3 {
+        p.push(persona(&app, a).await);
+    }
+    for (s, relation, o) in [(0, "manages", 1), (1, "manages", 2), (0, "audits", 2)] {
+        let (st, r) = app.post("/api/rebac/relationships", Some(a), tuple(&p[s], relation, &p[o])).await;
+        assert_eq!(st, StatusCode::CREATED, "{r}");
+    }
+    let b_persona = persona(&app, &t.b_token).await;
+    let (st, _) = app.post("/api/rebac/relationships", Some(&t.b_token), tuple(t.b["persona_id"].as_str().unwrap(), "manages", &b_persona)).await;
+    assert_eq!(st, StatusCode::CREATED);
+
+    let pairs = |v: &Value| {
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["subject_persona_id"].as_str().unwrap().to_string(), r["relation"].as_str().unwrap().to_string()))
+            .collect::<Vec<_>>()
+    };
+    let (s, all) = app.get("/api/rebac/relationships", Some(a)).await;
+    assert_eq!((s, all["total"].as_i64()), (StatusCode::OK, Some(3)), "{all}");
+    assert_eq!(pairs(&all), [(p[0].clone(), "audits".to_string()), (p[1].clone(), "manages".to_string()), (p[0].clone(), "manages".to_string())]);
+    assert_eq!(all["data"][2]["object_persona_id"].as_str(), Some(p[1].as_str()));
+    assert!(all["data"][0]["created_by"].is_string());
+    let (_, managed) = app.get("/api/rebac/relationships?relation=manages", Some(a)).await;
+    assert_eq!(managed["total"], 2);
+    let (_, from0) = app.get(&format!("/api/rebac/relationships?subject_persona_id={}", p[0]), Some(a)).await;
+    assert_eq!(from0["total"], 2);
+    let (_, to2) = app.get(&format!("/api/rebac/relationships?object_persona_id={}&relation=manages", p[2].to_uppercase()), Some(a)).await;
+    assert_eq!(pairs(&to2), [(p[1].clone(), "manages".to_string())]);
+    let (_, page) = app.get("/api/rebac/relationships?limit=1&offset=2", Some(a)).await;
+    assert_eq!((page["total"].as_i64(), pairs(&page)), (Some(3), vec![(p[0].clone(), "manages".to_string())]));
+    let body = assert_error(app.get("/api/rebac/relationships?relation=Not%20A%20Relation", Some(a)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["relation must be 1 to 128 of a-z, 0-9, '.', '_', '-'"]));
+    assert_error(app.get("/api/rebac/relationships?subject_persona_id=someone", Some(a)).await, 400, "ValidationError");
+
+    // A deleted relationship leaves the list; the other tenant's never was in it.
+    let (st, _) = app.post("/api/rebac/relationships/delete", Some(a), tuple(&p[0], "audits", &p[2])).await;
+    assert_eq!(st, StatusCode::OK);
+    let (_, all) = app.get("/api/rebac/relationships", Some(a)).await;
+    assert_eq!(all["total"], 2);
+    let (_, theirs) = app.get("/api/rebac/relationships", Some(&t.b_token)).await;
+    assert_eq!((theirs["total"].as_i64(), theirs["data"][0]["object_persona_id"].as_str()), (Some(1), Some(b_persona.as_str())));
+}
+db_test!(relationships_are_listed_to_be_audited);

@@ -86,3 +86,66 @@ async fn residency_nodes_form_a_tree_of_the_tenant(app: TestApp) {
     assert_eq!(app.get("/api/residency/nodes", key["api_key"].as_str()).await.0, StatusCode::OK);
 }
 db_test!(residency_nodes_form_a_tree_of_the_tenant);
+
+async fn residency_nodes_are_read_changed_and_deleted(app: TestApp) {
+    let t = app.two_tenants("rn").await;
+    let a = t.a_token.as_str();
+    let (_, eu) = app.post("/api/residency/nodes", Some(a), json!({ "name": "Europe", "kind": "region" })).await;
+    let eu_id = eu["data"]["geo_node_id"].as_str().unwrap().to_string();
+    let (s, de) = app.post("/api/residency/nodes", Some(a), json!({ "name": "Germany", "kind": "country", "parent_geo_node_id": eu_id })).await;
+    assert_eq!(s, StatusCode::CREATED, "{de}");
+    let de_id = de["data"]["geo_node_id"].as_str().unwrap().to_string();
+    let (_, fr) = app.post("/api/residency/nodes", Some(a), json!({ "name": "France", "kind": "country", "parent_geo_node_id": eu_id })).await;
+
+    let (s, read) = app.get(&format!("/api/residency/nodes/{de_id}"), Some(a)).await;
+    assert_eq!((s, read["data"].clone()), (StatusCode::OK, de["data"].clone()));
+    assert_error(app.get(&format!("/api/residency/nodes/{de_id}"), Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get(&format!("/api/residency/nodes/{}", uuid::Uuid::now_v7()), Some(a)).await, 404, "NotFound");
+    // Pages of the list.
+    let (s, page) = app.get("/api/residency/nodes?limit=2&offset=1", Some(a)).await;
+    assert_eq!((s, page["total"].as_i64(), page["data"].as_array().unwrap().len()), (StatusCode::OK, Some(3), 2));
+    assert_eq!(page["data"][0]["geo_node_id"], de_id.as_str());
+    assert_error(app.get("/api/residency/nodes?limit=x", Some(a)).await, 400, "ValidationError");
+
+    let url = format!("/api/residency/nodes/{de_id}");
+    let patch = |body| app.call(reqwest::Method::PATCH, &url, Some(a), Some(body));
+    let b = assert_error(patch(json!({})).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["give at least one of name, code, residency_class"]));
+    let b = assert_error(patch(json!({ "residency_class": "closed", "code": "c".repeat(33) })).await, 400, "ValidationError");
+    assert_eq!(b["details"].as_array().unwrap().len(), 2, "{b}");
+    let b = assert_error(patch(json!({ "name": " " })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["name is required"]));
+    assert_error(patch(json!({ "name": "France" })).await, 409, "Conflict");
+    let (s, changed) = patch(json!({ "name": "Deutschland", "code": "DE", "residency_class": "sovereign" })).await;
+    assert_eq!(s, StatusCode::OK, "{changed}");
+    let c = &changed["data"];
+    assert_eq!(
+        (c["name"].as_str(), c["code"].as_str(), c["residency_class"].as_str(), c["kind"].as_str()),
+        (Some("Deutschland"), Some("DE"), Some("sovereign"), Some("country"))
+    );
+    let (s, kept) = patch(json!({ "residency_class": "restricted" })).await;
+    assert_eq!((s, kept["data"]["name"].as_str(), kept["data"]["code"].as_str()), (StatusCode::OK, Some("Deutschland"), Some("DE")));
+    assert_error(app.call(reqwest::Method::PATCH, &url, Some(&t.b_token), Some(json!({ "name": "Mine" }))).await, 404, "NotFound");
+
+    // Only a leaf goes.
+    async fn delete_node(app: &TestApp, token: &str, id: &str) -> (StatusCode, serde_json::Value) {
+        app.call(reqwest::Method::DELETE, &format!("/api/residency/nodes/{id}"), Some(token), None).await
+    }
+    let b = assert_error(delete_node(&app, a, &eu_id).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["the node has child nodes: delete them first"]));
+    assert_error(app.call(reqwest::Method::DELETE, &url, Some(&t.b_token), None).await, 404, "NotFound");
+    let (s, gone) = delete_node(&app, a, &de_id).await;
+    assert_eq!((s, gone["data"].clone()), (StatusCode::OK, json!({ "geo_node_id": de_id, "deleted": true })));
+    assert_error(delete_node(&app, a, &de_id).await, 404, "NotFound");
+    assert_error(app.get(&url, Some(a)).await, 404, "NotFound");
+    let (s, _) = delete_node(&app, a, fr["data"]["geo_node_id"].as_str().unwrap()).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = delete_node(&app, a, &eu_id).await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, none) = app.get("/api/residency/nodes", Some(a)).await;
+    assert_eq!(none["total"], 0);
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "tenant.residency_node.updated.v1").count(), 2);
+    assert_eq!(events.iter().filter(|e| *e == "tenant.residency_node.deleted.v1").count(), 3);
+}
+db_test!(residency_nodes_are_read_changed_and_deleted);

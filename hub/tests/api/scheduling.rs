@@ -279,3 +279,150 @@ async fn appointments_push_to_a_caldav_calendar(app: TestApp) {
     );
 }
 db_test!(appointments_push_to_a_caldav_calendar);
+
+async fn connections_are_read_renamed_given_a_new_credential_and_deleted(app: TestApp) {
+    let t = app.two_tenants("scheduling-conn").await;
+    let (a, tenant) = (t.a_token.as_str(), t.a["tenant_id"].clone());
+    let (collection, cal) = calendar_server().await;
+    let (s, c) = app
+        .post("/api/scheduling/connections", Some(a), json!({ "name": "Desk", "collection_url": collection, "username": USER, "password": "old one" }))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    let connection = c["data"]["connection_id"].as_str().unwrap().to_string();
+    let url = format!("/api/scheduling/connections/{connection}");
+    let (s, g) = app.get(&url, Some(a)).await;
+    assert_eq!((s, &g["data"]), (StatusCode::OK, &c["data"]), "{g}");
+    assert_error(app.get(&url, Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get("/api/scheduling/connections/nope", Some(a)).await, 404, "NotFound");
+
+    let (_, ap) = app
+        .post("/api/scheduling/appointments", Some(a), json!({ "title": "Visit", "starts_at": "2027-06-01T09:00:00Z", "ends_at": "2027-06-01T10:00:00Z" }))
+        .await;
+    let id = ap["data"]["appointment_id"].as_str().unwrap().to_string();
+    let push = json!({ "tenant_id": tenant, "connection_id": connection });
+    assert_error(app.post(&format!("/api/scheduling/appointments/{id}/push"), Some(a), push.clone()).await, 503, "ServiceUnavailable");
+
+    // The changed password, sealed as on create; the name as it was.
+    let patch = |body: Value| app.call(reqwest::Method::PATCH, &url, Some(a), Some(body));
+    let (s, u) = patch(json!({ "username": USER, "password": PASSWORD })).await;
+    assert_eq!(s, StatusCode::OK, "{u}");
+    assert_eq!((u["data"]["name"].as_str(), u["data"]["auth_scheme"].as_str()), (Some("Desk"), Some("basic")));
+    assert!(!u.to_string().contains(PASSWORD));
+    let sealed: Vec<u8> = sqlx::query_scalar("SELECT credential_sealed FROM scheduling_connection WHERE connection_id = $1")
+        .bind(&connection)
+        .fetch_one(&app.state().db.read)
+        .await
+        .unwrap();
+    assert!(!sealed.windows(PASSWORD.len()).any(|w| w == PASSWORD.as_bytes()), "the credential is sealed at rest");
+    let (s, p) = app.post(&format!("/api/scheduling/appointments/{id}/push"), Some(a), push.clone()).await;
+    assert_eq!((s, p["data"]["action"].as_str()), (StatusCode::OK, Some("created")), "{p}");
+    let (s, u) = patch(json!({ "name": "Front desk" })).await;
+    assert_eq!((s, u["data"]["name"].as_str(), u["data"]["auth_scheme"].as_str()), (StatusCode::OK, Some("Front desk"), Some("basic")));
+    let b = assert_error(patch(json!({})).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["give at least one of name, username with password, token"]));
+    let b = assert_error(patch(json!({ "name": "x", "password": "only" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["give username with password, or token"]));
+    let b = assert_error(patch(json!({ "name": "x".repeat(201), "token": 7 })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["name must be at most 200 characters", "token must be a string"]));
+    assert_error(app.call(reqwest::Method::PATCH, &url, Some(&t.b_token), Some(json!({ "name": "mine" }))).await, 404, "NotFound");
+    let (s, u) = patch(json!({ "token": "bearer-token" })).await;
+    assert_eq!((s, u["data"]["auth_scheme"].as_str()), (StatusCode::OK, Some("bearer")));
+    let (_, u) = patch(json!({ "username": USER, "password": PASSWORD })).await;
+    assert_eq!(u["data"]["auth_scheme"].as_str(), Some("basic"));
+
+    // Deleted with its credential and its push records; the event stays on the calendar.
+    assert_error(app.call(reqwest::Method::DELETE, &url, Some(&t.b_token), None).await, 404, "NotFound");
+    let (s, d) = app.call(reqwest::Method::DELETE, &url, Some(a), None).await;
+    assert_eq!((s, &d["data"]), (StatusCode::OK, &json!({ "connection_id": connection, "deleted": true })), "{d}");
+    assert_error(app.call(reqwest::Method::DELETE, &url, Some(a), None).await, 404, "NotFound");
+    assert_error(app.get(&url, Some(a)).await, 404, "NotFound");
+    let (_, l) = app.get("/api/scheduling/connections", Some(a)).await;
+    assert_eq!(l["total"], 0);
+    let left: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM scheduling_push WHERE connection_id = $1").bind(&connection).fetch_one(&app.state().db.read).await.unwrap();
+    assert_eq!(left, 0);
+    assert_eq!(cal.objects.lock().unwrap().len(), 1);
+    let b = assert_error(app.post(&format!("/api/scheduling/appointments/{id}/push"), Some(a), push).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["connection_id is not a connection of this tenant"]));
+
+    let events = app.events_of(&tenant).await;
+    let count = |ty: &str| events.iter().filter(|e| *e == ty).count();
+    assert_eq!((count("scheduling.connection.updated.v1"), count("scheduling.connection.deleted.v1")), (4, 1));
+}
+db_test!(connections_are_read_renamed_given_a_new_credential_and_deleted);
+
+async fn appointments_are_listed_as_a_calendar_and_changed(app: TestApp) {
+    let t = app.two_tenants("scheduling-list").await;
+    let a = t.a_token.as_str();
+    let (s, c) = app.post("/api/crm/contacts", Some(a), json!({ "name": "Dee" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    let contact = c["data"]["contact_id"].as_str().unwrap().to_string();
+    let book = |title: &str, starts: &str, ends: &str, contact: Option<&str>| {
+        let mut body = json!({ "title": title, "starts_at": starts, "ends_at": ends });
+        if let Some(c) = contact {
+            body["contact_id"] = json!(c);
+        }
+        body
+    };
+    let mut ids = Vec::new();
+    // Booked out of order: the list is in calendar order.
+    for body in [
+        book("Wed", "2027-03-03T09:00:00Z", "2027-03-03T10:00:00Z", Some(&contact)),
+        book("Mon", "2027-03-01T09:00:00Z", "2027-03-01T10:00:00Z", None),
+        book("Tue", "2027-03-02T23:00:00Z", "2027-03-03T01:00:00Z", Some(&contact)),
+    ] {
+        let (s, r) = app.post("/api/scheduling/appointments", Some(a), body).await;
+        assert_eq!(s, StatusCode::CREATED, "{r}");
+        ids.push(r["data"]["appointment_id"].as_str().unwrap().to_string());
+    }
+    let (wed, mon, tue) = (ids[0].clone(), ids[1].clone(), ids[2].clone());
+    let list = |l: &Value| l["data"].as_array().unwrap().iter().map(|r| r["appointment_id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let (s, l) = app.get("/api/scheduling/appointments", Some(a)).await;
+    assert_eq!((s, list(&l), l["total"].as_i64()), (StatusCode::OK, vec![mon.clone(), tue.clone(), wed.clone()], Some(3)), "{l}");
+    // A day's view: what overlaps it, the one across midnight too.
+    let (_, l) = app.get("/api/scheduling/appointments?from=2027-03-03T00:00:00Z&to=2027-03-04T00:00:00Z", Some(a)).await;
+    assert_eq!((list(&l), l["total"].as_i64()), (vec![tue.clone(), wed.clone()], Some(2)));
+    let (_, l) = app.get("/api/scheduling/appointments?to=2027-03-01T09:00:00Z", Some(a)).await;
+    assert_eq!(l["total"], 0, "an appointment starting at `to` is not before it");
+    let (_, l) = app.get("/api/scheduling/appointments?from=2027-03-03T03:00:00%2B02:00", Some(a)).await;
+    assert_eq!(list(&l), vec![wed.clone()], "times in any offset; one ending at `from` is not after it");
+    let (_, l) = app.get(&format!("/api/scheduling/appointments?contact_id={contact}&limit=1&offset=1"), Some(a)).await;
+    assert_eq!((list(&l), l["total"].as_i64()), (vec![wed.clone()], Some(2)));
+    let b = assert_error(app.get("/api/scheduling/appointments?from=monday&status=moved&contact_id=dee", Some(a)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["from must be an RFC 3339 timestamp", "status must be one of: booked, cancelled", "contact_id must be a UUID"]));
+    let b = assert_error(app.get("/api/scheduling/appointments?from=2027-03-02T00:00:00Z&to=2027-03-01T00:00:00Z", Some(a)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["to must be after from"]));
+    let (_, l) = app.get("/api/scheduling/appointments", Some(&t.b_token)).await;
+    assert_eq!(l["total"], 0, "B sees none of A's");
+
+    // Changed: title, description, location; the time stays; the revision moves on.
+    let url = format!("/api/scheduling/appointments/{mon}");
+    let (s, r) = app.call(reqwest::Method::PATCH, &url, Some(a), Some(json!({ "location": "Room 2", "description": "bring the form" }))).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(
+        (r["data"]["title"].as_str(), r["data"]["location"].as_str(), r["data"]["description"].as_str(), r["data"]["revision"].as_i64()),
+        (Some("Mon"), Some("Room 2"), Some("bring the form"), Some(1))
+    );
+    let (s, r) = app.call(reqwest::Method::PATCH, &url, Some(a), Some(json!({ "title": "Monday check" }))).await;
+    assert_eq!(
+        (s, r["data"]["title"].as_str(), r["data"]["location"].as_str(), r["data"]["revision"].as_i64()),
+        (StatusCode::OK, Some("Monday check"), Some("Room 2"), Some(2))
+    );
+    let b = assert_error(app.call(reqwest::Method::PATCH, &url, Some(a), Some(json!({ "starts_at": "2027-03-01T11:00:00Z" }))).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["give at least one of title, description, location"]));
+    let b = assert_error(app.call(reqwest::Method::PATCH, &url, Some(a), Some(json!({ "title": "x".repeat(301) }))).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["title must be at most 300 characters"]));
+    assert_error(app.call(reqwest::Method::PATCH, &url, Some(&t.b_token), Some(json!({ "title": "mine" }))).await, 404, "NotFound");
+    let (s, _) = app.post(&format!("{url}/cancel"), Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    let b = assert_error(app.call(reqwest::Method::PATCH, &url, Some(a), Some(json!({ "title": "late" }))).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["the appointment is cancelled: only a booked appointment can be changed"]));
+    let (_, l) = app.get("/api/scheduling/appointments?status=cancelled", Some(a)).await;
+    assert_eq!((list(&l), l["data"][0]["title"].as_str()), (vec![mon.clone()], Some("Monday check")));
+    let (_, l) = app.get("/api/scheduling/appointments?status=booked", Some(a)).await;
+    assert_eq!(l["total"], 2);
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "scheduling.appointment.updated.v1").count(), 2);
+}
+db_test!(appointments_are_listed_as_a_calendar_and_changed);

@@ -125,3 +125,95 @@ async fn sequences_order_steps_over_the_tenants_own_templates(app: TestApp) {
     assert_eq!(events.iter().filter(|e| *e == "sequence.sequence.created.v1").count(), 2);
 }
 db_test!(sequences_order_steps_over_the_tenants_own_templates);
+
+async fn templates_and_sequences_are_read_changed_and_archived(app: TestApp) {
+    let t = app.two_tenants("sequence-life").await;
+    let (a, tenant) = (t.a_token.as_str(), t.a["tenant_id"].clone());
+    let (_, mail) = template(&app, a, json!({ "tenant_id": tenant, "name": "welcome", "subject": "Helo", "body": "Welcom" })).await;
+    let mail = mail["data"]["template_id"].as_str().unwrap().to_string();
+    let (_, sms) = template(&app, a, json!({ "tenant_id": tenant, "name": "nudge", "channel": "sms", "body": "Still there?" })).await;
+    let sms = sms["data"]["template_id"].as_str().unwrap().to_string();
+
+    // A template: read, its typo fixed in place.
+    let url = format!("/api/sequences/templates/{mail}");
+    let (s, r) = app.get(&url, Some(a)).await;
+    assert_eq!((s, r["data"]["name"].as_str(), r["data"]["subject"].as_str()), (StatusCode::OK, Some("welcome"), Some("Helo")), "{r}");
+    assert_error(app.get(&url, Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get("/api/sequences/templates/nope", Some(a)).await, 404, "NotFound");
+    let (s, r) = app.call(reqwest::Method::PATCH, &url, Some(a), Some(json!({ "subject": "Hello" }))).await;
+    assert_eq!((s, r["data"]["subject"].as_str(), r["data"]["body"].as_str()), (StatusCode::OK, Some("Hello"), Some("Welcom")), "{r}");
+    let (s, r) = app.call(reqwest::Method::PATCH, &url, Some(a), Some(json!({ "body": "Welcome" }))).await;
+    assert_eq!(
+        (s, r["data"]["subject"].as_str(), r["data"]["body"].as_str(), r["data"]["name"].as_str()),
+        (StatusCode::OK, Some("Hello"), Some("Welcome"), Some("welcome"))
+    );
+    let (_, g) = app.get(&url, Some(a)).await;
+    assert_eq!(g["data"], r["data"]);
+    let sms_url = format!("/api/sequences/templates/{sms}");
+    let b = assert_error(app.call(reqwest::Method::PATCH, &sms_url, Some(a), Some(json!({ "subject": "x" }))).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["subject is for the email channel only"]));
+    let b = assert_error(app.call(reqwest::Method::PATCH, &sms_url, Some(a), Some(json!({ "channel": "email" }))).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["give at least one of subject, body"]));
+    let b = assert_error(app.call(reqwest::Method::PATCH, &url, Some(a), Some(json!({ "body": "b".repeat(20001) }))).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["body must be at most 20000 characters"]));
+    assert_error(app.call(reqwest::Method::PATCH, &url, Some(&t.b_token), Some(json!({ "body": "mine" }))).await, 404, "NotFound");
+
+    // A sequence: read, renamed, its steps replaced, archived for good.
+    let (_, q) = app.post("/api/sequences", Some(a), json!({ "name": "onboarding", "steps": [{ "template_id": mail }] })).await;
+    let seq = q["data"]["sequence_id"].as_str().unwrap().to_string();
+    assert_eq!(q["data"]["status"].as_str(), Some("active"));
+    let (_, other) = app.post("/api/sequences", Some(a), json!({ "name": "winback", "steps": [{ "template_id": sms }] })).await;
+    let other = other["data"]["sequence_id"].as_str().unwrap().to_string();
+    let url = format!("/api/sequences/{seq}");
+    let (s, r) = app.get(&url, Some(a)).await;
+    assert_eq!((s, &r["data"]), (StatusCode::OK, &q["data"]), "{r}");
+    assert_error(app.get(&url, Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get("/api/sequences/42", Some(a)).await, 404, "NotFound");
+    let patch = |body: Value| app.call(reqwest::Method::PATCH, &url, Some(a), Some(body));
+    let (s, r) = patch(json!({ "steps": [{ "template_id": mail }, { "template_id": sms, "delay_seconds": 3600 }] })).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(
+        (r["data"]["name"].as_str(), &r["data"]["steps"]),
+        (
+            Some("onboarding"),
+            &json!([{ "position": 1, "template_id": mail, "delay_seconds": 0 }, { "position": 2, "template_id": sms, "delay_seconds": 3600 }])
+        )
+    );
+    let (s, r) = patch(json!({ "name": "welcome-flow" })).await;
+    assert_eq!((s, r["data"]["name"].as_str(), r["data"]["steps"].as_array().map(Vec::len)), (StatusCode::OK, Some("welcome-flow"), Some(2)));
+    let (s, _) = patch(json!({ "name": "welcome-flow" })).await;
+    assert_eq!(s, StatusCode::OK, "its own name is no conflict");
+    let b = assert_error(patch(json!({ "name": "winback" })).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["the tenant has a sequence named winback"]));
+    let b = assert_error(patch(json!({})).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["give at least one of name, steps"]));
+    let b = assert_error(patch(json!({ "steps": [] })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["steps must hold 1 to 50 items"]));
+    let (_, foreign) = template(&app, &t.b_token, json!({ "tenant_id": t.b["tenant_id"], "name": "b", "body": "b" })).await;
+    let b = assert_error(patch(json!({ "steps": [{ "template_id": foreign["data"]["template_id"] }] })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["steps[0].template_id is not a template of this tenant"]));
+    assert_error(app.call(reqwest::Method::PATCH, &url, Some(&t.b_token), Some(json!({ "name": "mine" }))).await, 404, "NotFound");
+
+    let (s, r) = app.post(&format!("{url}/archive"), Some(a), json!({})).await;
+    assert_eq!((s, r["data"]["status"].as_str(), r["data"]["name"].as_str()), (StatusCode::OK, Some("archived"), Some("welcome-flow")), "{r}");
+    let b = assert_error(app.post(&format!("{url}/archive"), Some(a), json!({})).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["the sequence is archived: only an active sequence can be archived"]));
+    let b = assert_error(patch(json!({ "name": "again" })).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["the sequence is archived: an archived sequence is not changed"]));
+    assert_error(app.post(&format!("/api/sequences/{other}/archive"), Some(&t.b_token), json!({})).await, 404, "NotFound");
+    assert_error(app.post("/api/sequences/nope/archive", Some(a), json!({})).await, 404, "NotFound");
+    let ids = |l: &Value| l["data"].as_array().unwrap().iter().map(|q| q["sequence_id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let (_, l) = app.get("/api/sequences?status=archived", Some(a)).await;
+    assert_eq!((ids(&l), l["total"].as_i64()), (vec![seq.clone()], Some(1)));
+    let (_, l) = app.get("/api/sequences?status=active", Some(a)).await;
+    assert_eq!((ids(&l), l["total"].as_i64()), (vec![other.clone()], Some(1)));
+    let (_, l) = app.get("/api/sequences", Some(a)).await;
+    assert_eq!(l["total"], 2, "an archived sequence is kept");
+    let b = assert_error(app.get("/api/sequences?status=gone", Some(a)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["status must be one of: active, archived"]));
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    let count = |n: &str| events.iter().filter(|e| *e == n).count();
+    assert_eq!([count("sequence.template.updated.v1"), count("sequence.sequence.updated.v1"), count("sequence.sequence.archived.v1")], [2, 3, 1]);
+}
+db_test!(templates_and_sequences_are_read_changed_and_archived);

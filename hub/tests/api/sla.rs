@@ -135,3 +135,107 @@ async fn sla_clocks_at_risk_show_the_rungs_fired_and_the_next(app: TestApp) {
     );
 }
 db_test!(sla_clocks_at_risk_show_the_rungs_fired_and_the_next);
+
+/// A subject's clocks are found (and read one by one) to be stopped;
+/// policies are listed and changed, and a rung removed.
+async fn clocks_are_listed_by_subject_and_policies_changed_and_rungs_removed(app: TestApp) {
+    let t = app.two_tenants("sla-life").await;
+    let (a, b) = (t.a_token.as_str(), t.b_token.as_str());
+    let mut policies = Vec::new();
+    for (name, target) in [("Gold", 60), ("Silver", 240)] {
+        let (s, p) = app.post("/api/sla/policies", Some(a), json!({ "name": name, "target_minutes": target, "description": "tier" })).await;
+        assert_eq!(s, StatusCode::CREATED, "{p}");
+        policies.push(p["data"]["policy_id"].as_str().unwrap().to_string());
+    }
+    let (gold, silver) = (&policies[0], &policies[1]);
+
+    // Policies: newest first, paged, another tenant's list empty.
+    let (s, list) = app.get("/api/sla/policies", Some(a)).await;
+    assert_eq!((s, &list["total"], &list["data"][0]["policy_id"]), (StatusCode::OK, &json!(2), &json!(silver)));
+    let (_, page) = app.get("/api/sla/policies?limit=1&offset=1", Some(a)).await;
+    assert_eq!((&page["total"], &page["data"][0]["name"]), (&json!(2), &json!("Gold")));
+    let (_, theirs) = app.get("/api/sla/policies", Some(b)).await;
+    assert_eq!(theirs["total"], 0);
+
+    // Clocks of two subjects under two policies.
+    let mut clocks = Vec::new();
+    for (policy, subject) in [(gold, "service_request:1"), (silver, "service_request:1"), (gold, "service_request:2")] {
+        let (s, c) = app.post("/api/sla/clocks", Some(a), json!({ "policy_id": policy, "subject_ref": subject })).await;
+        assert_eq!(s, StatusCode::CREATED, "{c}");
+        clocks.push(c["data"].clone());
+    }
+    let (s, _) = app.post(&format!("/api/sla/clocks/{}/stop", clocks[1]["clock_id"].as_str().unwrap()), Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    let ids = |v: &Value| v["data"].as_array().unwrap().iter().map(|c| c["clock_id"].clone()).collect::<Vec<_>>();
+    let (s, all) = app.get("/api/sla/clocks", Some(a)).await;
+    assert_eq!((s, &all["total"]), (StatusCode::OK, &json!(3)));
+    let (_, subject) = app.get("/api/sla/clocks?subject_ref=service_request:1", Some(a)).await;
+    assert_eq!(subject["total"], 2);
+    let (_, running) = app.get("/api/sla/clocks?subject_ref=service_request:1&state=running", Some(a)).await;
+    assert_eq!(ids(&running), [clocks[0]["clock_id"].clone()]);
+    let (_, stopped) = app.get("/api/sla/clocks?state=stopped", Some(a)).await;
+    assert_eq!((ids(&stopped), &stopped["data"][0]["state"]), (vec![clocks[1]["clock_id"].clone()], &json!("stopped")));
+    let (_, of_gold) = app.get(&format!("/api/sla/clocks?policy_id={gold}"), Some(a)).await;
+    assert_eq!(of_gold["total"], 2);
+    let (_, page) = app.get("/api/sla/clocks?limit=2", Some(a)).await;
+    assert_eq!((&page["total"], page["data"].as_array().unwrap().len()), (&json!(3), 2));
+    let body = assert_error(app.get("/api/sla/clocks?state=paused&policy_id=nope", Some(a)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["state must be one of: running, stopped", "policy_id must be a UUID"]));
+    let (_, theirs) = app.get("/api/sla/clocks?subject_ref=service_request:1", Some(b)).await;
+    assert_eq!((&theirs["total"], &theirs["data"]), (&json!(0), &json!([])));
+
+    // One clock.
+    let clock = clocks[0]["clock_id"].as_str().unwrap();
+    let (s, one) = app.get(&format!("/api/sla/clocks/{clock}"), Some(a)).await;
+    assert_eq!((s, &one["data"]), (StatusCode::OK, &clocks[0]));
+    assert_error(app.get(&format!("/api/sla/clocks/{clock}"), Some(b)).await, 404, "NotFound");
+    assert_error(app.get("/api/sla/clocks/nope", Some(a)).await, 404, "NotFound");
+
+    // A policy's change: at least one field, bounded, its name unique.
+    let app = &app;
+    let policy_url = format!("/api/sla/policies/{gold}");
+    let patch = |body: Value| app.call(reqwest::Method::PATCH, &policy_url, Some(a), Some(body));
+    let body = assert_error(patch(json!({})).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["give at least one of: name, description, target_minutes"]));
+    let body = assert_error(patch(json!({ "name": "n".repeat(201), "target_minutes": 0 })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["name must be at most 200 characters", "target_minutes must be an integer from 1 to 525600"]));
+    let body = assert_error(patch(json!({ "name": " " })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["name is required"]));
+    let body = assert_error(patch(json!({ "name": "Silver" })).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the tenant has a policy named Silver"]));
+    assert_error(app.call(reqwest::Method::PATCH, &format!("/api/sla/policies/{gold}"), Some(b), Some(json!({ "name": "x" }))).await, 404, "NotFound");
+    let (s, changed) = patch(json!({ "name": "Platinum", "target_minutes": 30, "description": "" })).await;
+    assert_eq!(s, StatusCode::OK, "{changed}");
+    assert_eq!(
+        (&changed["data"]["name"], &changed["data"]["target_minutes"], &changed["data"]["description"], &changed["data"]["rungs"]),
+        (&json!("Platinum"), &json!(30), &Value::Null, &json!([]))
+    );
+    // A running clock keeps its deadline; a new one takes the new target.
+    let (_, kept) = app.get(&format!("/api/sla/clocks/{clock}"), Some(a)).await;
+    assert_eq!(kept["data"]["due_at"], clocks[0]["due_at"]);
+    let (_, new) = app.post("/api/sla/clocks", Some(a), json!({ "policy_id": gold, "subject_ref": "service_request:3" })).await;
+    let started = hub_kernel::db::parse_time(new["data"]["started_at"].as_str().unwrap()).unwrap();
+    let due = hub_kernel::db::parse_time(new["data"]["due_at"].as_str().unwrap()).unwrap();
+    assert_eq!((due - started).num_minutes(), 30);
+
+    // A rung removed: once (then 404), only through its own policy.
+    let (s, r) = app.post(&format!("/api/sla/policies/{gold}/rungs"), Some(a), json!({ "offset_minutes": -5, "severity": "high" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let rung = r["data"]["rung_id"].as_str().unwrap();
+    let delete = |policy: &str, token: &str| {
+        let (url, token) = (format!("/api/sla/policies/{policy}/rungs/{rung}"), token.to_string());
+        async move { app.call(reqwest::Method::DELETE, &url, Some(&token), None).await }
+    };
+    assert_error(delete(silver, a).await, 404, "NotFound");
+    assert_error(delete(gold, b).await, 404, "NotFound");
+    let (s, gone) = delete(gold, a).await;
+    assert_eq!((s, &gone["data"]), (StatusCode::OK, &json!({ "policy_id": gold, "rung_id": rung, "deleted": true })));
+    assert_error(delete(gold, a).await, 404, "NotFound");
+    let (_, read) = app.get(&format!("/api/sla/policies/{gold}"), Some(a)).await;
+    assert_eq!(read["data"]["rungs"], json!([]));
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "sla.policy.updated.v1").count(), 1, "{events:?}");
+    assert_eq!(events.iter().filter(|e| *e == "sla.rung.deleted.v1").count(), 1, "{events:?}");
+}
+db_test!(clocks_are_listed_by_subject_and_policies_changed_and_rungs_removed);

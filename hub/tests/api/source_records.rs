@@ -63,3 +63,50 @@ async fn claims_are_superseded_never_changed_or_deleted(app: TestApp) {
     assert_eq!((count("source-record.claim.asserted.v1"), count("source-record.claim.superseded.v1")), (1, 2));
 }
 db_test!(claims_are_superseded_never_changed_or_deleted);
+
+/// A subject's claims are listed (what is believed of it now: its active
+/// ones), filtered by attribute, status and source, newest first.
+async fn a_subjects_claims_are_listed_and_filtered(app: TestApp) {
+    let t = app.two_tenants("claims-list").await;
+    let a = t.a_token.as_str();
+    let claim =
+        |subject: &str, attribute: &str, value: &str, source: &str| json!({ "subject_id": subject, "attribute": attribute, "value": value, "source": source });
+    let mut ids = Vec::new();
+    for body in [
+        claim("person-1", "email", "a@old.example", "crm"),
+        claim("person-1", "phone", "+31 20 000", "form"),
+        claim("person-2", "email", "b@example.com", "crm"),
+    ] {
+        let (s, c) = app.post("/api/source-records/claims", Some(a), body).await;
+        assert_eq!(s, StatusCode::CREATED, "{c}");
+        ids.push(c["data"]["claim_id"].as_str().unwrap().to_string());
+    }
+    let (s, r) = app.post(&format!("/api/source-records/claims/{}/supersede", ids[0]), Some(a), json!({ "value": "a@new.example" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let successor = r["data"]["successor"]["claim_id"].as_str().unwrap().to_string();
+
+    let listed = |v: &serde_json::Value| v["data"].as_array().unwrap().iter().map(|c| c["claim_id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let (s, all) = app.get("/api/source-records/claims", Some(a)).await;
+    assert_eq!((s, &all["total"]), (StatusCode::OK, &json!(4)));
+    assert_eq!(listed(&all), [successor.clone(), ids[2].clone(), ids[1].clone(), ids[0].clone()], "newest first");
+    let (_, subject) = app.get("/api/source-records/claims?subject_id=person-1", Some(a)).await;
+    assert_eq!(subject["total"], 3);
+    let (_, now) = app.get("/api/source-records/claims?subject_id=person-1&status=ACTIVE", Some(a)).await;
+    assert_eq!(listed(&now), [successor.clone(), ids[1].clone()]);
+    let (_, email) = app.get("/api/source-records/claims?subject_id=person-1&attribute=email&status=ACTIVE", Some(a)).await;
+    assert_eq!((listed(&email), &email["data"][0]["value"]), (vec![successor.clone()], &json!("a@new.example")));
+    let (_, old) = app.get("/api/source-records/claims?status=SUPERSEDED", Some(a)).await;
+    assert_eq!((listed(&old), &old["data"][0]["superseded_by"]), (vec![ids[0].clone()], &json!(successor)));
+    let (_, crm) = app.get("/api/source-records/claims?source=crm", Some(a)).await;
+    assert_eq!(crm["total"], 3);
+    let (_, page) = app.get("/api/source-records/claims?subject_id=person-1&limit=1&offset=2", Some(a)).await;
+    assert_eq!((&page["total"], listed(&page)), (&json!(3), vec![ids[0].clone()]));
+    let (_, none) = app.get("/api/source-records/claims?subject_id=person-3", Some(a)).await;
+    assert_eq!((&none["total"], &none["data"]), (&json!(0), &json!([])));
+    let body =
+        assert_error(app.get(&format!("/api/source-records/claims?status=active&subject_id={}", "s".repeat(129)), Some(a)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["subject_id must be at most 128 characters", "status must be one of: ACTIVE, SUPERSEDED"]));
+    let (_, theirs) = app.get("/api/source-records/claims?subject_id=person-1", Some(&t.b_token)).await;
+    assert_eq!((&theirs["total"], &theirs["data"]), (&json!(0), &json!([])));
+}
+db_test!(a_subjects_claims_are_listed_and_filtered);

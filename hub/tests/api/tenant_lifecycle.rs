@@ -192,3 +192,118 @@ async fn every_credential_of_the_tenant_stops_when_the_deadline_passes(app: Test
     assert!(completed_at.is_some());
 }
 db_test!(every_credential_of_the_tenant_stops_when_the_deadline_passes);
+
+async fn patch(app: &TestApp, path: &str, token: &str, body: Value) -> (StatusCode, Value) {
+    app.call(Method::PATCH, path, Some(token), Some(body)).await
+}
+
+async fn an_offboarding_is_moved_or_cancelled_before_its_deadline(app: TestApp) {
+    let t = app.two_tenants("off-undo").await;
+    let a = t.a_token.as_str();
+    let mine = path(&t.a["tenant_id"]);
+    let cancel = format!("{mine}/cancel");
+
+    // Nothing started: nothing to move or cancel.
+    let b = assert_error(app.post(&cancel, Some(a), json!({})).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["the offboarding of this tenant has not started: only a started offboarding can be cancelled"]));
+    let b = assert_error(patch(&app, &mine, a, json!({ "reason": "r" })).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["the offboarding of this tenant has not started: only a started offboarding can be changed"]));
+    let (s, started) = app.post(&mine, Some(a), json!({ "reason": "mistake" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{started}");
+
+    // Ownership first, then the body.
+    for token in [t.b_token.as_str(), t.b_key.as_str()] {
+        assert_error(app.post(&cancel, Some(token), json!({})).await, 404, "NotFound");
+        assert_error(patch(&app, &mine, token, json!({ "deadline_at": "soon" })).await, 404, "NotFound");
+    }
+    let b = assert_error(patch(&app, &mine, a, json!({})).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["give at least one of: deadline_at, reason"]));
+    let b = assert_error(patch(&app, &mine, a, json!({ "deadline_at": "2999-01-01T00:00:00Z", "reason": "r".repeat(501) })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["reason must be at most 500 characters"]));
+    let b = assert_error(patch(&app, &mine, a, json!({ "deadline_at": "2020-01-01T00:00:00Z" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["deadline_at must not be in the past"]));
+
+    // Move the deadline: the reason stays.
+    let (s, moved) = patch(&app, &mine, a, json!({ "deadline_at": (chrono::Utc::now() + chrono::TimeDelta::days(90)).to_rfc3339() })).await;
+    assert_eq!(s, StatusCode::OK, "{moved}");
+    assert_eq!((moved["data"]["state"].as_str(), moved["data"]["reason"].as_str()), (Some("offboarding"), Some("mistake")));
+    assert!((90 * 86400 - 60..=90 * 86400).contains(&seconds_from_now(&moved["data"]["deadline_at"])));
+    assert_eq!(moved["data"]["started_at"], started["data"]["started_at"]);
+    let (_, read) = app.get(&mine, Some(a)).await;
+    assert_eq!(read["data"], moved["data"]);
+    let (s, moved) = patch(&app, &mine, a, json!({ "reason": "moved" })).await;
+    assert_eq!((s, moved["data"]["reason"].as_str()), (StatusCode::OK, Some("moved")));
+
+    // Cancel: not started again, the tenant back to trial, and it may start anew.
+    let (s, cancelled) = app.post(&cancel, Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{cancelled}");
+    assert_eq!(
+        cancelled["data"],
+        json!({
+            "tenant_id": t.a["tenant_id"], "state": "not_started", "reason": null, "started_by": null, "started_by_tenant_id": null,
+            "started_at": null, "deadline_at": null, "completed_at": null,
+        })
+    );
+    assert_eq!(tenant_status(&app, &t.a["tenant_id"]).await, "trial");
+    let (_, read) = app.get(&mine, Some(a)).await;
+    assert_eq!(read["data"]["state"], "not_started");
+    assert_error(app.post(&cancel, Some(a), json!({})).await, 409, "Conflict");
+    let (s, _) = app.post(&mine, Some(a), json!({ "reason": "for real" })).await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    // A deadline moved to now ends it at once; past the deadline nothing moves.
+    let (s, ended) = patch(&app, &mine, a, json!({ "deadline_at": chrono::Utc::now().to_rfc3339() })).await;
+    assert_eq!((s, ended["data"]["state"].as_str()), (StatusCode::OK, Some("offboarded")), "{ended}");
+    let b = assert_error(app.get("/api/me", Some(a)).await, 401, "Unauthorized");
+    assert_eq!(b["details"], json!(["the tenant of this credential was offboarded"]));
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    let count = |name: &str| events.iter().filter(|e| *e == name).count();
+    assert_eq!(
+        (count("tenant.offboarding.started.v1"), count("tenant.offboarding.updated.v1"), count("tenant.offboarding.cancelled.v1")),
+        (2, 3, 1),
+        "{events:?}"
+    );
+}
+db_test!(an_offboarding_is_moved_or_cancelled_before_its_deadline);
+
+async fn a_parent_undoes_its_childs_offboarding_and_the_child_cannot(app: TestApp) {
+    let t = app.two_tenants("off-kid").await;
+    let a = t.a_token.as_str();
+    let (s, child) = app.post("/api/tenants", Some(a), json!({ "app_id": "off-kid-child", "display_name": "Child" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{child}");
+    let child_id = child["data"]["tenant_id"].clone();
+    let theirs = path(&child_id);
+    // The parent's owner becomes the child's owner too (its app's owner template).
+    let owner: String = sqlx::query_scalar("SELECT role_template_id FROM tenant_role_template WHERE app_id = 'off-kid-child' AND name = 'owner'")
+        .fetch_one(&app.state().db.read)
+        .await
+        .unwrap();
+    let (s, m) = app.post("/api/memberships", Some(a), json!({ "person_id": t.a["person_id"], "tenant_id": child_id, "role_template_id": owner })).await;
+    assert_eq!(s, StatusCode::CREATED, "{m}");
+    let login = json!({ "email": "a@off-kid.example.com", "password": "correct horse battery", "tenant_id": child_id });
+    let (s, login) = app.post("/api/auth/login", None, login).await;
+    assert_eq!(s, StatusCode::OK, "{login}");
+    let kid = login["data"]["token"].as_str().unwrap().to_string();
+
+    // Started by the parent: the child can neither move nor cancel it.
+    let (s, _) = app.post(&theirs, Some(a), json!({ "reason": "parent" })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let b = assert_error(app.post(&format!("{theirs}/cancel"), Some(&kid), json!({})).await, 403, "Forbidden");
+    assert_eq!(b["details"], json!(["the offboarding of this tenant was started by its parent tenant: only the parent can have it cancelled"]));
+    assert_error(app.call(Method::PATCH, &theirs, Some(&kid), Some(json!({ "reason": "no" }))).await, 403, "Forbidden");
+    let (s, _) = app.post(&format!("{theirs}/cancel"), Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(tenant_status(&app, &child_id).await, "trial");
+    // Started by the child itself: it may undo it, and so may its parent.
+    let (s, _) = app.post(&theirs, Some(&kid), json!({ "reason": "self" })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, moved) = app.call(Method::PATCH, &theirs, Some(&kid), Some(json!({ "reason": "self, moved" }))).await;
+    assert_eq!(s, StatusCode::OK, "{moved}");
+    let (s, _) = app.post(&format!("{theirs}/cancel"), Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    // The parent's chain holds what its credential did; the child's what the child's did.
+    assert_eq!(app.events_of(&t.a["tenant_id"]).await.iter().filter(|e| *e == "tenant.offboarding.cancelled.v1").count(), 2);
+    assert_eq!(app.events_of(&child_id).await.iter().filter(|e| *e == "tenant.offboarding.updated.v1").count(), 1);
+}
+db_test!(a_parent_undoes_its_childs_offboarding_and_the_child_cannot);

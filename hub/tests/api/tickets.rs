@@ -120,3 +120,107 @@ async fn tickets_check_in_once_by_their_qr_token(app: TestApp) {
     );
 }
 db_test!(tickets_check_in_once_by_their_qr_token);
+
+async fn patch(app: &TestApp, path: &str, token: &str, body: Value) -> (StatusCode, Value) {
+    app.call(reqwest::Method::PATCH, path, Some(token), Some(body)).await
+}
+
+async fn events_are_listed_read_and_changed_and_their_tickets_and_check_ins_read(app: TestApp) {
+    let t = app.two_tenants("ticket-events").await;
+    let a = t.a_token.as_str();
+    let mut events = Vec::new();
+    for (name, starts) in [("Launch", "2027-03-01T18:00:00Z"), ("Gala", "2027-01-01T18:00:00Z")] {
+        let (s, e) = app.post("/api/tickets/events", Some(a), json!({ "name": name, "starts_at": starts, "venue": "Hall 1", "capacity": 3 })).await;
+        assert_eq!(s, StatusCode::CREATED, "{e}");
+        events.push(e["data"].clone());
+    }
+    let (s, all) = app.get("/api/tickets/events", Some(a)).await;
+    assert_eq!((s, all["total"].as_i64()), (StatusCode::OK, Some(2)));
+    assert_eq!(all["data"], json!([events[1], events[0]]), "newest first");
+    let (_, page) = app.get("/api/tickets/events?limit=1&offset=1", Some(a)).await;
+    assert_eq!((&page["data"], page["total"].as_i64()), (&json!([events[0]]), Some(2)));
+    let (_, none) = app.get("/api/tickets/events", Some(&t.b_token)).await;
+    assert_eq!(none["total"], 0);
+    let id = events[0]["event_id"].as_str().unwrap();
+    let path = format!("/api/tickets/events/{id}");
+    let (s, got) = app.get(&path, Some(a)).await;
+    assert_eq!((s, &got["data"]), (StatusCode::OK, &events[0]));
+    assert_error(app.get(&path, Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get("/api/tickets/events/nope", Some(a)).await, 404, "NotFound");
+
+    // Two tickets issued, one voided, one checked in.
+    let mut tickets = Vec::new();
+    for holder in ["Ada", "Grace"] {
+        let (s, tk) = app.post("/api/tickets", Some(a), json!({ "event_id": id, "holder_name": holder })).await;
+        assert_eq!(s, StatusCode::CREATED, "{tk}");
+        tickets.push(tk["data"].clone());
+    }
+    let (s, _) = app.post(&format!("/api/tickets/{}/void", tickets[1]["ticket_id"].as_str().unwrap()), Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, checkin) =
+        app.post("/api/tickets/check-in", Some(a), json!({ "qr_token": tickets[0]["qr_token"], "checked_in_by_persona_id": t.a["persona_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{checkin}");
+
+    // A ticket read: its state, never its token.
+    let ticket = format!("/api/tickets/{}", tickets[0]["ticket_id"].as_str().unwrap());
+    let (s, got) = app.get(&ticket, Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{got}");
+    assert_eq!((&got["data"]["status"], &got["data"]["holder_name"], &got["data"]["event_id"]), (&json!("used"), &json!("Ada"), &json!(id)));
+    assert!(got["data"]["checked_in_at"].is_string() && got["data"].get("qr_token").is_none(), "{got}");
+    assert_error(app.get(&ticket, Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get("/api/tickets/not-a-uuid", Some(a)).await, 404, "NotFound");
+
+    // Attendance.
+    let (s, ins) = app.get(&format!("{path}/check-ins"), Some(a)).await;
+    assert_eq!((s, ins["total"].as_i64()), (StatusCode::OK, Some(1)), "{ins}");
+    assert_eq!(ins["data"][0], checkin["data"]);
+    let (_, other) = app.get(&format!("/api/tickets/events/{}/check-ins", events[1]["event_id"].as_str().unwrap()), Some(a)).await;
+    assert_eq!(other["total"], 0);
+    assert_error(app.get(&format!("{path}/check-ins"), Some(&t.b_token)).await, 404, "NotFound");
+
+    // Changes: refusals first.
+    let b = assert_error(patch(&app, &path, a, json!({})).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["give at least one of name, starts_at, ends_at, venue, capacity"]));
+    let b = assert_error(patch(&app, &path, a, json!({ "starts_at": "soon", "capacity": 0 })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["starts_at must be an RFC 3339 timestamp", "capacity must be an integer from 1 to 1000000"]));
+    let b = assert_error(patch(&app, &path, a, json!({ "ends_at": "2027-03-01T17:00:00Z" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["ends_at must be after starts_at"]));
+    let b = assert_error(patch(&app, &path, a, json!({ "name": "" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["name must not be blank"]));
+    assert_error(patch(&app, &path, &t.b_token, json!({ "venue": "Mine" })).await, 404, "NotFound");
+    // The used ticket counts against the capacity, the voided one does not.
+    let (s, one) = patch(&app, &path, a, json!({ "capacity": 1 })).await;
+    assert_eq!((s, &one["data"]["capacity"]), (StatusCode::OK, &json!(1)), "{one}");
+    let b = assert_error(app.post("/api/tickets", Some(a), json!({ "event_id": id })).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["the event's 1 tickets are issued"]));
+    let (s, _) = app.post("/api/tickets", Some(&t.a_token), json!({ "event_id": events[1]["event_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    let (s, moved) = patch(
+        &app,
+        &path,
+        a,
+        json!({ "name": "Launch party", "starts_at": "2027-03-02T18:00:00+01:00", "ends_at": "2027-03-02T23:00:00Z", "venue": "", "capacity": 10 }),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{moved}");
+    let m = &moved["data"];
+    assert_eq!(
+        (&m["name"], &m["starts_at"], &m["ends_at"], &m["venue"], &m["capacity"]),
+        (&json!("Launch party"), &json!("2027-03-02T17:00:00.000000Z"), &json!("2027-03-02T23:00:00.000000Z"), &Value::Null, &json!(10))
+    );
+    let b = assert_error(patch(&app, &path, a, json!({ "starts_at": "2027-03-03T00:00:00Z" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["ends_at must be after starts_at"]), "against the stored end");
+    let (_, got) = app.get(&path, Some(a)).await;
+    assert_eq!(got["data"], *m);
+    let (s, tk) = app.post("/api/tickets", Some(a), json!({ "event_id": id })).await;
+    assert_eq!(s, StatusCode::CREATED, "{tk}");
+    let (s, _) = app.post("/api/tickets", Some(a), json!({ "event_id": id })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let b = assert_error(patch(&app, &path, a, json!({ "capacity": 2 })).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["3 tickets of the event are issued: the capacity cannot be less"]));
+
+    let tenant_events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(tenant_events.iter().filter(|e| *e == "event.event.updated.v1").count(), 2, "the two changes that passed");
+}
+db_test!(events_are_listed_read_and_changed_and_their_tickets_and_check_ins_read);

@@ -71,3 +71,38 @@ async fn a_trace_exports_as_an_artifact_its_tenant_can_verify(app: TestApp) {
     assert!(at("trace.export.requested.v1") < at("trace.export.ready.v1"), "requested, then ready");
 }
 db_test!(a_trace_exports_as_an_artifact_its_tenant_can_verify);
+
+async fn the_exports_of_a_trace_are_listed(app: TestApp) {
+    let t = app.two_tenants("trace-list").await;
+    let a = t.a_token.as_str();
+    let persona = t.a["persona_id"].as_str().unwrap();
+    run_in_trace(&app, a, persona, "trace-7").await;
+    run_in_trace(&app, a, persona, "trace-8").await;
+    // A trace with runs and no export yet: an empty list.
+    let (s, none) = app.get("/api/traces/trace-7/exports", Some(a)).await;
+    assert_eq!((s, none["total"].as_i64(), none["data"].clone()), (StatusCode::OK, Some(0), json!([])), "{none}");
+    let mut made = Vec::new();
+    for _ in 0..2 {
+        let (s, e) = app.post("/api/traces/trace-7/exports", Some(a), json!({})).await;
+        assert_eq!(s, StatusCode::CREATED, "{e}");
+        made.push(e["data"]["export_id"].as_str().unwrap().to_string());
+    }
+    let (_, other) = app.post("/api/traces/trace-8/exports", Some(a), json!({})).await;
+
+    let ids = |v: &Value| v["data"].as_array().unwrap().iter().map(|e| e["export_id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let (s, list) = app.get("/api/traces/trace-7/exports", Some(a)).await;
+    assert_eq!((s, list["total"].as_i64(), ids(&list)), (StatusCode::OK, Some(2), vec![made[1].clone(), made[0].clone()]), "{list}");
+    assert!(list["data"][0].get("artifact").is_none(), "the list carries no artifact");
+    assert_eq!((list["data"][0]["status"].as_str(), list["data"][0]["trace_id"].as_str()), (Some("ready"), Some("trace-7")));
+    let (_, ready) = app.get("/api/traces/trace-7/exports?status=ready&limit=1&offset=1", Some(a)).await;
+    assert_eq!((ready["total"].as_i64(), ids(&ready)), (Some(2), vec![made[0].clone()]));
+    let (_, failed) = app.get("/api/traces/trace-7/exports?status=failed", Some(a)).await;
+    assert_eq!(failed["total"], 0);
+    let (_, eight) = app.get("/api/traces/trace-8/exports", Some(a)).await;
+    assert_eq!(ids(&eight), [other["data"]["export_id"].as_str().unwrap()]);
+    assert_error(app.get("/api/traces/trace-7/exports?status=done", Some(a)).await, 400, "ValidationError");
+    // A trace the tenant has nothing of, and another tenant: 404.
+    assert_error(app.get("/api/traces/no-such-trace/exports", Some(a)).await, 404, "NotFound");
+    assert_error(app.get("/api/traces/trace-7/exports", Some(&t.b_token)).await, 404, "NotFound");
+}
+db_test!(the_exports_of_a_trace_are_listed);

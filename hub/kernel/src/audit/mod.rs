@@ -4,6 +4,7 @@
 
 pub mod appender;
 pub mod chain;
+pub mod entry;
 pub mod events;
 pub mod outbox;
 pub mod registry;

@@ -57,6 +57,8 @@ pub fn is_public(path: &str) -> bool {
         "/api/auth/send-verification-email",
         "/api/auth/verify-email",
         "/api/auth/verification-status",
+        "/api/auth/password-reset",
+        "/api/auth/password-reset/confirm",
         "/ready",
         "/openapi.json",
         "/capabilities.json",
@@ -208,6 +210,9 @@ async fn resolve(state: &AppState, value: &str) -> Result<Caller, &'static str> 
 
 /// Routes about the calling person themselves.
 const SELF_ROUTES: &[&str] = &["/api/me", "/api/memberships"];
+/// The writes a person makes to their own identity (display name,
+/// password), whatever their roles in the token's tenant.
+const SELF_WRITES: &[(&str, &str)] = &[("PATCH", "/api/me"), ("POST", "/api/me/password")];
 
 tokio::task_local! {
     /// The matched route template of the request being answered, for the
@@ -287,6 +292,7 @@ async fn check(state: &AppState, route: Option<&str>, req: &axum::http::request:
         }
         // A person may always read their own identity, whatever their roles.
         Caller::Human(_) if req.method == Method::GET && SELF_ROUTES.contains(&route) => Ok(()),
+        Caller::Human(_) if SELF_WRITES.iter().any(|(m, r)| *m == req.method.as_str() && *r == route) => Ok(()),
         Caller::Human(claims) => match &claims.tenant {
             Some(t) => person_may(state, t, &required, persona_in_path(route, req.uri.path())).await,
             // A person-level token reaches only the routes that take one;

@@ -24,9 +24,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(activate))
         .routes(routes!(route))
         .routes(routes!(assign_by_task))
-        .routes(routes!(get_decision))
+        .routes(routes!(list_decisions))
         .routes(routes!(rotation))
-        .routes(routes!(put_workload, get_workload))
+        .routes(routes!(put_workload, get_workload, delete_workload))
         .routes(routes!(simulate))
         .routes(routes!(list_simulations))
         .routes(routes!(get_simulation))
@@ -571,21 +571,39 @@ async fn assign_by_task(State(state): State<AppState>, Tenant(ctx): Tenant, body
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-struct DecisionQuery {
-    /// The decision to read.
+struct DecisionFilter {
+    /// Only this decision.
     #[param(format = "uuid")]
-    decision_id: String,
+    decision_id: Option<String>,
+    /// Only decisions of this subject.
+    #[param(max_length = 500)]
+    subject_ref: Option<String>,
+    /// Only decisions with this outcome.
+    #[param(inline)]
+    outcome: Option<Outcome>,
+    /// Only decisions of this rule set.
+    #[param(max_length = 200)]
+    rule_set_name: Option<String>,
 }
 
-/// One recorded decision, by id.
-#[utoipa::path(get, path = "/api/assignment/decisions", tag = "sdk-assignment", params(DecisionQuery),
-    responses((status = 200, description = "the decision", body = Data<Decision>),
-        (status = 404, description = "NotFound: no decision of the tenant has this id", body = ErrorBody)))]
-async fn get_decision(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DecisionQuery>) -> ApiResult<Data<Decision>> {
-    let id = canonical_uuid(&q.decision_id);
-    let sql = format!("SELECT {DECISION_COLUMNS} FROM assignment_decision WHERE tenant_id = $1 AND decision_id = $2");
-    let found: Option<Decision> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
-    Ok(ok(found.ok_or(ApiError::NotFound)?))
+const DECISIONS: Listing = Listing {
+    table: "assignment_decision",
+    columns: DECISION_COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR decision_id = $2) AND ($3 = '' OR subject_ref = $3) AND ($4 = '' OR outcome = $4) \
+             AND ($5 = '' OR rule_set_name = $5)",
+    order: "created_at DESC, decision_id DESC",
+};
+
+/// The tenant's recorded decisions, newest first; `decision_id` reads one
+/// (a page of one, or none).
+#[utoipa::path(get, path = "/api/assignment/decisions", tag = "sdk-assignment", params(DecisionFilter, Page),
+    responses((status = 200, description = "a page of decisions", body = ListOf<Decision>)))]
+async fn list_decisions(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DecisionFilter>, page: Page) -> ApiResult<ListOf<Decision>> {
+    let id = q.decision_id.as_deref().map(canonical_uuid).unwrap_or_default();
+    let subject = q.subject_ref.as_deref().map(str::trim).unwrap_or_default();
+    let outcome = q.outcome.map_or("", Outcome::as_str);
+    let rule_set = q.rule_set_name.as_deref().map(str::trim).unwrap_or_default();
+    page.list::<Decision>(&state.db.read, &DECISIONS, &[&ctx.tenant_id, &id, subject, outcome, rule_set]).await
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
@@ -754,6 +772,37 @@ async fn get_workload(State(state): State<AppState>, Tenant(ctx): Tenant, Path(i
     let sql = format!("SELECT {WORKLOAD_COLUMNS} FROM assignment_workload WHERE tenant_id = $1 AND persona_id = $2");
     let row: Option<WorkloadRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
     Ok(ok(row.ok_or(ApiError::NotFound)?))
+}
+
+/// The answer of a workload's delete.
+#[derive(Serialize, ToSchema)]
+#[schema(as = AssignmentWorkloadDeleted)]
+struct WorkloadDeleted {
+    persona_id: String,
+    deleted: bool,
+}
+
+/// Clears a persona's workload: assign-by-task then knows no skills,
+/// window, capacity or location of the persona (as before a first `PUT`).
+/// Of two deletes at once, the other finds nothing (404).
+#[utoipa::path(delete, path = "/api/assignment/workload/{persona_id}", tag = "sdk-assignment",
+    params(("persona_id" = String, Path, description = "a persona of the caller's tenant")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [
+        ["POST", "/api/personas", { "kind": "service" }],
+        ["PUT", "/api/assignment/workload/{persona_id}", { "skills": ["a"] }]] }))),
+    responses((status = 200, description = "deleted", body = Data<WorkloadDeleted>)))]
+async fn delete_workload(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<WorkloadDeleted>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let deleted: Option<String> = sqlx::query_scalar("DELETE FROM assignment_workload WHERE tenant_id = $1 AND persona_id = $2 RETURNING persona_id")
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let persona_id = deleted.ok_or(ApiError::NotFound)?;
+    audit::record(&mut tx, &ctx, events::ASSIGNMENT_WORKLOAD_UPDATED, json!({ "persona_id": persona_id, "cleared": true })).await?;
+    tx.commit().await?;
+    Ok(ok(WorkloadDeleted { persona_id, deleted: true }))
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]

@@ -13,12 +13,14 @@
 //! Every transition is a compare-and-set on `revision`: of two at once,
 //! one wins and the other is 409.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, TimeDelta, Utc};
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(create))
+        .routes(routes!(create, list_records))
         .routes(routes!(get_record))
         .routes(routes!(accept))
         .routes(routes!(decline))
@@ -79,6 +81,13 @@ struct Record {
 
 const COLUMNS: &str = "record_id, subject_ref, state, stage, primary_persona_id, backup_persona_id, manager_persona_id, current_persona_id, \
      acceptance_window_minutes, offer_expires_at, routing_decision_id, metadata, source_timestamp, revision, created_by, created_at, updated_at";
+const RECORDS: Listing = Listing {
+    table: "assignment_record",
+    columns: COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR state = $2) AND ($3 = '' OR subject_ref = $3) \
+             AND ($4 = '' OR current_persona_id = $4 OR (stage = 'simultaneous' AND state IN ('offered', 'reassigned') AND (primary_persona_id = $4 OR backup_persona_id = $4)))",
+    order: "created_at DESC, record_id DESC",
+};
 
 /// One step of a record's history.
 #[derive(Clone, Debug, FromRow, Serialize, ToSchema)]
@@ -386,6 +395,61 @@ async fn get_record(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
     let rec = load(&mut tx, &ctx.tenant_id, &id).await?;
     tx.commit().await?;
     Ok(ok(rec))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct RecordFilter {
+    /// Only records in this (stored) state: `offered` with `persona_id` is
+    /// a worker's open offers.
+    #[param(inline)]
+    state: Option<RecordState>,
+    /// Only records with this persona: offered to it now (alone, or with
+    /// the other persona in stage `simultaneous`), or accepted by it.
+    #[param(format = "uuid")]
+    persona_id: Option<String>,
+    /// Only records of this subject.
+    #[param(max_length = 500)]
+    subject_ref: Option<String>,
+}
+
+/// The tenant's assignment records with their history, newest first.
+#[utoipa::path(get, path = "/api/assignments", tag = "sdk-assignment", params(RecordFilter, Page),
+    responses((status = 200, description = "a page of records", body = ListOf<Record>)))]
+async fn list_records(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RecordFilter>, page: Page) -> ApiResult<ListOf<Record>> {
+    let record_state = q.state.map_or("", RecordState::as_str);
+    let persona = q.persona_id.as_deref().map(canonical_uuid).unwrap_or_default();
+    let subject = q.subject_ref.as_deref().map(str::trim).unwrap_or_default();
+    let mut records = page.list::<Record>(&state.db.read, &RECORDS, &[&ctx.tenant_id, record_state, subject, &persona]).await?;
+    // Their histories in one query (a history only grows).
+    if !records.data.is_empty() {
+        let ids: Vec<String> = records.data.iter().map(|r| r.record_id.to_string()).collect();
+        let sql = format!(
+            "SELECT record_id, seq, event, from_state, to_state, persona_id, actor, reason, at FROM assignment_history \
+             WHERE tenant_id = $1 AND record_id IN ({}) ORDER BY record_id, seq",
+            db::placeholders(2, ids.len())
+        );
+        let mut query = sqlx::query_as::<_, RecordStep>(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id);
+        for id in &ids {
+            query = query.bind(id);
+        }
+        let mut steps: HashMap<String, Vec<Step>> = HashMap::new();
+        for s in query.fetch_all(&state.db.read).await? {
+            steps.entry(s.record_id).or_default().push(s.step);
+        }
+        for r in &mut records.data {
+            r.history = steps.remove(&r.record_id.to_string()).unwrap_or_default();
+        }
+    }
+    Ok(records)
+}
+
+/// A history step with the record it belongs to.
+#[derive(FromRow)]
+struct RecordStep {
+    record_id: String,
+    #[sqlx(flatten)]
+    step: Step,
 }
 
 /// Runs `act` on a record whose window passing was applied first; the
