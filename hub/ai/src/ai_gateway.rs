@@ -20,7 +20,11 @@ use hub_platform::webhook::target;
 use crate::redact;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(put_route)).routes(routes!(complete))
+    OpenApiRouter::new()
+        .routes(routes!(put_route, list_routes))
+        .routes(routes!(get_route, delete_route))
+        .routes(routes!(complete, list_completions))
+        .routes(routes!(get_completion))
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
@@ -85,7 +89,8 @@ struct NewRoute {
     max_attempts: Option<i64>,
 }
 
-/// Registers (or replaces, by name) a model route.
+/// Registers (or replaces, by name) a model route; a deleted route's name
+/// brings its row back (200, its `route_id` and completion records kept).
 #[utoipa::path(post, path = "/api/ai/routes", tag = "sdk-ai-gateway", request_body = NewRoute,
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "body": { "name": "r-{unique}", "provider_base_url": "https://llm.races.example.com/v1", "model": "race" } }))),
     responses((status = 201, description = "the route, new", body = Data<Route>), (status = 200, description = "the route, replaced", body = Data<Route>)))]
@@ -147,7 +152,7 @@ async fn put_route(State(state): State<AppState>, Tenant(ctx): Tenant, body: Bod
          ON CONFLICT (tenant_id, name) DO UPDATE SET provider_base_url = excluded.provider_base_url, model = excluded.model, \
          credential_ref = excluded.credential_ref, credential_ciphertext = excluded.credential_ciphertext, credential_wrapped_dek = excluded.credential_wrapped_dek, \
          credential_iv = excluded.credential_iv, credential_tag = excluded.credential_tag, timeout_ms = excluded.timeout_ms, \
-         max_attempts = excluded.max_attempts, updated_at = excluded.updated_at RETURNING {COLUMNS}"
+         max_attempts = excluded.max_attempts, updated_at = excluded.updated_at, deleted_at = NULL RETURNING {COLUMNS}"
     );
     let part = |f: fn(&envelope::Envelope) -> &String| sealed.as_ref().map(|e| f(e).clone());
     let route: Route = sqlx::query_as(sqlx::AssertSqlSafe(sql))
@@ -284,7 +289,7 @@ async fn resolve(state: &AppState, tenant_id: &str, route: Option<&str>, model: 
     };
     let sql = format!(
         "SELECT route_id, name, provider_base_url, model, credential_ref, credential_ciphertext, credential_wrapped_dek, credential_iv, credential_tag, \
-         timeout_ms, max_attempts FROM ai_gateway_route WHERE tenant_id = $1 AND {filter} ORDER BY updated_at DESC, route_id DESC LIMIT 1"
+         timeout_ms, max_attempts FROM ai_gateway_route WHERE tenant_id = $1 AND deleted_at IS NULL AND {filter} ORDER BY updated_at DESC, route_id DESC LIMIT 1"
     );
     let mut tx = state.db.begin().await?;
     let found: Option<Resolved> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(key).fetch_optional(&mut *tx).await?;
@@ -467,4 +472,168 @@ async fn complete(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
         redactions,
         attempts: outcome.attempts,
     }))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct RouteFilter {
+    /// Only the routes serving this model.
+    #[param(max_length = 200)]
+    model: Option<String>,
+    /// Only the routes whose credential is bound to this sdk-secrets
+    /// reference.
+    credential_ref: Option<String>,
+}
+
+/// The tenant's model routes (never their credential), newest first.
+#[utoipa::path(get, path = "/api/ai/routes", tag = "sdk-ai-gateway", params(RouteFilter, Page),
+    responses((status = 200, description = "one page of routes", body = ListOf<Route>)))]
+async fn list_routes(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RouteFilter>, page: Page) -> ApiResult<ListOf<Route>> {
+    let model = Check::optional(&q.model).unwrap_or_default();
+    let reference = Check::optional(&q.credential_ref).unwrap_or_default();
+    let listing = Listing {
+        table: "ai_gateway_route",
+        columns: COLUMNS,
+        filter: "tenant_id = $1 AND deleted_at IS NULL AND ($2 = '' OR model = $2) AND ($3 = '' OR credential_ref = $3)",
+        order: "created_at DESC, route_id DESC",
+    };
+    page.list::<Route>(&state.db.read, &listing, &[&ctx.tenant_id, &model, &reference]).await
+}
+
+/// One model route by name (never its credential).
+#[utoipa::path(get, path = "/api/ai/routes/{name}", tag = "sdk-ai-gateway", params(("name" = String, Path, description = "the route's name")),
+    responses((status = 200, description = "the route", body = Data<Route>)))]
+async fn get_route(State(state): State<AppState>, Tenant(ctx): Tenant, Path(name): Path<String>) -> ApiResult<Data<Route>> {
+    if !valid_name(&name) {
+        return Err(ApiError::NotFound);
+    }
+    let sql = format!("SELECT {COLUMNS} FROM ai_gateway_route WHERE tenant_id = $1 AND name = $2 AND deleted_at IS NULL");
+    let route: Option<Route> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&name).fetch_optional(&state.db.read).await?;
+    Ok(ok(route.ok_or(ApiError::NotFound)?))
+}
+
+/// What a route's deletion did.
+#[derive(Serialize, ToSchema)]
+#[schema(as = ModelRouteDeleted)]
+struct Deleted {
+    route_id: Id,
+    name: String,
+    /// Always true: the route is no longer listed or resolved.
+    deleted: bool,
+    /// Always true: its sealed credential is erased (the row stays for
+    /// the completion records that name it).
+    credential_erased: bool,
+}
+
+/// Deletes a model route: completions no longer resolve it and its sealed
+/// credential is erased; its completion records stay readable. A deleted
+/// route is 404.
+#[utoipa::path(delete, path = "/api/ai/routes/{name}", tag = "sdk-ai-gateway", params(("name" = String, Path, description = "the route's name")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/api/ai/routes", { "name": "r-{unique}", "provider_base_url": "https://llm.races.example.com/v1", "model": "race" }]] }))),
+    responses((status = 200, description = "the route, deleted", body = Data<Deleted>)))]
+async fn delete_route(State(state): State<AppState>, Tenant(ctx): Tenant, Path(name): Path<String>) -> ApiResult<Data<Deleted>> {
+    if !valid_name(&name) {
+        return Err(ApiError::NotFound);
+    }
+    let mut tx = state.db.begin().await?;
+    let now = db::now();
+    let deleted: Option<(Id, Option<String>)> = sqlx::query_as(
+        "UPDATE ai_gateway_route SET deleted_at = $3, updated_at = $3, credential_ciphertext = NULL, credential_wrapped_dek = NULL, credential_iv = NULL, \
+         credential_tag = NULL WHERE tenant_id = $1 AND name = $2 AND deleted_at IS NULL RETURNING route_id, credential_ref",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&name)
+    .bind(&now)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let (route_id, reference) = deleted.ok_or(ApiError::NotFound)?;
+    let payload = json!({ "route_id": route_id, "name": name, "credential_ref": reference });
+    audit::record(&mut tx, &ctx, events::AI_GATEWAY_ROUTE_DELETED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(Deleted { route_id, name, deleted: true, credential_erased: true }))
+}
+
+stored_enum! {
+    /// How a completion ended.
+    #[schema(as = AiCompletionStatus)]
+    pub enum CompletionStatus { Completed = "completed", Failed = "failed" }
+}
+
+/// The record a completion leaves: the route, the usage, the redactions
+/// made; never the prompt or the answer.
+#[derive(FromRow, Serialize, ToSchema)]
+#[schema(as = AiCompletionRecord)]
+struct Record {
+    completion_id: Id,
+    route_id: Id,
+    /// The route's name.
+    route: String,
+    model: String,
+    status: CompletionStatus,
+    attempts: i64,
+    /// `[{ kind, message_index }]`: what was redacted before the prompt left.
+    #[sqlx(try_from = "String")]
+    #[schema(value_type = Vec<Object>)]
+    redactions: JsonText,
+    finish_reason: Option<String>,
+    prompt_tokens: Option<i64>,
+    completion_tokens: Option<i64>,
+    total_tokens: Option<i64>,
+    latency_ms: i64,
+    /// Why a `failed` completion failed.
+    error: Option<String>,
+    created_by: String,
+    created_at: Timestamp,
+}
+
+const RECORD_TABLE: &str = "ai_gateway_completion c JOIN ai_gateway_route r ON r.route_id = c.route_id";
+const RECORD_COLUMNS: &str = "c.completion_id, c.route_id, r.name AS route, c.model, c.status, c.attempts, c.redactions, c.finish_reason, \
+    c.prompt_tokens, c.completion_tokens, c.total_tokens, c.latency_ms, c.error, c.created_by, c.created_at";
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct CompletionFilter {
+    /// Only the completions through the route of this name (a deleted
+    /// route's included).
+    #[param(max_length = 64)]
+    route: Option<String>,
+    #[param(inline)]
+    status: Option<CompletionStatus>,
+    /// Only the completions made at or after it.
+    #[param(format = DateTime)]
+    from: Option<String>,
+    /// Only the completions made before it.
+    #[param(format = DateTime)]
+    to: Option<String>,
+}
+
+/// The tenant's completion records, newest first.
+#[utoipa::path(get, path = "/api/ai/completions", tag = "sdk-ai-gateway", params(CompletionFilter, Page),
+    responses((status = 200, description = "one page of completion records", body = ListOf<Record>)))]
+async fn list_completions(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<CompletionFilter>, page: Page) -> ApiResult<ListOf<Record>> {
+    let mut check = Check::new();
+    let from = check.optional_expiry("from", &q.from).unwrap_or_default();
+    let to = check.optional_expiry("to", &q.to).unwrap_or_default();
+    check.finish()?;
+    let route = Check::optional(&q.route).unwrap_or_default();
+    let status = q.status.map_or("", CompletionStatus::as_str);
+    let listing = Listing {
+        table: RECORD_TABLE,
+        columns: RECORD_COLUMNS,
+        filter: "c.tenant_id = $1 AND ($2 = '' OR r.name = $2) AND ($3 = '' OR c.status = $3) AND ($4 = '' OR c.created_at >= $4) \
+                 AND ($5 = '' OR c.created_at < $5)",
+        order: "c.created_at DESC, c.completion_id DESC",
+    };
+    page.list::<Record>(&state.db.read, &listing, &[&ctx.tenant_id, &route, status, &from, &to]).await
+}
+
+/// One completion record of the tenant.
+#[utoipa::path(get, path = "/api/ai/completions/{completion_id}", tag = "sdk-ai-gateway",
+    params(("completion_id" = String, Path, description = "the completion")),
+    responses((status = 200, description = "the completion record", body = Data<Record>)))]
+async fn get_completion(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Record>> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {RECORD_COLUMNS} FROM {RECORD_TABLE} WHERE c.tenant_id = $1 AND c.completion_id = $2");
+    let record: Option<Record> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(record.ok_or(ApiError::NotFound)?))
 }

@@ -13,7 +13,7 @@ use hub_crm::crm;
 use hub_kernel::{crypto, prelude::*};
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(ingest))
+    OpenApiRouter::new().routes(routes!(ingest, list)).routes(routes!(get_batch))
 }
 
 stored_enum! {
@@ -231,4 +231,107 @@ async fn ingest(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<B
     audit::record(&mut tx, &ctx, events::INGEST_BATCH_RECEIVED, payload).await?;
     tx.commit().await?;
     Ok(ok(out))
+}
+
+/// A batch as listed: what it was asked to do and how many records it
+/// wrote.
+#[derive(FromRow, Serialize, ToSchema)]
+#[schema(as = IngestBatchSummary)]
+struct Summary {
+    batch_id: Id,
+    idempotency_key: String,
+    entity: Entity,
+    mode: Mode,
+    /// Records received.
+    record_count: i64,
+    /// Records written (inserted or updated).
+    imported: i64,
+    created_by: String,
+    created_at: Timestamp,
+}
+
+const SUMMARY_COLUMNS: &str = "batch_id, idempotency_key, entity, mode, record_count, \
+    (SELECT COUNT(*) FROM ingest_record r WHERE r.batch_id = ingest_batch.batch_id) AS imported, created_by, created_at";
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct BatchFilter {
+    #[param(inline)]
+    entity: Option<Entity>,
+    #[param(inline)]
+    mode: Option<Mode>,
+    /// The batch sent under this key.
+    #[param(max_length = 255)]
+    idempotency_key: Option<String>,
+}
+
+/// The tenant's batches, newest first.
+#[utoipa::path(get, path = "/api/ingest/batches", tag = "sdk-ingest", params(BatchFilter, Page),
+    responses((status = 200, description = "one page of batches", body = ListOf<Summary>)))]
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<BatchFilter>, page: Page) -> ApiResult<ListOf<Summary>> {
+    let entity = q.entity.map_or("", Entity::as_str);
+    let mode = q.mode.map_or("", Mode::as_str);
+    let key = Check::optional(&q.idempotency_key).unwrap_or_default();
+    let listing = Listing {
+        table: "ingest_batch",
+        columns: SUMMARY_COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR entity = $2) AND ($3 = '' OR mode = $3) AND ($4 = '' OR idempotency_key = $4)",
+        order: "created_at DESC, batch_id DESC",
+    };
+    page.list::<Summary>(&state.db.read, &listing, &[&ctx.tenant_id, entity, mode, &key]).await
+}
+
+/// Where one written record came from.
+#[derive(FromRow, Serialize, ToSchema)]
+#[schema(as = IngestProvenance)]
+struct Provenance {
+    /// Its place in the batch's `records`.
+    record_index: i64,
+    /// The entity it wrote.
+    entity_id: String,
+    outcome: RecordOutcome,
+    /// SHA-256 (hex) of the record as received.
+    record_hash: String,
+}
+
+/// A batch with what became of each record and the provenance of each
+/// record it wrote.
+#[derive(Serialize, ToSchema)]
+#[schema(as = IngestBatchDetail)]
+struct Detail {
+    #[serde(flatten)]
+    summary: Summary,
+    /// Records matching one already there, in `insert` mode.
+    skipped: i64,
+    /// One per record not written.
+    errors: Vec<RecordError>,
+    /// One per record, in order.
+    results: Vec<RecordResult>,
+    /// One per record written, in order.
+    provenance: Vec<Provenance>,
+}
+
+/// One batch of the tenant: its results (as its answer gave them) and the
+/// provenance of the records it wrote.
+#[utoipa::path(get, path = "/api/ingest/batches/{batch_id}", tag = "sdk-ingest",
+    params(("batch_id" = String, Path, description = "the batch")),
+    responses((status = 200, description = "the batch", body = Data<Detail>)))]
+async fn get_batch(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Detail>> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {SUMMARY_COLUMNS} FROM ingest_batch WHERE tenant_id = $1 AND batch_id = $2");
+    let summary: Option<Summary> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    let summary = summary.ok_or(ApiError::NotFound)?;
+    let result: String = sqlx::query_scalar("SELECT result FROM ingest_batch WHERE tenant_id = $1 AND batch_id = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .fetch_one(&state.db.read)
+        .await?;
+    let outcome: Outcome = serde_json::from_str(&result).map_err(|e| ApiError::Internal(e.into()))?;
+    let provenance: Vec<Provenance> =
+        sqlx::query_as("SELECT record_index, entity_id, outcome, record_hash FROM ingest_record WHERE tenant_id = $1 AND batch_id = $2 ORDER BY record_index")
+            .bind(&ctx.tenant_id)
+            .bind(&id)
+            .fetch_all(&state.db.read)
+            .await?;
+    Ok(ok(Detail { summary, skipped: outcome.skipped, errors: outcome.errors, results: outcome.results, provenance }))
 }

@@ -15,7 +15,7 @@ use hub_identity::personas;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(set_rule, list_rules))
+    OpenApiRouter::new().routes(routes!(set_rule, list_rules)).routes(routes!(get_rule, remove_rule))
 }
 
 /// The window when none is given, as an assignment offer's.
@@ -155,4 +155,53 @@ struct RuleQuery {
 async fn list_rules(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<RuleQuery>) -> ApiResult<ListOf<CoverageRule>> {
     let persona = canonical_uuid_opt(&q.persona_id).unwrap_or_default();
     page.list::<CoverageRule>(&state.db.read, &RULES, &[&ctx.tenant_id, &persona]).await
+}
+
+/// The kind of a path, or 404: a kind no rule can have names none.
+fn path_kind(raw: &str) -> ApiResult<&str> {
+    if valid_kind(raw) { Ok(raw) } else { Err(ApiError::NotFound) }
+}
+
+/// The coverage rule of one kind of work.
+#[utoipa::path(get, path = "/api/coverage/rules/{subject_kind}", tag = "sdk-coverage",
+    params(("subject_kind" = String, Path, description = "the kind of work")),
+    responses((status = 200, description = "the rule", body = Data<CoverageRule>)))]
+async fn get_rule(State(state): State<AppState>, Tenant(ctx): Tenant, Path(kind): Path<String>) -> ApiResult<Data<CoverageRule>> {
+    let kind = path_kind(&kind)?;
+    Ok(ok(rule_for(&state.db.read, &ctx.tenant_id, kind).await?.ok_or(ApiError::NotFound)?))
+}
+
+/// What removing a rule answers.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = CoverageRuleRemoved)]
+struct Removed {
+    rule_id: Id,
+    subject_kind: String,
+    /// Always `true`: the rule is erased (its last values stay in the
+    /// `assignment.coverage_rule.removed.v1` event).
+    deleted: bool,
+}
+
+/// Removes the coverage of a kind of work: the rule is erased, its values
+/// kept in the event; 404 when the kind has no rule. Offers already made
+/// from it are not touched.
+#[utoipa::path(delete, path = "/api/coverage/rules/{subject_kind}", tag = "sdk-coverage",
+    params(("subject_kind" = String, Path, description = "the kind of work")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/api/personas", { "kind": "service" }],
+        ["POST", "/api/coverage/rules", { "subject_kind": "race-{unique}", "primary_persona_id": "{owner_persona_id}", "backup_persona_id": "{persona_id}" }]],
+        "params": { "subject_kind": "{subject_kind}" } }))),
+    responses((status = 200, description = "the rule, erased", body = Data<Removed>)))]
+async fn remove_rule(State(state): State<AppState>, Tenant(ctx): Tenant, Path(kind): Path<String>) -> ApiResult<Data<Removed>> {
+    let kind = path_kind(&kind)?;
+    let mut tx = state.db.begin().await?;
+    let sql = format!("DELETE FROM coverage_rule WHERE tenant_id = $1 AND subject_kind = $2 RETURNING {COLUMNS}");
+    let rule: CoverageRule =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(kind).fetch_optional(&mut *tx).await?.ok_or(ApiError::NotFound)?;
+    let payload = json!({
+        "rule_id": rule.rule_id, "subject_kind": rule.subject_kind, "primary_persona_id": rule.primary_persona_id,
+        "backup_persona_id": rule.backup_persona_id, "acceptance_window_minutes": rule.acceptance_window_minutes,
+    });
+    audit::record(&mut tx, &ctx, events::COVERAGE_RULE_REMOVED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(Removed { rule_id: rule.rule_id, subject_kind: rule.subject_kind, deleted: true }))
 }

@@ -8,7 +8,7 @@
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(open, list)).routes(routes!(get_encounter)).routes(routes!(close)).routes(routes!(seal))
+    OpenApiRouter::new().routes(routes!(open, list)).routes(routes!(get_encounter, update)).routes(routes!(close)).routes(routes!(seal))
 }
 
 /// How long each retention policy keeps a closed encounter, in days:
@@ -269,4 +269,118 @@ async fn close(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pat
     responses((status = 200, description = "the encounter, sealed", body = Data<Encounter>)))]
 async fn seal(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Encounter>> {
     transition(&state, &ctx, &id, EncounterState::Closed, EncounterState::Sealed, events::ENGAGEMENT_ENCOUNTER_SEALED).await
+}
+
+/// A change of an open encounter: the given fields replace the stored
+/// ones, absent fields stay; at least one is required.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = EngagementEncounterChange)]
+struct Change {
+    #[schema(max_length = 256)]
+    vault_key_ref: Option<String>,
+    /// Another encounter of the tenant, not one that follows up this one.
+    #[schema(format = "uuid")]
+    parent_encounter_id: Option<String>,
+    #[schema(format = "uuid")]
+    address_id: Option<String>,
+    #[schema(max_length = 256)]
+    billing_ref: Option<String>,
+    #[schema(format = "uuid")]
+    contact_id: Option<String>,
+}
+
+/// Whether `parent` (or an encounter it follows up) is `id` itself: the
+/// change would make the follow-up chain a cycle.
+async fn follows_up(tx: &mut Tx, tenant: &str, id: &str, parent: &str) -> ApiResult<bool> {
+    let mut at = Some(parent.to_string());
+    // A chain longer than any real one ends the walk.
+    for _ in 0..1000 {
+        let Some(current) = at else { return Ok(false) };
+        if current == id {
+            return Ok(true);
+        }
+        at = sqlx::query_scalar("SELECT parent_encounter_id FROM engagement_encounter WHERE tenant_id = $1 AND encounter_id = $2")
+            .bind(tenant)
+            .bind(&current)
+            .fetch_optional(&mut **tx)
+            .await?
+            .flatten();
+    }
+    Ok(true)
+}
+
+/// Changes an open encounter's references and vault key reference (kind
+/// and retention are fixed at opening); 409 unless open.
+#[utoipa::path(patch, path = "/api/engagement/encounters/{encounter_id}", tag = "sdk-engagement", request_body = Change,
+    params(("encounter_id" = String, Path, description = "the encounter")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/engagement/encounters", {}]], "body": { "billing_ref": "race" } }))),
+    responses((status = 200, description = "the encounter, changed", body = Data<Encounter>)))]
+async fn update(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Change>) -> ApiResult<Data<Encounter>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    // Another tenant's or an unknown encounter is 404 whatever the body.
+    if !exists(&mut tx, "SELECT 1 FROM engagement_encounter WHERE tenant_id = $1 AND encounter_id = $2", &ctx.tenant_id, &Some(id.clone())).await? {
+        return Err(ApiError::NotFound);
+    }
+    let body = body.checked()?;
+    let mut check = Check::new();
+    let vault_key_ref = Check::optional(&body.vault_key_ref);
+    let parent = canonical_uuid_opt(&body.parent_encounter_id);
+    let address = canonical_uuid_opt(&body.address_id);
+    let billing_ref = Check::optional(&body.billing_ref);
+    let contact = canonical_uuid_opt(&body.contact_id);
+    if vault_key_ref.is_none() && parent.is_none() && address.is_none() && billing_ref.is_none() && contact.is_none() {
+        check.fail("at least one of vault_key_ref, parent_encounter_id, address_id, billing_ref, contact_id is required");
+    }
+    if parent.as_deref() == Some(id.as_str()) {
+        check.fail("parent_encounter_id must be another encounter");
+    }
+    check.finish()?;
+    let mut check = Check::new();
+    if !exists(&mut tx, "SELECT 1 FROM engagement_encounter WHERE tenant_id = $1 AND encounter_id = $2", &ctx.tenant_id, &parent).await? {
+        check.fail("parent_encounter_id is not an encounter of this tenant");
+    } else if let Some(p) = &parent
+        && follows_up(&mut tx, &ctx.tenant_id, &id, p).await?
+    {
+        check.fail("parent_encounter_id must not be an encounter that follows up this one");
+    }
+    if !exists(&mut tx, "SELECT 1 FROM geo_address WHERE tenant_id = $1 AND address_id = $2", &ctx.tenant_id, &address).await? {
+        check.fail("address_id is not an address of this tenant");
+    }
+    if !exists(&mut tx, "SELECT 1 FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2 AND erased_at IS NULL", &ctx.tenant_id, &contact).await? {
+        check.fail("contact_id is not a contact of this tenant");
+    }
+    check.finish()?;
+    let sql = format!(
+        "UPDATE engagement_encounter SET vault_key_ref = COALESCE($3, vault_key_ref), parent_encounter_id = COALESCE($4, parent_encounter_id), \
+         address_id = COALESCE($5, address_id), billing_ref = COALESCE($6, billing_ref), contact_id = COALESCE($7, contact_id), updated_at = $8 \
+         WHERE tenant_id = $1 AND encounter_id = $2 AND state = 'open' RETURNING {COLUMNS}"
+    );
+    let changed: Option<Encounter> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .bind(&vault_key_ref)
+        .bind(&parent)
+        .bind(&address)
+        .bind(&billing_ref)
+        .bind(&contact)
+        .bind(db::now())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let updated = ENCOUNTER.settle(&mut tx, &ctx.tenant_id, &id, changed, "only open encounters can be changed").await?;
+    // The names of the changed fields; their values (references, a key
+    // reference) are in the row.
+    let fields: Vec<&str> = [
+        ("vault_key_ref", vault_key_ref.is_some()),
+        ("parent_encounter_id", parent.is_some()),
+        ("address_id", address.is_some()),
+        ("billing_ref", billing_ref.is_some()),
+        ("contact_id", contact.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, given)| given.then_some(name))
+    .collect();
+    audit::record(&mut tx, &ctx, events::ENGAGEMENT_ENCOUNTER_UPDATED, json!({ "encounter_id": updated.encounter_id, "fields": fields })).await?;
+    tx.commit().await?;
+    Ok(ok(updated))
 }

@@ -6,7 +6,12 @@ use hub_kernel::prelude::*;
 use serde_json::Map;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(create_model)).routes(routes!(activate)).routes(routes!(active))
+    OpenApiRouter::new()
+        .routes(routes!(create_model, list))
+        .routes(routes!(get_model))
+        .routes(routes!(activate))
+        .routes(routes!(deactivate))
+        .routes(routes!(active))
 }
 
 /// The most weights a model holds.
@@ -166,4 +171,69 @@ async fn active(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): P
     let sql = format!("SELECT {COLUMNS} FROM lead_scoring_model WHERE tenant_id = $1 AND vertical = $2 AND active = 1");
     let model: Option<Model> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(vertical).fetch_optional(&state.db.read).await?;
     Ok(ok(model.ok_or(ApiError::Missing("no active model"))?))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ModelFilter {
+    /// Only the versions of this vertical.
+    #[param(max_length = 64)]
+    vertical: Option<String>,
+    /// Only the active (true) or the inactive (false) versions.
+    active: Option<bool>,
+}
+
+/// The tenant's models, every version, active or not; newest first.
+#[utoipa::path(get, path = "/api/lead-scoring/models", tag = "sdk-lead-scoring", params(ModelFilter, Page),
+    responses((status = 200, description = "one page of models", body = ListOf<Model>)))]
+async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ModelFilter>, page: Page) -> ApiResult<ListOf<Model>> {
+    let vertical = Check::optional(&q.vertical).unwrap_or_default();
+    let active = match q.active {
+        None => "",
+        Some(true) => "1",
+        Some(false) => "0",
+    };
+    let listing = Listing {
+        table: "lead_scoring_model",
+        columns: COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR vertical = $2) AND ($3 = '' OR CAST(active AS TEXT) = $3)",
+        order: "created_at DESC, model_id DESC",
+    };
+    page.list::<Model>(&state.db.read, &listing, &[&ctx.tenant_id, &vertical, active]).await
+}
+
+/// One model of the tenant, any version.
+#[utoipa::path(get, path = "/api/lead-scoring/models/{model_id}", tag = "sdk-lead-scoring",
+    params(("model_id" = String, Path, description = "the model")),
+    responses((status = 200, description = "the model", body = Data<Model>)))]
+async fn get_model(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Model>> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {COLUMNS} FROM lead_scoring_model WHERE tenant_id = $1 AND model_id = $2");
+    let model: Option<Model> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(model.ok_or(ApiError::NotFound)?))
+}
+
+/// Leaves the model's vertical with no active model (`GET
+/// /api/lead-scoring/models/active` answers 404 for it until a model is
+/// activated); deactivating an inactive model changes nothing and answers
+/// it as it is.
+#[utoipa::path(post, path = "/api/lead-scoring/models/{model_id}/deactivate", tag = "sdk-lead-scoring",
+    params(("model_id" = String, Path, description = "the model")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/lead-scoring/models", { "vertical": "race-{unique}", "name": "one", "weights": { "a": 1 } }], ["POST", "/api/lead-scoring/models/{model_id}/activate", {}]] }))),
+    responses((status = 200, description = "the model, inactive", body = Data<Model>)))]
+async fn deactivate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Model>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let sql = format!("UPDATE lead_scoring_model SET active = 0 WHERE tenant_id = $1 AND model_id = $2 AND active = 1 RETURNING {COLUMNS}");
+    let changed: Option<Model> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    let Some(model) = changed else {
+        let sql = format!("SELECT {COLUMNS} FROM lead_scoring_model WHERE tenant_id = $1 AND model_id = $2");
+        let model: Option<Model> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+        tx.rollback().await?;
+        return Ok(ok(model.ok_or(ApiError::NotFound)?));
+    };
+    let payload = json!({ "model_id": model.model_id, "vertical": model.vertical, "version": model.version });
+    audit::record(&mut tx, &ctx, events::LEAD_SCORING_MODEL_DEACTIVATED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(model))
 }

@@ -8,7 +8,7 @@ use base64::Engine;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(upsert, get_claim))
+    OpenApiRouter::new().routes(routes!(upsert, get_claim, remove))
 }
 
 /// A claim as its tenant sees it: whether envelopes are held, never them.
@@ -116,4 +116,42 @@ async fn get_claim(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q)
         .await?
         .ok_or(ApiError::NotFound)?;
     Ok(ok(claim))
+}
+
+/// What removing a claim answers.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = HdkIdpClaimRemoved)]
+struct Removed {
+    #[schema(format = "uuid")]
+    device_uuid: String,
+    #[schema(format = "uuid")]
+    person_id: String,
+    /// Always `true`: the claim and its sealed envelopes are erased.
+    deleted: bool,
+}
+
+/// Removes a device's claim (a lost or reassigned device): the row and its
+/// sealed biometric and PIN envelopes are erased, not archived; the event
+/// `device.idp_claim.removed.v1` keeps who and when. 404 when the device
+/// has no claim.
+#[utoipa::path(delete, path = "/api/hdk/idp/claims", tag = "hdk-idp", params(ByDevice),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404,
+        "given": [["POST", "/api/hdk/idp/claims", { "device_uuid": "{unique}", "person_id": "{person_id}" }]],
+        "query": "device_uuid={device_uuid}" }))),
+    responses((status = 200, description = "the claim, erased", body = Data<Removed>), (status = 404, description = "no claim")))]
+async fn remove(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<ByDevice>) -> ApiResult<Data<Removed>> {
+    let mut check = Check::new();
+    let device = check.required_uuid("device_uuid", &Some(q.device_uuid));
+    check.finish()?;
+    let device = device.expect("checked").to_string();
+    let mut tx = state.db.begin().await?;
+    let person: String = sqlx::query_scalar("DELETE FROM hdk_idp_claim WHERE tenant_id = $1 AND device_uuid = $2 RETURNING person_id")
+        .bind(&ctx.tenant_id)
+        .bind(&device)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    audit::record(&mut tx, &ctx, events::DEVICE_IDP_CLAIM_REMOVED, json!({ "device_uuid": device, "person_id": person })).await?;
+    tx.commit().await?;
+    Ok(ok(Removed { device_uuid: device, person_id: person, deleted: true }))
 }

@@ -4,7 +4,7 @@
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(record)).routes(routes!(latest))
+    OpenApiRouter::new().routes(routes!(record, history)).routes(routes!(latest))
 }
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
@@ -107,4 +107,39 @@ async fn latest(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): P
         .await?
         .ok_or(ApiError::NotFound)?;
     Ok(ok(row))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct HistoryFilter {
+    /// The device.
+    #[param(format = "uuid")]
+    device_uuid: String,
+    /// Only snapshots taken at or after this time (RFC 3339).
+    from: Option<String>,
+    /// Only snapshots taken at or before this time (RFC 3339).
+    to: Option<String>,
+}
+
+/// A device's snapshots, newest first by taken_at, within `from`..`to`
+/// (inclusive).
+#[utoipa::path(get, path = "/api/hdk/permissions/snapshots", tag = "hdk-permissions", params(HistoryFilter, Page),
+    responses((status = 200, description = "one page of the device's snapshots", body = ListOf<Snapshot>)))]
+async fn history(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<HistoryFilter>, page: Page) -> ApiResult<ListOf<Snapshot>> {
+    let mut check = Check::new();
+    let device = check.required_uuid("device_uuid", &Some(q.device_uuid.clone())).map(|d| d.to_string()).unwrap_or_default();
+    // The stored form (RFC 3339, UTC, microseconds) orders as text.
+    let from = check.optional_expiry("from", &q.from).unwrap_or_default();
+    let to = check.optional_expiry("to", &q.to).unwrap_or_default();
+    if !from.is_empty() && !to.is_empty() && from > to {
+        check.fail("from must be on or before to");
+    }
+    check.finish()?;
+    let listing = Listing {
+        table: "hdk_permission_snapshot",
+        columns: COLUMNS,
+        filter: "tenant_id = $1 AND device_uuid = $2 AND ($3 = '' OR taken_at >= $3) AND ($4 = '' OR taken_at <= $4)",
+        order: "taken_at DESC, snapshot_id DESC",
+    };
+    page.list::<Snapshot>(&state.db.read, &listing, &[&ctx.tenant_id, &device, &from, &to]).await
 }

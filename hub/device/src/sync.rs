@@ -15,7 +15,13 @@ use hub_kernel::{
 };
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(resolve)).routes(routes!(receive_batch)).routes(routes!(policies))
+    OpenApiRouter::new()
+        .routes(routes!(resolve))
+        .routes(routes!(list_resolutions))
+        .routes(routes!(decide))
+        .routes(routes!(receive_batch))
+        .routes(routes!(list_events))
+        .routes(routes!(policies))
 }
 
 /// A resolution request.
@@ -287,4 +293,179 @@ async fn policies(State(state): State<AppState>, Tenant(ctx): Tenant) -> ApiResu
     let mut event_types: Vec<EventTypePolicy> = registry::baseline().types.iter().map(as_policy).collect();
     event_types.extend(registry::tenant_types(&state.db.read, &ctx.tenant_id).await?.iter().map(as_policy));
     Ok(ok(Policies::from(SyncPolicies { event_types })))
+}
+
+stored_enum! {
+    /// Where a recorded resolution is: `resolved` by its policy or a
+    /// person's decision, or `pending_review` (a `human-review` conflict).
+    #[schema(as = HdkSyncResolutionStatus)]
+    enum ResolutionStatus { Resolved = "resolved", PendingReview = "pending_review" }
+}
+
+/// A recorded resolution.
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = HdkSyncResolution)]
+struct ResolutionRow {
+    resolution_id: Id,
+    event_type: String,
+    /// `crdt`, `lww`, `merge`, `event-sourcing` or `human-review`.
+    policy: String,
+    status: ResolutionStatus,
+    #[sqlx(try_from = "String")]
+    input_a: JsonText,
+    #[sqlx(try_from = "String")]
+    input_b: JsonText,
+    /// The policy's answer (as `POST /api/hdk/sync/resolve` gave it), or,
+    /// once a person decided, `{ policy, status, result, conflicts, decision }`.
+    #[sqlx(try_from = "String")]
+    result: JsonText,
+    batch_id: Option<String>,
+    audit_entry_id: Option<String>,
+    created_at: Timestamp,
+}
+
+const RESOLUTION_COLUMNS: &str = "resolution_id, event_type, policy, status, input_a, input_b, result, batch_id, audit_entry_id, created_at";
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ResolutionFilter {
+    #[param(inline)]
+    status: Option<ResolutionStatus>,
+    #[param(max_length = 256)]
+    event_type: Option<String>,
+}
+
+/// The tenant's recorded resolutions, newest first: `status=pending_review`
+/// is the queue of conflicts waiting for a person.
+#[utoipa::path(get, path = "/api/hdk/sync/resolutions", tag = "hdk-sync", params(ResolutionFilter, Page),
+    responses((status = 200, description = "one page of resolutions", body = ListOf<ResolutionRow>)))]
+async fn list_resolutions(
+    State(state): State<AppState>,
+    Tenant(ctx): Tenant,
+    Params(q): Params<ResolutionFilter>,
+    page: Page,
+) -> ApiResult<ListOf<ResolutionRow>> {
+    let status = q.status.map_or("", ResolutionStatus::as_str);
+    let event_type = q.event_type.as_deref().map(str::trim).unwrap_or("");
+    let listing = Listing {
+        table: "hdk_sync_resolution",
+        columns: RESOLUTION_COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR event_type = $3)",
+        order: "created_at DESC, resolution_id DESC",
+    };
+    page.list::<ResolutionRow>(&state.db.read, &listing, &[&ctx.tenant_id, status, event_type]).await
+}
+
+stored_enum! {
+    /// What a person decides for a conflict: keep side `a`, side `b`, or
+    /// the `value` they give.
+    #[schema(as = HdkSyncDecisionChoice)]
+    enum Choice { A = "a", B = "b", Value = "value" }
+}
+
+/// A person's decision of a conflict waiting for review.
+#[derive(Deserialize, ToSchema)]
+#[schema(as = HdkSyncDecision)]
+struct Decision {
+    choice: Choice,
+    /// Required with `value` (any JSON but null or a blank string), refused otherwise.
+    #[schema(value_type = Option<Value>)]
+    value: Option<Value>,
+}
+
+const RESOLUTION: Stateful = Stateful { noun: "resolution", table: "hdk_sync_resolution", key: "resolution_id", state: "status" };
+
+/// Decides a `pending_review` resolution: it becomes `resolved` with the
+/// chosen side (or the given value) as its result. 409 once resolved.
+#[utoipa::path(post, path = "/api/hdk/sync/resolutions/{resolution_id}/decision", tag = "hdk-sync", request_body = Decision,
+    params(("resolution_id" = String, Path, description = "the resolution")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [
+        ["POST", "/api/events/types", { "event_type": "races.r{unique}.noted.v1", "retention_class": "operational", "conflict_policy": "human-review" }],
+        ["POST", "/api/hdk/sync/resolve", { "event_type": "races.r{unique}.noted.v1", "input_a": "yes", "input_b": "no" }]],
+        "body": { "choice": "a" } }))),
+    responses((status = 200, description = "the resolution, resolved", body = Data<ResolutionRow>)))]
+async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Decision>) -> ApiResult<Data<ResolutionRow>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    // The sides never change once recorded: they may come from a read; the
+    // state is decided by the guarded statement below. Another tenant's or
+    // an unknown resolution is 404 whatever the body.
+    let sql = format!("SELECT {RESOLUTION_COLUMNS} FROM hdk_sync_resolution WHERE tenant_id = $1 AND resolution_id = $2");
+    let found: Option<ResolutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    let found = found.ok_or(ApiError::NotFound)?;
+    let body = body.checked()?;
+    let mut check = Check::new();
+    match (body.choice, &body.value) {
+        (Choice::Value, None) => check.fail("value is required with choice value"),
+        (Choice::Value, Some(v)) if v.is_null() || !present(v) => check.fail("value must not be null or blank"),
+        (Choice::A | Choice::B, Some(_)) => check.fail("value is only taken with choice value"),
+        _ => {}
+    }
+    check.finish()?;
+    let chosen = match body.choice {
+        Choice::A => found.input_a.0.clone(),
+        Choice::B => found.input_b.0.clone(),
+        Choice::Value => body.value.clone().unwrap_or_default(),
+    };
+    let result = json!({ "policy": found.policy, "status": "resolved", "result": chosen, "conflicts": [], "decision": body.choice });
+    let sql = format!(
+        "UPDATE hdk_sync_resolution SET status = 'resolved', result = $3 \
+         WHERE tenant_id = $1 AND resolution_id = $2 AND status = 'pending_review' RETURNING {RESOLUTION_COLUMNS}"
+    );
+    let moved: Option<ResolutionRow> =
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).bind(result.to_string()).fetch_optional(&mut *tx).await?;
+    let updated = RESOLUTION.settle(&mut tx, &ctx.tenant_id, &id, moved, "only a pending_review resolution can be decided").await?;
+    let payload =
+        json!({ "resolution_id": id, "event_type": updated.event_type, "policy": updated.policy, "decision": body.choice, "batch_id": updated.batch_id });
+    audit::record(&mut tx, &ctx, events::SYNC_CONFLICT_RESOLVED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(updated))
+}
+
+/// An event a device synced.
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+#[schema(as = HdkSyncedEvent)]
+struct SyncedEvent {
+    idempotency_key: String,
+    /// The device's id of the event.
+    event_id: String,
+    batch_id: String,
+    device_uuid: String,
+    event_type: String,
+    #[sqlx(try_from = "String")]
+    payload: JsonText,
+    occurred_at: Timestamp,
+    /// When the hub stored it.
+    received_at: Timestamp,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct EventFilter {
+    /// Only events the hub received after this time (RFC 3339).
+    since: Option<String>,
+    #[param(max_length = 256)]
+    event_type: Option<String>,
+    /// Only the events of one device.
+    #[param(format = "uuid")]
+    device_uuid: Option<String>,
+}
+
+/// The events devices synced to the tenant, most recently received first:
+/// the pull half of sync (`since` the last pull, of one type or device).
+#[utoipa::path(get, path = "/api/hdk/sync/events", tag = "hdk-sync", params(EventFilter, Page),
+    responses((status = 200, description = "one page of synced events", body = ListOf<SyncedEvent>)))]
+async fn list_events(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<EventFilter>, page: Page) -> ApiResult<ListOf<SyncedEvent>> {
+    let mut check = Check::new();
+    let since = check.optional_expiry("since", &q.since).unwrap_or_default();
+    let device = check.optional_uuid("device_uuid", &q.device_uuid).map(|u| u.to_string()).unwrap_or_default();
+    check.finish()?;
+    let event_type = q.event_type.as_deref().map(str::trim).unwrap_or("");
+    let listing = Listing {
+        table: "hdk_sync_event",
+        columns: "idempotency_key, event_id, batch_id, device_uuid, event_type, payload, occurred_at, received_at",
+        filter: "tenant_id = $1 AND ($2 = '' OR received_at > $2) AND ($3 = '' OR event_type = $3) AND ($4 = '' OR device_uuid = $4)",
+        order: "received_at DESC, idempotency_key DESC",
+    };
+    page.list::<SyncedEvent>(&state.db.read, &listing, &[&ctx.tenant_id, &since, event_type, &device]).await
 }

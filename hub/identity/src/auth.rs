@@ -960,23 +960,14 @@ async fn confirm_password_reset(State(state): State<AppState>, body: Body<Confir
     let body = body.checked()?;
     let token_hash = crypto::sha256_hex(body.token.trim().as_bytes());
     // The token is looked up by its SHA-256 (a 190-bit random token: the
-    // lookup's timing tells nothing of it). A token that cannot be
-    // redeemed costs no hashing work.
+    // lookup's timing tells nothing of it) and spent by the write that
+    // checks it, before any hashing: of redemptions at once, one spends it
+    // and the others find it used (400) without hashing. The new password
+    // is hashed inside that transaction, so a refusal of the hashing queue
+    // (503) rolls the spending back and the token can be tried again.
     let open = "token_hash = $2 AND purpose = $3 AND used_at IS NULL AND expires_at > $1";
-    let usable: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT alias_id FROM identity_verification WHERE {open}")))
-        .bind(db::now())
-        .bind(&token_hash)
-        .bind(PASSWORD_RESET)
-        .fetch_optional(&state.db.read)
-        .await?;
-    if usable.is_none() {
-        return Err(ApiError::invalid(BAD_RESET_TOKEN));
-    }
-    let hash = password::hash(body.new_password).await?;
     let mut tx = state.db.begin().await?;
     let now = Timestamp::now();
-    // The token is spent by the write that checks it: of two redemptions
-    // at once, one sets the password and the other finds it used.
     let alias: Option<String> =
         sqlx::query_scalar(sqlx::AssertSqlSafe(format!("UPDATE identity_verification SET used_at = $1 WHERE {open} RETURNING alias_id")))
             .bind(now)
@@ -996,6 +987,7 @@ async fn confirm_password_reset(State(state): State<AppState>, body: Body<Confir
     let Some(person_id) = person else {
         return Err(ApiError::invalid(BAD_RESET_TOKEN));
     };
+    let hash = password::hash(body.new_password).await?;
     let updated_at: Timestamp = sqlx::query_scalar(
         "INSERT INTO identity_credential (person_id, kind, secret_hash, created_at, updated_at) VALUES ($1, 'password', $2, $3, $3) \
          ON CONFLICT (person_id) DO UPDATE SET kind = 'password', secret_hash = excluded.secret_hash, updated_at = excluded.updated_at RETURNING updated_at",
@@ -1138,20 +1130,26 @@ async fn change_password(State(state): State<AppState>, Person(claims): Person, 
     if failed_before {
         throttle::clear(&state, &keys[0]).await?;
     }
-    let hash = password::hash(body.new_password).await?;
     let mut tx = state.db.begin().await?;
     let now = Timestamp::now();
-    // Set only over the hash the current password was checked against: of
-    // two changes at once, one sets it and the other finds it changed.
-    let updated_at: Option<Timestamp> =
-        sqlx::query_scalar("UPDATE identity_credential SET secret_hash = $1, updated_at = $2 WHERE person_id = $3 AND secret_hash = $4 RETURNING updated_at")
-            .bind(&hash)
+    // The credential is claimed, still holding the hash the current password
+    // was checked against, before the new one is hashed: of changes at
+    // once, one claims it and the others find it changed (409) without
+    // hashing; a refusal of the hashing queue (503) rolls the claim back.
+    let claimed: Option<String> =
+        sqlx::query_scalar("UPDATE identity_credential SET updated_at = $1 WHERE person_id = $2 AND secret_hash = $3 RETURNING person_id")
             .bind(now)
             .bind(person_id)
             .bind(&stored)
             .fetch_optional(&mut *tx)
             .await?;
-    let updated_at = updated_at.ok_or_else(|| ApiError::Conflict("the password was changed meanwhile: give the current one again".into()))?;
+    claimed.ok_or_else(|| ApiError::Conflict("the password was changed meanwhile: give the current one again".into()))?;
+    let hash = password::hash(body.new_password).await?;
+    let updated_at: Timestamp = sqlx::query_scalar("UPDATE identity_credential SET secret_hash = $1 WHERE person_id = $2 RETURNING updated_at")
+        .bind(&hash)
+        .bind(person_id)
+        .fetch_one(&mut *tx)
+        .await?;
     spend_reset_tokens(&mut tx, person_id, now).await?;
     tx.commit().await?;
     Ok(ok(PasswordSet { changed: true, updated_at }))

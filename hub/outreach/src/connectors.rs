@@ -10,7 +10,12 @@
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(report, list_items)).routes(routes!(list_deadletters)).routes(routes!(replay))
+    OpenApiRouter::new()
+        .routes(routes!(report, list_items))
+        .routes(routes!(get_item))
+        .routes(routes!(list_deadletters))
+        .routes(routes!(get_deadletter))
+        .routes(routes!(replay))
 }
 
 stored_enum! {
@@ -422,4 +427,26 @@ async fn replay(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<C
     }
     tx.commit().await?;
     Ok(ok(answer))
+}
+
+/// One sync item of the tenant.
+#[utoipa::path(get, path = "/api/connectors/sync-items/{item_id}", tag = "sdk-connectors",
+    params(("item_id" = String, Path, description = "the sync item")),
+    responses((status = 200, description = "the item", body = Data<SyncItem>)))]
+async fn get_item(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<SyncItem>> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {ITEM_COLUMNS} FROM connector_sync_item WHERE tenant_id = $1 AND item_id = $2");
+    let item: Option<SyncItem> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(item.ok_or(ApiError::NotFound)?))
+}
+
+/// One dead letter of the tenant, in any status.
+#[utoipa::path(get, path = "/api/connectors/deadletters/{deadletter_id}", tag = "sdk-connectors",
+    params(("deadletter_id" = String, Path, description = "the dead letter")),
+    responses((status = 200, description = "the dead letter", body = Data<ConnectorDeadLetter>)))]
+async fn get_deadletter(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<ConnectorDeadLetter>> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {DEADLETTER_COLUMNS} FROM connector_deadletter WHERE tenant_id = $1 AND deadletter_id = $2");
+    let found: Option<ConnectorDeadLetter> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(found.ok_or(ApiError::NotFound)?))
 }

@@ -18,7 +18,7 @@ use hub_kernel::{inbound::InboundHandler, prelude::*};
 use crate::{conversation, sequence::Channel};
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(list))
+    OpenApiRouter::new().routes(routes!(list)).routes(routes!(get_event))
 }
 
 /// The kind whose inbound webhooks this group handles.
@@ -151,6 +151,9 @@ struct Filter {
     tenant_id: String,
     #[param(inline)]
     classification: Option<Classification>,
+    /// Only the events of this address (any case): why it is suppressed.
+    #[param(max_length = 320)]
+    email: Option<String>,
 }
 
 /// The tenant's processed bounces and complaints, newest first.
@@ -159,11 +162,24 @@ struct Filter {
 async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<Filter>, page: Page) -> ApiResult<ListOf<Event>> {
     ctx.check_tenant(Some(&q.tenant_id))?;
     let classification = q.classification.map_or("", Classification::as_str);
+    // Addresses are kept in lower case.
+    let email = Check::optional(&q.email).unwrap_or_default().to_lowercase();
     let listing = Listing {
         table: "deliverability_event",
         columns: COLUMNS,
-        filter: "tenant_id = $1 AND ($2 = '' OR classification = $2)",
+        filter: "tenant_id = $1 AND ($2 = '' OR classification = $2) AND ($3 = '' OR email = $3)",
         order: "occurred_at DESC, event_id DESC",
     };
-    page.list::<Event>(&state.db.read, &listing, &[&ctx.tenant_id, classification]).await
+    page.list::<Event>(&state.db.read, &listing, &[&ctx.tenant_id, classification, &email]).await
+}
+
+/// One processed bounce or complaint of the tenant.
+#[utoipa::path(get, path = "/api/deliverability/events/{event_id}", tag = "sdk-deliverability",
+    params(("event_id" = String, Path, description = "the event")),
+    responses((status = 200, description = "the event", body = Data<Event>)))]
+async fn get_event(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Event>> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {COLUMNS} FROM deliverability_event WHERE tenant_id = $1 AND event_id = $2");
+    let event: Option<Event> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(event.ok_or(ApiError::NotFound)?))
 }

@@ -13,7 +13,7 @@ use futures_util::future::BoxFuture;
 use hub_kernel::{inbound::InboundHandler, prelude::*};
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(list))
+    OpenApiRouter::new().routes(routes!(list)).routes(routes!(get_leg))
 }
 
 /// The kind whose inbound webhooks carry call legs.
@@ -186,6 +186,9 @@ struct Filter {
     direction: Option<Direction>,
     /// `true` (only the legs that reached voicemail) or `false`.
     is_voicemail: Option<bool>,
+    /// Only the legs of this provider call.
+    #[param(max_length = 256)]
+    call_id: Option<String>,
 }
 
 /// The tenant's call legs, newest first.
@@ -196,12 +199,24 @@ async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Par
     let status = q.status.map_or("", CallStatus::as_str);
     let direction = q.direction.map_or("", Direction::as_str);
     let voicemail = q.is_voicemail.map_or("", |v| if v { "true" } else { "false" });
+    let call_id = Check::optional(&q.call_id).unwrap_or_default();
     let listing = Listing {
         table: "voice_call_leg",
         columns: COLUMNS,
         filter: "tenant_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR direction = $3) \
-                 AND ($4 = '' OR is_voicemail = CASE WHEN $4 = 'true' THEN 1 ELSE 0 END)",
+                 AND ($4 = '' OR is_voicemail = CASE WHEN $4 = 'true' THEN 1 ELSE 0 END) AND ($5 = '' OR call_id = $5)",
         order: "started_at DESC, call_leg_id DESC",
     };
-    page.list::<CallLeg>(&state.db.read, &listing, &[&ctx.tenant_id, status, direction, voicemail]).await
+    page.list::<CallLeg>(&state.db.read, &listing, &[&ctx.tenant_id, status, direction, voicemail, &call_id]).await
+}
+
+/// One call leg of the tenant.
+#[utoipa::path(get, path = "/api/voice/call-legs/{call_leg_id}", tag = "connector-voice",
+    params(("call_leg_id" = String, Path, description = "the call leg")),
+    responses((status = 200, description = "the call leg", body = Data<CallLeg>)))]
+async fn get_leg(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<CallLeg>> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {COLUMNS} FROM voice_call_leg WHERE tenant_id = $1 AND call_leg_id = $2");
+    let leg: Option<CallLeg> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(leg.ok_or(ApiError::NotFound)?))
 }

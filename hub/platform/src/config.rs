@@ -14,6 +14,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_values, set_value))
         .routes(routes!(get_value))
+        .routes(routes!(history))
         .routes(routes!(resolve))
         .routes(routes!(revoke))
         .routes(routes!(rotate))
@@ -267,6 +268,23 @@ async fn get_value(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q)
     let row = active(&mut tx, &ctx, &key, scope, &scope_id).await?.ok_or(ApiError::NotFound)?;
     tx.commit().await?;
     Ok(ok(row))
+}
+
+/// Every row a key has had at one scope, active and revoked, newest
+/// first: a revoked row is kept as history and read here.
+#[utoipa::path(get, path = "/api/config/history", tag = "sdk-config", params(OneQuery, Page),
+    responses((status = 200, description = "the key's rows at that scope, newest first (empty when it never had one)", body = ListOf<Row>),
+        (status = 404, description = "NotFound: the scope names nothing this caller can see", body = ErrorBody)))]
+async fn history(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<OneQuery>, page: Page) -> ApiResult<ListOf<Row>> {
+    let (key, scope, scope_id) = target(&ctx, &q.key, q.scope, &q.scope_id, Check::new(), false)?;
+    let owner = owner(scope, &ctx).unwrap_or_default();
+    let listing = Listing {
+        table: "config_value",
+        columns: COLUMNS,
+        filter: "COALESCE(tenant_id, '') = $1 AND scope = $2 AND scope_id = $3 AND key = $4",
+        order: "created_at DESC, config_id DESC",
+    };
+    page.list::<Row>(&state.db.read, &listing, &[&owner, scope.as_str(), &scope_id, &key]).await
 }
 
 #[derive(Deserialize, IntoParams)]

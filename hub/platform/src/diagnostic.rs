@@ -11,7 +11,11 @@ use crate::device;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(report_crash, list_crashes)).routes(routes!(get_crash)).routes(routes!(record_snapshot)).routes(routes!(latest_health))
+    OpenApiRouter::new()
+        .routes(routes!(report_crash, list_crashes))
+        .routes(routes!(get_crash))
+        .routes(routes!(record_snapshot, list_snapshots))
+        .routes(routes!(latest_health))
 }
 
 /// A crash report, answered with its id as `id`.
@@ -200,6 +204,39 @@ async fn record_snapshot(State(state): State<AppState>, Tenant(ctx): Tenant, bod
     audit::record(&mut tx, &ctx, events::HEALTH_REPORTED, json!({ "device_uuid": device, "status": status, "taken_at": taken_at })).await?;
     tx.commit().await?;
     Ok(created(snapshot))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct SnapshotQuery {
+    /// Only this device's.
+    #[param(format = "uuid")]
+    device_uuid: Option<String>,
+    /// Taken at or after.
+    #[param(format = DateTime)]
+    from: Option<String>,
+    /// Taken before.
+    #[param(format = DateTime)]
+    to: Option<String>,
+}
+
+/// A page of the caller's tenant's health snapshots with their metrics,
+/// latest taken first.
+#[utoipa::path(get, path = "/api/diagnostic/snapshots", tag = "sdk-diagnostic-telemetry", params(SnapshotQuery, Page),
+    responses((status = 200, description = "a page of snapshots", body = ListOf<HealthSnapshot>)))]
+async fn list_snapshots(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<SnapshotQuery>, page: Page) -> ApiResult<ListOf<HealthSnapshot>> {
+    let mut check = Check::new();
+    let from = check.optional_expiry("from", &q.from).unwrap_or_default();
+    let to = check.optional_expiry("to", &q.to).unwrap_or_default();
+    check.finish()?;
+    let device = canonical_uuid_opt(&q.device_uuid).unwrap_or_default();
+    let listing = Listing {
+        table: "diagnostic_health",
+        columns: "snapshot_id, device_uuid, status, metrics, taken_at",
+        filter: "tenant_id = $1 AND ($2 = '' OR device_uuid = $2) AND ($3 = '' OR taken_at >= $3) AND ($4 = '' OR taken_at < $4)",
+        order: "taken_at DESC, snapshot_id DESC",
+    };
+    page.list::<HealthSnapshot>(&state.db.read, &listing, &[&ctx.tenant_id, &device, &from, &to]).await
 }
 
 #[derive(Deserialize, IntoParams)]

@@ -8,7 +8,7 @@
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(optimize)).routes(routes!(get_route))
+    OpenApiRouter::new().routes(routes!(optimize)).routes(routes!(list_routes)).routes(routes!(get_route))
 }
 
 /// Stops a request may hold at most.
@@ -329,6 +329,38 @@ async fn optimize(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     audit::record(&mut tx, &ctx, events::DISPATCH_ROUTE_OPTIMIZED, fact).await?;
     tx.commit().await?;
     Ok(created(route))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct RouteQuery {
+    /// Only the routes of this persona (a driver).
+    #[param(format = "uuid")]
+    persona_id: Option<String>,
+    /// Optimised at or after.
+    #[param(format = DateTime)]
+    from: Option<String>,
+    /// Optimised before.
+    #[param(format = DateTime)]
+    to: Option<String>,
+}
+
+/// A page of the caller's tenant's optimised routes, latest first.
+#[utoipa::path(get, path = "/api/dispatch/routes", tag = "sdk-dispatch", params(RouteQuery, Page),
+    responses((status = 200, description = "a page of routes", body = ListOf<Route>)))]
+async fn list_routes(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<RouteQuery>, page: Page) -> ApiResult<ListOf<Route>> {
+    let mut check = Check::new();
+    let from = check.optional_expiry("from", &q.from).unwrap_or_default();
+    let to = check.optional_expiry("to", &q.to).unwrap_or_default();
+    check.finish()?;
+    let persona = canonical_uuid_opt(&q.persona_id).unwrap_or_default();
+    let listing = Listing {
+        table: "dispatch_route",
+        columns: COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR persona_id = $2) AND ($3 = '' OR optimized_at >= $3) AND ($4 = '' OR optimized_at < $4)",
+        order: "optimized_at DESC, route_id DESC",
+    };
+    page.list::<Route>(&state.db.read, &listing, &[&ctx.tenant_id, &persona, &from, &to]).await
 }
 
 /// One optimised route of the caller's tenant.

@@ -9,7 +9,7 @@ use axum::response::IntoResponse;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(canonicalise)).routes(routes!(get_address))
+    OpenApiRouter::new().routes(routes!(canonicalise, list_addresses)).routes(routes!(get_address, delete_address))
 }
 
 /// An address as stored.
@@ -30,6 +30,20 @@ struct Address {
 }
 
 const COLUMNS: &str = "address_id, canonical, lines, locality, region, postal_code, country_code, created_at";
+const ADDRESSES: Listing = Listing {
+    table: "geo_address",
+    columns: COLUMNS,
+    filter: "tenant_id = $1 AND ($2 = '' OR country_code = $2) AND ($3 = '' OR postal_code = $3)",
+    order: "created_at DESC, address_id DESC",
+};
+
+/// The answer of an address's delete.
+#[derive(Serialize, ToSchema)]
+#[schema(as = GeoAddressDeleted)]
+struct Deleted {
+    address_id: Id,
+    deleted: bool,
+}
 
 /// The answer: `{ address }`, with `created` on a post.
 #[derive(Serialize, ToSchema)]
@@ -131,4 +145,58 @@ async fn get_address(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
     let address: Address =
         sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?.ok_or(ApiError::NotFound)?;
     Ok(ok(Answer { address, created: None }))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct AddressQuery {
+    /// Only addresses in this country (ISO 3166-1 alpha-2, any case).
+    #[param(min_length = 2, max_length = 2)]
+    country_code: Option<String>,
+    /// Only addresses with this postal code (spaces and case as a post
+    /// normalises them).
+    #[param(max_length = 32)]
+    postal_code: Option<String>,
+}
+
+/// A page of the caller's tenant's addresses, newest first.
+#[utoipa::path(get, path = "/api/geo/addresses", tag = "sdk-geo", params(AddressQuery, Page),
+    responses((status = 200, description = "a page of addresses", body = ListOf<Address>)))]
+async fn list_addresses(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<AddressQuery>, page: Page) -> ApiResult<ListOf<Address>> {
+    let country = q.country_code.as_deref().and_then(tidy).map(|c| c.to_ascii_uppercase());
+    if country.as_ref().is_some_and(|c| c.len() != 2 || !c.bytes().all(|b| b.is_ascii_uppercase())) {
+        return Err(ApiError::invalid("country_code must be an ISO 3166-1 alpha-2 code"));
+    }
+    let postal = q.postal_code.as_deref().and_then(tidy).map(|p| p.to_ascii_uppercase()).unwrap_or_default();
+    page.list::<Address>(&state.db.read, &ADDRESSES, &[&ctx.tenant_id, &country.unwrap_or_default(), &postal]).await
+}
+
+/// Erases an address of the caller's tenant. The audit chain names
+/// addresses by id only, so nothing of its text outlives the delete. An
+/// address an encounter still refers to is kept (409).
+#[utoipa::path(delete, path = "/api/geo/addresses/{address_id}", tag = "sdk-geo", params(("address_id" = String, Path, description = "the address")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "params": { "address_id": "{address.address_id}" },
+        "given": [["POST", "/api/geo/addresses", { "lines": ["{unique} Race Lane"], "locality": "Amsterdam", "country_code": "NL" }]] }))),
+    responses((status = 200, description = "erased", body = Data<Deleted>),
+        (status = 409, description = "an encounter refers to the address", body = ErrorBody)))]
+async fn delete_address(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Deleted>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    // The row lock waits for an encounter being opened on the address (its
+    // foreign key holds the row) and holds off any other until the delete
+    // commits, so the check below sees every encounter that refers to it.
+    // Of two deletes at once, the other finds nothing (404).
+    let lock = if state.db.backend == db::Backend::Postgres { " FOR UPDATE" } else { "" };
+    let sql = format!("SELECT address_id FROM geo_address WHERE tenant_id = $1 AND address_id = $2{lock}");
+    let found: Option<Id> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    let address_id = found.ok_or(ApiError::NotFound)?;
+    let used: Option<i64> =
+        sqlx::query_scalar("SELECT 1 FROM engagement_encounter WHERE address_id = $1 LIMIT 1").bind(address_id).fetch_optional(&mut *tx).await?;
+    if used.is_some() {
+        return Err(ApiError::Conflict("an encounter refers to this address; it is kept while the encounter is".into()));
+    }
+    sqlx::query("DELETE FROM geo_address WHERE tenant_id = $1 AND address_id = $2").bind(&ctx.tenant_id).bind(address_id).execute(&mut *tx).await?;
+    audit::record(&mut tx, &ctx, events::ADDRESS_DELETED, json!({ "address_id": address_id })).await?;
+    tx.commit().await?;
+    Ok(ok(Deleted { address_id, deleted: true }))
 }

@@ -7,7 +7,7 @@ use axum::response::IntoResponse;
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(register)).routes(routes!(get_definition))
+    OpenApiRouter::new().routes(routes!(register, list_definitions)).routes(routes!(get_definition))
 }
 
 /// A stored definition.
@@ -164,6 +164,37 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     audit::record(&mut tx, &ctx, events::WORKFLOW_DEFINITION_REGISTERED, payload).await?;
     tx.commit().await?;
     Ok(created(Registered { definition, created: true }).into_response())
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct DefinitionQuery {
+    /// Only this namespace's (every namespace when absent).
+    #[param(max_length = 128)]
+    namespace: Option<String>,
+    /// Only the versions of this name.
+    #[param(max_length = 128)]
+    name: Option<String>,
+}
+
+/// A page of the caller's tenant's definitions, every version, newest
+/// first.
+#[utoipa::path(get, path = "/api/workflows/definitions", tag = "sdk-workflow", params(DefinitionQuery, Page),
+    responses((status = 200, description = "a page of definitions", body = ListOf<Definition>)))]
+async fn list_definitions(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DefinitionQuery>, page: Page) -> ApiResult<ListOf<Definition>> {
+    let mut check = Check::new();
+    let namespace = Check::optional(&q.namespace).unwrap_or_default();
+    check_name(&mut check, "namespace", &namespace);
+    let name = Check::optional(&q.name).unwrap_or_default();
+    check_name(&mut check, "name", &name);
+    check.finish()?;
+    let listing = Listing {
+        table: "workflow_definition",
+        columns: COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR namespace = $2) AND ($3 = '' OR name = $3)",
+        order: "created_at DESC, definition_id DESC",
+    };
+    page.list::<Definition>(&state.db.read, &listing, &[&ctx.tenant_id, &namespace, &name]).await
 }
 
 #[derive(Deserialize, IntoParams)]

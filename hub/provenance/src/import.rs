@@ -6,7 +6,7 @@
 use hub_kernel::prelude::*;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(publish, list))
+    OpenApiRouter::new().routes(routes!(publish, list)).routes(routes!(get_template)).routes(routes!(activate)).routes(routes!(deactivate))
 }
 
 /// Fields a mapping holds at most.
@@ -153,4 +153,86 @@ async fn list(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Par
         order: "slug, version DESC",
     };
     page.list::<Template>(&state.db.read, &listing, &[&ctx.tenant_id, &slug, kind, active]).await
+}
+
+/// One template version of the tenant.
+#[utoipa::path(get, path = "/api/import/templates/{template_id}", tag = "sdk-import",
+    params(("template_id" = String, Path, description = "the template version")),
+    responses((status = 200, description = "the template version", body = Data<Template>)))]
+async fn get_template(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Template>> {
+    let id = path_id(&id)?.to_string();
+    let sql = format!("SELECT {COLUMNS} FROM import_template WHERE tenant_id = $1 AND template_id = $2");
+    let found: Option<Template> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
+    Ok(ok(found.ok_or(ApiError::NotFound)?))
+}
+
+/// The first version of a slug, as activations lock it.
+const SLUG: Stateful = Stateful { noun: "template", table: "import_template", key: "template_id", state: "active" };
+
+/// Makes a version (an earlier one: a roll-back) its slug's one active
+/// version; the version active before is not any more. Activating the
+/// active version changes nothing and answers it as it is.
+#[utoipa::path(post, path = "/api/import/templates/{template_id}/activate", tag = "sdk-import",
+    params(("template_id" = String, Path, description = "the template version")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/import/templates", { "slug": "race-{unique}", "kind": "csv", "entity": "contact", "mapping": { "name": "Name" } }], ["POST", "/api/import/templates", { "slug": "race-{unique}", "kind": "csv", "entity": "contact", "mapping": { "name": "Full name" } }], ["GET", "/api/import/templates?tenant_id={tenant_id}&slug=race-{unique}&active=false", null]], "params": { "template_id": "{0.template_id}" } }))),
+    responses((status = 200, description = "the version, active", body = Data<Template>)))]
+async fn activate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Template>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let slug: Option<String> = sqlx::query_scalar("SELECT slug FROM import_template WHERE tenant_id = $1 AND template_id = $2")
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let slug = slug.ok_or(ApiError::NotFound)?;
+    // The slug's first version owns "one active version": locking it
+    // queues the activations and deactivations of the slug one after
+    // another, so the version is read again as the previous one left it.
+    let first: String = sqlx::query_scalar("SELECT template_id FROM import_template WHERE tenant_id = $1 AND slug = $2 ORDER BY version LIMIT 1")
+        .bind(&ctx.tenant_id)
+        .bind(&slug)
+        .fetch_one(&mut *tx)
+        .await?;
+    SLUG.lock::<i64>(&mut tx, &ctx.tenant_id, &first).await?;
+    let sql = format!("SELECT {COLUMNS} FROM import_template WHERE tenant_id = $1 AND template_id = $2");
+    let template: Template = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_one(&mut *tx).await?;
+    if template.active.0 {
+        tx.rollback().await?;
+        return Ok(ok(template));
+    }
+    let previous: Option<String> =
+        sqlx::query_scalar("UPDATE import_template SET active = 0 WHERE tenant_id = $1 AND slug = $2 AND active = 1 RETURNING template_id")
+            .bind(&ctx.tenant_id)
+            .bind(&slug)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let sql = format!("UPDATE import_template SET active = 1 WHERE tenant_id = $1 AND template_id = $2 RETURNING {COLUMNS}");
+    let template: Template = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_one(&mut *tx).await?;
+    let payload = json!({ "template_id": template.template_id, "slug": slug, "version": template.version, "previous_template_id": previous });
+    audit::record(&mut tx, &ctx, events::IMPORT_TEMPLATE_ACTIVATED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(template))
+}
+
+/// Leaves the version's slug with no active version; deactivating an
+/// inactive version changes nothing and answers it as it is.
+#[utoipa::path(post, path = "/api/import/templates/{template_id}/deactivate", tag = "sdk-import",
+    params(("template_id" = String, Path, description = "the template version")),
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "given": [["POST", "/api/import/templates", { "slug": "race-{unique}", "kind": "csv", "entity": "contact", "mapping": { "name": "Name" } }]] }))),
+    responses((status = 200, description = "the version, inactive", body = Data<Template>)))]
+async fn deactivate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Template>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    let sql = format!("UPDATE import_template SET active = 0 WHERE tenant_id = $1 AND template_id = $2 AND active = 1 RETURNING {COLUMNS}");
+    let changed: Option<Template> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    let Some(template) = changed else {
+        let sql = format!("SELECT {COLUMNS} FROM import_template WHERE tenant_id = $1 AND template_id = $2");
+        let found: Option<Template> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+        tx.rollback().await?;
+        return Ok(ok(found.ok_or(ApiError::NotFound)?));
+    };
+    let payload = json!({ "template_id": template.template_id, "slug": template.slug, "version": template.version });
+    audit::record(&mut tx, &ctx, events::IMPORT_TEMPLATE_DEACTIVATED, payload).await?;
+    tx.commit().await?;
+    Ok(ok(template))
 }

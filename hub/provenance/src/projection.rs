@@ -12,7 +12,11 @@
 use hub_kernel::{crypto, prelude::*};
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(register)).routes(routes!(get_snapshot)).routes(routes!(record, list_assertions)).routes(routes!(rebuild))
+    OpenApiRouter::new()
+        .routes(routes!(register, list_subjects))
+        .routes(routes!(get_snapshot))
+        .routes(routes!(record, list_assertions))
+        .routes(routes!(rebuild))
 }
 
 /// The largest assertion value, as JSON text.
@@ -138,6 +142,19 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     .await?;
     tx.commit().await?;
     Ok(created(subject))
+}
+
+/// The tenant's registered subjects, newest first.
+#[utoipa::path(get, path = "/api/projections", tag = "sdk-projection", params(Page),
+    responses((status = 200, description = "one page of subjects", body = ListOf<Subject>)))]
+async fn list_subjects(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page) -> ApiResult<ListOf<Subject>> {
+    let listing = Listing {
+        table: "projection_subject",
+        columns: "subject_id, assertion_count, created_at",
+        filter: "tenant_id = $1",
+        order: "created_at DESC, subject_id DESC",
+    };
+    page.list::<Subject>(&state.db.read, &listing, &[&ctx.tenant_id]).await
 }
 
 /// Adds `appended` to the count of the caller's subject, which locks it

@@ -294,3 +294,125 @@ async fn a_providers_answer_is_read_within_a_bound_of_size_and_nesting(app: Test
     assert_eq!(s, StatusCode::OK);
 }
 db_test!(a_providers_answer_is_read_within_a_bound_of_size_and_nesting);
+
+async fn routes_and_completion_records_are_listed_read_and_deleted(app: TestApp) {
+    let t = app.two_tenants("aigw-life").await;
+    let (a, tenant) = (t.a_token.as_str(), t.a["tenant_id"].clone());
+    let provider = Provider::start(vec![500]).await;
+    secret_ref(&app, a, "ai/key").await;
+    let (s, alpha) = app
+        .post(
+            "/api/ai/routes",
+            Some(a),
+            json!({ "name": "alpha", "provider_base_url": provider.base, "model": "m1", "credential_ref": "ai/key", "api_key": "sk-life-123456" }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{alpha}");
+    let (s, beta) = app
+        .post("/api/ai/routes", Some(a), json!({ "name": "beta", "provider_base_url": provider.base, "model": "m2", "max_attempts": 1, "timeout_ms": 2000 }))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{beta}");
+
+    // Listed newest first, filtered, never with the credential.
+    let (s, list) = app.get("/api/ai/routes", Some(a)).await;
+    assert_eq!((s, list["total"].as_i64()), (StatusCode::OK, Some(2)), "{list}");
+    let names: Vec<&str> = list["data"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["beta", "alpha"]);
+    let fields = |r: &Value| r.as_object().unwrap().keys().cloned().collect::<std::collections::BTreeSet<_>>();
+    let expected =
+        ["created_at", "credential_ref", "max_attempts", "model", "name", "provider_base_url", "route_id", "timeout_ms", "updated_at"].map(String::from).into();
+    assert!(list["data"].as_array().unwrap().iter().all(|r| fields(r) == expected), "{list}");
+    assert!(!list.to_string().contains("sk-life"), "{list}");
+    let (_, by_model) = app.get("/api/ai/routes?model=m1", Some(a)).await;
+    assert_eq!((by_model["total"].as_i64(), by_model["data"][0]["name"].as_str()), (Some(1), Some("alpha")));
+    let (_, by_ref) = app.get("/api/ai/routes?credential_ref=ai/key&limit=1", Some(a)).await;
+    assert_eq!((by_ref["total"].as_i64(), by_ref["data"][0]["route_id"].clone()), (Some(1), alpha["data"]["route_id"].clone()));
+    let (_, paged) = app.get("/api/ai/routes?limit=1&offset=1", Some(a)).await;
+    assert_eq!((paged["total"].as_i64(), paged["data"][0]["name"].as_str()), (Some(2), Some("alpha")));
+    let (s, one) = app.get("/api/ai/routes/alpha", Some(a)).await;
+    assert_eq!((s, &one["data"]), (StatusCode::OK, &alpha["data"]));
+    assert_eq!(fields(&one["data"]), expected);
+    assert_error(app.get("/api/ai/routes/gamma", Some(a)).await, 404, "NotFound");
+    assert_error(app.get("/api/ai/routes/Not%20A%20Name", Some(a)).await, 404, "NotFound");
+    assert_error(app.get("/api/ai/routes/alpha", Some(&t.b_token)).await, 404, "NotFound");
+    let (_, b_list) = app.get("/api/ai/routes", Some(&t.b_token)).await;
+    assert_eq!(b_list["total"], 0);
+
+    // Completion records: a failed one, then a completed one with a redaction.
+    assert_error(app.post("/api/ai/completions", Some(a), json!({ "route": "beta", "prompt": "hello" })).await, 502, "BadGateway");
+    let (s, c) = app.post("/api/ai/completions", Some(a), json!({ "route": "alpha", "prompt": "mail ana@example.com" })).await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    let completion_id = c["data"]["completion_id"].as_str().unwrap().to_string();
+    let (s, records) = app.get("/api/ai/completions", Some(a)).await;
+    assert_eq!((s, records["total"].as_i64()), (StatusCode::OK, Some(2)), "{records}");
+    let done = &records["data"][0];
+    assert_eq!(
+        (done["completion_id"].as_str(), done["route"].as_str(), done["route_id"].clone(), done["status"].as_str(), done["model"].as_str()),
+        (Some(completion_id.as_str()), Some("alpha"), alpha["data"]["route_id"].clone(), Some("completed"), Some("m1"))
+    );
+    assert_eq!((done["prompt_tokens"].as_i64(), done["completion_tokens"].as_i64(), done["total_tokens"].as_i64()), (Some(21), Some(2), Some(23)));
+    assert_eq!((done["attempts"].as_i64(), done["finish_reason"].as_str(), done["error"].clone()), (Some(1), Some("stop"), Value::Null));
+    assert_eq!(done["redactions"], json!([{ "kind": "email", "message_index": 0 }]));
+    assert!(done["latency_ms"].as_i64().is_some() && !records.to_string().contains("ana@example.com"), "{records}");
+    let failed = &records["data"][1];
+    assert_eq!(
+        (failed["route"].as_str(), failed["status"].as_str(), failed["error"].as_str(), failed["total_tokens"].clone()),
+        (Some("beta"), Some("failed"), Some("the provider answered 500 (after 1 attempts)"), Value::Null)
+    );
+    let (_, only_failed) = app.get("/api/ai/completions?status=failed", Some(a)).await;
+    assert_eq!((only_failed["total"].as_i64(), only_failed["data"][0]["route"].as_str()), (Some(1), Some("beta")));
+    let (_, by_route) = app.get("/api/ai/completions?route=alpha", Some(a)).await;
+    assert_eq!((by_route["total"].as_i64(), by_route["data"][0]["completion_id"].as_str()), (Some(1), Some(completion_id.as_str())));
+    let (_, future) = app.get("/api/ai/completions?from=2100-01-01T00:00:00Z", Some(a)).await;
+    assert_eq!(future["total"], 0);
+    let (_, until) = app.get("/api/ai/completions?from=2000-01-01T00:00:00Z&to=2100-01-01T00:00:00Z", Some(a)).await;
+    assert_eq!(until["total"], 2);
+    let (_, before) = app.get("/api/ai/completions?to=2000-01-01T00:00:00Z", Some(a)).await;
+    assert_eq!(before["total"], 0);
+    let b = assert_error(app.get("/api/ai/completions?from=yesterday&to=soon", Some(a)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["from must be an RFC 3339 timestamp", "to must be an RFC 3339 timestamp"]));
+    let b = assert_error(app.get("/api/ai/completions?status=running", Some(a)).await, 400, "ValidationError");
+    assert!(b["details"].to_string().contains("status"), "{b}");
+    let (s, one) = app.get(&format!("/api/ai/completions/{completion_id}"), Some(a)).await;
+    assert_eq!((s, &one["data"]), (StatusCode::OK, done));
+    assert_error(app.get(&format!("/api/ai/completions/{completion_id}"), Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get("/api/ai/completions/0190a000-0000-7000-8000-000000000000", Some(a)).await, 404, "NotFound");
+    assert_error(app.get("/api/ai/completions/first", Some(a)).await, 404, "NotFound");
+    let (_, b_records) = app.get("/api/ai/completions", Some(&t.b_token)).await;
+    assert_eq!(b_records["total"], 0);
+
+    // Deleting a route: gone from lists and resolution, its sealed key
+    // erased, its completion records kept.
+    assert_error(app.call(reqwest::Method::DELETE, "/api/ai/routes/alpha", Some(&t.b_token), None).await, 404, "NotFound");
+    let (s, gone) = app.call(reqwest::Method::DELETE, "/api/ai/routes/alpha", Some(a), None).await;
+    assert_eq!(s, StatusCode::OK, "{gone}");
+    assert_eq!(gone["data"], json!({ "route_id": alpha["data"]["route_id"], "name": "alpha", "deleted": true, "credential_erased": true }));
+    let sealed: (Option<String>, Option<String>, Option<String>) =
+        sqlx::query_as("SELECT credential_ciphertext, credential_wrapped_dek, deleted_at FROM ai_gateway_route WHERE tenant_id = $1 AND name = 'alpha'")
+            .bind(tenant.as_str().unwrap())
+            .fetch_one(&app.state().db.read)
+            .await
+            .unwrap();
+    assert!(sealed.0.is_none() && sealed.1.is_none() && sealed.2.is_some(), "{sealed:?}");
+    assert_error(app.get("/api/ai/routes/alpha", Some(a)).await, 404, "NotFound");
+    assert_error(app.call(reqwest::Method::DELETE, "/api/ai/routes/alpha", Some(a), None).await, 404, "NotFound");
+    assert_error(app.call(reqwest::Method::DELETE, "/api/ai/routes/Bad!", Some(a), None).await, 404, "NotFound");
+    let (_, list) = app.get("/api/ai/routes", Some(a)).await;
+    assert_eq!((list["total"].as_i64(), list["data"][0]["name"].as_str()), (Some(1), Some("beta")));
+    let b = assert_error(app.post("/api/ai/completions", Some(a), json!({ "route": "alpha", "prompt": "hi" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["no model route matches alpha; register one with POST /api/ai/routes"]));
+    let b = assert_error(app.post("/api/ai/completions", Some(a), json!({ "model": "m1", "prompt": "hi" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["no model route matches m1; register one with POST /api/ai/routes"]));
+    let (s, kept) = app.get(&format!("/api/ai/completions/{completion_id}"), Some(a)).await;
+    assert_eq!((s, kept["data"]["route"].as_str()), (StatusCode::OK, Some("alpha")));
+    // Its name registered again brings the row back (200), without a credential.
+    let (s, back) = app.post("/api/ai/routes", Some(a), json!({ "name": "alpha", "provider_base_url": provider.base, "model": "m1" })).await;
+    assert_eq!((s, &back["data"]["route_id"], &back["data"]["credential_ref"]), (StatusCode::OK, &alpha["data"]["route_id"], &Value::Null), "{back}");
+    let (_, list) = app.get("/api/ai/routes", Some(a)).await;
+    assert_eq!(list["total"], 2);
+
+    let events = app.events_of(&tenant).await;
+    let ours: Vec<&str> = events.iter().map(String::as_str).filter(|e| e.starts_with("ai-gateway.route")).collect();
+    assert_eq!(ours, ["ai-gateway.route.set.v1", "ai-gateway.route.set.v1", "ai-gateway.route.deleted.v1", "ai-gateway.route.set.v1"]);
+}
+db_test!(routes_and_completion_records_are_listed_read_and_deleted);

@@ -400,6 +400,28 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/lead-scoring/models", Some(a), json!({ "vertical": "mx", "name": "mx", "weights": { "a": 1 } })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("model_id", data(&r, "model_id"));
+    let (s, r) = app
+        .post("/api/ingest/batches", Some(a), json!({ "entity": "crm.lead", "mode": "insert", "idempotency_key": "mx", "records": [{ "name": "mx" }] }))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    ids.insert("batch_id", data(&r, "batch_id"));
+    // A completion whose provider cannot be reached is recorded as failed.
+    let (s, r) = app
+        .post(
+            "/api/ai/routes",
+            Some(a),
+            json!({ "name": "mx", "provider_base_url": "http://127.0.0.1:9/v1", "model": "mx", "max_attempts": 1, "timeout_ms": 1000 }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, r) = app.post("/api/ai/completions", Some(a), json!({ "route": "mx", "prompt": "mx" })).await;
+    assert_eq!(s, StatusCode::BAD_GATEWAY, "{r}");
+    let completion: String = sqlx::query_scalar("SELECT completion_id FROM ai_gateway_completion WHERE tenant_id = $1")
+        .bind(t.a["tenant_id"].as_str().unwrap())
+        .fetch_one(&app.state().db.read)
+        .await
+        .unwrap();
+    ids.insert("completion_id", completion);
     // Parameters of operator routes only: the matrix checks their 401s,
     // which come before any lookup.
     for p in ["profile_id", "region_id", "release_id", "install_id"] {
@@ -464,6 +486,35 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/evidence/captures", Some(a), json!({ "encounter_id": "mx", "kind": "note", "note": "mx" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("capture_id", data(&r, "capture_id"));
+    let (s, r) = app.post("/api/webhooks/inbound-secrets", Some(a), json!({ "kind": "mx", "provider": "mx-provider" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("kind", "mx".to_string());
+    ids.insert("provider", "mx-provider".to_string());
+    // hdk-sync, sdk-coverage, sdk-connectors, connector-voice (issue 37).
+    let (s, r) = app
+        .post("/api/hdk/sync/resolve", Some(a), json!({ "event_type": "mx.thing.done.v1", "input_a": { "timestamp": 1 }, "input_b": { "timestamp": 2 } }))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    ids.insert("resolution_id", data(&r, "resolution_id"));
+    let (s, r) = app
+        .post(
+            "/api/coverage/rules",
+            Some(a),
+            json!({ "subject_kind": "mx-kind", "primary_persona_id": t.a["persona_id"], "backup_persona_id": p["data"]["persona_id"] }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("subject_kind", "mx-kind".to_string());
+    let (s, r) =
+        app.post("/api/connectors/sync-items", Some(a), json!({ "connector_kind": "mx", "external_id": "mx-1", "outcome": "failed", "error": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("deadletter_id", data(&r, "deadletter_id"));
+    let voice = app.inbound_sender(a, &t.a["tenant_id"], "voice", "mx-voice").await;
+    let (s, r) = voice
+        .send("mx-leg", json!({ "call_id": "mx", "leg_id": "mx", "direction": "inbound", "status": "ringing", "from_number": "+1", "to_number": "+2", "started_at": "2026-05-01T10:00:00Z" }))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    ids.insert("call_leg_id", r["data"]["result"]["call_leg_id"].as_str().unwrap().to_string());
     ids
 }
 

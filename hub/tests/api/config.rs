@@ -111,3 +111,40 @@ async fn config_refuses_bad_input_other_tenants_and_platform_writes(app: TestApp
     assert_eq!(s, StatusCode::OK);
 }
 db_test!(config_refuses_bad_input_other_tenants_and_platform_writes);
+
+async fn revoked_rows_are_kept_as_history(app: TestApp) {
+    let t = app.two_tenants("cfg-history").await;
+    let a = t.a_token.as_str();
+    let set = async |value: Value| app.post("/api/config", Some(a), json!({ "key": "ui.theme", "scope": "app", "scope_id": "web", "value": value })).await;
+    let revoke = async || app.post("/api/config/revoke", Some(a), json!({ "key": "ui.theme", "scope": "app", "scope_id": "web" })).await;
+    assert_eq!(set(json!("light")).await.0, StatusCode::CREATED);
+    assert_eq!(set(json!("dark")).await.0, StatusCode::OK);
+    let (s, first) = revoke().await;
+    assert_eq!(s, StatusCode::OK, "{first}");
+    let (s, second) = set(json!("blue")).await;
+    assert_eq!(s, StatusCode::CREATED, "{second}");
+    app.post("/api/config", Some(a), json!({ "key": "ui.other", "scope": "app", "scope_id": "web", "value": 1 })).await;
+
+    let (s, h) = app.get("/api/config/history?key=ui.theme&scope=app&scope_id=web", Some(a)).await;
+    assert_eq!((s, h["total"].as_i64()), (StatusCode::OK, Some(2)), "{h}");
+    let rows: Vec<(Value, Value, Value)> =
+        h["data"].as_array().unwrap().iter().map(|r| (r["config_id"].clone(), r["status"].clone(), r["value"].clone())).collect();
+    assert_eq!(
+        rows,
+        [(second["data"]["config_id"].clone(), json!("active"), json!("blue")), (first["data"]["config_id"].clone(), json!("revoked"), json!("dark")),],
+        "newest first, the revoked row as it was ended"
+    );
+    assert_eq!((h["data"][1]["version"].as_i64(), h["data"][1]["revoked_at"].is_string()), (Some(2), true));
+    let (_, page) = app.get("/api/config/history?key=ui.theme&scope=app&scope_id=web&limit=1&offset=1", Some(a)).await;
+    assert_eq!((page["total"].as_i64(), page["data"][0]["status"].as_str()), (Some(2), Some("revoked")));
+    let (_, none) = app.get("/api/config/history?key=ui.theme&scope=app&scope_id=mobile", Some(a)).await;
+    assert_eq!(none["total"], 0);
+    let (_, theirs) = app.get("/api/config/history?key=ui.theme&scope=app&scope_id=web", Some(&t.b_token)).await;
+    assert_eq!(theirs["total"], 0, "another tenant's rows are not its history");
+    let other = t.b["tenant_id"].as_str().unwrap();
+    assert_error(app.get(&format!("/api/config/history?key=ui.theme&scope=tenant&scope_id={other}"), Some(a)).await, 404, "NotFound");
+    let body = assert_error(app.get("/api/config/history?key=bad%20key&scope=app", Some(a)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["key must be 1 to 200 letters, digits, '.', '_', '-', '/' or ':'", "scope_id is required"]));
+    assert_error(app.get("/api/config/history?key=ui.theme&scope=galaxy", Some(a)).await, 400, "ValidationError");
+}
+db_test!(revoked_rows_are_kept_as_history);

@@ -144,3 +144,46 @@ async fn failed_sync_items_dead_letter_and_replay_once(app: TestApp) {
     );
 }
 db_test!(failed_sync_items_dead_letter_and_replay_once);
+
+async fn an_item_and_a_dead_letter_are_read_by_id(app: TestApp) {
+    let t = app.two_tenants("connectors-one").await;
+    let a = t.a_token.as_str();
+    let (s, failed) = app
+        .post(
+            "/api/connectors/sync-items",
+            Some(a),
+            json!({ "connector_kind": "hubspot", "external_id": "c-7", "outcome": "failed", "error": "upstream 503", "payload": { "n": 7 } }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{failed}");
+    let (item, letter) = (failed["data"]["item_id"].as_str().unwrap().to_string(), failed["data"]["deadletter_id"].as_str().unwrap().to_string());
+
+    let (s, one) = app.get(&format!("/api/connectors/sync-items/{item}"), Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{one}");
+    assert_eq!(
+        (one["data"]["item_id"].as_str(), one["data"]["status"].as_str(), one["data"]["external_id"].as_str(), one["data"]["payload"].clone()),
+        (Some(item.as_str()), Some("dead_lettered"), Some("c-7"), json!({ "n": 7 }))
+    );
+    let (s, dl) = app.get(&format!("/api/connectors/deadletters/{letter}"), Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{dl}");
+    assert_eq!(
+        (dl["data"]["deadletter_id"].as_str(), dl["data"]["item_id"].as_str(), dl["data"]["status"].as_str(), dl["data"]["error"].as_str()),
+        (Some(letter.as_str()), Some(item.as_str()), Some("dead_lettered"), Some("upstream 503"))
+    );
+    // After a replay: the dead letter is read in any status, the item is pending.
+    let (s, r) = app.post("/api/connectors/deadletters/replay", Some(a), json!({ "deadletter_id": letter })).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let (_, dl) = app.get(&format!("/api/connectors/deadletters/{letter}"), Some(a)).await;
+    assert_eq!(dl["data"]["status"], "replayed");
+    assert!(dl["data"]["replayed_at"].is_string());
+    let (_, one) = app.get(&format!("/api/connectors/sync-items/{item}"), Some(a)).await;
+    assert_eq!((one["data"]["status"].as_str(), one["data"]["replays"].as_i64()), (Some("pending"), Some(1)));
+
+    for path in ["/api/connectors/sync-items", "/api/connectors/deadletters"] {
+        assert_error(app.get(&format!("{path}/{}", uuid::Uuid::now_v7()), Some(a)).await, 404, "NotFound");
+        assert_error(app.get(&format!("{path}/c-7"), Some(a)).await, 404, "NotFound");
+    }
+    assert_error(app.get(&format!("/api/connectors/sync-items/{item}"), Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get(&format!("/api/connectors/deadletters/{letter}"), Some(&t.b_token)).await, 404, "NotFound");
+}
+db_test!(an_item_and_a_dead_letter_are_read_by_id);

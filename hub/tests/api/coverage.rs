@@ -1,7 +1,7 @@
 //! sdk-coverage: a primary, a backup and an acceptance window per kind of
 //! work of a tenant; the lookup other groups call.
 
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use crate::{db_test, helpers::*};
@@ -105,3 +105,42 @@ async fn each_kind_of_work_has_one_rule_of_the_tenants_personas(app: TestApp) {
     assert_eq!(events.iter().filter(|e| *e == "assignment.coverage_rule.set.v1").count(), 3);
 }
 db_test!(each_kind_of_work_has_one_rule_of_the_tenants_personas);
+
+async fn a_rule_is_read_by_its_kind_and_removed(app: TestApp) {
+    let t = app.two_tenants("coverage-rm").await;
+    let a = t.a_token.as_str();
+    let me = t.a["persona_id"].as_str().unwrap();
+    let (_, p) = app.post("/api/personas", Some(a), json!({ "kind": "service" })).await;
+    let other = p["data"]["persona_id"].as_str().unwrap();
+    for kind in ["field.install", "support.vip"] {
+        let (s, r) = app.post("/api/coverage/rules", Some(a), json!({ "subject_kind": kind, "primary_persona_id": me, "backup_persona_id": other })).await;
+        assert_eq!(s, StatusCode::CREATED, "{r}");
+    }
+    let (s, r) = app.get("/api/coverage/rules/support.vip", Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(
+        (&r["data"]["subject_kind"], &r["data"]["backup_persona_id"], &r["data"]["acceptance_window_minutes"]),
+        (&json!("support.vip"), &json!(other), &json!(30))
+    );
+    let rule_id = r["data"]["rule_id"].clone();
+    assert_error(app.get("/api/coverage/rules/support.none", Some(a)).await, 404, "NotFound");
+    assert_error(app.get("/api/coverage/rules/Not%20A%20Kind", Some(a)).await, 404, "NotFound");
+    // Another tenant reads and removes none of A's.
+    assert_error(app.get("/api/coverage/rules/support.vip", Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.call(Method::DELETE, "/api/coverage/rules/support.vip", Some(&t.b_token), None).await, 404, "NotFound");
+
+    let (s, d) = app.call(Method::DELETE, "/api/coverage/rules/support.vip", Some(a), None).await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    assert_eq!(d["data"], json!({ "rule_id": rule_id, "subject_kind": "support.vip", "deleted": true }));
+    assert_error(app.get("/api/coverage/rules/support.vip", Some(a)).await, 404, "NotFound");
+    assert_error(app.call(Method::DELETE, "/api/coverage/rules/support.vip", Some(a), None).await, 404, "NotFound");
+    assert_error(app.call(Method::DELETE, "/api/coverage/rules/BAD!", Some(a), None).await, 404, "NotFound");
+    let (_, list) = app.get("/api/coverage/rules", Some(a)).await;
+    assert_eq!((list["total"].clone(), list["data"][0]["subject_kind"].clone()), (json!(1), json!("field.install")));
+    let removed = app.events_of(&t.a["tenant_id"]).await.into_iter().filter(|e| e == "assignment.coverage_rule.removed.v1").count();
+    assert_eq!(removed, 1);
+    // The kind can be covered again.
+    let (s, _) = app.post("/api/coverage/rules", Some(a), json!({ "subject_kind": "support.vip", "primary_persona_id": other, "backup_persona_id": me })).await;
+    assert_eq!(s, StatusCode::CREATED);
+}
+db_test!(a_rule_is_read_by_its_kind_and_removed);

@@ -90,3 +90,46 @@ async fn bounces_and_complaints_are_classified_listed_and_suppressed(app: TestAp
     assert_eq!(count("webhook.inbound.received.v1"), 5, "the refused payloads left no receipt");
 }
 db_test!(bounces_and_complaints_are_classified_listed_and_suppressed);
+
+async fn an_event_is_read_by_id_and_events_filtered_by_address(app: TestApp) {
+    let t = app.two_tenants("deliver-one").await;
+    let (a, tenant) = (t.a_token.as_str(), t.a["tenant_id"].as_str().unwrap().to_string());
+    let sender = app.inbound_sender(a, &t.a["tenant_id"], "email", "mailco").await;
+    let (s, hard) = sender
+        .send(
+            "e1",
+            json!({ "type": "bounce", "bounce_type": "permanent", "email": "Ann@Example.com", "message_id": "m-1", "occurred_at": "2026-05-01T10:00:00Z" }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{hard}");
+    let (s, _) = sender.send("e2", json!({ "type": "complaint", "email": "ann@example.com", "occurred_at": "2026-05-02T10:00:00Z" })).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) =
+        sender.send("e3", json!({ "type": "bounce", "bounce_type": "transient", "email": "bob@example.com", "occurred_at": "2026-05-03T10:00:00Z" })).await;
+    assert_eq!(s, StatusCode::OK);
+    let id = hard["data"]["result"]["event_id"].as_str().unwrap().to_string();
+
+    let (s, one) = app.get(&format!("/api/deliverability/events/{id}"), Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{one}");
+    assert_eq!(
+        (one["data"]["event_id"].as_str(), one["data"]["classification"].as_str(), one["data"]["email"].as_str(), one["data"]["message_id"].as_str()),
+        (Some(id.as_str()), Some("hard"), Some("ann@example.com"), Some("m-1"))
+    );
+    assert!(one["data"]["suppression_id"].is_string(), "a hard bounce names its suppression: {one}");
+    assert_error(app.get(&format!("/api/deliverability/events/{}", uuid::Uuid::now_v7()), Some(a)).await, 404, "NotFound");
+    assert_error(app.get("/api/deliverability/events/m-1", Some(a)).await, 404, "NotFound");
+    assert_error(app.get(&format!("/api/deliverability/events/{id}"), Some(&t.b_token)).await, 404, "NotFound");
+
+    // Why is this address suppressed? Its events, newest first, in any case.
+    let (_, ann) = app.get(&format!("/api/deliverability/events?tenant_id={tenant}&email=ANN@example.com"), Some(a)).await;
+    assert_eq!(ann["total"], 2);
+    let kinds: Vec<&str> = ann["data"].as_array().unwrap().iter().map(|e| e["classification"].as_str().unwrap()).collect();
+    assert_eq!(kinds, vec!["complaint", "hard"]);
+    let (_, ann_hard) = app.get(&format!("/api/deliverability/events?tenant_id={tenant}&email=ann@example.com&classification=hard&limit=1"), Some(a)).await;
+    assert_eq!((ann_hard["total"].clone(), ann_hard["data"][0]["event_id"].clone()), (json!(1), json!(id)));
+    let (_, nobody) = app.get(&format!("/api/deliverability/events?tenant_id={tenant}&email=zed@example.com"), Some(a)).await;
+    assert_eq!(nobody["total"], 0);
+    let long = format!("{}@example.com", "x".repeat(320));
+    assert_error(app.get(&format!("/api/deliverability/events?tenant_id={tenant}&email={long}"), Some(a)).await, 400, "ValidationError");
+}
+db_test!(an_event_is_read_by_id_and_events_filtered_by_address);

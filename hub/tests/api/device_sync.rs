@@ -152,3 +152,117 @@ async fn device_core_syncs_with_a_running_hub_through_python(app: TestApp) {
     assert!(rows.iter().all(|(k, n)| *n == 1 && k.starts_with("visit-")));
 }
 db_test!(device_core_syncs_with_a_running_hub_through_python);
+
+async fn parked_conflicts_are_listed_and_decided(app: TestApp) {
+    let t = app.signup("rd@example.com", "rd").await;
+    let token = t["token"].as_str().unwrap();
+    register_type(&app, token, "field.note.saved.v1", "lww").await;
+    register_type(&app, token, "field.consent.given.v1", "human-review").await;
+    let (_, lww) = app
+        .post(
+            "/api/hdk/sync/resolve",
+            Some(token),
+            json!({ "event_type": "field.note.saved.v1", "input_a": { "timestamp": "2026-01-01T00:00:00Z", "n": 1 }, "input_b": { "timestamp": "2026-01-02T00:00:00Z", "n": 2 } }),
+        )
+        .await;
+    let mut parked = Vec::new();
+    for (a, b) in [("yes", "no"), ("maybe", "later")] {
+        let (s, r) = app
+            .post("/api/hdk/sync/resolve", Some(token), json!({ "event_type": "field.consent.given.v1", "input_a": a, "input_b": b, "batch_id": "b-9" }))
+            .await;
+        assert_eq!(s, StatusCode::OK, "{r}");
+        parked.push(r["data"]["resolution_id"].as_str().unwrap().to_string());
+    }
+    // The list: newest first, by status and event type, with the total.
+    let (s, all) = app.get("/api/hdk/sync/resolutions", Some(token)).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    assert_eq!(all["total"], 3);
+    assert_eq!(all["data"][0]["resolution_id"], parked[1].as_str());
+    assert_eq!(all["data"][2]["resolution_id"], lww["data"]["resolution_id"]);
+    assert_eq!(all["data"][2]["result"]["result"]["n"], 2);
+    let (_, queue) = app.get("/api/hdk/sync/resolutions?status=pending_review", Some(token)).await;
+    assert_eq!(queue["total"], 2);
+    assert_eq!(queue["data"][1]["input_a"], "yes");
+    assert_eq!(queue["data"][1]["batch_id"], "b-9");
+    let (_, by_type) = app.get("/api/hdk/sync/resolutions?event_type=field.note.saved.v1&limit=1", Some(token)).await;
+    assert_eq!((by_type["total"].clone(), by_type["data"][0]["status"].clone()), (json!(1), json!("resolved")));
+    let (_, page) = app.get("/api/hdk/sync/resolutions?limit=1&offset=1", Some(token)).await;
+    assert_eq!((page["total"].clone(), page["data"][0]["resolution_id"].clone()), (json!(3), json!(parked[0])));
+    assert_error(app.get("/api/hdk/sync/resolutions?status=open", Some(token)).await, 400, "ValidationError");
+
+    // Deciding: the chosen side, or a person's value; once.
+    let decide = |id: &str| format!("/api/hdk/sync/resolutions/{id}/decision");
+    let body = assert_error(app.post(&decide(&parked[0]), Some(token), json!({ "choice": "value" })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["value is required with choice value"]));
+    let body = assert_error(app.post(&decide(&parked[0]), Some(token), json!({ "choice": "a", "value": 1 })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["value is only taken with choice value"]));
+    assert_error(app.post(&decide(&parked[0]), Some(token), json!({ "choice": "c" })).await, 400, "ValidationError");
+    let (s, d) = app.post(&decide(&parked[0]), Some(token), json!({ "choice": "b" })).await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    assert_eq!(d["data"]["status"], "resolved");
+    assert_eq!(d["data"]["result"]["result"], "no");
+    assert_eq!(d["data"]["result"]["decision"], "b");
+    let (s, d) = app.post(&decide(&parked[1]), Some(token), json!({ "choice": "value", "value": { "consent": "partial" } })).await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    assert_eq!(d["data"]["result"]["result"], json!({ "consent": "partial" }));
+    let body = assert_error(app.post(&decide(&parked[0]), Some(token), json!({ "choice": "a" })).await, 409, "Conflict");
+    assert!(body["details"][0].as_str().unwrap().contains("only a pending_review resolution can be decided"), "{body}");
+    let lww_id = lww["data"]["resolution_id"].as_str().unwrap();
+    assert_error(app.post(&decide(lww_id), Some(token), json!({ "choice": "a" })).await, 409, "Conflict");
+    assert_error(app.post(&decide(&uuid::Uuid::now_v7().to_string()), Some(token), json!({ "choice": "a" })).await, 404, "NotFound");
+    assert_error(app.post(&decide("not-a-uuid"), Some(token), json!({ "choice": "a" })).await, 404, "NotFound");
+    let (_, queue) = app.get("/api/hdk/sync/resolutions?status=pending_review", Some(token)).await;
+    assert_eq!(queue["total"], 0);
+    let resolved = app.events_of(&t["tenant_id"]).await.into_iter().filter(|e| e == "sync.conflict.resolved.v1").count();
+    assert_eq!(resolved, 3, "the lww resolution and the two decisions");
+    // Another tenant sees none of them and decides none.
+    let other = app.signup("rd2@example.com", "rd2").await;
+    let (_, theirs) = app.get("/api/hdk/sync/resolutions", other["token"].as_str()).await;
+    assert_eq!(theirs["total"], 0);
+    assert_error(app.post(&decide(&parked[0]), other["token"].as_str(), json!({ "choice": "a" })).await, 404, "NotFound");
+}
+db_test!(parked_conflicts_are_listed_and_decided);
+
+async fn synced_events_are_pulled_back(app: TestApp) {
+    let t = app.signup("pl@example.com", "pl").await;
+    let token = t["token"].as_str().unwrap();
+    register_type(&app, token, "field.visit.logged.v1", "merge").await;
+    register_type(&app, token, "field.note.saved.v1", "lww").await;
+    let (d1, d2) = (uuid::Uuid::now_v7().to_string(), uuid::Uuid::now_v7().to_string());
+    let event = |key: &str, ty: &str| json!({ "idempotency_key": key, "event_id": key, "event_type": ty, "payload": { "k": key }, "occurred_at": "2026-05-01T10:00:00Z" });
+    let (s, _) = app
+        .post(
+            "/api/hdk/sync/batches",
+            Some(token),
+            json!({ "batch_id": "b1", "device_uuid": d1, "events": [event("a", "field.visit.logged.v1"), event("b", "field.note.saved.v1")] }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, first) = app.get("/api/hdk/sync/events", Some(token)).await;
+    let mark = first["data"][0]["received_at"].as_str().unwrap().to_string();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let (s, _) =
+        app.post("/api/hdk/sync/batches", Some(token), json!({ "batch_id": "b2", "device_uuid": d2, "events": [event("c", "field.visit.logged.v1")] })).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, all) = app.get("/api/hdk/sync/events", Some(token)).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    assert_eq!(all["total"], 3);
+    assert_eq!(all["data"][0]["idempotency_key"], "c");
+    assert_eq!(all["data"][0]["payload"], json!({ "k": "c" }));
+    assert_eq!(all["data"][0]["device_uuid"], d2.as_str());
+    assert_eq!(all["data"][0]["batch_id"], "b2");
+    let (_, since) = app.get(&format!("/api/hdk/sync/events?since={}", mark.replace('+', "%2B")), Some(token)).await;
+    assert_eq!((since["total"].clone(), since["data"][0]["idempotency_key"].clone()), (json!(1), json!("c")));
+    let (_, visits) = app.get("/api/hdk/sync/events?event_type=field.visit.logged.v1", Some(token)).await;
+    assert_eq!(visits["total"], 2);
+    let (_, of_d1) = app.get(&format!("/api/hdk/sync/events?device_uuid={d1}&limit=1"), Some(token)).await;
+    assert_eq!((of_d1["total"].clone(), of_d1["data"].as_array().unwrap().len()), (json!(2), 1));
+    let body = assert_error(app.get("/api/hdk/sync/events?since=yesterday", Some(token)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["since must be an RFC 3339 timestamp"]));
+    let body = assert_error(app.get("/api/hdk/sync/events?device_uuid=x", Some(token)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["device_uuid must be a UUID"]));
+    let other = app.signup("pl2@example.com", "pl2").await;
+    let (_, theirs) = app.get("/api/hdk/sync/events", other["token"].as_str()).await;
+    assert_eq!(theirs["total"], 0);
+}
+db_test!(synced_events_are_pulled_back);

@@ -689,3 +689,63 @@ async fn a_permission_snapshot_takes_only_a_persona_of_the_tenant(app: TestApp) 
     assert!(!app.events_of(&t.b["tenant_id"]).await.iter().any(|e| e == recorded), "nothing in the other tenant's chain");
 }
 db_test!(a_permission_snapshot_takes_only_a_persona_of_the_tenant);
+
+async fn a_lost_devices_claim_is_removed_and_snapshots_have_a_history(app: TestApp) {
+    let t = app.signup("idr@example.com", "idr").await;
+    let token = t["token"].as_str().unwrap();
+    let (id, other_device) = (device_id(), device_id());
+    for d in [&id, &other_device] {
+        let (s, c) = app.post("/api/hdk/idp/claims", Some(token), json!({ "device_uuid": d, "person_id": t["person_id"], "pin_envelope": "cGlu" })).await;
+        assert_eq!(s, StatusCode::CREATED, "{c}");
+    }
+    let remove = |d: &str| format!("/api/hdk/idp/claims?device_uuid={d}");
+    // Another tenant cannot remove it.
+    let other = app.signup("idr2@example.com", "idr2").await;
+    assert_error(app.call(Method::DELETE, &remove(&id), other["token"].as_str(), None).await, 404, "NotFound");
+    let body = assert_error(app.call(Method::DELETE, "/api/hdk/idp/claims?device_uuid=nope", Some(token), None).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["device_uuid must be a UUID"]));
+    assert_error(app.call(Method::DELETE, "/api/hdk/idp/claims", Some(token), None).await, 400, "ValidationError");
+    let (s, gone) = app.call(Method::DELETE, &remove(&id), Some(token), None).await;
+    assert_eq!(s, StatusCode::OK, "{gone}");
+    assert_eq!(gone["data"], json!({ "device_uuid": id, "person_id": t["person_id"], "deleted": true }));
+    // Erased, envelopes and all; the other device keeps its claim.
+    assert_error(app.get(&remove(&id), Some(token)).await, 404, "NotFound");
+    assert_error(app.call(Method::DELETE, &remove(&id), Some(token), None).await, 404, "NotFound");
+    let (s, _) = app.get(&remove(&other_device), Some(token)).await;
+    assert_eq!(s, StatusCode::OK);
+    let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hdk_idp_claim WHERE device_uuid = $1").bind(&id).fetch_one(&app.state().db.read).await.unwrap();
+    assert_eq!(left, 0);
+    let removed = app.events_of(&t["tenant_id"]).await.into_iter().filter(|e| e == "device.idp_claim.removed.v1").count();
+    assert_eq!(removed, 1);
+    // The claim can be made again (a reassigned device).
+    let (s, _) = app.post("/api/hdk/idp/claims", Some(token), json!({ "device_uuid": id, "person_id": t["person_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    // Permission snapshot history: newest taken first, within from..to.
+    for (set, at) in [("a", "2026-01-01T00:00:00Z"), ("c", "2026-03-01T00:00:00Z"), ("b", "2026-02-01T00:00:00Z")] {
+        let (s, r) =
+            app.post("/api/hdk/permissions/snapshots", Some(token), json!({ "device_uuid": id, "permission_set": { "camera": set }, "taken_at": at })).await;
+        assert_eq!(s, StatusCode::CREATED, "{r}");
+    }
+    let (s, _) = app.post("/api/hdk/permissions/snapshots", Some(token), json!({ "device_uuid": other_device, "permission_set": [] })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let history = |q: &str| format!("/api/hdk/permissions/snapshots?device_uuid={id}{q}");
+    let (s, all) = app.get(&history(""), Some(token)).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    assert_eq!(all["total"], 3);
+    let sets: Vec<Value> = all["data"].as_array().unwrap().iter().map(|r| r["permission_set"]["camera"].clone()).collect();
+    assert_eq!(sets, vec![json!("c"), json!("b"), json!("a")]);
+    let (_, window) = app.get(&history("&from=2026-01-15T00:00:00Z&to=2026-03-01T00:00:00Z"), Some(token)).await;
+    assert_eq!(window["total"], 2);
+    assert_eq!(window["data"][1]["permission_set"]["camera"], "b");
+    let (_, page) = app.get(&history("&limit=1&offset=2"), Some(token)).await;
+    assert_eq!((page["total"].clone(), page["data"][0]["permission_set"]["camera"].clone()), (json!(3), json!("a")));
+    let body = assert_error(app.get(&history("&from=2026-03-01T00:00:00Z&to=2026-01-01T00:00:00Z"), Some(token)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["from must be on or before to"]));
+    let body = assert_error(app.get(&history("&from=soon"), Some(token)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["from must be an RFC 3339 timestamp"]));
+    assert_error(app.get("/api/hdk/permissions/snapshots", Some(token)).await, 400, "ValidationError");
+    let (_, theirs) = app.get(&history(""), other["token"].as_str()).await;
+    assert_eq!(theirs["total"], 0);
+}
+db_test!(a_lost_devices_claim_is_removed_and_snapshots_have_a_history);

@@ -146,3 +146,37 @@ async fn drive_times_follow_the_speed_setting(app: TestApp) {
     assert!(close(&body["data"]["stops"][1]["arrival_minutes"], 111.195, 0.02), "{body}");
 }
 db_test!(drive_times_follow_the_speed_setting);
+
+async fn routes_are_listed_by_persona_and_time(app: TestApp) {
+    let t = app.two_tenants("dispatch-list").await;
+    let a = t.a_token.as_str();
+    let (s, p) = app.post("/api/personas", Some(a), json!({ "kind": "service" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    let driver = p["data"]["persona_id"].as_str().unwrap().to_string();
+    let (_, first) = app.post("/api/dispatch/routes/optimize", Some(a), json!({ "stops": [east(1), east(2)] })).await;
+    let (s, second) = app.post("/api/dispatch/routes/optimize", Some(a), json!({ "persona_id": driver, "stops": [east(3)] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{second}");
+    let (first, second) = (&first["data"], &second["data"]);
+    app.post("/api/dispatch/routes/optimize", Some(&t.b_token), json!({ "stops": [east(1)] })).await;
+    let listed = async |q: String| {
+        let (s, b) = app.get(&format!("/api/dispatch/routes{q}"), Some(a)).await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        let ids: Vec<Value> = b["data"].as_array().unwrap().iter().map(|r| r["route_id"].clone()).collect();
+        (b["total"].as_i64().unwrap(), ids)
+    };
+    let (_, all) = app.get("/api/dispatch/routes", Some(a)).await;
+    assert_eq!((all["total"].as_i64(), &all["data"][0]), (Some(2), second), "latest first, as stored");
+    assert_eq!(listed(String::new()).await, (2, vec![second["route_id"].clone(), first["route_id"].clone()]));
+    assert_eq!(listed(format!("?persona_id={driver}")).await, (1, vec![second["route_id"].clone()]));
+    assert_eq!(listed(format!("?persona_id={}", t.a["persona_id"].as_str().unwrap())).await, (1, vec![first["route_id"].clone()]));
+    let at = second["optimized_at"].as_str().unwrap();
+    assert_eq!(listed(format!("?from={at}")).await, (1, vec![second["route_id"].clone()]));
+    assert_eq!(listed(format!("?to={at}")).await, (1, vec![first["route_id"].clone()]), "to is exclusive");
+    assert_eq!(listed("?from=2099-01-01T00:00:00Z".into()).await, (0, vec![]));
+    assert_eq!(listed("?limit=1&offset=1".into()).await, (2, vec![first["route_id"].clone()]));
+    let (_, theirs) = app.get("/api/dispatch/routes", Some(&t.b_token)).await;
+    assert_eq!(theirs["total"], 1);
+    assert_error(app.get("/api/dispatch/routes?persona_id=driver-1", Some(a)).await, 400, "ValidationError");
+    assert_error(app.get("/api/dispatch/routes?to=soon", Some(a)).await, 400, "ValidationError");
+}
+db_test!(routes_are_listed_by_persona_and_time);

@@ -1,7 +1,7 @@
 //! sdk-engagement: encounters open, close (stamping the retention deadline)
 //! and seal, each once and in that order.
 
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::{db_test, helpers::*};
@@ -119,3 +119,61 @@ async fn encounters_open_close_and_seal_with_their_retention(app: TestApp) {
     assert_eq!((count("engagement.encounter.opened.v1"), count("engagement.encounter.closed.v1"), count("engagement.encounter.sealed.v1")), (2, 1, 1));
 }
 db_test!(encounters_open_close_and_seal_with_their_retention);
+
+async fn an_open_encounter_changes_its_references(app: TestApp) {
+    let t = app.two_tenants("enc-patch").await;
+    let a = t.a_token.as_str();
+    let (_, first) =
+        app.post("/api/engagement/encounters", Some(a), json!({ "kind": "consultation", "vault_key_ref": "vault://enc/1", "billing_ref": "order-1" })).await;
+    let first = first["data"]["encounter_id"].as_str().unwrap().to_string();
+    let (_, second) = app.post("/api/engagement/encounters", Some(a), json!({ "parent_encounter_id": first })).await;
+    let second = second["data"]["encounter_id"].as_str().unwrap().to_string();
+    let (s, c) = app.post("/api/crm/contacts", Some(a), json!({ "name": "Pat" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    let contact = c["data"]["contact_id"].clone();
+    let patch = |id: &str, body: Value| {
+        let (app, path) = (&app, format!("/api/engagement/encounters/{id}"));
+        async move { app.call(Method::PATCH, &path, Some(a), Some(body)).await }
+    };
+
+    let (s, e) = patch(&first, json!({ "vault_key_ref": "vault://enc/2", "contact_id": contact })).await;
+    assert_eq!(s, StatusCode::OK, "{e}");
+    assert_eq!((e["data"]["vault_key_ref"].clone(), e["data"]["contact_id"].clone()), (json!("vault://enc/2"), contact.clone()));
+    assert_eq!(
+        (e["data"]["billing_ref"].as_str(), e["data"]["kind"].as_str(), e["data"]["state"].as_str()),
+        (Some("order-1"), Some("consultation"), Some("open")),
+        "absent fields stay"
+    );
+    let (_, got) = app.get(&format!("/api/engagement/encounters/{first}"), Some(a)).await;
+    assert_eq!(got["data"]["vault_key_ref"], "vault://enc/2");
+    let (_, of_contact) = app.get(&format!("/api/engagement/encounters?contact_id={}", contact.as_str().unwrap()), Some(a)).await;
+    assert_eq!(of_contact["total"], 1);
+
+    // Refusals: nothing to change, references of nothing, a cycle.
+    let body = assert_error(patch(&first, json!({})).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["at least one of vault_key_ref, parent_encounter_id, address_id, billing_ref, contact_id is required"]));
+    let body = assert_error(patch(&first, json!({ "parent_encounter_id": first })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["parent_encounter_id must be another encounter"]));
+    let body = assert_error(patch(&first, json!({ "parent_encounter_id": second })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["parent_encounter_id must not be an encounter that follows up this one"]));
+    let nobody = uuid::Uuid::now_v7().to_string();
+    let body = assert_error(patch(&first, json!({ "address_id": nobody, "contact_id": nobody })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["address_id is not an address of this tenant", "contact_id is not a contact of this tenant"]));
+    assert_error(patch(&first, json!({ "billing_ref": "x".repeat(257) })).await, 400, "ValidationError");
+    assert_error(patch(&nobody, json!({ "billing_ref": "b" })).await, 404, "NotFound");
+    assert_error(patch("not-a-uuid", json!({ "billing_ref": "b" })).await, 404, "NotFound");
+    assert_error(
+        app.call(Method::PATCH, &format!("/api/engagement/encounters/{first}"), Some(&t.b_token), Some(json!({ "billing_ref": "b" }))).await,
+        404,
+        "NotFound",
+    );
+
+    // Only while open.
+    let (s, _) = app.post(&format!("/api/engagement/encounters/{second}/close"), Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    let body = assert_error(patch(&second, json!({ "billing_ref": "late" })).await, 409, "Conflict");
+    assert_eq!(body["details"][0], "the encounter is closed: only open encounters can be changed");
+    let updated = app.events_of(&t.a["tenant_id"]).await.into_iter().filter(|e| e == "engagement.encounter.updated.v1").count();
+    assert_eq!(updated, 1);
+}
+db_test!(an_open_encounter_changes_its_references);

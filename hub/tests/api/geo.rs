@@ -1,7 +1,7 @@
 //! sdk-geo: addresses canonicalised and stored once per tenant and
 //! canonical form, read back by id as `{ address }`.
 
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use crate::{db_test, helpers::*};
@@ -43,3 +43,62 @@ async fn addresses_are_canonicalised_stored_once_and_read_back(app: TestApp) {
     assert_eq!(events, 1, "one event per stored address");
 }
 db_test!(addresses_are_canonicalised_stored_once_and_read_back);
+
+async fn addresses_are_listed_by_country_and_postal_code_then_erased(app: TestApp) {
+    let t = app.two_tenants("geo-list").await;
+    let a = t.a_token.as_str();
+    let mut ids = Vec::new();
+    for body in [
+        json!({ "lines": ["1 Canal Street"], "postal_code": "1011 AB", "locality": "Amsterdam", "country_code": "NL" }),
+        json!({ "lines": ["2 Canal Street"], "postal_code": "1011 ab", "locality": "Amsterdam", "country_code": "nl" }),
+        json!({ "lines": ["3 Rue Haute"], "postal_code": "1000", "locality": "Bruxelles", "country_code": "BE" }),
+    ] {
+        let (s, b) = app.post("/api/geo/addresses", Some(a), body).await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+        ids.push(b["data"]["address"]["address_id"].as_str().unwrap().to_string());
+    }
+    app.post("/api/geo/addresses", Some(&t.b_token), json!({ "lines": ["9 Canal Street"], "country_code": "NL" })).await;
+    let listed = async |q: &str| {
+        let (s, b) = app.get(&format!("/api/geo/addresses{q}"), Some(a)).await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        let got: Vec<String> = b["data"].as_array().unwrap().iter().map(|x| x["address_id"].as_str().unwrap().to_string()).collect();
+        (b["total"].as_i64().unwrap(), got)
+    };
+    assert_eq!(listed("").await, (3, vec![ids[2].clone(), ids[1].clone(), ids[0].clone()]), "newest first");
+    assert_eq!(listed("?country_code=nl").await, (2, vec![ids[1].clone(), ids[0].clone()]));
+    assert_eq!(listed("?country_code=NL&postal_code=1011%20%20ab").await, (2, vec![ids[1].clone(), ids[0].clone()]), "normalised as a post is");
+    assert_eq!(listed("?postal_code=1000").await, (1, vec![ids[2].clone()]));
+    assert_eq!(listed("?limit=1&offset=1").await, (3, vec![ids[1].clone()]));
+    assert_eq!(listed("?country_code=DE").await, (0, vec![]));
+    let (_, page) = app.get("/api/geo/addresses?postal_code=1000", Some(a)).await;
+    assert_eq!(page["data"][0]["canonical"], "3 Rue Haute, 1000 Bruxelles, BE");
+    let (_, theirs) = app.get("/api/geo/addresses", Some(&t.b_token)).await;
+    assert_eq!(theirs["total"], 1);
+    let body = assert_error(app.get("/api/geo/addresses?country_code=N1", Some(a)).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["country_code must be an ISO 3166-1 alpha-2 code"]));
+    assert_error(app.get("/api/geo/addresses?country_code=NLD", Some(a)).await, 400, "ValidationError");
+
+    // Erased: gone from reads and lists; the event names it by id only.
+    let path = format!("/api/geo/addresses/{}", ids[0]);
+    assert_error(app.call(Method::DELETE, &path, Some(&t.b_token), None).await, 404, "NotFound");
+    let (s, gone) = app.call(Method::DELETE, &path, Some(a), None).await;
+    assert_eq!((s, gone["data"].clone()), (StatusCode::OK, json!({ "address_id": ids[0], "deleted": true })));
+    assert_error(app.get(&path, Some(a)).await, 404, "NotFound");
+    assert_error(app.call(Method::DELETE, &path, Some(a), None).await, 404, "NotFound");
+    assert_error(app.call(Method::DELETE, "/api/geo/addresses/not-an-id", Some(a), None).await, 404, "NotFound");
+    assert_eq!(listed("?country_code=NL").await, (1, vec![ids[1].clone()]));
+    // Posted again, it is a new address.
+    let (s, again) = app
+        .post("/api/geo/addresses", Some(a), json!({ "lines": ["1 Canal Street"], "postal_code": "1011 AB", "locality": "Amsterdam", "country_code": "NL" }))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{again}");
+    assert_ne!(again["data"]["address"]["address_id"], json!(ids[0]));
+    // An address an encounter refers to is kept.
+    let (s, enc) = app.post("/api/engagement/encounters", Some(a), json!({ "address_id": ids[2] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{enc}");
+    let body = assert_error(app.call(Method::DELETE, &format!("/api/geo/addresses/{}", ids[2]), Some(a), None).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["an encounter refers to this address; it is kept while the encounter is"]));
+    let events = app.events_of(&t.a["tenant_id"]).await.into_iter().filter(|e| e == "geo.address.deleted.v1").count();
+    assert_eq!(events, 1);
+}
+db_test!(addresses_are_listed_by_country_and_postal_code_then_erased);

@@ -77,3 +77,71 @@ async fn templates_are_versioned_per_slug_and_filtered(app: TestApp) {
     assert_eq!(events.iter().filter(|e| *e == "import.template.published.v1").count(), 4);
 }
 db_test!(templates_are_versioned_per_slug_and_filtered);
+
+async fn a_version_is_read_rolled_back_to_and_deactivated(app: TestApp) {
+    let t = app.two_tenants("imports-life").await;
+    let a = t.a_token.as_str();
+    let tenant = t.a["tenant_id"].as_str().unwrap();
+    let mut versions = Vec::new();
+    for source in ["E-mail", "Email address"] {
+        let (s, r) =
+            app.post("/api/import/templates", Some(a), json!({ "slug": "leads", "kind": "csv", "entity": "contact", "mapping": { "email": source } })).await;
+        assert_eq!(s, StatusCode::CREATED, "{r}");
+        versions.push(r["data"].clone());
+    }
+    let (v1, v2) = (versions[0]["template_id"].as_str().unwrap(), versions[1]["template_id"].as_str().unwrap());
+    let (s, one) = app.get(&format!("/api/import/templates/{v1}"), Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{one}");
+    assert_eq!(
+        (&one["data"]["version"], &one["data"]["active"], &one["data"]["mapping"], &one["data"]["kind"]),
+        (&json!(1), &json!(false), &json!({ "email": "E-mail" }), &json!("csv"))
+    );
+    assert_error(app.get(&format!("/api/import/templates/{v1}"), Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get("/api/import/templates/0190a000-0000-7000-8000-000000000000", Some(a)).await, 404, "NotFound");
+    assert_error(app.get("/api/import/templates/leads", Some(a)).await, 404, "NotFound");
+
+    // Roll back to version 1: version 2 is no longer active.
+    let (s, back) = app.post(&format!("/api/import/templates/{v1}/activate"), Some(a), json!({})).await;
+    assert_eq!((s, &back["data"]["template_id"], &back["data"]["active"]), (StatusCode::OK, &json!(v1), &json!(true)), "{back}");
+    let (_, v2_now) = app.get(&format!("/api/import/templates/{v2}"), Some(a)).await;
+    assert_eq!(v2_now["data"]["active"], false);
+    let active = format!("/api/import/templates?tenant_id={tenant}&slug=leads&active=true");
+    let (_, list) = app.get(&active, Some(a)).await;
+    assert_eq!((list["total"].as_i64(), list["data"][0]["template_id"].as_str()), (Some(1), Some(v1)));
+    let (s, again) = app.post(&format!("/api/import/templates/{v1}/activate"), Some(a), json!({})).await;
+    assert_eq!((s, &again["data"]), (StatusCode::OK, &back["data"]), "activating the active version changes nothing");
+
+    // Deactivated: the slug has no active version; again changes nothing.
+    let (s, off) = app.post(&format!("/api/import/templates/{v1}/deactivate"), Some(a), json!({})).await;
+    assert_eq!((s, &off["data"]["active"], &off["data"]["version"]), (StatusCode::OK, &json!(false), &json!(1)), "{off}");
+    let (_, list) = app.get(&active, Some(a)).await;
+    assert_eq!(list["total"], 0);
+    let (s, again) = app.post(&format!("/api/import/templates/{v1}/deactivate"), Some(a), json!({})).await;
+    assert_eq!((s, &again["data"]), (StatusCode::OK, &off["data"]));
+    let (s, on) = app.post(&format!("/api/import/templates/{v2}/activate"), Some(a), json!({})).await;
+    assert_eq!((s, &on["data"]["active"]), (StatusCode::OK, &json!(true)));
+    let (_, list) = app.get(&active, Some(a)).await;
+    assert_eq!((list["total"].as_i64(), list["data"][0]["template_id"].as_str()), (Some(1), Some(v2)));
+
+    for verb in ["activate", "deactivate"] {
+        assert_error(app.post(&format!("/api/import/templates/{v2}/{verb}"), Some(&t.b_token), json!({})).await, 404, "NotFound");
+        assert_error(app.post(&format!("/api/import/templates/0190a000-0000-7000-8000-000000000000/{verb}"), Some(a), json!({})).await, 404, "NotFound");
+        assert_error(app.post(&format!("/api/import/templates/v1/{verb}"), Some(a), json!({})).await, 404, "NotFound");
+    }
+    let (_, b_view) = app.get(&format!("/api/import/templates/{v2}"), Some(a)).await;
+    assert_eq!(b_view["data"]["active"], true, "B's attempts changed nothing");
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    let ours: Vec<&str> = events.iter().map(String::as_str).filter(|e| e.starts_with("import.template")).collect();
+    assert_eq!(
+        ours,
+        [
+            "import.template.published.v1",
+            "import.template.published.v1",
+            "import.template.activated.v1",
+            "import.template.deactivated.v1",
+            "import.template.activated.v1"
+        ]
+    );
+}
+db_test!(a_version_is_read_rolled_back_to_and_deactivated);

@@ -188,3 +188,59 @@ async fn leads_are_inserted_or_updated_by_lead_id(app: TestApp) {
     assert_eq!(b["details"], json!(["entity must be one of: crm.contact, crm.lead"]));
 }
 db_test!(leads_are_inserted_or_updated_by_lead_id);
+
+async fn batches_are_listed_and_read_with_their_results_and_provenance(app: TestApp) {
+    let t = app.two_tenants("ingest-read").await;
+    let a = t.a_token.as_str();
+    let contacts = json!({
+        "entity": "crm.contact", "mode": "insert", "idempotency_key": "contacts-1",
+        "records": [{ "name": "Bo", "emails": ["bo@example.com"] }, "not an object", { "name": "Cy", "emails": ["cy@example.com"] }]
+    });
+    let (s, first) = app.post("/api/ingest/batches", Some(a), contacts).await;
+    assert_eq!(s, StatusCode::OK, "{first}");
+    let (s, second) = app
+        .post("/api/ingest/batches", Some(a), json!({ "entity": "crm.lead", "mode": "upsert", "idempotency_key": "leads-1", "records": [{ "name": "Lead" }] }))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{second}");
+    let first_id = first["data"]["batch_id"].as_str().unwrap();
+
+    let (s, list) = app.get("/api/ingest/batches", Some(a)).await;
+    assert_eq!((s, list["total"].as_i64()), (StatusCode::OK, Some(2)), "{list}");
+    let rows: Vec<(&str, &str, i64, i64)> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["idempotency_key"].as_str().unwrap(), b["entity"].as_str().unwrap(), b["record_count"].as_i64().unwrap(), b["imported"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(rows, [("leads-1", "crm.lead", 1, 1), ("contacts-1", "crm.contact", 3, 2)]);
+    assert!(list["data"][0].get("results").is_none(), "the list carries no results: {list}");
+    for (query, key) in [("entity=crm.contact", "contacts-1"), ("mode=upsert", "leads-1"), ("idempotency_key=contacts-1", "contacts-1")] {
+        let (_, one) = app.get(&format!("/api/ingest/batches?{query}"), Some(a)).await;
+        assert_eq!((one["total"].as_i64(), one["data"][0]["idempotency_key"].as_str()), (Some(1), Some(key)), "{query}: {one}");
+    }
+    let (_, page) = app.get("/api/ingest/batches?limit=1&offset=1", Some(a)).await;
+    assert_eq!((page["total"].as_i64(), page["data"][0]["batch_id"].as_str()), (Some(2), Some(first_id)));
+    let b = assert_error(app.get("/api/ingest/batches?entity=crm.deal&mode=merge", Some(a)).await, 400, "ValidationError");
+    assert_eq!(b["details"].as_array().unwrap().len(), 2, "{b}");
+    let (_, b_list) = app.get("/api/ingest/batches", Some(&t.b_token)).await;
+    assert_eq!(b_list["total"], 0);
+
+    let (s, one) = app.get(&format!("/api/ingest/batches/{first_id}"), Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{one}");
+    let d = &one["data"];
+    assert_eq!(
+        (d["idempotency_key"].as_str(), d["entity"].as_str(), d["mode"].as_str(), d["record_count"].as_i64(), d["imported"].as_i64(), d["skipped"].as_i64()),
+        (Some("contacts-1"), Some("crm.contact"), Some("insert"), Some(3), Some(2), Some(0))
+    );
+    assert_eq!((&d["errors"], &d["results"]), (&first["data"]["errors"], &first["data"]["results"]), "the results as the batch answered them");
+    let provenance = d["provenance"].as_array().unwrap();
+    assert_eq!(provenance.iter().map(|p| p["record_index"].as_i64().unwrap()).collect::<Vec<_>>(), [0, 2]);
+    assert_eq!(provenance[0]["entity_id"], first["data"]["results"][0]["id"]);
+    assert_eq!(provenance[1]["outcome"], "inserted");
+    let hash = hub_kernel::crypto::sha256_hex(json!({ "name": "Bo", "emails": ["bo@example.com"] }).to_string().as_bytes());
+    assert_eq!(provenance[0]["record_hash"].as_str(), Some(hash.as_str()), "the SHA-256 of the record as received");
+    assert_error(app.get(&format!("/api/ingest/batches/{first_id}"), Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get("/api/ingest/batches/0190a000-0000-7000-8000-000000000000", Some(a)).await, 404, "NotFound");
+    assert_error(app.get("/api/ingest/batches/contacts-1", Some(a)).await, 404, "NotFound");
+}
+db_test!(batches_are_listed_and_read_with_their_results_and_provenance);

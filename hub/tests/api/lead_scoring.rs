@@ -91,3 +91,60 @@ async fn one_model_is_active_per_vertical_and_resolved_by_tenant_and_vertical(ap
     );
 }
 db_test!(one_model_is_active_per_vertical_and_resolved_by_tenant_and_vertical);
+
+async fn every_version_is_listed_read_and_a_vertical_can_be_left_without_a_model(app: TestApp) {
+    let t = app.two_tenants("scoring-life").await;
+    let a = t.a_token.as_str();
+    let tenant = t.a["tenant_id"].as_str().unwrap();
+    let v1 = model(&app, a, json!({ "vertical": "saas", "name": "First", "weights": { "demo": 10 } })).await;
+    let v2 = model(&app, a, json!({ "vertical": "saas", "name": "Second", "weights": { "demo": 20 }, "threshold": 60 })).await;
+    let homes = model(&app, a, json!({ "vertical": "real_estate", "name": "Homes", "weights": { "viewings": 5 } })).await;
+    let v2_id = v2["model_id"].as_str().unwrap();
+    let (s, on) = app.post(&format!("/api/lead-scoring/models/{v2_id}/activate"), Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{on}");
+
+    let (s, list) = app.get("/api/lead-scoring/models", Some(a)).await;
+    assert_eq!((s, list["total"].as_i64()), (StatusCode::OK, Some(3)), "{list}");
+    let ids: Vec<&Value> = list["data"].as_array().unwrap().iter().map(|m| &m["model_id"]).collect();
+    assert_eq!(ids, [&homes["model_id"], &v2["model_id"], &v1["model_id"]], "newest first");
+    let (_, saas) = app.get("/api/lead-scoring/models?vertical=saas", Some(a)).await;
+    assert_eq!(saas["total"], 2);
+    let (_, inactive) = app.get("/api/lead-scoring/models?vertical=saas&active=false", Some(a)).await;
+    assert_eq!((inactive["total"].as_i64(), &inactive["data"][0]["model_id"]), (Some(1), &v1["model_id"]), "the inactive version is found");
+    let (_, active) = app.get("/api/lead-scoring/models?active=true", Some(a)).await;
+    assert_eq!((active["total"].as_i64(), &active["data"][0]["model_id"]), (Some(1), &v2["model_id"]));
+    let (_, page) = app.get("/api/lead-scoring/models?limit=1&offset=1", Some(a)).await;
+    assert_eq!((page["total"].as_i64(), &page["data"][0]["model_id"]), (Some(3), &v2["model_id"]));
+    assert_error(app.get("/api/lead-scoring/models?active=maybe", Some(a)).await, 400, "ValidationError");
+    let (_, theirs) = app.get("/api/lead-scoring/models", Some(&t.b_token)).await;
+    assert_eq!(theirs["total"], 0);
+
+    let (s, one) = app.get(&format!("/api/lead-scoring/models/{}", v1["model_id"].as_str().unwrap()), Some(a)).await;
+    assert_eq!((s, &one["data"]), (StatusCode::OK, &v1));
+    assert_error(app.get(&format!("/api/lead-scoring/models/{v2_id}"), Some(&t.b_token)).await, 404, "NotFound");
+    assert_error(app.get("/api/lead-scoring/models/0190a000-0000-7000-8000-000000000000", Some(a)).await, 404, "NotFound");
+    assert_error(app.get("/api/lead-scoring/models/first", Some(a)).await, 404, "NotFound");
+
+    // Deactivating the active model leaves the vertical without one.
+    let deactivate = format!("/api/lead-scoring/models/{v2_id}/deactivate");
+    assert_error(app.post(&deactivate, Some(&t.b_token), json!({})).await, 404, "NotFound");
+    let (s, off) = app.post(&deactivate, Some(a), json!({})).await;
+    assert_eq!((s, &off["data"]["active"], &off["data"]["activated_at"]), (StatusCode::OK, &json!(false), &on["data"]["activated_at"]), "{off}");
+    let b = assert_error(app.get(&format!("/api/lead-scoring/models/active?tenant_id={tenant}&vertical=saas"), Some(a)).await, 404, "NotFound");
+    assert_eq!(b["details"], json!(["no active model"]));
+    let (s, again) = app.post(&deactivate, Some(a), json!({})).await;
+    assert_eq!((s, &again["data"]), (StatusCode::OK, &off["data"]), "an inactive model is answered as it is");
+    let (s, never) = app.post(&format!("/api/lead-scoring/models/{}/deactivate", homes["model_id"].as_str().unwrap()), Some(a), json!({})).await;
+    assert_eq!((s, &never["data"]), (StatusCode::OK, &homes));
+    assert_error(app.post("/api/lead-scoring/models/0190a000-0000-7000-8000-000000000000/deactivate", Some(a), json!({})).await, 404, "NotFound");
+    assert_error(app.post("/api/lead-scoring/models/first/deactivate", Some(a), json!({})).await, 404, "NotFound");
+    let (s, _) = app.post(&format!("/api/lead-scoring/models/{v2_id}/activate"), Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, got) = app.get(&format!("/api/lead-scoring/models/active?tenant_id={tenant}&vertical=saas"), Some(a)).await;
+    assert_eq!(got["data"]["model_id"], v2["model_id"], "activated again");
+
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    let ours: Vec<&str> = events.iter().map(String::as_str).filter(|e| e.starts_with("crm.scoring_model")).skip(3).collect();
+    assert_eq!(ours, ["crm.scoring_model.activated.v1", "crm.scoring_model.deactivated.v1", "crm.scoring_model.activated.v1"]);
+}
+db_test!(every_version_is_listed_read_and_a_vertical_can_be_left_without_a_model);

@@ -176,3 +176,28 @@ async fn subjects_and_assertions_are_validated_in_one_answer(app: TestApp) {
     assert_eq!(events.iter().filter(|e| e.starts_with("projection.assertion")).count(), 0);
 }
 db_test!(subjects_and_assertions_are_validated_in_one_answer);
+
+async fn registered_subjects_are_listed_newest_first(app: TestApp) {
+    let t = app.two_tenants("proj-list").await;
+    let a = Some(t.a_token.as_str());
+    for subject in ["first", "second", "third"] {
+        let (s, r) = app.post("/api/projections", a, json!({ "subject_id": subject })).await;
+        assert_eq!(s, StatusCode::CREATED, "{r}");
+    }
+    for _ in 0..2 {
+        let (s, r) = app.post("/api/projections/second/assertions", a, json!({ "attribute": "x", "value": 1 })).await;
+        assert_eq!(s, StatusCode::CREATED, "{r}");
+    }
+    let (s, list) = app.get("/api/projections", a).await;
+    assert_eq!((s, list["total"].as_i64()), (StatusCode::OK, Some(3)), "{list}");
+    let rows: Vec<(&str, i64)> =
+        list["data"].as_array().unwrap().iter().map(|r| (r["subject_id"].as_str().unwrap(), r["assertion_count"].as_i64().unwrap())).collect();
+    assert_eq!(rows, [("third", 0), ("second", 2), ("first", 0)]);
+    assert!(list["data"][0]["created_at"].is_string());
+    let (_, page) = app.get("/api/projections?limit=1&offset=2", a).await;
+    assert_eq!((page["total"].as_i64(), page["data"].as_array().unwrap().len(), page["data"][0]["subject_id"].as_str()), (Some(3), 1, Some("first")));
+    assert_error(app.get("/api/projections?limit=many", a).await, 400, "ValidationError");
+    let (s, theirs) = app.get("/api/projections", Some(&t.b_token)).await;
+    assert_eq!((s, theirs["total"].as_i64(), theirs["data"].clone()), (StatusCode::OK, Some(0), json!([])));
+}
+db_test!(registered_subjects_are_listed_newest_first);

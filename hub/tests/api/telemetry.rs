@@ -372,3 +372,48 @@ mod traces_follow_the_http_conventions_and_carry_the_context {
         }
     }
 }
+
+/// sdk-diagnostic-telemetry: the health snapshots of a tenant's devices,
+/// with their metrics, listed latest first by device and time.
+async fn health_snapshots_are_listed_with_their_metrics(app: crate::helpers::TestApp) {
+    use crate::helpers::assert_error;
+    let t = app.two_tenants("snapshots").await;
+    let a = t.a_token.as_str();
+    let mut devices = Vec::new();
+    for _ in 0..2 {
+        let id = uuid::Uuid::now_v7().to_string();
+        let (s, d) = app.post("/api/devices", Some(a), json!({ "device_uuid": id, "platform": "ios" })).await;
+        assert_eq!(s, StatusCode::CREATED, "{d}");
+        devices.push(id);
+    }
+    for (device, status, at) in [(0, "ok", "2026-01-01T00:00:00Z"), (0, "degraded", "2026-01-02T00:00:00Z"), (1, "critical", "2026-01-03T00:00:00Z")] {
+        let body = json!({ "device_uuid": devices[device], "status": status, "metrics": { "battery_pct": 12 }, "taken_at": at });
+        let (s, b) = app.post("/api/diagnostic/snapshots", Some(a), body).await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+    }
+    let listed = async |q: &str| {
+        let (s, b) = app.get(&format!("/api/diagnostic/snapshots{q}"), Some(a)).await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        let statuses: Vec<String> = b["data"].as_array().unwrap().iter().map(|x| x["status"].as_str().unwrap().to_string()).collect();
+        (b["total"].as_i64().unwrap(), statuses)
+    };
+    let (_, all) = app.get("/api/diagnostic/snapshots", Some(a)).await;
+    assert_eq!(all["total"], 3);
+    let first = &all["data"][0];
+    assert_eq!((first["device_uuid"].as_str(), first["metrics"].clone()), (Some(devices[1].as_str()), json!({ "battery_pct": 12 })));
+    assert_eq!(first["taken_at"], "2026-01-03T00:00:00.000000Z");
+    assert!(first.get("tenant_id").is_none(), "{first}");
+    assert_eq!(listed("").await, (3, vec!["critical".into(), "degraded".into(), "ok".into()]), "latest first");
+    assert_eq!(listed(&format!("?device_uuid={}", devices[0])).await, (2, vec!["degraded".into(), "ok".into()]));
+    assert_eq!(listed("?from=2026-01-02T00:00:00Z").await, (2, vec!["critical".into(), "degraded".into()]));
+    assert_eq!(listed("?to=2026-01-02T00:00:00Z").await, (1, vec!["ok".into()]), "to is exclusive");
+    assert_eq!(listed(&format!("?device_uuid={}&from=2026-01-01T12:00:00Z&to=2026-01-03T00:00:00Z", devices[0])).await, (1, vec!["degraded".into()]));
+    assert_eq!(listed("?limit=1&offset=2").await, (3, vec!["ok".into()]));
+    let (_, theirs) = app.get("/api/diagnostic/snapshots", Some(&t.b_token)).await;
+    assert_eq!(theirs["total"], 0);
+    let (_, theirs) = app.get(&format!("/api/diagnostic/snapshots?device_uuid={}", devices[0]), Some(&t.b_token)).await;
+    assert_eq!(theirs["total"], 0, "another tenant's device lists nothing");
+    assert_error(app.get("/api/diagnostic/snapshots?device_uuid=not-a-uuid", Some(a)).await, 400, "ValidationError");
+    assert_error(app.get("/api/diagnostic/snapshots?from=yesterday", Some(a)).await, 400, "ValidationError");
+}
+crate::db_test!(health_snapshots_are_listed_with_their_metrics);

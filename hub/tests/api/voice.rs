@@ -96,3 +96,38 @@ async fn call_legs_are_recorded_updated_and_listed(app: TestApp) {
     assert_eq!((count("crm.call.logged.v1"), count("crm.call.missed.v1")), (3, 1), "the voicemail is a missed inbound call");
 }
 db_test!(call_legs_are_recorded_updated_and_listed);
+
+async fn a_call_leg_is_read_by_id_and_legs_filtered_by_call(app: TestApp) {
+    let t = app.two_tenants("voice-one").await;
+    let (a, tenant) = (t.a_token.as_str(), t.a["tenant_id"].as_str().unwrap().to_string());
+    let sender = app.inbound_sender(a, &t.a["tenant_id"], "voice", "callco").await;
+    let (s, first) = sender.send("o1", leg("leg-1", "inbound", "answered", "2026-05-01T10:00:00Z")).await;
+    assert_eq!(s, StatusCode::OK, "{first}");
+    let mut other_call = leg("leg-2", "outbound", "busy", "2026-05-01T11:00:00Z");
+    other_call["call_id"] = json!("call-2");
+    assert_eq!(sender.send("o2", other_call).await.0, StatusCode::OK);
+    assert_eq!(sender.send("o3", leg("leg-3", "outbound", "completed", "2026-05-01T12:00:00Z")).await.0, StatusCode::OK);
+    let id = first["data"]["result"]["call_leg_id"].as_str().unwrap().to_string();
+
+    let (s, one) = app.get(&format!("/api/voice/call-legs/{id}"), Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{one}");
+    assert_eq!(
+        (one["data"]["call_leg_id"].as_str(), one["data"]["leg_id"].as_str(), one["data"]["call_id"].as_str(), one["data"]["status"].as_str()),
+        (Some(id.as_str()), Some("leg-1"), Some("call-1"), Some("answered"))
+    );
+    assert_eq!(one["data"]["is_voicemail"], false);
+    assert_error(app.get(&format!("/api/voice/call-legs/{}", uuid::Uuid::now_v7()), Some(a)).await, 404, "NotFound");
+    assert_error(app.get("/api/voice/call-legs/leg-1", Some(a)).await, 404, "NotFound");
+    assert_error(app.get(&format!("/api/voice/call-legs/{id}"), Some(&t.b_token)).await, 404, "NotFound");
+
+    let (_, call1) = app.get(&format!("/api/voice/call-legs?tenant_id={tenant}&call_id=call-1"), Some(a)).await;
+    assert_eq!(call1["total"], 2);
+    assert_eq!(statuses(&call1), pairs(&[("leg-3", "completed"), ("leg-1", "answered")]));
+    let (_, call1_out) = app.get(&format!("/api/voice/call-legs?tenant_id={tenant}&call_id=call-1&direction=outbound"), Some(a)).await;
+    assert_eq!(statuses(&call1_out), pairs(&[("leg-3", "completed")]));
+    let (_, none) = app.get(&format!("/api/voice/call-legs?tenant_id={tenant}&call_id=call-9"), Some(a)).await;
+    assert_eq!(none["total"], 0);
+    let long = "c".repeat(257);
+    assert_error(app.get(&format!("/api/voice/call-legs?tenant_id={tenant}&call_id={long}"), Some(a)).await, 400, "ValidationError");
+}
+db_test!(a_call_leg_is_read_by_id_and_legs_filtered_by_call);

@@ -277,6 +277,93 @@ async fn appended_entries_are_delivered_like_recorded_ones(app: TestApp) {
 }
 db_test!(appended_entries_are_delivered_like_recorded_ones);
 
+/// The total and the ids of one page of `GET /api/webhooks/deliveries?{q}`.
+async fn listed_deliveries(app: &TestApp, token: &str, q: String) -> (i64, Vec<String>) {
+    let (s, b) = app.get(&format!("/api/webhooks/deliveries?{q}"), Some(token)).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    (b["total"].as_i64().unwrap(), b["data"].as_array().unwrap().iter().map(|d| d["delivery_id"].as_str().unwrap().to_string()).collect())
+}
+
+/// The delivery list: every state, newest first, filtered by endpoint,
+/// status and event type; another tenant's are not listed.
+async fn deliveries_are_listed_with_filters(app: TestApp) {
+    let rx = Receiver::start(vec![]).await;
+    let t = app.two_tenants("hooks-list").await;
+    let a = t.a_token.as_str();
+    let (_, flows) = app.post("/api/webhooks/endpoints", Some(a), json!({ "url": rx.url, "event_types": ["workflow.*"] })).await;
+    let (_, places) = app.post("/api/webhooks/endpoints", Some(a), json!({ "url": rx.url, "event_types": ["geo.*"] })).await;
+    let (flows, places) = (flows["data"]["endpoint_id"].as_str().unwrap().to_string(), places["data"]["endpoint_id"].as_str().unwrap().to_string());
+    register(&app, a, "listed").await;
+    let first = deliveries(&app, &flows).await;
+    let (s, _) = app.post("/api/geo/addresses", Some(a), json!({ "lines": ["2 Hook Lane"], "country_code": "NL" })).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let second = deliveries(&app, &places).await;
+    rx.wait_for(2).await;
+    for id in [&first[0], &second[0]] {
+        delivery_until(&app, a, id, |d| d["status"] == "succeeded").await;
+    }
+
+    let (s, all) = app.get("/api/webhooks/deliveries", Some(a)).await;
+    assert_eq!((s, all["total"].as_i64()), (StatusCode::OK, Some(2)), "{all}");
+    let ids: Vec<&str> = all["data"].as_array().unwrap().iter().map(|d| d["delivery_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [second[0].as_str(), first[0].as_str()], "newest first");
+    assert!(all["data"][0].get("attempt_history").is_none(), "attempts are read per delivery");
+    let listed = |q: &str| listed_deliveries(&app, a, q.to_string());
+    assert_eq!(listed(&format!("endpoint_id={flows}")).await, (1, vec![first[0].clone()]));
+    assert_eq!(listed("event_type=geo.address.canonicalised.v1").await, (1, vec![second[0].clone()]));
+    assert_eq!(listed("status=succeeded&limit=1").await, (2, vec![second[0].clone()]));
+    assert_eq!(listed("status=succeeded&limit=1&offset=1").await, (2, vec![first[0].clone()]));
+    assert_eq!(listed("status=dead").await, (0, vec![]));
+    assert_eq!(listed(&format!("endpoint_id={places}&event_type=workflow.definition.registered.v1")).await, (0, vec![]));
+    let (_, theirs) = app.get("/api/webhooks/deliveries", Some(&t.b_token)).await;
+    assert_eq!(theirs["total"], 0);
+    assert_error(app.get("/api/webhooks/deliveries?status=lost", Some(a)).await, 400, "ValidationError");
+    assert_error(app.get("/api/webhooks/deliveries?endpoint_id=not-a-uuid", Some(a)).await, 400, "ValidationError");
+}
+db_test!(deliveries_are_listed_with_filters);
+
+/// A test event: recorded, and delivered signed to the endpoint tested
+/// whatever it subscribes to, through the worker like any delivery.
+async fn a_test_event_is_delivered_signed_to_the_endpoint(app: TestApp) {
+    let rx = Receiver::start(vec![]).await;
+    let t = app.two_tenants("hooks-test").await;
+    let a = t.a_token.as_str();
+    let (s, ep) = app.post("/api/webhooks/endpoints", Some(a), json!({ "url": rx.url, "event_types": ["crm.never.sent.v1"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{ep}");
+    let secret = ep["data"]["secret"].as_str().unwrap().to_string();
+    let endpoint = ep["data"]["endpoint_id"].as_str().unwrap().to_string();
+    let path = format!("/api/webhooks/endpoints/{endpoint}/test");
+    let (s, sent) = app.post(&path, Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::CREATED, "{sent}");
+    let d = &sent["data"];
+    assert_eq!(
+        (d["endpoint_id"].as_str(), d["event_type"].as_str(), d["status"].as_str(), d["attempts"].as_i64()),
+        (Some(endpoint.as_str()), Some("webhook.endpoint.tested.v1"), Some("pending"), Some(0))
+    );
+    let id = d["delivery_id"].as_str().unwrap().to_string();
+    let got = rx.wait_for(1).await;
+    assert_eq!(got[0].id, id, "the delivery's id is the webhook-id");
+    assert!(verifies(&got[0], &secret), "signed with the endpoint's secret");
+    let body: Value = serde_json::from_str(&got[0].body).unwrap();
+    assert_eq!(
+        (body["type"].as_str(), body["data"].clone(), body["event_id"].clone()),
+        (Some("webhook.endpoint.tested.v1"), json!({ "endpoint_id": endpoint, "test": true }), d["entry_id"].clone())
+    );
+    let done = delivery_until(&app, a, &id, |d| d["status"] == "succeeded").await;
+    assert_eq!(done["attempt_history"][0]["status_code"], 204);
+
+    assert_error(app.post(&path, Some(&t.b_token), json!({})).await, 404, "NotFound");
+    assert_error(app.post("/api/webhooks/endpoints/not-an-id/test", Some(a), json!({})).await, 404, "NotFound");
+    app.post(&format!("/api/webhooks/endpoints/{endpoint}/disable"), Some(a), json!({})).await;
+    let b = assert_error(app.post(&path, Some(a), json!({})).await, 409, "Conflict");
+    assert_eq!(b["details"], json!(["the endpoint is disabled; enable it to test it"]));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(rx.got().len(), 1, "one delivery per test");
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "webhook.endpoint.tested.v1").count(), 1);
+}
+db_test!(a_test_event_is_delivered_signed_to_the_endpoint);
+
 async fn failed_deliveries_are_dead_lettered_then_replayed(app: TestApp) {
     let t = app.two_tenants("deadletter").await;
     let a = t.a_token.as_str();
@@ -446,9 +533,25 @@ async fn inbound_webhooks_are_verified_then_handed_to_their_kind(app: TestApp) {
         "ValidationError",
     );
     assert_eq!(b["details"], json!(["kind must be 1 to 64 of a-z, 0-9, '_' or '-'", "secret must be whsec_ followed by the base64 of 16 to 64 bytes"]));
+
+    // Deleting the secret stops accepting the provider: its webhooks are
+    // refused as unsigned ones are; another tenant reaches nothing of it.
+    let secret_path = "/api/webhooks/inbound-secrets/probe/acme";
+    assert_error(app.call(Method::DELETE, secret_path, Some(&t.b_token), None).await, 404, "NotFound");
+    let (s, gone) = app.call(Method::DELETE, secret_path, Some(a), None).await;
+    assert_eq!((s, gone["data"].clone()), (StatusCode::OK, json!({ "kind": "probe", "provider": "acme", "deleted": true })));
+    let res = send("msg_10", now, &own, body, format!("/api/webhooks/inbound/probe/acme?tenant_id={tenant}")).await.unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(res.json::<Value>().await.unwrap()["details"], no_match);
+    assert_error(app.call(Method::DELETE, secret_path, Some(a), None).await, 404, "NotFound");
+    assert_error(app.call(Method::DELETE, "/api/webhooks/inbound-secrets/Probe!/acme", Some(a), None).await, 404, "NotFound");
+    let (_, list) = app.get("/api/webhooks/inbound-secrets", Some(a)).await;
+    assert_eq!(list["total"], 0);
+    assert_eq!(recorder.0.lock().unwrap().len(), 2, "nothing was handed on after the delete");
     let events = app.events_of(&t.a["tenant_id"]).await;
     assert_eq!(events.iter().filter(|e| *e == "webhook.inbound.received.v1").count(), 2);
     assert_eq!(events.iter().filter(|e| *e == "webhook.inbound_secret.set.v1").count(), 2);
+    assert_eq!(events.iter().filter(|e| *e == "webhook.inbound_secret.deleted.v1").count(), 1);
 }
 db_test!(inbound_webhooks_are_verified_then_handed_to_their_kind);
 

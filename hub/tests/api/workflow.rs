@@ -69,3 +69,44 @@ async fn definitions_are_versioned_immutable_and_read_back_by_name(app: TestApp)
     assert_eq!(registered, 3, "one event per stored definition");
 }
 db_test!(definitions_are_versioned_immutable_and_read_back_by_name);
+
+async fn definitions_are_listed_by_namespace_and_name(app: TestApp) {
+    let t = app.two_tenants("wf-list").await;
+    let a = t.a_token.as_str();
+    let steps = json!([{ "name": "one" }]);
+    let mut ids = Vec::new();
+    for body in [
+        json!({ "name": "onboard", "step_specs": steps }),
+        json!({ "name": "onboard", "step_specs": [{ "name": "two" }] }),
+        json!({ "name": "onboard", "namespace": "ops", "step_specs": steps }),
+        json!({ "name": "offboard", "step_specs": steps }),
+    ] {
+        let (s, d) = app.post("/api/workflows/definitions", Some(a), body).await;
+        assert_eq!(s, StatusCode::CREATED, "{d}");
+        ids.push(d["data"]["definition_id"].as_str().unwrap().to_string());
+    }
+    app.post("/api/workflows/definitions", Some(&t.b_token), json!({ "name": "onboard", "step_specs": steps })).await;
+    let listed = async |q: &str| {
+        let (s, b) = app.get(&format!("/api/workflows/definitions{q}"), Some(a)).await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        let got: Vec<String> = b["data"].as_array().unwrap().iter().map(|d| d["definition_id"].as_str().unwrap().to_string()).collect();
+        (b["total"].as_i64().unwrap(), got)
+    };
+    let newest = |i: &[usize]| i.iter().map(|&i| ids[i].clone()).collect::<Vec<_>>();
+    assert_eq!(listed("").await, (4, newest(&[3, 2, 1, 0])), "newest first");
+    assert_eq!(listed("?name=onboard").await, (3, newest(&[2, 1, 0])));
+    assert_eq!(listed("?namespace=default&name=onboard").await, (2, newest(&[1, 0])), "the versions of a name");
+    assert_eq!(listed("?namespace=ops").await, (1, newest(&[2])));
+    assert_eq!(listed("?name=nothing").await, (0, vec![]));
+    assert_eq!(listed("?limit=2&offset=2").await, (4, newest(&[1, 0])));
+    let (_, page) = app.get("/api/workflows/definitions?namespace=default&name=onboard&limit=1", Some(a)).await;
+    assert_eq!((page["data"][0]["version"].as_i64(), page["data"][0]["step_specs"].clone()), (Some(2), json!([{ "name": "two" }])));
+    let (_, theirs) = app.get("/api/workflows/definitions", Some(&t.b_token)).await;
+    assert_eq!(theirs["total"], 1);
+    let body = assert_error(app.get("/api/workflows/definitions?namespace=bad%20ns&name=bad!", Some(a)).await, 400, "ValidationError");
+    assert_eq!(
+        body["details"],
+        json!(["namespace must be 1 to 128 letters, digits, '.', '_' or '-'", "name must be 1 to 128 letters, digits, '.', '_' or '-'"])
+    );
+}
+db_test!(definitions_are_listed_by_namespace_and_name);

@@ -32,6 +32,7 @@ event_types! {
     AI_GATEWAY_ROUTE_SET = "ai-gateway.route.set.v1";
     AI_GATEWAY_PII_REDACTED = "ai-gateway.pii.redacted.v1";
     AI_GATEWAY_COMPLETE = "ai-gateway.complete.v1";
+    AI_GATEWAY_ROUTE_DELETED = "ai-gateway.route.deleted.v1";
     INGEST_BATCH_RECEIVED = "ingest.batch.received.v1";
     WORKFLOW_DEFINITION_REGISTERED = "workflow.definition.registered.v1";
     ADDRESS_CANONICALISED = "geo.address.canonicalised.v1";
@@ -125,6 +126,8 @@ event_types! {
     SOURCE_CLAIM_ASSERTED = "source-record.claim.asserted.v1";
     SOURCE_CLAIM_SUPERSEDED = "source-record.claim.superseded.v1";
     IMPORT_TEMPLATE_PUBLISHED = "import.template.published.v1";
+    IMPORT_TEMPLATE_ACTIVATED = "import.template.activated.v1";
+    IMPORT_TEMPLATE_DEACTIVATED = "import.template.deactivated.v1";
     PARSING_BATCH_COMPLETED = "parsing.batch.completed.v1";
     PROJECTION_ASSERTION_RECORDED = "projection.assertion.recorded.v1";
     PROJECTION_SNAPSHOT_REBUILT = "projection.snapshot.rebuilt.v1";
@@ -156,6 +159,9 @@ event_types! {
     BILLING_HARDCAP_SET = "billing.hardcap.set.v1";
     WEBHOOK_INBOUND_SECRET_SET = "webhook.inbound_secret.set.v1";
     DISPATCH_ROUTE_OPTIMIZED = "dispatch.route.optimized.v1";
+    ADDRESS_DELETED = "geo.address.deleted.v1";
+    WEBHOOK_INBOUND_SECRET_DELETED = "webhook.inbound_secret.deleted.v1";
+    WEBHOOK_ENDPOINT_TESTED = "webhook.endpoint.tested.v1";
     TENANT_OFFBOARDING_STARTED = "tenant.offboarding.started.v1";
     TENANT_OFFBOARDING_COMPLETED = "tenant.offboarding.completed.v1";
     ASSET_REGISTERED = "asset.asset.registered.v1";
@@ -175,6 +181,7 @@ event_types! {
     DEVICE_PERSON_UNLINKED = "device.person.unlinked.v1";
     DEVICE_PERSON_SUSPENDED = "device.person.suspended.v1";
     DEVICE_PERMISSION_SNAPSHOT_RECORDED = "device.permission_snapshot.recorded.v1";
+    DEVICE_IDP_CLAIM_REMOVED = "device.idp_claim.removed.v1";
     CRASH_REPORTED = "diagnostic.crash.reported.v1";
     HEALTH_REPORTED = "diagnostic.health.reported.v1";
     OUTBOX_DRAINED = "diagnostic.outbox.drained.v1";
@@ -242,14 +249,17 @@ event_types! {
     CONTENT_ITEM_UPDATED = "content.item.updated.v1";
     CONTENT_ITEM_RESTORED = "content.item.restored.v1";
     COVERAGE_RULE_SET = "assignment.coverage_rule.set.v1";
+    COVERAGE_RULE_REMOVED = "assignment.coverage_rule.removed.v1";
     SOCIAL_HANDLE_AUTHORISED = "social.handle.authorised.v1";
     SOCIAL_HANDLE_REVOKED = "social.handle.revoked.v1";
     SOCIAL_HANDLE_UPDATED = "social.handle.updated.v1";
     LEAD_SCORING_MODEL_CREATED = "crm.scoring_model.created.v1";
     LEAD_SCORING_MODEL_ACTIVATED = "crm.scoring_model.activated.v1";
+    LEAD_SCORING_MODEL_DEACTIVATED = "crm.scoring_model.deactivated.v1";
     ENGAGEMENT_ENCOUNTER_OPENED = "engagement.encounter.opened.v1";
     ENGAGEMENT_ENCOUNTER_CLOSED = "engagement.encounter.closed.v1";
     ENGAGEMENT_ENCOUNTER_SEALED = "engagement.encounter.sealed.v1";
+    ENGAGEMENT_ENCOUNTER_UPDATED = "engagement.encounter.updated.v1";
     EVENT_CREATED = "event.event.created.v1";
     EVENT_UPDATED = "event.event.updated.v1";
     EVENT_TICKET_ISSUED = "event.ticket.issued.v1";

@@ -183,6 +183,10 @@ mod tests {
     /// Types the catalogue's groups emit that the document's baseline lacks
     /// (each recorded in docs/compatibility.md).
     const ADDED: &[&str] = &[
+        "ai-gateway.route.deleted.v1",
+        "import.template.activated.v1",
+        "import.template.deactivated.v1",
+        "crm.scoring_model.deactivated.v1",
         "tenant.residency_node.created.v1",
         "tenant.residency_node.updated.v1",
         "tenant.residency_node.deleted.v1",
@@ -284,6 +288,12 @@ mod tests {
         "taxonomy.schema.activated.v1",
         "payment.method.detached.v1",
         "analytics.build.deleted.v1",
+        "device.idp_claim.removed.v1",
+        "assignment.coverage_rule.removed.v1",
+        "engagement.encounter.updated.v1",
+        "geo.address.deleted.v1",
+        "webhook.inbound_secret.deleted.v1",
+        "webhook.endpoint.tested.v1",
     ];
 
     #[test]

@@ -13,7 +13,7 @@ use hub_kernel::{crypto, prelude::*};
 use standardwebhooks::WebhookError;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(set_secret, list_secrets)).routes(routes!(receive))
+    OpenApiRouter::new().routes(routes!(set_secret, list_secrets)).routes(routes!(delete_secret)).routes(routes!(receive))
 }
 
 /// How long a `webhook-id` is remembered: past it, the timestamp check
@@ -132,6 +132,41 @@ async fn list_secrets(State(state): State<AppState>, Tenant(ctx): Tenant, page: 
     let listing =
         Listing { table: "webhook_inbound_secret", columns: "kind, provider, created_at, updated_at", filter: "tenant_id = $1", order: "kind, provider" };
     page.list::<Registered>(&state.db.read, &listing, &[&ctx.tenant_id]).await
+}
+
+/// The answer of a secret's delete.
+#[derive(Serialize, ToSchema)]
+#[schema(as = WebhookInboundSecretDeleted)]
+struct Deleted {
+    kind: String,
+    provider: String,
+    deleted: bool,
+}
+
+/// Stops accepting a provider's webhooks of a kind: the secret is erased,
+/// and its webhooks are refused (401) from then on.
+#[utoipa::path(delete, path = "/api/webhooks/inbound-secrets/{kind}/{provider}", tag = "sdk-webhook",
+    params(("kind" = String, Path, description = "the receiving group's kind"), ("provider" = String, Path, description = "the provider")),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404,
+        "given": [["POST", "/api/webhooks/inbound-secrets", { "kind": "race", "provider": "p-{unique}" }]] }))),
+    responses((status = 200, description = "deleted", body = Data<Deleted>)))]
+async fn delete_secret(State(state): State<AppState>, Tenant(ctx): Tenant, Path((kind, provider)): Path<(String, String)>) -> ApiResult<Data<Deleted>> {
+    if !valid_name(&kind) || !valid_name(&provider) {
+        return Err(ApiError::NotFound);
+    }
+    let mut tx = state.db.begin().await?;
+    // One statement: of two deletes at once, the other finds nothing (404).
+    let deleted: Option<String> =
+        sqlx::query_scalar("DELETE FROM webhook_inbound_secret WHERE tenant_id = $1 AND kind = $2 AND provider = $3 RETURNING provider")
+            .bind(&ctx.tenant_id)
+            .bind(&kind)
+            .bind(&provider)
+            .fetch_optional(&mut *tx)
+            .await?;
+    deleted.ok_or(ApiError::NotFound)?;
+    audit::record(&mut tx, &ctx, events::WEBHOOK_INBOUND_SECRET_DELETED, json!({ "kind": kind, "provider": provider })).await?;
+    tx.commit().await?;
+    Ok(ok(Deleted { kind, provider, deleted: true }))
 }
 
 #[derive(Deserialize, IntoParams)]

@@ -19,6 +19,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(disable))
         .routes(routes!(enable))
         .routes(routes!(rotate_secret))
+        .routes(routes!(test_endpoint))
+        .routes(routes!(list_deliveries))
         .routes(routes!(get_delivery))
         .routes(routes!(dead_letters))
         .routes(routes!(retry_dead_letter))
@@ -434,6 +436,50 @@ struct Delivery {
 const DELIVERY_COLUMNS: &str =
     "delivery_id, endpoint_id, entry_id, event_type, status, attempts, next_attempt_at, last_status_code, last_error, created_at, finished_at";
 
+/// Sends a signed test event to an endpoint: a `webhook.endpoint.tested.v1`
+/// event is recorded and a delivery of it to this endpoint is enqueued,
+/// whatever the endpoint subscribes to, for the delivery worker to sign and
+/// attempt as any other (read it at `GET /api/webhooks/deliveries/{delivery_id}`).
+/// Other endpoints subscribed to the event type get it as any event.
+#[utoipa::path(post, path = "/api/webhooks/endpoints/{endpoint_id}/test", tag = "sdk-webhook", params(("endpoint_id" = String, Path, description = "the endpoint")),
+    extensions(("x-concurrency" = json!({ "outcome": "independent",
+        "given": [["POST", "/api/webhooks/endpoints", { "url": "https://example.com/race", "event_types": ["races.never.sent.v1"] }]] }))),
+    responses((status = 201, description = "the test delivery, pending", body = Data<Delivery>),
+        (status = 409, description = "Conflict: the endpoint is disabled (enable it first)", body = ErrorBody)))]
+async fn test_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Created<Delivery>> {
+    let id = path_id(&id)?.to_string();
+    let mut tx = state.db.begin().await?;
+    // A share lock on the endpoint: a disable or a delete waits for the
+    // delivery to be enqueued (a delete then removes it with the others),
+    // or this finds the endpoint deleted (404). The new delivery is locked
+    // by nobody else, so the worker's and the delete's order (deliveries,
+    // then the endpoint) is kept.
+    let lock = if state.db.backend == db::Backend::Postgres { " FOR SHARE" } else { "" };
+    let sql = format!("SELECT status FROM webhook_endpoint WHERE tenant_id = $1 AND endpoint_id = $2{lock}");
+    let status: Option<EndpointStatus> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
+    match status.ok_or(ApiError::NotFound)? {
+        EndpointStatus::Active => {}
+        EndpointStatus::Disabled => return Err(ApiError::Conflict("the endpoint is disabled; enable it to test it".into())),
+    }
+    let entry = audit::record(&mut tx, &ctx, events::WEBHOOK_ENDPOINT_TESTED, json!({ "endpoint_id": id, "test": true })).await?;
+    let now = db::now();
+    let sql = format!(
+        "INSERT INTO webhook_delivery (delivery_id, tenant_id, endpoint_id, entry_id, event_type, status, attempts, next_attempt_at, created_at) \
+         VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $6) RETURNING {DELIVERY_COLUMNS}"
+    );
+    let delivery: Delivery = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(&ctx.tenant_id)
+        .bind(&id)
+        .bind(&entry.entry_id)
+        .bind(&entry.event_type)
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(created(delivery))
+}
+
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = WebhookAttempt)]
 struct Attempt {
@@ -468,6 +514,37 @@ async fn get_delivery(State(state): State<AppState>, Tenant(ctx): Tenant, Path(i
     tx.commit().await?;
     d.attempt_history = Some(attempts);
     Ok(ok(d))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct DeliveryQuery {
+    /// Only this endpoint's.
+    #[param(format = "uuid")]
+    endpoint_id: Option<String>,
+    /// Only deliveries in this state.
+    #[param(inline)]
+    status: Option<DeliveryStatus>,
+    /// Only deliveries of this event type.
+    #[param(max_length = 200)]
+    event_type: Option<String>,
+}
+
+/// The tenant's deliveries in every state, newest first (attempts are
+/// read per delivery).
+#[utoipa::path(get, path = "/api/webhooks/deliveries", tag = "sdk-webhook", params(DeliveryQuery, Page),
+    responses((status = 200, description = "one page of deliveries", body = ListOf<Delivery>)))]
+async fn list_deliveries(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<DeliveryQuery>, page: Page) -> ApiResult<ListOf<Delivery>> {
+    let endpoint = canonical_uuid_opt(&q.endpoint_id).unwrap_or_default();
+    let status = q.status.map(|s| s.as_str().to_string()).unwrap_or_default();
+    let event_type = Check::optional(&q.event_type).unwrap_or_default();
+    let listing = Listing {
+        table: "webhook_delivery",
+        columns: DELIVERY_COLUMNS,
+        filter: "tenant_id = $1 AND ($2 = '' OR endpoint_id = $2) AND ($3 = '' OR status = $3) AND ($4 = '' OR event_type = $4)",
+        order: "created_at DESC, delivery_id DESC",
+    };
+    page.list::<Delivery>(&state.db.read, &listing, &[&ctx.tenant_id, &endpoint, &status, &event_type]).await
 }
 
 #[derive(Deserialize, IntoParams)]
