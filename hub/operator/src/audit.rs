@@ -154,8 +154,8 @@ async fn list(State(state): State<AppState>, _: Operator, Params(q): Params<Entr
 #[utoipa::path(get, path = "/admin/audit/entries/{entry_id}", tag = "admin-audit", params(("entry_id" = String, Path, description = "the entry")),
     responses((status = 200, description = "the entry", body = Data<AuditEntry>)))]
 async fn get_one(State(state): State<AppState>, _: Operator, Path(id): Path<String>) -> ApiResult<Data<AuditEntry>> {
-    let id = path_id(&id)?.to_string();
-    Ok(ok(entry::find(&state.db.read, &id, None).await?.ok_or(ApiError::NotFound)?))
+    let id = path_id(&id).map_err(|_| ApiError::Missing("entry not found"))?.to_string();
+    Ok(ok(entry::find(&state.db.read, &id, None).await?.ok_or(ApiError::Missing("entry not found"))?))
 }
 
 /// Verifies every audit chain of a tenant.

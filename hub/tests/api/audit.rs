@@ -466,8 +466,10 @@ async fn operator_routes_list_read_and_verify_entries(app: TestApp) {
         (json!({ "n": 1 }), json!(ZERO), first["entry_hash"].clone(), json!(1))
     );
     assert_eq!(d["payload_digest"].as_str().unwrap().len(), 64);
-    assert_eq!(app.admin(Method::GET, "/admin/audit/entries/00000000-0000-0000-0000-000000000000").await.0, StatusCode::NOT_FOUND);
-    assert_eq!(app.admin(Method::GET, "/admin/audit/entries/not-a-uuid").await.0, StatusCode::NOT_FOUND);
+    for missing in ["00000000-0000-0000-0000-000000000000", "not-a-uuid"] {
+        let (s, b) = app.admin(Method::GET, &format!("/admin/audit/entries/{missing}")).await;
+        assert_eq!((s, b), (StatusCode::NOT_FOUND, json!({ "success": false, "error": "NotFound", "details": ["entry not found"] })));
+    }
 
     let (s, v) = app.admin(Method::POST, &format!("/admin/audit/verify?tenant_id={tenant_a}")).await;
     assert_eq!(s, StatusCode::OK);
