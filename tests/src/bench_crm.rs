@@ -1,9 +1,10 @@
 //! The CRM benchmark's scenarios (the `crm-bench` binary), on SQLite and, with
 //! `--postgres-url`, on PostgreSQL: a write-heavy mix (create a contact,
 //! log two calls, one missed, each with its audit events in the same
-//! transaction, then read the contact's timeline), and list latency with
-//! `--tenant-rows` contacts and calls in the caller's tenant and
-//! `--other-rows` in ten other tenants, seeded with bulk SQL.
+//! transaction, then read the contact's timeline), and list latency, with
+//! each list's filters, over `--tenant-rows` contacts, calls and leads in
+//! the caller's tenant and `--other-rows` in ten other tenants, seeded with
+//! bulk SQL.
 
 use std::{
     sync::{
@@ -82,8 +83,7 @@ pub fn bench(label: &str, database_url: Option<String>, args: CrmArgs) -> anyhow
         }
         analyze(&state.db).await?;
         println!(
-            "seeded {} contacts and {} calls in the caller's tenant, {} of each in 10 others, in {:.1}s (bulk SQL)",
-            args.tenant_rows,
+            "seeded {} contacts, calls and leads in the caller's tenant, {} of each in 10 others, in {:.1}s (bulk SQL)",
             args.tenant_rows,
             per_other * others.len() as u64,
             started.elapsed().as_secs_f64()
@@ -106,6 +106,16 @@ pub fn bench(label: &str, database_url: Option<String>, args: CrmArgs) -> anyhow
             ("GET /api/crm/contacts", get("/api/crm/contacts".into())),
             ("GET /api/crm/contacts?owner_persona_id", get(format!("/api/crm/contacts?owner_persona_id={persona}"))),
             ("GET /api/crm/contacts?company", get("/api/crm/contacts?company=Company%207".into())),
+            ("GET /api/crm/contacts?email", get("/api/crm/contacts?email=nobody%40bench.example.com".into())),
+            ("GET /api/crm/leads", get("/api/crm/leads".into())),
+            ("GET /api/crm/leads?status", get("/api/crm/leads?status=qualified".into())),
+            ("GET /api/crm/leads?owner_persona_id", get(format!("/api/crm/leads?owner_persona_id={persona}"))),
+            ("GET /api/crm/leads?source", get("/api/crm/leads?source=Source%207".into())),
+            ("GET /api/crm/leads?contact_id", get(format!("/api/crm/leads?contact_id={busy}"))),
+            ("GET /api/crm/calls", get("/api/crm/calls".into())),
+            ("GET /api/crm/calls?disposition", get("/api/crm/calls?disposition=no_answer".into())),
+            ("GET /api/crm/calls?direction", get("/api/crm/calls?direction=inbound".into())),
+            ("GET /api/crm/calls?contact_id", get(format!("/api/crm/calls?contact_id={busy}"))),
             ("GET /api/crm/contacts/{id}", get(format!("/api/crm/contacts/{busy}"))),
             ("GET /api/crm/contacts/{id}/timeline", get(format!("/api/crm/contacts/{busy}/timeline"))),
         ];
@@ -208,12 +218,15 @@ fn seeded_id(n: u64) -> String {
     format!("00000000-0000-7000-8000-{n:012}")
 }
 
-/// Inserts `rows` contacts and `rows` calls for `tenant` in one statement
-/// each: row `n` (from `first`) is contact `seeded_id(n)`, a tenth of them
-/// owned by `owner`; the calls go to the tenant's first thousand contacts.
+/// Inserts `rows` contacts, `rows` calls and `rows` leads for `tenant` in one
+/// statement each: row `n` (from `first`) is contact `seeded_id(n)`, a tenth
+/// of them owned by `owner`; the calls go to the tenant's first thousand
+/// contacts (a fifth missed: no answer, a fifth busy; a quarter inbound);
+/// lead `n` is contact `n`'s, in one of the four statuses by turn, from one
+/// of twenty sources.
 async fn seed(db: &hub_kernel::db::Db, tenant: &str, owner: Option<&str>, first: u64, rows: u64) -> anyhow::Result<()> {
     let (last, hot) = (first + rows, first + rows.min(1000));
-    let (contacts, calls) = match db.backend {
+    let (contacts, calls, leads) = match db.backend {
         hub_kernel::db::Backend::Sqlite => (
             "WITH RECURSIVE s(n) AS (SELECT $3 UNION ALL SELECT n + 1 FROM s WHERE n + 1 < $4) \
              INSERT INTO crm_contact (contact_id, tenant_id, name, emails, phones, company, owner_persona_id, attributes, created_by, created_at, updated_at) \
@@ -221,8 +234,14 @@ async fn seed(db: &hub_kernel::db::Db, tenant: &str, owner: Option<&str>, first:
              CASE WHEN n % 10 = 0 THEN $2 END, '{}', 'bench', printf('2025-01-01T00:00:00.%06dZ', n % 1000000), '2025-01-01T00:00:00.000000Z' FROM s",
             "WITH RECURSIVE s(n) AS (SELECT $2 UNION ALL SELECT n + 1 FROM s WHERE n + 1 < $3) \
              INSERT INTO crm_call (call_id, tenant_id, contact_id, direction, disposition, duration_seconds, recording_consent, occurred_at, logged_by, created_at) \
-             SELECT printf('00000000-0000-7000-9000-%012d', n), $1, printf('00000000-0000-7000-8000-%012d', $2 + n % ($4 - $2)), 'outbound', 'answered', 60, 0, \
-             printf('2025-02-01T00:00:00.%06dZ', n % 1000000), 'bench', '2025-02-01T00:00:00.000000Z' FROM s",
+             SELECT printf('00000000-0000-7000-9000-%012d', n), $1, printf('00000000-0000-7000-8000-%012d', $2 + n % ($4 - $2)), \
+             CASE WHEN n % 4 = 0 THEN 'inbound' ELSE 'outbound' END, CASE n % 5 WHEN 0 THEN 'no_answer' WHEN 1 THEN 'busy' ELSE 'answered' END, 60, 0, \
+             printf('2025-02-01T00:00:00.%06dZ', n % 1000000), 'bench', printf('2025-02-01T00:00:00.%06dZ', n % 1000000) FROM s",
+            "WITH RECURSIVE s(n) AS (SELECT $3 UNION ALL SELECT n + 1 FROM s WHERE n + 1 < $4) \
+             INSERT INTO crm_lead (lead_id, tenant_id, contact_id, name, company, source, status, owner_persona_id, attributes, created_by, created_at) \
+             SELECT printf('00000000-0000-7000-a000-%012d', n), $1, printf('00000000-0000-7000-8000-%012d', n), 'Lead ' || n, 'Company ' || (n % 50), \
+             'Source ' || (n % 20), CASE n % 4 WHEN 0 THEN 'new' WHEN 1 THEN 'contacted' WHEN 2 THEN 'qualified' ELSE 'unqualified' END, \
+             CASE WHEN n % 10 = 0 THEN $2 END, '{}', 'bench', printf('2025-03-01T00:00:00.%06dZ', n % 1000000) FROM s",
         ),
         hub_kernel::db::Backend::Postgres => (
             "INSERT INTO crm_contact (contact_id, tenant_id, name, emails, phones, company, owner_persona_id, attributes, created_by, created_at, updated_at) \
@@ -231,8 +250,14 @@ async fn seed(db: &hub_kernel::db::Db, tenant: &str, owner: Option<&str>, first:
              '2025-01-01T00:00:00.000000Z' FROM generate_series($3::bigint, $4::bigint - 1) AS n",
             "INSERT INTO crm_call (call_id, tenant_id, contact_id, direction, disposition, duration_seconds, recording_consent, occurred_at, logged_by, created_at) \
              SELECT '00000000-0000-7000-9000-' || lpad(n::text, 12, '0'), $1, '00000000-0000-7000-8000-' || lpad(($2::bigint + n % ($4::bigint - $2::bigint))::text, 12, '0'), \
-             'outbound', 'answered', 60, 0, '2025-02-01T00:00:00.' || lpad((n % 1000000)::text, 6, '0') || 'Z', 'bench', '2025-02-01T00:00:00.000000Z' \
+             CASE WHEN n % 4 = 0 THEN 'inbound' ELSE 'outbound' END, CASE n % 5 WHEN 0 THEN 'no_answer' WHEN 1 THEN 'busy' ELSE 'answered' END, 60, 0, \
+             '2025-02-01T00:00:00.' || lpad((n % 1000000)::text, 6, '0') || 'Z', 'bench', '2025-02-01T00:00:00.' || lpad((n % 1000000)::text, 6, '0') || 'Z' \
              FROM generate_series($2::bigint, $3::bigint - 1) AS n",
+            "INSERT INTO crm_lead (lead_id, tenant_id, contact_id, name, company, source, status, owner_persona_id, attributes, created_by, created_at) \
+             SELECT '00000000-0000-7000-a000-' || lpad(n::text, 12, '0'), $1, '00000000-0000-7000-8000-' || lpad(n::text, 12, '0'), 'Lead ' || n, \
+             'Company ' || (n % 50), 'Source ' || (n % 20), CASE n % 4 WHEN 0 THEN 'new' WHEN 1 THEN 'contacted' WHEN 2 THEN 'qualified' ELSE 'unqualified' END, \
+             CASE WHEN n % 10 = 0 THEN $2::text END, '{}', 'bench', '2025-03-01T00:00:00.' || lpad((n % 1000000)::text, 6, '0') || 'Z' \
+             FROM generate_series($3::bigint, $4::bigint - 1) AS n",
         ),
     };
     let mut tx = db.begin().await?;
@@ -252,6 +277,7 @@ async fn seed(db: &hub_kernel::db::Db, tenant: &str, owner: Option<&str>, first:
         .execute(&mut *tx)
         .await
         .context("seeding calls")?;
+    sqlx::query(sqlx::AssertSqlSafe(leads)).bind(tenant).bind(owner).bind(first as i64).bind(last as i64).execute(&mut *tx).await.context("seeding leads")?;
     // The contact counts the writes keep (hub_kernel::db::counts), recounted.
     for (name, filter) in [
         ("'crm_contact'", "tenant_id = $1 GROUP BY tenant_id"),
@@ -281,7 +307,16 @@ async fn plans(db: &hub_kernel::db::Db, tenant: &str, contact: &str) -> anyhow::
             "contacts of an owner",
             "SELECT contact_id FROM crm_contact WHERE tenant_id = $1 AND owner_persona_id = $2 ORDER BY created_at DESC, contact_id DESC LIMIT 50",
         ),
-        ("calls of a contact", "SELECT call_id FROM crm_call WHERE tenant_id = $1 AND contact_id = $2 ORDER BY occurred_at DESC LIMIT 50"),
+        ("calls of a contact", "SELECT call_id FROM crm_call WHERE tenant_id = $1 AND contact_id = $2 ORDER BY created_at DESC, call_id DESC LIMIT 50"),
+        ("calls, newest first", "SELECT call_id FROM crm_call WHERE tenant_id = $1 ORDER BY created_at DESC, call_id DESC LIMIT 50"),
+        (
+            "calls by disposition",
+            "SELECT call_id FROM crm_call WHERE tenant_id = $1 AND disposition = 'no_answer' ORDER BY created_at DESC, call_id DESC LIMIT 50",
+        ),
+        ("count of calls", "SELECT COUNT(*) FROM crm_call WHERE tenant_id = $1"),
+        ("leads, newest first", "SELECT lead_id FROM crm_lead WHERE tenant_id = $1 ORDER BY created_at DESC, lead_id DESC LIMIT 50"),
+        ("leads by status", "SELECT lead_id FROM crm_lead WHERE tenant_id = $1 AND status = 'qualified' ORDER BY created_at DESC, lead_id DESC LIMIT 50"),
+        ("count of leads by status", "SELECT COUNT(*) FROM crm_lead WHERE tenant_id = $1 AND status = 'qualified'"),
     ];
     let explain = match db.backend {
         hub_kernel::db::Backend::Sqlite => "EXPLAIN QUERY PLAN",
