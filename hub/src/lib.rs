@@ -81,7 +81,11 @@ fn assemble(state: AppState) -> (Router, Option<Arc<observe::Statuses>>) {
     // the registry (a cycle would keep every hub's pools alive).
     registry.set(mcp::tools(&doc), surface(api.clone(), state.clone(), observing.clone()), &state.config.public_url);
     let statuses = observing.statuses.clone();
-    (surface(api.merge(mcp_api), state, observing), statuses)
+    // The console's static files, beside the API and outside the gate (a
+    // browser loads them before anyone signs in); once loaded, the pages
+    // call the API like any client.
+    let app = console::router().fallback_service(surface(api.merge(mcp_api), state, observing));
+    (app, statuses)
 }
 
 /// Routes under the gate: authentication of every request, the per-route
@@ -164,6 +168,8 @@ fn spawn_background(state: &AppState) {
     bus::spawn_background(state);
     hub_platform::spawn_background(state);
     hub_identity::spawn_background(state);
+    hub_crm::spawn_background(state);
+    hub_ai::spawn_background(state);
     let s = state.clone();
     db::every(Duration::from_secs(60), move || {
         let s = s.clone();
@@ -187,7 +193,8 @@ fn spawn_background(state: &AppState) {
             }
         }
     });
-    // Audit retention: shred expired payloads at start and then hourly.
+    // Retention: shred expired audit payloads and forget expired inbound
+    // webhook ids, at start and then hourly.
     let s = state.clone();
     db::every(Duration::from_secs(3600), move || {
         let s = s.clone();
@@ -196,6 +203,11 @@ fn spawn_background(state: &AppState) {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(shredded = n, "audit retention sweep"),
                 Err(e) => tracing::warn!(error = %e, "audit retention sweep"),
+            }
+            match hub_platform::webhook::inbound::forget_expired(&s.db, chrono::Utc::now()).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(forgotten = n, "inbound webhook ids expired"),
+                Err(e) => tracing::warn!(error = %e, "inbound webhook ids expired"),
             }
         }
     });

@@ -107,16 +107,18 @@ fn inline(schema: &Value, components: &Value, depth: usize) -> Value {
 }
 
 /// The tools of a completed OpenAPI document: every operation a tenant
-/// credential calls (not public, operator or robot routes, nor the
-/// registry's own), in path and method order.
+/// credential calls (not public, operator or robot routes, event streams,
+/// nor the registry's own), in path and method order.
 pub fn tools(doc: &Value) -> Vec<Tool> {
     let mut out = Vec::new();
     for (path, item) in doc["paths"].as_object().into_iter().flatten() {
         for method in crate::catalogue::METHODS {
             let Some(op) = item.get(method) else { continue };
             let tenant = op["security"].as_array().is_some_and(|s| s.iter().any(|r| r.get("bearer").is_some()));
-            // The registry's own routes are not tools of it.
-            if !tenant || op["tags"][0] == "registry-mcp" {
+            // The registry's own routes are not tools of it, nor is an
+            // endless event stream (`GET /api/commands/watch`) a call.
+            let streams = op["responses"]["200"]["content"].get("text/event-stream").is_some();
+            if !tenant || streams || op["tags"][0] == "registry-mcp" {
                 continue;
             }
             let mut properties = Map::new();

@@ -2,7 +2,9 @@
 //! computes its TTL deadline from the agent's `default_ttl_seconds`,
 //! materialises its `agent_chain` from `parent_run_id`, and emits
 //! `agent.run.started.v1` (regulated) in the same transaction, with the
-//! chain as the entry's actor provenance.
+//! chain as the entry's actor provenance. A run still `active` at its
+//! deadline expires (`expire_due`, the hub's sweep, or a late completion
+//! or cancellation, which answers 409), with `agent.run.expired.v1`.
 //!
 //! Lists are scoped to the caller's tenant: a `tenant_id` query must equal
 //! the credential's (RULINGS 1).
@@ -79,9 +81,11 @@ stored_enum! {
 
 stored_enum! {
     /// Where a run is: `active` from its start until it completes
-    /// (`succeeded`, `failed`) or is cancelled; the three ends are final.
+    /// (`succeeded`, `failed`), is cancelled, or reaches its `ttl_deadline`
+    /// first (`expired`, by the hub's sweep or by a completion or
+    /// cancellation that came too late); the four ends are final.
     #[schema(as = AgentRunStatus)]
-    pub enum RunStatus { Active = "active", Succeeded = "succeeded", Failed = "failed", Cancelled = "cancelled" }
+    pub enum RunStatus { Active = "active", Succeeded = "succeeded", Failed = "failed", Cancelled = "cancelled", Expired = "expired" }
 }
 
 stored_enum! {
@@ -577,12 +581,24 @@ const RUN: Stateful = Stateful { noun: "run", table: "agent_run", key: "run_id",
 /// Ends an active run (`to`) in one guarded statement and records
 /// `event_type` (regulated, the run's chain as actor provenance) in the
 /// same transaction; a run that is not active is 409 naming its status.
+/// A run whose `ttl_deadline` has passed ends `expired` instead, in that
+/// same statement (whatever the sweep has reached): `agent.run.expired.v1`
+/// is recorded and committed, and the answer is 409 `the run is expired`,
+/// as it is once the sweep has expired it. A late end never succeeds.
 async fn end_run(mut tx: Tx, ctx: &TenantCtx, id: &str, to: RunStatus, event_type: &str, expected: &str) -> ApiResult<AgentRun> {
     let id = path_id(id)?.to_string();
-    let sql = format!("UPDATE agent_run SET status = $1, updated_at = $2 WHERE tenant_id = $3 AND run_id = $4 AND status = 'active' RETURNING {RUN_COLUMNS}");
+    let sql = format!(
+        "UPDATE agent_run SET status = CASE WHEN ttl_deadline <= $2 THEN 'expired' ELSE $1 END, updated_at = $2 \
+         WHERE tenant_id = $3 AND run_id = $4 AND status = 'active' RETURNING {RUN_COLUMNS}"
+    );
     let ended: Option<AgentRun> =
         sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(to).bind(db::now()).bind(&ctx.tenant_id).bind(&id).fetch_optional(&mut *tx).await?;
     let run = RUN.settle(&mut tx, &ctx.tenant_id, &id, ended, expected).await?;
+    if run.status == RunStatus::Expired {
+        record_expiry(&mut tx, &run).await?;
+        tx.commit().await?;
+        return Err(ApiError::Conflict(format!("the run is {}: {expected}", run.status)));
+    }
     let (actor_kind, actor_id) = audit::actor_of(ctx);
     audit::record_event(
         &mut tx,
@@ -603,9 +619,80 @@ async fn end_run(mut tx: Tx, ctx: &TenantCtx, id: &str, to: RunStatus, event_typ
     Ok(run)
 }
 
+/// Records `agent.run.expired.v1` for a run just expired: regulated, as
+/// the run's other events, with its chain as actor provenance; the actor
+/// is the hub (`system`, `hub`), whose deadline ended the run, whether
+/// its sweep or a late request found it.
+async fn record_expiry(tx: &mut Tx, run: &AgentRun) -> ApiResult<()> {
+    audit::record_event(
+        tx,
+        audit::Event {
+            tenant_id: &run.tenant_id,
+            pool_index: None,
+            event_type: events::AGENT_RUN_EXPIRED,
+            actor_kind: "system",
+            actor_id: "hub",
+            actor_chain: Some(&run.agent_chain.0),
+            payload: &json!({
+                "run_id": run.run_id, "agent_id": run.agent_id, "trace_id": run.trace_id, "status": RunStatus::Expired,
+                "ttl_deadline": run.ttl_deadline,
+            }),
+            retention_class: Some("regulated"),
+            occurred_at: None,
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// How many due runs one pass of [`expire_due`] reads at a time.
+const SWEEP_BATCH: i64 = 200;
+
+/// Expires every `active` run whose `ttl_deadline` has passed, of every
+/// tenant: for each, one guarded statement (`status = 'active' AND
+/// ttl_deadline <= now`) and `agent.run.expired.v1` in the same
+/// transaction, so that with several replicas sweeping at once (or a late
+/// completion meanwhile) each run expires once, with one event. A run's
+/// active children are not expired with it: their deadlines are capped by
+/// the parent's, so the same pass finds them due on their own. Returns
+/// how many runs it expired.
+pub async fn expire_due(db: &Db) -> ApiResult<usize> {
+    let now = db::now();
+    let mut expired = 0;
+    loop {
+        let due: Vec<(String, String)> =
+            sqlx::query_as("SELECT tenant_id, run_id FROM agent_run WHERE status = 'active' AND ttl_deadline <= $1 ORDER BY ttl_deadline, run_id LIMIT $2")
+                .bind(&now)
+                .bind(SWEEP_BATCH)
+                .fetch_all(db.writer())
+                .await?;
+        let mut done = 0;
+        for (tenant_id, run_id) in &due {
+            let mut tx = db.begin().await?;
+            let sql = format!(
+                "UPDATE agent_run SET status = 'expired', updated_at = $1 \
+                 WHERE tenant_id = $2 AND run_id = $3 AND status = 'active' AND ttl_deadline <= $4 RETURNING {RUN_COLUMNS}"
+            );
+            let run: Option<AgentRun> =
+                sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(db::now()).bind(tenant_id).bind(run_id).bind(&now).fetch_optional(&mut *tx).await?;
+            // Ended meanwhile (another replica, a request): nothing to do.
+            let Some(run) = run else { continue };
+            record_expiry(&mut tx, &run).await?;
+            tx.commit().await?;
+            done += 1;
+        }
+        expired += done;
+        // A full batch of which nothing expired is another replica's work.
+        if due.len() < SWEEP_BATCH as usize || done == 0 {
+            return Ok(expired);
+        }
+    }
+}
+
 /// Completes an active run: `succeeded` (`agent.run.completed.v1`) or
 /// `failed` (`agent.run.failed.v1`). A run that has ended (completed,
-/// failed or cancelled) is 409.
+/// failed, cancelled or expired) is 409; so is a run past its deadline,
+/// which expires instead.
 #[utoipa::path(post, path = "/api/agent-runtime/runs/{run_id}/complete", tag = "sdk-agent-runtime", request_body = RunCompletion,
     params(("run_id" = String, Path, description = "the run")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [
@@ -622,8 +709,8 @@ async fn complete_run(State(state): State<AppState>, Tenant(ctx): Tenant, Path(i
 }
 
 /// Cancels an active run (`agent.run.cancelled.v1`). A run that has ended
-/// (completed, failed or cancelled) is 409; its child runs are left as
-/// they are.
+/// (completed, failed, cancelled or expired) is 409; so is a run past its
+/// deadline, which expires instead. Its child runs are left as they are.
 #[utoipa::path(post, path = "/api/agent-runtime/runs/{run_id}/cancel", tag = "sdk-agent-runtime", params(("run_id" = String, Path, description = "the run")),
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [
         ["POST", "/api/agent-runtime/agents", { "name": "race", "acting_persona_id": "{owner_persona_id}", "tier": "standard", "vector_namespace": "race", "created_by": "races" }],

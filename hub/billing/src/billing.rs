@@ -617,7 +617,7 @@ struct ActiveCatalog {
 #[into_params(parameter_in = Query)]
 struct CatalogQuery {
     /// The pricing catalog's name, as an invoice names it.
-    #[param(max_length = 128)]
+    #[param(max_length = 128, pattern = r"^[A-Za-z0-9._-]{1,128}$")]
     catalog_id: String,
 }
 
@@ -630,8 +630,9 @@ struct CatalogQuery {
     responses((status = 200, description = "the active version and its rates", body = Data<ActiveCatalog>),
         (status = 404, description = "NotFound: the catalog has no active version", body = ErrorBody)))]
 async fn active_catalog(State(state): State<AppState>, _: Tenant, Params(q): Params<CatalogQuery>) -> ApiResult<Data<ActiveCatalog>> {
-    let catalog_id = q.catalog_id.trim();
-    if !valid_name(catalog_id) {
+    static CATALOG_ID: Pattern = Pattern::query::<CatalogQuery>("catalog_id");
+    let catalog_id = q.catalog_id.as_str();
+    if !CATALOG_ID.is_match(catalog_id) {
         return Err(ApiError::invalid("catalog_id must be 1 to 128 letters, digits or . _ -"));
     }
     let mut tx = state.db.read.begin().await?;

@@ -430,7 +430,7 @@ struct HoldFilter {
     #[param(inline)]
     status: Option<HoldStatus>,
     /// Only holds of this capability.
-    #[param(max_length = 128)]
+    #[param(max_length = 128, pattern = r"^[A-Za-z0-9._:/-]{1,128}$")]
     capability: Option<String>,
 }
 
@@ -446,8 +446,9 @@ const HOLDS: Listing = Listing {
 #[utoipa::path(get, path = "/api/data-credits/holds", tag = "sdk-data-credits", params(HoldFilter, Page),
     responses((status = 200, description = "one page of holds", body = ListOf<Hold>)))]
 async fn list_holds(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<HoldFilter>) -> ApiResult<ListOf<Hold>> {
-    let capability = q.capability.as_deref().map(str::trim).unwrap_or("");
-    if !capability.is_empty() && !valid_capability(capability) {
+    static CAPABILITY: Pattern = Pattern::query::<HoldFilter>("capability");
+    let capability = q.capability.as_deref().unwrap_or("");
+    if q.capability.is_some() && !CAPABILITY.is_match(capability) {
         return Err(ApiError::invalid("capability must be 1 to 128 letters, digits or . _ : / -"));
     }
     let status = q.status.map_or("", HoldStatus::as_str);

@@ -65,6 +65,7 @@ struct NewEvent {
     #[schema(format = "uuid")]
     sensor_id: Option<String>,
     /// Letters, digits and `. _ : / -`, at most 128 characters.
+    #[schema(pattern = r"^[A-Za-z0-9._:/-]{1,128}$")]
     sku: String,
     #[schema(minimum = 0, maximum = 1000000000000.0)]
     quantity: i64,
@@ -158,8 +159,9 @@ fn validate(index: usize, raw: Value, recorded_at: Timestamp) -> Result<Valid, V
     let mut check = Check::new();
     let asset = check.required_uuid("asset_id", &Some(body.asset_id));
     let sensor = check.optional_uuid("sensor_id", &body.sensor_id);
-    let sku = body.sku.trim().to_string();
-    check_sku(&mut check, &sku);
+    static SKU: Pattern = Pattern::of::<NewEvent>("sku");
+    let sku = body.sku.clone();
+    check.matches(&sku, &SKU, "sku must be 1 to 128 letters, digits or . _ : / -");
     let quantity = body.quantity;
     let occurred_at = check.time_or_now("occurred_at", &body.occurred_at);
     let key = body.idempotency_key.trim().to_string();
@@ -678,7 +680,7 @@ struct TenantHardcap {
 #[into_params(parameter_in = Query)]
 struct HardcapFilter {
     /// Only this sku's cap.
-    #[param(max_length = 128)]
+    #[param(max_length = 128, pattern = r"^[A-Za-z0-9._:/-]{1,128}$")]
     sku: Option<String>,
 }
 
@@ -688,10 +690,13 @@ struct HardcapFilter {
 #[utoipa::path(get, path = "/api/meter/hardcaps", tag = "sdk-meter", params(HardcapFilter, Page),
     responses((status = 200, description = "one page of caps", body = ListOf<TenantHardcap>)))]
 async fn hardcaps(State(state): State<AppState>, Tenant(ctx): Tenant, page: Page, Params(q): Params<HardcapFilter>) -> ApiResult<ListOf<TenantHardcap>> {
-    let sku = q.sku.as_deref().map(str::trim).unwrap_or("");
+    static SKU: Pattern = Pattern::query::<HardcapFilter>("sku");
     let mut check = Check::new();
-    check_sku(&mut check, sku);
+    if let Some(sku) = &q.sku {
+        check.matches(sku, &SKU, "sku must be 1 to 128 letters, digits or . _ : / -");
+    }
     check.finish()?;
+    let sku = q.sku.as_deref().unwrap_or("");
     let period = Utc::now().format("%Y-%m").to_string();
     let now = db::now();
     let filter = "tenant_id = $1 AND ($2 = '' OR sku = $2)";
@@ -737,7 +742,7 @@ struct UsageFilter {
     /// The last UTC day, `YYYY-MM-DD` (inclusive).
     to: Option<String>,
     /// Only this sku.
-    #[param(max_length = 128)]
+    #[param(max_length = 128, pattern = r"^[A-Za-z0-9._:/-]{1,128}$")]
     sku: Option<String>,
 }
 
@@ -749,8 +754,11 @@ async fn tenant_usage(State(state): State<AppState>, Tenant(ctx): Tenant, page: 
     let mut check = Check::new();
     let from = parse_day(&mut check, "from", &q.from).map(|d| d.to_string()).unwrap_or_else(|| "0000-01-01".to_string());
     let to = parse_day(&mut check, "to", &q.to).map(|d| d.to_string()).unwrap_or_else(|| "9999-12-31".to_string());
-    let sku = q.sku.as_deref().map(str::trim).unwrap_or("");
-    check_sku(&mut check, sku);
+    static SKU: Pattern = Pattern::query::<UsageFilter>("sku");
+    if let Some(sku) = &q.sku {
+        check.matches(sku, &SKU, "sku must be 1 to 128 letters, digits or . _ : / -");
+    }
+    let sku = q.sku.as_deref().unwrap_or("");
     if from > to {
         check.fail("from must be on or before to");
     }

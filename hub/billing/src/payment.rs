@@ -226,6 +226,7 @@ struct NewCharge {
     #[schema(minimum = 1, maximum = 1000000000000.0)]
     amount: i64,
     /// ISO 4217, three capital letters.
+    #[schema(pattern = r"^[A-Z]{3}$")]
     currency: String,
     /// A payment method of the caller's tenant.
     #[schema(format = "uuid")]
@@ -262,8 +263,9 @@ async fn charge(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     let body = body.checked()?;
     let mut check = Check::new();
     let amount = body.amount;
-    let currency = body.currency.trim().to_string();
-    if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
+    static CURRENCY: Pattern = Pattern::of::<NewCharge>("currency");
+    let currency = body.currency.clone();
+    if !CURRENCY.is_match(&currency) {
         check.fail("currency must be an ISO 4217 code (three capital letters)");
     }
     let method_id = canonical_uuid(&body.payment_method_id);

@@ -33,18 +33,9 @@ stored_enum! {
     pub enum Direction { Inbound = "inbound", Outbound = "outbound" }
 }
 
-stored_enum! {
-    /// How a call ended.
-    #[schema(as = CrmCallDisposition)]
-    pub enum Disposition { Answered = "answered", NoAnswer = "no_answer", Busy = "busy", Failed = "failed", Voicemail = "voicemail" }
-}
-
-impl Disposition {
-    /// Whether the call reached nobody (`crm.call.missed.v1`).
-    fn missed(self) -> bool {
-        matches!(self, Disposition::NoAnswer | Disposition::Busy | Disposition::Failed)
-    }
-}
+/// How a call ended, and which ends are missed calls: the kernel's, shared
+/// with the voice webhook that logs calls too.
+pub use hub_kernel::types::CallDisposition as Disposition;
 
 stored_enum! {
     /// What a touch of a contact's timeline is.
@@ -609,13 +600,14 @@ async fn index_lead(tx: &mut Tx, tenant_id: &str, lead_id: &str, input: &LeadInp
 }
 
 /// Whether `contact_id` names a contact of the tenant that is not erased
-/// (a reference another group's row makes to one).
+/// (a reference another group's row makes to one). The contact's row is
+/// locked until `tx` ends (PostgreSQL; SQLite has one writer): an erasure,
+/// a guarded `UPDATE` of `erased_at` that a foreign key's `KEY SHARE` lock
+/// would not hold back, waits until the referring row is committed, so no
+/// row commits referring to a contact erased in between.
 pub async fn contact_exists(tx: &mut Tx, tenant_id: &str, contact_id: &str) -> ApiResult<bool> {
-    let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2 AND erased_at IS NULL")
-        .bind(tenant_id)
-        .bind(contact_id)
-        .fetch_optional(&mut **tx)
-        .await?;
+    let sql = format!("SELECT 1 FROM crm_contact WHERE tenant_id = $1 AND contact_id = $2 AND erased_at IS NULL{}", db::Backend::of(tx).no_key_update());
+    let found: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(contact_id).fetch_optional(&mut **tx).await?;
     Ok(found.is_some())
 }
 
@@ -776,9 +768,12 @@ async fn log_call(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
         .bind(db::now())
         .fetch_one(&mut *tx)
         .await?;
+    // The key set of every `crm.call.logged.v1` (the voice webhook's too):
+    // what this route does not know is null.
     let payload = json!({
-        "call_id": call.call_id, "contact_id": contact, "lead_id": lead, "direction": direction, "disposition": disposition,
-        "duration_seconds": duration, "recording_consent": consent, "provider_call_id": provider_id, "occurred_at": occurred_at,
+        "call_id": call.call_id, "call_leg_id": null, "contact_id": contact, "lead_id": lead, "provider": null,
+        "provider_call_id": provider_id, "direction": direction, "status": null, "disposition": disposition, "is_voicemail": null,
+        "duration_seconds": duration, "recording_consent": consent, "occurred_at": occurred_at, "ended_at": null,
     });
     audit::record(&mut tx, &ctx, events::CRM_CALL_LOGGED, payload.clone()).await?;
     if disposition.missed() {
@@ -968,6 +963,26 @@ async fn erase_contact(State(state): State<AppState>, Tenant(ctx): Tenant, Path(
         .await?;
     crate::ticket::forget_holder(&mut tx, &ctx.tenant_id, &id).await?;
     hub_kernel::search::remove(&mut tx, &ctx.tenant_id, "contact", &id).await?;
+    // The erased person's sequence enrolments that are still running are
+    // cancelled, each with its event as `POST .../cancel` records it: no
+    // send stays scheduled for them. The outreach area's table is written
+    // where it is (the CRM does not depend on the outreach crate); an
+    // enrolment being made at once has locked the contact's row, so it is
+    // committed before this erasure goes on and is cancelled here.
+    let mut cancelled: Vec<(String, String)> = sqlx::query_as(
+        "UPDATE sequence_enrollment SET status = 'cancelled', cancelled_at = $3 \
+         WHERE tenant_id = $1 AND contact_id = $2 AND status = 'active' AND ends_at > $3 RETURNING enrollment_id, sequence_id",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&id)
+    .bind(&now)
+    .fetch_all(&mut *tx)
+    .await?;
+    cancelled.sort();
+    for (enrollment_id, sequence_id) in cancelled {
+        let payload = json!({ "enrollment_id": enrollment_id, "sequence_id": sequence_id, "contact_id": id });
+        audit::record(&mut tx, &ctx, events::SEQUENCE_ENROLLMENT_CANCELLED, payload).await?;
+    }
     audit::record(&mut tx, &ctx, events::CRM_CONTACT_ERASED, json!({ "contact_id": id })).await?;
     tx.commit().await?;
     Ok(ok(Erased { contact_id: current.contact_id, erased: true, erased_at }))
@@ -981,7 +996,7 @@ const LEADS: Listing = Listing { table: "crm_lead", columns: LEAD_COLUMNS, filte
 
 /// The rows of `listing` of the tenant with each given `(condition, value)`
 /// (a condition's value is `$#`, numbered as it is bound), one page.
-async fn filtered<T>(state: &AppState, ctx: &TenantCtx, page: Page, listing: &Listing, conditions: &[(&str, Option<&str>)]) -> ApiResult<ListOf<T>>
+pub(crate) async fn filtered<T>(state: &AppState, ctx: &TenantCtx, page: Page, listing: &Listing, conditions: &[(&str, Option<&str>)]) -> ApiResult<ListOf<T>>
 where
     T: for<'r> FromRow<'r, sqlx::any::AnyRow> + Serialize + Send + Unpin,
 {

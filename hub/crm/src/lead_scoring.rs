@@ -1,6 +1,11 @@
 //! sdk-lead-scoring: scoring models of a tenant, numbered per vertical
 //! (`saas`, `real_estate`, ...), with at most one active per (tenant,
 //! vertical), which is what `GET /api/lead-scoring/models/active` resolves.
+//! `POST /api/lead-scoring/score` scores a lead, or given attributes, with
+//! the active model of a vertical: each signal's weight times the
+//! attribute of the same name (a number as it is, `true` 1, `false` 0,
+//! anything else or nothing: no contribution), summed in signal-name
+//! order, then held to 0–100 and rounded to two decimals.
 
 use hub_kernel::prelude::*;
 use serde_json::Map;
@@ -12,10 +17,31 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(activate))
         .routes(routes!(deactivate))
         .routes(routes!(active))
+        .routes(routes!(score))
 }
 
 /// The most weights a model holds.
 const MAX_WEIGHTS: usize = 200;
+
+/// The largest weight, either way: a model's weights are from
+/// `-MAX_WEIGHT` to `MAX_WEIGHT`.
+const MAX_WEIGHT: f64 = 1e6;
+
+/// The schema of a model's weights: signal name → a number from
+/// `-MAX_WEIGHT` to `MAX_WEIGHT` (the contract refuses any other).
+fn weights_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let weight = ObjectBuilder::new().schema_type(Type::Number).minimum(Some(-MAX_WEIGHT)).maximum(Some(MAX_WEIGHT));
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some("1–200 signals, each name (1–64 characters) with a numeric weight from -1000000 to 1000000, stored as given."))
+        .additional_properties(Some(weight))
+        .build()
+}
+
+/// The form of a vertical, for a model and for a score alike.
+static VERTICAL_FORM: Pattern = Pattern::of::<NewModel>("vertical");
+const VERTICAL_RULE: &str = "vertical must be 1 to 64 of a-z, 0-9, '.', '_', '-'";
 
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = LeadScoringModel)]
@@ -41,20 +67,15 @@ struct Model {
 
 const COLUMNS: &str = "model_id, vertical, name, version, weights, threshold, active, activated_at, created_by, created_at";
 
-fn valid_vertical(s: &str) -> bool {
-    (1..=64).contains(&s.len()) && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
-}
-
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewLeadScoringModel)]
 struct NewModel {
     /// 1–64 of `a-z 0-9 . _ -`.
+    #[schema(pattern = r"^[a-z0-9._-]{1,64}$")]
     vertical: String,
     #[schema(max_length = 200)]
     name: String,
-    /// 1–200 signals, each name (1–64 characters) with a numeric weight,
-    /// stored as given.
-    #[schema(value_type = HashMap<String, f64>)]
+    #[schema(schema_with = weights_schema)]
     weights: Map<String, Value>,
     /// 50 when absent.
     #[schema(minimum = 0, maximum = 100)]
@@ -68,10 +89,8 @@ struct NewModel {
 async fn create_model(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewModel>) -> ApiResult<Created<Model>> {
     let body = body.checked()?;
     let mut check = Check::new();
-    let vertical = body.vertical.trim().to_string();
-    if !valid_vertical(&vertical) {
-        check.fail("vertical must be 1 to 64 of a-z, 0-9, '.', '_', '-'");
-    }
+    let vertical = body.vertical.clone();
+    check.matches(&vertical, &VERTICAL_FORM, VERTICAL_RULE);
     let name = body.name.trim().to_string();
     if (1..=MAX_WEIGHTS).contains(&body.weights.len()) {
         for signal in body.weights.keys() {
@@ -236,4 +255,140 @@ async fn deactivate(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id)
     audit::record(&mut tx, &ctx, events::LEAD_SCORING_MODEL_DEACTIVATED, payload).await?;
     tx.commit().await?;
     Ok(ok(model))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[schema(as = LeadScoreRequest)]
+struct ScoreRequest {
+    /// The vertical whose active model scores: 1–64 of `a-z 0-9 . _ -`.
+    #[schema(pattern = r"^[a-z0-9._-]{1,64}$")]
+    vertical: String,
+    /// A lead of the tenant: its `attributes` are scored. Give this or
+    /// `attributes`, not both.
+    #[schema(format = "uuid")]
+    lead_id: Option<String>,
+    /// Signal name → value, scored as given (nothing is stored). Give this
+    /// or `lead_id`, not both.
+    attributes: Option<Map<String, Value>>,
+}
+
+/// What one signal of the model added to the score.
+#[derive(Serialize, ToSchema)]
+#[schema(as = LeadScoreContribution)]
+struct Contribution {
+    /// The signal: a weight of the model, an attribute of the lead.
+    signal: String,
+    weight: f64,
+    /// The attribute's value as scored (a number; `true` is 1, `false`
+    /// 0); null when the lead has no number or boolean of that name.
+    value: Option<f64>,
+    /// `weight × value`, 0 when `value` is null.
+    contribution: f64,
+}
+
+/// A score and how the model made it.
+#[derive(Serialize, ToSchema)]
+#[schema(as = LeadScore)]
+struct Score {
+    /// The lead scored; null when attributes were given.
+    lead_id: Option<String>,
+    /// The model used: the vertical's active one.
+    model_id: Id,
+    vertical: String,
+    version: i64,
+    /// The sum of the contributions, in signal-name order.
+    raw_score: f64,
+    /// `raw_score` held to 0–100 and rounded to two decimals.
+    #[schema(minimum = 0, maximum = 100)]
+    score: f64,
+    /// The model's threshold.
+    threshold: i64,
+    /// `score >= threshold`.
+    qualified: bool,
+    /// One per signal of the model, by signal name.
+    contributions: Vec<Contribution>,
+}
+
+/// A value as a signal scores it: a number, or a boolean as 1 or 0.
+fn signal_value(value: Option<&Value>) -> Option<f64> {
+    match value? {
+        Value::Number(n) => n.as_f64(),
+        Value::Bool(b) => Some(if *b { 1.0 } else { 0.0 }),
+        _ => None,
+    }
+}
+
+/// Scores a lead of the tenant, or given attributes, with the active model
+/// of a vertical (404 `no active model` when it has none). Deterministic:
+/// the same model and attributes give the same answer. Nothing is stored
+/// and nothing recorded.
+#[utoipa::path(post, path = "/api/lead-scoring/score", tag = "sdk-lead-scoring", request_body = ScoreRequest,
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "events": 0, "given": [
+        ["POST", "/api/lead-scoring/models", { "vertical": "race-{unique}", "name": "one", "weights": { "demo": 40, "visits": 2.5 } }],
+        ["POST", "/api/lead-scoring/models/{model_id}/activate", {}]],
+        "body": { "vertical": "race-{unique}", "attributes": { "demo": true, "visits": 4 } } }))),
+    responses((status = 200, description = "the score, with each signal's contribution", body = Data<Score>),
+        (status = 404, description = "NotFound: no active model for the vertical", body = ErrorBody)))]
+async fn score(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<ScoreRequest>) -> ApiResult<Data<Score>> {
+    let body = body.checked()?;
+    static SCORED_VERTICAL: Pattern = Pattern::of::<ScoreRequest>("vertical");
+    let vertical = body.vertical.clone();
+    let mut check = Check::new();
+    check.matches(&vertical, &SCORED_VERTICAL, VERTICAL_RULE);
+    check.finish()?;
+    let lead = Check::optional(&body.lead_id);
+    let attributes = match (&lead, body.attributes) {
+        (Some(_), Some(_)) => return Err(ApiError::invalid("give lead_id or attributes, not both")),
+        (None, None) => return Err(ApiError::invalid("give lead_id or attributes")),
+        (None, Some(given)) => given,
+        (Some(l), None) => {
+            let id = canonical_uuid(l);
+            let stored: Option<String> = sqlx::query_scalar("SELECT attributes FROM crm_lead WHERE tenant_id = $1 AND lead_id = $2")
+                .bind(&ctx.tenant_id)
+                .bind(&id)
+                .fetch_optional(&state.db.read)
+                .await?;
+            let stored = stored.ok_or_else(|| ApiError::invalid("lead_id is not a lead of this tenant"))?;
+            serde_json::from_str::<Map<String, Value>>(&stored).unwrap_or_default()
+        }
+    };
+    let lead = lead.map(|l| canonical_uuid(&l));
+    let sql = format!("SELECT {COLUMNS} FROM lead_scoring_model WHERE tenant_id = $1 AND vertical = $2 AND active = 1");
+    let model: Option<Model> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&vertical).fetch_optional(&state.db.read).await?;
+    let model = model.ok_or(ApiError::Missing("no active model"))?;
+    let mut weights: Vec<(String, f64)> =
+        model.weights.0.as_object().map(|w| w.iter().map(|(k, v)| (k.clone(), v.as_f64().unwrap_or(0.0))).collect()).unwrap_or_default();
+    weights.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut raw = 0.0;
+    let mut check = Check::new();
+    let contributions: Vec<Contribution> = weights
+        .into_iter()
+        .map(|(signal, weight)| {
+            let value = signal_value(attributes.get(&signal));
+            let contribution = value.map_or(0.0, |v| weight * v);
+            // A number of any size is valid JSON: one whose product with
+            // its weight is out of a double's range cannot be scored.
+            if !contribution.is_finite() {
+                check.fail(format!("attributes.{signal} is too large to score (its weight times it is out of range)"));
+            }
+            raw += contribution;
+            Contribution { signal, weight, value, contribution }
+        })
+        .collect();
+    check.finish()?;
+    if !raw.is_finite() {
+        return Err(ApiError::invalid("the attributes are too large to score (the sum of the contributions is out of range)"));
+    }
+    let score = (raw.clamp(0.0, 100.0) * 100.0).round() / 100.0;
+    Ok(ok(Score {
+        lead_id: lead,
+        model_id: model.model_id,
+        vertical: model.vertical,
+        version: model.version,
+        raw_score: raw,
+        score,
+        threshold: model.threshold,
+        qualified: score >= model.threshold as f64,
+        contributions,
+    }))
 }

@@ -4,9 +4,15 @@
 //! `within_minutes` of their deadline or past it, nearest deadline first.
 //!
 //! A rung fires `offset_minutes` from the deadline (negative: before it).
-//! Which rungs have fired is computed when the list is read, from the
-//! clock's deadline and the time of reading: nothing runs in the
-//! background, so the answer is exact whenever it is asked.
+//! The at-risk list computes which rungs have fired from the clock's
+//! deadline and the time of reading, so its answer is exact whenever it is
+//! asked. The SLA sweep ([`fire_due`], every `HUB_SLA_SWEEP_SECONDS`)
+//! records each firing of a running clock's rung once, whichever replica
+//! gets there first, with `sla.rung.fired.v1` in the same transaction:
+//! the event is the notification (it names the rung's
+//! `notify_persona_id`, and reaches the tenant's webhook endpoints
+//! subscribed to it through the outbox). A stopped clock fires nothing
+//! further; a clock's read lists the rungs fired for it.
 
 use std::collections::HashMap;
 
@@ -438,14 +444,46 @@ async fn list_clocks(State(state): State<AppState>, Tenant(ctx): Tenant, page: P
     page.list::<SlaClock>(&state.db.read, &CLOCKS, &[&ctx.tenant_id, subject, clock_state, &policy]).await
 }
 
-/// One clock.
+/// A rung fired for a clock: recorded by the SLA sweep once, kept when the
+/// rung is removed later.
+#[derive(Debug, FromRow, Serialize, ToSchema)]
+struct SlaRungFiring {
+    rung_id: Id,
+    offset_minutes: i64,
+    severity: Severity,
+    /// Who the escalation went to.
+    notify_persona_id: Option<String>,
+    /// When the rung was due to fire: the clock's deadline plus its offset.
+    fires_at: Timestamp,
+    /// When the sweep fired it (`sla.rung.fired.v1`).
+    fired_at: Timestamp,
+}
+
+/// A clock with the rungs fired for it, earliest first.
+#[derive(Serialize, ToSchema)]
+struct SlaClockWithFirings {
+    #[serde(flatten)]
+    clock: SlaClock,
+    fired_rungs: Vec<SlaRungFiring>,
+}
+
+/// One clock, with the rungs fired for it.
 #[utoipa::path(get, path = "/api/sla/clocks/{clock_id}", tag = "sdk-sla", params(("clock_id" = String, Path, description = "the clock")),
-    responses((status = 200, description = "the clock", body = Data<SlaClock>)))]
-async fn get_clock(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<SlaClock>> {
+    responses((status = 200, description = "the clock and the rungs fired for it, earliest first", body = Data<SlaClockWithFirings>)))]
+async fn get_clock(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<SlaClockWithFirings>> {
     let id = path_id(&id)?.to_string();
     let sql = format!("SELECT {CLOCK_COLUMNS} FROM sla_clock WHERE tenant_id = $1 AND clock_id = $2");
     let clock: Option<SlaClock> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?;
-    Ok(ok(clock.ok_or(ApiError::NotFound)?))
+    let clock = clock.ok_or(ApiError::NotFound)?;
+    let fired_rungs: Vec<SlaRungFiring> = sqlx::query_as(
+        "SELECT rung_id, offset_minutes, severity, notify_persona_id, fires_at, fired_at FROM sla_rung_firing \
+         WHERE tenant_id = $1 AND clock_id = $2 ORDER BY fires_at, rung_id",
+    )
+    .bind(&ctx.tenant_id)
+    .bind(&id)
+    .fetch_all(&state.db.read)
+    .await?;
+    Ok(ok(SlaClockWithFirings { clock, fired_rungs }))
 }
 
 /// A clock as guarded writes name it.
@@ -578,4 +616,109 @@ fn assess(clock: SlaClock, now: DateTime<Utc>, rungs: &HashMap<Id, Vec<SlaRung>>
         next_rung: next,
         clock,
     }
+}
+
+/// Rung firings one pass of the sweep reads at most (the next pass, or the
+/// next batch of this one, goes on).
+const SWEEP_BATCH: i64 = 500;
+
+/// A rung of a running clock whose time has come and that has not fired.
+#[derive(FromRow)]
+struct DueRung {
+    clock_id: String,
+    tenant_id: String,
+    policy_id: String,
+    subject_ref: String,
+    due_at: Timestamp,
+    rung_id: String,
+    offset_minutes: i64,
+}
+
+/// Fires every rung of a running clock whose time (the clock's deadline
+/// plus the rung's offset) has come and that has not fired for it: one
+/// row of `sla_rung_firing` per (clock, rung), which its primary key keeps
+/// to one whichever replica sweeps, and `sla.rung.fired.v1` in the same
+/// transaction, in the clock's tenant's chain (actor `system`, `hub`).
+/// The clock's row is locked first (on PostgreSQL skipping one another
+/// replica holds, or one being stopped): a clock stopped meanwhile fires
+/// nothing. Returns how many rungs it fired.
+pub async fn fire_due(db: &Db) -> ApiResult<usize> {
+    let now = Utc::now();
+    let mut fired = 0;
+    loop {
+        let (read, done) = fire_batch(db, now).await?;
+        fired += done;
+        // A full batch of which nothing fired is another replica's work.
+        if read < SWEEP_BATCH as usize || done == 0 {
+            return Ok(fired);
+        }
+    }
+}
+
+/// One batch of [`fire_due`]: how many due rungs it read and how many of
+/// them it fired.
+async fn fire_batch(db: &Db, now: DateTime<Utc>) -> ApiResult<(usize, usize)> {
+    // The earliest a rung fires is its most negative offset before a
+    // deadline: clocks due later than that have nothing to fire.
+    let earliest: Option<i64> = sqlx::query_scalar("SELECT MIN(offset_minutes) FROM sla_rung").fetch_one(&db.read).await?;
+    let Some(earliest) = earliest else { return Ok((0, 0)) };
+    let horizon = db::format_time(now - chrono::TimeDelta::minutes(earliest));
+    // Stored times are RFC 3339 text; the rung's time is computed by the
+    // database, so that a batch holds only rungs to fire.
+    let fires = format!("{} >= r.offset_minutes * 60", db.backend.seconds_between("c.due_at", "$2"));
+    let sql = format!(
+        "SELECT c.clock_id, c.tenant_id, c.policy_id, c.subject_ref, c.due_at, r.rung_id, r.offset_minutes \
+         FROM sla_clock c JOIN sla_rung r ON r.policy_id = c.policy_id AND r.tenant_id = c.tenant_id \
+         WHERE c.state = 'running' AND c.due_at <= $1 AND {fires} \
+         AND NOT EXISTS (SELECT 1 FROM sla_rung_firing f WHERE f.clock_id = c.clock_id AND f.rung_id = r.rung_id) \
+         ORDER BY c.due_at, c.clock_id, r.offset_minutes LIMIT $3"
+    );
+    let due: Vec<DueRung> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&horizon).bind(db::format_time(now)).bind(SWEEP_BATCH).fetch_all(&db.read).await?;
+    let read = due.len();
+    let mut fired = 0;
+    for clock in due.chunk_by(|a, b| a.clock_id == b.clock_id) {
+        fired += fire_clock(db, clock).await?;
+    }
+    Ok((read, fired))
+}
+
+/// Fires the due rungs of one clock in one transaction.
+async fn fire_clock(db: &Db, rungs: &[DueRung]) -> ApiResult<usize> {
+    let Some(first) = rungs.first() else { return Ok(0) };
+    let mut tx = db.begin().await?;
+    let lock = format!("SELECT state FROM sla_clock WHERE tenant_id = $1 AND clock_id = $2{}", db.backend.skip_locked());
+    let state: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(lock)).bind(&first.tenant_id).bind(&first.clock_id).fetch_optional(&mut *tx).await?;
+    if state.as_deref() != Some(ClockState::Running.as_str()) {
+        return Ok(0);
+    }
+    let fired_at = db::now();
+    let mut fired = 0;
+    for rung in rungs {
+        let Some(fires_at) = db::add_seconds(rung.due_at.0, rung.offset_minutes * 60).map(db::format_time) else { continue };
+        // The rung as it is now (a rung removed meanwhile fires nothing).
+        let firing: Option<SlaRungFiring> = sqlx::query_as(
+            "INSERT INTO sla_rung_firing (clock_id, rung_id, tenant_id, offset_minutes, severity, notify_persona_id, fires_at, fired_at) \
+             SELECT $1, r.rung_id, r.tenant_id, r.offset_minutes, r.severity, r.notify_persona_id, $4, $5 FROM sla_rung r \
+             WHERE r.tenant_id = $2 AND r.rung_id = $3 ON CONFLICT (clock_id, rung_id) DO NOTHING \
+             RETURNING rung_id, offset_minutes, severity, notify_persona_id, fires_at, fired_at",
+        )
+        .bind(&rung.clock_id)
+        .bind(&rung.tenant_id)
+        .bind(&rung.rung_id)
+        .bind(&fires_at)
+        .bind(&fired_at)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(firing) = firing else { continue };
+        let payload = json!({
+            "clock_id": rung.clock_id, "policy_id": rung.policy_id, "subject_ref": rung.subject_ref, "rung_id": firing.rung_id,
+            "offset_minutes": firing.offset_minutes, "severity": firing.severity, "notify_persona_id": firing.notify_persona_id,
+            "due_at": rung.due_at, "fires_at": firing.fires_at, "fired_at": firing.fired_at,
+        });
+        // No credential acts: the hub does, when the rung's time comes.
+        audit::record_system(&mut tx, &rung.tenant_id, "hub", events::SLA_RUNG_FIRED, payload).await?;
+        fired += 1;
+    }
+    tx.commit().await?;
+    Ok(fired)
 }

@@ -43,6 +43,7 @@ struct Push {
 struct PushedRow {
     /// A platform event type or one the tenant registered
     /// (`<domain>.<entity>.<verb>.v<N>`).
+    #[schema(pattern = r"^[a-z](?:[-_]?[a-z0-9])*(?:\.[a-z](?:[-_]?[a-z0-9])*)+\.v[1-9][0-9]*$", max_length = 200)]
     event_type: String,
     /// Any JSON but null.
     #[schema(value_type = Value)]
@@ -77,8 +78,9 @@ async fn push(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<Pus
     let mut check = Check::new();
     let device = check.optional_uuid("device_uuid", &body.device_uuid);
     let rows = body.rows;
+    static EVENT_TYPE: Pattern = Pattern::of::<PushedRow>("event_type");
     for (i, row) in rows.iter().enumerate() {
-        if !registry::valid_name(&row.event_type) {
+        if !EVENT_TYPE.is_match(&row.event_type) {
             check.fail(format!("rows[{i}].event_type must look like <domain>.<entity>.<verb>.v<N>"));
         }
     }

@@ -217,16 +217,17 @@ async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, body:
     let device = device.expect("checked").to_string();
     let events = body.events;
     let mut ack = SyncBatchAck { batch_id: batch_id.clone(), ..Default::default() };
-    let mut known: HashMap<String, bool> = HashMap::new();
+    // Each type's schema_state, None when the tenant does not know it.
+    let mut known: HashMap<String, Option<String>> = HashMap::new();
     let mut tx = state.db.begin().await?;
     for e in &events {
         let key = e.idempotency_key.trim().to_string();
         let event_type = e.event_type.clone().unwrap_or_default();
-        let registered = match known.get(&event_type) {
-            Some(k) => *k,
+        let schema_state = match known.get(&event_type) {
+            Some(k) => k.clone(),
             None => {
-                let k = registry::lookup(&mut *tx, &ctx.tenant_id, &event_type).await?.is_some();
-                known.insert(event_type.clone(), k);
+                let k = registry::lookup(&mut *tx, &ctx.tenant_id, &event_type).await?.map(|t| t.schema_state);
+                known.insert(event_type.clone(), k.clone());
                 k
             }
         };
@@ -234,8 +235,10 @@ async fn receive_batch(State(state): State<AppState>, Tenant(ctx): Tenant, body:
             Some(raw) => validate::observed_time("occurred_at", raw),
             None => Err("occurred_at must be an RFC 3339 timestamp".to_string()),
         };
-        let reason = if !registered {
+        let reason = if schema_state.is_none() {
             Some(format!("event type '{event_type}' is neither a platform type nor registered by the tenant"))
+        } else if schema_state.as_deref() == Some("retired") {
+            Some(format!("event type '{event_type}' is retired: it takes no new events"))
         } else if e.payload.as_ref().is_none_or(Value::is_null) {
             Some("payload is required".to_string())
         } else {

@@ -1,10 +1,16 @@
 //! sdk-trace: signed exports of a trace. A trace is the tenant's agent
 //! runs that carry one `trace_id`, with the audit entries (hash-chained)
-//! that recorded them. An export writes that evidence as one JSON artifact
-//! into the object store and signs its bytes with HMAC-SHA256 under the
-//! tenant's trace key; whoever holds that key (`GET
-//! /api/traces/verification-key`) can check an artifact. PDF is not offered.
+//! that recorded them. An export writes that evidence as one artifact, JSON
+//! or PDF, into the object store and signs its bytes with HMAC-SHA256 under
+//! the tenant's trace key; whoever holds that key (`GET
+//! /api/traces/verification-key`) can check an artifact.
 
+mod pdf;
+
+use axum::{
+    http::{HeaderValue, header},
+    response::IntoResponse,
+};
 use base64::{Engine, engine::general_purpose::STANDARD as B64};
 use hub_kernel::{crypto::DataKey, prelude::*};
 use object_store::{PutPayload, path::Path as ObjectPath};
@@ -34,7 +40,8 @@ struct Export {
     requested_by: String,
     created_at: Timestamp,
     ready_at: Option<Timestamp>,
-    /// The artifact itself, exactly the signed bytes (on a read).
+    /// The artifact itself, exactly the signed bytes (on a read of a JSON
+    /// export; a PDF export's read answers the PDF itself).
     #[sqlx(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     artifact: Option<String>,
@@ -67,9 +74,10 @@ async fn trace_key(state: &AppState, tenant_id: &str) -> ApiResult<DataKey> {
 }
 
 stored_enum! {
-    /// The form of an artifact (PDF is not offered).
+    /// The form of an artifact: `json` (platform.trace-export.v1) or `pdf`
+    /// (the same evidence as text on A4 pages).
     #[schema(as = TraceExportFormat)]
-    enum Format { Json = "json" }
+    enum Format { Json = "json", Pdf = "pdf" }
 }
 
 stored_enum! {
@@ -81,7 +89,7 @@ stored_enum! {
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewTraceExport)]
 struct NewExport {
-    /// `json` when absent (PDF is not offered).
+    /// `json` when absent.
     format: Option<Format>,
 }
 
@@ -121,13 +129,29 @@ async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(trace_i
     // The evidence: the runs, and the audit entries that recorded them.
     let entry_ids: Vec<String> = runs.iter().filter_map(|r| r["audit_entry_id"].as_str().map(str::to_string)).collect();
     let entries = audit::entries_by_id(&state.db.read, &ctx.tenant_id, &entry_ids).await?;
-    let artifact = json!({
-        "format": "platform.trace-export.v1", "export_id": export_id, "tenant_id": ctx.tenant_id, "trace_id": trace_id,
-        "generated_at": now, "runs": runs, "audit_entries": entries,
-    });
-    let bytes = serde_json::to_vec(&artifact).map_err(|e| ApiError::Internal(e.into()))?;
+    let counts = (runs.len(), entries.len());
+    // Signed alike whatever the form: HMAC-SHA256 of the artifact's exact bytes.
+    let bytes = match format {
+        Format::Json => {
+            let artifact = json!({
+                "format": "platform.trace-export.v1", "export_id": export_id, "tenant_id": ctx.tenant_id, "trace_id": trace_id,
+                "generated_at": now, "runs": runs, "audit_entries": entries,
+            });
+            serde_json::to_vec(&artifact).map_err(|e| ApiError::Internal(e.into()))?
+        }
+        Format::Pdf => {
+            // Up to 10,000 runs is thousands of pages: laid out off the request threads.
+            let (export_id, tenant_id, trace_id) = (export_id.clone(), ctx.tenant_id.clone(), trace_id.clone());
+            tokio::task::spawn_blocking(move || {
+                let header = pdf::Header { export_id: &export_id, tenant_id: &tenant_id, trace_id: &trace_id, generated_at: &now };
+                pdf::render(&header, &runs, &entries)
+            })
+            .await
+            .map_err(|e| ApiError::Internal(e.into()))?
+        }
+    };
     let (sha256, signature) = (hub_kernel::crypto::sha256_hex(&bytes), hex::encode(key.mac(&bytes)));
-    let artifact_key = format!("traces/{}/{export_id}.json", ctx.tenant_id);
+    let artifact_key = format!("traces/{}/{export_id}.{}", ctx.tenant_id, format.as_str());
     let size = bytes.len() as i64;
     let stored = state.media.put(&ObjectPath::from(artifact_key.as_str()), PutPayload::from(bytes)).await;
     let mut tx = state.db.begin().await?;
@@ -150,7 +174,8 @@ async fn export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(trace_i
         .bind(db::now())
         .fetch_one(&mut *tx)
         .await?;
-    let payload = json!({ "export_id": export_id, "trace_id": trace_id, "artifact_key": artifact_key, "sha256": sha256, "runs": runs.len(), "audit_entries": entries.len() });
+    let payload =
+        json!({ "export_id": export_id, "trace_id": trace_id, "artifact_key": artifact_key, "sha256": sha256, "runs": counts.0, "audit_entries": counts.1 });
     audit::record(&mut tx, &ctx, events::TRACE_EXPORT_READY, payload).await?;
     tx.commit().await?;
     Ok(created(done))
@@ -195,21 +220,60 @@ async fn list_exports(
     Ok(exports)
 }
 
-/// An export with its signed artifact.
+/// A PDF export's artifact in the document: the file's bytes (never built:
+/// the read answers the stored bytes as they are).
+#[derive(ToSchema)]
+#[schema(as = TraceExportPdf, value_type = String, format = Binary)]
+#[allow(dead_code)]
+struct PdfFile(Vec<u8>);
+
+/// An export with its signed artifact: a JSON export answers the export
+/// with `artifact`, the signed text; a ready PDF export answers the PDF
+/// itself. Either carries the signature in headers too.
 #[utoipa::path(get, path = "/api/traces/exports/{export_id}", tag = "sdk-trace", params(("export_id" = String, Path, description = "the export")),
-    responses((status = 200, description = "the export and, once ready, its artifact", body = Data<Export>),
+    responses((status = 200, description = "a JSON export (and one not ready): the export and, once ready, its artifact; a ready PDF export: the PDF, exactly the signed bytes",
+            content((Data<Export> = "application/json"), (PdfFile = "application/pdf")),
+            headers(("x-trace-export-id" = String, description = "the export (once ready)"),
+                ("x-trace-sha256" = String, description = "SHA-256 of the artifact's bytes, hex (once ready)"),
+                ("x-trace-signature-hex" = String, description = "HMAC-SHA256 of the artifact's bytes under the trace key x-trace-key-id, hex (once ready)"),
+                ("x-trace-key-id" = String, description = "the trace key that signed the artifact (once ready)"))),
         (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
-async fn get_export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Data<Export>> {
+async fn get_export(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let id = path_id(&id)?.to_string();
     let sql = format!("SELECT {COLUMNS} FROM trace_export WHERE tenant_id = $1 AND export_id = $2");
     let mut export: Export =
         sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_optional(&state.db.read).await?.ok_or(ApiError::NotFound)?;
-    if let Some(key) = &export.artifact_key {
-        let unread = |e| hub_kernel::storage::failure(e, "reading the trace artifact");
-        let bytes = state.media.get(&ObjectPath::from(key.as_str())).await.map_err(unread)?.bytes().await.map_err(unread)?;
-        export.artifact = Some(String::from_utf8(bytes.to_vec()).map_err(|e| ApiError::Internal(e.into()))?);
+    let Some(key) = &export.artifact_key else { return Ok(ok(export).into_response()) };
+    let unread = |e| hub_kernel::storage::failure(e, "reading the trace artifact");
+    let bytes = state.media.get(&ObjectPath::from(key.as_str())).await.map_err(unread)?.bytes().await.map_err(unread)?;
+    let signed = [
+        ("x-trace-export-id", Some(export.export_id.to_string())),
+        ("x-trace-sha256", export.sha256.clone()),
+        ("x-trace-signature-hex", export.signature_hex.clone()),
+        ("x-trace-key-id", export.key_id.clone()),
+    ];
+    let mut res = match export.format {
+        Format::Json => {
+            export.artifact = Some(String::from_utf8(bytes.to_vec()).map_err(|e| ApiError::Internal(e.into()))?);
+            ok(export).into_response()
+        }
+        Format::Pdf => {
+            let mut res = bytes.into_response();
+            let h = res.headers_mut();
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/pdf"));
+            let attachment = HeaderValue::from_str(&format!("attachment; filename=\"trace-export-{id}.pdf\"")).map_err(|e| ApiError::Internal(e.into()))?;
+            h.insert(header::CONTENT_DISPOSITION, attachment);
+            h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+            h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
+            res
+        }
+    };
+    for (name, value) in signed {
+        if let Some(value) = value {
+            res.headers_mut().insert(name, HeaderValue::from_str(&value).map_err(|e| ApiError::Internal(e.into()))?);
+        }
     }
-    Ok(ok(export))
+    Ok(res)
 }
 
 /// The key that checks an artifact's signature.

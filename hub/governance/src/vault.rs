@@ -20,13 +20,17 @@ const MAX_PLAINTEXT: usize = 1024 * 1024;
 const NONCE: usize = envelope::NONCE;
 const TAG: usize = envelope::TAG;
 
-/// A base64 field the contract found present, decoded (empty when
-/// malformed, which `check` reports).
-fn decoded_b64(check: &mut Check, name: &str, value: &str) -> Vec<u8> {
-    B64.decode(value.trim()).unwrap_or_else(|_| {
-        check.fail(format!("{name} must be base64"));
-        Vec::new()
-    })
+/// A base64 field the contract found present, decoded (empty when it is
+/// not of the form its pattern states, canonical padded base64, which
+/// `check` reports).
+fn decoded_b64(check: &mut Check, name: &str, value: &str, form: &Pattern) -> Vec<u8> {
+    match B64.decode(value) {
+        Ok(bytes) if form.is_match(value) => bytes,
+        _ => {
+            check.fail(format!("{name} must be base64"));
+            Vec::new()
+        }
+    }
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -36,6 +40,7 @@ struct EncryptRequest {
     #[schema(max_length = 256)]
     r#ref: String,
     /// The plaintext, base64 (at most 1 MiB decoded).
+    #[schema(pattern = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$")]
     plaintext_b64: String,
 }
 
@@ -59,7 +64,8 @@ async fn encrypt(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<
     let body = body.checked()?;
     let mut check = Check::new();
     let reference = body.r#ref.trim();
-    let plaintext = decoded_b64(&mut check, "plaintext_b64", &body.plaintext_b64);
+    static PLAINTEXT: Pattern = Pattern::of::<EncryptRequest>("plaintext_b64");
+    let plaintext = decoded_b64(&mut check, "plaintext_b64", &body.plaintext_b64, &PLAINTEXT);
     if plaintext.len() > MAX_PLAINTEXT {
         check.fail(format!("plaintext_b64 must decode to at most {MAX_PLAINTEXT} bytes"));
     }
@@ -84,11 +90,15 @@ struct DecryptRequest {
     #[schema(max_length = 256)]
     r#ref: String,
     /// Base64, as `encrypt` answered them.
+    #[schema(pattern = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$")]
     ciphertext_b64: String,
+    #[schema(pattern = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$")]
     wrapped_dek_b64: String,
     /// 12 bytes, base64.
+    #[schema(pattern = r"^[A-Za-z0-9+/]{16}$")]
     iv_b64: String,
     /// 16 bytes, base64.
+    #[schema(pattern = r"^[A-Za-z0-9+/]{21}[AQgw]==$")]
     tag_b64: String,
 }
 
@@ -107,10 +117,15 @@ async fn decrypt(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<
     let body = body.checked()?;
     let mut check = Check::new();
     let reference = body.r#ref.trim().to_string();
-    let ciphertext = decoded_b64(&mut check, "ciphertext_b64", &body.ciphertext_b64);
-    let wrapped = decoded_b64(&mut check, "wrapped_dek_b64", &body.wrapped_dek_b64);
-    let iv = decoded_b64(&mut check, "iv_b64", &body.iv_b64);
-    let tag = decoded_b64(&mut check, "tag_b64", &body.tag_b64);
+    static CIPHERTEXT: Pattern = Pattern::of::<DecryptRequest>("ciphertext_b64");
+    static WRAPPED_DEK: Pattern = Pattern::of::<DecryptRequest>("wrapped_dek_b64");
+    let ciphertext = decoded_b64(&mut check, "ciphertext_b64", &body.ciphertext_b64, &CIPHERTEXT);
+    let wrapped = decoded_b64(&mut check, "wrapped_dek_b64", &body.wrapped_dek_b64, &WRAPPED_DEK);
+    // The patterns of iv_b64 and tag_b64 are canonical base64 of 12 and
+    // 16 bytes: base64 (the ciphertext's pattern), then the length, each
+    // named by its own message.
+    let iv = decoded_b64(&mut check, "iv_b64", &body.iv_b64, &CIPHERTEXT);
+    let tag = decoded_b64(&mut check, "tag_b64", &body.tag_b64, &CIPHERTEXT);
     if !iv.is_empty() && iv.len() != NONCE {
         check.fail(format!("iv_b64 must decode to {NONCE} bytes"));
     }

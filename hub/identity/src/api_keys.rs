@@ -18,7 +18,6 @@ use hub_kernel::{
     gate::{
         HumanTenant,
         keys::{self, KeyRecord},
-        scope,
     },
     state::Invalidation,
 };
@@ -42,7 +41,7 @@ struct NewApiKey {
     name: String,
     /// Scopes the caller holds, each `<domain>.<resource>.<action>` or a tail
     /// wildcard (`crm.*`, `crm.contact.*`, `*`).
-    #[schema(min_items = 1)]
+    #[schema(min_items = 1, pattern = r"^(?:\*|[a-z0-9_-]+\.\*|[a-z0-9_-]+\.[a-z0-9_-]+\.\*|[a-z0-9_-]+\.[a-z0-9_-]+\.[a-z0-9_-]+)$")]
     scopes: Vec<String>,
     /// Requests per minute (beyond it: 429 with `Retry-After`); no limit when absent.
     #[schema(minimum = 1)]
@@ -66,7 +65,7 @@ struct NewTenantApiKey {
     name: String,
     /// Scopes the caller holds, each `<domain>.<resource>.<action>` or a tail
     /// wildcard (`crm.*`, `crm.contact.*`, `*`).
-    #[schema(min_items = 1)]
+    #[schema(min_items = 1, pattern = r"^(?:\*|[a-z0-9_-]+\.\*|[a-z0-9_-]+\.[a-z0-9_-]+\.\*|[a-z0-9_-]+\.[a-z0-9_-]+\.[a-z0-9_-]+)$")]
     scopes: Vec<String>,
     /// Requests per minute (beyond it: 429 with `Retry-After`); no limit when absent.
     #[schema(minimum = 1)]
@@ -317,12 +316,12 @@ struct KeySpec {
 
 /// A key request whose body matched its schema: what the schema cannot
 /// say (each scope's form, an expiry in the future), every problem at once.
-fn key_spec(name: &str, requested: &[String], rate_limit_rpm: Option<i64>, expires_at: &Option<String>) -> ApiResult<KeySpec> {
+fn key_spec(name: &str, requested: &[String], form: &Pattern, rate_limit_rpm: Option<i64>, expires_at: &Option<String>) -> ApiResult<KeySpec> {
     let mut check = Check::new();
     let mut scopes = Vec::new();
     let mut bad = Vec::new();
     for s in requested {
-        if scope::is_valid(s) {
+        if form.is_match(s) {
             scopes.push(s.clone());
         } else {
             bad.push(s.as_str());
@@ -441,7 +440,8 @@ async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, 
     let mut tx = state.db.begin().await?;
     let app = find_application(&mut *tx, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
-    let spec = key_spec(&body.name, &body.scopes, body.rate_limit_rpm, &body.expires_at)?;
+    static SCOPE: Pattern = Pattern::of::<NewApiKey>("scopes[]");
+    let spec = key_spec(&body.name, &body.scopes, &SCOPE, body.rate_limit_rpm, &body.expires_at)?;
     roles::contain(&state, &ctx, &spec.scopes, "the key's scopes").await?;
     let issued = insert_key(&state, &mut tx, &app, spec).await?;
     audit::record(&mut tx, &ctx, events::API_KEY_ISSUED, issued.audit_payload()).await?;
@@ -459,7 +459,8 @@ async fn issue(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, 
 async fn issue_for_tenant(State(state): State<AppState>, HumanTenant(ctx, _): HumanTenant, body: Body<NewTenantApiKey>) -> ApiResult<Created<Issued>> {
     let body = body.checked()?;
     let application_id = canonical_uuid_opt(&body.application_id);
-    let spec = key_spec(&body.name, &body.scopes, body.rate_limit_rpm, &body.expires_at)?;
+    static SCOPE: Pattern = Pattern::of::<NewTenantApiKey>("scopes[]");
+    let spec = key_spec(&body.name, &body.scopes, &SCOPE, body.rate_limit_rpm, &body.expires_at)?;
     ctx.check_tenant(Some(body.tenant_id.trim()))?;
     roles::contain(&state, &ctx, &spec.scopes, "the key's scopes").await?;
     let mut tx = state.db.begin().await?;

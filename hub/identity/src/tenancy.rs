@@ -67,7 +67,7 @@ pub struct Tenant {
     pub created_at: Timestamp,
 }
 
-const TENANT_COLUMNS: &str = "tenant_id, app_id, org_id, display_name, isolation_tier, status, parent_tenant_id, root_tenant_id, \
+pub(crate) const TENANT_COLUMNS: &str = "tenant_id, app_id, org_id, display_name, isolation_tier, status, parent_tenant_id, root_tenant_id, \
                               reseller_id, admin_pool_index, app_pool_index, region, brand_domain, module_subscriptions, created_at";
 
 /// The tenant `tenant_id`, if it exists.
@@ -327,12 +327,6 @@ pub async fn ensure_app(db: &Db, app_id: &str, display_name: &str, org_name: &st
     Ok((app, true))
 }
 
-/// Every tenant, newest first, at most `limit`.
-pub async fn tenants(db: &Db, limit: i64) -> ApiResult<Vec<Tenant>> {
-    let sql = format!("SELECT {TENANT_COLUMNS} FROM tenant_tenant ORDER BY created_at DESC, tenant_id DESC LIMIT $1");
-    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(limit).fetch_all(&db.read).await?)
-}
-
 /// Inserts a root tenant on an existing app (the operator's `POST
 /// /admin/tenants`): `trial`, pool 0, the app writing to pool 0.
 pub async fn insert_tenant(tx: &mut Tx, app: &App, t: NewTenantRow<'_>, isolation_tier: &str) -> ApiResult<Tenant> {
@@ -455,8 +449,9 @@ async fn create_tenant(State(state): State<AppState>, TenantCaller(ctx): TenantC
     if body.person_id.is_some() {
         check.fail("person_id is not accepted: bind people with POST /api/memberships");
     }
-    let app_id = body.app_id.trim().to_string();
-    if !valid_app_id(&app_id) {
+    static APP_ID: Pattern = Pattern::of::<NewTenant>("app_id");
+    let app_id = body.app_id.clone();
+    if !APP_ID.is_match(&app_id) {
         check.fail("app_id must be 1-64 characters of letters, digits, '-', '_' or '.'");
     }
     check.finish()?;

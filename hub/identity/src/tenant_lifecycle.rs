@@ -337,6 +337,72 @@ pub struct Suspension {
     pub suspended_at: Option<Timestamp>,
 }
 
+/// The suspension a tenant stands under, as the operator's tenant list
+/// shows it.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AdminTenantListSuspension)]
+pub struct Standing {
+    /// The suspended tenant: the listed one, or for a sandbox the tenant
+    /// it belongs to (whose suspension refuses the sandbox's credentials
+    /// too, and which is the one to resume).
+    pub tenant_id: String,
+    pub reason: String,
+    /// The operator credential that suspended it.
+    pub suspended_by: String,
+    pub suspended_at: Timestamp,
+}
+
+/// A tenant in the operator's list, with its suspension.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AdminListedTenant)]
+pub struct ListedTenant {
+    #[serde(flatten)]
+    pub tenant: tenancy::Tenant,
+    /// Null while its credentials are not suspended.
+    pub suspension: Option<Standing>,
+}
+
+#[derive(FromRow)]
+struct ListedRow {
+    #[sqlx(flatten)]
+    tenant: tenancy::Tenant,
+    suspension_of: Option<String>,
+    suspension_reason: Option<String>,
+    suspension_by: Option<String>,
+    suspension_at: Option<Timestamp>,
+}
+
+/// Every tenant, newest first, at most `limit`, each with the suspension
+/// it stands under: its own, else for a sandbox its tenant's (one query).
+pub async fn listed(db: &Db, limit: i64) -> ApiResult<Vec<ListedTenant>> {
+    // The suspension's columns renamed, so the tenant's stay unambiguous.
+    let suspension = |alias: &str| {
+        format!(
+            "(SELECT tenant_id AS {alias}_of, reason AS {alias}_reason, suspended_by AS {alias}_by, suspended_at AS {alias}_at FROM tenant_suspension) {alias}"
+        )
+    };
+    let sql = format!(
+        "SELECT {}, COALESCE(own_of, up_of) AS suspension_of, COALESCE(own_reason, up_reason) AS suspension_reason, \
+         COALESCE(own_by, up_by) AS suspension_by, COALESCE(own_at, up_at) AS suspension_at FROM tenant_tenant \
+         LEFT JOIN {} ON own.own_of = tenant_tenant.tenant_id LEFT JOIN {} ON up.up_of = tenant_tenant.sandbox_of \
+         ORDER BY created_at DESC, tenant_id DESC LIMIT $1",
+        tenancy::TENANT_COLUMNS,
+        suspension("own"),
+        suspension("up")
+    );
+    let rows: Vec<ListedRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(limit).fetch_all(&db.read).await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let suspension = match (r.suspension_of, r.suspension_reason, r.suspension_by, r.suspension_at) {
+                (Some(tenant_id), Some(reason), Some(suspended_by), Some(suspended_at)) => Some(Standing { tenant_id, reason, suspended_by, suspended_at }),
+                _ => None,
+            };
+            ListedTenant { tenant: r.tenant, suspension }
+        })
+        .collect())
+}
+
 /// Suspends a tenant (404 unknown, 409 already suspended): its
 /// credentials answer 423 on every replica, its data stays as it is.
 pub async fn suspend(state: &AppState, tenant_id: &str, operator: &str, reason: &str) -> ApiResult<Suspension> {

@@ -32,6 +32,9 @@ pub const COMMAND_CHANNEL: &str = "hub_commands";
 /// asset's counter and wakes when it changes.
 pub struct Bus {
     assets: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// Wake-ups by tenant for the observers of its commands
+    /// (`GET /api/commands/watch`): every change of a command's state.
+    tenants: Mutex<HashMap<String, watch::Sender<u64>>>,
     /// Set when the hub stops: long-lived SSE responses end so that the
     /// graceful shutdown, which waits for open responses, can finish.
     closing: watch::Sender<bool>,
@@ -45,7 +48,7 @@ pub struct Bus {
 
 impl Default for Bus {
     fn default() -> Self {
-        Bus { assets: Mutex::default(), closing: watch::channel(false).0, sse_open: Arc::default(), origin: crate::db::new_id() }
+        Bus { assets: Mutex::default(), tenants: Mutex::default(), closing: watch::channel(false).0, sse_open: Arc::default(), origin: crate::db::new_id() }
     }
 }
 
@@ -54,11 +57,15 @@ impl Default for Bus {
 pub struct StreamSlot {
     open: Arc<Mutex<HashMap<String, u64>>>,
     credential_id: String,
+    /// A robot's stream (counted in `hub_agents_connected`), not an observer's.
+    agent: bool,
 }
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
-        metrics::gauge!("hub_agents_connected", "transport" => "sse").decrement(1.0);
+        if self.agent {
+            metrics::gauge!("hub_agents_connected", "transport" => "sse").decrement(1.0);
+        }
         let mut open = self.open.lock().expect("stream slots lock");
         if let Some(n) = open.get_mut(&self.credential_id) {
             *n -= 1;
@@ -96,6 +103,22 @@ impl Bus {
         for tx in self.assets.lock().expect("bus lock").values() {
             tx.send_modify(|n| *n = n.wrapping_add(1));
         }
+        for tx in self.tenants.lock().expect("bus lock").values() {
+            tx.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// A receiver that changes whenever a command of the tenant changes state.
+    pub fn subscribe_tenant(&self, tenant_id: &str) -> watch::Receiver<u64> {
+        let mut map = self.tenants.lock().expect("bus lock");
+        map.entry(tenant_id.to_string()).or_insert_with(|| watch::channel(0).0).subscribe()
+    }
+
+    /// Wakes the observers of the tenant's commands on this hub.
+    pub fn wake_tenant(&self, tenant_id: &str) {
+        if let Some(tx) = self.tenants.lock().expect("bus lock").get(tenant_id) {
+            tx.send_modify(|n| *n = n.wrapping_add(1));
+        }
     }
 
     /// Takes one of the credential's SSE stream slots, or `None` when it
@@ -103,19 +126,32 @@ impl Bus {
     /// a stream lives in one process, and a count in the database would
     /// outlive a process that dies holding streams.
     pub fn open_sse(&self, credential_id: &str, max: u64) -> Option<StreamSlot> {
+        self.open_slot(credential_id, max, true)
+    }
+
+    /// [`Bus::open_sse`] for an observer of a tenant's commands, counted
+    /// under `watch:<persona>` (its own count, and not an agent).
+    pub fn open_watch(&self, persona_id: &str, max: u64) -> Option<StreamSlot> {
+        self.open_slot(&format!("watch:{persona_id}"), max, false)
+    }
+
+    fn open_slot(&self, key: &str, max: u64, agent: bool) -> Option<StreamSlot> {
         let mut open = self.sse_open.lock().expect("stream slots lock");
-        let n = open.entry(credential_id.to_string()).or_insert(0);
+        let n = open.entry(key.to_string()).or_insert(0);
         if *n >= max {
             return None;
         }
         *n += 1;
-        metrics::gauge!("hub_agents_connected", "transport" => "sse").increment(1.0);
-        Some(StreamSlot { open: self.sse_open.clone(), credential_id: credential_id.to_string() })
+        if agent {
+            metrics::gauge!("hub_agents_connected", "transport" => "sse").increment(1.0);
+        }
+        Some(StreamSlot { open: self.sse_open.clone(), credential_id: key.to_string(), agent })
     }
 
     /// Forgets assets nobody listens to any more.
     pub fn prune(&self) {
         self.assets.lock().expect("bus lock").retain(|_, tx| tx.receiver_count() > 0);
+        self.tenants.lock().expect("bus lock").retain(|_, tx| tx.receiver_count() > 0);
     }
 
     /// How many assets have a stream open on this hub.
@@ -147,6 +183,26 @@ pub fn notify_item(state: &AppState, asset_id: &str, first: usize) -> Option<(St
     })
 }
 
+/// The prefix of a notification's subject that names a tenant whose
+/// command changed state (an older replica takes it for an asset id that
+/// no stream listens to, and ignores it).
+const TENANT_PREFIX: &str = "t:";
+
+/// Tells the observers of the tenant's commands (`GET /api/commands/watch`),
+/// on this hub and on every other replica, that a command of it changed
+/// state. Called after the change committed; a lost wake-up is caught up
+/// by the observers' safety re-check, so a failed notification is logged,
+/// not answered.
+pub async fn command_changed(state: &AppState, tenant_id: &str) {
+    state.streams.wake_tenant(tenant_id);
+    if state.db.backend == Backend::Postgres {
+        let payload = format!("{} {TENANT_PREFIX}{tenant_id}", state.streams.origin);
+        if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)::text").bind(COMMAND_CHANNEL).bind(payload).execute(state.db.writer()).await {
+            tracing::warn!(error = %e, "notifying the other replicas of a command change");
+        }
+    }
+}
+
 /// The asset a notification names, or None for this hub's own.
 fn foreign_asset<'a>(origin: &str, payload: &'a str) -> Option<&'a str> {
     match payload.split_once(' ') {
@@ -169,8 +225,11 @@ pub fn spawn_background(state: &AppState) {
         tokio::spawn(async move {
             let woken = s.clone();
             let wake = move |payload: String| {
-                if let Some(asset) = foreign_asset(&woken.streams.origin, &payload) {
-                    woken.streams.wake(asset);
+                if let Some(subject) = foreign_asset(&woken.streams.origin, &payload) {
+                    match subject.strip_prefix(TENANT_PREFIX) {
+                        Some(tenant) => woken.streams.wake_tenant(tenant),
+                        None => woken.streams.wake(subject),
+                    }
                 }
                 std::future::ready(())
             };

@@ -148,6 +148,18 @@ pub struct Config {
     /// replica that only serves the API while others deliver).
     #[arg(long, env = "HUB_WEBHOOK_WORKER", default_value = "true", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
     pub webhook_worker: bool,
+    /// Seconds between passes of the SLA sweep, which fires the escalation
+    /// rungs of running clocks whose time has come (`sla.rung.fired.v1`,
+    /// once per clock and rung whichever replica sweeps); 0 switches it off
+    /// in this process.
+    #[arg(long, env = "HUB_SLA_SWEEP_SECONDS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub sla_sweep_seconds: u64,
+    /// Seconds between passes of the agent-run sweep, which expires the
+    /// `active` runs whose `ttl_deadline` has passed
+    /// (`agent.run.expired.v1`, once per run whichever replica sweeps); 0
+    /// switches it off in this process.
+    #[arg(long, env = "HUB_AGENT_RUN_SWEEP_SECONDS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub agent_run_sweep_seconds: u64,
     /// The operator's Ed25519 public key (64 hex characters) that
     /// sovereign bundle releases must be signed with; without it, a
     /// release is refused (503).
@@ -235,6 +247,10 @@ impl Config {
             webhook_timeout_seconds: 15,
             webhook_allowed_hosts: Vec::new(),
             webhook_worker: true,
+            // Tests fire rungs by calling the sweep (`hub_crm::sla::fire_due`).
+            sla_sweep_seconds: 0,
+            // Tests expire runs by calling the sweep (`hub_ai::agent_runtime::expire_due`).
+            agent_run_sweep_seconds: 0,
             smtp_url: None,
             mail_from: None,
             sovereign_bundle_public_key: None,

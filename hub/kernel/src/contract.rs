@@ -86,7 +86,11 @@ pub fn parse_query<T: DeserializeOwned + IntoParams + 'static>(pairs: &[(String,
         return Err(ApiError::Validation(problems));
     }
     let Value::Object(mut object) = value else { unreachable!() };
-    object.retain(|name, v| !(v.as_str().is_some_and(|s| s.trim().is_empty()) && fields.iter().any(|f| &f.name == name && !f.required)));
+    // An optional parameter sent blank is absent, unless its pattern
+    // refuses blank (the handler's `Check::matches` says so).
+    object.retain(|name, v| {
+        !(v.as_str().is_some_and(|s| s.trim().is_empty()) && fields.iter().any(|f| &f.name == name && !f.required && !contract.is_patterned(&f.rule)))
+    });
     serde_json::from_value(Value::Object(object)).map_err(|e| ApiError::invalid(format!("query parameters: {e}")))
 }
 
@@ -164,6 +168,10 @@ struct Text {
     max: Option<usize>,
     format: Option<String>,
     one_of: Option<Vec<String>>,
+    /// Whether the schema states a `pattern`: then blank is not absent
+    /// (the pattern refuses it, and the handler's `Check::matches`, which
+    /// enforces the pattern, says so).
+    patterned: bool,
 }
 
 #[derive(Debug)]
@@ -342,6 +350,15 @@ impl Contract {
         }
     }
 
+    /// Whether a field's rule is a string with a `pattern`.
+    fn is_patterned(&self, rule: &Rule) -> bool {
+        match self.resolve(rule) {
+            Rule::Text(text) => text.patterned,
+            Rule::Nullable(inner) => self.is_patterned(inner),
+            _ => false,
+        }
+    }
+
     /// Whether a field's rule is a string (so that blank is missing).
     fn is_text(&self, rule: &Rule) -> bool {
         match self.resolve(rule) {
@@ -359,7 +376,7 @@ impl Text {
             return;
         };
         let trimmed = s.trim();
-        if trimmed.is_empty() && self.format.is_none() && self.one_of.is_none() && self.min.unwrap_or(0) == 0 {
+        if trimmed.is_empty() && self.format.is_none() && self.one_of.is_none() && !self.patterned && self.min.unwrap_or(0) == 0 {
             // Blank is absent.
             return;
         }
@@ -440,6 +457,7 @@ impl Rule {
                 max: size("maxLength"),
                 format: schema.get("format").and_then(Json::as_str).map(str::to_string),
                 one_of: schema.get("enum").and_then(Json::as_array).map(|e| e.iter().filter_map(Json::as_str).map(str::to_string).collect()),
+                patterned: schema.get("pattern").is_some(),
             }),
             "array" => Rule::Array { items: Box::new(schema.get("items").map(Rule::of).unwrap_or(Rule::Any)), min: size("minItems"), max: size("maxItems") },
             "object" => {
@@ -540,11 +558,27 @@ impl Json {
     }
 }
 
+/// A character that is not white space as Rust's `str::trim` reads it
+/// (Unicode's `White_Space`), the characters listed so that ECMA 262's
+/// `\s` (which differs) plays no part: a string matching it is not blank.
+pub const NON_BLANK_PATTERN: &str = r"[^\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]";
+
 /// RULINGS 1 in the document: a required string is not blank, so every
 /// required string property of every object schema of `doc`, and every
 /// required string parameter, that states no `minLength` gets
-/// `minLength: 1` (what [`check`] and the handlers' `Check` enforce).
+/// `minLength: 1`, and one that states no `pattern` nor `format` the pattern of a
+/// character that is not white space ([`NON_BLANK_PATTERN`]): a string of
+/// white space is blank too (what [`check`] and the handlers' `Check`
+/// enforce, trimming).
 pub fn non_blank_required_strings(doc: &mut Value) {
+    fn assert_non_blank(s: &mut Map<String, Value>) {
+        s.entry("minLength").or_insert(Value::from(1));
+        // A formatted string is no white space by its format (and a
+        // `uuid` gets its own pattern, `formatted_strings_asserted`).
+        if !s.contains_key("format") {
+            s.entry("pattern").or_insert(Value::from(NON_BLANK_PATTERN));
+        }
+    }
     fn walk(schema: &mut Value) {
         match schema {
             Value::Object(map) => {
@@ -552,9 +586,8 @@ pub fn non_blank_required_strings(doc: &mut Value) {
                     && map.get("required") == Some(&Value::Bool(true))
                     && let Some(Value::Object(s)) = map.get_mut("schema")
                     && is_plain_string(s)
-                    && !s.contains_key("minLength")
                 {
-                    s.insert("minLength".to_string(), Value::from(1));
+                    assert_non_blank(s);
                 }
                 let required: Vec<String> =
                     map.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
@@ -562,9 +595,8 @@ pub fn non_blank_required_strings(doc: &mut Value) {
                     for name in &required {
                         if let Some(Value::Object(p)) = props.get_mut(name)
                             && is_plain_string(p)
-                            && !p.contains_key("minLength")
                         {
-                            p.insert("minLength".to_string(), Value::from(1));
+                            assert_non_blank(p);
                         }
                     }
                 }
@@ -853,7 +885,8 @@ mod tests {
         } } } });
         non_blank_required_strings(&mut doc);
         let props = &doc["components"]["schemas"]["S"]["properties"];
-        assert_eq!(props["a"]["minLength"], 1);
+        assert_eq!((props["a"]["minLength"].clone(), props["a"]["pattern"].as_str()), (json!(1), Some(NON_BLANK_PATTERN)));
+        assert_eq!(props["c"]["pattern"].as_str(), Some(NON_BLANK_PATTERN));
         assert!(props["b"].get("minLength").is_none());
         assert_eq!(props["c"]["minLength"], 3);
         assert!(props["d"].get("minLength").is_none());

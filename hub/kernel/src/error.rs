@@ -78,6 +78,10 @@ pub enum ApiError {
     /// A robot credential already holds this many command streams open.
     #[error("too many open streams (at most {0})")]
     TooManyStreams(u64),
+    /// A credential already holds this many observer streams of its
+    /// tenant's commands (`GET /api/commands/watch`) open.
+    #[error("too many open observer streams (at most {0})")]
+    TooManyWatches(u64),
     /// A request body over the API's limit (`BODY_LIMIT`).
     #[error("payload too large")]
     PayloadTooLarge,
@@ -183,7 +187,7 @@ impl ApiError {
             Locked(_) => StatusCode::LOCKED,
             NotFound | Missing(_) => StatusCode::NOT_FOUND,
             Conflict(_) | PersonExists | Undecryptable(_) => StatusCode::CONFLICT,
-            RateLimited(_) | TooManyStreams(_) | HardCapReached { .. } => StatusCode::TOO_MANY_REQUESTS,
+            RateLimited(_) | TooManyStreams(_) | TooManyWatches(_) | HardCapReached { .. } => StatusCode::TOO_MANY_REQUESTS,
             Busy(_) | BodyMemory(_) => StatusCode::SERVICE_UNAVAILABLE,
             BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             PayloadTooLarge | ContentTooLarge(_) | BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -267,6 +271,10 @@ impl ApiError {
             TooManyStreams(max) => json!({
                 "success": false, "error": "TooManyStreams",
                 "details": [format!("at most {max} command streams may be open at once per robot credential")],
+            }),
+            TooManyWatches(max) => json!({
+                "success": false, "error": "TooManyStreams",
+                "details": [format!("at most {max} command watch streams may be open at once per credential")],
             }),
             Db(e) => match db_error_kind(e) {
                 Some(DbKind::Unique) => json!({ "success": false, "error": "Conflict", "details": ["a record with this key already exists"] }),

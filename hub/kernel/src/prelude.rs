@@ -30,5 +30,5 @@ pub use crate::{
     state::AppState,
     stored_enum,
     types::{Id, Timestamp},
-    validate::{Check, canonical_uuid, canonical_uuid_opt, path_id},
+    validate::{Check, Pattern, canonical_uuid, canonical_uuid_opt, path_id},
 };

@@ -133,6 +133,14 @@ impl<'q> Encode<'q, Any> for Timestamp {
     }
 }
 
+/// Raw content of any media type, as a request body or an answer: the
+/// document's `type: string, format: binary` (for `Vec<u8>` it would say
+/// an array of integers, which no client sends). Documentation only: the
+/// handlers read and write the bytes as a stream.
+#[derive(utoipa::ToSchema)]
+#[schema(value_type = String, format = Binary)]
+pub struct BinaryContent(pub Vec<u8>);
+
 /// A UUID, written in its lowercase hyphenated form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Id(pub Uuid);
@@ -298,6 +306,20 @@ macro_rules! stored_enum {
             }
         }
     };
+}
+
+crate::stored_enum! {
+    /// How a call ended: sdk-crm's word for a logged call (`crm.call.logged.v1`),
+    /// whoever logs it (`POST /api/crm/calls`, a voice provider's webhook).
+    #[schema(as = CrmCallDisposition)]
+    pub enum CallDisposition { Answered = "answered", NoAnswer = "no_answer", Busy = "busy", Failed = "failed", Voicemail = "voicemail" }
+}
+
+impl CallDisposition {
+    /// Whether the call reached nobody: its log is also `crm.call.missed.v1`.
+    pub fn missed(self) -> bool {
+        matches!(self, CallDisposition::NoAnswer | CallDisposition::Busy | CallDisposition::Failed)
+    }
 }
 
 #[cfg(test)]

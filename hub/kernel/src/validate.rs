@@ -40,6 +40,109 @@ pub fn canonical_uuid_opt(checked: &Option<String>) -> Option<String> {
     Check::optional(checked).map(|u| canonical_uuid(&u))
 }
 
+/// ISO 4217 codes in use (funds and precious metals left out).
+const CURRENCIES: &str = "AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL BSD BTN BWP BYN BZD CAD CDF CHF CLP \
+    CNY COP CRC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB EUR FJD FKP GBP GEL GHS GIP GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR IQD IRR ISK JMD \
+    JOD JPY KES KGS KHR KMF KPW KRW KWD KYD KZT LAK LBP LKR LRD LSL LYD MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MYR MZN NAD NGN NIO NOK \
+    NPR NZD OMR PAB PEN PGK PHP PKR PLN PYG QAR RON RSD RUB RWF SAR SBD SCR SDG SEK SGD SHP SLE SOS SRD SSP STN SVC SYP SZL THB TJS TMT TND TOP \
+    TRY TTD TWD TZS UAH UGX USD UYU UZS VED VES VND VUV WST XAF XCD XCG XOF XPF YER ZAR ZMW ZWG";
+
+/// Whether `code` is an ISO 4217 currency code in use (`EUR`, `USD`, ...):
+/// the currency of every amount kept in minor units (offers, deals).
+pub fn is_currency(code: &str) -> bool {
+    CURRENCIES.split_whitespace().any(|k| k == code)
+}
+
+/// An amount in minor units and its currency, as a resource keeps them:
+/// a known ISO 4217 `currency`, and both or neither. `amount` names the
+/// amount's field (`amount_minor`, `price_minor`) and `given` says whether
+/// it has a value; each problem goes to `check`.
+pub fn money(check: &mut Check, amount: &str, given: bool, currency: Option<&str>) {
+    match (currency, given) {
+        (Some(c), _) if !is_currency(c) => check.fail("currency must be an ISO 4217 code (EUR, USD, ...)"),
+        (None, true) => check.fail(format!("currency is required with {amount}")),
+        (Some(_), false) => check.fail(format!("{amount} is required with currency")),
+        _ => {}
+    }
+}
+
+/// The form rule of a request string, stated once: the `pattern` the
+/// document publishes for it (`#[schema(pattern = r"...")]` on a request
+/// type's field, `pattern = r"..."` on a path parameter of a
+/// `#[utoipa::path]`; utoipa takes a literal only, so the attribute is the
+/// one statement), compiled from that very schema for the handler that
+/// checks it. What the document promises and what the handler accepts
+/// cannot drift. A pattern is spelt so that ECMA 262 (the document's
+/// dialect, which clients and fuzzers generate from) and Rust read it
+/// alike: anchored (`^...$`) where it states the whole value's form, with
+/// explicit classes (`[0-9]`, not `\d`; white space as the list of its
+/// characters, not `\s`); the handler matches the value as sent,
+/// untrimmed, as a client's validator does.
+///
+/// A field or parameter without a pattern is a programming error: the
+/// first check of it panics (every such check is tested).
+pub struct Pattern {
+    schema: fn(&str) -> Option<serde_json::Value>,
+    field: &'static str,
+    regex: std::sync::OnceLock<regex::Regex>,
+}
+
+impl Pattern {
+    /// The pattern `T`'s schema states for its property `field`
+    /// (`field[]`: for the items of that array property).
+    pub const fn of<T: utoipa::PartialSchema>(field: &'static str) -> Pattern {
+        Pattern { schema: property::<T>, field, regex: std::sync::OnceLock::new() }
+    }
+
+    /// The pattern the query type `T` states for its parameter `name`
+    /// (`#[param(pattern = r"...")]`).
+    pub const fn query<T: utoipa::IntoParams>(name: &'static str) -> Pattern {
+        Pattern { schema: query_parameter::<T>, field: name, regex: std::sync::OnceLock::new() }
+    }
+
+    /// The pattern the operation `P` (the `__path_<handler>` type
+    /// `#[utoipa::path]` generates) states for its parameter `name`.
+    pub const fn param<P: utoipa::Path>(name: &'static str) -> Pattern {
+        Pattern { schema: parameter::<P>, field: name, regex: std::sync::OnceLock::new() }
+    }
+
+    /// The pattern's text, as the document publishes it.
+    pub fn source(&self) -> &str {
+        self.regex().as_str()
+    }
+
+    /// Whether `value`, as sent, matches the pattern.
+    pub fn is_match(&self, value: &str) -> bool {
+        self.regex().is_match(value)
+    }
+
+    fn regex(&self) -> &regex::Regex {
+        self.regex.get_or_init(|| {
+            let schema = (self.schema)(self.field).unwrap_or_default();
+            let pattern = schema["pattern"].as_str().unwrap_or_else(|| panic!("{} states no pattern in the document", self.field));
+            regex::Regex::new(pattern).unwrap_or_else(|e| panic!("the pattern of {}: {e}", self.field))
+        })
+    }
+}
+
+fn property<T: utoipa::PartialSchema>(field: &str) -> Option<serde_json::Value> {
+    let schema = serde_json::to_value(T::schema()).ok()?;
+    let (name, items) = field.strip_suffix("[]").map_or((field, false), |name| (name, true));
+    let property = schema.get("properties")?.get(name)?;
+    if items { property.get("items").cloned() } else { Some(property.clone()) }
+}
+
+fn query_parameter<T: utoipa::IntoParams>(name: &str) -> Option<serde_json::Value> {
+    let parameters = T::into_params(|| Some(utoipa::openapi::path::ParameterIn::Query));
+    let parameter = parameters.into_iter().find(|p| p.name == name)?;
+    serde_json::to_value(parameter.schema?).ok()
+}
+
+fn parameter<P: utoipa::Path>(name: &str) -> Option<serde_json::Value> {
+    let operation = serde_json::to_value(P::operation()).ok()?;
+    operation.get("parameters")?.as_array()?.iter().find(|p| p["name"] == name)?.get("schema").cloned()
+}
+
 #[derive(Default)]
 pub struct Check {
     errors: Vec<String>,
@@ -250,6 +353,17 @@ impl Check {
         }
     }
 
+    /// A string of the form `pattern` states, as sent (untrimmed); `rule`
+    /// is the problem when it is not. Blank is a value here, which a
+    /// pattern refuses: an optional string with a pattern is not absent
+    /// when blank, as one with a format is not (the contract leaves it to
+    /// this check).
+    pub fn matches(&mut self, value: &str, pattern: &Pattern, rule: impl Into<String>) {
+        if !pattern.is_match(value) {
+            self.errors.push(rule.into());
+        }
+    }
+
     /// Records an arbitrary problem.
     pub fn fail(&mut self, msg: impl Into<String>) {
         self.errors.push(msg.into());
@@ -277,6 +391,62 @@ pub fn query_int(name: &str, raw: Option<&str>, default: i64) -> ApiResult<i64> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[allow(dead_code)]
+    #[derive(utoipa::ToSchema)]
+    struct Patterned {
+        #[schema(pattern = r"^[a-z]{2}$")]
+        code: String,
+        #[schema(pattern = r"^[0-9]+$")]
+        digits: Option<Vec<String>>,
+        plain: String,
+    }
+
+    #[utoipa::path(put, path = "/things/{sku}", params(("sku" = String, Path, pattern = r"^[A-Z]{3}$")), responses((status = 200)))]
+    #[allow(dead_code)]
+    async fn put_thing() {}
+
+    #[test]
+    fn a_pattern_is_the_one_the_document_states_matched_as_sent() {
+        static CODE: Pattern = Pattern::of::<Patterned>("code");
+        static DIGIT: Pattern = Pattern::of::<Patterned>("digits[]");
+        static SKU: Pattern = Pattern::param::<__path_put_thing>("sku");
+        assert_eq!((CODE.source(), DIGIT.source(), SKU.source()), ("^[a-z]{2}$", "^[0-9]+$", "^[A-Z]{3}$"));
+        assert!(CODE.is_match("nl") && !CODE.is_match(" nl") && !CODE.is_match("nl\n") && !CODE.is_match(""));
+        assert!(DIGIT.is_match("042") && !DIGIT.is_match("4 2"));
+        assert!(SKU.is_match("ABC") && !SKU.is_match("abc"));
+        let mut check = Check::new();
+        check.matches("nl", &CODE, "code must be two letters");
+        check.matches("", &CODE, "code must be two letters");
+        check.matches(" nl ", &CODE, "code must be two letters");
+        let Err(ApiError::Validation(problems)) = check.finish() else { panic!("refused") };
+        assert_eq!(problems, ["code must be two letters", "code must be two letters"]);
+    }
+
+    #[test]
+    #[should_panic(expected = "plain states no pattern in the document")]
+    fn a_field_without_a_pattern_is_a_programming_error() {
+        static PLAIN: Pattern = Pattern::of::<Patterned>("plain");
+        PLAIN.is_match("x");
+    }
+
+    #[test]
+    fn money_is_a_known_currency_and_an_amount_both_or_neither() {
+        let problems = |given: bool, currency: Option<&str>| {
+            let mut check = Check::new();
+            money(&mut check, "price_minor", given, currency);
+            match check.finish() {
+                Ok(()) => Vec::new(),
+                Err(ApiError::Validation(problems)) => problems,
+                Err(e) => panic!("{e:?}"),
+            }
+        };
+        assert!(problems(true, Some("EUR")).is_empty() && problems(false, None).is_empty());
+        assert_eq!(problems(true, None), ["currency is required with price_minor"]);
+        assert_eq!(problems(false, Some("JPY")), ["price_minor is required with currency"]);
+        assert_eq!(problems(true, Some("eur")), ["currency must be an ISO 4217 code (EUR, USD, ...)"]);
+        assert_eq!(problems(false, Some("XXX")), ["currency must be an ISO 4217 code (EUR, USD, ...)"]);
+    }
 
     #[test]
     fn an_event_time_may_run_ahead_by_the_skew_and_no_more() {

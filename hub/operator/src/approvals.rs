@@ -78,37 +78,45 @@ struct Pending {
 }
 
 /// Pending requests whose route has an SLA above 0 and that have waited
-/// strictly longer than it, worst (most minutes over) first, at most 100.
+/// strictly longer than it, worst (longest past it) first, at most 100.
+/// The wait is measured to the microsecond the times are stored with, not
+/// in whole minutes: a request is a breach from the moment its SLA has
+/// passed, and its `elapsed_minutes` counts the minutes begun (rounded
+/// up), so a breach always shows more minutes than its SLA.
 #[utoipa::path(get, path = "/admin/approvals/breaches", tag = "admin-approvals",
     responses((status = 200, description = "the breaches", body = Data<Vec<Breach>>)))]
 async fn breaches(State(state): State<AppState>, _: Operator) -> ApiResult<Data<Vec<Breach>>> {
-    let rows: Vec<Pending> = sqlx::query_as(
+    // The overrun is computed by the database, so that only breaches are
+    // read, worst first, at most the cap of them.
+    let now = Timestamp::now();
+    let waited = state.db.backend.seconds_between("r.requested_at", "$1");
+    let sql = format!(
         "SELECT r.request_id, r.tenant_id, r.route_id, r.subject_kind, r.subject_id, r.requested_at, r.status, t.sla_minutes \
          FROM approval_request r JOIN approval_route t ON t.route_id = r.route_id \
-         WHERE r.status = 'pending' AND t.sla_minutes > 0 ORDER BY r.requested_at",
-    )
-    .fetch_all(&state.db.read)
-    .await?;
-    let now = Timestamp::now();
-    let mut out: Vec<Breach> = rows
+         WHERE r.status = 'pending' AND t.sla_minutes > 0 AND {waited} > t.sla_minutes * 60 \
+         ORDER BY {waited} - t.sla_minutes * 60 DESC, r.requested_at, r.request_id LIMIT {BREACHES_CAP}"
+    );
+    let rows: Vec<Pending> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(db::format_time(now.0)).fetch_all(&state.db.read).await?;
+    let out = rows
         .into_iter()
-        .filter_map(|p| {
-            let elapsed_minutes = (now.0 - p.requested_at.0).num_minutes();
-            (elapsed_minutes > p.sla_minutes).then(|| Breach {
-                subject_ref: format!("{}:{}", p.subject_kind, p.subject_id),
-                request_id: p.request_id,
-                tenant_id: p.tenant_id,
-                route_id: p.route_id,
-                requested_at: p.requested_at,
-                status: p.status,
-                elapsed_minutes,
-                sla_minutes: p.sla_minutes,
-            })
+        .map(|p| Breach {
+            subject_ref: format!("{}:{}", p.subject_kind, p.subject_id),
+            request_id: p.request_id,
+            tenant_id: p.tenant_id,
+            route_id: p.route_id,
+            elapsed_minutes: minutes_begun(now.0 - p.requested_at.0),
+            requested_at: p.requested_at,
+            status: p.status,
+            sla_minutes: p.sla_minutes,
         })
         .collect();
-    out.sort_by_key(|b| std::cmp::Reverse(b.elapsed_minutes - b.sla_minutes));
-    out.truncate(BREACHES_CAP);
     Ok(ok(out))
+}
+
+/// Whole minutes of `elapsed`, a started minute counting as one.
+fn minutes_begun(elapsed: chrono::TimeDelta) -> i64 {
+    let minutes = elapsed.num_minutes();
+    if elapsed > chrono::TimeDelta::minutes(minutes) { minutes + 1 } else { minutes }
 }
 
 stored_enum! {

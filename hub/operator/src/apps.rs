@@ -7,6 +7,7 @@
 //! owns `platform_pool`.
 
 use hub_identity::tenancy::{self, App, IsolationTier, NewTenantRow, PoolMap, PoolMapChange, Tenant};
+use hub_identity::tenant_lifecycle::{self, ListedTenant};
 use hub_kernel::gate::Operator;
 use hub_kernel::prelude::*;
 use hub_kernel::state::Invalidation;
@@ -40,7 +41,7 @@ stored_enum! {
 #[schema(as = AdminNewApp)]
 struct NewApp {
     /// 1–64 letters, digits, `-`, `_` or `.`.
-    #[schema(max_length = 64)]
+    #[schema(max_length = 64, pattern = r"^[A-Za-z0-9._-]{1,64}$")]
     app_id: String,
     #[schema(max_length = 200)]
     display_name: String,
@@ -62,8 +63,9 @@ struct AppAnswer {
     responses((status = 201, description = "the app, new or as it was", body = Data<AppAnswer>)))]
 async fn create_app(State(state): State<AppState>, Operator(who): Operator, body: Body<NewApp>) -> ApiResult<Created<AppAnswer>> {
     let body = body.checked()?;
-    let app_id = body.app_id.trim();
-    if !tenancy::valid_app_id(app_id) {
+    static APP_ID: Pattern = Pattern::of::<NewApp>("app_id");
+    let app_id = body.app_id.as_str();
+    if !APP_ID.is_match(app_id) {
         return Err(ApiError::invalid("app_id must be 1-64 characters of letters, digits, '-', '_' or '.'"));
     }
     let display_name = body.display_name.trim();
@@ -78,15 +80,20 @@ async fn create_app(State(state): State<AppState>, Operator(who): Operator, body
 #[derive(Serialize, ToSchema)]
 #[schema(as = AdminTenantList)]
 struct TenantList {
-    /// Newest first, at most 200.
-    tenants: Vec<Tenant>,
+    /// Newest first, at most 200, each with its `suspension` (null when
+    /// none).
+    tenants: Vec<ListedTenant>,
 }
 
-/// Every tenant, newest first, at most 200 (no paging; a query is ignored).
+/// Every tenant, newest first, at most 200 (no paging; a query is
+/// ignored), each with the suspension it stands under: its own, or for a
+/// sandbox its tenant's (`suspension.tenant_id` names which; null when
+/// none). The suspension is beyond the operator document: see
+/// docs/compatibility.md.
 #[utoipa::path(get, path = "/admin/tenants", tag = "admin-tenants",
     responses((status = 200, description = "the tenants", body = Data<TenantList>)))]
 async fn list_tenants(State(state): State<AppState>, _: Operator) -> ApiResult<Data<TenantList>> {
-    Ok(ok(TenantList { tenants: tenancy::tenants(&state.db, TENANTS_CAP).await? }))
+    Ok(ok(TenantList { tenants: tenant_lifecycle::listed(&state.db, TENANTS_CAP).await? }))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -101,7 +108,7 @@ struct NewTenant {
     /// `S` (default), `P` or `G`.
     isolation_tier: Option<IsolationTier>,
     /// Strings of 1 to 128 characters; `[]` by default.
-    #[schema(max_items = 100)]
+    #[schema(max_items = 100, max_length = 128, pattern = r"[\s\S]")]
     module_subscriptions: Option<Vec<String>>,
     #[schema(max_length = 253)]
     brand_domain: Option<String>,
@@ -122,8 +129,9 @@ async fn create_tenant(State(state): State<AppState>, Operator(who): Operator, b
     let body = body.checked()?;
     let (app_id, display_name, region) = (body.app_id.trim(), body.display_name.trim(), body.region.trim());
     let tier = body.isolation_tier.unwrap_or(IsolationTier::S).as_str();
+    static MODULE: Pattern = Pattern::of::<NewTenant>("module_subscriptions[]");
     let modules = body.module_subscriptions.unwrap_or_default();
-    if modules.iter().any(|m| !(1..=128).contains(&m.len())) {
+    if modules.iter().any(|m| !MODULE.is_match(m) || m.chars().count() > 128) {
         return Err(ApiError::invalid("module_subscriptions must be an array of at most 100 strings of 1-128 characters"));
     }
     let modules = json!(modules);
@@ -176,7 +184,7 @@ struct NewPoolMap {
 /// `tenant.pool_map.changed.v1` in the tenant's chain (in its new admin
 /// pool).
 #[utoipa::path(post, path = "/admin/tenants/{tenant_id}/pool-map", tag = "admin-tenants", request_body = NewPoolMap,
-    params(("tenant_id" = String, Path, description = "the tenant")),
+    params(("tenant_id" = String, Path, format = "uuid", description = "the tenant")),
     extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/admin/apps", { "app_id": "r-{unique}", "display_name": "Races" }], ["POST", "/admin/tenants", { "app_id": "r-{unique}", "display_name": "Races", "region": "eu-west-1" }]], "params": { "tenant_id": "{tenant.tenant_id}" }, "body": { "admin_pool_index": 0, "region": "eu-west-1" } }))),
     responses((status = 201, description = "the pool map", body = Data<PoolMap>)))]
 async fn pool_map(

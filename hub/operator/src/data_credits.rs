@@ -68,13 +68,14 @@ struct PriceBody {
 /// Event `data-credits.price.set.v1` in the platform chain, the operator
 /// credential as actor.
 #[utoipa::path(put, path = "/admin/data-credits/prices/{capability}", tag = "admin-data-credits", request_body = PriceBody,
-    params(("capability" = String, Path, description = "the capability: 1 to 128 letters, digits or . _ : / - (a `/` percent-encoded, `%2F`)")),
+    params(("capability" = String, Path, pattern = r"^[A-Za-z0-9._:/-]{1,128}$", description = "the capability: 1 to 128 letters, digits or . _ : / - (a `/` percent-encoded, `%2F`)")),
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 8, "params": { "capability": "p.{unique}" }, "body": { "credits": 2, "operator_id": "ops-race" } }))),
     responses((status = 201, description = "the price, new", body = Data<PriceRecord>), (status = 200, description = "the price, replaced", body = Data<PriceRecord>)))]
 async fn set_price(State(state): State<AppState>, Operator(who): Operator, Path(capability): Path<String>, body: Body<PriceBody>) -> ApiResult<Response> {
     // Every problem in one answer: the path's capability (not a resource
     // to find: a price is made when missing) with the body's.
-    let bad_capability = (!data_credits::valid_capability(&capability)).then_some("capability must be 1 to 128 letters, digits or . _ : / -");
+    static CAPABILITY: Pattern = Pattern::param::<__path_set_price>("capability");
+    let bad_capability = (!CAPABILITY.is_match(&capability)).then_some("capability must be 1 to 128 letters, digits or . _ : / -");
     let body = match (body.checked(), bad_capability) {
         (Ok(body), None) => body,
         (Ok(_), Some(why)) => return Err(ApiError::invalid(why)),

@@ -45,7 +45,7 @@ struct CapBody {
 /// `billing.hardcap.set.v1` in the tenant's chain, the operator credential
 /// as actor.
 #[utoipa::path(put, path = "/admin/meter/hardcaps/{tenant_id}/{sku}", tag = "admin-meter", request_body = CapBody,
-    params(("tenant_id" = String, Path, description = "the tenant"), ("sku" = String, Path, description = "the sku: 1 to 128 letters, digits or . _ : / - (a `/` percent-encoded, `%2F`)")),
+    params(("tenant_id" = String, Path, description = "the tenant"), ("sku" = String, Path, pattern = r"^[A-Za-z0-9._:/-]{1,128}$", description = "the sku: 1 to 128 letters, digits or . _ : / - (a `/` percent-encoded, `%2F`)")),
     extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 8, "params": { "tenant_id": "{tenant_id}", "sku": "cap.{unique}" }, "body": { "monthly_units": 10, "operator_id": "ops-race" } }))),
     responses((status = 201, description = "the cap, new", body = Data<Hardcap>), (status = 200, description = "the cap, replaced", body = Data<Hardcap>)))]
 async fn set_cap(
@@ -57,7 +57,8 @@ async fn set_cap(
     let tenant_id = tenant_of(&state, &tenant_id).await?;
     // Every problem in one answer: the path's sku (not a resource to find:
     // a cap is made when missing) with the body's.
-    let bad_sku = (!meter::valid_sku(&sku)).then_some(BAD_SKU);
+    static SKU: Pattern = Pattern::param::<__path_set_cap>("sku");
+    let bad_sku = (!SKU.is_match(&sku)).then_some(BAD_SKU);
     let body = match (body.checked(), bad_sku) {
         (Ok(body), None) => body,
         (Ok(_), Some(why)) => return Err(ApiError::invalid(why)),
@@ -105,7 +106,7 @@ struct CapFilter {
     #[param(format = "uuid")]
     tenant_id: Option<String>,
     /// Only caps on this sku.
-    #[param(max_length = 128)]
+    #[param(max_length = 128, pattern = r"^[A-Za-z0-9._:/-]{1,128}$")]
     sku: Option<String>,
 }
 
@@ -115,8 +116,9 @@ struct CapFilter {
     responses((status = 200, description = "one page of caps", body = ListOf<Hardcap>)))]
 async fn list_caps(State(state): State<AppState>, _: Operator, page: Page, Params(q): Params<CapFilter>) -> ApiResult<ListOf<Hardcap>> {
     let tenant_id = canonical_uuid_opt(&q.tenant_id).unwrap_or_default();
-    let sku = q.sku.as_deref().map(str::trim).unwrap_or("");
-    if !sku.is_empty() && !meter::valid_sku(sku) {
+    static SKU: Pattern = Pattern::query::<CapFilter>("sku");
+    let sku = q.sku.as_deref().unwrap_or("");
+    if q.sku.is_some() && !SKU.is_match(sku) {
         return Err(ApiError::invalid(BAD_SKU));
     }
     meter::hardcaps_across(&state.db, page, &tenant_id, sku).await

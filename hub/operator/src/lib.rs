@@ -5,7 +5,9 @@ pub mod approvals;
 pub mod apps;
 pub mod audit;
 pub mod byok;
+pub mod config;
 pub mod data_credits;
+pub mod feature_flags;
 pub mod federation;
 mod fields;
 pub mod hardcaps;
@@ -45,4 +47,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(data_credits::routes())
         .merge(hardcaps::routes())
         .merge(taxonomy::routes())
+        .merge(feature_flags::routes())
+        .merge(config::routes())
 }

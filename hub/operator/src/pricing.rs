@@ -52,13 +52,13 @@ async fn list_catalogs(State(state): State<AppState>, _: Operator) -> ApiResult<
 #[schema(as = AdminNewPricingCatalog)]
 struct NewCatalog {
     /// 1–128 letters, digits or `. _ -`.
-    #[schema(max_length = 128)]
+    #[schema(max_length = 128, pattern = r"^[A-Za-z0-9._-]{1,128}$")]
     catalog_id: String,
     /// (catalog_id, version) is unique.
     #[schema(minimum = 1, maximum = 2_147_483_647)]
     version: i64,
     /// ISO 4217: three capital letters (default `USD`).
-    #[schema(max_length = 3)]
+    #[schema(max_length = 3, pattern = r"^[A-Z]{3}$")]
     currency: Option<String>,
     /// Who creates it (kept as `created_by`).
     #[schema(max_length = 200)]
@@ -71,8 +71,13 @@ struct NewCatalog {
     responses((status = 200, description = "the created version", body = Data<billing::Catalog>)))]
 async fn create_catalog(State(state): State<AppState>, _: Operator, body: Body<NewCatalog>) -> ApiResult<Data<billing::Catalog>> {
     let body = body.checked()?;
-    let currency = Check::optional(&body.currency);
-    let catalog = billing::create_catalog(&state.db, body.catalog_id.trim(), body.version, currency.as_deref(), body.operator_id.trim()).await?;
+    // The currency as sent (its pattern, `^[A-Z]{3}$`, is the check
+    // `create_catalog` makes, with the other fields' problems): blank or
+    // padded is refused, not `USD`.
+    let currency = body.currency.clone();
+    // The catalog id as sent, too: `create_catalog`'s check is its
+    // pattern's.
+    let catalog = billing::create_catalog(&state.db, &body.catalog_id, body.version, currency.as_deref(), body.operator_id.trim()).await?;
     Ok(ok(catalog))
 }
 

@@ -10,7 +10,7 @@ use hub_kernel::prelude::*;
 use crate::fields::stored;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(mint)).routes(routes!(revoke)).routes(routes!(rotate_signing_key))
+    OpenApiRouter::new().routes(routes!(list, mint)).routes(routes!(revoke)).routes(routes!(rotate_signing_key))
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -38,6 +38,25 @@ struct Minted {
     label: String,
     token: String,
     expires_at: Option<Timestamp>,
+}
+
+/// The filter of the token list.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct TokenFilter {
+    /// Only the tokens in this state (`expired`: past their `expires_at`
+    /// and never revoked).
+    #[param(inline)]
+    status: Option<ops_tokens::TokenState>,
+}
+
+/// The database operator tokens, newest first: what each is and where it
+/// stands, never its secret or its hash (the break-glass secret is no
+/// row). Not in the operator document: see docs/compatibility.md.
+#[utoipa::path(get, path = "/admin/security/ops-tokens", tag = "admin-security", params(TokenFilter, Page),
+    responses((status = 200, description = "a page of the tokens", body = ListOf<ops_tokens::Listed>)))]
+async fn list(State(state): State<AppState>, _: Operator, page: Page, Params(q): Params<TokenFilter>) -> ApiResult<ListOf<ops_tokens::Listed>> {
+    ops_tokens::list(&state.db, page, q.status).await
 }
 
 /// Mints a database operator token.

@@ -106,7 +106,7 @@ async fn list_regions(State(state): State<AppState>, _: Operator) -> ApiResult<D
 #[schema(as = SovereignRegionInput)]
 struct RegionInput {
     /// 1–64 of `a-z 0-9 -`.
-    #[schema(max_length = 64)]
+    #[schema(max_length = 64, pattern = r"^[a-z0-9-]{1,64}$")]
     region_id: String,
     regime: Regime,
     #[schema(max_length = 200)]
@@ -125,8 +125,9 @@ struct RegionInput {
     responses((status = 200, description = "the region", body = Data<Region>)))]
 async fn put_region(State(state): State<AppState>, Operator(who): Operator, body: Body<RegionInput>) -> ApiResult<Data<Region>> {
     let body = body.checked()?;
-    let id = body.region_id.trim();
-    if !id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+    static REGION_ID: Pattern = Pattern::of::<RegionInput>("region_id");
+    let id = body.region_id.as_str();
+    if !REGION_ID.is_match(id) {
         return Err(ApiError::invalid("region_id must be 1 to 64 of a-z, 0-9 or '-'"));
     }
     let regime = body.regime;
@@ -268,6 +269,7 @@ struct NewRelease {
     #[schema(max_length = 1000)]
     bundle_artifact_ref: String,
     /// The Ed25519 signature of the release message: 128 hex characters.
+    #[schema(pattern = r"^[0-9A-Fa-f]{128}$")]
     signature_hex: String,
 }
 
@@ -283,8 +285,9 @@ async fn release(State(state): State<AppState>, Operator(who): Operator, Path(re
     region(&mut *tx, &region_id).await?;
     let body = body.checked()?;
     let (version, artifact) = (body.version.trim(), body.bundle_artifact_ref.trim());
-    let signature = match hex::decode(body.signature_hex.trim()) {
-        Ok(bytes) if bytes.len() == 64 => bytes,
+    static SIGNATURE_HEX: Pattern = Pattern::of::<NewRelease>("signature_hex");
+    let signature = match hex::decode(&body.signature_hex) {
+        Ok(bytes) if SIGNATURE_HEX.is_match(&body.signature_hex) => bytes,
         _ => return Err(ApiError::invalid("signature_hex must be 128 hexadecimal characters (an Ed25519 signature)")),
     };
     let key = state

@@ -209,9 +209,11 @@ struct QuietHoursSetting {
     /// An IANA time zone (`Europe/Amsterdam`).
     timezone: String,
     /// `HH:MM`, local time: quiet from here...
+    #[schema(pattern = r"^(?:[01][0-9]|2[0-3]):[0-5][0-9]$")]
     starts: String,
     /// ...until here (past midnight when earlier than `starts`); not
     /// `starts`.
+    #[schema(pattern = r"^(?:[01][0-9]|2[0-3]):[0-5][0-9]$")]
     ends: String,
     /// The channels they cover; `sms`, `whatsapp`, `push`, `voice` when
     /// absent.
@@ -230,9 +232,11 @@ async fn set_quiet_hours(State(state): State<AppState>, Tenant(ctx): Tenant, bod
     if jiff::tz::TimeZone::get(&timezone).is_err() {
         check.fail("timezone must be an IANA time zone (Europe/Amsterdam, ...)");
     }
-    let (starts, ends) = (body.starts.trim().to_string(), body.ends.trim().to_string());
-    for (name, v) in [("starts", &starts), ("ends", &ends)] {
-        if minutes(v).is_none() {
+    static STARTS: Pattern = Pattern::of::<QuietHoursSetting>("starts");
+    static ENDS: Pattern = Pattern::of::<QuietHoursSetting>("ends");
+    let (starts, ends) = (body.starts.clone(), body.ends.clone());
+    for (name, v, form) in [("starts", &starts, &STARTS), ("ends", &ends, &ENDS)] {
+        if !form.is_match(v) || minutes(v).is_none() {
             check.fail(format!("{name} must be a time HH:MM"));
         }
     }

@@ -1,4 +1,5 @@
-//! sdk-handoff: a deal handed from one persona of the tenant to another.
+//! sdk-handoff: a deal of the tenant's CRM (sdk-crm deals) handed from
+//! one persona of the tenant to another.
 //! A handoff is `pending` until its receiver answers: `accepted` or
 //! `declined`; an accepted handoff becomes `completed`. `declined` and
 //! `completed` are final; any other move is 409.
@@ -36,7 +37,8 @@ const COLUMNS: &str = "handoff_id, deal_id, from_persona_id, to_persona_id, note
 
 #[derive(Deserialize, ToSchema)]
 struct NewHandoff {
-    /// The deal handed over (its id in the tenant's CRM).
+    /// The deal handed over: a deal of the tenant's CRM
+    /// (`POST /api/crm/deals`).
     #[schema(format = "uuid")]
     deal_id: String,
     /// A persona of the tenant: who hands the deal over.
@@ -62,7 +64,7 @@ stored_enum! {
 
 /// Hands a deal over; the handoff is `pending`.
 #[utoipa::path(post, path = "/api/handoffs", tag = "sdk-handoff", request_body = NewHandoff,
-    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/personas", { "kind": "human" }]], "body": { "deal_id": "{unique}", "from_persona_id": "{owner_persona_id}", "to_persona_id": "{persona_id}" } }))),
+    extensions(("x-concurrency" = json!({ "outcome": "independent", "given": [["POST", "/api/personas", { "kind": "human" }], ["POST", "/api/crm/deals", { "name": "race", "company": "race" }]], "body": { "deal_id": "{deal_id}", "from_persona_id": "{owner_persona_id}", "to_persona_id": "{persona_id}" } }))),
     responses((status = 201, description = "the handoff, pending", body = Data<Handoff>)))]
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewHandoff>) -> ApiResult<Created<Handoff>> {
     let body = body.checked()?;
@@ -73,6 +75,12 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     let notes = Check::optional(&body.notes);
     let mut tx = state.db.begin().await?;
     let mut check = Check::new();
+    // The deal is the tenant's CRM's (sdk-crm deals), of any stage.
+    let deal_found: Option<i64> =
+        sqlx::query_scalar("SELECT 1 FROM crm_deal WHERE tenant_id = $1 AND deal_id = $2").bind(&ctx.tenant_id).bind(&deal).fetch_optional(&mut *tx).await?;
+    if deal_found.is_none() {
+        check.fail("deal_id is not a deal of this tenant");
+    }
     for (field, persona) in [("from_persona_id", &from), ("to_persona_id", &to)] {
         if !hub_identity::personas::exists_in_tenant(&mut *tx, &ctx.tenant_id, persona).await? {
             check.fail(format!("{field} is not a persona of this tenant"));
@@ -118,7 +126,7 @@ const HANDOFF: Stateful = Stateful { noun: "handoff", table: "handoff_handoff", 
 /// Moves a handoff along its state machine.
 #[utoipa::path(post, path = "/api/handoffs/{handoff_id}/status", tag = "sdk-handoff", request_body = StatusChange,
     params(("handoff_id" = String, Path, description = "the handoff")),
-    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/personas", { "kind": "human" }], ["POST", "/api/handoffs", { "deal_id": "{unique}", "from_persona_id": "{owner_persona_id}", "to_persona_id": "{persona_id}" }]], "body": { "status": "accepted" } }))),
+    extensions(("x-concurrency" = json!({ "outcome": "one-wins", "given": [["POST", "/api/personas", { "kind": "human" }], ["POST", "/api/crm/deals", { "name": "race", "company": "race" }], ["POST", "/api/handoffs", { "deal_id": "{deal_id}", "from_persona_id": "{owner_persona_id}", "to_persona_id": "{persona_id}" }]], "body": { "status": "accepted" } }))),
     responses((status = 200, description = "the handoff in its new status", body = Data<Handoff>)))]
 async fn set_status(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<StatusChange>) -> ApiResult<Data<Handoff>> {
     let id = path_id(&id)?.to_string();

@@ -18,13 +18,6 @@ stored_enum! {
     enum OfferStatus { Draft = "draft", Active = "active", Retired = "retired" }
 }
 
-/// ISO 4217 codes in use (funds and precious metals left out).
-const CURRENCIES: &str = "AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL BSD BTN BWP BYN BZD CAD CDF CHF CLP \
-    CNY COP CRC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB EUR FJD FKP GBP GEL GHS GIP GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR IQD IRR ISK JMD \
-    JOD JPY KES KGS KHR KMF KPW KRW KWD KYD KZT LAK LBP LKR LRD LSL LYD MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MYR MZN NAD NGN NIO NOK \
-    NPR NZD OMR PAB PEN PGK PHP PKR PLN PYG QAR RON RSD RUB RWF SAR SBD SCR SDG SEK SGD SHP SLE SOS SRD SSP STN SVC SYP SZL THB TJS TMT TND TOP \
-    TRY TTD TWD TZS UAH UGX USD UYU UZS VED VES VND VUV WST XAF XCD XCG XOF XPF YER ZAR ZMW ZWG";
-
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 struct Offer {
     offer_id: Id,
@@ -44,16 +37,6 @@ const COLUMNS: &str = "offer_id, slug, name, description, price_minor, currency,
 
 fn valid_slug(s: &str) -> bool {
     (1..=128).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
-}
-
-/// A price and its currency: a known ISO 4217 code, and both or neither.
-fn check_price(check: &mut Check, priced: bool, currency: Option<&str>) {
-    match (currency, priced) {
-        (Some(c), _) if !CURRENCIES.split_whitespace().any(|k| k == c) => check.fail("currency must be an ISO 4217 code (EUR, USD, ...)"),
-        (None, true) => check.fail("currency is required with price_minor"),
-        (Some(_), false) => check.fail("price_minor is required with currency"),
-        _ => {}
-    }
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -111,7 +94,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     let description = Check::optional(&body.description);
     let price = body.price_minor;
     let currency = Check::optional(&body.currency);
-    check_price(&mut check, price.is_some(), currency.as_deref());
+    hub_kernel::validate::money(&mut check, "price_minor", price.is_some(), currency.as_deref());
     let status = body.status.unwrap_or(NewStatus::Active).status();
     check.finish()?;
     let now = db::now();
@@ -236,7 +219,7 @@ async fn update(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     let current: Offer = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&id).fetch_one(&mut *tx).await?;
     let mut check = Check::new();
     let priced = price.or(current.price_minor).is_some();
-    check_price(&mut check, priced, currency.as_deref().or(current.currency.as_deref()));
+    hub_kernel::validate::money(&mut check, "price_minor", priced, currency.as_deref().or(current.currency.as_deref()));
     check.finish()?;
     if status == OfferStatus::Retired {
         return Err(ApiError::Conflict("the offer is retired: a retired offer is not changed".into()));

@@ -4,13 +4,19 @@
 //! `{ "call_id", "leg_id", "direction", "status", "is_voicemail",
 //! "from_number", "to_number", "started_at", "ended_at",
 //! "duration_seconds" }`. A leg is kept once per (tenant, provider,
-//! `leg_id`): a repeat updates its status, voicemail flag and ending, so a
-//! provider may report `ringing`, then `answered`, then `completed`.
+//! `leg_id`): a later report moves it forward, so a provider may report
+//! `ringing`, then `answered`, then `completed` (or `no_answer`, `busy`,
+//! `failed`). A leg that ends is a logged call: the report that ends it
+//! records `crm.call.logged.v1`, and `crm.call.missed.v1` as well when it
+//! ended `no_answer`, `busy` or `failed` (the Events table's rule for a
+//! call's disposition), once: one guarded statement takes a leg from
+//! ringing or answered to its end, so a repeated or concurrent report
+//! finds it ended and records nothing. An ended leg keeps its status.
 
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use hub_kernel::{inbound::InboundHandler, prelude::*};
+use hub_kernel::{inbound::InboundHandler, prelude::*, types::CallDisposition};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list)).routes(routes!(get_leg))
@@ -29,6 +35,31 @@ stored_enum! {
     /// Where a call leg is, as its provider last reported it.
     #[schema(as = VoiceCallStatus)]
     enum CallStatus { Ringing = "ringing", Answered = "answered", Completed = "completed", NoAnswer = "no_answer", Busy = "busy", Failed = "failed" }
+}
+
+impl CallStatus {
+    /// The statuses a leg moves to this one from (SQL list): forward only,
+    /// and never out of an ending.
+    fn from(self) -> &'static str {
+        match self {
+            CallStatus::Ringing => "'ringing'",
+            _ => "'ringing', 'answered'",
+        }
+    }
+
+    /// The call's disposition, in sdk-crm's words (`crm.call.logged.v1`
+    /// carries it as `POST /api/crm/calls` does); None while ringing or
+    /// answered.
+    fn disposition(self, is_voicemail: bool) -> Option<CallDisposition> {
+        Some(match self {
+            CallStatus::Ringing | CallStatus::Answered => return None,
+            CallStatus::Completed if is_voicemail => CallDisposition::Voicemail,
+            CallStatus::Completed => CallDisposition::Answered,
+            CallStatus::NoAnswer => CallDisposition::NoAnswer,
+            CallStatus::Busy => CallDisposition::Busy,
+            CallStatus::Failed => CallDisposition::Failed,
+        })
+    }
 }
 
 /// The words of a set, for a check naming them.
@@ -136,42 +167,95 @@ async fn record(tx: &mut Tx, tenant_id: &str, provider: &str, payload: &Value) -
     let status: CallStatus = status.parse().map_err(ApiError::invalid)?;
     let is_voicemail = p.is_voicemail.unwrap_or(false);
     let now = db::now();
-    let existing: Option<String> = sqlx::query_scalar("SELECT call_leg_id FROM voice_call_leg WHERE tenant_id = $1 AND provider = $2 AND leg_id = $3")
-        .bind(tenant_id)
-        .bind(provider)
-        .bind(&leg_id)
-        .fetch_optional(&mut **tx)
-        .await?;
-    let call_leg_id = existing.clone().unwrap_or_else(db::new_id);
-    sqlx::query(
+    // The first report of a leg inserts it; any other, concurrent or later,
+    // finds it (PostgreSQL waits for the transaction that inserted it).
+    let sql = format!(
         "INSERT INTO voice_call_leg (call_leg_id, tenant_id, provider, call_id, leg_id, direction, status, is_voicemail, from_number, to_number, \
          started_at, ended_at, duration_seconds, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14) \
-         ON CONFLICT (tenant_id, provider, leg_id) DO UPDATE SET status = $7, is_voicemail = $8, ended_at = COALESCE($12, voice_call_leg.ended_at), \
-         duration_seconds = COALESCE($13, voice_call_leg.duration_seconds), updated_at = $14",
-    )
-    .bind(&call_leg_id)
-    .bind(tenant_id)
-    .bind(provider)
-    .bind(&call_id)
-    .bind(&leg_id)
-    .bind(direction)
-    .bind(status)
-    .bind(i64::from(is_voicemail))
-    .bind(&from)
-    .bind(&to)
-    .bind(started_at.unwrap_or_default())
-    .bind(&ended_at)
-    .bind(p.duration_seconds)
-    .bind(&now)
-    .execute(&mut **tx)
-    .await?;
-    // An inbound call nobody took is missed; the numbers are personal data
-    // and stay out of the event.
-    let missed = direction == Direction::Inbound && (is_voicemail || matches!(status, CallStatus::NoAnswer | CallStatus::Busy));
-    let event = if missed { events::CRM_CALL_MISSED } else { events::CRM_CALL_LOGGED };
-    let payload = json!({ "call_leg_id": call_leg_id, "provider": provider, "direction": direction, "status": status, "is_voicemail": is_voicemail });
-    audit::record_system(tx, tenant_id, &format!("{KIND}:{provider}"), event, payload).await?;
-    Ok(json!({ "recorded": true, "call_leg_id": call_leg_id, "updated": existing.is_some() }))
+         ON CONFLICT (tenant_id, provider, leg_id) DO NOTHING RETURNING {COLUMNS}"
+    );
+    let inserted: Option<CallLeg> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(db::new_id())
+        .bind(tenant_id)
+        .bind(provider)
+        .bind(&call_id)
+        .bind(&leg_id)
+        .bind(direction)
+        .bind(status)
+        .bind(i64::from(is_voicemail))
+        .bind(&from)
+        .bind(&to)
+        .bind(started_at.unwrap_or_default())
+        .bind(&ended_at)
+        .bind(p.duration_seconds)
+        .bind(&now)
+        .fetch_optional(&mut **tx)
+        .await?;
+    // An ended leg's voicemail flag is frozen: it decided the disposition
+    // its event recorded. (`status` on the right is the stored one.)
+    let set = "status = $4, is_voicemail = CASE WHEN status IN ('ringing', 'answered') THEN COALESCE($5, is_voicemail) ELSE is_voicemail END, \
+               ended_at = COALESCE($6, ended_at), duration_seconds = COALESCE($7, duration_seconds), updated_at = $8";
+    // No report stores an ended_at before the stored started_at (such a
+    // report is refused below, 400).
+    let update = |guard: &str| {
+        let sql = format!(
+            "UPDATE voice_call_leg SET {set} WHERE tenant_id = $1 AND provider = $2 AND leg_id = $3 AND ($6 IS NULL OR $6 >= started_at) AND {guard} RETURNING {COLUMNS}"
+        );
+        sqlx::query_as::<_, CallLeg>(sqlx::AssertSqlSafe(sql))
+            .bind(tenant_id)
+            .bind(provider)
+            .bind(leg_id.clone())
+            .bind(status)
+            .bind(p.is_voicemail.map(i64::from))
+            .bind(ended_at.clone())
+            .bind(p.duration_seconds)
+            .bind(now.clone())
+    };
+    // One statement moves the leg forward; the report that ends it is the
+    // one that finds it ringing or answered (a concurrent one waits for the
+    // row and then finds it ended).
+    let (leg, existed, moved) = match inserted {
+        Some(leg) => (leg, false, true),
+        None => match update(&format!("status IN ({})", status.from())).fetch_optional(&mut **tx).await? {
+            Some(leg) => (leg, true, true),
+            // The leg is there already, or past it: a repeat of its status
+            // updates the ended_at and duration_seconds it gives (and the
+            // voicemail flag while the leg has not ended), and records
+            // nothing; an older report changes nothing.
+            None => {
+                let leg = match update("status = $4").fetch_optional(&mut **tx).await? {
+                    Some(leg) => leg,
+                    None => {
+                        let sql = format!("SELECT {COLUMNS} FROM voice_call_leg WHERE tenant_id = $1 AND provider = $2 AND leg_id = $3");
+                        let leg: CallLeg = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(provider).bind(&leg_id).fetch_one(&mut **tx).await?;
+                        if ended_at.as_deref().is_some_and(|e| e < leg.started_at.to_string().as_str()) {
+                            return Err(ApiError::invalid("ended_at must not be before the leg's stored started_at"));
+                        }
+                        leg
+                    }
+                };
+                (leg, true, false)
+            }
+        },
+    };
+    // A leg ending is a logged call, and a missed one when nobody took it;
+    // the numbers are personal data and stay out of the events.
+    if moved && let Some(disposition) = leg.status.disposition(leg.is_voicemail.0) {
+        // The key set of `POST /api/crm/calls`'s event too: what a
+        // provider does not give is null.
+        let payload = json!({
+            "call_id": null, "call_leg_id": leg.call_leg_id, "contact_id": null, "lead_id": null, "provider": provider,
+            "provider_call_id": leg.call_id, "direction": leg.direction, "status": leg.status, "disposition": disposition,
+            "is_voicemail": leg.is_voicemail, "duration_seconds": leg.duration_seconds, "recording_consent": null,
+            "occurred_at": leg.started_at, "ended_at": leg.ended_at,
+        });
+        let actor = format!("{KIND}:{provider}");
+        audit::record_system(tx, tenant_id, &actor, events::CRM_CALL_LOGGED, payload.clone()).await?;
+        if disposition.missed() {
+            audit::record_system(tx, tenant_id, &actor, events::CRM_CALL_MISSED, payload).await?;
+        }
+    }
+    Ok(json!({ "recorded": true, "call_leg_id": leg.call_leg_id, "updated": existed, "status": leg.status }))
 }
 
 #[derive(Deserialize, IntoParams)]

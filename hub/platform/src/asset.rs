@@ -373,6 +373,9 @@ async fn retire(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     bus::notify(&state, &mut tx, &asset_id).await?;
     tx.commit().await?;
     state.streams.wake(&asset_id);
+    if !cancelled.is_empty() {
+        bus::command_changed(&state, &ctx.tenant_id).await;
+    }
     Ok(ok(asset))
 }
 

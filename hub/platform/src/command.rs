@@ -16,7 +16,7 @@
 use crate::{
     asset,
     robots::{Robot, RobotCredential},
-    sse,
+    sse, watch,
 };
 use hub_kernel::prelude::*;
 use hub_kernel::{bus, gate::keys};
@@ -29,6 +29,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(cancel))
         .routes(routes!(ack))
         .routes(routes!(sse::stream))
+        .routes(routes!(watch::watch))
 }
 
 /// A robot's acknowledgement of a command.
@@ -356,6 +357,7 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     if !needs_approval {
         state.streams.wake(&asset_id);
     }
+    bus::command_changed(&state, &ctx.tenant_id).await;
     entered(status, 1);
     Ok(created(row.into()))
 }
@@ -431,6 +433,9 @@ async fn cancel(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
                 .execute(&mut *tx)
                 .await?;
                 tx.commit().await?;
+                if expired.rows_affected() > 0 {
+                    bus::command_changed(&state, &ctx.tenant_id).await;
+                }
                 entered(CommandState::Expired, expired.rows_affected());
                 Err(ApiError::Conflict("the command is expired: only a command awaiting approval or delivery can be cancelled".into()))
             }
@@ -440,6 +445,7 @@ async fn cancel(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     let payload = json!({ "command_id": command_id, "target_asset_id": row.target_asset_id, "from": command_from(&row), "reason": "cancelled" });
     audit::record(&mut tx, &ctx, events::COMMAND_CANCELLED, payload).await?;
     tx.commit().await?;
+    bus::command_changed(&state, &ctx.tenant_id).await;
     entered(CommandState::Cancelled, 1);
     Ok(ok(row.into()))
 }
@@ -532,6 +538,7 @@ async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
         .await?;
         if expired.rows_affected() > 0 {
             tx.commit().await?;
+            bus::command_changed(&state, &ctx.tenant_id).await;
             entered(CommandState::Expired, 1);
             return Err(ApiError::Conflict("the command expired before a decision".into()));
         }
@@ -546,6 +553,7 @@ async fn decide(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
     if approved {
         state.streams.wake(&asset_id);
     }
+    bus::command_changed(&state, &ctx.tenant_id).await;
     entered(if approved { CommandState::Queued } else { CommandState::Rejected }, 1);
     Ok(ok(row.into()))
 }
@@ -626,6 +634,7 @@ pub async fn apply_ack(state: &AppState, cred: &RobotCredential, command_id: &st
     )
     .await?;
     tx.commit().await?;
+    bus::command_changed(state, &cred.tenant_id).await;
     entered(if ack.ok { CommandState::AcknowledgedOk } else { CommandState::AcknowledgedFailed }, 1);
     Ok(row)
 }
@@ -700,29 +709,107 @@ pub async fn pending(state: &AppState, asset_id: &str, after: i64, limit: i64) -
 /// Marks the asset's queued commands up to `seq` as delivered.
 pub async fn mark_delivered(state: &AppState, asset_id: &str, upto: i64) -> ApiResult<()> {
     let now = db::now();
-    let done = sqlx::query(
+    let tenants: Vec<String> = sqlx::query_scalar(
         "UPDATE command_command SET status = 'delivered', delivered_at = $1, updated_at = $1 \
-         WHERE target_asset_id = $2 AND status = 'queued' AND seq <= $3",
+         WHERE target_asset_id = $2 AND status = 'queued' AND seq <= $3 RETURNING tenant_id",
     )
     .bind(&now)
     .bind(asset_id)
     .bind(upto)
-    .execute(state.db.writer())
+    .fetch_all(state.db.writer())
     .await?;
-    entered(CommandState::Delivered, done.rows_affected());
+    entered(CommandState::Delivered, tenants.len() as u64);
+    changed(state, tenants).await;
     Ok(())
 }
 
 /// Writes `expired` on every waiting command whose time to live has run out.
 pub async fn sweep_expired(state: &AppState) -> Result<u64, sqlx::Error> {
     let now = db::now();
-    let done =
-        sqlx::query("UPDATE command_command SET status = 'expired', updated_at = $1 WHERE status IN ('awaiting_approval', 'queued') AND expires_at <= $1")
-            .bind(&now)
-            .execute(state.db.writer())
-            .await?;
-    entered(CommandState::Expired, done.rows_affected());
-    Ok(done.rows_affected())
+    let tenants: Vec<String> = sqlx::query_scalar(
+        "UPDATE command_command SET status = 'expired', updated_at = $1 WHERE status IN ('awaiting_approval', 'queued') AND expires_at <= $1 RETURNING tenant_id",
+    )
+    .bind(&now)
+    .fetch_all(state.db.writer())
+    .await?;
+    let n = tenants.len() as u64;
+    entered(CommandState::Expired, n);
+    changed(state, tenants).await;
+    Ok(n)
+}
+
+/// Tells the observers of each tenant (once each) that commands of it
+/// changed state.
+async fn changed(state: &AppState, mut tenants: Vec<String>) {
+    tenants.sort_unstable();
+    tenants.dedup();
+    for tenant_id in &tenants {
+        bus::command_changed(state, tenant_id).await;
+    }
+}
+
+/// The states a command still leaves: what an observer is sent first.
+const OPEN_STATES: &str = "('awaiting_approval', 'queued', 'delivered')";
+
+impl Command {
+    /// The command's id and when it last changed: what an observer has sent.
+    pub(crate) fn change(&self) -> (Id, Timestamp) {
+        (self.command_id, self.updated_at)
+    }
+}
+
+/// Whether the tenant has this asset (an observer's filter names one).
+pub(crate) async fn tenant_has_asset(state: &AppState, tenant_id: &str, asset_id: &str) -> ApiResult<bool> {
+    let found: Option<String> = sqlx::query_scalar("SELECT asset_id FROM asset_asset WHERE asset_id = $1 AND tenant_id = $2")
+        .bind(asset_id)
+        .bind(tenant_id)
+        .fetch_optional(&state.db.read)
+        .await?;
+    Ok(found.is_some())
+}
+
+/// A page of the tenant's commands not yet in a final state (of one asset
+/// unless `asset_id` is blank), oldest first, after the command `after`
+/// (its `created_at` and id).
+pub(crate) async fn open_for_tenant(state: &AppState, tenant_id: &str, asset_id: &str, after: Option<&Command>, limit: i64) -> ApiResult<Vec<Command>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM command_command WHERE tenant_id = $1 AND ($2 = '' OR target_asset_id = $2) AND status IN {OPEN_STATES} \
+         AND (created_at > $3 OR (created_at = $3 AND command_id > $4)) ORDER BY created_at, command_id LIMIT $5"
+    );
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(tenant_id)
+        .bind(asset_id)
+        .bind(after.map_or(String::new(), |c| c.created_at.to_string()))
+        .bind(after.map_or(String::new(), |c| c.command_id.to_string()))
+        .bind(limit)
+        .fetch_all(&state.db.read)
+        .await?)
+}
+
+/// A page of the tenant's commands (of one asset unless `asset_id` is
+/// blank) changed at `since` or later, in the order of their last change,
+/// after the command `after` (its `updated_at` and id).
+pub(crate) async fn changed_for_tenant(
+    state: &AppState,
+    tenant_id: &str,
+    asset_id: &str,
+    since: &str,
+    after: Option<&Command>,
+    limit: i64,
+) -> ApiResult<Vec<Command>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM command_command WHERE tenant_id = $1 AND ($2 = '' OR target_asset_id = $2) AND updated_at >= $3 \
+         AND (updated_at > $4 OR (updated_at = $4 AND command_id > $5)) ORDER BY updated_at, command_id LIMIT $6"
+    );
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(tenant_id)
+        .bind(asset_id)
+        .bind(since)
+        .bind(after.map_or(String::new(), |c| c.updated_at.to_string()))
+        .bind(after.map_or(String::new(), |c| c.command_id.to_string()))
+        .bind(limit)
+        .fetch_all(&state.db.read)
+        .await?)
 }
 
 /// Counts `n` commands entering `state` (`hub_command_transitions_total`).

@@ -4,11 +4,15 @@
 //! scope id: setting it again replaces the value (its version goes up),
 //! `revoke` ends it, `rotate` swaps its value for a `secret_ref` (the
 //! secret itself is never stored here nor answered). Platform values are
-//! the operator's: a tenant credential reads them but never writes them.
+//! the operator's: a tenant credential reads them but never writes them;
+//! the operator's `/admin/config` routes write them through this module's
+//! own set and revoke, given the writer (`crate::layer::Writer`).
 
 use axum::response::IntoResponse;
 
 use hub_kernel::prelude::*;
+
+use crate::layer::Writer;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -23,7 +27,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 stored_enum! {
     /// Where a value applies.
     #[schema(as = ConfigScope)]
-    enum Scope { Platform = "platform", Tenant = "tenant", App = "app", AppUser = "app_user" }
+    pub enum Scope { Platform = "platform", Tenant = "tenant", App = "app", AppUser = "app_user" }
 }
 
 stored_enum! {
@@ -36,7 +40,7 @@ stored_enum! {
 /// A config row.
 #[derive(Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = ConfigValue)]
-struct Row {
+pub struct Row {
     config_id: String,
     scope: Scope,
     scope_id: String,
@@ -102,6 +106,9 @@ fn visible(ctx: &TenantCtx, scope: Scope, scope_id: &str) -> ApiResult<()> {
     }
 }
 
+/// The scope id of the platform scope.
+pub const PLATFORM: &str = "platform";
+
 fn owner(scope: Scope, ctx: &TenantCtx) -> Option<String> {
     (scope != Scope::Platform).then(|| ctx.tenant_id.clone())
 }
@@ -111,6 +118,24 @@ fn valid_key(key: &str) -> bool {
 }
 
 const KEY_RULE: &str = "key must be 1 to 200 letters, digits, '.', '_', '-', '/' or ':'";
+
+/// A request's key, or what is wrong with it.
+fn checked_key(check: &mut Check, key: &str) -> String {
+    let key = check.required("key", &Some(key.to_string()));
+    if !key.is_empty() && !valid_key(&key) {
+        check.fail(KEY_RULE);
+    }
+    key
+}
+
+/// A value to store, as JSON text, or what is wrong with it.
+fn checked_value(check: &mut Check, value: &Value) -> String {
+    let value = value.to_string();
+    if value.len() > 64 * 1024 {
+        check.fail("value must be at most 64 KiB of JSON");
+    }
+    value
+}
 
 /// A request naming one row: key, scope, scope id.
 #[derive(Deserialize, ToSchema)]
@@ -152,10 +177,7 @@ struct RotateBody {
 /// Key, scope and scope id of a request, checked with whatever `check`
 /// already holds against the rest of the request: every problem in one 400.
 fn target(ctx: &TenantCtx, key: &str, scope: Scope, scope_id: &Option<String>, mut check: Check, writes: bool) -> ApiResult<(String, Scope, String)> {
-    let key = check.required("key", &Some(key.to_string()));
-    if !key.is_empty() && !valid_key(&key) {
-        check.fail(KEY_RULE);
-    }
+    let key = checked_key(&mut check, key);
     let scope_id = scope_id_of(scope, scope_id, &mut check, ctx);
     check.finish()?;
     let scope_id = scope_id.expect("checked");
@@ -173,6 +195,13 @@ async fn active(tx: &mut Tx, ctx: &TenantCtx, key: &str, scope: Scope, scope_id:
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(owner).bind(scope).bind(scope_id).bind(key).fetch_optional(&mut **tx).await?)
 }
 
+/// A page of the active rows a tenant sees at one scope, by key (the
+/// platform's at `platform`); `tenant_id` None: the platform's rows only
+/// (the operator's list, at `platform`).
+pub async fn active_rows(db: &Db, page: Page, tenant_id: Option<&str>, scope: Scope, scope_id: &str) -> ApiResult<ListOf<Row>> {
+    page.list::<Row>(&db.read, &ACTIVE, &[tenant_id.unwrap_or(""), scope.as_str(), scope_id]).await
+}
+
 /// The active rows at one scope (the platform's included at `platform`).
 #[utoipa::path(get, path = "/api/config", tag = "sdk-config", params(Address),
     responses((status = 200, description = "the active rows, by key", body = ListOf<Row>),
@@ -183,7 +212,7 @@ async fn list_values(State(state): State<AppState>, Tenant(ctx): Tenant, Params(
     check.finish()?;
     let scope_id = scope_id.expect("checked");
     visible(&ctx, q.scope, &scope_id)?;
-    page.list::<Row>(&state.db.read, &ACTIVE, &[&ctx.tenant_id, q.scope.as_str(), &scope_id]).await
+    active_rows(&state.db, page, Some(&ctx.tenant_id), q.scope, &scope_id).await
 }
 
 /// Sets a value: a new active row (201), or a new version of the active
@@ -196,14 +225,20 @@ async fn list_values(State(state): State<AppState>, Tenant(ctx): Tenant, Params(
 async fn set_value(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<SetBody>) -> ApiResult<Response> {
     let body = body.checked()?;
     let mut check = Check::new();
-    let value = body.value.to_string();
-    if value.len() > 64 * 1024 {
-        check.fail("value must be at most 64 KiB of JSON");
-    }
+    let value = checked_value(&mut check, &body.value);
     let (key, scope, scope_id) = target(&ctx, &body.row.key, body.row.scope, &body.row.scope_id, check, true)?;
+    let (row, written) = set_as(&state.db, &Writer::Tenant(&ctx), &key, scope, &scope_id, &value).await?;
+    Ok(if written == Written::Made { created(row).into_response() } else { ok(row).into_response() })
+}
+
+/// Sets a checked value in the writer's layer: the tenant's rows at a
+/// scope of its own, the operator's at `platform` (the tenant route's and
+/// the operator's one implementation). `Written::Made`: the key's first
+/// active row at the scope; `Found`: its next version.
+async fn set_as(db: &Db, w: &Writer<'_>, key: &str, scope: Scope, scope_id: &str, value: &str) -> ApiResult<(Row, Written)> {
     let now = db::now();
-    let owner = owner(scope, &ctx);
-    let mut tx = state.db.begin().await?;
+    let owner = w.tenant_id();
+    let mut tx = db.begin().await?;
     // The first set of a key at a scope inserts its active row (201); any
     // other, concurrent or later, finds it (the unique index on the active
     // row) and writes the next version over it (200).
@@ -219,29 +254,33 @@ async fn set_value(State(state): State<AppState>, Tenant(ctx): Tenant, body: Bod
         &mut tx,
         sqlx::query_as(sqlx::AssertSqlSafe(insert))
             .bind(db::new_id())
-            .bind(&owner)
+            .bind(owner)
             .bind(scope)
-            .bind(&scope_id)
-            .bind(&key)
-            .bind(&value)
-            .bind(&ctx.persona_id)
+            .bind(scope_id)
+            .bind(key)
+            .bind(value)
+            .bind(w.actor_id())
             .bind(&now),
-        sqlx::query_as(sqlx::AssertSqlSafe(next))
-            .bind(owner.clone().unwrap_or_default())
-            .bind(scope)
-            .bind(&scope_id)
-            .bind(&key)
-            .bind(&value)
-            .bind(&ctx.persona_id)
-            .bind(&now),
+        sqlx::query_as(sqlx::AssertSqlSafe(next)).bind(w.owner()).bind(scope).bind(scope_id).bind(key).bind(value).bind(w.actor_id()).bind(&now),
     )
     .await?;
-    let fresh = written == Written::Made;
     // The event names the row, never its value.
     let fact = json!({ "config_id": row.config_id, "key": key, "scope": scope, "scope_id": scope_id, "version": row.version });
-    audit::record(&mut tx, &ctx, events::CONFIG_SET, fact).await?;
+    w.record(&mut tx, events::CONFIG_SET, fact).await?;
     tx.commit().await?;
-    Ok(if fresh { created(row).into_response() } else { ok(row).into_response() })
+    Ok((row, written))
+}
+
+/// Sets the platform's value of a key (scope `platform`, which every
+/// tenant's `resolve` reads after its own scopes): the operator's write.
+/// Every problem of the key and value in one 400.
+pub async fn set_platform(db: &Db, operator: &str, key: &str, value: &Value) -> ApiResult<(Row, Written)> {
+    // The value's problem first, then the key's, as the tenant's write.
+    let mut check = Check::new();
+    let value = checked_value(&mut check, value);
+    let key = checked_key(&mut check, key);
+    check.finish()?;
+    set_as(db, &Writer::Operator(operator), &key, Scope::Platform, PLATFORM, &value).await
 }
 
 /// Query of one row.
@@ -277,14 +316,38 @@ async fn get_value(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q)
         (status = 404, description = "NotFound: the scope names nothing this caller can see", body = ErrorBody)))]
 async fn history(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<OneQuery>, page: Page) -> ApiResult<ListOf<Row>> {
     let (key, scope, scope_id) = target(&ctx, &q.key, q.scope, &q.scope_id, Check::new(), false)?;
-    let owner = owner(scope, &ctx).unwrap_or_default();
-    let listing = Listing {
+    history_of(&state.db, page, owner(scope, &ctx).as_deref(), &key, scope, &scope_id).await
+}
+
+/// A page of every row a key has had at one scope of a layer (the
+/// tenant's, or `tenant_id` None the platform's), newest first.
+async fn history_of(db: &Db, page: Page, tenant_id: Option<&str>, key: &str, scope: Scope, scope_id: &str) -> ApiResult<ListOf<Row>> {
+    // One filter per layer, each able to use the key's index.
+    const TENANT: Listing = Listing {
         table: "config_value",
         columns: COLUMNS,
-        filter: "COALESCE(tenant_id, '') = $1 AND scope = $2 AND scope_id = $3 AND key = $4",
+        filter: "scope = $1 AND scope_id = $2 AND key = $3 AND tenant_id = $4",
         order: "created_at DESC, config_id DESC",
     };
-    page.list::<Row>(&state.db.read, &listing, &[&owner, scope.as_str(), &scope_id, &key]).await
+    const PLATFORM_LAYER: Listing = Listing {
+        table: "config_value",
+        columns: COLUMNS,
+        filter: "scope = $1 AND scope_id = $2 AND key = $3 AND tenant_id IS NULL",
+        order: "created_at DESC, config_id DESC",
+    };
+    match tenant_id {
+        Some(tenant_id) => page.list::<Row>(&db.read, &TENANT, &[scope.as_str(), scope_id, key, tenant_id]).await,
+        None => page.list::<Row>(&db.read, &PLATFORM_LAYER, &[scope.as_str(), scope_id, key]).await,
+    }
+}
+
+/// The platform's rows of a key, active and revoked, newest first (a
+/// malformed key 400): the operator's history.
+pub async fn platform_history(db: &Db, page: Page, key: &str) -> ApiResult<ListOf<Row>> {
+    let mut check = Check::new();
+    let key = checked_key(&mut check, key);
+    check.finish()?;
+    history_of(db, page, None, &key, Scope::Platform, PLATFORM).await
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -340,7 +403,13 @@ async fn resolve(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): 
 async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<KeyBody>) -> ApiResult<Data<Row>> {
     let body = body.checked()?;
     let (key, scope, scope_id) = target(&ctx, &body.key, body.scope, &body.scope_id, Check::new(), true)?;
-    let mut tx = state.db.begin().await?;
+    Ok(ok(revoke_as(&state.db, &Writer::Tenant(&ctx), &key, scope, &scope_id).await?))
+}
+
+/// Ends the writer's active row of a key at a scope (404 when there is
+/// none): the tenant route's and the operator's one implementation.
+async fn revoke_as(db: &Db, w: &Writer<'_>, key: &str, scope: Scope, scope_id: &str) -> ApiResult<Row> {
+    let mut tx = db.begin().await?;
     // One guarded statement ends the active row: of two revokes at once,
     // one ends it and the other finds no active row (404, as after it).
     let sql = format!(
@@ -348,18 +417,27 @@ async fn revoke(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<K
          WHERE COALESCE(tenant_id, '') = $1 AND scope = $2 AND scope_id = $3 AND key = $4 AND status = 'active' RETURNING {COLUMNS}"
     );
     let row: Row = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(owner(scope, &ctx).unwrap_or_default())
+        .bind(w.owner())
         .bind(scope)
-        .bind(&scope_id)
-        .bind(&key)
+        .bind(scope_id)
+        .bind(key)
         .bind(db::now())
-        .bind(&ctx.persona_id)
+        .bind(w.actor_id())
         .fetch_optional(&mut *tx)
         .await?
         .ok_or(ApiError::NotFound)?;
-    audit::record(&mut tx, &ctx, events::CONFIG_REVOKED, json!({ "config_id": row.config_id, "key": key, "scope": scope, "scope_id": scope_id })).await?;
+    w.record(&mut tx, events::CONFIG_REVOKED, json!({ "config_id": row.config_id, "key": key, "scope": scope, "scope_id": scope_id })).await?;
     tx.commit().await?;
-    Ok(ok(row))
+    Ok(row)
+}
+
+/// Ends the platform's active row of a key (a malformed key 400, as the
+/// tenant's revoke; 404 when there is none): the operator's revoke.
+pub async fn revoke_platform(db: &Db, operator: &str, key: &str) -> ApiResult<Row> {
+    let mut check = Check::new();
+    let key = checked_key(&mut check, key);
+    check.finish()?;
+    revoke_as(db, &Writer::Operator(operator), &key, Scope::Platform, PLATFORM).await
 }
 
 /// Swaps the active value of a key for a `secret_ref`: the value is

@@ -2,6 +2,9 @@
 //! evaluation of a flag for a context (`tenant_id`, `persona_id`, `bu_id`,
 //! `attributes`). A key has up to two layers: the tenant's own flag and the
 //! platform's (`tenant_id` NULL, the operator's, seen by every tenant).
+//! The tenant routes here and the operator's `/admin/feature-flags` share
+//! one implementation (`create_as`, `update_as`, ...), given the writer
+//! (`crate::layer::Writer`), which reaches only its own layer's rows.
 //! Evaluation: a kill switch engaged in either layer answers the flag's
 //! `off_value`; otherwise the first active rollout that matches, the
 //! tenant's before the platform's, each layer by ascending priority;
@@ -18,6 +21,8 @@ use std::{borrow::Cow, collections::HashMap, sync::Arc};
 use axum::response::IntoResponse;
 
 use hub_kernel::{prelude::*, state::Invalidation};
+
+use crate::layer::Writer;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -63,7 +68,7 @@ stored_enum! {
     /// Whose flag a layer is: the caller's tenant's own, or the platform's
     /// (the operator's, seen by every tenant).
     #[schema(as = FeatureFlagLayer)]
-    enum FlagLayer { Tenant = "tenant", Platform = "platform" }
+    pub enum FlagLayer { Tenant = "tenant", Platform = "platform" }
 }
 
 stored_enum! {
@@ -75,7 +80,7 @@ stored_enum! {
 /// A flag (one layer of its key).
 #[derive(Clone, Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = FeatureFlag)]
-struct FlagRow {
+pub struct FlagRow {
     flag_id: String,
     flag_key: String,
     layer: FlagLayer,
@@ -88,6 +93,7 @@ struct FlagRow {
     off_value: JsonText,
     #[sqlx(try_from = "i64")]
     kill_switch_engaged: Flag,
+    /// The operator's reason; null on a platform flag read by a tenant.
     kill_switch_reason: Option<String>,
     kill_switch_changed_at: Option<Timestamp>,
     created_at: Timestamp,
@@ -97,10 +103,15 @@ struct FlagRow {
 const FLAG_COLUMNS: &str = "flag_id, flag_key, CASE WHEN tenant_id IS NULL THEN 'platform' ELSE 'tenant' END AS layer, description, default_value, off_value, \
      kill_switch_engaged, kill_switch_reason, kill_switch_changed_at, created_at, updated_at";
 
+/// `FLAG_COLUMNS` as a tenant reads them: a platform flag without the
+/// operator's kill-switch reason.
+const TENANT_FLAG_COLUMNS: &str = "flag_id, flag_key, CASE WHEN tenant_id IS NULL THEN 'platform' ELSE 'tenant' END AS layer, description, default_value, off_value, \
+     kill_switch_engaged, CASE WHEN tenant_id IS NULL THEN NULL ELSE kill_switch_reason END AS kill_switch_reason, kill_switch_changed_at, created_at, updated_at";
+
 /// A rollout of a flag.
 #[derive(Clone, Debug, FromRow, Serialize, ToSchema)]
 #[schema(as = FeatureFlagRollout)]
-struct RolloutRow {
+pub struct RolloutRow {
     rollout_id: String,
     flag_id: String,
     /// Lower first.
@@ -130,6 +141,7 @@ const ROLLOUT_COLUMNS: &str = "rollout_id, flag_id, priority, predicate, percent
 #[schema(as = FeatureFlagConstraint)]
 struct Constraint {
     /// `tenant_id`, `persona_id`, `bu_id` or `attributes.<name>`.
+    #[schema(pattern = r"^(?:tenant_id|persona_id|bu_id|attributes\.[A-Za-z0-9._-]{1,128})$")]
     context_name: String,
     operator: Operator,
     /// The operand strings of `in`, `not_in` and the `str_` operators (1
@@ -151,9 +163,11 @@ struct Constraint {
 /// A flag with its rollouts, lowest priority first.
 #[derive(Serialize, ToSchema)]
 #[schema(as = FeatureFlagDetail)]
-struct Detail {
+pub struct Detail {
     #[serde(flatten)]
     flag: FlagRow,
+    /// Empty on a platform flag read by a tenant: the operator's targeting
+    /// (predicates naming tenants, values, groups) is not shown to tenants.
     rollouts: Vec<RolloutRow>,
 }
 
@@ -177,24 +191,27 @@ fn json_value(check: &mut Check, name: &str, value: Option<&Value>, default: Val
     v
 }
 
-/// The tenant's own flag of a key, inside a write's transaction.
-async fn own_flag(tx: &mut Tx, tenant_id: &str, key: &str) -> ApiResult<FlagRow> {
-    let sql = format!("SELECT {FLAG_COLUMNS} FROM feature_flag WHERE tenant_id = $1 AND flag_key = $2");
-    let row = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id).bind(key).fetch_optional(&mut **tx).await?;
+/// A writer's own flag of a key (the tenant's, or the platform's for the
+/// operator), inside a write's transaction: another layer's is 404.
+async fn own_flag(tx: &mut Tx, w: &Writer<'_>, key: &str) -> ApiResult<FlagRow> {
+    let sql = format!("SELECT {FLAG_COLUMNS} FROM feature_flag WHERE COALESCE(tenant_id, '') = $1 AND flag_key = $2");
+    let row = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(w.owner()).bind(key).fetch_optional(&mut **tx).await?;
     row.ok_or(ApiError::NotFound)
 }
 
-/// After a write has committed: every replica drops the tenant's compiled
-/// flags, so the next evaluation anywhere sees the write.
-async fn changed(state: &AppState, ctx: &TenantCtx) {
-    state.invalidate(Invalidation::FeatureFlags(Some(ctx.tenant_id.clone()))).await;
+/// After a write has committed: every replica drops the compiled flags
+/// the write changes (the tenant's; every tenant's for a platform flag),
+/// so the next evaluation anywhere sees the write.
+async fn changed(state: &AppState, w: &Writer<'_>) {
+    state.invalidate(Invalidation::FeatureFlags(w.tenant_id().map(str::to_string))).await;
 }
 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = NewFeatureFlag)]
-struct NewFlag {
-    /// 1 to 128 letters, digits, `.`, `_` or `-`; unique in the tenant.
-    #[schema(max_length = 128)]
+pub struct NewFlag {
+    /// 1 to 128 letters, digits, `.`, `_` or `-`; unique in the tenant
+    /// (in the platform's layer for the operator's flags).
+    #[schema(max_length = 128, pattern = r"^[A-Za-z0-9._-]{1,128}$")]
     flag_key: String,
     #[schema(max_length = 1000)]
     description: Option<String>,
@@ -214,10 +231,18 @@ struct NewFlag {
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "body": { "flag_key": "race-{unique}" } }))),
     responses((status = 201, description = "the flag", body = Data<FlagRow>)))]
 async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewFlag>) -> ApiResult<Created<FlagRow>> {
+    Ok(created(create_as(&state, &Writer::Tenant(&ctx), body).await?))
+}
+
+/// Creates a flag in the writer's layer: the tenant route's and the
+/// operator's (a platform flag) one implementation. 409 when the layer has
+/// the key.
+pub async fn create_as(state: &AppState, w: &Writer<'_>, body: Body<NewFlag>) -> ApiResult<FlagRow> {
     let req = body.checked()?;
     let mut check = Check::new();
-    let key = req.flag_key.trim().to_string();
-    if !valid_key(&key) {
+    static FLAG_KEY: Pattern = Pattern::of::<NewFlag>("flag_key");
+    let key = req.flag_key.clone();
+    if !FLAG_KEY.is_match(&key) {
         check.fail("flag_key must be 1 to 128 letters, digits, '.', '_' or '-'");
     }
     let description = Check::optional(&req.description);
@@ -232,38 +257,52 @@ async fn create(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<N
     );
     let flag: Option<FlagRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(db::new_id())
-        .bind(&ctx.tenant_id)
+        .bind(w.tenant_id())
         .bind(&key)
         .bind(&description)
         .bind(&default_value)
         .bind(&off_value)
-        .bind(audit::actor_of(&ctx).1)
+        .bind(w.actor_id())
         .bind(&now)
         .fetch_optional(&mut *tx)
         .await?;
     let flag = flag.ok_or_else(|| ApiError::Conflict(format!("the flag {key} exists")))?;
-    audit::record(&mut tx, &ctx, events::FEATURE_FLAG_CREATED, json!({ "flag_id": flag.flag_id, "flag_key": key })).await?;
+    w.record(&mut tx, events::FEATURE_FLAG_CREATED, json!({ "flag_id": flag.flag_id, "flag_key": key })).await?;
     tx.commit().await?;
-    changed(&state, &ctx).await;
-    Ok(created(flag))
+    changed(state, w).await;
+    Ok(flag)
 }
 
 /// A flag with its rollouts: the tenant's own, or else the platform's.
 #[utoipa::path(get, path = "/api/feature-flags/{flag_key}", tag = "sdk-feature-flags", params(("flag_key" = String, Path, description = "the flag's key")),
     responses((status = 200, description = "the flag and its rollouts, active or not, lowest priority first", body = Data<Detail>)))]
 async fn get_flag(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>) -> ApiResult<Data<Detail>> {
-    if !valid_key(&key) {
+    Ok(ok(detail(&state.db, Some(&ctx.tenant_id), &key).await?))
+}
+
+/// A flag of a key with its rollouts, as a tenant reads it (its own layer,
+/// or else the platform's) or, `tenant_id` None, the platform's layer
+/// only (the operator's read).
+pub async fn detail(db: &Db, tenant_id: Option<&str>, key: &str) -> ApiResult<Detail> {
+    if !valid_key(key) {
         return Err(ApiError::NotFound);
     }
-    // The tenant's layer sorts before the platform's.
+    // The tenant's layer sorts before the platform's; `''` is no tenant's.
+    // A tenant reads a platform flag without the operator's targeting: no
+    // rollouts, no kill-switch reason.
+    let columns = if tenant_id.is_some() { TENANT_FLAG_COLUMNS } else { FLAG_COLUMNS };
     let sql = format!(
-        "SELECT {FLAG_COLUMNS} FROM feature_flag WHERE (tenant_id = $1 OR tenant_id IS NULL) AND flag_key = $2 ORDER BY tenant_id IS NULL, flag_id LIMIT 1"
+        "SELECT {columns} FROM feature_flag WHERE (tenant_id = $1 OR tenant_id IS NULL) AND flag_key = $2 \
+         ORDER BY tenant_id IS NULL, flag_id LIMIT 1"
     );
     let flag: FlagRow =
-        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&ctx.tenant_id).bind(&key).fetch_optional(&state.db.read).await?.ok_or(ApiError::NotFound)?;
+        sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(tenant_id.unwrap_or("")).bind(key).fetch_optional(&db.read).await?.ok_or(ApiError::NotFound)?;
+    if tenant_id.is_some() && matches!(flag.layer, FlagLayer::Platform) {
+        return Ok(Detail { flag, rollouts: Vec::new() });
+    }
     let sql = format!("SELECT {ROLLOUT_COLUMNS} FROM feature_flag_rollout WHERE flag_id = $1 ORDER BY priority, rollout_id");
-    let rollouts = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&flag.flag_id).fetch_all(&state.db.read).await?;
-    Ok(ok(Detail { flag, rollouts }))
+    let rollouts = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&flag.flag_id).fetch_all(&db.read).await?;
+    Ok(Detail { flag, rollouts })
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -274,12 +313,17 @@ struct FlagFilter {
     layer: Option<FlagLayer>,
 }
 
+/// The flags a tenant reads (a platform flag without the operator's
+/// kill-switch reason).
 const FLAGS: Listing = Listing {
     table: "feature_flag",
-    columns: FLAG_COLUMNS,
+    columns: TENANT_FLAG_COLUMNS,
     filter: "(tenant_id = $1 OR tenant_id IS NULL) AND ($2 = '' OR ($2 = 'tenant' AND tenant_id IS NOT NULL) OR ($2 = 'platform' AND tenant_id IS NULL))",
     order: "created_at DESC, flag_id DESC",
 };
+
+/// The platform's flags, as the operator reads them.
+const PLATFORM_FLAGS: Listing = Listing { table: "feature_flag", columns: FLAG_COLUMNS, filter: "tenant_id IS NULL", order: "created_at DESC, flag_id DESC" };
 
 /// The flags the caller's tenant sees, newest first: its own and the
 /// platform's (a key may have both layers, one row each; `layer` says
@@ -287,14 +331,24 @@ const FLAGS: Listing = Listing {
 #[utoipa::path(get, path = "/api/feature-flags", tag = "sdk-feature-flags", params(FlagFilter, Page),
     responses((status = 200, description = "a page of flags", body = ListOf<FlagRow>)))]
 async fn list_flags(State(state): State<AppState>, Tenant(ctx): Tenant, Params(q): Params<FlagFilter>, page: Page) -> ApiResult<ListOf<FlagRow>> {
-    let layer = q.layer.map_or("", FlagLayer::as_str);
-    page.list::<FlagRow>(&state.db.read, &FLAGS, &[&ctx.tenant_id, layer]).await
+    list_of(&state.db, page, Some(&ctx.tenant_id), q.layer).await
 }
 
-/// A change of the tenant's flag: what is absent stays as it is.
+/// A page of the flags a tenant sees (its own and the platform's, or one
+/// `layer` of them), newest first; `tenant_id` None: the platform's only.
+pub async fn list_of(db: &Db, page: Page, tenant_id: Option<&str>, layer: Option<FlagLayer>) -> ApiResult<ListOf<FlagRow>> {
+    match tenant_id {
+        Some(tenant_id) => page.list::<FlagRow>(&db.read, &FLAGS, &[tenant_id, layer.map_or("", FlagLayer::as_str)]).await,
+        // The operator's layer is the platform's: a `tenant` layer is empty.
+        None if matches!(layer, Some(FlagLayer::Tenant)) => Ok(hub_kernel::extract::list(Vec::new(), 0)),
+        None => page.list::<FlagRow>(&db.read, &PLATFORM_FLAGS, &[]).await,
+    }
+}
+
+/// A change of a flag: what is absent stays as it is.
 #[derive(Deserialize, ToSchema)]
 #[schema(as = FeatureFlagUpdate)]
-struct FlagUpdate {
+pub struct FlagUpdate {
     #[schema(max_length = 1000)]
     description: Option<String>,
     /// Any JSON (at most 64 KiB), answered when no rollout matches.
@@ -315,12 +369,18 @@ struct FlagUpdate {
         "body": { "default_value": { "variant": "b" } } }))),
     responses((status = 200, description = "the flag", body = Data<FlagRow>)))]
 async fn update_flag(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, body: Body<FlagUpdate>) -> ApiResult<Data<FlagRow>> {
-    if !valid_key(&key) {
+    Ok(ok(update_as(&state, &Writer::Tenant(&ctx), &key, body).await?))
+}
+
+/// Changes the writer's own flag of a key (another layer's is 404, before
+/// the body is looked at).
+pub async fn update_as(state: &AppState, w: &Writer<'_>, key: &str, body: Body<FlagUpdate>) -> ApiResult<FlagRow> {
+    if !valid_key(key) {
         return Err(ApiError::NotFound);
     }
     let mut tx = state.db.begin().await?;
     // Not found comes first, so another tenant's key is never confirmed.
-    own_flag(&mut tx, &ctx.tenant_id, &key).await?;
+    own_flag(&mut tx, w, key).await?;
     let req = body.checked()?;
     let mut check = Check::new();
     let description = Check::optional(&req.description);
@@ -332,15 +392,15 @@ async fn update_flag(State(state): State<AppState>, Tenant(ctx): Tenant, Path(ke
     check.finish()?;
     let sql = format!(
         "UPDATE feature_flag SET description = COALESCE($1, description), default_value = COALESCE($2, default_value), off_value = COALESCE($3, off_value), \
-         updated_at = $4 WHERE tenant_id = $5 AND flag_key = $6 RETURNING {FLAG_COLUMNS}"
+         updated_at = $4 WHERE COALESCE(tenant_id, '') = $5 AND flag_key = $6 RETURNING {FLAG_COLUMNS}"
     );
     let flag: FlagRow = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(&description)
         .bind(&default_value)
         .bind(&off_value)
         .bind(db::now())
-        .bind(&ctx.tenant_id)
-        .bind(&key)
+        .bind(w.owner())
+        .bind(key)
         .fetch_optional(&mut *tx)
         .await?
         .ok_or(ApiError::NotFound)?;
@@ -348,16 +408,16 @@ async fn update_flag(State(state): State<AppState>, Tenant(ctx): Tenant, Path(ke
         "flag_id": flag.flag_id, "flag_key": key, "description_changed": description.is_some(),
         "default_value_changed": default_value.is_some(), "off_value_changed": off_value.is_some(),
     });
-    audit::record(&mut tx, &ctx, events::FEATURE_FLAG_UPDATED, payload).await?;
+    w.record(&mut tx, events::FEATURE_FLAG_UPDATED, payload).await?;
     tx.commit().await?;
-    changed(&state, &ctx).await;
-    Ok(ok(flag))
+    changed(state, w).await;
+    Ok(flag)
 }
 
 /// The answer of a flag's delete.
 #[derive(Serialize, ToSchema)]
 #[schema(as = FeatureFlagDeleted)]
-struct Deleted {
+pub struct Deleted {
     flag_id: String,
     flag_key: String,
     deleted: bool,
@@ -371,29 +431,35 @@ struct Deleted {
     extensions(("x-concurrency" = json!({ "outcome": "one-wins", "losers": 404, "given": [["POST", "/api/feature-flags", { "flag_key": "race-{unique}" }]] }))),
     responses((status = 200, description = "deleted", body = Data<Deleted>)))]
 async fn delete_flag(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>) -> ApiResult<Data<Deleted>> {
-    if !valid_key(&key) {
+    Ok(ok(delete_as(&state, &Writer::Tenant(&ctx), &key).await?))
+}
+
+/// Deletes the writer's own flag of a key with its rollouts (another
+/// layer's is 404; of two deletes at once, one deletes).
+pub async fn delete_as(state: &AppState, w: &Writer<'_>, key: &str) -> ApiResult<Deleted> {
+    if !valid_key(key) {
         return Err(ApiError::NotFound);
     }
     let mut tx = state.db.begin().await?;
-    let flag = own_flag(&mut tx, &ctx.tenant_id, &key).await?;
+    let flag = own_flag(&mut tx, w, key).await?;
     sqlx::query("DELETE FROM feature_flag_rollout WHERE flag_id = $1").bind(&flag.flag_id).execute(&mut *tx).await?;
     // The delete itself says whether this request removed the flag: of
     // two deletes at once, the other finds nothing (404).
-    let deleted: Option<String> = sqlx::query_scalar("DELETE FROM feature_flag WHERE tenant_id = $1 AND flag_id = $2 RETURNING flag_id")
-        .bind(&ctx.tenant_id)
+    let deleted: Option<String> = sqlx::query_scalar("DELETE FROM feature_flag WHERE COALESCE(tenant_id, '') = $1 AND flag_id = $2 RETURNING flag_id")
+        .bind(w.owner())
         .bind(&flag.flag_id)
         .fetch_optional(&mut *tx)
         .await?;
     deleted.ok_or(ApiError::NotFound)?;
-    audit::record(&mut tx, &ctx, events::FEATURE_FLAG_DELETED, json!({ "flag_id": flag.flag_id, "flag_key": key })).await?;
+    w.record(&mut tx, events::FEATURE_FLAG_DELETED, json!({ "flag_id": flag.flag_id, "flag_key": key })).await?;
     tx.commit().await?;
-    changed(&state, &ctx).await;
-    Ok(ok(Deleted { flag_id: flag.flag_id, flag_key: key, deleted: true }))
+    changed(state, w).await;
+    Ok(Deleted { flag_id: flag.flag_id, flag_key: key.to_string(), deleted: true })
 }
 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = FeatureFlagRolloutRequest)]
-struct RolloutRequest {
+pub struct RolloutRequest {
     /// A rollout of this flag to change; absent: a new rollout.
     #[schema(format = "uuid")]
     rollout_id: Option<String>,
@@ -424,8 +490,9 @@ struct RolloutRequest {
 /// What the schema of a predicate cannot say: a context name of the
 /// documented forms, and the operand the operator needs.
 fn check_predicate(check: &mut Check, predicate: &[Constraint]) {
+    static CONTEXT_NAME: Pattern = Pattern::of::<Constraint>("context_name");
     for (i, c) in predicate.iter().enumerate() {
-        if !valid_context_name(&c.context_name) {
+        if !CONTEXT_NAME.is_match(&c.context_name) {
             check.fail(format!("predicate[{i}].context_name {CONTEXT_NAME_RULE}"));
         }
         if c.operator.numeric() {
@@ -446,11 +513,19 @@ fn check_predicate(check: &mut Check, predicate: &[Constraint]) {
         "body": { "percentage": 50 } }))),
     responses((status = 201, description = "a new rollout", body = Data<RolloutRow>), (status = 200, description = "the changed rollout", body = Data<RolloutRow>)))]
 async fn set_rollout(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, body: Body<RolloutRequest>) -> ApiResult<Response> {
-    if !valid_key(&key) {
+    let (row, written) = set_rollout_as(&state, &Writer::Tenant(&ctx), &key, body).await?;
+    Ok(if written == Written::Made { created(row).into_response() } else { ok(row).into_response() })
+}
+
+/// Adds a rollout to the writer's own flag of a key, or changes one of
+/// its rollouts (`Written::Found`); another layer's flag is 404.
+pub async fn set_rollout_as(state: &AppState, w: &Writer<'_>, key: &str, body: Body<RolloutRequest>) -> ApiResult<(RolloutRow, Written)> {
+    if !valid_key(key) {
         return Err(ApiError::NotFound);
     }
+    let key = key.to_string();
     let mut tx = state.db.begin().await?;
-    let flag = own_flag(&mut tx, &ctx.tenant_id, &key).await?;
+    let flag = own_flag(&mut tx, w, &key).await?;
     let req = body.checked()?;
     let mut check = Check::new();
     let rollout_id = check.optional_uuid("rollout_id", &req.rollout_id).map(|u| u.to_string());
@@ -497,7 +572,7 @@ async fn set_rollout(State(state): State<AppState>, Tenant(ctx): Tenant, Path(ke
             let row = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(db::new_id())
                 .bind(&flag.flag_id)
-                .bind(&ctx.tenant_id)
+                .bind(w.tenant_id())
                 .bind(priority)
                 .bind(&predicate)
                 .bind(percentage)
@@ -505,7 +580,7 @@ async fn set_rollout(State(state): State<AppState>, Tenant(ctx): Tenant, Path(ke
                 .bind(&group_id)
                 .bind(&value)
                 .bind(i64::from(active))
-                .bind(audit::actor_of(&ctx).1)
+                .bind(w.actor_id())
                 .bind(&now)
                 .fetch_one(&mut *tx)
                 .await?;
@@ -516,15 +591,15 @@ async fn set_rollout(State(state): State<AppState>, Tenant(ctx): Tenant, Path(ke
         "flag_id": flag.flag_id, "flag_key": key, "rollout_id": row.rollout_id, "created": fresh,
         "priority": priority, "percentage": percentage, "active": active,
     });
-    audit::record(&mut tx, &ctx, events::FEATURE_FLAG_ROLLOUT_CHANGED, fact).await?;
+    w.record(&mut tx, events::FEATURE_FLAG_ROLLOUT_CHANGED, fact).await?;
     tx.commit().await?;
-    changed(&state, &ctx).await;
-    Ok(if fresh { created(row).into_response() } else { ok(row).into_response() })
+    changed(state, w).await;
+    Ok((row, if fresh { Written::Made } else { Written::Found }))
 }
 
 #[derive(Deserialize, ToSchema)]
 #[schema(as = FeatureFlagKillSwitch)]
-struct KillSwitchRequest {
+pub struct KillSwitchRequest {
     /// `true` engages, `false` releases.
     engaged: bool,
     /// Why; kept with the state.
@@ -540,11 +615,17 @@ struct KillSwitchRequest {
         "body": { "engaged": true, "reason": "race" } }))),
     responses((status = 200, description = "the flag", body = Data<FlagRow>)))]
 async fn kill_switch(State(state): State<AppState>, Tenant(ctx): Tenant, Path(key): Path<String>, body: Body<KillSwitchRequest>) -> ApiResult<Data<FlagRow>> {
-    if !valid_key(&key) {
+    Ok(ok(kill_switch_as(&state, &Writer::Tenant(&ctx), &key, body).await?))
+}
+
+/// Engages or releases the kill switch of the writer's own flag of a key
+/// (another layer's is 404); the state it already has changes nothing.
+pub async fn kill_switch_as(state: &AppState, w: &Writer<'_>, key: &str, body: Body<KillSwitchRequest>) -> ApiResult<FlagRow> {
+    if !valid_key(key) {
         return Err(ApiError::NotFound);
     }
     let mut tx = state.db.begin().await?;
-    let flag = own_flag(&mut tx, &ctx.tenant_id, &key).await?;
+    let flag = own_flag(&mut tx, w, key).await?;
     let req = body.checked()?;
     let engaged = req.engaged;
     let reason = Check::optional(&req.reason);
@@ -560,13 +641,13 @@ async fn kill_switch(State(state): State<AppState>, Tenant(ctx): Tenant, Path(ke
     let Some(flag) = moved else {
         // Already in that state: nothing changes, no event; the flag as
         // committed (the winner's, when another request just set it).
-        return Ok(ok(own_flag(&mut tx, &ctx.tenant_id, &key).await?));
+        return own_flag(&mut tx, w, key).await;
     };
     let event = if engaged { events::FEATURE_FLAG_KILL_SWITCH_ENGAGED } else { events::FEATURE_FLAG_KILL_SWITCH_RELEASED };
-    audit::record(&mut tx, &ctx, event, json!({ "flag_id": flag.flag_id, "flag_key": key, "reason": reason })).await?;
+    w.record(&mut tx, event, json!({ "flag_id": flag.flag_id, "flag_key": key, "reason": reason })).await?;
     tx.commit().await?;
-    changed(&state, &ctx).await;
-    Ok(ok(flag))
+    changed(state, w).await;
+    Ok(flag)
 }
 
 /// The context a flag is evaluated for.

@@ -16,11 +16,13 @@ pub mod dispatch;
 pub mod feature_flags;
 pub mod feed;
 pub mod geo;
+pub mod layer;
 pub mod media;
 pub mod quic;
 pub mod residency;
 pub mod robots;
 pub mod sse;
+pub mod watch;
 pub mod webhook;
 pub mod workflow;
 

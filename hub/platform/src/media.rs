@@ -265,7 +265,7 @@ async fn store(store: &dyn ObjectStore, key: &ObjectPath, body: RawBody, max: u6
 /// it); when the start declared `size_bytes`, exactly that many.
 #[utoipa::path(put, path = "/api/media/blobs/{blob_id}/content", tag = "sdk-media",
     params(("blob_id" = String, Path, description = "a pending blob")),
-    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "the content, any media type"),
+    request_body(content = inline(hub_kernel::types::BinaryContent), content_type = "application/octet-stream", description = "the content, any media type"),
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "the content is a raw body of any media type, streamed to the store; this harness sends JSON bodies only" }))),
     responses((status = 200, description = "the blob, content uploaded and still pending", body = Data<Blob>),
         (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
@@ -316,6 +316,7 @@ async fn put_content(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id
 struct Commit {
     /// SHA-256 of the content: 64 hexadecimal characters, an optional
     /// `0x` prefix.
+    #[schema(pattern = r"^(?:0[xX])?[0-9A-Fa-f]{64}$")]
     checksum_hex: String,
 }
 
@@ -337,7 +338,8 @@ fn checksum(raw: &str) -> Option<String> {
 async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>, body: Body<Commit>) -> ApiResult<Data<Blob>> {
     let blob = find(&state.db, &ctx.tenant_id, &id).await?;
     let body = body.checked()?;
-    let Some(wanted) = checksum(body.checksum_hex.trim()) else {
+    static CHECKSUM_HEX: Pattern = Pattern::of::<Commit>("checksum_hex");
+    let Some(wanted) = checksum(&body.checksum_hex).filter(|_| CHECKSUM_HEX.is_match(&body.checksum_hex)) else {
         return Err(ApiError::invalid("checksum_hex must be exactly 64 hexadecimal characters, with an optional 0x prefix"));
     };
     if blob.status == BlobStatus::Ready {
@@ -394,7 +396,7 @@ async fn commit(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Pa
 /// rendered in a browser on the hub's origin).
 #[utoipa::path(get, path = "/api/media/blobs/{blob_id}/content", tag = "sdk-media",
     params(("blob_id" = String, Path, description = "a ready blob")),
-    responses((status = 200, description = "the content, with the blob's content type", content_type = "application/octet-stream", body = Vec<u8>), (status = 409, description = "Conflict: the blob is not committed yet", body = ErrorBody),
+    responses((status = 200, description = "the content, with the blob's content type", content_type = "application/octet-stream", body = inline(hub_kernel::types::BinaryContent)), (status = 409, description = "Conflict: the blob is not committed yet", body = ErrorBody),
         (status = 503, description = "ServiceUnavailable: the object store cannot serve now; retry after Retry-After seconds", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds to wait before retrying")))))]
 async fn get_content(State(state): State<AppState>, Tenant(ctx): Tenant, Path(id): Path<String>) -> ApiResult<Response> {
     let blob = find(&state.db, &ctx.tenant_id, &id).await?;

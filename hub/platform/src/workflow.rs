@@ -1,6 +1,7 @@
-//! sdk-workflow: versioned workflow definitions. A definition is immutable
+//! sdk-workflow: versioned workflow definitions, registered or upserted
 //! per (tenant, namespace, name, version): registering the same steps again
-//! answers the stored one, other steps under a taken version are 409, and a
+//! answers the stored one, other steps under a stored version replace its
+//! steps (no run can reference a version: the hub runs no workflows), and a
 //! registration without a version takes the next one.
 
 use axum::response::IntoResponse;
@@ -24,9 +25,11 @@ struct Definition {
     step_specs: JsonText,
     created_by: String,
     created_at: Timestamp,
+    /// When the steps last changed (`created_at` until they do).
+    updated_at: Timestamp,
 }
 
-const COLUMNS: &str = "definition_id, tenant_id, namespace, name, version, step_specs, created_by, created_at";
+const COLUMNS: &str = "definition_id, tenant_id, namespace, name, version, step_specs, created_by, created_at, updated_at";
 
 /// A registration's answer: the definition, and whether this call stored it.
 #[derive(Serialize, ToSchema)]
@@ -66,14 +69,30 @@ fn check_name(check: &mut Check, field: &str, value: &str) {
 }
 
 /// The step list; each step needs a name (its other fields are free, so
-/// its schema is any object).
+/// its schema is any object). Stored in one spelling: the order of the
+/// steps kept, the keys of every object sorted, so that the same steps
+/// are the same text whatever order a client wrote their keys in (the
+/// upsert compares the texts).
 fn check_steps(check: &mut Check, steps: Vec<serde_json::Map<String, Value>>) -> Vec<Value> {
     for (i, step) in steps.iter().enumerate() {
         if step.get("name").and_then(Value::as_str).is_none_or(|n| n.trim().is_empty()) {
             check.fail(format!("step_specs[{i}] must be an object with a string name"));
         }
     }
-    steps.into_iter().map(Value::Object).collect()
+    steps.into_iter().map(|step| sorted(Value::Object(step))).collect()
+}
+
+/// `value` with the keys of each of its objects in sorted order.
+fn sorted(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
+        other => other,
+    }
 }
 
 async fn find(exec: &mut Tx, tenant_id: &str, namespace: &str, name: &str, version: Option<i64>) -> ApiResult<Option<Definition>> {
@@ -111,11 +130,15 @@ async fn next_version(tx: &mut Tx, tenant_id: &str, namespace: &str, name: &str)
     }
 }
 
-/// Registers a definition, or answers the stored one when the same steps
-/// are registered again under its version.
+/// Registers a definition (201), or upserts a stored version: other steps
+/// replace its steps (200, `updated_at` moves, an event), the same steps
+/// answer it unchanged (200, no event).
 #[utoipa::path(post, path = "/api/workflows/definitions", tag = "sdk-workflow", request_body = NewDefinition,
-    extensions(("x-concurrency" = json!({ "outcome": "first-creates", "events": 1, "body": { "name": "race-{unique}", "version": 1, "step_specs": [{ "name": "one" }] } }))),
-    responses((status = 201, description = "stored", body = Data<Registered>), (status = 200, description = "the same definition, already stored", body = Data<Registered>)))]
+    extensions(("x-concurrency" = json!({ "outcome": "same-answer", "events": 1,
+        "given": [["POST", "/api/workflows/definitions", { "name": "race-{unique}", "version": 1, "step_specs": [{ "name": "one" }] }]],
+        "body": { "name": "race-{unique}", "version": 1, "step_specs": [{ "name": "two" }] } }))),
+    responses((status = 201, description = "stored", body = Data<Registered>),
+        (status = 200, description = "a stored version: its steps replaced, or the same steps, unchanged", body = Data<Registered>)))]
 async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body<NewDefinition>) -> ApiResult<Response> {
     let body = body.checked()?;
     let mut check = Check::new();
@@ -128,22 +151,34 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
     check.finish()?;
     let steps = Value::Array(steps);
     let mut tx = state.db.begin().await?;
-    let version = match version {
-        Some(v) => v,
-        None => next_version(&mut tx, &ctx.tenant_id, &namespace, &name).await?,
+    let (version, on_conflict) = match version {
+        // A version named: one statement stores it, or replaces the steps
+        // of the stored one when they differ (concurrent upserts queue on
+        // the row; each answers the steps it wrote). When workflow runs
+        // exist, a version a run references will be kept out of the
+        // update here (and answered 409); the hub runs none today.
+        Some(v) => (
+            v,
+            "DO UPDATE SET step_specs = excluded.step_specs, updated_at = excluded.updated_at \
+             WHERE workflow_definition.step_specs <> excluded.step_specs",
+        ),
+        // The next version: it never replaces a version registered by name
+        // at the same moment (that one is found, below).
+        None => (next_version(&mut tx, &ctx.tenant_id, &namespace, &name).await?, "DO NOTHING"),
     };
-    // The first registration of a version stores it (201); any other,
-    // concurrent or later, finds it (the unique version) and answers it
-    // when its steps are the same (200), or 409: never a unique violation.
+    // Stored (201: the row carries this call's id), replaced (200: the
+    // stored id, an event), or found unchanged (200, no event): never a
+    // unique violation.
     let insert = format!(
-        "INSERT INTO workflow_definition (definition_id, tenant_id, namespace, name, version, step_specs, created_by, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (tenant_id, namespace, name, version) DO NOTHING RETURNING {COLUMNS}"
+        "INSERT INTO workflow_definition (definition_id, tenant_id, namespace, name, version, step_specs, created_by, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (tenant_id, namespace, name, version) {on_conflict} RETURNING {COLUMNS}"
     );
     let read = format!("SELECT {COLUMNS} FROM workflow_definition WHERE tenant_id = $1 AND namespace = $2 AND name = $3 AND version = $4");
+    let id = db::new_id();
     let (definition, written): (Definition, _) = insert_or_read(
         &mut tx,
         sqlx::query_as(sqlx::AssertSqlSafe(insert))
-            .bind(db::new_id())
+            .bind(&id)
             .bind(&ctx.tenant_id)
             .bind(&namespace)
             .bind(&name)
@@ -158,12 +193,18 @@ async fn register(State(state): State<AppState>, Tenant(ctx): Tenant, body: Body
         if definition.step_specs.0 == steps {
             return Ok(ok(Registered { definition, created: false }).into_response());
         }
-        return Err(ApiError::Conflict(format!("{namespace}/{name} version {version} is registered with other steps; definitions are immutable")));
+        // Only a registration without a version gets here: the version it
+        // was given was registered by name meanwhile.
+        return Err(ApiError::Conflict(format!("{namespace}/{name} version {version} was registered meanwhile with other steps; register again")));
     }
-    let payload = json!({ "definition_id": definition.definition_id, "namespace": namespace, "name": name, "version": version });
-    audit::record(&mut tx, &ctx, events::WORKFLOW_DEFINITION_REGISTERED, payload).await?;
+    // Stored: `registered`; its steps replaced: `updated`.
+    let stored = definition.definition_id == id;
+    let payload = json!({ "definition_id": definition.definition_id, "namespace": namespace, "name": name, "version": version, "created": stored });
+    let event = if stored { events::WORKFLOW_DEFINITION_REGISTERED } else { events::WORKFLOW_DEFINITION_UPDATED };
+    audit::record(&mut tx, &ctx, event, payload).await?;
     tx.commit().await?;
-    Ok(created(Registered { definition, created: true }).into_response())
+    let answer = Registered { definition, created: stored };
+    Ok(if stored { created(answer).into_response() } else { ok(answer).into_response() })
 }
 
 #[derive(Deserialize, IntoParams)]

@@ -177,7 +177,7 @@ async fn runs_carry_deadlines_and_chains_and_their_start_is_audited(app: TestApp
     let (_, done) = app.get("/api/agent-runtime/runs?status=succeeded", Some(ta)).await;
     assert_eq!(done["data"], json!([]));
     let body = assert_error(app.get("/api/agent-runtime/runs?status=completed", Some(ta)).await, 400, "ValidationError");
-    assert_eq!(body["details"], json!(["status must be one of: active, succeeded, failed, cancelled"]));
+    assert_eq!(body["details"], json!(["status must be one of: active, succeeded, failed, cancelled, expired"]));
     let (_, theirs) = app.get("/api/agent-runtime/runs", Some(tb)).await;
     assert_eq!((theirs["total"].clone(), theirs["data"].clone()), (json!(0), json!([])));
     let (_, theirs) = app.get(&format!("/api/agent-runtime/runs?agent_id={}", root_agent["agent_id"].as_str().unwrap()), Some(tb)).await;
@@ -426,3 +426,206 @@ async fn agents_are_read_changed_disabled_and_enabled(app: TestApp) {
     assert_eq!(events.iter().filter(|e| *e == "agent.definition.updated.v1").count(), 4, "{events:?}");
 }
 db_test!(agents_are_read_changed_disabled_and_enabled);
+
+/// Moves run `id`'s deadline `seconds` into the past, as time passing
+/// would (no test sleeps through a TTL).
+async fn past_deadline(app: &TestApp, run: &Value, seconds: i64) {
+    let at = hub_kernel::db::format_time(chrono::Utc::now() - chrono::TimeDelta::seconds(seconds));
+    sqlx::query("UPDATE agent_run SET ttl_deadline = $1 WHERE run_id = $2")
+        .bind(at)
+        .bind(run["run_id"].as_str().unwrap())
+        .execute(app.state().db.writer())
+        .await
+        .unwrap();
+}
+
+/// The `agent.run.expired.v1` entries of a tenant: payload, actor kind,
+/// actor, actor chain and retention class.
+async fn expiries(app: &TestApp, tenant_id: &Value) -> Vec<(Value, String, String, Value, String)> {
+    let rows: Vec<(String, String, String, String, String)> = sqlx::query_as(
+        "SELECT payload, actor_kind, actor_id, actor_chain, retention_class FROM audit_entry \
+         WHERE tenant_id = $1 AND event_type = 'agent.run.expired.v1' ORDER BY pool_index, seq",
+    )
+    .bind(tenant_id.as_str().unwrap())
+    .fetch_all(&app.state().db.read)
+    .await
+    .unwrap();
+    rows.into_iter().map(|(p, kind, id, chain, class)| (serde_json::from_str(&p).unwrap(), kind, id, serde_json::from_str(&chain).unwrap(), class)).collect()
+}
+
+/// An active run past its `ttl_deadline` expires: the sweep moves it to
+/// `expired` once, with one `agent.run.expired.v1`; a completion or a
+/// cancellation that comes later is 409 (`the run is expired`), and one
+/// that comes before the sweep expires the run itself, never succeeding.
+async fn runs_past_their_deadline_expire_once(app: TestApp) {
+    let t = app.two_tenants("run-expiry").await;
+    let (ta, tb) = (t.a_token.as_str(), t.b_token.as_str());
+    let persona = t.a["persona_id"].as_str().unwrap();
+    let agent = new_agent(&app, ta, persona, "gold", 600).await;
+    let start = |parent: &Value| json!({ "agent_id": agent["agent_id"], "persona_id": persona, "trace_id": "exp-1", "actor_id": "ada", "actor_kind": "human", "parent_run_id": parent });
+    let mut runs = Vec::new();
+    for _ in 0..4 {
+        let (s, run) = app.post("/api/agent-runtime/runs", Some(ta), start(&Value::Null)).await;
+        assert_eq!(s, StatusCode::CREATED, "{run}");
+        runs.push(run["data"].clone());
+    }
+    // A child's deadline is capped by its parent's: past the parent's, the
+    // child's has passed too, and it expires on its own.
+    let (s, child) = app.post("/api/agent-runtime/runs", Some(ta), start(&runs[0]["run_id"])).await;
+    assert_eq!(s, StatusCode::CREATED, "{child}");
+    let child = child["data"].clone();
+    assert!(child["ttl_deadline"].as_str().unwrap() <= runs[0]["ttl_deadline"].as_str().unwrap());
+    let b_persona = t.b["persona_id"].as_str().unwrap();
+    let b_agent = new_agent(&app, tb, b_persona, "gold", 600).await;
+    let (s, theirs) = app
+        .post(
+            "/api/agent-runtime/runs",
+            Some(tb),
+            json!({ "agent_id": b_agent["agent_id"], "persona_id": b_persona, "trace_id": "exp-b", "actor_id": "bo", "actor_kind": "service" }),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{theirs}");
+    let theirs = theirs["data"].clone();
+    let url = |run: &Value, verb: &str| format!("/api/agent-runtime/runs/{}{verb}", run["run_id"].as_str().unwrap());
+
+    // runs[0] and its child, runs[1] and runs[2] are past their deadline;
+    // runs[3] is not.
+    for run in [&runs[0], &child, &runs[1], &runs[2], &theirs] {
+        past_deadline(&app, run, 5).await;
+    }
+
+    // Before any sweep, a late completion and a late cancellation expire
+    // the run instead (409), with the expiry event and nothing else.
+    let body = assert_error(app.post(&url(&runs[1], "/complete"), Some(ta), json!({ "status": "succeeded" })).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the run is expired: only an active run can be completed"]));
+    let body = assert_error(app.post(&url(&runs[2], "/cancel"), Some(ta), json!({})).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the run is expired: only an active run can be cancelled"]));
+    for run in [&runs[1], &runs[2]] {
+        let (_, one) = app.get(&url(run, ""), Some(ta)).await;
+        assert_eq!(one["data"]["status"], "expired", "{one}");
+    }
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "agent.run.expired.v1").count(), 2, "{events:?}");
+    assert!(!events.iter().any(|e| e == "agent.run.completed.v1" || e == "agent.run.cancelled.v1"), "{events:?}");
+
+    // The sweep expires the other three due runs (both tenants), once.
+    let db = &app.state().db;
+    assert_eq!(hub_ai::agent_runtime::expire_due(db).await.unwrap(), 3);
+    assert_eq!(hub_ai::agent_runtime::expire_due(db).await.unwrap(), 0);
+    for run in [&runs[0], &child] {
+        let (s, one) = app.get(&url(run, ""), Some(ta)).await;
+        assert_eq!((s, &one["data"]["status"]), (StatusCode::OK, &json!("expired")), "{one}");
+        assert!(one["data"]["updated_at"].as_str().unwrap() > run["updated_at"].as_str().unwrap());
+    }
+    let (_, fresh) = app.get(&url(&runs[3], ""), Some(ta)).await;
+    assert_eq!(fresh["data"], runs[3], "a run within its deadline is left as it is");
+    let (_, one) = app.get(&url(&theirs, ""), Some(tb)).await;
+    assert_eq!(one["data"]["status"], "expired");
+
+    // One event per run, in its tenant's chain: regulated, the hub as
+    // actor, the run's chain as provenance.
+    let ours = expiries(&app, &t.a["tenant_id"]).await;
+    let mut expired_ids: Vec<&str> = ours.iter().map(|(p, ..)| p["run_id"].as_str().unwrap()).collect();
+    expired_ids.sort();
+    let mut expected: Vec<&str> = [&runs[0], &child, &runs[1], &runs[2]].iter().map(|r| r["run_id"].as_str().unwrap()).collect();
+    expected.sort();
+    assert_eq!(expired_ids, expected);
+    let (payload, kind, actor, chain, class) = ours.iter().find(|(p, ..)| p["run_id"] == child["run_id"]).unwrap();
+    let (_, stored) = app.get(&url(&child, ""), Some(ta)).await;
+    assert_eq!(
+        payload,
+        &json!({ "run_id": child["run_id"], "agent_id": child["agent_id"], "trace_id": "exp-1", "status": "expired", "ttl_deadline": stored["data"]["ttl_deadline"] })
+    );
+    assert_eq!((kind.as_str(), actor.as_str(), chain, class.as_str()), ("system", "hub", &child["agent_chain"], "regulated"));
+    assert_eq!(expiries(&app, &t.b["tenant_id"]).await.len(), 1);
+
+    // Every end is final: a completion or cancellation after the sweep is
+    // 409 and records nothing.
+    let body = assert_error(app.post(&url(&runs[0], "/complete"), Some(ta), json!({ "status": "failed" })).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the run is expired: only an active run can be completed"]));
+    let body = assert_error(app.post(&url(&child, "/cancel"), Some(ta), json!({})).await, 409, "Conflict");
+    assert_eq!(body["details"], json!(["the run is expired: only an active run can be cancelled"]));
+    assert_eq!(expiries(&app, &t.a["tenant_id"]).await.len(), 4);
+
+    // The list filters on `expired`; the run within its deadline still ends.
+    let (s, list) = app.get("/api/agent-runtime/runs?status=expired", Some(ta)).await;
+    assert_eq!((s, &list["total"]), (StatusCode::OK, &json!(4)), "{list}");
+    assert!(list["data"].as_array().unwrap().iter().all(|r| r["status"] == "expired"), "{list}");
+    let (_, active) = app.get("/api/agent-runtime/runs?status=active", Some(ta)).await;
+    assert_eq!((&active["total"], &active["data"][0]["run_id"]), (&json!(1), &runs[3]["run_id"]));
+    let (s, done) = app.post(&url(&runs[3], "/complete"), Some(ta), json!({ "status": "succeeded" })).await;
+    assert_eq!((s, &done["data"]["status"]), (StatusCode::OK, &json!("succeeded")), "{done}");
+}
+db_test!(runs_past_their_deadline_expire_once);
+
+/// Sweeps at once (two hub replicas on PostgreSQL) and late completions
+/// racing them expire each run once, with one event; no completion wins.
+async fn sweeps_at_once_expire_each_run_once(app: TestApp) {
+    let t = app.two_tenants("run-expiry-race").await;
+    let ta = t.a_token.as_str();
+    let persona = t.a["persona_id"].as_str().unwrap();
+    let agent = new_agent(&app, ta, persona, "gold", 600).await;
+    let mut runs = Vec::new();
+    for i in 0..12 {
+        let body = json!({ "agent_id": agent["agent_id"], "persona_id": persona, "trace_id": format!("race-{i}"), "actor_id": "ada", "actor_kind": "human" });
+        let (s, run) = app.post("/api/agent-runtime/runs", Some(ta), body).await;
+        assert_eq!(s, StatusCode::CREATED, "{run}");
+        past_deadline(&app, &run["data"], 5).await;
+        runs.push(run["data"].clone());
+    }
+    let replica = if app.backend == Backend::Postgres { Some(app.replica().await) } else { None };
+    let other = replica.as_ref().unwrap_or(&app);
+    let late = |run: &Value| format!("/api/agent-runtime/runs/{}/complete", run["run_id"].as_str().unwrap());
+    let (first, last) = (late(&runs[0]), late(&runs[11]));
+    let (x, y, z, w, (s1, _), (s2, _)) = tokio::join!(
+        hub_ai::agent_runtime::expire_due(&app.state().db),
+        hub_ai::agent_runtime::expire_due(&other.state().db),
+        hub_ai::agent_runtime::expire_due(&app.state().db),
+        hub_ai::agent_runtime::expire_due(&other.state().db),
+        app.post(&first, Some(ta), json!({ "status": "succeeded" })),
+        other.post(&last, Some(ta), json!({ "status": "failed" })),
+    );
+    assert_eq!((s1, s2), (StatusCode::CONFLICT, StatusCode::CONFLICT));
+    let swept: usize = [x, y, z, w].into_iter().map(Result::unwrap).sum();
+    let rest = hub_ai::agent_runtime::expire_due(&app.state().db).await.unwrap();
+    // What the sweeps did not expire, the two late completions did.
+    assert!((10..=12).contains(&(swept + rest)), "{swept} + {rest}");
+    let expired = expiries(&app, &t.a["tenant_id"]).await;
+    assert_eq!(expired.len(), 12);
+    let mut ids: Vec<&str> = expired.iter().map(|(p, ..)| p["run_id"].as_str().unwrap()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 12, "one event per run");
+    let statuses: Vec<String> = sqlx::query_scalar("SELECT DISTINCT status FROM agent_run").fetch_all(&app.state().db.read).await.unwrap();
+    assert_eq!(statuses, vec!["expired".to_string()]);
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert!(!events.iter().any(|e| e == "agent.run.completed.v1" || e == "agent.run.failed.v1"), "{events:?}");
+    assert_eq!(hub_ai::agent_runtime::expire_due(&other.state().db).await.unwrap(), 0);
+}
+db_test!(sweeps_at_once_expire_each_run_once);
+
+/// With `HUB_AGENT_RUN_SWEEP_SECONDS` set, the hub expires runs on its own.
+async fn the_hub_expires_runs_in_the_background(app: TestApp) {
+    let app = app.variant(|c| c.agent_run_sweep_seconds = 1).await;
+    let t = app.two_tenants("run-expiry-bg").await;
+    let ta = t.a_token.as_str();
+    let persona = t.a["persona_id"].as_str().unwrap();
+    let agent = new_agent(&app, ta, persona, "gold", 600).await;
+    let body = json!({ "agent_id": agent["agent_id"], "persona_id": persona, "trace_id": "bg", "actor_id": "ada", "actor_kind": "human" });
+    let (s, run) = app.post("/api/agent-runtime/runs", Some(ta), body).await;
+    assert_eq!(s, StatusCode::CREATED, "{run}");
+    past_deadline(&app, &run["data"], 5).await;
+    let url = format!("/api/agent-runtime/runs/{}", run["data"]["run_id"].as_str().unwrap());
+    let mut status = Value::Null;
+    for _ in 0..100 {
+        let (_, one) = app.get(&url, Some(ta)).await;
+        status = one["data"]["status"].clone();
+        if status == "expired" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, "expired");
+    assert_eq!(expiries(&app, &t.a["tenant_id"]).await.len(), 1);
+}
+db_test!(the_hub_expires_runs_in_the_background);

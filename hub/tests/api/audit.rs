@@ -681,6 +681,8 @@ async fn an_event_types_schema_moves_forward_only(app: TestApp) {
     assert_eq!((c["data"]["schema_state"].as_str(), c["data"]["compaction_policy"].as_str()), (Some("deprecated"), Some("snapshot")));
     let (_, read) = app.get(path, Some(a)).await;
     assert_eq!(read["data"], c["data"]);
+    // A deprecated type still takes entries.
+    app.append(a, 0, "shop.order.placed.v1", json!({ "n": 0 })).await;
 
     // Backwards is 409; forwards to retired, then nothing moves it back.
     let body = assert_error(change(json!({ "schema_state": "active" }), a).await, 409, "Conflict");
@@ -688,6 +690,13 @@ async fn an_event_types_schema_moves_forward_only(app: TestApp) {
     let (_, r) = change(json!({ "schema_state": "retired", "compaction_policy": "keep-latest" }), a).await;
     assert_eq!((r["data"]["schema_state"].as_str(), r["data"]["compaction_policy"].as_str()), (Some("retired"), Some("keep-latest")));
     assert_error(change(json!({ "schema_state": "deprecated" }), a).await, 409, "Conflict");
+    // A retired type takes no new entry.
+    let body = assert_error(
+        app.post("/api/audit/append", Some(a), json!({ "pool_index": 0, "event_type": "shop.order.placed.v1", "payload": { "n": 1 } })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(body["details"], json!(["event_type 'shop.order.placed.v1' is retired: it takes no new entries"]));
 
     // Refusals: nothing to change, an unknown word, a platform type, an
     // unknown type, another tenant's type.

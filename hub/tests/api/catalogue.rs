@@ -371,7 +371,10 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/offers", Some(a), json!({ "tenant_id": t.a["tenant_id"], "name": "mx", "slug": "mx" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("offer_id", data(&r, "offer_id"));
-    let deal = uuid::Uuid::now_v7().to_string();
+    let (s, r) = app.post("/api/crm/deals", Some(a), json!({ "name": "mx", "company": "mx" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("deal_id", data(&r, "deal_id"));
+    let deal = ids["deal_id"].clone();
     let (s, r) =
         app.post("/api/handoffs", Some(a), json!({ "deal_id": deal, "from_persona_id": t.a["persona_id"], "to_persona_id": p["data"]["persona_id"] })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
@@ -480,6 +483,10 @@ async fn fixtures(app: &TestApp, t: &TwoTenants) -> HashMap<&'static str, String
     let (s, r) = app.post("/api/sequences", Some(a), json!({ "name": "mx", "steps": [{ "template_id": ids["template_id"] }] })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("sequence_id", data(&r, "sequence_id"));
+    // The CRM contact fixture enrolled in it (issue 37, item 4).
+    let (s, r) = app.post(&format!("/api/sequences/{}/enrollments", ids["sequence_id"]), Some(a), json!({ "contact_id": ids["contact_id"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    ids.insert("enrollment_id", data(&r, "enrollment_id"));
     let (s, r) = app.post("/api/consent/purposes", Some(a), json!({ "purpose_id": "mx-purpose", "description": "mx", "legal_basis": "consent" })).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
     ids.insert("purpose_id", "mx-purpose".to_string());

@@ -370,3 +370,192 @@ async fn the_sse_stream_requires_the_assets_credential_and_resumes_after_last_ev
     tokio::time::timeout(Duration::from_secs(5), server.stop()).await.expect("stop must not wait for SSE clients").unwrap();
 }
 db_test!(the_sse_stream_requires_the_assets_credential_and_resumes_after_last_event_id);
+
+/// Reads observer events (`event: command`, the command as JSON data; no
+/// `id`) until one satisfies `done`; answers every command read.
+pub async fn watch_until(res: &mut reqwest::Response, buf: &mut String, done: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let mut out = Vec::new();
+    loop {
+        while let Some(end) = buf.find("\n\n") {
+            let event: String = buf.drain(..end + 2).collect();
+            let mut name = None;
+            let mut data = None;
+            for line in event.lines() {
+                assert!(!line.starts_with("id:"), "observer events carry no id: {event}");
+                if let Some(v) = line.strip_prefix("event:") {
+                    name = Some(v.trim().to_string());
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data = serde_json::from_str::<Value>(v.trim()).ok();
+                }
+            }
+            if let Some(data) = data {
+                assert_eq!(name.as_deref(), Some("command"), "{event}");
+                let last = done(&data);
+                out.push(data);
+                if last {
+                    return out;
+                }
+            }
+        }
+        let chunk = tokio::time::timeout(Duration::from_secs(5), res.chunk()).await.expect("an observer event in time").unwrap().expect("stream open");
+        buf.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+}
+
+async fn an_observer_watches_the_tenants_commands_without_changing_them(app: TestApp) {
+    let t = app.signup("watch@example.com", "watch").await;
+    let token = t["token"].as_str().unwrap();
+    let other = app.signup("watch-b@example.com", "watchb").await;
+    let (asset, cred) = robot(&app, token, json!({ "display_name": "R" })).await;
+    let (other_asset, _) = robot(&app, token, json!({ "display_name": "R2" })).await;
+    let (b_asset, _) = robot(&app, other["token"].as_str().unwrap(), json!({ "display_name": "B" })).await;
+
+    // The gate and the filter: 401, 403 naming the scope, 404 for another
+    // tenant's (or no) asset, 400 for a malformed one.
+    assert_error(app.get("/api/commands/watch", None).await, 401, "Unauthorized");
+    assert_error(app.get("/api/commands/watch", Some(&cred)).await, 401, "Unauthorized");
+    let (_, narrow) = app.key(token, "watch-narrow", json!(["command.command.write"])).await;
+    let b = assert_error(app.get("/api/commands/watch", narrow["api_key"].as_str()).await, 403, "Forbidden");
+    assert_eq!(b["required_scopes"], json!(["command.watch.read"]), "{b}");
+    assert_error(app.get(&format!("/api/commands/watch?asset_id={b_asset}"), Some(token)).await, 404, "NotFound");
+    assert_error(app.get("/api/commands/watch?asset_id=0190a000-0000-7000-8000-000000000000", Some(token)).await, 404, "NotFound");
+    let b = assert_error(app.get("/api/commands/watch?asset_id=nope", Some(token)).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["asset_id must be a UUID"]), "{b}");
+
+    // A command waiting for approval before the observer connects comes first.
+    let waiting = command(&app, token, json!({ "type": "unlock", "risk_class": "high", "target_asset_id": asset })).await;
+    command(&app, token, json!({ "type": "elsewhere", "risk_class": "high", "target_asset_id": other_asset })).await;
+    let url = format!("{}/api/commands/watch?asset_id={asset}", app.base);
+    let mut res = app.client.get(&url).bearer_auth(token).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.headers()["content-type"], "text/event-stream");
+    let mut buf = String::new();
+    let got = watch_until(&mut res, &mut buf, |_| true).await;
+    let (_, listed) = app.get(&format!("/api/commands/{}", waiting["command_id"].as_str().unwrap()), Some(token)).await;
+    assert_eq!(got, vec![listed["data"].clone()], "the snapshot: the command as the API answers it");
+    assert_eq!(got[0]["status"], "awaiting_approval");
+
+    // A new command arrives queued, and watching it delivers nothing.
+    let moved = command(&app, token, json!({ "type": "move", "risk_class": "low", "target_asset_id": asset })).await;
+    let id = moved["command_id"].as_str().unwrap().to_string();
+    let got = watch_until(&mut res, &mut buf, |c| c["command_id"] == id.as_str()).await;
+    assert_eq!(got.len(), 1, "only the new command: {got:?}");
+    assert_eq!((got[0]["status"].as_str(), got[0]["seq"].as_i64(), got[0]["type"].as_str()), (Some("queued"), Some(1), Some("move")));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (_, seen) = app.get(&format!("/api/commands/{id}"), Some(token)).await;
+    assert_eq!(seen["data"]["status"], "queued", "an observer marks nothing delivered");
+    assert_eq!(seen["data"]["delivered_at"], Value::Null);
+
+    // The robot's own stream still delivers it; the observer sees each step.
+    let mut robot_res = app.client.get(format!("{}/api/commands/stream/{asset}", app.base)).bearer_auth(&cred).send().await.unwrap();
+    let delivered = sse_events(&mut robot_res, 1).await;
+    assert_eq!((delivered[0].0, delivered[0].1["command_id"].as_str()), (1, Some(id.as_str())));
+    let got = watch_until(&mut res, &mut buf, |c| c["status"] == "delivered").await;
+    assert_eq!(got.last().unwrap()["command_id"], id.as_str());
+    assert!(got.last().unwrap()["delivered_at"].is_string(), "{got:?}");
+    let (s, acked) = app.post(&format!("/api/commands/{id}/ack"), Some(&cred), json!({ "ok": true, "code": "done" })).await;
+    assert_eq!(s, StatusCode::OK, "{acked}");
+    let got = watch_until(&mut res, &mut buf, |c| c["status"] == "acknowledged_ok").await;
+    assert_eq!(got, vec![acked["data"].clone()], "the acknowledged command as the ack answered it");
+
+    // A cancellation (and a command of another asset is filtered out).
+    command(&app, token, json!({ "type": "other", "risk_class": "low", "target_asset_id": other_asset })).await;
+    let (s, cancelled) = app.post(&format!("/api/commands/{}/cancel", waiting["command_id"].as_str().unwrap()), Some(token), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{cancelled}");
+    let got = watch_until(&mut res, &mut buf, |c| c["status"] == "cancelled").await;
+    assert_eq!(got, vec![cancelled["data"].clone()]);
+    drop(robot_res);
+    drop(res);
+
+    // Without a filter, every asset of the tenant; a key with the scope may watch.
+    let (_, reader) = app.key(token, "watch-reader", json!(["command.watch.read"])).await;
+    let reader = reader["api_key"].as_str().unwrap().to_string();
+    let mut res = app.client.get(format!("{}/api/commands/watch", app.base)).bearer_auth(&reader).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut buf = String::new();
+    let got = watch_until(&mut res, &mut buf, |c| c["type"] == "other").await;
+    let kinds: Vec<&str> = got.iter().map(|c| c["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["elsewhere", "other"], "the open commands, oldest first");
+    // Another tenant's observer hears nothing of these.
+    let mut theirs = app.client.get(format!("{}/api/commands/watch", app.base)).bearer_auth(other["token"].as_str().unwrap()).send().await.unwrap();
+    command(&app, token, json!({ "type": "late", "risk_class": "low", "target_asset_id": asset })).await;
+    watch_until(&mut res, &mut buf, |c| c["type"] == "late").await;
+    let quiet = tokio::time::timeout(Duration::from_millis(500), theirs.chunk()).await;
+    assert!(quiet.is_err(), "another tenant's observer is sent nothing: {quiet:?}");
+
+    // A credential holds at most HUB_MAX_SSE_PER_CREDENTIAL (4 here) open.
+    let mut open = vec![res];
+    for _ in 0..3 {
+        let more = app.client.get(format!("{}/api/commands/watch", app.base)).bearer_auth(&reader).send().await.unwrap();
+        assert_eq!(more.status(), StatusCode::OK);
+        open.push(more);
+    }
+    let refused = app.client.get(format!("{}/api/commands/watch", app.base)).bearer_auth(&reader).send().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body, json!({ "success": false, "error": "TooManyStreams", "details": ["at most 4 command watch streams may be open at once per credential"] }));
+    // The robot's own streams are counted apart.
+    let robot_res = app.client.get(format!("{}/api/commands/stream/{asset}", app.base)).bearer_auth(&cred).send().await.unwrap();
+    assert_eq!(robot_res.status(), StatusCode::OK);
+    drop(open);
+    let start = std::time::Instant::now();
+    loop {
+        let again = app.client.get(format!("{}/api/commands/watch", app.base)).bearer_auth(&reader).send().await.unwrap();
+        if again.status() == StatusCode::OK {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(3), "a closed stream gives its slot back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+db_test!(an_observer_watches_the_tenants_commands_without_changing_them);
+
+/// An approval, a rejection and an expiry reach the observer too.
+async fn an_observer_sees_decisions_and_expiry(app: TestApp) {
+    let t = app.signup("watch-d@example.com", "watchd").await;
+    let token = t["token"].as_str().unwrap();
+    let (asset, _) = robot(&app, token, json!({ "display_name": "R" })).await;
+    let mut res = app.client.get(format!("{}/api/commands/watch", app.base)).bearer_auth(token).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut buf = String::new();
+    let yes = command(&app, token, json!({ "type": "yes", "risk_class": "critical", "target_asset_id": asset })).await;
+    let got = watch_until(&mut res, &mut buf, |c| c["type"] == "yes").await;
+    assert_eq!(got.last().unwrap()["status"], "awaiting_approval");
+    let (s, approved) = app.post(&format!("/api/commands/{}/decision", yes["command_id"].as_str().unwrap()), Some(token), json!({ "approved": true })).await;
+    assert_eq!(s, StatusCode::OK, "{approved}");
+    let got = watch_until(&mut res, &mut buf, |c| c["type"] == "yes" && c["status"] == "queued").await;
+    assert_eq!(got.last().unwrap()["decision"]["approved"], true);
+    let no = command(&app, token, json!({ "type": "no", "risk_class": "high", "target_asset_id": asset })).await;
+    app.post(&format!("/api/commands/{}/decision", no["command_id"].as_str().unwrap()), Some(token), json!({ "approved": false, "reason": "not now" })).await;
+    let got = watch_until(&mut res, &mut buf, |c| c["type"] == "no" && c["status"] == "rejected").await;
+    assert_eq!(
+        got.last().unwrap()["decision"],
+        json!({ "approved": false, "reason": "not now", "decided_by": got.last().unwrap()["decision"]["decided_by"], "decided_at": got.last().unwrap()["decision"]["decided_at"] })
+    );
+    command(&app, token, json!({ "type": "brief", "risk_class": "high", "target_asset_id": asset, "ttl_seconds": 1 })).await;
+    let got = watch_until(&mut res, &mut buf, |c| c["type"] == "brief" && c["status"] == "expired").await;
+    assert_eq!(got.last().unwrap()["status"], "expired", "the sweeper's expiry is a change too");
+}
+db_test!(an_observer_sees_decisions_and_expiry);
+
+/// On PostgreSQL with two hubs, an observer on one sees the changes made
+/// on the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_on_one_replica_sees_changes_made_on_another() {
+    let Some(a) = TestApp::spawn_postgres().await else { return };
+    let b = a.replica().await;
+    let t = a.signup("watch-r@example.com", "watchr").await;
+    let token = t["token"].as_str().unwrap();
+    let (asset, cred) = robot(&a, token, json!({ "display_name": "R" })).await;
+    let mut res = a.client.get(format!("{}/api/commands/watch", a.base)).bearer_auth(token).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut buf = String::new();
+    let c = command(&b, token, json!({ "type": "far", "risk_class": "low", "target_asset_id": asset })).await;
+    let id = c["command_id"].as_str().unwrap().to_string();
+    // Within the two seconds a wake-up takes at most, well before the safety re-check.
+    let started = std::time::Instant::now();
+    watch_until(&mut res, &mut buf, |c| c["command_id"] == id.as_str() && c["status"] == "queued").await;
+    b.post(&format!("/api/commands/{id}/ack"), Some(&cred), json!({ "ok": false })).await;
+    watch_until(&mut res, &mut buf, |c| c["command_id"] == id.as_str() && c["status"] == "acknowledged_failed").await;
+    assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
+}

@@ -1,7 +1,7 @@
 //! sdk-config: values at four scopes, resolved most specific first;
 //! revoke, rotate to a secret_ref; platform values are the operator's.
 
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::{db_test, helpers::*};
@@ -148,3 +148,89 @@ async fn revoked_rows_are_kept_as_history(app: TestApp) {
     assert_error(app.get("/api/config/history?key=ui.theme&scope=galaxy", Some(a)).await, 400, "ValidationError");
 }
 db_test!(revoked_rows_are_kept_as_history);
+
+async fn the_operator_sets_platform_values_every_tenant_resolves_last(app: TestApp) {
+    let t = app.two_tenants("cfgop").await;
+    let (a, b) = (t.a_token.as_str(), t.b_token.as_str());
+    let set = |value: Value| app.op(Method::POST, "/admin/config", Some(json!({ "key": "ui.locale", "value": value })));
+    let resolve = async |token: &str| {
+        let (s, r) = app.get("/api/config/resolve?key=ui.locale", Some(token)).await;
+        assert_eq!(s, StatusCode::OK, "{r}");
+        (r["data"]["scope"].clone(), r["data"]["value"].clone())
+    };
+
+    // A platform default: versioned as a tenant's row.
+    let (s, first) = set(json!("en")).await;
+    assert_eq!(s, StatusCode::CREATED, "{first}");
+    assert_eq!(
+        (first["data"]["scope"].as_str(), first["data"]["scope_id"].as_str(), first["data"]["version"].as_i64(), first["data"]["status"].as_str()),
+        (Some("platform"), Some("platform"), Some(1), Some("active"))
+    );
+    let (s, second) = set(json!("en-GB")).await;
+    assert_eq!((s, second["data"]["version"].as_i64(), second["data"]["config_id"].clone()), (StatusCode::OK, Some(2), first["data"]["config_id"].clone()));
+    // Every tenant resolves it; a tenant's own value wins (app_user, app,
+    // tenant, then platform).
+    assert_eq!(resolve(a).await, (json!("platform"), json!("en-GB")));
+    assert_eq!(resolve(b).await, (json!("platform"), json!("en-GB")));
+    assert_eq!(app.post("/api/config", Some(a), json!({ "key": "ui.locale", "scope": "tenant", "value": "fr" })).await.0, StatusCode::CREATED);
+    assert_eq!(resolve(a).await, (json!("tenant"), json!("fr")));
+    assert_eq!(resolve(b).await, (json!("platform"), json!("en-GB")));
+    let (_, seen) = app.get("/api/config/value?key=ui.locale&scope=platform", Some(a)).await;
+    assert_eq!(seen["data"]["config_id"], first["data"]["config_id"]);
+    // A tenant still never writes the platform's rows.
+    for (path, body) in [
+        ("/api/config", json!({ "key": "ui.locale", "scope": "platform", "value": "de" })),
+        ("/api/config/revoke", json!({ "key": "ui.locale", "scope": "platform" })),
+        ("/api/config/rotate", json!({ "key": "ui.locale", "scope": "platform", "secret_ref": "vault://x" })),
+    ] {
+        let refused = assert_error(app.post(path, Some(a), body).await, 403, "Forbidden");
+        assert_eq!(refused["details"], json!(["platform values are written by the platform operator only"]), "{path}");
+    }
+
+    // The operator's list holds the platform's active rows only.
+    let (s, list) = app.op(Method::GET, "/admin/config", None).await;
+    assert_eq!(
+        (s, list["total"].as_i64(), list["data"][0]["key"].as_str(), list["data"][0]["value"].clone()),
+        (StatusCode::OK, Some(1), Some("ui.locale"), json!("en-GB")),
+        "{list}"
+    );
+
+    // Revoked: tenants resolve from their own scopes only; history stays.
+    let (s, revoked) = app.op(Method::POST, "/admin/config/revoke", Some(json!({ "key": "ui.locale" }))).await;
+    assert_eq!((s, revoked["data"]["status"].as_str(), revoked["data"]["revoked_at"].is_string()), (StatusCode::OK, Some("revoked"), true), "{revoked}");
+    assert_error(app.op(Method::POST, "/admin/config/revoke", Some(json!({ "key": "ui.locale" }))).await, 404, "NotFound");
+    assert_eq!(resolve(a).await, (json!("tenant"), json!("fr")));
+    assert_error(app.get("/api/config/resolve?key=ui.locale", Some(b)).await, 404, "NotFound");
+    let (s, third) = set(json!("de")).await;
+    assert_eq!((s, third["data"]["version"].as_i64()), (StatusCode::CREATED, Some(1)));
+    let (s, history) = app.op(Method::GET, "/admin/config/history?key=ui.locale", None).await;
+    assert_eq!(s, StatusCode::OK, "{history}");
+    let rows: Vec<(Value, Value)> = history["data"].as_array().unwrap().iter().map(|r| (r["status"].clone(), r["value"].clone())).collect();
+    assert_eq!(rows, [(json!("active"), json!("de")), (json!("revoked"), json!("en-GB"))]);
+    let (_, list) = app.op(Method::GET, "/admin/config", None).await;
+    assert_eq!((list["total"].as_i64(), list["data"][0]["config_id"].clone()), (Some(1), third["data"]["config_id"].clone()));
+
+    // The tenant route's rules; a tenant's credential is no operator's.
+    let bad = assert_error(app.op(Method::POST, "/admin/config", Some(json!({}))).await, 400, "ValidationError");
+    assert_eq!(bad["details"], json!(["key is required", "value is required"]));
+    let bad = assert_error(app.op(Method::POST, "/admin/config", Some(json!({ "key": "bad key", "value": "x".repeat(70_000) }))).await, 400, "ValidationError");
+    assert_eq!(bad["details"], json!(["value must be at most 64 KiB of JSON", "key must be 1 to 200 letters, digits, '.', '_', '-', '/' or ':'"]));
+    let bad = assert_error(app.op(Method::POST, "/admin/config/revoke", Some(json!({ "key": "bad key" }))).await, 400, "ValidationError");
+    assert_eq!(bad["details"], json!(["key must be 1 to 200 letters, digits, '.', '_', '-', '/' or ':'"]));
+    assert_error(app.op(Method::GET, "/admin/config/history", None).await, 400, "ValidationError");
+    for (method, path) in [(Method::POST, "/admin/config"), (Method::GET, "/admin/config"), (Method::POST, "/admin/config/revoke")] {
+        let body = (method == Method::POST).then(|| json!({ "key": "ui.locale", "value": "xx" }));
+        let refused = assert_error(app.call(method, path, Some(a), body).await, 401, "Unauthorized");
+        assert_eq!(refused["details"], json!(["admin token required"]));
+    }
+
+    // Each write in the platform chain, the operator credential as actor;
+    // the tenant's chain holds only its own write.
+    let platform: Vec<(String, String)> = app.platform_events().await.into_iter().filter(|(e, _)| e.starts_with("config.")).collect();
+    let names: Vec<&str> = platform.iter().map(|(e, _)| e.as_str()).collect();
+    assert_eq!(names, ["config.value.set.v1", "config.value.set.v1", "config.value.revoked.v1", "config.value.set.v1"]);
+    assert!(platform.iter().all(|(_, who)| who == "break-glass"), "{platform:?}");
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| e.starts_with("config.")).count(), 1, "{events:?}");
+}
+db_test!(the_operator_sets_platform_values_every_tenant_resolves_last);

@@ -207,6 +207,15 @@ async fn calls_are_logged_with_their_missed_event_and_merged_into_the_timeline(a
             "crm.call.missed.v1"
         ]
     );
+    // The key set of every crm.call.logged.v1 (the voice webhook's too):
+    // what the route does not know is null.
+    let logged = payloads(&app, &t.a["tenant_id"], "crm.call.logged.v1").await;
+    assert_eq!(
+        logged[0],
+        json!({ "call_id": call["call_id"], "call_leg_id": null, "contact_id": ada_id, "lead_id": null, "provider": null, "provider_call_id": "CA1",
+                "direction": "outbound", "status": null, "disposition": "answered", "is_voicemail": null, "duration_seconds": 95,
+                "recording_consent": true, "occurred_at": call["occurred_at"], "ended_at": null })
+    );
 
     let (s, line) = app.get(&format!("/api/crm/contacts/{ada_id}/timeline"), Some(a)).await;
     assert_eq!((s, line["total"].as_i64()), (StatusCode::OK, Some(4)), "{line}");

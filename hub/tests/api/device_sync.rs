@@ -1,7 +1,7 @@
 //! hdk-sync: the hub's resolve, batch and policy routes, and device-core
 //! syncing with a running hub through its Python bindings.
 
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::{db_test, helpers::*};
@@ -100,6 +100,13 @@ async fn batches_store_each_event_once_per_tenant(app: TestApp) {
         )
         .await;
     assert_eq!(ack["data"]["rejected"].as_array().unwrap().len(), 1, "the other tenant has not registered the type");
+    // A retired type takes no new event, offline or not.
+    let (s, _) = app.call(Method::PATCH, "/api/events/types/field.visit.logged.v1", Some(token), Some(json!({ "schema_state": "retired" }))).await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, ack) = app
+        .post("/api/hdk/sync/batches", Some(token), json!({ "batch_id": "b3", "device_uuid": device, "events": [event("d", "field.visit.logged.v1")] }))
+        .await;
+    assert_eq!(ack["data"]["rejected"], json!([{ "idempotency_key": "d", "reason": "event type 'field.visit.logged.v1' is retired: it takes no new events" }]));
     let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hdk_sync_event").fetch_one(&app.state().db.read).await.unwrap();
     assert_eq!(n, 2);
     let body = assert_error(app.post("/api/hdk/sync/batches", Some(token), json!({ "events": [{}] })).await, 400, "ValidationError");

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::{db_test, helpers::*};
@@ -427,3 +427,177 @@ async fn flags_are_listed_changed_and_deleted(app: TestApp) {
     assert_eq!((count("feature-flag.flag.updated.v1"), count("feature-flag.flag.deleted.v1")), (2, 2));
 }
 db_test!(flags_are_listed_changed_and_deleted);
+
+/// (resolved_value, layer, reason) of an evaluation by `token`, which
+/// must succeed.
+async fn decided(app: &TestApp, token: &str, key: &str, context: Value) -> (Value, Value, Value) {
+    let (s, e) = app.post(&format!("/api/feature-flags/{key}/evaluate"), Some(token), context).await;
+    assert_eq!(s, StatusCode::OK, "{e}");
+    (e["data"]["resolved_value"].clone(), e["data"]["layer"].clone(), e["data"]["reason"].clone())
+}
+
+async fn the_operator_writes_the_platform_layer_every_tenant_evaluates_after_its_own(app: TestApp) {
+    let t = app.two_tenants("ffop").await;
+    let (a, b) = (t.a_token.as_str(), t.b_token.as_str());
+    let op = |method: Method, path: &str, body: Option<Value>| app.op(method, path.to_string(), body);
+
+    // A platform flag: the tenant route's body, `layer` platform.
+    let body = json!({ "flag_key": "dark-mode", "description": "the dark theme", "default_value": "platform-default", "off_value": "platform-off" });
+    let (s, flag) = op(Method::POST, "/admin/feature-flags", Some(body.clone())).await;
+    assert_eq!(s, StatusCode::CREATED, "{flag}");
+    assert_eq!(
+        (flag["data"]["flag_key"].as_str(), flag["data"]["layer"].as_str(), flag["data"]["kill_switch_engaged"].clone(), flag["data"]["off_value"].clone()),
+        (Some("dark-mode"), Some("platform"), json!(false), json!("platform-off"))
+    );
+    let flag_id = flag["data"]["flag_id"].clone();
+    assert_error(op(Method::POST, "/admin/feature-flags", Some(body)).await, 409, "Conflict");
+    // Every tenant evaluates it: the platform layer answers.
+    assert_eq!(decided(&app, a, "dark-mode", json!({})).await, (json!("platform-default"), json!("platform"), json!("default")));
+    assert_eq!(decided(&app, b, "dark-mode", json!({})).await, (json!("platform-default"), json!("platform"), json!("default")));
+    // A rollout of the platform flag is seen at once (the cached flags of
+    // every tenant were dropped).
+    let (s, platform_rollout) = op(Method::POST, "/admin/feature-flags/dark-mode/rollouts", Some(json!({ "priority": 0, "value": "platform-rollout" }))).await;
+    assert_eq!(s, StatusCode::CREATED, "{platform_rollout}");
+    assert_eq!((platform_rollout["data"]["flag_id"].clone(), platform_rollout["data"]["percentage"].as_i64()), (flag_id.clone(), Some(100)));
+    assert_eq!(decided(&app, b, "dark-mode", json!({})).await, (json!("platform-rollout"), json!("platform"), json!("rollout")));
+    let (s, read) = op(Method::GET, "/admin/feature-flags/dark-mode", None).await;
+    assert_eq!((s, read["data"]["rollouts"][0]["rollout_id"].clone()), (StatusCode::OK, platform_rollout["data"]["rollout_id"].clone()), "{read}");
+
+    // A tenant's writes never touch a platform row.
+    assert_error(app.call(Method::PATCH, "/api/feature-flags/dark-mode", Some(a), Some(json!({ "default_value": 1 }))).await, 404, "NotFound");
+    assert_error(app.call(Method::DELETE, "/api/feature-flags/dark-mode", Some(a), None).await, 404, "NotFound");
+    assert_error(rollout(&app, a, "dark-mode", json!({})).await, 404, "NotFound");
+    assert_error(app.post("/api/feature-flags/dark-mode/kill-switch", Some(a), json!({ "engaged": true })).await, 404, "NotFound");
+    let (_, read) = op(Method::GET, "/admin/feature-flags/dark-mode", None).await;
+    assert_eq!((read["data"]["default_value"].clone(), read["data"]["rollouts"].as_array().map(Vec::len)), (json!("platform-default"), Some(1)));
+
+    // The tenant's own flag of the key: its layer first ("tenant-specific
+    // first"), then the platform's rollouts.
+    create_flag(&app, a, json!({ "flag_key": "dark-mode", "default_value": "tenant-default" })).await;
+    let only_bu = json!({ "predicate": [{ "context_name": "bu_id", "operator": "in", "values": ["bu-1"] }], "value": "tenant-rollout" });
+    assert_eq!(rollout(&app, a, "dark-mode", only_bu).await.0, StatusCode::CREATED);
+    assert_eq!(decided(&app, a, "dark-mode", json!({ "bu_id": "bu-1" })).await, (json!("tenant-rollout"), json!("tenant"), json!("rollout")));
+    assert_eq!(decided(&app, a, "dark-mode", json!({ "bu_id": "bu-2" })).await, (json!("platform-rollout"), json!("platform"), json!("rollout")));
+    assert_eq!(decided(&app, b, "dark-mode", json!({ "bu_id": "bu-1" })).await, (json!("platform-rollout"), json!("platform"), json!("rollout")));
+    // The operator lists and reads the platform's layer only.
+    create_flag(&app, a, json!({ "flag_key": "a-only" })).await;
+    let (s, list) = op(Method::GET, "/admin/feature-flags?limit=10", None).await;
+    assert_eq!(
+        (s, list["total"].as_i64(), list["data"][0]["flag_id"].clone(), list["data"][0]["layer"].as_str()),
+        (StatusCode::OK, Some(1), flag_id.clone(), Some("platform")),
+        "{list}"
+    );
+    assert_error(op(Method::GET, "/admin/feature-flags/a-only", None).await, 404, "NotFound");
+    let (_, seen) = app.get("/api/feature-flags?layer=platform", Some(a)).await;
+    assert_eq!((seen["total"].as_i64(), seen["data"][0]["flag_id"].clone()), (Some(1), flag_id.clone()));
+
+    // The operator changes what PATCH may change, as the tenant does.
+    let (s, changed) = op(Method::PATCH, "/admin/feature-flags/dark-mode", Some(json!({ "off_value": "stopped" }))).await;
+    assert_eq!(
+        (s, changed["data"]["off_value"].clone(), changed["data"]["default_value"].clone()),
+        (StatusCode::OK, json!("stopped"), json!("platform-default"))
+    );
+    let bad = assert_error(op(Method::PATCH, "/admin/feature-flags/dark-mode", Some(json!({}))).await, 400, "ValidationError");
+    assert_eq!(bad["details"], json!(["give at least one of description, default_value, off_value"]));
+    assert_error(op(Method::PATCH, "/admin/feature-flags/a-only", Some(json!({ "off_value": 1 }))).await, 404, "NotFound");
+
+    // The platform's kill switch stops the flag for every tenant, the
+    // tenant's own layer included; a repeat changes nothing.
+    let kill = |engaged: bool| op(Method::POST, "/admin/feature-flags/dark-mode/kill-switch", Some(json!({ "engaged": engaged, "reason": "incident" })));
+    let (s, killed) = kill(true).await;
+    assert_eq!(
+        (s, killed["data"]["kill_switch_engaged"].clone(), killed["data"]["kill_switch_reason"].as_str()),
+        (StatusCode::OK, json!(true), Some("incident"))
+    );
+    assert_eq!(kill(true).await.1["data"], killed["data"]);
+    assert_eq!(decided(&app, a, "dark-mode", json!({ "bu_id": "bu-1" })).await, (json!("stopped"), json!("platform"), json!("kill_switch")));
+    assert_eq!(decided(&app, b, "dark-mode", json!({})).await, (json!("stopped"), json!("platform"), json!("kill_switch")));
+    assert_eq!(kill(false).await.0, StatusCode::OK);
+    assert_eq!(decided(&app, a, "dark-mode", json!({ "bu_id": "bu-1" })).await, (json!("tenant-rollout"), json!("tenant"), json!("rollout")));
+
+    // Deleted: the tenant with its own flag evaluates it alone, the other
+    // finds no flag.
+    let (s, gone) = op(Method::DELETE, "/admin/feature-flags/dark-mode", None).await;
+    assert_eq!((s, gone["data"].clone()), (StatusCode::OK, json!({ "flag_id": flag_id, "flag_key": "dark-mode", "deleted": true })));
+    assert_error(op(Method::DELETE, "/admin/feature-flags/dark-mode", None).await, 404, "NotFound");
+    assert_eq!(decided(&app, a, "dark-mode", json!({ "bu_id": "bu-2" })).await, (json!("tenant-default"), json!("tenant"), json!("default")));
+    assert_error(app.post("/api/feature-flags/dark-mode/evaluate", Some(b), json!({})).await, 404, "NotFound");
+
+    // The tenant route's rules; a tenant's credential is no operator's.
+    let bad = assert_error(
+        op(Method::POST, "/admin/feature-flags", Some(json!({ "flag_key": "bad key", "default_value": "x".repeat(70_000) }))).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(bad["details"], json!(["flag_key must be 1 to 128 letters, digits, '.', '_' or '-'", "default_value must be at most 64 KiB of JSON"]));
+    for (method, path) in [(Method::POST, "/admin/feature-flags"), (Method::GET, "/admin/feature-flags"), (Method::DELETE, "/admin/feature-flags/a-only")] {
+        let body = (method == Method::POST).then(|| json!({ "flag_key": "from-a-tenant" }));
+        let refused = assert_error(app.call(method, path, Some(a), body).await, 401, "Unauthorized");
+        assert_eq!(refused["details"], json!(["admin token required"]));
+    }
+    let (_, mine) = app.get("/api/feature-flags/a-only", Some(a)).await;
+    assert_eq!(mine["data"]["layer"], "tenant");
+
+    // Each write in the platform chain, the operator credential as actor;
+    // no tenant's chain holds them.
+    let platform: Vec<(String, String)> = app.platform_events().await.into_iter().filter(|(e, _)| e.starts_with("feature-flag.")).collect();
+    let names: Vec<&str> = platform.iter().map(|(e, _)| e.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "feature-flag.flag.created.v1",
+            "feature-flag.rollout.changed.v1",
+            "feature-flag.flag.updated.v1",
+            "feature-flag.kill_switch.engaged.v1",
+            "feature-flag.kill_switch.released.v1",
+            "feature-flag.flag.deleted.v1"
+        ]
+    );
+    assert!(platform.iter().all(|(_, who)| who == "break-glass"), "{platform:?}");
+    assert!(app.events_of(&t.b["tenant_id"]).await.iter().all(|e| !e.starts_with("feature-flag.")));
+}
+db_test!(the_operator_writes_the_platform_layer_every_tenant_evaluates_after_its_own);
+
+async fn a_tenant_reads_a_platform_flag_without_the_operators_targeting(app: TestApp) {
+    let t = app.two_tenants("fftg").await;
+    let a_id = t.a["tenant_id"].as_str().unwrap().to_string();
+    let op = |method: Method, path: &str, body: Option<Value>| app.op(method, path.to_string(), body);
+    let (s, flag) = op(Method::POST, "/admin/feature-flags", Some(json!({ "flag_key": "targeted", "default_value": "off" }))).await;
+    assert_eq!(s, StatusCode::CREATED, "{flag}");
+    let only_a = json!({ "predicate": [{ "context_name": "tenant_id", "operator": "in", "values": [a_id] }], "group_id": "pilot-a", "value": "on" });
+    assert_eq!(op(Method::POST, "/admin/feature-flags/targeted/rollouts", Some(only_a)).await.0, StatusCode::CREATED);
+    let (s, _) = op(Method::POST, "/admin/feature-flags/targeted/kill-switch", Some(json!({ "engaged": true, "reason": "pilot at tenant A broke" }))).await;
+    assert_eq!(s, StatusCode::OK);
+    // The operator reads its targeting.
+    let (_, read) = op(Method::GET, "/admin/feature-flags/targeted", None).await;
+    assert_eq!((read["data"]["rollouts"].as_array().map(Vec::len), read["data"]["kill_switch_reason"].as_str()), (Some(1), Some("pilot at tenant A broke")));
+    let (_, list) = op(Method::GET, "/admin/feature-flags", None).await;
+    assert_eq!(list["data"][0]["kill_switch_reason"].as_str(), Some("pilot at tenant A broke"));
+    // Tenant B reads the flag, never tenant A's id, the rollout or the reason.
+    let (s, seen) = app.get("/api/feature-flags/targeted", Some(&t.b_token)).await;
+    assert_eq!(
+        (
+            s,
+            seen["data"]["layer"].as_str(),
+            seen["data"]["kill_switch_engaged"].clone(),
+            seen["data"]["kill_switch_reason"].clone(),
+            seen["data"]["rollouts"].clone()
+        ),
+        (StatusCode::OK, Some("platform"), json!(true), Value::Null, json!([])),
+        "{seen}"
+    );
+    assert!(!seen.to_string().contains(&a_id) && !seen.to_string().contains("pilot"), "{seen}");
+    let (s, listed) = app.get("/api/feature-flags?layer=platform", Some(&t.b_token)).await;
+    assert_eq!((s, listed["total"].as_i64(), listed["data"][0]["kill_switch_reason"].clone()), (StatusCode::OK, Some(1), Value::Null), "{listed}");
+    assert!(!listed.to_string().contains("pilot"), "{listed}");
+    // A tenant's own flag shows its own reason and rollouts.
+    create_flag(&app, &t.b_token, json!({ "flag_key": "mine" })).await;
+    assert_eq!(rollout(&app, &t.b_token, "mine", json!({ "value": 1 })).await.0, StatusCode::CREATED);
+    let (s, _) = app.post("/api/feature-flags/mine/kill-switch", Some(&t.b_token), json!({ "engaged": true, "reason": "ours" })).await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, own) = app.get("/api/feature-flags/mine", Some(&t.b_token)).await;
+    assert_eq!((own["data"]["kill_switch_reason"].as_str(), own["data"]["rollouts"].as_array().map(Vec::len)), (Some("ours"), Some(1)));
+    let (_, listed) = app.get("/api/feature-flags?layer=tenant", Some(&t.b_token)).await;
+    assert_eq!(listed["data"][0]["kill_switch_reason"].as_str(), Some("ours"));
+}
+db_test!(a_tenant_reads_a_platform_flag_without_the_operators_targeting);

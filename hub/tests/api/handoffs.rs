@@ -1,11 +1,19 @@
-//! sdk-handoff: deals handed between personas of the tenant, moved along
-//! pending -> accepted | declined, accepted -> completed, and listed most
-//! recently updated first with the tenant_id query required.
+//! sdk-handoff: deals of the tenant's CRM handed between personas of the
+//! tenant, moved along pending -> accepted | declined, accepted ->
+//! completed, and listed most recently updated first with the tenant_id
+//! query required.
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::{db_test, helpers::*};
+
+/// A deal of the token's tenant (sdk-crm): what a handoff hands over.
+pub async fn deal(app: &TestApp, token: &str) -> String {
+    let (s, d) = app.post("/api/crm/deals", Some(token), json!({ "name": "handed", "company": "Acme" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{d}");
+    d["data"]["deal_id"].as_str().unwrap().to_string()
+}
 
 async fn status(app: &TestApp, token: &str, handoff: &str, body: Value) -> (StatusCode, Value) {
     app.post(&format!("/api/handoffs/{handoff}/status"), Some(token), body).await
@@ -16,7 +24,7 @@ async fn handoffs_move_through_their_state_machine_and_list_by_last_update(app: 
     let (a, tenant) = (t.a_token.as_str(), t.a["tenant_id"].as_str().unwrap().to_string());
     let (_, p) = app.post("/api/personas", Some(a), json!({ "kind": "service" })).await;
     let (from, to) = (t.a["persona_id"].clone(), p["data"]["persona_id"].clone());
-    let deal = uuid::Uuid::now_v7().to_string();
+    let deal = deal(&app, a).await;
     let (s, h) = app.post("/api/handoffs", Some(a), json!({ "deal_id": deal, "from_persona_id": from, "to_persona_id": to, "notes": "warm lead" })).await;
     assert_eq!(s, StatusCode::CREATED, "{h}");
     assert_eq!(
@@ -24,7 +32,8 @@ async fn handoffs_move_through_their_state_machine_and_list_by_last_update(app: 
         (Some("pending"), Some("warm lead"), Some(deal.as_str()))
     );
     let first = h["data"]["handoff_id"].as_str().unwrap().to_string();
-    let (_, h) = app.post("/api/handoffs", Some(a), json!({ "deal_id": uuid::Uuid::now_v7().to_string(), "from_persona_id": to, "to_persona_id": from })).await;
+    let other = self::deal(&app, a).await;
+    let (_, h) = app.post("/api/handoffs", Some(a), json!({ "deal_id": other, "from_persona_id": to, "to_persona_id": from })).await;
     let second = h["data"]["handoff_id"].as_str().unwrap().to_string();
 
     let b = assert_error(
@@ -49,6 +58,16 @@ async fn handoffs_move_through_their_state_machine_and_list_by_last_update(app: 
         "ValidationError",
     );
     assert_eq!(b["details"], json!(["from_persona_id is not a persona of this tenant", "to_persona_id is not a persona of this tenant"]));
+    // The deal is one of the tenant's CRM: another tenant's, or none, is 400.
+    let b_deal = self::deal(&app, &t.b_token).await;
+    for unknown in [b_deal, uuid::Uuid::now_v7().to_string()] {
+        let b = assert_error(
+            app.post("/api/handoffs", Some(a), json!({ "deal_id": unknown, "from_persona_id": from, "to_persona_id": t.b["persona_id"] })).await,
+            400,
+            "ValidationError",
+        );
+        assert_eq!(b["details"], json!(["deal_id is not a deal of this tenant", "to_persona_id is not a persona of this tenant"]));
+    }
 
     // pending -> accepted -> completed; nothing after that.
     let b = assert_error(status(&app, a, &first, json!({ "status": "completed" })).await, 409, "Conflict");
@@ -107,7 +126,7 @@ async fn a_handoff_is_read_by_its_id(app: TestApp) {
     let t = app.two_tenants("handoff-one").await;
     let a = t.a_token.as_str();
     let (_, p) = app.post("/api/personas", Some(a), json!({ "kind": "service" })).await;
-    let deal = uuid::Uuid::now_v7().to_string();
+    let deal = deal(&app, a).await;
     let (s, h) = app
         .post(
             "/api/handoffs",

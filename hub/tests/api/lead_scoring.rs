@@ -66,7 +66,7 @@ async fn one_model_is_active_per_vertical_and_resolved_by_tenant_and_vertical(ap
         400,
         "ValidationError",
     );
-    assert_eq!(b["details"], json!(["name is required", "weights.a must be a number", "threshold must be an integer from 0 to 100"]));
+    assert_eq!(b["details"], json!(["name is required", "weights.a must be a number from -1000000 to 1000000", "threshold must be an integer from 0 to 100"]));
     let b = assert_error(
         app.post("/api/lead-scoring/models", Some(a), json!({ "vertical": "SaaS!", "name": "x", "weights": { "": 1, "b": 2 }, "threshold": 100 })).await,
         400,
@@ -148,3 +148,121 @@ async fn every_version_is_listed_read_and_a_vertical_can_be_left_without_a_model
     assert_eq!(ours, ["crm.scoring_model.activated.v1", "crm.scoring_model.deactivated.v1", "crm.scoring_model.activated.v1"]);
 }
 db_test!(every_version_is_listed_read_and_a_vertical_can_be_left_without_a_model);
+
+async fn a_lead_is_scored_by_its_verticals_active_model_signal_by_signal(app: TestApp) {
+    let t = app.two_tenants("scoring-score").await;
+    let a = t.a_token.as_str();
+    let weights = json!({ "visited_pricing": 20, "demo_requested": 35.5, "employees": 0.5, "negative": -10 });
+    let m = model(&app, a, json!({ "vertical": "saas", "name": "First", "weights": weights, "threshold": 60 })).await;
+    let score = |body: Value| app.post("/api/lead-scoring/score", Some(a), body);
+    let b = assert_error(score(json!({ "vertical": "saas", "attributes": { "demo_requested": true } })).await, 404, "NotFound");
+    assert_eq!(b["details"], json!(["no active model"]), "created, not active yet");
+    let (s, _) = app.post(&format!("/api/lead-scoring/models/{}/activate", m["model_id"].as_str().unwrap()), Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+
+    let attributes = json!({ "demo_requested": true, "visited_pricing": 2, "employees": 30, "negative": "yes", "unweighted": 9 });
+    let (s, l) = app.post("/api/crm/leads", Some(a), json!({ "name": "Acme", "attributes": attributes })).await;
+    assert_eq!(s, StatusCode::CREATED, "{l}");
+    let lead = l["data"]["lead_id"].as_str().unwrap();
+    let entries = app.events_of(&t.a["tenant_id"]).await.len();
+    let (s, r) = score(json!({ "vertical": "saas", "lead_id": lead })).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(
+        r["data"],
+        json!({
+            "lead_id": lead, "model_id": m["model_id"], "vertical": "saas", "version": 1, "raw_score": 90.5, "score": 90.5, "threshold": 60,
+            "qualified": true,
+            "contributions": [
+                { "signal": "demo_requested", "weight": 35.5, "value": 1.0, "contribution": 35.5 },
+                { "signal": "employees", "weight": 0.5, "value": 30.0, "contribution": 15.0 },
+                { "signal": "negative", "weight": -10.0, "value": null, "contribution": 0.0 },
+                { "signal": "visited_pricing", "weight": 20.0, "value": 2.0, "contribution": 40.0 }
+            ]
+        })
+    );
+    let (s, again) = score(json!({ "vertical": "saas", "lead_id": lead })).await;
+    assert_eq!((s, &again["data"]), (StatusCode::OK, &r["data"]), "the same answer again");
+    let (s, given) = score(json!({ "vertical": "saas", "attributes": attributes })).await;
+    assert_eq!((s, &given["data"]["lead_id"], &given["data"]["contributions"]), (StatusCode::OK, &Value::Null, &r["data"]["contributions"]));
+
+    // Held to 0..100, rounded to two decimals; the threshold decides.
+    let (_, high) = score(json!({ "vertical": "saas", "attributes": { "visited_pricing": 10, "demo_requested": false } })).await;
+    assert_eq!((&high["data"]["raw_score"], &high["data"]["score"], &high["data"]["qualified"]), (&json!(200.0), &json!(100.0), &json!(true)));
+    let (_, low) = score(json!({ "vertical": "saas", "attributes": { "negative": 3 } })).await;
+    assert_eq!((&low["data"]["raw_score"], &low["data"]["score"], &low["data"]["qualified"]), (&json!(-30.0), &json!(0.0), &json!(false)));
+    let (_, odd) = score(json!({ "vertical": "saas", "attributes": { "employees": 33.333 } })).await;
+    assert_eq!((&odd["data"]["raw_score"], &odd["data"]["score"], &odd["data"]["qualified"]), (&json!(16.6665), &json!(16.67), &json!(false)));
+    // A new active version scores from then on.
+    let v2 = model(&app, a, json!({ "vertical": "saas", "name": "Second", "weights": { "employees": 1 } })).await;
+    app.post(&format!("/api/lead-scoring/models/{}/activate", v2["model_id"].as_str().unwrap()), Some(a), json!({})).await;
+    let (_, r2) = score(json!({ "vertical": "saas", "lead_id": lead })).await;
+    assert_eq!(
+        (&r2["data"]["model_id"], &r2["data"]["version"], &r2["data"]["score"], &r2["data"]["threshold"]),
+        (&v2["model_id"], &json!(2), &json!(30.0), &json!(50))
+    );
+    assert_eq!(app.events_of(&t.a["tenant_id"]).await.len(), entries + 2, "scoring records nothing (the two entries: v2's creation and activation)");
+
+    let b = assert_error(score(json!({ "vertical": "saas", "lead_id": lead, "attributes": {} })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["give lead_id or attributes, not both"]));
+    let b = assert_error(score(json!({ "vertical": "saas" })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["give lead_id or attributes"]));
+    let b = assert_error(score(json!({ "attributes": {} })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["vertical is required"]));
+    let (_, theirs) = app.post("/api/crm/leads", Some(&t.b_token), json!({ "name": "Theirs" })).await;
+    let b = assert_error(score(json!({ "vertical": "saas", "lead_id": theirs["data"]["lead_id"] })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["lead_id is not a lead of this tenant"]));
+    let b = assert_error(score(json!({ "vertical": "homes", "attributes": {} })).await, 404, "NotFound");
+    assert_eq!(b["details"], json!(["no active model"]));
+    let b = assert_error(app.post("/api/lead-scoring/score", Some(&t.b_token), json!({ "vertical": "saas", "attributes": {} })).await, 404, "NotFound");
+    assert_eq!(b["details"], json!(["no active model"]), "B has none of A's models");
+}
+db_test!(a_lead_is_scored_by_its_verticals_active_model_signal_by_signal);
+
+/// A weight is bounded (the schema's minimum and maximum), a vertical has
+/// one published form, matched as sent, and a score is always a finite
+/// number: an attribute too large to score is refused, never answered as
+/// null.
+async fn weights_are_bounded_verticals_have_one_form_and_a_score_is_finite(app: TestApp) {
+    let t = app.two_tenants("scoring-bounds").await;
+    let a = t.a_token.as_str();
+    let b = assert_error(
+        app.post("/api/lead-scoring/models", Some(a), json!({ "vertical": "saas", "name": "x", "weights": { "a": 1e7, "b": -1000001, "c": 1e6 } })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["weights.a must be a number from -1000000 to 1000000", "weights.b must be a number from -1000000 to 1000000"]));
+    let b = assert_error(
+        app.post("/api/lead-scoring/models", Some(a), json!({ "vertical": " saas", "name": "x", "weights": { "a": 1 } })).await,
+        400,
+        "ValidationError",
+    );
+    assert_eq!(b["details"], json!(["vertical must be 1 to 64 of a-z, 0-9, '.', '_', '-'"]), "untrimmed");
+    // The form is the document's, on both bodies.
+    let (_, doc) = app.get("/openapi.json", None).await;
+    let schemas = &doc["components"]["schemas"];
+    let pattern = json!("^[a-z0-9._-]{1,64}$");
+    assert_eq!(
+        (&schemas["NewLeadScoringModel"]["properties"]["vertical"]["pattern"], &schemas["LeadScoreRequest"]["properties"]["vertical"]["pattern"]),
+        (&pattern, &pattern)
+    );
+    let weight = &schemas["NewLeadScoringModel"]["properties"]["weights"]["additionalProperties"];
+    assert_eq!((weight["minimum"].as_f64(), weight["maximum"].as_f64()), (Some(-1e6), Some(1e6)), "{weight}");
+
+    let m = model(&app, a, json!({ "vertical": "saas", "name": "Big", "weights": { "huge": 1e6, "other": -1e6 } })).await;
+    let (s, _) = app.post(&format!("/api/lead-scoring/models/{}/activate", m["model_id"].as_str().unwrap()), Some(a), json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    let score = |body: Value| app.post("/api/lead-scoring/score", Some(a), body);
+    let b = assert_error(score(json!({ "vertical": "saas", "attributes": { "huge": 1e308, "other": 1 } })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["attributes.huge is too large to score (its weight times it is out of range)"]));
+    // Each contribution in range, their sum not.
+    let b = assert_error(score(json!({ "vertical": "saas", "attributes": { "huge": 1.5e302, "other": -1.5e302 } })).await, 400, "ValidationError");
+    assert_eq!(b["details"], json!(["the attributes are too large to score (the sum of the contributions is out of range)"]));
+    let (s, r) = score(json!({ "vertical": "saas", "attributes": { "huge": 1e300 } })).await;
+    assert_eq!((s, &r["data"]["raw_score"], &r["data"]["score"]), (StatusCode::OK, &json!(1e306), &json!(100.0)), "{r}");
+    for vertical in [" saas", "saas ", "SaaS", ""] {
+        let b = assert_error(score(json!({ "vertical": vertical, "attributes": {} })).await, 400, "ValidationError");
+        let expected = if vertical.is_empty() { "vertical is required" } else { "vertical must be 1 to 64 of a-z, 0-9, '.', '_', '-'" };
+        assert_eq!(b["details"], json!([expected]), "{vertical:?}");
+    }
+}
+db_test!(weights_are_bounded_verticals_have_one_form_and_a_score_is_finite);

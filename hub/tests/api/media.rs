@@ -256,6 +256,20 @@ async fn routes_of_an_unavailable_store_answer_503(endpoint: &str) {
     assert_eq!(res.status(), StatusCode::CREATED);
     let build = res.json::<Value>().await.unwrap()["data"]["build_id"].as_str().unwrap().to_string();
     unavailable(client.post(format!("{}/api/analytics/builds/{build}/export", hub.base)).bearer_auth(token).send().await.unwrap()).await;
+    // So is a trace export, JSON or PDF: each is left failed.
+    let post = |path: &str, body: Value| client.post(format!("{}{path}", hub.base)).bearer_auth(token).json(&body).send();
+    let agent = json!({ "name": "Store", "acting_persona_id": t["persona_id"], "tier": "gold", "vector_namespace": "store", "created_by": "store" });
+    let res = post("/api/agent-runtime/agents", agent).await.unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let agent_id = res.json::<Value>().await.unwrap()["data"]["agent_id"].clone();
+    let run = json!({ "agent_id": agent_id, "persona_id": t["persona_id"], "trace_id": "store-trace", "actor_id": "ada", "actor_kind": "human" });
+    assert_eq!(post("/api/agent-runtime/runs", run).await.unwrap().status(), StatusCode::CREATED);
+    for format in ["json", "pdf"] {
+        unavailable(post("/api/traces/store-trace/exports", json!({ "format": format })).await.unwrap()).await;
+    }
+    let exports: Value = client.get(format!("{}/api/traces/store-trace/exports", hub.base)).bearer_auth(token).send().await.unwrap().json().await.unwrap();
+    let left: Vec<(&str, &str)> = exports["data"].as_array().unwrap().iter().map(|e| (e["format"].as_str().unwrap(), e["status"].as_str().unwrap())).collect();
+    assert_eq!(left, [("pdf", "failed"), ("json", "failed")], "{exports}");
 
     // The blob is as it was: pending, no content.
     let got: Value = client.get(format!("{}/api/media/blobs/{blob}", hub.base)).bearer_auth(token).send().await.unwrap().json().await.unwrap();

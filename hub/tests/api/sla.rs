@@ -187,7 +187,9 @@ async fn clocks_are_listed_by_subject_and_policies_changed_and_rungs_removed(app
     // One clock.
     let clock = clocks[0]["clock_id"].as_str().unwrap();
     let (s, one) = app.get(&format!("/api/sla/clocks/{clock}"), Some(a)).await;
-    assert_eq!((s, &one["data"]), (StatusCode::OK, &clocks[0]));
+    let mut listed = clocks[0].clone();
+    listed["fired_rungs"] = json!([]);
+    assert_eq!((s, &one["data"]), (StatusCode::OK, &listed));
     assert_error(app.get(&format!("/api/sla/clocks/{clock}"), Some(b)).await, 404, "NotFound");
     assert_error(app.get("/api/sla/clocks/nope", Some(a)).await, 404, "NotFound");
 
@@ -239,3 +241,163 @@ async fn clocks_are_listed_by_subject_and_policies_changed_and_rungs_removed(app
     assert_eq!(events.iter().filter(|e| *e == "sla.rung.deleted.v1").count(), 1, "{events:?}");
 }
 db_test!(clocks_are_listed_by_subject_and_policies_changed_and_rungs_removed);
+
+/// The `sla.rung.fired.v1` entries of a tenant, as (payload, actor_kind).
+async fn fired(app: &TestApp, tenant: &Value) -> Vec<(Value, String)> {
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT payload, actor_kind FROM audit_entry WHERE tenant_id = $1 AND event_type = 'sla.rung.fired.v1' ORDER BY pool_index, seq")
+            .bind(tenant.as_str().unwrap())
+            .fetch_all(&app.state().db.read)
+            .await
+            .unwrap();
+    rows.into_iter().map(|(p, k)| (serde_json::from_str(&p).unwrap(), k)).collect()
+}
+
+/// A policy of the token's tenant with a 60-minute target and `rungs`
+/// (offset, severity); its id.
+async fn policy_with(app: &TestApp, token: &str, name: &str, rungs: &[(i64, &str)], notify: &Value) -> String {
+    let (s, p) = app.post("/api/sla/policies", Some(token), json!({ "name": name, "target_minutes": 60 })).await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    let policy = p["data"]["policy_id"].as_str().unwrap().to_string();
+    for (offset, severity) in rungs {
+        let body = json!({ "offset_minutes": offset, "severity": severity, "notify_persona_id": notify });
+        let (s, r) = app.post(&format!("/api/sla/policies/{policy}/rungs"), Some(token), body).await;
+        assert_eq!(s, StatusCode::CREATED, "{r}");
+    }
+    policy
+}
+
+/// The sweep fires each rung of a running clock once its time has come:
+/// one `sla.rung.fired.v1` per (clock, rung), in the clock's tenant's
+/// chain, never again on the next sweep; a stopped clock fires nothing;
+/// the clock's read lists what fired.
+async fn the_sweep_fires_each_rung_of_a_running_clock_once(app: TestApp) {
+    let t = app.two_tenants("sla-fire").await;
+    let a = t.a_token.as_str();
+    let notify = t.a["persona_id"].clone();
+    let policy = policy_with(&app, a, "P1", &[(-30, "high"), (0, "medium"), (30, "critical"), (600, "low")], &notify).await;
+    let start = |started: String, subject: &str| json!({ "policy_id": policy, "subject_ref": subject, "started_at": started });
+    // Due 40 minutes ago: -30, 0 and +30 have come, +600 has not.
+    let (_, late) = app.post("/api/sla/clocks", Some(a), start(minutes_ago(100), "request:late")).await;
+    let late_id = late["data"]["clock_id"].as_str().unwrap().to_string();
+    // Due in an hour: nothing yet.
+    let (_, fresh) = app.post("/api/sla/clocks", Some(a), json!({ "policy_id": policy, "subject_ref": "request:fresh" })).await;
+    let fresh_id = fresh["data"]["clock_id"].as_str().unwrap().to_string();
+    // Due 40 minutes ago too, but stopped before the sweep: nothing.
+    let (_, stopped) = app.post("/api/sla/clocks", Some(a), start(minutes_ago(100), "request:stopped")).await;
+    let stopped_id = stopped["data"]["clock_id"].as_str().unwrap().to_string();
+    assert_eq!(app.post(&format!("/api/sla/clocks/{stopped_id}/stop"), Some(a), json!({})).await.0, StatusCode::OK);
+    // Another tenant's clock fires in its own chain.
+    let b_policy = policy_with(&app, &t.b_token, "B1", &[(0, "low")], &t.b["persona_id"]).await;
+    let (s, _) = app.post("/api/sla/clocks", Some(&t.b_token), json!({ "policy_id": b_policy, "subject_ref": "theirs", "started_at": minutes_ago(90) })).await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    let db = &app.state().db;
+    assert_eq!(hub_crm::sla::fire_due(db).await.unwrap(), 4);
+    let ours = fired(&app, &t.a["tenant_id"]).await;
+    assert_eq!(ours.len(), 3, "{ours:?}");
+    assert!(ours.iter().all(|(p, kind)| p["clock_id"] == json!(late_id) && kind == "system"), "{ours:?}");
+    let offsets: Vec<i64> = ours.iter().map(|(p, _)| p["offset_minutes"].as_i64().unwrap()).collect();
+    assert_eq!(offsets, vec![-30, 0, 30]);
+    let (on_time, _) = &ours[1];
+    assert_eq!(
+        (
+            on_time["policy_id"].as_str(),
+            on_time["subject_ref"].as_str(),
+            on_time["severity"].as_str(),
+            &on_time["notify_persona_id"],
+            &on_time["fires_at"],
+            &on_time["due_at"]
+        ),
+        (Some(policy.as_str()), Some("request:late"), Some("medium"), &notify, &late["data"]["due_at"], &late["data"]["due_at"])
+    );
+    assert!(on_time["fired_at"].as_str().unwrap() >= on_time["fires_at"].as_str().unwrap());
+    assert_eq!(fired(&app, &t.b["tenant_id"]).await.len(), 1);
+
+    // Once only.
+    assert_eq!(hub_crm::sla::fire_due(db).await.unwrap(), 0);
+    assert_eq!(fired(&app, &t.a["tenant_id"]).await.len(), 3);
+
+    // The clock's read lists the firings, earliest first.
+    let (s, c) = app.get(&format!("/api/sla/clocks/{late_id}"), Some(a)).await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    let firings = c["data"]["fired_rungs"].as_array().unwrap();
+    let seen: Vec<(i64, &str)> = firings.iter().map(|f| (f["offset_minutes"].as_i64().unwrap(), f["severity"].as_str().unwrap())).collect();
+    assert_eq!(seen, vec![(-30, "high"), (0, "medium"), (30, "critical")]);
+    assert_eq!((&firings[1]["fires_at"], &firings[1]["fired_at"], &firings[1]["notify_persona_id"]), (&on_time["fires_at"], &on_time["fired_at"], &notify));
+    for id in [&fresh_id, &stopped_id] {
+        let (_, c) = app.get(&format!("/api/sla/clocks/{id}"), Some(a)).await;
+        assert_eq!(c["data"]["fired_rungs"], json!([]), "{c}");
+    }
+
+    // A rung added later whose time has passed fires at the next sweep, for
+    // the running clock only; once the clock stops, nothing more.
+    let (s, added) = app.post(&format!("/api/sla/policies/{policy}/rungs"), Some(a), json!({ "offset_minutes": 5, "severity": "low" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{added}");
+    assert_eq!(hub_crm::sla::fire_due(db).await.unwrap(), 1);
+    assert_eq!(app.post(&format!("/api/sla/clocks/{late_id}/stop"), Some(a), json!({})).await.0, StatusCode::OK);
+    let (s, r) = app.post(&format!("/api/sla/policies/{policy}/rungs"), Some(a), json!({ "offset_minutes": 10, "severity": "low" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    assert_eq!(hub_crm::sla::fire_due(db).await.unwrap(), 0);
+    assert_eq!(fired(&app, &t.a["tenant_id"]).await.len(), 4);
+    // A rung removed after it fired stays in the clock's history.
+    let rung = added["data"]["rung_id"].as_str().unwrap();
+    assert_eq!(app.call(reqwest::Method::DELETE, &format!("/api/sla/policies/{policy}/rungs/{rung}"), Some(a), None).await.0, StatusCode::OK);
+    let (_, c) = app.get(&format!("/api/sla/clocks/{late_id}"), Some(a)).await;
+    assert_eq!(c["data"]["fired_rungs"].as_array().unwrap().len(), 4, "{c}");
+}
+db_test!(the_sweep_fires_each_rung_of_a_running_clock_once);
+
+/// Sweeps at once (two hub replicas on PostgreSQL) fire each rung once.
+async fn sweeps_at_once_fire_each_rung_once(app: TestApp) {
+    let t = app.two_tenants("sla-race").await;
+    let a = t.a_token.as_str();
+    let policy = policy_with(&app, a, "Race", &[(-10, "low"), (0, "high")], &Value::Null).await;
+    for i in 0..12 {
+        let body = json!({ "policy_id": policy, "subject_ref": format!("race:{i}"), "started_at": minutes_ago(120) });
+        assert_eq!(app.post("/api/sla/clocks", Some(a), body).await.0, StatusCode::CREATED);
+    }
+    let replica = if app.backend == Backend::Postgres { Some(app.replica().await) } else { None };
+    let other = replica.as_ref().unwrap_or(&app);
+    let (x, y, z, w) = tokio::join!(
+        hub_crm::sla::fire_due(&app.state().db),
+        hub_crm::sla::fire_due(&other.state().db),
+        hub_crm::sla::fire_due(&app.state().db),
+        hub_crm::sla::fire_due(&other.state().db),
+    );
+    let total: usize = [x, y, z, w].into_iter().map(Result::unwrap).sum();
+    // A sweep that met a clock another held leaves it to the next pass.
+    let rest = hub_crm::sla::fire_due(&app.state().db).await.unwrap();
+    assert_eq!(total + rest, 24);
+    assert_eq!(fired(&app, &t.a["tenant_id"]).await.len(), 24);
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sla_rung_firing").fetch_one(&app.state().db.read).await.unwrap();
+    assert_eq!(rows, 24);
+    assert_eq!(hub_crm::sla::fire_due(&other.state().db).await.unwrap(), 0);
+}
+db_test!(sweeps_at_once_fire_each_rung_once);
+
+/// With `HUB_SLA_SWEEP_SECONDS` set, the hub sweeps on its own, and the
+/// event reaches a webhook endpoint subscribed to it through the outbox.
+async fn the_hub_sweeps_in_the_background_and_webhooks_carry_the_firing(app: TestApp) {
+    let app = app.variant(|c| c.sla_sweep_seconds = 1).await;
+    let t = app.two_tenants("sla-bg").await;
+    let a = t.a_token.as_str();
+    let (s, ep) = app.post("/api/webhooks/endpoints", Some(a), json!({ "url": "http://127.0.0.1:9/hook", "event_types": ["sla.rung.*"] })).await;
+    assert_eq!(s, StatusCode::CREATED, "{ep}");
+    let policy = policy_with(&app, a, "BG", &[(0, "high")], &t.a["persona_id"]).await;
+    let body = json!({ "policy_id": policy, "subject_ref": "bg", "started_at": minutes_ago(61) });
+    assert_eq!(app.post("/api/sla/clocks", Some(a), body).await.0, StatusCode::CREATED);
+    let mut deliveries = Value::Null;
+    for _ in 0..100 {
+        let (_, l) = app.get("/api/webhooks/deliveries?event_type=sla.rung.fired.v1", Some(a)).await;
+        if l["total"].as_i64() == Some(1) {
+            deliveries = l;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(deliveries["total"], 1, "a delivery of sla.rung.fired.v1 to the subscribed endpoint");
+    assert_eq!(deliveries["data"][0]["endpoint_id"], ep["data"]["endpoint_id"]);
+    assert_eq!(fired(&app, &t.a["tenant_id"]).await.len(), 1);
+}
+db_test!(the_hub_sweeps_in_the_background_and_webhooks_carry_the_firing);

@@ -80,21 +80,41 @@ async fn a_tenants_schema_overrides_the_platform_default_for_its_kind(app: TestA
 }
 db_test!(a_tenants_schema_overrides_the_platform_default_for_its_kind);
 
-async fn the_bridges_name_groups_of_the_catalogue(app: TestApp) {
+async fn the_bridges_carry_the_documented_fields(app: TestApp) {
     let t = app.signup("bridges@example.com", "bridges").await;
     let token = t["token"].as_str().unwrap();
     assert_error(app.get("/api/semantic/bridges", None).await, 401, "Unauthorized");
     let (s, list) = app.get("/api/semantic/bridges", Some(token)).await;
     assert_eq!(s, StatusCode::OK, "{list}");
-    let bridges = list["data"].as_array().unwrap();
-    assert!(bridges.iter().any(|b| b["bridge_id"] == "agent-runs-to-trace-exports" && b["event_types"] == json!(["agent.run.started.v1"])));
-    let (_, index) = app.get("/capabilities.json", None).await;
-    let groups: Vec<&Value> = index["groups"].as_array().unwrap().iter().map(|g| &g["group"]).collect();
-    for b in bridges {
-        assert!(groups.contains(&&b["to_group"]), "{} is a group of the catalogue", b["to_group"]);
-    }
+    // The whole body: the envelope, every bridge, exactly the document's
+    // fields (bridge_id, from_object_type_id, to_object_type_id,
+    // access_mode, requires_cross_tenant_consent), unpaginated.
+    assert_eq!(
+        list,
+        json!({ "success": true, "data": [
+            { "bridge_id": "agent-runs-to-trace-exports", "from_object_type_id": "agent.run", "to_object_type_id": "trace.export",
+              "access_mode": "read", "requires_cross_tenant_consent": false },
+            { "bridge_id": "events-to-webhooks", "from_object_type_id": "audit.entry", "to_object_type_id": "webhook.delivery",
+              "access_mode": "subscribe", "requires_cross_tenant_consent": false },
+        ] })
+    );
+    // Query parameters change nothing (there are none).
+    let (_, again) = app.get("/api/semantic/bridges?limit=1&from_object_type_id=agent.run", Some(token)).await;
+    assert_eq!(again, list);
+    // The document's schema says the same: the fields, all required, the
+    // access modes an enumeration.
+    let (_, doc) = app.get("/openapi.json", None).await;
+    let schema = &doc["components"]["schemas"]["SemanticBridge"];
+    let mut required: Vec<&str> = schema["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    required.sort_unstable();
+    assert_eq!(required, ["access_mode", "bridge_id", "from_object_type_id", "requires_cross_tenant_consent", "to_object_type_id"]);
+    let mut fields: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+    fields.sort_unstable();
+    assert_eq!(fields, ["access_mode", "bridge_id", "from_object_type_id", "requires_cross_tenant_consent", "to_object_type_id"]);
+    assert_eq!(schema["properties"]["requires_cross_tenant_consent"]["type"], "boolean");
+    assert_eq!(doc["components"]["schemas"]["SemanticBridgeAccessMode"]["enum"], json!(["read", "subscribe"]));
 }
-db_test!(the_bridges_name_groups_of_the_catalogue);
+db_test!(the_bridges_carry_the_documented_fields);
 
 /// Retires or activates (`to`) a schema version.
 async fn change(app: &TestApp, token: &str, id: &str, to: &str) -> (StatusCode, Value) {

@@ -500,7 +500,21 @@ async fn inbound_webhooks_are_verified_then_handed_to_their_kind(app: TestApp) {
     assert_eq!(recorder.0.lock().unwrap().clone(), [(tenant.clone(), "acme".to_string(), serde_json::from_str::<Value>(body).unwrap())]);
 
     let status = |r: reqwest::Response| r.status().as_u16();
-    assert_eq!(status(send("msg_1", now, &secret, body, url.clone()).await.unwrap()), 409, "a replay of a seen webhook-id");
+    // A resend of the id (signed anew at its own time, as a sender's retry
+    // is): the first delivery's answer, and nothing handed on again.
+    for at in [now, now + 1] {
+        let res = send("msg_1", at, &secret, body, url.clone()).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(res.json::<Value>().await.unwrap(), answer, "a resend answers what the first delivery got");
+    }
+    // Another body under the id is not a resend.
+    let res = send("msg_1", now, &secret, r#"{"event":"bounced","message":"m-1"}"#, url.clone()).await.unwrap();
+    let other = (res.status(), res.json::<Value>().await.unwrap());
+    let b = assert_error(other, 409, "Conflict");
+    assert_eq!(b["details"], json!(["webhook-id msg_1 was received already with a different body"]));
+    // Nor is a resend that does not verify.
+    assert_eq!(status(send("msg_1", now, &("whsec_".to_string() + &"D".repeat(32)), body, url.clone()).await.unwrap()), 401);
+    assert_eq!(recorder.0.lock().unwrap().len(), 1, "a resend is handled once");
     let stale = send("msg_2", now - 6 * 60, &secret, body, url.clone()).await.unwrap();
     assert_eq!(stale.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(stale.json::<Value>().await.unwrap()["details"], json!(["the webhook does not verify: webhook-timestamp is more than 5 minutes old"]));
@@ -549,7 +563,7 @@ async fn inbound_webhooks_are_verified_then_handed_to_their_kind(app: TestApp) {
     assert_eq!(list["total"], 0);
     assert_eq!(recorder.0.lock().unwrap().len(), 2, "nothing was handed on after the delete");
     let events = app.events_of(&t.a["tenant_id"]).await;
-    assert_eq!(events.iter().filter(|e| *e == "webhook.inbound.received.v1").count(), 2);
+    assert_eq!(events.iter().filter(|e| *e == "webhook.inbound.received.v1").count(), 2, "one for msg_1 however often it came, one for msg_8");
     assert_eq!(events.iter().filter(|e| *e == "webhook.inbound_secret.set.v1").count(), 2);
     assert_eq!(events.iter().filter(|e| *e == "webhook.inbound_secret.deleted.v1").count(), 1);
 }
@@ -697,3 +711,92 @@ async fn several_hubs_make_each_attempt_once() {
     let ids: std::collections::BTreeSet<String> = rx.got().into_iter().map(|r| r.id).collect();
     assert_eq!((ids.len(), rx.got().len()), (EVENTS, EVENTS), "one attempt per delivery across both hubs ({} at first)", got.len());
 }
+
+/// A kind's handler for the test: refuses its first delivery (400) after
+/// a pause, then stores the others.
+#[derive(Default)]
+struct FailsFirst(Mutex<Vec<Value>>, std::sync::atomic::AtomicBool);
+
+impl hub_kernel::inbound::InboundHandler for FailsFirst {
+    fn handle<'a>(
+        &'a self,
+        _tx: &'a mut hub_kernel::db::Tx,
+        _tenant_id: &'a str,
+        _provider: &'a str,
+        payload: &'a Value,
+    ) -> futures_util::future::BoxFuture<'a, hub_kernel::error::ApiResult<Value>> {
+        Box::pin(async move {
+            if !self.1.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                return Err(hub_kernel::error::ApiError::invalid("the first delivery is refused"));
+            }
+            self.0.lock().unwrap().push(payload.clone());
+            Ok(json!({ "handled": self.0.lock().unwrap().len() }))
+        })
+    }
+}
+
+async fn inbound_ids_expire_after_three_days_and_a_refused_delivery_is_not_remembered(app: TestApp) {
+    let handler = Arc::new(FailsFirst::default());
+    app.state().inbound.register("flaky", handler.clone());
+    let t = app.two_tenants("inexp").await;
+    let tenant = t.a["tenant_id"].as_str().unwrap().to_string();
+    let (s, set) = app.post("/api/webhooks/inbound-secrets", Some(&t.a_token), json!({ "kind": "flaky", "provider": "acme" })).await;
+    assert_eq!(s, StatusCode::CREATED, "{set}");
+    let secret = set["data"]["secret"].as_str().unwrap().to_string();
+    let url = format!("{}/api/webhooks/inbound/flaky/acme?tenant_id={tenant}", app.base);
+    let send = |id: &'static str, body: &'static str| {
+        let at = chrono::Utc::now().timestamp();
+        let signature = standardwebhooks::Webhook::new(&secret).unwrap().sign(id, at, body.as_bytes()).unwrap();
+        app.client
+            .post(url.clone())
+            .header("webhook-id", id)
+            .header("webhook-timestamp", at.to_string())
+            .header("webhook-signature", signature)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let answer = |r: reqwest::Response| async move { (r.status().as_u16(), r.json::<Value>().await.unwrap()["data"].clone()) };
+
+    // The first delivery is refused while a resend waits for its id: the
+    // resend is then handled as a delivery of its own.
+    let first = send("msg_1", r#"{"n":1}"#);
+    let resend = async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        send("msg_1", r#"{"n":1}"#).await
+    };
+    let (first, resend) = tokio::join!(first, resend);
+    let (first, resend) = (answer(first.unwrap()).await, answer(resend.unwrap()).await);
+    assert_eq!(first.0, 400, "{first:?}");
+    assert_eq!(resend, (200, json!({ "received": true, "webhook_id": "msg_1", "result": { "handled": 1 } })));
+    assert_eq!(answer(send("msg_1", r#"{"n":1}"#).await.unwrap()).await, resend, "then remembered");
+    let other = answer(send("msg_1", r#"{"n":2}"#).await.unwrap()).await;
+    assert_eq!(other.0, 409, "{other:?}");
+
+    // Three days on, the id is forgotten: another body under it is a new
+    // delivery (the row is taken over, not left to the sweep).
+    let db = app.state().db.writer();
+    let backdate = |hours: i64| {
+        sqlx::query("UPDATE webhook_inbound_seen SET received_at = $1 WHERE webhook_id = 'msg_1'")
+            .bind(hub_kernel::db::format_time(chrono::Utc::now() - chrono::TimeDelta::hours(hours) - chrono::TimeDelta::minutes(1)))
+            .execute(db)
+    };
+    backdate(71).await.unwrap();
+    assert_eq!(answer(send("msg_1", r#"{"n":2}"#).await.unwrap()).await.0, 409, "still remembered before 72 hours");
+    backdate(72).await.unwrap();
+    let again = answer(send("msg_1", r#"{"n":2}"#).await.unwrap()).await;
+    assert_eq!(again, (200, json!({ "received": true, "webhook_id": "msg_1", "result": { "handled": 2 } })));
+    assert_eq!(answer(send("msg_1", r#"{"n":2}"#).await.unwrap()).await, again);
+    assert_eq!(handler.0.lock().unwrap().clone(), [json!({ "n": 1 }), json!({ "n": 2 })]);
+
+    // The hourly sweep deletes the ids more than 73 hours old only.
+    let seen = || sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM webhook_inbound_seen WHERE webhook_id = 'msg_1'").fetch_one(db);
+    backdate(72).await.unwrap();
+    assert_eq!(hub_platform::webhook::inbound::forget_expired(&app.state().db, chrono::Utc::now()).await.unwrap(), 0);
+    assert_eq!(seen().await.unwrap(), 1);
+    backdate(73).await.unwrap();
+    assert!(hub_platform::webhook::inbound::forget_expired(&app.state().db, chrono::Utc::now()).await.unwrap() >= 1);
+    assert_eq!(seen().await.unwrap(), 0);
+}
+db_test!(inbound_ids_expire_after_three_days_and_a_refused_delivery_is_not_remembered);

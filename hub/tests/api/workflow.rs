@@ -1,12 +1,13 @@
-//! sdk-workflow: versioned definitions, immutable per version, read back by
-//! name (latest or a given version), with their event.
+//! sdk-workflow: versioned definitions, registered or upserted per
+//! version, read back by name (latest or a given version), with their
+//! event.
 
 use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::{db_test, helpers::*};
 
-async fn definitions_are_versioned_immutable_and_read_back_by_name(app: TestApp) {
+async fn definitions_are_versioned_upserted_and_read_back_by_name(app: TestApp) {
     let t = app.signup("wf@example.com", "wf").await;
     let token = t["token"].as_str().unwrap();
     let steps = json!([{ "name": "fetch" }, { "name": "notify", "retries": 2 }]);
@@ -20,12 +21,22 @@ async fn definitions_are_versioned_immutable_and_read_back_by_name(app: TestApp)
     let (s, again) = app.post("/api/workflows/definitions", Some(token), json!({ "name": "onboard", "version": 1, "step_specs": steps })).await;
     assert_eq!(s, StatusCode::OK, "{again}");
     assert_eq!((again["data"]["definition_id"].clone(), again["data"]["created"].clone()), (d["data"]["definition_id"].clone(), json!(false)));
-    // Other steps under a taken version are refused: definitions are immutable.
-    assert_error(
-        app.post("/api/workflows/definitions", Some(token), json!({ "name": "onboard", "version": 1, "step_specs": [{ "name": "other" }] })).await,
-        409,
-        "Conflict",
+    let mut unchanged = d["data"].clone();
+    unchanged["created"] = json!(false);
+    assert_eq!(again["data"], unchanged, "the stored definition, updated_at unmoved");
+    // Other steps under a stored version replace its steps (no run
+    // references it): the same definition, its steps and updated_at new.
+    let (s, up) = app.post("/api/workflows/definitions", Some(token), json!({ "name": "onboard", "version": 1, "step_specs": [{ "name": "other" }] })).await;
+    assert_eq!(s, StatusCode::OK, "{up}");
+    assert_eq!(
+        (up["data"]["definition_id"].clone(), up["data"]["version"].as_i64(), up["data"]["created"].clone(), up["data"]["step_specs"].clone()),
+        (d["data"]["definition_id"].clone(), Some(1), json!(false), json!([{ "name": "other" }]))
     );
+    assert_eq!((up["data"]["created_at"].clone(), up["data"]["created_by"].clone()), (d["data"]["created_at"].clone(), d["data"]["created_by"].clone()));
+    assert!(up["data"]["updated_at"].as_str().unwrap() > d["data"]["updated_at"].as_str().unwrap(), "{up}");
+    // Registered back: the original steps again (another update).
+    let (s, back) = app.post("/api/workflows/definitions", Some(token), json!({ "name": "onboard", "version": 1, "step_specs": steps })).await;
+    assert_eq!((s, back["data"]["step_specs"].clone()), (StatusCode::OK, steps.clone()));
     // Without a version, the next one.
     let (s, v2) = app.post("/api/workflows/definitions", Some(token), json!({ "name": "onboard", "step_specs": [{ "name": "fetch" }] })).await;
     assert_eq!((s, v2["data"]["version"].as_i64()), (StatusCode::CREATED, Some(2)));
@@ -65,10 +76,15 @@ async fn definitions_are_versioned_immutable_and_read_back_by_name(app: TestApp)
     let body = assert_error(app.post("/api/workflows/definitions", Some(token), json!({ "step_specs": [] })).await, 400, "ValidationError");
     assert_eq!(body["details"], json!(["name is required", "step_specs must hold 1 to 500 items"]));
 
-    let registered = app.events_of(&t["tenant_id"]).await.into_iter().filter(|e| e == "workflow.definition.registered.v1").count();
-    assert_eq!(registered, 3, "one event per stored definition");
+    let events = app.events_of(&t["tenant_id"]).await;
+    let count = |name: &str| events.iter().filter(|e| *e == name).count();
+    assert_eq!(
+        (count("workflow.definition.registered.v1"), count("workflow.definition.updated.v1")),
+        (3, 2),
+        "registered per stored definition, updated per change of steps, none for the same steps again"
+    );
 }
-db_test!(definitions_are_versioned_immutable_and_read_back_by_name);
+db_test!(definitions_are_versioned_upserted_and_read_back_by_name);
 
 async fn definitions_are_listed_by_namespace_and_name(app: TestApp) {
     let t = app.two_tenants("wf-list").await;
@@ -110,3 +126,37 @@ async fn definitions_are_listed_by_namespace_and_name(app: TestApp) {
     );
 }
 db_test!(definitions_are_listed_by_namespace_and_name);
+
+/// The steps are compared whatever order their keys were written in; a
+/// registration without a version never replaces one; each tenant upserts
+/// its own.
+async fn an_upsert_compares_steps_not_their_spelling_and_stays_in_its_tenant(app: TestApp) {
+    let t = app.two_tenants("wf-upsert").await;
+    let (a, b) = (t.a_token.as_str(), t.b_token.as_str());
+    let post = async |token: &str, body: serde_json::Value| app.post("/api/workflows/definitions", Some(token), body).await;
+    let (s, d) = post(a, json!({ "name": "ship", "version": 3, "step_specs": [{ "name": "pack", "retries": 2, "on": { "z": 1, "a": 2 } }] })).await;
+    assert_eq!((s, d["data"]["version"].as_i64(), d["data"]["created"].as_bool()), (StatusCode::CREATED, Some(3), Some(true)), "{d}");
+    assert_eq!(d["data"]["created_at"], d["data"]["updated_at"]);
+    // The same steps, keys in another order: the same definition, unchanged.
+    let (s, same) = post(a, json!({ "name": "ship", "version": 3, "step_specs": [{ "on": { "a": 2, "z": 1 }, "retries": 2, "name": "pack" }] })).await;
+    assert_eq!(s, StatusCode::OK, "{same}");
+    assert_eq!(same["data"], {
+        let mut u = d["data"].clone();
+        u["created"] = json!(false);
+        u
+    });
+    // Without a version: the next one (4), never version 3 replaced.
+    let (s, next) = post(a, json!({ "name": "ship", "step_specs": [{ "name": "drive" }] })).await;
+    assert_eq!((s, next["data"]["version"].as_i64()), (StatusCode::CREATED, Some(4)), "{next}");
+    // Another tenant's version 3 of the same name is its own.
+    let (s, theirs) = post(b, json!({ "name": "ship", "version": 3, "step_specs": [{ "name": "fly" }] })).await;
+    assert_eq!((s, theirs["data"]["created"].as_bool()), (StatusCode::CREATED, Some(true)), "{theirs}");
+    let (_, mine) = app.get("/api/workflows/definitions/ship?version=3", Some(a)).await;
+    assert_eq!(mine["data"]["step_specs"], json!([{ "name": "pack", "retries": 2, "on": { "a": 2, "z": 1 } }]));
+    // An update still checks the steps.
+    let body = assert_error(post(a, json!({ "name": "ship", "version": 3, "step_specs": [{ "retries": 1 }] })).await, 400, "ValidationError");
+    assert_eq!(body["details"], json!(["step_specs[0] must be an object with a string name"]));
+    let events = app.events_of(&t.a["tenant_id"]).await;
+    assert_eq!(events.iter().filter(|e| *e == "workflow.definition.registered.v1").count(), 2, "two stored, nothing changed");
+}
+db_test!(an_upsert_compares_steps_not_their_spelling_and_stays_in_its_tenant);

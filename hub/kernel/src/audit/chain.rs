@@ -180,6 +180,11 @@ pub fn prepare_with(kind: Option<&registry::EventType>, pool_index: i64, ev: &Ev
             ev.event_type
         )));
     };
+    // A retired type is kept for the entries it has; it takes no new one
+    // (a deprecated type still does: it is on its way out, not gone).
+    if kind.schema_state == "retired" {
+        return Err(ApiError::invalid(format!("event_type '{}' is retired: it takes no new entries", ev.event_type)));
+    }
     let retention_class = match ev.retention_class {
         Some(r) if registry::RETENTION_CLASSES.contains(&r) => r.to_string(),
         Some(_) => {

@@ -29,12 +29,14 @@ event_types! {
     AGENT_RUN_COMPLETED = "agent.run.completed.v1";
     AGENT_RUN_FAILED = "agent.run.failed.v1";
     AGENT_RUN_CANCELLED = "agent.run.cancelled.v1";
+    AGENT_RUN_EXPIRED = "agent.run.expired.v1";
     AI_GATEWAY_ROUTE_SET = "ai-gateway.route.set.v1";
     AI_GATEWAY_PII_REDACTED = "ai-gateway.pii.redacted.v1";
     AI_GATEWAY_COMPLETE = "ai-gateway.complete.v1";
     AI_GATEWAY_ROUTE_DELETED = "ai-gateway.route.deleted.v1";
     INGEST_BATCH_RECEIVED = "ingest.batch.received.v1";
     WORKFLOW_DEFINITION_REGISTERED = "workflow.definition.registered.v1";
+    WORKFLOW_DEFINITION_UPDATED = "workflow.definition.updated.v1";
     ADDRESS_CANONICALISED = "geo.address.canonicalised.v1";
     CONFIG_SET = "config.value.set.v1";
     CONFIG_REVOKED = "config.value.revoked.v1";
@@ -209,6 +211,8 @@ event_types! {
     SEQUENCE_TEMPLATE_UPDATED = "sequence.template.updated.v1";
     SEQUENCE_UPDATED = "sequence.sequence.updated.v1";
     SEQUENCE_ARCHIVED = "sequence.sequence.archived.v1";
+    SEQUENCE_ENROLLMENT_STARTED = "sequence.enrollment.started.v1";
+    SEQUENCE_ENROLLMENT_CANCELLED = "sequence.enrollment.cancelled.v1";
     HANDOFF_CREATED = "handoff.handoff.created.v1";
     HANDOFF_ACCEPTED = "handoff.handoff.accepted.v1";
     HANDOFF_DECLINED = "handoff.handoff.declined.v1";
@@ -237,6 +241,10 @@ event_types! {
     CRM_LEAD_DELETED = "crm.lead.deleted.v1";
     CRM_CALL_LOGGED = "crm.call.logged.v1";
     CRM_CALL_MISSED = "crm.call.missed.v1";
+    CRM_DEAL_CREATED = "crm.deal.created.v1";
+    CRM_DEAL_UPDATED = "crm.deal.updated.v1";
+    CRM_DEAL_WON = "crm.deal.won.v1";
+    CRM_DEAL_LOST = "crm.deal.lost.v1";
     CAMPAIGN_CREATED = "campaign.campaign.created.v1";
     CAMPAIGN_UPDATED = "campaign.campaign.updated.v1";
     CAMPAIGN_ARCHIVED = "campaign.campaign.archived.v1";
@@ -278,6 +286,7 @@ event_types! {
     SLA_CLOCK_BREACHED = "sla.clock.breached.v1";
     SLA_POLICY_UPDATED = "sla.policy.updated.v1";
     SLA_RUNG_DELETED = "sla.rung.deleted.v1";
+    SLA_RUNG_FIRED = "sla.rung.fired.v1";
     CONNECTOR_SYNC_COMPLETED = "connector.sync.completed.v1";
     CONNECTOR_SYNC_FAILED = "connector.sync.failed.v1";
     CONNECTOR_ITEM_DEAD_LETTERED = "connector.item.dead_lettered.v1";

@@ -183,6 +183,11 @@ mod tests {
     /// Types the catalogue's groups emit that the document's baseline lacks
     /// (each recorded in docs/compatibility.md).
     const ADDED: &[&str] = &[
+        "crm.deal.created.v1",
+        "crm.deal.updated.v1",
+        "crm.deal.won.v1",
+        "crm.deal.lost.v1",
+        "sequence.enrollment.cancelled.v1",
         "ai-gateway.route.deleted.v1",
         "import.template.activated.v1",
         "import.template.deactivated.v1",
@@ -294,6 +299,7 @@ mod tests {
         "geo.address.deleted.v1",
         "webhook.inbound_secret.deleted.v1",
         "webhook.endpoint.tested.v1",
+        "workflow.definition.updated.v1",
     ];
 
     #[test]

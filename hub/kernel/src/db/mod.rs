@@ -42,6 +42,31 @@ impl Backend {
             Backend::Sqlite => "",
         }
     }
+
+    /// What a `SELECT` of a row that a later statement of the same
+    /// transaction relies on ends with, so that no other transaction
+    /// changes it (an erasure's guarded `UPDATE`) until this one commits:
+    /// ` FOR NO KEY UPDATE` on PostgreSQL (a foreign key's `KEY SHARE`
+    /// does not block an `UPDATE` of a non-key column); nothing on SQLite,
+    /// whose one writer holds the whole database.
+    pub fn no_key_update(self) -> &'static str {
+        match self {
+            Backend::Postgres => " FOR NO KEY UPDATE",
+            Backend::Sqlite => "",
+        }
+    }
+
+    /// The SQL expression of the seconds (a real number, fractions kept)
+    /// from the stored RFC 3339 time `from` to the stored time `to`, both
+    /// SQL expressions (columns or parameters): negative when `to` is
+    /// earlier. Stored times are text, so each backend parses them its way:
+    /// `julianday` on SQLite, a cast to `timestamptz` on PostgreSQL.
+    pub fn seconds_between(self, from: &str, to: &str) -> String {
+        match self {
+            Backend::Sqlite => format!("((julianday({to}) - julianday({from})) * 86400.0)"),
+            Backend::Postgres => format!("CAST(EXTRACT(EPOCH FROM (CAST({to} AS timestamptz) - CAST({from} AS timestamptz))) AS DOUBLE PRECISION)"),
+        }
+    }
 }
 
 /// The hub's database handle.

@@ -16,9 +16,14 @@ use serde_json::json;
 use sqlx::FromRow;
 
 use crate::{
-    audit, crypto, db,
+    audit,
+    catalogue::ListOf,
+    crypto, db,
+    db::Db,
     error::{ApiError, ApiResult},
+    extract::{Listing, Page},
     state::{AppState, Invalidation},
+    types::{Id, Timestamp},
 };
 
 /// The chain operator actions are recorded in (`audit::PLATFORM_CHAIN`).
@@ -130,4 +135,55 @@ pub async fn revoke(state: &AppState, operator: &str, id: &str) -> ApiResult<Ops
         .await?;
     tx.commit().await?;
     Ok(token)
+}
+
+crate::stored_enum! {
+    /// Where a database operator token stands: `active` until it is
+    /// revoked (`revoked`) or its `expires_at` passes (`expired`).
+    #[schema(as = AdminOpsTokenState)]
+    pub enum TokenState { Active = "active", Revoked = "revoked", Expired = "expired" }
+}
+
+/// A database operator token as the operator lists it: never its secret
+/// nor its hash. The hub keeps no time of last use.
+#[derive(Debug, FromRow, Serialize, utoipa::ToSchema)]
+#[schema(as = AdminOpsTokenRow)]
+pub struct Listed {
+    pub id: Id,
+    pub label: String,
+    /// `revoked` once revoked, else `expired` once `expires_at` has
+    /// passed, else `active`.
+    pub status: TokenState,
+    /// Null: it never expires.
+    pub expires_at: Option<Timestamp>,
+    /// Why it was minted, as given.
+    pub reason: Option<String>,
+    /// Who asked for it, as given.
+    pub created_by: Option<String>,
+    /// The operator credential that minted it: `break-glass` or
+    /// `<label> (<id>)` of a database token.
+    pub minted_by: String,
+    pub created_at: Timestamp,
+    pub revoked_at: Option<Timestamp>,
+}
+
+/// The state of a row, as of `$1` (now): the stored `status` knows only
+/// `active` and `revoked`.
+macro_rules! state_sql {
+    () => {
+        "(CASE WHEN status = 'revoked' THEN 'revoked' WHEN expires_at IS NOT NULL AND expires_at <= $1 THEN 'expired' ELSE 'active' END)"
+    };
+}
+
+const LISTED: Listing = Listing {
+    table: "admin_ops_token",
+    columns: concat!("id, label, ", state_sql!(), " AS status, expires_at, reason, created_by, minted_by, created_at, revoked_at"),
+    filter: concat!("($2 = '' OR ", state_sql!(), " = $2)"),
+    order: "created_at DESC, id DESC",
+};
+
+/// A page of the database tokens, newest first, all of them or those in
+/// `state`, with the count of all that match.
+pub async fn list(db: &Db, page: Page, state: Option<TokenState>) -> ApiResult<ListOf<Listed>> {
+    page.list::<Listed>(&db.read, &LISTED, &[&db::now(), state.map(TokenState::as_str).unwrap_or_default()]).await
 }

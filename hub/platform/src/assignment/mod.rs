@@ -321,10 +321,11 @@ fn specialties(check: &mut Check, value: Option<HashMap<String, Vec<String>>>) -
     map
 }
 
-/// A list of at most 100 strings (as its schema says), none of them blank.
-fn string_list(check: &mut Check, name: &str, value: Option<Vec<String>>) -> Vec<String> {
+/// A list of at most 100 strings (as its schema says), none of them blank
+/// (`form`: the items' pattern, a character that is not white space).
+fn string_list(check: &mut Check, name: &str, value: Option<Vec<String>>, form: &Pattern) -> Vec<String> {
     let list = value.unwrap_or_default();
-    if list.iter().any(|s| s.trim().is_empty()) {
+    if list.iter().any(|s| !form.is_match(s)) {
         check.fail(format!("{name} must be an array of at most 100 non-blank strings"));
     }
     list.iter().map(|s| s.trim().to_string()).collect()
@@ -389,7 +390,7 @@ struct RouteRequest {
     subject: Option<serde_json::Map<String, Value>>,
     subject_ref: Option<String>,
     /// Personas of the tenant that may be given the subject.
-    #[schema(max_items = 100)]
+    #[schema(max_items = 100, format = "uuid")]
     candidate_persona_ids: Option<Vec<String>>,
     /// Persona id to its specialties (at most 100 personas).
     persona_specialties: Option<HashMap<String, Vec<String>>>,
@@ -458,10 +459,10 @@ struct TaskRequest {
     /// The task being assigned.
     task_id: String,
     /// Personas of the tenant to choose from, primary first, then backup.
-    #[schema(max_items = 100)]
+    #[schema(max_items = 100, format = "uuid")]
     candidate_persona_ids: Vec<String>,
     /// Skills the winner must hold, all of them (none blank).
-    #[schema(max_items = 100)]
+    #[schema(max_items = 100, pattern = r"[^\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")]
     required_skills: Option<Vec<String>>,
     /// `default` when absent.
     strategy: Option<Strategy>,
@@ -501,7 +502,8 @@ async fn assign_by_task(State(state): State<AppState>, Tenant(ctx): Tenant, body
     let mut check = Check::new();
     let task_id = body.task_id.trim().to_string();
     let candidates = persona_list(&mut check, "candidate_persona_ids", &body.candidate_persona_ids);
-    let required = string_list(&mut check, "required_skills", body.required_skills);
+    static REQUIRED_SKILL: Pattern = Pattern::of::<TaskRequest>("required_skills[]");
+    let required = string_list(&mut check, "required_skills", body.required_skills, &REQUIRED_SKILL);
     let strategy = body.strategy.unwrap_or(Strategy::Default);
     let pool_key = Check::optional(&body.pool_key).unwrap_or_else(|| "default".into());
     if !valid_name(&pool_key) {
@@ -687,7 +689,7 @@ async fn workloads(tx: &mut Tx, tenant_id: &str, ids: &[String], lock: &str) -> 
 #[schema(as = AssignmentWorkloadUpdate)]
 struct WorkloadUpdate {
     /// The persona's skills (none blank); none when absent.
-    #[schema(max_items = 100)]
+    #[schema(max_items = 100, pattern = r"[^\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")]
     skills: Option<Vec<String>>,
     /// Not available before; before `available_to`.
     #[schema(format = DateTime)]
@@ -719,7 +721,8 @@ async fn put_workload(State(state): State<AppState>, Tenant(ctx): Tenant, Path(i
     persona.ok_or(ApiError::NotFound)?;
     let body = body.checked()?;
     let mut check = Check::new();
-    let skills = string_list(&mut check, "skills", body.skills);
+    static SKILL: Pattern = Pattern::of::<WorkloadUpdate>("skills[]");
+    let skills = string_list(&mut check, "skills", body.skills, &SKILL);
     let from = check.optional_expiry("available_from", &body.available_from);
     let to = check.optional_expiry("available_to", &body.available_to);
     if let (Some(f), Some(t)) = (&from, &to)
@@ -836,7 +839,7 @@ struct SimulateRequest {
     #[schema(minimum = 1, maximum = 1000)]
     limit: Option<i64>,
     /// The pool to replay with; each decision's own when absent.
-    #[schema(max_items = 100)]
+    #[schema(max_items = 100, format = "uuid")]
     candidate_persona_ids: Option<Vec<String>>,
     /// Persona id to its specialties (at most 100 personas).
     persona_specialties: Option<HashMap<String, Vec<String>>>,

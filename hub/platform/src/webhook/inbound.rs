@@ -1,9 +1,12 @@
 //! Signed inbound webhooks: `POST /api/webhooks/inbound/{kind}/{provider}`
 //! (public: the signature is the credential) verifies a Standard Webhooks
 //! signature against the tenant's secret for that provider, refuses stale
-//! timestamps (5 minutes) and a `webhook-id` seen before, and hands the
-//! payload to the handler the kind's group registered
-//! (`hub_kernel::inbound`), in the transaction that records the receipt.
+//! timestamps (5 minutes), and hands the payload to the handler the kind's
+//! group registered (`hub_kernel::inbound`), in the transaction that
+//! records the receipt. A `webhook-id` handled before is not handed on
+//! again: a resend (Standard Webhooks senders retry whatever is not 2xx)
+//! is answered the receipt its first delivery got, stored with the id in
+//! the transaction that applied it; the same id with another body is 409.
 //! Tenants register their secrets per (kind, provider).
 
 use axum::{http::HeaderMap, response::IntoResponse};
@@ -16,9 +19,37 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(set_secret, list_secrets)).routes(routes!(delete_secret)).routes(routes!(receive))
 }
 
-/// How long a `webhook-id` is remembered: past it, the timestamp check
-/// refuses the message anyway.
-const SEEN_MINUTES: i64 = 10;
+/// How long a `webhook-id` (with its body's digest and its answer) is
+/// remembered. A sender signs every attempt anew, with that attempt's
+/// timestamp, so the 5-minute tolerance does not bound a resend: Standard
+/// Webhooks schedules (this hub's own: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h,
+/// 10 h, ±20%) retry for about a day and a half, and a dead letter may be
+/// resent by hand later. Three days covers them.
+const SEEN_HOURS: i64 = 72;
+
+/// Forgets the ids remembered more than `SEEN_HOURS` and one hour before
+/// `now`, at most 500 at a time until none is left (the hub's hourly
+/// sweep; a request takes an expired id's row over itself, so this only
+/// bounds the table). The extra hour keeps a row a request has just found
+/// from being deleted before it reads it.
+pub async fn forget_expired(db: &Db, now: chrono::DateTime<Utc>) -> Result<u64, sqlx::Error> {
+    let cutoff = db::format_time(now - TimeDelta::hours(SEEN_HOURS + 1));
+    let mut forgotten = 0;
+    loop {
+        let n = sqlx::query(
+            "DELETE FROM webhook_inbound_seen WHERE (tenant_id, kind, provider, webhook_id) IN \
+             (SELECT tenant_id, kind, provider, webhook_id FROM webhook_inbound_seen WHERE received_at < $1 LIMIT 500)",
+        )
+        .bind(&cutoff)
+        .execute(db.writer())
+        .await?
+        .rows_affected();
+        forgotten += n;
+        if n < 500 {
+            return Ok(forgotten);
+        }
+    }
+}
 
 fn valid_name(s: &str) -> bool {
     (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-'))
@@ -187,6 +218,14 @@ struct Receipt {
     result: Value,
 }
 
+/// A remembered `webhook-id`: the digest of the body it came with and the
+/// handler's answer (JSON).
+#[derive(FromRow)]
+struct Seen {
+    body_sha256: String,
+    answer: String,
+}
+
 const NO_MATCH: &str = "the webhook does not verify: webhook-signature does not match";
 
 fn refused(e: WebhookError) -> ApiError {
@@ -201,14 +240,15 @@ fn refused(e: WebhookError) -> ApiError {
 }
 
 /// Receives a provider's signed webhook for a tenant: verified, then
-/// handed to the kind's group.
+/// handed to the kind's group, once per `webhook-id`: a resend is answered
+/// the first delivery's receipt.
 #[utoipa::path(post, path = "/api/webhooks/inbound/{kind}/{provider}", tag = "sdk-webhook",
     params(("kind" = String, Path, description = "the receiving group's kind"), ("provider" = String, Path, description = "the sender"), Receiver),
     request_body(content = Object, description = "the provider's JSON payload, signed with webhook-id, webhook-timestamp and webhook-signature"),
     extensions(("x-concurrency" = json!({ "outcome": "exempt", "reason": "the provider signs the body with the tenant's inbound secret (webhook-signature), which this harness cannot compute" }))),
-    responses((status = 200, description = "verified and handled", body = Data<Receipt>),
+    responses((status = 200, description = "verified and handled; or a resend (the same webhook-id and body within three days): the first delivery's receipt, unchanged, handled once", body = Data<Receipt>),
         (status = 401, description = "Unauthorized: the signature does not verify with the tenant's inbound secret, or the timestamp is outside the tolerance", body = ErrorBody),
-        (status = 409, description = "Conflict: this webhook-id was received already", body = ErrorBody)))]
+        (status = 409, description = "Conflict: this webhook-id was received already with a different body (a resend of the same body is answered 200 with the first delivery's receipt, and not handled again)", body = ErrorBody)))]
 async fn receive(
     State(state): State<AppState>,
     Path((kind, provider)): Path<(String, String)>,
@@ -241,29 +281,64 @@ async fn receive(
         return Err(ApiError::invalid("webhook-id must be 1 to 256 characters"));
     }
     let now = Utc::now();
+    // An id remembered before `expired` is forgotten: its row is taken
+    // over by this delivery (the hourly `forget_expired` deletes such rows
+    // later, with an older cutoff, so none vanishes under a request).
+    let expired = db::format_time(now - TimeDelta::hours(SEEN_HOURS));
+    let digest = crypto::sha256_hex(&body);
     let mut tx = state.db.begin().await?;
-    sqlx::query("DELETE FROM webhook_inbound_seen WHERE received_at < $1")
-        .bind(db::format_time(now - TimeDelta::minutes(SEEN_MINUTES)))
-        .execute(&mut *tx)
-        .await?;
-    let fresh = sqlx::query(
-        "INSERT INTO webhook_inbound_seen (tenant_id, kind, provider, webhook_id, received_at) VALUES ($1, $2, $3, $4, $5) \
-         ON CONFLICT (tenant_id, kind, provider, webhook_id) DO NOTHING",
+    // The id first: of deliveries of one id at once, one inserts it and
+    // goes on; the others wait for its transaction (PostgreSQL; SQLite has
+    // one writer) and read what it stored, or insert it themselves if it
+    // rolled back (a refused payload is not remembered: a resend is
+    // handled anew).
+    let (seen, written): (Seen, _) = insert_or_read(
+        &mut tx,
+        sqlx::query_as(
+            "INSERT INTO webhook_inbound_seen (tenant_id, kind, provider, webhook_id, received_at, body_sha256, answer) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'null') ON CONFLICT (tenant_id, kind, provider, webhook_id) \
+             DO UPDATE SET received_at = excluded.received_at, body_sha256 = excluded.body_sha256, answer = excluded.answer \
+             WHERE webhook_inbound_seen.received_at < $7 RETURNING body_sha256, answer",
+        )
+        .bind(&tenant_id)
+        .bind(&kind)
+        .bind(&provider)
+        .bind(&webhook_id)
+        .bind(db::format_time(now))
+        .bind(&digest)
+        .bind(&expired),
+        sqlx::query_as(
+            "SELECT body_sha256, answer FROM webhook_inbound_seen WHERE tenant_id = $1 AND kind = $2 AND provider = $3 AND webhook_id = $4 AND received_at >= $5",
+        )
+        .bind(&tenant_id)
+        .bind(&kind)
+        .bind(&provider)
+        .bind(&webhook_id)
+        .bind(&expired),
     )
-    .bind(&tenant_id)
-    .bind(&kind)
-    .bind(&provider)
-    .bind(&webhook_id)
-    .bind(db::format_time(now))
-    .execute(&mut *tx)
     .await?;
-    if fresh.rows_affected() == 0 {
-        return Err(ApiError::Conflict(format!("webhook-id {webhook_id} was received already")));
+    if written == Written::Found {
+        // An id remembered from before its digest was kept (empty) takes
+        // any body.
+        if !seen.body_sha256.is_empty() && !crypto::constant_time_eq(seen.body_sha256.as_bytes(), digest.as_bytes()) {
+            return Err(ApiError::Conflict(format!("webhook-id {webhook_id} was received already with a different body")));
+        }
+        let result = serde_json::from_str(&seen.answer).map_err(|e| ApiError::Internal(e.into()))?;
+        return Ok(ok(Receipt { received: true, webhook_id, result }));
     }
     let result = handler.handle(&mut tx, &tenant_id, &provider, &payload).await?;
     let actor = format!("{kind}:{provider}");
     let record = json!({ "kind": kind, "provider": provider, "webhook_id": webhook_id });
     audit::record_system(&mut tx, &tenant_id, &actor, events::WEBHOOK_INBOUND_RECEIVED, record).await?;
+    // The answer a resend gets, with the id and what the handler wrote.
+    sqlx::query("UPDATE webhook_inbound_seen SET answer = $5 WHERE tenant_id = $1 AND kind = $2 AND provider = $3 AND webhook_id = $4")
+        .bind(&tenant_id)
+        .bind(&kind)
+        .bind(&provider)
+        .bind(&webhook_id)
+        .bind(result.to_string())
+        .execute(&mut *tx)
+        .await?;
     tx.commit().await?;
     Ok(ok(Receipt { received: true, webhook_id, result }))
 }

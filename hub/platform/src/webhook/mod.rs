@@ -124,10 +124,10 @@ fn pattern(p: &str) -> Option<(bool, String)> {
     (p.len() <= 200 && p.split('.').count() >= 2 && p.split('.').all(segment)).then(|| (true, p.to_string()))
 }
 
-fn check_event_types(check: &mut Check, items: &[String]) -> Vec<String> {
+fn check_event_types(check: &mut Check, items: &[String], form: &Pattern) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        match Some(item.trim()).filter(|p| pattern(p).is_some()) {
+        match Some(item.as_str()).filter(|p| form.is_match(p) && pattern(p).is_some()) {
             Some(p) if !out.iter().any(|o| o == p) => out.push(p.to_string()),
             Some(_) => {}
             None => check.fail(format!("event_types[{i}] must be an event type (crm.contact.created.v1), a tail wildcard (crm.*) or *")),
@@ -161,7 +161,7 @@ struct NewEndpoint {
     /// `HUB_WEBHOOK_ALLOWED_HOSTS` names them.
     url: String,
     /// Event types (`crm.contact.created.v1`) or patterns (`crm.*`, `*`).
-    #[schema(min_items = 1, max_items = 100)]
+    #[schema(min_items = 1, max_items = 100, max_length = 200, pattern = r"^(?:\*|[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.\*|[a-z0-9_-]+(?:\.[a-z0-9_-]+)+)$")]
     event_types: Vec<String>,
     #[schema(max_length = 500)]
     description: Option<String>,
@@ -179,7 +179,8 @@ async fn create_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, bod
     if let Err(why) = target::check_url(&state.config, &url) {
         check.fail(why);
     }
-    let types = check_event_types(&mut check, &body.event_types);
+    static EVENT_TYPES: Pattern = Pattern::of::<NewEndpoint>("event_types[]");
+    let types = check_event_types(&mut check, &body.event_types, &EVENT_TYPES);
     let description = Check::optional(&body.description);
     check.finish()?;
     let id = db::new_id();
@@ -238,7 +239,7 @@ struct Update {
     /// A new URL, checked as on create.
     url: Option<String>,
     /// A new list of event types or patterns, replacing the old.
-    #[schema(min_items = 1, max_items = 100)]
+    #[schema(min_items = 1, max_items = 100, max_length = 200, pattern = r"^(?:\*|[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.\*|[a-z0-9_-]+(?:\.[a-z0-9_-]+)+)$")]
     event_types: Option<Vec<String>>,
     #[schema(max_length = 500)]
     description: Option<String>,
@@ -284,7 +285,8 @@ async fn update_endpoint(State(state): State<AppState>, Tenant(ctx): Tenant, Pat
     {
         check.fail(why);
     }
-    let types = body.event_types.as_deref().map(|v| check_event_types(&mut check, v));
+    static EVENT_TYPES: Pattern = Pattern::of::<Update>("event_types[]");
+    let types = body.event_types.as_deref().map(|v| check_event_types(&mut check, v, &EVENT_TYPES));
     let description = Check::optional(&body.description);
     check.finish()?;
     if let Some(t) = &types {
